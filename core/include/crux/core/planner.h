@@ -1,0 +1,134 @@
+// Planner: the Crux pipeline as one call. Cluster state (topology + jobs) in, plan out.
+//
+// Stages (each timed through the injected Clock):
+//   0. traffic:   ExpandTraffic for every job (NIC-to-NIC flows per iteration).
+//   1. profile:   standalone routing of each job alone (its own least-congested paths in an
+//                 empty network, digest Q4), M_{j,e} per link, t_j = max_e M_{j,e} / B_e,
+//                 period_j = max(c_j, o_j * c_j + t_j), I_j = W_j / t_j.
+//   2. priority:  reference job, k_j, P_j = k_j * I_j, strict total order (priority.h).
+//   3. paths:     jobs in decreasing I_j (or P_j, `path_order`), each flow on the least
+//                 congested equal-cost path given the load committed so far (path_selection.h).
+//   4. compress:  contention DAG over shared directed links, Algorithm 1 onto the usable
+//                 levels (compression.h); levels shifted below `reserved_high_levels`.
+//   5. ports:     a UDP source port per inter-host flow that pins it to its path (ecmp.h).
+// The result is deterministic for a given input and seed.
+//
+// Thread-safety: a Planner is not thread-safe (it caches paths). The Topology, Clock and
+// resolver must outlive it; rebuild the Planner when the topology changes.
+#ifndef CRUX_CORE_PLANNER_H_
+#define CRUX_CORE_PLANNER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "crux/core/clock.h"
+#include "crux/core/compression.h"
+#include "crux/core/ecmp.h"
+#include "crux/core/job.h"
+#include "crux/core/path_finder.h"
+#include "crux/core/priority.h"
+#include "crux/core/status.h"
+#include "crux/core/topology.h"
+#include "crux/core/units.h"
+
+namespace crux::core {
+
+enum class PathOrder { kIntensity, kPriority };
+
+struct PlannerOptions {
+  int levels = 8;                 // K hardware priority levels, 1..64.
+  int reserved_high_levels = 0;   // Levels above the jobs (control, profiling newcomers).
+  int reserved_low_levels = 0;    // Levels below the jobs (e.g. best-effort storage).
+  int topo_orders = 10;           // m in Algorithm 1, >= 1.
+  uint64_t seed = 1;
+  double gpu_peak_flops = 312e12; // Per GPU, FLOP/s, for jobs without flops_per_iteration
+                                  // (default: A100 dense BF16).
+  PathOrder path_order = PathOrder::kIntensity;
+  PortRange ports;                // RoCEv2 source-port search range.
+  bool resolve_ports = true;      // Stage 5 on/off (the simulator does not need ports).
+  PairSimOptions pair_sim;
+};
+
+// Checks ranges; errors name the option.
+Status ValidatePlannerOptions(const PlannerOptions& o);
+
+struct FlowPlan {
+  NodeId src;
+  NodeId dst;
+  Bytes bytes;                        // Per iteration, on the wire.
+  std::vector<LinkId> path;           // Chosen path, src to dst.
+  size_t path_index = 0;              // Index into the equal-cost set.
+  size_t num_paths = 0;               // Size of the equal-cost set.
+  std::optional<uint16_t> udp_sport;  // Absent: unpinned (see ecmp.h).
+};
+
+struct JobPlan {
+  std::string id;
+  int gpus = 0;
+  Flops work;                 // W_j.
+  Duration comm_time;         // t_j (standalone bottleneck transmission time).
+  LinkId bottleneck;          // The link that defines t_j (invalid without traffic).
+  Duration period;            // Standalone iteration time.
+  double bytes_per_sec = 0;   // Standalone traffic rate.
+  Intensity intensity = 0;    // I_j (FLOP/s).
+  double k = 1;               // Correction factor.
+  double priority = 0;        // P_j.
+  int rank = 0;               // 0 = highest priority.
+  int level = 0;              // Hardware level, 0 = highest.
+  bool reference = false;
+  std::vector<FlowPlan> flows;
+};
+
+struct StageTimings {
+  Duration traffic;
+  Duration profile;
+  Duration priority;
+  Duration path_selection;
+  Duration compression;
+  Duration ports;
+  Duration total;
+};
+
+struct Plan {
+  int levels = 0;                 // K.
+  int first_job_level = 0;        // reserved_high_levels.
+  int usable_levels = 0;          // K - reserved_high - reserved_low.
+  std::vector<JobPlan> jobs;      // In input order.
+  ContentionDag dag;              // Node i = jobs[i].
+  double cut_weight = 0;
+  double total_edge_weight = 0;
+  int reference_job = -1;
+  int unpinned_flows = 0;
+  StageTimings timing;
+};
+
+class Planner {
+ public:
+  // `resolver` may be null: a HashEcmpModel(seed 0) is used.
+  Planner(const Topology& topo, PlannerOptions options,
+          const Clock* clock = &SteadyClock::Instance(),
+          const SourcePortResolver* resolver = nullptr);
+  ~Planner();
+
+  // Runs the pipeline. Errors: invalid options, an invalid job (message names the job and
+  // field), duplicate job ids, a flow without a path.
+  Result<Plan> Run(const std::vector<JobSpec>& jobs);
+
+  const PlannerOptions& options() const { return options_; }
+  PathFinder& path_finder() { return finder_; }
+
+ private:
+  const Topology& topo_;
+  PlannerOptions options_;
+  const Clock* clock_;
+  std::unique_ptr<SourcePortResolver> owned_resolver_;
+  const SourcePortResolver* resolver_;
+  PathFinder finder_;
+};
+
+}  // namespace crux::core
+
+#endif  // CRUX_CORE_PLANNER_H_
