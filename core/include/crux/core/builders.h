@@ -113,7 +113,7 @@ Result<Topology> BuildHpn(const HpnParams& p);
 // Hosts are named host0.. in file order (the hashed IPs are kept only for reference). Two
 // readings of the ASW column are supported (the dataset does not say which is physical):
 //   kAswLabel (default): an ASW label is one ToR "<ASW>"; it uplinks to every PSW that any of
-//     its hosts lists (48 ToRs, 2-3 uplinks each), so cross-ToR traffic has ECMP choices.
+//     its hosts lists (48 ToRs, 1-3 uplinks each), so cross-ToR traffic has ECMP choices.
 //   kPswAsw: each (PSW, ASW) pair is a ToR "<PSW>/<ASW>" with a single uplink (119 ToRs).
 // Every PSW connects to every DSW.
 enum class LingjunTorGrouping { kAswLabel, kPswAsw };

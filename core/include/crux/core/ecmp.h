@@ -8,7 +8,7 @@
 //
 // Two models are provided behind one interface (SourcePortResolver):
 //   * HashEcmpModel (default): every node with several equal-cost next hops picks
-//     next_hops[H(tuple, node) mod n], next hops sorted by link id, where H is a documented
+//     next_hops[Choose(H(tuple, node), n)], next hops sorted by link id, where H is a documented
 //     64-bit mix (see ecmp.cc). Real ASICs use vendor CRC variants with per-switch seeds, so the
 //     ports this model finds are only right on a fabric that really hashes this way (e.g. the
 //     simulator) - use the table model for real switches.
@@ -67,8 +67,12 @@ class HashEcmpModel final : public SourcePortResolver {
   std::optional<uint16_t> FindPort(PathFinder& paths, NodeId src, NodeId dst, size_t path_index,
                                    PortRange range) const override;
 
-  // The hash a node computes for a flow. Exposed for tests and documentation.
-  uint64_t Hash(const Topology& topo, NodeId node, NodeId src, NodeId dst, uint16_t sport) const;
+  // The hash a node computes for a flow, and how a hash picks one of n next hops
+  // (the high 32 bits times n, shifted down: Lemire's division-free range reduction).
+  // Exposed for tests and documentation.
+  uint64_t Hash(const PathFinder& paths, NodeId node, NodeId src, NodeId dst,
+                uint16_t sport) const;
+  static uint32_t Choose(uint64_t hash, uint32_t num_choices);
 
  private:
   uint64_t seed_;

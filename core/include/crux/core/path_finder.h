@@ -35,6 +35,10 @@ struct SwitchPaths {
   int hops = 0;
   size_t count = 0;
   std::vector<LinkId> links;
+  std::vector<NodeId> link_src;  // link_src[i] = source node of links[i] (cache-friendly scans).
+  // True when every path has the same sequence of link capacities (as in any Clos, fat tree or
+  // HPN fabric). Lets path selection stop at the first idle path: none after it can be better.
+  bool uniform_capacity = true;
 };
 
 class PathSet {
@@ -94,19 +98,36 @@ class PathFinder {
 
   const Topology& topology() const { return topo_; }
 
+  // StableHash of every node's name, indexed by node id (used by ECMP hash models).
+  uint64_t NameHash(NodeId n) const { return name_hash_[n.value()]; }
+
  private:
   struct AccessRoute {
     NodeId sw;                  // First (or last) network switch.
     std::vector<LinkId> links;  // Endpoint -> sw (or sw -> endpoint for egress).
   };
-  const std::vector<int>& DistancesFrom(NodeId sw);
+  // Hop distances from switch `sw` to every network switch (indexed by switch index, -1 when
+  // unreachable) over up switch-to-switch links. Cached per source switch.
+  const std::vector<int16_t>& DistancesFrom(NodeId sw);
+  int SwitchIndex(NodeId n) const { return switch_index_[n.value()]; }
   const SwitchPaths& SwitchPathsBetween(NodeId a, NodeId b);
   std::vector<AccessRoute> AccessRoutes(NodeId endpoint, bool egress) const;
   Result<PathSet> IntraHostPaths(NodeId src, NodeId dst) const;
   Result<PathSet> Compute(NodeId src, NodeId dst);
 
   const Topology& topo_;
-  std::unordered_map<uint32_t, std::vector<int>> dist_cache_;  // Keyed by switch node id.
+  std::vector<uint64_t> name_hash_;
+  // Compact switch graph: switch_index_[node] (-1 for non-switches), and per switch index its
+  // up links to other switches (link id, neighbour's switch index) and incoming up links.
+  struct Adj {
+    LinkId link;
+    int other;
+  };
+  std::vector<int> switch_index_;
+  std::vector<NodeId> switch_node_;
+  std::vector<std::vector<Adj>> switch_out_;
+  std::vector<std::vector<Adj>> switch_in_;
+  std::unordered_map<uint32_t, std::vector<int16_t>> dist_cache_;  // Keyed by switch node id.
   std::unordered_map<uint64_t, std::unique_ptr<SwitchPaths>> switch_paths_;
   std::unordered_map<uint64_t, std::unique_ptr<PathSet>> path_cache_;
 };

@@ -1,0 +1,130 @@
+// Benchmarks of the full Crux pipeline (crux::core::Planner) on large fabrics.
+//
+// BM_PlanHpnPod: one Alibaba HPN pod (1,920 hosts, 15,360 NICs, 240 ToRs, 120 Aggs, 120
+// equal-cost paths per cross-segment NIC pair) with N jobs, ring all-reduce, random placements
+// (seeded). Job sizes follow a small-job-heavy mix (1/2/4/8/16/32 hosts with probabilities
+// 30/25/20/15/8/2 %; hosts drawn without replacement inside a job, jobs may share hosts as
+// tenants on different GPUs). Each iteration plans from scratch with a fresh Planner, so path
+// caches are cold (the daemon keeps them warm across re-plans: see BM_PlanHpnPodWarm).
+// Goal (issue #2): <= 50 ms on one core for N = 1,000.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "crux/core/builders.h"
+#include "crux/core/planner.h"
+#include "crux/core/random.h"
+
+namespace crux::core {
+namespace {
+
+const Topology& HpnPod() {
+  static const Topology* topo = [] {
+    auto t = BuildHpn(HpnParams{});
+    if (!t.ok()) {
+      std::fprintf(stderr, "BuildHpn: %s\n", t.status().ToString().c_str());
+      std::abort();
+    }
+    return new Topology(std::move(t).value());
+  }();
+  return *topo;
+}
+
+std::vector<JobSpec> RandomRingJobs(const Topology& topo, int n, uint64_t seed) {
+  Rng rng(seed);
+  const std::vector<NodeId>& hosts = topo.hosts();
+  const int sizes[] = {1, 2, 4, 8, 16, 32};
+  const double cdf[] = {0.30, 0.55, 0.75, 0.90, 0.98, 1.0};
+  std::vector<JobSpec> jobs;
+  for (int j = 0; j < n; ++j) {
+    const double u = rng.UniformDouble();
+    int size = sizes[5];
+    for (int s = 0; s < 6; ++s) {
+      if (u < cdf[s]) {
+        size = sizes[s];
+        break;
+      }
+    }
+    std::vector<NodeId> pool = hosts;
+    JobSpec spec;
+    spec.id = std::string("job").append(std::to_string(j));
+    for (int i = 0; i < size; ++i) {
+      const size_t k = i + rng.Uniform(pool.size() - i);
+      std::swap(pool[i], pool[k]);
+      spec.hosts.push_back(pool[i]);
+    }
+    spec.gpus_per_host = 8;
+    spec.compute_time = Duration::Seconds(0.05 + 0.95 * rng.UniformDouble());
+    spec.pattern = TrafficPattern::kRingAllReduce;
+    spec.pattern_bytes = Bytes::FromDouble(1e8 + 4.9e9 * rng.UniformDouble());
+    spec.overlap_start = rng.UniformDouble();
+    jobs.push_back(std::move(spec));
+  }
+  return jobs;
+}
+
+void ReportStages(benchmark::State& state, const Plan& plan, size_t flows) {
+  state.counters["flows"] = static_cast<double>(flows);
+  state.counters["dag_edges"] = static_cast<double>(plan.dag.edges.size());
+  state.counters["profile_ms"] = plan.timing.profile.ToMillis();
+  state.counters["priority_ms"] = plan.timing.priority.ToMillis();
+  state.counters["paths_ms"] = plan.timing.path_selection.ToMillis();
+  state.counters["compress_ms"] = plan.timing.compression.ToMillis();
+  state.counters["ports_ms"] = plan.timing.ports.ToMillis();
+  state.counters["unpinned"] = plan.unpinned_flows;
+}
+
+void BM_PlanHpnPod(benchmark::State& state) {
+  const Topology& topo = HpnPod();
+  const auto jobs = RandomRingJobs(topo, static_cast<int>(state.range(0)), 42);
+  Plan last;
+  for (auto _ : state) {
+    Planner planner(topo, PlannerOptions{});
+    auto plan = planner.Run(jobs);
+    if (!plan.ok()) {
+      state.SkipWithError(plan.status().ToString().c_str());
+      return;
+    }
+    last = std::move(plan).value();
+    benchmark::DoNotOptimize(last.cut_weight);
+  }
+  size_t flows = 0;
+  for (const JobPlan& jp : last.jobs) flows += jp.flows.size();
+  ReportStages(state, last, flows);
+}
+BENCHMARK(BM_PlanHpnPod)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_PlanHpnPodWarm(benchmark::State& state) {
+  const Topology& topo = HpnPod();
+  const auto jobs = RandomRingJobs(topo, static_cast<int>(state.range(0)), 42);
+  Planner planner(topo, PlannerOptions{});
+  Plan last;
+  for (auto _ : state) {
+    auto plan = planner.Run(jobs);
+    if (!plan.ok()) {
+      state.SkipWithError(plan.status().ToString().c_str());
+      return;
+    }
+    last = std::move(plan).value();
+    benchmark::DoNotOptimize(last.cut_weight);
+  }
+  size_t flows = 0;
+  for (const JobPlan& jp : last.jobs) flows += jp.flows.size();
+  ReportStages(state, last, flows);
+}
+BENCHMARK(BM_PlanHpnPodWarm)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_BuildHpnPod(benchmark::State& state) {
+  for (auto _ : state) {
+    auto t = BuildHpn(HpnParams{});
+    benchmark::DoNotOptimize(t.ok());
+  }
+}
+BENCHMARK(BM_BuildHpnPod)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace crux::core
+
+BENCHMARK_MAIN();

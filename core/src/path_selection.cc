@@ -1,0 +1,116 @@
+#include "crux/core/path_selection.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+namespace crux::core {
+namespace {
+
+constexpr double kRelTol = 1e-9;
+
+// a < b beyond the relative tolerance.
+bool Less(double a, double b) { return a < b - kRelTol * std::max(std::abs(a), std::abs(b)); }
+
+}  // namespace
+
+size_t LeastCongestedPath(const Topology& topo, const PathSet& paths, double bps,
+                          const LinkLoad& load) {
+  // Walks the PathSet's segments instead of materialising paths: the head and tail of a segment
+  // are shared by all its switch paths, so their utilisation is computed once. Inside a segment
+  // whose switch paths have uniform capacities, the first path whose switch links are all idle
+  // is the best of the segment (every later one can at most tie, and ties go to the lower index),
+  // so the scan stops there. The result is exactly that of comparing every path in index order.
+  size_t best = 0;
+  double best_max = 0;
+  double best_sum = 0;
+  bool have_best = false;
+  auto util = [&](LinkId l, bool& idle) {
+    const double cur = load.Get(l);
+    idle = idle && cur == 0.0;
+    return (cur + bps) / topo.link(l).capacity.ToBitsPerSec();
+  };
+  auto consider = [&](size_t index, double mx, double sum) {
+    if (!have_best || Less(mx, best_max) || (!Less(best_max, mx) && Less(sum, best_sum))) {
+      best = index;
+      best_max = mx;
+      best_sum = sum;
+      have_best = true;
+    }
+  };
+  for (const PathSet::Segment& seg : paths.segments()) {
+    double base_max = 0;
+    double base_sum = 0;
+    bool unused = true;
+    for (LinkId l : seg.head) {
+      const double u = util(l, unused);
+      base_max = std::max(base_max, u);
+      base_sum += u;
+    }
+    for (LinkId l : seg.tail) {
+      const double u = util(l, unused);
+      base_max = std::max(base_max, u);
+      base_sum += u;
+    }
+    // No path of this segment can beat the best so far if its shared part is already worse.
+    if (have_best && Less(best_max, base_max)) continue;
+    const SwitchPaths* mid = seg.mid;
+    if (mid == nullptr || mid->hops == 0) {
+      consider(seg.first_index, base_max, base_sum);
+      continue;
+    }
+    const size_t hops = static_cast<size_t>(mid->hops);
+    const LinkId* links = mid->links.data();
+    for (size_t k = 0; k < seg.count; ++k) {
+      double mx = base_max;
+      double sum = base_sum;
+      bool idle = true;
+      for (size_t h = 0; h < hops; ++h) {
+        const double u = util(links[k * hops + h], idle);
+        mx = std::max(mx, u);
+        sum += u;
+      }
+      consider(seg.first_index + k, mx, sum);
+      if (idle && mid->uniform_capacity) break;
+    }
+  }
+  return best;
+}
+
+Status SelectPaths(PathFinder& finder, const std::vector<size_t>& order,
+                   std::vector<JobRouting>& jobs, LinkLoad& load) {
+  const Topology& topo = finder.topology();
+  std::vector<size_t> flow_order;
+  for (size_t j : order) {
+    JobRouting& job = jobs[j];
+    const size_t n = job.flows.size();
+    job.paths.assign(n, nullptr);
+    job.choice.assign(n, 0);
+    flow_order.resize(n);
+    std::iota(flow_order.begin(), flow_order.end(), size_t{0});
+    std::stable_sort(flow_order.begin(), flow_order.end(), [&](size_t a, size_t b) {
+      return job.flows[a].bytes > job.flows[b].bytes;
+    });
+    for (size_t f : flow_order) {
+      const FlowDemand& flow = job.flows[f];
+      auto set = finder.Paths(flow.src, flow.dst);
+      if (!set.ok()) {
+        return set.status().WithContext("flow " + topo.node(flow.src).name + " -> " +
+                                        topo.node(flow.dst).name);
+      }
+      const PathSet& paths = **set;
+      if (paths.empty()) {
+        return NotFoundError("flow " + topo.node(flow.src).name + " -> " +
+                             topo.node(flow.dst).name + ": no path");
+      }
+      const double bps = flow.bytes.ToBits() * job.iterations_per_sec;
+      const size_t pick = paths.size() == 1 ? 0 : LeastCongestedPath(topo, paths, bps, load);
+      job.paths[f] = &paths;
+      job.choice[f] = pick;
+      paths.ForEachLink(pick, [&](LinkId l) { load.Add(l, bps); });
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace crux::core
