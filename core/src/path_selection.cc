@@ -25,10 +25,12 @@ size_t LeastCongestedPath(const Topology& topo, const PathSet& paths, double bps
   double best_max = 0;
   double best_sum = 0;
   bool have_best = false;
+  const double* inv = load.inverse_capacity();
   auto util = [&](LinkId l, bool& idle) {
     const double cur = load.Get(l);
     idle = idle && cur == 0.0;
-    return (cur + bps) / topo.link(l).capacity.ToBitsPerSec();
+    return inv != nullptr ? (cur + bps) * inv[l.value()]
+                          : (cur + bps) / topo.link(l).capacity.ToBitsPerSec();
   };
   auto consider = [&](size_t index, double mx, double sum) {
     if (!have_best || Less(mx, best_max) || (!Less(best_max, mx) && Less(sum, best_sum))) {
@@ -84,7 +86,9 @@ Status SelectPaths(PathFinder& finder, const std::vector<size_t>& order,
   for (size_t j : order) {
     JobRouting& job = jobs[j];
     const size_t n = job.flows.size();
-    job.paths.assign(n, nullptr);
+    // Path sets found by an earlier call for the same flows are reused (the planner routes each
+    // job twice: alone for its profile, then together with the others).
+    if (job.paths.size() != n) job.paths.assign(n, nullptr);
     job.choice.assign(n, 0);
     flow_order.resize(n);
     std::iota(flow_order.begin(), flow_order.end(), size_t{0});
@@ -93,19 +97,21 @@ Status SelectPaths(PathFinder& finder, const std::vector<size_t>& order,
     });
     for (size_t f : flow_order) {
       const FlowDemand& flow = job.flows[f];
-      auto set = finder.Paths(flow.src, flow.dst);
-      if (!set.ok()) {
-        return set.status().WithContext("flow " + topo.node(flow.src).name + " -> " +
-                                        topo.node(flow.dst).name);
+      if (job.paths[f] == nullptr) {
+        auto set = finder.Paths(flow.src, flow.dst);
+        if (!set.ok()) {
+          return set.status().WithContext("flow " + topo.node(flow.src).name + " -> " +
+                                          topo.node(flow.dst).name);
+        }
+        job.paths[f] = *set;
       }
-      const PathSet& paths = **set;
+      const PathSet& paths = *job.paths[f];
       if (paths.empty()) {
         return NotFoundError("flow " + topo.node(flow.src).name + " -> " +
                              topo.node(flow.dst).name + ": no path");
       }
       const double bps = flow.bytes.ToBits() * job.iterations_per_sec;
       const size_t pick = paths.size() == 1 ? 0 : LeastCongestedPath(topo, paths, bps, load);
-      job.paths[f] = &paths;
       job.choice[f] = pick;
       paths.ForEachLink(pick, [&](LinkId l) { load.Add(l, bps); });
     }

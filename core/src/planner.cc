@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "crux/core/path_selection.h"
+#include "crux/core/random.h"
 
 namespace crux::core {
 
@@ -55,6 +56,11 @@ Planner::Planner(const Topology& topo, PlannerOptions options, const Clock* cloc
 
 Planner::~Planner() = default;
 
+size_t Planner::PortKeyHash::operator()(const PortKey& k) const {
+  return static_cast<size_t>(
+      Mix64((static_cast<uint64_t>(k.src) << 32 | k.dst) ^ Mix64(k.path_index + 1)));
+}
+
 Result<Plan> Planner::Run(const std::vector<JobSpec>& specs) {
   CRUX_RETURN_IF_ERROR(ValidatePlannerOptions(options_));
   const Duration t_start = clock_->Now();
@@ -82,7 +88,7 @@ Result<Plan> Planner::Run(const std::vector<JobSpec>& specs) {
   const Duration t_traffic = clock_->Now();
 
   // ---- 1. profile: standalone routing, t_j, period, I_j ----
-  LinkLoad load(topo_.num_links());
+  LinkLoad load(topo_);
   std::vector<PriorityInput> prio_in(n);
   for (size_t j = 0; j < n; ++j) {
     const JobSpec& spec = specs[j];
@@ -190,7 +196,16 @@ Result<Plan> Planner::Run(const std::vector<JobSpec>& specs) {
       fp.path = routing[j].paths[f]->Path(fp.path_index);
       const bool inter_host = topo_.node(d.src).host != topo_.node(d.dst).host;
       if (options_.resolve_ports && inter_host) {
-        fp.udp_sport = resolver_->FindPort(finder_, d.src, d.dst, fp.path_index, options_.ports);
+        const PortKey key{d.src.value(), d.dst.value(), fp.path_index};
+        auto it = port_cache_.find(key);
+        if (it == port_cache_.end()) {
+          if (port_cache_.size() >= kMaxCachedPorts) port_cache_.clear();
+          it = port_cache_
+                   .emplace(key, resolver_->FindPort(finder_, d.src, d.dst, fp.path_index,
+                                                     options_.ports))
+                   .first;
+        }
+        fp.udp_sport = it->second;
         if (!fp.udp_sport.has_value()) ++plan.unpinned_flows;
       }
       jp.flows.push_back(std::move(fp));

@@ -32,6 +32,16 @@ namespace crux::core {
 class LinkLoad {
  public:
   explicit LinkLoad(size_t num_links) : bps_(num_links, 0.0) {}
+  // Also caches 1 / capacity per link so that path selection multiplies instead of dividing.
+  // The topology's capacities must not change while this LinkLoad is in use.
+  explicit LinkLoad(const Topology& topo) : bps_(topo.num_links(), 0.0) {
+    inv_capacity_.reserve(topo.num_links());
+    for (const Link& l : topo.links()) inv_capacity_.push_back(1.0 / l.capacity.ToBitsPerSec());
+  }
+  // Null when constructed from a link count.
+  const double* inverse_capacity() const {
+    return inv_capacity_.empty() ? nullptr : inv_capacity_.data();
+  }
   double Get(LinkId l) const { return bps_[l.value()]; }
   void Add(LinkId l, double bps) {
     if (bps_[l.value()] == 0.0) touched_.push_back(l);
@@ -46,6 +56,7 @@ class LinkLoad {
 
  private:
   std::vector<double> bps_;
+  std::vector<double> inv_capacity_;
   std::vector<LinkId> touched_;
 };
 
@@ -53,7 +64,9 @@ class LinkLoad {
 struct JobRouting {
   std::vector<FlowDemand> flows;
   double iterations_per_sec = 1.0;  // 1 / standalone period; > 0.
-  std::vector<const PathSet*> paths;  // Output: per flow.
+  // Per flow; filled by SelectPaths. Entries already set (same flows, same PathFinder) are
+  // reused instead of looked up again.
+  std::vector<const PathSet*> paths;
   std::vector<size_t> choice;         // Output: per flow, index into *paths[i].
 };
 

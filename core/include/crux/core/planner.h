@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "crux/core/clock.h"
@@ -127,6 +128,23 @@ class Planner {
   std::unique_ptr<SourcePortResolver> owned_resolver_;
   const SourcePortResolver* resolver_;
   PathFinder finder_;
+
+  // Source ports already resolved, keyed by (src, dst, path index): a flow whose path did not
+  // change between two plans keeps its port without a new search (and without QP churn).
+  // Bounded: cleared when it exceeds kMaxCachedPorts entries.
+  struct PortKey {
+    uint32_t src;
+    uint32_t dst;
+    uint64_t path_index;
+    friend bool operator==(const PortKey& a, const PortKey& b) {
+      return a.src == b.src && a.dst == b.dst && a.path_index == b.path_index;
+    }
+  };
+  struct PortKeyHash {
+    size_t operator()(const PortKey& k) const;
+  };
+  static constexpr size_t kMaxCachedPorts = 1 << 20;
+  std::unordered_map<PortKey, std::optional<uint16_t>, PortKeyHash> port_cache_;
 };
 
 }  // namespace crux::core
