@@ -36,7 +36,7 @@ Quality RunCases(int cases, int num_jobs, uint64_t seed) {
     Clos2Params p;
     p.tors = 2 + static_cast<int>(rng.Uniform(3));  // 2..4
     p.aggs = 2;
-    p.hosts_per_tor = std::max(1, 20 / p.tors);     // <= 20 hosts
+    p.hosts_per_tor = std::max(1, 20 / p.tors);  // <= 20 hosts
     p.host.nics_per_host = 1;
     p.host.nic_gbps = 100;
     p.uplink_gbps = 100;

@@ -91,8 +91,8 @@ Status ValidateJob(const Topology& topo, const JobSpec& job) {
     }
   }
   if (!(job.overlap_start >= 0.0 && job.overlap_start <= 1.0)) {
-    return InvalidArgumentError("overlap_start: must be in [0, 1] (got " +
-                                Num(job.overlap_start) + ")");
+    return InvalidArgumentError("overlap_start: must be in [0, 1] (got " + Num(job.overlap_start) +
+                                ")");
   }
   if (!(job.compression_ratio > 0.0 && job.compression_ratio <= 1e3)) {
     return InvalidArgumentError("compression_ratio: must be in (0, 1000] (got " +

@@ -92,9 +92,8 @@ Status SelectPaths(PathFinder& finder, const std::vector<size_t>& order,
     job.choice.assign(n, 0);
     flow_order.resize(n);
     std::iota(flow_order.begin(), flow_order.end(), size_t{0});
-    std::stable_sort(flow_order.begin(), flow_order.end(), [&](size_t a, size_t b) {
-      return job.flows[a].bytes > job.flows[b].bytes;
-    });
+    std::stable_sort(flow_order.begin(), flow_order.end(),
+                     [&](size_t a, size_t b) { return job.flows[a].bytes > job.flows[b].bytes; });
     for (size_t f : flow_order) {
       const FlowDemand& flow = job.flows[f];
       if (job.paths[f] == nullptr) {

@@ -17,8 +17,13 @@ Status ValidatePlannerOptions(const PlannerOptions& o) {
     return InvalidArgumentError("levels: must be in [1, 64] (got " + std::to_string(o.levels) +
                                 ")");
   }
-  if (o.reserved_high_levels < 0 || o.reserved_low_levels < 0) {
-    return InvalidArgumentError("reserved levels: must be >= 0");
+  if (o.reserved_high_levels < 0) {
+    return InvalidArgumentError("reserved_high_levels: must be >= 0 (got " +
+                                std::to_string(o.reserved_high_levels) + ")");
+  }
+  if (o.reserved_low_levels < 0) {
+    return InvalidArgumentError("reserved_low_levels: must be >= 0 (got " +
+                                std::to_string(o.reserved_low_levels) + ")");
   }
   if (o.levels - o.reserved_high_levels - o.reserved_low_levels < 1) {
     return InvalidArgumentError("levels: " + std::to_string(o.levels) + " levels leave no level " +
@@ -154,7 +159,8 @@ Result<Plan> Planner::Run(const std::vector<JobSpec>& specs) {
       return x.gpus > y.gpus;
     });
   }
-  for (size_t j = 0; j < n; ++j) routing[j].iterations_per_sec = 1.0 / plan.jobs[j].period.ToSeconds();
+  for (size_t j = 0; j < n; ++j)
+    routing[j].iterations_per_sec = 1.0 / plan.jobs[j].period.ToSeconds();
   CRUX_RETURN_IF_ERROR(SelectPaths(finder_, order, routing, load));
   const Duration t_paths = clock_->Now();
 
@@ -165,7 +171,7 @@ Result<Plan> Planner::Run(const std::vector<JobSpec>& specs) {
     intensity[j] = plan.jobs[j].intensity;
     for (size_t f = 0; f < routing[j].flows.size(); ++f) {
       routing[j].paths[f]->ForEachLink(routing[j].choice[f],
-                                        [&](LinkId l) { job_links[j].push_back(l); });
+                                       [&](LinkId l) { job_links[j].push_back(l); });
     }
   }
   plan.dag = BuildContentionDag(job_links, prio.rank, intensity, topo_.num_links());

@@ -295,12 +295,22 @@ PriorityAssignment AssignPriorities(const std::vector<PriorityInput>& jobs,
     if (jobs[i].has_traffic) intensity[i] = finite_nonneg(jobs[i].intensity);
   }
 
-  // Reference: max bytes/sec, then max bytes/iteration, then lower index.
+  // Reference: prefer jobs whose communication is exposed (not hidden behind compute), then
+  // max bytes/sec, then max bytes/iteration, then lower index.
+  auto exposed = [&](int i) {
+    const PairJob& t = jobs[i].timing;
+    return t.overlap_start * t.compute.ToSeconds() + t.comm.ToSeconds() >
+           t.compute.ToSeconds() * (1 + 1e-9);
+  };
   int ref = -1;
   for (int i = 0; i < n; ++i) {
     if (!jobs[i].has_traffic) continue;
     if (ref < 0) {
       ref = i;
+      continue;
+    }
+    if (exposed(i) != exposed(ref)) {
+      if (exposed(i)) ref = i;
       continue;
     }
     const double bs = finite_nonneg(jobs[i].bytes_per_sec);

@@ -23,11 +23,11 @@ namespace crux::core {
 
 // Parameters common to the generated kinds.
 struct HostParams {
-  int nics_per_host = 1;          // >= 1.
-  int gpus_per_host = 8;          // >= 1; informational (jobs state their own GPU counts).
-  double nic_gbps = 200;          // Per NIC port, > 0.
-  double pcie_gbps = 512;         // NIC <-> host, > 0 (PCIe Gen5 x16 is ~512 Gbps raw).
-  double link_latency_us = 1.0;   // Every network hop, >= 0.
+  int nics_per_host = 1;         // >= 1.
+  int gpus_per_host = 8;         // >= 1; informational (jobs state their own GPU counts).
+  double nic_gbps = 200;         // Per NIC port, > 0.
+  double pcie_gbps = 512;        // NIC <-> host, > 0 (PCIe Gen5 x16 is ~512 Gbps raw).
+  double link_latency_us = 1.0;  // Every network hop, >= 0.
 };
 
 // ---- explicit: nodes and links listed by the user ----
@@ -53,11 +53,11 @@ Result<Topology> BuildExplicit(const ExplicitParams& p);
 // ---- clos2: hosts -> ToRs -> Aggs, every ToR connected to every Agg ----
 struct Clos2Params {
   HostParams host;
-  int tors = 2;             // >= 1.
-  int aggs = 2;             // >= 1.
-  int hosts_per_tor = 4;    // >= 1. With rail_optimized, hosts per rail group.
-  double uplink_gbps = 400; // ToR <-> Agg, > 0.
-  int uplinks_per_agg = 1;  // Parallel ToR <-> Agg cables, >= 1.
+  int tors = 2;              // >= 1.
+  int aggs = 2;              // >= 1.
+  int hosts_per_tor = 4;     // >= 1. With rail_optimized, hosts per rail group.
+  double uplink_gbps = 400;  // ToR <-> Agg, > 0.
+  int uplinks_per_agg = 1;   // Parallel ToR <-> Agg cables, >= 1.
   // false: all NICs of a host go to the host's ToR (tor = host / hosts_per_tor).
   // true:  NIC i of a host in group g goes to ToR g * nics_per_host + i; `tors` must then be a
   //        multiple of nics_per_host (e.g. Crux's testbed: 4 NICs per host, one ToR per rail).
@@ -68,13 +68,13 @@ Result<Topology> BuildClos2(const Clos2Params& p);
 // ---- clos3: pods of (ToRs x Aggs full mesh); Agg a of each pod connects to core plane a ----
 struct Clos3Params {
   HostParams host;
-  int pods = 2;              // >= 1.
-  int tors_per_pod = 2;      // >= 1.
-  int aggs_per_pod = 2;      // >= 1.
-  int cores = 4;             // >= 1, a multiple of aggs_per_pod: plane a = cores
-                             // [a*c/aggs, (a+1)*c/aggs).
-  int hosts_per_tor = 4;     // >= 1.
-  double tor_agg_gbps = 400; // > 0.
+  int pods = 2;               // >= 1.
+  int tors_per_pod = 2;       // >= 1.
+  int aggs_per_pod = 2;       // >= 1.
+  int cores = 4;              // >= 1, a multiple of aggs_per_pod: plane a = cores
+                              // [a*c/aggs, (a+1)*c/aggs).
+  int hosts_per_tor = 4;      // >= 1.
+  double tor_agg_gbps = 400;  // > 0.
   double agg_core_gbps = 400;
 };
 Result<Topology> BuildClos3(const Clos3Params& p);
@@ -97,12 +97,12 @@ Result<Topology> BuildFatTree(const FatTreeParams& p);
 // ToRs are named tor<i> with i = (segment * rails + rail) * planes + plane; Aggs agg<j> with
 // j = plane * aggs_per_plane + a.
 struct HpnParams {
-  int segments = 15;          // >= 1.
-  int hosts_per_segment = 128;// >= 1 (active hosts; HPN's 8 backup hosts are not modelled).
-  int rails = 8;              // NICs (and GPUs) per host, >= 1.
-  int planes = 2;             // 1 or 2.
-  int aggs_per_plane = 60;    // >= 1.
-  double nic_port_gbps = 200; // Per NIC port.
+  int segments = 15;            // >= 1.
+  int hosts_per_segment = 128;  // >= 1 (active hosts; HPN's 8 backup hosts are not modelled).
+  int rails = 8;                // NICs (and GPUs) per host, >= 1.
+  int planes = 2;               // 1 or 2.
+  int aggs_per_plane = 60;      // >= 1.
+  double nic_port_gbps = 200;   // Per NIC port.
   double tor_agg_gbps = 400;
   double pcie_gbps = 512;
   double link_latency_us = 1.0;

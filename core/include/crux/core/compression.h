@@ -29,9 +29,9 @@
 namespace crux::core {
 
 struct DagEdge {
-  int from = 0;      // Higher-priority job (index).
-  int to = 0;        // Lower-priority job.
-  double weight = 0; // I_from.
+  int from = 0;       // Higher-priority job (index).
+  int to = 0;         // Lower-priority job.
+  double weight = 0;  // I_from.
 };
 
 struct ContentionDag {
@@ -47,8 +47,8 @@ ContentionDag BuildContentionDag(const std::vector<std::vector<LinkId>>& job_lin
                                  const std::vector<Intensity>& intensity, size_t num_links);
 
 struct CompressionOptions {
-  int levels = 8;          // K >= 1.
-  int topo_orders = 10;    // m >= 1.
+  int levels = 8;        // K >= 1.
+  int topo_orders = 10;  // m >= 1.
   uint64_t seed = 1;
 };
 

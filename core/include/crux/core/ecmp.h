@@ -70,8 +70,7 @@ class HashEcmpModel final : public SourcePortResolver {
   // The hash a node computes for a flow, and how a hash picks one of n next hops
   // (the high 32 bits times n, shifted down: Lemire's division-free range reduction).
   // Exposed for tests and documentation.
-  uint64_t Hash(const PathFinder& paths, NodeId node, NodeId src, NodeId dst,
-                uint16_t sport) const;
+  uint64_t Hash(const PathFinder& paths, NodeId node, NodeId src, NodeId dst, uint16_t sport) const;
   static uint32_t Choose(uint64_t hash, uint32_t num_choices);
 
  private:

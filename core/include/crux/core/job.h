@@ -49,10 +49,10 @@ struct FlowDemand {
 };
 
 struct JobSpec {
-  std::string id;                  // Unique, non-empty.
-  std::vector<NodeId> hosts;       // Placement: distinct kHost nodes, >= 1.
-  int gpus_per_host = 8;           // >= 1.
-  Duration compute_time;           // Per iteration when running alone, > 0.
+  std::string id;             // Unique, non-empty.
+  std::vector<NodeId> hosts;  // Placement: distinct kHost nodes, >= 1.
+  int gpus_per_host = 8;      // >= 1.
+  Duration compute_time;      // Per iteration when running alone, > 0.
   // W_j per iteration. Absent: gpus * compute_time * peak FLOP/s (PlannerOptions).
   std::optional<Flops> flops_per_iteration;
   // Fraction of an iteration's compute after which its communication may start, in [0, 1].
@@ -62,8 +62,8 @@ struct JobSpec {
   double compression_ratio = 1.0;
 
   TrafficPattern pattern = TrafficPattern::kRingAllReduce;
-  Bytes pattern_bytes;              // S for the collective patterns (see above). > 0.
-  std::vector<FlowDemand> flows;    // For kExplicit: bytes before compression.
+  Bytes pattern_bytes;            // S for the collective patterns (see above). > 0.
+  std::vector<FlowDemand> flows;  // For kExplicit: bytes before compression.
 
   int gpus() const { return gpus_per_host * static_cast<int>(hosts.size()); }
 };

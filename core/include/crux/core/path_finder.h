@@ -44,10 +44,10 @@ struct SwitchPaths {
 class PathSet {
  public:
   struct Segment {
-    std::vector<LinkId> head;   // Source -> first switch (or the whole path, if `mid` is null).
+    std::vector<LinkId> head;  // Source -> first switch (or the whole path, if `mid` is null).
     const SwitchPaths* mid = nullptr;  // Null for intra-host paths.
-    std::vector<LinkId> tail;   // Last switch -> destination.
-    size_t first_index = 0;     // Index of this segment's first path in the PathSet.
+    std::vector<LinkId> tail;          // Last switch -> destination.
+    size_t first_index = 0;            // Index of this segment's first path in the PathSet.
     size_t count = 0;
   };
 

@@ -67,7 +67,7 @@ struct JobRouting {
   // Per flow; filled by SelectPaths. Entries already set (same flows, same PathFinder) are
   // reused instead of looked up again.
   std::vector<const PathSet*> paths;
-  std::vector<size_t> choice;         // Output: per flow, index into *paths[i].
+  std::vector<size_t> choice;  // Output: per flow, index into *paths[i].
 };
 
 // Routes every job in `order` (indices into `jobs`) greedily as described above, committing

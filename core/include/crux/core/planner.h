@@ -40,16 +40,16 @@ namespace crux::core {
 enum class PathOrder { kIntensity, kPriority };
 
 struct PlannerOptions {
-  int levels = 8;                 // K hardware priority levels, 1..64.
-  int reserved_high_levels = 0;   // Levels above the jobs (control, profiling newcomers).
-  int reserved_low_levels = 0;    // Levels below the jobs (e.g. best-effort storage).
-  int topo_orders = 10;           // m in Algorithm 1, >= 1.
+  int levels = 8;                // K hardware priority levels, 1..64.
+  int reserved_high_levels = 0;  // Levels above the jobs (control, profiling newcomers).
+  int reserved_low_levels = 0;   // Levels below the jobs (e.g. best-effort storage).
+  int topo_orders = 10;          // m in Algorithm 1, >= 1.
   uint64_t seed = 1;
-  double gpu_peak_flops = 312e12; // Per GPU, FLOP/s, for jobs without flops_per_iteration
-                                  // (default: A100 dense BF16).
+  double gpu_peak_flops = 312e12;  // Per GPU, FLOP/s, for jobs without flops_per_iteration
+                                   // (default: A100 dense BF16).
   PathOrder path_order = PathOrder::kIntensity;
-  PortRange ports;                // RoCEv2 source-port search range.
-  bool resolve_ports = true;      // Stage 5 on/off (the simulator does not need ports).
+  PortRange ports;            // RoCEv2 source-port search range.
+  bool resolve_ports = true;  // Stage 5 on/off (the simulator does not need ports).
   PairSimOptions pair_sim;
 };
 
@@ -69,16 +69,16 @@ struct FlowPlan {
 struct JobPlan {
   std::string id;
   int gpus = 0;
-  Flops work;                 // W_j.
-  Duration comm_time;         // t_j (standalone bottleneck transmission time).
-  LinkId bottleneck;          // The link that defines t_j (invalid without traffic).
-  Duration period;            // Standalone iteration time.
-  double bytes_per_sec = 0;   // Standalone traffic rate.
-  Intensity intensity = 0;    // I_j (FLOP/s).
-  double k = 1;               // Correction factor.
-  double priority = 0;        // P_j.
-  int rank = 0;               // 0 = highest priority.
-  int level = 0;              // Hardware level, 0 = highest.
+  Flops work;                // W_j.
+  Duration comm_time;        // t_j (standalone bottleneck transmission time).
+  LinkId bottleneck;         // The link that defines t_j (invalid without traffic).
+  Duration period;           // Standalone iteration time.
+  double bytes_per_sec = 0;  // Standalone traffic rate.
+  Intensity intensity = 0;   // I_j (FLOP/s).
+  double k = 1;              // Correction factor.
+  double priority = 0;       // P_j.
+  int rank = 0;              // 0 = highest priority.
+  int level = 0;             // Hardware level, 0 = highest.
   bool reference = false;
   std::vector<FlowPlan> flows;
 };
@@ -94,11 +94,11 @@ struct StageTimings {
 };
 
 struct Plan {
-  int levels = 0;                 // K.
-  int first_job_level = 0;        // reserved_high_levels.
-  int usable_levels = 0;          // K - reserved_high - reserved_low.
-  std::vector<JobPlan> jobs;      // In input order.
-  ContentionDag dag;              // Node i = jobs[i].
+  int levels = 0;             // K.
+  int first_job_level = 0;    // reserved_high_levels.
+  int usable_levels = 0;      // K - reserved_high - reserved_low.
+  std::vector<JobPlan> jobs;  // In input order.
+  ContentionDag dag;          // Node i = jobs[i].
   double cut_weight = 0;
   double total_edge_weight = 0;
   int reference_job = -1;

@@ -1,8 +1,13 @@
 // Priority assignment (Crux §4.2): P_j = k_j * I_j with a DLT-aware correction factor k_j.
 //
 // The reference job r is the job with the highest traffic rate (bytes per second on the wire
-// when running alone; digest Q5); ties go to more bytes per iteration, then the lower input
-// index. k_r = 1. For every other job j, the pair (j, r) is simulated on one link under both
+// when running alone; digest Q5) among the jobs whose communication is exposed, i.e. not fully
+// hidden behind compute (overlap_start * compute + comm > compute); only if no job is exposed
+// are all jobs candidates. Ties go to more bytes per iteration, then the lower input index.
+// k_r = 1. Why exposed first: a reference whose communication hides behind its compute loses
+// nothing when it yields (dS_r = 0), so every k_j would hit the kMaxCorrection guard and the
+// yardstick would measure nothing.
+// For every other job j, the pair (j, r) is simulated on one link under both
 // strict priority orders (SimulatePair) and
 //     dS_j = S_j(j first) - S_j(r first),   dS_r = S_r(r first) - S_r(j first),
 //     k_j  = dS_j / dS_r,
@@ -31,24 +36,24 @@ inline constexpr double kMaxCorrection = 1e6;
 
 // One job's standalone timing on the shared link.
 struct PairJob {
-  Duration compute;           // Per-iteration computation time, > 0.
-  Duration comm;              // Per-iteration transmission time on the link when alone, >= 0.
-  double overlap_start = 1.0; // Communication may start after this fraction of compute.
+  Duration compute;            // Per-iteration computation time, > 0.
+  Duration comm;               // Per-iteration transmission time on the link when alone, >= 0.
+  double overlap_start = 1.0;  // Communication may start after this fraction of compute.
 };
 
 struct PairSimOptions {
-  int warmup_periods = 3;     // Periods of the slower job simulated before measuring.
-  int measure_periods = 60;   // Periods of the slower job in the measurement window.
-  int max_events = 200000;    // Hard cap per simulation (bounds very unequal pairs).
+  int warmup_periods = 3;    // Periods of the slower job simulated before measuring.
+  int measure_periods = 60;  // Periods of the slower job in the measurement window.
+  int max_events = 200000;   // Hard cap per simulation (bounds very unequal pairs).
 };
 
 // Transmission time and completed computation of each job inside the measurement window.
 struct PairOutcome {
-  double transmit_a_s = 0;    // Seconds job a held the link.
+  double transmit_a_s = 0;  // Seconds job a held the link.
   double transmit_b_s = 0;
-  double compute_a_s = 0;     // Seconds job a's GPUs computed.
+  double compute_a_s = 0;  // Seconds job a's GPUs computed.
   double compute_b_s = 0;
-  double window_s = 0;        // Length of the measurement window.
+  double window_s = 0;  // Length of the measurement window.
 };
 
 // Simulates jobs a and b iterating on one link with strict preemptive priority (a has priority
@@ -63,20 +68,20 @@ PairOutcome SimulatePair(const PairJob& a, const PairJob& b, bool a_first,
 double CorrectionFactor(const PairJob& j, const PairJob& r, const PairSimOptions& options = {});
 
 struct PriorityInput {
-  Intensity intensity = 0;    // I_j (0 when the job has no network traffic).
+  Intensity intensity = 0;  // I_j (0 when the job has no network traffic).
   PairJob timing;
-  double bytes_per_sec = 0;   // Traffic rate when alone (reference-job selection).
+  double bytes_per_sec = 0;  // Traffic rate when alone (reference-job selection).
   double bytes_per_iteration = 0;
   int gpus = 0;
   bool has_traffic = false;
 };
 
 struct PriorityAssignment {
-  int reference = -1;               // Index of the reference job; -1 if no job has traffic.
-  std::vector<double> k;            // Per job.
-  std::vector<double> priority;     // P_j, per job.
-  std::vector<int> rank;            // Per job; a permutation of 0..n-1.
-  std::vector<int> order;           // order[rank] = job index.
+  int reference = -1;            // Index of the reference job; -1 if no job has traffic.
+  std::vector<double> k;         // Per job.
+  std::vector<double> priority;  // P_j, per job.
+  std::vector<int> rank;         // Per job; a permutation of 0..n-1.
+  std::vector<int> order;        // order[rank] = job index.
 };
 
 PriorityAssignment AssignPriorities(const std::vector<PriorityInput>& jobs,

@@ -19,13 +19,13 @@ namespace crux::core {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,    // The caller passed something malformed (NaN, negative, bad name).
-  kNotFound,           // A named entity (host, link, job) does not exist.
-  kAlreadyExists,      // A unique name was given twice.
-  kFailedPrecondition, // The request is well formed but the state does not allow it.
-  kOutOfRange,         // A value is outside the supported range.
-  kUnavailable,        // A peer or resource is temporarily unreachable; retrying may help.
-  kInternal,           // A broken invariant: a bug in Crux.
+  kInvalidArgument,     // The caller passed something malformed (NaN, negative, bad name).
+  kNotFound,            // A named entity (host, link, job) does not exist.
+  kAlreadyExists,       // A unique name was given twice.
+  kFailedPrecondition,  // The request is well formed but the state does not allow it.
+  kOutOfRange,          // A value is outside the supported range.
+  kUnavailable,         // A peer or resource is temporarily unreachable; retrying may help.
+  kInternal,            // A broken invariant: a bug in Crux.
 };
 
 // Returns the canonical upper-case name, e.g. "INVALID_ARGUMENT".
@@ -121,10 +121,10 @@ class [[nodiscard]] Result {
 #define CRUX_STATUS_CONCAT_(a, b) CRUX_STATUS_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (a Status) is not OK.
-#define CRUX_RETURN_IF_ERROR(expr)                                  \
-  do {                                                              \
-    ::crux::core::Status crux_status_tmp_ = (expr);                 \
-    if (!crux_status_tmp_.ok()) return crux_status_tmp_;            \
+#define CRUX_RETURN_IF_ERROR(expr)                       \
+  do {                                                   \
+    ::crux::core::Status crux_status_tmp_ = (expr);      \
+    if (!crux_status_tmp_.ok()) return crux_status_tmp_; \
   } while (false)
 
 // `CRUX_ASSIGN_OR_RETURN(auto x, F());` evaluates F() (a Result<T>), returns its status on

@@ -1,0 +1,55 @@
+// Topology specs: YAML -> core::Topology.
+//
+// Format (every parameter optional with the default of the matching struct in
+// crux/core/builders.h; keys are the struct fields, snake_case; speeds in Gbps, latencies in
+// microseconds):
+//
+//   topology:
+//     kind: clos2            # explicit | clos2 | clos3 | fattree | hpn | lingjun (required)
+//     tors: 4                # ... the kind's parameters ...
+//
+//   host keys (clos2, clos3, fattree, lingjun): nics_per_host, gpus_per_host, nic_gbps,
+//     pcie_gbps, link_latency_us
+//   clos2:   tors, aggs, hosts_per_tor, uplink_gbps, uplinks_per_agg, rail_optimized
+//   clos3:   pods, tors_per_pod, aggs_per_pod, cores, hosts_per_tor, tor_agg_gbps,
+//            agg_core_gbps
+//   fattree: k, link_gbps (nics_per_host, if given, must be 1)
+//   hpn:     segments, hosts_per_segment, rails, planes, aggs_per_plane, nic_port_gbps,
+//            tor_agg_gbps, pcie_gbps, link_latency_us
+//   lingjun: path (CSV, relative to the YAML file's directory; default: the shipped
+//            configs/topologies/lingjun/topo.csv, looked up next to the YAML file first and then
+//            in the source tree's configs/), grouping (asw | psw_asw), tor_psw_gbps,
+//            psw_dsw_gbps, tor_psw_links
+//   explicit: nodes: [{name, type: host|switch}]
+//             links: [{a, b, gbps, latency_us?}]   (latency_us default 1)
+//
+// Strictness: unknown or duplicate keys, wrong types, quoted numbers, NaN / infinities,
+// zero or negative speeds and counts are errors. Every error message starts with the YAML key
+// path and ends with the position when yaml-cpp knows it, e.g.
+//   "topology.links[3].gbps: must be > 0 (got -1) (line 14, column 30)"
+//   "topology.tors: unknown key (allowed: kind, segments, ...) (line 3, column 3)"
+// Errors from the core builders are returned with the context "topology".
+// No exception escapes; yaml-cpp's are converted to kInvalidArgument.
+//
+// Thread-safety: pure functions (the file loader reads the file system).
+#ifndef CRUX_SPEC_TOPOLOGY_SPEC_H_
+#define CRUX_SPEC_TOPOLOGY_SPEC_H_
+
+#include <string>
+#include <string_view>
+
+#include "crux/core/status.h"
+#include "crux/core/topology.h"
+
+namespace crux::spec {
+
+// Parses a topology document. `base_dir` resolves relative file references (lingjun `path`);
+// pass the directory of the YAML file, or "" for the current directory.
+core::Result<core::Topology> ParseTopology(std::string_view yaml, const std::string& base_dir);
+
+// Reads and parses `path`; errors carry the file name as context ("<path>: topology.k: ...").
+core::Result<core::Topology> LoadTopologyFile(const std::string& path);
+
+}  // namespace crux::spec
+
+#endif  // CRUX_SPEC_TOPOLOGY_SPEC_H_

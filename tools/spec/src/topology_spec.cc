@@ -1,0 +1,333 @@
+#include "crux/spec/topology_spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <exception>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "crux/core/builders.h"
+#include "file_util.h"
+#include "yaml_reader.h"
+
+#ifndef CRUX_DATA_DIR
+#define CRUX_DATA_DIR ""
+#endif
+
+namespace crux::spec {
+namespace {
+
+using core::Result;
+using core::Status;
+using internal::Bound;
+using internal::Child;
+using internal::Element;
+using internal::ErrorAt;
+using internal::Get;
+using internal::OptionalBool;
+using internal::OptionalInt;
+using internal::OptionalNumber;
+using internal::OptionalString;
+
+constexpr const char* kPath = "topology";
+
+// The shipped Lingjun CSV, relative to configs/ (and to configs/topologies/).
+constexpr const char* kLingjunCsvInTopologies = "lingjun/topo.csv";
+
+Status ReadHostParams(const YAML::Node& n, core::HostParams* h) {
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "nics_per_host", 1, &h->nics_per_host));
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "gpus_per_host", 1, &h->gpus_per_host));
+  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "nic_gbps", Bound::kPositive, &h->nic_gbps));
+  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "pcie_gbps", Bound::kPositive, &h->pcie_gbps));
+  CRUX_RETURN_IF_ERROR(
+      OptionalNumber(n, kPath, "link_latency_us", Bound::kNonNegative, &h->link_latency_us));
+  return Status::Ok();
+}
+
+// Wraps a builder result. Builder errors name fields "<kind>.<field>"; they are renamed to the
+// YAML path "topology.<field>" (other messages get the "topology" context).
+Result<core::Topology> FromBuilder(std::string_view kind, Result<core::Topology> built) {
+  if (built.ok()) return built;
+  const core::Status& s = built.status();
+  const std::string prefix = std::string(kind) + ".";
+  if (s.message().rfind(prefix, 0) == 0) {
+    return core::Status(s.code(), Child(kPath, s.message().substr(prefix.size())));
+  }
+  return s.WithContext(kPath);
+}
+
+Result<core::Topology> ParseClos2(const YAML::Node& n) {
+  CRUX_RETURN_IF_ERROR(internal::CheckMap(
+      n, kPath,
+      {"kind", "tors", "aggs", "hosts_per_tor", "uplink_gbps", "uplinks_per_agg", "rail_optimized",
+       "nics_per_host", "gpus_per_host", "nic_gbps", "pcie_gbps", "link_latency_us"}));
+  core::Clos2Params p;
+  CRUX_RETURN_IF_ERROR(ReadHostParams(n, &p.host));
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "tors", 1, &p.tors));
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "aggs", 1, &p.aggs));
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "hosts_per_tor", 1, &p.hosts_per_tor));
+  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "uplink_gbps", Bound::kPositive, &p.uplink_gbps));
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "uplinks_per_agg", 1, &p.uplinks_per_agg));
+  CRUX_RETURN_IF_ERROR(OptionalBool(n, kPath, "rail_optimized", &p.rail_optimized));
+  if (p.rail_optimized && p.tors % p.host.nics_per_host != 0) {
+    YAML::Node at = internal::Has(n, "tors") ? Get(n, "tors") : n;
+    return ErrorAt(at, Child(kPath, "tors"),
+                   "must be a multiple of nics_per_host (" + std::to_string(p.host.nics_per_host) +
+                       ") when rail_optimized (got " + std::to_string(p.tors) + ")");
+  }
+  return FromBuilder("clos2", core::BuildClos2(p));
+}
+
+Result<core::Topology> ParseClos3(const YAML::Node& n) {
+  CRUX_RETURN_IF_ERROR(
+      internal::CheckMap(n, kPath,
+                         {"kind", "pods", "tors_per_pod", "aggs_per_pod", "cores", "hosts_per_tor",
+                          "tor_agg_gbps", "agg_core_gbps", "nics_per_host", "gpus_per_host",
+                          "nic_gbps", "pcie_gbps", "link_latency_us"}));
+  core::Clos3Params p;
+  CRUX_RETURN_IF_ERROR(ReadHostParams(n, &p.host));
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "pods", 1, &p.pods));
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "tors_per_pod", 1, &p.tors_per_pod));
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "aggs_per_pod", 1, &p.aggs_per_pod));
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "cores", 1, &p.cores));
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "hosts_per_tor", 1, &p.hosts_per_tor));
+  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "tor_agg_gbps", Bound::kPositive, &p.tor_agg_gbps));
+  CRUX_RETURN_IF_ERROR(
+      OptionalNumber(n, kPath, "agg_core_gbps", Bound::kPositive, &p.agg_core_gbps));
+  if (p.cores % p.aggs_per_pod != 0) {
+    YAML::Node at = internal::Has(n, "cores") ? Get(n, "cores") : n;
+    return ErrorAt(at, Child(kPath, "cores"),
+                   "must be a multiple of aggs_per_pod (" + std::to_string(p.aggs_per_pod) +
+                       ") (got " + std::to_string(p.cores) + ")");
+  }
+  return FromBuilder("clos3", core::BuildClos3(p));
+}
+
+Result<core::Topology> ParseFatTree(const YAML::Node& n) {
+  CRUX_RETURN_IF_ERROR(
+      internal::CheckMap(n, kPath,
+                         {"kind", "k", "link_gbps", "nics_per_host", "gpus_per_host", "nic_gbps",
+                          "pcie_gbps", "link_latency_us"}));
+  core::FatTreeParams p;
+  CRUX_RETURN_IF_ERROR(ReadHostParams(n, &p.host));
+  if (p.host.nics_per_host != 1) {
+    return ErrorAt(
+        Get(n, "nics_per_host"), Child(kPath, "nics_per_host"),
+        "fattree hosts have exactly one NIC (got " + std::to_string(p.host.nics_per_host) + ")");
+  }
+  if (internal::Has(n, "nic_gbps")) {
+    return ErrorAt(Get(n, "nic_gbps"), Child(kPath, "nic_gbps"),
+                   "not used by fattree: every network link runs at link_gbps");
+  }
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "k", 2, &p.k));
+  if (p.k % 2 != 0) {
+    return ErrorAt(Get(n, "k"), Child(kPath, "k"),
+                   "must be even (got " + std::to_string(p.k) + ")");
+  }
+  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "link_gbps", Bound::kPositive, &p.link_gbps));
+  return FromBuilder("fattree", core::BuildFatTree(p));
+}
+
+Result<core::Topology> ParseHpn(const YAML::Node& n) {
+  CRUX_RETURN_IF_ERROR(internal::CheckMap(
+      n, kPath,
+      {"kind", "segments", "hosts_per_segment", "rails", "planes", "aggs_per_plane",
+       "nic_port_gbps", "tor_agg_gbps", "pcie_gbps", "link_latency_us"}));
+  core::HpnParams p;
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "segments", 1, &p.segments));
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "hosts_per_segment", 1, &p.hosts_per_segment));
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "rails", 1, &p.rails));
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "planes", 1, &p.planes));
+  if (p.planes > 2) {
+    return ErrorAt(Get(n, "planes"), Child(kPath, "planes"),
+                   "must be 1 or 2 (got " + std::to_string(p.planes) + ")");
+  }
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "aggs_per_plane", 1, &p.aggs_per_plane));
+  CRUX_RETURN_IF_ERROR(
+      OptionalNumber(n, kPath, "nic_port_gbps", Bound::kPositive, &p.nic_port_gbps));
+  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "tor_agg_gbps", Bound::kPositive, &p.tor_agg_gbps));
+  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "pcie_gbps", Bound::kPositive, &p.pcie_gbps));
+  CRUX_RETURN_IF_ERROR(
+      OptionalNumber(n, kPath, "link_latency_us", Bound::kNonNegative, &p.link_latency_us));
+  return FromBuilder("hpn", core::BuildHpn(p));
+}
+
+// The CSV path for a lingjun topology: the `path` key (relative to base_dir), else the shipped
+// file next to the YAML, else the one in the source tree.
+Result<std::string> LingjunCsvPath(const YAML::Node& n, const std::string& base_dir) {
+  const std::string key_path = Child(kPath, "path");
+  YAML::Node path_node = Get(n, "path");
+  if (path_node.IsDefined()) {
+    CRUX_ASSIGN_OR_RETURN(std::string rel, internal::AsString(path_node, key_path));
+    if (rel.empty()) return ErrorAt(path_node, key_path, "must not be empty");
+    std::string resolved = internal::ResolvePath(base_dir, rel);
+    if (!internal::FileExists(resolved)) {
+      return ErrorAt(path_node, key_path, "no such file '" + resolved + "'",
+                     core::StatusCode::kNotFound);
+    }
+    return resolved;
+  }
+  std::vector<std::string> candidates = {
+      internal::ResolvePath(base_dir, kLingjunCsvInTopologies),
+      internal::ResolvePath(base_dir, std::string("topologies/") + kLingjunCsvInTopologies)};
+  if (std::string(CRUX_DATA_DIR).size() > 0) {
+    candidates.push_back(
+        internal::ResolvePath(CRUX_DATA_DIR, std::string("topologies/") + kLingjunCsvInTopologies));
+  }
+  std::string tried;
+  for (const std::string& c : candidates) {
+    if (internal::FileExists(c)) return c;
+    if (!tried.empty()) tried += ", ";
+    tried += c;
+  }
+  return ErrorAt(n, key_path,
+                 "no path given and the default Lingjun CSV was not found (tried " + tried + ")",
+                 core::StatusCode::kNotFound);
+}
+
+Result<core::Topology> ParseLingjun(const YAML::Node& n, const std::string& base_dir) {
+  CRUX_RETURN_IF_ERROR(internal::CheckMap(
+      n, kPath,
+      {"kind", "path", "grouping", "tor_psw_gbps", "psw_dsw_gbps", "tor_psw_links", "nics_per_host",
+       "gpus_per_host", "nic_gbps", "pcie_gbps", "link_latency_us"}));
+  core::LingjunParams p;
+  CRUX_RETURN_IF_ERROR(ReadHostParams(n, &p.host));
+  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "tor_psw_gbps", Bound::kPositive, &p.tor_psw_gbps));
+  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "psw_dsw_gbps", Bound::kPositive, &p.psw_dsw_gbps));
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "tor_psw_links", 1, &p.tor_psw_links));
+  std::string grouping = "asw";
+  CRUX_RETURN_IF_ERROR(OptionalString(n, kPath, "grouping", &grouping));
+  if (grouping == "asw") {
+    p.grouping = core::LingjunTorGrouping::kAswLabel;
+  } else if (grouping == "psw_asw") {
+    p.grouping = core::LingjunTorGrouping::kPswAsw;
+  } else {
+    return ErrorAt(Get(n, "grouping"), Child(kPath, "grouping"),
+                   "must be 'asw' or 'psw_asw' (got '" + grouping + "')");
+  }
+  CRUX_ASSIGN_OR_RETURN(std::string csv_path, LingjunCsvPath(n, base_dir));
+  Result<std::string> csv = internal::ReadTextFile(csv_path);
+  if (!csv.ok()) return csv.status().WithContext(Child(kPath, "path"));
+  Result<core::Topology> built = core::BuildLingjun(*csv, p);
+  if (!built.ok() && built.status().message().rfind("lingjun.", 0) == 0) {
+    return FromBuilder("lingjun", std::move(built));
+  }
+  if (!built.ok()) return built.status().WithContext(kPath + std::string(": ") + csv_path);
+  return built;
+}
+
+Result<core::Topology> ParseExplicit(const YAML::Node& n) {
+  CRUX_RETURN_IF_ERROR(internal::CheckMap(n, kPath, {"kind", "nodes", "links"}));
+  core::ExplicitParams p;
+  const std::string nodes_path = Child(kPath, "nodes");
+  YAML::Node nodes = Get(n, "nodes");
+  if (!nodes.IsDefined()) return internal::MissingKey(n, kPath, "nodes");
+  CRUX_RETURN_IF_ERROR(internal::CheckSequence(nodes, nodes_path));
+  std::map<std::string, std::string> node_paths;  // Name -> path of its definition.
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const YAML::Node node = nodes[i];
+    const std::string path = Element(nodes_path, i);
+    CRUX_RETURN_IF_ERROR(internal::CheckMap(node, path, {"name", "type"}));
+    if (!internal::Has(node, "name")) return internal::MissingKey(node, path, "name");
+    if (!internal::Has(node, "type")) return internal::MissingKey(node, path, "type");
+    core::ExplicitNode en;
+    CRUX_ASSIGN_OR_RETURN(en.name, internal::AsString(Get(node, "name"), Child(path, "name")));
+    if (en.name.empty())
+      return ErrorAt(Get(node, "name"), Child(path, "name"), "must not be empty");
+    CRUX_ASSIGN_OR_RETURN(std::string type,
+                          internal::AsString(Get(node, "type"), Child(path, "type")));
+    if (type == "host") {
+      en.is_host = true;
+    } else if (type == "switch") {
+      en.is_host = false;
+    } else {
+      return ErrorAt(Get(node, "type"), Child(path, "type"),
+                     "must be 'host' or 'switch' (got '" + type + "')");
+    }
+    auto [it, inserted] = node_paths.emplace(en.name, path);
+    if (!inserted) {
+      return ErrorAt(Get(node, "name"), Child(path, "name"),
+                     "duplicate node '" + en.name + "' (first defined at " + it->second + ")",
+                     core::StatusCode::kAlreadyExists);
+    }
+    p.nodes.push_back(std::move(en));
+  }
+  const std::string links_path = Child(kPath, "links");
+  YAML::Node links = Get(n, "links");
+  if (links.IsDefined()) {
+    CRUX_RETURN_IF_ERROR(internal::CheckSequence(links, links_path));
+    for (size_t i = 0; i < links.size(); ++i) {
+      const YAML::Node link = links[i];
+      const std::string path = Element(links_path, i);
+      CRUX_RETURN_IF_ERROR(internal::CheckMap(link, path, {"a", "b", "gbps", "latency_us"}));
+      core::ExplicitLink el;
+      for (const char* end : {"a", "b"}) {
+        if (!internal::Has(link, end)) return internal::MissingKey(link, path, end);
+        CRUX_ASSIGN_OR_RETURN(std::string name,
+                              internal::AsString(Get(link, end), Child(path, end)));
+        if (node_paths.count(name) == 0) {
+          return ErrorAt(Get(link, end), Child(path, end), "unknown node '" + name + "'",
+                         core::StatusCode::kNotFound);
+        }
+        (end[0] == 'a' ? el.a : el.b) = std::move(name);
+      }
+      if (el.a == el.b) {
+        return ErrorAt(Get(link, "b"), Child(path, "b"),
+                       "a link must join two different nodes (both are '" + el.a + "')");
+      }
+      if (!internal::Has(link, "gbps")) return internal::MissingKey(link, path, "gbps");
+      CRUX_RETURN_IF_ERROR(OptionalNumber(link, path, "gbps", Bound::kPositive, &el.gbps));
+      CRUX_RETURN_IF_ERROR(
+          OptionalNumber(link, path, "latency_us", Bound::kNonNegative, &el.latency_us));
+      p.links.push_back(std::move(el));
+    }
+  }
+  return FromBuilder("explicit", core::BuildExplicit(p));
+}
+
+Result<core::Topology> ParseTopologyImpl(std::string_view yaml, const std::string& base_dir) {
+  CRUX_ASSIGN_OR_RETURN(YAML::Node root, internal::LoadYaml(yaml));
+  if (root.IsNull() || !root.IsDefined()) {
+    return core::InvalidArgumentError(std::string(kPath) +
+                                      ": missing required key (empty document)");
+  }
+  CRUX_RETURN_IF_ERROR(internal::CheckMap(root, "", {"topology"}));
+  YAML::Node n = Get(root, "topology");
+  if (!n.IsDefined()) return internal::MissingKey(root, "", "topology");
+  if (!n.IsMap()) return ErrorAt(n, kPath, "must be a map (got " + internal::Describe(n) + ")");
+  YAML::Node kind_node = Get(n, "kind");
+  if (!kind_node.IsDefined()) return internal::MissingKey(n, kPath, "kind");
+  CRUX_ASSIGN_OR_RETURN(std::string kind, internal::AsString(kind_node, Child(kPath, "kind")));
+  if (kind == "clos2") return ParseClos2(n);
+  if (kind == "clos3") return ParseClos3(n);
+  if (kind == "fattree") return ParseFatTree(n);
+  if (kind == "hpn") return ParseHpn(n);
+  if (kind == "lingjun") return ParseLingjun(n, base_dir);
+  if (kind == "explicit") return ParseExplicit(n);
+  return ErrorAt(
+      kind_node, Child(kPath, "kind"),
+      "unknown kind '" + kind + "' (expected explicit, clos2, clos3, fattree, hpn or lingjun)");
+}
+
+}  // namespace
+
+Result<core::Topology> ParseTopology(std::string_view yaml, const std::string& base_dir) {
+  try {
+    return ParseTopologyImpl(yaml, base_dir);
+  } catch (const YAML::Exception& e) {
+    return core::InvalidArgumentError(std::string(kPath) + ": " + e.what());
+  } catch (const std::exception& e) {
+    return core::InternalError(std::string(kPath) + ": unexpected error: " + e.what());
+  }
+}
+
+Result<core::Topology> LoadTopologyFile(const std::string& path) {
+  CRUX_ASSIGN_OR_RETURN(std::string text, internal::ReadTextFile(path));
+  Result<core::Topology> topo = ParseTopology(text, internal::DirectoryOf(path));
+  if (!topo.ok()) return topo.status().WithContext(path);
+  return topo;
+}
+
+}  // namespace crux::spec
