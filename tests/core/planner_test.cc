@@ -868,10 +868,7 @@ TEST(PlannerTest, InvalidOptionsAreRejectedByName) {
   }
 }
 
-// FAILING ON PURPOSE (core bug, see report): planner.cc ValidatePlannerOptions reports a negative
-// reserved level as "reserved levels: must be >= 0", which does not name the offending option
-// (planner.h: "errors name the option"). Expected "reserved_high_levels: ..." /
-// "reserved_low_levels: ...".
+// Each reserved-level option is named on its own (planner.h: "errors name the option").
 TEST(PlannerTest, NegativeReservedLevelsNameTheOption) {
   PlannerOptions high;
   high.reserved_high_levels = -1;

@@ -131,7 +131,8 @@ class Planner {
 
   // Source ports already resolved, keyed by (src, dst, path index): a flow whose path did not
   // change between two plans keeps its port without a new search (and without QP churn).
-  // Bounded: cleared when it exceeds kMaxCachedPorts entries.
+  // "No port reaches this path" is remembered too (resolvers are immutable, see ecmp.h: build a
+  // new Planner after loading new probe results). Bounded: cleared past kMaxCachedPorts.
   struct PortKey {
     uint32_t src;
     uint32_t dst;
