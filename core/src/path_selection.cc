@@ -26,11 +26,14 @@ size_t LeastCongestedPath(const Topology& topo, const PathSet& paths, double bps
   double best_sum = 0;
   bool have_best = false;
   const double* inv = load.inverse_capacity();
-  auto util = [&](LinkId l, bool& idle) {
+  // Adds link l's utilisation after placing the flow to (mx, sum); returns whether l is idle.
+  auto add = [&](LinkId l, double& mx, double& sum) {
     const double cur = load.Get(l);
-    idle = idle && cur == 0.0;
-    return inv != nullptr ? (cur + bps) * inv[l.value()]
-                          : (cur + bps) / topo.link(l).capacity.ToBitsPerSec();
+    const double u = inv != nullptr ? (cur + bps) * inv[l.value()]
+                                    : (cur + bps) / topo.link(l).capacity.ToBitsPerSec();
+    mx = std::max(mx, u);
+    sum += u;
+    return cur == 0.0;
   };
   auto consider = [&](size_t index, double mx, double sum) {
     if (!have_best || Less(mx, best_max) || (!Less(best_max, mx) && Less(sum, best_sum))) {
@@ -43,17 +46,8 @@ size_t LeastCongestedPath(const Topology& topo, const PathSet& paths, double bps
   for (const PathSet::Segment& seg : paths.segments()) {
     double base_max = 0;
     double base_sum = 0;
-    bool unused = true;
-    for (LinkId l : seg.head) {
-      const double u = util(l, unused);
-      base_max = std::max(base_max, u);
-      base_sum += u;
-    }
-    for (LinkId l : seg.tail) {
-      const double u = util(l, unused);
-      base_max = std::max(base_max, u);
-      base_sum += u;
-    }
+    for (LinkId l : seg.head) add(l, base_max, base_sum);
+    for (LinkId l : seg.tail) add(l, base_max, base_sum);
     // No path of this segment can beat the best so far if its shared part is already worse.
     if (have_best && Less(best_max, base_max)) continue;
     const SwitchPaths* mid = seg.mid;
@@ -67,11 +61,7 @@ size_t LeastCongestedPath(const Topology& topo, const PathSet& paths, double bps
       double mx = base_max;
       double sum = base_sum;
       bool idle = true;
-      for (size_t h = 0; h < hops; ++h) {
-        const double u = util(links[k * hops + h], idle);
-        mx = std::max(mx, u);
-        sum += u;
-      }
+      for (size_t h = 0; h < hops; ++h) idle &= add(links[k * hops + h], mx, sum);
       consider(seg.first_index + k, mx, sum);
       if (idle && mid->uniform_capacity) break;
     }

@@ -44,6 +44,7 @@ class LinkLoad {
   }
   double Get(LinkId l) const { return bps_[l.value()]; }
   void Add(LinkId l, double bps) {
+    if (bps == 0.0) return;
     if (bps_[l.value()] == 0.0) touched_.push_back(l);
     bps_[l.value()] += bps;
   }
