@@ -229,6 +229,7 @@ Result<JobEntry> ReadJob(const YAML::Node& node, const std::string& path,
     int rank = 0;
     CRUX_RETURN_IF_ERROR(internal::OptionalInt(node, path, "fixed_rank", 0, &rank));
     entry.fixed_rank = rank;
+    entry.spec.fixed_rank = rank;
   }
   return entry;
 }

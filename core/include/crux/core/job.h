@@ -65,6 +65,9 @@ struct JobSpec {
   Bytes pattern_bytes;            // S for the collective patterns (see above). > 0.
   std::vector<FlowDemand> flows;  // For kExplicit: bytes before compression.
 
+  // Rank for the `fixed` policy only (policy.h), 0 = highest; ignored by every other policy.
+  std::optional<int> fixed_rank;
+
   int gpus() const { return gpus_per_host * static_cast<int>(hosts.size()); }
 };
 

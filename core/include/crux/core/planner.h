@@ -80,6 +80,9 @@ struct JobPlan {
   int rank = 0;              // 0 = highest priority.
   int level = 0;             // Hardware level, 0 = highest.
   bool reference = false;
+  // Delay of the job's communication phases relative to its natural schedule, in [0, period)
+  // (CASSINI's time shift; zero for every other policy).
+  Duration time_shift;
   std::vector<FlowPlan> flows;
 };
 

@@ -1,0 +1,78 @@
+// SchedulingPolicy: one interface for Crux and the baselines it is compared against.
+//
+// A policy maps cluster state (topology + the jobs present now) to a Plan: for every job a
+// priority rank and hardware level, and for every flow a path. The daemon runs `crux`; the
+// simulator (sim/) runs any of them through this interface, so both execute the very same code.
+//
+// Names (MakePolicy):
+//   crux        full pipeline (planner.h): intensity-ordered paths, P_j = k_j I_j, DAG
+//               compression onto K levels.
+//   crux-ps-pa  paths + priorities, no compression: every job its own level (unlimited levels).
+//   crux-pa     Crux priorities and compression, but ECMP (hash) paths.
+//   ecmp        ECMP hash paths, one level for everyone.
+//   sincronia   ECMP paths; BSSI order over links-as-ports, level = max(K - 1 - rank, 0) counted
+//               from the lowest level (the top K-1 ranks get distinct levels, the rest share the
+//               lowest one).
+//   taccl       each job's least congested path in arrival (input) order; jobs with longer paths
+//               (more hops) get higher priority.
+//   cassini     ECMP paths, one level, per-job time shifts (JobPlan::time_shift) from the
+//               circle / affinity-graph method.
+//   fixed       Crux paths; ranks given per job (JobSpec::fixed_rank, 0 = highest) mapped onto
+//               levels in rank order.
+//   ideal       every job planned alone (its standalone least-congested paths, level 0);
+//               `isolates_jobs()` is true: a simulator gives each job a private copy of the
+//               network (the contention-free bound).
+//
+// Thread-safety: a policy is not thread-safe. The Topology and Clock must outlive it.
+#ifndef CRUX_CORE_POLICY_H_
+#define CRUX_CORE_POLICY_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "crux/core/clock.h"
+#include "crux/core/job.h"
+#include "crux/core/planner.h"
+#include "crux/core/status.h"
+#include "crux/core/topology.h"
+
+namespace crux::core {
+
+struct PolicyOptions {
+  // Levels (K), seed, peak FLOP/s, ... Every policy honours `planner.levels`: no JobPlan::level
+  // is outside [0, levels) except for crux-ps-pa, whose levels are unbounded (one per rank).
+  PlannerOptions planner;
+};
+
+class SchedulingPolicy {
+ public:
+  virtual ~SchedulingPolicy() = default;
+
+  // The name it was made with (e.g. "crux").
+  virtual std::string_view name() const = 0;
+
+  // True for `ideal` only: jobs must not share the network with each other.
+  virtual bool isolates_jobs() const { return false; }
+
+  // Plans the given jobs. The result has one JobPlan per input job, in input order, with
+  // `rank` (0 = highest, a strict order), `level` (0 = highest) and `flows` (every flow of
+  // ExpandTraffic with a non-empty `path`). Fields a policy does not compute keep their
+  // standalone values (I_j, t_j, period are always filled in). Deterministic for a given
+  // input and seed. Errors: invalid jobs (message names the job and field).
+  virtual Result<Plan> Schedule(const std::vector<JobSpec>& jobs) = 0;
+};
+
+// The names accepted by MakePolicy, in the order above.
+const std::vector<std::string>& PolicyNames();
+
+// Makes a policy by name. Errors: unknown name (the message lists the valid ones), invalid
+// options.
+Result<std::unique_ptr<SchedulingPolicy>> MakePolicy(std::string_view name, const Topology& topo,
+                                                     const PolicyOptions& options,
+                                                     const Clock* clock = &SteadyClock::Instance());
+
+}  // namespace crux::core
+
+#endif  // CRUX_CORE_POLICY_H_

@@ -1,0 +1,129 @@
+// crux::sim — trace-driven, fluid, event-driven flow-level simulator.
+//
+// It runs a core::SchedulingPolicy (policy.h: the very same code the daemon runs) against a
+// workload on a core::Topology and measures how much GPU computation the cluster gets done.
+//
+// Model (docs/simulator.md has the details and the reasons):
+//   - Per directed link: strict priority between levels, max-min fair sharing within a level.
+//     Flow rates are recomputed at every flow start/finish and capacity change.
+//   - A flow of S bytes over h hops takes h * per_hop_latency (alpha) + the fluid transfer (beta).
+//   - Jobs iterate: compute (JobSpec::compute_time), communication (the flows of
+//     core::ExpandTraffic on the policy's paths) starting after overlap_start * compute; the next
+//     iteration's compute waits for the previous iteration's communication. A job ends after its
+//     duration or iteration count, or at the horizon.
+//   - The policy re-plans on every arrival, departure and link event (as the paper does).
+//   - Deterministic for a seed.
+//
+// Thread-safety: Simulate is re-entrant (no globals); the inputs must not change during a call.
+#ifndef CRUX_SIM_SIMULATOR_H_
+#define CRUX_SIM_SIMULATOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "crux/core/job.h"
+#include "crux/core/policy.h"
+#include "crux/core/status.h"
+#include "crux/core/topology.h"
+#include "crux/core/units.h"
+
+namespace crux::sim {
+
+using core::Duration;
+
+// One job of the workload. spec.id must be unique; spec.hosts is the placement.
+struct SimJob {
+  core::JobSpec spec;
+  Duration arrival;                    // >= 0.
+  std::optional<Duration> duration;    // Runs this long after arrival (> 0).
+  std::optional<int64_t> iterations;   // Or this many iterations (>= 1).
+  std::string model;                   // Model profile name, informational ("" if none).
+};
+
+// A scheduled link capacity change (failure: capacity 0; degradation: lower capacity;
+// recovery: the original capacity). Applies to the directed link and its reverse.
+struct LinkEvent {
+  Duration at;
+  core::LinkId link;
+  core::Bandwidth capacity;
+};
+
+struct Progress {
+  Duration simulated;     // Simulated time reached.
+  Duration horizon;       // End of the run.
+  uint64_t events = 0;    // Events processed so far.
+  double wall_s = 0;      // Wall time so far.
+};
+
+struct SimOptions {
+  core::PolicyOptions policy;  // Levels (K), seed, peak FLOP/s, ...
+  // End of the simulation. Jobs without duration/iterations run until then. > 0.
+  Duration horizon = Duration::Seconds(3600);
+  Duration per_hop_latency = Duration::Micros(1);  // alpha, >= 0.
+  // Steady-state fast-forward: once every running job repeats the same iteration pattern under
+  // an unchanged plan, jump whole iterations ahead to the next cluster event (arrival, departure,
+  // link event, horizon) instead of simulating every flow. Off = full simulation.
+  bool fast_forward = true;
+  // Time-series sampling period (> 0).
+  Duration sample_interval = Duration::Seconds(60);
+  // Called now and then (at most ~once per wall second) when set.
+  std::function<void(const Progress&)> progress;
+};
+
+struct JobResult {
+  std::string id;
+  std::string model;
+  int gpus = 0;
+  Duration arrival;
+  std::optional<Duration> finish;  // Absent: still running at the horizon.
+  int64_t iterations = 0;          // Completed iterations.
+  Duration jct;                    // finish - arrival (or horizon - arrival if unfinished).
+  Duration mean_iteration;         // Mean iteration time over completed iterations.
+  Duration standalone_iteration;   // The policy-independent standalone period (Planner).
+  Duration compute_busy;           // Time its GPUs spent computing.
+  int level = 0;                   // Last level the policy gave it.
+};
+
+struct Sample {
+  Duration t;
+  double gpu_utilization = 0;      // Of the GPUs of running jobs, busy fraction in the interval.
+  double cluster_utilization = 0;  // Of all GPUs in the topology.
+  int running_jobs = 0;
+};
+
+struct SimResult {
+  std::string policy;
+  // Sum over jobs of gpus * compute_busy / sum over jobs of gpus * lifetime (lifetime = from
+  // arrival to finish, or to the horizon). In [0, 1].
+  double gpu_utilization = 0;
+  // Sum over jobs of gpus * compute_busy / (GPUs in the topology * horizon).
+  double cluster_utilization = 0;
+  std::vector<JobResult> jobs;  // In input order.
+  // Mean utilisation of the links of each class ("host-nic", "nic-tor", "tor-agg", "agg-core",
+  // ...; named by the NodeKinds at both ends, lower tier first) over the run.
+  std::map<std::string, double> link_class_utilization;
+  std::vector<Sample> samples;
+  uint64_t events = 0;   // Flow and job events processed.
+  uint64_t replans = 0;  // Policy invocations.
+  double wall_s = 0;
+  // Bytes accounting (conservation): every byte sent is delivered by the end unless its flow
+  // was cut short by the horizon or a departure (then counted in bytes_in_flight).
+  double bytes_sent = 0;
+  double bytes_delivered = 0;
+  double bytes_in_flight = 0;
+};
+
+// Runs `policy` (a core::MakePolicy name) on `jobs` and `link_events`.
+// Errors: unknown policy, invalid options, invalid jobs (the message names the job).
+core::Result<SimResult> Simulate(const core::Topology& topo, const std::string& policy,
+                                 const std::vector<SimJob>& jobs,
+                                 const std::vector<LinkEvent>& link_events,
+                                 const SimOptions& options);
+
+}  // namespace crux::sim
+
+#endif  // CRUX_SIM_SIMULATOR_H_
