@@ -46,6 +46,94 @@ Status ValidatePlannerOptions(const PlannerOptions& o) {
   return Status::Ok();
 }
 
+Result<std::vector<JobRouting>> ExpandJobs(const Topology& topo,
+                                           const std::vector<JobSpec>& specs) {
+  std::unordered_set<std::string> ids;
+  std::vector<JobRouting> routing(specs.size());
+  for (size_t j = 0; j < specs.size(); ++j) {
+    const JobSpec& spec = specs[j];
+    if (!ids.insert(spec.id).second) {
+      return AlreadyExistsError("duplicate job id '" + spec.id + "'");
+    }
+    auto flows = ExpandTraffic(topo, spec);
+    if (!flows.ok()) return flows.status().WithContext("job '" + spec.id + "'");
+    routing[j].flows = std::move(flows).value();
+  }
+  return routing;
+}
+
+Status ProfileJobs(const Topology& topo, PathFinder& finder, const std::vector<JobSpec>& specs,
+                   const PlannerOptions& options, std::vector<JobRouting>& routing,
+                   std::vector<JobPlan>& jobs, std::vector<PriorityInput>& prio_in) {
+  const size_t n = specs.size();
+  jobs.resize(n);
+  prio_in.resize(n);
+  LinkLoad load(topo);
+  for (size_t j = 0; j < n; ++j) {
+    const JobSpec& spec = specs[j];
+    JobPlan& jp = jobs[j];
+    jp.id = spec.id;
+    jp.gpus = spec.gpus();
+    jp.work = WorkPerIteration(spec, options.gpu_peak_flops);
+    // With iterations_per_sec = 1 the committed "rate" is bits per iteration: M_{j,e} * 8.
+    routing[j].iterations_per_sec = 1.0;
+    Status s = SelectPaths(finder, {j}, routing, load);
+    if (!s.ok()) return s.WithContext("job '" + spec.id + "'");
+    double t_sec = 0;
+    for (LinkId l : load.touched()) {
+      const double t = load.Get(l) / topo.link(l).capacity.ToBitsPerSec();
+      if (t > t_sec || (t == t_sec && jp.bottleneck.valid() && l < jp.bottleneck)) {
+        t_sec = t;
+        jp.bottleneck = l;
+      }
+    }
+    load.Reset();
+    double bytes_per_iter = 0;
+    for (const FlowDemand& f : routing[j].flows) bytes_per_iter += f.bytes.ToDouble();
+    const double c = spec.compute_time.ToSeconds();
+    const double period = std::max(c, spec.overlap_start * c + t_sec);
+    jp.comm_time = Duration::Seconds(t_sec);
+    jp.period = Duration::Seconds(period);
+    jp.bytes_per_sec = bytes_per_iter / period;
+    jp.intensity = t_sec > 0 ? jp.work.value() / t_sec : 0.0;
+    routing[j].iterations_per_sec = 1.0 / period;
+
+    PriorityInput& in = prio_in[j];
+    in.intensity = jp.intensity;
+    in.timing = PairJob{spec.compute_time, jp.comm_time, spec.overlap_start};
+    in.bytes_per_sec = jp.bytes_per_sec;
+    in.bytes_per_iteration = bytes_per_iter;
+    in.gpus = jp.gpus;
+    in.has_traffic = t_sec > 0;
+  }
+  return Status::Ok();
+}
+
+std::vector<LinkId> RoutedLinks(const JobRouting& routing) {
+  std::vector<LinkId> links;
+  for (size_t f = 0; f < routing.flows.size(); ++f) {
+    routing.paths[f]->ForEachLink(routing.choice[f], [&](LinkId l) { links.push_back(l); });
+  }
+  return links;
+}
+
+std::vector<FlowPlan> MakeFlowPlans(const JobRouting& routing) {
+  std::vector<FlowPlan> flows;
+  flows.reserve(routing.flows.size());
+  for (size_t f = 0; f < routing.flows.size(); ++f) {
+    const FlowDemand& d = routing.flows[f];
+    FlowPlan fp;
+    fp.src = d.src;
+    fp.dst = d.dst;
+    fp.bytes = d.bytes;
+    fp.path_index = routing.choice[f];
+    fp.num_paths = routing.paths[f]->size();
+    fp.path = routing.paths[f]->Path(fp.path_index);
+    flows.push_back(std::move(fp));
+  }
+  return flows;
+}
+
 Planner::Planner(const Topology& topo, PlannerOptions options, const Clock* clock,
                  const SourcePortResolver* resolver)
     : topo_(topo),
@@ -78,59 +166,13 @@ Result<Plan> Planner::Run(const std::vector<JobSpec>& specs) {
   plan.jobs.resize(n);
 
   // ---- 0. traffic ----
-  std::unordered_set<std::string> ids;
-  std::vector<JobRouting> routing(n);
-  for (size_t j = 0; j < n; ++j) {
-    const JobSpec& spec = specs[j];
-    const std::string ctx = "job '" + spec.id + "'";
-    if (!ids.insert(spec.id).second) {
-      return AlreadyExistsError("duplicate job id '" + spec.id + "'");
-    }
-    auto flows = ExpandTraffic(topo_, spec);
-    if (!flows.ok()) return flows.status().WithContext(ctx);
-    routing[j].flows = std::move(flows).value();
-  }
+  CRUX_ASSIGN_OR_RETURN(std::vector<JobRouting> routing, ExpandJobs(topo_, specs));
   const Duration t_traffic = clock_->Now();
 
   // ---- 1. profile: standalone routing, t_j, period, I_j ----
   LinkLoad load(topo_);
-  std::vector<PriorityInput> prio_in(n);
-  for (size_t j = 0; j < n; ++j) {
-    const JobSpec& spec = specs[j];
-    JobPlan& jp = plan.jobs[j];
-    jp.id = spec.id;
-    jp.gpus = spec.gpus();
-    jp.work = WorkPerIteration(spec, options_.gpu_peak_flops);
-    // With iterations_per_sec = 1 the committed "rate" is bits per iteration: M_{j,e} * 8.
-    routing[j].iterations_per_sec = 1.0;
-    Status s = SelectPaths(finder_, {j}, routing, load);
-    if (!s.ok()) return s.WithContext("job '" + spec.id + "'");
-    double t_sec = 0;
-    for (LinkId l : load.touched()) {
-      const double t = load.Get(l) / topo_.link(l).capacity.ToBitsPerSec();
-      if (t > t_sec || (t == t_sec && jp.bottleneck.valid() && l < jp.bottleneck)) {
-        t_sec = t;
-        jp.bottleneck = l;
-      }
-    }
-    load.Reset();
-    double bytes_per_iter = 0;
-    for (const FlowDemand& f : routing[j].flows) bytes_per_iter += f.bytes.ToDouble();
-    const double c = spec.compute_time.ToSeconds();
-    const double period = std::max(c, spec.overlap_start * c + t_sec);
-    jp.comm_time = Duration::Seconds(t_sec);
-    jp.period = Duration::Seconds(period);
-    jp.bytes_per_sec = bytes_per_iter / period;
-    jp.intensity = t_sec > 0 ? jp.work.value() / t_sec : 0.0;
-
-    PriorityInput& in = prio_in[j];
-    in.intensity = jp.intensity;
-    in.timing = PairJob{spec.compute_time, jp.comm_time, spec.overlap_start};
-    in.bytes_per_sec = jp.bytes_per_sec;
-    in.bytes_per_iteration = bytes_per_iter;
-    in.gpus = jp.gpus;
-    in.has_traffic = t_sec > 0;
-  }
+  std::vector<PriorityInput> prio_in;
+  CRUX_RETURN_IF_ERROR(ProfileJobs(topo_, finder_, specs, options_, routing, plan.jobs, prio_in));
   const Duration t_profile = clock_->Now();
 
   // ---- 2. priority ----

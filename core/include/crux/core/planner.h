@@ -30,6 +30,7 @@
 #include "crux/core/ecmp.h"
 #include "crux/core/job.h"
 #include "crux/core/path_finder.h"
+#include "crux/core/path_selection.h"
 #include "crux/core/priority.h"
 #include "crux/core/status.h"
 #include "crux/core/topology.h"
@@ -108,6 +109,32 @@ struct Plan {
   int unpinned_flows = 0;
   StageTimings timing;
 };
+
+// ---- Stage helpers ----
+// The building blocks of Planner::Run, exposed so that the baseline policies (policy.h) run the
+// very same traffic expansion, profiling and flow bookkeeping as Crux.
+
+// Stage 0: checks ids (non-empty is ValidateJob's job; duplicates -> kAlreadyExists) and expands
+// every job's traffic (routing[j].flows; paths/choice empty; iterations_per_sec = 1). Errors
+// name the job.
+Result<std::vector<JobRouting>> ExpandJobs(const Topology& topo, const std::vector<JobSpec>& specs);
+
+// Stage 1: routes each job alone (its least-congested paths in an empty network) and fills
+// jobs[j].{id, gpus, work, comm_time, bottleneck, period, bytes_per_sec, intensity} and
+// prio_in[j]. Afterwards routing[j].paths/choice hold the standalone paths and
+// routing[j].iterations_per_sec = 1 / period. `jobs` and `prio_in` are resized to specs.size().
+// REQUIRES: routing = ExpandJobs(topo, specs), `finder` built on `topo`.
+Status ProfileJobs(const Topology& topo, PathFinder& finder, const std::vector<JobSpec>& specs,
+                   const PlannerOptions& options, std::vector<JobRouting>& routing,
+                   std::vector<JobPlan>& jobs, std::vector<PriorityInput>& prio_in);
+
+// The directed links a routed job uses (with repetition, one entry per flow and hop).
+// REQUIRES: routing.paths/choice filled.
+std::vector<LinkId> RoutedLinks(const JobRouting& routing);
+
+// One FlowPlan per routed flow (src, dst, bytes, path, path_index, num_paths; no udp_sport).
+// REQUIRES: routing.paths/choice filled.
+std::vector<FlowPlan> MakeFlowPlans(const JobRouting& routing);
 
 class Planner {
  public:

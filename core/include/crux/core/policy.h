@@ -44,6 +44,9 @@ struct PolicyOptions {
   // Levels (K), seed, peak FLOP/s, ... Every policy honours `planner.levels`: no JobPlan::level
   // is outside [0, levels) except for crux-ps-pa, whose levels are unbounded (one per rank).
   PlannerOptions planner;
+  // `crux` only: run the planner's stage 5 (a UDP source port per flow, planner.h). Off by
+  // default: the simulator does not need ports; `planner.resolve_ports` is ignored.
+  bool resolve_ports = false;
 };
 
 class SchedulingPolicy {

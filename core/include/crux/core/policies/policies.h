@@ -1,0 +1,93 @@
+// Internal header of the scheduling policies behind policy.h: the factory MakePolicy delegates
+// to, and the policy-specific algorithms exposed for unit tests (BSSI, the CASSINI circle
+// method, level mappings, ECMP source ports). docs/policies.md explains every model choice.
+//
+// Thread-safety: pure functions, except the policies themselves (see policy.h).
+#ifndef CRUX_CORE_POLICIES_POLICIES_H_
+#define CRUX_CORE_POLICIES_POLICIES_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "crux/core/clock.h"
+#include "crux/core/ecmp.h"
+#include "crux/core/policy.h"
+#include "crux/core/status.h"
+#include "crux/core/topology.h"
+
+namespace crux::core::policies {
+
+// Makes the policy `name`. REQUIRES: `name` is one of PolicyNames(), options validated,
+// clock non-null. Unknown names get kInvalidArgument listing the valid ones.
+Result<std::unique_ptr<SchedulingPolicy>> Make(std::string_view name, const Topology& topo,
+                                               const PolicyOptions& options, const Clock* clock);
+
+// ---- Level mappings (level 0 = highest; `levels` = usable levels U >= 1) ----
+
+// Sincronia's implementation maps rank r to hardware priority max(U - 1 - r, 0) where U - 1 is
+// the highest; in Crux's convention (0 = highest) that is min(r, U - 1): the first U - 1 ranks
+// get distinct levels and every later rank shares the lowest one. Also used by `fixed`.
+// REQUIRES: rank >= 0, levels >= 1.
+int HeadDistinctLevel(int rank, int levels);
+
+// ---- Sincronia: BSSI (Bottleneck-Select-Scale-Iterate) ----
+
+// D[p][c] entries of one coflow: processing time (seconds) of coflow c on port p.
+struct PortDemand {
+  uint32_t port = 0;
+  double time = 0;  // > 0.
+};
+
+// Orders coflows with BSSI (docs/policies.md): repeatedly take the port with the largest total
+// remaining processing time (ties: lowest port id), put LAST the coflow with the smallest
+// w_c / D[b][c] among those using it (equivalently the largest D[b][c] / w_c; ties: the highest
+// index goes last), scale the other coflows' weights w_c -= w_last * D[b][c] / D[b][last]
+// (clamped at 0), remove it, repeat. Coflows with no demand at all go after every other, in
+// index order. Returns the order, first (highest priority) to last.
+// REQUIRES: weights.size() == demand.size(), weights > 0.
+std::vector<int> BssiOrder(const std::vector<std::vector<PortDemand>>& demand,
+                           std::vector<double> weights);
+
+// ---- CASSINI: circle / affinity-graph time shifts ----
+
+// One job's periodic demand, as CASSINI's circle sees it: every `period_s` the job transmits
+// for `comm_s` seconds starting `comm_start_s` after its iteration starts, at `bps` on each
+// link in `links` (one rate per link, same order).
+struct CassiniJob {
+  double period_s = 0;      // > 0.
+  double comm_start_s = 0;  // In [0, period_s).
+  double comm_s = 0;        // In [0, period_s].
+  std::vector<uint32_t> links;
+  std::vector<double> bps;
+};
+
+struct CassiniOptions {
+  int shift_candidates = 72;    // Candidate shifts per job and link: period * i / 72 (5 degrees).
+  int samples = 360;            // Points at which a link's unified circle is evaluated.
+  int max_period_multiple = 8;  // The unified circle is LCM(periods) (periods quantised to
+                                // 1/100 of the shortest), capped at this many longest periods.
+};
+
+// Time shift (seconds, in [0, period_s)) per job. Links carried by two or more jobs are the
+// affinity graph's link nodes. BFS over that graph from the job with the largest summed demand
+// (ties: lowest index), shift 0; reaching a link with unplaced jobs, their shifts are chosen one
+// at a time (largest demand first) to minimise, over the link's unified circle, the excess
+// demand over capacity and then the overlap with the jobs already placed there, which stay
+// fixed. Jobs sharing no link with anyone get 0. `capacity_bps[l]` is link l's capacity.
+std::vector<double> CassiniShifts(const std::vector<CassiniJob>& jobs,
+                                  const std::vector<double>& capacity_bps,
+                                  const CassiniOptions& options = {});
+
+// ---- ECMP ----
+
+// The RoCEv2 UDP source port flow `flow_index` of job `job_id` uses under hash-based ECMP
+// (what a NIC driver would pick per QP, pseudo-random but stable): a function of the seed,
+// the job id and the flow index, uniform over `range`.
+uint16_t EcmpSourcePort(uint64_t seed, std::string_view job_id, size_t flow_index, PortRange range);
+
+}  // namespace crux::core::policies
+
+#endif  // CRUX_CORE_POLICIES_POLICIES_H_

@@ -1,0 +1,477 @@
+// The policies of policy.h. Every baseline runs the planner's own stages 0-1 (traffic
+// expansion and standalone profiling, planner.h) so that I_j, t_j and periods are identical
+// across policies; they differ only in paths, ranks, levels and time shifts.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "crux/core/compression.h"
+#include "crux/core/path_selection.h"
+#include "crux/core/planner.h"
+#include "crux/core/policies/policies.h"
+#include "crux/core/priority.h"
+#include "crux/core/random.h"
+
+namespace crux::core::policies {
+
+int HeadDistinctLevel(int rank, int levels) { return std::min(rank, levels - 1); }
+
+uint16_t EcmpSourcePort(uint64_t seed, std::string_view job_id, size_t flow_index,
+                        PortRange range) {
+  const uint64_t h =
+      Mix64(Mix64(seed ^ 0x5eed'ec3b'0000'0000ULL) ^ StableHash(job_id.data(), job_id.size()) ^
+            Mix64(static_cast<uint64_t>(flow_index) + 1));
+  const uint64_t span = static_cast<uint64_t>(range.max) - range.min + 1;
+  return static_cast<uint16_t>(range.min + h % span);
+}
+
+namespace {
+
+// Everything a policy decides on, after stages 0-1.
+struct Work {
+  const std::vector<JobSpec>& specs;
+  Plan& plan;
+  std::vector<JobRouting>& routing;  // Standalone paths on entry.
+  std::vector<PriorityInput>& prio_in;
+};
+
+// Shared skeleton: validation, stages 0-1, the policy's Decide, flows, timings.
+class BasePolicy : public SchedulingPolicy {
+ public:
+  BasePolicy(std::string name, const Topology& topo, const PolicyOptions& options,
+             const Clock* clock)
+      : name_(std::move(name)),
+        topo_(topo),
+        options_(options),
+        clock_(clock),
+        finder_(topo),
+        hash_model_(0) {}
+
+  std::string_view name() const override { return name_; }
+
+  Result<Plan> Schedule(const std::vector<JobSpec>& specs) final {
+    const PlannerOptions& o = options_.planner;
+    CRUX_RETURN_IF_ERROR(ValidatePlannerOptions(o));
+    sports_.clear();
+    const Duration t0 = clock_->Now();
+    Plan plan;
+    plan.levels = o.levels;
+    plan.first_job_level = o.reserved_high_levels;
+    plan.usable_levels = o.levels - o.reserved_high_levels - o.reserved_low_levels;
+    CRUX_ASSIGN_OR_RETURN(std::vector<JobRouting> routing, ExpandJobs(topo_, specs));
+    const Duration t1 = clock_->Now();
+    std::vector<PriorityInput> prio_in;
+    CRUX_RETURN_IF_ERROR(ProfileJobs(topo_, finder_, specs, o, routing, plan.jobs, prio_in));
+    const Duration t2 = clock_->Now();
+    // Defaults: input order, top job level, standalone k = 1, P = 0.
+    for (size_t j = 0; j < plan.jobs.size(); ++j) {
+      plan.jobs[j].rank = static_cast<int>(j);
+      plan.jobs[j].level = plan.first_job_level;
+    }
+    Work w{specs, plan, routing, prio_in};
+    CRUX_RETURN_IF_ERROR(Decide(w));
+    const Duration t3 = clock_->Now();
+    for (size_t j = 0; j < plan.jobs.size(); ++j) {
+      std::vector<FlowPlan> flows = MakeFlowPlans(routing[j]);
+      if (!sports_.empty()) {
+        for (size_t f = 0; f < flows.size(); ++f) flows[f].udp_sport = sports_[j][f];
+      }
+      plan.jobs[j].flows = std::move(flows);
+    }
+    sports_.clear();
+    const Duration t4 = clock_->Now();
+    plan.timing.traffic = t1 - t0;
+    plan.timing.profile = t2 - t1;
+    plan.timing.path_selection = t3 - t2;  // The policy's own decisions (paths, order, levels).
+    plan.timing.ports = t4 - t3;
+    plan.timing.total = t4 - t0;
+    return plan;
+  }
+
+ protected:
+  // Sets paths (routing[j].choice), ranks, levels and time shifts.
+  virtual Status Decide(Work& w) = 0;
+
+  const PlannerOptions& popts() const { return options_.planner; }
+  const Topology& topo() const { return topo_; }
+
+  // Least-congested joint routing (planner stage 3) of every job in `order`.
+  Status RouteJointly(Work& w, const std::vector<size_t>& order) {
+    LinkLoad load(topo_);
+    return SelectPaths(finder_, order, w.routing, load);
+  }
+
+  // Crux's path order: decreasing I_j, ties more GPUs (planner.h, PathOrder::kIntensity), or
+  // the given ranks for PathOrder::kPriority.
+  std::vector<size_t> CruxPathOrder(const Work& w, const std::vector<int>* rank) const {
+    const size_t n = w.plan.jobs.size();
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), size_t{0});
+    if (popts().path_order == PathOrder::kPriority && rank != nullptr) {
+      std::sort(order.begin(), order.end(),
+                [&](size_t a, size_t b) { return (*rank)[a] < (*rank)[b]; });
+    } else {
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        const JobPlan& x = w.plan.jobs[a];
+        const JobPlan& y = w.plan.jobs[b];
+        if (x.intensity != y.intensity) return x.intensity > y.intensity;
+        return x.gpus > y.gpus;
+      });
+    }
+    return order;
+  }
+
+  // Hash-based ECMP: each flow's path is the one HashEcmpModel (fabric hash seed 0, the
+  // planner's default model) routes its source port EcmpSourcePort(seed, job, flow) to. The
+  // ports are reported in FlowPlan::udp_sport.
+  Status RouteEcmp(Work& w) {
+    const size_t n = w.plan.jobs.size();
+    sports_.assign(n, {});
+    for (size_t j = 0; j < n; ++j) {
+      JobRouting& r = w.routing[j];
+      sports_[j].resize(r.flows.size());
+      for (size_t f = 0; f < r.flows.size(); ++f) {
+        const FlowDemand& d = r.flows[f];
+        const uint16_t sport = EcmpSourcePort(popts().seed, w.plan.jobs[j].id, f, popts().ports);
+        sports_[j][f] = sport;
+        if (r.paths[f]->size() <= 1) {
+          r.choice[f] = 0;
+          continue;
+        }
+        const RouteKey key{d.src.value(), d.dst.value(), sport};
+        auto it = route_cache_.find(key);
+        if (it == route_cache_.end()) {
+          auto idx = hash_model_.Route(finder_, d.src, d.dst, sport);
+          if (!idx.ok()) return idx.status().WithContext("job '" + w.plan.jobs[j].id + "'");
+          if (route_cache_.size() >= kMaxCachedRoutes) route_cache_.clear();
+          it = route_cache_.emplace(key, idx.value()).first;
+        }
+        r.choice[f] = it->second;
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Crux's priorities (planner stage 2): k_j, P_j, rank, reference.
+  PriorityAssignment CruxPriorities(Work& w) const {
+    PriorityAssignment prio = AssignPriorities(w.prio_in, popts().pair_sim);
+    w.plan.reference_job = prio.reference;
+    for (size_t j = 0; j < w.plan.jobs.size(); ++j) {
+      JobPlan& jp = w.plan.jobs[j];
+      jp.k = prio.k[j];
+      jp.priority = prio.priority[j];
+      jp.rank = prio.rank[j];
+      jp.reference = static_cast<int>(j) == prio.reference;
+    }
+    return prio;
+  }
+
+  // Contention DAG over the current paths and ranks, Algorithm 1 onto the usable levels
+  // (planner stage 4).
+  Status Compress(Work& w) const {
+    const size_t n = w.plan.jobs.size();
+    std::vector<std::vector<LinkId>> job_links(n);
+    std::vector<Intensity> intensity(n);
+    std::vector<int> rank(n);
+    for (size_t j = 0; j < n; ++j) {
+      job_links[j] = RoutedLinks(w.routing[j]);
+      intensity[j] = w.plan.jobs[j].intensity;
+      rank[j] = w.plan.jobs[j].rank;
+    }
+    w.plan.dag = BuildContentionDag(job_links, rank, intensity, topo_.num_links());
+    CompressionOptions copt;
+    copt.levels = w.plan.usable_levels;
+    copt.topo_orders = popts().topo_orders;
+    copt.seed = popts().seed;
+    CRUX_ASSIGN_OR_RETURN(Compression comp, CompressPriorities(w.plan.dag, copt));
+    w.plan.cut_weight = comp.cut_weight;
+    w.plan.total_edge_weight = 0;
+    for (const DagEdge& e : w.plan.dag.edges) w.plan.total_edge_weight += e.weight;
+    for (size_t j = 0; j < n; ++j) w.plan.jobs[j].level = w.plan.first_job_level + comp.level[j];
+    return Status::Ok();
+  }
+
+  // rank[j] from an order (order[r] = job index).
+  static void RanksFromOrder(Work& w, const std::vector<size_t>& order) {
+    for (size_t r = 0; r < order.size(); ++r) w.plan.jobs[order[r]].rank = static_cast<int>(r);
+  }
+
+  // level = first_job_level + min(rank, U - 1).
+  static void HeadDistinctLevels(Work& w) {
+    for (JobPlan& jp : w.plan.jobs) {
+      jp.level = w.plan.first_job_level + HeadDistinctLevel(jp.rank, w.plan.usable_levels);
+    }
+  }
+
+  PathFinder& finder() { return finder_; }
+
+ private:
+  struct RouteKey {
+    uint32_t src;
+    uint32_t dst;
+    uint16_t sport;
+    friend bool operator==(const RouteKey& a, const RouteKey& b) {
+      return a.src == b.src && a.dst == b.dst && a.sport == b.sport;
+    }
+  };
+  struct RouteKeyHash {
+    size_t operator()(const RouteKey& k) const {
+      return static_cast<size_t>(
+          Mix64((static_cast<uint64_t>(k.src) << 32 | k.dst) ^ (uint64_t{k.sport} << 17)));
+    }
+  };
+  static constexpr size_t kMaxCachedRoutes = 1 << 20;
+
+  std::string name_;
+  const Topology& topo_;
+  PolicyOptions options_;
+  const Clock* clock_;
+  PathFinder finder_;
+  HashEcmpModel hash_model_;
+  // Per job and flow, the ECMP source port of the plan being built (empty: none).
+  std::vector<std::vector<uint16_t>> sports_;
+  // (src, dst, sport) -> path index under the hash model; kept across Schedule calls.
+  std::unordered_map<RouteKey, size_t, RouteKeyHash> route_cache_;
+};
+
+// `crux`: the planner, unchanged.
+class CruxPolicy final : public SchedulingPolicy {
+ public:
+  CruxPolicy(const Topology& topo, const PolicyOptions& options, const Clock* clock)
+      : planner_(topo, WithPorts(options.planner, options.resolve_ports), clock) {}
+  std::string_view name() const override { return "crux"; }
+  Result<Plan> Schedule(const std::vector<JobSpec>& jobs) override { return planner_.Run(jobs); }
+
+ private:
+  static PlannerOptions WithPorts(PlannerOptions o, bool ports) {
+    o.resolve_ports = ports;
+    return o;
+  }
+  Planner planner_;
+};
+
+// `crux-ps-pa`: Crux paths and priorities, no compression: level = first_job_level + rank.
+class CruxPsPaPolicy final : public BasePolicy {
+ public:
+  using BasePolicy::BasePolicy;
+
+ protected:
+  Status Decide(Work& w) override {
+    const PriorityAssignment prio = CruxPriorities(w);
+    CRUX_RETURN_IF_ERROR(RouteJointly(w, CruxPathOrder(w, &prio.rank)));
+    for (JobPlan& jp : w.plan.jobs) jp.level = w.plan.first_job_level + jp.rank;
+    return Status::Ok();
+  }
+};
+
+// `crux-pa`: Crux priorities and compression over ECMP hash paths.
+class CruxPaPolicy final : public BasePolicy {
+ public:
+  using BasePolicy::BasePolicy;
+
+ protected:
+  Status Decide(Work& w) override {
+    CruxPriorities(w);
+    CRUX_RETURN_IF_ERROR(RouteEcmp(w));
+    return Compress(w);
+  }
+};
+
+// `ecmp`: hash paths, input-order ranks, one level.
+class EcmpPolicy final : public BasePolicy {
+ public:
+  using BasePolicy::BasePolicy;
+
+ protected:
+  Status Decide(Work& w) override { return RouteEcmp(w); }
+};
+
+// `sincronia`: ECMP paths, BSSI order over links-as-ports, head-distinct levels.
+class SincroniaPolicy final : public BasePolicy {
+ public:
+  using BasePolicy::BasePolicy;
+
+ protected:
+  Status Decide(Work& w) override {
+    CRUX_RETURN_IF_ERROR(RouteEcmp(w));
+    const size_t n = w.plan.jobs.size();
+    // D[l][j] = bits of job j per iteration over link l / B_l (one coflow = one iteration).
+    std::vector<std::vector<PortDemand>> demand(n);
+    std::unordered_map<uint32_t, double> per_link;
+    for (size_t j = 0; j < n; ++j) {
+      per_link.clear();
+      const JobRouting& r = w.routing[j];
+      for (size_t f = 0; f < r.flows.size(); ++f) {
+        const double bits = r.flows[f].bytes.ToDouble() * 8.0;
+        r.paths[f]->ForEachLink(r.choice[f], [&](LinkId l) {
+          per_link[l.value()] += bits / topo().link(l).capacity.ToBitsPerSec();
+        });
+      }
+      demand[j].reserve(per_link.size());
+      for (const auto& [l, t] : per_link) {
+        if (t > 0) demand[j].push_back(PortDemand{l, t});
+      }
+      std::sort(demand[j].begin(), demand[j].end(),
+                [](const PortDemand& a, const PortDemand& b) { return a.port < b.port; });
+    }
+    const std::vector<int> order = BssiOrder(demand, std::vector<double>(n, 1.0));
+    std::vector<size_t> ord(order.begin(), order.end());
+    RanksFromOrder(w, ord);
+    HeadDistinctLevels(w);
+    return Status::Ok();
+  }
+};
+
+// `taccl`: least-congested paths per job in input (arrival) order; longer paths first.
+class TacclPolicy final : public BasePolicy {
+ public:
+  using BasePolicy::BasePolicy;
+
+ protected:
+  Status Decide(Work& w) override {
+    const size_t n = w.plan.jobs.size();
+    std::vector<size_t> arrival(n);
+    std::iota(arrival.begin(), arrival.end(), size_t{0});
+    CRUX_RETURN_IF_ERROR(RouteJointly(w, arrival));
+    // Distance of a job = the most hops any of its flows travels.
+    std::vector<int> hops(n, 0);
+    for (size_t j = 0; j < n; ++j) {
+      for (const PathSet* p : w.routing[j].paths) hops[j] = std::max(hops[j], p->hops());
+    }
+    std::vector<size_t> order = arrival;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return hops[a] > hops[b]; });
+    RanksFromOrder(w, order);
+    // Distance classes (equal hop counts share a level), longest first, clamped to U levels.
+    int cls = -1;
+    int prev_hops = -1;
+    for (size_t idx : order) {
+      if (hops[idx] != prev_hops) {
+        ++cls;
+        prev_hops = hops[idx];
+      }
+      w.plan.jobs[idx].level = w.plan.first_job_level + std::min(cls, w.plan.usable_levels - 1);
+    }
+    return Status::Ok();
+  }
+};
+
+// `cassini`: ECMP paths, one level, circle / affinity-graph time shifts.
+class CassiniPolicy final : public BasePolicy {
+ public:
+  using BasePolicy::BasePolicy;
+
+ protected:
+  Status Decide(Work& w) override {
+    CRUX_RETURN_IF_ERROR(RouteEcmp(w));
+    const size_t n = w.plan.jobs.size();
+    std::vector<CassiniJob> cj(n);
+    std::unordered_map<uint32_t, double> per_link;
+    for (size_t j = 0; j < n; ++j) {
+      const JobPlan& jp = w.plan.jobs[j];
+      const JobSpec& spec = w.specs[j];
+      CassiniJob& c = cj[j];
+      c.period_s = jp.period.ToSeconds();
+      c.comm_s = jp.comm_time.ToSeconds();
+      c.comm_start_s = spec.overlap_start * spec.compute_time.ToSeconds();
+      if (c.comm_start_s >= c.period_s) c.comm_start_s = 0;
+      if (c.comm_s <= 0) continue;
+      per_link.clear();
+      const JobRouting& r = w.routing[j];
+      for (size_t f = 0; f < r.flows.size(); ++f) {
+        const double bits = r.flows[f].bytes.ToDouble() * 8.0;
+        r.paths[f]->ForEachLink(r.choice[f], [&](LinkId l) { per_link[l.value()] += bits; });
+      }
+      std::vector<std::pair<uint32_t, double>> sorted(per_link.begin(), per_link.end());
+      std::sort(sorted.begin(), sorted.end());
+      for (const auto& [l, bits] : sorted) {
+        c.links.push_back(l);
+        c.bps.push_back(bits / c.comm_s);  // Up-phase rate: the iteration's bits over t_j.
+      }
+    }
+    if (capacity_.size() != topo().num_links()) {
+      capacity_.clear();
+      for (const Link& l : topo().links()) capacity_.push_back(l.capacity.ToBitsPerSec());
+    }
+    const std::vector<double> shifts = CassiniShifts(cj, capacity_);
+    for (size_t j = 0; j < n; ++j) {
+      Duration s = Duration::Seconds(shifts[j]);
+      if (s >= w.plan.jobs[j].period) s = Duration::Zero();
+      w.plan.jobs[j].time_shift = s;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::vector<double> capacity_;
+};
+
+// `fixed`: Crux paths, ranks from JobSpec::fixed_rank.
+class FixedPolicy final : public BasePolicy {
+ public:
+  using BasePolicy::BasePolicy;
+
+ protected:
+  Status Decide(Work& w) override {
+    const size_t n = w.plan.jobs.size();
+    for (size_t j = 0; j < n; ++j) {
+      const auto& fr = w.specs[j].fixed_rank;
+      if (fr.has_value() && *fr < 0) {
+        return InvalidArgumentError("job '" + w.specs[j].id + "': fixed_rank: must be >= 0 (got " +
+                                    std::to_string(*fr) + ")");
+      }
+    }
+    CRUX_RETURN_IF_ERROR(RouteJointly(w, CruxPathOrder(w, nullptr)));
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      const auto& x = w.specs[a].fixed_rank;
+      const auto& y = w.specs[b].fixed_rank;
+      if (x.has_value() != y.has_value()) return x.has_value();
+      return x.has_value() && *x < *y;
+    });
+    RanksFromOrder(w, order);
+    HeadDistinctLevels(w);
+    return Status::Ok();
+  }
+};
+
+// `ideal`: every job on its standalone paths, one level, isolated.
+class IdealPolicy final : public BasePolicy {
+ public:
+  using BasePolicy::BasePolicy;
+  bool isolates_jobs() const override { return true; }
+
+ protected:
+  Status Decide(Work&) override { return Status::Ok(); }  // Stage 1 left the standalone paths.
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SchedulingPolicy>> Make(std::string_view name, const Topology& topo,
+                                               const PolicyOptions& options, const Clock* clock) {
+  const std::string n(name);
+  if (n == "crux") return std::unique_ptr<SchedulingPolicy>(new CruxPolicy(topo, options, clock));
+  std::unique_ptr<SchedulingPolicy> p;
+  if (n == "crux-ps-pa") p = std::make_unique<CruxPsPaPolicy>(n, topo, options, clock);
+  if (n == "crux-pa") p = std::make_unique<CruxPaPolicy>(n, topo, options, clock);
+  if (n == "ecmp") p = std::make_unique<EcmpPolicy>(n, topo, options, clock);
+  if (n == "sincronia") p = std::make_unique<SincroniaPolicy>(n, topo, options, clock);
+  if (n == "taccl") p = std::make_unique<TacclPolicy>(n, topo, options, clock);
+  if (n == "cassini") p = std::make_unique<CassiniPolicy>(n, topo, options, clock);
+  if (n == "fixed") p = std::make_unique<FixedPolicy>(n, topo, options, clock);
+  if (n == "ideal") p = std::make_unique<IdealPolicy>(n, topo, options, clock);
+  if (p == nullptr) {
+    std::string valid;
+    for (const std::string& v : PolicyNames()) valid += (valid.empty() ? "" : ", ") + v;
+    return InvalidArgumentError("policy: unknown policy '" + n + "' (valid: " + valid + ")");
+  }
+  return p;
+}
+
+}  // namespace crux::core::policies
