@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,10 +39,10 @@ using core::Duration;
 // One job of the workload. spec.id must be unique; spec.hosts is the placement.
 struct SimJob {
   core::JobSpec spec;
-  Duration arrival;                    // >= 0.
-  std::optional<Duration> duration;    // Runs this long after arrival (> 0).
-  std::optional<int64_t> iterations;   // Or this many iterations (>= 1).
-  std::string model;                   // Model profile name, informational ("" if none).
+  Duration arrival;                   // >= 0.
+  std::optional<Duration> duration;   // Runs this long after arrival (> 0).
+  std::optional<int64_t> iterations;  // Or this many iterations (>= 1).
+  std::string model;                  // Model profile name, informational ("" if none).
 };
 
 // A scheduled link capacity change (failure: capacity 0; degradation: lower capacity;
@@ -53,10 +54,10 @@ struct LinkEvent {
 };
 
 struct Progress {
-  Duration simulated;     // Simulated time reached.
-  Duration horizon;       // End of the run.
-  uint64_t events = 0;    // Events processed so far.
-  double wall_s = 0;      // Wall time so far.
+  Duration simulated;   // Simulated time reached.
+  Duration horizon;     // End of the run.
+  uint64_t events = 0;  // Events processed so far.
+  double wall_s = 0;    // Wall time so far.
 };
 
 struct SimOptions {
@@ -64,14 +65,24 @@ struct SimOptions {
   // End of the simulation. Jobs without duration/iterations run until then. > 0.
   Duration horizon = Duration::Seconds(3600);
   Duration per_hop_latency = Duration::Micros(1);  // alpha, >= 0.
-  // Steady-state fast-forward: once every running job repeats the same iteration pattern under
-  // an unchanged plan, jump whole iterations ahead to the next cluster event (arrival, departure,
-  // link event, horizon) instead of simulating every flow. Off = full simulation.
+  // Steady-state fast-forward: once every group of interacting jobs is in a periodic state
+  // under an unchanged plan (its state at an iteration start repeats), jump ahead to shortly
+  // before the next cluster event (arrival, departure, link event, horizon), crediting each job
+  // its iterations, compute and bytes per second, instead of simulating every flow. Within one
+  // group period of the full simulation per jump (docs/simulator.md). Off = full simulation.
   bool fast_forward = true;
+  // Groups of interacting jobs whose state never repeats exactly (quasi-periodic contention) are
+  // still fast-forwarded when their per-job rates (compute, iterations, bytes per second) over
+  // two consecutive windows of 16 anchor iterations agree within this relative tolerance.
+  // 0 = exact periodicity only. In [0, 1).
+  double fast_forward_tolerance = 0.01;
   // Time-series sampling period (> 0).
   Duration sample_interval = Duration::Seconds(60);
   // Called now and then (at most ~once per wall second) when set.
   std::function<void(const Progress&)> progress;
+  // GPUs per host of the topology (the Topology does not record them), for
+  // cluster_utilization: the cluster has hosts x gpus_per_host GPUs. >= 1.
+  int gpus_per_host = 8;
 };
 
 struct JobResult {
@@ -115,7 +126,21 @@ struct SimResult {
   double bytes_sent = 0;
   double bytes_delivered = 0;
   double bytes_in_flight = 0;
+  // Extensions (beyond the #3 contract).
+  uint64_t peak_active_flows = 0;         // Most flows in the network at once.
+  uint64_t flow_events = 0;               // Of `events`: flow finishes and deliveries.
+  uint64_t replan_failures = 0;           // Re-plans that failed (the previous plan was kept).
+  uint64_t fast_forward_jumps = 0;        // Steady-state jumps taken.
+  uint64_t fast_forward_approximate = 0;  // Groups accepted as steady by rate agreement.
+  Duration fast_forwarded;                // Simulated time covered by jumps instead of events.
+  Duration simulated;                     // Time the run reached (the horizon).
 };
+
+// Makes the policy for a topology. Called once at the start and again after every link event
+// (policies cache paths; the topology passed then has the event applied). The topology outlives
+// the policy.
+using PolicyFactory = std::function<core::Result<std::unique_ptr<core::SchedulingPolicy>>(
+    const core::Topology& topo)>;
 
 // Runs `policy` (a core::MakePolicy name) on `jobs` and `link_events`.
 // Errors: unknown policy, invalid options, invalid jobs (the message names the job).
@@ -123,6 +148,18 @@ core::Result<SimResult> Simulate(const core::Topology& topo, const std::string& 
                                  const std::vector<SimJob>& jobs,
                                  const std::vector<LinkEvent>& link_events,
                                  const SimOptions& options);
+
+// The same with any policy (e.g. one not registered in core::MakePolicy). SimResult::policy is
+// the policy's name().
+core::Result<SimResult> Simulate(const core::Topology& topo, const PolicyFactory& make_policy,
+                                 const std::vector<SimJob>& jobs,
+                                 const std::vector<LinkEvent>& link_events,
+                                 const SimOptions& options);
+
+// Checks options, jobs and link events without running anything. Errors name the option, the
+// job (by id) and field, or the link event (by index).
+core::Status ValidateSimInput(const core::Topology& topo, const std::vector<SimJob>& jobs,
+                              const std::vector<LinkEvent>& link_events, const SimOptions& options);
 
 }  // namespace crux::sim
 

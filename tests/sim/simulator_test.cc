@@ -1,0 +1,542 @@
+#include "crux/sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "crux/core/builders.h"
+#include "crux/core/priority.h"
+
+namespace crux::sim {
+namespace {
+
+using core::Bandwidth;
+using core::Bytes;
+using core::Duration;
+using core::JobSpec;
+using core::NodeId;
+using core::Topology;
+
+template <typename T>
+T Must(core::Result<T> r) {
+  if (!r.ok()) {
+    std::fprintf(stderr, "fixture failed: %s\n", r.status().ToString().c_str());
+    std::abort();
+  }
+  return std::move(r).value();
+}
+
+// Two hosts joined by one 1 Gbps cable (the digest's Example 1 fabric).
+Topology TwoHosts() {
+  core::ExplicitParams p;
+  p.nodes = {{"h0", true}, {"h1", true}};
+  p.links = {{"h0", "h1", 1.0, 0.0}};
+  return Must(core::BuildExplicit(p));
+}
+
+// A job sending `comm_s` seconds worth of bytes (at 1 Gbps) from h0 to h1 per iteration.
+SimJob PairJob(const Topology& topo, const std::string& id, double compute_s, double comm_s,
+               double overlap = 1.0) {
+  SimJob j;
+  j.spec.id = id;
+  const NodeId h0 = Must(topo.FindNode("h0"));
+  const NodeId h1 = Must(topo.FindNode("h1"));
+  j.spec.hosts = {h0, h1};
+  j.spec.gpus_per_host = 5;  // 10 GPUs per job.
+  j.spec.compute_time = Duration::Seconds(compute_s);
+  j.spec.overlap_start = overlap;
+  j.spec.pattern = core::TrafficPattern::kExplicit;
+  j.spec.flows = {{h0, h1, Bytes::FromDouble(comm_s * 1e9 / 8.0)}};
+  return j;
+}
+
+SimOptions BaseOptions(double horizon_s) {
+  SimOptions o;
+  o.horizon = Duration::Seconds(horizon_s);
+  o.per_hop_latency = Duration::Zero();
+  o.sample_interval = Duration::Seconds(horizon_s / 10);
+  o.policy.planner.levels = 4;
+  return o;
+}
+
+SimResult RunSim(const Topology& topo, const std::string& policy, const std::vector<SimJob>& jobs,
+                 const SimOptions& options, const std::vector<LinkEvent>& events = {}) {
+  core::Result<SimResult> r = Simulate(topo, policy, jobs, events, options);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return SimResult{};
+  return std::move(r).value();
+}
+
+// ---- The digest's Example 1 under `fixed` ranks ----
+
+class Example1Test : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Example1Test, LongIterationJobFirstGivesThirtySevenAndAHalfPercent) {
+  const Topology topo = TwoHosts();
+  std::vector<SimJob> jobs = {PairJob(topo, "job1", 2, 2), PairJob(topo, "job2", 1, 1)};
+  jobs[0].spec.fixed_rank = 0;
+  jobs[1].spec.fixed_rank = 1;
+  SimOptions o = BaseOptions(2400);
+  o.fast_forward = GetParam();
+  const SimResult r = RunSim(topo, "fixed", jobs, o);
+  EXPECT_EQ(r.policy, "fixed");
+  EXPECT_NEAR(r.gpu_utilization, 0.375, 0.005);
+  // Both jobs iterate every 4 s (digest reconstruction).
+  EXPECT_NEAR(r.jobs[0].mean_iteration.ToSeconds(), 4.0, 0.01);
+  EXPECT_NEAR(r.jobs[1].mean_iteration.ToSeconds(), 4.0, 0.01);
+  EXPECT_LT(r.jobs[0].level, r.jobs[1].level);
+  EXPECT_EQ(r.fast_forward_jumps > 0, GetParam());
+}
+
+TEST_P(Example1Test, ShortIterationJobFirstGivesFortyOnePointSevenPercent) {
+  const Topology topo = TwoHosts();
+  std::vector<SimJob> jobs = {PairJob(topo, "job1", 2, 2), PairJob(topo, "job2", 1, 1)};
+  jobs[0].spec.fixed_rank = 1;
+  jobs[1].spec.fixed_rank = 0;
+  SimOptions o = BaseOptions(2400);
+  o.fast_forward = GetParam();
+  const SimResult r = RunSim(topo, "fixed", jobs, o);
+  EXPECT_NEAR(r.gpu_utilization, 0.41667, 0.005);
+  EXPECT_NEAR(r.jobs[0].mean_iteration.ToSeconds(), 6.0, 0.01);
+  EXPECT_NEAR(r.jobs[1].mean_iteration.ToSeconds(), 2.0, 0.01);
+}
+
+INSTANTIATE_TEST_SUITE_P(FullAndFastForward, Example1Test, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "FastForward" : "Full";
+                         });
+
+// The engine agrees with core's independent pair simulator (priority.h) on random pairs.
+TEST(SimulatorTest, MatchesCorePairSimulationOnRandomPairs) {
+  const Topology topo = TwoHosts();
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> secs(0.2, 2.0);
+  std::uniform_real_distribution<double> frac(0.0, 1.0);
+  for (int trial = 0; trial < 6; ++trial) {
+    const double ca = secs(rng), ta = secs(rng), oa = frac(rng);
+    const double cb = secs(rng), tb = secs(rng), ob = frac(rng);
+    std::vector<SimJob> jobs = {PairJob(topo, "a", ca, ta, oa), PairJob(topo, "b", cb, tb, ob)};
+    jobs[0].spec.fixed_rank = 0;
+    jobs[1].spec.fixed_rank = 1;
+    const SimResult r = RunSim(topo, "fixed", jobs, BaseOptions(3000));
+    core::PairSimOptions po;
+    po.measure_periods = 400;
+    const core::PairOutcome ref = core::SimulatePair(
+        {Duration::Seconds(ca), Duration::Seconds(ta), oa},
+        {Duration::Seconds(cb), Duration::Seconds(tb), ob}, /*a_first=*/true, po);
+    const double ref_util = (ref.compute_a_s + ref.compute_b_s) / (2 * ref.window_s);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    EXPECT_NEAR(r.gpu_utilization, ref_util, 0.01);
+    EXPECT_NEAR(r.jobs[0].compute_busy.ToSeconds() / 3000, ref.compute_a_s / ref.window_s, 0.01);
+  }
+}
+
+// ---- Strict priority and fairness ----
+
+TEST(SimulatorTest, StrictPriorityStarvesALowerLevelWhileAHigherOneSaturatesTheLink) {
+  const Topology topo = TwoHosts();
+  // The high job communicates from the start of every iteration for far longer than it computes:
+  // it keeps the link busy all the time.
+  std::vector<SimJob> jobs = {PairJob(topo, "high", 0.1, 1.0, 0.0), PairJob(topo, "low", 0.1, 0.5)};
+  jobs[0].spec.fixed_rank = 0;
+  jobs[1].spec.fixed_rank = 1;
+  const SimResult r = RunSim(topo, "fixed", jobs, BaseOptions(100));
+  EXPECT_NEAR(r.jobs[0].mean_iteration.ToSeconds(), 1.0, 1e-6);
+  EXPECT_GE(r.jobs[0].iterations, 99);
+  EXPECT_EQ(r.jobs[1].iterations, 0);                                // Never got a byte through.
+  EXPECT_NEAR(r.jobs[1].compute_busy.ToSeconds(), 0.1, 1e-9);        // Its first compute only.
+  EXPECT_NEAR(r.link_class_utilization.at("host-host"), 0.5, 0.01);  // One direction of two.
+}
+
+TEST(SimulatorTest, JobsOnOneLevelShareALinkMaxMinFairly) {
+  const Topology topo = TwoHosts();
+  // Two identical communication-bound jobs on one level (ecmp): each gets half the link, so an
+  // iteration takes its compute plus twice its standalone transfer.
+  std::vector<SimJob> jobs = {PairJob(topo, "a", 0.001, 1.0, 0.0),
+                              PairJob(topo, "b", 0.001, 1.0, 0.0)};
+  const SimResult r = RunSim(topo, "ecmp", jobs, BaseOptions(200));
+  EXPECT_EQ(r.jobs[0].level, r.jobs[1].level);
+  EXPECT_NEAR(r.jobs[0].mean_iteration.ToSeconds(), 2.0, 1e-3);
+  EXPECT_NEAR(r.jobs[1].mean_iteration.ToSeconds(), 2.0, 1e-3);
+  EXPECT_NEAR(r.jobs[0].standalone_iteration.ToSeconds(), 1.0, 1e-3);
+}
+
+TEST(SimulatorTest, PerHopLatencyAddsToEveryIteration) {
+  const Topology topo = TwoHosts();
+  SimOptions o = BaseOptions(100);
+  o.per_hop_latency = Duration::Millis(50);  // One hop.
+  const SimResult r = RunSim(topo, "ecmp", {PairJob(topo, "a", 1.0, 1.0)}, o);
+  EXPECT_NEAR(r.jobs[0].mean_iteration.ToSeconds(), 2.05, 1e-6);
+}
+
+// ---- A small Clos with several jobs ----
+
+Topology SmallClos() {
+  core::Clos2Params p;
+  p.tors = 2;
+  p.aggs = 2;
+  p.hosts_per_tor = 4;
+  p.host.nic_gbps = 100;
+  p.uplink_gbps = 100;
+  return Must(core::BuildClos2(p));
+}
+
+SimJob RingJob(const Topology& topo, const std::string& id, std::vector<int> hosts,
+               double compute_s, double mbytes, double overlap = 0.5) {
+  SimJob j;
+  j.spec.id = id;
+  for (int h : hosts) j.spec.hosts.push_back(Must(topo.FindNode("host" + std::to_string(h))));
+  j.spec.gpus_per_host = 8;
+  j.spec.compute_time = Duration::Seconds(compute_s);
+  j.spec.overlap_start = overlap;
+  j.spec.pattern = core::TrafficPattern::kRingAllReduce;
+  j.spec.pattern_bytes = Bytes::FromDouble(mbytes * 1e6);
+  return j;
+}
+
+// Cross-ToR rings that contend on the uplinks; arrivals and departures at different times.
+std::vector<SimJob> ClosWorkload(const Topology& topo) {
+  std::vector<SimJob> jobs = {
+      RingJob(topo, "gpt", {0, 1, 4, 5}, 0.30, 2400),
+      RingJob(topo, "bert", {2, 6}, 0.12, 900, 0.3),
+      RingJob(topo, "resnet", {3, 7}, 0.08, 400, 0.8),
+      RingJob(topo, "late", {1, 2, 5, 6}, 0.2, 1500),
+  };
+  jobs[1].arrival = Duration::Seconds(5);
+  jobs[2].arrival = Duration::Seconds(12);
+  jobs[2].duration = Duration::Seconds(30);
+  jobs[3].arrival = Duration::Seconds(40);
+  jobs[3].iterations = 150;
+  return jobs;
+}
+
+TEST(SimulatorTest, ConservesBytesWhenEveryJobFinishes) {
+  const Topology topo = SmallClos();
+  std::vector<SimJob> jobs = ClosWorkload(topo);
+  for (SimJob& j : jobs) {
+    j.duration.reset();
+    j.iterations = 40;
+  }
+  const SimResult r = RunSim(topo, "crux", jobs, BaseOptions(1000));
+  for (const JobResult& j : r.jobs) {
+    ASSERT_TRUE(j.finish.has_value()) << j.id;
+    EXPECT_EQ(j.iterations, 40);
+  }
+  EXPECT_GT(r.bytes_sent, 0);
+  EXPECT_NEAR(r.bytes_delivered, r.bytes_sent, 1e-9 * r.bytes_sent);
+  EXPECT_EQ(r.bytes_in_flight, 0);
+  // Every byte counted on its links: ring traffic crosses NIC-ToR links on both ends.
+  EXPECT_GT(r.link_class_utilization.at("nic-tor"), 0);
+}
+
+TEST(SimulatorTest, CutShortFlowsAreCountedInFlight) {
+  const Topology topo = SmallClos();
+  SimOptions o = BaseOptions(20.05);  // Stops in the middle of communication phases.
+  const SimResult r = RunSim(topo, "ecmp", ClosWorkload(topo), o);
+  EXPECT_GT(r.bytes_in_flight, 0);
+  EXPECT_NEAR(r.bytes_delivered + r.bytes_in_flight, r.bytes_sent, 1e-9 * r.bytes_sent);
+}
+
+TEST(SimulatorTest, IdealIsAtLeastEveryPolicyOnAContendedCase) {
+  const Topology topo = SmallClos();
+  const std::vector<SimJob> jobs = ClosWorkload(topo);
+  const SimOptions o = BaseOptions(120);
+  const SimResult ideal = RunSim(topo, "ideal", jobs, o);
+  EXPECT_GT(ideal.gpu_utilization, 0);
+  for (const char* p : {"crux", "ecmp", "crux-pa", "crux-ps-pa", "sincronia", "taccl", "cassini"}) {
+    const SimResult r = RunSim(topo, p, jobs, o);
+    EXPECT_LE(r.gpu_utilization, ideal.gpu_utilization + 1e-9) << p;
+    EXPECT_GT(r.gpu_utilization, 0) << p;
+  }
+  // Two-job Example 1 as well: alone each job keeps its GPUs busy half the time.
+  const Topology two = TwoHosts();
+  const SimResult e1 =
+      RunSim(two, "ideal", {PairJob(two, "job1", 2, 2), PairJob(two, "job2", 1, 1)}, o);
+  EXPECT_NEAR(e1.gpu_utilization, 0.5, 1e-3);
+}
+
+void ExpectSameResult(const SimResult& a, const SimResult& b) {
+  EXPECT_EQ(a.gpu_utilization, b.gpu_utilization);
+  EXPECT_EQ(a.cluster_utilization, b.cluster_utilization);
+  EXPECT_EQ(a.events, b.events);
+  EXPECT_EQ(a.replans, b.replans);
+  EXPECT_EQ(a.bytes_sent, b.bytes_sent);
+  EXPECT_EQ(a.link_class_utilization, b.link_class_utilization);
+  ASSERT_EQ(a.jobs.size(), b.jobs.size());
+  for (size_t i = 0; i < a.jobs.size(); ++i) {
+    EXPECT_EQ(a.jobs[i].iterations, b.jobs[i].iterations);
+    EXPECT_EQ(a.jobs[i].compute_busy, b.jobs[i].compute_busy);
+    EXPECT_EQ(a.jobs[i].jct, b.jobs[i].jct);
+    EXPECT_EQ(a.jobs[i].level, b.jobs[i].level);
+  }
+  ASSERT_EQ(a.samples.size(), b.samples.size());
+  for (size_t i = 0; i < a.samples.size(); ++i) {
+    EXPECT_EQ(a.samples[i].gpu_utilization, b.samples[i].gpu_utilization);
+  }
+}
+
+TEST(SimulatorTest, SameSeedGivesIdenticalResults) {
+  const Topology topo = SmallClos();
+  SimOptions o = BaseOptions(100);
+  o.policy.planner.seed = 42;
+  const SimResult a = RunSim(topo, "crux", ClosWorkload(topo), o);
+  const SimResult b = RunSim(topo, "crux", ClosWorkload(topo), o);
+  ExpectSameResult(a, b);
+  EXPECT_GT(a.events, 1000u);
+}
+
+TEST(SimulatorTest, FastForwardMatchesFullSimulation) {
+  const Topology topo = SmallClos();
+  const std::vector<SimJob> jobs = ClosWorkload(topo);
+  for (const char* policy : {"crux", "ecmp"}) {
+    SimOptions o = BaseOptions(400);
+    o.fast_forward = false;
+    const SimResult full = RunSim(topo, policy, jobs, o);
+    o.fast_forward = true;
+    const SimResult fast = RunSim(topo, policy, jobs, o);
+    SCOPED_TRACE(policy);
+    EXPECT_GT(fast.fast_forward_jumps, 0u);
+    EXPECT_GT(fast.fast_forwarded, Duration::Seconds(150));
+    EXPECT_LT(fast.events, full.events * 3 / 4);
+    EXPECT_NEAR(fast.gpu_utilization, full.gpu_utilization, 0.005);
+    EXPECT_NEAR(fast.cluster_utilization, full.cluster_utilization, 0.005);
+    EXPECT_NEAR(fast.bytes_sent, full.bytes_sent, 0.01 * full.bytes_sent);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      EXPECT_NEAR(fast.jobs[i].iterations, full.jobs[i].iterations,
+                  2 + 0.01 * full.jobs[i].iterations)
+          << jobs[i].spec.id;
+      EXPECT_NEAR(fast.jobs[i].mean_iteration.ToSeconds(), full.jobs[i].mean_iteration.ToSeconds(),
+                  0.01 * full.jobs[i].mean_iteration.ToSeconds());
+    }
+    for (size_t s = 0; s < full.samples.size(); ++s) {
+      EXPECT_NEAR(fast.samples[s].gpu_utilization, full.samples[s].gpu_utilization, 0.02) << s;
+    }
+  }
+}
+
+// Random workloads (sizes, patterns, overlaps, arrivals, durations, iteration counts) under
+// several policies: fast-forward stays within a small tolerance of the full simulation.
+TEST(SimulatorTest, FastForwardMatchesFullSimulationOnRandomWorkloads) {
+  core::Clos2Params cp;
+  cp.tors = 3;
+  cp.aggs = 2;
+  cp.hosts_per_tor = 4;
+  cp.host.nics_per_host = 2;
+  cp.host.nic_gbps = 100;
+  cp.uplink_gbps = 100;
+  const Topology topo = Must(core::BuildClos2(cp));
+  std::mt19937 rng(5);
+  const char* policies[] = {"crux", "ecmp", "sincronia", "ideal", "crux-pa", "cassini"};
+  uint64_t full_events = 0, fast_events = 0;
+  for (int trial = 0; trial < 6; ++trial) {
+    std::vector<SimJob> jobs;
+    const int n = 2 + static_cast<int>(rng() % 5);
+    for (int i = 0; i < n; ++i) {
+      std::vector<int> hosts;
+      const int h = 2 + static_cast<int>(rng() % 3);
+      while (static_cast<int>(hosts.size()) < h) {
+        const int x = static_cast<int>(rng() % 12);
+        if (std::find(hosts.begin(), hosts.end(), x) == hosts.end()) hosts.push_back(x);
+      }
+      SimJob j = RingJob(topo, "j" + std::to_string(i), hosts, 0.05 + 0.3 * (rng() % 1000) / 1e3,
+                         50 + rng() % 2000, (rng() % 5) / 4.0);
+      if (rng() % 2) j.spec.pattern = core::TrafficPattern::kAllToAll;
+      j.arrival = Duration::Seconds(rng() % 100);
+      if (rng() % 2) {
+        j.duration = Duration::Seconds(20 + rng() % 200);
+      } else if (rng() % 2) {
+        j.iterations = 50 + rng() % 500;
+      }
+      jobs.push_back(j);
+    }
+    SimOptions o = BaseOptions(600);
+    o.fast_forward = false;
+    const SimResult full = RunSim(topo, policies[trial], jobs, o);
+    o.fast_forward = true;
+    const SimResult fast = RunSim(topo, policies[trial], jobs, o);
+    SCOPED_TRACE(std::string(policies[trial]) + " trial " + std::to_string(trial));
+    EXPECT_NEAR(fast.gpu_utilization, full.gpu_utilization, 0.01);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      EXPECT_NEAR(fast.jobs[i].iterations, full.jobs[i].iterations,
+                  2 + 0.02 * full.jobs[i].iterations);
+      EXPECT_NEAR(fast.jobs[i].compute_busy.ToSeconds(), full.jobs[i].compute_busy.ToSeconds(),
+                  0.02 * full.jobs[i].compute_busy.ToSeconds() + 1.0);
+    }
+    full_events += full.events;
+    fast_events += fast.events;
+  }
+  EXPECT_LT(fast_events, full_events / 2);
+}
+
+// ---- Link events ----
+
+TEST(SimulatorTest, LinkFailureTriggersAReplanAndTrafficMoves) {
+  const Topology topo = SmallClos();
+  // One cross-ToR job; whichever uplink of tor0 it uses fails at 10 s. Without re-routing it
+  // would stall for good; with the re-plan it keeps iterating on the other Agg.
+  const SimJob job = RingJob(topo, "x", {0, 4}, 0.05, 200, 1.0);
+  SimOptions o = BaseOptions(30);
+  const SimResult before = RunSim(topo, "crux", {job}, o);
+  ASSERT_GT(before.jobs[0].iterations, 100);
+  const NodeId tor0 = Must(topo.FindNode("tor0"));
+  for (const char* agg : {"agg0", "agg1"}) {
+    const core::LinkId up = Must(topo.FindLink(tor0, Must(topo.FindNode(agg))));
+    const std::vector<LinkEvent> events = {{Duration::Seconds(10), up, Bandwidth()}};
+    const SimResult r = RunSim(topo, "crux", {job}, o, events);
+    SCOPED_TRACE(agg);
+    EXPECT_EQ(r.replans, 2u);  // Arrival and failure.
+    EXPECT_EQ(r.replan_failures, 0u);
+    // Same progress as without the failure: the flows run on the other uplink (one of the two
+    // runs fails the link they were on, and must have moved to keep iterating).
+    EXPECT_NEAR(r.jobs[0].iterations, before.jobs[0].iterations, 2);
+  }
+}
+
+TEST(SimulatorTest, FlowsWaitOnADownLinkWithoutAlternativeAndResumeOnRecovery) {
+  const Topology topo = TwoHosts();
+  const core::LinkId link =
+      Must(topo.FindLink(Must(topo.FindNode("h0")), Must(topo.FindNode("h1"))));
+  const std::vector<LinkEvent> events = {{Duration::Seconds(10.5), link, Bandwidth()},
+                                         {Duration::Seconds(20.5), link, Bandwidth::Gbps(1)}};
+  SimOptions o = BaseOptions(40);
+  for (const char* policy : {"ecmp", "ideal"}) {  // Shared and private (isolated) link copies.
+    const SimResult r = RunSim(topo, policy, {PairJob(topo, "a", 1.0, 1.0)}, o, events);
+    SCOPED_TRACE(policy);
+    // 2 s iterations; the one in flight at 10.5 s waits 10 s: (40 - 10) / 2 = 15 iterations.
+    EXPECT_EQ(r.jobs[0].iterations, 15);
+    EXPECT_GE(r.replan_failures, 1u);  // No path while the only cable is down.
+    EXPECT_EQ(r.replans, 3u);
+  }
+  // Degradation halves the rate: 1 s compute + 2 s transfer.
+  const std::vector<LinkEvent> slow = {{Duration::Zero(), link, Bandwidth::Gbps(0.5)}};
+  const SimResult d = RunSim(topo, "ecmp", {PairJob(topo, "a", 1.0, 1.0)}, o, slow);
+  EXPECT_NEAR(d.jobs[0].mean_iteration.ToSeconds(), 3.0, 1e-6);
+}
+
+// ---- Time shifts (CASSINI) through the PolicyFactory overload ----
+
+// Wraps a registered policy and gives every job the same communication time shift.
+class ShiftingPolicy final : public core::SchedulingPolicy {
+ public:
+  ShiftingPolicy(std::unique_ptr<core::SchedulingPolicy> inner, Duration shift)
+      : inner_(std::move(inner)), shift_(shift) {}
+  std::string_view name() const override { return "shifted"; }
+  core::Result<core::Plan> Schedule(const std::vector<JobSpec>& jobs) override {
+    CRUX_ASSIGN_OR_RETURN(core::Plan plan, inner_->Schedule(jobs));
+    for (core::JobPlan& jp : plan.jobs) jp.time_shift = shift_;
+    return plan;
+  }
+
+ private:
+  std::unique_ptr<core::SchedulingPolicy> inner_;
+  Duration shift_;
+};
+
+TEST(SimulatorTest, TimeShiftDelaysTheCommunicationPhaseOnce) {
+  const Topology topo = TwoHosts();
+  const SimOptions o = BaseOptions(20.2);
+  auto factory = [&o](Duration shift) -> PolicyFactory {
+    return [&o, shift](const Topology& t) -> core::Result<std::unique_ptr<core::SchedulingPolicy>> {
+      CRUX_ASSIGN_OR_RETURN(auto inner, core::MakePolicy("ecmp", t, o.policy));
+      return std::unique_ptr<core::SchedulingPolicy>(
+          std::make_unique<ShiftingPolicy>(std::move(inner), shift));
+    };
+  };
+  const std::vector<SimJob> jobs = {PairJob(topo, "a", 1.0, 1.0)};  // 2 s iterations.
+  core::Result<SimResult> plain = Simulate(topo, factory(Duration::Zero()), jobs, {}, o);
+  core::Result<SimResult> shifted = Simulate(topo, factory(Duration::Millis(500)), jobs, {}, o);
+  ASSERT_TRUE(plain.ok() && shifted.ok());
+  EXPECT_EQ(shifted->policy, "shifted");
+  EXPECT_EQ(plain->jobs[0].iterations, 10);
+  // Iterations end at 2.5, 4.5, ..., 18.5 s (20.5 is past the horizon): the timeline moved by
+  // 0.5 s, once.
+  EXPECT_EQ(shifted->jobs[0].iterations, 9);
+  EXPECT_NEAR(shifted->jobs[0].mean_iteration.ToSeconds(), 18.5 / 9, 1e-6);
+  // A factory that fails makes the run fail with its error.
+  PolicyFactory broken =
+      [](const Topology&) -> core::Result<std::unique_ptr<core::SchedulingPolicy>> {
+    return core::InvalidArgumentError("levels: broken on purpose");
+  };
+  core::Result<SimResult> r = Simulate(topo, broken, jobs, {}, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("broken on purpose"), std::string::npos);
+}
+
+// ---- Metrics and errors ----
+
+TEST(SimulatorTest, SamplesAndUtilisationDefinitions) {
+  const Topology topo = TwoHosts();
+  SimJob a = PairJob(topo, "a", 1.0, 1.0);  // Alone: busy half the time.
+  a.arrival = Duration::Seconds(50);
+  SimOptions o = BaseOptions(100);
+  o.gpus_per_host = 10;  // 20 GPUs in the cluster; the job has 10.
+  const SimResult r = RunSim(topo, "ecmp", {a}, o);
+  EXPECT_NEAR(r.gpu_utilization, 0.5, 1e-3);
+  EXPECT_NEAR(r.cluster_utilization, 0.5 * 0.5 * 0.5, 1e-3);  // Half the GPUs, half the time.
+  ASSERT_EQ(r.samples.size(), 10u);
+  EXPECT_EQ(r.samples[0].running_jobs, 0);
+  EXPECT_EQ(r.samples[0].gpu_utilization, 0);
+  EXPECT_EQ(r.samples[9].running_jobs, 1);
+  EXPECT_NEAR(r.samples[9].gpu_utilization, 0.5, 0.01);
+  EXPECT_NEAR(r.samples[9].cluster_utilization, 0.25, 0.01);
+  EXPECT_EQ(r.jobs[0].jct, Duration::Seconds(50));
+  EXPECT_FALSE(r.jobs[0].finish.has_value());
+}
+
+TEST(SimulatorTest, RejectsBadInputNamingTheField) {
+  const Topology topo = TwoHosts();
+  SimJob a = PairJob(topo, "a", 1.0, 1.0);
+  auto err = [&](std::vector<SimJob> jobs, SimOptions o, std::vector<LinkEvent> ev = {}) {
+    core::Result<SimResult> r = Simulate(topo, "ecmp", jobs, ev, o);
+    return r.ok() ? std::string("ok") : r.status().message();
+  };
+  SimOptions o = BaseOptions(10);
+  SimJob bad = a;
+  bad.arrival = Duration::Seconds(-1);
+  EXPECT_NE(err({bad}, o).find("arrival_s"), std::string::npos);
+  bad = a;
+  bad.iterations = 0;
+  EXPECT_NE(err({bad}, o).find("iterations"), std::string::npos);
+  bad = a;
+  bad.duration = Duration::Zero();
+  EXPECT_NE(err({bad}, o).find("duration_s"), std::string::npos);
+  EXPECT_NE(err({a, a}, o).find("duplicate"), std::string::npos);
+  bad = a;
+  bad.spec.compute_time = Duration::Zero();
+  EXPECT_NE(err({bad}, o).find("job 'a'"), std::string::npos);
+  SimOptions bo = o;
+  bo.horizon = Duration::Zero();
+  EXPECT_NE(err({a}, bo).find("horizon"), std::string::npos);
+  bo = o;
+  bo.sample_interval = Duration::Zero();
+  EXPECT_NE(err({a}, bo).find("sample_interval"), std::string::npos);
+  EXPECT_NE(err({a}, o, {{Duration::Zero(), core::LinkId(99), Bandwidth()}}).find("link"),
+            std::string::npos);
+  core::Result<SimResult> r = Simulate(topo, "nope", {a}, {}, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("nope"), std::string::npos);
+}
+
+TEST(SimulatorTest, ProgressIsReportedAtTheEnd) {
+  const Topology topo = TwoHosts();
+  SimOptions o = BaseOptions(10);
+  int calls = 0;
+  Progress last;
+  o.progress = [&](const Progress& p) {
+    ++calls;
+    last = p;
+  };
+  RunSim(topo, "ecmp", {PairJob(topo, "a", 1.0, 1.0)}, o);
+  EXPECT_GE(calls, 1);
+  EXPECT_EQ(last.simulated, Duration::Seconds(10));
+  EXPECT_GT(last.events, 0u);
+}
+
+}  // namespace
+}  // namespace crux::sim
