@@ -1,0 +1,114 @@
+// DealerClient: the client/agent/cruxctl side of the transport. One ZeroMQ DEALER socket
+// connected to one daemon endpoint, used synchronously from one thread.
+//
+// Call() is request/reply: it assigns the next request_id, sends, and waits up to `timeout` for
+// the reply carrying that id. Pushes (request_id 0: Assignment, SwitchQosState) that arrive
+// meanwhile are queued for Receive(); late replies to earlier timed-out calls are discarded
+// (counted in stale_replies). A reply may be an Error body: Call() returns it as a value (use
+// StatusFromError in codec.h); Call() fails only for transport problems: kUnavailable on
+// timeout ("no reply within N ms"), kOutOfRange for an oversize request, kInternal for zmq
+// errors. Frames from the daemon that fail Decode are dropped and counted (bad_frames).
+//
+// Connection: ZeroMQ connects asynchronously and reconnects by itself (RECONNECT_IVL
+// `reconnect_ivl` doubling up to `reconnect_ivl_max`); messages sent while disconnected wait in
+// the socket (up to SNDHWM) and are dropped at Close (linger 0). Nothing blocks forever: every
+// wait has a timeout and sends use ZMQ_DONTWAIT (a full pipe is kUnavailable).
+//
+// Thread-safety: NOT thread-safe (one owner thread). Distinct clients may live on distinct
+// threads. The TransportContext must outlive the client.
+#ifndef CRUX_PROTOCOL_CLIENT_H_
+#define CRUX_PROTOCOL_CLIENT_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "crux/core/status.h"
+#include "crux/core/units.h"
+#include "crux/protocol/curve.h"
+#include "crux/protocol/transport_context.h"
+#include "crux/v1/envelope.pb.h"
+
+namespace zmq {
+class socket_t;
+}
+
+namespace crux::protocol {
+
+struct ClientOptions {
+  std::string endpoint;  // e.g. "tcp://10.0.0.1:7070", "ipc:///run/cruxd/admin.sock".
+
+  bool curve = false;
+  std::string server_public_z85;  // Required when curve.
+  CurveKeyPair client_keys;       // Required (with secret) when curve.
+
+  std::string routing_id;  // Optional stable id, 1-255 bytes, first byte not 0 (e.g. "job:a/0").
+  core::Duration reconnect_ivl = core::Duration::Millis(100);
+  core::Duration reconnect_ivl_max = core::Duration::Millis(10000);
+  core::Duration heartbeat_ivl = core::Duration::Millis(5000);  // ZMTP PING; 0 = off.
+  core::Duration heartbeat_timeout = core::Duration::Millis(15000);
+  int sndhwm = 1000;
+  int rcvhwm = 1000;
+  int64_t max_msg_size = 4 * static_cast<int64_t>(1 << 20);  // ZMQ_MAXMSGSIZE.
+};
+
+struct ClientCounters {
+  uint64_t sent = 0;
+  uint64_t received = 0;
+  uint64_t bad_frames = 0;
+  uint64_t stale_replies = 0;
+};
+
+class DealerClient {
+ public:
+  // Creates the socket and starts connecting (returns before the connection exists).
+  // Errors: kInvalidArgument for bad options (bad key, bad routing id, bad endpoint).
+  static core::Result<std::unique_ptr<DealerClient>> Connect(TransportContext& ctx,
+                                                             ClientOptions options);
+  ~DealerClient();
+  DealerClient(const DealerClient&) = delete;
+  DealerClient& operator=(const DealerClient&) = delete;
+
+  // See the file comment. `request` is copied; its request_id and version are overwritten.
+  core::Result<v1::Envelope> Call(const v1::Envelope& request, core::Duration timeout);
+
+  // Sends one envelope without waiting (sets protocol_version; keeps the caller's request_id,
+  // e.g. 0 for an Ack of a push, or an id from NextRequestId() to match the reply yourself).
+  core::Status Send(const v1::Envelope& msg);
+
+  // Next queued push, else waits up to `timeout` for any message. Returns nullopt on timeout.
+  // Replies (request_id != 0) received here are returned too (for callers using Send with
+  // their own ids).
+  core::Result<std::optional<v1::Envelope>> Receive(core::Duration timeout);
+
+  // Non-blocking: the next message already queued or readable on the socket, else nullopt.
+  // For event loops that poll many clients' sockets together (see raw_socket()).
+  core::Result<std::optional<v1::Envelope>> TryReceive();
+
+  // A fresh request id (never 0).
+  uint64_t NextRequestId() { return ++last_request_id_; }
+
+  // The libzmq socket handle, for zmq_poll over many clients (ZMQ_POLLIN only; use
+  // TryReceive() to read). Owned by the client.
+  void* raw_socket() const;
+
+  const ClientCounters& counters() const { return counters_; }
+  const std::string& endpoint() const { return options_.endpoint; }
+
+ private:
+  DealerClient(ClientOptions options, std::unique_ptr<zmq::socket_t> socket);
+  // Reads one frame without waiting; nullopt when nothing is readable. Bad frames are dropped.
+  core::Result<std::optional<v1::Envelope>> ReadOne();
+
+  ClientOptions options_;
+  std::unique_ptr<zmq::socket_t> socket_;
+  std::deque<v1::Envelope> pending_;
+  uint64_t last_request_id_ = 0;
+  ClientCounters counters_;
+};
+
+}  // namespace crux::protocol
+
+#endif  // CRUX_PROTOCOL_CLIENT_H_

@@ -1,0 +1,75 @@
+// CurveZMQ key pairs and key files.
+//
+// Keys are Z85 strings of 40 characters (32-byte Curve25519 keys). Key file format (plain text,
+// one `name = value` per line, '#' starts a comment line, blank lines ignored, unknown names are
+// an error):
+//
+//   # Crux CurveZMQ public key            <- <name>.pub, mode 0644
+//   public-key = rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7
+//
+//   # Crux CurveZMQ secret key - keep private   <- <name>.key, mode 0600
+//   public-key = rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7
+//   secret-key = JTKVSB%%)wK0E.X)V>+}o?pNmC{O&4W4b!Ni{Lh6
+//
+// A secret file's public key must match its secret key. Loading a secret file that is readable
+// by group or others is refused (like ssh), so a leaked-permission key is noticed.
+//
+// An authorised-keys directory holds one `*.pub` file per peer (other files are ignored); the
+// file stem names the peer in logs.
+//
+// Thread-safety: functions are independent; concurrent writes to the same path race.
+#ifndef CRUX_PROTOCOL_CURVE_H_
+#define CRUX_PROTOCOL_CURVE_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "crux/core/status.h"
+
+namespace crux::protocol {
+
+inline constexpr size_t kZ85KeyLength = 40;
+
+struct CurveKeyPair {
+  std::string public_z85;  // 40 Z85 chars.
+  std::string secret_z85;  // 40 Z85 chars. Empty in a key pair loaded from a .pub file.
+};
+
+struct AuthorizedKey {
+  std::string name;        // File stem ("job-a" for job-a.pub).
+  std::string public_z85;  // 40 Z85 chars.
+};
+
+// True when `key` is 40 chars of the Z85 alphabet and decodes to 32 bytes.
+bool IsValidZ85Key(std::string_view key);
+
+// A fresh key pair from libzmq (libsodium). Fails (kUnavailable) if libzmq lacks CURVE.
+core::Result<CurveKeyPair> GenerateCurveKeyPair();
+
+// Public key of a Z85 secret key.
+core::Result<std::string> DerivePublicKey(std::string_view secret_z85);
+
+// Writes `<base>.key` (public + secret, created 0600, never group/world readable even
+// transiently) and `<base>.pub` (public only, 0644). Fails with kAlreadyExists if either file
+// exists and `overwrite` is false. `base` is a path without extension, e.g. "/etc/cruxd/server".
+core::Status SaveKeyPair(const CurveKeyPair& keys, const std::string& base, bool overwrite = false);
+
+// Writes only `<path>` as a public key file (0644).
+core::Status SavePublicKey(std::string_view public_z85, const std::string& path,
+                           bool overwrite = false);
+
+// Reads a secret key file (`<base>.key`). Refuses files with group/other permission bits
+// (kFailedPrecondition) and mismatching public/secret keys (kInvalidArgument).
+core::Result<CurveKeyPair> LoadSecretKeyFile(const std::string& path);
+
+// Reads a public key file (a `.pub` file, or a `.key` file whose public key is used).
+core::Result<std::string> LoadPublicKeyFile(const std::string& path);
+
+// Every `*.pub` file in `dir`, sorted by name. A bad file is an error naming it; an empty
+// directory is not an error (returns no keys: nobody is authorised).
+core::Result<std::vector<AuthorizedKey>> LoadAuthorizedKeys(const std::string& dir);
+
+}  // namespace crux::protocol
+
+#endif  // CRUX_PROTOCOL_CURVE_H_

@@ -1,0 +1,130 @@
+// RouterServer: the daemon side of the transport. One ZeroMQ ROUTER socket bound to one
+// endpoint (tcp://, ipc:// or inproc://), served by its own I/O thread.
+//
+// Receiving: the I/O thread polls the ROUTER and a wake-up eventfd. Each inbound frame is
+// decoded (codec.h) and, when `validate` is on, checked (validate.h). A frame that fails is
+// answered by the server itself with an Error envelope (MALFORMED, TOO_LARGE,
+// UNSUPPORTED_VERSION, INVALID_ARGUMENT; the request_id is echoed when it could be parsed),
+// counted, and never delivered. Everything else goes to the handler as an Inbound.
+// Frames larger than `max_msg_size` (ZMQ_MAXMSGSIZE, default 4 x kMaxFrameBytes) make libzmq
+// drop that peer's connection without a reply; frames between kMaxFrameBytes and that get a
+// TOO_LARGE error.
+//
+// Sending: Send() is thread-safe. It encodes (refusing frames over kMaxFrameBytes), queues, and
+// wakes the I/O thread, which sends with ZMQ_DONTWAIT. With ROUTER_MANDATORY (default on) a send
+// to an unknown or full peer (EHOSTUNREACH / EAGAIN) is dropped and counted in send_failed.
+//
+// Security: with `curve` on, the socket is a CURVE server with `server_keys`, ZAP domain
+// `zap_domain`, and the authorised keys (`authorized_keys` plus every *.pub in
+// `authorized_keys_dir`) are installed in the TransportContext's ZAP handler before binding.
+// Inbound.user_id is then the peer's public key (Z85). libzmq runs no security handshake on
+// inproc:// connections: CURVE protects tcp:// and ipc:// only (inproc peers are in-process).
+// Without curve the socket accepts anyone (callers log a warning for non-local endpoints) and
+// user_id is "".
+//
+// Lifetime: Stop() (or the destructor) stops the I/O thread, then closes the socket (linger 0).
+// The handler is never called after Stop() returns. The TransportContext must outlive the server.
+#ifndef CRUX_PROTOCOL_SERVER_H_
+#define CRUX_PROTOCOL_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crux/core/status.h"
+#include "crux/core/units.h"
+#include "crux/protocol/codec.h"
+#include "crux/protocol/curve.h"
+#include "crux/protocol/transport_context.h"
+#include "crux/v1/envelope.pb.h"
+
+namespace crux::protocol {
+
+struct ServerOptions {
+  std::string
+      endpoint;  // e.g. "tcp://0.0.0.0:7070", "tcp://127.0.0.1:*", "ipc:///run/cruxd/admin.sock".
+
+  bool curve = false;
+  CurveKeyPair server_keys;                  // Required (with secret) when curve.
+  std::vector<std::string> authorized_keys;  // Z85 public keys allowed (curve only).
+  std::string authorized_keys_dir;           // Optional: every *.pub in it is also allowed.
+  std::string zap_domain = "crux";           // Distinct per CURVE server in one context.
+
+  bool validate = true;          // Run Validate() before delivery.
+  bool router_mandatory = true;  // ZMQ_ROUTER_MANDATORY.
+  bool router_handover = true;   // ZMQ_ROUTER_HANDOVER: a reconnecting peer takes over its id.
+  int64_t max_msg_size = 4 * static_cast<int64_t>(kMaxFrameBytes);  // ZMQ_MAXMSGSIZE, -1 = none.
+  int sndhwm = 1000;   // ZMQ_SNDHWM (messages per peer).
+  int rcvhwm = 1000;   // ZMQ_RCVHWM.
+  int backlog = 4096;  // ZMQ_BACKLOG: pending connections (capped by net.core.somaxconn).
+  core::Duration heartbeat_ivl = core::Duration::Millis(5000);       // ZMTP PING; 0 = off.
+  core::Duration heartbeat_timeout = core::Duration::Millis(15000);  // No traffic -> close.
+  size_t max_send_queue = 1000000;  // Send() fails with kUnavailable beyond this backlog.
+  size_t max_batch = 256;           // Frames handled per poll wake-up before sends run.
+};
+
+// One delivered message.
+struct Inbound {
+  std::string peer;     // ROUTER routing id of the sender (opaque bytes); pass to Send().
+  std::string user_id;  // CURVE: the peer's public key (Z85); otherwise "".
+  v1::Envelope msg;     // Decoded (and validated when ServerOptions::validate).
+};
+
+struct ServerCounters {
+  uint64_t received = 0;             // Frames received (valid or not).
+  uint64_t delivered = 0;            // Handed to the handler.
+  uint64_t sent = 0;                 // Frames sent (replies, pushes, errors).
+  uint64_t malformed = 0;            // MALFORMED answered.
+  uint64_t too_large = 0;            // TOO_LARGE answered.
+  uint64_t unsupported_version = 0;  // UNSUPPORTED_VERSION answered.
+  uint64_t invalid = 0;              // INVALID_ARGUMENT answered by validation.
+  uint64_t auth_refused = 0;         // ZAP refusals in this server's domain (curve only).
+  uint64_t send_failed = 0;          // Dropped: unknown peer / HWM / encode failure.
+  uint64_t queued = 0;               // Current outbound backlog.
+};
+
+class RouterServer {
+ public:
+  // Called on the I/O thread for every delivered message, in arrival order. It must not block
+  // for long (it delays every peer); hand work to another thread and reply with Send().
+  using Handler = std::function<void(Inbound)>;
+
+  // Creates the socket, applies the options, installs CURVE keys, binds and starts the I/O
+  // thread. Errors: kInvalidArgument for bad options (missing keys, bad endpoint), kUnavailable
+  // when the bind fails (address in use, permission), both naming the endpoint.
+  static core::Result<std::unique_ptr<RouterServer>> Start(TransportContext& ctx,
+                                                           ServerOptions options, Handler handler);
+
+  ~RouterServer();
+  RouterServer(const RouterServer&) = delete;
+  RouterServer& operator=(const RouterServer&) = delete;
+
+  // Idempotent. Pending sends are discarded.
+  void Stop();
+
+  // Thread-safe. Sets protocol_version and queues `msg` for `peer`. Errors: kOutOfRange if the
+  // frame would exceed kMaxFrameBytes, kUnavailable when stopped or the queue is full. A
+  // successful return means queued, not delivered (see send_failed).
+  core::Status Send(const std::string& peer, const v1::Envelope& msg);
+  // Same, for an already encoded frame (e.g. one Assignment encoded once, sent to many).
+  core::Status SendEncoded(const std::string& peer, std::string frame);
+
+  // Thread-safe snapshot.
+  ServerCounters counters() const;
+
+  // The bound endpoint as libzmq reports it (ZMQ_LAST_ENDPOINT): with "tcp://127.0.0.1:*" this
+  // carries the chosen port.
+  const std::string& endpoint() const;
+
+ private:
+  class Impl;
+  explicit RouterServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace crux::protocol
+
+#endif  // CRUX_PROTOCOL_SERVER_H_

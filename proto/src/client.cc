@@ -1,0 +1,191 @@
+#include "crux/protocol/client.h"
+
+#include <chrono>
+#include <utility>
+#include <zmq.hpp>
+
+#include "crux/protocol/codec.h"
+
+namespace crux::protocol {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int ToMillis(core::Duration d) {
+  const int64_t ms = d.nanos() / 1000000;
+  if (ms > 0x7fffffff) return 0x7fffffff;
+  return static_cast<int>(ms < 0 ? 0 : ms);
+}
+
+}  // namespace
+
+core::Result<std::unique_ptr<DealerClient>> DealerClient::Connect(TransportContext& ctx,
+                                                                  ClientOptions options) {
+  if (options.endpoint.empty()) {
+    return core::InvalidArgumentError("client.endpoint: must not be empty");
+  }
+  if (options.curve) {
+    if (!IsValidZ85Key(options.server_public_z85)) {
+      return core::InvalidArgumentError(
+          "client.server_public_z85: not a 40-character Z85 CurveZMQ key");
+    }
+    if (!IsValidZ85Key(options.client_keys.public_z85) ||
+        !IsValidZ85Key(options.client_keys.secret_z85)) {
+      return core::InvalidArgumentError(
+          "client.client_keys: CURVE needs a valid Z85 public and secret key");
+    }
+  }
+  if (!options.routing_id.empty() &&
+      (options.routing_id.size() > 255 || options.routing_id[0] == '\0')) {
+    return core::InvalidArgumentError(
+        "client.routing_id: must be 1-255 bytes and not start with a zero byte");
+  }
+  auto socket = std::make_unique<zmq::socket_t>();
+  try {
+    *socket = zmq::socket_t(ctx.context(), zmq::socket_type::dealer);
+    socket->set(zmq::sockopt::linger, 0);
+    socket->set(zmq::sockopt::sndhwm, options.sndhwm);
+    socket->set(zmq::sockopt::rcvhwm, options.rcvhwm);
+    socket->set(zmq::sockopt::maxmsgsize, options.max_msg_size);
+    socket->set(zmq::sockopt::reconnect_ivl, std::max(1, ToMillis(options.reconnect_ivl)));
+    socket->set(zmq::sockopt::reconnect_ivl_max, ToMillis(options.reconnect_ivl_max));
+    if (options.heartbeat_ivl > core::Duration::Zero()) {
+      socket->set(zmq::sockopt::heartbeat_ivl, ToMillis(options.heartbeat_ivl));
+      socket->set(zmq::sockopt::heartbeat_timeout, ToMillis(options.heartbeat_timeout));
+    }
+    if (!options.routing_id.empty()) socket->set(zmq::sockopt::routing_id, options.routing_id);
+    if (options.curve) {
+      socket->set(zmq::sockopt::curve_serverkey, options.server_public_z85);
+      socket->set(zmq::sockopt::curve_publickey, options.client_keys.public_z85);
+      socket->set(zmq::sockopt::curve_secretkey, options.client_keys.secret_z85);
+    }
+  } catch (const zmq::error_t& e) {
+    return core::InvalidArgumentError("client " + options.endpoint +
+                                      ": socket option: " + e.what());
+  }
+  try {
+    socket->connect(options.endpoint);
+  } catch (const zmq::error_t& e) {
+    return core::InvalidArgumentError("client.endpoint: cannot connect to \"" + options.endpoint +
+                                      "\": " + e.what());
+  }
+  return std::unique_ptr<DealerClient>(new DealerClient(std::move(options), std::move(socket)));
+}
+
+DealerClient::DealerClient(ClientOptions options, std::unique_ptr<zmq::socket_t> socket)
+    : options_(std::move(options)), socket_(std::move(socket)) {}
+
+DealerClient::~DealerClient() = default;
+
+void* DealerClient::raw_socket() const { return socket_->handle(); }
+
+core::Status DealerClient::Send(const v1::Envelope& msg) {
+  v1::Envelope copy;
+  const v1::Envelope* to_send = &msg;
+  if (msg.protocol_version() != kProtocolVersion) {
+    copy = msg;
+    SetVersion(&copy);
+    to_send = &copy;
+  }
+  CRUX_ASSIGN_OR_RETURN(std::string frame, EncodeChecked(*to_send));
+  try {
+    if (!socket_->send(zmq::buffer(frame), zmq::send_flags::dontwait)) {
+      return core::UnavailableError("send to " + options_.endpoint +
+                                    ": not connected or send queue full");
+    }
+  } catch (const zmq::error_t& e) {
+    return core::InternalError("send to " + options_.endpoint + ": " + e.what());
+  }
+  ++counters_.sent;
+  return core::Status::Ok();
+}
+
+core::Result<std::optional<v1::Envelope>> DealerClient::ReadOne() {
+  while (true) {
+    zmq::message_t frame;
+    try {
+      if (!socket_->recv(frame, zmq::recv_flags::dontwait)) return std::optional<v1::Envelope>();
+      if (frame.more()) {
+        // A multi-part message is not part of the protocol: drop it whole.
+        zmq::message_t extra;
+        while (socket_->recv(extra, zmq::recv_flags::dontwait) && extra.more()) {
+        }
+        ++counters_.received;
+        ++counters_.bad_frames;
+        continue;
+      }
+    } catch (const zmq::error_t& e) {
+      return core::InternalError("receive from " + options_.endpoint + ": " + e.what());
+    }
+    ++counters_.received;
+    auto decoded = Decode(std::string_view(static_cast<const char*>(frame.data()), frame.size()));
+    if (!decoded.ok()) {
+      ++counters_.bad_frames;
+      continue;
+    }
+    return std::optional<v1::Envelope>(std::move(decoded).value());
+  }
+}
+
+core::Result<std::optional<v1::Envelope>> DealerClient::TryReceive() {
+  if (!pending_.empty()) {
+    v1::Envelope msg = std::move(pending_.front());
+    pending_.pop_front();
+    return std::optional<v1::Envelope>(std::move(msg));
+  }
+  return ReadOne();
+}
+
+core::Result<std::optional<v1::Envelope>> DealerClient::Receive(core::Duration timeout) {
+  const auto deadline = Clock::now() + std::chrono::nanoseconds(timeout.nanos());
+  while (true) {
+    CRUX_ASSIGN_OR_RETURN(auto msg, TryReceive());
+    if (msg.has_value()) return msg;
+    const auto now = Clock::now();
+    if (now >= deadline) return std::optional<v1::Envelope>();
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
+    try {
+      zmq::poll(&item, 1, std::max(left, std::chrono::milliseconds(1)));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR)
+        return core::InternalError("poll " + options_.endpoint + ": " + e.what());
+    }
+  }
+}
+
+core::Result<v1::Envelope> DealerClient::Call(const v1::Envelope& request, core::Duration timeout) {
+  v1::Envelope req = request;
+  SetVersion(&req);
+  const uint64_t id = NextRequestId();
+  req.set_request_id(id);
+  CRUX_RETURN_IF_ERROR(Send(req));
+  const auto deadline = Clock::now() + std::chrono::nanoseconds(timeout.nanos());
+  while (true) {
+    CRUX_ASSIGN_OR_RETURN(auto msg, ReadOne());
+    if (msg.has_value()) {
+      if (msg->request_id() == id) return std::move(*msg);
+      if (msg->request_id() == 0) {
+        pending_.push_back(std::move(*msg));
+      } else {
+        ++counters_.stale_replies;
+      }
+      continue;
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      return core::UnavailableError("no reply from " + options_.endpoint + " within " +
+                                    std::to_string(ToMillis(timeout)) + " ms");
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
+    try {
+      zmq::poll(&item, 1, std::max(left, std::chrono::milliseconds(1)));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR)
+        return core::InternalError("poll " + options_.endpoint + ": " + e.what());
+    }
+  }
+}
+
+}  // namespace crux::protocol

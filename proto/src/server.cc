@@ -1,0 +1,346 @@
+#include "crux/protocol/server.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "crux/protocol/validate.h"
+
+namespace crux::protocol {
+namespace {
+
+int ToMillis(core::Duration d) {
+  const int64_t ms = d.nanos() / 1000000;
+  if (ms > 0x7fffffff) return 0x7fffffff;
+  return static_cast<int>(ms < 0 ? 0 : ms);
+}
+
+}  // namespace
+
+class RouterServer::Impl {
+ public:
+  Impl(TransportContext& ctx, ServerOptions options, Handler handler)
+      : ctx_(ctx), options_(std::move(options)), handler_(std::move(handler)) {}
+
+  ~Impl() {
+    Stop();
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+  }
+
+  core::Status Init() {
+    if (options_.endpoint.empty()) {
+      return core::InvalidArgumentError("server.endpoint: must not be empty");
+    }
+    if (!handler_) return core::InvalidArgumentError("server.handler: must be set");
+    std::vector<std::string> keys = options_.authorized_keys;
+    if (options_.curve) {
+      if (!IsValidZ85Key(options_.server_keys.public_z85) ||
+          !IsValidZ85Key(options_.server_keys.secret_z85)) {
+        return core::InvalidArgumentError(
+            "server.server_keys: CURVE needs a valid Z85 public and secret key");
+      }
+      if (options_.zap_domain.empty()) {
+        return core::InvalidArgumentError("server.zap_domain: must not be empty with CURVE");
+      }
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (!IsValidZ85Key(keys[i])) {
+          return core::InvalidArgumentError("server.authorized_keys[" + std::to_string(i) +
+                                            "]: not a 40-character Z85 CurveZMQ key");
+        }
+      }
+      if (!options_.authorized_keys_dir.empty()) {
+        CRUX_ASSIGN_OR_RETURN(auto dir_keys, LoadAuthorizedKeys(options_.authorized_keys_dir));
+        for (auto& k : dir_keys) keys.push_back(std::move(k.public_z85));
+      }
+      CRUX_RETURN_IF_ERROR(ctx_.SetAuthorizedKeys(options_.zap_domain, keys));
+    }
+    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd_ < 0) {
+      return core::UnavailableError(std::string("server: eventfd failed: ") + std::strerror(errno));
+    }
+    try {
+      socket_ = zmq::socket_t(ctx_.context(), zmq::socket_type::router);
+      socket_.set(zmq::sockopt::linger, 0);
+      socket_.set(zmq::sockopt::router_mandatory, options_.router_mandatory);
+      socket_.set(zmq::sockopt::router_handover, options_.router_handover);
+      socket_.set(zmq::sockopt::maxmsgsize, options_.max_msg_size);
+      socket_.set(zmq::sockopt::sndhwm, options_.sndhwm);
+      socket_.set(zmq::sockopt::rcvhwm, options_.rcvhwm);
+      socket_.set(zmq::sockopt::backlog, options_.backlog);
+      if (options_.heartbeat_ivl > core::Duration::Zero()) {
+        socket_.set(zmq::sockopt::heartbeat_ivl, ToMillis(options_.heartbeat_ivl));
+        socket_.set(zmq::sockopt::heartbeat_timeout, ToMillis(options_.heartbeat_timeout));
+      }
+      if (options_.curve) {
+        socket_.set(zmq::sockopt::zap_domain, options_.zap_domain);
+        socket_.set(zmq::sockopt::curve_server, true);
+        socket_.set(zmq::sockopt::curve_secretkey, options_.server_keys.secret_z85);
+      }
+    } catch (const zmq::error_t& e) {
+      return core::InvalidArgumentError("server " + options_.endpoint +
+                                        ": socket option: " + e.what());
+    }
+    try {
+      socket_.bind(options_.endpoint);
+      bound_endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINVAL || e.num() == EPROTONOSUPPORT) {
+        return core::InvalidArgumentError("server.endpoint: cannot bind \"" + options_.endpoint +
+                                          "\": " + e.what());
+      }
+      return core::UnavailableError("server.endpoint: cannot bind \"" + options_.endpoint +
+                                    "\": " + e.what());
+    }
+    thread_ = std::thread([this] { Loop(); });
+    return core::Status::Ok();
+  }
+
+  // Safe to call more than once and from several threads; from the I/O thread itself (inside
+  // the handler) it only requests the stop, and a later call from another thread joins.
+  void Stop() {
+    stopping_.store(true, std::memory_order_release);
+    Wake();
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (thread_.joinable()) {
+      if (std::this_thread::get_id() == thread_.get_id()) return;
+      thread_.join();
+    } else {
+      socket_.close();  // Never started (Init failed) or already joined: the loop closed it.
+    }
+    std::lock_guard<std::mutex> queue_lock(mu_);
+    outbox_.clear();
+    queued_.store(0, std::memory_order_relaxed);
+  }
+
+  core::Status Enqueue(const std::string& peer, std::string frame) {
+    if (frame.size() > kMaxFrameBytes) {
+      send_failed_.fetch_add(1, std::memory_order_relaxed);
+      return core::OutOfRangeError("send: " + std::to_string(frame.size()) +
+                                   "-byte frame exceeds the " + std::to_string(kMaxFrameBytes) +
+                                   "-byte limit");
+    }
+    if (stopping_.load(std::memory_order_acquire)) {
+      return core::UnavailableError("send: server stopped");
+    }
+    bool was_empty;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (outbox_.size() >= options_.max_send_queue) {
+        send_failed_.fetch_add(1, std::memory_order_relaxed);
+        return core::UnavailableError("send: outbound queue full (" +
+                                      std::to_string(outbox_.size()) + " frames)");
+      }
+      was_empty = outbox_.empty();
+      outbox_.emplace_back(peer, std::move(frame));
+      queued_.store(outbox_.size(), std::memory_order_relaxed);
+    }
+    if (was_empty) Wake();
+    return core::Status::Ok();
+  }
+
+  ServerCounters counters() const {
+    ServerCounters c;
+    c.received = received_.load(std::memory_order_relaxed);
+    c.delivered = delivered_.load(std::memory_order_relaxed);
+    c.sent = sent_.load(std::memory_order_relaxed);
+    c.malformed = malformed_.load(std::memory_order_relaxed);
+    c.too_large = too_large_.load(std::memory_order_relaxed);
+    c.unsupported_version = unsupported_version_.load(std::memory_order_relaxed);
+    c.invalid = invalid_.load(std::memory_order_relaxed);
+    c.send_failed = send_failed_.load(std::memory_order_relaxed);
+    c.queued = queued_.load(std::memory_order_relaxed);
+    c.auth_refused = options_.curve ? ctx_.auth_refused(options_.zap_domain) : 0;
+    return c;
+  }
+
+  const std::string& endpoint() const { return bound_endpoint_; }
+
+ private:
+  void Wake() {
+    const uint64_t one = 1;
+    ssize_t n = ::write(wake_fd_, &one, sizeof(one));
+    (void)n;  // EAGAIN means the counter is already non-zero: the thread will wake anyway.
+  }
+
+  void Loop() {
+    std::deque<std::pair<std::string, std::string>> batch;
+    while (!stopping_.load(std::memory_order_acquire)) {
+      zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                                 {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+      try {
+        zmq::poll(items, 2, std::chrono::milliseconds(-1));
+      } catch (const zmq::error_t& e) {
+        if (e.num() == ETERM) break;
+        continue;  // EINTR.
+      }
+      if (items[1].revents & ZMQ_POLLIN) {
+        uint64_t value;
+        ssize_t n = ::read(wake_fd_, &value, sizeof(value));
+        (void)n;
+      }
+      if (stopping_.load(std::memory_order_acquire)) break;
+      if (items[0].revents & ZMQ_POLLIN) ReceiveBatch();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        batch.swap(outbox_);
+        queued_.store(0, std::memory_order_relaxed);
+      }
+      for (auto& [peer, frame] : batch) SendNow(peer, frame);
+      batch.clear();
+    }
+    socket_.close();
+  }
+
+  void ReceiveBatch() {
+    std::vector<zmq::message_t> parts;
+    for (size_t i = 0; i < options_.max_batch; ++i) {
+      parts.clear();
+      std::optional<size_t> got;
+      try {
+        got = zmq::recv_multipart(socket_, std::back_inserter(parts), zmq::recv_flags::dontwait);
+      } catch (const zmq::error_t&) {
+        return;
+      }
+      if (!got) return;  // Nothing more to read.
+      if (parts.empty()) continue;
+      received_.fetch_add(1, std::memory_order_relaxed);
+      std::string peer = parts[0].to_string();
+      if (parts.size() != 2) {
+        malformed_.fetch_add(1, std::memory_order_relaxed);
+        SendNow(peer, Encode(MakeError(0, v1::ERROR_CODE_MALFORMED,
+                                       "frame: expected exactly one frame per message, got " +
+                                           std::to_string(parts.size() - 1))));
+        continue;
+      }
+      const zmq::message_t& payload = parts[1];
+      v1::ErrorCode code = v1::ERROR_CODE_UNSPECIFIED;
+      auto decoded =
+          Decode(std::string_view(static_cast<const char*>(payload.data()), payload.size()), &code);
+      if (!decoded.ok()) {
+        uint64_t request_id = 0;
+        if (code == v1::ERROR_CODE_UNSUPPORTED_VERSION) {
+          unsupported_version_.fetch_add(1, std::memory_order_relaxed);
+          v1::Envelope partial;
+          if (partial.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+            request_id = partial.request_id();
+          }
+        } else if (code == v1::ERROR_CODE_TOO_LARGE) {
+          too_large_.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          malformed_.fetch_add(1, std::memory_order_relaxed);
+        }
+        SendNow(peer, Encode(MakeError(request_id, code, decoded.status().message())));
+        continue;
+      }
+      v1::Envelope msg = std::move(decoded).value();
+      if (options_.validate) {
+        core::Status st = Validate(msg);
+        if (!st.ok()) {
+          invalid_.fetch_add(1, std::memory_order_relaxed);
+          SendNow(peer, Encode(MakeError(msg.request_id(), v1::ERROR_CODE_INVALID_ARGUMENT,
+                                         st.message())));
+          continue;
+        }
+      }
+      Inbound in;
+      in.peer = std::move(peer);
+      if (options_.curve) {
+        const char* uid = zmq_msg_gets(payload.handle(), "User-Id");
+        if (uid != nullptr) in.user_id = uid;
+      }
+      const uint64_t request_id = msg.request_id();
+      in.msg = std::move(msg);
+      delivered_.fetch_add(1, std::memory_order_relaxed);
+      try {
+        handler_(std::move(in));
+      } catch (const std::exception& e) {
+        SendNow(parts[0].to_string(),
+                Encode(MakeError(request_id, v1::ERROR_CODE_INTERNAL,
+                                 std::string("handler failed: ") + e.what())));
+      }
+    }
+  }
+
+  void SendNow(const std::string& peer, const std::string& frame) {
+    try {
+      if (!socket_.send(zmq::buffer(peer), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+        send_failed_.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      socket_.send(zmq::buffer(frame), zmq::send_flags::dontwait);
+      sent_.fetch_add(1, std::memory_order_relaxed);
+    } catch (const zmq::error_t&) {
+      // EHOSTUNREACH (unknown peer with ROUTER_MANDATORY) and friends: drop and count.
+      send_failed_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  TransportContext& ctx_;
+  ServerOptions options_;
+  Handler handler_;
+  zmq::socket_t socket_;
+  std::string bound_endpoint_;
+  int wake_fd_ = -1;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::mutex stop_mu_;
+
+  std::mutex mu_;
+  std::deque<std::pair<std::string, std::string>> outbox_;
+
+  std::atomic<uint64_t> received_{0};
+  std::atomic<uint64_t> delivered_{0};
+  std::atomic<uint64_t> sent_{0};
+  std::atomic<uint64_t> malformed_{0};
+  std::atomic<uint64_t> too_large_{0};
+  std::atomic<uint64_t> unsupported_version_{0};
+  std::atomic<uint64_t> invalid_{0};
+  std::atomic<uint64_t> send_failed_{0};
+  std::atomic<uint64_t> queued_{0};
+};
+
+core::Result<std::unique_ptr<RouterServer>> RouterServer::Start(TransportContext& ctx,
+                                                                ServerOptions options,
+                                                                Handler handler) {
+  auto impl = std::make_unique<Impl>(ctx, std::move(options), std::move(handler));
+  CRUX_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<RouterServer>(new RouterServer(std::move(impl)));
+}
+
+RouterServer::RouterServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RouterServer::~RouterServer() = default;
+
+void RouterServer::Stop() { impl_->Stop(); }
+
+core::Status RouterServer::Send(const std::string& peer, const v1::Envelope& msg) {
+  v1::Envelope copy;
+  const v1::Envelope* to_send = &msg;
+  if (msg.protocol_version() != kProtocolVersion) {
+    copy = msg;
+    SetVersion(&copy);
+    to_send = &copy;
+  }
+  CRUX_ASSIGN_OR_RETURN(std::string frame, EncodeChecked(*to_send));
+  return impl_->Enqueue(peer, std::move(frame));
+}
+
+core::Status RouterServer::SendEncoded(const std::string& peer, std::string frame) {
+  return impl_->Enqueue(peer, std::move(frame));
+}
+
+ServerCounters RouterServer::counters() const { return impl_->counters(); }
+
+const std::string& RouterServer::endpoint() const { return impl_->endpoint(); }
+
+}  // namespace crux::protocol

@@ -1,0 +1,372 @@
+#include "crux/protocol/validate.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "crux/protocol/codec.h"
+
+namespace crux::protocol {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+v1::Envelope GoodRegister() {
+  v1::Envelope m = NewEnvelope(1);
+  auto* r = m.mutable_register_job();
+  r->set_job_id("tenant-a/job.1");
+  r->set_tenant("tenant-a");
+  auto* h = r->add_placement();
+  h->set_host("host0");
+  h->set_gpus(8);
+  h->add_nics()->set_name("host0/nic0");
+  auto* h2 = r->add_placement();
+  h2->set_host("host1");
+  h2->set_gpus(8);
+  auto* qp = r->add_qps();
+  qp->set_local_nic("host0/nic0");
+  qp->set_remote_nic("host1/nic0");
+  r->set_pattern("ring_allreduce");
+  r->set_bytes_per_iteration(1 << 30);
+  r->set_lease_ms(3000);
+  return m;
+}
+
+v1::Envelope GoodProfile() {
+  v1::Envelope m = NewEnvelope(2);
+  auto* p = m.mutable_profile_report();
+  p->set_job_id("job-a");
+  p->set_compute_time_ns(100'000'000);
+  p->set_flops_per_iteration(1e15);
+  p->set_iteration_period_ns(150'000'000);
+  p->set_overlap_start(0.5);
+  p->set_compression_ratio(1.0);
+  p->set_samples(10);
+  auto* peer = p->add_peers();
+  peer->set_local_nic("host0/nic0");
+  peer->set_remote_nic("host1/nic0");
+  peer->set_bytes(1000);
+  return m;
+}
+
+v1::Envelope GoodAssignment() {
+  v1::Envelope m = NewEnvelope(0);
+  auto* a = m.mutable_assignment();
+  a->set_job_id("job-a");
+  a->set_epoch(3);
+  a->set_level(1);
+  a->set_dscp(26);
+  a->set_traffic_class(26 << 2);
+  a->set_state(v1::JOB_STATE_SCHEDULED);
+  auto* f = a->add_flows();
+  f->set_src_nic("host0/nic0");
+  f->set_dst_nic("host1/nic0");
+  f->set_udp_sport(49152);
+  f->add_path("host0/nic0");
+  f->add_path("tor0");
+  (*a->mutable_nccl_env())["NCCL_IB_TC"] = "104";
+  return m;
+}
+
+v1::Envelope GoodSwitchState() {
+  v1::Envelope m = NewEnvelope(0);
+  auto* s = m.mutable_switch_state();
+  s->set_switch_name("tor0");
+  s->set_epoch(1);
+  (*s->mutable_dscp_to_tc())[26] = 3;
+  (*s->mutable_tc_to_queue())[3] = 3;
+  auto* q = s->add_schedulers();
+  q->set_queue(3);
+  q->set_type("STRICT");
+  auto* q2 = s->add_schedulers();
+  q2->set_queue(0);
+  q2->set_type("DWRR");
+  q2->set_weight(50);
+  s->add_ports("Ethernet0");
+  s->add_pfc_enable(3);
+  return m;
+}
+
+// Applies `mutate` to a copy of `good` and expects INVALID_ARGUMENT naming `field`.
+void ExpectInvalid(const v1::Envelope& good, const std::function<void(v1::Envelope&)>& mutate,
+                   const std::string& field) {
+  ASSERT_TRUE(Validate(good).ok()) << Validate(good).ToString();
+  v1::Envelope bad = good;
+  mutate(bad);
+  core::Status st = Validate(bad);
+  ASSERT_FALSE(st.ok()) << "expected an error naming " << field;
+  EXPECT_EQ(st.code(), core::StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message().rfind(field + ":", 0), 0u)
+      << "message \"" << st.message() << "\" does not start with " << field;
+}
+
+TEST(ValidateTest, IdGrammar) {
+  EXPECT_TRUE(IsValidId("host3/nic0"));
+  EXPECT_TRUE(IsValidId("job:a_b-c.d"));
+  EXPECT_FALSE(IsValidId(""));
+  EXPECT_FALSE(IsValidId("a b"));
+  EXPECT_FALSE(IsValidId("a\nb"));
+  EXPECT_FALSE(IsValidId("ünï"));
+  EXPECT_FALSE(IsValidId(std::string(kMaxIdLength + 1, 'a')));
+  EXPECT_TRUE(IsValidId(std::string(kMaxIdLength, 'a')));
+}
+
+TEST(ValidateTest, GoodMessagesPass) {
+  for (const v1::Envelope& m :
+       {GoodRegister(), GoodProfile(), GoodAssignment(), GoodSwitchState(), MakeAck(1, "job-a", 2),
+        MakeError(1, v1::ERROR_CODE_UNKNOWN_JOB, "no such job")}) {
+    EXPECT_TRUE(Validate(m).ok()) << BodyName(m) << ": " << Validate(m).ToString();
+  }
+  v1::Envelope status = NewEnvelope(3);
+  status.mutable_status_request();
+  EXPECT_TRUE(Validate(status).ok());
+}
+
+TEST(ValidateTest, MissingBody) {
+  core::Status st = Validate(NewEnvelope(1));
+  EXPECT_EQ(st.message(), "envelope.body: missing");
+}
+
+TEST(ValidateTest, RegisterJobBadValues) {
+  const v1::Envelope g = GoodRegister();
+  ExpectInvalid(
+      g, [](auto& m) { m.mutable_register_job()->set_job_id(""); }, "register_job.job_id");
+  ExpectInvalid(
+      g, [](auto& m) { m.mutable_register_job()->set_job_id("bad id!"); }, "register_job.job_id");
+  ExpectInvalid(
+      g, [](auto& m) { m.mutable_register_job()->set_job_id(std::string(200, 'x')); },
+      "register_job.job_id");
+  ExpectInvalid(
+      g, [](auto& m) { m.mutable_register_job()->set_tenant("a b"); }, "register_job.tenant");
+  ExpectInvalid(
+      g, [](auto& m) { m.mutable_register_job()->clear_placement(); }, "register_job.placement");
+  ExpectInvalid(
+      g, [](auto& m) { m.mutable_register_job()->mutable_placement(1)->set_host(""); },
+      "register_job.placement[1].host");
+  ExpectInvalid(
+      g, [](auto& m) { m.mutable_register_job()->mutable_placement(1)->set_host("host0"); },
+      "register_job.placement[1].host");
+  ExpectInvalid(
+      g, [](auto& m) { m.mutable_register_job()->mutable_placement(0)->set_gpus(0); },
+      "register_job.placement[0].gpus");
+  ExpectInvalid(
+      g, [](auto& m) { m.mutable_register_job()->mutable_placement(0)->set_gpus(1u << 31); },
+      "register_job.placement[0].gpus");
+  ExpectInvalid(
+      g,
+      [](auto& m) {
+        m.mutable_register_job()->mutable_placement(0)->mutable_nics(0)->set_name("nic 0");
+      },
+      "register_job.placement[0].nics[0].name");
+  ExpectInvalid(
+      g, [](auto& m) { m.mutable_register_job()->mutable_qps(0)->set_remote_nic(""); },
+      "register_job.qps[0].remote_nic");
+  ExpectInvalid(
+      g, [](auto& m) { m.mutable_register_job()->set_pattern("broadcast"); },
+      "register_job.pattern");
+  ExpectInvalid(
+      g, [](auto& m) { m.mutable_register_job()->set_bytes_per_iteration(~uint64_t{0}); },
+      "register_job.bytes_per_iteration");
+  ExpectInvalid(
+      g, [](auto& m) { m.mutable_register_job()->set_lease_ms(5); }, "register_job.lease_ms");
+  ExpectInvalid(
+      g, [](auto& m) { m.mutable_register_job()->set_model(std::string(10000, 'm')); },
+      "register_job.model");
+}
+
+TEST(ValidateTest, ProfileReportBadValues) {
+  const v1::Envelope g = GoodProfile();
+  auto p = [](v1::Envelope& m) { return m.mutable_profile_report(); };
+  ExpectInvalid(
+      g, [&](auto& m) { p(m)->set_job_id(""); }, "profile_report.job_id");
+  ExpectInvalid(
+      g, [&](auto& m) { p(m)->set_compute_time_ns(0); }, "profile_report.compute_time_ns");
+  ExpectInvalid(
+      g, [&](auto& m) { p(m)->set_compute_time_ns(~uint64_t{0}); },
+      "profile_report.compute_time_ns");
+  ExpectInvalid(
+      g, [&](auto& m) { p(m)->set_flops_per_iteration(kNaN); },
+      "profile_report.flops_per_iteration");
+  ExpectInvalid(
+      g, [&](auto& m) { p(m)->set_flops_per_iteration(kInf); },
+      "profile_report.flops_per_iteration");
+  ExpectInvalid(
+      g, [&](auto& m) { p(m)->set_flops_per_iteration(-1.0); },
+      "profile_report.flops_per_iteration");
+  ExpectInvalid(
+      g, [&](auto& m) { p(m)->set_flops_per_iteration(1e300); },
+      "profile_report.flops_per_iteration");
+  ExpectInvalid(
+      g, [&](auto& m) { p(m)->set_iteration_period_ns(0); }, "profile_report.iteration_period_ns");
+  ExpectInvalid(
+      g, [&](auto& m) { p(m)->set_overlap_start(kNaN); }, "profile_report.overlap_start");
+  ExpectInvalid(
+      g, [&](auto& m) { p(m)->set_overlap_start(-0.1); }, "profile_report.overlap_start");
+  ExpectInvalid(
+      g, [&](auto& m) { p(m)->set_overlap_start(1.5); }, "profile_report.overlap_start");
+  ExpectInvalid(
+      g, [&](auto& m) { p(m)->set_compression_ratio(-kInf); }, "profile_report.compression_ratio");
+  ExpectInvalid(
+      g, [&](auto& m) { p(m)->set_compression_ratio(1e6); }, "profile_report.compression_ratio");
+  ExpectInvalid(
+      g, [&](auto& m) { p(m)->set_samples(0); }, "profile_report.samples");
+  ExpectInvalid(
+      g, [&](auto& m) { p(m)->mutable_peers(0)->set_local_nic("a b"); },
+      "profile_report.peers[0].local_nic");
+  ExpectInvalid(
+      g, [&](auto& m) { p(m)->mutable_peers(0)->set_bytes(~uint64_t{0}); },
+      "profile_report.peers[0].bytes");
+  // The exact message the issue uses as an example.
+  v1::Envelope bad = g;
+  p(bad)->set_compute_time_ns(0);
+  EXPECT_EQ(Validate(bad).message(), "profile_report.compute_time_ns: must be > 0");
+}
+
+TEST(ValidateTest, HeartbeatEndJobAckErrorBadValues) {
+  v1::Envelope hb = NewEnvelope(1);
+  hb.mutable_heartbeat()->set_job_id("job-a");
+  ExpectInvalid(
+      hb, [](auto& m) { m.mutable_heartbeat()->set_job_id(""); }, "heartbeat.job_id");
+  ExpectInvalid(
+      hb, [](auto& m) { m.mutable_heartbeat()->set_job_id("\x01"); }, "heartbeat.job_id");
+
+  v1::Envelope end = NewEnvelope(1);
+  end.mutable_end_job()->set_job_id("job-a");
+  ExpectInvalid(
+      end, [](auto& m) { m.mutable_end_job()->set_job_id(""); }, "end_job.job_id");
+  ExpectInvalid(
+      end, [](auto& m) { m.mutable_end_job()->set_reason(std::string(5000, 'r')); },
+      "end_job.reason");
+
+  const v1::Envelope ack = MakeAck(0, "job-a", 1);
+  ExpectInvalid(
+      ack, [](auto& m) { m.mutable_ack()->set_job_id("job a"); }, "ack.job_id");
+  ExpectInvalid(
+      ack, [](auto& m) { m.mutable_ack()->set_error(std::string(5000, 'e')); }, "ack.error");
+
+  const v1::Envelope err = MakeError(1, v1::ERROR_CODE_INTERNAL, "boom");
+  ExpectInvalid(
+      err, [](auto& m) { m.mutable_error()->set_code(v1::ERROR_CODE_UNSPECIFIED); }, "error.code");
+  ExpectInvalid(
+      err, [](auto& m) { m.mutable_error()->set_code(static_cast<v1::ErrorCode>(999)); },
+      "error.code");
+
+  v1::Envelope reply = NewEnvelope(1);
+  reply.mutable_register_job_reply()->set_job_id("job-a");
+  ExpectInvalid(
+      reply, [](auto& m) { m.mutable_register_job_reply()->set_dscp(64); },
+      "register_job_reply.dscp");
+}
+
+TEST(ValidateTest, AssignmentBadValues) {
+  const v1::Envelope g = GoodAssignment();
+  auto a = [](v1::Envelope& m) { return m.mutable_assignment(); };
+  ExpectInvalid(
+      g, [&](auto& m) { a(m)->set_job_id(""); }, "assignment.job_id");
+  ExpectInvalid(
+      g, [&](auto& m) { a(m)->set_dscp(64); }, "assignment.dscp");
+  ExpectInvalid(
+      g, [&](auto& m) { a(m)->set_traffic_class(7); }, "assignment.traffic_class");
+  ExpectInvalid(
+      g, [&](auto& m) { a(m)->set_level(1000); }, "assignment.level");
+  ExpectInvalid(
+      g, [&](auto& m) { a(m)->mutable_flows(0)->set_udp_sport(70000); },
+      "assignment.flows[0].udp_sport");
+  ExpectInvalid(
+      g, [&](auto& m) { a(m)->mutable_flows(0)->set_src_nic(""); }, "assignment.flows[0].src_nic");
+  ExpectInvalid(
+      g, [&](auto& m) { a(m)->mutable_flows(0)->set_path(1, "t o r"); },
+      "assignment.flows[0].path[1]");
+  ExpectInvalid(
+      g, [&](auto& m) { a(m)->set_state(static_cast<v1::JobState>(77)); }, "assignment.state");
+  ExpectInvalid(
+      g, [&](auto& m) { (*a(m)->mutable_nccl_env())["bad name"] = "1"; }, "assignment.nccl_env");
+}
+
+TEST(ValidateTest, SwitchMessagesBadValues) {
+  v1::Envelope hello = NewEnvelope(1);
+  hello.mutable_switch_hello()->set_switch_name("tor0");
+  hello.mutable_switch_hello()->mutable_capabilities()->set_queues(8);
+  hello.mutable_switch_hello()->mutable_capabilities()->add_backends("sonic");
+  ExpectInvalid(
+      hello, [](auto& m) { m.mutable_switch_hello()->set_switch_name(""); },
+      "switch_hello.switch_name");
+  ExpectInvalid(
+      hello, [](auto& m) { m.mutable_switch_hello()->mutable_capabilities()->set_queues(0); },
+      "switch_hello.capabilities.queues");
+  ExpectInvalid(
+      hello, [](auto& m) { m.mutable_switch_hello()->mutable_capabilities()->set_queues(1000); },
+      "switch_hello.capabilities.queues");
+
+  const v1::Envelope g = GoodSwitchState();
+  auto s = [](v1::Envelope& m) { return m.mutable_switch_state(); };
+  ExpectInvalid(
+      g, [&](auto& m) { (*s(m)->mutable_dscp_to_tc())[64] = 1; }, "switch_state.dscp_to_tc key");
+  ExpectInvalid(
+      g, [&](auto& m) { (*s(m)->mutable_dscp_to_tc())[10] = 8; }, "switch_state.dscp_to_tc[10]");
+  ExpectInvalid(
+      g, [&](auto& m) { (*s(m)->mutable_tc_to_queue())[9] = 1; }, "switch_state.tc_to_queue key");
+  ExpectInvalid(
+      g, [&](auto& m) { s(m)->mutable_schedulers(1)->set_weight(0); },
+      "switch_state.schedulers[1].weight");
+  ExpectInvalid(
+      g, [&](auto& m) { s(m)->mutable_schedulers(1)->set_type("WFQ"); },
+      "switch_state.schedulers[1].type");
+  ExpectInvalid(
+      g, [&](auto& m) { s(m)->mutable_schedulers(1)->set_queue(3); },
+      "switch_state.schedulers[1].queue");
+  ExpectInvalid(
+      g, [&](auto& m) { s(m)->add_pfc_enable(8); }, "switch_state.pfc_enable[1]");
+  ExpectInvalid(
+      g, [&](auto& m) { s(m)->set_ports(0, ""); }, "switch_state.ports[0]");
+
+  v1::Envelope applied = NewEnvelope(1);
+  applied.mutable_switch_applied()->set_switch_name("tor0");
+  *applied.mutable_switch_applied()->mutable_state() = g.switch_state();
+  ExpectInvalid(
+      applied,
+      [](auto& m) { (*m.mutable_switch_applied()->mutable_state()->mutable_dscp_to_tc())[1] = 9; },
+      "switch_applied.state.dscp_to_tc[1]");
+}
+
+TEST(ValidateTest, AdminRequestsBadValues) {
+  v1::Envelope job = NewEnvelope(1);
+  job.mutable_job_request()->set_job_id("job-a");
+  ExpectInvalid(
+      job, [](auto& m) { m.mutable_job_request()->set_job_id(""); }, "job_request.job_id");
+
+  v1::Envelope set = NewEnvelope(1);
+  set.mutable_set_link_request()->set_link("tor0->agg1");
+  set.mutable_set_link_request()->set_health(v1::LINK_HEALTH_DEGRADED);
+  set.mutable_set_link_request()->set_capacity_bps(1e11);
+  auto l = [](v1::Envelope& m) { return m.mutable_set_link_request(); };
+  ExpectInvalid(
+      set, [&](auto& m) { l(m)->set_link(""); }, "set_link_request.link");
+  ExpectInvalid(
+      set, [&](auto& m) { l(m)->set_link("tor0 agg1"); }, "set_link_request.link");
+  ExpectInvalid(
+      set, [&](auto& m) { l(m)->set_health(v1::LINK_HEALTH_UNSPECIFIED); },
+      "set_link_request.health");
+  ExpectInvalid(
+      set, [&](auto& m) { l(m)->set_capacity_bps(kNaN); }, "set_link_request.capacity_bps");
+  ExpectInvalid(
+      set, [&](auto& m) { l(m)->set_capacity_bps(-5); }, "set_link_request.capacity_bps");
+  ExpectInvalid(
+      set, [&](auto& m) { l(m)->set_capacity_bps(0); }, "set_link_request.capacity_bps");
+
+  v1::Envelope jobs = NewEnvelope(1);
+  auto* s = jobs.mutable_list_jobs_reply()->add_jobs();
+  s->set_job_id("job-a");
+  s->set_intensity(1e12);
+  ExpectInvalid(
+      jobs, [](auto& m) { m.mutable_list_jobs_reply()->mutable_jobs(0)->set_priority(kNaN); },
+      "list_jobs_reply.jobs[0].priority");
+}
+
+}  // namespace
+}  // namespace crux::protocol

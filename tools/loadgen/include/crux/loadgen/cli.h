@@ -1,0 +1,29 @@
+// crux-loadgen command line (CLI11). main.cc only installs signal handlers and calls RunCli.
+//
+//   crux-loadgen --endpoint tcp://127.0.0.1:7450 (--insecure | --server-key S.pub
+//                --client-key C.key) --topology T.yaml [--jobs N] [--duration-s S]
+//                [--report-interval-ms MS] [--heartbeat-ms MS] [--lease-ms MS] [--seed S]
+//                [--benchmark] [--inflight K] [--job-prefix P] [--gpus-per-host G]
+//                [--jitter-pct P] [--workers W] [--end-jobs] [--json] [--quiet]
+//
+// Output: progress lines on stderr; at the end a summary on stdout (JSON with --json or
+// --benchmark, a short human table otherwise). Exit codes: 0 ok, 1 nothing registered or a
+// runtime failure, 2 bad input (message naming the flag or file on stderr).
+#ifndef CRUX_LOADGEN_CLI_H_
+#define CRUX_LOADGEN_CLI_H_
+
+#include <atomic>
+#include <ostream>
+
+namespace crux::loadgen {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitBadInput = 2;
+
+int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+           const std::atomic<bool>* stop);
+
+}  // namespace crux::loadgen
+
+#endif  // CRUX_LOADGEN_CLI_H_

@@ -1,0 +1,76 @@
+// The crux-loadgen engine: plays many jobs' clients against a running cruxd over real ZeroMQ.
+//
+// One DEALER socket per simulated job (routing id "loadgen:<job_id>"), all polled together by
+// the calling thread (zmq_poll over every socket). Each job registers (RegisterJob, retried on
+// timeout or UNAVAILABLE; re-registered when a heartbeat gets UNKNOWN_JOB, as after a daemon
+// restart), then sends ProfileReports every `report_interval` (first one staggered uniformly
+// in the interval; with report_interval 0 it keeps `inflight` reports outstanding back to back:
+// the benchmark mode) and Heartbeats every `heartbeat_interval` (0: a third of the granted
+// lease). Assignment pushes are answered with an Ack and their latency measured as local wall
+// clock minus Assignment.sent_unix_ns (when the daemon sets it; same host or synchronised
+// clocks). The measurement window starts once every job is registered or has failed.
+//
+// Thread-safety: RunLoad uses the calling thread only; `stop` may be set from another thread
+// or a signal handler.
+#ifndef CRUX_LOADGEN_RUNNER_H_
+#define CRUX_LOADGEN_RUNNER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "crux/core/status.h"
+#include "crux/core/units.h"
+#include "crux/loadgen/stats.h"
+#include "crux/loadgen/workload.h"
+#include "crux/protocol/curve.h"
+#include "crux/protocol/transport_context.h"
+
+namespace crux::loadgen {
+
+struct LoadGenOptions {
+  std::string endpoint;  // The daemon's client endpoint.
+  bool curve = false;
+  std::string server_public_z85;       // When curve.
+  protocol::CurveKeyPair client_keys;  // When curve.
+
+  core::Duration duration = core::Duration::Millis(30000);  // After registration; 0 = until stop.
+  core::Duration report_interval = core::Duration::Millis(5000);  // 0 = back to back.
+  core::Duration heartbeat_interval = core::Duration::Zero();     // 0 = lease / 3.
+  uint32_t lease_ms = 0;                                          // Requested; 0 = default.
+  core::Duration request_timeout = core::Duration::Millis(5000);
+  core::Duration register_timeout = core::Duration::Millis(60000);  // Whole registration phase.
+  int inflight = 1;              // Outstanding reports per job (>= 1).
+  bool end_jobs = false;         // Send EndJob for every job at the end.
+  uint64_t seed = 1;             // Profile jitter and staggering.
+  double profile_jitter = 0.02;  // Relative noise on reported times (SynthesizeProfile).
+  core::Duration progress_interval = core::Duration::Millis(5000);
+  std::function<void(const std::string&)> log;  // Progress lines; may be empty.
+};
+
+// Runs until the duration has passed or `*stop` becomes true, and returns what it measured,
+// even when no job could register (`registered` == 0: daemon unreachable or refusing). Errors:
+// kInvalidArgument for bad options or keys (naming the option), kUnavailable when the sockets
+// cannot be created (fd or ZMQ_MAX_SOCKETS limits).
+core::Result<RunSummary> RunLoad(protocol::TransportContext& ctx, const std::vector<SimJob>& jobs,
+                                 const LoadGenOptions& options,
+                                 const std::atomic<bool>* stop = nullptr);
+
+// File descriptors one process needs per simulated job (a DEALER's mailbox eventfd plus its
+// TCP/IPC connection), and the fixed reserve for everything else.
+inline constexpr uint64_t kFdsPerJob = 2;
+inline constexpr uint64_t kFdReserve = 256;
+
+// Raises the RLIMIT_NOFILE soft limit towards what `sockets` ZeroMQ sockets need (up to the
+// hard limit, or beyond it when privileged) and returns the resulting soft limit. Errors only
+// when the system calls fail.
+core::Result<uint64_t> RaiseFdLimit(size_t sockets);
+
+// Simulated jobs one process can hold under `fd_limit` (at least 1).
+size_t JobsPerProcess(uint64_t fd_limit);
+
+}  // namespace crux::loadgen
+
+#endif  // CRUX_LOADGEN_RUNNER_H_

@@ -1,0 +1,292 @@
+#include "crux/loadgen/cli.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <iomanip>
+#include <string>
+#include <vector>
+
+#include "crux/loadgen/runner.h"
+#include "crux/loadgen/workload.h"
+#include "crux/protocol/curve.h"
+#include "crux/spec/topology_spec.h"
+
+namespace crux::loadgen {
+
+namespace {
+
+// Runs `jobs` in this process with its own ZeroMQ context.
+core::Result<RunSummary> RunSlice(const std::vector<SimJob>& jobs, const LoadGenOptions& options,
+                                  const std::atomic<bool>* stop) {
+  protocol::TransportContextOptions co;
+  co.io_threads = jobs.size() > 1000 ? 2 : 1;
+  co.max_sockets = static_cast<int>(jobs.size()) + 64;
+  protocol::TransportContext ctx(co);
+  return RunLoad(ctx, jobs, options, stop);
+}
+
+bool WriteAll(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[65536];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+// Forks `workers` processes (before any ZeroMQ context or thread exists in this process), each
+// running a contiguous slice of the jobs; each child reports its summary (lossless JSON) over
+// a pipe, and the parent merges them. Every process has its own open-file limit.
+core::Result<RunSummary> RunWorkers(const std::vector<SimJob>& jobs, LoadGenOptions options,
+                                    int workers, const std::atomic<bool>* stop, std::ostream& err) {
+  struct Child {
+    pid_t pid;
+    int fd;
+  };
+  std::vector<Child> children;
+  const size_t n = jobs.size();
+  err.flush();
+  for (int w = 0; w < workers; ++w) {
+    const size_t begin = n * static_cast<size_t>(w) / static_cast<size_t>(workers);
+    const size_t end = n * static_cast<size_t>(w + 1) / static_cast<size_t>(workers);
+    int fds[2];
+    if (::pipe(fds) != 0) return core::UnavailableError("pipe failed");
+    pid_t pid = ::fork();
+    if (pid < 0) return core::UnavailableError("fork failed");
+    if (pid == 0) {
+      ::close(fds[0]);
+      for (const Child& c : children) ::close(c.fd);
+      std::vector<SimJob> slice(jobs.begin() + static_cast<long>(begin),
+                                jobs.begin() + static_cast<long>(end));
+      if (options.log) {
+        auto parent_log = options.log;
+        options.log = [parent_log, w](const std::string& line) {
+          parent_log("worker " + std::to_string(w) + ": " + line);
+        };
+      }
+      options.seed = options.seed * 1000003 + static_cast<uint64_t>(w);
+      auto result = RunSlice(slice, options, stop);
+      int rc = 0;
+      if (result.ok()) {
+        rc = WriteAll(fds[1], result->ToWireJson().dump()) ? 0 : 1;
+      } else {
+        err << "crux-loadgen: worker " << w << ": " << result.status().message() << "\n";
+        err.flush();
+        rc = 1;
+      }
+      ::close(fds[1]);
+      ::_exit(rc);
+    }
+    ::close(fds[1]);
+    children.push_back(Child{pid, fds[0]});
+  }
+  RunSummary total;
+  total.workers = 0;
+  core::Status failure;
+  for (size_t w = 0; w < children.size(); ++w) {
+    const std::string text = ReadAll(children[w].fd);
+    ::close(children[w].fd);
+    int status = 0;
+    ::waitpid(children[w].pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || text.empty()) {
+      failure = core::UnavailableError("worker " + std::to_string(w) + " failed");
+      continue;
+    }
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    auto part = RunSummary::FromWireJson(j);
+    if (!part.ok()) {
+      failure = part.status();
+      continue;
+    }
+    total.Merge(*part);
+  }
+  if (total.workers == 0)
+    return failure.ok() ? core::UnavailableError("no worker result") : failure;
+  if (!failure.ok()) err << "crux-loadgen: " << failure.message() << " (partial summary)\n";
+  return total;
+}
+
+}  // namespace
+
+int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+           const std::atomic<bool>* stop) {
+  CLI::App app{"crux-loadgen: plays N training jobs' clients against a running cruxd"};
+  std::string endpoint = "tcp://127.0.0.1:7450";
+  std::string server_key, client_key, topology;
+  bool insecure = false, benchmark = false, end_jobs = false, json = false, quiet = false;
+  int jobs = 8, inflight = 0, gpus_per_host = 8, workers = 0;
+  double duration_s = 30;
+  int64_t report_interval_ms = -1, heartbeat_ms = 0, lease_ms = 0, timeout_ms = 5000;
+  uint64_t seed = 1;
+  double jitter_pct = 2;
+  std::string prefix = "lg";
+  app.add_option("--endpoint", endpoint, "cruxd client endpoint")->capture_default_str();
+  app.add_option("--server-key", server_key, "daemon public key file (.pub) for CurveZMQ");
+  app.add_option("--client-key", client_key, "own secret key file (.key, mode 0600)");
+  app.add_flag("--insecure", insecure, "plain ZeroMQ without CURVE (labs only)");
+  app.add_option("--topology", topology, "topology YAML (the daemon's), hosts are taken from it")
+      ->required();
+  app.add_option("--jobs", jobs, "simulated jobs (one DEALER socket each)")->capture_default_str();
+  app.add_option("--duration-s", duration_s, "seconds to run after registration (0 = until ^C)")
+      ->capture_default_str();
+  app.add_option("--report-interval-ms", report_interval_ms,
+                 "profile report interval per job (0 = back to back; default 5000, "
+                 "benchmark 0)");
+  app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval (0 = lease / 3)");
+  app.add_option("--lease-ms", lease_ms, "requested lease (0 = daemon default)");
+  app.add_option("--timeout-ms", timeout_ms, "request timeout")->capture_default_str();
+  app.add_option("--seed", seed, "workload seed")->capture_default_str();
+  app.add_option("--jitter-pct", jitter_pct,
+                 "noise on reported compute time / period in percent (0 = stable profiles)")
+      ->capture_default_str();
+  app.add_flag("--benchmark", benchmark,
+               "measure report ingestion rate and push latency; prints JSON");
+  app.add_option("--inflight", inflight,
+                 "outstanding reports per job (default 1; benchmark: 2 below 2000 jobs)");
+  app.add_option("--job-prefix", prefix, "job id prefix")->capture_default_str();
+  app.add_option("--gpus-per-host", gpus_per_host, "GPUs per host per job")->capture_default_str();
+  app.add_option("--workers", workers,
+                 "processes to spread the jobs over (0 = as many as the open-file limit needs)");
+  app.add_flag("--end-jobs", end_jobs, "send EndJob for every job at the end");
+  app.add_flag("--json", json, "print the summary as JSON");
+  app.add_flag("--quiet", quiet, "no progress lines");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {
+      out << app.help();
+      return kExitOk;
+    }
+    err << "crux-loadgen: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+
+  auto bad = [&](const std::string& msg) {
+    err << "crux-loadgen: " << msg << "\n";
+    return kExitBadInput;
+  };
+  if (jobs < 1 || jobs > 1000000) return bad("--jobs: must be 1-1000000");
+  if (!(duration_s >= 0) || duration_s > 1e7) return bad("--duration-s: must be >= 0");
+  if (report_interval_ms < -1) return bad("--report-interval-ms: must be >= 0");
+  if (heartbeat_ms < 0) return bad("--heartbeat-ms: must be >= 0");
+  if (lease_ms < 0 || lease_ms > 86400000) return bad("--lease-ms: must be 0-86400000");
+  if (timeout_ms <= 0) return bad("--timeout-ms: must be > 0");
+  if (inflight < 0 || inflight > 1000) return bad("--inflight: must be 1-1000");
+  if (gpus_per_host < 1 || gpus_per_host > 1024) return bad("--gpus-per-host: must be 1-1024");
+  if (workers < 0 || workers > 256) return bad("--workers: must be 0-256");
+  if (!(jitter_pct >= 0 && jitter_pct <= 50)) return bad("--jitter-pct: must be 0-50");
+
+  LoadGenOptions options;
+  options.endpoint = endpoint;
+  if (!server_key.empty() || !client_key.empty()) {
+    if (insecure) return bad("--insecure: cannot be combined with --server-key/--client-key");
+    if (server_key.empty()) return bad("--server-key: required with --client-key");
+    if (client_key.empty()) return bad("--client-key: required with --server-key");
+    auto spub = protocol::LoadPublicKeyFile(server_key);
+    if (!spub.ok()) return bad("--server-key: " + spub.status().message());
+    auto ckeys = protocol::LoadSecretKeyFile(client_key);
+    if (!ckeys.ok()) return bad("--client-key: " + ckeys.status().message());
+    options.curve = true;
+    options.server_public_z85 = *spub;
+    options.client_keys = *ckeys;
+  } else if (!insecure) {
+    return bad("either --server-key and --client-key (CurveZMQ) or --insecure is required");
+  }
+
+  auto topo = spec::LoadTopologyFile(topology);
+  if (!topo.ok()) return bad("--topology: " + topo.status().message());
+
+  WorkloadOptions wo;
+  wo.jobs = jobs;
+  wo.seed = seed;
+  wo.job_prefix = prefix;
+  wo.gpus_per_host = gpus_per_host;
+  auto sim_jobs = MakeJobs(*topo, wo);
+  if (!sim_jobs.ok()) return bad(sim_jobs.status().message());
+
+  options.duration = core::Duration::Seconds(duration_s);
+  if (report_interval_ms < 0) report_interval_ms = benchmark ? 0 : 5000;
+  options.report_interval = core::Duration::Millis(report_interval_ms);
+  options.heartbeat_interval = core::Duration::Millis(heartbeat_ms);
+  options.lease_ms = static_cast<uint32_t>(lease_ms);
+  options.request_timeout = core::Duration::Millis(timeout_ms);
+  // Benchmark: enough requests in flight to keep the daemon busy without a queue so deep that
+  // requests time out and get resent (which would inflate the load).
+  options.inflight = inflight > 0 ? inflight : (benchmark && jobs < 2000 ? 2 : 1);
+  options.end_jobs = end_jobs;
+  options.seed = seed;
+  options.profile_jitter = jitter_pct / 100.0;
+  if (!quiet)
+    options.log = [&err](const std::string& line) { err << "crux-loadgen: " << line << "\n"; };
+
+  auto limit = RaiseFdLimit(static_cast<size_t>(jobs));
+  if (!limit.ok()) {
+    err << "crux-loadgen: " << limit.status().message() << "\n";
+    return kExitFailure;
+  }
+  const size_t per_process = JobsPerProcess(*limit);
+  if (workers == 0) workers = static_cast<int>((jobs + per_process - 1) / per_process);
+  workers = std::min(workers, jobs);
+  if (static_cast<size_t>(jobs) > per_process * static_cast<size_t>(workers)) {
+    err << "crux-loadgen: WARNING: " << jobs << " jobs over " << workers
+        << " process(es) exceed the open-file limit " << *limit << " (about " << per_process
+        << " jobs per process); use --workers or raise ulimit -n\n";
+  }
+  if (!options.curve && !quiet) {
+    err << "crux-loadgen: WARNING: --insecure: talking to " << endpoint << " without CurveZMQ\n";
+  }
+  core::Result<RunSummary> summary = core::InternalError("not run");
+  if (workers <= 1) {
+    summary = RunSlice(*sim_jobs, options, stop);
+  } else {
+    summary = RunWorkers(*sim_jobs, options, workers, stop, err);
+  }
+  if (!summary.ok()) {
+    err << "crux-loadgen: " << summary.status().message() << "\n";
+    return summary.status().code() == core::StatusCode::kInvalidArgument ? kExitBadInput
+                                                                         : kExitFailure;
+  }
+  RunSummary& s = *summary;
+  if (json || benchmark) {
+    out << s.ToJson().dump(2) << "\n";
+  } else {
+    out << std::fixed << std::setprecision(1) << "jobs registered     " << s.registered << "/"
+        << s.jobs << "\n"
+        << "duration            " << s.duration_s << " s\n"
+        << "reports acked       " << s.reports_acked << " (" << s.ReportRate() << "/s)\n"
+        << "heartbeats acked    " << s.heartbeats_acked << "\n"
+        << "assignments         " << s.assignments << "\n"
+        << "push latency p50/99 "
+        << (s.push_latency.count() == 0
+                ? std::string("n/a (no Assignment carried sent_unix_ns)")
+                : std::to_string(s.push_latency.Percentile(50) / 1e6) + " / " +
+                      std::to_string(s.push_latency.Percentile(99) / 1e6) + " ms")
+        << "\n"
+        << "errors              " << s.ToJson()["errors"].dump() << "\n"
+        << "timeouts            " << s.timeouts << "\n";
+  }
+  if (s.registered == 0) {
+    err << "crux-loadgen: no job could register with " << endpoint << "\n";
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace crux::loadgen

@@ -1,0 +1,527 @@
+#include "crux/loadgen/runner.h"
+
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <zmq.h>
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "crux/core/random.h"
+#include "crux/protocol/client.h"
+#include "crux/protocol/codec.h"
+
+namespace crux::loadgen {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using TimePoint = Clock::time_point;
+
+enum class Kind { kRegister, kReport, kHeartbeat, kEnd };
+enum class State { kUnregistered, kRegistered, kFailed };
+
+struct Outstanding {
+  uint64_t request_id;
+  Kind kind;
+  TimePoint sent;
+};
+
+struct Sim {
+  const SimJob* job = nullptr;
+  std::unique_ptr<protocol::DealerClient> client;
+  State state = State::kUnregistered;
+  std::vector<Outstanding> outstanding;  // Few entries: linear search.
+  uint64_t sample = 0;
+  uint64_t heartbeat_seq = 0;
+  uint64_t applied_epoch = 0;
+  core::Duration heartbeat_interval;
+  TimePoint retry_register_at{};
+  size_t reports_outstanding = 0;
+};
+
+struct Due {
+  TimePoint at;
+  size_t sim;
+  Kind kind;
+  bool operator>(const Due& o) const { return at > o.at; }
+};
+
+std::chrono::nanoseconds Ns(core::Duration d) { return std::chrono::nanoseconds(d.nanos()); }
+
+uint64_t UnixNowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+class Engine {
+ public:
+  Engine(protocol::TransportContext& ctx, const std::vector<SimJob>& jobs,
+         const LoadGenOptions& options, const std::atomic<bool>* stop)
+      : ctx_(ctx), jobs_(jobs), options_(options), stop_(stop), rng_(core::Mix64(options.seed)) {}
+  ~Engine() {
+    if (epoll_fd_ >= 0) ::close(epoll_fd_);
+  }
+
+  core::Status Init() {
+    if (options_.endpoint.empty()) return core::InvalidArgumentError("endpoint: must be set");
+    if (options_.inflight < 1) return core::InvalidArgumentError("inflight: must be >= 1");
+    if (options_.request_timeout <= core::Duration::Zero()) {
+      return core::InvalidArgumentError("request_timeout: must be > 0");
+    }
+    sims_.resize(jobs_.size());
+    is_dirty_.assign(jobs_.size(), 0);
+    // zmq_poll is O(sockets) per call; with thousands of sockets an epoll set over their
+    // ZMQ_FDs keeps the cost per event constant. A ZMQ_FD only says "look at this socket": after
+    // it fires, and after every send (which may consume the signal), the socket is drained.
+    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epoll_fd_ < 0) return core::UnavailableError("epoll_create1 failed");
+    for (size_t i = 0; i < jobs_.size(); ++i) {
+      protocol::ClientOptions co;
+      co.endpoint = options_.endpoint;
+      co.curve = options_.curve;
+      co.server_public_z85 = options_.server_public_z85;
+      co.client_keys = options_.client_keys;
+      co.routing_id = "loadgen:" + jobs_[i].job_id;
+      co.heartbeat_ivl = core::Duration::Zero();  // The application heartbeat is enough here.
+      auto client = protocol::DealerClient::Connect(ctx_, co);
+      if (!client.ok()) {
+        if (client.status().code() == core::StatusCode::kInvalidArgument && i > 0) {
+          // Options were fine for the first sockets: a resource limit (ZMQ_MAX_SOCKETS, fds).
+          return core::UnavailableError("cannot create socket " + std::to_string(i + 1) + ": " +
+                                        client.status().message());
+        }
+        return client.status();
+      }
+      sims_[i].job = &jobs_[i];
+      sims_[i].client = std::move(client).value();
+      int fd = -1;
+      size_t fd_len = sizeof(fd);
+      if (zmq_getsockopt(sims_[i].client->raw_socket(), ZMQ_FD, &fd, &fd_len) != 0) {
+        return core::UnavailableError("ZMQ_FD failed");
+      }
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = i;
+      if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        return core::UnavailableError("epoll_ctl failed (open-file limit?)");
+      }
+    }
+    return core::Status::Ok();
+  }
+
+  RunSummary Run() {
+    summary_.jobs = static_cast<int>(jobs_.size());
+    const TimePoint start = Clock::now();
+    const TimePoint register_deadline = start + Ns(options_.register_timeout);
+    for (size_t i = 0; i < sims_.size(); ++i) SendRegister(i, start);
+
+    TimePoint measure_start{};
+    bool measuring = false;
+    uint64_t acked_at_measure_start = 0;
+    TimePoint next_progress = start + Ns(options_.progress_interval);
+    TimePoint next_timeout_scan = start;
+    TimePoint end{};
+
+    while (!(stop_ != nullptr && stop_->load(std::memory_order_relaxed))) {
+      TimePoint now = Clock::now();
+      if (!measuring && (unresolved() == 0 || now >= register_deadline)) {
+        measuring = true;
+        measure_start = now;
+        acked_at_measure_start = summary_.reports_acked;
+        summary_.register_s = std::chrono::duration<double>(now - start).count();
+        for (Sim& s : sims_) {
+          if (s.state == State::kUnregistered) s.state = State::kFailed;
+        }
+        measuring_ = true;
+        if (options_.report_interval == core::Duration::Zero()) {
+          for (size_t i = 0; i < sims_.size(); ++i) StartBurst(i, now);
+        }
+        Log("registered " + std::to_string(summary_.registered) + "/" +
+            std::to_string(sims_.size()) + " jobs in " + std::to_string(summary_.register_s) +
+            " s");
+        end = options_.duration > core::Duration::Zero() ? now + Ns(options_.duration)
+                                                         : TimePoint::max();
+      }
+      if (measuring && now >= end) break;
+      if (measuring && summary_.registered == 0) break;
+
+      // Due reports / heartbeats.
+      while (!due_.empty() && due_.top().at <= now) {
+        Due d = due_.top();
+        due_.pop();
+        Fire(d, now);
+      }
+      if (now >= next_timeout_scan) {
+        ScanTimeouts(now);
+        next_timeout_scan = now + std::chrono::milliseconds(50);
+      }
+      if (now >= next_progress) {
+        Progress(now, measuring ? measure_start : now, acked_at_measure_start);
+        next_progress = now + Ns(options_.progress_interval);
+      }
+
+      // Wait for input until the next due event (at most 50 ms, to notice `stop`).
+      auto wait = std::chrono::milliseconds(50);
+      if (!due_.empty()) {
+        auto until = std::chrono::duration_cast<std::chrono::milliseconds>(due_.top().at - now);
+        wait = std::clamp(until, std::chrono::milliseconds(0), wait);
+      }
+      if (measuring && end != TimePoint::max()) {
+        auto until_end = std::chrono::duration_cast<std::chrono::milliseconds>(end - now);
+        wait = std::clamp(until_end, std::chrono::milliseconds(0), wait);
+      }
+      WaitAndDrain(dirty_.empty() ? wait : std::chrono::milliseconds(0));
+    }
+    const TimePoint stop_time = Clock::now();
+    if (measuring) {
+      summary_.duration_s = std::chrono::duration<double>(stop_time - measure_start).count();
+      // Only reports acknowledged inside the window count towards the rate.
+      const uint64_t in_window = summary_.reports_acked - acked_at_measure_start;
+      summary_.reports_acked_in_window = in_window;
+    }
+    if (options_.end_jobs) EndJobs();
+    return std::move(summary_);
+  }
+
+ private:
+  size_t unresolved() const { return sims_.size() - summary_.registered - failed_; }
+
+  void Log(const std::string& line) {
+    if (options_.log) options_.log(line);
+  }
+
+  void Progress(TimePoint now, TimePoint since, uint64_t acked_base) {
+    const double secs = std::chrono::duration<double>(now - since).count();
+    const double rate = secs > 0 ? (summary_.reports_acked - acked_base) / secs : 0.0;
+    Log("registered " + std::to_string(summary_.registered) + "/" + std::to_string(sims_.size()) +
+        ", reports acked " + std::to_string(summary_.reports_acked) + " (" +
+        std::to_string(static_cast<int64_t>(rate)) + "/s), heartbeats acked " +
+        std::to_string(summary_.heartbeats_acked) + ", assignments " +
+        std::to_string(summary_.assignments) + ", errors " + std::to_string(error_total_) +
+        ", timeouts " + std::to_string(summary_.timeouts));
+  }
+
+  bool SendRequest(size_t i, Kind kind, v1::Envelope msg, TimePoint now) {
+    Sim& s = sims_[i];
+    const uint64_t id = s.client->NextRequestId();
+    msg.set_request_id(id);
+    core::Status st = s.client->Send(msg);
+    MarkDirty(i);
+    if (!st.ok()) {
+      ++summary_.send_failures;
+      return false;
+    }
+    s.outstanding.push_back(Outstanding{id, kind, now});
+    return true;
+  }
+
+  void SendRegister(size_t i, TimePoint now) {
+    v1::Envelope msg = protocol::NewEnvelope();
+    *msg.mutable_register_job() = MakeRegister(*sims_[i].job, options_.lease_ms);
+    if (!SendRequest(i, Kind::kRegister, std::move(msg), now)) {
+      sims_[i].retry_register_at = now + std::chrono::milliseconds(500);
+    }
+  }
+
+  void SendReport(size_t i, TimePoint now) {
+    Sim& s = sims_[i];
+    v1::Envelope msg = protocol::NewEnvelope();
+    *msg.mutable_profile_report() =
+        SynthesizeProfile(*s.job, s.sample++, rng_, options_.profile_jitter);
+    if (SendRequest(i, Kind::kReport, std::move(msg), now)) {
+      ++summary_.reports_sent;
+      ++s.reports_outstanding;
+    }
+  }
+
+  void SendHeartbeat(size_t i, TimePoint now) {
+    Sim& s = sims_[i];
+    v1::Envelope msg = protocol::NewEnvelope();
+    v1::Heartbeat* hb = msg.mutable_heartbeat();
+    hb->set_job_id(s.job->job_id);
+    hb->set_seq(++s.heartbeat_seq);
+    hb->set_applied_epoch(s.applied_epoch);
+    if (SendRequest(i, Kind::kHeartbeat, std::move(msg), now)) ++summary_.heartbeats_sent;
+  }
+
+  void Fire(const Due& d, TimePoint now) {
+    Sim& s = sims_[d.sim];
+    if (s.state != State::kRegistered) return;  // Stale entry (job re-registering or failed).
+    if (d.kind == Kind::kReport) {
+      if (s.reports_outstanding < static_cast<size_t>(options_.inflight)) SendReport(d.sim, now);
+      due_.push(Due{now + Ns(options_.report_interval), d.sim, Kind::kReport});
+    } else if (d.kind == Kind::kHeartbeat) {
+      SendHeartbeat(d.sim, now);
+      due_.push(Due{now + Ns(s.heartbeat_interval), d.sim, Kind::kHeartbeat});
+    }
+  }
+
+  void OnRegistered(size_t i, const v1::RegisterJobReply& reply, TimePoint now) {
+    Sim& s = sims_[i];
+    if (s.state == State::kRegistered) return;
+    const bool first = s.state == State::kUnregistered;
+    s.state = State::kRegistered;
+    if (first) ++summary_.registered;
+    if (options_.heartbeat_interval > core::Duration::Zero()) {
+      s.heartbeat_interval = options_.heartbeat_interval;
+    } else {
+      const uint64_t lease = reply.lease_ms() > 0 ? reply.lease_ms() : 3000;
+      s.heartbeat_interval =
+          core::Duration::Millis(static_cast<int64_t>(std::max<uint64_t>(lease / 3, 10)));
+    }
+    const double u = rng_.UniformDouble();
+    due_.push(Due{now + Ns(s.heartbeat_interval * u), i, Kind::kHeartbeat});
+    if (options_.report_interval > core::Duration::Zero()) {
+      due_.push(Due{now + Ns(options_.report_interval * rng_.UniformDouble()), i, Kind::kReport});
+    } else {
+      // Back-to-back reports start together once registration is over (StartBurst), so that
+      // the registration storm and the measurement do not overlap.
+      if (measuring_) StartBurst(i, now);
+    }
+  }
+
+  void CountError(const v1::Error& e) {
+    ++summary_.errors[std::string(protocol::ErrorCodeName(e.code()))];
+    ++error_total_;
+  }
+
+  void OnReply(size_t i, Outstanding req, const v1::Envelope& msg, TimePoint now) {
+    Sim& s = sims_[i];
+    const int64_t rtt =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(now - req.sent).count();
+    switch (req.kind) {
+      case Kind::kRegister:
+        summary_.register_rtt.Add(rtt);
+        if (msg.has_register_job_reply()) {
+          OnRegistered(i, msg.register_job_reply(), now);
+        } else if (msg.has_error()) {
+          CountError(msg.error());
+          if (msg.error().code() == v1::ERROR_CODE_UNAVAILABLE) {
+            s.retry_register_at = now + std::chrono::milliseconds(500);
+          } else if (s.state == State::kUnregistered) {
+            s.state = State::kFailed;
+            ++failed_;
+            Log("job " + s.job->job_id + ": registration refused: " + msg.error().message());
+          }
+        }
+        break;
+      case Kind::kReport:
+        if (s.reports_outstanding > 0) --s.reports_outstanding;
+        summary_.report_rtt.Add(rtt);
+        if (msg.has_ack() && msg.ack().ok()) {
+          ++summary_.reports_acked;
+        } else if (msg.has_error()) {
+          CountError(msg.error());
+        }
+        if (options_.report_interval == core::Duration::Zero() && s.state == State::kRegistered) {
+          SendReport(i, now);
+        }
+        break;
+      case Kind::kHeartbeat:
+        if (msg.has_ack()) {
+          ++summary_.heartbeats_acked;
+        } else if (msg.has_error()) {
+          CountError(msg.error());
+          if (msg.error().code() == v1::ERROR_CODE_UNKNOWN_JOB && s.state == State::kRegistered) {
+            // The daemon forgot the job (lease expired, state lost): register again.
+            s.state = State::kUnregistered;
+            --summary_.registered;
+            s.reports_outstanding = 0;
+            SendRegister(i, now);
+          }
+        }
+        break;
+      case Kind::kEnd:
+        if (msg.has_error()) CountError(msg.error());
+        break;
+    }
+  }
+
+  void OnPush(size_t i, const v1::Envelope& msg) {
+    Sim& s = sims_[i];
+    if (msg.has_assignment()) {
+      const v1::Assignment& a = msg.assignment();
+      ++summary_.assignments;
+      if (a.sent_unix_ns() > 0) {
+        summary_.push_latency.Add(static_cast<int64_t>(UnixNowNs() - a.sent_unix_ns()));
+      }
+      const bool fresh = a.epoch() > s.applied_epoch;
+      if (fresh) s.applied_epoch = a.epoch();
+      v1::Envelope ack = protocol::NewEnvelope(0);
+      ack.mutable_ack()->set_job_id(s.job->job_id);
+      ack.mutable_ack()->set_epoch(a.epoch());
+      ack.mutable_ack()->set_ok(true);
+      if (!fresh) ack.mutable_ack()->set_error("stale epoch ignored");
+      MarkDirty(i);
+      if (s.client->Send(ack).ok()) {
+        ++summary_.acks_sent;
+      } else {
+        ++summary_.send_failures;
+      }
+    } else if (msg.has_error()) {
+      CountError(msg.error());
+    }
+  }
+
+  void StartBurst(size_t i, TimePoint now) {
+    if (sims_[i].state != State::kRegistered) return;
+    while (sims_[i].reports_outstanding < static_cast<size_t>(options_.inflight)) {
+      const uint64_t before = summary_.reports_sent;
+      SendReport(i, now);
+      if (summary_.reports_sent == before) break;  // Send failed; retried on the next reply.
+    }
+  }
+
+  void MarkDirty(size_t i) {
+    if (!is_dirty_[i]) {
+      is_dirty_[i] = 1;
+      dirty_.push_back(i);
+    }
+  }
+
+  // Waits up to `wait` for socket activity, then drains every signalled or dirty socket.
+  void WaitAndDrain(std::chrono::milliseconds wait) {
+    epoll_event events[512];
+    const int n = ::epoll_wait(epoll_fd_, events, 512, static_cast<int>(wait.count()));
+    for (int k = 0; k < n; ++k) MarkDirty(static_cast<size_t>(events[k].data.u64));
+    std::vector<size_t> batch;
+    batch.swap(dirty_);
+    for (size_t i : batch) is_dirty_[i] = 0;
+    const TimePoint now = Clock::now();
+    for (size_t i : batch) Drain(i, now);
+  }
+
+  void Drain(size_t i, TimePoint now) {
+    Sim& s = sims_[i];
+    while (true) {
+      auto next = s.client->TryReceive();
+      if (!next.ok() || !next->has_value()) return;
+      const v1::Envelope& msg = **next;
+      if (msg.request_id() == 0) {
+        OnPush(i, msg);
+        continue;
+      }
+      auto it = std::find_if(s.outstanding.begin(), s.outstanding.end(), [&](const Outstanding& o) {
+        return o.request_id == msg.request_id();
+      });
+      if (it == s.outstanding.end()) continue;  // Late reply after a timeout.
+      Outstanding req = *it;
+      s.outstanding.erase(it);
+      OnReply(i, req, msg, now);
+    }
+  }
+
+  void ScanTimeouts(TimePoint now) {
+    const auto limit = Ns(options_.request_timeout);
+    for (size_t i = 0; i < sims_.size(); ++i) {
+      Sim& s = sims_[i];
+      for (auto it = s.outstanding.begin(); it != s.outstanding.end();) {
+        if (now - it->sent < limit) {
+          ++it;
+          continue;
+        }
+        ++summary_.timeouts;
+        const Kind kind = it->kind;
+        it = s.outstanding.erase(it);
+        if (kind == Kind::kReport) {
+          if (s.reports_outstanding > 0) --s.reports_outstanding;
+          if (options_.report_interval == core::Duration::Zero() && s.state == State::kRegistered) {
+            SendReport(i, now);
+          }
+        }
+        if (kind == Kind::kRegister && s.state == State::kUnregistered) {
+          s.retry_register_at = now;
+        }
+      }
+      if (s.state == State::kUnregistered && s.retry_register_at != TimePoint{} &&
+          now >= s.retry_register_at) {
+        s.retry_register_at = TimePoint{};
+        const bool pending =
+            std::any_of(s.outstanding.begin(), s.outstanding.end(),
+                        [](const Outstanding& o) { return o.kind == Kind::kRegister; });
+        if (!pending) SendRegister(i, now);
+      }
+    }
+  }
+
+  void EndJobs() {
+    const TimePoint now = Clock::now();
+    size_t waiting = 0;
+    for (size_t i = 0; i < sims_.size(); ++i) {
+      if (sims_[i].state != State::kRegistered) continue;
+      v1::Envelope msg = protocol::NewEnvelope();
+      msg.mutable_end_job()->set_job_id(sims_[i].job->job_id);
+      msg.mutable_end_job()->set_reason("crux-loadgen finished");
+      if (SendRequest(i, Kind::kEnd, std::move(msg), now)) ++waiting;
+    }
+    const TimePoint deadline = now + Ns(options_.request_timeout);
+    while (waiting > 0 && Clock::now() < deadline) {
+      size_t left = 0;
+      for (const Sim& sim : sims_) {
+        for (const Outstanding& o : sim.outstanding) left += o.kind == Kind::kEnd ? 1 : 0;
+      }
+      if (left == 0) break;
+      WaitAndDrain(std::chrono::milliseconds(20));
+    }
+  }
+
+  protocol::TransportContext& ctx_;
+  const std::vector<SimJob>& jobs_;
+  const LoadGenOptions& options_;
+  const std::atomic<bool>* stop_;
+  core::Rng rng_;
+  std::vector<Sim> sims_;
+  int epoll_fd_ = -1;
+  std::vector<size_t> dirty_;  // Sims sent to (or signalled) since their last drain.
+  std::vector<char> is_dirty_;
+  std::priority_queue<Due, std::vector<Due>, std::greater<Due>> due_;
+  RunSummary summary_;
+  size_t failed_ = 0;
+  bool measuring_ = false;
+  uint64_t error_total_ = 0;
+};
+
+}  // namespace
+
+core::Result<RunSummary> RunLoad(protocol::TransportContext& ctx, const std::vector<SimJob>& jobs,
+                                 const LoadGenOptions& options, const std::atomic<bool>* stop) {
+  if (jobs.empty()) return core::InvalidArgumentError("jobs: must not be empty");
+  Engine engine(ctx, jobs, options, stop);
+  CRUX_RETURN_IF_ERROR(engine.Init());
+  return engine.Run();
+}
+
+core::Result<uint64_t> RaiseFdLimit(size_t sockets) {
+  const rlim_t needed = static_cast<rlim_t>(sockets * kFdsPerJob + kFdReserve);
+  struct rlimit lim {};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return core::UnavailableError("getrlimit failed");
+  if (lim.rlim_cur >= needed) return static_cast<uint64_t>(lim.rlim_cur);
+  struct rlimit want = lim;
+  want.rlim_cur = needed;
+  if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < needed) want.rlim_max = needed;
+  if (setrlimit(RLIMIT_NOFILE, &want) != 0) {
+    // Not privileged to raise the hard limit: take what the hard limit allows.
+    want = lim;
+    want.rlim_cur = lim.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &want) != 0) {
+      return core::UnavailableError("setrlimit(RLIMIT_NOFILE) failed");
+    }
+  }
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return core::UnavailableError("getrlimit failed");
+  return static_cast<uint64_t>(lim.rlim_cur);
+}
+
+size_t JobsPerProcess(uint64_t fd_limit) {
+  if (fd_limit <= kFdReserve + kFdsPerJob) return 1;
+  return static_cast<size_t>((fd_limit - kFdReserve) / kFdsPerJob);
+}
+
+}  // namespace crux::loadgen
