@@ -1,0 +1,108 @@
+// cruxd configuration: one YAML file (configs/cruxd.yaml documents every key with its default
+// and unit), strictly validated, plus the built-in defaults cruxd runs on without a file.
+//
+// Strictness: unknown or duplicate keys, wrong types (a quoted number, a list where a map is
+// expected), NaN/infinities and out-of-range values are errors whose message starts with the key
+// path ("planner.levels: must be in [1, 64] (got 0)"). Nothing in this file throws.
+//
+// Paths: `topology` (a topology YAML as crux-plan reads it) is relative to the config file's
+// directory; `state_dir` is relative to the working directory; `database` is relative to
+// `state_dir`. The admin endpoint defaults to `ipc://<state_dir>/admin.sock`.
+//
+// Live reload (SIGHUP): log_level, dry_run, debounce_ms, min_replan_interval_ms, lease_ms,
+// profiling_samples and the
+// planner block take effect at once; every other key needs a restart (ReloadableChanges()
+// reports which changed keys were ignored).
+//
+// Thread-safety: value types and pure functions (LoadConfigFile reads the file system).
+#ifndef CRUX_DAEMON_CONFIG_H_
+#define CRUX_DAEMON_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "crux/core/planner.h"
+#include "crux/core/status.h"
+
+namespace crux::daemon {
+
+inline constexpr std::string_view kEmbeddedTopology = "embedded";
+
+struct CurveConfig {
+  bool enabled = false;
+  std::string server_secret_key_file;  // Z85 secret key file (0600); see crux/protocol/curve.h.
+  std::string authorized_keys_dir;     // One public key per file.
+};
+
+struct PlannerConfig {
+  int levels = 8;                // K hardware levels, [1, 64].
+  int reserved_high_levels = 1;  // Levels above scheduled jobs; level 0 hosts profiling jobs.
+  int reserved_low_levels = 0;
+  int topo_orders = 10;  // m of Algorithm 1, [1, 1000].
+  uint64_t seed = 1;
+  double gpu_peak_tflops = 312;  // Per GPU, TFLOP/s, > 0.
+};
+
+struct DaemonConfig {
+  // Where the config came from ("<built-in defaults>" or the file path).
+  std::string source = "<built-in defaults>";
+  // "embedded" (the example two-tier Clos, configs/topologies/example_clos2.yaml) or a path.
+  std::string topology = std::string(kEmbeddedTopology);
+  std::string state_dir = "state";
+  std::string database = "cruxd.sqlite";
+  std::string client_endpoint = "tcp://127.0.0.1:7450";
+  std::string admin_endpoint;  // "" = ipc://<state_dir>/admin.sock
+  CurveConfig curve;
+  bool insecure = false;                          // Must be true when curve.enabled is false.
+  std::string metrics_listen = "127.0.0.1:9464";  // host:port; port 0 = no exporter.
+  PlannerConfig planner;
+  int64_t debounce_ms = 30;            // [0, 60000].
+  int64_t min_replan_interval_ms = 0;  // Between the starts of two re-plans, [0, 600000].
+  int64_t lease_ms = 15000;            // Default lease, [100, 86400000].
+  int64_t max_lease_ms = 600000;       // Upper bound on leases clients ask for.
+  uint32_t profiling_samples = 20;     // Samples for a profile to count as converged, >= 1.
+  bool dry_run = false;
+  std::string log_level = "info";  // trace | debug | info | warn | error | critical | off.
+  std::vector<uint32_t> dscp_pool = {10, 12, 14, 18, 20, 22, 26, 28, 30, 34, 36, 38};
+
+  // The directory `topology` is relative to ("" = working directory).
+  std::string base_dir;
+};
+
+// The built-in defaults for running without a file (`cruxd` alone, ./run.sh): everything as
+// above plus insecure: true (plain TCP on loopback, warned about at start).
+DaemonConfig BuiltinDefaults();
+
+// Parses a config document. `base_dir` is the directory relative paths start from. An empty
+// document yields the defaults above (insecure false, so it fails the curve check).
+core::Result<DaemonConfig> ParseConfig(std::string_view yaml, const std::string& base_dir);
+
+// Reads and parses a file; errors carry the file name as context.
+core::Result<DaemonConfig> LoadConfigFile(const std::string& path);
+
+// Cross-field checks (also run by ParseConfig): curve/insecure, reserved levels < levels, pool.
+core::Status ValidateConfig(const DaemonConfig& c);
+
+// The effective config as YAML (logged at start; `cruxctl status` may show it).
+std::string EffectiveConfigYaml(const DaemonConfig& c);
+
+// The admin endpoint with its default applied.
+std::string AdminEndpoint(const DaemonConfig& c);
+// The database path with state_dir applied.
+std::string DatabasePath(const DaemonConfig& c);
+// The topology path resolved against base_dir ("embedded" stays as is).
+std::string TopologyPath(const DaemonConfig& c);
+
+// Keys whose change between `before` and `after` needs a restart (they keep the old value).
+std::vector<std::string> RestartOnlyChanges(const DaemonConfig& before, const DaemonConfig& after);
+
+core::PlannerOptions ToPlannerOptions(const PlannerConfig& p);
+
+// The example topology compiled into cruxd (same content as configs/topologies/example_clos2).
+std::string_view EmbeddedTopologyYaml();
+
+}  // namespace crux::daemon
+
+#endif  // CRUX_DAEMON_CONFIG_H_

@@ -1,0 +1,165 @@
+// Daemon: cruxd's modules wired together on one event loop.
+//
+//   RouterServer I/O threads --(TypedQueue<Inbound> "client" / "admin")--> gateway (this class:
+//   topology checks, dispatch) --> JobTracker / TopologyManager / Enforcer (switch registry)
+//   --(PlannerRunner::Request, debounced)--> PlannerRunner --(TypedQueue<PlanResult> "plans")-->
+//   OnPlan: diff against the applied plan, bump and persist the epoch, audit --> Enforcer
+//   (Assignment pushes, switch states).
+//
+// Every request gets exactly one reply (its specific reply, an Ack or an Error); refusals are
+// counted in crux_errors_total{endpoint,kind} and never change state, so a bad peer never
+// affects anyone else. Pushes a request causes (the current assignment after a re-registration
+// or a heartbeat with a stale epoch) are sent after its reply.
+//
+// Persistence: every state change is written to the Store before it is acknowledged or pushed;
+// Create() restores jobs, profiles, the applied plan, the epoch and link overrides, so after a
+// kill -9 clients re-register idempotently (already_known) and keep their assignment.
+//
+// Thread-safety: OnClientInbound/OnAdminInbound are thread-safe (they only enqueue); everything
+// else runs on the loop thread.
+#ifndef CRUX_DAEMON_DAEMON_H_
+#define CRUX_DAEMON_DAEMON_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "crux/core/topology.h"
+#include "crux/daemon/config.h"
+#include "crux/daemon/enforcer.h"
+#include "crux/daemon/event_loop.h"
+#include "crux/daemon/job_tracker.h"
+#include "crux/daemon/metrics.h"
+#include "crux/daemon/planner_runner.h"
+#include "crux/daemon/store.h"
+#include "crux/daemon/topology_manager.h"
+#include "crux/protocol/server.h"
+
+namespace crux::daemon {
+
+inline constexpr const char* kCruxdVersion = "0.1.0";
+
+class Daemon {
+ public:
+  // Restores the persisted state from `store`. `store`, `loop` and `metrics` must outlive the
+  // daemon. Errors: a stored job or link that does not fit the topology is logged and dropped;
+  // a store read failure is returned.
+  // `plan_in_background`: re-plans run on a worker thread (cruxd); false runs them inline on
+  // the loop (deterministic tests on ManualEventLoop).
+  static core::Result<std::unique_ptr<Daemon>> Create(const DaemonConfig& config,
+                                                      core::Topology topology,
+                                                      std::string topology_source, Store* store,
+                                                      EventLoop* loop, Metrics* metrics,
+                                                      bool plan_in_background = false);
+  ~Daemon();
+
+  // Where replies and pushes go (the RouterServers' Send). Set before Start().
+  void SetClientSender(Sender s);
+  void SetAdminSender(Sender s);
+  // Transport counters for the metrics (auth refusals, malformed frames, ...).
+  using CounterSource = std::function<protocol::ServerCounters()>;
+  void AddTransportCounters(const std::string& endpoint, CounterSource source);
+
+  // Arms the lease sweep and metrics refresh; re-plans if state was restored.
+  void Start();
+
+  // Thread-safe: hand a message to the loop.
+  void OnClientInbound(protocol::Inbound in) { client_queue_.Push(std::move(in)); }
+  void OnAdminInbound(protocol::Inbound in) { admin_queue_.Push(std::move(in)); }
+
+  // Loop thread: handle one message, send its reply, then the pushes it caused.
+  void ProcessClient(const protocol::Inbound& in);
+  void ProcessAdmin(const protocol::Inbound& in);
+
+  // Loop thread: applies the live keys of `c`; returns the restart-only keys that changed
+  // (ignored until restart).
+  std::vector<std::string> Reload(const DaemonConfig& c);
+
+  // Loop thread: runs the lease sweep now.
+  void SweepLeases();
+  void RefreshMetrics();
+
+  // Introspection (loop thread).
+  uint64_t epoch() const { return epoch_; }
+  const JobTracker& tracker() const { return tracker_; }
+  const TopologyManager& topology() const { return topo_; }
+  const PlannerRunner& runner() const { return runner_; }
+  const std::map<std::string, v1::Assignment>& applied() const { return applied_; }
+  const DaemonConfig& config() const { return config_; }
+  uint64_t replans() const { return replans_; }
+
+ private:
+  Daemon(const DaemonConfig& config, core::Topology topology, std::string topology_source,
+         Store* store, EventLoop* loop, Metrics* metrics, bool plan_in_background);
+  core::Status Restore();
+
+  v1::Envelope HandleClient(const protocol::Inbound& in);
+  v1::Envelope HandleAdmin(const protocol::Inbound& in);
+  v1::Envelope Refuse(const std::string& endpoint, uint64_t request_id, const Refusal& r);
+
+  // Client messages.
+  v1::Envelope OnRegister(const protocol::Inbound& in);
+  v1::Envelope OnProfile(const protocol::Inbound& in);
+  v1::Envelope OnHeartbeat(const protocol::Inbound& in);
+  v1::Envelope OnEndJob(const protocol::Inbound& in);
+  v1::Envelope OnAck(const protocol::Inbound& in);
+  v1::Envelope OnSwitchHello(const protocol::Inbound& in);
+  v1::Envelope OnSwitchApplied(const protocol::Inbound& in);
+
+  // Admin messages (admin.cc).
+  v1::Envelope AdminStatus(uint64_t rid);
+  v1::Envelope AdminListJobs(uint64_t rid);
+  v1::Envelope AdminJob(uint64_t rid, const v1::JobRequest& r);
+  v1::Envelope AdminListLinks(uint64_t rid, const v1::ListLinksRequest& r);
+  v1::Envelope AdminSetLink(uint64_t rid, const v1::SetLinkRequest& r);
+  v1::Envelope AdminPlanDryRun(uint64_t rid);
+  v1::Envelope AdminListSwitches(uint64_t rid);
+  v1::JobSummary Summary(const std::string& id, const JobEntry& j) const;
+  v1::LinkInfo LinkInfoFor(core::LinkId id, const std::vector<double>& load,
+                           const std::vector<uint32_t>& jobs) const;
+  // Per directed link: committed load (bps) and jobs, from the last plan.
+  void LinkLoads(std::vector<double>* load, std::vector<uint32_t>* jobs) const;
+
+  void OnPlan(PlanResult r);
+  void JobGone(const std::string& id, const std::string& reason);
+  void Defer(const std::string& peer, v1::Envelope msg) {
+    deferred_.emplace_back(peer, std::move(msg));
+  }
+  void ScheduleSweep();
+  void ScheduleRefresh();
+
+  DaemonConfig config_;
+  Store* store_;
+  EventLoop* loop_;
+  Metrics* metrics_;
+  TopologyManager topo_;
+  JobTracker tracker_;
+  Enforcer enforcer_;
+  PlannerRunner runner_;
+  Sender client_sender_;
+  Sender admin_sender_;
+  TypedQueue<protocol::Inbound> client_queue_;
+  TypedQueue<protocol::Inbound> admin_queue_;
+  TypedQueue<PlanResult> plan_queue_;
+
+  std::map<std::string, v1::Assignment> applied_;
+  uint64_t epoch_ = 0;
+  std::optional<PlanResult> last_plan_;
+  uint64_t replans_ = 0;
+  double last_replan_ms_ = 0;
+  core::Duration started_;
+  std::vector<std::pair<std::string, v1::Envelope>> deferred_;
+  std::vector<std::pair<std::string, CounterSource>> counter_sources_;
+  std::map<std::string, protocol::ServerCounters> last_counters_;
+  // Last member: destroyed (joined) first, before the state a running re-plan reads.
+  std::unique_ptr<WorkerThread> worker_;
+};
+
+}  // namespace crux::daemon
+
+#endif  // CRUX_DAEMON_DAEMON_H_

@@ -1,0 +1,110 @@
+// JobTracker: the job/demand module. Knows every live job: its registration (placement), latest
+// profile, lifecycle state, lease, DSCP colour and the peer that speaks for it.
+//
+// Lifecycle: REGISTERED (no profile yet) -> PROFILING (profile not converged) -> SCHEDULED
+// (profile converged: `converged` set by the client, or `samples` >= profiling_samples) -> gone
+// (lease expired or EndJob; the entry is removed). REGISTERED and PROFILING jobs get the
+// temporary top level from the planner runner.
+//
+// Requests are checked against the topology here (names exist and are the right kind):
+// refusals carry the wire code (UNKNOWN_HOST, UNKNOWN_JOB, CONFLICT, PERMISSION_DENIED,
+// INVALID_ARGUMENT) and a message naming the field. A refusal never changes state.
+//
+// Thread-safety: loop thread only. The topology must outlive the tracker.
+#ifndef CRUX_DAEMON_JOB_TRACKER_H_
+#define CRUX_DAEMON_JOB_TRACKER_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "crux/core/topology.h"
+#include "crux/core/units.h"
+#include "crux/daemon/store.h"
+#include "crux/protocol/codec.h"
+#include "crux/v1/envelope.pb.h"
+
+namespace crux::daemon {
+
+struct JobEntry {
+  v1::RegisterJob registration;
+  std::optional<v1::ProfileReport> profile;
+  v1::JobState state = v1::JOB_STATE_REGISTERED;
+  uint32_t dscp = 0;
+  std::string peer;     // ROUTER id of the last message for the job ("" after a restart).
+  std::string user_id;  // CURVE key that registered it ("" without CURVE).
+  core::Duration lease;
+  core::Duration deadline;  // Loop time at which the lease expires.
+  int64_t registered_ms = 0;
+  int64_t last_seen_ms = 0;
+  uint64_t acked_epoch = 0;  // Last epoch the client acked.
+};
+
+// OK when code == ERROR_CODE_UNSPECIFIED.
+using Refusal = protocol::ProtocolError;
+inline bool Refused(const Refusal& r) { return r.code != v1::ERROR_CODE_UNSPECIFIED; }
+
+class JobTracker {
+ public:
+  struct Options {
+    std::vector<uint32_t> dscp_pool;
+    uint32_t profiling_samples = 20;
+    core::Duration default_lease = core::Duration::Millis(15000);
+    core::Duration max_lease = core::Duration::Millis(600000);
+  };
+  JobTracker(const core::Topology* topo, Options options);
+
+  void SetOptions(const Options& o) { options_ = o; }
+  const Options& options() const { return options_; }
+
+  // Registers or re-registers (idempotent: same placement -> *already_known = true, lease
+  // renewed, peer updated). A different placement is CONFLICT, another CURVE key is
+  // PERMISSION_DENIED.
+  Refusal Register(const v1::RegisterJob& r, const std::string& peer, const std::string& user_id,
+                   core::Duration now, int64_t unix_ms, bool* already_known);
+  // Stores the profile and moves the job to PROFILING / SCHEDULED. *state_changed tells whether
+  // the lifecycle state moved.
+  Refusal Report(const v1::ProfileReport& p, const std::string& peer, const std::string& user_id,
+                 core::Duration now, int64_t unix_ms, bool* state_changed);
+  Refusal Heartbeat(const v1::Heartbeat& h, const std::string& peer, const std::string& user_id,
+                    core::Duration now, int64_t unix_ms);
+  Refusal End(const v1::EndJob& e, const std::string& user_id);
+  // Records an Ack for a pushed assignment.
+  Refusal Acked(const v1::Ack& a, const std::string& user_id);
+
+  // Removes jobs whose lease expired; returns their ids.
+  std::vector<std::string> Expire(core::Duration now);
+
+  // Restart: puts back a stored job (peer unknown, lease restarted from `now`).
+  core::Status Restore(const StoredJob& s, core::Duration now);
+  StoredJob ToStored(const JobEntry& j) const;
+
+  const std::map<std::string, JobEntry>& jobs() const { return jobs_; }
+  const JobEntry* Find(const std::string& id) const;
+  std::map<std::string, int64_t> CountByState() const;  // "registered", "profiling", ...
+  size_t DistinctPeers() const;
+  // Jobs sharing their DSCP colour with another job (the pool is smaller than the job count).
+  uint32_t SharedColours() const;
+
+ private:
+  Refusal CheckPlacement(const v1::RegisterJob& r) const;
+  Refusal CheckOwner(const JobEntry& j, const std::string& user_id, const std::string& field) const;
+  uint32_t PickColour() const;
+  v1::JobState StateFor(const v1::ProfileReport& p) const;
+
+  const core::Topology* topo_;
+  Options options_;
+  std::map<std::string, JobEntry> jobs_;
+};
+
+// Same placement (hosts, GPUs and NICs; order of hosts matters as it orders pipelines).
+bool SamePlacement(const v1::RegisterJob& a, const v1::RegisterJob& b);
+
+// "registered", "profiling", "scheduled", "gone".
+std::string JobStateName(v1::JobState s);
+
+}  // namespace crux::daemon
+
+#endif  // CRUX_DAEMON_JOB_TRACKER_H_

@@ -1,0 +1,67 @@
+// TopologyManager: the cluster graph cruxd plans on, plus link health. Links can be set UP,
+// DOWN (never part of a path) or DEGRADED (up with a reduced capacity) by the admin (cruxctl
+// set-link) now, by telemetry later. Every change bumps version(); the planner runner rebuilds
+// its Planner when the version moved and re-plans.
+//
+// Link names: "a->b" is one direction, "a-b" (or "a<->b") both directions.
+//
+// Thread-safety: loop thread only.
+#ifndef CRUX_DAEMON_TOPOLOGY_MANAGER_H_
+#define CRUX_DAEMON_TOPOLOGY_MANAGER_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "crux/core/status.h"
+#include "crux/core/topology.h"
+#include "crux/daemon/store.h"
+#include "crux/v1/common.pb.h"
+
+namespace crux::daemon {
+
+class TopologyManager {
+ public:
+  TopologyManager(core::Topology topology, std::string source);
+
+  const core::Topology& current() const { return current_; }  // With health applied.
+  const core::Topology& nominal() const { return nominal_; }
+  const std::string& source() const { return source_; }
+  uint64_t version() const { return version_; }
+
+  // Resolves "a->b" / "a-b". kNotFound names the missing node or link.
+  core::Result<std::vector<core::LinkId>> Resolve(const std::string& name) const;
+
+  // Sets the health of the named link(s). DEGRADED needs 0 < capacity_bps <= nominal.
+  // Returns the changed directed links (empty when nothing changed).
+  core::Result<std::vector<core::LinkId>> Set(const std::string& name, v1::LinkHealth health,
+                                              double capacity_bps);
+
+  v1::LinkHealth health(core::LinkId id) const;
+  size_t links_not_up() const { return overrides_.size(); }
+  // Current overrides, for persistence (one row per directed link).
+  std::vector<LinkOverride> Overrides(int64_t now_ms) const;
+  // Restart: re-applies a stored override (unknown links are an error naming the link).
+  core::Status Restore(const LinkOverride& o);
+
+  // "tor0->agg1" (no spaces: the wire form).
+  std::string Name(core::LinkId id) const;
+
+ private:
+  struct State {
+    v1::LinkHealth health = v1::LINK_HEALTH_UP;
+    double capacity_bps = 0;
+  };
+  void Apply(core::LinkId id, const State& s);
+
+  core::Topology nominal_;
+  core::Topology current_;
+  std::string source_;
+  std::map<core::LinkId, State> overrides_;
+  uint64_t version_ = 1;
+};
+
+}  // namespace crux::daemon
+
+#endif  // CRUX_DAEMON_TOPOLOGY_MANAGER_H_

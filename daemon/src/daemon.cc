@@ -1,0 +1,481 @@
+#include "crux/daemon/daemon.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <iterator>
+
+#include "crux/protocol/codec.h"
+
+namespace crux::daemon {
+namespace {
+
+JobTracker::Options TrackerOptions(const DaemonConfig& c) {
+  JobTracker::Options o;
+  o.dscp_pool = c.dscp_pool;
+  o.profiling_samples = c.profiling_samples;
+  o.default_lease = core::Duration::Millis(c.lease_ms);
+  o.max_lease = core::Duration::Millis(c.max_lease_ms);
+  return o;
+}
+
+// "ERROR_CODE_UNKNOWN_HOST" -> "unknown_host".
+std::string MetricKind(v1::ErrorCode code) {
+  std::string s(protocol::ErrorCodeName(code));
+  if (s.rfind("ERROR_CODE_", 0) == 0) s = s.substr(11);
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+}  // namespace
+
+Daemon::Daemon(const DaemonConfig& config, core::Topology topology, std::string topology_source,
+               Store* store, EventLoop* loop, Metrics* metrics, bool plan_in_background)
+    : config_(config),
+      store_(store),
+      loop_(loop),
+      metrics_(metrics),
+      topo_(std::move(topology), std::move(topology_source)),
+      tracker_(&topo_.nominal(), TrackerOptions(config)),
+      enforcer_(metrics),
+      runner_(
+          loop, &topo_, &tracker_, ToPlannerOptions(config.planner),
+          core::Duration::Millis(config.debounce_ms),
+          [this](PlanResult r) { plan_queue_.Push(std::move(r)); },
+          plan_in_background ? PlannerRunner::Executor([this](std::function<void()> work) {
+            worker_->Post(std::move(work));
+          })
+                             : PlannerRunner::Executor()),
+      client_queue_("client", loop, [this](protocol::Inbound in) { ProcessClient(in); }),
+      admin_queue_("admin", loop, [this](protocol::Inbound in) { ProcessAdmin(in); }),
+      plan_queue_("plans", loop, [this](PlanResult r) { OnPlan(std::move(r)); }),
+      started_(loop->Now()) {
+  runner_.SetMinInterval(core::Duration::Millis(config.min_replan_interval_ms));
+  if (plan_in_background) worker_ = std::make_unique<WorkerThread>();
+}
+
+Daemon::~Daemon() = default;
+
+core::Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
+                                                     core::Topology topology,
+                                                     std::string topology_source, Store* store,
+                                                     EventLoop* loop, Metrics* metrics,
+                                                     bool plan_in_background) {
+  std::unique_ptr<Daemon> d(new Daemon(config, std::move(topology), std::move(topology_source),
+                                       store, loop, metrics, plan_in_background));
+  CRUX_RETURN_IF_ERROR(d->Restore());
+  return d;
+}
+
+core::Status Daemon::Restore() {
+  CRUX_ASSIGN_OR_RETURN(auto previous, store_->GetMeta("topology_source"));
+  if (previous && *previous != topo_.source()) {
+    spdlog::warn("topology changed since the last run ('{}' -> '{}'); stored jobs are re-checked",
+                 *previous, topo_.source());
+  }
+  CRUX_RETURN_IF_ERROR(store_->PutMeta("topology_source", topo_.source()));
+  CRUX_ASSIGN_OR_RETURN(epoch_, store_->LoadEpoch());
+  CRUX_ASSIGN_OR_RETURN(auto links, store_->LoadLinkOverrides());
+  for (const LinkOverride& o : links) {
+    if (core::Status s = topo_.Restore(o); !s.ok()) {
+      spdlog::warn("dropping stored link state: {}", s.ToString());
+      CRUX_RETURN_IF_ERROR(store_->DeleteLinkOverride(o.link));
+    }
+  }
+  CRUX_ASSIGN_OR_RETURN(auto jobs, store_->LoadJobs());
+  for (const StoredJob& j : jobs) {
+    if (core::Status s = tracker_.Restore(j, loop_->Now()); !s.ok()) {
+      spdlog::warn("dropping stored job: {}", s.ToString());
+      CRUX_RETURN_IF_ERROR(store_->DeleteJob(j.job_id));
+    }
+  }
+  CRUX_ASSIGN_OR_RETURN(auto plan, store_->LoadPlan());
+  for (const PlanRow& r : plan) {
+    v1::Assignment a;
+    if (!tracker_.Find(r.job_id) || !a.ParseFromString(r.assignment)) continue;
+    applied_[r.job_id] = std::move(a);
+  }
+  if (!jobs.empty() || epoch_ > 0) {
+    spdlog::info("restored {} jobs, {} applied assignments, {} link overrides, epoch {}",
+                 tracker_.jobs().size(), applied_.size(), links.size(), epoch_);
+  }
+  if (metrics_) metrics_->SetEpoch(epoch_);
+  return core::Status::Ok();
+}
+
+void Daemon::SetClientSender(Sender s) {
+  client_sender_ = s;
+  enforcer_.SetSender(std::move(s));
+}
+
+void Daemon::SetAdminSender(Sender s) { admin_sender_ = std::move(s); }
+
+void Daemon::AddTransportCounters(const std::string& endpoint, CounterSource source) {
+  counter_sources_.emplace_back(endpoint, std::move(source));
+}
+
+void Daemon::Start() {
+  ScheduleSweep();
+  ScheduleRefresh();
+  if (!tracker_.jobs().empty()) runner_.Request("restart");
+  RefreshMetrics();
+}
+
+void Daemon::ScheduleSweep() {
+  core::Duration every =
+      std::min(core::Duration::Millis(config_.lease_ms / 4), core::Duration::Millis(1000));
+  every = std::max(every, core::Duration::Millis(10));
+  loop_->RunAfter(every, [this] {
+    SweepLeases();
+    ScheduleSweep();
+  });
+}
+
+void Daemon::ScheduleRefresh() {
+  loop_->RunAfter(core::Duration::Millis(1000), [this] {
+    RefreshMetrics();
+    ScheduleRefresh();
+  });
+}
+
+void Daemon::SweepLeases() {
+  for (const std::string& id : tracker_.Expire(loop_->Now())) JobGone(id, "lease expired");
+}
+
+void Daemon::JobGone(const std::string& id, const std::string& reason) {
+  spdlog::info("job {} gone: {}", id, reason);
+  if (core::Status s = store_->DeleteJob(id); !s.ok()) {
+    spdlog::error("store: {}", s.ToString());
+  }
+  auto it = applied_.find(id);
+  if (it != applied_.end()) {
+    AuditRow a;
+    a.ts_ms = loop_->UnixMs();
+    a.epoch = epoch_;
+    a.job_id = id;
+    a.old_level = static_cast<int>(it->second.level());
+    a.new_level = -1;
+    a.reason = reason;
+    if (core::Status s = store_->ApplyPlan(epoch_, {}, {id}, {a}); !s.ok()) {
+      spdlog::error("store: {}", s.ToString());
+    }
+    applied_.erase(it);
+  }
+  runner_.Request("job " + id + " gone");
+}
+
+void Daemon::RefreshMetrics() {
+  if (!metrics_) return;
+  metrics_->SetJobs(tracker_.CountByState());
+  metrics_->SetClients(static_cast<int64_t>(tracker_.DistinctPeers()));
+  metrics_->SetSwitches(static_cast<int64_t>(enforcer_.switch_count()));
+  metrics_->SetEpoch(epoch_);
+  metrics_->SetQueueDepth("client", client_queue_.depth());
+  metrics_->SetQueueDepth("admin", admin_queue_.depth());
+  metrics_->SetQueueDepth("plans", plan_queue_.depth());
+  for (const auto& [endpoint, source] : counter_sources_) {
+    const protocol::ServerCounters now = source();
+    protocol::ServerCounters& last = last_counters_[endpoint];
+    metrics_->AddError(endpoint, "malformed", now.malformed - last.malformed);
+    metrics_->AddError(endpoint, "too_large", now.too_large - last.too_large);
+    metrics_->AddError(endpoint, "unsupported_version",
+                       now.unsupported_version - last.unsupported_version);
+    metrics_->AddError(endpoint, "invalid_argument", now.invalid - last.invalid);
+    metrics_->AddError(endpoint, "send_failed", now.send_failed - last.send_failed);
+    metrics_->AddAuthRefused(now.auth_refused - last.auth_refused);
+    metrics_->SetQueueDepth(endpoint + "_send", static_cast<int64_t>(now.queued));
+    last = now;
+  }
+}
+
+v1::Envelope Daemon::Refuse(const std::string& endpoint, uint64_t request_id, const Refusal& r) {
+  if (metrics_) metrics_->AddError(endpoint, MetricKind(r.code));
+  spdlog::debug("{} request {} refused: {} {}", endpoint, request_id,
+                protocol::ErrorCodeName(r.code), r.message);
+  return protocol::MakeError(request_id, r);
+}
+
+void Daemon::ProcessClient(const protocol::Inbound& in) {
+  if (metrics_) metrics_->AddMessage("client", std::string(protocol::BodyName(in.msg)));
+  v1::Envelope reply = HandleClient(in);
+  if (client_sender_) {
+    if (core::Status s = client_sender_(in.peer, reply); !s.ok()) {
+      spdlog::warn("client reply not sent: {}", s.ToString());
+    }
+  }
+  auto deferred = std::move(deferred_);
+  deferred_.clear();
+  for (auto& [peer, msg] : deferred) {
+    if (msg.has_assignment()) {
+      enforcer_.Push(peer, msg.assignment());
+    } else if (client_sender_) {
+      (void)client_sender_(peer, msg);
+    }
+  }
+}
+
+void Daemon::ProcessAdmin(const protocol::Inbound& in) {
+  if (metrics_) metrics_->AddMessage("admin", std::string(protocol::BodyName(in.msg)));
+  v1::Envelope reply = HandleAdmin(in);
+  if (admin_sender_) {
+    if (core::Status s = admin_sender_(in.peer, reply); !s.ok()) {
+      spdlog::warn("admin reply not sent: {}", s.ToString());
+    }
+  }
+}
+
+v1::Envelope Daemon::HandleClient(const protocol::Inbound& in) {
+  const v1::Envelope& m = in.msg;
+  switch (m.body_case()) {
+    case v1::Envelope::kRegisterJob:
+      return OnRegister(in);
+    case v1::Envelope::kProfileReport:
+      return OnProfile(in);
+    case v1::Envelope::kHeartbeat:
+      return OnHeartbeat(in);
+    case v1::Envelope::kEndJob:
+      return OnEndJob(in);
+    case v1::Envelope::kAck:
+      return OnAck(in);
+    case v1::Envelope::kSwitchHello:
+      return OnSwitchHello(in);
+    case v1::Envelope::kSwitchApplied:
+      return OnSwitchApplied(in);
+    default:
+      return Refuse("client", m.request_id(),
+                    {v1::ERROR_CODE_INVALID_ARGUMENT,
+                     "envelope.body: '" + std::string(protocol::BodyName(m)) +
+                         "' is not a request the client endpoint accepts"});
+  }
+}
+
+v1::Envelope Daemon::OnRegister(const protocol::Inbound& in) {
+  const v1::RegisterJob& r = in.msg.register_job();
+  bool known = false;
+  Refusal bad = tracker_.Register(r, in.peer, in.user_id, loop_->Now(), loop_->UnixMs(), &known);
+  if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
+  const JobEntry& j = *tracker_.Find(r.job_id());
+  if (core::Status s = store_->UpsertJob(tracker_.ToStored(j)); !s.ok()) {
+    spdlog::error("store: {}", s.ToString());
+    if (!known) {  // Undo: a registration that is not persisted is not acknowledged.
+      v1::EndJob undo;
+      undo.set_job_id(r.job_id());
+      (void)tracker_.End(undo, in.user_id);
+    }
+    return Refuse("client", in.msg.request_id(),
+                  {v1::ERROR_CODE_UNAVAILABLE, "register_job: state could not be persisted"});
+  }
+  v1::Envelope reply = protocol::NewEnvelope(in.msg.request_id());
+  v1::RegisterJobReply* rr = reply.mutable_register_job_reply();
+  rr->set_job_id(r.job_id());
+  rr->set_lease_ms(static_cast<uint64_t>(j.lease.nanos() / 1000000));
+  rr->set_already_known(known);
+  rr->set_dscp(j.dscp);
+  if (known) {
+    auto it = applied_.find(r.job_id());
+    if (it != applied_.end() && !config_.dry_run) {
+      v1::Envelope push = protocol::NewEnvelope(0);
+      *push.mutable_assignment() = it->second;
+      Defer(in.peer, std::move(push));
+    }
+  } else {
+    spdlog::info("job {} registered ({} hosts, dscp {})", r.job_id(), r.placement_size(), j.dscp);
+    runner_.Request("job " + r.job_id() + " registered");
+  }
+  return reply;
+}
+
+v1::Envelope Daemon::OnProfile(const protocol::Inbound& in) {
+  const v1::ProfileReport& p = in.msg.profile_report();
+  bool changed = false;
+  Refusal bad = tracker_.Report(p, in.peer, in.user_id, loop_->Now(), loop_->UnixMs(), &changed);
+  if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
+  const JobEntry& j = *tracker_.Find(p.job_id());
+  core::Status s = store_->PutProfile(p.job_id(), p.SerializeAsString(), loop_->UnixMs());
+  // The job row changes only with the lifecycle state (one write per report otherwise).
+  if (s.ok() && changed) s = store_->UpsertJob(tracker_.ToStored(j));
+  if (!s.ok()) spdlog::error("store: {}", s.ToString());
+  if (changed) {
+    spdlog::info("job {} is now {}", p.job_id(), JobStateName(j.state));
+  }
+  runner_.Request("profile of " + p.job_id());
+  return protocol::MakeAck(in.msg.request_id(), p.job_id());
+}
+
+v1::Envelope Daemon::OnHeartbeat(const protocol::Inbound& in) {
+  const v1::Heartbeat& h = in.msg.heartbeat();
+  Refusal bad = tracker_.Heartbeat(h, in.peer, in.user_id, loop_->Now(), loop_->UnixMs());
+  if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
+  auto it = applied_.find(h.job_id());
+  uint64_t epoch = 0;
+  if (it != applied_.end()) {
+    epoch = it->second.epoch();
+    if (h.applied_epoch() < epoch && !config_.dry_run) {
+      v1::Envelope push = protocol::NewEnvelope(0);
+      *push.mutable_assignment() = it->second;
+      Defer(in.peer, std::move(push));
+    }
+  }
+  return protocol::MakeAck(in.msg.request_id(), h.job_id(), epoch);
+}
+
+v1::Envelope Daemon::OnEndJob(const protocol::Inbound& in) {
+  const v1::EndJob& e = in.msg.end_job();
+  Refusal bad = tracker_.End(e, in.user_id);
+  if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
+  JobGone(e.job_id(), e.reason().empty() ? "ended" : "ended: " + e.reason());
+  return protocol::MakeAck(in.msg.request_id(), e.job_id());
+}
+
+v1::Envelope Daemon::OnAck(const protocol::Inbound& in) {
+  const v1::Ack& a = in.msg.ack();
+  Refusal bad = tracker_.Acked(a, in.user_id);
+  if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
+  if (metrics_) metrics_->AddAck(a.ok());
+  if (!a.ok())
+    spdlog::warn("job {} could not apply epoch {}: {}", a.job_id(), a.epoch(), a.error());
+  return protocol::MakeAck(in.msg.request_id(), a.job_id(), a.epoch());
+}
+
+v1::Envelope Daemon::OnSwitchHello(const protocol::Inbound& in) {
+  const v1::SwitchHello& h = in.msg.switch_hello();
+  auto node = topo_.nominal().FindNode(h.switch_name());
+  if (!node.ok() || !core::IsNetworkSwitch(topo_.nominal().node(*node).kind)) {
+    return Refuse("client", in.msg.request_id(),
+                  {v1::ERROR_CODE_UNKNOWN_HOST, "switch_hello.switch_name: '" + h.switch_name() +
+                                                    "' is not a switch of the topology"});
+  }
+  enforcer_.OnHello(h, in.peer, loop_->UnixMs());
+  spdlog::info("switch agent {} connected (applied epoch {})", h.switch_name(), h.applied_epoch());
+  if (epoch_ > h.applied_epoch() && !config_.dry_run) {
+    v1::Envelope push = protocol::NewEnvelope(0);
+    *push.mutable_switch_state() =
+        ComputeSwitchState(h.switch_name(), epoch_,
+                           h.capabilities().queues() ? h.capabilities().queues() : 8, applied_);
+    Defer(in.peer, std::move(push));
+  }
+  return protocol::MakeAck(in.msg.request_id(), "", epoch_);
+}
+
+v1::Envelope Daemon::OnSwitchApplied(const protocol::Inbound& in) {
+  Refusal bad = enforcer_.OnApplied(in.msg.switch_applied(), in.peer, loop_->UnixMs());
+  if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
+  return protocol::MakeAck(in.msg.request_id(), "", in.msg.switch_applied().epoch());
+}
+
+void Daemon::OnPlan(PlanResult r) {
+  ++replans_;
+  last_replan_ms_ = r.replan_ms;
+  if (metrics_) metrics_->ObserveReplan(r.replan_ms / 1000.0, r.ok);
+  if (!r.ok) {
+    spdlog::error("re-plan ({}) failed: {}; keeping epoch {}", r.reason, r.error, epoch_);
+    return;
+  }
+  for (const auto& [id, why] : r.excluded) spdlog::warn("job {} not planned: {}", id, why);
+  // The plan was computed on a snapshot: jobs that left since then are not applied again (jobs
+  // that arrived since then have a re-plan pending).
+  for (auto it = r.desired.begin(); it != r.desired.end();) {
+    it = tracker_.Find(it->first) ? std::next(it) : r.desired.erase(it);
+  }
+  std::vector<std::string> changed;
+  for (const auto& [id, a] : r.desired) {
+    auto it = applied_.find(id);
+    if (it == applied_.end() || !SameAssignment(it->second, a)) changed.push_back(id);
+  }
+  std::vector<std::string> removed;
+  for (const auto& [id, a] : applied_) {
+    if (!r.desired.count(id)) removed.push_back(id);
+  }
+  const uint64_t next = epoch_ + 1;
+  if (config_.dry_run) {
+    if (!changed.empty() || !removed.empty()) {
+      spdlog::info(
+          "dry_run: re-plan ({}) would push {} changed assignments as epoch {} ({:.2f} ms)",
+          r.reason, changed.size(), next, r.replan_ms);
+      for (const std::string& id : changed) {
+        auto it = applied_.find(id);
+        spdlog::info("dry_run:   {} level {} -> {}", id,
+                     it == applied_.end() ? -1 : static_cast<int>(it->second.level()),
+                     r.desired[id].level());
+      }
+    }
+    last_plan_ = std::move(r);
+    return;
+  }
+  if (changed.empty() && removed.empty()) {
+    spdlog::debug("re-plan ({}) {:.2f} ms: nothing changed, epoch stays {}", r.reason, r.replan_ms,
+                  epoch_);
+    last_plan_ = std::move(r);
+    return;
+  }
+  std::vector<PlanRow> rows;
+  std::vector<AuditRow> audit;
+  const int64_t now_ms = loop_->UnixMs();
+  for (const std::string& id : changed) {
+    v1::Assignment& a = r.desired[id];
+    a.set_epoch(next);
+    rows.push_back({id, static_cast<int>(a.level()), a.dscp(), next, a.SerializeAsString()});
+    auto it = applied_.find(id);
+    AuditRow row;
+    row.ts_ms = now_ms;
+    row.epoch = next;
+    row.job_id = id;
+    row.old_level = it == applied_.end() ? -1 : static_cast<int>(it->second.level());
+    row.new_level = static_cast<int>(a.level());
+    row.reason = r.reason.substr(0, 1000);
+    audit.push_back(std::move(row));
+  }
+  if (core::Status s = store_->ApplyPlan(next, rows, removed, audit); !s.ok()) {
+    spdlog::error("re-plan not applied, store failed: {}", s.ToString());
+    if (metrics_) metrics_->AddError("store", "apply_plan");
+    return;
+  }
+  epoch_ = next;
+  for (const std::string& id : removed) applied_.erase(id);
+  size_t pushed = 0;
+  for (const std::string& id : changed) {
+    spdlog::debug("epoch {}: {} level {} ({} flows)", next, id, r.desired[id].level(),
+                  r.desired[id].flows_size());
+    applied_[id] = r.desired[id];
+    const JobEntry* j = tracker_.Find(id);
+    if (j && enforcer_.Push(j->peer, applied_[id])) ++pushed;
+  }
+  enforcer_.PushSwitchStates(epoch_, applied_);
+  spdlog::info("epoch {}: {} assignments changed ({} pushed), {} removed; re-plan ({}) {:.2f} ms",
+               epoch_, changed.size(), pushed, removed.size(), r.reason, r.replan_ms);
+  if (metrics_) metrics_->SetEpoch(epoch_);
+  last_plan_ = std::move(r);
+}
+
+std::vector<std::string> Daemon::Reload(const DaemonConfig& c) {
+  std::vector<std::string> ignored = RestartOnlyChanges(config_, c);
+  DaemonConfig next = c;
+  // Restart-only keys keep their running values.
+  next.topology = config_.topology;
+  next.base_dir = config_.base_dir;
+  next.state_dir = config_.state_dir;
+  next.database = config_.database;
+  next.client_endpoint = config_.client_endpoint;
+  next.admin_endpoint = config_.admin_endpoint;
+  next.curve = config_.curve;
+  next.insecure = config_.insecure;
+  next.metrics_listen = config_.metrics_listen;
+  next.max_lease_ms = config_.max_lease_ms;
+  next.dscp_pool = config_.dscp_pool;
+  next.lease_ms = std::min(next.lease_ms, next.max_lease_ms);
+  config_ = next;
+  tracker_.SetOptions(TrackerOptions(config_));
+  runner_.SetDebounce(core::Duration::Millis(config_.debounce_ms));
+  runner_.SetMinInterval(core::Duration::Millis(config_.min_replan_interval_ms));
+  if (core::Status s = runner_.SetOptions(ToPlannerOptions(config_.planner)); !s.ok()) {
+    spdlog::error("planner options not applied: {}", s.ToString());
+  }
+  spdlog::info("config reloaded from {} (dry_run {}, debounce {} ms, lease {} ms)", c.source,
+               config_.dry_run, config_.debounce_ms, config_.lease_ms);
+  for (const auto& k : ignored) spdlog::warn("config key '{}' changed: needs a restart", k);
+  runner_.Request("config reload");
+  return ignored;
+}
+
+}  // namespace crux::daemon

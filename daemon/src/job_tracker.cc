@@ -1,0 +1,332 @@
+#include "crux/daemon/job_tracker.h"
+
+#include <algorithm>
+#include <set>
+
+namespace crux::daemon {
+namespace {
+
+Refusal Ok() { return {}; }
+Refusal Refuse(v1::ErrorCode code, std::string msg) { return {code, std::move(msg)}; }
+
+}  // namespace
+
+std::string JobStateName(v1::JobState s) {
+  switch (s) {
+    case v1::JOB_STATE_REGISTERED:
+      return "registered";
+    case v1::JOB_STATE_PROFILING:
+      return "profiling";
+    case v1::JOB_STATE_SCHEDULED:
+      return "scheduled";
+    case v1::JOB_STATE_GONE:
+      return "gone";
+    default:
+      return "unspecified";
+  }
+}
+
+bool SamePlacement(const v1::RegisterJob& a, const v1::RegisterJob& b) {
+  if (a.placement_size() != b.placement_size()) return false;
+  for (int i = 0; i < a.placement_size(); ++i) {
+    const auto& x = a.placement(i);
+    const auto& y = b.placement(i);
+    if (x.host() != y.host() || x.gpus() != y.gpus() || x.nics_size() != y.nics_size()) {
+      return false;
+    }
+    for (int n = 0; n < x.nics_size(); ++n) {
+      if (x.nics(n).name() != y.nics(n).name()) return false;
+    }
+  }
+  return true;
+}
+
+JobTracker::JobTracker(const core::Topology* topo, Options options)
+    : topo_(topo), options_(std::move(options)) {
+  if (options_.dscp_pool.empty()) options_.dscp_pool = {0};
+}
+
+Refusal JobTracker::CheckPlacement(const v1::RegisterJob& r) const {
+  std::set<std::string> hosts;
+  for (int i = 0; i < r.placement_size(); ++i) {
+    const auto& p = r.placement(i);
+    const std::string field = "register_job.placement[" + std::to_string(i) + "]";
+    auto host = topo_->FindNode(p.host());
+    if (!host.ok() || topo_->node(*host).kind != core::NodeKind::kHost) {
+      return Refuse(v1::ERROR_CODE_UNKNOWN_HOST,
+                    field + ".host: '" + p.host() + "' is not a host of the topology");
+    }
+    if (!hosts.insert(p.host()).second) {
+      return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
+                    field + ".host: '" + p.host() + "' appears twice in the placement");
+    }
+    for (int n = 0; n < p.nics_size(); ++n) {
+      auto nic = topo_->FindNode(p.nics(n).name());
+      if (!nic.ok() || topo_->node(*nic).kind != core::NodeKind::kNic ||
+          topo_->node(*nic).host != *host) {
+        return Refuse(v1::ERROR_CODE_UNKNOWN_HOST, field + ".nics[" + std::to_string(n) +
+                                                       "].name: '" + p.nics(n).name() +
+                                                       "' is not a NIC of " + p.host());
+      }
+    }
+  }
+  for (int i = 0; i < r.qps_size(); ++i) {
+    for (const auto& [name, key] : {std::pair{r.qps(i).local_nic(), "local_nic"},
+                                    std::pair{r.qps(i).remote_nic(), "remote_nic"}}) {
+      auto nic = topo_->FindNode(name);
+      if (!nic.ok() || topo_->node(*nic).kind != core::NodeKind::kNic) {
+        return Refuse(v1::ERROR_CODE_UNKNOWN_HOST, "register_job.qps[" + std::to_string(i) + "]." +
+                                                       key + ": '" + name +
+                                                       "' is not a NIC of the topology");
+      }
+    }
+  }
+  if (!r.pattern().empty() && r.pattern() != "ring_allreduce" && r.pattern() != "all_to_all" &&
+      r.pattern() != "pipeline") {
+    return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
+                  "register_job.pattern: must be ring_allreduce, all_to_all or pipeline (got '" +
+                      r.pattern() + "')");
+  }
+  return Ok();
+}
+
+Refusal JobTracker::CheckOwner(const JobEntry& j, const std::string& user_id,
+                               const std::string& field) const {
+  if (!j.user_id.empty() && j.user_id != user_id) {
+    return Refuse(v1::ERROR_CODE_PERMISSION_DENIED, field + ": job '" + j.registration.job_id() +
+                                                        "' was registered by another CURVE key");
+  }
+  return Ok();
+}
+
+uint32_t JobTracker::PickColour() const {
+  std::map<uint32_t, int> use;
+  for (uint32_t d : options_.dscp_pool) use[d] = 0;
+  for (const auto& [id, j] : jobs_) {
+    if (use.count(j.dscp)) ++use[j.dscp];
+  }
+  uint32_t best = options_.dscp_pool.front();
+  int best_use = use[best];
+  for (uint32_t d : options_.dscp_pool) {
+    if (use[d] < best_use) {
+      best = d;
+      best_use = use[d];
+    }
+  }
+  return best;
+}
+
+v1::JobState JobTracker::StateFor(const v1::ProfileReport& p) const {
+  return (p.converged() || p.samples() >= options_.profiling_samples) ? v1::JOB_STATE_SCHEDULED
+                                                                      : v1::JOB_STATE_PROFILING;
+}
+
+Refusal JobTracker::Register(const v1::RegisterJob& r, const std::string& peer,
+                             const std::string& user_id, core::Duration now, int64_t unix_ms,
+                             bool* already_known) {
+  *already_known = false;
+  if (Refusal bad = CheckPlacement(r); Refused(bad)) return bad;
+  core::Duration lease = options_.default_lease;
+  if (r.lease_ms() > 0) {
+    lease = std::min(core::Duration::Millis(r.lease_ms()), options_.max_lease);
+  }
+  auto it = jobs_.find(r.job_id());
+  if (it != jobs_.end()) {
+    JobEntry& j = it->second;
+    if (Refusal bad = CheckOwner(j, user_id, "register_job.job_id"); Refused(bad)) return bad;
+    if (!SamePlacement(j.registration, r)) {
+      return Refuse(v1::ERROR_CODE_CONFLICT,
+                    "register_job.placement: job '" + r.job_id() +
+                        "' is already registered with a different placement (end it first)");
+    }
+    *already_known = true;
+    j.peer = peer;
+    j.lease = lease;
+    j.deadline = now + lease;
+    j.last_seen_ms = unix_ms;
+    return Ok();
+  }
+  JobEntry j;
+  j.registration = r;
+  j.state = v1::JOB_STATE_REGISTERED;
+  j.dscp = PickColour();
+  j.peer = peer;
+  j.user_id = user_id;
+  j.lease = lease;
+  j.deadline = now + lease;
+  j.registered_ms = unix_ms;
+  j.last_seen_ms = unix_ms;
+  jobs_.emplace(r.job_id(), std::move(j));
+  return Ok();
+}
+
+Refusal JobTracker::Report(const v1::ProfileReport& p, const std::string& peer,
+                           const std::string& user_id, core::Duration now, int64_t unix_ms,
+                           bool* state_changed) {
+  *state_changed = false;
+  auto it = jobs_.find(p.job_id());
+  if (it == jobs_.end()) {
+    return Refuse(v1::ERROR_CODE_UNKNOWN_JOB,
+                  "profile_report.job_id: job '" + p.job_id() + "' is not registered");
+  }
+  JobEntry& j = it->second;
+  if (Refusal bad = CheckOwner(j, user_id, "profile_report.job_id"); Refused(bad)) return bad;
+  std::set<std::string> job_hosts;
+  for (const auto& h : j.registration.placement()) job_hosts.insert(h.host());
+  for (int i = 0; i < p.peers_size(); ++i) {
+    for (const auto& [name, key] : {std::pair{p.peers(i).local_nic(), "local_nic"},
+                                    std::pair{p.peers(i).remote_nic(), "remote_nic"}}) {
+      const std::string field = "profile_report.peers[" + std::to_string(i) + "]." + key;
+      auto nic = topo_->FindNode(name);
+      if (!nic.ok()) {
+        return Refuse(v1::ERROR_CODE_UNKNOWN_HOST,
+                      field + ": '" + name + "' is not a node of the topology");
+      }
+      const core::Node& node = topo_->node(*nic);
+      if (node.kind != core::NodeKind::kNic && node.kind != core::NodeKind::kHost) {
+        return Refuse(v1::ERROR_CODE_UNKNOWN_HOST, field + ": '" + name + "' is not a NIC");
+      }
+      if (!job_hosts.count(topo_->node(node.host).name)) {
+        return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
+                      field + ": '" + name + "' is not on one of the job's hosts");
+      }
+    }
+    if (p.peers(i).local_nic() == p.peers(i).remote_nic()) {
+      return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
+                    "profile_report.peers[" + std::to_string(i) + "]: local_nic == remote_nic");
+    }
+  }
+  const v1::JobState next = StateFor(p);
+  *state_changed = next != j.state;
+  j.state = next;
+  j.profile = p;
+  j.peer = peer;
+  j.deadline = now + j.lease;
+  j.last_seen_ms = unix_ms;
+  return Ok();
+}
+
+Refusal JobTracker::Heartbeat(const v1::Heartbeat& h, const std::string& peer,
+                              const std::string& user_id, core::Duration now, int64_t unix_ms) {
+  auto it = jobs_.find(h.job_id());
+  if (it == jobs_.end()) {
+    return Refuse(v1::ERROR_CODE_UNKNOWN_JOB,
+                  "heartbeat.job_id: job '" + h.job_id() + "' is not registered (register again)");
+  }
+  JobEntry& j = it->second;
+  if (Refusal bad = CheckOwner(j, user_id, "heartbeat.job_id"); Refused(bad)) return bad;
+  j.peer = peer;
+  j.deadline = now + j.lease;
+  j.last_seen_ms = unix_ms;
+  j.acked_epoch = std::max(j.acked_epoch, h.applied_epoch());
+  return Ok();
+}
+
+Refusal JobTracker::End(const v1::EndJob& e, const std::string& user_id) {
+  auto it = jobs_.find(e.job_id());
+  if (it == jobs_.end()) {
+    return Refuse(v1::ERROR_CODE_UNKNOWN_JOB,
+                  "end_job.job_id: job '" + e.job_id() + "' is not registered");
+  }
+  if (Refusal bad = CheckOwner(it->second, user_id, "end_job.job_id"); Refused(bad)) return bad;
+  jobs_.erase(it);
+  return Ok();
+}
+
+Refusal JobTracker::Acked(const v1::Ack& a, const std::string& user_id) {
+  auto it = jobs_.find(a.job_id());
+  if (it == jobs_.end()) {
+    return Refuse(v1::ERROR_CODE_UNKNOWN_JOB,
+                  "ack.job_id: job '" + a.job_id() + "' is not registered");
+  }
+  if (Refusal bad = CheckOwner(it->second, user_id, "ack.job_id"); Refused(bad)) return bad;
+  if (a.ok()) it->second.acked_epoch = std::max(it->second.acked_epoch, a.epoch());
+  return Ok();
+}
+
+std::vector<std::string> JobTracker::Expire(core::Duration now) {
+  std::vector<std::string> gone;
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    if (it->second.deadline <= now) {
+      gone.push_back(it->first);
+      it = jobs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return gone;
+}
+
+core::Status JobTracker::Restore(const StoredJob& s, core::Duration now) {
+  JobEntry j;
+  if (!j.registration.ParseFromString(s.registration) || j.registration.job_id() != s.job_id) {
+    return core::InternalError("jobs." + s.job_id + ": stored registration does not parse");
+  }
+  if (Refusal bad = CheckPlacement(j.registration); Refused(bad)) {
+    return core::FailedPreconditionError("jobs." + s.job_id +
+                                         ": no longer fits the topology: " + bad.message);
+  }
+  if (!s.profile.empty()) {
+    v1::ProfileReport p;
+    if (!p.ParseFromString(s.profile)) {
+      return core::InternalError("profiles." + s.job_id + ": stored profile does not parse");
+    }
+    j.profile = p;
+    j.state = StateFor(p);
+  }
+  j.dscp = s.dscp;
+  j.user_id = s.owner;
+  j.lease = options_.default_lease;
+  if (j.registration.lease_ms() > 0) {
+    j.lease = std::min(core::Duration::Millis(j.registration.lease_ms()), options_.max_lease);
+  }
+  j.deadline = now + j.lease;
+  j.registered_ms = s.registered_ms;
+  j.last_seen_ms = s.last_seen_ms;
+  jobs_[s.job_id] = std::move(j);
+  return core::Status::Ok();
+}
+
+StoredJob JobTracker::ToStored(const JobEntry& j) const {
+  StoredJob s;
+  s.job_id = j.registration.job_id();
+  s.tenant = j.registration.tenant();
+  s.registration = j.registration.SerializeAsString();
+  s.dscp = j.dscp;
+  s.registered_ms = j.registered_ms;
+  s.last_seen_ms = j.last_seen_ms;
+  s.state = j.state;
+  s.owner = j.user_id;
+  return s;
+}
+
+const JobEntry* JobTracker::Find(const std::string& id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+std::map<std::string, int64_t> JobTracker::CountByState() const {
+  std::map<std::string, int64_t> out = {{"registered", 0}, {"profiling", 0}, {"scheduled", 0}};
+  for (const auto& [id, j] : jobs_) ++out[JobStateName(j.state)];
+  return out;
+}
+
+size_t JobTracker::DistinctPeers() const {
+  std::set<std::string> peers;
+  for (const auto& [id, j] : jobs_) {
+    if (!j.peer.empty()) peers.insert(j.peer);
+  }
+  return peers.size();
+}
+
+uint32_t JobTracker::SharedColours() const {
+  std::map<uint32_t, uint32_t> use;
+  for (const auto& [id, j] : jobs_) ++use[j.dscp];
+  uint32_t shared = 0;
+  for (const auto& [d, n] : use) {
+    if (n > 1) shared += n;
+  }
+  return shared;
+}
+
+}  // namespace crux::daemon

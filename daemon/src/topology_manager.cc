@@ -1,0 +1,131 @@
+#include "crux/daemon/topology_manager.h"
+
+#include <cmath>
+
+namespace crux::daemon {
+
+TopologyManager::TopologyManager(core::Topology topology, std::string source)
+    : nominal_(topology), current_(std::move(topology)), source_(std::move(source)) {}
+
+std::string TopologyManager::Name(core::LinkId id) const {
+  const core::Link& l = nominal_.link(id);
+  return nominal_.node(l.src).name + "->" + nominal_.node(l.dst).name;
+}
+
+core::Result<std::vector<core::LinkId>> TopologyManager::Resolve(const std::string& name) const {
+  std::string a;
+  std::string b;
+  bool both = false;
+  if (size_t p = name.find("<->"); p != std::string::npos) {
+    a = name.substr(0, p);
+    b = name.substr(p + 3);
+    both = true;
+  } else if (size_t q = name.find("->"); q != std::string::npos) {
+    a = name.substr(0, q);
+    b = name.substr(q + 2);
+  } else {
+    // "a-b": node names may contain '-', so try every split point.
+    for (size_t i = name.find('-'); i != std::string::npos; i = name.find('-', i + 1)) {
+      auto x = nominal_.FindNode(name.substr(0, i));
+      auto y = nominal_.FindNode(name.substr(i + 1));
+      if (x.ok() && y.ok()) {
+        a = name.substr(0, i);
+        b = name.substr(i + 1);
+        both = true;
+        break;
+      }
+    }
+    if (a.empty()) {
+      return core::NotFoundError("link '" + name +
+                                 "': expected 'a->b' or 'a-b' with two topology nodes");
+    }
+  }
+  auto x = nominal_.FindNode(a);
+  if (!x.ok()) return core::NotFoundError("link '" + name + "': no node '" + a + "'");
+  auto y = nominal_.FindNode(b);
+  if (!y.ok()) return core::NotFoundError("link '" + name + "': no node '" + b + "'");
+  auto l = nominal_.FindLink(*x, *y);
+  if (!l.ok())
+    return core::NotFoundError("link '" + name + "': " + a + " and " + b + " are not adjacent");
+  std::vector<core::LinkId> out = {*l};
+  if (both) out.push_back(nominal_.link(*l).reverse);
+  return out;
+}
+
+void TopologyManager::Apply(core::LinkId id, const State& s) {
+  const core::Link& nom = nominal_.link(id);
+  current_.SetLinkUp(id, s.health != v1::LINK_HEALTH_DOWN);
+  core::Bandwidth cap = nom.capacity;
+  if (s.health == v1::LINK_HEALTH_DEGRADED) {
+    cap = core::Bandwidth::BitsPerSec(static_cast<int64_t>(std::llround(s.capacity_bps)));
+  }
+  (void)current_.SetLinkCapacity(id, cap);
+  if (s.health == v1::LINK_HEALTH_UP) {
+    overrides_.erase(id);
+  } else {
+    overrides_[id] = s;
+  }
+}
+
+core::Result<std::vector<core::LinkId>> TopologyManager::Set(const std::string& name,
+                                                             v1::LinkHealth health,
+                                                             double capacity_bps) {
+  if (health != v1::LINK_HEALTH_UP && health != v1::LINK_HEALTH_DOWN &&
+      health != v1::LINK_HEALTH_DEGRADED) {
+    return core::InvalidArgumentError("set_link_request.health: must be UP, DEGRADED or DOWN");
+  }
+  CRUX_ASSIGN_OR_RETURN(auto ids, Resolve(name));
+  if (health == v1::LINK_HEALTH_DEGRADED) {
+    for (core::LinkId id : ids) {
+      const double nominal = nominal_.link(id).capacity.ToBitsPerSec();
+      if (!std::isfinite(capacity_bps) || capacity_bps < 1 || capacity_bps > nominal) {
+        return core::InvalidArgumentError(
+            "set_link_request.capacity_bps: DEGRADED needs 0 < capacity_bps <= nominal (" +
+            std::to_string(nominal) + ")");
+      }
+    }
+  }
+  std::vector<core::LinkId> changed;
+  for (core::LinkId id : ids) {
+    State s{health, health == v1::LINK_HEALTH_DEGRADED ? capacity_bps : 0};
+    auto it = overrides_.find(id);
+    const bool same = (it == overrides_.end() && health == v1::LINK_HEALTH_UP) ||
+                      (it != overrides_.end() && it->second.health == s.health &&
+                       it->second.capacity_bps == s.capacity_bps);
+    if (same) continue;
+    Apply(id, s);
+    changed.push_back(id);
+  }
+  if (!changed.empty()) ++version_;
+  return changed;
+}
+
+v1::LinkHealth TopologyManager::health(core::LinkId id) const {
+  auto it = overrides_.find(id);
+  return it == overrides_.end() ? v1::LINK_HEALTH_UP : it->second.health;
+}
+
+std::vector<LinkOverride> TopologyManager::Overrides(int64_t now_ms) const {
+  std::vector<LinkOverride> out;
+  for (const auto& [id, s] : overrides_)
+    out.push_back({Name(id), s.health, s.capacity_bps, now_ms});
+  return out;
+}
+
+core::Status TopologyManager::Restore(const LinkOverride& o) {
+  if (o.link.find("->") == std::string::npos) {
+    return core::InvalidArgumentError("link_state." + o.link + ": not a directed link name");
+  }
+  CRUX_ASSIGN_OR_RETURN(auto ids, Resolve(o.link));
+  for (core::LinkId id : ids) {
+    if (o.health == v1::LINK_HEALTH_DEGRADED &&
+        !(o.capacity_bps >= 1 && o.capacity_bps <= nominal_.link(id).capacity.ToBitsPerSec())) {
+      return core::InvalidArgumentError("link_state." + o.link + ": bad capacity");
+    }
+    Apply(id, State{static_cast<v1::LinkHealth>(o.health), o.capacity_bps});
+  }
+  ++version_;
+  return core::Status::Ok();
+}
+
+}  // namespace crux::daemon

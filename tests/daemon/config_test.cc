@@ -1,0 +1,235 @@
+// cruxd config: defaults, every key's error path, live-reload classification, and every cruxd
+// config shipped in configs/ parses (with its topology).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "crux/daemon/config.h"
+#include "crux/spec/topology_spec.h"
+
+namespace crux::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+core::Status ParseError(const std::string& yaml) {
+  auto c = ParseConfig(yaml, "");
+  return c.ok() ? core::Status::Ok() : c.status();
+}
+
+TEST(ConfigTest, BuiltinDefaultsAreValidAndInsecureOnLoopback) {
+  DaemonConfig c = BuiltinDefaults();
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  EXPECT_TRUE(c.insecure);
+  EXPECT_EQ(c.topology, "embedded");
+  EXPECT_THAT(c.client_endpoint, HasSubstr("127.0.0.1"));
+  EXPECT_EQ(AdminEndpoint(c), "ipc://state/admin.sock");
+  EXPECT_EQ(DatabasePath(c), "state/cruxd.sqlite");
+  EXPECT_EQ(c.planner.levels, 8);
+  EXPECT_EQ(c.planner.reserved_high_levels, 1);
+  EXPECT_GE(c.debounce_ms, 10);
+  EXPECT_LE(c.debounce_ms, 100);
+  auto topo = spec::ParseTopology(EmbeddedTopologyYaml(), "");
+  ASSERT_TRUE(topo.ok()) << topo.status().ToString();
+  EXPECT_EQ(topo->hosts().size(), 16u);
+}
+
+TEST(ConfigTest, EmptyFileNeedsExplicitInsecure) {
+  core::Status s = ParseError("");
+  EXPECT_THAT(s.message(), HasSubstr("insecure: true"));
+  EXPECT_TRUE(ParseError("insecure: true\n").ok());
+}
+
+TEST(ConfigTest, FullConfigParses) {
+  auto c = ParseConfig(R"(
+topology: topo/x.yaml
+state_dir: /var/lib/cruxd
+database: db.sqlite
+client_endpoint: tcp://0.0.0.0:7000
+admin_endpoint: ipc:///run/cruxd/admin.sock
+curve: {enabled: true, server_secret_key_file: /etc/cruxd/server.key, authorized_keys_dir: /etc/cruxd/clients}
+metrics_listen: 0.0.0.0:9000
+planner: {levels: 4, reserved_high_levels: 1, reserved_low_levels: 1, topo_orders: 3, seed: 7, gpu_peak_tflops: 989.5}
+debounce_ms: 0
+min_replan_interval_ms: 250
+lease_ms: 5000
+max_lease_ms: 60000
+profiling_samples: 3
+dry_run: true
+log_level: debug
+dscp_pool: [1, 2, 63]
+)",
+                       "/etc/cruxd");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(TopologyPath(*c), "/etc/cruxd/topo/x.yaml");
+  EXPECT_EQ(DatabasePath(*c), "/var/lib/cruxd/db.sqlite");
+  EXPECT_EQ(AdminEndpoint(*c), "ipc:///run/cruxd/admin.sock");
+  EXPECT_TRUE(c->curve.enabled);
+  EXPECT_FALSE(c->insecure);
+  EXPECT_EQ(c->planner.levels, 4);
+  EXPECT_EQ(c->planner.seed, 7u);
+  EXPECT_DOUBLE_EQ(c->planner.gpu_peak_tflops, 989.5);
+  EXPECT_EQ(c->debounce_ms, 0);
+  EXPECT_EQ(c->min_replan_interval_ms, 250);
+  EXPECT_EQ(c->lease_ms, 5000);
+  EXPECT_EQ(c->profiling_samples, 3u);
+  EXPECT_TRUE(c->dry_run);
+  EXPECT_EQ(c->log_level, "debug");
+  EXPECT_EQ(c->dscp_pool, (std::vector<uint32_t>{1, 2, 63}));
+  core::PlannerOptions o = ToPlannerOptions(c->planner);
+  EXPECT_DOUBLE_EQ(o.gpu_peak_flops, 989.5e12);
+  EXPECT_EQ(o.reserved_low_levels, 1);
+}
+
+struct BadCase {
+  const char* yaml;
+  const char* key;  // The message must name this.
+};
+
+TEST(ConfigTest, EveryKeyErrorNamesTheKey) {
+  const std::string ok = "insecure: true\n";
+  const BadCase cases[] = {
+      {"bogus: 1", "bogus: unknown key"},
+      {"topology: ''", "topology: must not be empty"},
+      {"topology: [a]", "topology: must be a string"},
+      {"state_dir: ''", "state_dir"},
+      {"state_dir: {a: 1}", "state_dir: must be a string"},
+      {"database: ''", "database"},
+      {"client_endpoint: udp://x", "client_endpoint"},
+      {"client_endpoint: ''", "client_endpoint"},
+      {"admin_endpoint: tcp://127.0.0.1:1", "admin_endpoint"},
+      {"admin_endpoint: 5", "admin_endpoint"},
+      {"curve: 1", "curve: must be a map"},
+      {"curve: {enabled: yes please}", "curve.enabled: must be true or false"},
+      {"curve: {enabled: true}", "curve.server_secret_key_file: required"},
+      {"curve: {enabled: true, server_secret_key_file: k}", "curve.authorized_keys_dir: required"},
+      {"curve: {colour: red}", "curve.colour: unknown key"},
+      {"curve: {server_secret_key_file: [x]}", "curve.server_secret_key_file: must be a string"},
+      {"curve: {authorized_keys_dir: {}}", "curve.authorized_keys_dir: must be a string"},
+      {"insecure: 1", "insecure: must be true or false"},
+      {"metrics_listen: nohost", "metrics_listen"},
+      {"metrics_listen: 'h:99999'", "metrics_listen: port"},
+      {"metrics_listen: 'h:x'", "metrics_listen: port"},
+      {"planner: 3", "planner: must be a map"},
+      {"planner: {levels: 0}", "planner.levels: must be in [1, 64]"},
+      {"planner: {levels: 65}", "planner.levels"},
+      {"planner: {levels: '8'}", "planner.levels: must be an integer"},
+      {"planner: {levels: 2.5}", "planner.levels: must be an integer"},
+      {"planner: {reserved_high_levels: -1}", "planner.reserved_high_levels"},
+      {"planner: {levels: 2, reserved_high_levels: 2}", "planner.reserved_high_levels"},
+      {"planner: {reserved_low_levels: x}", "planner.reserved_low_levels"},
+      {"planner: {topo_orders: 0}", "planner.topo_orders"},
+      {"planner: {seed: -3}", "planner.seed"},
+      {"planner: {gpu_peak_tflops: .nan}", "planner.gpu_peak_tflops"},
+      {"planner: {gpu_peak_tflops: -1}", "planner.gpu_peak_tflops"},
+      {"planner: {gpu_peak_tflops: '312'}", "planner.gpu_peak_tflops: must be a number"},
+      {"planner: {k: 1}", "planner.k: unknown key"},
+      {"debounce_ms: -1", "debounce_ms"},
+      {"debounce_ms: 60001", "debounce_ms"},
+      {"min_replan_interval_ms: -5", "min_replan_interval_ms"},
+      {"min_replan_interval_ms: 600001", "min_replan_interval_ms"},
+      {"lease_ms: 99", "lease_ms"},
+      {"lease_ms: 700000", "lease_ms"},
+      {"max_lease_ms: 50", "max_lease_ms"},
+      {"profiling_samples: 0", "profiling_samples"},
+      {"dry_run: maybe", "dry_run: must be true or false"},
+      {"log_level: loud", "log_level: must be one of"},
+      {"log_level: [info]", "log_level: must be a string"},
+      {"dscp_pool: 5", "dscp_pool: must be a list"},
+      {"dscp_pool: []", "dscp_pool: must not be empty"},
+      {"dscp_pool: [1, 64]", "dscp_pool[1]: must be in [0, 63]"},
+      {"dscp_pool: [1, 1]", "dscp_pool[1]: duplicate"},
+      {"dscp_pool: [x]", "dscp_pool[0]: must be an integer"},
+      {"debounce_ms: 1\ndebounce_ms: 2", "debounce_ms: duplicate key"},
+      {"[1, 2]", "document: must be a map"},
+      {"a: [", "invalid YAML"},
+  };
+  for (const BadCase& c : cases) {
+    const std::string yaml = c.yaml;
+    const bool whole = yaml.rfind("insecure", 0) == 0 || yaml.rfind("[", 0) == 0;
+    core::Status s = ParseError((whole ? "" : ok) + yaml + "\n");
+    EXPECT_FALSE(s.ok()) << c.yaml;
+    EXPECT_EQ(s.code(), core::StatusCode::kInvalidArgument) << c.yaml;
+    EXPECT_THAT(s.message(), HasSubstr(c.key)) << c.yaml;
+  }
+}
+
+TEST(ConfigTest, ErrorsCarryThePosition) {
+  core::Status s = ParseError("insecure: true\nplanner:\n  levels: 0\n");
+  EXPECT_THAT(s.message(), HasSubstr("line 3"));
+}
+
+TEST(ConfigTest, MissingFileIsNotFound) {
+  auto c = LoadConfigFile("/nonexistent/cruxd.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), core::StatusCode::kNotFound);
+  EXPECT_THAT(c.status().message(), HasSubstr("/nonexistent/cruxd.yaml"));
+}
+
+TEST(ConfigTest, FileErrorsNameTheFile) {
+  const fs::path dir = fs::temp_directory_path() / "crux_config_test";
+  fs::create_directories(dir);
+  const fs::path f = dir / "bad.yaml";
+  std::ofstream(f) << "insecure: true\nlease_ms: 1\n";
+  auto c = LoadConfigFile(f.string());
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("bad.yaml"));
+  EXPECT_THAT(c.status().message(), HasSubstr("lease_ms"));
+  fs::remove_all(dir);
+}
+
+TEST(ConfigTest, RestartOnlyChangesAreReported) {
+  DaemonConfig a = BuiltinDefaults();
+  DaemonConfig b = a;
+  b.dry_run = true;
+  b.debounce_ms = 5;
+  b.lease_ms = 2000;
+  b.log_level = "debug";
+  b.planner.levels = 4;
+  b.profiling_samples = 2;
+  EXPECT_TRUE(RestartOnlyChanges(a, b).empty());
+  b.client_endpoint = "tcp://127.0.0.1:9";
+  b.dscp_pool = {1};
+  b.curve.enabled = true;
+  EXPECT_THAT(RestartOnlyChanges(a, b),
+              ::testing::UnorderedElementsAre("client_endpoint", "dscp_pool", "curve"));
+}
+
+TEST(ConfigTest, EffectiveConfigRoundTrips) {
+  DaemonConfig a = BuiltinDefaults();
+  a.dscp_pool = {3, 4};
+  a.dry_run = true;
+  const std::string text = EffectiveConfigYaml(a);
+  auto b = ParseConfig(text, "");
+  ASSERT_TRUE(b.ok()) << b.status().ToString() << "\n" << text;
+  EXPECT_EQ(b->dscp_pool, a.dscp_pool);
+  EXPECT_TRUE(b->dry_run);
+  EXPECT_EQ(b->client_endpoint, a.client_endpoint);
+}
+
+// Every cruxd config shipped in configs/ (cruxd*.yaml) parses and its topology loads.
+TEST(ConfigTest, ShippedConfigsParse) {
+  const fs::path configs = fs::path(CRUX_SOURCE_DIR) / "configs";
+  int seen = 0;
+  for (const auto& e : fs::directory_iterator(configs)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || name.rfind("cruxd", 0) != 0 || e.path().extension() != ".yaml") {
+      continue;
+    }
+    ++seen;
+    auto c = LoadConfigFile(e.path().string());
+    ASSERT_TRUE(c.ok()) << name << ": " << c.status().ToString();
+    if (c->topology != kEmbeddedTopology) {
+      auto t = spec::LoadTopologyFile(TopologyPath(*c));
+      EXPECT_TRUE(t.ok()) << name << ": " << t.status().ToString();
+    }
+  }
+  EXPECT_GE(seen, 1);
+}
+
+}  // namespace
+}  // namespace crux::daemon

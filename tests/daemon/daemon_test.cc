@@ -1,0 +1,512 @@
+// The daemon's modules together on a fake-clock loop (no sockets): job lifecycle, lease expiry,
+// debounce, diff and epochs, persistence across a restart, refusals and admin replies.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "crux/daemon/daemon.h"
+#include "crux/spec/topology_spec.h"
+#include "daemon_test_util.h"
+
+namespace crux::daemon {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace crux::daemon::testing;  // NOLINT(build/namespaces)
+
+constexpr core::Duration kDebounce = core::Duration::Millis(20);
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    config_ = BuiltinDefaults();
+    config_.state_dir = dir_.string();
+    config_.lease_ms = 1000;
+    config_.debounce_ms = kDebounce.nanos() / 1000000;
+    config_.min_replan_interval_ms = 0;
+    config_.profiling_samples = 10;
+    Open();
+  }
+  void TearDown() override {
+    Close();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void Open() {
+    auto store = OpenSqliteStore(DatabasePath(config_));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(store).value();
+    auto topo = spec::ParseTopology(EmbeddedTopologyYaml(), "");
+    ASSERT_TRUE(topo.ok());
+    auto d = Daemon::Create(config_, std::move(topo).value(), "embedded:example_clos2",
+                            store_.get(), &loop_, &metrics_);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    daemon_ = std::move(d).value();
+    daemon_->SetClientSender(
+        [this](const std::string& p, const v1::Envelope& m) { return client_.Send(p, m); });
+    daemon_->SetAdminSender(
+        [this](const std::string& p, const v1::Envelope& m) { return admin_.Send(p, m); });
+    daemon_->Start();
+  }
+  void Close() {
+    daemon_.reset();
+    store_.reset();
+  }
+
+  // Sends one client message; returns its reply and files pushes under pushes_[peer].
+  v1::Envelope Client(const std::string& peer, const v1::Envelope& msg) {
+    daemon_->ProcessClient(In(peer, msg));
+    v1::Envelope reply;
+    bool got = false;
+    for (auto& [p, m] : client_.Take()) {
+      if (m.request_id() == 0) {
+        pushes_[p].push_back(m);
+      } else if (!got && p == peer) {
+        reply = m;
+        got = true;
+      }
+    }
+    EXPECT_TRUE(got) << "no reply to " << protocol::BodyName(msg);
+    return reply;
+  }
+  v1::Envelope Admin(const v1::Envelope& msg) {
+    daemon_->ProcessAdmin(In("admin", msg));
+    auto sent = admin_.Take();
+    EXPECT_EQ(sent.size(), 1u);
+    return sent.empty() ? v1::Envelope() : sent.back().second;
+  }
+  // Lets time pass; pushes land in pushes_.
+  void Advance(core::Duration d) {
+    loop_.Advance(d);
+    for (auto& [p, m] : client_.Take()) pushes_[p].push_back(m);
+  }
+  // The latest Assignment pushed to `peer` (fails the test if none).
+  v1::Assignment LastAssignment(const std::string& peer) {
+    for (auto it = pushes_[peer].rbegin(); it != pushes_[peer].rend(); ++it) {
+      if (it->has_assignment()) return it->assignment();
+    }
+    ADD_FAILURE() << "no assignment pushed to " << peer;
+    return v1::Assignment();
+  }
+  void RegisterThree() {
+    for (const auto& [id, hosts] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+             {"a", {"host0", "host4"}}, {"b", {"host1", "host5"}}, {"c", {"host2", "host6"}}}) {
+      v1::Envelope r = Client("peer-" + id, Register(id, hosts));
+      ASSERT_TRUE(r.has_register_job_reply()) << r.DebugString();
+      EXPECT_FALSE(r.register_job_reply().already_known());
+    }
+  }
+
+  std::filesystem::path dir_;
+  DaemonConfig config_;
+  ManualEventLoop loop_;
+  Metrics metrics_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Daemon> daemon_;
+  Capture client_;
+  Capture admin_;
+  std::map<std::string, std::vector<v1::Envelope>> pushes_;
+};
+
+TEST_F(DaemonTest, BurstIsOneReplanNewcomersGetTheTopLevelThenTheirOwn) {
+  RegisterThree();
+  EXPECT_EQ(daemon_->runner().runs(), 0u);  // Debounced: nothing yet.
+  EXPECT_TRUE(pushes_.empty());
+  Advance(kDebounce);
+  EXPECT_EQ(daemon_->runner().runs(), 1u);  // Three registrations, one re-plan.
+  EXPECT_EQ(daemon_->epoch(), 1u);
+  std::set<uint32_t> colours;
+  for (const char* id : {"a", "b", "c"}) {
+    v1::Assignment a = LastAssignment(std::string("peer-") + id);
+    EXPECT_EQ(a.job_id(), id);
+    EXPECT_EQ(a.epoch(), 1u);
+    EXPECT_EQ(a.level(), 0u) << "newcomers hold the temporary top level";
+    EXPECT_EQ(a.state(), v1::JOB_STATE_REGISTERED);
+    EXPECT_EQ(a.traffic_class(), a.dscp() << 2);
+    EXPECT_EQ(a.nccl_env().at("NCCL_IB_TC"), std::to_string(a.dscp() << 2));
+    EXPECT_EQ(a.flows_size(), 4);  // 2 hosts x 2 rails.
+    for (const auto& f : a.flows()) {
+      EXPECT_GE(f.udp_sport(), 0xC000u);
+      EXPECT_GE(f.path_size(), 5);  // nic, tor, agg, tor, nic.
+      EXPECT_EQ(f.path(0), f.src_nic());
+    }
+    colours.insert(a.dscp());
+  }
+  EXPECT_EQ(colours.size(), 3u) << "distinct colours while the pool lasts";
+
+  // Profiles converge: the jobs get their computed levels (below the reserved level 0).
+  uint64_t rid = 10;
+  for (const auto& [id, ms] : std::map<std::string, uint64_t>{{"a", 50}, {"b", 400}, {"c", 200}}) {
+    v1::Envelope r = Client("peer-" + id, Profile(id, ms, 20, false, rid++));
+    EXPECT_TRUE(r.has_ack()) << r.DebugString();
+  }
+  Advance(kDebounce);
+  EXPECT_EQ(daemon_->runner().runs(), 2u);
+  EXPECT_EQ(daemon_->epoch(), 2u);
+  std::set<uint32_t> levels;
+  for (const char* id : {"a", "b", "c"}) {
+    v1::Assignment a = LastAssignment(std::string("peer-") + id);
+    EXPECT_EQ(a.epoch(), 2u);
+    EXPECT_EQ(a.state(), v1::JOB_STATE_SCHEDULED);
+    EXPECT_GE(a.level(), 1u);
+    levels.insert(a.level());
+  }
+  EXPECT_GT(levels.size(), 1u) << "contending jobs are separated";
+  // The least compute per byte (a: 50 ms) has the lowest intensity: lowest level of the three.
+  EXPECT_GT(LastAssignment("peer-a").level(), LastAssignment("peer-b").level());
+}
+
+TEST_F(DaemonTest, DebounceCoalescesEventsWithinTheWindowOnly) {
+  Client("peer-a", Register("a", {"host0", "host4"}));
+  Advance(core::Duration::Millis(10));
+  Client("peer-b", Register("b", {"host1", "host5"}));  // Same window: same re-plan.
+  EXPECT_EQ(daemon_->runner().runs(), 0u);
+  Advance(core::Duration::Millis(10));
+  EXPECT_EQ(daemon_->runner().runs(), 1u);
+  EXPECT_EQ(daemon_->epoch(), 1u);
+  EXPECT_EQ(LastAssignment("peer-b").epoch(), 1u);
+  Advance(core::Duration::Millis(5));
+  Client("peer-c", Register("c", {"host2", "host6"}));  // After the window: a new one.
+  Advance(kDebounce - core::Duration::Millis(1));
+  EXPECT_EQ(daemon_->runner().runs(), 1u);
+  Advance(core::Duration::Millis(1));
+  EXPECT_EQ(daemon_->runner().runs(), 2u);
+  EXPECT_EQ(daemon_->epoch(), 2u);
+  EXPECT_EQ(LastAssignment("peer-c").epoch(), 2u);
+}
+
+TEST_F(DaemonTest, MinReplanIntervalSpacesRunsOut) {
+  DaemonConfig c = config_;
+  c.min_replan_interval_ms = 100;
+  daemon_->Reload(c);
+  Advance(kDebounce);  // The reload's own re-plan (t = 20 ms).
+  ASSERT_EQ(daemon_->runner().runs(), 1u);
+  Client("peer-a", Register("a", {"host0", "host4"}));  // t = 20 ms.
+  Advance(kDebounce);                                   // t = 40 ms.
+  EXPECT_EQ(daemon_->runner().runs(), 1u) << "debounce alone would have run at 40 ms";
+  Advance(core::Duration::Millis(79));  // t = 119 ms.
+  EXPECT_EQ(daemon_->runner().runs(), 1u);
+  Advance(core::Duration::Millis(1));  // t = 120 ms = first start + 100 ms.
+  EXPECT_EQ(daemon_->runner().runs(), 2u);
+  EXPECT_EQ(LastAssignment("peer-a").epoch(), daemon_->epoch());
+}
+
+TEST_F(DaemonTest, MeasuredPeerBytesBecomeTheJobsFlows) {
+  Client("peer-a", Register("a", {"host0", "host4", "host8"}));
+  v1::Envelope p = Profile("a", 200, 30, true);
+  for (const auto& [src, dst] : std::vector<std::pair<std::string, std::string>>{
+           {"host0/nic0", "host4/nic0"}, {"host4/nic1", "host8/nic1"}}) {
+    v1::PeerBytes* pb = p.mutable_profile_report()->add_peers();
+    pb->set_local_nic(src);
+    pb->set_remote_nic(dst);
+    pb->set_bytes(500000000);
+  }
+  ASSERT_TRUE(Client("peer-a", p).has_ack());
+  Advance(kDebounce);
+  v1::Assignment a = LastAssignment("peer-a");
+  ASSERT_EQ(a.flows_size(), 2);
+  EXPECT_EQ(a.flows(0).src_nic(), "host0/nic0");
+  EXPECT_EQ(a.flows(0).dst_nic(), "host4/nic0");
+  EXPECT_EQ(a.flows(1).src_nic(), "host4/nic1");
+  EXPECT_EQ(a.state(), v1::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(a.level(), 1u);  // Alone: the first job level under the reserved one.
+}
+
+TEST_F(DaemonTest, UnchangedPlanKeepsTheEpochAndPushesNothing) {
+  RegisterThree();
+  Advance(kDebounce);
+  ASSERT_EQ(daemon_->epoch(), 1u);
+  pushes_.clear();
+  // The same profile-less state again: a re-plan runs but nothing changed.
+  Client("peer-a", Heartbeat("a", 1));
+  v1::Envelope r = Client("peer-a", Profile("a", 100, 2, false));  // REGISTERED -> PROFILING.
+  ASSERT_TRUE(r.has_ack());
+  Advance(kDebounce);
+  EXPECT_EQ(daemon_->epoch(), 2u);  // State change is a change.
+  EXPECT_EQ(pushes_["peer-a"].size(), 1u);
+  EXPECT_TRUE(pushes_["peer-b"].empty()) << "only what changed is pushed";
+  pushes_.clear();
+  Client("peer-a", Profile("a", 100, 3, false));  // Same level, same paths.
+  Advance(kDebounce);
+  EXPECT_EQ(daemon_->runner().runs(), 3u);
+  EXPECT_EQ(daemon_->epoch(), 2u);
+  EXPECT_TRUE(pushes_.empty());
+}
+
+TEST_F(DaemonTest, HeartbeatWithStaleEpochGetsTheAssignmentAgain) {
+  RegisterThree();
+  Advance(kDebounce);
+  pushes_.clear();
+  v1::Envelope ack = Client("peer-a", Heartbeat("a", 0));
+  ASSERT_TRUE(ack.has_ack());
+  EXPECT_EQ(ack.ack().epoch(), 1u);
+  ASSERT_EQ(pushes_["peer-a"].size(), 1u);
+  EXPECT_EQ(pushes_["peer-a"][0].assignment().epoch(), 1u);
+  pushes_.clear();
+  Client("peer-a", Heartbeat("a", 1));
+  EXPECT_TRUE(pushes_["peer-a"].empty());
+}
+
+TEST_F(DaemonTest, LeaseExpiryRemovesSilentJobsOnly) {
+  RegisterThree();
+  Advance(kDebounce);
+  Advance(core::Duration::Millis(600));
+  Client("peer-a", Heartbeat("a", 1));   // Only a keeps its lease.
+  Advance(core::Duration::Millis(600));  // b and c: 1220 ms of silence > 1000 ms lease.
+  EXPECT_NE(daemon_->tracker().Find("a"), nullptr);
+  EXPECT_EQ(daemon_->tracker().Find("b"), nullptr);
+  EXPECT_EQ(daemon_->tracker().Find("c"), nullptr);
+  EXPECT_EQ(daemon_->applied().count("b"), 0u);
+  auto stored = store_->LoadJobs().value();
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].job_id, "a");
+  v1::Envelope r = Client("peer-b", Heartbeat("b", 1));
+  ASSERT_TRUE(r.has_error());
+  EXPECT_EQ(r.error().code(), v1::ERROR_CODE_UNKNOWN_JOB);
+  auto audit = store_->RecentAudit(10).value();
+  ASSERT_FALSE(audit.empty());
+  EXPECT_THAT(audit[0].reason, HasSubstr("lease expired"));
+}
+
+TEST_F(DaemonTest, EndJobRemovesTheJob) {
+  RegisterThree();
+  Advance(kDebounce);
+  v1::Envelope e = protocol::NewEnvelope(9);
+  e.mutable_end_job()->set_job_id("b");
+  e.mutable_end_job()->set_reason("done");
+  EXPECT_TRUE(Client("peer-b", e).has_ack());
+  EXPECT_EQ(daemon_->tracker().Find("b"), nullptr);
+  v1::Envelope again = Client("peer-b", e);
+  ASSERT_TRUE(again.has_error());
+  EXPECT_EQ(again.error().code(), v1::ERROR_CODE_UNKNOWN_JOB);
+}
+
+TEST_F(DaemonTest, RestartRestoresStateAndReRegistrationIsIdempotent) {
+  RegisterThree();
+  Client("peer-a", Profile("a", 100, 20, true));
+  Advance(kDebounce);
+  const uint64_t epoch = daemon_->epoch();
+  const auto applied = daemon_->applied();
+  ASSERT_EQ(applied.size(), 3u);
+  Close();  // Like kill -9: nothing is flushed on the way out (every change is already stored).
+  Open();
+  EXPECT_EQ(daemon_->epoch(), epoch);
+  EXPECT_EQ(daemon_->tracker().jobs().size(), 3u);
+  EXPECT_EQ(daemon_->tracker().Find("a")->state, v1::JOB_STATE_SCHEDULED);
+  ASSERT_EQ(daemon_->applied().size(), 3u);
+  for (const auto& [id, a] : applied) {
+    EXPECT_TRUE(SameAssignment(daemon_->applied().at(id), a)) << id;
+    EXPECT_EQ(daemon_->applied().at(id).epoch(), a.epoch());
+  }
+  pushes_.clear();
+  v1::Envelope r = Client("peer-a2", Register("a", {"host0", "host4"}));
+  ASSERT_TRUE(r.has_register_job_reply());
+  EXPECT_TRUE(r.register_job_reply().already_known());
+  EXPECT_EQ(r.register_job_reply().dscp(), applied.at("a").dscp());
+  ASSERT_EQ(pushes_["peer-a2"].size(), 1u) << "the re-registered client gets its assignment";
+  EXPECT_EQ(pushes_["peer-a2"][0].assignment().epoch(), applied.at("a").epoch());
+  // A different placement under the same id is a conflict and changes nothing.
+  v1::Envelope c = Client("peer-x", Register("a", {"host0", "host8"}));
+  ASSERT_TRUE(c.has_error());
+  EXPECT_EQ(c.error().code(), v1::ERROR_CODE_CONFLICT);
+  // The restart re-plan finds nothing to change: same epoch.
+  Advance(kDebounce);
+  EXPECT_EQ(daemon_->epoch(), epoch);
+}
+
+TEST_F(DaemonTest, RefusalsAreCountedAndDoNotDisturbOthers) {
+  RegisterThree();
+  v1::Envelope bad = Client("peer-bad", Register("x", {"host0", "host99"}));
+  ASSERT_TRUE(bad.has_error());
+  EXPECT_EQ(bad.error().code(), v1::ERROR_CODE_UNKNOWN_HOST);
+  EXPECT_THAT(bad.error().message(), HasSubstr("placement[1].host"));
+  v1::Envelope nic = Register("y", {"host0", "host1"});
+  nic.mutable_register_job()->mutable_placement(0)->add_nics()->set_name("host1/nic0");
+  EXPECT_EQ(Client("peer-bad", nic).error().code(), v1::ERROR_CODE_UNKNOWN_HOST);
+  v1::Envelope sw = Register("z", {"host0", "tor0"});
+  EXPECT_EQ(Client("peer-bad", sw).error().code(), v1::ERROR_CODE_UNKNOWN_HOST);
+  v1::Envelope prof = Profile("a", 100, 1, false);
+  v1::PeerBytes* pb = prof.mutable_profile_report()->add_peers();
+  pb->set_local_nic("host0/nic0");
+  pb->set_remote_nic("host9/nic0");  // Exists, but not one of a's hosts.
+  pb->set_bytes(10);
+  EXPECT_EQ(Client("peer-a", prof).error().code(), v1::ERROR_CODE_INVALID_ARGUMENT);
+  pb->set_remote_nic("host77/nic0");
+  EXPECT_EQ(Client("peer-a", prof).error().code(), v1::ERROR_CODE_UNKNOWN_HOST);
+  EXPECT_EQ(Client("peer-q", Profile("nobody", 1, 1, false)).error().code(),
+            v1::ERROR_CODE_UNKNOWN_JOB);
+  v1::Envelope ack = protocol::NewEnvelope(4);
+  ack.mutable_ack()->set_job_id("nobody");
+  EXPECT_EQ(Client("peer-q", ack).error().code(), v1::ERROR_CODE_UNKNOWN_JOB);
+  v1::Envelope push = protocol::NewEnvelope(4);
+  push.mutable_assignment()->set_job_id("a");
+  EXPECT_EQ(Client("peer-q", push).error().code(), v1::ERROR_CODE_INVALID_ARGUMENT);
+  v1::Envelope hello = protocol::NewEnvelope(4);
+  hello.mutable_switch_hello()->set_switch_name("host3");
+  EXPECT_EQ(Client("peer-q", hello).error().code(), v1::ERROR_CODE_UNKNOWN_HOST);
+  v1::Envelope applied = protocol::NewEnvelope(4);
+  applied.mutable_switch_applied()->set_switch_name("tor0");
+  EXPECT_EQ(Client("peer-q", applied).error().code(), v1::ERROR_CODE_NOT_FOUND);
+  // An admin request on the client endpoint is refused, and vice versa.
+  v1::Envelope status = protocol::NewEnvelope(4);
+  status.mutable_status_request();
+  EXPECT_EQ(Client("peer-q", status).error().code(), v1::ERROR_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(Admin(Register("x", {"host0"})).error().code(), v1::ERROR_CODE_INVALID_ARGUMENT);
+
+  // Everyone else is unaffected; the next good message works.
+  Advance(kDebounce);
+  EXPECT_EQ(daemon_->tracker().jobs().size(), 3u);
+  EXPECT_TRUE(Client("peer-bad", Register("x", {"host0", "host8"})).has_register_job_reply());
+  const std::string text = metrics_.Serialize();
+  EXPECT_THAT(text, HasSubstr("crux_errors_total{endpoint=\"client\",kind=\"unknown_host\"} 5"));
+  EXPECT_THAT(text, HasSubstr("crux_errors_total{endpoint=\"client\",kind=\"unknown_job\"} 2"));
+  EXPECT_THAT(text, HasSubstr("crux_errors_total{endpoint=\"admin\",kind=\"invalid_argument\"} 1"));
+}
+
+TEST_F(DaemonTest, SwitchAgentsRegisterAndGetDesiredState) {
+  RegisterThree();
+  Advance(kDebounce);
+  v1::Envelope hello = protocol::NewEnvelope(4);
+  hello.mutable_switch_hello()->set_switch_name("tor0");
+  hello.mutable_switch_hello()->mutable_capabilities()->set_queues(8);
+  EXPECT_TRUE(Client("agent-tor0", hello).has_ack());
+  ASSERT_EQ(pushes_["agent-tor0"].size(), 1u);
+  const v1::SwitchQosState& st = pushes_["agent-tor0"][0].switch_state();
+  EXPECT_EQ(st.epoch(), daemon_->epoch());
+  EXPECT_EQ(st.dscp_to_tc_size(), 3);                                // One colour per job.
+  for (const auto& [dscp, tc] : st.dscp_to_tc()) EXPECT_EQ(tc, 7u);  // Level 0 -> top queue.
+  v1::Envelope applied = protocol::NewEnvelope(5);
+  applied.mutable_switch_applied()->set_switch_name("tor0");
+  applied.mutable_switch_applied()->set_epoch(st.epoch());
+  applied.mutable_switch_applied()->set_ok(true);
+  EXPECT_TRUE(Client("agent-tor0", applied).has_ack());
+  v1::Envelope list = protocol::NewEnvelope(6);
+  list.mutable_list_switches_request();
+  v1::Envelope r = Admin(list);
+  ASSERT_EQ(r.list_switches_reply().switches_size(), 1);
+  EXPECT_EQ(r.list_switches_reply().switches(0).name(), "tor0");
+  EXPECT_EQ(r.list_switches_reply().switches(0).applied_epoch(), st.epoch());
+}
+
+TEST_F(DaemonTest, DryRunComputesButNeitherPushesNorAdvancesTheEpoch) {
+  DaemonConfig c = config_;
+  c.dry_run = true;
+  EXPECT_TRUE(daemon_->Reload(c).empty());
+  RegisterThree();
+  Advance(kDebounce * 2);
+  EXPECT_GE(daemon_->runner().runs(), 1u);
+  EXPECT_EQ(daemon_->epoch(), 0u);
+  EXPECT_TRUE(pushes_.empty());
+  c.dry_run = false;
+  c.client_endpoint = "tcp://127.0.0.1:1";
+  EXPECT_THAT(daemon_->Reload(c), ::testing::ElementsAre("client_endpoint"));
+  EXPECT_EQ(daemon_->config().client_endpoint, config_.client_endpoint);  // Restart-only.
+  Advance(kDebounce);
+  EXPECT_EQ(daemon_->epoch(), 1u);
+  EXPECT_EQ(pushes_.size(), 3u);
+}
+
+TEST_F(DaemonTest, AdminStatusJobsExplainLinksAndDryRun) {
+  RegisterThree();
+  for (const char* id : {"a", "b", "c"}) {
+    Client(std::string("peer-") + id, Profile(id, std::string(id) == "a" ? 50 : 400, 20, true));
+  }
+  Advance(kDebounce);
+  v1::Envelope req = protocol::NewEnvelope(7);
+  req.mutable_status_request();
+  v1::Envelope st = Admin(req);
+  ASSERT_TRUE(st.has_status_reply()) << st.DebugString();
+  EXPECT_EQ(st.request_id(), 7u);
+  EXPECT_EQ(st.status_reply().jobs(), 3u);
+  EXPECT_EQ(st.status_reply().jobs_by_state().at("scheduled"), 3u);
+  EXPECT_EQ(st.status_reply().epoch(), daemon_->epoch());
+  EXPECT_EQ(st.status_reply().hosts(), 16u);
+  EXPECT_EQ(st.status_reply().clients(), 3u);
+
+  req = protocol::NewEnvelope(8);
+  req.mutable_list_jobs_request();
+  v1::Envelope jobs = Admin(req);
+  ASSERT_EQ(jobs.list_jobs_reply().jobs_size(), 3);
+  for (const auto& j : jobs.list_jobs_reply().jobs()) {
+    EXPECT_GT(j.intensity(), 0);
+    EXPECT_GE(j.rank(), 0);
+    EXPECT_GE(j.level(), 1);
+    EXPECT_EQ(j.gpus(), 16u);
+  }
+
+  req = protocol::NewEnvelope(9);
+  req.mutable_job_request()->set_job_id("a");
+  v1::Envelope detail = Admin(req);
+  ASSERT_TRUE(detail.has_job_detail()) << detail.DebugString();
+  const v1::JobDetail& d = detail.job_detail();
+  EXPECT_EQ(d.hosts_size(), 2);
+  EXPECT_EQ(d.flows_size(), 4);
+  EXPECT_GT(d.comm_time_ms(), 0);
+  EXPECT_FALSE(d.bottleneck().empty());
+  ASSERT_GE(d.contends_with_size(), 1);
+  for (const auto& c : d.contends_with()) {
+    EXPECT_TRUE(c.other_job() == "b" || c.other_job() == "c");
+    EXPECT_GE(c.links_size(), 1);
+    EXPECT_THAT(c.links(0), HasSubstr("->"));
+  }
+  EXPECT_THAT(d.explanation(), HasSubstr("level"));
+  EXPECT_THAT(d.explanation(), HasSubstr("P_j"));
+  req.mutable_job_request()->set_job_id("nope");
+  EXPECT_EQ(Admin(req).error().code(), v1::ERROR_CODE_NOT_FOUND);
+
+  req = protocol::NewEnvelope(10);
+  req.mutable_list_links_request()->set_all(false);
+  v1::Envelope links = Admin(req);
+  ASSERT_GT(links.list_links_reply().links_size(), 0);
+  for (const auto& l : links.list_links_reply().links()) {
+    EXPECT_GT(l.load_bps(), 0);
+    EXPECT_GE(l.jobs(), 1u);
+  }
+  req.mutable_list_links_request()->set_all(true);
+  EXPECT_EQ(Admin(req).list_links_reply().links_size(), 144);
+
+  // Take tor0's uplink to agg0 down: a re-plan moves flows off it.
+  req = protocol::NewEnvelope(11);
+  req.mutable_set_link_request()->set_link("tor0-agg0");
+  req.mutable_set_link_request()->set_health(v1::LINK_HEALTH_DOWN);
+  v1::Envelope set = Admin(req);
+  ASSERT_TRUE(set.has_set_link_reply()) << set.DebugString();
+  EXPECT_EQ(set.set_link_reply().changed_size(), 2);
+  const uint64_t before = daemon_->epoch();
+  Advance(kDebounce);
+  EXPECT_GT(daemon_->epoch(), before);
+  for (const auto& [id, a] : daemon_->applied()) {
+    for (const auto& f : a.flows()) {
+      for (int h = 0; h + 1 < f.path_size(); ++h) {
+        EXPECT_FALSE(f.path(h) == "tor0" && f.path(h + 1) == "agg0") << id;
+      }
+    }
+  }
+  EXPECT_EQ(store_->LoadLinkOverrides().value().size(), 2u);
+  req.mutable_set_link_request()->set_link("tor0->nothing");
+  EXPECT_EQ(Admin(req).error().code(), v1::ERROR_CODE_NOT_FOUND);
+  req.mutable_set_link_request()->set_link("tor0->agg1");
+  req.mutable_set_link_request()->set_health(v1::LINK_HEALTH_DEGRADED);
+  req.mutable_set_link_request()->set_capacity_bps(1e15);
+  EXPECT_EQ(Admin(req).error().code(), v1::ERROR_CODE_INVALID_ARGUMENT);
+
+  // Dry run: bringing the link back would change something, but nothing is applied.
+  req.mutable_set_link_request()->set_link("tor0-agg0");
+  req.mutable_set_link_request()->set_health(v1::LINK_HEALTH_UP);
+  ASSERT_TRUE(Admin(req).has_set_link_reply());
+  const uint64_t at = daemon_->epoch();
+  v1::Envelope dry = protocol::NewEnvelope(12);
+  dry.mutable_plan_dry_run_request();
+  v1::Envelope changes = Admin(dry);
+  ASSERT_TRUE(changes.has_plan_dry_run_reply()) << changes.DebugString();
+  EXPECT_GT(changes.plan_dry_run_reply().replan_ms(), 0);
+  EXPECT_EQ(daemon_->epoch(), at);
+}
+
+}  // namespace
+}  // namespace crux::daemon

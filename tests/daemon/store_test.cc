@@ -1,0 +1,165 @@
+// SqliteStore: schema version and migrations, persistence across reopen, transactions.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <string>
+
+#include "crux/daemon/store.h"
+
+namespace crux::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("crux_store_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    path_ = (dir_ / "sub" / "cruxd.sqlite").string();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path dir_;
+  std::string path_;
+};
+
+TEST_F(StoreTest, CreatesFileAtLatestSchemaInWalMode) {
+  auto s = OpenSqliteStore(path_);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(fs::exists(path_));
+  auto v = SqliteSchemaVersion(path_);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, StoreSchemaVersion());
+  EXPECT_GE(StoreSchemaVersion(), 3);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "wal");
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+TEST_F(StoreTest, MigratesAnOlderFileForward) {
+  { ASSERT_TRUE(OpenSqliteStore(path_, 1).ok()); }
+  EXPECT_EQ(*SqliteSchemaVersion(path_), 1);
+  {
+    // A row as a v1 cruxd wrote it (no owner column yet).
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "INSERT INTO jobs(job_id, registration, registered_ms, last_seen_ms, "
+                           "state) VALUES('old', x'00', 1, 2, 1)",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto s = OpenSqliteStore(path_);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(*SqliteSchemaVersion(path_), StoreSchemaVersion());
+  auto jobs = (*s)->LoadJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].job_id, "old");
+  EXPECT_EQ((*jobs)[0].owner, "");  // v3 default.
+  // The v2 indexes exist.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db,
+                               "SELECT count(*) FROM sqlite_master WHERE type='index' AND "
+                               "name IN ('audit_job','audit_ts')",
+                               -1, &st, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(st, 0), 2);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+TEST_F(StoreTest, RefusesANewerSchema) {
+  { ASSERT_TRUE(OpenSqliteStore(path_).ok()); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  auto s = OpenSqliteStore(path_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), core::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.status().message(), ::testing::HasSubstr("newer"));
+}
+
+TEST_F(StoreTest, UnopenablePathIsUnavailable) {
+  auto s = OpenSqliteStore("/proc/definitely/not/here.sqlite");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), core::StatusCode::kUnavailable);
+}
+
+TEST_F(StoreTest, EverythingSurvivesReopen) {
+  {
+    auto s = OpenSqliteStore(path_);
+    ASSERT_TRUE(s.ok());
+    Store& st = **s;
+    ASSERT_TRUE(st.PutMeta("topology_source", "embedded").ok());
+    ASSERT_TRUE(st.PutMeta("topology_source", "file.yaml").ok());  // Overwrites.
+    StoredJob a{"a", "t1", std::string("\x01\x00\x02", 3), 10, 100, 200, 1, "", "key-a"};
+    StoredJob b{"b", "", "regb", 12, 101, 201, 2, "", ""};
+    ASSERT_TRUE(st.UpsertJob(a).ok());
+    ASSERT_TRUE(st.UpsertJob(b).ok());
+    ASSERT_TRUE(st.PutProfile("b", "profile-b", 300).ok());
+    b.state = 3;
+    ASSERT_TRUE(st.UpsertJob(b).ok());  // Keeps the profile.
+    ASSERT_TRUE(st.ApplyPlan(7, {{"a", 1, 10, 7, "asg-a"}, {"b", 2, 12, 7, "asg-b"}}, {},
+                             {{1, 7, "a", -1, 1, "registered"}, {1, 7, "b", -1, 2, "registered"}})
+                    .ok());
+    ASSERT_TRUE(st.PutLinkOverride({"tor0->agg0", 3, 0, 5}).ok());
+    ASSERT_TRUE(st.PutLinkOverride({"tor1->agg0", 2, 1e9, 6}).ok());
+    ASSERT_TRUE(st.DeleteLinkOverride("tor1->agg0").ok());
+  }
+  auto s = OpenSqliteStore(path_);
+  ASSERT_TRUE(s.ok());
+  Store& st = **s;
+  EXPECT_EQ(*st.GetMeta("topology_source").value(), "file.yaml");
+  EXPECT_FALSE(st.GetMeta("nothing").value().has_value());
+  EXPECT_EQ(st.LoadEpoch().value(), 7u);
+  auto jobs = st.LoadJobs().value();
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0].job_id, "a");
+  EXPECT_EQ(jobs[0].registration, std::string("\x01\x00\x02", 3));  // Binary-safe.
+  EXPECT_EQ(jobs[0].tenant, "t1");
+  EXPECT_EQ(jobs[0].dscp, 10u);
+  EXPECT_EQ(jobs[0].profile, "");
+  EXPECT_EQ(jobs[0].owner, "key-a");
+  EXPECT_EQ(jobs[1].profile, "profile-b");
+  EXPECT_EQ(jobs[1].state, 3);
+  auto plan = st.LoadPlan().value();
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[1].assignment, "asg-b");
+  EXPECT_EQ(plan[1].level, 2);
+  EXPECT_EQ(plan[1].epoch, 7u);
+  auto links = st.LoadLinkOverrides().value();
+  ASSERT_EQ(links.size(), 1u);
+  EXPECT_EQ(links[0].link, "tor0->agg0");
+  EXPECT_EQ(links[0].health, 3);
+  auto audit = st.RecentAudit(10).value();
+  ASSERT_EQ(audit.size(), 2u);
+  EXPECT_EQ(audit[0].job_id, "b");  // Newest first.
+  EXPECT_EQ(audit[0].reason, "registered");
+
+  // Removing a job removes its profile and plan row; ApplyPlan removals work too.
+  ASSERT_TRUE(st.DeleteJob("b").ok());
+  ASSERT_TRUE(st.ApplyPlan(8, {}, {"a"}, {{2, 8, "a", 1, -1, "gone"}}).ok());
+  EXPECT_EQ(st.LoadJobs().value().size(), 1u);
+  EXPECT_TRUE(st.LoadPlan().value().empty());
+  EXPECT_EQ(st.LoadEpoch().value(), 8u);
+  EXPECT_EQ(st.RecentAudit(1).value()[0].new_level, -1);
+}
+
+}  // namespace
+}  // namespace crux::daemon
