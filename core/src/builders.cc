@@ -441,10 +441,19 @@ Result<Topology> BuildClos3(const Clos3Params& p) {
   CRUX_RETURN_IF_ERROR(CheckGbps(Field(kKind, "tor_agg_gbps"), p.tor_agg_gbps));
   CRUX_RETURN_IF_ERROR(CheckGbps(Field(kKind, "agg_core_gbps"), p.agg_core_gbps));
   const int nics = p.host.nics_per_host;
+  if (p.dual_tor && p.tors_per_pod % 2 != 0) {
+    return InvalidArgumentError("clos3.tors_per_pod: must be even when dual_tor (got " +
+                                std::to_string(p.tors_per_pod) + ")");
+  }
+  if (p.dual_tor && nics < 2) {
+    return InvalidArgumentError("clos3.nics_per_host: must be >= 2 when dual_tor (got " +
+                                std::to_string(nics) + ")");
+  }
   const int64_t num_tors = Mul(p.pods, p.tors_per_pod);
   const int64_t num_aggs = Mul(p.pods, p.aggs_per_pod);
   const int64_t cores_per_plane = p.cores / p.aggs_per_pod;
-  const int64_t hosts = Mul(num_tors, p.hosts_per_tor);
+  const int64_t tor_groups = p.dual_tor ? num_tors / 2 : num_tors;
+  const int64_t hosts = Mul(tor_groups, p.hosts_per_tor);
   const int64_t nic_count = Mul(hosts, nics);
   CRUX_RETURN_IF_ERROR(CheckSize(
       kKind, Add(Add(hosts, nic_count), Add(Add(num_tors, num_aggs), p.cores)),
@@ -464,11 +473,12 @@ Result<Topology> BuildClos3(const Clos3Params& p) {
   CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> cores,
                         AddSwitches(topo, "core", p.cores, NodeKind::kCore));
   for (int64_t h = 0; h < hosts; ++h) {
-    const NodeId tor = tors[static_cast<size_t>(h / p.hosts_per_tor)];
+    const int64_t group = h / p.hosts_per_tor;
     for (int i = 0; i < nics; ++i) {
       const NodeId nic = nic_ids[static_cast<size_t>(h * nics + i)];
+      const int64_t tor_index = p.dual_tor ? 2 * group + (i % 2) : group;
       CRUX_RETURN_IF_ERROR(AddPcie(topo, nic, pcie));
-      CRUX_RETURN_IF_ERROR(AddCables(topo, nic, tor, nic_bw, lat));
+      CRUX_RETURN_IF_ERROR(AddCables(topo, nic, tors[static_cast<size_t>(tor_index)], nic_bw, lat));
     }
   }
   for (int64_t pod = 0; pod < p.pods; ++pod) {

@@ -376,6 +376,39 @@ TEST(BuildersTest, Clos3RejectsBadParameters) {
   ExpectInvalid(err([](Clos3Params& p) { p.host.nic_gbps = 0; }), "clos3.host.nic_gbps: ");
 }
 
+TEST(BuildersTest, Clos3DualTorWiresEachHostToAToRPair) {
+  Clos3Params p;  // 2 pods x (one ToR pair, 2 Aggs), 4 cores.
+  p.dual_tor = true;
+  p.hosts_per_tor = 3;  // Hosts per ToR pair.
+  p.host.nics_per_host = 4;
+  Result<Topology> t = BuildClos3(p);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->hosts().size(), 6u);  // 2 pods x 1 pair x 3 hosts.
+  EXPECT_EQ(CountKind(*t, NodeKind::kTor), 4u);
+  // Even NICs on the pair's first ToR, odd NICs on its second.
+  EXPECT_TRUE(Adjacent(*t, "host0/nic0", "tor0"));
+  EXPECT_TRUE(Adjacent(*t, "host0/nic1", "tor1"));
+  EXPECT_TRUE(Adjacent(*t, "host0/nic2", "tor0"));
+  EXPECT_TRUE(Adjacent(*t, "host0/nic3", "tor1"));
+  EXPECT_FALSE(Adjacent(*t, "host0/nic1", "tor0"));
+  EXPECT_TRUE(Adjacent(*t, "host3/nic0", "tor2"));
+  EXPECT_TRUE(Adjacent(*t, "host5/nic3", "tor3"));
+  PathFinder pf(*t);
+  EXPECT_EQ(PathCount(pf, "host0/nic0", "host1/nic0"), 1u);  // Same ToR.
+  EXPECT_EQ(PathHops(pf, "host0/nic0", "host1/nic0"), 2);
+  EXPECT_EQ(PathCount(pf, "host0/nic0", "host3/nic0"), 4u);  // Other pod: 2 Aggs x 2 cores.
+}
+
+TEST(BuildersTest, Clos3DualTorRejectsOddPairsAndSingleNics) {
+  Clos3Params p;
+  p.dual_tor = true;
+  p.tors_per_pod = 3;
+  ExpectInvalid(BuildClos3(p).status(), "clos3.tors_per_pod: must be even when dual_tor (got 3)");
+  p.tors_per_pod = 2;
+  p.host.nics_per_host = 1;
+  ExpectInvalid(BuildClos3(p).status(), "clos3.nics_per_host: must be >= 2 when dual_tor (got 1)");
+}
+
 // ---- fattree ----
 
 TEST(BuildersTest, FatTreeK4Has16Hosts20SwitchesAnd4CrossPodPaths) {

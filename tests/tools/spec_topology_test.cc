@@ -100,6 +100,9 @@ TEST(SpecTopologyTest, ParsesEveryGeneratedKind) {
       {"topology: {kind: clos3, pods: 2, tors_per_pod: 2, aggs_per_pod: 2, cores: 4, "
        "hosts_per_tor: 3, tor_agg_gbps: 100, agg_core_gbps: 100}",
        12},
+      {"topology: {kind: clos3, pods: 3, tors_per_pod: 2, aggs_per_pod: 2, cores: 4, "
+       "hosts_per_tor: 5, nics_per_host: 2, dual_tor: true}",
+       15},
       {"topology: {kind: fattree, k: 4, link_gbps: 100}", 16},
       {"topology: {kind: hpn, segments: 2, hosts_per_segment: 4, rails: 2, planes: 2, "
        "aggs_per_plane: 2, nic_port_gbps: 200, tor_agg_gbps: 400}",

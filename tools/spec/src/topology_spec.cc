@@ -85,7 +85,7 @@ Result<core::Topology> ParseClos3(const YAML::Node& n) {
       internal::CheckMap(n, kPath,
                          {"kind", "pods", "tors_per_pod", "aggs_per_pod", "cores", "hosts_per_tor",
                           "tor_agg_gbps", "agg_core_gbps", "nics_per_host", "gpus_per_host",
-                          "nic_gbps", "pcie_gbps", "link_latency_us"}));
+                          "nic_gbps", "pcie_gbps", "link_latency_us", "dual_tor"}));
   core::Clos3Params p;
   CRUX_RETURN_IF_ERROR(ReadHostParams(n, &p.host));
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "pods", 1, &p.pods));
@@ -96,6 +96,7 @@ Result<core::Topology> ParseClos3(const YAML::Node& n) {
   CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "tor_agg_gbps", Bound::kPositive, &p.tor_agg_gbps));
   CRUX_RETURN_IF_ERROR(
       OptionalNumber(n, kPath, "agg_core_gbps", Bound::kPositive, &p.agg_core_gbps));
+  CRUX_RETURN_IF_ERROR(OptionalBool(n, kPath, "dual_tor", &p.dual_tor));
   if (p.cores % p.aggs_per_pod != 0) {
     YAML::Node at = internal::Has(n, "cores") ? Get(n, "cores") : n;
     return ErrorAt(at, Child(kPath, "cores"),

@@ -73,9 +73,15 @@ struct Clos3Params {
   int aggs_per_pod = 2;       // >= 1.
   int cores = 4;              // >= 1, a multiple of aggs_per_pod: plane a = cores
                               // [a*c/aggs, (a+1)*c/aggs).
-  int hosts_per_tor = 4;      // >= 1.
+  int hosts_per_tor = 4;      // >= 1. With dual_tor: hosts per ToR pair.
   double tor_agg_gbps = 400;  // > 0.
   double agg_core_gbps = 400;
+  // false: every NIC of a host goes to the host's ToR (tor = host / hosts_per_tor).
+  // true:  dual-ToR ("double-sided") access: the ToRs of a pod form pairs (2q, 2q + 1), each
+  //        pair serves hosts_per_tor hosts, and NIC i of a host goes to ToR 2q + (i % 2) of its
+  //        pair, so every host reaches two ToRs. tors_per_pod must be even and nics_per_host
+  //        >= 2. Hosts: pods * tors_per_pod / 2 * hosts_per_tor.
+  bool dual_tor = false;
 };
 Result<Topology> BuildClos3(const Clos3Params& p);
 

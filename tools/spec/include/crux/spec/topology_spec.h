@@ -12,7 +12,7 @@
 //     pcie_gbps, link_latency_us
 //   clos2:   tors, aggs, hosts_per_tor, uplink_gbps, uplinks_per_agg, rail_optimized
 //   clos3:   pods, tors_per_pod, aggs_per_pod, cores, hosts_per_tor, tor_agg_gbps,
-//            agg_core_gbps
+//            agg_core_gbps, dual_tor
 //   fattree: k, link_gbps (nics_per_host, if given, must be 1)
 //   hpn:     segments, hosts_per_segment, rails, planes, aggs_per_plane, nic_port_gbps,
 //            tor_agg_gbps, pcie_gbps, link_latency_us

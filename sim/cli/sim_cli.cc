@@ -1,0 +1,419 @@
+#include "sim_cli.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "crux/core/policy.h"
+#include "crux/sim/simulator.h"
+#include "crux/sim/workload/generator.h"
+#include "crux/sim/workload/link_events.h"
+#include "crux/sim/workload/models.h"
+#include "crux/sim/workload/placement.h"
+#include "crux/sim/workload/scenario.h"
+#include "crux/sim/workload/trace.h"
+#include "crux/sim/workload/workload.h"
+#include "crux/spec/topology_spec.h"
+#include "sim_output.h"
+
+namespace crux::simcli {
+namespace {
+
+namespace wl = sim::workload;
+constexpr const char* kProgram = "crux-sim";
+
+// An error with its exit code.
+struct Failure {
+  int code = kExitOk;
+  std::string message;
+};
+
+int ExitCodeFor(const core::Status& s) {
+  switch (s.code()) {
+    case core::StatusCode::kInvalidArgument:
+    case core::StatusCode::kNotFound:
+    case core::StatusCode::kAlreadyExists:
+    case core::StatusCode::kOutOfRange:
+    case core::StatusCode::kFailedPrecondition:
+      return kExitUsage;
+    default:
+      return kExitSimulation;
+  }
+}
+
+std::string DefaultModelsPath() {
+  return (std::filesystem::path(CRUX_DATA_DIR) / "models.yaml").string();
+}
+
+struct RunFlags {
+  std::string scenario;
+  std::string topology;
+  std::string jobs;
+  std::string trace;
+  std::string models;
+  std::string link_events;
+  std::string policies;  // run: one; compare: comma-separated.
+  std::optional<int> levels;
+  std::optional<uint64_t> seed;
+  std::optional<double> horizon_s;
+  std::optional<double> sample_interval_s;
+  std::optional<int> gpus_per_host;
+  bool no_fast_forward = false;
+  bool no_plots = false;
+  bool quiet = false;
+  std::string out;
+};
+
+struct GenFlags {
+  uint64_t seed = 1;
+  double days = 14;
+  double mean_interarrival_s = 240;
+  std::string models;
+  std::string topology;
+  int gpus_per_host = 8;
+  std::string out;
+};
+
+void AddRunFlags(CLI::App* cmd, RunFlags* f, bool compare) {
+  cmd->add_option("--scenario", f->scenario, "Scenario YAML (configs/scenarios); flags override");
+  cmd->add_option("--topology", f->topology, "Topology YAML");
+  cmd->add_option("--jobs", f->jobs, "Jobs YAML (crux-plan format + arrival_s, duration_s, ...)");
+  cmd->add_option("--trace", f->trace, "Trace CSV (docs/sim-workloads.md)");
+  cmd->add_option("--models", f->models, "Model profiles YAML for traces (default: shipped)");
+  cmd->add_option("--link-events", f->link_events,
+                  "Link failure/degradation CSV (time_s,a,b,gbps)");
+  if (compare) {
+    cmd->add_option("--policies", f->policies, "Comma-separated policies, e.g. crux,ecmp,ideal");
+  } else {
+    cmd->add_option("--policy", f->policies, "Scheduling policy (default crux)");
+  }
+  cmd->add_option("--levels", f->levels, "Hardware priority levels K (default 8)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--seed", f->seed, "Seed (default 1)");
+  cmd->add_option("--horizon-s", f->horizon_s, "Simulated seconds (default: last job's end)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--sample-interval-s", f->sample_interval_s,
+                  "Time-series sampling period (default: horizon / 500, at least 1 s)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--gpus-per-host", f->gpus_per_host, "GPUs per host for placement (default 8)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_flag("--no-fast-forward", f->no_fast_forward,
+                "Simulate every flow (no steady-state jump)");
+  cmd->add_flag("--no-plots", f->no_plots, "Skip the gnuplot PNGs");
+  cmd->add_flag("--quiet", f->quiet, "No progress on stderr");
+  cmd->add_option("--out", f->out, "Output directory")->required();
+}
+
+std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// Everything a run needs, loaded and checked.
+struct Prepared {
+  core::Topology topo;
+  std::vector<sim::SimJob> jobs;
+  std::vector<sim::LinkEvent> link_events;
+  std::vector<std::string> policies;
+  sim::SimOptions options;
+  RunInfo info;
+};
+
+std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std::ostream& err) {
+  wl::Scenario sc;
+  if (!f.scenario.empty()) {
+    core::Result<wl::Scenario> s = wl::LoadScenarioFile(f.scenario);
+    if (!s.ok()) return Failure{kExitUsage, s.status().message()};
+    sc = *s;
+  }
+  const std::string topo_path = !f.topology.empty() ? f.topology : sc.topology_path;
+  if (topo_path.empty()) return Failure{kExitUsage, "--topology: required (or --scenario)"};
+  const int flag_sources = static_cast<int>(!f.jobs.empty()) + static_cast<int>(!f.trace.empty());
+  if (flag_sources > 1) return Failure{kExitUsage, "--jobs and --trace: give only one"};
+  std::string jobs_path = f.jobs;
+  std::string trace_path = f.trace;
+  std::optional<wl::GeneratorOptions> generate;
+  if (flag_sources == 0) {
+    jobs_path = sc.jobs_path;
+    trace_path = sc.trace_path;
+    generate = sc.generate;
+  }
+  if (jobs_path.empty() && trace_path.empty() && !generate) {
+    return Failure{kExitUsage, "--jobs or --trace: one is required (or --scenario)"};
+  }
+  // Policies.
+  std::vector<std::string> policies = SplitCommas(f.policies);
+  if (policies.empty()) policies = sc.policies;
+  if (policies.empty()) policies = {"crux"};
+  if (!compare && policies.size() > 1) {
+    if (!f.policies.empty()) return Failure{kExitUsage, "--policy: give one policy (use compare)"};
+    policies.resize(1);
+  }
+  const std::vector<std::string>& known = core::PolicyNames();
+  for (const std::string& name : policies) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+      return Failure{kExitUsage, std::string(compare ? "--policies" : "--policy") +
+                                     ": unknown policy '" + name + "' (valid: " + list + ")"};
+    }
+  }
+  p->policies = policies;
+
+  core::Result<core::Topology> topo = spec::LoadTopologyFile(topo_path);
+  if (!topo.ok()) return Failure{kExitUsage, topo.status().message()};
+  p->topo = std::move(*topo);
+  const int gpus_per_host = f.gpus_per_host.value_or(sc.gpus_per_host.value_or(8));
+
+  std::string workload_name;
+  if (!jobs_path.empty()) {
+    core::Result<std::vector<sim::SimJob>> jobs = wl::LoadJobsWorkload(jobs_path, p->topo);
+    if (!jobs.ok()) return Failure{kExitUsage, jobs.status().message()};
+    p->jobs = std::move(*jobs);
+    workload_name = jobs_path;
+  } else {
+    std::string models_path = f.models;
+    if (models_path.empty()) models_path = sc.models_path;
+    if (models_path.empty()) models_path = DefaultModelsPath();
+    core::Result<wl::ModelCatalog> models = wl::LoadModelsFile(models_path);
+    if (!models.ok()) return Failure{kExitUsage, models.status().message()};
+    std::vector<wl::TraceJob> trace;
+    if (!trace_path.empty()) {
+      core::Result<std::vector<wl::TraceJob>> t = wl::LoadTraceFile(trace_path);
+      if (!t.ok()) return Failure{kExitUsage, t.status().message()};
+      trace = std::move(*t);
+      workload_name = trace_path;
+    } else {
+      std::optional<wl::Placer> placer;
+      if (sc.generate_place) {
+        core::Result<wl::Placer> pl = wl::Placer::Create(p->topo, gpus_per_host);
+        if (!pl.ok()) return Failure{kExitUsage, pl.status().message()};
+        placer = std::move(*pl);
+      }
+      core::Result<std::vector<wl::TraceJob>> t =
+          wl::GenerateTrace(*generate, *models, &p->topo, placer ? &*placer : nullptr);
+      if (!t.ok()) return Failure{kExitUsage, "generate: " + t.status().message()};
+      trace = std::move(*t);
+      workload_name = "generated(seed=" + std::to_string(generate->seed) +
+                      ", days=" + std::to_string(generate->days) + ")";
+      // Keep the generated trace with the results.
+      std::error_code ec;
+      std::filesystem::create_directories(f.out, ec);
+      core::Status w =
+          wl::WriteTraceFile((std::filesystem::path(f.out) / "trace.csv").string(), trace);
+      if (!w.ok()) return Failure{kExitSimulation, w.message()};
+    }
+    core::Result<std::vector<sim::SimJob>> jobs =
+        wl::TraceToSimJobs(trace, *models, p->topo, gpus_per_host);
+    if (!jobs.ok()) return Failure{kExitUsage, jobs.status().message()};
+    p->jobs = std::move(*jobs);
+  }
+
+  const std::string events_path = !f.link_events.empty() ? f.link_events : sc.link_events_path;
+  if (!events_path.empty()) {
+    core::Result<std::vector<sim::LinkEvent>> ev = wl::LoadLinkEventsFile(events_path, p->topo);
+    if (!ev.ok()) return Failure{kExitUsage, ev.status().message()};
+    p->link_events = std::move(*ev);
+  }
+
+  // Options.
+  sim::SimOptions& o = p->options;
+  o.policy.planner.levels = f.levels.value_or(sc.levels.value_or(8));
+  o.policy.planner.seed = f.seed.value_or(sc.seed.value_or(1));
+  o.policy.planner.resolve_ports = false;
+  core::Status valid = core::ValidatePlannerOptions(o.policy.planner);
+  if (!valid.ok()) return Failure{kExitUsage, "options: " + valid.message()};
+  double horizon = 0;
+  if (f.horizon_s) {
+    horizon = *f.horizon_s;
+  } else if (sc.horizon_s) {
+    horizon = *sc.horizon_s;
+  } else {
+    horizon = 3600;
+    for (const sim::SimJob& j : p->jobs) {
+      const double end = j.arrival.ToSeconds() + (j.duration ? j.duration->ToSeconds() : 3600.0);
+      horizon = std::max(horizon, end);
+    }
+  }
+  if (!std::isfinite(horizon) || !(horizon > 0)) {
+    return Failure{kExitUsage, "--horizon-s: must be a finite number > 0"};
+  }
+  o.horizon = core::Duration::Seconds(horizon);
+  o.fast_forward = f.no_fast_forward ? false : sc.fast_forward.value_or(true);
+  o.gpus_per_host = gpus_per_host;
+  o.sample_interval =
+      core::Duration::Seconds(f.sample_interval_s.value_or(std::max(1.0, horizon / 500.0)));
+  if (!f.quiet) {
+    o.progress = [&err](const sim::Progress& pr) {
+      const double sim_s = pr.simulated.ToSeconds();
+      const double total = pr.horizon.ToSeconds();
+      const double rate = pr.wall_s > 0 ? static_cast<double>(pr.events) / pr.wall_s : 0;
+      const double eta = sim_s > 0 ? pr.wall_s * (total - sim_s) / sim_s : 0;
+      char line[256];
+      std::snprintf(line, sizeof(line),
+                    "%s: simulated %.2f h / %.2f h (%.1f%%), %llu events, %.0f events/s, "
+                    "ETA %.0f s\n",
+                    kProgram, sim_s / 3600, total / 3600, total > 0 ? 100 * sim_s / total : 0,
+                    static_cast<unsigned long long>(pr.events), rate, eta);
+      err << line << std::flush;
+    };
+  }
+  p->info.topology = topo_path;
+  p->info.workload = workload_name;
+  p->info.levels = o.policy.planner.levels;
+  p->info.seed = o.policy.planner.seed;
+  p->info.horizon_s = horizon;
+  return std::nullopt;
+}
+
+std::optional<Failure> SimulateOne(const Prepared& p, const std::string& policy,
+                                   sim::SimResult* result, std::ostream& err, bool quiet) {
+  if (!quiet) err << kProgram << ": running policy '" << policy << "'\n";
+  core::Result<sim::SimResult> r = sim::Simulate(p.topo, policy, p.jobs, p.link_events, p.options);
+  if (!r.ok()) {
+    return Failure{ExitCodeFor(r.status()),
+                   r.status().WithContext("simulation (" + policy + ")").message()};
+  }
+  *result = std::move(*r);
+  if (result->policy.empty()) result->policy = policy;
+  return std::nullopt;
+}
+
+int Fail(std::ostream& err, const Failure& f) {
+  err << kProgram << ": error: " << f.message << "\n";
+  return f.code;
+}
+
+int DoRun(const RunFlags& f, std::ostream& out, std::ostream& err) {
+  Prepared p;
+  if (auto e = Prepare(f, /*compare=*/false, &p, err)) return Fail(err, *e);
+  sim::SimResult r;
+  if (auto e = SimulateOne(p, p.policies[0], &r, err, f.quiet)) return Fail(err, *e);
+  core::Status w = WriteRunOutputs(r, p.info, f.out, !f.no_plots);
+  if (!w.ok()) return Fail(err, {kExitSimulation, w.message()});
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "policy %s: gpu_utilization %.4f, cluster_utilization %.4f, %zu jobs, mean JCT "
+                "%.1f s, %llu events, %.2f s wall\n",
+                r.policy.c_str(), r.gpu_utilization, r.cluster_utilization, r.jobs.size(),
+                MeanJct(r), static_cast<unsigned long long>(r.events), r.wall_s);
+  out << line;
+  return kExitOk;
+}
+
+int DoCompare(const RunFlags& f, std::ostream& out, std::ostream& err) {
+  Prepared p;
+  if (auto e = Prepare(f, /*compare=*/true, &p, err)) return Fail(err, *e);
+  std::vector<sim::SimResult> results;
+  for (const std::string& policy : p.policies) {
+    sim::SimResult r;
+    if (auto e = SimulateOne(p, policy, &r, err, f.quiet)) return Fail(err, *e);
+    core::Status w =
+        WriteRunOutputs(r, p.info, (std::filesystem::path(f.out) / policy).string(), !f.no_plots);
+    if (!w.ok()) return Fail(err, {kExitSimulation, w.message()});
+    results.push_back(std::move(r));
+  }
+  core::Status w = WriteCompareOutputs(results, p.info, f.out, !f.no_plots);
+  if (!w.ok()) return Fail(err, {kExitSimulation, w.message()});
+  out << CompareTable(results);
+  return kExitOk;
+}
+
+int DoGenTrace(const GenFlags& f, std::ostream& out, std::ostream& err) {
+  wl::GeneratorOptions g;
+  g.seed = f.seed;
+  g.days = f.days;
+  g.mean_interarrival_s = f.mean_interarrival_s;
+  core::Status valid = wl::ValidateGeneratorOptions(g);
+  if (!valid.ok()) return Fail(err, {kExitUsage, "--" + valid.message()});
+  core::Result<wl::ModelCatalog> models =
+      wl::LoadModelsFile(f.models.empty() ? DefaultModelsPath() : f.models);
+  if (!models.ok()) return Fail(err, {kExitUsage, models.status().message()});
+  std::optional<core::Topology> topo;
+  std::optional<wl::Placer> placer;
+  if (!f.topology.empty()) {
+    core::Result<core::Topology> t = spec::LoadTopologyFile(f.topology);
+    if (!t.ok()) return Fail(err, {kExitUsage, t.status().message()});
+    topo = std::move(*t);
+    core::Result<wl::Placer> pl = wl::Placer::Create(*topo, f.gpus_per_host);
+    if (!pl.ok()) return Fail(err, {kExitUsage, pl.status().message()});
+    placer = std::move(*pl);
+  }
+  core::Result<std::vector<wl::TraceJob>> trace =
+      wl::GenerateTrace(g, *models, topo ? &*topo : nullptr, placer ? &*placer : nullptr);
+  if (!trace.ok()) return Fail(err, {kExitUsage, trace.status().message()});
+  core::Status w = wl::WriteTraceFile(f.out, *trace);
+  if (!w.ok()) return Fail(err, {kExitSimulation, w.message()});
+  const wl::TraceStats s = wl::ComputeTraceStats(*trace);
+  nlohmann::json j;
+  j["trace"] = f.out;
+  j["jobs"] = s.jobs;
+  j["share_ge_128_gpus"] = s.share_ge_128;
+  j["max_gpus"] = s.max_gpus;
+  j["span_s"] = s.span_s;
+  j["peak_concurrent_jobs"] = s.peak_jobs;
+  j["peak_gpus"] = s.peak_gpus;
+  j["peak_jobs_on_1000_gpus"] = s.peak_jobs_on_1000_gpus;
+  nlohmann::json sizes = nlohmann::json::object();
+  for (const auto& [g2, n] : s.size_counts) sizes[std::to_string(g2)] = n;
+  j["size_counts"] = sizes;
+  out << j.dump(2) << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunSimCli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  try {
+    CLI::App app("crux-sim: trace-driven flow-level simulator of multi-tenant GPU clusters",
+                 kProgram);
+    app.require_subcommand(1);
+    RunFlags run_flags;
+    RunFlags compare_flags;
+    GenFlags gen;
+    CLI::App* run = app.add_subcommand("run", "Simulate one policy");
+    AddRunFlags(run, &run_flags, false);
+    CLI::App* compare = app.add_subcommand("compare", "Simulate several policies side by side");
+    AddRunFlags(compare, &compare_flags, true);
+    CLI::App* gt = app.add_subcommand("gen-trace", "Generate a Lingjun-calibrated trace CSV");
+    gt->add_option("--seed", gen.seed, "Seed");
+    gt->add_option("--days", gen.days, "Trace span in days")->check(CLI::PositiveNumber);
+    gt->add_option("--mean-interarrival-s", gen.mean_interarrival_s, "Mean arrival gap")
+        ->check(CLI::PositiveNumber);
+    gt->add_option("--models", gen.models, "Model profiles YAML (default: shipped)");
+    gt->add_option("--topology", gen.topology, "Place jobs on this topology's hosts");
+    gt->add_option("--gpus-per-host", gen.gpus_per_host, "GPUs per host for placement")
+        ->check(CLI::Range(1, 1024));
+    gt->add_option("--out", gen.out, "Trace CSV to write")->required();
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      if (e.get_exit_code() == 0) return app.exit(e, out, err);
+      std::ostringstream msg;
+      app.exit(e, msg, msg);
+      err << kProgram << ": error: " << msg.str();
+      return kExitUsage;
+    }
+    if (run->parsed()) return DoRun(run_flags, out, err);
+    if (compare->parsed()) return DoCompare(compare_flags, out, err);
+    return DoGenTrace(gen, out, err);
+  } catch (const std::exception& e) {
+    err << kProgram << ": internal error: " << e.what() << "\n";
+    return kExitSimulation;
+  }
+}
+
+}  // namespace crux::simcli

@@ -1,0 +1,65 @@
+// crux-sim outputs: summary JSON, CSV time series and gnuplot PNGs.
+//
+// Per run (directory D):
+//   D/summary.json   {"policy", "gpu_utilization", "cluster_utilization", "jobs": [{"id",
+//                    "model", "gpus", "arrival_s", "finish_s" (null if unfinished),
+//                    "iterations", "jct_s", "mean_iteration_s", "standalone_iteration_s",
+//                    "slowdown" (mean / standalone iteration; null without iterations),
+//                    "compute_busy_s", "level"}], "link_class_utilization": {class: u},
+//                    "events", "replans", "wall_s", "bytes_sent", "bytes_delivered",
+//                    "bytes_in_flight", "mean_jct_s", "p99_jct_s", "horizon_s"}
+//   D/timeseries.csv t_s,gpu_utilization,cluster_utilization,running_jobs
+//   D/jobs.csv       id,model,gpus,arrival_s,finish_s,iterations,jct_s,mean_iteration_s,
+//                    standalone_iteration_s,slowdown
+//   D/jct_cdf.csv    jct_s,cdf   and   D/slowdown.csv   rank,id,slowdown (worst first)
+//   D/utilization.png, D/jct_cdf.png, D/slowdown.png   (gnuplot, pngcairo)
+// compare adds, in its directory, one such sub-directory per policy plus compare.json,
+// compare.csv and combined plots (utilization.png, jct_cdf.png, slowdown.png: one curve per
+// policy).
+//
+// Every number written is finite (NaN -> 0, infinities -> the largest finite double).
+// Thread-safety: functions touch only the named files.
+#ifndef CRUX_SIM_CLI_SIM_OUTPUT_H_
+#define CRUX_SIM_CLI_SIM_OUTPUT_H_
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "crux/core/status.h"
+#include "crux/sim/simulator.h"
+
+namespace crux::simcli {
+
+struct RunInfo {
+  std::string topology;  // Paths, for the record.
+  std::string workload;
+  int levels = 8;
+  uint64_t seed = 0;
+  double horizon_s = 0;
+};
+
+// Mean and 99th percentile (nearest rank) of the jobs' JCTs, 0 for no jobs.
+double MeanJct(const sim::SimResult& r);
+double P99Jct(const sim::SimResult& r);
+
+nlohmann::json SummaryJson(const sim::SimResult& r, const RunInfo& info);
+
+// Writes summary.json, the CSVs and (unless !plots) the PNGs of one run into `dir` (created).
+core::Status WriteRunOutputs(const sim::SimResult& r, const RunInfo& info, const std::string& dir,
+                             bool plots);
+
+// Combined outputs of a comparison (the per-policy directories are written separately).
+core::Status WriteCompareOutputs(const std::vector<sim::SimResult>& results, const RunInfo& info,
+                                 const std::string& dir, bool plots);
+
+// The side-by-side table printed by `compare`: policy, GPU util, cluster util, ratio to
+// `ideal` (when ideal ran, else "-"), mean JCT, p99 JCT, events, wall time.
+std::string CompareTable(const std::vector<sim::SimResult>& results);
+
+// Runs gnuplot on `script_path`. Errors: gnuplot missing or failing (kUnavailable).
+core::Status RunGnuplot(const std::string& script_path);
+
+}  // namespace crux::simcli
+
+#endif  // CRUX_SIM_CLI_SIM_OUTPUT_H_

@@ -1,0 +1,73 @@
+// A synthetic trace generator calibrated to what is published about the Alibaba Lingjun
+// production trace that Crux was evaluated on (SIGCOMM'24 §2.2, Figs. 4-5; docs/sim-workloads.md
+// lists every calibration target and every assumption):
+//   * two weeks, > 5,000 jobs (Poisson arrivals, mean gap 240 s -> ~5,040 jobs);
+//   * job sizes from a power-of-two mix with > 10% of jobs at >= 128 GPUs and 512 the largest;
+//   * log-normal durations (median 15 min, sigma 1.8; larger jobs run longer), so that the peak
+//     has > 30 concurrent jobs on > 1,000 GPUs;
+//   * each job gets a model whose [min_gpus, max_gpus] holds its size (uniform among those),
+//     so the >= 128-GPU jobs are the GPT / LLaMA variants, as in the paper.
+// When given a Placer (the real Lingjun topo.csv hosts), jobs are placed at arrival by the
+// placement policy (placement.h); a job that does not fit waits (FIFO) until enough GPUs free
+// up, and its arrival_s is then its start time (the simulator does not model queueing).
+// Deterministic: the same options, catalog and topology give the same trace on every platform
+// (core::Rng, no std distributions).
+//
+// Thread-safety: pure function (the Placer is the caller's and is mutated).
+#ifndef CRUX_SIM_WORKLOAD_GENERATOR_H_
+#define CRUX_SIM_WORKLOAD_GENERATOR_H_
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "crux/core/status.h"
+#include "crux/core/topology.h"
+#include "crux/sim/workload/models.h"
+#include "crux/sim/workload/placement.h"
+#include "crux/sim/workload/trace.h"
+
+namespace crux::sim::workload {
+
+struct GeneratorOptions {
+  uint64_t seed = 1;
+  double days = 14;                  // Trace span (arrivals), > 0.
+  double mean_interarrival_s = 240;  // Poisson arrivals, > 0.
+  // (GPUs, weight) pairs; GPUs >= 1, weights >= 0 with a positive sum.
+  std::vector<std::pair<int, double>> size_mix = {
+      {1, 0.305}, {2, 0.08},   {4, 0.10},   {8, 0.20},    {16, 0.10},
+      {32, 0.06}, {64, 0.035}, {128, 0.07}, {256, 0.035}, {512, 0.015}};
+  double median_duration_s = 900;  // Log-normal median, > 0.
+  double duration_sigma = 1.8;     // Log-normal sigma, >= 0.
+  // Duration multiplier 1 + size_duration_slope * log2(gpus): bigger jobs run longer.
+  double size_duration_slope = 0.25;
+  double min_duration_s = 60;
+  double max_duration_s = 4 * 86400.0;
+};
+
+core::Status ValidateGeneratorOptions(const GeneratorOptions& o);
+
+// Generates the trace. `placer` may be null (placement column left empty).
+// Errors: invalid options (naming the field), a catalog without a model for some size, a job
+// larger than the whole cluster.
+core::Result<std::vector<TraceJob>> GenerateTrace(const GeneratorOptions& options,
+                                                  const ModelCatalog& models,
+                                                  const core::Topology* topo, Placer* placer);
+
+struct TraceStats {
+  size_t jobs = 0;
+  double share_ge_128 = 0;  // Fraction of jobs with >= 128 GPUs.
+  int max_gpus = 0;
+  double span_s = 0;  // Last arrival - first arrival.
+  int peak_jobs = 0;  // Most jobs running at once (duration jobs only).
+  int peak_gpus = 0;  // Most GPUs in use at once.
+  // Most jobs running at once at a moment when they held >= 1,000 GPUs (0 if never).
+  int peak_jobs_on_1000_gpus = 0;
+  std::vector<std::pair<int, size_t>> size_counts;  // (GPUs, jobs), ascending.
+};
+// Jobs without duration_s count as running until the last event.
+TraceStats ComputeTraceStats(const std::vector<TraceJob>& jobs);
+
+}  // namespace crux::sim::workload
+
+#endif  // CRUX_SIM_WORKLOAD_GENERATOR_H_

@@ -1,0 +1,37 @@
+// Turning workload files into the simulator's input (crux::sim::SimJob).
+//
+// Thread-safety: pure functions (the loaders read the file system).
+#ifndef CRUX_SIM_WORKLOAD_WORKLOAD_H_
+#define CRUX_SIM_WORKLOAD_WORKLOAD_H_
+
+#include <string>
+#include <vector>
+
+#include "crux/core/status.h"
+#include "crux/core/topology.h"
+#include "crux/sim/simulator.h"
+#include "crux/sim/workload/models.h"
+#include "crux/sim/workload/trace.h"
+#include "crux/spec/jobs_spec.h"
+
+namespace crux::sim::workload {
+
+// crux-plan jobs YAML entries -> SimJobs (arrival_s default 0; duration_s, iterations and
+// fixed_rank carried over). Model is "".
+std::vector<SimJob> FromJobEntries(const std::vector<spec::JobEntry>& entries);
+// Loads a jobs YAML file against `topo` (spec::LoadJobsFile) and converts it.
+core::Result<std::vector<SimJob>> LoadJobsWorkload(const std::string& path,
+                                                   const core::Topology& topo);
+
+// Trace rows -> SimJobs, in trace order. Each row's model must be in `models` and its hosts in
+// `topo`. Rows without placement are placed by the placement policy (placement.h, every host
+// with `gpus_per_host` GPUs) in arrival order; a job holds its GPUs until arrival + duration_s,
+// or arrival + iterations x compute time (a lower bound), or forever when it has neither.
+// Errors (kInvalidArgument / kFailedPrecondition) start with "line N: job <id>: ...".
+core::Result<std::vector<SimJob>> TraceToSimJobs(const std::vector<TraceJob>& trace,
+                                                 const ModelCatalog& models,
+                                                 const core::Topology& topo, int gpus_per_host);
+
+}  // namespace crux::sim::workload
+
+#endif  // CRUX_SIM_WORKLOAD_WORKLOAD_H_

@@ -1,0 +1,214 @@
+// Workload loading (jobs YAML, trace + models -> SimJobs) and the shipped scenario files.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "crux/sim/workload/scenario.h"
+#include "crux/sim/workload/workload.h"
+#include "crux/spec/topology_spec.h"
+
+namespace crux::sim::workload {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+const fs::path kConfigs = fs::path(CRUX_SOURCE_DIR) / "configs";
+
+core::Topology Load(const std::string& name) {
+  core::Result<core::Topology> t =
+      spec::LoadTopologyFile((kConfigs / "topologies" / name).string());
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? *t : core::Topology();
+}
+
+ModelCatalog Models() {
+  core::Result<ModelCatalog> c = LoadModelsFile((kConfigs / "models.yaml").string());
+  EXPECT_TRUE(c.ok());
+  return c.ok() ? *c : ModelCatalog();
+}
+
+size_t CountKind(const core::Topology& t, core::NodeKind k) {
+  size_t n = 0;
+  for (const core::Node& node : t.nodes()) n += node.kind == k ? 1 : 0;
+  return n;
+}
+
+TEST(FabricsTest, CruxSimulatedFabricsHaveThePaperShapes) {
+  for (const char* f : {"crux_clos2.yaml", "crux_clos2_2k.yaml", "crux_clos2_bw8.yaml"}) {
+    const core::Topology t = Load(f);
+    EXPECT_EQ(CountKind(t, core::NodeKind::kTor), 173u) << f;
+    EXPECT_EQ(CountKind(t, core::NodeKind::kAgg), 16u) << f;
+    EXPECT_EQ(CountKind(t, core::NodeKind::kCore), 0u) << f;
+  }
+  EXPECT_GE(Load("crux_clos2.yaml").hosts().size(), 847u);  // Holds the Lingjun hosts.
+  EXPECT_EQ(Load("crux_clos2_2k.yaml").hosts().size() * 8, 2768u);
+  EXPECT_EQ(Load("crux_clos2_bw8.yaml").hosts().size() * 8, 2768u);
+  for (const char* f : {"crux_dualtor3.yaml", "crux_dualtor3_2k.yaml", "crux_dualtor3_bw8.yaml"}) {
+    const core::Topology t = Load(f);
+    EXPECT_EQ(CountKind(t, core::NodeKind::kTor), 6u) << f;
+    EXPECT_EQ(CountKind(t, core::NodeKind::kAgg), 12u) << f;
+    EXPECT_EQ(CountKind(t, core::NodeKind::kCore), 32u) << f;
+    // Every host reaches two ToRs through eight links.
+    const core::NodeId h = t.hosts()[0];
+    std::set<uint32_t> tors;
+    size_t links = 0;
+    for (core::NodeId nic : t.NicsOf(h)) {
+      for (core::LinkId l : t.OutLinks(nic)) {
+        if (t.node(t.link(l).dst).kind == core::NodeKind::kTor) {
+          tors.insert(t.link(l).dst.value());
+          ++links;
+        }
+      }
+    }
+    EXPECT_EQ(tors.size(), 2u) << f;
+    EXPECT_EQ(links, 8u) << f;
+  }
+  EXPECT_GE(Load("crux_dualtor3.yaml").hosts().size(), 847u);
+}
+
+TEST(WorkloadTest, TraceRowsBecomeSimJobs) {
+  const core::Topology topo = Load("example_clos2.yaml");  // 16 hosts, 4 per ToR.
+  core::Result<std::vector<TraceJob>> trace = ParseTraceCsv(std::string(kTraceHeader) +
+                                                            "\n"
+                                                            "a,0,100,,16,host3;host9,bert_large\n"
+                                                            "b,5,,50,32,,gpt2_medium\n"
+                                                            "c,6,,,4,,resnet50\n");
+  ASSERT_TRUE(trace.ok());
+  core::Result<std::vector<SimJob>> jobs = TraceToSimJobs(*trace, Models(), topo, 8);
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  ASSERT_EQ(jobs->size(), 3u);
+  const SimJob& a = (*jobs)[0];
+  EXPECT_EQ(a.spec.id, "a");
+  EXPECT_EQ(a.model, "bert_large");
+  EXPECT_EQ(a.spec.hosts.size(), 2u);
+  EXPECT_EQ(topo.node(a.spec.hosts[0]).name, "host3");
+  EXPECT_EQ(a.spec.gpus_per_host, 8);
+  EXPECT_EQ(a.duration, core::Duration::Seconds(100));
+  EXPECT_EQ(a.spec.pattern, core::TrafficPattern::kRingAllReduce);
+  EXPECT_EQ(a.spec.pattern_bytes, core::Bytes::Of(680000000));
+  const SimJob& b = (*jobs)[1];
+  EXPECT_EQ(b.arrival, core::Duration::Seconds(5));
+  EXPECT_EQ(b.iterations, 50);
+  ASSERT_EQ(b.spec.hosts.size(), 4u);
+  // Placed under one ToR (host3 is taken by a: tor0 has 3 free, tor1 has 4 -> tor1).
+  EXPECT_EQ(topo.node(b.spec.hosts[0]).name, "host4");
+  EXPECT_EQ(topo.node(b.spec.hosts[3]).name, "host7");
+  const SimJob& c = (*jobs)[2];
+  EXPECT_EQ(c.spec.hosts.size(), 1u);
+  EXPECT_EQ(c.spec.gpus_per_host, 4);
+  EXPECT_FALSE(c.duration.has_value());
+  EXPECT_FALSE(c.iterations.has_value());
+}
+
+TEST(WorkloadTest, TraceErrorsNameTheLineAndJob) {
+  const core::Topology topo = Load("example_clos2.yaml");
+  const ModelCatalog models = Models();
+  auto error = [&](const std::string& row) {
+    core::Result<std::vector<TraceJob>> t =
+        ParseTraceCsv(std::string(kTraceHeader) + "\n" + row + "\n");
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return TraceToSimJobs(*t, models, topo, 8).status();
+  };
+  EXPECT_THAT(error("a,0,10,,8,,nosuchmodel").message(),
+              HasSubstr("line 2: job a: unknown model 'nosuchmodel' (known: resnet50"));
+  EXPECT_THAT(error("a,0,10,,16,host0;host99,resnet50").message(),
+              HasSubstr("line 2: job a: placement: 'host99' is not a host"));
+  EXPECT_THAT(error("a,0,10,,8,tor0,resnet50").message(), HasSubstr("'tor0' is not a host"));
+  core::Status full = error("a,0,10,,256,,gpt2_xl");
+  EXPECT_EQ(full.code(), core::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(full.message(), HasSubstr("line 2: job a: placement: not enough whole free hosts"));
+}
+
+TEST(WorkloadTest, JobsYamlCarriesSimulatorKeys) {
+  const core::Topology topo = Load("example_explicit.yaml");
+  core::Result<std::vector<SimJob>> jobs = LoadJobsWorkload(
+      (kConfigs / "scenarios" / "jobs" / "example1_short_first.yaml").string(), topo);
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[0].spec.fixed_rank, 1);
+  EXPECT_EQ((*jobs)[1].spec.fixed_rank, 0);
+  EXPECT_EQ((*jobs)[0].arrival, core::Duration::Zero());
+}
+
+TEST(ScenarioTest, EveryShippedScenarioLoadsWithItsWorkload) {
+  const ModelCatalog models = Models();
+  size_t n = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(kConfigs / "scenarios")) {
+    if (e.path().extension() != ".yaml") continue;
+    ++n;
+    core::Result<Scenario> s = LoadScenarioFile(e.path().string());
+    ASSERT_TRUE(s.ok()) << e.path() << ": " << s.status().ToString();
+    core::Result<core::Topology> topo = spec::LoadTopologyFile(s->topology_path);
+    ASSERT_TRUE(topo.ok()) << e.path() << ": " << topo.status().ToString();
+    EXPECT_FALSE(s->policies.empty()) << e.path();
+    if (!s->jobs_path.empty()) {
+      core::Result<std::vector<SimJob>> jobs = LoadJobsWorkload(s->jobs_path, *topo);
+      ASSERT_TRUE(jobs.ok()) << e.path() << ": " << jobs.status().ToString();
+      EXPECT_GE(jobs->size(), 2u);
+    } else {
+      ASSERT_TRUE(s->generate.has_value()) << e.path();
+      core::Result<ModelCatalog> m = LoadModelsFile(s->models_path);
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      core::Result<Placer> placer = Placer::Create(*topo, s->gpus_per_host.value_or(8));
+      ASSERT_TRUE(placer.ok());
+      core::Result<std::vector<TraceJob>> trace =
+          GenerateTrace(*s->generate, *m, &*topo, s->generate_place ? &*placer : nullptr);
+      ASSERT_TRUE(trace.ok()) << e.path() << ": " << trace.status().ToString();
+      core::Result<std::vector<SimJob>> jobs =
+          TraceToSimJobs(*trace, *m, *topo, s->gpus_per_host.value_or(8));
+      ASSERT_TRUE(jobs.ok()) << e.path() << ": " << jobs.status().ToString();
+      EXPECT_GT(jobs->size(), 100u);
+    }
+  }
+  EXPECT_GE(n, 5u);
+}
+
+TEST(ScenarioTest, ParsesOptionsAndRejectsBadFiles) {
+  core::Result<Scenario> s = ParseScenario(
+      "scenario:\n  topology: t.yaml\n  trace: x/tr.csv\n  policies: [crux, ecmp]\n"
+      "  levels: 3\n  seed: 9\n  horizon_s: 60\n  fast_forward: false\n  gpus_per_host: 4\n",
+      "/base");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->topology_path, "/base/t.yaml");
+  EXPECT_EQ(s->trace_path, "/base/x/tr.csv");
+  EXPECT_EQ(s->models_path, "/models.yaml");
+  EXPECT_EQ(s->policies, (std::vector<std::string>{"crux", "ecmp"}));
+  EXPECT_EQ(s->levels, 3);
+  EXPECT_EQ(s->seed, 9u);
+  EXPECT_EQ(s->horizon_s, 60);
+  EXPECT_EQ(s->fast_forward, false);
+  EXPECT_EQ(s->gpus_per_host, 4);
+  struct Case {
+    const char* yaml;
+    const char* error;
+  };
+  const Case cases[] = {
+      {"scenario: {jobs: j.yaml}", "scenario.topology: required key is missing"},
+      {"scenario: {topology: t.yaml}", "exactly one of jobs, trace and generate"},
+      {"scenario: {topology: t.yaml, jobs: j.yaml, trace: t.csv}", "exactly one of jobs"},
+      {"scenario: {topology: t.yaml, jobs: j.yaml, levels: 0}",
+       "scenario.levels: must be in [1, 64]"},
+      {"scenario: {topology: t.yaml, jobs: j.yaml, horizon_s: -5}",
+       "scenario.horizon_s: must be >"},
+      {"scenario: {topology: t.yaml, jobs: j.yaml, policies: []}",
+       "scenario.policies: must be a non-empty list"},
+      {"scenario: {topology: t.yaml, jobs: j.yaml, colour: red}", "scenario.colour: unknown key"},
+      {"scenario: {topology: t.yaml, generate: {days: 0}}", "scenario.generate.days: must be >"},
+      {"scenario: {topology: t.yaml, generate: {place: maybe}}",
+       "scenario.generate.place: must be true or false"},
+      {"scenario: {topology: t.yaml, jobs: j.yaml, fast_forward: 1}",
+       "scenario.fast_forward: must be true or false"},
+      {"scenario: [", "invalid YAML"},
+  };
+  for (const Case& c : cases) {
+    core::Result<Scenario> r = ParseScenario(c.yaml, "");
+    ASSERT_FALSE(r.ok()) << c.yaml;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.error)) << c.yaml;
+  }
+}
+
+}  // namespace
+}  // namespace crux::sim::workload
