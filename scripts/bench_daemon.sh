@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Daemon benchmark: one cruxd and crux-loadgen --benchmark with N simulated job clients (default
+# 10,000) on loopback. Prints one JSON line with
+#   ingestion_rate_per_s   profile reports acknowledged per second (goal >= 50,000)
+#   push_p50_ms, push_p99_ms  Assignment latency from the daemon's send stamp to client receipt
+#                             (goal p99 < 10 ms)
+#   daemon_vmhwm_mb        cruxd's peak resident set, /proc/PID/status VmHWM (goal < 200 MB)
+#   last_replan_ms, replans   from `cruxctl --json status` after the run
+# plus the raw loadgen summary under "loadgen".
+#
+# Usage: scripts/bench_daemon.sh [--jobs N] [--duration-s S] [--topology FILE]
+#                                [--build-dir DIR] [--no-build] [--keep]
+#   --topology   topology YAML used by both cruxd and the load generator
+#                (default configs/topologies/example_clos2.yaml, the daemon's embedded one)
+#   --build-dir  where cruxd, cruxctl and crux-loadgen are (default build/release, built with the
+#                release preset unless --no-build)
+#   --keep       keep the temporary state directory and logs (printed at the end)
+# Exit status: 0 when the run completed (whether or not the goals were met), non-zero on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+jobs=10000
+duration_s=20
+topology=configs/topologies/example_clos2.yaml
+build_dir=build/release
+build=1
+keep=0
+while (($#)); do
+  case $1 in
+    --jobs) jobs=$2; shift 2 ;;
+    --duration-s) duration_s=$2; shift 2 ;;
+    --topology) topology=$2; shift 2 ;;
+    --build-dir) build_dir=$2; shift 2 ;;
+    --no-build) build=0; shift ;;
+    --keep) keep=1; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "bench_daemon.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+if ((build)); then
+  cmake --preset release >/dev/null
+  cmake --build --preset release -j "$(nproc)" --target cruxd cruxctl crux-loadgen >&2
+fi
+cruxd=$build_dir/daemon/cruxd
+cruxctl=$build_dir/tools/cruxctl/cruxctl
+loadgen=$build_dir/tools/loadgen/crux-loadgen
+for exe in "$cruxd" "$cruxctl" "$loadgen"; do
+  [[ -x $exe ]] || { echo "bench_daemon.sh: $exe not found (build first)" >&2; exit 1; }
+done
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/crux_bench.XXXXXX")
+cruxd_pid=""
+cleanup() {
+  if [[ -n $cruxd_pid ]] && kill -0 "$cruxd_pid" 2>/dev/null; then
+    kill -TERM "$cruxd_pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$cruxd_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$cruxd_pid" 2>/dev/null || true
+  fi
+  if ((keep)); then echo "bench_daemon.sh: kept $work" >&2; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+# A free loopback port (bind to 0 and read it back).
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+endpoint=tcp://127.0.0.1:$port
+socket=$work/state/admin.sock
+topology_abs=$(readlink -f "$topology")
+cat >"$work/cruxd.yaml" <<EOF
+topology: $topology_abs
+state_dir: $work/state
+client_endpoint: $endpoint
+insecure: true
+metrics_listen: "127.0.0.1:0"
+lease_ms: 600000
+log_level: warn
+EOF
+
+# 10k DEALER peers: one descriptor each in the daemon.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+"$cruxd" --config "$work/cruxd.yaml" >"$work/cruxd.out" 2>"$work/cruxd.err" &
+cruxd_pid=$!
+for _ in $(seq 300); do
+  if "$cruxctl" --socket "$socket" --timeout-ms 500 status >/dev/null 2>&1; then break; fi
+  kill -0 "$cruxd_pid" 2>/dev/null || { echo "bench_daemon.sh: cruxd exited:" >&2; cat "$work/cruxd.err" >&2; exit 1; }
+  sleep 0.1
+done
+"$cruxctl" --socket "$socket" --timeout-ms 2000 status >/dev/null
+
+echo "bench_daemon.sh: cruxd pid $cruxd_pid on $endpoint; $jobs clients for ${duration_s}s ..." >&2
+"$loadgen" --endpoint "$endpoint" --insecure --topology "$topology_abs" --jobs "$jobs" \
+  --duration-s "$duration_s" --benchmark --json --quiet --seed 1 >"$work/loadgen.json" \
+  2>"$work/loadgen.err" || { echo "bench_daemon.sh: crux-loadgen failed:" >&2; cat "$work/loadgen.err" >&2; exit 1; }
+
+vmhwm_kb=$(awk '/^VmHWM:/ {print $2}' "/proc/$cruxd_pid/status")
+"$cruxctl" --socket "$socket" --timeout-ms 10000 --json status >"$work/status.json"
+
+/usr/bin/python3 - "$work/loadgen.json" "$work/status.json" "$vmhwm_kb" "$jobs" <<'EOF'
+import json, sys
+lg = json.load(open(sys.argv[1]))
+st = json.load(open(sys.argv[2]))
+vmhwm_mb = int(sys.argv[3]) / 1024.0
+push = lg.get("push_latency", {})
+out = {
+    "clients": int(sys.argv[4]),
+    "registered": lg.get("registered"),
+    "ingestion_rate_per_s": round(lg.get("report_rate_per_s", 0.0), 1),
+    "push_p50_ms": push.get("p50_ms"),
+    "push_p99_ms": push.get("p99_ms"),
+    "push_samples": push.get("samples"),
+    "daemon_vmhwm_mb": round(vmhwm_mb, 1),
+    "last_replan_ms": st.get("last_replan_ms"),
+    "replans": st.get("replans"),
+    "epoch": st.get("epoch"),
+    "goals": {
+        "ingestion_rate_ge_50k": lg.get("report_rate_per_s", 0.0) >= 50000,
+        # No samples (the daemon did not stamp Assignment.sent_unix_ns) is not a pass.
+        "push_p99_lt_10ms": (push.get("samples") or 0) > 0 and push.get("p99_ms", 1e9) < 10,
+        "rss_lt_200mb": vmhwm_mb < 200,
+    },
+    "loadgen": lg,
+}
+print(json.dumps(out))
+EOF

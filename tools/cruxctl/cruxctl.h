@@ -1,0 +1,99 @@
+// cruxctl: the operator's command line for cruxd, over the daemon's local admin endpoint.
+//
+//   cruxctl [--socket PATH] [--timeout-ms MS] [--json] COMMAND ...
+//     status                         daemon summary (epoch, jobs by state, re-plan time, ...)
+//     jobs                           every job: I_j, k_j, P_j, rank, level, DSCP, epoch
+//     job ID                         one job explained: placement, I_j = W_j / t_j, k_j, P_j,
+//                                    rank, level and why, flows with paths and UDP source ports,
+//                                    the jobs it contends with and on which links
+//     links [--all]                  link health and committed load (default: only links that
+//                                    carry load or are not up)
+//     set-link LINK up|down|degraded [--capacity-gbps X]
+//                                    LINK is "a->b" (one direction) or "a-b" (both); degraded
+//                                    needs --capacity-gbps (> 0)
+//     plan --dry-run                 re-plan now without applying: which jobs would change
+//     switches                       switch agents: connected, desired/applied epoch, errors
+//     keygen --out-dir DIR [--name N] [--force]
+//                                    a CurveZMQ key pair: DIR/N.key (secret, 0600) and DIR/N.pub
+//                                    (public, 0644); N defaults to "client"; no daemon needed
+//
+// Endpoint: --socket PATH, else $CRUX_ADMIN_SOCKET, else kDefaultAdminSocket (cruxd's default
+// admin endpoint, ipc://state/admin.sock, relative to the working directory: what ./run.sh
+// uses). PATH may be a plain file path or a full ZeroMQ endpoint ("ipc://...", "tcp://...").
+//
+// Output: human tables on `out` by default; --json prints one JSON document (keys documented in
+// render.h) followed by a newline. Errors go to `err` as one line starting with "cruxctl: ";
+// nothing is printed on `out` when a command fails.
+//
+// Exit codes (stable, scripts may branch on them):
+//   0 kExitOk           success
+//   1 kExitDaemonError  the daemon answered with an error (unknown job/link -> NOT_FOUND,
+//                       invalid argument, ...) or an unexpected/malformed reply; also a failed
+//                       keygen (file exists, directory not writable)
+//   2 kExitUsage        bad command line (unknown command/flag, missing argument, bad number)
+//   3 kExitUnreachable  no daemon at the endpoint, or no reply within --timeout-ms
+//
+// Never hangs: every request waits at most --timeout-ms (default 5000, range 1..600000).
+//
+// Thread-safety: RunCruxctl keeps no global state; concurrent calls with distinct transports
+// are safe.
+#ifndef CRUX_TOOLS_CRUXCTL_CRUXCTL_H_
+#define CRUX_TOOLS_CRUXCTL_CRUXCTL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "crux/core/status.h"
+#include "crux/core/units.h"
+#include "crux/v1/envelope.pb.h"
+
+namespace crux::cruxctl {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitDaemonError = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitUnreachable = 3;
+
+inline constexpr const char* kDefaultAdminSocket = "state/admin.sock";
+inline constexpr const char* kAdminSocketEnv = "CRUX_ADMIN_SOCKET";
+inline constexpr int64_t kDefaultTimeoutMs = 5000;
+
+// One request/reply exchange with the daemon.
+class AdminTransport {
+ public:
+  virtual ~AdminTransport() = default;
+  // Sends `request` and returns the daemon's reply envelope (which may carry an Error body).
+  // Must return within `timeout`. Errors: kUnavailable when the daemon cannot be reached or
+  // did not answer in time; any other code for a broken reply (surfaced as exit code 1).
+  virtual core::Result<v1::Envelope> Call(const v1::Envelope& request, core::Duration timeout) = 0;
+};
+
+// Makes a transport for a ZeroMQ endpoint ("ipc:///run/cruxd/admin.sock"). Called at most once
+// per run, only for commands that talk to the daemon.
+using TransportFactory =
+    std::function<core::Result<std::unique_ptr<AdminTransport>>(const std::string& endpoint)>;
+
+// What RunCruxctl needs from its process environment.
+struct CruxctlEnvironment {
+  std::optional<std::string> admin_socket_env;  // $CRUX_ADMIN_SOCKET, if set.
+  TransportFactory make_transport;              // Required for daemon commands.
+};
+
+// "state/admin.sock" -> "ipc://state/admin.sock"; endpoints with a scheme are returned as is.
+std::string NormalizeEndpoint(const std::string& socket);
+
+// The whole CLI (see the contract above). Returns the exit code.
+int RunCruxctl(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+               const CruxctlEnvironment& env);
+
+// The production transport: a DEALER socket (crux::protocol::DealerClient) to `endpoint`.
+// For ipc:// endpoints a missing socket file fails fast with kUnavailable.
+core::Result<std::unique_ptr<AdminTransport>> MakeZmqAdminTransport(const std::string& endpoint);
+
+}  // namespace crux::cruxctl
+
+#endif  // CRUX_TOOLS_CRUXCTL_CRUXCTL_H_

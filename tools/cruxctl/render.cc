@@ -1,0 +1,464 @@
+#include "render.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace crux::cruxctl {
+namespace {
+
+std::string Printf(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, value);
+  return buf;
+}
+
+std::string JoinNames(const google::protobuf::RepeatedPtrField<std::string>& items,
+                      const std::string& separator) {
+  std::string out;
+  for (const std::string& item : items) {
+    if (!out.empty()) out += separator;
+    out += item;
+  }
+  return out;
+}
+
+nlohmann::json StringArray(const google::protobuf::RepeatedPtrField<std::string>& items) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const std::string& item : items) out.push_back(item);
+  return out;
+}
+
+// Unix milliseconds -> "2026-11-30T05:31:02Z"; 0 -> "-".
+std::string FormatUnixMillis(uint64_t unix_ms) {
+  if (unix_ms == 0) return "-";
+  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  if (gmtime_r(&seconds, &tm) == nullptr) return std::to_string(unix_ms);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Shared links listed per contending job in the text view (JSON has all of them).
+constexpr int kMaxLinksShown = 6;
+
+std::string FormatLevel(int32_t level) { return level < 0 ? "-" : std::to_string(level); }
+
+std::string FormatNumber(double value) {
+  if (!std::isfinite(value)) return Printf("%g", value);
+  return Printf("%.3g", value);
+}
+
+std::string FormatPercent(double fraction) {
+  if (!std::isfinite(fraction)) return Printf("%g", fraction);
+  return Printf("%.1f%%", fraction * 100.0);
+}
+
+std::string FormatBytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (v >= 1024.0 && unit + 1 < std::size(kUnits)) {
+    v /= 1024.0;
+    ++unit;
+  }
+  if (unit == 0) return std::to_string(bytes) + "B";
+  return Printf("%.3g", v) + kUnits[unit];
+}
+
+}  // namespace
+
+Table::Table(std::vector<Column> columns) : columns_(std::move(columns)) {}
+
+void Table::AddRow(std::vector<std::string> cells) {
+  cells.resize(columns_.size());
+  rows_.push_back(std::move(cells));
+}
+
+std::string Table::Render() const {
+  std::vector<size_t> widths(columns_.size());
+  for (size_t c = 0; c < columns_.size(); ++c) widths[c] = columns_[c].title.size();
+  for (const auto& row : rows_) {
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  std::string out;
+  auto emit = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const std::string& cell = cells[c];
+      const size_t pad = widths[c] - cell.size();
+      const bool last = c + 1 == columns_.size();
+      if (c > 0) line += "  ";
+      if (columns_[c].numeric) {
+        line.append(pad, ' ');
+        line += cell;
+      } else {
+        line += cell;
+        if (!last) line.append(pad, ' ');
+      }
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line;
+    out += '\n';
+  };
+  std::vector<std::string> header;
+  for (const Column& column : columns_) header.push_back(column.title);
+  emit(header);
+  if (rows_.empty()) out += "(none)\n";
+  for (const auto& row : rows_) emit(row);
+  return out;
+}
+
+std::string JobStateName(v1::JobState state) {
+  switch (state) {
+    case v1::JOB_STATE_REGISTERED:
+      return "registered";
+    case v1::JOB_STATE_PROFILING:
+      return "profiling";
+    case v1::JOB_STATE_SCHEDULED:
+      return "scheduled";
+    case v1::JOB_STATE_GONE:
+      return "gone";
+    default:
+      return "unspecified";
+  }
+}
+
+std::string LinkHealthName(v1::LinkHealth health) {
+  switch (health) {
+    case v1::LINK_HEALTH_UP:
+      return "up";
+    case v1::LINK_HEALTH_DEGRADED:
+      return "degraded";
+    case v1::LINK_HEALTH_DOWN:
+      return "down";
+    default:
+      return "unspecified";
+  }
+}
+
+std::string FormatSi(double value, const std::string& unit) {
+  const std::string suffix = unit.empty() ? "" : " " + unit;
+  if (!std::isfinite(value)) return Printf("%g", value) + suffix;
+  static constexpr struct {
+    double scale;
+    const char* prefix;
+  } kPrefixes[] = {{1e18, "E"}, {1e15, "P"}, {1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}};
+  const double magnitude = std::fabs(value);
+  // Beyond the largest prefix: plain scientific notation ("3.57e+22 FLOP/s").
+  if (magnitude >= 1e21 * 0.9995) return Printf("%.3g", value) + suffix;
+  for (const auto& p : kPrefixes) {
+    // Round first so that 999.96e9 prints as "1T", not "1e+03G".
+    if (magnitude >= p.scale * 0.9995) {
+      return Printf("%.3g", value / p.scale) + p.prefix + suffix;
+    }
+  }
+  return Printf("%.3g", value) + suffix;
+}
+
+std::string FormatMillis(double ms) {
+  if (!std::isfinite(ms)) return Printf("%g", ms) + "ms";
+  if (std::fabs(ms) < 1000.0) return Printf("%.3g", ms) + "ms";
+  const double s = ms / 1000.0;
+  if (std::fabs(s) < 3600.0) return Printf("%.3g", s) + "s";
+  const long long minutes = std::llround(s / 60.0);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%lldh%02lldm", minutes / 60, minutes % 60);
+  return buf;
+}
+
+nlohmann::json ToJson(const v1::StatusReply& r) {
+  nlohmann::json by_state = nlohmann::json::object();
+  // std::map: sorted keys, so the output is deterministic.
+  for (const auto& [state, count] :
+       std::map<std::string, uint32_t>(r.jobs_by_state().begin(), r.jobs_by_state().end())) {
+    by_state[state] = count;
+  }
+  return {{"version", r.version()},    {"uptime_ms", r.uptime_ms()},
+          {"epoch", r.epoch()},        {"jobs", r.jobs()},
+          {"jobs_by_state", by_state}, {"clients", r.clients()},
+          {"switches", r.switches()},  {"hosts", r.hosts()},
+          {"links", r.links()},        {"links_not_up", r.links_not_up()},
+          {"levels", r.levels()},      {"dry_run", r.dry_run()},
+          {"replans", r.replans()},    {"last_replan_ms", r.last_replan_ms()},
+          {"topology", r.topology()},  {"state_path", r.state_path()}};
+}
+
+nlohmann::json ToJson(const v1::JobSummary& j) {
+  return {{"job_id", j.job_id()},
+          {"tenant", j.tenant()},
+          {"state", JobStateName(j.state())},
+          {"gpus", j.gpus()},
+          {"hosts", j.hosts()},
+          {"intensity", j.intensity()},
+          {"k", j.k()},
+          {"priority", j.priority()},
+          {"rank", j.rank()},
+          {"level", j.level()},
+          {"dscp", j.dscp()},
+          {"epoch", j.epoch()},
+          {"period_ms", j.period_ms()},
+          {"samples", j.samples()},
+          {"last_seen_ms", j.last_seen_ms()}};
+}
+
+nlohmann::json ToJson(const v1::ListJobsReply& reply) {
+  nlohmann::json jobs = nlohmann::json::array();
+  for (const v1::JobSummary& job : reply.jobs()) jobs.push_back(ToJson(job));
+  return {{"jobs", jobs}};
+}
+
+nlohmann::json ToJson(const v1::JobDetail& d) {
+  nlohmann::json flows = nlohmann::json::array();
+  for (const v1::FlowDetail& f : d.flows()) {
+    flows.push_back({{"src_nic", f.src_nic()},
+                     {"dst_nic", f.dst_nic()},
+                     {"bytes", f.bytes()},
+                     {"udp_sport", f.udp_sport()},
+                     {"path", StringArray(f.path())},
+                     {"num_paths", f.num_paths()}});
+  }
+  nlohmann::json contends = nlohmann::json::array();
+  for (const v1::Contention& c : d.contends_with()) {
+    contends.push_back({{"other_job", c.other_job()},
+                        {"links", StringArray(c.links())},
+                        {"weight", c.weight()},
+                        {"above", c.above()}});
+  }
+  return {{"summary", ToJson(d.summary())},
+          {"hosts", StringArray(d.hosts())},
+          {"work_flops", d.work_flops()},
+          {"comm_time_ms", d.comm_time_ms()},
+          {"bottleneck", d.bottleneck()},
+          {"reference", d.reference()},
+          {"model", d.model()},
+          {"explanation", d.explanation()},
+          {"flows", flows},
+          {"contends_with", contends}};
+}
+
+nlohmann::json ToJson(const v1::LinkInfo& l) {
+  return {{"name", l.name()},
+          {"health", LinkHealthName(l.health())},
+          {"capacity_bps", l.capacity_bps()},
+          {"nominal_bps", l.nominal_bps()},
+          {"load_bps", l.load_bps()},
+          {"utilization", l.utilization()},
+          {"jobs", l.jobs()}};
+}
+
+nlohmann::json ToJson(const v1::ListLinksReply& reply) {
+  nlohmann::json links = nlohmann::json::array();
+  for (const v1::LinkInfo& link : reply.links()) links.push_back(ToJson(link));
+  return {{"links", links}};
+}
+
+nlohmann::json ToJson(const v1::SetLinkReply& reply) {
+  nlohmann::json links = nlohmann::json::array();
+  for (const v1::LinkInfo& link : reply.changed()) links.push_back(ToJson(link));
+  return {{"changed", links}};
+}
+
+nlohmann::json ToJson(const v1::PlanDryRunReply& reply) {
+  nlohmann::json changes = nlohmann::json::array();
+  for (const v1::PlanChange& c : reply.changes()) {
+    changes.push_back({{"job_id", c.job_id()},
+                       {"old_level", c.old_level()},
+                       {"new_level", c.new_level()},
+                       {"flows_repinned", c.flows_repinned()}});
+  }
+  return {{"changes", changes}, {"replan_ms", reply.replan_ms()}};
+}
+
+nlohmann::json ToJson(const v1::ListSwitchesReply& reply) {
+  nlohmann::json switches = nlohmann::json::array();
+  for (const v1::SwitchInfo& s : reply.switches()) {
+    switches.push_back({{"name", s.name()},
+                        {"connected", s.connected()},
+                        {"desired_epoch", s.desired_epoch()},
+                        {"applied_epoch", s.applied_epoch()},
+                        {"last_error", s.last_error()},
+                        {"last_seen_ms", s.last_seen_ms()},
+                        {"dscp_colours_shared", s.dscp_colours_shared()}});
+  }
+  return {{"switches", switches}};
+}
+
+std::string RenderStatusText(const v1::StatusReply& r) {
+  std::ostringstream out;
+  out << "cruxd " << (r.version().empty() ? "(unknown version)" : r.version()) << ", up "
+      << FormatMillis(static_cast<double>(r.uptime_ms())) << (r.dry_run() ? ", DRY RUN" : "")
+      << "\n";
+  out << "  epoch        " << r.epoch() << "\n";
+  out << "  jobs         " << r.jobs();
+  if (!r.jobs_by_state().empty()) {
+    out << " (";
+    bool first = true;
+    for (const auto& [state, count] :
+         std::map<std::string, uint32_t>(r.jobs_by_state().begin(), r.jobs_by_state().end())) {
+      out << (first ? "" : ", ") << state << " " << count;
+      first = false;
+    }
+    out << ")";
+  }
+  out << "\n";
+  out << "  clients      " << r.clients() << "\n";
+  out << "  switches     " << r.switches() << "\n";
+  out << "  topology     " << r.topology() << " (" << r.hosts() << " hosts, " << r.links()
+      << " links, " << r.links_not_up() << " not up)\n";
+  out << "  levels       " << r.levels() << "\n";
+  out << "  re-plans     " << r.replans() << " (last " << FormatMillis(r.last_replan_ms()) << ")\n";
+  out << "  state        " << (r.state_path().empty() ? "-" : r.state_path()) << "\n";
+  return out.str();
+}
+
+std::string RenderJobsTable(const v1::ListJobsReply& reply) {
+  Table table({{"JOB"},
+               {"TENANT"},
+               {"STATE"},
+               {"GPUS", true},
+               {"HOSTS", true},
+               {"INTENSITY", true},
+               {"K", true},
+               {"PRIORITY", true},
+               {"RANK", true},
+               {"LEVEL", true},
+               {"DSCP", true},
+               {"EPOCH", true},
+               {"PERIOD", true}});
+  for (const v1::JobSummary& j : reply.jobs()) {
+    table.AddRow({j.job_id(), j.tenant().empty() ? "-" : j.tenant(), JobStateName(j.state()),
+                  std::to_string(j.gpus()), std::to_string(j.hosts()),
+                  FormatSi(j.intensity(), "FLOP/s"), FormatNumber(j.k()),
+                  FormatSi(j.priority(), ""), j.rank() < 0 ? "-" : std::to_string(j.rank()),
+                  FormatLevel(j.level()), std::to_string(j.dscp()), std::to_string(j.epoch()),
+                  j.period_ms() > 0 ? FormatMillis(j.period_ms()) : "-"});
+  }
+  return table.Render();
+}
+
+std::string RenderJobDetailText(const v1::JobDetail& d) {
+  const v1::JobSummary& s = d.summary();
+  std::ostringstream out;
+  out << "Job " << s.job_id();
+  if (!s.tenant().empty()) out << " (tenant " << s.tenant() << ")";
+  out << ": " << JobStateName(s.state());
+  if (!d.model().empty()) out << ", model " << d.model();
+  out << "\n";
+  out << "  placement      " << s.gpus() << " GPUs on " << s.hosts() << " hosts";
+  if (!d.hosts().empty()) out << ": " << JoinNames(d.hosts(), ", ");
+  out << "\n";
+  out << "  intensity I_j  " << FormatSi(s.intensity(), "FLOP/s") << " = W_j "
+      << FormatSi(d.work_flops(), "FLOP") << " / t_j " << FormatMillis(d.comm_time_ms());
+  if (!d.bottleneck().empty()) out << " (bottleneck " << d.bottleneck() << ")";
+  out << "\n";
+  out << "  k_j            " << FormatNumber(s.k()) << "\n";
+  out << "  priority P_j   " << FormatSi(s.priority(), "") << " = k_j * I_j"
+      << (d.reference() ? " (reference job)" : "") << "\n";
+  out << "  rank / level   " << (s.rank() < 0 ? "-" : std::to_string(s.rank())) << " / "
+      << FormatLevel(s.level()) << " (0 = highest), DSCP " << s.dscp() << ", epoch " << s.epoch()
+      << "\n";
+  out << "  profile        ";
+  if (s.samples() > 0) {
+    out << "period " << FormatMillis(s.period_ms()) << " over " << s.samples() << " samples";
+  } else {
+    out << "none yet";
+  }
+  out << ", last seen " << FormatUnixMillis(s.last_seen_ms()) << "\n";
+  if (!d.explanation().empty()) {
+    out << "\nWhy level " << FormatLevel(s.level()) << ":\n  " << d.explanation() << "\n";
+  }
+
+  out << "\nFlows (" << d.flows_size() << "):\n";
+  Table flows({{"SRC"}, {"DST"}, {"BYTES", true}, {"SPORT", true}, {"PATHS", true}, {"PATH"}});
+  for (const v1::FlowDetail& f : d.flows()) {
+    flows.AddRow({f.src_nic(), f.dst_nic(), FormatBytes(f.bytes()),
+                  f.udp_sport() == 0 ? "-" : std::to_string(f.udp_sport()),
+                  std::to_string(f.num_paths()), JoinNames(f.path(), " > ")});
+  }
+  out << flows.Render();
+
+  out << "\nContends with (" << d.contends_with_size() << "):\n";
+  Table contention({{"JOB"}, {"ORDER"}, {"WEIGHT", true}, {"LINKS", true}, {"SHARED LINKS"}});
+  for (const v1::Contention& c : d.contends_with()) {
+    std::string links;
+    const int shown = std::min(c.links_size(), kMaxLinksShown);
+    for (int i = 0; i < shown; ++i) links += (i > 0 ? ", " : "") + c.links(i);
+    if (c.links_size() > shown) {
+      links += ", ... (+" + std::to_string(c.links_size() - shown) + " more, see --json)";
+    }
+    contention.AddRow({c.other_job(), c.above() ? "above" : "below", FormatNumber(c.weight()),
+                       std::to_string(c.links_size()), links});
+  }
+  out << contention.Render();
+  return out.str();
+}
+
+namespace {
+
+Table LinksTable() {
+  return Table({{"LINK"},
+                {"HEALTH"},
+                {"CAPACITY", true},
+                {"NOMINAL", true},
+                {"LOAD", true},
+                {"UTIL", true},
+                {"JOBS", true}});
+}
+
+void AddLinkRow(Table& table, const v1::LinkInfo& l) {
+  table.AddRow({l.name(), LinkHealthName(l.health()), FormatSi(l.capacity_bps(), "b/s"),
+                FormatSi(l.nominal_bps(), "b/s"), FormatSi(l.load_bps(), "b/s"),
+                FormatPercent(l.utilization()), std::to_string(l.jobs())});
+}
+
+}  // namespace
+
+std::string RenderLinksTable(const v1::ListLinksReply& reply) {
+  Table table = LinksTable();
+  for (const v1::LinkInfo& link : reply.links()) AddLinkRow(table, link);
+  return table.Render();
+}
+
+std::string RenderSetLinkText(const v1::SetLinkReply& reply) {
+  Table table = LinksTable();
+  for (const v1::LinkInfo& link : reply.changed()) AddLinkRow(table, link);
+  return "Changed " + std::to_string(reply.changed_size()) + " link(s):\n" + table.Render();
+}
+
+std::string RenderPlanDryRunText(const v1::PlanDryRunReply& reply) {
+  std::string out = "Dry run: re-planning took " + FormatMillis(reply.replan_ms()) + "; " +
+                    std::to_string(reply.changes_size()) + " job(s) would change.\n";
+  Table table({{"JOB"}, {"OLD LEVEL", true}, {"NEW LEVEL", true}, {"FLOWS REPINNED", true}});
+  for (const v1::PlanChange& c : reply.changes()) {
+    table.AddRow({c.job_id(), FormatLevel(c.old_level()), FormatLevel(c.new_level()),
+                  std::to_string(c.flows_repinned())});
+  }
+  return out + table.Render();
+}
+
+std::string RenderSwitchesTable(const v1::ListSwitchesReply& reply) {
+  Table table({{"SWITCH"},
+               {"CONNECTED"},
+               {"DESIRED", true},
+               {"APPLIED", true},
+               {"SHARED DSCP", true},
+               {"LAST SEEN"},
+               {"LAST ERROR"}});
+  for (const v1::SwitchInfo& s : reply.switches()) {
+    table.AddRow({s.name(), s.connected() ? "yes" : "no", std::to_string(s.desired_epoch()),
+                  std::to_string(s.applied_epoch()), std::to_string(s.dscp_colours_shared()),
+                  FormatUnixMillis(s.last_seen_ms()),
+                  s.last_error().empty() ? "-" : s.last_error()});
+  }
+  return table.Render();
+}
+
+}  // namespace crux::cruxctl
