@@ -1,0 +1,181 @@
+#include "profiler.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+namespace crux::client::internal {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+// Feeds marked iterations: compute `compute` ns, then a transfer of `bytes` to peer 0 and
+// `bytes / 2` to peer 1 lasting `comm` ns (starting at `comm_offset` after begin).
+class Feeder {
+ public:
+  explicit Feeder(Profiler* p) : p_(p) {}
+  std::optional<Profile> Iteration(int64_t compute, int64_t comm, uint64_t bytes,
+                                   int64_t comm_offset = -1, bool mark_compute_end = false) {
+    int64_t begin = t_;
+    p_->Consume({begin, 0, 0, 0, EventKind::kIterationBegin});
+    int64_t cs = begin + (comm_offset < 0 ? compute : comm_offset);
+    p_->Consume({cs, 0, bytes, 0, EventKind::kCommStart});
+    p_->Consume({cs, 0, bytes / 2, 1, EventKind::kCommStart});
+    if (mark_compute_end) p_->Consume({begin + compute, 0, 0, 0, EventKind::kComputeEnd});
+    p_->Consume({cs + comm, 0, 0, 0, EventKind::kCommEnd});
+    p_->Consume({cs + comm, 0, 0, 1, EventKind::kCommEnd});
+    int64_t end = std::max(begin + compute, cs + comm);
+    p_->Consume({end, 0, 0, 0, EventKind::kIterationEnd});
+    t_ = end + gap_;
+    std::vector<PeerId> idx;
+    auto r = p_->TakeReport(t_, &idx);
+    last_index_ = idx;
+    return r;
+  }
+  std::vector<PeerId> last_index_;
+  int64_t gap_ = 1 * kMs;
+
+ private:
+  Profiler* p_;
+  int64_t t_ = 1000 * kMs;
+};
+
+TEST(ProfilerTest, StableIterationsConvergeEarlyWithCorrectNumbers) {
+  Profiler p(ProfilerOptions{}, 0, 0);
+  Feeder f(&p);
+  std::optional<Profile> report;
+  int at = 0;
+  for (int i = 1; i <= 10 && !report; ++i) {
+    report = f.Iteration(80 * kMs, 20 * kMs, 1'000'000);
+    at = i;
+  }
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(at, 3);  // Stable from the start: converge_min_iterations.
+  EXPECT_TRUE(report->converged);
+  EXPECT_EQ(report->compute_time_ns, 80 * kMs);  // duration - exposed comm.
+  EXPECT_EQ(report->comm_time_ns, 20 * kMs);
+  EXPECT_EQ(report->iteration_period_ns, 101 * kMs);  // Includes the 1 ms between iterations.
+  EXPECT_DOUBLE_EQ(report->overlap_start, 1.0);
+  EXPECT_EQ(report->bytes_per_iteration, 1'500'000u);
+  ASSERT_EQ(report->peers.size(), 2u);
+  EXPECT_EQ(f.last_index_, (std::vector<PeerId>{0, 1}));
+  EXPECT_EQ(report->peers[0].bytes, 1'000'000u);
+  EXPECT_EQ(report->peers[1].bytes, 500'000u);
+  EXPECT_EQ(report->flops_per_iteration, 0.0);
+  // Unchanged afterwards: no further report.
+  for (int i = 0; i < 20; ++i) EXPECT_FALSE(f.Iteration(80 * kMs, 20 * kMs, 1'000'000));
+}
+
+TEST(ProfilerTest, NoisyIterationsConvergeWithinTen) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(0.7, 1.3);  // +-30%: never "stable".
+  Profiler p(ProfilerOptions{}, 0, 0);
+  Feeder f(&p);
+  int at = 0;
+  std::optional<Profile> report;
+  for (int i = 1; i <= 10 && !report; ++i) {
+    report = f.Iteration(static_cast<int64_t>(50 * kMs * u(rng)), 10 * kMs, 4096);
+    at = i;
+  }
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(at, 10);
+  EXPECT_TRUE(report->converged);
+  EXPECT_NEAR(static_cast<double>(report->compute_time_ns), 50.0 * kMs, 10.0 * kMs);
+  EXPECT_EQ(report->samples, 10u);
+}
+
+TEST(ProfilerTest, OverlapAndComputeEndMark) {
+  Profiler p(ProfilerOptions{}, 0, 0);
+  Feeder f(&p);
+  std::optional<Profile> report;
+  // Communication starts 30 ms into 80 ms of compute and ends 10 ms after it.
+  for (int i = 0; i < 10 && !report; ++i) {
+    report = f.Iteration(80 * kMs, 60 * kMs, 1000, 30 * kMs, /*mark_compute_end=*/true);
+  }
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->compute_time_ns, 80 * kMs);
+  EXPECT_NEAR(report->overlap_start, 30.0 / 80.0, 1e-9);
+  EXPECT_EQ(report->comm_time_ns, 60 * kMs);
+}
+
+TEST(ProfilerTest, WorkGivenOrEstimatedFromPeak) {
+  {
+    Profiler p(ProfilerOptions{}, 5e12, 1e15);
+    Feeder f(&p);
+    std::optional<Profile> r;
+    for (int i = 0; i < 10 && !r; ++i) r = f.Iteration(100 * kMs, 0, 0);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->flops_per_iteration, 5e12);  // Given wins.
+  }
+  {
+    Profiler p(ProfilerOptions{}, 0, 2 * 312e12);  // 2 GPUs at 312 TFLOP/s.
+    Feeder f(&p);
+    std::optional<Profile> r;
+    for (int i = 0; i < 10 && !r; ++i) r = f.Iteration(100 * kMs, 0, 0);
+    ASSERT_TRUE(r);
+    EXPECT_NEAR(r->flops_per_iteration, 0.1 * 2 * 312e12, 1e6);
+  }
+}
+
+TEST(ProfilerTest, ReportsAgainOnlyOnSignificantPersistentChange) {
+  Profiler p(ProfilerOptions{}, 0, 0);
+  Feeder f(&p);
+  int reports = 0;
+  for (int i = 0; i < 10; ++i) reports += f.Iteration(80 * kMs, 20 * kMs, 1'000'000) ? 1 : 0;
+  ASSERT_EQ(reports, 1);
+  // One outlier iteration (3x slower) and 10% noise: no new report.
+  reports += f.Iteration(240 * kMs, 20 * kMs, 1'000'000) ? 1 : 0;
+  for (int i = 0; i < 10; ++i) {
+    reports += f.Iteration((i % 2 ? 88 : 72) * kMs, 20 * kMs, 1'000'000) ? 1 : 0;
+  }
+  EXPECT_EQ(reports, 1);
+  // The model doubles its gradient volume for good: one new report with the new bytes.
+  std::optional<Profile> changed;
+  int after = 0;
+  for (int i = 1; i <= 12; ++i) {
+    auto r = f.Iteration(80 * kMs, 20 * kMs, 2'000'000);
+    if (r) {
+      ++reports;
+      if (!changed) {
+        changed = r;
+        after = i;
+      }
+    }
+  }
+  ASSERT_TRUE(changed.has_value());
+  EXPECT_EQ(reports, 2);
+  EXPECT_LE(after, 9);  // Median flips after 5-6 samples, plus persistence.
+  EXPECT_EQ(changed->bytes_per_iteration, 3'000'000u);
+}
+
+TEST(ProfilerTest, DetectsPeriodWithoutMarks) {
+  Profiler p(ProfilerOptions{}, 0, 0);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> jitter(0.95, 1.05);
+  int64_t t = 5000 * kMs;
+  std::optional<Profile> report;
+  int iterations = 0;
+  std::vector<PeerId> idx;
+  while (!report && iterations < 30) {
+    // 4 buckets of 1 MB to peer 0, each 2 ms, 1 ms apart, then ~90 ms of compute.
+    for (int b = 0; b < 4; ++b) {
+      int64_t s = t + b * 3 * kMs;
+      p.Consume({s, s + 2 * kMs, 1'000'000, 0, EventKind::kComm});
+    }
+    t += static_cast<int64_t>(100.0 * kMs * jitter(rng));
+    ++iterations;
+    report = p.TakeReport(t, &idx);
+    t += 1;  // TakeReport runs detection at most every 100 ms of "now": one per iteration.
+  }
+  ASSERT_TRUE(report.has_value());
+  EXPECT_LE(iterations, 11);
+  EXPECT_TRUE(report->detected);
+  EXPECT_NEAR(static_cast<double>(report->iteration_period_ns), 100.0 * kMs, 5.0 * kMs);
+  EXPECT_NEAR(static_cast<double>(report->bytes_per_iteration), 4e6, 0.3e6);
+  EXPECT_NEAR(static_cast<double>(report->comm_time_ns), 8.0 * kMs, 1.0 * kMs);  // 4 x 2 ms.
+  EXPECT_FALSE(p.marked_mode());
+}
+
+}  // namespace
+}  // namespace crux::client::internal
