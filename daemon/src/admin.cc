@@ -331,7 +331,8 @@ v1::Envelope Daemon::AdminPlanDryRun(uint64_t rid) {
 v1::Envelope Daemon::AdminListSwitches(uint64_t rid) {
   v1::Envelope e = protocol::NewEnvelope(rid);
   v1::ListSwitchesReply* out = e.mutable_list_switches_reply();
-  for (auto& s : enforcer_.Switches(tracker_.SharedColours())) *out->add_switches() = std::move(s);
+  for (auto& s : enforcer_.Switches(tracker_.SharedColours(), loop_->UnixMs()))
+    *out->add_switches() = std::move(s);
   return e;
 }
 

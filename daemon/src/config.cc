@@ -131,6 +131,78 @@ auto Bool() {
   return [](const YAML::Node& n, const std::string& k) { return AsBool(n, k); };
 }
 
+Status ReadIntList(const YAML::Node& n, const std::string& key, int64_t min, int64_t max,
+                   std::vector<int>* out) {
+  if (!n.IsSequence()) return Err(n, key, "must be a list (got " + Describe(n) + ")");
+  out->clear();
+  for (size_t i = 0; i < n.size(); ++i) {
+    auto v = AsInt(n[i], key + "[" + std::to_string(i) + "]", min, max);
+    if (!v.ok()) return v.status();
+    out->push_back(static_cast<int>(*v));
+  }
+  return Status::Ok();
+}
+
+Result<core::SchedulerType> AsScheduler(const YAML::Node& n, const std::string& key) {
+  auto s = AsString(n, key);
+  if (!s.ok()) return s.status();
+  auto t = core::ParseSchedulerType(*s);
+  if (!t.ok()) return Err(n, key, t.status().message());
+  return *t;
+}
+
+// The `qos:` block. Parse-time checks are per field (type, range); the cross-field rules (unique
+// DSCPs and TCs, weights vs scheduler types) are core::ValidateQosConfig's, run by
+// ValidateConfig.
+Status ParseQos(const YAML::Node& q, core::QosConfig* out) {
+  CRUX_RETURN_IF_ERROR(
+      CheckMap(q, "qos",
+               {"dscp_pool", "num_tcs", "level_tcs", "jobs_strict", "level_weights",
+                "jobs_lossless", "reserved", "default_tc", "default_weight", "pfc"}));
+  if (const YAML::Node n = q["dscp_pool"]; n.IsDefined()) {
+    CRUX_RETURN_IF_ERROR(ReadIntList(n, "qos.dscp_pool", 0, 63, &out->dscp_pool));
+  }
+  CRUX_RETURN_IF_ERROR(Optional(q, "qos", "num_tcs", &out->num_tcs, Int(1, 8)));
+  if (const YAML::Node n = q["level_tcs"]; n.IsDefined()) {
+    CRUX_RETURN_IF_ERROR(ReadIntList(n, "qos.level_tcs", 0, 7, &out->level_tcs));
+  }
+  CRUX_RETURN_IF_ERROR(Optional(q, "qos", "jobs_strict", &out->jobs_strict, Bool()));
+  if (const YAML::Node n = q["level_weights"]; n.IsDefined()) {
+    CRUX_RETURN_IF_ERROR(ReadIntList(n, "qos.level_weights", 1, 100, &out->level_weights));
+  }
+  CRUX_RETURN_IF_ERROR(Optional(q, "qos", "jobs_lossless", &out->jobs_lossless, Bool()));
+  CRUX_RETURN_IF_ERROR(Optional(q, "qos", "default_tc", &out->default_tc, Int(0, 7)));
+  CRUX_RETURN_IF_ERROR(Optional(q, "qos", "default_weight", &out->default_weight, Int(1, 100)));
+  CRUX_RETURN_IF_ERROR(Optional(q, "qos", "pfc", &out->pfc, Bool()));
+  if (const YAML::Node r = q["reserved"]; r.IsDefined()) {
+    if (!r.IsSequence()) {
+      return Err(r, "qos.reserved", "must be a list of classes (got " + Describe(r) + ")");
+    }
+    out->reserved.clear();
+    for (size_t i = 0; i < r.size(); ++i) {
+      const std::string base = "qos.reserved[" + std::to_string(i) + "]";
+      const YAML::Node e = r[i];
+      CRUX_RETURN_IF_ERROR(
+          CheckMap(e, base, {"name", "dscps", "tc", "scheduler", "weight", "lossless"}));
+      for (const char* required : {"name", "dscps", "tc", "scheduler"}) {
+        if (!e[required].IsDefined()) return Err(e, base + "." + required, "required");
+      }
+      core::ReservedClass rc;
+      rc.weight = 0;
+      CRUX_RETURN_IF_ERROR(Optional(e, base, "name", &rc.name, NonEmptyStr()));
+      CRUX_RETURN_IF_ERROR(ReadIntList(e["dscps"], base + ".dscps", 0, 63, &rc.dscps));
+      CRUX_RETURN_IF_ERROR(Optional(e, base, "tc", &rc.tc, Int(0, 7)));
+      CRUX_RETURN_IF_ERROR(
+          Optional(e, base, "scheduler", &rc.scheduler,
+                   [](const YAML::Node& n, const std::string& k) { return AsScheduler(n, k); }));
+      CRUX_RETURN_IF_ERROR(Optional(e, base, "weight", &rc.weight, Int(0, 100)));
+      CRUX_RETURN_IF_ERROR(Optional(e, base, "lossless", &rc.lossless, Bool()));
+      out->reserved.push_back(std::move(rc));
+    }
+  }
+  return Status::Ok();
+}
+
 Status CheckEndpoint(const std::string& key, const std::string& ep, bool allow_ipc) {
   const bool tcp = ep.rfind("tcp://", 0) == 0 && ep.size() > 6;
   const bool ipc = ep.rfind("ipc://", 0) == 0 && ep.size() > 6;
@@ -254,18 +326,7 @@ Status ValidateConfig(const DaemonConfig& c) {
         "log_level: must be one of trace, debug, info, warn, error, critical, off (got '" +
         c.log_level + "')");
   }
-  if (c.dscp_pool.empty()) return InvalidArgumentError("dscp_pool: must not be empty");
-  std::set<uint32_t> seen;
-  for (size_t i = 0; i < c.dscp_pool.size(); ++i) {
-    const std::string key = "dscp_pool[" + std::to_string(i) + "]";
-    if (c.dscp_pool[i] > 63) {
-      return InvalidArgumentError(key + ": must be in [0, 63] (got " +
-                                  std::to_string(c.dscp_pool[i]) + ")");
-    }
-    if (!seen.insert(c.dscp_pool[i]).second) {
-      return InvalidArgumentError(key + ": duplicate DSCP " + std::to_string(c.dscp_pool[i]));
-    }
-  }
+  CRUX_RETURN_IF_ERROR(core::ValidateQosConfig(c.qos));
   return Status::Ok();
 }
 
@@ -278,11 +339,12 @@ Result<DaemonConfig> ParseConfig(std::string_view yaml, const std::string& base_
       CRUX_RETURN_IF_ERROR(ValidateConfig(c));
       return c;
     }
-    CRUX_RETURN_IF_ERROR(CheckMap(
-        root, "",
-        {"topology", "state_dir", "database", "client_endpoint", "admin_endpoint", "curve",
-         "insecure", "metrics_listen", "planner", "debounce_ms", "min_replan_interval_ms",
-         "lease_ms", "max_lease_ms", "profiling_samples", "dry_run", "log_level", "dscp_pool"}));
+    CRUX_RETURN_IF_ERROR(
+        CheckMap(root, "",
+                 {"topology", "state_dir", "database", "client_endpoint", "admin_endpoint", "curve",
+                  "insecure", "metrics_listen", "planner", "debounce_ms", "min_replan_interval_ms",
+                  "lease_ms", "max_lease_ms", "profiling_samples", "dry_run", "log_level",
+                  "dscp_pool", "qos"}));
     CRUX_RETURN_IF_ERROR(Optional(root, "", "topology", &c.topology, NonEmptyStr()));
     CRUX_RETURN_IF_ERROR(Optional(root, "", "state_dir", &c.state_dir, NonEmptyStr()));
     CRUX_RETURN_IF_ERROR(Optional(root, "", "database", &c.database, NonEmptyStr()));
@@ -326,16 +388,13 @@ Result<DaemonConfig> ParseConfig(std::string_view yaml, const std::string& base_
     CRUX_RETURN_IF_ERROR(Optional(root, "", "dry_run", &c.dry_run, Bool()));
     CRUX_RETURN_IF_ERROR(Optional(root, "", "log_level", &c.log_level, Str()));
     if (const YAML::Node pool = root["dscp_pool"]; pool.IsDefined()) {
-      if (!pool.IsSequence()) {
-        return Err(pool, "dscp_pool", "must be a list of DSCP values (got " + Describe(pool) + ")");
+      if (root["qos"].IsDefined() && root["qos"].IsMap() && root["qos"]["dscp_pool"].IsDefined()) {
+        return Err(pool, "dscp_pool",
+                   "given twice: use qos.dscp_pool only (top-level dscp_pool is deprecated)");
       }
-      c.dscp_pool.clear();
-      for (size_t i = 0; i < pool.size(); ++i) {
-        auto v = AsInt(pool[i], "dscp_pool[" + std::to_string(i) + "]", 0, 63);
-        if (!v.ok()) return v.status();
-        c.dscp_pool.push_back(static_cast<uint32_t>(*v));
-      }
+      CRUX_RETURN_IF_ERROR(ReadIntList(pool, "dscp_pool", 0, 63, &c.qos.dscp_pool));
     }
+    if (const YAML::Node q = root["qos"]; q.IsDefined()) CRUX_RETURN_IF_ERROR(ParseQos(q, &c.qos));
   } catch (const YAML::Exception& e) {
     return InvalidArgumentError("invalid YAML: " + e.msg + " (line " +
                                 std::to_string(e.mark.line + 1) + ", column " +
@@ -402,9 +461,32 @@ std::string EffectiveConfigYaml(const DaemonConfig& c) {
   o << "profiling_samples: " << c.profiling_samples << "\n";
   o << "dry_run: " << (c.dry_run ? "true" : "false") << "\n";
   o << "log_level: " << c.log_level << "\n";
-  o << "dscp_pool: [";
-  for (size_t i = 0; i < c.dscp_pool.size(); ++i) o << (i ? ", " : "") << c.dscp_pool[i];
-  o << "]\n";
+  auto list = [&](const std::vector<int>& v) {
+    o << "[";
+    for (size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << v[i];
+    o << "]";
+  };
+  const core::QosConfig& q = c.qos;
+  o << "qos:\n  dscp_pool: ";
+  list(q.dscp_pool);
+  o << "\n  num_tcs: " << q.num_tcs << "\n  level_tcs: ";
+  list(q.level_tcs);
+  o << "\n  jobs_strict: " << (q.jobs_strict ? "true" : "false");
+  if (!q.level_weights.empty()) {
+    o << "\n  level_weights: ";
+    list(q.level_weights);
+  }
+  o << "\n  jobs_lossless: " << (q.jobs_lossless ? "true" : "false") << "\n  reserved:";
+  for (const core::ReservedClass& rc : q.reserved) {
+    o << "\n    - {name: " << Quote(rc.name) << ", dscps: ";
+    list(rc.dscps);
+    o << ", tc: " << rc.tc << ", scheduler: " << core::SchedulerTypeName(rc.scheduler);
+    if (rc.scheduler == core::SchedulerType::kDwrr) o << ", weight: " << rc.weight;
+    o << ", lossless: " << (rc.lossless ? "true" : "false") << "}";
+  }
+  if (q.reserved.empty()) o << " []";
+  o << "\n  default_tc: " << q.default_tc << "\n  default_weight: " << q.default_weight
+    << "\n  pfc: " << (q.pfc ? "true" : "false") << "\n";
   return o.str();
 }
 
@@ -423,7 +505,7 @@ std::vector<std::string> RestartOnlyChanges(const DaemonConfig& a, const DaemonC
   if (a.insecure != b.insecure) out.push_back("insecure");
   if (a.metrics_listen != b.metrics_listen) out.push_back("metrics_listen");
   if (a.max_lease_ms != b.max_lease_ms) out.push_back("max_lease_ms");
-  if (a.dscp_pool != b.dscp_pool) out.push_back("dscp_pool");
+  if (a.qos.dscp_pool != b.qos.dscp_pool) out.push_back("qos.dscp_pool");
   return out;
 }
 

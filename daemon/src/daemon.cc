@@ -13,7 +13,7 @@ namespace {
 
 JobTracker::Options TrackerOptions(const DaemonConfig& c) {
   JobTracker::Options o;
-  o.dscp_pool = c.dscp_pool;
+  o.dscp_pool = c.qos.dscp_pool;
   o.profiling_samples = c.profiling_samples;
   o.default_lease = core::Duration::Millis(c.lease_ms);
   o.max_lease = core::Duration::Millis(c.max_lease_ms);
@@ -38,7 +38,7 @@ Daemon::Daemon(const DaemonConfig& config, core::Topology topology, std::string 
       metrics_(metrics),
       topo_(std::move(topology), std::move(topology_source)),
       tracker_(&topo_.nominal(), TrackerOptions(config)),
-      enforcer_(metrics),
+      enforcer_(metrics, &topo_.nominal(), config.qos),
       runner_(
           loop, &topo_, &tracker_, ToPlannerOptions(config.planner),
           core::Duration::Millis(config.debounce_ms),
@@ -85,15 +85,22 @@ core::Status Daemon::Restore() {
   }
   CRUX_ASSIGN_OR_RETURN(auto jobs, store_->LoadJobs());
   for (const StoredJob& j : jobs) {
-    if (core::Status s = tracker_.Restore(j, loop_->Now()); !s.ok()) {
+    bool recoloured = false;
+    if (core::Status s = tracker_.Restore(j, loop_->Now(), &recoloured); !s.ok()) {
       spdlog::warn("dropping stored job: {}", s.ToString());
       CRUX_RETURN_IF_ERROR(store_->DeleteJob(j.job_id));
+    } else if (recoloured) {
+      const JobEntry& e = *tracker_.Find(j.job_id);
+      spdlog::warn("job {}: stored DSCP {} is not in qos.dscp_pool any more; new colour {}",
+                   j.job_id, j.dscp, e.dscp);
+      CRUX_RETURN_IF_ERROR(store_->UpsertJob(tracker_.ToStored(e)));
     }
   }
   CRUX_ASSIGN_OR_RETURN(auto plan, store_->LoadPlan());
   for (const PlanRow& r : plan) {
     v1::Assignment a;
     if (!tracker_.Find(r.job_id) || !a.ParseFromString(r.assignment)) continue;
+    tracker_.SetLevel(r.job_id, static_cast<int>(a.level()));
     applied_[r.job_id] = std::move(a);
   }
   if (!jobs.empty() || epoch_ > 0) {
@@ -118,7 +125,11 @@ void Daemon::AddTransportCounters(const std::string& endpoint, CounterSource sou
 void Daemon::Start() {
   ScheduleSweep();
   ScheduleRefresh();
-  if (!tracker_.jobs().empty()) runner_.Request("restart");
+  if (!tracker_.jobs().empty()) {
+    runner_.Request("restart");  // The first plan computes the switches' desired state.
+  } else if (auto s = enforcer_.UpdateDesired(epoch_, {}, !config_.dry_run); !s.ok()) {
+    spdlog::error("desired switch state: {}", s.status().ToString());
+  }
   RefreshMetrics();
 }
 
@@ -346,15 +357,13 @@ v1::Envelope Daemon::OnSwitchHello(const protocol::Inbound& in) {
                   {v1::ERROR_CODE_UNKNOWN_HOST, "switch_hello.switch_name: '" + h.switch_name() +
                                                     "' is not a switch of the topology"});
   }
-  enforcer_.OnHello(h, in.peer, loop_->UnixMs());
-  spdlog::info("switch agent {} connected (applied epoch {})", h.switch_name(), h.applied_epoch());
-  if (epoch_ > h.applied_epoch() && !config_.dry_run) {
-    v1::Envelope push = protocol::NewEnvelope(0);
-    *push.mutable_switch_state() =
-        ComputeSwitchState(h.switch_name(), epoch_,
-                           h.capabilities().queues() ? h.capabilities().queues() : 8, applied_);
-    Defer(in.peer, std::move(push));
+  bool returning = false;
+  std::optional<v1::Envelope> push = enforcer_.OnHello(h, in.peer, loop_->UnixMs(), &returning);
+  if (returning) {
+    spdlog::info("switch agent {} connected (applied epoch {}, desired {})", h.switch_name(),
+                 h.applied_epoch(), enforcer_.desired_epoch(h.switch_name()));
   }
+  if (push && !config_.dry_run) Defer(in.peer, *std::move(push));
   return protocol::MakeAck(in.msg.request_id(), "", epoch_);
 }
 
@@ -406,6 +415,7 @@ void Daemon::OnPlan(PlanResult r) {
   if (changed.empty() && removed.empty()) {
     spdlog::debug("re-plan ({}) {:.2f} ms: nothing changed, epoch stays {}", r.reason, r.replan_ms,
                   epoch_);
+    UpdateSwitches(r, /*assignments_changed=*/false);
     last_plan_ = std::move(r);
     return;
   }
@@ -438,14 +448,49 @@ void Daemon::OnPlan(PlanResult r) {
     spdlog::debug("epoch {}: {} level {} ({} flows)", next, id, r.desired[id].level(),
                   r.desired[id].flows_size());
     applied_[id] = r.desired[id];
+    tracker_.SetLevel(id, static_cast<int>(applied_[id].level()));
     const JobEntry* j = tracker_.Find(id);
     if (j && enforcer_.Push(j->peer, applied_[id])) ++pushed;
   }
-  enforcer_.PushSwitchStates(epoch_, applied_);
+  UpdateSwitches(r, /*assignments_changed=*/true);
   spdlog::info("epoch {}: {} assignments changed ({} pushed), {} removed; re-plan ({}) {:.2f} ms",
                epoch_, changed.size(), pushed, removed.size(), r.reason, r.replan_ms);
   if (metrics_) metrics_->SetEpoch(epoch_);
   last_plan_ = std::move(r);
+}
+
+std::vector<core::QosJob> Daemon::QosJobs(const PlanResult& r) const {
+  std::vector<core::QosJob> jobs = core::QosJobsFromPlan(topo_.nominal(), r.plan, tracker_.pool());
+  // Levels as applied (newcomers sit on the temporary top level, not on the planner's level).
+  for (core::QosJob& j : jobs) {
+    auto it = applied_.find(j.id);
+    if (it != applied_.end()) j.level = static_cast<int>(it->second.level());
+  }
+  return jobs;
+}
+
+void Daemon::UpdateSwitches(const PlanResult& r, bool assignments_changed) {
+  const std::vector<core::QosJob> jobs = QosJobs(r);
+  auto preview = enforcer_.UpdateDesired(epoch_, jobs, /*push=*/false);
+  if (!preview.ok()) {
+    spdlog::error("desired switch state not computed: {}", preview.status().ToString());
+    return;
+  }
+  if (preview->empty()) return;
+  // A switch-only change (e.g. a reloaded qos block) gets its own epoch, so an agent that missed
+  // the push is seen as stale at its next hello. Not for the first state after a start.
+  if (!assignments_changed && enforcer_.qos_ready()) {
+    if (core::Status s = store_->ApplyPlan(epoch_ + 1, {}, {}, {}); !s.ok()) {
+      spdlog::error("switch state not pushed, store failed: {}", s.ToString());
+      return;
+    }
+    ++epoch_;
+    if (metrics_) metrics_->SetEpoch(epoch_);
+  }
+  auto pushed = enforcer_.UpdateDesired(epoch_, jobs, /*push=*/true);
+  if (pushed.ok()) {
+    spdlog::info("epoch {}: desired QoS changed on {} switches", epoch_, pushed->size());
+  }
 }
 
 std::vector<std::string> Daemon::Reload(const DaemonConfig& c) {
@@ -462,10 +507,15 @@ std::vector<std::string> Daemon::Reload(const DaemonConfig& c) {
   next.insecure = config_.insecure;
   next.metrics_listen = config_.metrics_listen;
   next.max_lease_ms = config_.max_lease_ms;
-  next.dscp_pool = config_.dscp_pool;
+  next.qos.dscp_pool = config_.qos.dscp_pool;
+  if (core::Status s = core::ValidateQosConfig(next.qos); !s.ok()) {
+    spdlog::error("qos config not applied (keeps the running one): {}", s.ToString());
+    next.qos = config_.qos;
+  }
   next.lease_ms = std::min(next.lease_ms, next.max_lease_ms);
   config_ = next;
   tracker_.SetOptions(TrackerOptions(config_));
+  enforcer_.SetQosConfig(config_.qos);
   runner_.SetDebounce(core::Duration::Millis(config_.debounce_ms));
   runner_.SetMinInterval(core::Duration::Millis(config_.min_replan_interval_ms));
   if (core::Status s = runner_.SetOptions(ToPlannerOptions(config_.planner)); !s.ok()) {

@@ -3,47 +3,52 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "crux/protocol/codec.h"
 
 namespace crux::daemon {
 
-v1::SwitchQosState ComputeSwitchState(const std::string& name, uint64_t epoch, uint32_t queues,
-                                      const std::map<std::string, v1::Assignment>& applied) {
-  queues = std::clamp<uint32_t>(queues, 1, 8);
-  v1::SwitchQosState s;
-  s.set_switch_name(name);
-  s.set_epoch(epoch);
-  std::map<uint32_t, uint32_t> best_level;  // DSCP -> highest (smallest) level using it.
-  for (const auto& [id, a] : applied) {
-    auto it = best_level.find(a.dscp());
-    if (it == best_level.end() || a.level() < it->second) best_level[a.dscp()] = a.level();
+v1::SwitchQosState SwitchStateToProto(const core::SwitchQosState& s, uint64_t epoch) {
+  v1::SwitchQosState p;
+  p.set_switch_name(s.switch_name);
+  p.set_epoch(epoch);
+  for (const auto& [d, tc] : s.dscp_to_tc) {
+    (*p.mutable_dscp_to_tc())[static_cast<uint32_t>(d)] = static_cast<uint32_t>(tc);
   }
-  for (const auto& [dscp, level] : best_level) {
-    (*s.mutable_dscp_to_tc())[dscp] = queues - 1 - std::min(level, queues - 1);
+  for (const auto& [tc, q] : s.tc_to_queue) {
+    (*p.mutable_tc_to_queue())[static_cast<uint32_t>(tc)] = static_cast<uint32_t>(q);
   }
-  for (uint32_t q = 0; q < queues; ++q) {
-    (*s.mutable_tc_to_queue())[q] = q;
-    v1::QueueScheduler* sch = s.add_schedulers();
-    sch->set_queue(q);
-    sch->set_type("STRICT");
+  for (const core::QueueScheduler& q : s.schedulers) {
+    v1::QueueScheduler* o = p.add_schedulers();
+    o->set_queue(static_cast<uint32_t>(q.queue));
+    o->set_type(std::string(core::SchedulerTypeName(q.type)));
+    o->set_weight(static_cast<uint32_t>(q.weight));
   }
-  return s;
+  for (int tc : s.pfc_enable) p.add_pfc_enable(static_cast<uint32_t>(tc));
+  return p;
 }
 
-bool Enforcer::Push(const std::string& peer, const v1::Assignment& a) {
+Enforcer::Enforcer(Metrics* metrics, const core::Topology* topo, core::QosConfig qos)
+    : metrics_(metrics), topo_(topo), qos_(std::move(qos)) {}
+
+bool Enforcer::Push(const std::string& peer, v1::Assignment a) {
   if (peer.empty() || !sender_) {
     ++push_failures_;
     if (metrics_) metrics_->AddPushes(0, 1);
     return false;
   }
   v1::Envelope env = protocol::NewEnvelope(0);
-  *env.mutable_assignment() = a;
+  a.set_sent_unix_ns(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                               std::chrono::system_clock::now().time_since_epoch())
+                                               .count()));
+  *env.mutable_assignment() = std::move(a);
   core::Status s = sender_(peer, env);
   if (!s.ok()) {
     ++push_failures_;
     if (metrics_) metrics_->AddPushes(0, 1);
-    spdlog::warn("push of epoch {} to job {} failed: {}", a.epoch(), a.job_id(), s.ToString());
+    spdlog::warn("push of epoch {} to job {} failed: {}", env.assignment().epoch(),
+                 env.assignment().job_id(), s.ToString());
     return false;
   }
   ++pushes_;
@@ -51,8 +56,23 @@ bool Enforcer::Push(const std::string& peer, const v1::Assignment& a) {
   return true;
 }
 
-void Enforcer::OnHello(const v1::SwitchHello& h, const std::string& peer, int64_t unix_ms) {
-  SwitchEntry& e = switches_[h.switch_name()];
+uint64_t Enforcer::desired_epoch(const std::string& name) const {
+  auto it = desired_epoch_.find(name);
+  return it == desired_epoch_.end() ? 0 : it->second;
+}
+
+v1::Envelope Enforcer::StateEnvelope(const std::string& name) const {
+  v1::Envelope env = protocol::NewEnvelope(0);
+  *env.mutable_switch_state() = SwitchStateToProto(desired_.at(name), desired_epoch(name));
+  return env;
+}
+
+std::optional<v1::Envelope> Enforcer::OnHello(const v1::SwitchHello& h, const std::string& peer,
+                                              int64_t unix_ms, bool* returning) {
+  auto [it, added] = switches_.try_emplace(h.switch_name());
+  SwitchEntry& e = it->second;
+  *returning = added || !e.connected || e.peer != peer ||
+               unix_ms - e.last_seen_ms > kAgentStaleMs || h.applied_epoch() < e.applied_epoch;
   e.name = h.switch_name();
   e.peer = peer;
   e.capabilities = h.capabilities();
@@ -60,6 +80,11 @@ void Enforcer::OnHello(const v1::SwitchHello& h, const std::string& peer, int64_
   e.last_seen_ms = unix_ms;
   e.connected = true;
   if (metrics_) metrics_->SetSwitches(static_cast<int64_t>(switches_.size()));
+  if (!ready_ || !desired_.count(e.name)) return std::nullopt;
+  const bool stale = h.applied_epoch() < desired_epoch(e.name) && e.last_error.empty();
+  if (!*returning && !stale) return std::nullopt;
+  ++switch_pushes_;
+  return StateEnvelope(e.name);
 }
 
 Refusal Enforcer::OnApplied(const v1::SwitchApplied& a, const std::string& peer, int64_t unix_ms) {
@@ -71,46 +96,65 @@ Refusal Enforcer::OnApplied(const v1::SwitchApplied& a, const std::string& peer,
   SwitchEntry& e = it->second;
   e.peer = peer;
   e.last_seen_ms = unix_ms;
+  e.connected = true;
   if (a.ok()) {
+    if (!e.last_error.empty()) {
+      spdlog::info("switch {} applied epoch {} (recovered from: {})", e.name, a.epoch(),
+                   e.last_error);
+    }
     e.applied_epoch = std::max(e.applied_epoch, a.epoch());
     e.last_error.clear();
   } else {
-    e.last_error = a.error();
+    const std::string error = a.error().empty() ? "apply failed (no reason given)" : a.error();
+    if (error != e.last_error) {
+      spdlog::warn("switch {} could not apply epoch {}: {}", e.name, a.epoch(), error);
+    }
+    e.last_error = error;
   }
   return {};
 }
 
-void Enforcer::PushSwitchState(const std::string& name, uint64_t epoch,
-                               const std::map<std::string, v1::Assignment>& applied) {
-  auto it = switches_.find(name);
-  if (it == switches_.end() || !sender_) return;
-  SwitchEntry& e = it->second;
-  v1::Envelope env = protocol::NewEnvelope(0);
-  *env.mutable_switch_state() = ComputeSwitchState(
-      name, epoch, e.capabilities.queues() ? e.capabilities.queues() : 8, applied);
-  if (sender_(e.peer, env).ok()) {
-    e.desired_epoch = epoch;
+void Enforcer::PushState(SwitchEntry& e) {
+  if (!sender_ || !e.connected || e.peer.empty()) return;
+  if (core::Status s = sender_(e.peer, StateEnvelope(e.name)); s.ok()) {
+    ++switch_pushes_;
   } else {
+    spdlog::warn("push to switch agent {} failed: {}", e.name, s.ToString());
     e.connected = false;
   }
 }
 
-void Enforcer::PushSwitchStates(uint64_t epoch,
-                                const std::map<std::string, v1::Assignment>& applied) {
-  for (auto& [name, e] : switches_) PushSwitchState(name, epoch, applied);
+core::Result<std::vector<std::string>> Enforcer::UpdateDesired(
+    uint64_t epoch, const std::vector<core::QosJob>& jobs, bool push) {
+  CRUX_ASSIGN_OR_RETURN(auto next, core::ComputeDesiredQos(qos_, *topo_, jobs));
+  std::vector<std::string> changed =
+      ready_ ? core::ChangedSwitches(desired_, next) : std::vector<std::string>();
+  if (!ready_) {
+    for (const auto& [name, s] : next) changed.push_back(name);
+  }
+  if (!push) return changed;
+  desired_ = std::move(next);
+  // Informational `jobs` lists may change without a device change; they are kept current.
+  for (const std::string& name : changed) desired_epoch_[name] = epoch;
+  ready_ = true;
+  for (const std::string& name : changed) {
+    auto it = switches_.find(name);
+    if (it != switches_.end()) PushState(it->second);
+  }
+  return changed;
 }
 
-std::vector<v1::SwitchInfo> Enforcer::Switches(uint32_t shared_colours) const {
+std::vector<v1::SwitchInfo> Enforcer::Switches(uint32_t shared_jobs, int64_t now_ms) const {
   std::vector<v1::SwitchInfo> out;
   for (const auto& [name, e] : switches_) {
     v1::SwitchInfo i;
     i.set_name(name);
-    i.set_connected(e.connected);
-    i.set_desired_epoch(e.desired_epoch);
+    i.set_connected(e.connected && now_ms - e.last_seen_ms <= kAgentStaleMs);
+    i.set_desired_epoch(desired_epoch(name));
     i.set_applied_epoch(e.applied_epoch);
     i.set_last_error(e.last_error);
     i.set_last_seen_ms(static_cast<uint64_t>(e.last_seen_ms));
-    i.set_dscp_colours_shared(shared_colours);
+    i.set_dscp_colours_shared(shared_jobs);
     out.push_back(std::move(i));
   }
   return out;

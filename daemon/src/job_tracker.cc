@@ -41,10 +41,17 @@ bool SamePlacement(const v1::RegisterJob& a, const v1::RegisterJob& b) {
   return true;
 }
 
-JobTracker::JobTracker(const core::Topology* topo, Options options)
-    : topo_(topo), options_(std::move(options)) {
-  if (options_.dscp_pool.empty()) options_.dscp_pool = {0};
+namespace {
+core::DscpPool MakePool(std::vector<int>* dscps) {
+  auto pool = core::DscpPool::Create(*dscps);
+  if (pool.ok()) return *std::move(pool);
+  *dscps = {0};
+  return *core::DscpPool::Create(*dscps);
 }
+}  // namespace
+
+JobTracker::JobTracker(const core::Topology* topo, Options options)
+    : topo_(topo), options_(std::move(options)), pool_(MakePool(&options_.dscp_pool)) {}
 
 Refusal JobTracker::CheckPlacement(const v1::RegisterJob& r) const {
   std::set<std::string> hosts;
@@ -99,23 +106,6 @@ Refusal JobTracker::CheckOwner(const JobEntry& j, const std::string& user_id,
   return Ok();
 }
 
-uint32_t JobTracker::PickColour() const {
-  std::map<uint32_t, int> use;
-  for (uint32_t d : options_.dscp_pool) use[d] = 0;
-  for (const auto& [id, j] : jobs_) {
-    if (use.count(j.dscp)) ++use[j.dscp];
-  }
-  uint32_t best = options_.dscp_pool.front();
-  int best_use = use[best];
-  for (uint32_t d : options_.dscp_pool) {
-    if (use[d] < best_use) {
-      best = d;
-      best_use = use[d];
-    }
-  }
-  return best;
-}
-
 v1::JobState JobTracker::StateFor(const v1::ProfileReport& p) const {
   return (p.converged() || p.samples() >= options_.profiling_samples) ? v1::JOB_STATE_SCHEDULED
                                                                       : v1::JOB_STATE_PROFILING;
@@ -146,10 +136,16 @@ Refusal JobTracker::Register(const v1::RegisterJob& r, const std::string& peer,
     j.last_seen_ms = unix_ms;
     return Ok();
   }
+  // Newcomers sit on the temporary top level 0 until planned.
+  core::Result<int> colour = pool_.Acquire(r.job_id(), 0);
+  if (!colour.ok()) {
+    return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
+                  "register_job.job_id: " + std::string(colour.status().message()));
+  }
   JobEntry j;
   j.registration = r;
   j.state = v1::JOB_STATE_REGISTERED;
-  j.dscp = PickColour();
+  j.dscp = static_cast<uint32_t>(*colour);
   j.peer = peer;
   j.user_id = user_id;
   j.lease = lease;
@@ -229,6 +225,7 @@ Refusal JobTracker::End(const v1::EndJob& e, const std::string& user_id) {
                   "end_job.job_id: job '" + e.job_id() + "' is not registered");
   }
   if (Refusal bad = CheckOwner(it->second, user_id, "end_job.job_id"); Refused(bad)) return bad;
+  pool_.Release(e.job_id());
   jobs_.erase(it);
   return Ok();
 }
@@ -249,6 +246,7 @@ std::vector<std::string> JobTracker::Expire(core::Duration now) {
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     if (it->second.deadline <= now) {
       gone.push_back(it->first);
+      pool_.Release(it->first);
       it = jobs_.erase(it);
     } else {
       ++it;
@@ -257,7 +255,12 @@ std::vector<std::string> JobTracker::Expire(core::Duration now) {
   return gone;
 }
 
-core::Status JobTracker::Restore(const StoredJob& s, core::Duration now) {
+void JobTracker::SetLevel(const std::string& id, int level) {
+  (void)pool_.SetLevel(id, std::max(level, 0));  // Unknown jobs: nothing to update.
+}
+
+core::Status JobTracker::Restore(const StoredJob& s, core::Duration now, bool* recoloured) {
+  *recoloured = false;
   JobEntry j;
   if (!j.registration.ParseFromString(s.registration) || j.registration.job_id() != s.job_id) {
     return core::InternalError("jobs." + s.job_id + ": stored registration does not parse");
@@ -274,7 +277,14 @@ core::Status JobTracker::Restore(const StoredJob& s, core::Duration now) {
     j.profile = p;
     j.state = StateFor(p);
   }
-  j.dscp = s.dscp;
+  if (jobs_.count(s.job_id)) pool_.Release(s.job_id);
+  if (core::Status r = pool_.Restore(s.job_id, static_cast<int>(s.dscp), 0); r.ok()) {
+    j.dscp = s.dscp;
+  } else {
+    CRUX_ASSIGN_OR_RETURN(int colour, pool_.Acquire(s.job_id, 0));
+    j.dscp = static_cast<uint32_t>(colour);
+    *recoloured = true;
+  }
   j.user_id = s.owner;
   j.lease = options_.default_lease;
   if (j.registration.lease_ms() > 0) {
@@ -317,16 +327,6 @@ size_t JobTracker::DistinctPeers() const {
     if (!j.peer.empty()) peers.insert(j.peer);
   }
   return peers.size();
-}
-
-uint32_t JobTracker::SharedColours() const {
-  std::map<uint32_t, uint32_t> use;
-  for (const auto& [id, j] : jobs_) ++use[j.dscp];
-  uint32_t shared = 0;
-  for (const auto& [d, n] : use) {
-    if (n > 1) shared += n;
-  }
-  return shared;
 }
 
 }  // namespace crux::daemon

@@ -79,7 +79,7 @@ dscp_pool: [1, 2, 63]
   EXPECT_EQ(c->profiling_samples, 3u);
   EXPECT_TRUE(c->dry_run);
   EXPECT_EQ(c->log_level, "debug");
-  EXPECT_EQ(c->dscp_pool, (std::vector<uint32_t>{1, 2, 63}));
+  EXPECT_EQ(c->qos.dscp_pool, (std::vector<int>{1, 2, 63}));
   core::PlannerOptions o = ToPlannerOptions(c->planner);
   EXPECT_DOUBLE_EQ(o.gpu_peak_flops, 989.5e12);
   EXPECT_EQ(o.reserved_low_levels, 1);
@@ -140,9 +140,9 @@ TEST(ConfigTest, EveryKeyErrorNamesTheKey) {
       {"log_level: loud", "log_level: must be one of"},
       {"log_level: [info]", "log_level: must be a string"},
       {"dscp_pool: 5", "dscp_pool: must be a list"},
-      {"dscp_pool: []", "dscp_pool: must not be empty"},
+      {"dscp_pool: []", "qos.dscp_pool: must not be empty"},
       {"dscp_pool: [1, 64]", "dscp_pool[1]: must be in [0, 63]"},
-      {"dscp_pool: [1, 1]", "dscp_pool[1]: duplicate"},
+      {"dscp_pool: [1, 1]", "qos.dscp_pool[1]: DSCP 1 already used by qos.dscp_pool[0]"},
       {"dscp_pool: [x]", "dscp_pool[0]: must be an integer"},
       {"debounce_ms: 1\ndebounce_ms: 2", "debounce_ms: duplicate key"},
       {"[1, 2]", "document: must be a map"},
@@ -193,20 +193,100 @@ TEST(ConfigTest, RestartOnlyChangesAreReported) {
   b.profiling_samples = 2;
   EXPECT_TRUE(RestartOnlyChanges(a, b).empty());
   b.client_endpoint = "tcp://127.0.0.1:9";
-  b.dscp_pool = {1};
+  b.qos.dscp_pool = {1};
   b.curve.enabled = true;
   EXPECT_THAT(RestartOnlyChanges(a, b),
-              ::testing::UnorderedElementsAre("client_endpoint", "dscp_pool", "curve"));
+              ::testing::UnorderedElementsAre("client_endpoint", "qos.dscp_pool", "curve"));
+}
+
+TEST(ConfigTest, QosBlockIsParsedAndValidatedByCore) {
+  auto c = ParseConfig(R"(insecure: true
+qos:
+  dscp_pool: [10, 12]
+  level_tcs: [5, 4, 3]
+  jobs_strict: false
+  level_weights: [40, 20, 10]
+  reserved:
+    - {name: control, dscps: [48, 46], tc: 6, scheduler: STRICT}
+    - {name: storage, dscps: [8], tc: 1, scheduler: DWRR, weight: 25, lossless: true}
+  default_tc: 0
+  default_weight: 5
+  pfc: false
+)",
+                       "");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->qos.dscp_pool, (std::vector<int>{10, 12}));
+  EXPECT_EQ(c->qos.level_tcs, (std::vector<int>{5, 4, 3}));
+  EXPECT_FALSE(c->qos.jobs_strict);
+  EXPECT_EQ(c->qos.level_weights, (std::vector<int>{40, 20, 10}));
+  ASSERT_EQ(c->qos.reserved.size(), 2u);
+  EXPECT_EQ(c->qos.reserved[0].dscps, (std::vector<int>{48, 46}));
+  EXPECT_EQ(c->qos.reserved[0].scheduler, core::SchedulerType::kStrict);
+  EXPECT_EQ(c->qos.reserved[1].weight, 25);
+  EXPECT_TRUE(c->qos.reserved[1].lossless);
+  EXPECT_EQ(c->qos.default_weight, 5);
+  EXPECT_FALSE(c->qos.pfc);
+  // The effective config shows the block and parses back to the same values.
+  auto back = ParseConfig(EffectiveConfigYaml(*c), "");
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << EffectiveConfigYaml(*c);
+  EXPECT_EQ(back->qos.reserved[1].weight, 25);
+  EXPECT_EQ(back->qos.level_weights, c->qos.level_weights);
+  EXPECT_EQ(back->qos.dscp_pool, c->qos.dscp_pool);
+}
+
+TEST(ConfigTest, BadQosBlockNamesTheKey) {
+  struct BadQos {
+    const char* yaml;
+    const char* key;
+  };
+  const BadQos cases[] = {
+      {"qos: 5", "qos: must be a map"},
+      {"qos: {colours: [1]}", "qos.colours: unknown key"},
+      {"qos: {dscp_pool: [1, 64]}", "qos.dscp_pool[1]: must be in [0, 63]"},
+      {"qos: {dscp_pool: [8]}",
+       "qos.reserved[1].dscps[0]: DSCP 8 already used by qos.dscp_pool[0]"},
+      {"qos: {level_tcs: [5, 6]}", "TC 6 already used by qos.level_tcs[1]"},
+      {"qos: {level_tcs: [9]}", "qos.level_tcs[0]: must be in [0, 7]"},
+      {"qos: {num_tcs: 0}", "qos.num_tcs: must be in [1, 8]"},
+      {"qos: {jobs_strict: maybe}", "qos.jobs_strict: must be true or false"},
+      {"qos: {jobs_strict: false}", "qos.level_weights"},
+      {"qos: {reserved: [{name: s, dscps: [8], tc: 1, scheduler: DWRR}]}",
+       "qos.reserved[0].weight"},
+      {"qos: {reserved: [{name: s, dscps: [8], tc: 1, scheduler: STRICT, weight: 5}]}",
+       "qos.reserved[0].weight: must be 0"},
+      {"qos: {reserved: [{name: s, dscps: [8], tc: 1, scheduler: FAST}]}",
+       "qos.reserved[0].scheduler"},
+      {"qos: {reserved: [{name: s, tc: 1, scheduler: STRICT}]}", "qos.reserved[0].dscps: required"},
+      {"qos: {reserved: [{name: s, dscps: [8], tc: 1, scheduler: DWRR, weight: 101}]}",
+       "qos.reserved[0].weight: must be in [0, 100]"},
+      {"qos: {default_weight: 0}", "qos.default_weight: must be in [1, 100]"},
+      {"dscp_pool: [1]\nqos: {dscp_pool: [2]}", "dscp_pool: given twice"},
+  };
+  for (const BadQos& c : cases) {
+    core::Status s = ParseError(std::string("insecure: true\n") + c.yaml + "\n");
+    EXPECT_FALSE(s.ok()) << c.yaml;
+    EXPECT_EQ(s.code(), core::StatusCode::kInvalidArgument) << c.yaml;
+    EXPECT_THAT(s.message(), HasSubstr(c.key)) << c.yaml;
+  }
+}
+
+TEST(ConfigTest, ShippedConfigFileParses) {
+  auto c = LoadConfigFile(std::string(CRUX_SOURCE_DIR) + "/configs/cruxd.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->qos.dscp_pool, core::QosConfig().dscp_pool);
+  ASSERT_EQ(c->qos.reserved.size(), 2u);
+  EXPECT_EQ(c->qos.reserved[1].name, "storage");
+  EXPECT_EQ(c->qos.reserved[1].weight, 40);
 }
 
 TEST(ConfigTest, EffectiveConfigRoundTrips) {
   DaemonConfig a = BuiltinDefaults();
-  a.dscp_pool = {3, 4};
+  a.qos.dscp_pool = {3, 4};
   a.dry_run = true;
   const std::string text = EffectiveConfigYaml(a);
   auto b = ParseConfig(text, "");
   ASSERT_TRUE(b.ok()) << b.status().ToString() << "\n" << text;
-  EXPECT_EQ(b->dscp_pool, a.dscp_pool);
+  EXPECT_EQ(b->qos.dscp_pool, a.qos.dscp_pool);
   EXPECT_TRUE(b->dry_run);
   EXPECT_EQ(b->client_endpoint, a.client_endpoint);
 }

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <set>
@@ -378,8 +379,16 @@ TEST_F(DaemonTest, SwitchAgentsRegisterAndGetDesiredState) {
   ASSERT_EQ(pushes_["agent-tor0"].size(), 1u);
   const v1::SwitchQosState& st = pushes_["agent-tor0"][0].switch_state();
   EXPECT_EQ(st.epoch(), daemon_->epoch());
-  EXPECT_EQ(st.dscp_to_tc_size(), 3);                                // One colour per job.
-  for (const auto& [dscp, tc] : st.dscp_to_tc()) EXPECT_EQ(tc, 7u);  // Level 0 -> top queue.
+  EXPECT_EQ(st.dscp_to_tc_size(), 64);  // Every DSCP is mapped.
+  // The three newcomers (colours 10, 12, 14, all crossing tor0) sit on level 0 -> TC 5;
+  // control (48) -> TC 6, storage (8) -> TC 1, the rest best effort (TC 0).
+  for (const auto& [dscp, tc] : st.dscp_to_tc()) {
+    const uint32_t want = (dscp == 10 || dscp == 12 || dscp == 14) ? 5u
+                          : dscp == 48                             ? 6u
+                          : dscp == 8                              ? 1u
+                                                                   : 0u;
+    EXPECT_EQ(tc, want) << "dscp " << dscp;
+  }
   v1::Envelope applied = protocol::NewEnvelope(5);
   applied.mutable_switch_applied()->set_switch_name("tor0");
   applied.mutable_switch_applied()->set_epoch(st.epoch());
@@ -506,6 +515,249 @@ TEST_F(DaemonTest, AdminStatusJobsExplainLinksAndDryRun) {
   ASSERT_TRUE(changes.has_plan_dry_run_reply()) << changes.DebugString();
   EXPECT_GT(changes.plan_dry_run_reply().replan_ms(), 0);
   EXPECT_EQ(daemon_->epoch(), at);
+}
+
+// Test helpers for the switch tests.
+v1::Envelope Hello(const std::string& name, uint64_t applied_epoch, uint64_t rid = 4) {
+  v1::Envelope e = protocol::NewEnvelope(rid);
+  e.mutable_switch_hello()->set_switch_name(name);
+  e.mutable_switch_hello()->set_applied_epoch(applied_epoch);
+  e.mutable_switch_hello()->mutable_capabilities()->set_queues(8);
+  return e;
+}
+
+v1::Envelope Applied(const std::string& name, uint64_t epoch, bool ok, const std::string& error,
+                     uint64_t rid = 5) {
+  v1::Envelope e = protocol::NewEnvelope(rid);
+  e.mutable_switch_applied()->set_switch_name(name);
+  e.mutable_switch_applied()->set_epoch(epoch);
+  e.mutable_switch_applied()->set_ok(ok);
+  e.mutable_switch_applied()->set_error(error);
+  return e;
+}
+
+std::vector<v1::SwitchQosState> States(const std::vector<v1::Envelope>& pushes) {
+  std::vector<v1::SwitchQosState> out;
+  for (const auto& m : pushes) {
+    if (m.has_switch_state()) out.push_back(m.switch_state());
+  }
+  return out;
+}
+
+TEST_F(DaemonTest, OnlySwitchesWhoseStateChangesGetAPushAndMapsFollowLevels) {
+  RegisterThree();  // a, b, c: host0..2 (tor0) with host4..6 (tor1).
+  Advance(kDebounce);
+  EXPECT_TRUE(Client("agent-tor0", Hello("tor0", 0)).has_ack());
+  EXPECT_TRUE(Client("agent-tor3", Hello("tor3", 0)).has_ack());
+  ASSERT_EQ(States(pushes_["agent-tor0"]).size(), 1u);  // New agents get their full state.
+  ASSERT_EQ(States(pushes_["agent-tor3"]).size(), 1u);
+  const uint32_t da = daemon_->tracker().Find("a")->dscp;
+  EXPECT_EQ(States(pushes_["agent-tor0"])[0].dscp_to_tc().at(da), 5u);  // Level 0 -> TC 5.
+  // No job crosses tor3: job colours are best effort there, the static part is the same.
+  const v1::SwitchQosState tor3 = States(pushes_["agent-tor3"])[0];
+  EXPECT_EQ(tor3.dscp_to_tc().at(da), 0u);
+  EXPECT_EQ(tor3.dscp_to_tc().at(48), 6u);
+  EXPECT_EQ(tor3.dscp_to_tc().at(8), 1u);
+  ASSERT_EQ(tor3.schedulers_size(), 7);  // default, storage, control, 4 job TCs.
+  for (const auto& q : tor3.schedulers()) {
+    if (q.queue() == 1) {
+      EXPECT_EQ(q.type(), "DWRR");
+      EXPECT_EQ(q.weight(), 40u);
+    }
+    if (q.queue() >= 2 && q.queue() <= 6) {
+      EXPECT_EQ(q.type(), "STRICT");
+    }
+  }
+  EXPECT_TRUE(Client("agent-tor0", Applied("tor0", daemon_->epoch(), true, "")).has_ack());
+
+  // Job a's profile converges: it leaves the newcomer level, so its colour is re-mapped on the
+  // switches its flows cross (tor0, tor1, the aggs) and on no other.
+  const uint64_t before = daemon_->epoch();
+  const uint64_t tor3_epoch = daemon_->enforcer().desired_epoch("tor3");
+  EXPECT_TRUE(Client("peer-a", Profile("a", 100, 30, true)).has_ack());
+  Advance(kDebounce);
+  ASSERT_GT(daemon_->epoch(), before);
+  const uint32_t level = daemon_->applied().at("a").level();
+  ASSERT_GE(level, 1u);
+  auto tor0 = States(pushes_["agent-tor0"]);
+  ASSERT_EQ(tor0.size(), 2u);
+  EXPECT_EQ(tor0[1].epoch(), daemon_->epoch());
+  EXPECT_EQ(tor0[1].dscp_to_tc().at(da),
+            static_cast<uint32_t>(core::LevelTc(config_.qos, static_cast<int>(level))));
+  EXPECT_EQ(tor0[1].dscp_to_tc().at(daemon_->tracker().Find("b")->dscp), 5u);
+  EXPECT_EQ(States(pushes_["agent-tor3"]).size(), 1u);  // Unchanged: no push.
+  EXPECT_EQ(daemon_->enforcer().desired_epoch("tor3"), tor3_epoch);
+  EXPECT_EQ(daemon_->enforcer().desired_epoch("tor0"), daemon_->epoch());
+
+  // A periodic hello that is up to date gets nothing; one behind its switch's desired epoch
+  // (a lost push) gets the full state again.
+  EXPECT_TRUE(Client("agent-tor3", Hello("tor3", before)).has_ack());
+  EXPECT_EQ(States(pushes_["agent-tor3"]).size(), 1u);
+  EXPECT_TRUE(Client("agent-tor0", Hello("tor0", before)).has_ack());
+  ASSERT_EQ(States(pushes_["agent-tor0"]).size(), 3u);
+  EXPECT_EQ(States(pushes_["agent-tor0"])[2].epoch(), daemon_->epoch());
+}
+
+TEST_F(DaemonTest, FailedSwitchApplyIsShownUntilItSucceeds) {
+  RegisterThree();
+  Advance(kDebounce);
+  EXPECT_TRUE(Client("agent-tor1", Hello("tor1", 0)).has_ack());
+  const uint64_t e = States(pushes_["agent-tor1"]).at(0).epoch();
+  v1::Envelope list = protocol::NewEnvelope(6);
+  list.mutable_list_switches_request();
+  EXPECT_TRUE(
+      Client("agent-tor1", Applied("tor1", e, false, "UNAVAILABLE: redis: connection refused"))
+          .has_ack());
+  v1::Envelope r = Admin(list);
+  ASSERT_EQ(r.list_switches_reply().switches_size(), 1);
+  EXPECT_EQ(r.list_switches_reply().switches(0).last_error(),
+            "UNAVAILABLE: redis: connection refused");
+  EXPECT_EQ(r.list_switches_reply().switches(0).applied_epoch(), 0u);
+  EXPECT_EQ(r.list_switches_reply().switches(0).desired_epoch(), e);
+  // While the agent retries on its own, its hellos do not trigger more pushes.
+  EXPECT_TRUE(Client("agent-tor1", Hello("tor1", 0)).has_ack());
+  EXPECT_EQ(States(pushes_["agent-tor1"]).size(), 1u);
+  EXPECT_TRUE(Client("agent-tor1", Applied("tor1", e, true, "")).has_ack());
+  r = Admin(list);
+  EXPECT_EQ(r.list_switches_reply().switches(0).last_error(), "");
+  EXPECT_EQ(r.list_switches_reply().switches(0).applied_epoch(), e);
+  EXPECT_TRUE(r.list_switches_reply().switches(0).connected());
+}
+
+TEST_F(DaemonTest, ColoursAreStableAcrossARestartWithoutDuplicates) {
+  RegisterThree();
+  Advance(kDebounce);
+  std::map<std::string, uint32_t> colours;
+  for (const auto& [id, j] : daemon_->tracker().jobs()) colours[id] = j.dscp;
+  EXPECT_EQ((std::set<uint32_t>{colours["a"], colours["b"], colours["c"]}).size(), 3u);
+  Close();
+  Open();
+  for (const auto& [id, dscp] : colours) {
+    ASSERT_NE(daemon_->tracker().Find(id), nullptr) << id;
+    EXPECT_EQ(daemon_->tracker().Find(id)->dscp, dscp) << id;
+    EXPECT_EQ(daemon_->tracker().pool().ColourOf(id), static_cast<int>(dscp)) << id;
+  }
+  // A re-registration keeps the colour; a new job gets a free one.
+  v1::Envelope again = Client("peer-a2", Register("a", {"host0", "host4"}));
+  EXPECT_TRUE(again.register_job_reply().already_known());
+  EXPECT_EQ(again.register_job_reply().dscp(), colours["a"]);
+  v1::Envelope d = Client("peer-d", Register("d", {"host3", "host7"}));
+  ASSERT_TRUE(d.has_register_job_reply());
+  for (const auto& [id, dscp] : colours) EXPECT_NE(d.register_job_reply().dscp(), dscp) << id;
+  EXPECT_EQ(daemon_->tracker().SharedColours(), 0u);
+  // Before the first plan after the restart there is no state to push; the plan pushes it.
+  EXPECT_FALSE(daemon_->enforcer().qos_ready());
+  EXPECT_TRUE(Client("agent-tor0", Hello("tor0", 0)).has_ack());
+  EXPECT_TRUE(States(pushes_["agent-tor0"]).empty());
+  Advance(kDebounce);
+  ASSERT_EQ(States(pushes_["agent-tor0"]).size(), 1u);
+  EXPECT_EQ(States(pushes_["agent-tor0"])[0].dscp_to_tc().at(colours["a"]), 5u);
+}
+
+TEST_F(DaemonTest, ExhaustedPoolSharesColoursAndCruxctlSeesIt) {
+  Close();
+  config_.qos.dscp_pool = {10, 12};
+  Open();
+  RegisterThree();
+  Advance(kDebounce);
+  std::map<uint32_t, int> use;
+  for (const auto& [id, j] : daemon_->tracker().jobs()) ++use[j.dscp];
+  EXPECT_EQ(use.size(), 2u);
+  EXPECT_EQ(daemon_->tracker().SharedColours(), 2u);
+  EXPECT_TRUE(Client("agent-tor0", Hello("tor0", 0)).has_ack());
+  v1::Envelope list = protocol::NewEnvelope(6);
+  list.mutable_list_switches_request();
+  v1::Envelope r = Admin(list);
+  ASSERT_EQ(r.list_switches_reply().switches_size(), 1);
+  EXPECT_EQ(r.list_switches_reply().switches(0).dscp_colours_shared(), 2u);
+  // A job ending frees its share; no one shares any more.
+  v1::Envelope end = protocol::NewEnvelope(9);
+  end.mutable_end_job()->set_job_id("c");
+  EXPECT_TRUE(Client("peer-c", end).has_ack());
+  EXPECT_EQ(daemon_->tracker().SharedColours(), 0u);
+}
+
+TEST_F(DaemonTest, AssignmentPushesCarryTheirSendTime) {
+  const auto wall = [] {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  };
+  const uint64_t t0 = wall();
+  RegisterThree();
+  Advance(kDebounce);
+  const uint64_t t1 = wall();
+  const v1::Assignment a = LastAssignment("peer-a");
+  EXPECT_GE(a.sent_unix_ns(), t0);
+  EXPECT_LE(a.sent_unix_ns(), t1);
+  // The stored plan is not stamped (only pushes are).
+  EXPECT_EQ(daemon_->applied().at("a").sent_unix_ns(), 0u);
+}
+
+TEST_F(DaemonTest, ReloadedQosPushesTheNewSchedulerWeightWithANewEpoch) {
+  RegisterThree();
+  Advance(kDebounce);
+  EXPECT_TRUE(Client("agent-tor2", Hello("tor2", 0)).has_ack());
+  ASSERT_EQ(States(pushes_["agent-tor2"]).size(), 1u);
+  const uint64_t before = daemon_->epoch();
+  DaemonConfig c = config_;
+  c.qos.reserved[1].weight = 20;  // storage
+  c.qos.dscp_pool = {1, 2};       // Restart-only: reported and ignored.
+  EXPECT_THAT(daemon_->Reload(c), ::testing::ElementsAre("qos.dscp_pool"));
+  Advance(kDebounce);
+  EXPECT_EQ(daemon_->epoch(), before + 1);
+  auto st = States(pushes_["agent-tor2"]);
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[1].epoch(), before + 1);
+  bool seen = false;
+  for (const auto& q : st[1].schedulers()) {
+    if (q.queue() == 1) {
+      EXPECT_EQ(q.weight(), 20u);
+      seen = true;
+    }
+  }
+  EXPECT_TRUE(seen);
+  EXPECT_EQ(daemon_->tracker().pool().num_colours(), 12u);
+}
+
+TEST_F(DaemonTest, AgentsAreNewOrReturningOnlyWhenTheyReallyAre) {
+  EXPECT_TRUE(daemon_->enforcer().qos_ready());  // No jobs: the static state is ready at start.
+  EXPECT_TRUE(Client("agent-tor0", Hello("tor0", 0)).has_ack());
+  ASSERT_EQ(States(pushes_["agent-tor0"]).size(), 1u);  // New.
+  EXPECT_EQ(States(pushes_["agent-tor0"])[0].dscp_to_tc_size(), 64);
+  EXPECT_TRUE(Client("agent-tor0", Applied("tor0", 0, true, "")).has_ack());
+  EXPECT_TRUE(Client("agent-tor0", Hello("tor0", 0)).has_ack());
+  EXPECT_EQ(States(pushes_["agent-tor0"]).size(), 1u);  // Periodic hello: nothing.
+  // Silent for longer than kAgentStaleMs: shown disconnected; its next hello is a return.
+  Advance(core::Duration::Millis(kAgentStaleMs + 1000));
+  v1::Envelope list = protocol::NewEnvelope(6);
+  list.mutable_list_switches_request();
+  EXPECT_FALSE(Admin(list).list_switches_reply().switches(0).connected());
+  EXPECT_TRUE(Client("agent-tor0", Hello("tor0", 0)).has_ack());
+  EXPECT_EQ(States(pushes_["agent-tor0"]).size(), 2u);
+  EXPECT_TRUE(Admin(list).list_switches_reply().switches(0).connected());
+  // Another peer speaking for the switch (agent moved / restarted with a new identity).
+  EXPECT_TRUE(Client("agent-tor0-b", Hello("tor0", 0)).has_ack());
+  EXPECT_EQ(States(pushes_["agent-tor0-b"]).size(), 1u);
+}
+
+TEST_F(DaemonTest, StoredColourOutsideANewPoolIsReplacedAndPersisted) {
+  RegisterThree();
+  Advance(kDebounce);
+  Close();
+  config_.qos.dscp_pool = {20, 10};  // 12 and 14 are gone; 10 stays.
+  Open();
+  EXPECT_EQ(daemon_->tracker().Find("a")->dscp, 10u);
+  for (const char* id : {"b", "c"}) {
+    const uint32_t d = daemon_->tracker().Find(id)->dscp;
+    EXPECT_TRUE(d == 20u || d == 10u) << id << " " << d;
+  }
+  EXPECT_EQ(daemon_->tracker().SharedColours(), 2u);  // Three jobs, two colours.
+  std::map<std::string, uint32_t> colours;
+  for (const auto& [id, j] : daemon_->tracker().jobs()) colours[id] = j.dscp;
+  Close();
+  Open();  // The replacement colours were persisted.
+  for (const auto& [id, d] : colours) EXPECT_EQ(daemon_->tracker().Find(id)->dscp, d) << id;
 }
 
 }  // namespace

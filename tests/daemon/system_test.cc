@@ -142,12 +142,14 @@ TEST_F(SystemTest, ThreeJobsRegisterReportAndGetAssignmentsWithIncreasingEpochs)
   const std::vector<std::pair<std::string, std::vector<std::string>>> jobs = {
       {"gpt", {"host0", "host4"}}, {"bert", {"host1", "host5"}}, {"moe", {"host2", "host6"}}};
   std::vector<protocol::DealerClient*> cs;
+  std::vector<uint32_t> cs_dscp;
   for (const auto& [id, hosts] : jobs) {
     protocol::DealerClient& c = Connect();
     cs.push_back(&c);
     auto r = c.Call(Register(id, hosts), kTimeout);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     ASSERT_TRUE(r->has_register_job_reply()) << r->DebugString();
+    cs_dscp.push_back(r->register_job_reply().dscp());
     EXPECT_EQ(r->register_job_reply().job_id(), id);
     EXPECT_GT(r->register_job_reply().lease_ms(), 0u);
   }
@@ -193,7 +195,11 @@ TEST_F(SystemTest, ThreeJobsRegisterReportAndGetAssignmentsWithIncreasingEpochs)
     if (m.ok() && m->has_value() && (*m)->has_switch_state()) desired = (*m)->switch_state();
   }
   ASSERT_EQ(desired.switch_name(), "tor0");
-  EXPECT_EQ(desired.dscp_to_tc_size(), 3);
+  EXPECT_EQ(desired.dscp_to_tc_size(), 64);
+  for (size_t i = 0; i < 3; ++i) {  // Each job's colour maps to a job TC (level_tcs 5..2).
+    const uint32_t tc = desired.dscp_to_tc().at(cs_dscp[i]);
+    EXPECT_TRUE(tc >= 2 && tc <= 5) << "dscp " << cs_dscp[i] << " -> " << tc;
+  }
   v1::Envelope applied = protocol::NewEnvelope();
   applied.mutable_switch_applied()->set_switch_name("tor0");
   applied.mutable_switch_applied()->set_epoch(desired.epoch());

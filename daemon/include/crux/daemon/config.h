@@ -10,9 +10,9 @@
 // `state_dir`. The admin endpoint defaults to `ipc://<state_dir>/admin.sock`.
 //
 // Live reload (SIGHUP): log_level, dry_run, debounce_ms, min_replan_interval_ms, lease_ms,
-// profiling_samples and the
-// planner block take effect at once; every other key needs a restart (ReloadableChanges()
-// reports which changed keys were ignored).
+// profiling_samples, the planner block and the qos block except qos.dscp_pool take effect at
+// once; every other key needs a restart (RestartOnlyChanges() reports which changed keys were
+// ignored).
 //
 // Thread-safety: value types and pure functions (LoadConfigFile reads the file system).
 #ifndef CRUX_DAEMON_CONFIG_H_
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "crux/core/planner.h"
+#include "crux/core/qos.h"
 #include "crux/core/status.h"
 
 namespace crux::daemon {
@@ -65,7 +66,11 @@ struct DaemonConfig {
   uint32_t profiling_samples = 20;     // Samples for a profile to count as converged, >= 1.
   bool dry_run = false;
   std::string log_level = "info";  // trace | debug | info | warn | error | critical | off.
-  std::vector<uint32_t> dscp_pool = {10, 12, 14, 18, 20, 22, 26, 28, 30, 34, 36, 38};
+  // The `qos:` block: DSCP colour pool, level -> TC, reserved classes (control, storage with its
+  // DWRR weight), default TC, PFC. Validated by core::ValidateQosConfig (errors name the key,
+  // "qos.reserved[1].weight: ..."). The deprecated top-level `dscp_pool` key sets
+  // qos.dscp_pool (not both). [live, except qos.dscp_pool: restart]
+  core::QosConfig qos;
 
   // The directory `topology` is relative to ("" = working directory).
   std::string base_dir;

@@ -89,6 +89,7 @@ class Daemon {
   const JobTracker& tracker() const { return tracker_; }
   const TopologyManager& topology() const { return topo_; }
   const PlannerRunner& runner() const { return runner_; }
+  const Enforcer& enforcer() const { return enforcer_; }
   const std::map<std::string, v1::Assignment>& applied() const { return applied_; }
   const DaemonConfig& config() const { return config_; }
   uint64_t replans() const { return replans_; }
@@ -126,6 +127,10 @@ class Daemon {
   void LinkLoads(std::vector<double>* load, std::vector<uint32_t>* jobs) const;
 
   void OnPlan(PlanResult r);
+  // The plan's jobs as the QoS computation sees them (colour, applied level, switches crossed).
+  std::vector<core::QosJob> QosJobs(const PlanResult& r) const;
+  // Recomputes the switches' desired QoS state and pushes it to the changed ones.
+  void UpdateSwitches(const PlanResult& r, bool assignments_changed);
   void JobGone(const std::string& id, const std::string& reason);
   void Defer(const std::string& peer, v1::Envelope msg) {
     deferred_.emplace_back(peer, std::move(msg));

@@ -10,6 +10,10 @@
 // refusals carry the wire code (UNKNOWN_HOST, UNKNOWN_JOB, CONFLICT, PERMISSION_DENIED,
 // INVALID_ARGUMENT) and a message naming the field. A refusal never changes state.
 //
+// DSCP colours come from a core::DscpPool: a job keeps its colour for life; when the pool is
+// exhausted a new job shares the colour whose best member level is closest to its own (newcomers
+// register at level 0); the colour is freed when its last job ends or expires.
+//
 // Thread-safety: loop thread only. The topology must outlive the tracker.
 #ifndef CRUX_DAEMON_JOB_TRACKER_H_
 #define CRUX_DAEMON_JOB_TRACKER_H_
@@ -20,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "crux/core/qos.h"
 #include "crux/core/topology.h"
 #include "crux/core/units.h"
 #include "crux/daemon/store.h"
@@ -49,14 +54,21 @@ inline bool Refused(const Refusal& r) { return r.code != v1::ERROR_CODE_UNSPECIF
 class JobTracker {
  public:
   struct Options {
-    std::vector<uint32_t> dscp_pool;
+    // DSCP colours (core::DscpPool; fixed for the tracker's life: SetOptions keeps the pool).
+    std::vector<int> dscp_pool = core::QosConfig().dscp_pool;
     uint32_t profiling_samples = 20;
     core::Duration default_lease = core::Duration::Millis(15000);
     core::Duration max_lease = core::Duration::Millis(600000);
   };
+  // REQUIRES: options.dscp_pool valid (DscpPool::Create); an invalid pool falls back to {0}.
   JobTracker(const core::Topology* topo, Options options);
 
-  void SetOptions(const Options& o) { options_ = o; }
+  // Everything but dscp_pool (restart-only) takes effect.
+  void SetOptions(const Options& o) {
+    const std::vector<int> pool = options_.dscp_pool;
+    options_ = o;
+    options_.dscp_pool = pool;
+  }
   const Options& options() const { return options_; }
 
   // Registers or re-registers (idempotent: same placement -> *already_known = true, lease
@@ -77,8 +89,13 @@ class JobTracker {
   // Removes jobs whose lease expired; returns their ids.
   std::vector<std::string> Expire(core::Duration now);
 
-  // Restart: puts back a stored job (peer unknown, lease restarted from `now`).
-  core::Status Restore(const StoredJob& s, core::Duration now);
+  // Restart: puts back a stored job (peer unknown, lease restarted from `now`) on the colour it
+  // had (DscpPool::Restore, so its running QPs keep matching). A stored colour that is no longer
+  // in the pool (the pool was reconfigured) gets a new colour: *recoloured is set and the caller
+  // persists the job again.
+  core::Status Restore(const StoredJob& s, core::Duration now, bool* recoloured);
+  // The job's current plan level (after a plan is applied), for the colour sharing rule.
+  void SetLevel(const std::string& id, int level);
   StoredJob ToStored(const JobEntry& j) const;
 
   const std::map<std::string, JobEntry>& jobs() const { return jobs_; }
@@ -86,16 +103,17 @@ class JobTracker {
   std::map<std::string, int64_t> CountByState() const;  // "registered", "profiling", ...
   size_t DistinctPeers() const;
   // Jobs sharing their DSCP colour with another job (the pool is smaller than the job count).
-  uint32_t SharedColours() const;
+  uint32_t SharedColours() const { return static_cast<uint32_t>(pool_.SharedJobs()); }
+  const core::DscpPool& pool() const { return pool_; }
 
  private:
   Refusal CheckPlacement(const v1::RegisterJob& r) const;
   Refusal CheckOwner(const JobEntry& j, const std::string& user_id, const std::string& field) const;
-  uint32_t PickColour() const;
   v1::JobState StateFor(const v1::ProfileReport& p) const;
 
   const core::Topology* topo_;
   Options options_;
+  core::DscpPool pool_;
   std::map<std::string, JobEntry> jobs_;
 };
 

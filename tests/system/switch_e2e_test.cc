@@ -1,0 +1,527 @@
+// Switches end to end, all real processes: two redis-server instances (CONFIG_DB stand-ins on
+// unix sockets in a temp dir, no persistence), cruxd (temp config + state dir, insecure loopback
+// TCP on a free port), crux-loadgen registering a few jobs, and one crux-switch-agent (sonic
+// backend) per Redis for two switches of the example topology.
+//
+// The expected DSCP -> TC map of a switch is derived from what cruxctl reports, independently of
+// the daemon's QoS code: every DSCP is best effort (qos.default_tc) except the reserved ones and
+// the colours of the jobs whose flow paths (`cruxctl --json job ID`) cross the switch, which map
+// to the level TC (qos.level_tcs[level], the last entry for deeper levels) of the
+// highest-priority such job. Each CONFIG_DB is read back with
+// `redis-cli -s SOCK -n 4 HGETALL 'DSCP_TO_TC_MAP|CRUX'`.
+//
+// Steps: converge; a link goes down (paths and levels move) and the maps follow; one Redis is
+// SIGKILLed while a reloaded qos block (storage DWRR weight) is pushed -> `cruxctl switches`
+// shows that switch's error, the other switch applies; the Redis comes back (empty) -> the agent
+// retries and the switch converges; an agent is restarted after its map was deleted -> it gets
+// the full state again; cruxd is SIGKILLed and restarted -> jobs keep their (distinct) colours,
+// agents re-hello and everything converges. cruxd logs "switch agent X connected" only for new or
+// returning agents.
+//
+// Every wait polls with a deadline; every child is SIGKILLed in teardown (ChildProcess).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "process_util.h"
+
+#ifndef CRUXD_BINARY
+#define CRUXD_BINARY CRUX_BINARY_DIR "/daemon/cruxd"
+#endif
+#ifndef CRUXCTL_BINARY
+#define CRUXCTL_BINARY CRUX_BINARY_DIR "/tools/cruxctl/cruxctl"
+#endif
+#ifndef CRUX_LOADGEN_BINARY
+#define CRUX_LOADGEN_BINARY CRUX_BINARY_DIR "/tools/loadgen/crux-loadgen"
+#endif
+#ifndef CRUX_SWITCH_AGENT_BINARY
+#define CRUX_SWITCH_AGENT_BINARY CRUX_BINARY_DIR "/switch_adapters/crux-switch-agent"
+#endif
+#ifndef CRUX_REDIS_SERVER_BINARY
+#define CRUX_REDIS_SERVER_BINARY "/usr/bin/redis-server"
+#endif
+#ifndef CRUX_REDIS_CLI_BINARY
+#define CRUX_REDIS_CLI_BINARY "/usr/bin/redis-cli"
+#endif
+
+namespace crux::system_test {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr int kJobs = 4;
+const fs::path kTopology = fs::path(CRUX_SOURCE_DIR) / "configs/topologies/example_clos2.yaml";
+
+// The QoS policy the test configures (and derives its expectations from).
+const std::vector<int> kLevelTcs = {5, 4, 3, 2};
+constexpr int kDefaultTc = 0;
+const std::map<int, int> kReserved = {{48, 6}, {8, 1}};  // control, storage.
+
+std::string QosBlock(int storage_weight) {
+  return "qos:\n"
+         "  dscp_pool: [10, 12, 14, 18, 20, 22, 26, 28, 30, 34, 36, 38]\n"
+         "  level_tcs: [5, 4, 3, 2]\n"
+         "  reserved:\n"
+         "    - {name: control, dscps: [48], tc: 6, scheduler: STRICT}\n"
+         "    - {name: storage, dscps: [8], tc: 1, scheduler: DWRR, weight: " +
+         std::to_string(storage_weight) +
+         "}\n"
+         "  default_tc: 0\n";
+}
+
+int LevelTc(int level) {
+  return kLevelTcs[std::min<size_t>(static_cast<size_t>(level), kLevelTcs.size() - 1)];
+}
+
+std::string Dump(const std::map<int, int>& m) {
+  std::ostringstream o;
+  for (const auto& [k, v] : m) o << k << "->" << v << " ";
+  return o.str();
+}
+
+struct Switch {
+  std::string name;
+  fs::path socket;
+  std::unique_ptr<ChildProcess> redis;
+  std::unique_ptr<ChildProcess> agent;
+  int agent_runs = 0;
+};
+
+class SwitchE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* bin :
+         {CRUXD_BINARY, CRUXCTL_BINARY, CRUX_LOADGEN_BINARY, CRUX_SWITCH_AGENT_BINARY,
+          CRUX_REDIS_SERVER_BINARY, CRUX_REDIS_CLI_BINARY}) {
+      if (!fs::exists(bin)) GTEST_SKIP() << bin << " is not available";
+    }
+    ASSERT_FALSE(dir_.path().empty());
+    state_dir_ = dir_.path() / "state";
+    admin_socket_ = state_dir_ / "admin.sock";
+    const int port = FreeTcpPort();
+    ASSERT_GT(port, 0);
+    endpoint_ = "tcp://127.0.0.1:" + std::to_string(port);
+    config_ = dir_.path() / "cruxd.yaml";
+    WriteConfig(40);
+  }
+
+  void TearDown() override {
+    if (HasFailure()) {
+      for (size_t i = 0; i < daemon_logs_.size(); ++i) {
+        const std::string log = ReadFile(daemon_logs_[i]);
+        std::cerr << "---- cruxd run " << i << " stderr (tail) ----\n"
+                  << log.substr(log.size() > 20000 ? log.size() - 20000 : 0) << "\n";
+      }
+      for (Switch& s : switches_) {
+        for (int run = 0; run < s.agent_runs; ++run) {
+          const std::string log = ReadFile(AgentLog(s, run));
+          std::cerr << "---- agent " << s.name << " run " << run << " (tail) ----\n"
+                    << log.substr(log.size() > 6000 ? log.size() - 6000 : 0) << "\n";
+        }
+      }
+    }
+    for (Switch& s : switches_) {
+      if (s.agent) s.agent->Kill(SIGKILL);
+      if (s.redis) s.redis->Kill(SIGKILL);
+    }
+    if (loadgen_) loadgen_->Kill(SIGKILL);
+    if (cruxd_) cruxd_->Kill(SIGKILL);
+  }
+
+  void WriteConfig(int storage_weight) {
+    WriteFile(config_,
+              "topology: embedded\n"
+              "state_dir: " +
+                  state_dir_.string() + "\nclient_endpoint: " + endpoint_ +
+                  "\n"
+                  "insecure: true\n"
+                  "metrics_listen: \"127.0.0.1:0\"\n"
+                  "debounce_ms: 10\n"
+                  "lease_ms: 120000\n"
+                  "profiling_samples: 3\n"
+                  "log_level: info\n" +
+                  QosBlock(storage_weight));
+  }
+
+  // ---- processes ----
+
+  void StartCruxd() {
+    const fs::path log = dir_.path() / ("cruxd" + std::to_string(daemon_logs_.size()) + ".err");
+    daemon_logs_.push_back(log);
+    cruxd_ = std::make_unique<ChildProcess>();
+    std::string error;
+    ASSERT_TRUE(cruxd_->Start({CRUXD_BINARY, "--config", config_.string()},
+                              dir_.path() / "cruxd.out", log, dir_.path(), {}, &error))
+        << error;
+    const bool up = WaitUntil(
+        [&] {
+          return !cruxd_->running() || Cruxctl({"status"}, milliseconds(1000)).exit_code == 0;
+        },
+        seconds(30), milliseconds(100));
+    ASSERT_TRUE(up && cruxd_->running())
+        << "cruxd did not come up (exit " << cruxd_->exit_code().value_or(-1) << ")";
+  }
+
+  void StartRedis(Switch& s) {
+    const fs::path dir = dir_.path() / ("redis_" + s.name);
+    fs::create_directories(dir);
+    s.socket = dir / "redis.sock";
+    s.redis = std::make_unique<ChildProcess>();
+    ASSERT_TRUE(s.redis->Start({CRUX_REDIS_SERVER_BINARY, "--port", "0", "--unixsocket",
+                                s.socket.string(), "--unixsocketperm", "700", "--save", "",
+                                "--appendonly", "no", "--dir", dir.string(), "--daemonize", "no"},
+                               dir / "redis.out", dir / "redis.err"));
+    const bool up = WaitUntil(
+        [&] {
+          if (!s.redis->running()) return true;
+          const CommandResult r = Redis(s, {"PING"});
+          return r.exit_code == 0 && r.out.find("PONG") != std::string::npos;
+        },
+        seconds(10), milliseconds(50));
+    ASSERT_TRUE(up && s.redis->running()) << "redis-server for " << s.name << " did not come up";
+  }
+
+  fs::path AgentLog(const Switch& s, int run) const {
+    return dir_.path() / ("agent_" + s.name + "_" + std::to_string(run) + ".err");
+  }
+
+  void StartAgent(Switch& s) {
+    s.agent = std::make_unique<ChildProcess>();
+    const fs::path log = AgentLog(s, s.agent_runs++);
+    ASSERT_TRUE(
+        s.agent->Start({CRUX_SWITCH_AGENT_BINARY, "--switch-name", s.name, "--daemon", endpoint_,
+                        "--insecure", "--backend", "sonic", "--redis-socket", s.socket.string(),
+                        "--redis-timeout-ms", "300", "--ports", "Ethernet0,Ethernet4",
+                        "--hello-interval-ms", "300", "--call-timeout-ms", "1000"},
+                       log.string() + ".out", log, dir_.path()));
+  }
+
+  // ---- clients ----
+
+  CommandResult Redis(const Switch& s, std::vector<std::string> args) {
+    std::vector<std::string> argv = {CRUX_REDIS_CLI_BINARY, "-s", s.socket.string(), "-n", "4"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv, dir_.path(), seconds(5));
+  }
+
+  // HGETALL of a CONFIG_DB key; nullopt when Redis does not answer.
+  std::optional<std::map<std::string, std::string>> RedisHash(const Switch& s,
+                                                              const std::string& key) {
+    const CommandResult r = Redis(s, {"HGETALL", key});
+    if (r.exit_code != 0 || r.out.find("ERR") == 0 || r.out.find("Could not connect") == 0) {
+      return std::nullopt;
+    }
+    std::map<std::string, std::string> out;
+    std::istringstream in(r.out);
+    std::string k, v;
+    while (std::getline(in, k) && std::getline(in, v)) out[k] = v;
+    return out;
+  }
+
+  std::optional<std::map<int, int>> DeviceDscpMap(const Switch& s) {
+    auto h = RedisHash(s, "DSCP_TO_TC_MAP|CRUX");
+    if (!h) return std::nullopt;
+    std::map<int, int> m;
+    for (const auto& [k, v] : *h) m[std::stoi(k)] = std::stoi(v);
+    return m;
+  }
+
+  CommandResult Cruxctl(std::vector<std::string> args, milliseconds timeout_ms) {
+    std::vector<std::string> argv = {CRUXCTL_BINARY, "--socket", admin_socket_.string(),
+                                     "--timeout-ms", std::to_string(timeout_ms.count())};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv, dir_.path(), timeout_ms + seconds(10));
+  }
+
+  // cruxctl --json ...; an empty object when it fails (callers poll).
+  json CruxctlJson(std::vector<std::string> args) {
+    args.insert(args.begin(), "--json");
+    const CommandResult r = Cruxctl(args, milliseconds(3000));
+    if (r.exit_code != 0) return json::object();
+    json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+    return j.is_discarded() ? json::object() : j;
+  }
+
+  struct JobView {
+    int dscp = 0;
+    int level = 0;
+    std::string state;
+    std::set<std::string> nodes;  // Every node on the job's flow paths.
+  };
+
+  // The jobs as cruxctl reports them, with their paths. Empty on any failure.
+  std::map<std::string, JobView> Jobs() {
+    std::map<std::string, JobView> out;
+    const json j = CruxctlJson({"jobs"});
+    if (!j.contains("jobs")) return {};
+    for (const auto& job : j["jobs"]) {
+      if (job["state"] == "gone") continue;
+      JobView v;
+      v.dscp = job["dscp"].get<int>();
+      v.level = job["level"].get<int>();
+      v.state = job["state"].get<std::string>();
+      const std::string id = job["job_id"].get<std::string>();
+      const json d = CruxctlJson({"job", id});
+      if (!d.contains("flows")) return {};
+      for (const auto& f : d["flows"]) {
+        for (const auto& n : f["path"]) v.nodes.insert(n.get<std::string>());
+      }
+      out[id] = std::move(v);
+    }
+    return out;
+  }
+
+  bool AllScheduled(size_t n) {
+    const json j = CruxctlJson({"jobs"});
+    if (!j.contains("jobs") || j["jobs"].size() != n) return false;
+    for (const auto& job : j["jobs"]) {
+      if (job["state"] != "scheduled") return false;
+    }
+    return true;
+  }
+
+  // The DSCP -> TC map a switch must hold for `jobs` (see the file comment).
+  static std::map<int, int> Expected(const std::string& sw,
+                                     const std::map<std::string, JobView>& jobs) {
+    std::map<int, int> m;
+    for (int d = 0; d <= 63; ++d) m[d] = kDefaultTc;
+    for (const auto& [d, tc] : kReserved) m[d] = tc;
+    std::map<int, int> best;  // colour -> best (lowest) level among the jobs crossing `sw`.
+    for (const auto& [id, j] : jobs) {
+      if (!j.nodes.count(sw)) continue;
+      auto it = best.find(j.dscp);
+      if (it == best.end() || j.level < it->second) best[j.dscp] = j.level;
+    }
+    for (const auto& [d, level] : best) m[d] = LevelTc(level);
+    return m;
+  }
+
+  json SwitchRow(const std::string& name) {
+    const json j = CruxctlJson({"switches"});
+    for (const auto& s : j.value("switches", json::array())) {
+      if (s["name"] == name) return s;
+    }
+    return json::object();
+  }
+
+  // True when every switch's CONFIG_DB holds the expected map for the jobs cruxctl shows (read
+  // twice, so a re-plan in between is not mistaken for convergence) and cruxctl reports the
+  // switch applied without error. *why says what differs.
+  bool Converged(std::string* why) {
+    const auto jobs = Jobs();
+    if (jobs.size() != static_cast<size_t>(kJobs)) {
+      *why = "cruxctl shows " + std::to_string(jobs.size()) + " jobs";
+      return false;
+    }
+    for (Switch& s : switches_) {
+      const json row = SwitchRow(s.name);
+      if (row.empty() || !row.value("connected", false) ||
+          !row.value("last_error", std::string("?")).empty() ||
+          row.value("applied_epoch", 0ull) < row.value("desired_epoch", 1ull)) {
+        *why = "cruxctl switches: " + row.dump();
+        return false;
+      }
+      const auto device = DeviceDscpMap(s);
+      const auto want = Expected(s.name, jobs);
+      if (!device || *device != want) {
+        *why = s.name + ": CONFIG_DB " + (device ? Dump(*device) : "unreachable") +
+               "\n  expected " + Dump(want);
+        return false;
+      }
+    }
+    if (Jobs().size() != jobs.size()) return false;
+    for (const auto& [id, j] : Jobs()) {
+      const auto it = jobs.find(id);
+      if (it == jobs.end() || it->second.level != j.level || it->second.dscp != j.dscp ||
+          it->second.nodes != j.nodes) {
+        *why = "the plan moved while reading";
+        return false;
+      }
+    }
+    return true;
+  }
+
+  void ExpectConverges(const std::string& step) {
+    std::string why;
+    EXPECT_TRUE(WaitUntil([&] { return Converged(&why); }, seconds(20), milliseconds(150)))
+        << step << ": not converged: " << why;
+  }
+
+  int CountInLog(size_t run, const std::string& needle) {
+    const std::string log = ReadFile(daemon_logs_.at(run));
+    int n = 0;
+    for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++n;
+    return n;
+  }
+
+  TempDir dir_{"crux_switch_e2e"};
+  fs::path state_dir_, admin_socket_, config_;
+  std::string endpoint_;
+  std::unique_ptr<ChildProcess> cruxd_;
+  std::unique_ptr<ChildProcess> loadgen_;
+  std::vector<fs::path> daemon_logs_;
+  std::vector<Switch> switches_;
+};
+
+TEST_F(SwitchE2eTest, ConfigDbFollowsPlansThroughFaultsAndRestarts) {
+  StartCruxd();
+  ASSERT_FALSE(HasFatalFailure());
+
+  // 1. A few jobs arrive through crux-loadgen and get scheduled; then the clients go away (their
+  //    leases outlive the test), so the plan settles.
+  loadgen_ = std::make_unique<ChildProcess>();
+  ASSERT_TRUE(
+      loadgen_->Start({CRUX_LOADGEN_BINARY, "--endpoint", endpoint_, "--insecure", "--topology",
+                       kTopology.string(), "--jobs", std::to_string(kJobs), "--duration-s", "120",
+                       "--report-interval-ms", "50", "--seed", "7", "--json", "--quiet"},
+                      dir_.path() / "loadgen.out", dir_.path() / "loadgen.err", dir_.path()));
+  ASSERT_TRUE(WaitUntil([&] { return AllScheduled(kJobs); }, seconds(30), milliseconds(200)))
+      << CruxctlJson({"jobs"}).dump(2);
+  loadgen_->Kill(SIGKILL);
+
+  // 2. The two switches: the ToR and the aggregation switch crossed by the most jobs.
+  std::map<std::string, JobView> jobs;
+  ASSERT_TRUE(WaitUntil([&] { return (jobs = Jobs()).size() == kJobs; }, seconds(10)));
+  std::map<std::string, int> crossing;
+  for (const auto& [id, j] : jobs) {
+    for (const std::string& n : j.nodes) ++crossing[n];
+  }
+  std::string tor, agg;
+  for (const auto& [n, c] : crossing) {
+    if (n.rfind("tor", 0) == 0 && (tor.empty() || c > crossing[tor])) tor = n;
+    if (n.rfind("agg", 0) == 0 && (agg.empty() || c > crossing[agg])) agg = n;
+  }
+  ASSERT_FALSE(tor.empty());
+  ASSERT_FALSE(agg.empty()) << "no job leaves its ToR";
+  switches_.resize(2);
+  switches_[0].name = tor;
+  switches_[1].name = agg;
+  for (Switch& s : switches_) {
+    StartRedis(s);
+    ASSERT_FALSE(HasFatalFailure());
+    StartAgent(s);
+  }
+  ExpectConverges("initial");
+  // Jobs really are mapped by level (not only the static part).
+  const auto tor_map = DeviceDscpMap(switches_[0]);
+  ASSERT_TRUE(tor_map.has_value());
+  int job_entries = 0;
+  for (const auto& [id, j] : jobs) {
+    if (j.nodes.count(tor)) {
+      ++job_entries;
+      EXPECT_GE(tor_map->at(j.dscp), kLevelTcs.back()) << id;
+    }
+  }
+  EXPECT_GT(job_entries, 0);
+  std::cout << "switches " << tor << " and " << agg << "; " << tor
+            << " CONFIG_DB: " << Dump(*tor_map) << "\n";
+  // The rest of CONFIG_DB: schedulers with the configured storage weight.
+  auto sched = RedisHash(switches_[1], "SCHEDULER|crux_q1");
+  ASSERT_TRUE(sched.has_value());
+  EXPECT_EQ((*sched)["type"], "DWRR");
+  EXPECT_EQ((*sched)["weight"], "40");
+  ASSERT_FALSE(HasFailure());
+
+  // 3. Priorities change: the ToR's uplink to that aggregation switch goes down, flows move to
+  //    the other one, levels are recomputed; both CONFIG_DBs follow.
+  const json before = CruxctlJson({"status"});
+  const CommandResult down = Cruxctl({"set-link", tor + "-" + agg, "down"}, seconds(5));
+  ASSERT_EQ(down.exit_code, 0) << down.out << down.err;
+  ASSERT_TRUE(WaitUntil(
+      [&] { return CruxctlJson({"status"}).value("epoch", 0ull) > before.value("epoch", 0ull); },
+      seconds(10)));
+  ExpectConverges("after set-link down");
+  // No flow uses the downed link any more (the plan really moved).
+  for (const auto& [id, j] : Jobs()) {
+    const json d = CruxctlJson({"job", id});
+    for (const auto& f : d.value("flows", json::array())) {
+      const auto& path = f["path"];
+      for (size_t i = 1; i < path.size(); ++i) {
+        const bool uses =
+            (path[i - 1] == tor && path[i] == agg) || (path[i - 1] == agg && path[i] == tor);
+        EXPECT_FALSE(uses) << id << " still routes over " << tor << "-" << agg;
+      }
+    }
+  }
+
+  // 4. Redis of the aggregation switch dies; a reloaded qos block (storage weight 40 -> 20) is
+  //    pushed to every switch: the ToR applies it, the agg reports the error.
+  Switch& sick = switches_[1];
+  sick.redis->Kill(SIGKILL);
+  WriteConfig(20);
+  ASSERT_EQ(::kill(cruxd_->pid(), SIGHUP), 0);
+  std::string error;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        error = SwitchRow(sick.name).value("last_error", std::string());
+        return !error.empty();
+      },
+      seconds(15), milliseconds(150)))
+      << "no error shown for " << sick.name << ": " << CruxctlJson({"switches"}).dump();
+  EXPECT_NE(error.find("UNAVAILABLE"), std::string::npos) << error;
+  std::cout << "cruxctl switches shows for " << sick.name << ": " << error << "\n";
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        auto s = RedisHash(switches_[0], "SCHEDULER|crux_q1");
+        return s && (*s)["weight"] == "20";
+      },
+      seconds(10)));
+  // The human table shows it too.
+  const CommandResult table = Cruxctl({"switches"}, seconds(3));
+  EXPECT_NE(table.out.find(sick.name), std::string::npos) << table.out;
+
+  // 5. Redis comes back (empty: no persistence); the agent retries and the switch converges.
+  StartRedis(sick);
+  ASSERT_FALSE(HasFatalFailure());
+  ExpectConverges("after redis restart");
+  sched = RedisHash(sick, "SCHEDULER|crux_q1");
+  ASSERT_TRUE(sched.has_value());
+  EXPECT_EQ((*sched)["weight"], "20");
+
+  // 6. An agent restarts after its map was deleted behind its back: as a returning agent it gets
+  //    its full state again.
+  Switch& restarted = switches_[0];
+  restarted.agent->Kill(SIGKILL);
+  ASSERT_EQ(Redis(restarted, {"DEL", "DSCP_TO_TC_MAP|CRUX"}).exit_code, 0);
+  ASSERT_TRUE(DeviceDscpMap(restarted).value_or(std::map<int, int>{{0, 0}}).empty());
+  StartAgent(restarted);
+  ExpectConverges("after agent restart");
+
+  // "connected" is logged for new and returning agents only, not for every periodic hello.
+  EXPECT_EQ(CountInLog(0, "switch agent " + restarted.name + " connected"), 2);
+  EXPECT_EQ(CountInLog(0, "switch agent " + sick.name + " connected"), 1);
+
+  // 7. cruxd is killed and restarted on the same state: colours come back unchanged and
+  //    distinct, agents re-hello, the switches converge.
+  std::map<std::string, int> colours;
+  for (const auto& [id, j] : Jobs()) colours[id] = j.dscp;
+  ASSERT_EQ(colours.size(), static_cast<size_t>(kJobs));
+  cruxd_->Kill(SIGKILL);
+  StartCruxd();
+  ASSERT_FALSE(HasFatalFailure());
+  std::map<std::string, int> after;
+  for (const auto& [id, j] : Jobs()) after[id] = j.dscp;
+  EXPECT_EQ(after, colours);
+  std::set<int> distinct;
+  for (const auto& [id, d] : after) distinct.insert(d);
+  EXPECT_EQ(distinct.size(), after.size()) << "duplicate colours";
+  ExpectConverges("after cruxd restart");
+  const json sw = CruxctlJson({"switches"});
+  ASSERT_EQ(sw.value("switches", json::array()).size(), 2u) << sw.dump();
+  for (const auto& row : sw["switches"]) EXPECT_EQ(row["dscp_colours_shared"], 0) << row.dump();
+}
+
+}  // namespace
+}  // namespace crux::system_test
