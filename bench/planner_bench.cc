@@ -7,6 +7,13 @@
 // tenants on different GPUs). Each iteration plans from scratch with a fresh Planner, so path
 // caches are cold (the daemon keeps them warm across re-plans: see BM_PlanHpnPodWarm).
 // Goal (issue #2): <= 50 ms on one core for N = 1,000.
+//
+// BM_PlanSmallRings*: issue #4's daemon benchmark, N = 10,000 simulated clients, each one job
+// running a small ring all-reduce over 2-4 random hosts (seeded), otherwise the same timing mix.
+// "Hpn" is the HPN pod above; "Clos2" is configs/topologies/example_clos2.yaml (16 hosts, 4 ToRs
+// with 2:1 oversubscribed uplinks), where nearly every job shares a link with every other one
+// and the contention DAG is one component of N jobs. Goal (issue #4): < 1 s warm and < 300 MB
+// peak RSS on HPN, a few seconds at most on the 16-host fabric.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -31,6 +38,56 @@ const Topology& HpnPod() {
     return new Topology(std::move(t).value());
   }();
   return *topo;
+}
+
+// configs/topologies/example_clos2.yaml.
+const Topology& ExampleClos2() {
+  static const Topology* topo = [] {
+    Clos2Params p;
+    p.host.nics_per_host = 2;
+    p.host.gpus_per_host = 8;
+    p.host.nic_gbps = 200;
+    p.host.pcie_gbps = 512;
+    p.host.link_latency_us = 1;
+    p.tors = 4;
+    p.aggs = 2;
+    p.hosts_per_tor = 4;
+    p.uplink_gbps = 400;
+    p.uplinks_per_agg = 1;
+    auto t = BuildClos2(p);
+    if (!t.ok()) {
+      std::fprintf(stderr, "BuildClos2: %s\n", t.status().ToString().c_str());
+      std::abort();
+    }
+    return new Topology(std::move(t).value());
+  }();
+  return *topo;
+}
+
+// Issue #4's clients: ring all-reduce over 2..4 distinct random hosts.
+std::vector<JobSpec> SmallRingJobs(const Topology& topo, int n, uint64_t seed) {
+  Rng rng(seed);
+  const std::vector<NodeId>& hosts = topo.hosts();
+  std::vector<NodeId> pool = hosts;
+  std::vector<JobSpec> jobs;
+  jobs.reserve(static_cast<size_t>(n));
+  for (int j = 0; j < n; ++j) {
+    const int size = 2 + static_cast<int>(rng.Uniform(3));
+    JobSpec spec;
+    spec.id = std::string("client").append(std::to_string(j));
+    for (int i = 0; i < size; ++i) {
+      const size_t k = i + rng.Uniform(pool.size() - i);
+      std::swap(pool[i], pool[k]);
+      spec.hosts.push_back(pool[i]);
+    }
+    spec.gpus_per_host = 8;
+    spec.compute_time = Duration::Seconds(0.05 + 0.95 * rng.UniformDouble());
+    spec.pattern = TrafficPattern::kRingAllReduce;
+    spec.pattern_bytes = Bytes::FromDouble(1e8 + 4.9e9 * rng.UniformDouble());
+    spec.overlap_start = rng.UniformDouble();
+    jobs.push_back(std::move(spec));
+  }
+  return jobs;
 }
 
 std::vector<JobSpec> RandomRingJobs(const Topology& topo, int n, uint64_t seed) {
@@ -77,6 +134,8 @@ void ReportStages(benchmark::State& state, const Plan& plan, size_t flows) {
   state.counters["unpinned"] = plan.unpinned_flows;
   state.counters["total_ms"] = plan.timing.total.ToMillis();
   state.counters["traffic_ms"] = plan.timing.traffic.ToMillis();
+  state.counters["cut_fraction"] =
+      plan.total_edge_weight > 0 ? plan.cut_weight / plan.total_edge_weight : 0.0;
 }
 
 // warm == false: a fresh Planner (cold path caches) every iteration; true: one Planner
@@ -106,6 +165,57 @@ BENCHMARK(BM_PlanHpnPod)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond)->Us
 
 void BM_PlanHpnPodWarm(benchmark::State& state) { PlanHpnPod(state, /*warm=*/true); }
 BENCHMARK(BM_PlanHpnPodWarm)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void PlanSmallRings(benchmark::State& state, const Topology& topo, bool warm,
+                    PlannerOptions options = {}) {
+  const auto jobs = SmallRingJobs(topo, static_cast<int>(state.range(0)), 4);
+  std::optional<Planner> planner;
+  Plan last;
+  if (warm) {  // One untimed plan fills the path and port caches, as in a running daemon.
+    planner.emplace(topo, options);
+    if (!planner->Run(jobs).ok()) {
+      state.SkipWithError("warm-up plan failed");
+      return;
+    }
+  }
+  for (auto _ : state) {
+    if (!warm || !planner.has_value()) planner.emplace(topo, options);
+    auto plan = planner->Run(jobs);
+    if (!plan.ok()) {
+      state.SkipWithError(plan.status().ToString().c_str());
+      return;
+    }
+    last = std::move(plan).value();
+    benchmark::DoNotOptimize(last.cut_weight);
+  }
+  size_t flows = 0;
+  for (const JobPlan& jp : last.jobs) flows += jp.flows.size();
+  ReportStages(state, last, flows);
+}
+
+void BM_PlanSmallRingsHpn(benchmark::State& state) { PlanSmallRings(state, HpnPod(), false); }
+BENCHMARK(BM_PlanSmallRingsHpn)->Arg(10000)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_PlanSmallRingsHpnWarm(benchmark::State& state) { PlanSmallRings(state, HpnPod(), true); }
+BENCHMARK(BM_PlanSmallRingsHpnWarm)->Arg(10000)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same without the compression bound (PlannerOptions::max_exact_component = 0): the exact
+// Algorithm 1 on the 10,000-job component, to compare time, memory and cut_fraction.
+void BM_PlanSmallRingsHpnWarmExact(benchmark::State& state) {
+  PlannerOptions options;
+  options.max_exact_component = 0;
+  PlanSmallRings(state, HpnPod(), true, options);
+}
+BENCHMARK(BM_PlanSmallRingsHpnWarmExact)->Arg(10000)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_PlanSmallRingsClos2Warm(benchmark::State& state) {
+  PlanSmallRings(state, ExampleClos2(), true);
+}
+BENCHMARK(BM_PlanSmallRingsClos2Warm)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_BuildHpnPod(benchmark::State& state) {
   for (auto _ : state) {

@@ -16,6 +16,12 @@ namespace crux::core {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+// Work budget (edge visits + DP cells) per component above max_exact_nodes: fewer random orders
+// are tried when one order costs more than kCoarseWorkPerComponent / topo_orders (compression.h).
+constexpr double kCoarseWorkPerComponent = 1e8;
+// BuildContentionDag reserves its pair-count bound directly (no counting pass) up to this many
+// edges (16 MB).
+constexpr double kEdgesReservedWithoutCounting = 1 << 20;
 
 // True iff job a is strictly higher priority than job b (lower rank; index breaks ties so that
 // the result stays acyclic even if `rank` is not a permutation).
@@ -44,19 +50,42 @@ Status ValidateEdges(const ContentionDag& dag) {
   return Status::Ok();
 }
 
+// Out-adjacency of the whole DAG: the out-edges of node v are dag.edges[edge(k)] for k in
+// [start[v], start[v + 1]), where edge(k) = k when the edges are sorted by `from` (as
+// BuildContentionDag produces them; no copy) and perm[k] otherwise.
+struct OutCsr {
+  std::vector<int64_t> start;
+  std::vector<int64_t> perm;  // Empty when the edges are already grouped by `from`.
+  int64_t edge(int64_t k) const { return perm.empty() ? k : perm[static_cast<size_t>(k)]; }
+};
+
+// REQUIRES: edges validated.
+OutCsr BuildOutCsr(const ContentionDag& dag) {
+  const size_t n = static_cast<size_t>(dag.num_nodes);
+  OutCsr csr;
+  csr.start.assign(n + 1, 0);
+  bool grouped = true;
+  for (size_t e = 0; e < dag.edges.size(); ++e) {
+    ++csr.start[static_cast<size_t>(dag.edges[e].from) + 1];
+    if (e > 0 && dag.edges[e].from < dag.edges[e - 1].from) grouped = false;
+  }
+  std::partial_sum(csr.start.begin(), csr.start.end(), csr.start.begin());
+  if (!grouped) {
+    csr.perm.resize(dag.edges.size());
+    std::vector<int64_t> fill(csr.start.begin(), csr.start.end() - 1);
+    for (size_t e = 0; e < dag.edges.size(); ++e) {
+      csr.perm[static_cast<size_t>(fill[static_cast<size_t>(dag.edges[e].from)]++)] =
+          static_cast<int64_t>(e);
+    }
+  }
+  return csr;
+}
+
 // Deterministic Kahn's algorithm over the whole graph. REQUIRES: edges validated.
-bool IsAcyclic(const ContentionDag& dag) {
+bool IsAcyclic(const ContentionDag& dag, const OutCsr& csr) {
   const size_t n = static_cast<size_t>(dag.num_nodes);
   std::vector<int> indegree(n, 0);
-  std::vector<int> out_start(n + 1, 0);
-  for (const DagEdge& e : dag.edges) {
-    ++indegree[static_cast<size_t>(e.to)];
-    ++out_start[static_cast<size_t>(e.from) + 1];
-  }
-  std::partial_sum(out_start.begin(), out_start.end(), out_start.begin());
-  std::vector<int> out(dag.edges.size());
-  std::vector<int> fill(out_start.begin(), out_start.end() - 1);
-  for (const DagEdge& e : dag.edges) out[static_cast<size_t>(fill[e.from]++)] = e.to;
+  for (const DagEdge& e : dag.edges) ++indegree[static_cast<size_t>(e.to)];
   std::vector<int> stack;
   for (size_t v = 0; v < n; ++v) {
     if (indegree[v] == 0) stack.push_back(static_cast<int>(v));
@@ -66,10 +95,10 @@ bool IsAcyclic(const ContentionDag& dag) {
     const int v = stack.back();
     stack.pop_back();
     ++visited;
-    for (int k = out_start[v]; k < out_start[v + 1]; ++k) {
-      if (--indegree[static_cast<size_t>(out[static_cast<size_t>(k)])] == 0) {
-        stack.push_back(out[static_cast<size_t>(k)]);
-      }
+    for (int64_t k = csr.start[static_cast<size_t>(v)]; k < csr.start[static_cast<size_t>(v) + 1];
+         ++k) {
+      const int w = dag.edges[static_cast<size_t>(csr.edge(k))].to;
+      if (--indegree[static_cast<size_t>(w)] == 0) stack.push_back(w);
     }
   }
   return visited == n;
@@ -97,30 +126,122 @@ struct Component {
 // Solves Algorithm 1 on one component. Scratch buffers are reused across orders and components.
 class ComponentSolver {
  public:
-  // Writes the best block index (0 = highest) of every local node to `block`.
-  void Solve(const Component& comp, int levels, int topo_orders, uint64_t comp_seed,
+  // Writes the best block index (0 = highest) of every local node to `block`. Splits are
+  // searched at `buckets` evenly spaced boundaries of each order; CompressPriorities passes
+  // comp.n (every boundary: the exact Algorithm 1 DP) and uses SolveCoarse for components above
+  // the bound. REQUIRES: 1 <= buckets <= comp.n.
+  void Solve(const Component& comp, int levels, int topo_orders, int buckets, uint64_t comp_seed,
              std::vector<int>& block) {
     const int n = comp.n;
-    const int num_blocks = std::min(levels, n);
+    const int g = buckets;
+    const int num_blocks = std::min(levels, g);
     block.assign(static_cast<size_t>(n), 0);
     if (num_blocks <= 1) return;  // One block: every order gives the same (zero) cut.
 
     const size_t un = static_cast<size_t>(n);
+    const size_t ug = static_cast<size_t>(g);
     order_.resize(un);
     pos_.resize(un);
-    diff_.assign(un + 1, 0.0);
-    cost_.resize(un * (un + 1) / 2 + un + 1);
-    f_.resize(static_cast<size_t>(num_blocks + 1) * (un + 1));
+    // Bucket b holds positions [bucket_begin_[b], bucket_begin_[b + 1]); with g == n, bucket b
+    // is position b and everything below is the plain per-position DP.
+    SetBuckets(un, ug);
+    diff_.assign(ug + 1, 0.0);
+    cost_.resize(ug * (ug + 1) / 2 + ug + 1);
+    f_.resize(static_cast<size_t>(num_blocks + 1) * (ug + 1));
 
     double best = kNegInf;
     for (int t = 0; t < topo_orders; ++t) {
       Rng rng(Mix64(comp_seed + static_cast<uint64_t>(t)));
       RandomTopologicalOrder(comp, rng);
-      BuildCost(comp);
-      const double value = SplitDp(n, num_blocks);
+      BuildCost(comp, g);
+      const double value = SplitDp(g, num_blocks);
       if (value > best) {  // Strict: ties keep the first order found.
         best = value;
-        RecoverBlocks(n, num_blocks, block);
+        RecoverBlocks(g, num_blocks, block);
+      }
+    }
+  }
+
+  // The bounded variant for one component too large for the exact DP (compression.h), on
+  // global node ids straight from the DAG (no per-component edge copy). `nodes` are the
+  // component's nodes ascending; writes the block of each of them to level[node]. Block
+  // boundaries fall at `buckets` evenly spaced positions of each order. REQUIRES: 1 <= buckets
+  // <= nodes.size(), level.size() == dag.num_nodes.
+  void SolveCoarse(const ContentionDag& dag, const OutCsr& csr, const std::vector<int>& nodes,
+                   int levels, int topo_orders, int buckets, uint64_t comp_seed,
+                   std::vector<int>& level) {
+    const size_t un = nodes.size();
+    const size_t ug = static_cast<size_t>(buckets);
+    const int num_blocks = std::min(levels, buckets);
+    for (int v : nodes) level[static_cast<size_t>(v)] = 0;
+    if (num_blocks <= 1) return;
+    order_.resize(un);
+    pos_.resize(static_cast<size_t>(dag.num_nodes));  // Global node -> position.
+    indegree_.resize(static_cast<size_t>(dag.num_nodes));
+    SetBuckets(un, ug);
+    cost_.resize(ug * (ug + 1) / 2 + ug + 1);
+    f_.resize(static_cast<size_t>(num_blocks + 1) * (ug + 1));
+
+    double best = kNegInf;
+    for (int t = 0; t < topo_orders; ++t) {
+      Rng rng(Mix64(comp_seed + static_cast<uint64_t>(t)));
+      // Kahn's algorithm with a uniformly drawn ready node, as in RandomTopologicalOrder.
+      for (int v : nodes) indegree_[static_cast<size_t>(v)] = 0;
+      for (int v : nodes) {
+        for (int64_t k = csr.start[static_cast<size_t>(v)];
+             k < csr.start[static_cast<size_t>(v) + 1]; ++k) {
+          ++indegree_[static_cast<size_t>(dag.edges[static_cast<size_t>(csr.edge(k))].to)];
+        }
+      }
+      ready_.clear();
+      for (int v : nodes) {
+        if (indegree_[static_cast<size_t>(v)] == 0) ready_.push_back(v);
+      }
+      size_t next = 0;
+      while (!ready_.empty()) {
+        const size_t pick = static_cast<size_t>(rng.Uniform(ready_.size()));
+        std::swap(ready_[pick], ready_.back());
+        const int v = ready_.back();
+        ready_.pop_back();
+        pos_[static_cast<size_t>(v)] = static_cast<int>(next);
+        order_[next++] = v;
+        for (int64_t k = csr.start[static_cast<size_t>(v)];
+             k < csr.start[static_cast<size_t>(v) + 1]; ++k) {
+          const int w = dag.edges[static_cast<size_t>(csr.edge(k))].to;
+          if (--indegree_[static_cast<size_t>(w)] == 0) ready_.push_back(w);
+        }
+      }
+      // Cost over bucket boundaries. Column i + 1 first collects the weight W(q, i) of edges
+      // from bucket q < i into bucket i at its row q; the sweep then turns it in place into
+      // C(j, i + 1) = C(j, i) + sum_{q < j} W(q, i). O(E_c + g^2) per order.
+      std::fill(cost_.begin(),
+                cost_.begin() + static_cast<std::ptrdiff_t>(ColumnOffset(ug) + ug + 1), 0.0);
+      for (int v : nodes) {
+        const size_t from_bucket =
+            static_cast<size_t>(bucket_of_pos_[static_cast<size_t>(pos_[static_cast<size_t>(v)])]);
+        for (int64_t k = csr.start[static_cast<size_t>(v)];
+             k < csr.start[static_cast<size_t>(v) + 1]; ++k) {
+          const DagEdge& e = dag.edges[static_cast<size_t>(csr.edge(k))];
+          const size_t to_bucket = static_cast<size_t>(
+              bucket_of_pos_[static_cast<size_t>(pos_[static_cast<size_t>(e.to)])]);
+          if (from_bucket < to_bucket) cost_[ColumnOffset(to_bucket + 1) + from_bucket] += e.weight;
+        }
+      }
+      for (size_t i = 1; i <= ug; ++i) {
+        const double* prev_col = &cost_[ColumnOffset(i - 1)];
+        double* col = &cost_[ColumnOffset(i)];
+        double acc = 0.0;
+        for (size_t j = 0; j < i; ++j) {
+          const double w = col[j];
+          col[j] = prev_col[j] + acc;
+          acc += w;
+        }
+        col[i] = 0.0;
+      }
+      const double value = SplitDp(buckets, num_blocks);
+      if (value > best) {  // Strict: ties keep the first order found.
+        best = value;
+        RecoverBlocks(buckets, num_blocks, level);
       }
     }
   }
@@ -128,6 +249,18 @@ class ComponentSolver {
  private:
   // Offset of column i of the triangular cost matrix: C(j, i) for j = 0..i is contiguous.
   static size_t ColumnOffset(size_t i) { return i * (i + 1) / 2; }
+
+  // Bucket b = positions [floor(b n / g), floor((b + 1) n / g)) of an order of n nodes.
+  void SetBuckets(size_t n, size_t g) {
+    bucket_begin_.resize(g + 1);
+    bucket_of_pos_.resize(n);
+    for (size_t b = 0; b <= g; ++b) bucket_begin_[b] = static_cast<int>(b * n / g);
+    for (size_t b = 0; b < g; ++b) {
+      for (int p = bucket_begin_[b]; p < bucket_begin_[b + 1]; ++p) {
+        bucket_of_pos_[static_cast<size_t>(p)] = static_cast<int>(b);
+      }
+    }
+  }
 
   // Kahn's algorithm whose next node is drawn uniformly from the ready set.
   void RandomTopologicalOrder(const Component& comp, Rng& rng) {
@@ -155,19 +288,23 @@ class ComponentSolver {
     // The caller checked acyclicity, so every node was placed (next == n).
   }
 
-  // C(j, i) = weight of edges from positions [0, j) to positions [j, i), 0 <= j <= i <= n.
-  // Column i extends column i-1 by the in-edges of the node at position i-1: an in-edge from
-  // position p adds its weight to C(j, i) for p < j <= i-1, i.e. a difference array at p+1
-  // followed by a prefix sum over j. O(n^2 + edges) per order.
-  void BuildCost(const Component& comp) {
-    const size_t n = static_cast<size_t>(comp.n);
+  // Over bucket boundaries 0..g: C(j, i) = weight of edges from buckets [0, j) to buckets
+  // [j, i), 0 <= j <= i <= g. Column i extends column i-1 by the in-edges of the nodes of bucket
+  // i-1: an in-edge from bucket q < i-1 adds its weight to C(j, i) for q < j <= i-1, i.e. a
+  // difference array at q+1 followed by a prefix sum over j; an edge inside bucket i-1 is never
+  // cut and is skipped. O(g^2 + n + edges) per order.
+  void BuildCost(const Component& comp, int g_int) {
+    const size_t g = static_cast<size_t>(g_int);
     cost_[0] = 0.0;
-    for (size_t i = 1; i <= n; ++i) {
-      const int v = order_[i - 1];
-      for (int k = comp.in_start[static_cast<size_t>(v)];
-           k < comp.in_start[static_cast<size_t>(v) + 1]; ++k) {
-        const size_t p = static_cast<size_t>(pos_[static_cast<size_t>(comp.in_from[k])]);
-        diff_[p + 1] += comp.in_weight[static_cast<size_t>(k)];
+    for (size_t i = 1; i <= g; ++i) {
+      for (int p = bucket_begin_[i - 1]; p < bucket_begin_[i]; ++p) {
+        const int v = order_[static_cast<size_t>(p)];
+        for (int k = comp.in_start[static_cast<size_t>(v)];
+             k < comp.in_start[static_cast<size_t>(v) + 1]; ++k) {
+          const size_t q = static_cast<size_t>(
+              bucket_of_pos_[static_cast<size_t>(pos_[static_cast<size_t>(comp.in_from[k])])]);
+          if (q + 1 < i) diff_[q + 1] += comp.in_weight[static_cast<size_t>(k)];
+        }
       }
       const double* prev_col = &cost_[ColumnOffset(i - 1)];
       double* col = &cost_[ColumnOffset(i)];
@@ -235,28 +372,33 @@ class ComponentSolver {
 
   // Backtracks the DP of the current order: the split point of state (i, k) is the first j
   // whose candidate equals f(i, k) (the same arithmetic as in SplitDp, so equality is exact).
-  // Writes the block (0-based) of each local node to `block`. O(L n).
-  void RecoverBlocks(int n_int, int num_blocks, std::vector<int>& block) {
-    const size_t n = static_cast<size_t>(n_int);
-    size_t end = n;
+  // i and j count buckets. Writes the block (0-based) of each local node to `block`. O(L g + n).
+  void RecoverBlocks(int g_int, int num_blocks, std::vector<int>& block) {
+    const size_t g = static_cast<size_t>(g_int);
+    const auto assign = [&](size_t first_bucket, size_t end_bucket, int b) {
+      for (int p = bucket_begin_[first_bucket]; p < bucket_begin_[end_bucket]; ++p) {
+        block[static_cast<size_t>(order_[static_cast<size_t>(p)])] = b;
+      }
+    };
+    size_t end = g;
     for (size_t k = static_cast<size_t>(num_blocks); k >= 2; --k) {
-      const double* prev = FRow(k - 1, n);
+      const double* prev = FRow(k - 1, g);
       const double* col = &cost_[ColumnOffset(end)];
-      const double target = FRow(k, n)[end];
+      const double target = FRow(k, g)[end];
       size_t start = k - 1;
       while (start + 1 < end && !(prev[start] + col[start] == target)) ++start;
-      for (size_t p = start; p < end; ++p) {
-        block[static_cast<size_t>(order_[p])] = static_cast<int>(k - 1);
-      }
+      assign(start, end, static_cast<int>(k - 1));
       end = start;
     }
-    for (size_t p = 0; p < end; ++p) block[static_cast<size_t>(order_[p])] = 0;
+    assign(0, end, 0);
   }
 
   std::vector<int> order_;  // Position -> local node.
   std::vector<int> pos_;    // Local node -> position.
   std::vector<int> indegree_;
   std::vector<int> ready_;
+  std::vector<int> bucket_begin_;   // Bucket -> first position (g + 1 entries).
+  std::vector<int> bucket_of_pos_;  // Position -> bucket.
   std::vector<double> diff_;
   std::vector<double> cost_;  // Triangular, column-major (see ColumnOffset).
   std::vector<double> f_;     // DP table, see FRow.
@@ -334,12 +476,16 @@ class BruteForce {
 
 }  // namespace
 
-// Complexity: O(num_links + sum |job_links| + sum_l |B_l|^2 + E log E), where B_l is the set of
-// jobs on link l and E the number of edges; memory O(num_links + sum |job_links| + E + n).
-// Jobs are bucketed per link (CSR). Then, for each job a in index order, the buckets of a's
-// links are scanned; every co-job b of lower priority that was not yet seen for a (a per-job
-// stamp array, instead of materialising and sorting all pairs) yields the edge a -> b. Edges are
-// therefore produced grouped by `from` ascending and only each group is sorted by `to`.
+// Complexity: O(num_links + sum |job_links| log + sum_l |B_l|^2 / 2 + E log(E / n)), where
+// B_l is the set of jobs on link l and E the number of edges; memory O(num_links +
+// sum |job_links| + n) besides the E edges, which are allocated once at their exact size.
+// Jobs are bucketed per link (CSR), each bucket sorted by priority. For each job a in index
+// order, the lower-priority suffix of the buckets of a's links is scanned; every co-job b not
+// yet seen for a (a per-job stamp array, instead of materialising and sorting all pairs) yields
+// the edge a -> b. A first pass only counts a's edges (exact allocation: a 10,000-job clique has
+// 50M edges, and vector growth would double the peak); the second writes them, grouped by
+// `from` ascending, each group sorted by `to` (a sort for small groups, a scan of the stamp
+// array for groups above n / 16 jobs).
 ContentionDag BuildContentionDag(const std::vector<std::vector<LinkId>>& job_links,
                                  const std::vector<int>& rank,
                                  const std::vector<Intensity>& intensity, size_t num_links) {
@@ -369,37 +515,82 @@ ContentionDag BuildContentionDag(const std::vector<std::vector<LinkId>>& job_lin
       members[fill[l.value()]++] = static_cast<int>(a);
     }
   }
+  const auto higher = [&rank](int x, int y) { return Higher(rank, x, y); };
+  for (size_t l = 0; l < num_links; ++l) {
+    if (start[l + 1] - start[l] > 1) {
+      std::sort(members.begin() + static_cast<std::ptrdiff_t>(start[l]),
+                members.begin() + static_cast<std::ptrdiff_t>(start[l + 1]), higher);
+    }
+  }
 
-  // Pairs per link, deduplicated with a stamp per co-job.
+  // Calls fn(b) once for every job b of lower priority than a sharing a link with a; afterwards
+  // job_stamp[b] == a exactly for those b. REQUIRES: job_stamp[*] != a, link_stamp[*] != a.
   std::vector<int> job_stamp(n, -1);
-  std::fill(link_stamp.begin(), link_stamp.end(), -1);
-  for (size_t a = 0; a < n; ++a) {
-    const int ia = static_cast<int>(a);
-    const size_t group_begin = dag.edges.size();
-    for (LinkId l : job_links[a]) {
+  const auto for_each_lower = [&](int ia, auto&& fn) {
+    for (LinkId l : job_links[static_cast<size_t>(ia)]) {
       if (!usable(l) || link_stamp[l.value()] == ia) continue;
       link_stamp[l.value()] = ia;
-      for (size_t k = start[l.value()]; k < start[l.value() + 1]; ++k) {
-        const int b = members[k];
-        if (b == ia || job_stamp[static_cast<size_t>(b)] == ia || !Higher(rank, ia, b)) continue;
+      const int* first = members.data() + start[l.value()];
+      const int* last = members.data() + start[l.value() + 1];
+      for (const int* it = std::upper_bound(first, last, ia, higher); it != last; ++it) {
+        const int b = *it;
+        if (job_stamp[static_cast<size_t>(b)] == ia) continue;
         job_stamp[static_cast<size_t>(b)] = ia;
-        dag.edges.push_back(DagEdge{ia, b, intensity[a]});
+        fn(b);
       }
     }
-    std::sort(dag.edges.begin() + static_cast<std::ptrdiff_t>(group_begin), dag.edges.end(),
-              [](const DagEdge& x, const DagEdge& y) { return x.to < y.to; });
+  };
+
+  // Pass 1: count, unless the number of pairs is small anyway (then reserve that bound).
+  double pair_bound = 0;
+  for (size_t l = 0; l < num_links; ++l) {
+    const double size = static_cast<double>(start[l + 1] - start[l]);
+    pair_bound += size * (size - 1) / 2;
+  }
+  const double n_d = static_cast<double>(n);
+  pair_bound = std::min(pair_bound, n_d * (n_d - 1) / 2);
+  if (pair_bound <= kEdgesReservedWithoutCounting) {
+    dag.edges.reserve(static_cast<size_t>(pair_bound));
+  } else {
+    size_t total = 0;
+    for (size_t a = 0; a < n; ++a) {
+      for_each_lower(static_cast<int>(a), [&total](int) { ++total; });
+    }
+    dag.edges.reserve(total);
+    std::fill(link_stamp.begin(), link_stamp.end(), -1);
+    std::fill(job_stamp.begin(), job_stamp.end(), -1);
+  }
+
+  // Pass 2: write, each group sorted by `to`.
+  std::vector<int> targets;
+  for (size_t a = 0; a < n; ++a) {
+    const int ia = static_cast<int>(a);
+    targets.clear();
+    for_each_lower(ia, [&targets](int b) { targets.push_back(b); });
+    if (targets.size() * 16 > n) {
+      for (size_t b = 0; b < n; ++b) {
+        if (job_stamp[b] == ia) dag.edges.push_back(DagEdge{ia, static_cast<int>(b), intensity[a]});
+      }
+    } else {
+      std::sort(targets.begin(), targets.end());
+      for (int b : targets) dag.edges.push_back(DagEdge{ia, b, intensity[a]});
+    }
   }
   return dag;
 }
 
 // Complexity: O(n + E) for validation and components, then per component with n_c nodes and
-// L = min(K, n_c) blocks, m * O(n_c + E_c + n_c^2 + L n_c^2 / 2) time and O(n_c^2 / 2) memory.
+// L = min(K, n_c) blocks, m * O(n_c + E_c + n_c^2 + L n_c^2 / 2) time and O(n_c^2 / 2) memory;
+// a component above max_exact_nodes costs m' * O(n_c + E_c + L g^2 / 2) time (m' <= m, see
+// kCoarseWorkPerComponent) and O(n + g^2 / 2) memory with g = max(max_exact_nodes, K).
 Result<Compression> CompressPriorities(const ContentionDag& dag,
                                        const CompressionOptions& options) {
   if (options.levels < 1) return InvalidArgumentError("levels must be >= 1");
   if (options.topo_orders < 1) return InvalidArgumentError("topo_orders must be >= 1");
+  if (options.max_exact_nodes < 0) return InvalidArgumentError("max_exact_nodes must be >= 0");
   CRUX_RETURN_IF_ERROR(ValidateEdges(dag));
-  if (!IsAcyclic(dag)) return InvalidArgumentError("contention graph has a cycle");
+  const OutCsr csr = BuildOutCsr(dag);
+  if (!IsAcyclic(dag, csr)) return InvalidArgumentError("contention graph has a cycle");
 
   const size_t n = static_cast<size_t>(dag.num_nodes);
   Compression result;
@@ -408,15 +599,21 @@ Result<Compression> CompressPriorities(const ContentionDag& dag,
   // Weakly connected components (union-find), numbered by their smallest node.
   std::vector<int> parent(n);
   std::iota(parent.begin(), parent.end(), 0);
-  for (const DagEdge& e : dag.edges) {
-    const int ra = FindRoot(parent, e.from);
-    const int rb = FindRoot(parent, e.to);
-    if (ra != rb) parent[static_cast<size_t>(std::max(ra, rb))] = std::min(ra, rb);
-  }
+  // Walked per `from` node so that its root is looked up once, not once per edge.
   std::vector<int> has_edge(n, 0);
-  for (const DagEdge& e : dag.edges) {
-    has_edge[static_cast<size_t>(e.from)] = 1;
-    has_edge[static_cast<size_t>(e.to)] = 1;
+  for (size_t v = 0; v < n; ++v) {
+    if (csr.start[v] == csr.start[v + 1]) continue;
+    has_edge[v] = 1;
+    int ra = FindRoot(parent, static_cast<int>(v));
+    for (int64_t k = csr.start[v]; k < csr.start[v + 1]; ++k) {
+      const int to = dag.edges[static_cast<size_t>(csr.edge(k))].to;
+      has_edge[static_cast<size_t>(to)] = 1;
+      const int rb = FindRoot(parent, to);
+      if (ra != rb) {
+        parent[static_cast<size_t>(std::max(ra, rb))] = std::min(ra, rb);
+        ra = std::min(ra, rb);
+      }
+    }
   }
   std::vector<int> comp_of(n, -1);
   std::vector<int> local_id(n, -1);
@@ -433,12 +630,22 @@ Result<Compression> CompressPriorities(const ContentionDag& dag,
     local_id[v] = c.n++;
     c.global.push_back(static_cast<int>(v));
   }
+  // Components above the bound are solved by SolveCoarse on the global CSR; only the others get
+  // their own local CSR.
+  const auto coarse = [&options](const Component& c) {
+    return options.max_exact_nodes > 0 && c.n > options.max_exact_nodes;
+  };
+  std::vector<int64_t> comp_edges(comps.size(), 0);
   for (Component& c : comps) {
+    if (coarse(c)) continue;
     c.out_start.assign(static_cast<size_t>(c.n) + 1, 0);
     c.in_start.assign(static_cast<size_t>(c.n) + 1, 0);
   }
   for (const DagEdge& e : dag.edges) {
-    Component& c = comps[static_cast<size_t>(comp_of[static_cast<size_t>(e.from)])];
+    const size_t ci = static_cast<size_t>(comp_of[static_cast<size_t>(e.from)]);
+    ++comp_edges[ci];
+    Component& c = comps[ci];
+    if (coarse(c)) continue;
     ++c.out_start[static_cast<size_t>(local_id[static_cast<size_t>(e.from)]) + 1];
     ++c.in_start[static_cast<size_t>(local_id[static_cast<size_t>(e.to)]) + 1];
   }
@@ -446,6 +653,7 @@ Result<Compression> CompressPriorities(const ContentionDag& dag,
   std::vector<std::vector<int>> in_fill(comps.size());
   for (size_t ci = 0; ci < comps.size(); ++ci) {
     Component& c = comps[ci];
+    if (coarse(c)) continue;
     std::partial_sum(c.out_start.begin(), c.out_start.end(), c.out_start.begin());
     std::partial_sum(c.in_start.begin(), c.in_start.end(), c.in_start.begin());
     c.out.resize(static_cast<size_t>(c.out_start.back()));
@@ -457,6 +665,7 @@ Result<Compression> CompressPriorities(const ContentionDag& dag,
   for (const DagEdge& e : dag.edges) {
     const size_t ci = static_cast<size_t>(comp_of[static_cast<size_t>(e.from)]);
     Component& c = comps[ci];
+    if (coarse(c)) continue;
     const int lf = local_id[static_cast<size_t>(e.from)];
     const int lt = local_id[static_cast<size_t>(e.to)];
     c.out[static_cast<size_t>(out_fill[ci][static_cast<size_t>(lf)]++)] = lt;
@@ -470,7 +679,19 @@ Result<Compression> CompressPriorities(const ContentionDag& dag,
   for (size_t ci = 0; ci < comps.size(); ++ci) {
     const Component& c = comps[ci];
     const uint64_t comp_seed = Mix64(options.seed ^ Mix64(static_cast<uint64_t>(ci)));
-    solver.Solve(c, options.levels, options.topo_orders, comp_seed, block);
+    if (coarse(c)) {
+      const int g = std::min(c.n, std::max(options.max_exact_nodes, options.levels));
+      const double blocks = std::min(options.levels, g);
+      const double per_order =
+          static_cast<double>(c.n) + static_cast<double>(comp_edges[ci]) +
+          static_cast<double>(g) * (static_cast<double>(g) + 1) * (blocks + 2) / 2;
+      const int orders =
+          static_cast<int>(std::clamp(std::floor(kCoarseWorkPerComponent / per_order), 1.0,
+                                      static_cast<double>(options.topo_orders)));
+      solver.SolveCoarse(dag, csr, c.global, options.levels, orders, g, comp_seed, result.level);
+      continue;
+    }
+    solver.Solve(c, options.levels, options.topo_orders, c.n, comp_seed, block);
     for (size_t v = 0; v < static_cast<size_t>(c.n); ++v) {
       result.level[static_cast<size_t>(c.global[v])] = block[v];
     }

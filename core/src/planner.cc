@@ -32,6 +32,10 @@ Status ValidatePlannerOptions(const PlannerOptions& o) {
                                 " reserved low levels");
   }
   if (o.topo_orders < 1) return InvalidArgumentError("topo_orders: must be >= 1");
+  if (o.max_exact_component < 0) {
+    return InvalidArgumentError("max_exact_component: must be >= 0 (got " +
+                                std::to_string(o.max_exact_component) + ")");
+  }
   if (!(std::isfinite(o.gpu_peak_flops) && o.gpu_peak_flops > 0)) {
     return InvalidArgumentError("gpu_peak_flops: must be > 0 and finite");
   }
@@ -221,6 +225,7 @@ Result<Plan> Planner::Run(const std::vector<JobSpec>& specs) {
   copt.levels = plan.usable_levels;
   copt.topo_orders = options_.topo_orders;
   copt.seed = options_.seed;
+  copt.max_exact_nodes = options_.max_exact_component;
   CRUX_ASSIGN_OR_RETURN(Compression comp, CompressPriorities(plan.dag, copt));
   plan.cut_weight = comp.cut_weight;
   for (const DagEdge& e : plan.dag.edges) plan.total_edge_weight += e.weight;

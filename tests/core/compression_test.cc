@@ -43,11 +43,13 @@ double TotalWeight(const ContentionDag& dag) {
   return total;
 }
 
-CompressionOptions Options(int levels, int orders = 10, uint64_t seed = 1) {
+CompressionOptions Options(int levels, int orders = 10, uint64_t seed = 1,
+                           int max_exact_nodes = 1024) {
   CompressionOptions options;
   options.levels = levels;
   options.topo_orders = orders;
   options.seed = seed;
+  options.max_exact_nodes = max_exact_nodes;
   return options;
 }
 
@@ -156,6 +158,32 @@ TEST(CompressionDagTest, MatchesTheDefinitionOnRandomJobs) {
     SCOPED_TRACE(trial);
     ExpectSameDag(BuildContentionDag(job_links, rank, intensity, num_links),
                   NaiveDag(job_links, rank, intensity));
+  }
+}
+
+TEST(CompressionDagTest, MatchesTheDefinitionOnDenseSharing) {
+  // Few links, many jobs: most jobs contend with most others, so the per-job edge groups are
+  // large (written by scanning the stamp array instead of sorting) next to small ones.
+  Rng rng(11);
+  for (int trial = 0; trial < 5; ++trial) {
+    const int n = 150 + static_cast<int>(rng.Uniform(150));
+    const uint32_t num_links = 3 + static_cast<uint32_t>(rng.Uniform(6));
+    std::vector<std::vector<LinkId>> job_links(static_cast<size_t>(n));
+    for (auto& links : job_links) {
+      const int count = static_cast<int>(rng.Uniform(4));
+      for (int k = 0; k < count; ++k) {
+        links.push_back(LinkId(static_cast<uint32_t>(rng.Uniform(num_links))));
+      }
+    }
+    std::vector<int> rank(static_cast<size_t>(n));
+    std::iota(rank.begin(), rank.end(), 0);
+    rng.Shuffle(rank);
+    std::vector<Intensity> intensity(static_cast<size_t>(n));
+    for (auto& value : intensity) value = rng.UniformDouble();
+    SCOPED_TRACE(trial);
+    const ContentionDag dag = BuildContentionDag(job_links, rank, intensity, num_links);
+    EXPECT_GT(dag.edges.size(), static_cast<size_t>(n) * 10);
+    ExpectSameDag(dag, NaiveDag(job_links, rank, intensity));
   }
 }
 
@@ -343,6 +371,104 @@ TEST(CompressionTest, MoreOrdersNeverLowerTheCut) {
     ASSERT_TRUE(many.ok());
     EXPECT_GE(many->cut_weight, few->cut_weight - 1e-9);
   }
+}
+
+// --- Bound for huge components (max_exact_nodes) ----------------------------------------------
+
+TEST(CompressionBoundTest, ComponentsUpToTheBoundAreSolvedExactly) {
+  Rng rng(23);
+  const ContentionDag dag = RandomDag(rng, 120, 0.08);
+  const Result<Compression> unbounded = CompressPriorities(dag, Options(8, 10, 3, 0));
+  const Result<Compression> at_bound = CompressPriorities(dag, Options(8, 10, 3, 120));
+  ASSERT_TRUE(unbounded.ok());
+  ASSERT_TRUE(at_bound.ok());
+  EXPECT_EQ(at_bound->level, unbounded->level);
+  EXPECT_EQ(at_bound->cut_weight, unbounded->cut_weight);
+}
+
+TEST(CompressionBoundTest, CoarseSplitsAreValidNeverBeatTheExactOnesAndStayClose) {
+  // Same seed -> the same random topological orders (small graphs get all m orders), and every
+  // split at bucket boundaries is also a split of the exact DP, so the bounded cut can only be
+  // lower; with 32 boundaries for 150-300 jobs it stays close.
+  Rng rng(31);
+  for (int trial = 0; trial < 8; ++trial) {
+    const int n = 150 + static_cast<int>(rng.Uniform(150));
+    const ContentionDag dag = RandomDag(rng, n, 0.05);
+    const Result<Compression> exact = CompressPriorities(dag, Options(8, 5, trial, 0));
+    const Result<Compression> coarse = CompressPriorities(dag, Options(8, 5, trial, 32));
+    ASSERT_TRUE(exact.ok());
+    ASSERT_TRUE(coarse.ok());
+    SCOPED_TRACE(trial);
+    EXPECT_TRUE(IsValidCompression(dag, coarse->level, 8));
+    EXPECT_DOUBLE_EQ(coarse->cut_weight, CutWeight(dag, coarse->level));
+    EXPECT_LE(coarse->cut_weight, exact->cut_weight + 1e-9);
+    EXPECT_GE(coarse->cut_weight, 0.95 * exact->cut_weight);
+    // Every level is used.
+    EXPECT_EQ(std::set<int>(coarse->level.begin(), coarse->level.end()).size(), 8u);
+  }
+}
+
+TEST(CompressionBoundTest, BoundBelowTheLevelCountStillUsesEveryLevel) {
+  // g = max(max_exact_nodes, K): with a bound of 1 there are still K boundaries.
+  const ContentionDag chain = MakeDag(10, {{0, 1, 1},
+                                           {1, 2, 2},
+                                           {2, 3, 3},
+                                           {3, 4, 4},
+                                           {4, 5, 5},
+                                           {5, 6, 6},
+                                           {6, 7, 7},
+                                           {7, 8, 8},
+                                           {8, 9, 9}});
+  const Result<Compression> result = CompressPriorities(chain, Options(4, 1, 1, 1));
+  ASSERT_TRUE(result.ok());
+  EXPECT_TRUE(IsValidCompression(chain, result->level, 4));
+  EXPECT_EQ(std::set<int>(result->level.begin(), result->level.end()).size(), 4u);
+  EXPECT_GT(result->cut_weight, 0.0);
+}
+
+TEST(CompressionBoundTest, EdgeOrderOfTheInputDoesNotMatter) {
+  // The coarse solver reads the DAG's edges in place when they are sorted by `from` and through
+  // a (stable) permutation otherwise: listing the groups in another order, each group's edges
+  // in the same order, gives the same answer.
+  Rng rng(41);
+  const ContentionDag sorted = RandomDag(rng, 200, 0.05);
+  ContentionDag shuffled = sorted;
+  std::stable_sort(shuffled.edges.begin(), shuffled.edges.end(),
+                   [](const DagEdge& x, const DagEdge& y) { return x.from > y.from; });
+  ASSERT_NE(shuffled.edges.front().from, sorted.edges.front().from);
+  const Result<Compression> a = CompressPriorities(sorted, Options(6, 4, 9, 50));
+  const Result<Compression> b = CompressPriorities(shuffled, Options(6, 4, 9, 50));
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(IsValidCompression(sorted, a->level, 6));
+  EXPECT_EQ(a->cut_weight, CutWeight(sorted, a->level));
+  EXPECT_EQ(a->level, b->level);
+}
+
+TEST(CompressionBoundTest, OnlyComponentsAboveTheBoundAreCoarse) {
+  // A 12-node component next to a 200-node one, bound 50: the small component is solved exactly
+  // (same levels as without any bound), the large one validly.
+  Rng rng(43);
+  const ContentionDag big = RandomDag(rng, 200, 0.05);
+  const ContentionDag small = RandomDag(rng, 12, 0.4);
+  std::vector<DagEdge> edges = big.edges;
+  for (DagEdge e : small.edges) edges.push_back(DagEdge{e.from + 200, e.to + 200, e.weight});
+  const ContentionDag both = MakeDag(212, edges);
+  const Result<Compression> bounded = CompressPriorities(both, Options(4, 5, 2, 50));
+  const Result<Compression> exact = CompressPriorities(both, Options(4, 5, 2, 0));
+  ASSERT_TRUE(bounded.ok());
+  ASSERT_TRUE(exact.ok());
+  EXPECT_TRUE(IsValidCompression(both, bounded->level, 4));
+  for (size_t v = 200; v < 212; ++v) EXPECT_EQ(bounded->level[v], exact->level[v]) << v;
+  EXPECT_LE(bounded->cut_weight, exact->cut_weight + 1e-9);
+}
+
+TEST(CompressionBoundTest, NegativeBoundIsRejected) {
+  const ContentionDag dag = MakeDag(2, {{0, 1, 1}});
+  const Result<Compression> result = CompressPriorities(dag, Options(2, 1, 1, -1));
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(result.status().message().find("max_exact_nodes"), std::string::npos);
 }
 
 TEST(CompressionTest, CycleIsRejected) {

@@ -838,6 +838,8 @@ TEST(PlannerTest, InvalidOptionsAreRejectedByName) {
        },
        "levels"},
       {"topo_orders", [](PlannerOptions& o) { o.topo_orders = 0; }, "topo_orders"},
+      {"max_exact_component", [](PlannerOptions& o) { o.max_exact_component = -1; },
+       "max_exact_component"},
       {"peak 0", [](PlannerOptions& o) { o.gpu_peak_flops = 0; }, "gpu_peak_flops"},
       {"peak nan", [](PlannerOptions& o) { o.gpu_peak_flops = std::nan(""); }, "gpu_peak_flops"},
       {"peak inf", [](PlannerOptions& o) { o.gpu_peak_flops = HUGE_VAL; }, "gpu_peak_flops"},
@@ -950,6 +952,56 @@ TEST(PlannerTest, NullClockFallsBackToTheSteadyClock) {
   }
   EXPECT_EQ(t.total,
             t.traffic + t.profile + t.priority + t.path_selection + t.compression + t.ports);
+}
+
+// ---- Bound for huge contention components (max_exact_component) ----
+// 60 jobs on one shared link form one component; with a bound of 10 it is compressed with
+// split boundaries at 10 evenly spaced positions (compression.h). Everything before stage 4 is
+// unchanged, the levels still respect every DAG edge and use all levels, and the cut cannot
+// beat the exact one.
+TEST(PlannerTest, ComponentsAboveTheBoundAreCompressedCoarselyButValidly) {
+  const OneSwitch net = MakeOneSwitch(2, 100);
+  std::vector<JobSpec> jobs;
+  for (int j = 0; j < 60; ++j) {
+    const NodeId h1 = net.h[0];
+    const NodeId h2 = net.h[1];
+    jobs.push_back(ExplicitJob(
+        "j" + std::to_string(j), {h1, h2}, {FlowDemand{h1, h2, Bytes::Of(100000000 + 7000000 * j)}},
+        Duration::Seconds(0.5 + 0.013 * ((j * 37) % 60)), Flops::Giga(10 + (j * 11) % 17)));
+  }
+  FakeClock clock;
+  PlannerOptions exact_options;
+  exact_options.max_exact_component = 0;
+  PlannerOptions bounded_options;
+  bounded_options.max_exact_component = 10;
+  Planner exact_planner(net.topo, exact_options, &clock);
+  Planner bounded_planner(net.topo, bounded_options, &clock);
+  const Result<Plan> exact = exact_planner.Run(jobs);
+  const Result<Plan> bounded = bounded_planner.Run(jobs);
+  ASSERT_TRUE(exact.ok()) << exact.status().ToString();
+  ASSERT_TRUE(bounded.ok()) << bounded.status().ToString();
+  ASSERT_EQ(bounded->dag.edges.size(), 60u * 59u / 2u);
+  EXPECT_EQ(bounded->total_edge_weight, exact->total_edge_weight);
+  std::set<int> levels;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    EXPECT_EQ(bounded->jobs[j].rank, exact->jobs[j].rank);
+    EXPECT_EQ(bounded->jobs[j].priority, exact->jobs[j].priority);
+    levels.insert(bounded->jobs[j].level);
+  }
+  for (const DagEdge& e : bounded->dag.edges) {
+    EXPECT_LE(bounded->jobs[static_cast<size_t>(e.from)].level,
+              bounded->jobs[static_cast<size_t>(e.to)].level);
+  }
+  EXPECT_EQ(levels.size(), 8u);
+  EXPECT_GT(bounded->cut_weight, 0.0);
+  EXPECT_LE(bounded->cut_weight, exact->cut_weight * (1 + 1e-12));
+  // The default bound (1024) leaves this 60-job component exact.
+  Planner default_planner(net.topo, PlannerOptions{}, &clock);
+  const Result<Plan> by_default = default_planner.Run(jobs);
+  ASSERT_TRUE(by_default.ok());
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    EXPECT_EQ(by_default->jobs[j].level, exact->jobs[j].level);
+  }
 }
 
 }  // namespace

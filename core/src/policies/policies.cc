@@ -188,6 +188,7 @@ class BasePolicy : public SchedulingPolicy {
     copt.levels = w.plan.usable_levels;
     copt.topo_orders = popts().topo_orders;
     copt.seed = popts().seed;
+    copt.max_exact_nodes = popts().max_exact_component;
     CRUX_ASSIGN_OR_RETURN(Compression comp, CompressPriorities(w.plan.dag, copt));
     w.plan.cut_weight = comp.cut_weight;
     w.plan.total_edge_weight = 0;

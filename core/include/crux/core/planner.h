@@ -45,6 +45,10 @@ struct PlannerOptions {
   int reserved_high_levels = 0;  // Levels above the jobs (control, profiling newcomers).
   int reserved_low_levels = 0;   // Levels below the jobs (e.g. best-effort storage).
   int topo_orders = 10;          // m in Algorithm 1, >= 1.
+  // Contention-DAG components with more jobs than this are compressed with split boundaries
+  // restricted to this many evenly spaced positions per order (CompressionOptions::
+  // max_exact_nodes; bounds stage 4 to O(m L g^2) time and O(g^2) memory). >= 0, 0 = exact.
+  int max_exact_component = 1024;
   uint64_t seed = 1;
   double gpu_peak_flops = 312e12;  // Per GPU, FLOP/s, for jobs without flops_per_iteration
                                    // (default: A100 dense BF16).
