@@ -6,6 +6,11 @@
 #                             (goal p99 < 10 ms)
 #   daemon_vmhwm_mb        cruxd's peak resident set, /proc/PID/status VmHWM (goal < 200 MB)
 #   last_replan_ms, replans   from `cruxctl --json status` after the run
+#   daemon_cpu_s, daemon_cpu_us_per_msg  cruxd's CPU time (all threads, /proc/PID/stat) during
+#                             the load run, and per client message it handled (registrations,
+#                             reports, heartbeats, acks; re-plans included): 1e6 / that is the
+#                             rate one core could sustain, whatever the load generator manages on
+#                             a shared machine
 # plus the raw loadgen summary under "loadgen".
 #
 # Usage: scripts/bench_daemon.sh [--jobs N] [--duration-s S] [--topology FILE]
@@ -88,19 +93,32 @@ done
 "$cruxctl" --socket "$socket" --timeout-ms 2000 status >/dev/null
 
 echo "bench_daemon.sh: cruxd pid $cruxd_pid on $endpoint; $jobs clients for ${duration_s}s ..." >&2
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$cruxd_pid/stat"; }
+ticks_before=$(cpu_ticks)
 "$loadgen" --endpoint "$endpoint" --insecure --topology "$topology_abs" --jobs "$jobs" \
   --duration-s "$duration_s" --benchmark --json --quiet --seed 1 >"$work/loadgen.json" \
   2>"$work/loadgen.err" || { echo "bench_daemon.sh: crux-loadgen failed:" >&2; cat "$work/loadgen.err" >&2; exit 1; }
 
 vmhwm_kb=$(awk '/^VmHWM:/ {print $2}' "/proc/$cruxd_pid/status")
-"$cruxctl" --socket "$socket" --timeout-ms 10000 --json status >"$work/status.json"
+cpu_s=$(( $(cpu_ticks) - ticks_before ))
+cpu_s=$(awk -v t="$cpu_s" -v hz="$(getconf CLK_TCK)" 'BEGIN {print t / hz}')
+# The loop may still be busy with the last re-plan's results: retry for up to a minute.
+echo '{}' >"$work/status.json"
+for _ in 1 2 3 4 5 6; do
+  if "$cruxctl" --socket "$socket" --timeout-ms 10000 --json status >"$work/status.tmp" 2>/dev/null; then
+    mv "$work/status.tmp" "$work/status.json"
+    break
+  fi
+done
 
-/usr/bin/python3 - "$work/loadgen.json" "$work/status.json" "$vmhwm_kb" "$jobs" <<'EOF'
+/usr/bin/python3 - "$work/loadgen.json" "$work/status.json" "$vmhwm_kb" "$jobs" "$cpu_s" <<'EOF'
 import json, sys
 lg = json.load(open(sys.argv[1]))
 st = json.load(open(sys.argv[2]))
 vmhwm_mb = int(sys.argv[3]) / 1024.0
 push = lg.get("push_latency", {})
+msgs = (lg.get("reports_acked", 0) + lg.get("registered", 0) + lg.get("heartbeats_acked", 0)
+        + lg.get("acks_sent", 0))
 out = {
     "clients": int(sys.argv[4]),
     "registered": lg.get("registered"),
@@ -109,6 +127,8 @@ out = {
     "push_p99_ms": push.get("p99_ms"),
     "push_samples": push.get("samples"),
     "daemon_vmhwm_mb": round(vmhwm_mb, 1),
+    "daemon_cpu_s": float(sys.argv[5]),
+    "daemon_cpu_us_per_msg": round(float(sys.argv[5]) * 1e6 / max(1, msgs), 2),
     "last_replan_ms": st.get("last_replan_ms"),
     "replans": st.get("replans"),
     "epoch": st.get("epoch"),

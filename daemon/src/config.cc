@@ -94,6 +94,26 @@ Result<double> AsPositive(const YAML::Node& n, const std::string& key) {
   return v;
 }
 
+// A finite number in [min, max] (the error names the key).
+Result<double> AsDouble(const YAML::Node& n, const std::string& key, double min, double max) {
+  if (!IsPlain(n)) return Err(n, key, "must be a number (got " + Describe(n) + ")");
+  const std::string& s = n.Scalar();
+  double v = 0;
+  size_t used = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != s.size()) return Err(n, key, "must be a number (got '" + s + "')");
+  if (!std::isfinite(v) || v < min || v > max) {
+    std::ostringstream o;
+    o << "must be in [" << min << ", " << max << "] (got " << s << ")";
+    return Err(n, key, o.str());
+  }
+  return v;
+}
+
 Result<bool> AsBool(const YAML::Node& n, const std::string& key) {
   if (IsPlain(n)) {
     const std::string& s = n.Scalar();
@@ -319,6 +339,10 @@ Status ValidateConfig(const DaemonConfig& c) {
         std::to_string(c.lease_ms) + ")");
   }
   if (c.profiling_samples < 1) return InvalidArgumentError("profiling_samples: must be >= 1");
+  if (!std::isfinite(c.replan_threshold_pct) || c.replan_threshold_pct < 0 ||
+      c.replan_threshold_pct > 1000) {
+    return InvalidArgumentError("replan_threshold_pct: must be in [0, 1000]");
+  }
   static const std::set<std::string> kLevels = {"trace", "debug",    "info", "warn",
                                                 "error", "critical", "off"};
   if (!kLevels.count(c.log_level)) {
@@ -343,8 +367,8 @@ Result<DaemonConfig> ParseConfig(std::string_view yaml, const std::string& base_
         CheckMap(root, "",
                  {"topology", "state_dir", "database", "client_endpoint", "admin_endpoint", "curve",
                   "insecure", "metrics_listen", "planner", "debounce_ms", "min_replan_interval_ms",
-                  "lease_ms", "max_lease_ms", "profiling_samples", "dry_run", "log_level",
-                  "dscp_pool", "qos"}));
+                  "lease_ms", "max_lease_ms", "profiling_samples", "replan_threshold_pct",
+                  "dry_run", "log_level", "dscp_pool", "qos"}));
     CRUX_RETURN_IF_ERROR(Optional(root, "", "topology", &c.topology, NonEmptyStr()));
     CRUX_RETURN_IF_ERROR(Optional(root, "", "state_dir", &c.state_dir, NonEmptyStr()));
     CRUX_RETURN_IF_ERROR(Optional(root, "", "database", &c.database, NonEmptyStr()));
@@ -385,6 +409,9 @@ Result<DaemonConfig> ParseConfig(std::string_view yaml, const std::string& base_
     CRUX_RETURN_IF_ERROR(Optional(root, "", "lease_ms", &c.lease_ms, Int(100, 86400000)));
     CRUX_RETURN_IF_ERROR(
         Optional(root, "", "profiling_samples", &c.profiling_samples, Int(1, 1000000)));
+    CRUX_RETURN_IF_ERROR(Optional(
+        root, "", "replan_threshold_pct", &c.replan_threshold_pct,
+        [](const YAML::Node& n, const std::string& k) { return AsDouble(n, k, 0, 1000); }));
     CRUX_RETURN_IF_ERROR(Optional(root, "", "dry_run", &c.dry_run, Bool()));
     CRUX_RETURN_IF_ERROR(Optional(root, "", "log_level", &c.log_level, Str()));
     if (const YAML::Node pool = root["dscp_pool"]; pool.IsDefined()) {
@@ -459,6 +486,7 @@ std::string EffectiveConfigYaml(const DaemonConfig& c) {
   o << "lease_ms: " << c.lease_ms << "\n";
   o << "max_lease_ms: " << c.max_lease_ms << "\n";
   o << "profiling_samples: " << c.profiling_samples << "\n";
+  o << "replan_threshold_pct: " << c.replan_threshold_pct << "\n";
   o << "dry_run: " << (c.dry_run ? "true" : "false") << "\n";
   o << "log_level: " << c.log_level << "\n";
   auto list = [&](const std::vector<int>& v) {

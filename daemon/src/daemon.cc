@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <iterator>
 
 #include "crux/protocol/codec.h"
@@ -15,6 +16,7 @@ JobTracker::Options TrackerOptions(const DaemonConfig& c) {
   JobTracker::Options o;
   o.dscp_pool = c.qos.dscp_pool;
   o.profiling_samples = c.profiling_samples;
+  o.replan_threshold_pct = c.replan_threshold_pct;
   o.default_lease = core::Duration::Millis(c.lease_ms);
   o.max_lease = core::Duration::Millis(c.max_lease_ms);
   return o;
@@ -55,7 +57,22 @@ Daemon::Daemon(const DaemonConfig& config, core::Topology topology, std::string 
   if (plan_in_background) worker_ = std::make_unique<WorkerThread>();
 }
 
-Daemon::~Daemon() = default;
+Daemon::~Daemon() { FlushProfiles(); }
+
+void Daemon::FlushProfiles() {
+  if (dirty_profiles_.empty()) return;
+  std::vector<std::pair<std::string, std::string>> batch;
+  batch.reserve(dirty_profiles_.size());
+  for (const std::string& id : dirty_profiles_) {
+    const JobEntry* j = tracker_.Find(id);
+    if (j && j->profile) batch.emplace_back(id, j->profile->SerializeAsString());
+  }
+  dirty_profiles_.clear();
+  if (core::Status s = store_->PutProfiles(batch, loop_->UnixMs()); !s.ok()) {
+    spdlog::error("store: {}", s.ToString());
+    if (metrics_) metrics_->AddError("store", "put_profiles");
+  }
+}
 
 core::Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
                                                      core::Topology topology,
@@ -145,6 +162,7 @@ void Daemon::ScheduleSweep() {
 
 void Daemon::ScheduleRefresh() {
   loop_->RunAfter(core::Duration::Millis(1000), [this] {
+    FlushProfiles();
     RefreshMetrics();
     ScheduleRefresh();
   });
@@ -156,6 +174,7 @@ void Daemon::SweepLeases() {
 
 void Daemon::JobGone(const std::string& id, const std::string& reason) {
   spdlog::info("job {} gone: {}", id, reason);
+  dirty_profiles_.erase(id);
   if (core::Status s = store_->DeleteJob(id); !s.ok()) {
     spdlog::error("store: {}", s.ToString());
   }
@@ -208,7 +227,7 @@ v1::Envelope Daemon::Refuse(const std::string& endpoint, uint64_t request_id, co
 }
 
 void Daemon::ProcessClient(const protocol::Inbound& in) {
-  if (metrics_) metrics_->AddMessage("client", std::string(protocol::BodyName(in.msg)));
+  if (metrics_) metrics_->AddMessage("client", protocol::BodyName(in.msg));
   v1::Envelope reply = HandleClient(in);
   if (client_sender_) {
     if (core::Status s = client_sender_(in.peer, reply); !s.ok()) {
@@ -227,7 +246,7 @@ void Daemon::ProcessClient(const protocol::Inbound& in) {
 }
 
 void Daemon::ProcessAdmin(const protocol::Inbound& in) {
-  if (metrics_) metrics_->AddMessage("admin", std::string(protocol::BodyName(in.msg)));
+  if (metrics_) metrics_->AddMessage("admin", protocol::BodyName(in.msg));
   v1::Envelope reply = HandleAdmin(in);
   if (admin_sender_) {
     if (core::Status s = admin_sender_(in.peer, reply); !s.ok()) {
@@ -300,17 +319,23 @@ v1::Envelope Daemon::OnRegister(const protocol::Inbound& in) {
 v1::Envelope Daemon::OnProfile(const protocol::Inbound& in) {
   const v1::ProfileReport& p = in.msg.profile_report();
   bool changed = false;
-  Refusal bad = tracker_.Report(p, in.peer, in.user_id, loop_->Now(), loop_->UnixMs(), &changed);
+  bool plan_changed = false;
+  Refusal bad = tracker_.Report(p, in.peer, in.user_id, loop_->Now(), loop_->UnixMs(), &changed,
+                                &plan_changed);
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
-  const JobEntry& j = *tracker_.Find(p.job_id());
-  core::Status s = store_->PutProfile(p.job_id(), p.SerializeAsString(), loop_->UnixMs());
-  // The job row changes only with the lifecycle state (one write per report otherwise).
-  if (s.ok() && changed) s = store_->UpsertJob(tracker_.ToStored(j));
-  if (!s.ok()) spdlog::error("store: {}", s.ToString());
   if (changed) {
+    // The lifecycle state is derived from the stored profile at restart: write both at once.
+    const JobEntry& j = *tracker_.Find(p.job_id());
+    dirty_profiles_.erase(p.job_id());
+    core::Status s = store_->PutProfile(p.job_id(), p.SerializeAsString(), loop_->UnixMs());
+    if (s.ok()) s = store_->UpsertJob(tracker_.ToStored(j));
+    if (!s.ok()) spdlog::error("store: {}", s.ToString());
     spdlog::info("job {} is now {}", p.job_id(), JobStateName(j.state));
+  } else {
+    dirty_profiles_.insert(p.job_id());  // FlushProfiles (batched, ~1 s).
   }
-  runner_.Request("profile of " + p.job_id());
+  // Below the significance threshold a report changes nothing the planner sees: no re-plan.
+  if (plan_changed) runner_.Request("profile of " + p.job_id());
   return protocol::MakeAck(in.msg.request_id(), p.job_id());
 }
 
@@ -374,6 +399,29 @@ v1::Envelope Daemon::OnSwitchApplied(const protocol::Inbound& in) {
 }
 
 void Daemon::OnPlan(PlanResult r) {
+  const auto apply_start = std::chrono::steady_clock::now();
+  // Loop-thread time of applying a plan (diff, store, pushes, switch state): logged when large,
+  // since message handling waits for it (the planning itself runs on the worker).
+  struct LogSlow {
+    std::chrono::steady_clock::time_point start;
+    size_t jobs;
+    std::string steps;  // "diff 3.1, store 40.2, ..." (ms since the previous step).
+    std::chrono::steady_clock::time_point last = start;
+    void Step(const char* what) {
+      const auto now = std::chrono::steady_clock::now();
+      steps += fmt::format("{}{} {:.1f}", steps.empty() ? "" : ", ", what,
+                           std::chrono::duration<double, std::milli>(now - last).count());
+      last = now;
+    }
+    ~LogSlow() {
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      if (ms >= 50) {
+        spdlog::info("applying a plan of {} jobs took {:.1f} ms on the loop ({})", jobs, ms, steps);
+      }
+    }
+  } log_slow{apply_start, r.desired.size(), {}};
   ++replans_;
   last_replan_ms_ = r.replan_ms;
   if (metrics_) metrics_->ObserveReplan(r.replan_ms / 1000.0, r.ok);
@@ -387,6 +435,7 @@ void Daemon::OnPlan(PlanResult r) {
   for (auto it = r.desired.begin(); it != r.desired.end();) {
     it = tracker_.Find(it->first) ? std::next(it) : r.desired.erase(it);
   }
+  log_slow.Step("filter");
   std::vector<std::string> changed;
   for (const auto& [id, a] : r.desired) {
     auto it = applied_.find(id);
@@ -409,13 +458,17 @@ void Daemon::OnPlan(PlanResult r) {
                      r.desired[id].level());
       }
     }
+    r.desired.clear();
     last_plan_ = std::move(r);
     return;
   }
   if (changed.empty() && removed.empty()) {
     spdlog::debug("re-plan ({}) {:.2f} ms: nothing changed, epoch stays {}", r.reason, r.replan_ms,
                   epoch_);
+    log_slow.Step("diff");
     UpdateSwitches(r, /*assignments_changed=*/false);
+    log_slow.Step("switches");
+    r.desired.clear();  // Every job's assignment again: applied_ holds what counts.
     last_plan_ = std::move(r);
     return;
   }
@@ -436,6 +489,7 @@ void Daemon::OnPlan(PlanResult r) {
     row.reason = r.reason.substr(0, 1000);
     audit.push_back(std::move(row));
   }
+  log_slow.Step("diff+rows");
   if (core::Status s = store_->ApplyPlan(next, rows, removed, audit); !s.ok()) {
     spdlog::error("re-plan not applied, store failed: {}", s.ToString());
     if (metrics_) metrics_->AddError("store", "apply_plan");
@@ -443,19 +497,24 @@ void Daemon::OnPlan(PlanResult r) {
   }
   epoch_ = next;
   for (const std::string& id : removed) applied_.erase(id);
+  log_slow.Step("store");
   size_t pushed = 0;
   for (const std::string& id : changed) {
     spdlog::debug("epoch {}: {} level {} ({} flows)", next, id, r.desired[id].level(),
                   r.desired[id].flows_size());
-    applied_[id] = r.desired[id];
-    tracker_.SetLevel(id, static_cast<int>(applied_[id].level()));
+    v1::Assignment& a = applied_[id];
+    a = std::move(r.desired[id]);  // Moved, not copied: desired is dropped below.
+    tracker_.SetLevel(id, static_cast<int>(a.level()));
     const JobEntry* j = tracker_.Find(id);
-    if (j && enforcer_.Push(j->peer, applied_[id])) ++pushed;
+    if (j && enforcer_.Push(j->peer, a)) ++pushed;
   }
+  log_slow.Step("push");
   UpdateSwitches(r, /*assignments_changed=*/true);
+  log_slow.Step("switches");
   spdlog::info("epoch {}: {} assignments changed ({} pushed), {} removed; re-plan ({}) {:.2f} ms",
                epoch_, changed.size(), pushed, removed.size(), r.reason, r.replan_ms);
   if (metrics_) metrics_->SetEpoch(epoch_);
+  r.desired.clear();
   last_plan_ = std::move(r);
 }
 
@@ -471,12 +530,13 @@ std::vector<core::QosJob> Daemon::QosJobs(const PlanResult& r) const {
 
 void Daemon::UpdateSwitches(const PlanResult& r, bool assignments_changed) {
   const std::vector<core::QosJob> jobs = QosJobs(r);
-  auto preview = enforcer_.UpdateDesired(epoch_, jobs, /*push=*/false);
-  if (!preview.ok()) {
-    spdlog::error("desired switch state not computed: {}", preview.status().ToString());
+  // Computed once, committed below (ComputeDesiredQos is the bulk of applying a large plan).
+  auto pending = enforcer_.ComputeDesired(jobs);
+  if (!pending.ok()) {
+    spdlog::error("desired switch state not computed: {}", pending.status().ToString());
     return;
   }
-  if (preview->empty()) return;
+  if (pending->changed.empty()) return;
   // A switch-only change (e.g. a reloaded qos block) gets its own epoch, so an agent that missed
   // the push is seen as stale at its next hello. Not for the first state after a start.
   if (!assignments_changed && enforcer_.qos_ready()) {
@@ -487,10 +547,8 @@ void Daemon::UpdateSwitches(const PlanResult& r, bool assignments_changed) {
     ++epoch_;
     if (metrics_) metrics_->SetEpoch(epoch_);
   }
-  auto pushed = enforcer_.UpdateDesired(epoch_, jobs, /*push=*/true);
-  if (pushed.ok()) {
-    spdlog::info("epoch {}: desired QoS changed on {} switches", epoch_, pushed->size());
-  }
+  const std::vector<std::string> pushed = enforcer_.Commit(epoch_, *std::move(pending));
+  spdlog::info("epoch {}: desired QoS changed on {} switches", epoch_, pushed.size());
 }
 
 std::vector<std::string> Daemon::Reload(const DaemonConfig& c) {

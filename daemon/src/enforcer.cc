@@ -124,24 +124,35 @@ void Enforcer::PushState(SwitchEntry& e) {
   }
 }
 
-core::Result<std::vector<std::string>> Enforcer::UpdateDesired(
-    uint64_t epoch, const std::vector<core::QosJob>& jobs, bool push) {
-  CRUX_ASSIGN_OR_RETURN(auto next, core::ComputeDesiredQos(qos_, *topo_, jobs));
-  std::vector<std::string> changed =
-      ready_ ? core::ChangedSwitches(desired_, next) : std::vector<std::string>();
-  if (!ready_) {
-    for (const auto& [name, s] : next) changed.push_back(name);
+core::Result<Enforcer::PendingState> Enforcer::ComputeDesired(
+    const std::vector<core::QosJob>& jobs) const {
+  PendingState p;
+  CRUX_ASSIGN_OR_RETURN(p.next, core::ComputeDesiredQos(qos_, *topo_, jobs));
+  if (ready_) {
+    p.changed = core::ChangedSwitches(desired_, p.next);
+  } else {
+    for (const auto& [name, s] : p.next) p.changed.push_back(name);
   }
-  if (!push) return changed;
-  desired_ = std::move(next);
+  return p;
+}
+
+std::vector<std::string> Enforcer::Commit(uint64_t epoch, PendingState p) {
+  desired_ = std::move(p.next);
   // Informational `jobs` lists may change without a device change; they are kept current.
-  for (const std::string& name : changed) desired_epoch_[name] = epoch;
+  for (const std::string& name : p.changed) desired_epoch_[name] = epoch;
   ready_ = true;
-  for (const std::string& name : changed) {
+  for (const std::string& name : p.changed) {
     auto it = switches_.find(name);
     if (it != switches_.end()) PushState(it->second);
   }
-  return changed;
+  return std::move(p.changed);
+}
+
+core::Result<std::vector<std::string>> Enforcer::UpdateDesired(
+    uint64_t epoch, const std::vector<core::QosJob>& jobs, bool push) {
+  CRUX_ASSIGN_OR_RETURN(PendingState p, ComputeDesired(jobs));
+  if (!push) return std::move(p.changed);
+  return Commit(epoch, std::move(p));
 }
 
 std::vector<v1::SwitchInfo> Enforcer::Switches(uint32_t shared_jobs, int64_t now_ms) const {

@@ -1,6 +1,7 @@
 #include "crux/daemon/job_tracker.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace crux::daemon {
@@ -9,7 +10,42 @@ namespace {
 Refusal Ok() { return {}; }
 Refusal Refuse(v1::ErrorCode code, std::string msg) { return {code, std::move(msg)}; }
 
+// |b - a| > pct% of |a| (a == 0: any change counts).
+bool Moved(double a, double b, double pct) {
+  if (a == b) return false;
+  if (a == 0) return true;
+  return std::fabs(b - a) > std::fabs(a) * pct / 100.0;
+}
+
 }  // namespace
+
+bool SignificantChange(const v1::ProfileReport& planned, const v1::ProfileReport& next,
+                       double threshold_pct) {
+  if (threshold_pct <= 0) return true;
+  const double t = threshold_pct;
+  if (Moved(static_cast<double>(planned.compute_time_ns()),
+            static_cast<double>(next.compute_time_ns()), t) ||
+      Moved(static_cast<double>(planned.iteration_period_ns()),
+            static_cast<double>(next.iteration_period_ns()), t) ||
+      Moved(planned.flops_per_iteration(), next.flops_per_iteration(), t) ||
+      Moved(static_cast<double>(planned.bytes_per_iteration()),
+            static_cast<double>(next.bytes_per_iteration()), t) ||
+      Moved(planned.compression_ratio() > 0 ? planned.compression_ratio() : 1.0,
+            next.compression_ratio() > 0 ? next.compression_ratio() : 1.0, t) ||
+      std::fabs(next.overlap_start() - planned.overlap_start()) > t / 100.0) {
+    return true;
+  }
+  if (planned.peers_size() != next.peers_size()) return true;
+  for (int i = 0; i < next.peers_size(); ++i) {
+    const v1::PeerBytes& a = planned.peers(i);
+    const v1::PeerBytes& b = next.peers(i);
+    if (a.local_nic() != b.local_nic() || a.remote_nic() != b.remote_nic() ||
+        Moved(static_cast<double>(a.bytes()), static_cast<double>(b.bytes()), t)) {
+      return true;
+    }
+  }
+  return false;
+}
 
 std::string JobStateName(v1::JobState s) {
   switch (s) {
@@ -158,8 +194,9 @@ Refusal JobTracker::Register(const v1::RegisterJob& r, const std::string& peer,
 
 Refusal JobTracker::Report(const v1::ProfileReport& p, const std::string& peer,
                            const std::string& user_id, core::Duration now, int64_t unix_ms,
-                           bool* state_changed) {
+                           bool* state_changed, bool* plan_changed) {
   *state_changed = false;
+  if (plan_changed) *plan_changed = false;
   auto it = jobs_.find(p.job_id());
   if (it == jobs_.end()) {
     return Refuse(v1::ERROR_CODE_UNKNOWN_JOB,
@@ -167,27 +204,36 @@ Refusal JobTracker::Report(const v1::ProfileReport& p, const std::string& peer,
   }
   JobEntry& j = it->second;
   if (Refusal bad = CheckOwner(j, user_id, "profile_report.job_id"); Refused(bad)) return bad;
-  std::set<std::string> job_hosts;
-  for (const auto& h : j.registration.placement()) job_hosts.insert(h.host());
+  // Field names are only built on refusal: the accepted path (every report) allocates nothing.
+  auto field = [](int i, const char* key) {
+    return "profile_report.peers[" + std::to_string(i) + "]." + key;
+  };
+  auto on_job_host = [&j](const std::string& host) {
+    for (const auto& h : j.registration.placement()) {
+      if (h.host() == host) return true;
+    }
+    return false;
+  };
   for (int i = 0; i < p.peers_size(); ++i) {
-    for (const auto& [name, key] : {std::pair{p.peers(i).local_nic(), "local_nic"},
-                                    std::pair{p.peers(i).remote_nic(), "remote_nic"}}) {
-      const std::string field = "profile_report.peers[" + std::to_string(i) + "]." + key;
+    const v1::PeerBytes& pb = p.peers(i);
+    for (int side = 0; side < 2; ++side) {
+      const std::string& name = side == 0 ? pb.local_nic() : pb.remote_nic();
+      const char* key = side == 0 ? "local_nic" : "remote_nic";
       auto nic = topo_->FindNode(name);
       if (!nic.ok()) {
         return Refuse(v1::ERROR_CODE_UNKNOWN_HOST,
-                      field + ": '" + name + "' is not a node of the topology");
+                      field(i, key) + ": '" + name + "' is not a node of the topology");
       }
       const core::Node& node = topo_->node(*nic);
       if (node.kind != core::NodeKind::kNic && node.kind != core::NodeKind::kHost) {
-        return Refuse(v1::ERROR_CODE_UNKNOWN_HOST, field + ": '" + name + "' is not a NIC");
+        return Refuse(v1::ERROR_CODE_UNKNOWN_HOST, field(i, key) + ": '" + name + "' is not a NIC");
       }
-      if (!job_hosts.count(topo_->node(node.host).name)) {
+      if (!on_job_host(topo_->node(node.host).name)) {
         return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
-                      field + ": '" + name + "' is not on one of the job's hosts");
+                      field(i, key) + ": '" + name + "' is not on one of the job's hosts");
       }
     }
-    if (p.peers(i).local_nic() == p.peers(i).remote_nic()) {
+    if (pb.local_nic() == pb.remote_nic()) {
       return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
                     "profile_report.peers[" + std::to_string(i) + "]: local_nic == remote_nic");
     }
@@ -195,8 +241,12 @@ Refusal JobTracker::Report(const v1::ProfileReport& p, const std::string& peer,
   const v1::JobState next = StateFor(p);
   *state_changed = next != j.state;
   j.state = next;
+  const bool significant = *state_changed || !j.planned ||
+                           SignificantChange(*j.planned, p, options_.replan_threshold_pct);
+  if (significant) j.planned = p;
+  if (plan_changed) *plan_changed = significant;
   j.profile = p;
-  j.peer = peer;
+  if (j.peer != peer) j.peer = peer;
   j.deadline = now + j.lease;
   j.last_seen_ms = unix_ms;
   return Ok();
@@ -275,6 +325,7 @@ core::Status JobTracker::Restore(const StoredJob& s, core::Duration now, bool* r
       return core::InternalError("profiles." + s.job_id + ": stored profile does not parse");
     }
     j.profile = p;
+    j.planned = p;
     j.state = StateFor(p);
   }
   if (jobs_.count(s.job_id)) pool_.Release(s.job_id);

@@ -125,8 +125,21 @@ void Metrics::AddAck(bool ok) { (ok ? acks_ok_ : acks_failed_)->Increment(); }
 void Metrics::AddError(const std::string& endpoint, const std::string& kind, uint64_t n) {
   if (n) errors_->Add({{"endpoint", endpoint}, {"kind", kind}}).Increment(static_cast<double>(n));
 }
-void Metrics::AddMessage(const std::string& endpoint, const std::string& type) {
-  messages_->Add({{"endpoint", endpoint}, {"type", type}}).Increment();
+void Metrics::AddMessage(std::string_view endpoint, std::string_view type) {
+  prometheus::Counter* c = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(message_cache_mu_);
+    auto e = message_cache_.find(endpoint);
+    if (e == message_cache_.end()) e = message_cache_.try_emplace(std::string(endpoint)).first;
+    auto t = e->second.find(type);
+    if (t == e->second.end()) {
+      c = &messages_->Add({{"endpoint", std::string(endpoint)}, {"type", std::string(type)}});
+      e->second.emplace(std::string(type), c);
+    } else {
+      c = t->second;
+    }
+  }
+  c->Increment();
 }
 void Metrics::SetQueueDepth(const std::string& queue, int64_t depth) {
   queue_depth_->Add({{"queue", queue}}).Set(static_cast<double>(depth));

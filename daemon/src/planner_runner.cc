@@ -1,5 +1,7 @@
 #include "crux/daemon/planner_runner.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -41,8 +43,10 @@ core::Result<std::optional<core::JobSpec>> BuildJobSpec(const core::Topology& to
   CRUX_ASSIGN_OR_RETURN(
       s.pattern, core::ParseTrafficPattern(r.pattern().empty() ? "ring_allreduce" : r.pattern()));
   uint64_t pattern_bytes = r.bytes_per_iteration();
-  if (job.profile) {
-    const v1::ProfileReport& p = *job.profile;
+  // The planned profile (hysteresis, see job_tracker.h), not necessarily the latest report.
+  const std::optional<v1::ProfileReport>& planned = job.planned ? job.planned : job.profile;
+  if (planned) {
+    const v1::ProfileReport& p = *planned;
     s.compute_time = core::Duration::Nanos(static_cast<int64_t>(p.compute_time_ns()));
     if (p.flops_per_iteration() > 0)
       s.flops_per_iteration = core::Flops::Of(p.flops_per_iteration());
@@ -270,7 +274,14 @@ void PlannerRunner::Fire() {
   }
   std::vector<std::string> reasons;
   reasons.swap(reasons_);
+  const auto snap_start = std::chrono::steady_clock::now();
   std::shared_ptr<const PlanSnapshot> snap = Snapshot(Join(reasons));
+  const double snap_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - snap_start)
+          .count();
+  if (snap_ms >= 50) {
+    spdlog::info("snapshot of {} jobs took {:.1f} ms on the loop", snap->jobs.size(), snap_ms);
+  }
   in_flight_ = true;
   last_start_ = loop_->Now();
   if (!executor_) {

@@ -40,6 +40,11 @@ class Stmt {
     return *this;
   }
   int Step() { return sqlite3_step(st_); }
+  // Ready for the next set of bindings.
+  void Reset() {
+    sqlite3_reset(st_);
+    sqlite3_clear_bindings(st_);
+  }
   std::string ColText(int i) {
     const unsigned char* t = sqlite3_column_text(st_, i);
     return t ? std::string(reinterpret_cast<const char*>(t),
@@ -129,6 +134,30 @@ class SqliteStore final : public Store {
       return SqlError(db_, "put profile " + job_id);
     }
     return Status::Ok();
+  }
+
+  Status PutProfiles(const std::vector<std::pair<std::string, std::string>>& reports,
+                     int64_t now_ms) override {
+    if (reports.empty()) return Status::Ok();
+    CRUX_RETURN_IF_ERROR(Exec(db_, "BEGIN IMMEDIATE"));
+    Stmt st(db_,
+            "INSERT INTO profiles(job_id, report, updated_ms) VALUES(?1, ?2, ?3) "
+            "ON CONFLICT(job_id) DO UPDATE SET report = excluded.report, "
+            "updated_ms = excluded.updated_ms");
+    if (!st.ok()) {
+      Status s = SqlError(db_, "prepare profiles");
+      (void)Exec(db_, "ROLLBACK");
+      return s;
+    }
+    for (const auto& [job_id, report] : reports) {
+      st.Reset();
+      if (st.Text(1, job_id).Blob(2, report).Int(3, now_ms).Step() != SQLITE_DONE) {
+        Status s = SqlError(db_, "put profile " + job_id);
+        (void)Exec(db_, "ROLLBACK");
+        return s;
+      }
+    }
+    return Exec(db_, "COMMIT");
   }
 
   Status DeleteJob(const std::string& job_id) override {
@@ -269,29 +298,41 @@ class SqliteStore final : public Store {
   Status ApplyPlanLocked(uint64_t epoch, const std::vector<PlanRow>& changed,
                          const std::vector<std::string>& removed,
                          const std::vector<AuditRow>& audit) {
-    for (const PlanRow& r : changed) {
+    // One prepared statement per kind, re-bound per row (preparing per row cost more than the
+    // writes for a 10,000-job plan).
+    if (!changed.empty()) {
       Stmt st(db_,
               "INSERT INTO plan(job_id, level, dscp, epoch, assignment) "
               "VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(job_id) DO UPDATE SET level = "
               "excluded.level, dscp = excluded.dscp, epoch = excluded.epoch, assignment = "
               "excluded.assignment");
       if (!st.ok()) return SqlError(db_, "prepare plan");
-      st.Text(1, r.job_id).Int(2, r.level).Int(3, r.dscp);
-      st.Int(4, static_cast<int64_t>(r.epoch)).Blob(5, r.assignment);
-      if (st.Step() != SQLITE_DONE) return SqlError(db_, "upsert plan " + r.job_id);
+      for (const PlanRow& r : changed) {
+        st.Reset();
+        st.Text(1, r.job_id).Int(2, r.level).Int(3, r.dscp);
+        st.Int(4, static_cast<int64_t>(r.epoch)).Blob(5, r.assignment);
+        if (st.Step() != SQLITE_DONE) return SqlError(db_, "upsert plan " + r.job_id);
+      }
     }
-    for (const std::string& id : removed) {
+    if (!removed.empty()) {
       Stmt st(db_, "DELETE FROM plan WHERE job_id = ?1");
-      if (!st.ok() || st.Text(1, id).Step() != SQLITE_DONE) return SqlError(db_, "delete plan");
+      if (!st.ok()) return SqlError(db_, "prepare delete plan");
+      for (const std::string& id : removed) {
+        st.Reset();
+        if (st.Text(1, id).Step() != SQLITE_DONE) return SqlError(db_, "delete plan");
+      }
     }
-    for (const AuditRow& a : audit) {
+    if (!audit.empty()) {
       Stmt st(db_,
               "INSERT INTO audit(ts_ms, epoch, job_id, old_level, new_level, reason) "
               "VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
       if (!st.ok()) return SqlError(db_, "prepare audit");
-      st.Int(1, a.ts_ms).Int(2, static_cast<int64_t>(a.epoch)).Text(3, a.job_id);
-      st.Int(4, a.old_level).Int(5, a.new_level).Text(6, a.reason);
-      if (st.Step() != SQLITE_DONE) return SqlError(db_, "insert audit");
+      for (const AuditRow& a : audit) {
+        st.Reset();
+        st.Int(1, a.ts_ms).Int(2, static_cast<int64_t>(a.epoch)).Text(3, a.job_id);
+        st.Int(4, a.old_level).Int(5, a.new_level).Text(6, a.reason);
+        if (st.Step() != SQLITE_DONE) return SqlError(db_, "insert audit");
+      }
     }
     return PutMeta("epoch", std::to_string(epoch));
   }

@@ -82,6 +82,13 @@ class RouterServer::Impl {
         socket_.set(zmq::sockopt::heartbeat_ivl, ToMillis(options_.heartbeat_ivl));
         socket_.set(zmq::sockopt::heartbeat_timeout, ToMillis(options_.heartbeat_timeout));
       }
+      if (options_.tcp_keepalive_idle >= core::Duration::Millis(1000)) {
+        socket_.set(zmq::sockopt::tcp_keepalive, 1);
+        socket_.set(zmq::sockopt::tcp_keepalive_idle,
+                    static_cast<int>(options_.tcp_keepalive_idle.nanos() / 1000000000));
+        socket_.set(zmq::sockopt::tcp_keepalive_intvl, 10);
+        socket_.set(zmq::sockopt::tcp_keepalive_cnt, 3);
+      }
       if (options_.curve) {
         socket_.set(zmq::sockopt::zap_domain, options_.zap_domain);
         socket_.set(zmq::sockopt::curve_server, true);

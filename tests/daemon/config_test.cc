@@ -38,6 +38,16 @@ TEST(ConfigTest, BuiltinDefaultsAreValidAndInsecureOnLoopback) {
   EXPECT_EQ(topo->hosts().size(), 16u);
 }
 
+TEST(ConfigTest, ReplanThresholdParses) {
+  auto c = ParseConfig("insecure: true\nreplan_threshold_pct: 2.5\n", "");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_DOUBLE_EQ(c->replan_threshold_pct, 2.5);
+  EXPECT_DOUBLE_EQ(BuiltinDefaults().replan_threshold_pct, 10);
+  auto zero = ParseConfig("insecure: true\nreplan_threshold_pct: 0\n", "");
+  ASSERT_TRUE(zero.ok());
+  EXPECT_DOUBLE_EQ(zero->replan_threshold_pct, 0);
+}
+
 TEST(ConfigTest, EmptyFileNeedsExplicitInsecure) {
   core::Status s = ParseError("");
   EXPECT_THAT(s.message(), HasSubstr("insecure: true"));
@@ -94,6 +104,11 @@ TEST(ConfigTest, EveryKeyErrorNamesTheKey) {
   const std::string ok = "insecure: true\n";
   const BadCase cases[] = {
       {"bogus: 1", "bogus: unknown key"},
+      {"replan_threshold_pct: -1", "replan_threshold_pct: must be in [0, 1000]"},
+      {"replan_threshold_pct: ten", "replan_threshold_pct: must be a number"},
+      {"replan_threshold_pct: .nan", "replan_threshold_pct: must be a number"},
+      {"replan_threshold_pct: nan", "replan_threshold_pct: must be in [0, 1000]"},
+      {"replan_threshold_pct: 1001", "replan_threshold_pct: must be in [0, 1000]"},
       {"topology: ''", "topology: must not be empty"},
       {"topology: [a]", "topology: must be a string"},
       {"state_dir: ''", "state_dir"},

@@ -232,11 +232,59 @@ TEST_F(DaemonTest, UnchangedPlanKeepsTheEpochAndPushesNothing) {
   EXPECT_EQ(pushes_["peer-a"].size(), 1u);
   EXPECT_TRUE(pushes_["peer-b"].empty()) << "only what changed is pushed";
   pushes_.clear();
-  Client("peer-a", Profile("a", 100, 3, false));  // Same level, same paths.
+  Client("peer-a", Profile("a", 101, 3, false));  // Same figures within 10%: no re-plan.
+  Advance(kDebounce);
+  EXPECT_EQ(daemon_->runner().runs(), 2u);
+  Client("peer-a", Profile("a", 150, 4, false));  // +50%: re-plans; same level, same paths.
   Advance(kDebounce);
   EXPECT_EQ(daemon_->runner().runs(), 3u);
   EXPECT_EQ(daemon_->epoch(), 2u);
   EXPECT_TRUE(pushes_.empty());
+}
+
+TEST_F(DaemonTest, JitteryReportsNeitherReplanNorPushButAreStoredInBatches) {
+  RegisterThree();
+  for (const char* id : {"a", "b", "c"}) {
+    Client(std::string("peer-") + id, Profile(id, 100, 20, true, 2, 1000000000));
+  }
+  Advance(kDebounce);
+  const uint64_t runs = daemon_->runner().runs();
+  const uint64_t epoch = daemon_->epoch();
+  pushes_.clear();
+  // 2% jitter (crux-loadgen's default) on every figure, many reports: nothing to plan.
+  for (int i = 0; i < 50; ++i) {
+    for (const char* id : {"a", "b", "c"}) {
+      const uint64_t ms = (i % 2) ? 102 : 98;
+      v1::Envelope p = Profile(id, ms, 21 + static_cast<uint32_t>(i), true, 10 + i,
+                               (i % 2) ? 980000000 : 1020000000);
+      ASSERT_TRUE(Client(std::string("peer-") + id, p).has_ack());
+    }
+    Advance(core::Duration::Millis(5));
+  }
+  EXPECT_EQ(daemon_->runner().runs(), runs);
+  EXPECT_EQ(daemon_->epoch(), epoch);
+  EXPECT_TRUE(pushes_.empty());
+  // The latest reports reach the store with the next flush (once a second, or now).
+  daemon_->FlushProfiles();
+  auto jobs = store_->LoadJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 3u);
+  for (const StoredJob& j : *jobs) {
+    v1::ProfileReport p;
+    ASSERT_TRUE(p.ParseFromString(j.profile)) << j.job_id;
+    EXPECT_EQ(p.samples(), 21u + 49u) << j.job_id;
+  }
+  // A lease expiry after unflushed reports does not resurrect the profile row.
+  Client("peer-a", Profile("a", 100, 99, true, 500, 1000000000));
+  Advance(core::Duration::Millis(500));
+  Client("peer-b", Heartbeat("b", 0));
+  Client("peer-c", Heartbeat("c", 0));
+  Advance(core::Duration::Millis(800));  // a: silent 1.3 s > lease 1 s (+ sweep period).
+  EXPECT_EQ(daemon_->tracker().Find("a"), nullptr);
+  daemon_->FlushProfiles();
+  jobs = store_->LoadJobs();
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_EQ(jobs->size(), 2u);
 }
 
 TEST_F(DaemonTest, HeartbeatWithStaleEpochGetsTheAssignmentAgain) {

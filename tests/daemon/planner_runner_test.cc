@@ -121,6 +121,83 @@ TEST_F(PlannerRunnerTest, JobSpecFollowsTheProfile) {
   EXPECT_EQ(tracker_.Find("a")->state, v1::JOB_STATE_PROFILING);  // 3 < 5 samples.
 }
 
+TEST(SignificantChangeTest, ThresholdPerFigure) {
+  v1::ProfileReport a = Profile("a", 100, 10, true, 1, 1000000).profile_report();
+  auto* peer = a.add_peers();
+  peer->set_local_nic("host0-nic0");
+  peer->set_remote_nic("host4-nic0");
+  peer->set_bytes(1000);
+  v1::ProfileReport b = a;
+  EXPECT_FALSE(SignificantChange(a, b, 10));
+  b.set_compute_time_ns(a.compute_time_ns() * 109 / 100);  // +9%.
+  b.set_bytes_per_iteration(a.bytes_per_iteration() * 95 / 100);
+  b.mutable_peers(0)->set_bytes(1080);
+  b.set_overlap_start(a.overlap_start() - 0.05);
+  b.set_samples(99);  // Not a planning figure.
+  EXPECT_FALSE(SignificantChange(a, b, 10));
+  EXPECT_TRUE(SignificantChange(a, b, 0)) << "0 = every report counts";
+  EXPECT_TRUE(SignificantChange(a, b, 4));
+  v1::ProfileReport c = a;
+  c.set_iteration_period_ns(a.iteration_period_ns() * 2);
+  EXPECT_TRUE(SignificantChange(a, c, 10));
+  c = a;
+  c.set_flops_per_iteration(1e12);  // 0 -> something.
+  EXPECT_TRUE(SignificantChange(a, c, 10));
+  c = a;
+  c.mutable_peers(0)->set_bytes(1200);
+  EXPECT_TRUE(SignificantChange(a, c, 10));
+  c = a;
+  c.mutable_peers(0)->set_remote_nic("host5-nic0");
+  EXPECT_TRUE(SignificantChange(a, c, 50)) << "another peer";
+  c = a;
+  c.add_peers()->CopyFrom(a.peers(0));
+  EXPECT_TRUE(SignificantChange(a, c, 50));
+  c = a;
+  c.set_overlap_start(a.overlap_start() - 0.2);
+  EXPECT_TRUE(SignificantChange(a, c, 10));
+}
+
+TEST_F(PlannerRunnerTest, JitterBelowTheThresholdKeepsThePlannedProfile) {
+  Register("a", {"host0", "host4"});
+  bool state = false, plan = false;
+  // 5 samples: SCHEDULED at once (profiling_samples 5).
+  v1::ProfileReport p = Profile("a", 200, 5, false, 1, 5000000).profile_report();
+  ASSERT_FALSE(Refused(tracker_.Report(p, "p", "", loop_.Now(), 0, &state, &plan)));
+  EXPECT_TRUE(state);
+  EXPECT_TRUE(plan) << "first profile";
+  for (int i = 0; i < 20; ++i) {
+    v1::ProfileReport q = p;
+    const double jitter = 1.0 + ((i % 2) ? 0.02 : -0.02) * (i % 5);  // Up to +-8%.
+    q.set_compute_time_ns(static_cast<uint64_t>(static_cast<double>(p.compute_time_ns()) * jitter));
+    q.set_bytes_per_iteration(
+        static_cast<uint64_t>(static_cast<double>(p.bytes_per_iteration()) / jitter));
+    q.set_samples(6 + static_cast<uint32_t>(i));
+    ASSERT_FALSE(Refused(tracker_.Report(q, "p", "", loop_.Now(), 0, &state, &plan)));
+    EXPECT_FALSE(state);
+    EXPECT_FALSE(plan) << "report " << i;
+    EXPECT_EQ(tracker_.Find("a")->profile->samples(), q.samples()) << "latest is kept";
+  }
+  auto spec = BuildJobSpec(topo_.current(), *tracker_.Find("a"));
+  ASSERT_TRUE(spec.ok() && spec->has_value());
+  EXPECT_EQ((*spec)->compute_time, core::Duration::Millis(200)) << "planned figure, not jitter";
+  EXPECT_EQ((*spec)->pattern_bytes, core::Bytes::Of(5000000));
+  // A real change (+50% compute) counts and becomes the planned figure.
+  v1::ProfileReport big = p;
+  big.set_compute_time_ns(p.compute_time_ns() * 3 / 2);
+  ASSERT_FALSE(Refused(tracker_.Report(big, "p", "", loop_.Now(), 0, &state, &plan)));
+  EXPECT_TRUE(plan);
+  spec = BuildJobSpec(topo_.current(), *tracker_.Find("a"));
+  EXPECT_EQ((*spec)->compute_time, core::Duration::Millis(300));
+  // Threshold 0: every report counts (the old behaviour).
+  JobTracker::Options o = tracker_.options();
+  o.replan_threshold_pct = 0;
+  tracker_.SetOptions(o);
+  v1::ProfileReport tiny = big;
+  tiny.set_compute_time_ns(big.compute_time_ns() + 1);
+  ASSERT_FALSE(Refused(tracker_.Report(tiny, "p", "", loop_.Now(), 0, &state, &plan)));
+  EXPECT_TRUE(plan);
+}
+
 }  // namespace
 }  // namespace crux::daemon
 

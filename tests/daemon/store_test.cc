@@ -1,9 +1,11 @@
 // SqliteStore: schema version and migrations, persistence across reopen, transactions.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
 #include <sqlite3.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "crux/daemon/store.h"
@@ -99,6 +101,41 @@ TEST_F(StoreTest, UnopenablePathIsUnavailable) {
   auto s = OpenSqliteStore("/proc/definitely/not/here.sqlite");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), core::StatusCode::kUnavailable);
+}
+
+TEST_F(StoreTest, BatchedProfilesAndLargePlansAreOneTransactionEach) {
+  auto s = OpenSqliteStore(path_);
+  ASSERT_TRUE(s.ok());
+  Store& st = **s;
+  std::vector<std::pair<std::string, std::string>> profiles;
+  std::vector<PlanRow> rows;
+  std::vector<AuditRow> audit;
+  for (int i = 0; i < 500; ++i) {
+    const std::string id = "j" + std::to_string(i);
+    ASSERT_TRUE(st.UpsertJob({id, "", "reg", 10, 1, 2, 1, "", ""}).ok());
+    profiles.emplace_back(id, "p1-" + id);
+    rows.push_back({id, i % 7, 10, 3, "asg-" + id});
+    audit.push_back({1, 3, id, -1, i % 7, "bulk"});
+  }
+  ASSERT_TRUE(st.PutProfiles(profiles, 100).ok());
+  ASSERT_TRUE(st.PutProfiles({}, 100).ok());
+  profiles.resize(2);
+  profiles[1].second = "p2-j1";  // Upsert: replaces.
+  ASSERT_TRUE(st.PutProfiles(profiles, 200).ok());
+  ASSERT_TRUE(st.ApplyPlan(3, rows, {}, audit).ok());
+  ASSERT_TRUE(st.ApplyPlan(4, {}, {"j0", "j1"}, {}).ok());
+  auto jobs = st.LoadJobs().value();
+  ASSERT_EQ(jobs.size(), 500u);
+  std::map<std::string, std::string> by_id;
+  for (const StoredJob& j : jobs) by_id[j.job_id] = j.profile;
+  EXPECT_EQ(by_id["j0"], "p1-j0");
+  EXPECT_EQ(by_id["j1"], "p2-j1");
+  EXPECT_EQ(by_id["j499"], "p1-j499");
+  auto plan = st.LoadPlan().value();
+  ASSERT_EQ(plan.size(), 498u);
+  EXPECT_EQ(plan.back().assignment, "asg-j99");  // Ordered by id.
+  EXPECT_EQ(st.LoadEpoch().value(), 4u);
+  EXPECT_EQ(st.RecentAudit(1000).value().size(), 500u);
 }
 
 TEST_F(StoreTest, EverythingSurvivesReopen) {

@@ -10,7 +10,8 @@
 // `state_dir`. The admin endpoint defaults to `ipc://<state_dir>/admin.sock`.
 //
 // Live reload (SIGHUP): log_level, dry_run, debounce_ms, min_replan_interval_ms, lease_ms,
-// profiling_samples, the planner block and the qos block except qos.dscp_pool take effect at
+// profiling_samples,
+// replan_threshold_pct, the planner block and the qos block except qos.dscp_pool take effect at
 // once; every other key needs a restart (RestartOnlyChanges() reports which changed keys were
 // ignored).
 //
@@ -64,6 +65,10 @@ struct DaemonConfig {
   int64_t lease_ms = 15000;            // Default lease, [100, 86400000].
   int64_t max_lease_ms = 600000;       // Upper bound on leases clients ask for.
   uint32_t profiling_samples = 20;     // Samples for a profile to count as converged, >= 1.
+  // Hysteresis: a profile report counts for planning (re-plan, possible push) only when a figure
+  // moves by more than this percentage of the planned value (JobTracker). [0, 1000]; 0 = every
+  // report re-plans.
+  double replan_threshold_pct = 10;
   bool dry_run = false;
   std::string log_level = "info";  // trace | debug | info | warn | error | critical | off.
   // The `qos:` block: DSCP colour pool, level -> TC, reserved classes (control, storage with its

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,6 +83,11 @@ class Daemon {
 
   // Loop thread: runs the lease sweep now.
   void SweepLeases();
+  // Loop thread: writes the profiles reported since the last flush in one transaction. Runs
+  // every second (metrics refresh) and at destruction; a report that changes a job's lifecycle
+  // state is written at once (so a kill -9 loses at most ~1 s of non-state-changing reports,
+  // which clients re-send anyway).
+  void FlushProfiles();
   void RefreshMetrics();
 
   // Introspection (loop thread).
@@ -159,6 +165,7 @@ class Daemon {
   double last_replan_ms_ = 0;
   core::Duration started_;
   std::vector<std::pair<std::string, v1::Envelope>> deferred_;
+  std::set<std::string> dirty_profiles_;  // Jobs whose latest profile is not stored yet.
   std::vector<std::pair<std::string, CounterSource>> counter_sources_;
   std::map<std::string, protocol::ServerCounters> last_counters_;
   // Last member: destroyed (joined) first, before the state a running re-plan reads.

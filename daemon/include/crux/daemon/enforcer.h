@@ -86,6 +86,16 @@ class Enforcer {
                                                        const std::vector<core::QosJob>& jobs,
                                                        bool push = true);
 
+  // The same in two steps, so that a caller can look at the changes before committing them
+  // without computing the desired state twice (ComputeDesiredQos is O(jobs x switches)).
+  struct PendingState {
+    std::map<std::string, core::SwitchQosState> next;
+    std::vector<std::string> changed;
+  };
+  core::Result<PendingState> ComputeDesired(const std::vector<core::QosJob>& jobs) const;
+  // Installs `p` as the desired state at `epoch` and pushes to the changed switches.
+  std::vector<std::string> Commit(uint64_t epoch, PendingState p);
+
   bool qos_ready() const { return ready_; }
   const std::map<std::string, core::SwitchQosState>& desired() const { return desired_; }
   // Epoch at which `name`'s desired state last changed (0: never computed).

@@ -6,6 +6,14 @@
 // (lease expired or EndJob; the entry is removed). REGISTERED and PROFILING jobs get the
 // temporary top level from the planner runner.
 //
+// Hysteresis: `planned` is the profile the planner uses. A report replaces it only when it is
+// significant for planning: the lifecycle state moves, the job had no planned profile, the
+// set of peers changes, or compute time / period / W_j / total or per-peer bytes / compression
+// move by more than `replan_threshold_pct` percent of the planned value (overlap_start: by more
+// than threshold_pct / 100 absolute). Below the threshold the report still renews the lease and
+// becomes the latest `profile` (shown by cruxctl, persisted), but triggers no re-plan, so
+// measurement jitter does not swap near-equal jobs' levels. 0 = every report counts.
+//
 // Requests are checked against the topology here (names exist and are the right kind):
 // refusals carry the wire code (UNKNOWN_HOST, UNKNOWN_JOB, CONFLICT, PERMISSION_DENIED,
 // INVALID_ARGUMENT) and a message naming the field. A refusal never changes state.
@@ -35,7 +43,8 @@ namespace crux::daemon {
 
 struct JobEntry {
   v1::RegisterJob registration;
-  std::optional<v1::ProfileReport> profile;
+  std::optional<v1::ProfileReport> profile;  // Latest report.
+  std::optional<v1::ProfileReport> planned;  // What the planner uses (see Hysteresis above).
   v1::JobState state = v1::JOB_STATE_REGISTERED;
   uint32_t dscp = 0;
   std::string peer;     // ROUTER id of the last message for the job ("" after a restart).
@@ -59,6 +68,8 @@ class JobTracker {
     uint32_t profiling_samples = 20;
     core::Duration default_lease = core::Duration::Millis(15000);
     core::Duration max_lease = core::Duration::Millis(600000);
+    // Significance threshold of a report for planning, percent (>= 0; 0 = every report).
+    double replan_threshold_pct = 10;
   };
   // REQUIRES: options.dscp_pool valid (DscpPool::Create); an invalid pool falls back to {0}.
   JobTracker(const core::Topology* topo, Options options);
@@ -77,9 +88,12 @@ class JobTracker {
   Refusal Register(const v1::RegisterJob& r, const std::string& peer, const std::string& user_id,
                    core::Duration now, int64_t unix_ms, bool* already_known);
   // Stores the profile and moves the job to PROFILING / SCHEDULED. *state_changed tells whether
-  // the lifecycle state moved.
+  // the lifecycle state moved; *plan_changed (optional) whether the report changed what the
+  // planner sees (Hysteresis above; implies nothing when refused). O(peers), no allocation on
+  // the accepted path beyond the profile copy.
   Refusal Report(const v1::ProfileReport& p, const std::string& peer, const std::string& user_id,
-                 core::Duration now, int64_t unix_ms, bool* state_changed);
+                 core::Duration now, int64_t unix_ms, bool* state_changed,
+                 bool* plan_changed = nullptr);
   Refusal Heartbeat(const v1::Heartbeat& h, const std::string& peer, const std::string& user_id,
                     core::Duration now, int64_t unix_ms);
   Refusal End(const v1::EndJob& e, const std::string& user_id);
@@ -116,6 +130,11 @@ class JobTracker {
   core::DscpPool pool_;
   std::map<std::string, JobEntry> jobs_;
 };
+
+// Whether `next` differs from `planned` by more than `threshold_pct` for planning (see
+// Hysteresis in the file comment). Pure.
+bool SignificantChange(const v1::ProfileReport& planned, const v1::ProfileReport& next,
+                       double threshold_pct);
 
 // Same placement (hosts, GPUs and NICs; order of hosts matters as it orders pipelines).
 bool SamePlacement(const v1::RegisterJob& a, const v1::RegisterJob& b);

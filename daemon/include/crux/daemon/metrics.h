@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "crux/core/status.h"
@@ -51,7 +53,9 @@ class Metrics {
   void AddAck(bool ok);
   // Errors by kind ("unknown_host", "unknown_job", "malformed", ...), endpoint "client"/"admin".
   void AddError(const std::string& endpoint, const std::string& kind, uint64_t n = 1);
-  void AddMessage(const std::string& endpoint, const std::string& type);
+  // Per message: the counter is looked up once per (endpoint, type) and cached (no label map
+  // built per message).
+  void AddMessage(std::string_view endpoint, std::string_view type);
   void SetQueueDepth(const std::string& queue, int64_t depth);
   void AddAuthRefused(uint64_t n);
 
@@ -71,6 +75,9 @@ class Metrics {
   prometheus::Counter* acks_failed_;
   prometheus::Family<prometheus::Counter>* errors_;
   prometheus::Family<prometheus::Counter>* messages_;
+  std::mutex message_cache_mu_;
+  std::map<std::string, std::map<std::string, prometheus::Counter*, std::less<>>, std::less<>>
+      message_cache_;
   prometheus::Family<prometheus::Gauge>* queue_depth_;
   prometheus::Counter* auth_refused_;
 };

@@ -70,6 +70,10 @@ class Store {
   virtual core::Status UpsertJob(const StoredJob& job) = 0;  // Keeps the stored profile.
   virtual core::Status PutProfile(const std::string& job_id, const std::string& report,
                                   int64_t now_ms) = 0;
+  // Many profiles (job id, serialized report) in one transaction (cruxd batches the per-report
+  // writes: one write per report would cap ingestion at SQLite's commit rate).
+  virtual core::Status PutProfiles(const std::vector<std::pair<std::string, std::string>>& reports,
+                                   int64_t now_ms) = 0;
   // Deletes the job, its profile and its plan row.
   virtual core::Status DeleteJob(const std::string& job_id) = 0;
   virtual core::Result<std::vector<StoredJob>> LoadJobs() = 0;

@@ -60,8 +60,17 @@ struct ServerOptions {
   int sndhwm = 1000;   // ZMQ_SNDHWM (messages per peer).
   int rcvhwm = 1000;   // ZMQ_RCVHWM.
   int backlog = 4096;  // ZMQ_BACKLOG: pending connections (capped by net.core.somaxconn).
-  core::Duration heartbeat_ivl = core::Duration::Millis(5000);       // ZMTP PING; 0 = off.
+  // ZMTP PING; 0 = off (default). Off because libzmq 4.3.x keeps every connection's heartbeat
+  // timers in one std::multimap per I/O thread and cancels them with a linear scan
+  // (poller_base_t::cancel_timer, "O(n)... rarely used"): each PING/next-message cycle costs
+  // O(connections), and with 10,000 clients the I/O thread spent ~35% of its time walking that
+  // map (perf, std::_Rb_tree_increment). Dead peers are found by TCP keepalive below instead
+  // (kernel timers), and jobs by their application-level lease.
+  core::Duration heartbeat_ivl = core::Duration::Zero();
   core::Duration heartbeat_timeout = core::Duration::Millis(15000);  // No traffic -> close.
+  // TCP keepalive (ZMQ_TCP_KEEPALIVE*): idle time before the first probe; 0 = system default
+  // (keepalive off). Probes every 10 s, 3 unanswered -> the connection is closed.
+  core::Duration tcp_keepalive_idle = core::Duration::Millis(60000);
   size_t max_send_queue = 1000000;  // Send() fails with kUnavailable beyond this backlog.
   size_t max_batch = 256;           // Frames handled per poll wake-up before sends run.
 };
