@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "crux/protocol/codec.h"
+#include "crux/protocol/convert.h"
 
 namespace crux::switch_adapters {
 
@@ -28,50 +29,6 @@ Status ValidateAgentOptions(const AgentOptions& o) {
   }
   if (o.poll <= Duration::Zero()) return core::InvalidArgumentError("agent.poll: must be > 0");
   return Status::Ok();
-}
-
-Result<core::SwitchQosState> FromProto(const v1::SwitchQosState& p) {
-  core::SwitchQosState s;
-  s.switch_name = p.switch_name();
-  auto to_int = [](uint32_t v) { return v > 1000 ? 1000 : static_cast<int>(v); };
-  for (const auto& [d, tc] : p.dscp_to_tc()) s.dscp_to_tc[to_int(d)] = to_int(tc);
-  for (const auto& [tc, q] : p.tc_to_queue()) s.tc_to_queue[to_int(tc)] = to_int(q);
-  for (int i = 0; i < p.schedulers_size(); ++i) {
-    const v1::QueueScheduler& q = p.schedulers(i);
-    auto type = core::ParseSchedulerType(q.type());
-    if (!type.ok()) {
-      return core::InvalidArgumentError("switch_state.schedulers[" + std::to_string(i) +
-                                        "].type: " + type.status().message());
-    }
-    s.schedulers.push_back({to_int(q.queue()), *type, to_int(q.weight())});
-  }
-  std::sort(s.schedulers.begin(), s.schedulers.end(),
-            [](const auto& a, const auto& b) { return a.queue < b.queue; });
-  for (uint32_t tc : p.pfc_enable()) s.pfc_enable.push_back(to_int(tc));
-  std::sort(s.pfc_enable.begin(), s.pfc_enable.end());
-  Status v = core::ValidateSwitchQosState(s);
-  if (!v.ok()) return v.WithContext("switch_state");
-  return s;
-}
-
-v1::SwitchQosState ToProto(const core::SwitchQosState& s, uint64_t epoch) {
-  v1::SwitchQosState p;
-  p.set_switch_name(s.switch_name);
-  p.set_epoch(epoch);
-  for (const auto& [d, tc] : s.dscp_to_tc) {
-    (*p.mutable_dscp_to_tc())[static_cast<uint32_t>(d)] = static_cast<uint32_t>(tc);
-  }
-  for (const auto& [tc, q] : s.tc_to_queue) {
-    (*p.mutable_tc_to_queue())[static_cast<uint32_t>(tc)] = static_cast<uint32_t>(q);
-  }
-  for (const core::QueueScheduler& q : s.schedulers) {
-    v1::QueueScheduler* o = p.add_schedulers();
-    o->set_queue(static_cast<uint32_t>(q.queue));
-    o->set_type(std::string(core::SchedulerTypeName(q.type)));
-    o->set_weight(static_cast<uint32_t>(q.weight));
-  }
-  for (int tc : s.pfc_enable) p.add_pfc_enable(static_cast<uint32_t>(tc));
-  return p;
 }
 
 SwitchAgent::SwitchAgent(AgentOptions options, protocol::TransportContext& ctx,
@@ -153,7 +110,7 @@ void SwitchAgent::ApplyAndReport(const core::SwitchQosState& state, uint64_t epo
     last_error_.clear();
     a->set_ok(true);
     Result<core::SwitchQosState> back = adapter_.ReadBack();
-    *a->mutable_state() = ToProto(back.ok() ? *back : state, epoch);
+    *a->mutable_state() = protocol::SwitchQosStateToProto(back.ok() ? *back : state, epoch);
     spdlog::info("applied epoch {} ({} writes, {} deletes, {} attempts)", epoch, r->writes,
                  r->deletes, r->attempts);
   } else {
@@ -170,7 +127,7 @@ void SwitchAgent::ApplyAndReport(const core::SwitchQosState& state, uint64_t epo
 
 void SwitchAgent::HandlePush(const v1::SwitchQosState& push) {
   ++counters_.pushes;
-  Result<core::SwitchQosState> state = FromProto(push);
+  Result<core::SwitchQosState> state = protocol::SwitchQosStateFromProto(push);
   std::string error;
   if (!state.ok()) {
     error = state.status().ToString();

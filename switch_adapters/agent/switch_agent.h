@@ -47,9 +47,6 @@ struct AgentOptions {
 // Errors name the option ("agent.switch_name: required").
 core::Status ValidateAgentOptions(const AgentOptions& o);
 
-// Wire <-> core conversion. FromProto validates (ValidateSwitchQosState; names the field).
-core::Result<core::SwitchQosState> FromProto(const v1::SwitchQosState& p);
-v1::SwitchQosState ToProto(const core::SwitchQosState& s, uint64_t epoch);
 
 struct AgentCounters {
   uint64_t hellos_sent = 0;

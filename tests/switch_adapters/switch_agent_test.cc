@@ -17,6 +17,7 @@
 #include "crux/core/qos.h"
 #include "crux/core/topology.h"
 #include "crux/protocol/codec.h"
+#include "crux/protocol/convert.h"
 #include "crux/protocol/server.h"
 #include "crux/switch_adapters/sonic_adapter.h"
 #include "redis_server.h"
@@ -127,15 +128,16 @@ class SwitchAgentTest : public ::testing::Test {
 TEST(SwitchAgentProtoTest, ConvertsBothWaysAndValidates) {
   core::SwitchQosState s = MakeState("tor0", 1);
   s.jobs.clear();  // Not on the wire.
-  auto back = FromProto(ToProto(s, 7));
+  auto back = protocol::SwitchQosStateFromProto(protocol::SwitchQosStateToProto(s, 7));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, s);
-  v1::SwitchQosState p = ToProto(s, 7);
+  v1::SwitchQosState p = protocol::SwitchQosStateToProto(s, 7);
   p.mutable_schedulers(0)->set_type("WRR");
-  EXPECT_THAT(FromProto(p).status().message(), HasSubstr("switch_state.schedulers[0].type"));
-  p = ToProto(s, 7);
+  EXPECT_THAT(protocol::SwitchQosStateFromProto(p).status().message(),
+              HasSubstr("switch_state.schedulers[0].type"));
+  p = protocol::SwitchQosStateToProto(s, 7);
   (*p.mutable_dscp_to_tc())[99] = 1;
-  EXPECT_THAT(FromProto(p).status().message(), HasSubstr("dscp_to_tc[99]"));
+  EXPECT_THAT(protocol::SwitchQosStateFromProto(p).status().message(), HasSubstr("dscp_to_tc[99]"));
   AgentOptions o;
   EXPECT_THAT(ValidateAgentOptions(o).message(), HasSubstr("agent.switch_name"));
 }
@@ -153,7 +155,7 @@ TEST_F(SwitchAgentTest, HelloApplyReportAndSurviveDaemonRestart) {
   EXPECT_EQ(hellos[0].capabilities().backends(0), "sonic");
 
   // Push epoch 1: applied to CONFIG_DB, reported with the state read back.
-  daemon->Push(ToProto(MakeState("tor0", 0), 1));
+  daemon->Push(protocol::SwitchQosStateToProto(MakeState("tor0", 0), 1));
   ASSERT_TRUE(RunUntil(agent, [&] { return daemon->Applied().size() == 1; }));
   v1::SwitchApplied a = daemon->Applied()[0];
   EXPECT_TRUE(a.ok()) << a.error();
@@ -163,7 +165,7 @@ TEST_F(SwitchAgentTest, HelloApplyReportAndSurviveDaemonRestart) {
   EXPECT_EQ(agent.applied_epoch(), 1u);
 
   // A push for another switch is refused without touching the device.
-  daemon->Push(ToProto(MakeState("tor9", 3), 2));
+  daemon->Push(protocol::SwitchQosStateToProto(MakeState("tor9", 3), 2));
   ASSERT_TRUE(RunUntil(agent, [&] { return daemon->Applied().size() == 2; }));
   EXPECT_FALSE(daemon->Applied()[1].ok());
   EXPECT_THAT(daemon->Applied()[1].error(), HasSubstr("switch_state.switch_name: 'tor9'"));
@@ -193,7 +195,7 @@ TEST_F(SwitchAgentTest, FailedApplyIsReportedAndRetriedUntilRedisIsBack) {
   ASSERT_TRUE(agent.Start().ok());
   ASSERT_TRUE(RunUntil(agent, [&] { return agent.daemon_connected(); }));
   redis_.Kill();
-  daemon.Push(ToProto(MakeState("tor0", 2), 3));
+  daemon.Push(protocol::SwitchQosStateToProto(MakeState("tor0", 2), 3));
   ASSERT_TRUE(RunUntil(agent, [&] { return daemon.Applied().size() == 1; }));
   EXPECT_FALSE(daemon.Applied()[0].ok());
   EXPECT_THAT(daemon.Applied()[0].error(), HasSubstr("CONFIG_DB"));
