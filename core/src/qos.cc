@@ -191,7 +191,7 @@ Result<int> DscpPool::Acquire(const std::string& job_id, int level) {
                                 std::to_string(level));
   }
   if (auto it = jobs_.find(job_id); it != jobs_.end()) {
-    it->second.level = level;
+    ChangeLevel(it->second, level);
     return it->second.dscp;
   }
   int chosen = -1;
@@ -208,8 +208,7 @@ Result<int> DscpPool::Acquire(const std::string& job_id, int level) {
     size_t best_members = std::numeric_limits<size_t>::max();
     for (int d : pool_) {
       const auto& members = members_.at(d);
-      int min_level = std::numeric_limits<int>::max();
-      for (const std::string& j : members) min_level = std::min(min_level, jobs_.at(j).level);
+      const int min_level = *member_levels_.at(d).begin();  // Non-empty: the pool is full.
       int dist = std::abs(min_level - level);
       if (dist < best_dist || (dist == best_dist && members.size() < best_members)) {
         best_dist = dist;
@@ -218,9 +217,21 @@ Result<int> DscpPool::Acquire(const std::string& job_id, int level) {
       }
     }
   }
-  jobs_[job_id] = JobEntry{chosen, level};
-  members_[chosen].insert(job_id);
+  AddMember(job_id, JobEntry{chosen, level});
   return chosen;
+}
+
+void DscpPool::AddMember(const std::string& job_id, const JobEntry& entry) {
+  jobs_[job_id] = entry;
+  members_[entry.dscp].insert(job_id);
+  member_levels_[entry.dscp].insert(entry.level);
+}
+
+void DscpPool::ChangeLevel(JobEntry& entry, int level) {
+  std::multiset<int>& levels = member_levels_[entry.dscp];
+  levels.erase(levels.find(entry.level));
+  levels.insert(level);
+  entry.level = level;
 }
 
 Status DscpPool::Restore(const std::string& job_id, int dscp, int level) {
@@ -238,11 +249,10 @@ Status DscpPool::Restore(const std::string& job_id, int dscp, int level) {
       return AlreadyExistsError("job '" + job_id + "' already holds DSCP " +
                                 std::to_string(it->second.dscp));
     }
-    it->second.level = level;
+    ChangeLevel(it->second, level);
     return Status::Ok();
   }
-  jobs_[job_id] = JobEntry{dscp, level};
-  members_[dscp].insert(job_id);
+  AddMember(job_id, JobEntry{dscp, level});
   return Status::Ok();
 }
 
@@ -253,7 +263,7 @@ Status DscpPool::SetLevel(const std::string& job_id, int level) {
     return InvalidArgumentError("job '" + job_id + "' level: must be >= 0, got " +
                                 std::to_string(level));
   }
-  it->second.level = level;
+  ChangeLevel(it->second, level);
   return Status::Ok();
 }
 
@@ -264,6 +274,11 @@ void DscpPool::Release(const std::string& job_id) {
   if (m != members_.end()) {
     m->second.erase(job_id);
     if (m->second.empty()) members_.erase(m);
+  }
+  auto l = member_levels_.find(it->second.dscp);
+  if (l != member_levels_.end()) {
+    l->second.erase(l->second.find(it->second.level));
+    if (l->second.empty()) member_levels_.erase(l);
   }
   jobs_.erase(it);
 }

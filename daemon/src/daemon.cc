@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "crux/protocol/codec.h"
+#include "crux/protocol/convert.h"
 
 namespace crux::daemon {
 namespace {
@@ -330,7 +331,7 @@ v1::Envelope Daemon::OnProfile(const protocol::Inbound& in) {
     core::Status s = store_->PutProfile(p.job_id(), p.SerializeAsString(), loop_->UnixMs());
     if (s.ok()) s = store_->UpsertJob(tracker_.ToStored(j));
     if (!s.ok()) spdlog::error("store: {}", s.ToString());
-    spdlog::info("job {} is now {}", p.job_id(), JobStateName(j.state));
+    spdlog::info("job {} is now {}", p.job_id(), protocol::JobStateName(j.state));
   } else {
     dirty_profiles_.insert(p.job_id());  // FlushProfiles (batched, ~1 s).
   }

@@ -6,28 +6,9 @@
 #include <chrono>
 
 #include "crux/protocol/codec.h"
+#include "crux/protocol/convert.h"
 
 namespace crux::daemon {
-
-v1::SwitchQosState SwitchStateToProto(const core::SwitchQosState& s, uint64_t epoch) {
-  v1::SwitchQosState p;
-  p.set_switch_name(s.switch_name);
-  p.set_epoch(epoch);
-  for (const auto& [d, tc] : s.dscp_to_tc) {
-    (*p.mutable_dscp_to_tc())[static_cast<uint32_t>(d)] = static_cast<uint32_t>(tc);
-  }
-  for (const auto& [tc, q] : s.tc_to_queue) {
-    (*p.mutable_tc_to_queue())[static_cast<uint32_t>(tc)] = static_cast<uint32_t>(q);
-  }
-  for (const core::QueueScheduler& q : s.schedulers) {
-    v1::QueueScheduler* o = p.add_schedulers();
-    o->set_queue(static_cast<uint32_t>(q.queue));
-    o->set_type(std::string(core::SchedulerTypeName(q.type)));
-    o->set_weight(static_cast<uint32_t>(q.weight));
-  }
-  for (int tc : s.pfc_enable) p.add_pfc_enable(static_cast<uint32_t>(tc));
-  return p;
-}
 
 Enforcer::Enforcer(Metrics* metrics, const core::Topology* topo, core::QosConfig qos)
     : metrics_(metrics), topo_(topo), qos_(std::move(qos)) {}
@@ -63,7 +44,8 @@ uint64_t Enforcer::desired_epoch(const std::string& name) const {
 
 v1::Envelope Enforcer::StateEnvelope(const std::string& name) const {
   v1::Envelope env = protocol::NewEnvelope(0);
-  *env.mutable_switch_state() = SwitchStateToProto(desired_.at(name), desired_epoch(name));
+  *env.mutable_switch_state() =
+      protocol::SwitchQosStateToProto(desired_.at(name), desired_epoch(name));
   return env;
 }
 

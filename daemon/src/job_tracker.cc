@@ -1,4 +1,5 @@
 #include "crux/daemon/job_tracker.h"
+#include "crux/protocol/convert.h"
 
 #include <algorithm>
 #include <cmath>
@@ -45,21 +46,6 @@ bool SignificantChange(const v1::ProfileReport& planned, const v1::ProfileReport
     }
   }
   return false;
-}
-
-std::string JobStateName(v1::JobState s) {
-  switch (s) {
-    case v1::JOB_STATE_REGISTERED:
-      return "registered";
-    case v1::JOB_STATE_PROFILING:
-      return "profiling";
-    case v1::JOB_STATE_SCHEDULED:
-      return "scheduled";
-    case v1::JOB_STATE_GONE:
-      return "gone";
-    default:
-      return "unspecified";
-  }
 }
 
 bool SamePlacement(const v1::RegisterJob& a, const v1::RegisterJob& b) {
@@ -368,7 +354,7 @@ const JobEntry* JobTracker::Find(const std::string& id) const {
 
 std::map<std::string, int64_t> JobTracker::CountByState() const {
   std::map<std::string, int64_t> out = {{"registered", 0}, {"profiling", 0}, {"scheduled", 0}};
-  for (const auto& [id, j] : jobs_) ++out[JobStateName(j.state)];
+  for (const auto& [id, j] : jobs_) ++out[protocol::JobStateName(j.state)];
   return out;
 }
 

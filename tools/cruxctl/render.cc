@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "crux/protocol/convert.h"
+
 namespace crux::cruxctl {
 namespace {
 
@@ -116,21 +118,6 @@ std::string Table::Render() const {
   return out;
 }
 
-std::string JobStateName(v1::JobState state) {
-  switch (state) {
-    case v1::JOB_STATE_REGISTERED:
-      return "registered";
-    case v1::JOB_STATE_PROFILING:
-      return "profiling";
-    case v1::JOB_STATE_SCHEDULED:
-      return "scheduled";
-    case v1::JOB_STATE_GONE:
-      return "gone";
-    default:
-      return "unspecified";
-  }
-}
-
 std::string LinkHealthName(v1::LinkHealth health) {
   switch (health) {
     case v1::LINK_HEALTH_UP:
@@ -194,7 +181,7 @@ nlohmann::json ToJson(const v1::StatusReply& r) {
 nlohmann::json ToJson(const v1::JobSummary& j) {
   return {{"job_id", j.job_id()},
           {"tenant", j.tenant()},
-          {"state", JobStateName(j.state())},
+          {"state", protocol::JobStateName(j.state())},
           {"gpus", j.gpus()},
           {"hosts", j.hosts()},
           {"intensity", j.intensity()},
@@ -334,9 +321,9 @@ std::string RenderJobsTable(const v1::ListJobsReply& reply) {
                {"EPOCH", true},
                {"PERIOD", true}});
   for (const v1::JobSummary& j : reply.jobs()) {
-    table.AddRow({j.job_id(), j.tenant().empty() ? "-" : j.tenant(), JobStateName(j.state()),
-                  std::to_string(j.gpus()), std::to_string(j.hosts()),
-                  FormatSi(j.intensity(), "FLOP/s"), FormatNumber(j.k()),
+    table.AddRow({j.job_id(), j.tenant().empty() ? "-" : j.tenant(),
+                  protocol::JobStateName(j.state()), std::to_string(j.gpus()),
+                  std::to_string(j.hosts()), FormatSi(j.intensity(), "FLOP/s"), FormatNumber(j.k()),
                   FormatSi(j.priority(), ""), j.rank() < 0 ? "-" : std::to_string(j.rank()),
                   FormatLevel(j.level()), std::to_string(j.dscp()), std::to_string(j.epoch()),
                   j.period_ms() > 0 ? FormatMillis(j.period_ms()) : "-"});
@@ -349,7 +336,7 @@ std::string RenderJobDetailText(const v1::JobDetail& d) {
   std::ostringstream out;
   out << "Job " << s.job_id();
   if (!s.tenant().empty()) out << " (tenant " << s.tenant() << ")";
-  out << ": " << JobStateName(s.state());
+  out << ": " << protocol::JobStateName(s.state());
   if (!d.model().empty()) out << ", model " << d.model();
   out << "\n";
   out << "  placement      " << s.gpus() << " GPUs on " << s.hosts() << " hosts";

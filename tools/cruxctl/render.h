@@ -62,8 +62,6 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// Lower-case enum words (see the JSON contract above).
-std::string JobStateName(v1::JobState state);
 std::string LinkHealthName(v1::LinkHealth health);
 
 // Human number with an SI prefix and `unit`: FormatSi(1.5e14, "FLOP/s") == "150T FLOP/s",

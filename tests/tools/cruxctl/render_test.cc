@@ -81,8 +81,6 @@ TEST(FormatTest, Millis) {
 }
 
 TEST(FormatTest, EnumWords) {
-  EXPECT_EQ(JobStateName(v1::JOB_STATE_PROFILING), "profiling");
-  EXPECT_EQ(JobStateName(v1::JOB_STATE_GONE), "gone");
   EXPECT_EQ(LinkHealthName(v1::LINK_HEALTH_DEGRADED), "degraded");
   EXPECT_EQ(LinkHealthName(v1::LINK_HEALTH_UNSPECIFIED), "unspecified");
 }

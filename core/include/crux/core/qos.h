@@ -169,9 +169,16 @@ class DscpPool {
     int dscp = 0;
     int level = 0;
   };
+  // Adds/removes `job_id` (with `entry`'s colour and level) to/from the member indexes.
+  void AddMember(const std::string& job_id, const JobEntry& entry);
+  void ChangeLevel(JobEntry& entry, int level);
+
   std::vector<int> pool_;
   std::map<std::string, JobEntry> jobs_;
   std::map<int, std::set<std::string>> members_;  // dscp -> jobs.
+  // dscp -> levels of its members, so that a shared colour's best level is O(1) to find and an
+  // Acquire on an exhausted pool costs O(colours), not O(jobs).
+  std::map<int, std::multiset<int>> member_levels_;
 };
 
 // One job as the QoS computation sees it.

@@ -54,9 +54,6 @@ struct SwitchEntry {
   bool connected = true;
 };
 
-// Wire form of a desired state, stamped with `epoch`.
-v1::SwitchQosState SwitchStateToProto(const core::SwitchQosState& s, uint64_t epoch);
-
 class Enforcer {
  public:
   // `topo`: the nominal topology (its network switches are the switches); must outlive this.

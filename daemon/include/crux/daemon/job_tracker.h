@@ -139,9 +139,6 @@ bool SignificantChange(const v1::ProfileReport& planned, const v1::ProfileReport
 // Same placement (hosts, GPUs and NICs; order of hosts matters as it orders pipelines).
 bool SamePlacement(const v1::RegisterJob& a, const v1::RegisterJob& b);
 
-// "registered", "profiling", "scheduled", "gone".
-std::string JobStateName(v1::JobState s);
-
 }  // namespace crux::daemon
 
 #endif  // CRUX_DAEMON_JOB_TRACKER_H_
