@@ -64,6 +64,8 @@ struct RunFlags {
   std::optional<double> horizon_s;
   std::optional<double> sample_interval_s;
   std::optional<int> gpus_per_host;
+  std::optional<double> overlap_start;  // Overrides every model's overlap_start (traces only).
+  std::optional<double> load;           // Overrides the scenario's generate load / gap.
   bool no_fast_forward = false;
   bool no_plots = false;
   bool quiet = false;
@@ -74,6 +76,8 @@ struct GenFlags {
   uint64_t seed = 1;
   double days = 14;
   double mean_interarrival_s = 240;
+  std::optional<double> load;  // Offered load (fraction of --topology's GPUs); sets the gap.
+  double scatter = 0;          // GeneratorOptions::scatter_probability.
   std::string models;
   std::string topology;
   int gpus_per_host = 8;
@@ -103,6 +107,11 @@ void AddRunFlags(CLI::App* cmd, RunFlags* f, bool compare) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--gpus-per-host", f->gpus_per_host, "GPUs per host for placement (default 8)")
       ->check(CLI::Range(1, 1024));
+  cmd->add_option("--overlap-start", f->overlap_start,
+                  "Override every model's overlap_start (0..1; 1 = no overlap) for traces")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--load", f->load,
+                  "Offered load for a scenario's generated trace (fraction of GPUs, (0, 4])");
   cmd->add_flag("--no-fast-forward", f->no_fast_forward,
                 "Simulate every flow (no steady-state jump)");
   cmd->add_flag("--no-plots", f->no_plots, "Skip the gnuplot PNGs");
@@ -154,6 +163,10 @@ std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std
   if (jobs_path.empty() && trace_path.empty() && !generate) {
     return Failure{kExitUsage, "--jobs or --trace: one is required (or --scenario)"};
   }
+  if (f.load && !generate) return Failure{kExitUsage, "--load: needs a scenario that generates"};
+  if (f.overlap_start && !jobs_path.empty()) {
+    return Failure{kExitUsage, "--overlap-start: only for traces (a jobs file has no models)"};
+  }
   // Policies.
   std::vector<std::string> policies = SplitCommas(f.policies);
   if (policies.empty()) policies = sc.policies;
@@ -190,6 +203,11 @@ std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std
     if (models_path.empty()) models_path = DefaultModelsPath();
     core::Result<wl::ModelCatalog> models = wl::LoadModelsFile(models_path);
     if (!models.ok()) return Failure{kExitUsage, models.status().message()};
+    if (f.overlap_start) {
+      std::vector<wl::ModelProfile> changed = models->models();
+      for (wl::ModelProfile& m : changed) m.overlap_start = *f.overlap_start;
+      *models = wl::ModelCatalog(std::move(changed));
+    }
     std::vector<wl::TraceJob> trace;
     if (!trace_path.empty()) {
       core::Result<std::vector<wl::TraceJob>> t = wl::LoadTraceFile(trace_path);
@@ -202,6 +220,14 @@ std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std
         core::Result<wl::Placer> pl = wl::Placer::Create(p->topo, gpus_per_host);
         if (!pl.ok()) return Failure{kExitUsage, pl.status().message()};
         placer = std::move(*pl);
+      }
+      const std::optional<double> load = f.load ? f.load : sc.generate_load;
+      if (load) {
+        if (!placer) return Failure{kExitUsage, "--load: needs a generated trace with place: true"};
+        core::Result<double> gap =
+            wl::MeanInterarrivalForLoad(*generate, placer->total_gpus(), *load);
+        if (!gap.ok()) return Failure{kExitUsage, "--" + gap.status().message()};
+        generate->mean_interarrival_s = *gap;
       }
       core::Result<std::vector<wl::TraceJob>> t =
           wl::GenerateTrace(*generate, *models, &p->topo, placer ? &*placer : nullptr);
@@ -337,8 +363,12 @@ int DoGenTrace(const GenFlags& f, std::ostream& out, std::ostream& err) {
   g.seed = f.seed;
   g.days = f.days;
   g.mean_interarrival_s = f.mean_interarrival_s;
+  g.scatter_probability = f.scatter;
   core::Status valid = wl::ValidateGeneratorOptions(g);
   if (!valid.ok()) return Fail(err, {kExitUsage, "--" + valid.message()});
+  if ((f.load || f.scatter > 0) && f.topology.empty()) {
+    return Fail(err, {kExitUsage, "--load/--scatter: need --topology to place on"});
+  }
   core::Result<wl::ModelCatalog> models =
       wl::LoadModelsFile(f.models.empty() ? DefaultModelsPath() : f.models);
   if (!models.ok()) return Fail(err, {kExitUsage, models.status().message()});
@@ -351,6 +381,11 @@ int DoGenTrace(const GenFlags& f, std::ostream& out, std::ostream& err) {
     core::Result<wl::Placer> pl = wl::Placer::Create(*topo, f.gpus_per_host);
     if (!pl.ok()) return Fail(err, {kExitUsage, pl.status().message()});
     placer = std::move(*pl);
+    if (f.load) {
+      core::Result<double> gap = wl::MeanInterarrivalForLoad(g, placer->total_gpus(), *f.load);
+      if (!gap.ok()) return Fail(err, {kExitUsage, "--" + gap.status().message()});
+      g.mean_interarrival_s = *gap;
+    }
   }
   core::Result<std::vector<wl::TraceJob>> trace =
       wl::GenerateTrace(g, *models, topo ? &*topo : nullptr, placer ? &*placer : nullptr);
@@ -367,6 +402,21 @@ int DoGenTrace(const GenFlags& f, std::ostream& out, std::ostream& err) {
   j["peak_concurrent_jobs"] = s.peak_jobs;
   j["peak_gpus"] = s.peak_gpus;
   j["peak_jobs_on_1000_gpus"] = s.peak_jobs_on_1000_gpus;
+  j["mean_interarrival_s"] = g.mean_interarrival_s;
+  if (placer) {
+    const double span = g.days * 86400.0;
+    j["cluster_gpus"] = placer->total_gpus();
+    j["offered_load"] = wl::ExpectedGpuSecondsPerJob(g) /
+                        (g.mean_interarrival_s * static_cast<double>(placer->total_gpus()));
+    j["mean_gpu_occupancy"] = wl::MeanGpuOccupancy(*trace, placer->total_gpus(), span);
+    const wl::ContentionStats c = wl::ComputeContentionStats(*trace, [&](const std::string& host) {
+      core::Result<core::NodeId> id = topo->FindNode(host);
+      return id.ok() ? placer->tor_group(*id) : -1;
+    });
+    j["share_jobs_cross_tor"] = c.share_jobs_cross_tor;
+    j["share_jobs_may_contend"] = c.share_jobs_may_contend;
+    j["share_gpus_may_contend"] = c.share_gpus_may_contend;
+  }
   nlohmann::json sizes = nlohmann::json::object();
   for (const auto& [g2, n] : s.size_counts) sizes[std::to_string(g2)] = n;
   j["size_counts"] = sizes;
@@ -393,6 +443,11 @@ int RunSimCli(int argc, const char* const* argv, std::ostream& out, std::ostream
     gt->add_option("--days", gen.days, "Trace span in days")->check(CLI::PositiveNumber);
     gt->add_option("--mean-interarrival-s", gen.mean_interarrival_s, "Mean arrival gap")
         ->check(CLI::PositiveNumber);
+    gt->add_option("--load", gen.load,
+                   "Offered load as a fraction of --topology's GPUs (sets the arrival gap)");
+    gt->add_option("--scatter", gen.scatter,
+                   "Probability a multi-host job is placed on random free hosts (0..1)")
+        ->check(CLI::Range(0.0, 1.0));
     gt->add_option("--models", gen.models, "Model profiles YAML (default: shipped)");
     gt->add_option("--topology", gen.topology, "Place jobs on this topology's hosts");
     gt->add_option("--gpus-per-host", gen.gpus_per_host, "GPUs per host for placement")

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <queue>
 #include <string>
@@ -56,11 +57,49 @@ Status ValidateGeneratorOptions(const GeneratorOptions& o) {
   if (!Finite(o.size_duration_slope) || o.size_duration_slope < 0) {
     return InvalidArgumentError("size_duration_slope: must be >= 0");
   }
+  if (!Finite(o.scatter_probability) || o.scatter_probability < 0 || o.scatter_probability > 1) {
+    return InvalidArgumentError("scatter_probability: must be in [0, 1]");
+  }
   if (!Finite(o.min_duration_s) || !(o.min_duration_s > 0) || !Finite(o.max_duration_s) ||
       o.max_duration_s < o.min_duration_s) {
     return InvalidArgumentError("min_duration_s/max_duration_s: need 0 < min <= max");
   }
   return Status::Ok();
+}
+
+double ExpectedGpuSecondsPerJob(const GeneratorOptions& o) {
+  // Midpoint rule on z in [-8, 8]; the tails beyond carry < 1e-14 of the mass and the clamp
+  // bounds the integrand.
+  constexpr int kSteps = 8000;
+  constexpr double kLo = -8.0;
+  constexpr double kHi = 8.0;
+  const double dz = (kHi - kLo) / kSteps;
+  double weight_sum = 0;
+  for (const auto& [g, w] : o.size_mix) weight_sum += w;
+  double total = 0;
+  for (const auto& [g, w] : o.size_mix) {
+    if (w <= 0) continue;
+    const double factor = 1.0 + o.size_duration_slope * std::log2(static_cast<double>(g));
+    double mean_d = 0;
+    for (int i = 0; i < kSteps; ++i) {
+      const double z = kLo + (i + 0.5) * dz;
+      const double pdf = std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI);
+      double d = o.median_duration_s * std::exp(o.duration_sigma * z) * factor;
+      d = std::clamp(d, o.min_duration_s, o.max_duration_s);
+      mean_d += pdf * d * dz;
+    }
+    total += (w / weight_sum) * g * mean_d;
+  }
+  return total;
+}
+
+Result<double> MeanInterarrivalForLoad(const GeneratorOptions& o, int cluster_gpus, double load) {
+  CRUX_RETURN_IF_ERROR(ValidateGeneratorOptions(o));
+  if (cluster_gpus < 1) return InvalidArgumentError("load: the cluster has no GPUs");
+  if (!Finite(load) || !(load > 0) || load > 4) {
+    return InvalidArgumentError("load: must be in (0, 4] (fraction of the cluster's GPUs)");
+  }
+  return ExpectedGpuSecondsPerJob(o) / (load * static_cast<double>(cluster_gpus));
 }
 
 Result<std::vector<TraceJob>> GenerateTrace(const GeneratorOptions& options,
@@ -126,16 +165,20 @@ Result<std::vector<TraceJob>> GenerateTrace(const GeneratorOptions& options,
     using Running = std::pair<double, size_t>;  // (end time, job index)
     std::priority_queue<Running, std::vector<Running>, std::greater<Running>> running;
     std::vector<Placement> placements(jobs.size());
+    core::Rng scatter_rng(core::Mix64(options.seed ^ 0x5363617474657231ULL));
     double clock = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
       TraceJob& j = jobs[i];
       clock = std::max(clock, j.arrival_s);
+      const bool scatter = options.scatter_probability > 0 && j.gpus > placer->gpus_per_host() &&
+                           scatter_rng.UniformDouble() < options.scatter_probability;
       while (true) {
         while (!running.empty() && running.top().first <= clock) {
           placer->Release(placements[running.top().second]);
           running.pop();
         }
-        Result<Placement> p = placer->Place(j.gpus);
+        Result<Placement> p =
+            scatter ? placer->PlaceScattered(j.gpus, scatter_rng) : placer->Place(j.gpus);
         if (p.ok()) {
           placements[i] = *p;
           break;
@@ -204,6 +247,67 @@ TraceStats ComputeTraceStats(const std::vector<TraceJob>& jobs) {
     if (gpus_now >= 1000) s.peak_jobs_on_1000_gpus = std::max(s.peak_jobs_on_1000_gpus, jobs_now);
   }
   return s;
+}
+
+ContentionStats ComputeContentionStats(const std::vector<TraceJob>& jobs,
+                                       const std::function<int(const std::string&)>& tor_group) {
+  ContentionStats s;
+  if (jobs.empty()) return s;
+  struct Info {
+    double start;
+    double end;
+    std::vector<int> tors;  // Sorted, distinct.
+  };
+  std::vector<Info> info;
+  info.reserve(jobs.size());
+  double total_gpus = 0;
+  for (const TraceJob& j : jobs) {
+    Info x{j.arrival_s, j.duration_s ? j.arrival_s + *j.duration_s : 1e300, {}};
+    for (const std::string& h : j.placement) {
+      const int t = tor_group(h);
+      if (t >= 0) x.tors.push_back(t);
+    }
+    std::sort(x.tors.begin(), x.tors.end());
+    x.tors.erase(std::unique(x.tors.begin(), x.tors.end()), x.tors.end());
+    info.push_back(std::move(x));
+    total_gpus += j.gpus;
+  }
+  size_t cross = 0;
+  size_t contend = 0;
+  double contend_gpus = 0;
+  for (size_t i = 0; i < info.size(); ++i) {
+    if (info[i].tors.size() < 2) continue;
+    ++cross;
+    for (size_t k = 0; k < info.size(); ++k) {
+      if (k == i || info[k].tors.size() < 2) continue;
+      if (!(info[k].start < info[i].end && info[i].start < info[k].end)) continue;
+      std::vector<int> common;
+      std::set_intersection(info[i].tors.begin(), info[i].tors.end(), info[k].tors.begin(),
+                            info[k].tors.end(), std::back_inserter(common));
+      if (!common.empty()) {
+        ++contend;
+        contend_gpus += jobs[i].gpus;
+        break;
+      }
+    }
+  }
+  const double n = static_cast<double>(jobs.size());
+  s.share_jobs_cross_tor = static_cast<double>(cross) / n;
+  s.share_jobs_may_contend = static_cast<double>(contend) / n;
+  s.share_gpus_may_contend = total_gpus > 0 ? contend_gpus / total_gpus : 0;
+  return s;
+}
+
+double MeanGpuOccupancy(const std::vector<TraceJob>& jobs, int cluster_gpus, double span_s) {
+  if (!(span_s > 0) || cluster_gpus < 1) return 0;
+  double gpu_s = 0;
+  for (const TraceJob& j : jobs) {
+    if (!j.duration_s) continue;
+    const double a = std::clamp(j.arrival_s, 0.0, span_s);
+    const double b = std::clamp(j.arrival_s + *j.duration_s, 0.0, span_s);
+    gpu_s += j.gpus * (b - a);
+  }
+  return gpu_s / (span_s * static_cast<double>(cluster_gpus));
 }
 
 }  // namespace crux::sim::workload

@@ -103,6 +103,44 @@ std::vector<NodeId> Placer::TakeWholeHosts(const std::vector<int>& host_indices,
   return out;
 }
 
+Result<Placement> Placer::PlaceScattered(int gpus, core::Rng& rng) {
+  const int g = gpus_per_host_;
+  if (gpus <= g || gpus % g != 0) return Place(gpus);  // One host, or Place's own error.
+  const int n = gpus / g;
+  std::vector<int> whole;
+  for (size_t i = 0; i < hosts_.size(); ++i) {
+    if (free_[i] == g) whole.push_back(static_cast<int>(i));
+  }
+  if (static_cast<int>(whole.size()) < n) {
+    return core::FailedPreconditionError("not enough whole free hosts for " + std::to_string(gpus) +
+                                         " GPUs (need " + std::to_string(n) + ", " +
+                                         std::to_string(whole.size()) + " free)");
+  }
+  // Partial Fisher-Yates: the first n entries become a uniform random n-subset.
+  for (int i = 0; i < n; ++i) {
+    const size_t j = static_cast<size_t>(i) + rng.Uniform(whole.size() - static_cast<size_t>(i));
+    std::swap(whole[static_cast<size_t>(i)], whole[j]);
+  }
+  whole.resize(static_cast<size_t>(n));
+  std::sort(whole.begin(), whole.end());
+  Placement out;
+  out.gpus_per_host = g;
+  bool one_tor = true;
+  bool one_agg = true;
+  for (int h : whole) {
+    out.hosts.push_back(hosts_[static_cast<size_t>(h)]);
+    one_tor = one_tor && tor_of_[static_cast<size_t>(h)] == tor_of_[static_cast<size_t>(whole[0])];
+    one_agg =
+        one_agg && agg_of_tor_[static_cast<size_t>(tor_of_[static_cast<size_t>(h)])] ==
+                       agg_of_tor_[static_cast<size_t>(tor_of_[static_cast<size_t>(whole[0])])];
+  }
+  out.level = one_tor   ? PlacementLevel::kSameTor
+              : one_agg ? PlacementLevel::kSameAgg
+                        : PlacementLevel::kAnywhere;
+  CRUX_RETURN_IF_ERROR(Reserve(out));
+  return out;
+}
+
 Result<Placement> Placer::Place(int gpus) {
   const int g = gpus_per_host_;
   if (gpus < 1) {

@@ -23,9 +23,10 @@ std::string Resolve(const std::string& base_dir, const std::string& p) {
 }
 
 Status ParseGenerate(const YAML::Node& n, const std::string& path, Scenario* s) {
-  CRUX_RETURN_IF_ERROR(internal::CheckMap(
-      n, path,
-      {"seed", "days", "mean_interarrival_s", "median_duration_s", "duration_sigma", "place"}));
+  CRUX_RETURN_IF_ERROR(
+      internal::CheckMap(n, path,
+                         {"seed", "days", "mean_interarrival_s", "median_duration_s",
+                          "duration_sigma", "place", "load", "scatter"}));
   GeneratorOptions g;
   int64_t seed = static_cast<int64_t>(g.seed);
   CRUX_RETURN_IF_ERROR(internal::ReadInt(n, path, "seed", false, 0, INT64_MAX, &seed));
@@ -38,6 +39,19 @@ Status ParseGenerate(const YAML::Node& n, const std::string& path, Scenario* s) 
   CRUX_RETURN_IF_ERROR(
       internal::ReadNumber(n, path, "duration_sigma", false, 0, false, 10, &g.duration_sigma));
   CRUX_RETURN_IF_ERROR(internal::ReadBool(n, path, "place", &s->generate_place));
+  CRUX_RETURN_IF_ERROR(
+      internal::ReadNumber(n, path, "scatter", false, 0, false, 1, &g.scatter_probability));
+  if (Has(n, "load")) {
+    double load = 1;
+    CRUX_RETURN_IF_ERROR(internal::ReadNumber(n, path, "load", true, 0, true, 4, &load));
+    if (!s->generate_place) {
+      return ErrorAt(n, path + ".load", "needs place: true (the load is relative to the topology)");
+    }
+    if (Has(n, "mean_interarrival_s")) {
+      return ErrorAt(n, path + ".load", "give load or mean_interarrival_s, not both");
+    }
+    s->generate_load = load;
+  }
   s->generate = g;
   return Status::Ok();
 }

@@ -190,6 +190,46 @@ TEST_F(SimCliTest, GenTraceWritesAParsableTraceAndStatistics) {
   EXPECT_EQ(*sim::workload::ReadTextFile(P("g.csv")), *sim::workload::ReadTextFile(P("g2.csv")));
 }
 
+TEST_F(SimCliTest, GenTraceLoadAndScatterSetTheGapAndFragmentPlacement) {
+  const std::string topo = (kConfigs / "topologies/crux_clos2_2k_os1.yaml").string();
+  const CliResult packed =
+      Cli({"gen-trace", "--days", "1", "--load", "0.5", "--topology", topo, "--out", P("p.csv")});
+  ASSERT_EQ(packed.code, 0) << packed.err;
+  const nlohmann::json p = nlohmann::json::parse(packed.out);
+  EXPECT_NEAR(p["offered_load"].get<double>(), 0.5, 1e-9);
+  EXPECT_EQ(p["cluster_gpus"].get<int>(), 2768);
+  EXPECT_GT(p["mean_interarrival_s"].get<double>(), 240);  // Lighter than the default (0.58).
+  EXPECT_EQ(p["share_jobs_may_contend"].get<double>(), 0);
+  const CliResult heavy = Cli({"gen-trace", "--days", "1", "--load", "0.95", "--scatter", "1",
+                               "--topology", topo, "--out", P("h.csv")});
+  ASSERT_EQ(heavy.code, 0) << heavy.err;
+  const nlohmann::json h = nlohmann::json::parse(heavy.out);
+  EXPECT_GT(h["jobs"].get<int>(), p["jobs"].get<int>());
+  EXPECT_GT(h["mean_gpu_occupancy"].get<double>(), p["mean_gpu_occupancy"].get<double>());
+  EXPECT_GT(h["share_jobs_may_contend"].get<double>(), 0.1);
+  EXPECT_GT(h["share_gpus_may_contend"].get<double>(), 0.5);
+}
+
+TEST_F(SimCliTest, OverlapStartOverrideExposesCommunication) {
+  const std::string trace = P("t.csv");
+  ASSERT_TRUE(sim::workload::WriteTextFile(trace, std::string(sim::workload::kTraceHeader) +
+                                                      "\na,0,60,,16,host0;host4,bert_large\n")
+                  .ok());
+  const std::string topo = (kConfigs / "topologies/example_clos2.yaml").string();
+  const CliResult base = Cli({"run", "--topology", topo, "--trace", trace, "--policy", "ideal",
+                              "--quiet", "--no-plots", "--out", P("base")});
+  ASSERT_EQ(base.code, 0) << base.err;
+  const CliResult none = Cli({"run", "--topology", topo, "--trace", trace, "--policy", "ideal",
+                              "--overlap-start", "1", "--quiet", "--no-plots", "--out", P("none")});
+  ASSERT_EQ(none.code, 0) << none.err;
+  const nlohmann::json b = ReadJson(P("base/summary.json"));
+  const nlohmann::json n = ReadJson(P("none/summary.json"));
+  // bert_large: 0.134 s compute; without overlap the all-reduce is added to every iteration.
+  EXPECT_GT(n["jobs"][0]["mean_iteration_s"].get<double>(),
+            b["jobs"][0]["mean_iteration_s"].get<double>() + 1e-3);
+  EXPECT_LT(n["gpu_utilization"].get<double>(), b["gpu_utilization"].get<double>());
+}
+
 TEST_F(SimCliTest, BadInputExitsTwoWithAMessage) {
   const std::string topo = (kConfigs / "topologies/example_explicit.yaml").string();
   const std::string jobs = (kConfigs / "jobs/example1.yaml").string();
@@ -218,6 +258,14 @@ TEST_F(SimCliTest, BadInputExitsTwoWithAMessage) {
       {{"compare", "--topology", topo, "--jobs", jobs, "--policies", "crux,nope", "--out", P("o")},
        "--policies: unknown policy 'nope'"},
       {{"gen-trace", "--days", "0", "--out", P("x.csv")}, "--days"},
+      {{"gen-trace", "--load", "0.5", "--out", P("x.csv")}, "--load/--scatter: need --topology"},
+      {{"gen-trace", "--scatter", "2", "--out", P("x.csv")}, "--scatter"},
+      {{"run", "--topology", topo, "--jobs", jobs, "--overlap-start", "0.5", "--out", P("o")},
+       "--overlap-start: only for traces"},
+      {{"run", "--topology", topo, "--jobs", jobs, "--overlap-start", "1.5", "--out", P("o")},
+       "--overlap-start"},
+      {{"run", "--topology", topo, "--jobs", jobs, "--load", "0.5", "--out", P("o")},
+       "--load: needs a scenario that generates"},
       {{"gen-trace", "--models", P("missing.yaml"), "--out", P("x.csv")}, "missing.yaml"},
       {{"frobnicate"}, "error"},
   };

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -122,6 +123,132 @@ TEST(GeneratorTest, PlacesJobsOnTheRealLingjunHostsWithoutOverbooking) {
   core::Result<std::vector<TraceJob>> again = GenerateTrace(o, models, &*topo, &*placer);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(FormatTraceCsv(*t), FormatTraceCsv(*again));
+}
+
+TEST(GeneratorTest, ExpectedGpuSecondsMatchesClosedFormWithoutClamping) {
+  // One size, no clamping in reach: E = gpus x median x exp(sigma^2 / 2) x (1 + slope log2 g).
+  GeneratorOptions o;
+  o.size_mix = {{16, 1.0}};
+  o.median_duration_s = 600;
+  o.duration_sigma = 0.5;
+  o.min_duration_s = 1e-3;
+  o.max_duration_s = 1e9;
+  const double expected = 16 * 600 * std::exp(0.125) * (1 + 0.25 * 4);
+  EXPECT_NEAR(ExpectedGpuSecondsPerJob(o), expected, expected * 1e-6);
+  // A clamp that caps every draw: E = gpus x max.
+  o.max_duration_s = 1e-2;
+  o.min_duration_s = 1e-2;
+  EXPECT_NEAR(ExpectedGpuSecondsPerJob(o), 16 * 1e-2, 1e-9);
+}
+
+TEST(GeneratorTest, LoadSetsTheArrivalGapAndTheTraceOccupiesThatShare) {
+  const ModelCatalog models = Models();
+  GeneratorOptions o;
+  o.days = 14;
+  const int cluster = 100000;  // Large enough that nothing waits: occupancy = offered load.
+  for (double load : {0.2, 0.5}) {
+    core::Result<double> gap = MeanInterarrivalForLoad(o, cluster, load);
+    ASSERT_TRUE(gap.ok()) << gap.status().ToString();
+    EXPECT_NEAR(*gap, ExpectedGpuSecondsPerJob(o) / (load * cluster), 1e-9);
+    GeneratorOptions g = o;
+    g.mean_interarrival_s = *gap;
+    core::Result<std::vector<TraceJob>> t = GenerateTrace(g, models, nullptr, nullptr);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    // Measured over the middle of the trace (past the warm-up): heavy-tailed, so +-25%.
+    const double occ = MeanGpuOccupancy(*t, cluster, o.days * 86400.0);
+    EXPECT_GT(occ, load * 0.7) << load;
+    EXPECT_LT(occ, load * 1.25) << load;
+  }
+  // Twice the load, half the gap.
+  EXPECT_NEAR(*MeanInterarrivalForLoad(o, 2000, 0.4), 2 * *MeanInterarrivalForLoad(o, 2000, 0.8),
+              1e-9);
+  EXPECT_THAT(MeanInterarrivalForLoad(o, 2000, 0).status().message(), HasSubstr("load: must be"));
+  EXPECT_THAT(MeanInterarrivalForLoad(o, 2000, 5).status().message(), HasSubstr("load: must be"));
+  EXPECT_THAT(MeanInterarrivalForLoad(o, 0, 0.5).status().message(), HasSubstr("no GPUs"));
+}
+
+TEST(GeneratorTest, MeanGpuOccupancyClipsJobsToTheWindow) {
+  TraceJob a;
+  a.id = "a";
+  a.arrival_s = 0;
+  a.duration_s = 50;
+  a.gpus = 4;
+  TraceJob b;
+  b.id = "b";
+  b.arrival_s = 80;
+  b.duration_s = 100;  // Only 20 s inside [0, 100].
+  b.gpus = 8;
+  TraceJob c;  // No duration: ignored.
+  c.id = "c";
+  c.gpus = 8;
+  EXPECT_DOUBLE_EQ(MeanGpuOccupancy({a, b, c}, 10, 100), (4 * 50 + 8 * 20) / 1000.0);
+  EXPECT_EQ(MeanGpuOccupancy({a}, 10, 0), 0);
+  EXPECT_EQ(MeanGpuOccupancy({a}, 0, 100), 0);
+}
+
+// Hosts host0..: ToR group = index / 2 (the _2k Clos: two hosts per ToR).
+int TorOfHost(const std::string& h) { return std::stoi(h.substr(4)) / 2; }
+
+TEST(GeneratorTest, ContentionStatsCountJobsSharingAToRWhileBothCrossToRs) {
+  auto job = [](std::string id, double at, double d, int gpus, std::vector<std::string> hosts) {
+    TraceJob j;
+    j.id = std::move(id);
+    j.arrival_s = at;
+    j.duration_s = d;
+    j.gpus = gpus;
+    j.placement = std::move(hosts);
+    return j;
+  };
+  const std::vector<TraceJob> jobs = {
+      job("a", 0, 100, 16, {"host0", "host2"}),   // ToRs 0, 1.
+      job("b", 50, 100, 16, {"host1", "host4"}),  // ToRs 0, 2: shares ToR 0 with a, overlaps.
+      job("c", 500, 10, 32, {"host3", "host5", "host6", "host7"}),  // Alone in time.
+      job("d", 0, 1000, 8, {"host8"}),                              // One host.
+      job("e", 0, 1000, 16, {"host10", "host11"}),                  // One ToR (5).
+  };
+  const ContentionStats c = ComputeContentionStats(jobs, TorOfHost);
+  EXPECT_DOUBLE_EQ(c.share_jobs_cross_tor, 3.0 / 5);
+  EXPECT_DOUBLE_EQ(c.share_jobs_may_contend, 2.0 / 5);
+  EXPECT_DOUBLE_EQ(c.share_gpus_may_contend, 32.0 / 88);
+}
+
+TEST(GeneratorTest, ScatterFragmentsPlacementAndZeroKeepsPackedTraces) {
+  const ModelCatalog models = Models();
+  core::Result<core::Topology> topo =
+      spec::LoadTopologyFile((kConfigs / "topologies" / "crux_clos2_2k_os1.yaml").string());
+  ASSERT_TRUE(topo.ok()) << topo.status().ToString();
+  GeneratorOptions o;
+  o.days = 2;
+  auto run = [&](double scatter) {
+    GeneratorOptions g = o;
+    g.scatter_probability = scatter;
+    core::Result<Placer> placer = Placer::Create(*topo, 8);
+    EXPECT_TRUE(placer.ok());
+    core::Result<std::vector<TraceJob>> t = GenerateTrace(g, models, &*topo, &*placer);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? *t : std::vector<TraceJob>();
+  };
+  const std::vector<TraceJob> packed = run(0);
+  const std::vector<TraceJob> half = run(0.5);
+  const std::vector<TraceJob> all = run(1);
+  // Same jobs (sizes, models, durations): only placement (and so waiting) changes.
+  ASSERT_EQ(packed.size(), half.size());
+  for (size_t i = 0; i < packed.size(); ++i) {
+    EXPECT_EQ(packed[i].gpus, all[i].gpus);
+    EXPECT_EQ(packed[i].model, all[i].model);
+    EXPECT_EQ(packed[i].duration_s, all[i].duration_s);
+  }
+  const ContentionStats c0 = ComputeContentionStats(packed, TorOfHost);
+  const ContentionStats c5 = ComputeContentionStats(half, TorOfHost);
+  const ContentionStats c1 = ComputeContentionStats(all, TorOfHost);
+  EXPECT_EQ(c0.share_jobs_may_contend, 0);  // Packing never splits a ToR between two jobs here.
+  EXPECT_GT(c5.share_jobs_may_contend, c0.share_jobs_may_contend);
+  EXPECT_GT(c1.share_jobs_may_contend, c5.share_jobs_may_contend);
+  EXPECT_GT(c1.share_gpus_may_contend, 0.5);
+  EXPECT_EQ(FormatTraceCsv(half), FormatTraceCsv(run(0.5)));  // Deterministic.
+  GeneratorOptions bad;
+  bad.scatter_probability = 1.5;
+  EXPECT_THAT(ValidateGeneratorOptions(bad).message(), HasSubstr("scatter_probability"));
 }
 
 TEST(GeneratorTest, RejectsBadOptions) {

@@ -121,6 +121,58 @@ TEST(PlacementTest, ReleaseReturnsGpusAndErrorsAreClear) {
   EXPECT_EQ(p.free_gpus(), 128);
 }
 
+TEST(PlacementTest, ScatteredPlacementTakesRandomWholeFreeHostsAcrossTors) {
+  const core::Topology t = TwoPods();  // 16 hosts, 4 per ToR.
+  core::Result<Placer> placer = Placer::Create(t, 8);
+  ASSERT_TRUE(placer.ok());
+  core::Rng rng(7);
+  // One-host jobs are placed exactly as Place does (best fit, lowest index).
+  core::Result<Placement> small = placer->PlaceScattered(4, rng);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(Names(t, *small), (std::vector<std::string>{"host0"}));
+  // A 4-host job: 4 distinct whole free hosts (host0 is half used), in host order, and over
+  // many seeds they are not always one ToR (packing would always give one ToR).
+  int spread = 0;
+  std::set<std::string> seen;
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    core::Result<Placer> p = Placer::Create(t, 8);
+    ASSERT_TRUE(p.ok());
+    ASSERT_TRUE(p->Place(4).ok());  // host0 half used.
+    core::Rng r(seed);
+    core::Result<Placement> big = p->PlaceScattered(32, r);
+    ASSERT_TRUE(big.ok()) << big.status().ToString();
+    ASSERT_EQ(big->hosts.size(), 4u);
+    EXPECT_EQ(big->gpus_per_host, 8);
+    std::set<int> tors;
+    for (size_t i = 0; i < big->hosts.size(); ++i) {
+      EXPECT_NE(t.node(big->hosts[i]).name, "host0");
+      EXPECT_EQ(p->free_gpus(big->hosts[i]), 0);  // Reserved.
+      if (i > 0) {
+        EXPECT_LT(big->hosts[i - 1].value(), big->hosts[i].value());  // Host order.
+      }
+      tors.insert(p->tor_group(big->hosts[i]));
+      seen.insert(t.node(big->hosts[i]).name);
+    }
+    if (tors.size() > 1) {
+      ++spread;
+      EXPECT_NE(big->level, PlacementLevel::kSameTor);
+    }
+  }
+  EXPECT_GT(spread, 40);
+  EXPECT_GT(seen.size(), 12u);  // Every free host gets picked at some point.
+  // Same seed, same choice.
+  core::Result<Placer> a = Placer::Create(t, 8);
+  core::Result<Placer> b = Placer::Create(t, 8);
+  core::Rng ra(3);
+  core::Rng rb(3);
+  EXPECT_EQ(Names(t, *a->PlaceScattered(64, ra)), Names(t, *b->PlaceScattered(64, rb)));
+  // Errors as Place: no room, bad size.
+  core::Rng r(1);
+  EXPECT_THAT(a->PlaceScattered(72, r).status().message(),
+              HasSubstr("not enough whole free hosts"));
+  EXPECT_THAT(a->PlaceScattered(12, r).status().message(), HasSubstr("multiple of 8"));
+}
+
 TEST(PlacementTest, DualTorPairIsOneTorGroup) {
   core::Clos3Params params;
   params.dual_tor = true;

@@ -154,8 +154,15 @@ TEST(ScenarioTest, EveryShippedScenarioLoadsWithItsWorkload) {
       ASSERT_TRUE(m.ok()) << m.status().ToString();
       core::Result<Placer> placer = Placer::Create(*topo, s->gpus_per_host.value_or(8));
       ASSERT_TRUE(placer.ok());
+      GeneratorOptions g = *s->generate;
+      if (s->generate_load) {
+        core::Result<double> gap =
+            MeanInterarrivalForLoad(g, placer->total_gpus(), *s->generate_load);
+        ASSERT_TRUE(gap.ok()) << gap.status().ToString();
+        g.mean_interarrival_s = *gap;
+      }
       core::Result<std::vector<TraceJob>> trace =
-          GenerateTrace(*s->generate, *m, &*topo, s->generate_place ? &*placer : nullptr);
+          GenerateTrace(g, *m, &*topo, s->generate_place ? &*placer : nullptr);
       ASSERT_TRUE(trace.ok()) << e.path() << ": " << trace.status().ToString();
       core::Result<std::vector<SimJob>> jobs =
           TraceToSimJobs(*trace, *m, *topo, s->gpus_per_host.value_or(8));
@@ -181,6 +188,12 @@ TEST(ScenarioTest, ParsesOptionsAndRejectsBadFiles) {
   EXPECT_EQ(s->horizon_s, 60);
   EXPECT_EQ(s->fast_forward, false);
   EXPECT_EQ(s->gpus_per_host, 4);
+  EXPECT_FALSE(s->generate_load.has_value());
+  core::Result<Scenario> loaded =
+      ParseScenario("scenario: {topology: t.yaml, generate: {place: true, load: 0.8}}", "");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->generate_load, 0.8);
+  EXPECT_TRUE(loaded->generate_place);
   struct Case {
     const char* yaml;
     const char* error;
@@ -199,6 +212,12 @@ TEST(ScenarioTest, ParsesOptionsAndRejectsBadFiles) {
       {"scenario: {topology: t.yaml, generate: {days: 0}}", "scenario.generate.days: must be >"},
       {"scenario: {topology: t.yaml, generate: {place: maybe}}",
        "scenario.generate.place: must be true or false"},
+      {"scenario: {topology: t.yaml, generate: {load: 0.8}}",
+       "scenario.generate.load: needs place: true"},
+      {"scenario: {topology: t.yaml, generate: {place: true, load: 0}}",
+       "scenario.generate.load: must be >"},
+      {"scenario: {topology: t.yaml, generate: {place: true, load: 0.5, mean_interarrival_s: 9}}",
+       "give load or mean_interarrival_s, not both"},
       {"scenario: {topology: t.yaml, jobs: j.yaml, fast_forward: 1}",
        "scenario.fast_forward: must be true or false"},
       {"scenario: [", "invalid YAML"},

@@ -18,6 +18,8 @@
 #define CRUX_SIM_WORKLOAD_GENERATOR_H_
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -43,9 +45,27 @@ struct GeneratorOptions {
   double size_duration_slope = 0.25;
   double min_duration_s = 60;
   double max_duration_s = 4 * 86400.0;
+  // Fragmentation (only with a Placer): each job larger than one host is, with this probability,
+  // placed by Placer::PlaceScattered (random whole free hosts) instead of packed. In [0, 1].
+  // Drawn from its own random stream, so 0 gives exactly the packed traces of earlier versions.
+  // Crux §2.2 / Fig. 6 reports 36.3% of jobs (51% of GPUs) may contend on the real cluster;
+  // docs/evaluation.md calibrates this value against that statistic.
+  double scatter_probability = 0;
 };
 
 core::Status ValidateGeneratorOptions(const GeneratorOptions& o);
+
+// Expected GPU-seconds one generated job asks for: sum over the size mix of
+// weight x GPUs x E[clamped log-normal duration x size factor], by deterministic quadrature
+// over the standard normal (no sampling). Precondition: ValidateGeneratorOptions(o) is OK.
+double ExpectedGpuSecondsPerJob(const GeneratorOptions& o);
+
+// The mean inter-arrival gap (seconds) at which the generated jobs offer `load` x
+// `cluster_gpus` GPUs on average (offered load = arrival rate x E[GPUs x duration] / cluster
+// GPUs, before any FIFO waiting). Errors: invalid options, cluster_gpus < 1, load not in
+// (0, 4] (names the field).
+core::Result<double> MeanInterarrivalForLoad(const GeneratorOptions& o, int cluster_gpus,
+                                             double load);
 
 // Generates the trace. `placer` may be null (placement column left empty).
 // Errors: invalid options (naming the field), a catalog without a model for some size, a job
@@ -65,8 +85,25 @@ struct TraceStats {
   int peak_jobs_on_1000_gpus = 0;
   std::vector<std::pair<int, size_t>> size_counts;  // (GPUs, jobs), ascending.
 };
+
+// Crux Fig. 6's statistic for a placed trace: the share of jobs (and of their GPUs) that may
+// contend on a network link, i.e. that span more than one ToR group and, at some time in their
+// life, share a ToR group with another such job (so both can use that ToR's uplinks).
+// `tor_group` maps a host name of the placement to its ToR group (-1 if unknown: ignored).
+struct ContentionStats {
+  double share_jobs_cross_tor = 0;
+  double share_jobs_may_contend = 0;
+  double share_gpus_may_contend = 0;  // Of the sum of all jobs' GPUs.
+};
+ContentionStats ComputeContentionStats(const std::vector<TraceJob>& jobs,
+                                       const std::function<int(const std::string&)>& tor_group);
 // Jobs without duration_s count as running until the last event.
 TraceStats ComputeTraceStats(const std::vector<TraceJob>& jobs);
+
+// Time-averaged fraction of `cluster_gpus` held by the trace's duration jobs over [0, span_s]
+// (jobs are clipped to the window; arrival_s is the start time). 0 if span_s <= 0 or
+// cluster_gpus < 1.
+double MeanGpuOccupancy(const std::vector<TraceJob>& jobs, int cluster_gpus, double span_s);
 
 }  // namespace crux::sim::workload
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "crux/core/ids.h"
+#include "crux/core/random.h"
 #include "crux/core/status.h"
 #include "crux/core/topology.h"
 
@@ -44,6 +45,12 @@ class Placer {
   // Errors: kInvalidArgument if gpus < 1 or gpus > G and not a multiple of G;
   // kFailedPrecondition (message with free counts) if the cluster has no room now.
   core::Result<Placement> Place(int gpus);
+  // The fragmented alternative (what a busy production cluster ends up doing, Crux §2.2 / Fig. 6:
+  // 36.3% of jobs may share links): a job of at most G GPUs is placed as by Place (one host,
+  // best fit); a larger one takes gpus / G whole free hosts drawn uniformly at random from all
+  // whole free hosts of the cluster (ignoring ToR/Agg groups), in host order (its ring order).
+  // `level` reports the tightest group that happens to hold them. Same errors as Place.
+  core::Result<Placement> PlaceScattered(int gpus, core::Rng& rng);
   // Reserves a given placement (e.g. from a trace). kFailedPrecondition if a host lacks the
   // GPUs, kInvalidArgument for a node that is not a host.
   core::Status Reserve(const Placement& p);

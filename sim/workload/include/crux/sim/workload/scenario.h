@@ -8,6 +8,8 @@
 //     jobs: ../jobs/example1.yaml             # exactly one of jobs | trace | generate
 //     trace: traces/day1.csv
 //     generate: {seed: 1, days: 1, mean_interarrival_s: 240, place: false}
+//                                             # or load: 0.8 instead of mean_interarrival_s
+//                                             # (offered load, fraction of GPUs; place: true)
 //                                             # a generated trace (generator.h); place: true
 //                                             # places it on `topology` at generation time,
 //                                             # false leaves placement to load time (same
@@ -46,6 +48,9 @@ struct Scenario {
   std::string trace_path;
   std::optional<GeneratorOptions> generate;
   bool generate_place = false;
+  // generate.load: offered load as a fraction of the topology's GPUs (needs place: true); the
+  // mean inter-arrival gap is then derived from it (MeanInterarrivalForLoad, generator.h).
+  std::optional<double> generate_load;
   std::string models_path;       // Resolved; defaults to <dir>/../models.yaml.
   std::string link_events_path;  // Resolved; "" = none.
   std::vector<std::string> policies;
