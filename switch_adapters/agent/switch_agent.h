@@ -47,7 +47,6 @@ struct AgentOptions {
 // Errors name the option ("agent.switch_name: required").
 core::Status ValidateAgentOptions(const AgentOptions& o);
 
-
 struct AgentCounters {
   uint64_t hellos_sent = 0;
   uint64_t hellos_acked = 0;
