@@ -64,35 +64,40 @@ const Topology& ExampleClos2() {
   return *topo;
 }
 
+// A ring all-reduce job `id` over `size` distinct hosts drawn from `pool` (reordered in place),
+// with random compute time, size and overlap.
+JobSpec RandomRingJob(Rng& rng, std::vector<NodeId>& pool, std::string id, int size) {
+  JobSpec spec;
+  spec.id = std::move(id);
+  for (int i = 0; i < size; ++i) {
+    const size_t k = i + rng.Uniform(pool.size() - i);
+    std::swap(pool[i], pool[k]);
+    spec.hosts.push_back(pool[i]);
+  }
+  spec.gpus_per_host = 8;
+  spec.compute_time = Duration::Seconds(0.05 + 0.95 * rng.UniformDouble());
+  spec.pattern = TrafficPattern::kRingAllReduce;
+  spec.pattern_bytes = Bytes::FromDouble(1e8 + 4.9e9 * rng.UniformDouble());
+  spec.overlap_start = rng.UniformDouble();
+  return spec;
+}
+
 // Issue #4's clients: ring all-reduce over 2..4 distinct random hosts.
 std::vector<JobSpec> SmallRingJobs(const Topology& topo, int n, uint64_t seed) {
   Rng rng(seed);
-  const std::vector<NodeId>& hosts = topo.hosts();
-  std::vector<NodeId> pool = hosts;
+  std::vector<NodeId> pool = topo.hosts();
   std::vector<JobSpec> jobs;
   jobs.reserve(static_cast<size_t>(n));
   for (int j = 0; j < n; ++j) {
     const int size = 2 + static_cast<int>(rng.Uniform(3));
-    JobSpec spec;
-    spec.id = std::string("client").append(std::to_string(j));
-    for (int i = 0; i < size; ++i) {
-      const size_t k = i + rng.Uniform(pool.size() - i);
-      std::swap(pool[i], pool[k]);
-      spec.hosts.push_back(pool[i]);
-    }
-    spec.gpus_per_host = 8;
-    spec.compute_time = Duration::Seconds(0.05 + 0.95 * rng.UniformDouble());
-    spec.pattern = TrafficPattern::kRingAllReduce;
-    spec.pattern_bytes = Bytes::FromDouble(1e8 + 4.9e9 * rng.UniformDouble());
-    spec.overlap_start = rng.UniformDouble();
-    jobs.push_back(std::move(spec));
+    jobs.push_back(RandomRingJob(rng, pool, "client" + std::to_string(j), size));
   }
   return jobs;
 }
 
+// Ring all-reduce jobs with a production-like size mix (1..32 hosts).
 std::vector<JobSpec> RandomRingJobs(const Topology& topo, int n, uint64_t seed) {
   Rng rng(seed);
-  const std::vector<NodeId>& hosts = topo.hosts();
   const int sizes[] = {1, 2, 4, 8, 16, 32};
   const double cdf[] = {0.30, 0.55, 0.75, 0.90, 0.98, 1.0};
   std::vector<JobSpec> jobs;
@@ -105,20 +110,8 @@ std::vector<JobSpec> RandomRingJobs(const Topology& topo, int n, uint64_t seed) 
         break;
       }
     }
-    std::vector<NodeId> pool = hosts;
-    JobSpec spec;
-    spec.id = std::string("job").append(std::to_string(j));
-    for (int i = 0; i < size; ++i) {
-      const size_t k = i + rng.Uniform(pool.size() - i);
-      std::swap(pool[i], pool[k]);
-      spec.hosts.push_back(pool[i]);
-    }
-    spec.gpus_per_host = 8;
-    spec.compute_time = Duration::Seconds(0.05 + 0.95 * rng.UniformDouble());
-    spec.pattern = TrafficPattern::kRingAllReduce;
-    spec.pattern_bytes = Bytes::FromDouble(1e8 + 4.9e9 * rng.UniformDouble());
-    spec.overlap_start = rng.UniformDouble();
-    jobs.push_back(std::move(spec));
+    std::vector<NodeId> pool = topo.hosts();
+    jobs.push_back(RandomRingJob(rng, pool, "job" + std::to_string(j), size));
   }
   return jobs;
 }
