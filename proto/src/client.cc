@@ -1,6 +1,10 @@
 #include "crux/protocol/client.h"
 
+#include <sys/random.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <utility>
 #include <zmq.hpp>
 
@@ -18,6 +22,27 @@ int ToMillis(core::Duration d) {
 }
 
 }  // namespace
+
+core::Result<std::string> RandomRoutingId() {
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return core::UnavailableError(std::string("routing id: getrandom failed: ") +
+                                    std::strerror(errno));
+    }
+    got += static_cast<size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id = "r";
+  for (unsigned char b : bytes) {
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
+}
 
 core::Result<std::unique_ptr<DealerClient>> DealerClient::Connect(TransportContext& ctx,
                                                                   ClientOptions options) {
@@ -40,6 +65,9 @@ core::Result<std::unique_ptr<DealerClient>> DealerClient::Connect(TransportConte
     return core::InvalidArgumentError(
         "client.routing_id: must be 1-255 bytes and not start with a zero byte");
   }
+  if (options.routing_id.empty()) {
+    CRUX_ASSIGN_OR_RETURN(options.routing_id, RandomRoutingId());
+  }
   auto socket = std::make_unique<zmq::socket_t>();
   try {
     *socket = zmq::socket_t(ctx.context(), zmq::socket_type::dealer);
@@ -53,7 +81,7 @@ core::Result<std::unique_ptr<DealerClient>> DealerClient::Connect(TransportConte
       socket->set(zmq::sockopt::heartbeat_ivl, ToMillis(options.heartbeat_ivl));
       socket->set(zmq::sockopt::heartbeat_timeout, ToMillis(options.heartbeat_timeout));
     }
-    if (!options.routing_id.empty()) socket->set(zmq::sockopt::routing_id, options.routing_id);
+    socket->set(zmq::sockopt::routing_id, options.routing_id);
     if (options.curve) {
       socket->set(zmq::sockopt::curve_serverkey, options.server_public_z85);
       socket->set(zmq::sockopt::curve_publickey, options.client_keys.public_z85);

@@ -44,7 +44,11 @@ struct ClientOptions {
   std::string server_public_z85;  // Required when curve.
   CurveKeyPair client_keys;       // Required (with secret) when curve.
 
-  std::string routing_id;  // Optional stable id, 1-255 bytes, first byte not 0 (e.g. "job:a/0").
+  // ZMQ_ROUTING_ID, 1-255 bytes, first byte not 0. Empty (the default and what every Crux peer
+  // uses): a fresh RandomRoutingId() per client. Never derive it from a public name (a job or
+  // switch name): the daemon's ROUTER hands a routing id over to whoever connects with it, so a
+  // guessable id lets another peer receive this one's pushes (docs/protocol.md "Identities").
+  std::string routing_id;
   core::Duration reconnect_ivl = core::Duration::Millis(100);
   core::Duration reconnect_ivl_max = core::Duration::Millis(10000);
   core::Duration heartbeat_ivl = core::Duration::Millis(5000);  // ZMTP PING; 0 = off.
@@ -60,6 +64,10 @@ struct ClientCounters {
   uint64_t bad_frames = 0;
   uint64_t stale_replies = 0;
 };
+
+// 'r' followed by 32 lower-case hex digits of 16 bytes from getrandom(2): unguessable, printable.
+// Errors: kUnavailable when the kernel's random source fails.
+core::Result<std::string> RandomRoutingId();
 
 class DealerClient {
  public:
