@@ -86,15 +86,13 @@ def train(rank, args, port):
             "hook_buckets": counter.buckets,
             "hook_wire_bytes": counter.bytes,
         }
-        # The profile is reported in the background; give it a moment, then the assignment.
-        deadline = time.monotonic() + 15
-        while client.profile() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        # The profile is reported in the background; wait for its ack, then the assignment.
+        client.wait_for_stats(lambda s: s["reports_sent"] >= 1, 15.0)
         summary["profile"] = client.profile()
         first = client.wait_for_assignment(0, 15.0)
         # The daemon re-plans once the converged profile arrives: wait briefly for that push.
         if first is not None:
-            client.wait_for_assignment(first["epoch"], 3.0)
+            client.wait_for_assignment(first["epoch"], 3.0, after_state_id=first["state_id"])
         summary["assignment"] = client.assignment()
         summary["nccl_env"] = client.nccl_env()
         summary["stats"] = client.stats()

@@ -61,12 +61,32 @@ py::dict AssignmentDict(const Assignment& a) {
   d["nccl_env"] = a.nccl_env;
   d["sent_unix_ns"] = a.sent_unix_ns;
   d["received_unix_ns"] = a.received_unix_ns;
+  d["state_id"] = a.state_id;
   return d;
 }
 
 py::object OptAssignment(const std::optional<Assignment>& a) {
   if (!a) return py::none();
   return AssignmentDict(*a);
+}
+
+py::dict StatsDict(const crux::client::ClientStats& s) {
+  py::dict d;
+  d["registered"] = s.registered;
+  d["registrations"] = s.registrations;
+  d["register_failures"] = s.register_failures;
+  d["reports_sent"] = s.reports_sent;
+  d["heartbeats_sent"] = s.heartbeats_sent;
+  d["assignments_applied"] = s.assignments_applied;
+  d["assignments_stale"] = s.assignments_stale;
+  d["events_dropped"] = s.events_dropped;
+  d["iterations"] = s.iterations;
+  d["lease_ms"] = s.lease_ms;
+  d["last_error"] = s.last_error;
+  d["state_resets"] = s.state_resets;
+  d["rebinds"] = s.rebinds;
+  d["quota_refusals"] = s.quota_refusals;
+  return d;
 }
 
 std::vector<crux::client::HostPlacement> Placement(const std::vector<std::string>& hosts,
@@ -162,16 +182,25 @@ PYBIND11_MODULE(_crux, m) {
       .def("assignment", [](PyClient& c) { return OptAssignment(c.get().CurrentAssignment()); })
       .def(
           "wait_for_assignment",
-          [](PyClient& c, uint64_t after_epoch, double timeout_s) {
+          [](PyClient& c, uint64_t after_epoch, double timeout_s,
+             std::optional<uint64_t> after_state_id) {
+            Client& client = c.get();
+            const auto timeout_ms = static_cast<int64_t>(timeout_s * 1000.0);
             std::optional<Assignment> a;
             {
               py::gil_scoped_release release;
-              a = c.get().WaitForAssignment(after_epoch, static_cast<int64_t>(timeout_s * 1000.0));
+              a = after_state_id
+                      ? client.WaitForAssignment(after_epoch, *after_state_id, timeout_ms)
+                      : client.WaitForAssignment(after_epoch, timeout_ms);
             }
             return OptAssignment(a);
           },
           py::arg("after_epoch") = 0, py::arg("timeout_s") = 10.0,
-          "Waits (GIL released) for an assignment with epoch > after_epoch; None on timeout.")
+          py::arg("after_state_id") = py::none(),
+          "Waits (GIL released) for an assignment with epoch > after_epoch; None on timeout.\n"
+          "With after_state_id: for one newer than (after_epoch, after_state_id), i.e. another\n"
+          "state_id or a greater epoch (exact across a daemon state reset). Without it, a reset\n"
+          "does not hang the wait either (see Client::WaitForAssignment in client.h).")
       .def(
           "on_assignment",
           [](PyClient& c, py::object callback) {
@@ -221,23 +250,37 @@ PYBIND11_MODULE(_crux, m) {
              d["peers"] = peers;
              return d;
            })
-      .def("stats",
-           [](PyClient& c) {
-             auto s = c.get().Stats();
-             py::dict d;
-             d["registered"] = s.registered;
-             d["registrations"] = s.registrations;
-             d["register_failures"] = s.register_failures;
-             d["reports_sent"] = s.reports_sent;
-             d["heartbeats_sent"] = s.heartbeats_sent;
-             d["assignments_applied"] = s.assignments_applied;
-             d["assignments_stale"] = s.assignments_stale;
-             d["events_dropped"] = s.events_dropped;
-             d["iterations"] = s.iterations;
-             d["lease_ms"] = s.lease_ms;
-             d["last_error"] = s.last_error;
-             return d;
-           })
+      .def("stats", [](PyClient& c) { return StatsDict(c.get().Stats()); })
+      .def(
+          "wait_for_stats",
+          [](PyClient& c, py::object predicate, double timeout_s) {
+            Client& client = c.get();
+            std::optional<py::error_already_set> error;
+            bool ok = false;
+            {
+              py::gil_scoped_release release;
+              // The library evaluates the predicate on this thread without its locks held.
+              ok = client.WaitForStats(
+                  [&](const crux::client::ClientStats& s) {
+                    py::gil_scoped_acquire acquire;
+                    try {
+                      py::object r = predicate(StatsDict(s));
+                      const int truth = PyObject_IsTrue(r.ptr());
+                      if (truth < 0) throw py::error_already_set();
+                      return truth == 1;
+                    } catch (py::error_already_set& e) {
+                      error.emplace(std::move(e));
+                      return true;
+                    }
+                  },
+                  static_cast<int64_t>(timeout_s * 1000.0));
+            }
+            if (error) throw std::move(*error);
+            return ok;
+          },
+          py::arg("predicate"), py::arg("timeout_s") = 10.0,
+          "Waits (GIL released) until predicate(stats_dict) is true, re-evaluated whenever the\n"
+          "library's stats change; returns whether it became true before timeout_s.")
       .def(
           "nccl_env",
           [](PyClient& c, uint32_t ecn_bits) -> py::object {

@@ -52,6 +52,7 @@ void Fill(const crux::client::Assignment& a, crux_assignment_info* info) {
   out.dscp = a.dscp;
   out.traffic_class = a.traffic_class;
   out.num_flows = static_cast<uint32_t>(a.flows.size());
+  out.state_id = a.state_id;
   // Older callers with a smaller struct get the prefix they know.
   std::memcpy(info, &out, std::min(size == 0 ? sizeof(out) : size, sizeof(out)));
   info->struct_size = std::min(size == 0 ? sizeof(out) : size, sizeof(out));
@@ -144,6 +145,16 @@ int crux_client_wait_assignment(crux_client* client, uint64_t after_epoch, int64
                                 crux_assignment_info* info) {
   if (client == nullptr || info == nullptr) return 0;
   auto a = client->impl->WaitForAssignment(after_epoch, timeout_ms);
+  if (!a) return 0;
+  Fill(*a, info);
+  return 1;
+}
+
+int crux_client_wait_newer_assignment(crux_client* client, uint64_t after_epoch,
+                                      uint64_t after_state_id, int64_t timeout_ms,
+                                      crux_assignment_info* info) {
+  if (client == nullptr || info == nullptr) return 0;
+  auto a = client->impl->WaitForAssignment(after_epoch, after_state_id, timeout_ms);
   if (!a) return 0;
   Fill(*a, info);
   return 1;

@@ -6,15 +6,18 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <utility>
 
+#include "crux/core/clock.h"
 #include "crux/protocol/client.h"
 #include "crux/protocol/codec.h"
 #include "crux/protocol/transport_context.h"
 #include "crux/protocol/validate.h"
 #include "event_ring.h"
 #include "profiler.h"
+#include "session.h"
 #include "wire.h"
 
 namespace crux::client {
@@ -37,23 +40,32 @@ int64_t Client::NowNs() {
 
 namespace {
 
-int64_t NowMs() { return Client::NowNs() / 1'000'000; }
-
 int64_t UnixNowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
+// The seed of the session's backoff jitter: distinct per client (two jobs restarting together do
+// not retry in lock-step).
+uint64_t JitterSeed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(Client::NowNs());
+}
+
 }  // namespace
 
+// The thin driver: one background thread that owns the DealerClient and feeds the sans-I/O
+// Session (session.h) with the steady clock, the daemon's messages and the profiles the
+// Profiler finds in the hot-path events; it publishes the session's state for the other threads.
 class Client::Impl {
  public:
   explicit Impl(ClientOptions options)
       : options_(std::move(options)),
         ring_(options_.ring_capacity),
         profiler_(options_.profiler, options_.flops_per_iteration,
-                  options_.gpu_peak_flops * internal::TotalGpus(options_)) {}
+                  options_.gpu_peak_flops * internal::TotalGpus(options_)),
+        session_(internal::SessionOptionsFor(options_, JitterSeed())) {}
 
   ~Impl() { Close(); }
 
@@ -61,7 +73,8 @@ class Client::Impl {
     context_ = std::make_unique<protocol::TransportContext>();
     protocol::ClientOptions co;
     co.endpoint = options_.endpoint;
-    co.routing_id = "job:" + options_.job_id;
+    // co.routing_id stays empty: DealerClient draws a random, unguessable routing id, kept for
+    // the socket's (so the client's) life across reconnects (docs/protocol.md "Identities").
     if (!options_.server_public_key.empty()) {
       co.curve = true;
       co.server_public_z85 = options_.server_public_key;
@@ -114,11 +127,34 @@ class Client::Impl {
     return assignment_;
   }
 
+  // See client.h for the rules.
   std::optional<Assignment> Wait(uint64_t after_epoch, int64_t timeout_ms) const {
     std::unique_lock<std::mutex> lock(mu_);
+    const std::optional<uint64_t> start_state =
+        assignment_ ? std::optional<uint64_t>(assignment_->state_id) : std::nullopt;
+    auto ready = [&] {
+      if (!assignment_) return false;
+      const Assignment& a = *assignment_;
+      if (a.epoch > after_epoch) return true;
+      if (start_state && a.state_id != *start_state) return true;  // A reset while waiting.
+      return stats_.state_resets > 0 && a.epoch < after_epoch;     // An epoch of an old state.
+    };
     cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms)),
-                 [&] { return (assignment_ && assignment_->epoch > after_epoch) || closed_; });
-    if (assignment_ && assignment_->epoch > after_epoch) return assignment_;
+                 [&] { return ready() || closed_; });
+    if (ready()) return assignment_;
+    return std::nullopt;
+  }
+
+  std::optional<Assignment> Wait(uint64_t after_epoch, uint64_t after_state_id,
+                                 int64_t timeout_ms) const {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto ready = [&] {
+      return assignment_ &&
+             (assignment_->state_id != after_state_id || assignment_->epoch > after_epoch);
+    };
+    cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms)),
+                 [&] { return ready() || closed_; });
+    if (ready()) return assignment_;
     return std::nullopt;
   }
 
@@ -134,6 +170,33 @@ class Client::Impl {
     return s;
   }
 
+  bool WaitForStats(const std::function<bool(const ClientStats&)>& pred, int64_t timeout_ms) const {
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms));
+    uint64_t seen = 0;
+    bool first = true;
+    while (true) {
+      ClientStats s;
+      bool closed = false;
+      bool timed_out = false;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (!first) {
+          timed_out =
+              !cv_.wait_until(lock, deadline, [&] { return stats_version_ != seen || closed_; });
+        }
+        s = stats_;
+        seen = stats_version_;
+        closed = closed_;
+      }
+      s.events_dropped = dropped_.load(std::memory_order_relaxed);
+      first = false;
+      // The predicate runs without the lock: it may call back into the client.
+      if (pred(s)) return true;
+      if (closed || timed_out) return false;
+    }
+  }
+
   void Close() {
     stop_.store(true);
     // From the callback/enforcer (the background thread itself): only ask it to stop; it cannot
@@ -144,129 +207,43 @@ class Client::Impl {
     context_.reset();
     std::lock_guard<std::mutex> lock(mu_);
     closed_ = true;
+    ++stats_version_;
     cv_.notify_all();
   }
 
  private:
-  void SetError(std::string e) {
+  static core::Duration Now() { return core::SteadyClock::Instance().Now(); }
+
+  // Sends what the session queued; a refused send goes back to the session.
+  void Flush() {
+    for (;;) {
+      std::vector<v1::Envelope> out = session_.TakeOutgoing();
+      if (out.empty()) return;
+      for (const auto& msg : out) {
+        core::Status s = dealer_->Send(msg);
+        if (!s.ok()) session_.OnSendFailed(Now(), msg, s);
+      }
+    }
+  }
+
+  // Copies the session's state for the other threads when it changed.
+  void Publish() {
+    const uint64_t iterations = profiler_.iterations();
+    if (session_.version() == published_version_ && iterations == published_iterations_) return;
+    published_version_ = session_.version();
+    published_iterations_ = iterations;
     std::lock_guard<std::mutex> lock(mu_);
-    stats_.last_error = std::move(e);
-  }
-
-  // A request/reply; on transport failure marks the session disconnected.
-  core::Result<v1::Envelope> Call(const v1::Envelope& req) {
-    auto r = dealer_->Call(req, core::Duration::Millis(options_.call_timeout_ms));
-    if (!r.ok()) {
-      Disconnected(r.status().ToString());
-      return r.status();
-    }
-    // Pushes received meanwhile are queued inside the DealerClient.
-    return r;
-  }
-
-  void Disconnected(std::string why) {
-    registered_ = false;
-    next_register_ms_ = NowMs() + backoff_ms_;
-    backoff_ms_ = std::min(backoff_ms_ * 2, options_.reconnect_max_ms);
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.registered = false;
-    stats_.last_error = std::move(why);
-  }
-
-  // Handles an Error reply to a job request. UNKNOWN_JOB: re-register now.
-  void ErrorReply(const v1::Error& e) {
-    if (e.code() == v1::ERROR_CODE_UNKNOWN_JOB) {
-      registered_ = false;
-      next_register_ms_ = NowMs();
-      std::lock_guard<std::mutex> lock(mu_);
-      stats_.registered = false;
-    }
-    SetError(protocol::StatusFromError(e).ToString());
-  }
-
-  void Register() {
-    v1::Envelope req = protocol::NewEnvelope();
-    *req.mutable_register_job() = internal::MakeRegisterJob(options_);
-    auto r = Call(req);
-    if (!r.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++stats_.register_failures;
-      return;
-    }
-    if (r->has_error()) {
-      // A refusal (unknown host, conflict): retry with backoff; the reason is in last_error.
-      SetError(protocol::StatusFromError(r->error()).ToString());
-      next_register_ms_ = NowMs() + backoff_ms_;
-      backoff_ms_ = std::min(backoff_ms_ * 2, options_.reconnect_max_ms);
-      std::lock_guard<std::mutex> lock(mu_);
-      ++stats_.register_failures;
-      return;
-    }
-    if (!r->has_register_job_reply()) {
-      SetError("register_job: unexpected reply " + std::string(protocol::BodyName(*r)));
-      next_register_ms_ = NowMs() + backoff_ms_;
-      return;
-    }
-    registered_ = true;
-    backoff_ms_ = options_.reconnect_min_ms;
-    lease_ms_ = r->register_job_reply().lease_ms();
-    if (lease_ms_ == 0) lease_ms_ = 15000;
-    next_heartbeat_ms_ = NowMs() + static_cast<int64_t>(lease_ms_ / 3);
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.registrations;
-    stats_.registered = true;
-    stats_.lease_ms = lease_ms_;
-  }
-
-  void Heartbeat() {
-    v1::Envelope req = protocol::NewEnvelope();
-    auto* hb = req.mutable_heartbeat();
-    hb->set_job_id(options_.job_id);
-    hb->set_seq(++heartbeat_seq_);
-    hb->set_applied_epoch(applied_epoch_);
-    next_heartbeat_ms_ = NowMs() + static_cast<int64_t>(std::max<uint64_t>(1, lease_ms_ / 3));
-    auto r = Call(req);
-    if (!r.ok()) return;
-    if (r->has_error()) return ErrorReply(r->error());
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.heartbeats_sent;
-  }
-
-  void Report() {
-    v1::Envelope req = protocol::NewEnvelope();
-    *req.mutable_profile_report() = internal::MakeProfileReport(options_.job_id, *pending_);
-    auto r = Call(req);
-    if (!r.ok()) return;  // Kept pending: resent after re-registration.
-    if (r->has_error()) {
-      ErrorReply(r->error());
-      if (r->error().code() != v1::ERROR_CODE_UNKNOWN_JOB) pending_.reset();  // Refused.
-      return;
-    }
-    // Any accepted request renews the lease.
-    next_heartbeat_ms_ = NowMs() + static_cast<int64_t>(std::max<uint64_t>(1, lease_ms_ / 3));
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.reports_sent;
-    last_reported_ = *pending_;
-    pending_.reset();
+    stats_ = session_.stats();
+    stats_.iterations = iterations;
+    assignment_ = session_.current();
+    last_reported_ = session_.last_reported();
+    ++stats_version_;
+    cv_.notify_all();
   }
 
   void HandleMessage(const v1::Envelope& msg) {
-    if (!msg.has_assignment()) return;  // Late replies and other bodies: nothing to do.
-    const v1::Assignment& a = msg.assignment();
-    v1::Envelope ack = protocol::NewEnvelope(0);
-    auto* body = ack.mutable_ack();
-    body->set_job_id(options_.job_id);
-    body->set_epoch(a.epoch());
-    body->set_ok(true);
-    if (a.job_id() != options_.job_id) {
-      body->set_ok(false);
-      body->set_error("assignment.job_id: \"" + a.job_id() + "\" is not this client's job");
-    } else if (a.epoch() <= applied_epoch_) {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++stats_.assignments_stale;
-    } else {
-      Assignment applied = internal::FromWire(a, UnixNowNs());
-      applied_epoch_ = a.epoch();
+    std::optional<Assignment> applied = session_.OnMessage(Now(), msg, UnixNowNs());
+    if (applied) {
       Enforcer enforcer;
       AssignmentCallback callback;
       {
@@ -274,36 +251,19 @@ class Client::Impl {
         enforcer = enforcer_;
         callback = callback_;
       }
-      if (enforcer) {
-        core::Status s = enforcer(applied);
-        if (!s.ok()) {
-          body->set_ok(false);
-          body->set_error(s.ToString().substr(0, 4000));
-          SetError("enforcement: " + s.ToString());
-        }
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        assignment_ = applied;
-        ++stats_.assignments_applied;
-        cv_.notify_all();
-      }
-      if (callback) callback(applied);
+      core::Status enforced = enforcer ? enforcer(*applied) : core::Status::Ok();
+      Publish();  // The assignment is current before the callback runs.
+      if (callback) callback(*applied);
+      session_.FinishApply(enforced);
     }
-    core::Status s = dealer_->Send(ack);
-    if (!s.ok()) SetError("ack: " + s.ToString());
+    Flush();
   }
 
   void DrainRing() {
     Event e;
-    uint64_t before = profiler_.iterations();
     while (ring_.TryPop(&e)) profiler_.Consume(e);
-    if (profiler_.iterations() != before) {
-      std::lock_guard<std::mutex> lock(mu_);
-      stats_.iterations = profiler_.iterations();
-    }
     std::vector<PeerId> index;
-    auto p = profiler_.TakeReport(Client::NowNs(), &index);
+    auto p = profiler_.TakeReport(&index);
     if (!p) return;
     {
       std::lock_guard<std::mutex> lock(peers_mu_);
@@ -319,33 +279,37 @@ class Client::Impl {
     p->peers.erase(std::remove_if(p->peers.begin(), p->peers.end(),
                                   [](const PeerBytesReport& b) { return b.local_nic.empty(); }),
                    p->peers.end());
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.iterations = profiler_.iterations();
-    pending_ = std::move(p);
+    session_.SetProfile(Now(), std::move(*p));
   }
 
   void Run() {
-    next_register_ms_ = NowMs();
-    backoff_ms_ = options_.reconnect_min_ms;
-    while (!stop_.load()) {
-      if (!registered_ && NowMs() >= next_register_ms_) Register();
-      DrainRing();
-      if (registered_ && pending_) Report();
-      if (registered_ && NowMs() >= next_heartbeat_ms_) Heartbeat();
-      auto msg = dealer_->Receive(core::Duration::Millis(options_.poll_interval_ms));
+    const core::Duration poll = core::Duration::Millis(options_.poll_interval_ms);
+    session_.Start(Now());
+    Flush();
+    bool closing = false;
+    while (true) {
+      if (!closing && stop_.load()) {
+        closing = true;
+        session_.Close(Now());
+        Flush();
+      }
+      if (session_.Done()) break;
+      if (!closing) DrainRing();
+      session_.Tick(Now());
+      Flush();
+      Publish();
+      // Wake up for the session's next deadline, and at least every poll interval to drain the
+      // ring (the hot path does not signal) and to notice Close().
+      const core::Duration wait =
+          std::clamp(session_.NextWakeup() - Now(), core::Duration::Zero(), poll);
+      auto msg = dealer_->Receive(wait);
       while (msg.ok() && msg->has_value()) {
         HandleMessage(**msg);
         msg = dealer_->TryReceive();
       }
+      if (!msg.ok()) session_.OnTransportError(msg.status());
     }
-    if (options_.end_job_on_close && registered_) {
-      v1::Envelope req = protocol::NewEnvelope();
-      req.mutable_end_job()->set_job_id(options_.job_id);
-      req.mutable_end_job()->set_reason("client closed");
-      (void)dealer_->Call(req, core::Duration::Millis(options_.call_timeout_ms));
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.registered = false;
+    Publish();
   }
 
   const ClientOptions options_;
@@ -365,20 +329,16 @@ class Client::Impl {
   std::optional<Assignment> assignment_;
   std::optional<Profile> last_reported_;
   ClientStats stats_;
+  uint64_t stats_version_ = 0;  // Bumped by every Publish and by Close.
   bool closed_ = false;
 
   // Background thread only.
   std::unique_ptr<protocol::TransportContext> context_;
   std::unique_ptr<protocol::DealerClient> dealer_;
   internal::Profiler profiler_;
-  std::optional<Profile> pending_;
-  bool registered_ = false;
-  int64_t next_register_ms_ = 0;
-  int64_t backoff_ms_ = 100;
-  int64_t next_heartbeat_ms_ = 0;
-  uint64_t lease_ms_ = 15000;
-  uint64_t heartbeat_seq_ = 0;
-  uint64_t applied_epoch_ = 0;
+  internal::Session session_;
+  uint64_t published_version_ = ~uint64_t{0};
+  uint64_t published_iterations_ = 0;
 
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -418,8 +378,16 @@ std::optional<Assignment> Client::WaitForAssignment(uint64_t after_epoch,
                                                     int64_t timeout_ms) const {
   return impl_->Wait(after_epoch, timeout_ms);
 }
+std::optional<Assignment> Client::WaitForAssignment(uint64_t after_epoch, uint64_t after_state_id,
+                                                    int64_t timeout_ms) const {
+  return impl_->Wait(after_epoch, after_state_id, timeout_ms);
+}
 std::optional<Profile> Client::LastReportedProfile() const { return impl_->LastReported(); }
 ClientStats Client::Stats() const { return impl_->Stats(); }
+bool Client::WaitForStats(const std::function<bool(const ClientStats&)>& pred,
+                          int64_t timeout_ms) const {
+  return impl_->WaitForStats(pred, timeout_ms);
+}
 void Client::Close() { impl_->Close(); }
 
 }  // namespace crux::client

@@ -84,6 +84,9 @@ void Profiler::Consume(const Event& e) {
         if (active_ == 0) union_ns_ += end - e.t_ns;
         transfers_.push_back({e.t_ns, end, e.bytes, e.peer});
         ++transfers_since_detect_;
+        while (transfers_.size() > options_.detect_events) transfers_.pop_front();
+        MaybeDetect(e.t_ns);
+        return;
       } else {
         if (active_ == 0) union_start_ = e.t_ns;
         ++active_;
@@ -102,11 +105,28 @@ void Profiler::Consume(const Event& e) {
         open_[e.peer].pop_front();
         transfers_.push_back({start, std::max(start, e.t_ns), bytes, e.peer});
         ++transfers_since_detect_;
+        while (transfers_.size() > options_.detect_events) transfers_.pop_front();
+        MaybeDetect(start);
       }
       break;
     }
   }
   while (transfers_.size() > options_.detect_events) transfers_.pop_front();
+}
+
+void Profiler::MaybeDetect(int64_t start_ns) {
+  if (marked_ || transfers_since_detect_ == 0) return;
+  if (last_detect_ns_ >= 0 && start_ns - last_detect_ns_ < kDetectEveryNs) return;
+  last_detect_ns_ = start_ns;
+  transfers_since_detect_ = 0;
+  ++detections_;
+  std::vector<PeerId> index;
+  auto candidate = DetectedProfile(&index);
+  if (!candidate) return;
+  auto due = Decide(std::move(*candidate));
+  if (!due) return;
+  detected_due_ = std::move(due);  // The newest due profile replaces an untaken older one.
+  detected_index_ = std::move(index);
 }
 
 void Profiler::FinishIteration(int64_t end_ns) {
@@ -256,39 +276,40 @@ std::optional<Profile> Profiler::DetectedProfile(std::vector<PeerId>* peer_index
   return p;
 }
 
-std::optional<Profile> Profiler::TakeReport(int64_t now_ns, std::vector<PeerId>* peer_index) {
-  std::optional<Profile> candidate;
-  if (marked_) {
-    if (!new_sample_) return std::nullopt;
-    new_sample_ = false;
-    if (!reported_) {
-      const uint64_t n = iterations_;
-      bool due = n >= options_.converge_max_iterations;
-      if (!due && n >= std::max<uint32_t>(2, options_.converge_min_iterations)) {
-        std::vector<int64_t> period, compute;
-        std::vector<uint64_t> bytes;
-        for (const auto& s : window_) {
-          period.push_back(s.period_ns);
-          compute.push_back(s.compute_ns);
-          bytes.push_back(s.bytes);
-        }
-        due = Stable(period, options_.stable_spread) && Stable(compute, options_.stable_spread) &&
-              Stable(bytes, options_.stable_spread);
-      }
-      if (!due) return std::nullopt;
-    }
-    candidate = MedianProfile(peer_index);
-  } else {
-    if (transfers_since_detect_ == 0) return std::nullopt;
-    if (last_detect_ns_ >= 0 && now_ns - last_detect_ns_ < kDetectEveryNs) return std::nullopt;
-    last_detect_ns_ = now_ns;
-    transfers_since_detect_ = 0;
-    candidate = DetectedProfile(peer_index);
-    if (!candidate) return std::nullopt;
+std::optional<Profile> Profiler::TakeReport(std::vector<PeerId>* peer_index) {
+  if (!marked_) {
+    if (!detected_due_) return std::nullopt;
+    std::optional<Profile> out = std::move(detected_due_);
+    detected_due_.reset();
+    *peer_index = std::move(detected_index_);
+    detected_index_.clear();
+    return out;
   }
-  candidate->converged = true;
+  if (!new_sample_) return std::nullopt;
+  new_sample_ = false;
+  if (!reported_) {
+    const uint64_t n = iterations_;
+    bool due = n >= options_.converge_max_iterations;
+    if (!due && n >= std::max<uint32_t>(2, options_.converge_min_iterations)) {
+      std::vector<int64_t> period, compute;
+      std::vector<uint64_t> bytes;
+      for (const auto& s : window_) {
+        period.push_back(s.period_ns);
+        compute.push_back(s.compute_ns);
+        bytes.push_back(s.bytes);
+      }
+      due = Stable(period, options_.stable_spread) && Stable(compute, options_.stable_spread) &&
+            Stable(bytes, options_.stable_spread);
+    }
+    if (!due) return std::nullopt;
+  }
+  return Decide(MedianProfile(peer_index));
+}
+
+std::optional<Profile> Profiler::Decide(Profile candidate) {
+  candidate.converged = true;
   if (reported_) {
-    if (!Changed(*candidate)) {
+    if (!Changed(candidate)) {
       changed_run_ = 0;
       return std::nullopt;
     }
@@ -296,7 +317,7 @@ std::optional<Profile> Profiler::TakeReport(int64_t now_ns, std::vector<PeerId>*
   }
   changed_run_ = 0;
   reported_ = true;
-  last_reported_ = *candidate;
+  last_reported_ = candidate;
   return candidate;
 }
 

@@ -1,6 +1,7 @@
 // Profiler: turns the hot-path event stream into per-iteration samples and decides when a
 // profile is due for the daemon. Pure logic (no clock, no I/O): the background thread feeds it
-// events in arrival order and asks for a report on every tick.
+// events in arrival order and asks for a report on every tick. Everything it decides depends
+// only on the events and their timestamps, never on when it is asked.
 //
 // Per marked iteration [BeginIteration, EndIteration]:
 //   period   = begin - previous begin (the duration for the first iteration)
@@ -17,8 +18,10 @@
 // Without marks (no BeginIteration ever seen) the profiler keeps the last detect_events
 // transfers and detects the period from their start times (period_detector.h); per-iteration
 // bytes and communication time are the totals of the analysed bursts divided by the number of
-// periods they span; compute = period - comm; overlap_start = 1. The first detected profile is
-// reported once two consecutive detections agree within stable_spread.
+// periods they span; compute = period - comm; overlap_start = 1. Detection runs inside Consume
+// whenever the transfers' start times have advanced by 100 ms since the previous detection (so
+// at most once per 100 ms of traffic, whichever way the events are batched). The first detected
+// profile is reported once two consecutive detections agree within stable_spread.
 //
 // Thread-safety: none (owned by the background thread).
 #ifndef CRUX_CLIENT_SRC_PROFILER_H_
@@ -54,10 +57,12 @@ class Profiler {
 
   void Consume(const Event& e);
 
-  // A profile due for reporting, or nullopt. `now_ns` paces period detection (at most every
-  // 100 ms). Peer names are filled in by the caller (indexes into its peer table are kept in
-  // peer_index, parallel to Profile::peers).
-  std::optional<Profile> TakeReport(int64_t now_ns, std::vector<PeerId>* peer_index);
+  // A profile due for reporting, or nullopt. Peer names are filled in by the caller (indexes
+  // into its peer table are kept in peer_index, parallel to Profile::peers).
+  std::optional<Profile> TakeReport(std::vector<PeerId>* peer_index);
+
+  // Period detections run so far (detection mode).
+  uint64_t detections() const { return detections_; }
 
   uint64_t iterations() const { return iterations_; }
   bool marked_mode() const { return marked_; }
@@ -70,6 +75,9 @@ class Profiler {
   Profile MedianProfile(std::vector<PeerId>* peer_index) const;
   std::optional<Profile> DetectedProfile(std::vector<PeerId>* peer_index);
   bool Changed(const Profile& p) const;
+  // Applies the reporting rules (first report, change persistence) to a candidate.
+  std::optional<Profile> Decide(Profile candidate);
+  void MaybeDetect(int64_t start_ns);
   void FillFlops(Profile* p) const;
 
   ProfilerOptions options_;
@@ -108,8 +116,11 @@ class Profiler {
   std::deque<Transfer> transfers_;
   std::vector<std::deque<std::pair<int64_t, uint64_t>>> open_;  // Per peer: (start, bytes).
   uint64_t transfers_since_detect_ = 0;
-  int64_t last_detect_ns_ = -1;
+  int64_t last_detect_ns_ = -1;  // Newest transfer start at the previous detection.
   int64_t prev_detected_period_ns_ = 0;
+  uint64_t detections_ = 0;
+  std::optional<Profile> detected_due_;
+  std::vector<PeerId> detected_index_;
 };
 
 }  // namespace crux::client::internal

@@ -1,5 +1,11 @@
-// The client against a stand-in daemon: a real protocol::RouterServer on loopback TCP (real
-// ZeroMQ sockets) whose handler answers like cruxd and can push assignments.
+// The client (its driver thread, the session and the profiler together) against a stand-in
+// daemon: a real protocol::RouterServer on loopback TCP (real ZeroMQ sockets) whose handler
+// answers like cruxd, can push assignments and can refuse requests on demand.
+//
+// No sleeps and no assertions on durations: the tests wait for conditions (the daemon's view
+// under its lock, Client::WaitForStats, WaitForAssignment), each wait bounded by a generous
+// timeout that only matters when something is broken. The protocol timing itself (heartbeat
+// schedule, backoff, timeouts) is covered with scripted time in session_test.cc.
 #include "crux/client/client.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -19,6 +26,10 @@ namespace crux::client {
 namespace {
 
 using namespace std::chrono_literals;
+
+constexpr int64_t kWaitMs = 10000;  // Upper bound of every wait (a failure, not a pace).
+constexpr uint64_t kStateA = 0xA11CE;
+constexpr uint64_t kStateB = 0xB0B;
 
 class FakeDaemon {
  public:
@@ -38,11 +49,12 @@ class FakeDaemon {
     server_.reset();
   }
 
-  void Push(uint64_t epoch, uint32_t dscp = 26) {
+  void Push(uint64_t epoch, uint32_t dscp = 26, uint64_t state_id = kStateA) {
     v1::Envelope e = protocol::NewEnvelope(0);
     auto* a = e.mutable_assignment();
     a->set_job_id("job-a");
     a->set_epoch(epoch);
+    a->set_state_id(state_id);
     a->set_level(1);
     a->set_dscp(dscp);
     a->set_traffic_class(dscp << 2);
@@ -60,10 +72,10 @@ class FakeDaemon {
     ASSERT_TRUE(server_->Send(peer, e).ok());
   }
 
-  // Waits until pred() (under the lock) holds, up to `timeout`.
-  bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 5000ms) {
+  // Waits until pred() (under the lock) holds.
+  bool WaitFor(const std::function<bool()>& pred) {
     std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, timeout, pred);
+    return cv_.wait_for(lock, std::chrono::milliseconds(kWaitMs), pred);
   }
 
   std::string endpoint_;
@@ -71,12 +83,15 @@ class FakeDaemon {
   std::condition_variable cv_;
   // Under mu_:
   std::string peer_;
+  std::vector<std::string> register_peers;  // Routing id of each RegisterJob.
   int registrations = 0;
   std::vector<v1::ProfileReport> reports;
   std::vector<v1::Heartbeat> heartbeats;
   std::vector<v1::Ack> acks;
   std::vector<v1::EndJob> ends;
-  int unknown_job_replies = 0;  // Answer this many heartbeats with UNKNOWN_JOB.
+  int unknown_job_replies = 0;        // Answer this many heartbeats with UNKNOWN_JOB.
+  int permission_denied_replies = 0;  // ... with PERMISSION_DENIED (bound elsewhere).
+  int quota_refusals = 0;             // Refuse this many registrations (RESOURCE_EXHAUSTED).
   uint32_t lease_ms = 300;
 
  private:
@@ -87,13 +102,20 @@ class FakeDaemon {
       std::lock_guard<std::mutex> lock(mu_);
       const auto& m = in.msg;
       if (m.has_register_job()) {
-        peer_ = in.peer;
-        reply = protocol::NewEnvelope(m.request_id());
-        auto* r = reply.mutable_register_job_reply();
-        r->set_job_id(m.register_job().job_id());
-        r->set_lease_ms(lease_ms);
-        r->set_already_known(registrations > 0);
-        ++registrations;
+        register_peers.push_back(in.peer);
+        if (quota_refusals > 0) {
+          --quota_refusals;
+          reply = protocol::MakeError(m.request_id(), v1::ERROR_CODE_RESOURCE_EXHAUSTED,
+                                      "register_job: connection quota reached (1 job)");
+        } else {
+          peer_ = in.peer;
+          reply = protocol::NewEnvelope(m.request_id());
+          auto* r = reply.mutable_register_job_reply();
+          r->set_job_id(m.register_job().job_id());
+          r->set_lease_ms(lease_ms);
+          r->set_already_known(registrations > 0);
+          ++registrations;
+        }
       } else if (m.has_profile_report()) {
         reports.push_back(m.profile_report());
         reply = protocol::MakeAck(m.request_id(), m.profile_report().job_id());
@@ -103,6 +125,10 @@ class FakeDaemon {
           --unknown_job_replies;
           reply = protocol::MakeError(m.request_id(), v1::ERROR_CODE_UNKNOWN_JOB,
                                       "heartbeat.job_id: unknown job");
+        } else if (permission_denied_replies > 0) {
+          --permission_denied_replies;
+          reply = protocol::MakeError(m.request_id(), v1::ERROR_CODE_PERMISSION_DENIED,
+                                      "heartbeat: job \"job-a\" is bound to another connection");
         } else {
           reply = protocol::MakeAck(m.request_id(), m.heartbeat().job_id());
         }
@@ -137,25 +163,27 @@ ClientOptions Options(const std::string& endpoint) {
   return o;
 }
 
-template <typename F>
-bool Eventually(F f, std::chrono::milliseconds timeout = 5000ms) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (f()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return f();
+bool WaitStats(const Client& c, const std::function<bool(const ClientStats&)>& pred) {
+  return c.WaitForStats(pred, kWaitMs);
 }
 
+// Marked iterations back to back (real timestamps, whatever they are: the numbers are checked
+// with scripted timestamps in profiler_test.cc).
 void RunIterations(Client& c, PeerId peer, int n) {
   for (int i = 0; i < n; ++i) {
     c.BeginIteration();
-    std::this_thread::sleep_for(8ms);
     c.CommStart(peer, 1 << 20);
-    std::this_thread::sleep_for(2ms);
     c.CommEnd(peer);
     c.EndIteration();
   }
+}
+
+bool IsRandomRoutingId(const std::string& id) {
+  if (id.size() != 33 || id[0] != 'r') return false;
+  for (size_t i = 1; i < id.size(); ++i) {
+    if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f'))) return false;
+  }
+  return true;
 }
 
 TEST(ClientTest, RegistersReportsAndAppliesAssignments) {
@@ -166,12 +194,13 @@ TEST(ClientTest, RegistersReportsAndAppliesAssignments) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   Client& client = **c;
   ASSERT_TRUE(d.WaitFor([&] { return d.registrations == 1; }));
+  ASSERT_TRUE(WaitStats(client, [](const ClientStats& s) { return s.registered; }));
   auto peer = client.AddPeer("host0/nic0", "host1/nic0");
   ASSERT_TRUE(peer.ok());
   EXPECT_EQ(*client.AddPeer("host0/nic0", "host1/nic0"), *peer);  // Same pair, same id.
   EXPECT_EQ(client.AddPeer("bad nic", "x").status().code(), core::StatusCode::kInvalidArgument);
 
-  RunIterations(client, *peer, 10);
+  RunIterations(client, *peer, 10);  // Converged at 10 iterations at the latest.
   ASSERT_TRUE(d.WaitFor([&] { return !d.reports.empty(); }));
   {
     std::lock_guard<std::mutex> lock(d.mu_);
@@ -180,31 +209,34 @@ TEST(ClientTest, RegistersReportsAndAppliesAssignments) {
     EXPECT_TRUE(r.converged());
     EXPECT_GE(r.samples(), 3u);
     EXPECT_LE(r.samples(), 10u);
-    // ~10 ms iterations on a loaded machine: sane, not exact.
-    EXPECT_GT(r.iteration_period_ns(), 9'000'000u);
-    EXPECT_LT(r.iteration_period_ns(), 60'000'000u);
-    EXPECT_GT(r.compute_time_ns(), 7'000'000u);
+    EXPECT_GT(r.iteration_period_ns(), 0u);
+    EXPECT_GT(r.compute_time_ns(), 0u);
     ASSERT_EQ(r.peers_size(), 1);
     EXPECT_EQ(r.peers(0).local_nic(), "host0/nic0");
     EXPECT_EQ(r.peers(0).remote_nic(), "host1/nic0");
     EXPECT_EQ(r.peers(0).bytes(), 1u << 20);
     // W_j = compute x 100 TFLOP/s x 4 GPUs.
-    EXPECT_NEAR(r.flops_per_iteration(), static_cast<double>(r.compute_time_ns()) * 1e-9 * 4e14,
-                1e9);
+    const double expected = static_cast<double>(r.compute_time_ns()) * 1e-9 * 4e14;
+    EXPECT_NEAR(r.flops_per_iteration(), expected, 1e-9 * expected + 1);
   }
-  ASSERT_TRUE(Eventually([&] { return client.LastReportedProfile().has_value(); }));
+  ASSERT_TRUE(WaitStats(client, [](const ClientStats& s) { return s.reports_sent == 1; }));
+  ASSERT_TRUE(client.LastReportedProfile().has_value());
+  EXPECT_EQ(client.LastReportedProfile()->peers.at(0).bytes, 1u << 20);
 
   std::mutex cb_mu;
+  std::condition_variable cb_cv;
   std::vector<uint64_t> seen;
   client.SetAssignmentCallback([&](const Assignment& a) {
     std::lock_guard<std::mutex> lock(cb_mu);
     seen.push_back(a.epoch);
+    cb_cv.notify_all();
   });
   EXPECT_FALSE(client.CurrentAssignment().has_value());
   d.Push(5);
-  auto a = client.WaitForAssignment(0, 5000);
+  auto a = client.WaitForAssignment(0, kWaitMs);
   ASSERT_TRUE(a.has_value());
   EXPECT_EQ(a->epoch, 5u);
+  EXPECT_EQ(a->state_id, kStateA);
   EXPECT_EQ(a->dscp, 26u);
   EXPECT_EQ(a->traffic_class, 104u);
   EXPECT_EQ(a->UdpSportFor("host0/nic0", "host1/nic0"), 50005);
@@ -220,22 +252,22 @@ TEST(ClientTest, RegistersReportsAndAppliesAssignments) {
   ASSERT_TRUE(d.WaitFor([&] { return d.acks.size() == 2; }));
   EXPECT_EQ(client.CurrentAssignment()->epoch, 5u);
   EXPECT_EQ(client.CurrentAssignment()->dscp, 26u);
-  EXPECT_EQ(client.Stats().assignments_stale, 1u);
+  ASSERT_TRUE(WaitStats(client, [](const ClientStats& s) { return s.assignments_stale == 1; }));
   d.Push(6, 12);
-  ASSERT_TRUE(client.WaitForAssignment(5, 5000).has_value());
+  ASSERT_TRUE(client.WaitForAssignment(5, kWaitMs).has_value());
   EXPECT_EQ(client.CurrentAssignment()->dscp, 12u);
   // The callback runs on the library thread right after the assignment becomes current.
-  EXPECT_TRUE(Eventually([&] {
-    std::lock_guard<std::mutex> lock(cb_mu);
-    return seen.size() == 2;
-  }));
   {
-    std::lock_guard<std::mutex> lock(cb_mu);
+    std::unique_lock<std::mutex> lock(cb_mu);
+    ASSERT_TRUE(
+        cb_cv.wait_for(lock, std::chrono::milliseconds(kWaitMs), [&] { return seen.size() == 2; }));
     EXPECT_EQ(seen, (std::vector<uint64_t>{5, 6}));
   }
-  // Heartbeats every lease / 3 carry the applied epoch.
-  ASSERT_TRUE(
-      d.WaitFor([&] { return !d.heartbeats.empty() && d.heartbeats.back().applied_epoch() == 6; }));
+  // Heartbeats (every lease / 3) carry the applied epoch and state id.
+  ASSERT_TRUE(d.WaitFor([&] {
+    return !d.heartbeats.empty() && d.heartbeats.back().applied_epoch() == 6 &&
+           d.heartbeats.back().applied_state_id() == kStateA;
+  }));
   ClientStats s = client.Stats();
   EXPECT_TRUE(s.registered);
   EXPECT_EQ(s.registrations, 1u);
@@ -243,48 +275,80 @@ TEST(ClientTest, RegistersReportsAndAppliesAssignments) {
   EXPECT_EQ(s.assignments_applied, 2u);
   EXPECT_EQ(s.lease_ms, 300u);
   EXPECT_EQ(s.events_dropped, 0u);
+  EXPECT_EQ(s.iterations, 10u);
   client.Close();
   std::lock_guard<std::mutex> lock(d.mu_);
   ASSERT_EQ(d.ends.size(), 1u);
   EXPECT_EQ(d.ends[0].job_id(), "job-a");
 }
 
-TEST(ClientTest, FailStaticThenReconnectsAndReRegisters) {
+TEST(ClientTest, FailStaticThenReconnectsWithTheSameRandomRoutingId) {
   protocol::TransportContext ctx;
-  FakeDaemon d(ctx);
+  // The first daemon has a context of its own: destroying it waits until its listening socket
+  // is closed, so the restarted daemon can bind the same port at once.
+  auto first_ctx = std::make_unique<protocol::TransportContext>();
+  FakeDaemon d(*first_ctx);
   d.Start();
   const std::string endpoint = d.endpoint_;
   auto c = Client::Start(Options(endpoint));
   ASSERT_TRUE(c.ok());
   Client& client = **c;
   ASSERT_TRUE(d.WaitFor([&] { return d.registrations == 1; }));
-  d.Push(2);
-  ASSERT_TRUE(client.WaitForAssignment(0, 5000).has_value());
-
-  d.Stop();  // The daemon goes away.
-  ASSERT_TRUE(Eventually([&] { return !client.Stats().registered; }));
-  // Fail-static: the assignment stays; the hot path neither blocks nor slows down.
-  EXPECT_EQ(client.CurrentAssignment()->epoch, 2u);
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 10000; ++i) {
-    client.BeginIteration();
-    client.EndIteration();
+  std::string routing_id;
+  {
+    std::lock_guard<std::mutex> lock(d.mu_);
+    routing_id = d.register_peers.at(0);
   }
-  auto spent = std::chrono::steady_clock::now() - t0;
-  EXPECT_LT(spent, 200ms);
+  // Not derived from the job id: random and unguessable.
+  EXPECT_NE(routing_id, "job:job-a");
+  EXPECT_TRUE(IsRandomRoutingId(routing_id)) << routing_id;
+  ASSERT_TRUE(WaitStats(client, [](const ClientStats& s) { return s.registered; }));
+  d.Push(2);
+  ASSERT_TRUE(client.WaitForAssignment(0, kWaitMs).has_value());
+
+  d.Stop();  // The daemon goes away: the next heartbeat gets no reply.
+  first_ctx.reset();
+  ASSERT_TRUE(WaitStats(client, [](const ClientStats& s) { return !s.registered; }));
   EXPECT_FALSE(client.Stats().last_error.empty());
+  // Fail-static: the assignment stays, and the job keeps being measured.
+  EXPECT_EQ(client.CurrentAssignment()->epoch, 2u);
+  auto peer = client.AddPeer("host0/nic0", "host1/nic0");
+  ASSERT_TRUE(peer.ok());
+  RunIterations(client, *peer, 5);
+  ASSERT_TRUE(WaitStats(client, [](const ClientStats& s) { return s.iterations == 5; }));
+  EXPECT_FALSE(client.Stats().registered);
 
   FakeDaemon back(ctx);
   back.Start(endpoint);  // Same address, as a restarted cruxd.
-  ASSERT_TRUE(back.WaitFor([&] { return back.registrations >= 1; }, 10000ms));
-  ASSERT_TRUE(Eventually([&] { return client.Stats().registered; }));
+  ASSERT_FALSE(back.endpoint_.empty());
+  ASSERT_TRUE(back.WaitFor([&] { return back.registrations >= 1; }));
+  ASSERT_TRUE(WaitStats(client, [](const ClientStats& s) { return s.registered; }));
   EXPECT_GE(client.Stats().registrations, 2u);
+  {
+    // The reconnected socket kept its routing id.
+    std::lock_guard<std::mutex> lock(back.mu_);
+    for (const auto& p : back.register_peers) EXPECT_EQ(p, routing_id);
+  }
   // The restarted daemon can push again; epochs keep counting.
   back.Push(3);
-  ASSERT_TRUE(client.WaitForAssignment(2, 5000).has_value());
+  ASSERT_TRUE(client.WaitForAssignment(2, kWaitMs).has_value());
 }
 
-TEST(ClientTest, UnknownJobTriggersImmediateReRegistration) {
+TEST(ClientTest, TwoClientsOfOneJobGetDistinctRoutingIds) {
+  protocol::TransportContext ctx;
+  FakeDaemon d(ctx);
+  d.Start();
+  ClientOptions o = Options(d.endpoint_);
+  o.end_job_on_close = false;
+  auto c1 = Client::Start(o);
+  auto c2 = Client::Start(o);
+  ASSERT_TRUE(c1.ok() && c2.ok());
+  ASSERT_TRUE(d.WaitFor([&] { return d.registrations >= 2; }));
+  std::lock_guard<std::mutex> lock(d.mu_);
+  EXPECT_NE(d.register_peers[0], d.register_peers[1]);
+}
+
+TEST(ClientTest, UnknownJobTriggersReRegistration) {
   protocol::TransportContext ctx;
   FakeDaemon d(ctx);
   {
@@ -295,7 +359,84 @@ TEST(ClientTest, UnknownJobTriggersImmediateReRegistration) {
   auto c = Client::Start(Options(d.endpoint_));
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE(d.WaitFor([&] { return d.registrations >= 2; }));
-  EXPECT_TRUE(Eventually([&] { return (*c)->Stats().registrations >= 2; }));
+  EXPECT_TRUE(WaitStats(**c, [](const ClientStats& s) { return s.registrations >= 2; }));
+}
+
+TEST(ClientTest, PermissionDeniedReRegistersFromItsOwnConnection) {
+  protocol::TransportContext ctx;
+  FakeDaemon d(ctx);
+  {
+    std::lock_guard<std::mutex> lock(d.mu_);
+    d.permission_denied_replies = 1;
+  }
+  d.Start();
+  auto c = Client::Start(Options(d.endpoint_));
+  ASSERT_TRUE(c.ok());
+  // Denied heartbeat -> the same idempotent RegisterJob from the same connection -> heartbeats
+  // accepted again.
+  ASSERT_TRUE(WaitStats(**c, [](const ClientStats& s) {
+    return s.rebinds == 1 && s.registered && s.registrations == 2 && s.heartbeats_sent >= 1;
+  }));
+  EXPECT_NE((*c)->Stats().last_error.find("bound to another connection"), std::string::npos);
+  std::lock_guard<std::mutex> lock(d.mu_);
+  ASSERT_EQ(d.register_peers.size(), 2u);
+  EXPECT_EQ(d.register_peers[0], d.register_peers[1]);
+}
+
+TEST(ClientTest, QuotaRefusedRegistrationIsRetriedAndShown) {
+  protocol::TransportContext ctx;
+  FakeDaemon d(ctx);
+  {
+    std::lock_guard<std::mutex> lock(d.mu_);
+    d.quota_refusals = 2;
+  }
+  d.Start();
+  auto c = Client::Start(Options(d.endpoint_));
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(WaitStats(**c, [](const ClientStats& s) { return s.quota_refusals == 2; }));
+  EXPECT_NE((*c)->Stats().last_error.find("RESOURCE_EXHAUSTED"), std::string::npos);
+  ASSERT_TRUE(WaitStats(**c, [](const ClientStats& s) { return s.registered; }));
+  EXPECT_EQ((*c)->Stats().register_failures, 2u);
+}
+
+TEST(ClientTest, StateResetAppliesTheNewStateAndWaitsDoNotHang) {
+  protocol::TransportContext ctx;
+  FakeDaemon d(ctx);
+  d.Start();
+  auto c = Client::Start(Options(d.endpoint_));
+  ASSERT_TRUE(c.ok());
+  Client& client = **c;
+  ASSERT_TRUE(d.WaitFor([&] { return d.registrations == 1; }));
+  d.Push(5, 26, kStateA);
+  ASSERT_TRUE(client.WaitForAssignment(0, kWaitMs).has_value());
+
+  // A waiter for "something newer than epoch 5" while the operator resets cruxd's state.
+  auto waiter =
+      std::async(std::launch::async, [&] { return client.WaitForAssignment(5, kWaitMs); });
+  d.Push(1, 14, kStateB);  // Epochs restart at 1 under a new state id.
+  std::optional<Assignment> woke = waiter.get();
+  ASSERT_TRUE(woke.has_value());
+  EXPECT_EQ(woke->epoch, 1u);
+  EXPECT_EQ(woke->state_id, kStateB);
+  EXPECT_EQ(woke->dscp, 14u);
+  EXPECT_EQ(client.CurrentAssignment()->state_id, kStateB);
+  EXPECT_EQ(client.Stats().state_resets, 1u);
+  // Old-style wait with the pre-reset epoch: returns at once, no hang.
+  auto again = client.WaitForAssignment(5, 0);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->state_id, kStateB);
+  // The exact overload: nothing newer than (1, B) yet; (5, A) is older.
+  EXPECT_FALSE(client.WaitForAssignment(1, kStateB, 0).has_value());
+  EXPECT_TRUE(client.WaitForAssignment(5, kStateA, 0).has_value());
+  // Heartbeats report the new pair, so cruxd can tell the job applied its current state.
+  ASSERT_TRUE(d.WaitFor([&] {
+    return !d.heartbeats.empty() && d.heartbeats.back().applied_epoch() == 1 &&
+           d.heartbeats.back().applied_state_id() == kStateB;
+  }));
+  d.Push(2, 16, kStateB);
+  auto next = client.WaitForAssignment(1, kStateB, kWaitMs);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->epoch, 2u);
 }
 
 TEST(ClientTest, EnforcementFailureIsReportedInTheAck) {
@@ -326,27 +467,23 @@ TEST(ClientTest, DetectsThePeriodFromTransfersAlone) {
   Client& client = **c;
   auto peer = client.AddPeer("host0/nic0", "host1/nic0");
   ASSERT_TRUE(peer.ok());
-  // No iteration marks: bursts of 3 transfers (as from a NCCL profiler) every 50 ms, with
-  // explicit timestamps; more arrive after the first detection (two must agree).
+  // No iteration marks: bursts of 3 transfers (as from a NCCL profiler) every 50 ms with explicit
+  // timestamps. Detection is paced by these timestamps, so feeding them all at once works.
   int64_t t = Client::NowNs();
-  auto feed = [&](int iterations) {
-    for (int i = 0; i < iterations; ++i) {
-      for (int b = 0; b < 3; ++b) {
-        int64_t s = t + b * 2'000'000;
-        client.RecordComm(*peer, 1000, s, s + 1'000'000);
-      }
-      t += 50'000'000;
+  for (int i = 0; i < 16; ++i) {
+    for (int b = 0; b < 3; ++b) {
+      int64_t s = t + b * 2'000'000;
+      client.RecordComm(*peer, 1000, s, s + 1'000'000);
     }
-  };
-  feed(8);
-  std::this_thread::sleep_for(150ms);
-  feed(4);
+    t += 50'000'000;
+  }
   ASSERT_TRUE(d.WaitFor([&] { return !d.reports.empty(); }));
   std::lock_guard<std::mutex> lock(d.mu_);
   const auto& r = d.reports.front();
   EXPECT_NEAR(static_cast<double>(r.iteration_period_ns()), 50e6, 1e6);
   EXPECT_EQ(r.bytes_per_iteration(), 3000u);
   ASSERT_EQ(r.peers_size(), 1);
+  EXPECT_EQ(r.peers(0).local_nic(), "host0/nic0");
   EXPECT_EQ(r.peers(0).bytes(), 3000u);
   // 50 ms - 3 ms of transfers (0-1, 2-3, 4-5 ms).
   EXPECT_NEAR(static_cast<double>(r.compute_time_ns()), 47e6, 1e6);
@@ -354,13 +491,47 @@ TEST(ClientTest, DetectsThePeriodFromTransfersAlone) {
 }
 
 TEST(ClientTest, RingOverflowDropsAndCounts) {
-  ClientOptions o = Options("tcp://127.0.0.1:1");  // Nothing listens.
+  protocol::TransportContext ctx;
+  FakeDaemon d(ctx);
+  d.Start();
+  ClientOptions o = Options(d.endpoint_);
   o.ring_capacity = 16;
-  o.poll_interval_ms = 1000;  // The consumer is slow: the ring fills up.
   auto c = Client::Start(o);
   ASSERT_TRUE(c.ok());
-  for (int i = 0; i < 1000; ++i) (*c)->BeginIteration();
-  EXPECT_GT((*c)->Stats().events_dropped, 0u);
+  Client& client = **c;
+  // Hold the background thread (the ring's only consumer) inside the enforcer.
+  std::promise<void> entered;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  client.SetEnforcer([&, released](const Assignment&) {
+    entered.set_value();
+    released.wait();
+    return core::Status::Ok();
+  });
+  ASSERT_TRUE(d.WaitFor([&] { return d.registrations == 1; }));
+  d.Push(1);
+  entered.get_future().wait();
+  for (int i = 0; i < 1000; ++i) client.BeginIteration();  // 16 fit, the rest is dropped.
+  EXPECT_EQ(client.Stats().events_dropped, 1000u - 16u);
+  release.set_value();
+  // The 16 buffered begins are 15 iterations (each begin closes the previous one).
+  ASSERT_TRUE(WaitStats(client, [](const ClientStats& s) { return s.iterations == 15; }));
+  client.SetEnforcer(nullptr);
+}
+
+TEST(ClientTest, WaitForStatsReturnsFalseWhenClosed) {
+  ClientOptions o = Options("tcp://127.0.0.1:1");  // Nothing listens: never registered.
+  o.end_job_on_close = false;
+  auto c = Client::Start(o);
+  ASSERT_TRUE(c.ok());
+  Client& client = **c;
+  auto waiter = std::async(std::launch::async, [&] {
+    return client.WaitForStats([](const ClientStats& s) { return s.registered; }, kWaitMs);
+  });
+  EXPECT_TRUE(WaitStats(client, [](const ClientStats& s) { return s.register_failures >= 1; }));
+  client.Close();
+  EXPECT_FALSE(waiter.get());
+  EXPECT_FALSE(client.WaitForAssignment(0, kWaitMs).has_value());  // Closed: no wait.
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ class Feeder {
     p_->Consume({end, 0, 0, 0, EventKind::kIterationEnd});
     t_ = end + gap_;
     std::vector<PeerId> idx;
-    auto r = p_->TakeReport(t_, &idx);
+    auto r = p_->TakeReport(&idx);
     last_index_ = idx;
     return r;
   }
@@ -165,8 +165,7 @@ TEST(ProfilerTest, DetectsPeriodWithoutMarks) {
     }
     t += static_cast<int64_t>(100.0 * kMs * jitter(rng));
     ++iterations;
-    report = p.TakeReport(t, &idx);
-    t += 1;  // TakeReport runs detection at most every 100 ms of "now": one per iteration.
+    report = p.TakeReport(&idx);
   }
   ASSERT_TRUE(report.has_value());
   EXPECT_LE(iterations, 11);
@@ -175,6 +174,47 @@ TEST(ProfilerTest, DetectsPeriodWithoutMarks) {
   EXPECT_NEAR(static_cast<double>(report->bytes_per_iteration), 4e6, 0.3e6);
   EXPECT_NEAR(static_cast<double>(report->comm_time_ns), 8.0 * kMs, 1.0 * kMs);  // 4 x 2 ms.
   EXPECT_FALSE(p.marked_mode());
+}
+
+// Detection is paced by the transfers' own timestamps (one per 100 ms of traffic), so the
+// result does not depend on how the background thread batches events between TakeReport calls:
+// the same series consumed all at once or one transfer at a time gives the same report.
+TEST(ProfilerTest, DetectionDependsOnTimestampsNotOnBatching) {
+  std::vector<Event> series;
+  int64_t t = 7000 * kMs;
+  for (int i = 0; i < 16; ++i) {
+    for (int b = 0; b < 3; ++b) {
+      int64_t s = t + b * 2 * kMs;
+      series.push_back({s, s + 1 * kMs, 1000, 0, EventKind::kComm});
+    }
+    t += 50 * kMs;
+  }
+  Profiler batched(ProfilerOptions{}, 0, 0);
+  for (const Event& e : series) batched.Consume(e);
+  std::vector<PeerId> idx;
+  std::optional<Profile> at_once = batched.TakeReport(&idx);
+  ASSERT_TRUE(at_once.has_value());
+  EXPECT_EQ(idx, (std::vector<PeerId>{0}));
+  EXPECT_FALSE(batched.TakeReport(&idx).has_value());  // Taken.
+
+  Profiler stepwise(ProfilerOptions{}, 0, 0);
+  std::optional<Profile> first;
+  for (const Event& e : series) {
+    stepwise.Consume(e);
+    auto r = stepwise.TakeReport(&idx);
+    if (r && !first) first = r;
+  }
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(stepwise.detections(), batched.detections());
+  // 16 bursts over 750 ms of start times: a detection at the first transfer and then one per
+  // 100 ms, whatever the batching.
+  EXPECT_EQ(batched.detections(), 8u);
+  EXPECT_EQ(first->iteration_period_ns, at_once->iteration_period_ns);
+  EXPECT_NEAR(static_cast<double>(at_once->iteration_period_ns), 50.0 * kMs, 1.0 * kMs);
+  EXPECT_EQ(at_once->bytes_per_iteration, 3000u);
+  EXPECT_NEAR(static_cast<double>(at_once->compute_time_ns), 47.0 * kMs, 1.0 * kMs);
+  EXPECT_TRUE(at_once->detected);
+  EXPECT_TRUE(at_once->converged);
 }
 
 }  // namespace

@@ -12,19 +12,25 @@
 //
 // What it does:
 //  * Registers the job (id, placement) with cruxd, heartbeats every granted lease / 3 and
-//    re-registers idempotently after a reconnect or when the daemon answers UNKNOWN_JOB.
+//    re-registers idempotently after a reconnect, when the daemon answers UNKNOWN_JOB, or when it
+//    answers PERMISSION_DENIED because it bound the job to another connection.
 //  * Measures each iteration (period, compute time, bytes per peer, overlap start) either from
 //    explicit marks (BeginIteration/EndIteration) or, when the job sends no marks, by detecting
 //    the iteration period from the communication events themselves (period_detector.h).
 //    It reports a converged ProfileReport within `converge_max_iterations` iterations (10 by
 //    default), then again only when the profile changes significantly.
 //  * Receives Assignments (level, DSCP / traffic class, per-flow UDP source ports, NCCL env,
-//    epoch), applies only newer epochs, acks them, and hands them to the application through the
-//    callback and CurrentAssignment().
+//    epoch, state id), applies newer epochs (and, after an operator reset cruxd's state, the
+//    first assignment of the new state: see Assignment::state_id), acks them, and hands them to
+//    the application through the callback and CurrentAssignment().
 //  * Fail-static: when the daemon is unreachable the last assignment stays in force, the client
 //    reconnects with exponential backoff, and the training step is never blocked or slowed.
 //
-// Threads: Start() creates one background thread that owns the ZeroMQ socket. The hot-path
+// Identity: the connection uses a random, unguessable ZeroMQ routing id drawn at Start() and kept
+// for the client's life (reconnects keep it); it is never derived from the job id.
+//
+// Threads: Start() creates one background thread that owns the ZeroMQ socket and drives the
+// protocol logic (a sans-I/O session, client_lib/src/session.h). The hot-path
 // calls (BeginIteration, EndIteration, ComputeEnd, CommStart, CommEnd, RecordComm) are
 // thread-safe, lock-free and wait-free in practice: they take a timestamp and push a 40-byte
 // event into a preallocated ring; they never block and never allocate. When the ring is full the
@@ -99,7 +105,7 @@ struct ClientOptions {
   // Transport behaviour.
   int64_t call_timeout_ms = 2000;    // A request without reply in this time = disconnected.
   int64_t reconnect_min_ms = 100;    // Backoff of re-registration attempts: min ...
-  int64_t reconnect_max_ms = 10000;  // ... doubling up to max.
+  int64_t reconnect_max_ms = 10000;  // ... doubling up to max (each delay x [0.8, 1] jitter).
   int64_t poll_interval_ms = 5;      // Background thread tick.
   bool end_job_on_close = true;      // Send EndJob when the client is closed.
 
@@ -118,6 +124,7 @@ struct FlowPin {
 
 // What the daemon decided for the job.
 struct CRUX_CLIENT_EXPORT Assignment {
+  // Strictly increasing per daemon state. Epochs are ordered only within one state_id.
   uint64_t epoch = 0;
   uint32_t level = 0;          // Hardware priority level, 0 = highest.
   uint32_t dscp = 0;           // 0-63.
@@ -127,6 +134,10 @@ struct CRUX_CLIENT_EXPORT Assignment {
   std::map<std::string, std::string> nccl_env;  // E.g. NCCL_IB_TC.
   int64_t received_unix_ns = 0;
   int64_t sent_unix_ns = 0;  // Daemon clock when sent.
+  // Id of the daemon's persistent state (0 from daemons that send none). A different state_id
+  // than the applied assignment's means an operator reset cruxd's state: that assignment is
+  // applied although its epoch may be lower (epochs restart at 1).
+  uint64_t state_id = 0;
 
   // The UDP source port pinned for src_nic -> dst_nic, or 0.
   uint16_t UdpSportFor(const std::string& src_nic, const std::string& dst_nic) const;
@@ -158,11 +169,18 @@ struct ClientStats {
   uint64_t reports_sent = 0;     // ProfileReports acknowledged.
   uint64_t heartbeats_sent = 0;  // Heartbeats acknowledged.
   uint64_t assignments_applied = 0;
-  uint64_t assignments_stale = 0;  // Pushes with an epoch not newer than the applied one.
+  uint64_t assignments_stale = 0;  // Pushes not newer than the applied one (same state).
   uint64_t events_dropped = 0;     // Hot-path events lost to a full ring.
   uint64_t iterations = 0;         // Iterations measured (marked or detected).
   uint64_t lease_ms = 0;           // Granted lease.
   std::string last_error;          // Last transport / daemon error, "" if none.
+  // Assignments applied across a daemon state reset (state_id changed, epochs restarted).
+  uint64_t state_resets = 0;
+  // Re-registrations because cruxd bound the job to another connection (PERMISSION_DENIED).
+  uint64_t rebinds = 0;
+  // Registrations refused with RESOURCE_EXHAUSTED (a per-connection / per-key job quota); they
+  // are retried with backoff like any refusal (also in register_failures and last_error).
+  uint64_t quota_refusals = 0;
 };
 
 using AssignmentCallback = std::function<void(const Assignment&)>;
@@ -208,15 +226,32 @@ class CRUX_CLIENT_EXPORT Client {
 
   // The applied assignment (kept while the daemon is unreachable), if any.
   std::optional<Assignment> CurrentAssignment() const;
-  // Waits up to `timeout_ms` for an assignment with an epoch > `after_epoch`.
+  // Waits up to `timeout_ms` for an assignment with an epoch > `after_epoch` and returns it
+  // (nullopt on timeout or when closed). Across a daemon state reset (epochs restart at 1) it
+  // does not hang: it also returns the current assignment when that one was applied across a
+  // reset during the wait, and, once any reset happened, when the current epoch is below
+  // `after_epoch` (the caller's epoch then belongs to an earlier daemon state). A caller that
+  // remembers both numbers of the assignment it has should use the overload below, which is
+  // exact.
   std::optional<Assignment> WaitForAssignment(uint64_t after_epoch, int64_t timeout_ms) const;
+  // Waits up to `timeout_ms` for an assignment newer than the one with (`after_epoch`,
+  // `after_state_id`): a different state_id, or the same one and a greater epoch. (0, 0) waits
+  // for any assignment (from daemons that send state ids).
+  std::optional<Assignment> WaitForAssignment(uint64_t after_epoch, uint64_t after_state_id,
+                                              int64_t timeout_ms) const;
 
   // The last profile reported to the daemon, if any.
   std::optional<Profile> LastReportedProfile() const;
   ClientStats Stats() const;
+  // Waits up to `timeout_ms` until `pred(Stats())` holds; returns whether it did. `pred` is
+  // evaluated on the calling thread, without any library lock held, whenever the background
+  // thread changes the stats (registration, replies, iterations, errors; not events_dropped),
+  // and once more at the deadline or when the client is closed. E.g. a launcher waiting for the
+  // registration: WaitForStats([](const ClientStats& s) { return s.registered; }, 5000).
+  bool WaitForStats(const std::function<bool(const ClientStats&)>& pred, int64_t timeout_ms) const;
 
   // Stops the background thread (sends EndJob first when end_job_on_close and registered,
-  // waiting at most call_timeout_ms; a request in flight may add another call_timeout_ms).
+  // waiting at most call_timeout_ms; a request in flight is abandoned).
   // Idempotent. Called from the callback or enforcer it only requests the stop (the thread
   // cannot join itself); the client must not be destroyed from there.
   void Close();

@@ -54,6 +54,8 @@ typedef struct crux_assignment_info {
   uint32_t dscp;
   uint32_t traffic_class; /* dscp << 2. */
   uint32_t num_flows;
+  /* Appended: id of the daemon's state the epoch belongs to (0 from daemons without one). */
+  uint64_t state_id;
 } crux_assignment_info;
 
 typedef void (*crux_assignment_cb)(void* user, const crux_assignment_info* info);
@@ -84,9 +86,17 @@ CRUX_CLIENT_EXPORT int64_t crux_now_ns(void);
 
 /* 1 and *info filled when an assignment is applied, 0 when none yet. */
 CRUX_CLIENT_EXPORT int crux_client_assignment(crux_client* client, crux_assignment_info* info);
-/* Waits up to timeout_ms for an assignment newer than after_epoch: 1 (filled) or 0. */
+/* Waits up to timeout_ms for an assignment newer than after_epoch: 1 (filled) or 0. After a
+ * daemon state reset (epochs restart at 1) it also returns the assignment applied across the
+ * reset (see Client::WaitForAssignment in client.h); prefer crux_client_wait_newer_assignment. */
 CRUX_CLIENT_EXPORT int crux_client_wait_assignment(crux_client* client, uint64_t after_epoch,
                                                    int64_t timeout_ms, crux_assignment_info* info);
+/* Waits up to timeout_ms for an assignment newer than (after_epoch, after_state_id): another
+ * state_id, or the same one with a greater epoch. 1 (filled) or 0. */
+CRUX_CLIENT_EXPORT int crux_client_wait_newer_assignment(crux_client* client, uint64_t after_epoch,
+                                                         uint64_t after_state_id,
+                                                         int64_t timeout_ms,
+                                                         crux_assignment_info* info);
 /* Pinned UDP source port of src_nic -> dst_nic in the current assignment, 0 if none. */
 CRUX_CLIENT_EXPORT uint16_t crux_client_udp_sport(crux_client* client, const char* src_nic,
                                                   const char* dst_nic);
