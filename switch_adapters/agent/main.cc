@@ -1,19 +1,26 @@
-// crux-switch-agent: command line and wiring only (logic: switch_agent.h, backends: adapter.h).
+// crux-switch-agent: command line and wiring only (logic: switch_agent.h; backends: the registry,
+// builtin_backends.h, whose parameters become options here).
+//
+// Exit status: 0 after SIGINT/SIGTERM; kExitUsage (2) for a bad command line or backend
+// configuration; kExitRefusedByDaemon (78, EX_CONFIG) when cruxd refuses the switch name or this
+// agent's key (UNKNOWN_HOST / PERMISSION_DENIED); 1 for an internal error. The systemd unit does
+// not restart on 2 or 78 (RestartPreventExitStatus=).
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "crux/protocol/curve.h"
 #include "crux/protocol/transport_context.h"
-#include "crux/switch_adapters/file_adapter.h"
-#include "crux/switch_adapters/log_adapter.h"
-#include "crux/switch_adapters/sonic_adapter.h"
+#include "crux/switch_adapters/builtin_backends.h"
 #include "switch_agent.h"
 
 namespace {
@@ -26,36 +33,60 @@ extern "C" void OnSignal(int) { g_stop.store(true); }
 int main(int argc, char** argv) {
   using crux::core::Duration;
   namespace sa = crux::switch_adapters;
+  const sa::BackendRegistry& backends = sa::BuiltinBackends();
+
   CLI::App app{"crux-switch-agent: applies cruxd's QoS pushes to this switch"};
-  std::string name, daemon, backend = "sonic", redis_socket, redis_host = "127.0.0.1", state_dir;
+  std::string name, daemon, backend = backends.Names().empty() ? "" : backends.Names().front();
   std::string log_level = "info";
-  int redis_port = 6379, hello_ms = 5000, timeout_ms = 2000, redis_timeout_ms = 1000;
-  std::vector<std::string> ports;
-  bool no_pfc = false, insecure = false;
+  int hello_ms = 5000, timeout_ms = 2000, reconcile_ms = 10000;
+  bool insecure = false;
   std::string server_key, client_key;
   app.add_option("--switch-name", name, "Topology node name of this switch")->required();
   app.add_option("--daemon", daemon, "cruxd switch endpoint, e.g. tcp://10.0.0.1:7071")->required();
-  app.add_option("--backend", backend, "sonic | file | log")
-      ->check(CLI::IsMember({"sonic", "file", "log"}));
-  app.add_option("--redis-socket", redis_socket, "CONFIG_DB unix socket (sonic)");
-  app.add_option("--redis-host", redis_host, "CONFIG_DB host (sonic, without --redis-socket)");
-  app.add_option("--redis-port", redis_port, "CONFIG_DB port");
-  app.add_option("--redis-timeout-ms", redis_timeout_ms, "Connect/command timeout (sonic)");
-  app.add_option("--ports", ports, "Ports to program (sonic), e.g. Ethernet0,Ethernet4")
-      ->delimiter(',');
-  app.add_flag("--no-pfc", no_pfc, "Never write pfc_enable (sonic)");
-  app.add_option("--state-dir", state_dir, "Directory of the JSON state files (file)");
-  app.add_option("--hello-interval-ms", hello_ms, "Hello / liveness period");
-  app.add_option("--call-timeout-ms", timeout_ms, "Reply timeout for calls to cruxd");
+  const std::vector<std::string> backend_names = backends.Names();
+  std::string backend_help = "Backend:";
+  for (const sa::Backend& b : backends.backends()) {
+    backend_help += " " + b.name + " (" + b.summary + ");";
+  }
+  app.add_option("--backend", backend, backend_help)->check(CLI::IsMember(backend_names));
+  app.add_option("--hello-interval-ms", hello_ms, "Hello / liveness period")
+      ->check(CLI::Range(1, 3600000));
+  app.add_option("--call-timeout-ms", timeout_ms, "Reply timeout for calls to cruxd")
+      ->check(CLI::Range(1, 600000));
+  app.add_option("--reconcile-period-ms", reconcile_ms,
+                 "Re-apply the desired state this often (repairs drift; no writes when in sync)")
+      ->check(CLI::Range(1, 86400000));
   app.add_option("--server-key", server_key, "cruxd public key file (.pub) for CurveZMQ");
   app.add_option("--client-key", client_key, "own secret key file (.key, mode 0600)");
   app.add_flag("--insecure", insecure, "plain ZeroMQ without CURVE (labs only)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
-  CLI11_PARSE(app, argc, argv);
+
+  // Every backend's parameters, as options (a name shared by two backends is one option).
+  std::map<std::string, std::string> values;
+  std::map<std::string, CLI::Option*> given;
+  std::map<std::string, bool> flags;
+  for (const sa::Backend& b : backends.backends()) {
+    for (const sa::BackendParam& p : b.params) {
+      if (given.count(p.name)) continue;
+      const std::string help = p.help + " (" + b.name + ")" +
+                               (p.default_value.empty() ? "" : "; default " + p.default_value);
+      if (p.flag) {
+        given[p.name] = app.add_flag("--" + p.name, flags[p.name], help);
+      } else {
+        given[p.name] = app.add_option("--" + p.name, values[p.name], help);
+      }
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : sa::kExitUsage;
+  }
   spdlog::set_level(spdlog::level::from_str(log_level));
   auto bad = [](const std::string& msg) {
     std::fprintf(stderr, "crux-switch-agent: %s\n", msg.c_str());
-    return 2;
+    return sa::kExitUsage;
   };
 
   sa::AgentOptions options;
@@ -74,58 +105,46 @@ int main(int argc, char** argv) {
     return bad("either --server-key and --client-key (CurveZMQ) or --insecure is required");
   }
 
-  std::unique_ptr<sa::SwitchAdapter> adapter;
-  if (backend == "sonic") {
-    sa::SonicOptions o;
-    o.switch_name = name;
-    o.unix_socket = redis_socket;
-    o.host = redis_host;
-    o.port = redis_port;
-    o.ports = ports;
-    o.manage_pfc = !no_pfc;
-    o.connect_timeout = Duration::Millis(redis_timeout_ms);
-    o.command_timeout = Duration::Millis(redis_timeout_ms);
-    auto a = sa::SonicAdapter::Create(o);
-    if (!a.ok()) {
-      std::fprintf(stderr, "crux-switch-agent: %s\n", a.status().ToString().c_str());
-      return 2;
-    }
-    adapter = std::move(a).value();
-  } else if (backend == "file") {
-    auto a = sa::FileAdapter::Create({state_dir, name});
-    if (!a.ok()) {
-      std::fprintf(stderr, "crux-switch-agent: %s\n", a.status().ToString().c_str());
-      return 2;
-    }
-    adapter = std::move(a).value();
-  } else {
-    adapter = std::make_unique<sa::LogAdapter>(name);
+  sa::BackendConfig config;
+  config.switch_name = name;
+  for (const auto& [param, option] : given) {
+    if (option->count() == 0) continue;
+    config.params[param] = flags.count(param) ? (flags[param] ? "true" : "false") : values[param];
   }
-  if (crux::core::Status h = adapter->Health(); !h.ok()) {
-    spdlog::warn("backend {} not healthy yet (will retry on apply): {}", backend, h.ToString());
+  auto adapter = backends.Create(backend, config);
+  if (!adapter.ok()) return bad(adapter.status().ToString());
+  if (crux::core::Status h = (*adapter)->Health(); !h.ok()) {
+    spdlog::warn("backend {} not healthy yet (the agent retries): {}", backend, h.ToString());
   }
 
   options.switch_name = name;
-  options.client.endpoint = daemon;
-  options.client.routing_id = "switch:" + name;
+  options.client.endpoint = daemon;  // Routing id: left empty, DealerClient draws a random one.
   options.hello_interval = Duration::Millis(hello_ms);
   options.call_timeout = Duration::Millis(timeout_ms);
+  options.reconcile_period = Duration::Millis(reconcile_ms);
+  std::random_device rd;  // Jitter seeds: agents restarting together do not retry in lock-step.
+  options.daemon_backoff.seed = (static_cast<uint64_t>(rd()) << 32) | rd();
+  options.device_backoff.seed = (static_cast<uint64_t>(rd()) << 32) | rd();
   crux::protocol::TransportContext ctx;
   int rc = 0;
   {
-    sa::SwitchAgent agent(options, ctx, *adapter);
-    if (crux::core::Status s = agent.Start(); !s.ok()) {
-      std::fprintf(stderr, "crux-switch-agent: %s\n", s.ToString().c_str());
-      return 2;
-    }
+    sa::SwitchAgent agent(options, ctx, **adapter);
+    if (crux::core::Status s = agent.Start(); !s.ok()) return bad(s.ToString());
     std::signal(SIGINT, OnSignal);
     std::signal(SIGTERM, OnSignal);
-    spdlog::info("crux-switch-agent {} ({} backend) -> {}", name, backend, daemon);
+    spdlog::info("crux-switch-agent {} ({} backend) -> {}, reconcile every {} ms", name, backend,
+                 daemon, reconcile_ms);
     if (crux::core::Status s = agent.Run(g_stop); !s.ok()) {
-      spdlog::error("{}", s.ToString());
-      rc = 1;
+      if (agent.fatal()) {
+        std::fprintf(stderr, "crux-switch-agent: fatal configuration error: %s\n",
+                     agent.fatal()->message().c_str());
+        rc = sa::kExitRefusedByDaemon;
+      } else {
+        spdlog::error("{}", s.ToString());
+        rc = 1;
+      }
     }
   }
-  spdlog::info("crux-switch-agent stopped");
+  spdlog::info("crux-switch-agent stopped (exit status {})", rc);
   return rc;
 }

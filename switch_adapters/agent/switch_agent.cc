@@ -14,6 +14,21 @@ using core::Duration;
 using core::Result;
 using core::Status;
 
+namespace {
+
+std::string Ms(Duration d) { return std::to_string(d.nanos() / 1000000) + " ms"; }
+
+// The first few operations of an apply, for the log.
+std::string Summary(const std::vector<std::string>& ops) {
+  constexpr size_t kShown = 4;
+  std::string out;
+  for (size_t i = 0; i < ops.size() && i < kShown; ++i) out += (i ? "; " : "") + ops[i];
+  if (ops.size() > kShown) out += "; ... (" + std::to_string(ops.size() - kShown) + " more)";
+  return out;
+}
+
+}  // namespace
+
 Status ValidateAgentOptions(const AgentOptions& o) {
   if (o.switch_name.empty()) return core::InvalidArgumentError("agent.switch_name: required");
   if (o.client.endpoint.empty()) return core::InvalidArgumentError("agent.daemon: required");
@@ -23,11 +38,17 @@ Status ValidateAgentOptions(const AgentOptions& o) {
   if (o.hello_interval <= Duration::Zero()) {
     return core::InvalidArgumentError("agent.hello_interval: must be > 0");
   }
-  if (o.initial_backoff <= Duration::Zero() || o.max_backoff < o.initial_backoff) {
-    return core::InvalidArgumentError(
-        "agent.initial_backoff/max_backoff: need 0 < initial_backoff <= max_backoff");
+  if (o.reconcile_period <= Duration::Zero()) {
+    return core::InvalidArgumentError("agent.reconcile_period: must be > 0");
   }
   if (o.poll <= Duration::Zero()) return core::InvalidArgumentError("agent.poll: must be > 0");
+  for (const auto& [name, b] :
+       {std::pair<const char*, const core::BackoffOptions&>{"daemon_", o.daemon_backoff},
+        {"device_", o.device_backoff}}) {
+    if (Status s = core::ValidateBackoffOptions(b); !s.ok()) {
+      return Status(s.code(), std::string("agent.") + name + s.message());
+    }
+  }
   return Status::Ok();
 }
 
@@ -37,27 +58,31 @@ SwitchAgent::SwitchAgent(AgentOptions options, protocol::TransportContext& ctx,
       ctx_(ctx),
       adapter_(adapter),
       clock_(clock),
-      backoff_(options_.initial_backoff) {}
+      daemon_backoff_(options_.daemon_backoff),
+      device_backoff_(options_.device_backoff) {}
 
 SwitchAgent::~SwitchAgent() = default;
 
 Status SwitchAgent::Start() {
   CRUX_RETURN_IF_ERROR(ValidateAgentOptions(options_));
+  caps_ = adapter_.capabilities();
   CRUX_ASSIGN_OR_RETURN(client_, protocol::DealerClient::Connect(ctx_, options_.client));
+  worker_ = std::make_unique<DeviceWorker>(adapter_);
   next_hello_ = clock_.Now();
   return Status::Ok();
 }
 
 void SwitchAgent::MarkAway(const std::string& why) {
+  const Duration wait = daemon_backoff_.Next();
   if (connected_) {
-    spdlog::warn("cruxd at {} is away: {}", options_.client.endpoint, why);
+    spdlog::warn("cruxd at {} is away: {} (hello again in {})", options_.client.endpoint, why,
+                 Ms(wait));
   } else if (counters_.hellos_acked == 0 && counters_.hellos_sent == 1) {
     spdlog::warn("cruxd at {} not answering yet ({}); retrying with backoff",
                  options_.client.endpoint, why);
   }
   connected_ = false;
-  next_hello_ = clock_.Now() + backoff_;
-  backoff_ = std::min(options_.max_backoff, backoff_ + backoff_);
+  next_hello_ = clock_.Now() + wait;
 }
 
 void SwitchAgent::SendHello() {
@@ -66,13 +91,13 @@ void SwitchAgent::SendHello() {
   h->set_switch_name(options_.switch_name);
   h->set_agent_version(options_.agent_version);
   h->set_applied_epoch(applied_epoch_);
-  const Capabilities caps = adapter_.capabilities();
+  h->set_applied_state_id(applied_state_id_);
   v1::SwitchCapabilities* c = h->mutable_capabilities();
-  c->set_queues(static_cast<uint32_t>(caps.queues));
-  c->set_strict_priority(caps.strict_priority);
-  c->set_dwrr(caps.dwrr);
-  c->set_pbr_redirect(caps.pbr_redirect);
-  c->add_backends(caps.backend);
+  c->set_queues(static_cast<uint32_t>(caps_.queues));
+  c->set_strict_priority(caps_.strict_priority);
+  c->set_dwrr(caps_.dwrr);
+  c->set_pbr_redirect(caps_.pbr_redirect);
+  c->add_backends(caps_.backend);
   ++counters_.hellos_sent;
   Result<v1::Envelope> reply = client_->Call(env, options_.call_timeout);
   if (!reply.ok()) {
@@ -80,8 +105,20 @@ void SwitchAgent::SendHello() {
     return;
   }
   if (reply->has_error()) {
-    // The daemon is there but refuses us (unknown switch name): keep trying slowly and say why.
+    const v1::ErrorCode code = reply->error().code();
     last_error_ = "hello refused: " + protocol::StatusFromError(reply->error()).ToString();
+    if (code == v1::ERROR_CODE_UNKNOWN_HOST || code == v1::ERROR_CODE_PERMISSION_DENIED) {
+      // Configuration, not a transient state: retrying would loop forever without a word.
+      fatal_ = core::FailedPreconditionError(
+          "cruxd at " + options_.client.endpoint + " refused switch '" + options_.switch_name +
+          "' (" + std::string(protocol::ErrorCodeName(code)) + "): " + reply->error().message() +
+          (code == v1::ERROR_CODE_UNKNOWN_HOST
+               ? " -- check --switch-name against cruxd's topology"
+               : " -- check that this agent's key may speak for the switch"));
+      spdlog::critical("{}; not retrying", fatal_->message());
+      return;
+    }
+    // The daemon is there but refuses for now (e.g. shutting down): keep trying with backoff.
     spdlog::error("{}", last_error_);
     MarkAway(last_error_);
     return;
@@ -89,90 +126,168 @@ void SwitchAgent::SendHello() {
   ++counters_.hellos_acked;
   if (!connected_) {
     ++counters_.reconnects;
-    spdlog::info("connected to cruxd at {} as switch {} (applied epoch {})",
-                 options_.client.endpoint, options_.switch_name, applied_epoch_);
+    spdlog::info("connected to cruxd at {} as switch {} (applied epoch {}, state id {})",
+                 options_.client.endpoint, options_.switch_name, applied_epoch_, applied_state_id_);
   }
   connected_ = true;
-  backoff_ = options_.initial_backoff;
+  daemon_backoff_.Reset();
   next_hello_ = clock_.Now() + options_.hello_interval;
 }
 
-void SwitchAgent::ApplyAndReport(const core::SwitchQosState& state, uint64_t epoch) {
+void SwitchAgent::Report(v1::Envelope env) {
+  Result<v1::Envelope> reply = client_->Call(env, options_.call_timeout);
+  if (!reply.ok()) {
+    MarkAway(reply.status().message());
+    return;
+  }
+  if (reply->has_error()) {
+    spdlog::warn("cruxd refused our SwitchApplied: {}",
+                 protocol::StatusFromError(reply->error()).ToString());
+    // A restarted cruxd that has not seen our hello yet: introduce ourselves now.
+    if (reply->error().code() == v1::ERROR_CODE_NOT_FOUND) next_hello_ = clock_.Now();
+  }
+}
+
+void SwitchAgent::Refuse(const v1::SwitchQosState& push, const std::string& error) {
+  ++counters_.bad_pushes;
+  spdlog::error("rejected push of epoch {}: {}", push.epoch(), error);
   v1::Envelope env = protocol::NewEnvelope();
   v1::SwitchApplied* a = env.mutable_switch_applied();
   a->set_switch_name(options_.switch_name);
-  a->set_epoch(epoch);
-  Result<ApplyResult> r = adapter_.Apply(state);
-  if (r.ok()) {
-    ++counters_.applies_ok;
-    applied_epoch_ = std::max(applied_epoch_, epoch);
-    pending_.reset();
-    last_error_.clear();
-    a->set_ok(true);
-    Result<core::SwitchQosState> back = adapter_.ReadBack();
-    *a->mutable_state() = protocol::SwitchQosStateToProto(back.ok() ? *back : state, epoch);
-    spdlog::info("applied epoch {} ({} writes, {} deletes, {} attempts)", epoch, r->writes,
-                 r->deletes, r->attempts);
-  } else {
-    ++counters_.applies_failed;
-    last_error_ = r.status().ToString();
-    pending_ = std::make_pair(state, epoch);
-    a->set_ok(false);
-    a->set_error(last_error_);
-    spdlog::error("apply of epoch {} failed (will retry): {}", epoch, last_error_);
-  }
-  Result<v1::Envelope> reply = client_->Call(env, options_.call_timeout);
-  if (!reply.ok()) MarkAway(reply.status().message());
+  a->set_epoch(push.epoch());
+  a->set_ok(false);
+  a->set_error(error);
+  Report(std::move(env));
 }
 
 void SwitchAgent::HandlePush(const v1::SwitchQosState& push) {
   ++counters_.pushes;
   Result<core::SwitchQosState> state = protocol::SwitchQosStateFromProto(push);
-  std::string error;
-  if (!state.ok()) {
-    error = state.status().ToString();
-  } else if (state->switch_name != options_.switch_name) {
-    error = "switch_state.switch_name: '" + state->switch_name + "' is not this switch ('" +
-            options_.switch_name + "')";
-  } else if (push.epoch() != 0 && push.epoch() < applied_epoch_) {
-    spdlog::info("ignoring stale push of epoch {} (applied {})", push.epoch(), applied_epoch_);
+  if (!state.ok()) return Refuse(push, state.status().ToString());
+  if (state->switch_name != options_.switch_name) {
+    return Refuse(push, "switch_state.switch_name: '" + state->switch_name +
+                            "' is not this switch ('" + options_.switch_name + "')");
+  }
+  if (Status s = CheckCapabilities(caps_, *state); !s.ok()) return Refuse(push, s.ToString());
+  // Accept when newer, or from another daemon state (a reset starts a new epoch sequence).
+  if (desired_ && push.epoch() <= desired_->epoch && push.state_id() == desired_->state_id) {
+    ++counters_.stale_pushes;
+    spdlog::debug("ignoring push of epoch {} (state id {}): already have epoch {}", push.epoch(),
+                  push.state_id(), desired_->epoch);
     return;
   }
-  if (!error.empty()) {
-    ++counters_.bad_pushes;
-    last_error_ = error;
-    spdlog::error("rejected push of epoch {}: {}", push.epoch(), error);
-    v1::Envelope env = protocol::NewEnvelope();
-    v1::SwitchApplied* a = env.mutable_switch_applied();
-    a->set_switch_name(options_.switch_name);
-    a->set_epoch(push.epoch());
+  if (desired_ && push.state_id() != desired_->state_id) {
+    spdlog::info("cruxd state id changed ({} -> {}): accepting epoch {} after epoch {}",
+                 desired_->state_id, push.state_id(), push.epoch(), desired_->epoch);
+  }
+  desired_ = Desired{*std::move(state), push.epoch(), push.state_id(), false};
+  dirty_ = true;
+  device_failed_ = false;
+  device_backoff_.Reset();
+}
+
+void SwitchAgent::MaybeStartDeviceWork() {
+  if (!desired_ || in_flight_ || fatal_) return;
+  if (!dirty_ && clock_.Now() < next_device_) return;
+  InFlight f{desired_->epoch, desired_->state_id, desired_->applied_once};
+  DeviceWorker::Job job;
+  job.id = ++next_job_id_;
+  job.state = desired_->state;
+  // A push's report carries the state read back; a reconcile needs it only when it repaired.
+  job.read_back =
+      f.reconcile ? DeviceWorker::ReadBackWhen::kIfChanged : DeviceWorker::ReadBackWhen::kAlways;
+  worker_->Submit(std::move(job));
+  in_flight_ = f;
+  dirty_ = false;
+}
+
+void SwitchAgent::TakeDeviceOutcome() {
+  if (!in_flight_) return;
+  std::optional<DeviceWorker::Done> done = worker_->TakeDone();
+  if (!done) return;
+  const InFlight f = *in_flight_;
+  in_flight_.reset();
+  // Whether the outcome is about the state still desired (no newer push meanwhile).
+  const bool current = desired_ && desired_->epoch == f.epoch && desired_->state_id == f.state_id;
+  const bool was_failed = device_failed_;
+
+  v1::Envelope env = protocol::NewEnvelope();
+  v1::SwitchApplied* a = env.mutable_switch_applied();
+  a->set_switch_name(options_.switch_name);
+  a->set_epoch(f.epoch);
+  a->set_reconcile(f.reconcile);
+
+  if (!done->applied.ok()) {
+    last_error_ = done->applied.status().ToString();
+    ++(f.reconcile ? counters_.reconciles_failed : counters_.applies_failed);
+    std::string next = "replaced by a newer push";
+    if (current) {
+      device_failed_ = true;
+      const Duration wait = device_backoff_.Next();
+      next_device_ = clock_.Now() + wait;
+      next = "retry " + std::to_string(device_backoff_.attempts()) + " in " + Ms(wait);
+    }
+    spdlog::error("{} of epoch {} failed ({}): {}", f.reconcile ? "reconcile" : "apply", f.epoch,
+                  next, last_error_);
     a->set_ok(false);
-    a->set_error(error);
-    Result<v1::Envelope> reply = client_->Call(env, options_.call_timeout);
-    if (!reply.ok()) MarkAway(reply.status().message());
+    a->set_error(last_error_);
+    Report(std::move(env));
     return;
   }
-  ApplyAndReport(*state, push.epoch());
+
+  const ApplyResult& r = *done->applied;
+  if (current) {
+    device_failed_ = false;
+    device_backoff_.Reset();
+    next_device_ = clock_.Now() + options_.reconcile_period;
+    desired_->applied_once = true;
+    last_error_.clear();
+  }
+  if (f.reconcile) {
+    ++counters_.reconciles;
+    if (r.changed()) {
+      ++counters_.drift_repairs;
+      counters_.drifted_fields += static_cast<uint64_t>(r.differing());
+      spdlog::warn("reconcile: {} field(s) of switch {} had drifted from epoch {}; repaired: {}",
+                   r.differing(), options_.switch_name, f.epoch, Summary(r.operations));
+    } else if (!was_failed) {
+      return;  // In sync: nothing to report.
+    }
+    a->set_drifted_fields(static_cast<uint32_t>(r.differing()));
+  } else {
+    ++counters_.applies_ok;
+    applied_epoch_ = f.epoch;
+    applied_state_id_ = f.state_id;
+    spdlog::info("applied epoch {} ({} writes, {} deletes)", f.epoch, r.writes, r.deletes);
+  }
+  a->set_ok(true);
+  const core::SwitchQosState* shown = nullptr;
+  if (done->read_back && done->read_back->ok()) shown = &done->read_back->value();
+  if (shown == nullptr && desired_ && current) shown = &desired_->state;
+  if (shown != nullptr) {
+    *a->mutable_state() = protocol::SwitchQosStateToProto(*shown, f.epoch);
+    a->mutable_state()->set_state_id(f.state_id);
+  }
+  Report(std::move(env));
 }
 
 Status SwitchAgent::RunOnce() {
   if (!client_) return core::FailedPreconditionError("SwitchAgent::RunOnce before Start");
+  if (fatal_) return *fatal_;
   if (clock_.Now() >= next_hello_) {
     SendHello();
-    if (connected_ && pending_) {
-      auto [state, epoch] = *pending_;
-      ApplyAndReport(state, epoch);
-    }
+    if (fatal_) return *fatal_;
   }
+  TakeDeviceOutcome();
+  MaybeStartDeviceWork();
   Result<std::optional<v1::Envelope>> msg = client_->Receive(options_.poll);
   if (!msg.ok()) {
     MarkAway(msg.status().message());
     return Status::Ok();
   }
-  if (!msg->has_value()) return Status::Ok();
-  const v1::Envelope& env = **msg;
-  if (env.has_switch_state()) {
-    HandlePush(env.switch_state());
+  if (msg->has_value() && (*msg)->has_switch_state()) {
+    HandlePush((*msg)->switch_state());
+    MaybeStartDeviceWork();  // A new push goes to the device at once.
   }
   // Late replies (acks of earlier calls) and other bodies are ignored.
   return Status::Ok();

@@ -1,18 +1,38 @@
 // SwitchAgent: the logic of crux-switch-agent, the small daemon that runs on (or next to) a
-// switch. It connects to cruxd with a ZeroMQ DEALER (protocol/client.h), introduces itself with a
-// SwitchHello (name, capabilities, last applied epoch), applies every SwitchQosState push through
-// a SwitchAdapter backend and answers with a SwitchApplied (ok + the state read back from the
-// device, or the error).
+// switch. It connects to cruxd with a ZeroMQ DEALER (protocol/client.h; random routing id),
+// introduces itself with a SwitchHello (name, the backend's capabilities, the epoch and state id
+// it last applied), and keeps the device holding the desired state cruxd pushes (SwitchQosState),
+// reporting each outcome in a SwitchApplied.
 //
-// Liveness: the hello is repeated every `hello_interval` while the daemon answers (a restarted
-// daemon thus re-learns the switch and re-pushes if it is ahead); when a call times out the agent
-// marks the daemon away and retries the hello with exponential backoff (initial_backoff doubling
-// up to max_backoff). While the daemon is away the device keeps the last applied state: the agent
-// never clears or rewrites it on its own. A push that fails to apply (device down) is reported
-// and retried at the next hello tick until it succeeds or a newer push replaces it.
+// A reconciler (SONiC swss style):
+//   * Device calls run on a thread of their own (device_worker.h). The loop never waits for the
+//     device: while Redis is stalled, hellos, pushes and replies keep flowing.
+//   * A push is accepted when its epoch is above the last accepted one OR its state_id differs
+//     (cruxd's state was reset and a new epoch sequence started; proto/crux/v1/switch.proto).
+//     Anything else is a stale or duplicate push and is ignored. A push for another switch, a
+//     malformed one, or one the backend cannot enforce (CheckCapabilities) is refused with a
+//     SwitchApplied error and never reaches the device.
+//   * The accepted state is applied at once. A failed apply is reported and retried with
+//     core::ExponentialBackoff (`device_backoff`, unbounded) until it succeeds or a newer push
+//     replaces it. The backend itself never retries.
+//   * Once applied, the state is re-applied every `reconcile_period`. Apply is idempotent, so a
+//     device that did not drift costs only reads (zero writes). A reconcile that found drift (a
+//     hand edit, a FLUSHDB, a restarted empty Redis) repairs it and is reported with
+//     `reconcile = true` and `drifted_fields` = the fields that differed; a failed reconcile is
+//     reported and retried like a failed push; a reconcile without drift is not reported, unless
+//     it ends a failure.
+//   * cruxd away: a call that times out marks it away and the hello is retried with
+//     core::ExponentialBackoff (`daemon_backoff`); the device keeps its state and the reconciler
+//     keeps it there. A SwitchApplied answered NOT_FOUND (a restarted cruxd that has not seen our
+//     hello yet) triggers a hello at once.
+//   * Fatal configuration: a hello refused with UNKNOWN_HOST (not a switch of cruxd's topology) or
+//     PERMISSION_DENIED (this agent's key may not speak for the switch) is not retried. RunOnce()
+//     returns kFailedPrecondition, fatal() holds the reason, and crux-switch-agent exits with
+//     kExitRefusedByDaemon (the systemd unit does not restart on it).
 //
-// Thread-safety: not thread-safe; Run()/RunOnce() on one thread. `stop` may be set from any
-// thread (or a signal handler).
+// Thread-safety: not thread-safe; Start()/Run()/RunOnce() and the accessors on one thread. `stop`
+// may be set from any thread (or a signal handler). The adapter is used only on the device thread
+// between Start() and destruction; its capabilities() are read once, in Start().
 #ifndef CRUX_SWITCH_ADAPTERS_AGENT_SWITCH_AGENT_H_
 #define CRUX_SWITCH_ADAPTERS_AGENT_SWITCH_AGENT_H_
 
@@ -22,6 +42,7 @@
 #include <optional>
 #include <string>
 
+#include "crux/core/backoff.h"
 #include "crux/core/clock.h"
 #include "crux/core/qos.h"
 #include "crux/core/status.h"
@@ -30,31 +51,49 @@
 #include "crux/protocol/transport_context.h"
 #include "crux/switch_adapters/adapter.h"
 #include "crux/v1/switch.pb.h"
+#include "device_worker.h"
 
 namespace crux::switch_adapters {
 
+// Exit status of crux-switch-agent when cruxd refuses the switch (EX_CONFIG from sysexits.h):
+// the configuration must change, restarting cannot help (RestartPreventExitStatus= in the unit).
+inline constexpr int kExitRefusedByDaemon = 78;
+// Exit status for a bad command line or backend configuration (also not restarted).
+inline constexpr int kExitUsage = 2;
+
 struct AgentOptions {
   std::string switch_name;         // Topology node name; required.
-  protocol::ClientOptions client;  // client.endpoint required (e.g. "tcp://cruxd:7071").
+  protocol::ClientOptions client;  // client.endpoint required; leave client.routing_id empty.
   core::Duration call_timeout = core::Duration::Millis(2000);
   core::Duration hello_interval = core::Duration::Millis(5000);
-  core::Duration initial_backoff = core::Duration::Millis(200);
-  core::Duration max_backoff = core::Duration::Millis(10000);
+  // Hello retries while cruxd does not answer.
+  core::BackoffOptions daemon_backoff = {core::Duration::Millis(200), core::Duration::Millis(10000),
+                                         2, 0.2};
+  // Device re-applies after a failed apply (max_attempts 0: until it succeeds or is replaced).
+  core::BackoffOptions device_backoff = {core::Duration::Millis(200), core::Duration::Millis(10000),
+                                         2, 0.2};
+  // Re-apply of the applied state (drift repair). > 0.
+  core::Duration reconcile_period = core::Duration::Millis(10000);
   core::Duration poll = core::Duration::Millis(100);  // Longest wait of one RunOnce().
-  std::string agent_version = "crux-switch-agent/0.1";
+  std::string agent_version = "crux-switch-agent/0.2";
 };
 
-// Errors name the option ("agent.switch_name: required").
+// Errors name the option ("agent.switch_name: required", "agent.device_backoff.max: ...").
 core::Status ValidateAgentOptions(const AgentOptions& o);
 
 struct AgentCounters {
   uint64_t hellos_sent = 0;
   uint64_t hellos_acked = 0;
-  uint64_t pushes = 0;  // SwitchQosState pushes received.
-  uint64_t applies_ok = 0;
+  uint64_t pushes = 0;      // SwitchQosState pushes received.
+  uint64_t applies_ok = 0;  // Applies of pushed states (first apply and its retries).
   uint64_t applies_failed = 0;
-  uint64_t bad_pushes = 0;  // Rejected before reaching the device.
-  uint64_t reconnects = 0;  // Daemon away -> back transitions.
+  uint64_t reconciles = 0;  // Successful reconciles (re-applies of an applied state).
+  uint64_t reconciles_failed = 0;
+  uint64_t drift_repairs = 0;   // Reconciles that found and repaired drift.
+  uint64_t drifted_fields = 0;  // Sum of the fields they repaired.
+  uint64_t bad_pushes = 0;      // Refused before reaching the device.
+  uint64_t stale_pushes = 0;    // Ignored: epoch not above the accepted one, same state_id.
+  uint64_t reconnects = 0;      // Daemon away -> back transitions.
 };
 
 class SwitchAgent {
@@ -62,41 +101,72 @@ class SwitchAgent {
   // `adapter` and `ctx` must outlive the agent. Does not connect yet.
   SwitchAgent(AgentOptions options, protocol::TransportContext& ctx, SwitchAdapter& adapter,
               const core::Clock& clock = core::SteadyClock::Instance());
-  ~SwitchAgent();
+  ~SwitchAgent();  // Waits for a device call in progress (bounded by the backend's timeouts).
 
-  // Validates the options and creates the DEALER socket (connects in the background).
+  // Validates the options, reads the capabilities, starts the device thread and creates the
+  // DEALER socket (connects in the background).
   core::Status Start();
-  // One step: a due hello (or a due retry of a failed apply), then waits up to `poll` for one
-  // message and handles it. Errors only for broken invariants (transport errors are handled).
+  // One step: a due hello, the outcome of a finished device call (reported), a due device apply
+  // (retry or reconcile) handed to the device thread, then up to `poll` waiting for one message.
+  // Transport problems are handled inside; returns an error only before Start() or once fatal().
   core::Status RunOnce();
-  // RunOnce() until `stop` is true.
+  // RunOnce() until `stop` is true or a fatal error.
   core::Status Run(const std::atomic<bool>& stop);
 
   bool daemon_connected() const { return connected_; }
   uint64_t applied_epoch() const { return applied_epoch_; }
+  uint64_t applied_state_id() const { return applied_state_id_; }
+  bool device_busy() const { return in_flight_.has_value(); }
   const std::string& last_error() const { return last_error_; }
   const AgentCounters& counters() const { return counters_; }
+  // Why cruxd refused this switch (see the file comment); nullopt while not refused.
+  const std::optional<core::Status>& fatal() const { return fatal_; }
 
  private:
+  struct Desired {
+    core::SwitchQosState state;
+    uint64_t epoch = 0;
+    uint64_t state_id = 0;
+    bool applied_once = false;  // Later applies of it are reconciles.
+  };
+  struct InFlight {
+    uint64_t epoch = 0;
+    uint64_t state_id = 0;
+    bool reconcile = false;
+  };
+
   void SendHello();
   void HandlePush(const v1::SwitchQosState& push);
-  void ApplyAndReport(const core::SwitchQosState& state, uint64_t epoch);
+  void Refuse(const v1::SwitchQosState& push, const std::string& error);
+  void TakeDeviceOutcome();
+  void MaybeStartDeviceWork();
+  void Report(v1::Envelope env);
   void MarkAway(const std::string& why);
 
   AgentOptions options_;
   protocol::TransportContext& ctx_;
   SwitchAdapter& adapter_;
   const core::Clock& clock_;
+  Capabilities caps_;
   std::unique_ptr<protocol::DealerClient> client_;
 
   bool connected_ = false;
   core::Duration next_hello_;
-  core::Duration backoff_;
-  uint64_t applied_epoch_ = 0;
+  core::ExponentialBackoff daemon_backoff_;
+  uint64_t applied_epoch_ = 0;     // Last pushed state applied successfully.
+  uint64_t applied_state_id_ = 0;  // Its state_id.
   std::string last_error_;
-  // A push that failed to apply, retried at each hello tick.
-  std::optional<std::pair<core::SwitchQosState, uint64_t>> pending_;
+  std::optional<core::Status> fatal_;
+
+  std::optional<Desired> desired_;  // The last accepted push.
+  bool dirty_ = false;              // desired_ not handed to the device yet.
+  bool device_failed_ = false;      // The last device call for desired_ failed.
+  core::Duration next_device_;      // When a retry / reconcile of desired_ is due.
+  core::ExponentialBackoff device_backoff_;
+  std::optional<InFlight> in_flight_;
+  uint64_t next_job_id_ = 0;
   AgentCounters counters_;
+  std::unique_ptr<DeviceWorker> worker_;  // Last: destroyed (joined) first.
 };
 
 }  // namespace crux::switch_adapters

@@ -130,4 +130,22 @@ Status FileAdapter::Health() {
   return Status::Ok();
 }
 
+Backend FileBackend() {
+  Backend b;
+  b.name = "file";
+  b.summary = "atomic JSON file <state-dir>/<switch>.json per switch (GitOps)";
+  b.params = {{"state-dir", "Directory of the JSON state files; required", false, ""}};
+  b.create = [](const BackendConfig& c) -> Result<std::unique_ptr<SwitchAdapter>> {
+    FileOptions o;
+    o.directory = ParamString(c, "state-dir");
+    o.switch_name = c.switch_name;
+    if (o.directory.empty()) {
+      return core::InvalidArgumentError("--state-dir: required by the file backend");
+    }
+    CRUX_ASSIGN_OR_RETURN(auto adapter, FileAdapter::Create(std::move(o)));
+    return std::unique_ptr<SwitchAdapter>(std::move(adapter));
+  };
+  return b;
+}
+
 }  // namespace crux::switch_adapters

@@ -36,7 +36,7 @@ core::Result<ApplyResult> LogAdapter::Apply(const core::SwitchQosState& desired)
     result.operations.push_back(line);
   }
   result.writes = static_cast<int>(diff.size());
-  if (diff.empty()) logger_->info("[dry-run] switch {}: already up to date", switch_name_);
+  if (diff.empty()) logger_->debug("[dry-run] switch {}: already up to date", switch_name_);
   last_ = desired;
   return result;
 }
@@ -44,6 +44,16 @@ core::Result<ApplyResult> LogAdapter::Apply(const core::SwitchQosState& desired)
 core::Result<core::SwitchQosState> LogAdapter::ReadBack() {
   if (!last_) return core::NotFoundError("log adapter " + switch_name_ + ": nothing applied yet");
   return *last_;
+}
+
+Backend LogBackend() {
+  Backend b;
+  b.name = "log";
+  b.summary = "dry run: logs what it would apply";
+  b.create = [](const BackendConfig& c) -> core::Result<std::unique_ptr<SwitchAdapter>> {
+    return std::unique_ptr<SwitchAdapter>(std::make_unique<LogAdapter>(c.switch_name));
+  };
+  return b;
 }
 
 }  // namespace crux::switch_adapters

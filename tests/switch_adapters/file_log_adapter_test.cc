@@ -206,6 +206,11 @@ TEST(LogAdapterTest, LogsWhatItWouldApplyAndRemembersIt) {
   EXPECT_EQ(second->writes, 1);
   EXPECT_EQ(out.str(), "[dry-run] switch tor0: would set dscp_to_tc[10]: 5 -> 4\n");
   out.str("");
+  // Nothing to change: silent at info level (the agent re-applies on every reconcile), a line
+  // at debug level.
+  EXPECT_EQ(a.Apply(MakeState("tor0", 1))->writes, 0);
+  EXPECT_EQ(out.str(), "");
+  logger->set_level(spdlog::level::debug);
   EXPECT_EQ(a.Apply(MakeState("tor0", 1))->writes, 0);
   EXPECT_THAT(out.str(), HasSubstr("already up to date"));
   EXPECT_EQ(*a.ReadBack(), MakeState("tor0", 1));

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "crux/switch_adapters/adapter.h"
+#include "crux/switch_adapters/registry.h"
 
 namespace crux::switch_adapters {
 
@@ -43,6 +44,9 @@ class FileAdapter final : public SwitchAdapter {
   FileOptions options_;
   std::string path_;
 };
+
+// The registry entry of this backend (registry.h): parameter --state-dir (required).
+Backend FileBackend();
 
 }  // namespace crux::switch_adapters
 

@@ -1,6 +1,7 @@
 // LogAdapter: dry run. Apply() logs (spdlog, info level) the differences between the last
 // "applied" state and the desired one, one line per changed entry, and remembers the desired
-// state; ReadBack() returns it. Nothing outside the process changes.
+// state; ReadBack() returns it. Nothing outside the process changes. An apply with nothing to
+// change logs one line at debug level only (the agent re-applies on every reconcile).
 //
 // Thread-safety: not thread-safe (see adapter.h).
 #ifndef CRUX_SWITCH_ADAPTERS_LOG_ADAPTER_H_
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "crux/switch_adapters/adapter.h"
+#include "crux/switch_adapters/registry.h"
 
 namespace spdlog {
 class logger;
@@ -35,6 +37,9 @@ class LogAdapter final : public SwitchAdapter {
   std::shared_ptr<spdlog::logger> logger_;
   std::optional<core::SwitchQosState> last_;
 };
+
+// The registry entry of this backend (registry.h): no parameters.
+Backend LogBackend();
 
 }  // namespace crux::switch_adapters
 

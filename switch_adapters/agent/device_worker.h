@@ -1,0 +1,71 @@
+// DeviceWorker: runs a SwitchAdapter's calls on a thread of its own, so that a slow or stalled
+// device (a SIGSTOPped Redis costs a full command timeout per call) never blocks the switch
+// agent's loop: hellos, pushes and replies keep flowing while an apply is in progress.
+//
+// One job at a time: Submit() hands over a job when the worker is idle; the loop picks the outcome
+// up with TakeDone() (non-blocking) and decides what to do next (retry, reconcile, report). The
+// worker never retries: an outcome is one Apply() (plus a ReadBack() after a successful one when
+// asked).
+//
+// Thread-safety: Submit/TakeDone/busy from one owner thread (the agent's loop); the adapter is
+// used only on the worker's thread while the worker exists. The destructor waits for the call in
+// progress (bounded by the backend's own timeouts).
+#ifndef CRUX_SWITCH_ADAPTERS_AGENT_DEVICE_WORKER_H_
+#define CRUX_SWITCH_ADAPTERS_AGENT_DEVICE_WORKER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "crux/core/qos.h"
+#include "crux/core/status.h"
+#include "crux/switch_adapters/adapter.h"
+
+namespace crux::switch_adapters {
+
+class DeviceWorker {
+ public:
+  enum class ReadBackWhen { kNever, kIfChanged, kAlways };
+  struct Job {
+    uint64_t id = 0;  // The caller's tag, returned in Done.
+    core::SwitchQosState state;
+    ReadBackWhen read_back = ReadBackWhen::kAlways;  // After a successful Apply only.
+  };
+  struct Done {
+    uint64_t id = 0;
+    core::Result<ApplyResult> applied = core::InternalError("not run");
+    // Set when a read back was asked for and the apply succeeded.
+    std::optional<core::Result<core::SwitchQosState>> read_back;
+  };
+
+  // `adapter` must outlive the worker. Starts the thread.
+  explicit DeviceWorker(SwitchAdapter& adapter);
+  ~DeviceWorker();
+  DeviceWorker(const DeviceWorker&) = delete;
+  DeviceWorker& operator=(const DeviceWorker&) = delete;
+
+  // REQUIRES: !busy().
+  void Submit(Job job);
+  // The outcome of the submitted job once it is there (then the worker is idle again).
+  std::optional<Done> TakeDone();
+  // A job was submitted and its outcome not taken yet.
+  bool busy() const;
+
+ private:
+  void Loop();
+
+  SwitchAdapter& adapter_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Job> job_;    // Guarded by mu_: submitted, not started.
+  std::optional<Done> done_;  // Guarded by mu_: finished, not taken.
+  bool busy_ = false;         // Guarded by mu_.
+  bool stop_ = false;         // Guarded by mu_.
+  std::thread thread_;        // Last: starts after the members above exist.
+};
+
+}  // namespace crux::switch_adapters
+
+#endif  // CRUX_SWITCH_ADAPTERS_AGENT_DEVICE_WORKER_H_
