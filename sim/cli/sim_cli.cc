@@ -3,14 +3,17 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <new>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "crux/core/policy.h"
+#include "crux/core/text.h"
 #include "crux/sim/simulator.h"
 #include "crux/sim/workload/generator.h"
 #include "crux/sim/workload/link_events.h"
@@ -119,6 +122,12 @@ void AddRunFlags(CLI::App* cmd, RunFlags* f, bool compare) {
   cmd->add_option("--out", f->out, "Output directory")->required();
 }
 
+std::string FormatNumber(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -167,22 +176,33 @@ std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std
   if (f.overlap_start && !jobs_path.empty()) {
     return Failure{kExitUsage, "--overlap-start: only for traces (a jobs file has no models)"};
   }
-  // Policies.
+  // Policies: every name given (flag or scenario) must be known, even those a run ignores.
+  const bool policies_from_flag = !f.policies.empty();
+  const std::string policy_source =
+      policies_from_flag ? (compare ? "--policies" : "--policy") : "scenario.policies";
   std::vector<std::string> policies = SplitCommas(f.policies);
+  if (policies_from_flag && policies.empty()) {
+    return Failure{kExitUsage, policy_source + ": give at least one policy name"};
+  }
   if (policies.empty()) policies = sc.policies;
   if (policies.empty()) policies = {"crux"};
-  if (!compare && policies.size() > 1) {
-    if (!f.policies.empty()) return Failure{kExitUsage, "--policy: give one policy (use compare)"};
-    policies.resize(1);
-  }
   const std::vector<std::string>& known = core::PolicyNames();
-  for (const std::string& name : policies) {
+  for (size_t i = 0; i < policies.size(); ++i) {
+    const std::string& name = policies[i];
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       std::string list;
       for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
-      return Failure{kExitUsage, std::string(compare ? "--policies" : "--policy") +
-                                     ": unknown policy '" + name + "' (valid: " + list + ")"};
+      return Failure{kExitUsage, policy_source + ": unknown policy '" +
+                                     core::EscapeForTerminal(name) + "' (valid: " + list + ")"};
     }
+    if (std::find(policies.begin(), policies.begin() + static_cast<std::ptrdiff_t>(i), name) !=
+        policies.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return Failure{kExitUsage, policy_source + ": policy '" + name + "' is listed twice"};
+    }
+  }
+  if (!compare && policies.size() > 1) {
+    if (policies_from_flag) return Failure{kExitUsage, "--policy: give one policy (use compare)"};
+    policies.resize(1);  // run takes the scenario's first policy.
   }
   p->policies = policies;
 
@@ -263,19 +283,40 @@ std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std
   core::Status valid = core::ValidatePlannerOptions(o.policy.planner);
   if (!valid.ok()) return Failure{kExitUsage, "options: " + valid.message()};
   double horizon = 0;
+  std::string horizon_source = "--horizon-s";
   if (f.horizon_s) {
     horizon = *f.horizon_s;
   } else if (sc.horizon_s) {
     horizon = *sc.horizon_s;
+    horizon_source = "scenario.horizon_s";
   } else {
     horizon = 3600;
     for (const sim::SimJob& j : p->jobs) {
       const double end = j.arrival.ToSeconds() + (j.duration ? j.duration->ToSeconds() : 3600.0);
       horizon = std::max(horizon, end);
     }
+    if (!(horizon <= sim::kMaxSimSeconds)) {
+      return Failure{kExitUsage, "--horizon-s: the default horizon (the end of the last job, " +
+                                     FormatNumber(horizon) + " s) exceeds the longest horizon " +
+                                     FormatNumber(sim::kMaxSimSeconds) +
+                                     " s (about 31.7 years); give a shorter --horizon-s"};
+    }
   }
-  if (!std::isfinite(horizon) || !(horizon > 0)) {
-    return Failure{kExitUsage, "--horizon-s: must be a finite number > 0"};
+  if (!std::isfinite(horizon) || !(horizon > 0) || horizon > sim::kMaxSimSeconds) {
+    return Failure{kExitUsage, horizon_source +
+                                   ": must be > 0 and <= " + FormatNumber(sim::kMaxSimSeconds) +
+                                   " s (about 31.7 years; got " + FormatNumber(horizon) + ")"};
+  }
+  if (f.sample_interval_s) {
+    const double samples = std::ceil(horizon / *f.sample_interval_s);
+    if (!(samples <= static_cast<double>(sim::kMaxSamples))) {
+      return Failure{kExitUsage, "--sample-interval-s: " + FormatNumber(*f.sample_interval_s) +
+                                     " s gives more than " + std::to_string(sim::kMaxSamples) +
+                                     " samples over the " + FormatNumber(horizon) +
+                                     " s horizon (use at least " +
+                                     FormatNumber(horizon / static_cast<double>(sim::kMaxSamples)) +
+                                     " s)"};
+    }
   }
   o.horizon = core::Duration::Seconds(horizon);
   o.fast_forward = f.no_fast_forward ? false : sc.fast_forward.value_or(true);
@@ -465,8 +506,22 @@ int RunSimCli(int argc, const char* const* argv, std::ostream& out, std::ostream
     if (run->parsed()) return DoRun(run_flags, out, err);
     if (compare->parsed()) return DoCompare(compare_flags, out, err);
     return DoGenTrace(gen, out, err);
+  } catch (const std::bad_alloc&) {
+    // Memory is short: what the failed run held is freed by now, but writing the message may
+    // still fail; then fall back to stdio, which needs no allocation here.
+    try {
+      err << kProgram
+          << ": error: out of memory (the workload, horizon or sampling need more memory than "
+             "is available)\n";
+    } catch (...) {
+      std::fputs("crux-sim: error: out of memory\n", stderr);
+    }
+    return kExitSimulation;
   } catch (const std::exception& e) {
-    err << kProgram << ": internal error: " << e.what() << "\n";
+    err << kProgram << ": error: internal error: " << core::EscapeForTerminal(e.what()) << "\n";
+    return kExitSimulation;
+  } catch (...) {
+    err << kProgram << ": error: internal error: unknown exception\n";
     return kExitSimulation;
   }
 }

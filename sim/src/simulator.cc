@@ -6,12 +6,15 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <map>
 #include <memory>
+#include <new>
 #include <string>
 #include <unordered_map>
 #include <utility>
 
+#include "crux/core/text.h"
 #include "crux/sim/fluid_network.h"
 
 namespace crux::sim {
@@ -22,8 +25,6 @@ using core::Status;
 using ResourceId = FluidNetwork::ResourceId;
 
 constexpr int64_t kNever = FluidNetwork::kNever;
-// Most samples a run may produce (memory guard: horizon / sample_interval).
-constexpr int64_t kMaxSamples = 1'000'000;
 // Snapshots kept per plan epoch for steady-state detection, and anchor iterations skipped after
 // an epoch starts (flows started under the previous plan must have drained).
 constexpr size_t kMaxSnapshots = 32;
@@ -253,11 +254,13 @@ class Engine {
   bool replan_needed_ = false;
   std::vector<uint32_t> to_start_;
 
-  // Sampling bins.
+  // Sampling bins: num_bins_ over the horizon, but the vectors only grow as far as activity
+  // reaches (an idle tail costs nothing until the samples are written).
   int64_t bin_ns_ = 0;
+  int64_t num_bins_ = 0;
   std::vector<double> bin_busy_;   // GPU-ns computing.
   std::vector<double> bin_alive_;  // GPU-ns of running jobs.
-  std::vector<int> bin_running_;   // Difference array of running jobs.
+  std::vector<int> bin_running_;   // Difference array of running jobs (<= num_bins_ + 1).
   int64_t total_gpus_ = 0;
 
   // Fast-forward state.
@@ -307,10 +310,10 @@ Status Engine::Init() {
 
   total_gpus_ = static_cast<int64_t>(topo_.hosts().size()) * options_.gpus_per_host;
   bin_ns_ = options_.sample_interval.nanos();
-  const int64_t bins = (horizon_ + bin_ns_ - 1) / bin_ns_;
-  bin_busy_.assign(bins, 0);
-  bin_alive_.assign(bins, 0);
-  bin_running_.assign(bins + 1, 0);
+  num_bins_ = horizon_ / bin_ns_ + (horizon_ % bin_ns_ != 0 ? 1 : 0);  // No overflow.
+  bin_busy_.clear();
+  bin_alive_.clear();
+  bin_running_.clear();
 
   js_.resize(jobs_in_.size());
   for (size_t j = 0; j < jobs_in_.size(); ++j) {
@@ -367,6 +370,8 @@ void Engine::CreditBins(std::vector<double>& bins, int64_t start, int64_t end, d
   end = std::min(end, horizon_);
   if (end <= start || weight == 0) return;
   int64_t b = start / bin_ns_;
+  const int64_t last = std::min<int64_t>((end - 1) / bin_ns_, num_bins_ - 1);
+  if (last >= static_cast<int64_t>(bins.size())) bins.resize(static_cast<size_t>(last) + 1, 0.0);
   while (start < end && b < static_cast<int64_t>(bins.size())) {
     const int64_t bin_end = std::min((b + 1) * bin_ns_, end);
     bins[b] += weight * static_cast<double>(bin_end - start);
@@ -673,10 +678,13 @@ void Engine::Depart(uint32_t j, bool at_horizon) {
     replan_needed_ = true;
   }
   const int64_t b0 = s.arrival / bin_ns_;
-  const int64_t b1 = end <= s.arrival ? b0 : (end - 1) / bin_ns_ + 1;
-  if (b0 < static_cast<int64_t>(bin_running_.size())) {
+  const int64_t b1 = std::min(end <= s.arrival ? b0 : (end - 1) / bin_ns_ + 1, num_bins_);
+  if (b0 < num_bins_) {
+    if (b1 >= static_cast<int64_t>(bin_running_.size())) {
+      bin_running_.resize(static_cast<size_t>(b1) + 1, 0);
+    }
     bin_running_[b0] += 1;
-    bin_running_[std::min<int64_t>(b1, bin_running_.size() - 1)] -= 1;
+    bin_running_[b1] -= 1;
   }
 }
 
@@ -1034,14 +1042,19 @@ core::Result<SimResult> Engine::Run() {
         class_cap_time_[c] > 0 ? class_bits_[c] / class_cap_time_[c] : 0;
   }
   int running = 0;
-  for (size_t b = 0; b < bin_busy_.size(); ++b) {
-    running += bin_running_[b];
+  r.samples.reserve(static_cast<size_t>(num_bins_));
+  for (int64_t b = 0; b < num_bins_; ++b) {
+    const size_t i = static_cast<size_t>(b);
+    if (i < bin_running_.size()) running += bin_running_[i];
+    const double busy_b = i < bin_busy_.size() ? bin_busy_[i] : 0.0;
+    const double alive_b = i < bin_alive_.size() ? bin_alive_[i] : 0.0;
     Sample smp;
-    smp.t = Duration::Nanos(static_cast<int64_t>(b) * bin_ns_);
-    const int64_t len = std::min<int64_t>(bin_ns_, horizon_ - static_cast<int64_t>(b) * bin_ns_);
-    smp.gpu_utilization = bin_alive_[b] > 0 ? bin_busy_[b] / bin_alive_[b] : 0;
+    smp.t = Duration::Nanos(b * bin_ns_);
+    const int64_t len = std::min<int64_t>(bin_ns_, horizon_ - b * bin_ns_);
+    smp.gpu_utilization = alive_b > 0 ? busy_b / alive_b : 0;
     smp.cluster_utilization =
-        total_gpus_ > 0 ? bin_busy_[b] / (static_cast<double>(total_gpus_) * len) : 0;
+        total_gpus_ > 0 ? busy_b / (static_cast<double>(total_gpus_) * static_cast<double>(len))
+                        : 0;
     smp.running_jobs = running;
     r.samples.push_back(smp);
   }
@@ -1056,9 +1069,9 @@ core::Result<SimResult> Engine::Run() {
 
 Status ValidateSimInput(const core::Topology& topo, const std::vector<SimJob>& jobs,
                         const std::vector<LinkEvent>& link_events, const SimOptions& options) {
-  if (options.horizon <= Duration::Zero()) {
-    return core::InvalidArgumentError("horizon: must be > 0 (got " +
-                                      Num(options.horizon.ToSeconds()) + " s)");
+  if (options.horizon <= Duration::Zero() || options.horizon > kMaxSimTime) {
+    return core::InvalidArgumentError("horizon: must be > 0 and <= " + Num(kMaxSimSeconds) +
+                                      " s (got " + Num(options.horizon.ToSeconds()) + " s)");
   }
   if (options.per_hop_latency < Duration::Zero()) {
     return core::InvalidArgumentError("per_hop_latency: must be >= 0");
@@ -1066,9 +1079,14 @@ Status ValidateSimInput(const core::Topology& topo, const std::vector<SimJob>& j
   if (options.sample_interval <= Duration::Zero()) {
     return core::InvalidArgumentError("sample_interval: must be > 0");
   }
-  if (options.horizon.nanos() / options.sample_interval.nanos() > kMaxSamples) {
-    return core::InvalidArgumentError("sample_interval: too small for the horizon (more than " +
-                                      std::to_string(kMaxSamples) + " samples)");
+  {
+    const int64_t h = options.horizon.nanos();
+    const int64_t dt = options.sample_interval.nanos();
+    if (h / dt + (h % dt != 0 ? 1 : 0) > kMaxSamples) {
+      return core::InvalidArgumentError("sample_interval: too small for the horizon (more than " +
+                                        std::to_string(kMaxSamples) + " samples; at least " +
+                                        Num(options.horizon.ToSeconds() / kMaxSamples) + " s)");
+    }
   }
   if (!(options.fast_forward_tolerance >= 0 && options.fast_forward_tolerance < 1)) {
     return core::InvalidArgumentError("fast_forward_tolerance: must be in [0, 1) (got " +
@@ -1079,19 +1097,41 @@ Status ValidateSimInput(const core::Topology& topo, const std::vector<SimJob>& j
   std::unordered_map<std::string, size_t> ids;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const SimJob& j = jobs[i];
-    const std::string ctx = "job '" + j.spec.id + "' (#" + std::to_string(i) + ")";
+    const std::string ctx = "job '" + core::EscapeForTerminal(j.spec.id.substr(0, 64)) + "' (#" +
+                            std::to_string(i) + ")";
+    for (const auto& [field, text] :
+         {std::pair<const char*, const std::string*>{"id", &j.spec.id}, {"model", &j.model}}) {
+      if (const size_t at = core::FirstUnprintable(*text); at != std::string::npos) {
+        return core::InvalidArgumentError(
+            ctx + ": " + field + ": must be printable text (byte " + std::to_string(at + 1) +
+            " starts a control character, an escape sequence, a bidirectional override or "
+            "invalid UTF-8)");
+      }
+      if (text->size() > kMaxNameLength) {
+        return core::InvalidArgumentError(ctx + ": " + field + ": too long (" +
+                                          std::to_string(text->size()) + " bytes, at most " +
+                                          std::to_string(kMaxNameLength) + ")");
+      }
+    }
     CRUX_RETURN_IF_ERROR(core::ValidateJob(topo, j.spec).WithContext(ctx));
+    if (j.spec.compute_time > kMaxSimTime) {
+      return core::InvalidArgumentError(ctx +
+                                        ": compute_time_s: must be <= " + Num(kMaxSimSeconds) +
+                                        " (got " + Num(j.spec.compute_time.ToSeconds()) + ")");
+    }
     if (!ids.emplace(j.spec.id, i).second) {
       return core::InvalidArgumentError(ctx + ": id: duplicate of job #" +
                                         std::to_string(ids[j.spec.id]));
     }
-    if (j.arrival < Duration::Zero()) {
-      return core::InvalidArgumentError(ctx + ": arrival_s: must be >= 0 (got " +
-                                        Num(j.arrival.ToSeconds()) + ")");
+    if (j.arrival < Duration::Zero() || j.arrival > kMaxSimTime) {
+      return core::InvalidArgumentError(ctx +
+                                        ": arrival_s: must be >= 0 and <= " + Num(kMaxSimSeconds) +
+                                        " (got " + Num(j.arrival.ToSeconds()) + ")");
     }
-    if (j.duration && *j.duration <= Duration::Zero()) {
-      return core::InvalidArgumentError(ctx + ": duration_s: must be > 0 (got " +
-                                        Num(j.duration->ToSeconds()) + ")");
+    if (j.duration && (*j.duration <= Duration::Zero() || *j.duration > kMaxSimTime)) {
+      return core::InvalidArgumentError(ctx +
+                                        ": duration_s: must be > 0 and <= " + Num(kMaxSimSeconds) +
+                                        " (got " + Num(j.duration->ToSeconds()) + ")");
     }
     if (j.iterations && *j.iterations < 1) {
       return core::InvalidArgumentError(ctx + ": iterations: must be >= 1 (got " +
@@ -1104,7 +1144,10 @@ Status ValidateSimInput(const core::Topology& topo, const std::vector<SimJob>& j
     if (!e.link.valid() || e.link.value() >= topo.num_links()) {
       return core::InvalidArgumentError(ctx + ": link: unknown link id");
     }
-    if (e.at < Duration::Zero()) return core::InvalidArgumentError(ctx + ": at: must be >= 0");
+    if (e.at < Duration::Zero() || e.at > kMaxSimTime) {
+      return core::InvalidArgumentError(ctx + ": at: must be >= 0 and <= " + Num(kMaxSimSeconds) +
+                                        " s");
+    }
     if (e.capacity.bits_per_sec() < 0) {
       return core::InvalidArgumentError(ctx + ": capacity: must be >= 0 (0 = down)");
     }
@@ -1118,8 +1161,19 @@ core::Result<SimResult> Simulate(const core::Topology& topo, const PolicyFactory
                                  const SimOptions& options) {
   CRUX_RETURN_IF_ERROR(ValidateSimInput(topo, jobs, link_events, options));
   if (!make_policy) return core::InvalidArgumentError("policy: no policy factory given");
-  Engine engine(topo, make_policy, jobs, link_events, options);
-  return engine.Run();
+  // Nothing the engine or the policy throws leaves Simulate: running out of memory (a workload
+  // too large for the machine) and any other exception become an error status.
+  try {
+    auto engine = std::make_unique<Engine>(topo, make_policy, jobs, link_events, options);
+    return engine->Run();
+  } catch (const std::bad_alloc&) {
+    return core::InternalError(
+        "out of memory while simulating (the workload needs more memory than is available)");
+  } catch (const std::exception& e) {
+    return core::InternalError(std::string("simulation failed with an exception: ") + e.what());
+  } catch (...) {
+    return core::InternalError("simulation failed with an unknown exception");
+  }
 }
 
 }  // namespace crux::sim

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <new>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -521,6 +523,130 @@ TEST(SimulatorTest, RejectsBadInputNamingTheField) {
   core::Result<SimResult> r = Simulate(topo, "nope", {a}, {}, o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("nope"), std::string::npos);
+}
+
+// Issue #10, item 7: a horizon beyond int64 nanoseconds saturated and then overflowed the
+// sampling arithmetic ("cannot create std::vector larger than max_size()", or a hang). Every
+// time is now bounded by kMaxSimTime, with an error naming the field.
+TEST(SimulatorTest, TimesBeyondTheLongestHorizonAreRejected) {
+  const Topology topo = TwoHosts();
+  const SimJob a = PairJob(topo, "a", 1.0, 1.0);
+  auto err = [&](std::vector<SimJob> jobs, SimOptions o, std::vector<LinkEvent> ev = {}) {
+    core::Result<SimResult> r = Simulate(topo, "ecmp", jobs, ev, o);
+    return r.ok() ? std::string("ok") : r.status().message();
+  };
+  for (double h : {1e9 + 1, 1e10, 1e15, 1e300}) {
+    SimOptions o = BaseOptions(10);
+    o.horizon = Duration::Seconds(h);
+    o.sample_interval = Duration::Seconds(1e7);
+    EXPECT_EQ(err({a}, o).rfind("horizon: must be > 0 and <= 1e+09 s", 0), 0u) << h;
+  }
+  SimOptions o = BaseOptions(10);
+  SimJob bad = a;
+  bad.arrival = Duration::Seconds(2e9);
+  EXPECT_NE(err({bad}, o).find("arrival_s: must be >= 0 and <= 1e+09"), std::string::npos);
+  bad = a;
+  bad.duration = Duration::Infinite();
+  EXPECT_NE(err({bad}, o).find("duration_s: must be > 0 and <= 1e+09"), std::string::npos);
+  bad = a;
+  bad.spec.compute_time = Duration::Seconds(5e9);
+  EXPECT_NE(err({bad}, o).find("compute_time_s: must be <= 1e+09"), std::string::npos);
+  EXPECT_NE(err({a}, o, {{Duration::Infinite(), core::LinkId(0), Bandwidth()}})
+                .find("link event #0: at: must be >= 0 and <= 1e+09 s"),
+            std::string::npos);
+  o.horizon = Duration::Seconds(1e9);
+  o.sample_interval = Duration::Seconds(1);
+  EXPECT_NE(err({a}, o).find("sample_interval: too small for the horizon (more than 1000000 "
+                             "samples; at least 1000 s)"),
+            std::string::npos);
+}
+
+// Issue #10, item 7: work and memory must not grow with the horizon where nothing happens. A
+// 10 s job under a 3,600 s and under a 10^9 s horizon: the same events, the same busy time,
+// the same number of samples (the default sampling gives a fixed count), and the idle tail is
+// skipped rather than stepped through.
+TEST(SimulatorTest, AnIdleTailCostsNothing) {
+  const Topology topo = TwoHosts();
+  SimJob a = PairJob(topo, "a", 1.0, 1.0);
+  a.duration = Duration::Seconds(10);
+  auto run = [&](double horizon_s) {
+    SimOptions o = BaseOptions(horizon_s);
+    o.sample_interval = Duration::Seconds(horizon_s / 500);
+    return RunSim(topo, "ecmp", {a}, o);
+  };
+  const SimResult short_run = run(3600);
+  const SimResult long_run = run(kMaxSimSeconds);
+  EXPECT_GT(short_run.events, 0u);
+  EXPECT_EQ(long_run.events, short_run.events);
+  EXPECT_EQ(long_run.flow_events, short_run.flow_events);
+  EXPECT_EQ(long_run.jobs[0].compute_busy, short_run.jobs[0].compute_busy);
+  EXPECT_EQ(long_run.jobs[0].iterations, short_run.jobs[0].iterations);
+  EXPECT_EQ(long_run.simulated, kMaxSimTime);
+  ASSERT_EQ(long_run.samples.size(), 500u);
+  EXPECT_EQ(long_run.samples[0].running_jobs, 1);
+  EXPECT_NEAR(long_run.samples[0].gpu_utilization, 0.5, 0.05);
+  EXPECT_EQ(long_run.samples[1].running_jobs, 0);
+  EXPECT_EQ(long_run.samples[499].running_jobs, 0);
+  EXPECT_EQ(long_run.samples[499].gpu_utilization, 0);
+  EXPECT_EQ(long_run.samples[499].t, Duration::Seconds(499 * 2e6));
+  // Nothing at all to simulate for the first 10^9 - 20 s: the arrival is the first event.
+  SimJob late = a;
+  late.arrival = Duration::Seconds(kMaxSimSeconds - 20);
+  const SimResult late_run = Must(Simulate(topo, "ecmp", {late}, {}, [&] {
+    SimOptions o = BaseOptions(kMaxSimSeconds);
+    o.sample_interval = Duration::Seconds(kMaxSimSeconds / 500);
+    return o;
+  }()));
+  EXPECT_EQ(late_run.events, short_run.events);
+  EXPECT_EQ(late_run.jobs[0].compute_busy, short_run.jobs[0].compute_busy);
+  EXPECT_EQ(late_run.jobs[0].iterations, short_run.jobs[0].iterations);
+  EXPECT_EQ(late_run.samples[499].running_jobs, 1);
+  // A job that runs to a 10^9 s horizon is jumped over by the fast-forward, not stepped.
+  SimJob forever = PairJob(topo, "f", 1.0, 1.0);
+  SimOptions o = BaseOptions(kMaxSimSeconds);
+  o.sample_interval = Duration::Seconds(kMaxSimSeconds / 500);
+  const SimResult ff = RunSim(topo, "ecmp", {forever}, o);
+  EXPECT_LT(ff.events, 10'000u);
+  EXPECT_GT(ff.fast_forwarded, Duration::Seconds(0.99 * kMaxSimSeconds));
+  EXPECT_NEAR(ff.gpu_utilization, 0.5, 1e-3);
+}
+
+// Issue #10, item 13: job ids and model names reach logs, CSV and JSON outputs and terminals;
+// control characters and escape sequences in them are errors, as are overlong ones.
+TEST(SimulatorTest, RejectsUnprintableOrOverlongIds) {
+  const Topology topo = TwoHosts();
+  const SimOptions o = BaseOptions(10);
+  auto err = [&](const SimJob& j) {
+    core::Result<SimResult> r = Simulate(topo, "ecmp", {j}, {}, o);
+    return r.ok() ? std::string("ok") : r.status().message();
+  };
+  SimJob j = PairJob(topo, "a\x1b[2Jb", 1.0, 1.0);
+  EXPECT_EQ(err(j),
+            "job 'a\\x1b[2Jb' (#0): id: must be printable text (byte 2 starts a control "
+            "character, an escape sequence, a bidirectional override or invalid UTF-8)");
+  j = PairJob(topo, std::string(kMaxNameLength + 1, 'x'), 1.0, 1.0);
+  EXPECT_NE(err(j).find("id: too long (129 bytes, at most 128)"), std::string::npos);
+  j = PairJob(topo, "a", 1.0, 1.0);
+  j.model = "bert\n";
+  EXPECT_NE(err(j).find("job 'a' (#0): model: must be printable text (byte 5"), std::string::npos);
+  j.model = "bert_large";
+  EXPECT_EQ(err(j), "ok");
+}
+
+// Anything thrown inside a run (here by the progress callback; in practice std::bad_alloc when
+// a workload outgrows the machine) comes back as an error status, never as an exception.
+TEST(SimulatorTest, ExceptionsInsideARunBecomeAnErrorStatus) {
+  const Topology topo = TwoHosts();
+  SimOptions o = BaseOptions(10);
+  o.progress = [](const Progress&) { throw std::bad_alloc(); };
+  core::Result<SimResult> r = Simulate(topo, "ecmp", {PairJob(topo, "a", 1.0, 1.0)}, {}, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), core::StatusCode::kInternal);
+  EXPECT_NE(r.status().message().find("out of memory"), std::string::npos);
+  o.progress = [](const Progress&) { throw std::runtime_error("boom"); };
+  r = Simulate(topo, "ecmp", {PairJob(topo, "a", 1.0, 1.0)}, {}, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("boom"), std::string::npos);
 }
 
 TEST(SimulatorTest, ProgressIsReportedAtTheEnd) {

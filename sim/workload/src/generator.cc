@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <iterator>
 #include <map>
 #include <queue>
@@ -18,6 +19,12 @@ using core::Status;
 namespace {
 
 bool Finite(double v) { return std::isfinite(v); }
+
+std::string Num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
 
 // Standard normal deviate (Box-Muller), from two uniform draws.
 double Normal(core::Rng& rng) {
@@ -36,9 +43,17 @@ std::string JobId(size_t i) {
 }  // namespace
 
 Status ValidateGeneratorOptions(const GeneratorOptions& o) {
-  if (!Finite(o.days) || !(o.days > 0)) return InvalidArgumentError("days: must be > 0");
+  if (!Finite(o.days) || !(o.days > 0) || o.days > kMaxGeneratorDays) {
+    return InvalidArgumentError("days: must be > 0 and <= " + Num(kMaxGeneratorDays));
+  }
   if (!Finite(o.mean_interarrival_s) || !(o.mean_interarrival_s > 0)) {
     return InvalidArgumentError("mean_interarrival_s: must be > 0");
+  }
+  if (o.days * 86400.0 / o.mean_interarrival_s > static_cast<double>(kMaxGeneratedJobs)) {
+    return InvalidArgumentError(
+        "mean_interarrival_s: days / mean_interarrival_s gives more than " +
+        std::to_string(kMaxGeneratedJobs) + " jobs on average (use at least " +
+        Num(o.days * 86400.0 / static_cast<double>(kMaxGeneratedJobs)) + " s)");
   }
   if (o.size_mix.empty()) return InvalidArgumentError("size_mix: must not be empty");
   double sum = 0;

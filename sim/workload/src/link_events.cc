@@ -4,13 +4,17 @@
 #include <cmath>
 #include <system_error>
 
+#include "crux/sim/simulator.h"
 #include "crux/sim/workload/file_io.h"
+#include "text_checks.h"
 
 namespace crux::sim::workload {
 
 using core::InvalidArgumentError;
 using core::Result;
 using core::Status;
+using internal::Shown;
+using internal::TextProblem;
 
 namespace {
 
@@ -54,8 +58,7 @@ Result<std::vector<LinkEvent>> ParseLinkEventsCsv(std::string_view text,
     if (!header_seen) {
       if (line != kLinkEventsHeader) {
         return InvalidArgumentError("line " + std::to_string(line_no) + ": expected the header '" +
-                                    std::string(kLinkEventsHeader) + "' (got '" +
-                                    std::string(line) + "')");
+                                    std::string(kLinkEventsHeader) + "' (got " + Shown(line) + ")");
       }
       header_seen = true;
       continue;
@@ -75,24 +78,26 @@ Result<std::vector<LinkEvent>> ParseLinkEventsCsv(std::string_view text,
                                   std::to_string(f.size()) + ")");
     }
     double t = 0;
-    if (!ParseDouble(f[0], &t) || t < 0) {
+    if (!ParseDouble(f[0], &t) || t < 0 || t > kMaxSimSeconds) {
       return FieldError(line_no, 0,
-                        "must be a finite number >= 0 (got '" + std::string(f[0]) + "')");
+                        "must be a finite number >= 0 and <= 1e+09 (got " + Shown(f[0]) + ")");
+    }
+    for (size_t col : {size_t{1}, size_t{2}}) {
+      if (std::string p = TextProblem(f[col], kMaxNameLength); !p.empty()) {
+        return FieldError(line_no, col, p);
+      }
     }
     Result<core::NodeId> a = topo.FindNode(f[1]);
-    if (!a.ok()) return FieldError(line_no, 1, "unknown node '" + std::string(f[1]) + "'");
+    if (!a.ok()) return FieldError(line_no, 1, "unknown node " + Shown(f[1]));
     Result<core::NodeId> b = topo.FindNode(f[2]);
-    if (!b.ok()) return FieldError(line_no, 2, "unknown node '" + std::string(f[2]) + "'");
+    if (!b.ok()) return FieldError(line_no, 2, "unknown node " + Shown(f[2]));
     Result<core::LinkId> link = topo.FindLink(*a, *b);
     if (!link.ok()) {
-      return FieldError(
-          line_no, 2,
-          "no link between '" + std::string(f[1]) + "' and '" + std::string(f[2]) + "'");
+      return FieldError(line_no, 2, "no link between " + Shown(f[1]) + " and " + Shown(f[2]));
     }
     double gbps = 0;
     if (!ParseDouble(f[3], &gbps) || gbps < 0) {
-      return FieldError(line_no, 3,
-                        "must be a finite number >= 0 (got '" + std::string(f[3]) + "')");
+      return FieldError(line_no, 3, "must be a finite number >= 0 (got " + Shown(f[3]) + ")");
     }
     out.push_back(LinkEvent{core::Duration::Seconds(t), *link, core::Bandwidth::Gbps(gbps)});
     if (end == text.size()) break;

@@ -5,7 +5,9 @@
 #include <set>
 #include <utility>
 
+#include "crux/sim/simulator.h"
 #include "crux/sim/workload/file_io.h"
+#include "text_checks.h"
 #include "yaml_util.h"
 
 namespace crux::sim::workload {
@@ -65,7 +67,7 @@ namespace {
 bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 bool ValidName(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+  return !s.empty() && s.size() <= kMaxNameLength && std::all_of(s.begin(), s.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
   });
 }
@@ -79,7 +81,9 @@ Result<ModelProfile> ParseModel(const YAML::Node& n, const std::string& path) {
   CRUX_RETURN_IF_ERROR(internal::ReadString(n, path, "name", true, &m.name));
   if (!ValidName(m.name)) {
     return ErrorAt(Get(n, "name"), Child(path, "name"),
-                   "must use only a-z, 0-9, '_', '.', '-' (got '" + m.name + "')");
+                   "must use only a-z, 0-9, '_', '.', '-', at most " +
+                       std::to_string(kMaxNameLength) + " of them (got " + internal::Shown(m.name) +
+                       ")");
   }
   CRUX_RETURN_IF_ERROR(internal::ReadString(n, path, "description", false, &m.description));
   CRUX_RETURN_IF_ERROR(internal::ReadString(n, path, "gpu", true, &m.gpu));

@@ -1,8 +1,11 @@
 #include "crux/sim/workload/scenario.h"
 
+#include <algorithm>
 #include <filesystem>
 
+#include "crux/core/policy.h"
 #include "crux/sim/workload/file_io.h"
+#include "text_checks.h"
 #include "yaml_util.h"
 
 namespace crux::sim::workload {
@@ -95,11 +98,23 @@ Result<Scenario> ParseScenario(std::string_view yaml, const std::string& base_di
       const std::string lp = Child(path, "policies");
       if (!list.IsSequence() || list.size() == 0)
         return ErrorAt(list, lp, "must be a non-empty list");
+      const std::vector<std::string>& known = core::PolicyNames();
       for (size_t i = 0; i < list.size(); ++i) {
+        const std::string ip = internal::Index(lp, i);
         if (!list[i].IsScalar() || list[i].Scalar().empty()) {
-          return ErrorAt(list[i], internal::Index(lp, i), "must be a policy name");
+          return ErrorAt(list[i], ip, "must be a policy name");
         }
-        s.policies.push_back(list[i].Scalar());
+        const std::string& name = list[i].Scalar();
+        if (std::find(known.begin(), known.end(), name) == known.end()) {
+          std::string names;
+          for (const std::string& k : known) names += (names.empty() ? "" : ", ") + k;
+          return ErrorAt(list[i], ip,
+                         "unknown policy " + internal::Shown(name) + " (known: " + names + ")");
+        }
+        if (std::find(s.policies.begin(), s.policies.end(), name) != s.policies.end()) {
+          return ErrorAt(list[i], ip, "policy '" + name + "' is listed twice");
+        }
+        s.policies.push_back(name);
       }
     }
     int64_t v = 0;

@@ -5,7 +5,9 @@
 #include <set>
 #include <system_error>
 
+#include "crux/sim/simulator.h"
 #include "crux/sim/workload/file_io.h"
+#include "text_checks.h"
 
 namespace crux::sim::workload {
 
@@ -59,7 +61,7 @@ bool ParseInt(std::string_view s, int64_t* out) {
   return ec == std::errc() && ptr == s.data() + s.size();
 }
 
-std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+std::string Quote(std::string_view s) { return internal::Shown(s); }
 
 std::string FormatDouble(double v) {
   char buf[64];
@@ -105,18 +107,25 @@ Result<std::vector<TraceJob>> ParseTraceCsv(std::string_view text) {
     TraceJob j;
     j.line = line_no;
     if (f[0].empty()) return FieldError(line_no, 0, "must not be empty");
+    if (std::string p = internal::TextProblem(f[0], kMaxNameLength); !p.empty()) {
+      return FieldError(line_no, 0, p);
+    }
     j.id = std::string(f[0]);
     if (!ids.insert(j.id).second) {
       return FieldError(line_no, 0, "duplicate job id " + Quote(j.id));
     }
-    if (!ParseDouble(f[1], &j.arrival_s) || !std::isfinite(j.arrival_s) || j.arrival_s < 0) {
-      return FieldError(line_no, 1, "must be a finite number >= 0 (got " + Quote(f[1]) + ")");
+    if (!ParseDouble(f[1], &j.arrival_s) || !std::isfinite(j.arrival_s) || j.arrival_s < 0 ||
+        j.arrival_s > kMaxSimSeconds) {
+      return FieldError(line_no, 1,
+                        "must be a finite number >= 0 and <= " + FormatDouble(kMaxSimSeconds) +
+                            " (got " + Quote(f[1]) + ")");
     }
     if (!f[2].empty()) {
       double d = 0;
-      if (!ParseDouble(f[2], &d) || !std::isfinite(d) || !(d > 0)) {
+      if (!ParseDouble(f[2], &d) || !std::isfinite(d) || !(d > 0) || d > kMaxSimSeconds) {
         return FieldError(line_no, 2,
-                          "must be a finite number > 0 or empty (got " + Quote(f[2]) + ")");
+                          "must be a finite number > 0 and <= " + FormatDouble(kMaxSimSeconds) +
+                              " or empty (got " + Quote(f[2]) + ")");
       }
       j.duration_s = d;
     }
@@ -139,6 +148,9 @@ Result<std::vector<TraceJob>> ParseTraceCsv(std::string_view text) {
       std::set<std::string_view> seen;
       for (std::string_view h : Split(f[5], ';')) {
         if (h.empty()) return FieldError(line_no, 5, "empty host name in " + Quote(f[5]));
+        if (std::string p = internal::TextProblem(h, kMaxNameLength); !p.empty()) {
+          return FieldError(line_no, 5, "host name " + p);
+        }
         if (!seen.insert(h).second) return FieldError(line_no, 5, "duplicate host " + Quote(h));
         j.placement.emplace_back(h);
       }
@@ -149,6 +161,9 @@ Result<std::vector<TraceJob>> ParseTraceCsv(std::string_view text) {
       }
     }
     if (f[6].empty()) return FieldError(line_no, 6, "must not be empty");
+    if (std::string p = internal::TextProblem(f[6], kMaxNameLength); !p.empty()) {
+      return FieldError(line_no, 6, p);
+    }
     j.model = std::string(f[6]);
     jobs.push_back(std::move(j));
     if (end == text.size()) break;

@@ -1,6 +1,7 @@
 #include "crux/sim/workload/workload.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <numeric>
 #include <queue>
@@ -12,6 +13,19 @@ namespace crux::sim::workload {
 using core::Duration;
 using core::Result;
 using core::Status;
+
+namespace {
+
+// End time of a job that runs until the horizon.
+constexpr double kForever = 1e300;
+
+std::string FormatSeconds(double s) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%g s", s);
+  return buf;
+}
+
+}  // namespace
 
 std::vector<SimJob> FromJobEntries(const std::vector<spec::JobEntry>& entries) {
   std::vector<SimJob> out;
@@ -58,40 +72,72 @@ Result<std::vector<SimJob>> TraceToSimJobs(const std::vector<TraceJob>& trace,
       }
     }
   }
-  // Place in arrival order (stable for ties), releasing GPUs at departures.
+  // Place in arrival order (stable for ties), releasing GPUs at departures. Every job, with
+  // or without an explicit placement, holds its hosts' GPUs from arrival to its end; a host can
+  // never run more GPUs than it has.
   std::vector<size_t> order(trace.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return trace[a].arrival_s < trace[b].arrival_s; });
-  using Running = std::pair<double, size_t>;
+  using Running = std::pair<double, size_t>;  // (end time, trace index)
   std::priority_queue<Running, std::vector<Running>, std::greater<Running>> running;
   std::vector<Placement> placements(trace.size());
-  std::vector<bool> reserved(trace.size(), false);
+  std::vector<double> ends(trace.size(), kForever);
+  std::vector<bool> holding(trace.size(), false);
   for (size_t i : order) {
     const TraceJob& t = trace[i];
     while (!running.empty() && running.top().first <= t.arrival_s) {
-      if (reserved[running.top().second]) placer.Release(placements[running.top().second]);
+      const size_t done = running.top().second;
       running.pop();
+      placer.Release(placements[done]);
+      holding[done] = false;
     }
     Placement p;
     if (!t.placement.empty()) {
       for (const std::string& h : t.placement) p.hosts.push_back(*topo.FindNode(h));
       p.gpus_per_host = t.gpus / static_cast<int>(t.placement.size());
-      // Explicit placements are the trace's; they may overlap (then nothing is reserved).
-      reserved[i] = placer.Reserve(p).ok();
+      if (p.gpus_per_host > gpus_per_host) {
+        return core::InvalidArgumentError(
+            where(t) + ": placement: " + std::to_string(t.gpus) + " GPUs on " +
+            std::to_string(t.placement.size()) + " hosts is " + std::to_string(p.gpus_per_host) +
+            " GPUs per host, but a host has " + std::to_string(gpus_per_host) + " (gpus_per_host)");
+      }
+      for (core::NodeId h : p.hosts) {
+        if (placer.free_gpus(h) >= p.gpus_per_host) continue;
+        // Name the jobs holding the host.
+        std::string holders;
+        for (size_t k = 0; k < trace.size(); ++k) {
+          if (!holding[k]) continue;
+          const std::vector<core::NodeId>& hs = placements[k].hosts;
+          if (std::find(hs.begin(), hs.end(), h) == hs.end()) continue;
+          holders += (holders.empty() ? "" : ", ") + where(trace[k]) + " (" +
+                     std::to_string(placements[k].gpus_per_host) + " GPUs, " +
+                     (ends[k] >= kForever ? std::string("to the horizon")
+                                          : "until t=" + FormatSeconds(ends[k])) +
+                     ")";
+        }
+        return core::FailedPreconditionError(
+            where(t) + ": placement: host '" + topo.node(h).name + "' has " +
+            std::to_string(placer.free_gpus(h)) + " of " + std::to_string(gpus_per_host) +
+            " GPUs free at t=" + FormatSeconds(t.arrival_s) + ", the job needs " +
+            std::to_string(p.gpus_per_host) + "; held by " + holders +
+            " (jobs may not share a host's GPUs; the simulator does not queue jobs)");
+      }
+      CRUX_RETURN_IF_ERROR(placer.Reserve(p).WithContext(where(t) + ": placement"));
     } else {
       Result<Placement> placed = placer.Place(t.gpus);
       if (!placed.ok()) return placed.status().WithContext(where(t) + ": placement");
       p = *placed;
-      reserved[i] = true;
     }
-    double end = 1e300;
     if (t.duration_s) {
-      end = t.arrival_s + *t.duration_s;
+      ends[i] = t.arrival_s + *t.duration_s;
     } else if (t.iterations) {
-      end = t.arrival_s + static_cast<double>(*t.iterations) * profile[i]->compute_time.ToSeconds();
+      ends[i] =
+          t.arrival_s + static_cast<double>(*t.iterations) * profile[i]->compute_time.ToSeconds();
     }
-    running.emplace(end, i);
+    placements[i] = p;
+    holding[i] = true;
+    running.emplace(ends[i], i);
     SimJob& j = out[i];
     j.spec = MakeJobSpec(*profile[i], t.id, p.hosts, p.gpus_per_host);
     j.arrival = Duration::Seconds(t.arrival_s);

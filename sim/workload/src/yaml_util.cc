@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <set>
 
+#include "crux/core/text.h"
+#include "text_checks.h"
+
 namespace crux::sim::workload::internal {
 
 using core::InvalidArgumentError;
@@ -69,9 +72,12 @@ Status CheckMap(const YAML::Node& n, const std::string& path,
     if (!ok) {
       std::string list;
       for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-      return ErrorAt(kv.first, Child(path, key), "unknown key (allowed: " + list + ")");
+      return ErrorAt(kv.first, Child(path, core::EscapeForTerminal(key)),
+                     "unknown key (allowed: " + list + ")");
     }
-    if (!seen.insert(key).second) return ErrorAt(kv.first, Child(path, key), "duplicate key");
+    if (!seen.insert(key).second) {
+      return ErrorAt(kv.first, Child(path, core::EscapeForTerminal(key)), "duplicate key");
+    }
   }
   return Status::Ok();
 }
@@ -84,6 +90,9 @@ Status ReadString(const YAML::Node& map, const std::string& path, std::string_vi
   }
   const YAML::Node v = Get(map, key);
   if (!v.IsScalar() || v.Scalar().empty()) return ErrorAt(v, p, "must be a non-empty string");
+  if (std::string problem = TextProblem(v.Scalar(), kMaxTextLength); !problem.empty()) {
+    return ErrorAt(v, p, problem);
+  }
   *out = v.Scalar();
   return Status::Ok();
 }
@@ -105,7 +114,7 @@ Status ReadNumber(const YAML::Node& map, const std::string& path, std::string_vi
   errno = 0;
   const double d = std::strtod(s.c_str(), &end);
   if (s.empty() || end != s.c_str() + s.size()) {
-    return ErrorAt(v, p, "must be a number (got '" + s + "')");
+    return ErrorAt(v, p, "must be a number (got " + Shown(s) + ")");
   }
   if (!std::isfinite(d)) return ErrorAt(v, p, "must be finite (got " + s + ")");
   const bool low = min_exclusive ? !(d > min) : !(d >= min);
@@ -135,7 +144,7 @@ Status ReadInt(const YAML::Node& map, const std::string& path, std::string_view 
   errno = 0;
   const long long x = std::strtoll(s.c_str(), &end, 10);
   if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE) {
-    return ErrorAt(v, p, "must be an integer (got '" + s + "')");
+    return ErrorAt(v, p, "must be an integer (got " + Shown(s) + ")");
   }
   if (x < min || x > max) {
     return ErrorAt(

@@ -3,13 +3,22 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "crux/core/policy.h"
 #include "crux/sim/workload/file_io.h"
 #include "crux/sim/workload/trace.h"
 #include "sim_cli.h"
@@ -277,6 +286,218 @@ TEST_F(SimCliTest, BadInputExitsTwoWithAMessage) {
     EXPECT_TRUE(r.out.empty()) << r.out;
   }
   EXPECT_FALSE(fs::exists(P("o/summary.json")));
+}
+
+// ---- Issue #10 (black-box attack report) ----
+
+std::string Topo(const std::string& name) { return (kConfigs / "topologies" / name).string(); }
+
+// Item 6: the second 128-GPU job, arriving after the first has left, was refused ("not enough
+// whole free hosts for 128 GPUs (need 16, 0 free)").
+TEST_F(SimCliTest, JobsArrivingAfterOthersLeftGetTheirGpus) {
+  const std::string trace = P("t.csv");
+  ASSERT_TRUE(sim::workload::WriteTextFile(trace, std::string(sim::workload::kTraceHeader) +
+                                                      "\na,0,10,,128,,bert_large"
+                                                      "\nb,100,10,,128,,bert_large\n")
+                  .ok());
+  const CliResult r = Cli({"run", "--topology", Topo("example_clos2.yaml"), "--trace", trace,
+                           "--quiet", "--no-plots", "--out", P("o")});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  const nlohmann::json s = ReadJson(P("o/summary.json"));
+  ASSERT_EQ(s["jobs"].size(), 2u);
+  EXPECT_NEAR(s["jobs"][1]["finish_s"].get<double>(), 110, 1e-9);
+  EXPECT_GT(s["jobs"][1]["iterations"].get<int>(), 0);
+}
+
+// Item 6: overlapping explicit placements used to oversubscribe a host without a word.
+TEST_F(SimCliTest, OverlappingExplicitPlacementsAreAnErrorNamingJobsAndHost) {
+  const std::string trace = P("t.csv");
+  ASSERT_TRUE(sim::workload::WriteTextFile(trace, std::string(sim::workload::kTraceHeader) +
+                                                      "\na,0,100,,16,host3;host9,bert_large"
+                                                      "\nb,50,100,,16,host9;host12,resnet50\n")
+                  .ok());
+  const CliResult r = Cli({"run", "--topology", Topo("example_clos2.yaml"), "--trace", trace,
+                           "--quiet", "--no-plots", "--out", P("o")});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("crux-sim: error: line 3: job b: placement: host 'host9' has 0 of "
+                               "8 GPUs free at t=50 s, the job needs 8; held by line 2: job a"));
+  EXPECT_FALSE(fs::exists(P("o/summary.json")));
+}
+
+// Item 7: --horizon-s 1e10 died with "cannot create std::vector larger than max_size()" and
+// 1e15 hung. Both are now a usage error naming the option and the bound.
+TEST_F(SimCliTest, HorizonIsBoundedAndAnIdleHorizonIsCheap) {
+  const std::string trace = P("t.csv");
+  ASSERT_TRUE(sim::workload::WriteTextFile(trace, std::string(sim::workload::kTraceHeader) +
+                                                      "\na,0,10,,16,host0;host4,bert_large\n")
+                  .ok());
+  const std::string topo = Topo("example_clos2.yaml");
+  for (const char* h : {"1e10", "1e15", "1000000001", "1e308"}) {
+    const CliResult r = Cli({"run", "--topology", topo, "--trace", trace, "--horizon-s", h,
+                             "--quiet", "--no-plots", "--out", P("o")});
+    EXPECT_EQ(r.code, kExitUsage) << h << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("crux-sim: error: --horizon-s: must be > 0 and <= 1e+09 s "
+                                 "(about 31.7 years; got "))
+        << h;
+  }
+  // Too many samples for the horizon: named, with the smallest interval that works.
+  const CliResult many =
+      Cli({"run", "--topology", topo, "--trace", trace, "--horizon-s", "1e9", "--sample-interval-s",
+           "1", "--quiet", "--no-plots", "--out", P("o")});
+  EXPECT_EQ(many.code, kExitUsage);
+  EXPECT_THAT(many.err, HasSubstr("--sample-interval-s: 1 s gives more than 1000000 samples over "
+                                  "the 1e+09 s horizon (use at least 1000 s)"));
+  // The longest horizon itself runs, and as fast as a short one: the 10 s job is simulated and
+  // the remaining 31.7 years are skipped (same event count as with a 1-hour horizon).
+  const CliResult longest = Cli({"run", "--topology", topo, "--trace", trace, "--horizon-s", "1e9",
+                                 "--quiet", "--no-plots", "--out", P("long")});
+  ASSERT_EQ(longest.code, kExitOk) << longest.err;
+  const CliResult hour = Cli({"run", "--topology", topo, "--trace", trace, "--horizon-s", "3600",
+                              "--quiet", "--no-plots", "--out", P("hour")});
+  ASSERT_EQ(hour.code, kExitOk) << hour.err;
+  const nlohmann::json l = ReadJson(P("long/summary.json"));
+  const nlohmann::json s = ReadJson(P("hour/summary.json"));
+  EXPECT_EQ(l["events"], s["events"]);
+  EXPECT_EQ(l["horizon_s"].get<double>(), 1e9);
+  EXPECT_EQ(l["jobs"][0]["iterations"], s["jobs"][0]["iterations"]);
+  core::Result<std::string> ts = sim::workload::ReadTextFile(P("long/timeseries.csv"));
+  ASSERT_TRUE(ts.ok());
+  EXPECT_EQ(std::count(ts->begin(), ts->end(), '\n'), 501);  // Header + horizon / 500 samples.
+}
+
+// Item 13: a scenario's policies were only partly checked (run took the first and ignored the
+// rest, unknown or not).
+TEST_F(SimCliTest, ScenarioWithAnUnknownPolicyIsAnErrorListingTheKnownOnes) {
+  const std::string sc = P("s.yaml");
+  ASSERT_TRUE(sim::workload::WriteTextFile(
+                  sc, "scenario:\n  topology: " + Topo("example_explicit.yaml") + "\n  jobs: " +
+                          (kConfigs / "scenarios/jobs/example1_short_first.yaml").string() +
+                          "\n  policies: [fixed, no-such-policy]\n  horizon_s: 50\n")
+                  .ok());
+  for (const char* cmd : {"run", "compare"}) {
+    const CliResult r = Cli({cmd, "--scenario", sc, "--quiet", "--no-plots", "--out", P("o")});
+    EXPECT_EQ(r.code, kExitUsage) << cmd;
+    EXPECT_THAT(r.err, HasSubstr("scenario.policies[1]: unknown policy 'no-such-policy' (known: "))
+        << cmd;
+    for (const std::string& known : core::PolicyNames()) EXPECT_THAT(r.err, HasSubstr(known));
+    EXPECT_THAT(r.err, HasSubstr("(line 4, column"));
+  }
+  const CliResult dup = Cli({"compare", "--topology", Topo("example_explicit.yaml"), "--jobs",
+                             (kConfigs / "scenarios/jobs/example1_short_first.yaml").string(),
+                             "--policies", "fixed,ecmp,fixed", "--out", P("o")});
+  EXPECT_EQ(dup.code, kExitUsage);
+  EXPECT_THAT(dup.err, HasSubstr("--policies: policy 'fixed' is listed twice"));
+  EXPECT_FALSE(fs::exists(P("o/summary.json")));
+}
+
+// Item 13: control characters and escape sequences in ids are rejected with the line and
+// column, and never reach the terminal through the error message.
+TEST_F(SimCliTest, ControlCharactersInIdsAreRejectedAndNotEchoed) {
+  const std::string topo = Topo("example_clos2.yaml");
+  const std::string hdr = std::string(sim::workload::kTraceHeader) + "\n";
+  struct Case {
+    std::string row;
+    std::string error;
+  };
+  const Case cases[] = {
+      {"evil\x1b]0;pwned\x07,0,10,,8,,resnet50",
+       "line 2, column 1 (job_id): must be printable text (byte 5"},
+      {"a,0,10,,8,host\x1b[1A,resnet50", "line 2, column 6 (placement): host name must be"},
+      {"a,0,10,,8,,resnet50\x1b[2K", "line 2, column 7 (model): must be printable text"},
+  };
+  for (const Case& c : cases) {
+    const std::string trace = P("t.csv");
+    ASSERT_TRUE(sim::workload::WriteTextFile(trace, hdr + c.row + "\n").ok());
+    const CliResult r = Cli(
+        {"run", "--topology", topo, "--trace", trace, "--quiet", "--no-plots", "--out", P("o")});
+    EXPECT_EQ(r.code, kExitUsage) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.error));
+    EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("\\x1b"));
+  }
+  // And in a link-event file.
+  const std::string events = P("e.csv");
+  ASSERT_TRUE(
+      sim::workload::WriteTextFile(events, "time_s,a,b,gbps\n5,tor0\x1b[31m,agg0,0\n").ok());
+  const std::string trace = P("t.csv");
+  ASSERT_TRUE(sim::workload::WriteTextFile(trace, hdr + "a,0,10,,8,,resnet50\n").ok());
+  const CliResult r = Cli({"run", "--topology", topo, "--trace", trace, "--link-events", events,
+                           "--quiet", "--no-plots", "--out", P("o")});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("line 2, column 2 (a): must be printable text"));
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+}
+
+// Runs the CLI in a child process (a real process: memory really runs out) whose address
+// space may grow by only `headroom` bytes; returns how it ended and what it wrote on stderr.
+struct ChildResult {
+  bool exited = false;
+  int code = -1;
+  int signal = 0;
+  std::string err;
+};
+ChildResult CliWithLittleMemory(std::vector<std::string> args, size_t headroom) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], STDERR_FILENO);
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, STDOUT_FILENO);
+    args.insert(args.begin(), "crux-sim");
+    std::vector<const char*> argv;
+    for (const std::string& a : args) argv.push_back(a.c_str());
+    long pages = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+      std::fclose(f);
+    }
+    rlimit rl{};
+    rl.rlim_cur = rl.rlim_max =
+        static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + headroom;
+    if (pages == 0 || setrlimit(RLIMIT_AS, &rl) != 0) _exit(99);
+    const int code = RunSimCli(static_cast<int>(argv.size()), argv.data(), std::cout, std::cerr);
+    std::cerr.flush();
+    _exit(code);
+  }
+  close(fds[1]);
+  ChildResult res;
+  char buf[4096];
+  ssize_t n = 0;
+  while ((n = read(fds[0], buf, sizeof(buf))) > 0) res.err.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  res.exited = WIFEXITED(status);
+  res.code = res.exited ? WEXITSTATUS(status) : -1;
+  res.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  return res;
+}
+
+// Allocation failure (std::bad_alloc) must end in a clear error and the simulation-failure
+// exit code, never in std::terminate / abort.
+TEST_F(SimCliTest, RunningOutOfMemoryIsAClearErrorNotAnAbort) {
+  constexpr size_t kHeadroom = 24u << 20;  // 24 MiB more than the process already maps.
+  // In the engine: a million samples over a job that runs the whole horizon.
+  const std::string trace = P("t.csv");
+  ASSERT_TRUE(sim::workload::WriteTextFile(trace, std::string(sim::workload::kTraceHeader) +
+                                                      "\na,0,,,16,host0;host4,bert_large\n")
+                  .ok());
+  ChildResult r = CliWithLittleMemory(
+      {"run", "--topology", Topo("example_clos2.yaml"), "--trace", trace, "--horizon-s", "1e6",
+       "--sample-interval-s", "1", "--quiet", "--no-plots", "--out", P("o")},
+      kHeadroom);
+  EXPECT_TRUE(r.exited) << "killed by signal " << r.signal << "; stderr: " << r.err;
+  EXPECT_EQ(r.code, kExitSimulation) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("crux-sim: error: "));
+  EXPECT_THAT(r.err, HasSubstr("out of memory"));
+  // Outside the engine (here the trace generator, ~8.6 million jobs), caught at the CLI's edge.
+  r = CliWithLittleMemory(
+      {"gen-trace", "--days", "100", "--mean-interarrival-s", "1", "--out", P("g.csv")}, kHeadroom);
+  EXPECT_TRUE(r.exited) << "killed by signal " << r.signal << "; stderr: " << r.err;
+  EXPECT_EQ(r.code, kExitSimulation) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("crux-sim: error: out of memory"));
 }
 
 }  // namespace

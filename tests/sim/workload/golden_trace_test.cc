@@ -3,6 +3,12 @@
 // catches unintended changes in the engine, the policies or the workload path. After an
 // intended change, regenerate with CRUX_UPDATE_GOLDEN=1 (the run then fails once on purpose, so
 // that an update is never silent) and review the diff.
+//
+// Issue #10: the trace first had dlrm arrive at 400 s on host14;host3 while rn50 held host3's
+// 8 GPUs until 660 s, which only loaded because explicit placements were never checked against
+// each other. The loader now rejects that oversubscription; dlrm arrives at 700 s instead (after
+// rn50 has left), and the figures were regenerated: sincronia 0.98488 -> 0.98988, ecmp
+// 0.99451 -> 0.99528, cassini 0.99399 -> 0.99484; crux, taccl and ideal stay at 1.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "crux/core/text.h"
 #include "crux/sim/workload/trace.h"
 
 namespace crux::sim::workload {
@@ -102,11 +103,36 @@ TEST(TraceTest, RejectsEveryKindOfBadLineWithLineAndColumn) {
       {"a,0,10,,8,,m,extra", "line 3: expected 7 comma-separated fields (got 8)"},
       {",0,10,,8,,m", "line 3, column 1 (job_id): must not be empty"},
       {"first,0,10,,8,,m", "line 3, column 1 (job_id): duplicate job id 'first'"},
-      {"a,-1,10,,8,,m", "line 3, column 2 (arrival_s): must be a finite number >= 0 (got '-1')"},
+      {"a,-1,10,,8,,m",
+       "line 3, column 2 (arrival_s): must be a finite number >= 0 and <= 1e+09 (got '-1')"},
       {"a,nan,10,,8,,m", "line 3, column 2 (arrival_s)"},
       {"a,inf,10,,8,,m", "line 3, column 2 (arrival_s)"},
       {"a,,10,,8,,m", "line 3, column 2 (arrival_s)"},
-      {"a,1h,10,,8,,m", "line 3, column 2 (arrival_s): must be a finite number >= 0 (got '1h')"},
+      {"a,1h,10,,8,,m",
+       "line 3, column 2 (arrival_s): must be a finite number >= 0 and <= 1e+09 (got '1h')"},
+      // Issue #10, item 7: times beyond the simulator's range.
+      {"a,2e9,10,,8,,m", "line 3, column 2 (arrival_s): must be a finite number >= 0 and <= 1e+09"},
+      {"a,0,1e10,,8,,m", "line 3, column 3 (duration_s): must be a finite number > 0 and <= 1e+09"},
+      // Issue #10, item 13: ids, host names and model names must be printable and bounded.
+      {"a\x1b[31m,0,10,,8,,m",
+       "line 3, column 1 (job_id): must be printable text (byte 2 starts a control character"},
+      {"a\x07"
+       "b,0,10,,8,,m",
+       "line 3, column 1 (job_id): must be printable text (byte 2"},
+      {"a\xe2\x80\xae"
+       "b,0,10,,8,,m",
+       "line 3, column 1 (job_id): must be printable text"},
+      {"a\xff,0,10,,8,,m", "line 3, column 1 (job_id): must be printable text"},
+      {std::string(129, 'j') + ",0,10,,8,,m",
+       "line 3, column 1 (job_id): is too long (129 bytes, at most 128)"},
+      {"a,0,10,,8,host0;ho\x1bst1,m",
+       "line 3, column 6 (placement): host name must be printable text (byte 3"},
+      {"a,0,10,,8,host0;" + std::string(200, 'h') + ",m",
+       "line 3, column 6 (placement): host name is too long (200 bytes, at most 128)"},
+      {"a,0,10,,8,,m\x1b]0;title\x07", "line 3, column 7 (model): must be printable text"},
+      {"a,0\x1b,10,,8,,m",
+       "line 3, column 2 (arrival_s): must be a finite number >= 0 and <= "
+       "1e+09 (got '0\\x1b')"},
       {"a,0,0,,8,,m", "line 3, column 3 (duration_s): must be a finite number > 0"},
       {"a,0,x,,8,,m", "line 3, column 3 (duration_s)"},
       {"a,0,,0,8,,m", "line 3, column 4 (iterations): must be an integer >= 1"},
@@ -126,6 +152,8 @@ TEST(TraceTest, RejectsEveryKindOfBadLineWithLineAndColumn) {
     ASSERT_FALSE(r.ok()) << "accepted: " << c.row;
     EXPECT_EQ(r.status().code(), core::StatusCode::kInvalidArgument);
     EXPECT_THAT(r.status().message(), HasSubstr(c.error)) << c.row;
+    // No control character of the input reaches the message (and so the terminal).
+    EXPECT_TRUE(core::IsPrintableText(r.status().message())) << r.status().message();
   }
   EXPECT_THAT(ParseTraceCsv("").status().message(), HasSubstr("missing the header"));
   EXPECT_THAT(ParseTraceCsv("id,arrival\nx,1\n").status().message(),

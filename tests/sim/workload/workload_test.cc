@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "crux/core/text.h"
 #include "crux/sim/workload/scenario.h"
 #include "crux/sim/workload/workload.h"
 #include "crux/spec/topology_spec.h"
@@ -122,6 +123,84 @@ TEST(WorkloadTest, TraceErrorsNameTheLineAndJob) {
   EXPECT_THAT(full.message(), HasSubstr("line 2: job a: placement: not enough whole free hosts"));
 }
 
+// Issue #10, item 6: a departed job's GPUs were never given back (the loader released an empty
+// placement), so a job arriving after another had left found the cluster full.
+TEST(WorkloadTest, DepartedJobsReleaseTheirGpus) {
+  const core::Topology topo = Load("example_clos2.yaml");  // 16 hosts x 8 GPUs = 128 GPUs.
+  core::Result<std::vector<TraceJob>> trace =
+      ParseTraceCsv(std::string(kTraceHeader) +
+                    "\n"
+                    "a,0,10,,128,,bert_large\n"
+                    "b,100,10,,128,,bert_large\n"
+                    // Leaves exactly when c arrives (an end at t frees the GPUs for t).
+                    "c,110,,,64,,bert_large\n"
+                    "d,110,50,,64,,bert_large\n"
+                    "e,160,5,,64,,bert_large\n");
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  core::Result<std::vector<SimJob>> jobs = TraceToSimJobs(*trace, Models(), topo, 8);
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  ASSERT_EQ(jobs->size(), 5u);
+  EXPECT_EQ((*jobs)[1].spec.hosts.size(), 16u);
+  // c runs to the horizon on one half; d, then e (after d left), get the other half.
+  std::set<uint32_t> c_hosts;
+  for (core::NodeId h : (*jobs)[2].spec.hosts) c_hosts.insert(h.value());
+  for (size_t k : {size_t{3}, size_t{4}}) {
+    ASSERT_EQ((*jobs)[k].spec.hosts.size(), 8u);
+    for (core::NodeId h : (*jobs)[k].spec.hosts) EXPECT_EQ(c_hosts.count(h.value()), 0u) << k;
+  }
+  EXPECT_EQ((*jobs)[3].spec.hosts, (*jobs)[4].spec.hosts);
+  // A job that never leaves keeps its GPUs: a third 64-GPU job does not fit.
+  core::Result<std::vector<TraceJob>> full =
+      ParseTraceCsv(std::string(kTraceHeader) +
+                    "\nc,0,,,64,,bert_large\nd,0,,,64,,bert_large\nx,500,10,,64,,bert_large\n");
+  ASSERT_TRUE(full.ok());
+  core::Status st = TraceToSimJobs(*full, Models(), topo, 8).status();
+  EXPECT_EQ(st.code(), core::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(st.message(), HasSubstr("line 4: job x: placement: not enough whole free hosts"));
+}
+
+// Issue #10, item 6: jobs with explicit placements could oversubscribe a host silently.
+TEST(WorkloadTest, ExplicitPlacementsMayNotOversubscribeAHost) {
+  const core::Topology topo = Load("example_clos2.yaml");
+  const ModelCatalog models = Models();
+  auto load = [&](const std::string& rows) {
+    core::Result<std::vector<TraceJob>> t = ParseTraceCsv(std::string(kTraceHeader) + "\n" + rows);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return TraceToSimJobs(*t, models, topo, 8);
+  };
+  // Two explicit placements on host3 while both run.
+  core::Status st = load(
+                        "a,0,100,,16,host3;host9,bert_large\n"
+                        "b,50,100,,8,host3,resnet50\n")
+                        .status();
+  EXPECT_EQ(st.code(), core::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(st.message(),
+              HasSubstr("line 3: job b: placement: host 'host3' has 0 of 8 GPUs free at t=50 s, "
+                        "the job needs 8; held by line 2: job a (8 GPUs, until t=100 s)"));
+  // An explicit placement onto a host the policy gave to an earlier job.
+  st = load("p,0,,,8,,resnet50\nq,1,10,,8,host0,resnet50\n").status();  // p: on host0.
+  EXPECT_EQ(st.code(), core::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(st.message(),
+              HasSubstr("line 3: job q: placement: host 'host0' has 0 of 8 GPUs free at t=1 s"));
+  EXPECT_THAT(st.message(), HasSubstr("held by line 2: job p (8 GPUs, to the horizon)"));
+  // More GPUs per host than a host has.
+  st = load("a,0,10,,32,host0;host1,bert_large\n").status();
+  EXPECT_EQ(st.code(), core::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(),
+              HasSubstr("line 2: job a: placement: 32 GPUs on 2 hosts is 16 GPUs per host, but a "
+                        "host has 8"));
+  // Sharing a host within its GPUs, and reusing it once the first job has left, are fine; the
+  // placement policy then avoids the hosts the trace gave away.
+  core::Result<std::vector<SimJob>> ok = load(
+      "a,0,100,,4,host3,resnet50\n"
+      "b,50,100,,4,host3,resnet50\n"
+      "c,100,10,,8,host3;host9,bert_large\n"
+      "d,150,10,,8,host9,resnet50\n"
+      "e,150,10,,120,,bert_large\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  for (core::NodeId h : (*ok)[4].spec.hosts) EXPECT_NE(topo.node(h).name, "host9");
+}
+
 TEST(WorkloadTest, JobsYamlCarriesSimulatorKeys) {
   const core::Topology topo = Load("example_explicit.yaml");
   core::Result<std::vector<SimJob>> jobs = LoadJobsWorkload(
@@ -221,11 +300,24 @@ TEST(ScenarioTest, ParsesOptionsAndRejectsBadFiles) {
       {"scenario: {topology: t.yaml, jobs: j.yaml, fast_forward: 1}",
        "scenario.fast_forward: must be true or false"},
       {"scenario: [", "invalid YAML"},
+      // Issue #10, item 13: every policy must be known (run used to ignore all but the first).
+      {"scenario: {topology: t.yaml, jobs: j.yaml, policies: [crux, nosuch]}",
+       "scenario.policies[1]: unknown policy 'nosuch' (known: "},
+      {"scenario: {topology: t.yaml, jobs: j.yaml, policies: [crux, ecmp, crux]}",
+       "scenario.policies[2]: policy 'crux' is listed twice"},
+      {"scenario: {topology: t.yaml, jobs: j.yaml, policies: [\"cr\\eux\"]}",
+       "scenario.policies[0]: unknown policy 'cr\\x1bux'"},
+      // Control characters and escape sequences in strings.
+      {"scenario: {topology: \"t\\e[2J.yaml\", jobs: j.yaml}",
+       "scenario.topology: must be printable text (byte 2 starts a control character"},
+      {"scenario: {topology: t.yaml, jobs: j.yaml, description: \"ok\\u202Eevil\"}",
+       "scenario.description: must be printable text (byte 3"},
   };
   for (const Case& c : cases) {
     core::Result<Scenario> r = ParseScenario(c.yaml, "");
     ASSERT_FALSE(r.ok()) << c.yaml;
     EXPECT_THAT(r.status().message(), HasSubstr(c.error)) << c.yaml;
+    EXPECT_TRUE(core::IsPrintableText(r.status().message())) << r.status().message();
   }
 }
 

@@ -18,6 +18,7 @@
 #ifndef CRUX_SIM_SIMULATOR_H_
 #define CRUX_SIM_SIMULATOR_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -35,6 +36,16 @@
 namespace crux::sim {
 
 using core::Duration;
+
+// The longest simulated time: horizons, arrivals, durations and link-event times are at most
+// 10^9 s (about 31.7 years), so that every sum of two times stays exact in int64 nanoseconds
+// (2 x 10^18 < 2^63 ~ 9.2 x 10^18). ValidateSimInput enforces it.
+inline constexpr double kMaxSimSeconds = 1e9;
+inline constexpr Duration kMaxSimTime = Duration::Nanos(1'000'000'000'000'000'000);
+// Job ids and model names: printable text (crux/core/text.h) of at most this many bytes.
+inline constexpr size_t kMaxNameLength = 128;
+// Most samples a run may produce (horizon / sample_interval, rounded up).
+inline constexpr int64_t kMaxSamples = 1'000'000;
 
 // One job of the workload. spec.id must be unique; spec.hosts is the placement.
 struct SimJob {
@@ -62,7 +73,9 @@ struct Progress {
 
 struct SimOptions {
   core::PolicyOptions policy;  // Levels (K), seed, peak FLOP/s, ...
-  // End of the simulation. Jobs without duration/iterations run until then. > 0.
+  // End of the simulation. Jobs without duration/iterations run until then. In (0, kMaxSimTime].
+  // Memory and time do not grow with it where nothing happens (no job running): idle stretches
+  // are skipped, and the sampling bins are allocated only up to the last activity.
   Duration horizon = Duration::Seconds(3600);
   Duration per_hop_latency = Duration::Micros(1);  // alpha, >= 0.
   // Steady-state fast-forward: once every group of interacting jobs is in a periodic state
@@ -76,7 +89,7 @@ struct SimOptions {
   // two consecutive windows of 16 anchor iterations agree within this relative tolerance.
   // 0 = exact periodicity only. In [0, 1).
   double fast_forward_tolerance = 0.01;
-  // Time-series sampling period (> 0).
+  // Time-series sampling period (> 0; at most kMaxSamples samples over the horizon).
   Duration sample_interval = Duration::Seconds(60);
   // Called now and then (at most ~once per wall second) when set.
   std::function<void(const Progress&)> progress;
@@ -157,7 +170,8 @@ core::Result<SimResult> Simulate(const core::Topology& topo, const PolicyFactory
                                  const SimOptions& options);
 
 // Checks options, jobs and link events without running anything. Errors name the option, the
-// job (by id) and field, or the link event (by index).
+// job (by id) and field, or the link event (by index). Times beyond kMaxSimTime, and job ids or
+// models that are not printable text of at most kMaxNameLength bytes, are errors.
 core::Status ValidateSimInput(const core::Topology& topo, const std::vector<SimJob>& jobs,
                               const std::vector<LinkEvent>& link_events, const SimOptions& options);
 

@@ -31,10 +31,16 @@
 
 namespace crux::sim::workload {
 
+// Bounds on what one trace may ask for (ten years; ten million jobs on average), so that a
+// typo cannot make the generator run until memory is exhausted.
+inline constexpr double kMaxGeneratorDays = 3650;
+inline constexpr int64_t kMaxGeneratedJobs = 10'000'000;
+
 struct GeneratorOptions {
   uint64_t seed = 1;
-  double days = 14;                  // Trace span (arrivals), > 0.
-  double mean_interarrival_s = 240;  // Poisson arrivals, > 0.
+  double days = 14;  // Trace span (arrivals), in (0, kMaxGeneratorDays].
+  // Poisson arrivals, > 0; days x 86400 / mean_interarrival_s <= kMaxGeneratedJobs.
+  double mean_interarrival_s = 240;
   // (GPUs, weight) pairs; GPUs >= 1, weights >= 0 with a positive sum.
   std::vector<std::pair<int, double>> size_mix = {
       {1, 0.305}, {2, 0.08},   {4, 0.10},   {8, 0.20},    {16, 0.10},

@@ -7,9 +7,13 @@
 // * The header line is required and must be exactly the one above. Blank lines and lines whose
 //   first character is '#' are ignored. CRLF line ends are accepted. Fields are not quoted, so
 //   no field may contain a comma; surrounding spaces are trimmed.
-// * job_id: non-empty, unique. arrival_s: seconds from the start of the trace, finite, >= 0.
-// * duration_s (finite, > 0) or iterations (integer >= 1): at most one of them; both empty =
+// * job_id: non-empty, unique. arrival_s: seconds from the start of the trace, in
+//   [0, sim::kMaxSimSeconds = 1e9].
+// * duration_s (> 0 and <= 1e9) or iterations (integer >= 1): at most one of them; both empty =
 //   the job runs until the simulation horizon.
+// * job_id, the host names of placement and model are printable text (crux/core/text.h: no
+//   control characters or escape sequences, no bidirectional overrides, valid UTF-8) of at most
+//   sim::kMaxNameLength (128) bytes.
 // * gpus: integer >= 1.
 // * placement: host node names separated by ';' (distinct; gpus must be a multiple of their
 //   count: every host gets gpus / hosts GPUs), or empty: the placement policy (placement.h)

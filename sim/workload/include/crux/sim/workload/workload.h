@@ -24,10 +24,17 @@ core::Result<std::vector<SimJob>> LoadJobsWorkload(const std::string& path,
                                                    const core::Topology& topo);
 
 // Trace rows -> SimJobs, in trace order. Each row's model must be in `models` and its hosts in
-// `topo`. Rows without placement are placed by the placement policy (placement.h, every host
-// with `gpus_per_host` GPUs) in arrival order; a job holds its GPUs until arrival + duration_s,
-// or arrival + iterations x compute time (a lower bound), or forever when it has neither.
-// Errors (kInvalidArgument / kFailedPrecondition) start with "line N: job <id>: ...".
+// `topo`. Every host has `gpus_per_host` GPUs. Jobs are taken in arrival order; a job holds its
+// hosts' GPUs from arrival until arrival + duration_s, or arrival + iterations x compute time
+// (a lower bound of its real end), or forever when it has neither, and then releases them. Rows
+// without placement are placed by the placement policy (placement.h) on the GPUs free at their
+// arrival. Rows with a placement must find those GPUs free: a host is never given more GPUs
+// than it has, whether the jobs sharing it were placed by the trace or by the policy.
+// Errors (kInvalidArgument / kFailedPrecondition) start with "line N: job <id>: ...":
+//   "line 3: job b: placement: host 'host3' has 0 of 8 GPUs free at t=5 s, the job needs 8;
+//    held by line 2: job a (8 GPUs, until t=100 s) (...)"
+// and a placement of more GPUs per host than gpus_per_host, or no room for an unplaced job, is
+// an error too (the simulator does not queue jobs; the generator does, see generator.h).
 core::Result<std::vector<SimJob>> TraceToSimJobs(const std::vector<TraceJob>& trace,
                                                  const ModelCatalog& models,
                                                  const core::Topology& topo, int gpus_per_host);
