@@ -9,6 +9,7 @@
 #include <system_error>
 #include <utility>
 
+#include "crux/core/text.h"
 #include "crux/protocol/codec.h"
 #include "crux/protocol/curve.h"
 #include "crux/protocol/validate.h"
@@ -55,8 +56,10 @@ const CLI::Validator kFinitePositive(
     },
     "POSITIVE");
 
+// Every error line is escaped as a whole: it may quote the daemon's text, the environment
+// ($CRUX_ADMIN_SOCKET) or the command line, and must stay one harmless line.
 int Fail(std::ostream& err, int code, const std::string& message) {
-  err << kProgram << ": " << message << "\n";
+  err << kProgram << ": " << core::EscapeForTerminal(message) << "\n";
   return code;
 }
 
@@ -91,9 +94,10 @@ int Exchange(const CruxctlEnvironment& env, const Options& options, v1::Envelope
   }
   v1::Envelope& got = *result;
   if (got.body_case() == v1::Envelope::kError) {
+    const v1::ErrorCode code = got.error().code();
     return Fail(err, kExitDaemonError,
-                "cruxd: " + std::string(protocol::ErrorCodeName(got.error().code())) + ": " +
-                    got.error().message());
+                "cruxd: " + std::string(protocol::ErrorCodeName(code)) + " (" +
+                    DescribeErrorCode(code) + "): " + got.error().message());
   }
   if (got.body_case() != expected) {
     return Fail(err, kExitDaemonError,
@@ -106,7 +110,7 @@ int Exchange(const CruxctlEnvironment& env, const Options& options, v1::Envelope
   return kExitOk;
 }
 
-void PrintJson(std::ostream& out, const nlohmann::json& doc) { out << doc.dump(2) << "\n"; }
+void PrintJson(std::ostream& out, const nlohmann::json& doc) { out << DumpJson(doc) << "\n"; }
 
 int RunStatus(const CruxctlEnvironment& env, const Options& o, std::ostream& out,
               std::ostream& err) {
@@ -288,15 +292,47 @@ int RunKeygen(const Options& o, std::ostream& out, std::ostream& err) {
                     {"secret_key_file", base + ".key"},
                     {"public_key_file", base + ".pub"}});
   } else {
-    out << "Wrote " << base << ".key (secret, mode 0600) and " << base << ".pub (public).\n"
+    const std::string shown = core::EscapeForTerminal(base);
+    out << "Wrote " << shown << ".key (secret, mode 0600) and " << shown << ".pub (public).\n"
         << "Public key: " << keys->public_z85 << "\n"
-        << "Authorise it on the daemon by copying " << base
+        << "Authorise it on the daemon by copying " << shown
         << ".pub into cruxd's curve.authorized_keys_dir.\n";
   }
   return kExitOk;
 }
 
 }  // namespace
+
+std::string DescribeErrorCode(v1::ErrorCode code) {
+  switch (code) {
+    case v1::ERROR_CODE_MALFORMED:
+      return "the request did not parse";
+    case v1::ERROR_CODE_TOO_LARGE:
+      return "the request is too large";
+    case v1::ERROR_CODE_UNSUPPORTED_VERSION:
+      return "this cruxctl speaks another protocol version";
+    case v1::ERROR_CODE_INVALID_ARGUMENT:
+      return "invalid argument";
+    case v1::ERROR_CODE_UNKNOWN_HOST:
+      return "unknown host";
+    case v1::ERROR_CODE_UNKNOWN_JOB:
+      return "unknown job";
+    case v1::ERROR_CODE_PERMISSION_DENIED:
+      return "permission denied";
+    case v1::ERROR_CODE_CONFLICT:
+      return "conflicts with the current state";
+    case v1::ERROR_CODE_UNAVAILABLE:
+      return "cruxd is shutting down or overloaded, retry later";
+    case v1::ERROR_CODE_INTERNAL:
+      return "internal error in cruxd";
+    case v1::ERROR_CODE_NOT_FOUND:
+      return "not found";
+    case v1::ERROR_CODE_RESOURCE_EXHAUSTED:
+      return "a quota is reached";
+    default:
+      return "unknown error code " + std::to_string(static_cast<int>(code));
+  }
+}
 
 std::string NormalizeEndpoint(const std::string& socket) {
   if (socket.find("://") != std::string::npos) return socket;

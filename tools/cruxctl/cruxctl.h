@@ -23,15 +23,22 @@
 //
 // Output: human tables on `out` by default; --json prints one JSON document (keys documented in
 // render.h) followed by a newline. Errors go to `err` as one line starting with "cruxctl: ";
-// nothing is printed on `out` when a command fails.
+// nothing is printed on `out` when a command fails. Nothing the daemon sends is trusted: human
+// output and error lines are escaped with core::EscapeForTerminal, JSON is printed as ASCII
+// (render.h), so no reply can drive the terminal or forge lines.
 //
 // Exit codes (stable, scripts may branch on them):
 //   0 kExitOk           success
 //   1 kExitDaemonError  the daemon answered with an error (unknown job/link -> NOT_FOUND,
-//                       invalid argument, ...) or an unexpected/malformed reply; also a failed
-//                       keygen (file exists, directory not writable)
+//                       invalid argument, a quota -> RESOURCE_EXHAUSTED, UNAVAILABLE while it
+//                       shuts down, ...; printed as the code name, DescribeErrorCode's words
+//                       and the daemon's message) or an unexpected/malformed reply; also a
+//                       failed keygen (file exists, directory not writable)
 //   2 kExitUsage        bad command line (unknown command/flag, missing argument, bad number)
-//   3 kExitUnreachable  no daemon at the endpoint, or no reply within --timeout-ms
+//   3 kExitUnreachable  no daemon at the endpoint, or no reply within --timeout-ms. For ipc://
+//                       endpoints the socket file is checked first (ProbeAdminSocket), so a
+//                       missing file, a stale socket left by a killed cruxd (ECONNREFUSED) and
+//                       a permission problem are each reported at once, by name
 //
 // Never hangs: every request waits at most --timeout-ms (default 5000, range 1..600000).
 //
@@ -90,8 +97,25 @@ std::string NormalizeEndpoint(const std::string& socket);
 int RunCruxctl(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
                const CruxctlEnvironment& env);
 
+// The words cruxctl prints after an error code name ("a quota is reached" for
+// ERROR_CODE_RESOURCE_EXHAUSTED); every code has some, unknown (newer) codes name their number.
+std::string DescribeErrorCode(v1::ErrorCode code);
+
+// Checks the unix socket at `path` (an ipc:// endpoint without the scheme; "@name" is an
+// abstract socket) without speaking ZeroMQ: stat(2), then a non-blocking connect(2) that is
+// closed at once. Ok when something accepts connections (or the accept queue is full: then the
+// request's timeout decides). Otherwise kUnavailable with one of:
+//   "no cruxd: PATH does not exist ..."                      (ENOENT / ENOTDIR)
+//   "no cruxd: PATH is not a socket ..."
+//   "cruxd is not running: PATH is a stale socket (ECONNREFUSED ...)"
+//   "permission denied: user uid U (NAME) ... PATH ..."      (EACCES / EPERM; with the socket's
+//                                                             owner and mode when known)
+// Never blocks.
+core::Status ProbeAdminSocket(const std::string& path);
+
 // The production transport: a DEALER socket (crux::protocol::DealerClient) to `endpoint`.
-// For ipc:// endpoints a missing socket file fails fast with kUnavailable.
+// For ipc:// endpoints ProbeAdminSocket runs first (its error is returned as is), and a request
+// that times out is probed again, so a daemon that died meanwhile is named as such.
 core::Result<std::unique_ptr<AdminTransport>> MakeZmqAdminTransport(const std::string& endpoint);
 
 }  // namespace crux::cruxctl

@@ -10,10 +10,21 @@
 #include <utility>
 #include <vector>
 
+#include "crux/core/text.h"
 #include "crux/protocol/convert.h"
 
 namespace crux::cruxctl {
 namespace {
+
+// Every string that came from the daemon goes through this before it reaches a terminal.
+std::string E(std::string_view text) { return core::EscapeForTerminal(text); }
+
+// Display width of escaped (hence valid UTF-8) text: code points, not bytes.
+size_t DisplayWidth(const std::string& text) {
+  size_t width = 0;
+  for (const char c : text) width += (static_cast<unsigned char>(c) & 0xc0) != 0x80 ? 1 : 0;
+  return width;
+}
 
 std::string Printf(const char* format, double value) {
   char buf[64];
@@ -75,27 +86,47 @@ std::string FormatBytes(uint64_t bytes) {
   return Printf("%.3g", v) + kUnits[unit];
 }
 
+// StatusReply.refusals sorted by reason (deterministic output).
+std::map<std::string, uint64_t> SortedRefusals(const v1::StatusReply& r) {
+  return std::map<std::string, uint64_t>(r.refusals().begin(), r.refusals().end());
+}
+
+// "8q strict dwrr pbr sonic+file"; "-" when the agent declared nothing.
+std::string CapabilitiesSummary(const v1::SwitchCapabilities& c) {
+  std::vector<std::string> parts;
+  if (c.queues() > 0) parts.push_back(std::to_string(c.queues()) + "q");
+  if (c.strict_priority()) parts.push_back("strict");
+  if (c.dwrr()) parts.push_back("dwrr");
+  if (c.pbr_redirect()) parts.push_back("pbr");
+  if (!c.backends().empty()) parts.push_back(JoinNames(c.backends(), "+"));
+  if (parts.empty()) return "-";
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : " ") + p;
+  return out;
+}
+
 }  // namespace
 
 Table::Table(std::vector<Column> columns) : columns_(std::move(columns)) {}
 
 void Table::AddRow(std::vector<std::string> cells) {
   cells.resize(columns_.size());
+  for (std::string& cell : cells) cell = E(cell);
   rows_.push_back(std::move(cells));
 }
 
 std::string Table::Render() const {
   std::vector<size_t> widths(columns_.size());
-  for (size_t c = 0; c < columns_.size(); ++c) widths[c] = columns_[c].title.size();
+  for (size_t c = 0; c < columns_.size(); ++c) widths[c] = DisplayWidth(columns_[c].title);
   for (const auto& row : rows_) {
-    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], DisplayWidth(row[c]));
   }
   std::string out;
   auto emit = [&](const std::vector<std::string>& cells) {
     std::string line;
     for (size_t c = 0; c < columns_.size(); ++c) {
       const std::string& cell = cells[c];
-      const size_t pad = widths[c] - cell.size();
+      const size_t pad = widths[c] - DisplayWidth(cell);
       const bool last = c + 1 == columns_.size();
       if (c > 0) line += "  ";
       if (columns_[c].numeric) {
@@ -168,14 +199,30 @@ nlohmann::json ToJson(const v1::StatusReply& r) {
        std::map<std::string, uint32_t>(r.jobs_by_state().begin(), r.jobs_by_state().end())) {
     by_state[state] = count;
   }
-  return {{"version", r.version()},    {"uptime_ms", r.uptime_ms()},
-          {"epoch", r.epoch()},        {"jobs", r.jobs()},
-          {"jobs_by_state", by_state}, {"clients", r.clients()},
-          {"switches", r.switches()},  {"hosts", r.hosts()},
-          {"links", r.links()},        {"links_not_up", r.links_not_up()},
-          {"levels", r.levels()},      {"dry_run", r.dry_run()},
-          {"replans", r.replans()},    {"last_replan_ms", r.last_replan_ms()},
-          {"topology", r.topology()},  {"state_path", r.state_path()}};
+  nlohmann::json refusals = nlohmann::json::object();
+  for (const auto& [reason, count] : SortedRefusals(r)) refusals[reason] = count;
+  return {{"version", r.version()},
+          {"uptime_ms", r.uptime_ms()},
+          {"epoch", r.epoch()},
+          {"jobs", r.jobs()},
+          {"jobs_by_state", by_state},
+          {"clients", r.clients()},
+          {"switches", r.switches()},
+          {"hosts", r.hosts()},
+          {"links", r.links()},
+          {"links_not_up", r.links_not_up()},
+          {"levels", r.levels()},
+          {"dry_run", r.dry_run()},
+          {"replans", r.replans()},
+          {"last_replan_ms", r.last_replan_ms()},
+          {"topology", r.topology()},
+          {"state_path", r.state_path()},
+          {"store_ok", r.store_ok()},
+          {"store_error", r.store_error()},
+          // A random 64-bit id: a decimal string, as in protobuf's JSON mapping of uint64, since
+          // JSON readers that hold numbers as doubles (jq) would round it.
+          {"state_id", std::to_string(r.state_id())},
+          {"refusals", refusals}};
 }
 
 nlohmann::json ToJson(const v1::JobSummary& j) {
@@ -267,20 +314,38 @@ nlohmann::json ToJson(const v1::PlanDryRunReply& reply) {
 nlohmann::json ToJson(const v1::ListSwitchesReply& reply) {
   nlohmann::json switches = nlohmann::json::array();
   for (const v1::SwitchInfo& s : reply.switches()) {
+    const v1::SwitchCapabilities& caps = s.capabilities();
     switches.push_back({{"name", s.name()},
                         {"connected", s.connected()},
                         {"desired_epoch", s.desired_epoch()},
                         {"applied_epoch", s.applied_epoch()},
                         {"last_error", s.last_error()},
                         {"last_seen_ms", s.last_seen_ms()},
-                        {"dscp_colours_shared", s.dscp_colours_shared()}});
+                        {"dscp_colours_shared", s.dscp_colours_shared()},
+                        {"in_sync", s.in_sync()},
+                        {"drift_repairs", s.drift_repairs()},
+                        {"last_drift_ms", s.last_drift_ms()},
+                        {"last_drifted_fields", s.last_drifted_fields()},
+                        {"capabilities",
+                         {{"queues", caps.queues()},
+                          {"strict_priority", caps.strict_priority()},
+                          {"dwrr", caps.dwrr()},
+                          {"pbr_redirect", caps.pbr_redirect()},
+                          {"backends", StringArray(caps.backends())}}}});
   }
   return {{"switches", switches}};
 }
 
+std::string DumpJson(const nlohmann::json& doc) {
+  // ensure_ascii: every non-ASCII character (C1 controls included) becomes \uXXXX, control
+  // characters are escaped by JSON itself; replace: invalid UTF-8 becomes U+FFFD instead of an
+  // exception. The result is printable ASCII plus newlines, and valid JSON.
+  return doc.dump(2, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace);
+}
+
 std::string RenderStatusText(const v1::StatusReply& r) {
   std::ostringstream out;
-  out << "cruxd " << (r.version().empty() ? "(unknown version)" : r.version()) << ", up "
+  out << "cruxd " << (r.version().empty() ? "(unknown version)" : E(r.version())) << ", up "
       << FormatMillis(static_cast<double>(r.uptime_ms())) << (r.dry_run() ? ", DRY RUN" : "")
       << "\n";
   out << "  epoch        " << r.epoch() << "\n";
@@ -290,7 +355,7 @@ std::string RenderStatusText(const v1::StatusReply& r) {
     bool first = true;
     for (const auto& [state, count] :
          std::map<std::string, uint32_t>(r.jobs_by_state().begin(), r.jobs_by_state().end())) {
-      out << (first ? "" : ", ") << state << " " << count;
+      out << (first ? "" : ", ") << E(state) << " " << count;
       first = false;
     }
     out << ")";
@@ -298,11 +363,35 @@ std::string RenderStatusText(const v1::StatusReply& r) {
   out << "\n";
   out << "  clients      " << r.clients() << "\n";
   out << "  switches     " << r.switches() << "\n";
-  out << "  topology     " << r.topology() << " (" << r.hosts() << " hosts, " << r.links()
+  out << "  topology     " << E(r.topology()) << " (" << r.hosts() << " hosts, " << r.links()
       << " links, " << r.links_not_up() << " not up)\n";
   out << "  levels       " << r.levels() << "\n";
   out << "  re-plans     " << r.replans() << " (last " << FormatMillis(r.last_replan_ms()) << ")\n";
-  out << "  state        " << (r.state_path().empty() ? "-" : r.state_path()) << "\n";
+  out << "  state        " << (r.state_path().empty() ? "-" : E(r.state_path())) << "\n";
+  out << "  state id     " << (r.state_id() == 0 ? "-" : std::to_string(r.state_id())) << "\n";
+  out << "  store        ";
+  if (r.store_ok()) {
+    out << "ok";
+  } else if (!r.store_error().empty()) {
+    out << "FAILED (re-plans are not applied): " << E(r.store_error());
+  } else {
+    out << "unknown (this cruxd does not report store health)";
+  }
+  out << "\n";
+  const auto refusals = SortedRefusals(r);
+  uint64_t total = 0;
+  for (const auto& [reason, count] : refusals) total += count;
+  out << "  refusals     " << total;
+  if (!refusals.empty()) {
+    out << " (";
+    bool first = true;
+    for (const auto& [reason, count] : refusals) {
+      out << (first ? "" : ", ") << E(reason) << " " << count;
+      first = false;
+    }
+    out << ")";
+  }
+  out << "\n";
   return out.str();
 }
 
@@ -334,17 +423,17 @@ std::string RenderJobsTable(const v1::ListJobsReply& reply) {
 std::string RenderJobDetailText(const v1::JobDetail& d) {
   const v1::JobSummary& s = d.summary();
   std::ostringstream out;
-  out << "Job " << s.job_id();
-  if (!s.tenant().empty()) out << " (tenant " << s.tenant() << ")";
+  out << "Job " << E(s.job_id());
+  if (!s.tenant().empty()) out << " (tenant " << E(s.tenant()) << ")";
   out << ": " << protocol::JobStateName(s.state());
-  if (!d.model().empty()) out << ", model " << d.model();
+  if (!d.model().empty()) out << ", model " << E(d.model());
   out << "\n";
   out << "  placement      " << s.gpus() << " GPUs on " << s.hosts() << " hosts";
-  if (!d.hosts().empty()) out << ": " << JoinNames(d.hosts(), ", ");
+  if (!d.hosts().empty()) out << ": " << E(JoinNames(d.hosts(), ", "));
   out << "\n";
   out << "  intensity I_j  " << FormatSi(s.intensity(), "FLOP/s") << " = W_j "
       << FormatSi(d.work_flops(), "FLOP") << " / t_j " << FormatMillis(d.comm_time_ms());
-  if (!d.bottleneck().empty()) out << " (bottleneck " << d.bottleneck() << ")";
+  if (!d.bottleneck().empty()) out << " (bottleneck " << E(d.bottleneck()) << ")";
   out << "\n";
   out << "  k_j            " << FormatNumber(s.k()) << "\n";
   out << "  priority P_j   " << FormatSi(s.priority(), "") << " = k_j * I_j"
@@ -360,7 +449,7 @@ std::string RenderJobDetailText(const v1::JobDetail& d) {
   }
   out << ", last seen " << FormatUnixMillis(s.last_seen_ms()) << "\n";
   if (!d.explanation().empty()) {
-    out << "\nWhy level " << FormatLevel(s.level()) << ":\n  " << d.explanation() << "\n";
+    out << "\nWhy level " << FormatLevel(s.level()) << ":\n  " << E(d.explanation()) << "\n";
   }
 
   out << "\nFlows (" << d.flows_size() << "):\n";
@@ -438,11 +527,19 @@ std::string RenderSwitchesTable(const v1::ListSwitchesReply& reply) {
                {"APPLIED", true},
                {"SHARED DSCP", true},
                {"LAST SEEN"},
+               {"IN SYNC"},
+               {"DRIFT REPAIRS", true},
+               {"LAST DRIFT"},
+               {"DRIFTED", true},
+               {"CAPABILITIES"},
                {"LAST ERROR"}});
   for (const v1::SwitchInfo& s : reply.switches()) {
     table.AddRow({s.name(), s.connected() ? "yes" : "no", std::to_string(s.desired_epoch()),
                   std::to_string(s.applied_epoch()), std::to_string(s.dscp_colours_shared()),
-                  FormatUnixMillis(s.last_seen_ms()),
+                  FormatUnixMillis(s.last_seen_ms()), s.in_sync() ? "yes" : "no",
+                  std::to_string(s.drift_repairs()), FormatUnixMillis(s.last_drift_ms()),
+                  s.last_drift_ms() == 0 ? "-" : std::to_string(s.last_drifted_fields()),
+                  CapabilitiesSummary(s.capabilities()),
                   s.last_error().empty() ? "-" : s.last_error()});
   }
   return table.Render();

@@ -2,13 +2,18 @@
 //
 // JSON contract (stable; scripts may rely on it, new keys may be added, none renamed):
 //   * Every key is the snake_case field name of the admin.proto message it renders.
-//   * Numbers are JSON numbers (uint64 too: epochs and millisecond stamps stay below 2^53).
+//   * Numbers are JSON numbers (uint64 too: epochs and millisecond stamps stay below 2^53),
+//     except status.state_id (see there).
 //   * Enums are lower-case words: JobState -> "registered" | "profiling" | "scheduled" | "gone" |
 //     "unspecified"; LinkHealth -> "up" | "degraded" | "down" | "unspecified".
 //   * Top-level shapes, one object per command:
 //       status     {version, uptime_ms, epoch, jobs, jobs_by_state{state: n}, clients, switches,
 //                   hosts, links, links_not_up, levels, dry_run, replans, last_replan_ms,
-//                   topology, state_path}
+//                   topology, state_path, store_ok, store_error, state_id, refusals{reason: n}}
+//                   state_id is a decimal *string* (a random 64-bit id does not survive JSON
+//                   readers that hold numbers as doubles; protobuf's JSON mapping does the same);
+//                   store_ok false with an empty store_error: the daemon does not report store
+//                   health (an older cruxd).
 //       jobs       {"jobs": [JobSummary]}  JobSummary = {job_id, tenant, state, gpus, hosts,
 //                   intensity, k, priority, rank, level, dscp, epoch, period_ms, samples,
 //                   last_seen_ms}
@@ -21,14 +26,27 @@
 //       set-link   {"changed": [LinkInfo]}
 //       plan       {"changes": [{job_id, old_level, new_level, flows_repinned}], replan_ms}
 //       switches   {"switches": [{name, connected, desired_epoch, applied_epoch, last_error,
-//                   last_seen_ms, dscp_colours_shared}]}
+//                   last_seen_ms, dscp_colours_shared, in_sync, drift_repairs, last_drift_ms,
+//                   last_drifted_fields, capabilities: {queues, strict_priority, dwrr,
+//                   pbr_redirect, backends: [name]}}]}
 //   Units are the ones admin.proto names: intensity in FLOP/s, *_bps bits per second, *_ms
-//   milliseconds, last_seen_ms Unix milliseconds.
+//   milliseconds, last_seen_ms and last_drift_ms Unix milliseconds (0: never).
+//   DumpJson prints a document as printable ASCII: strings are JSON-escaped (control characters
+//   as \u00XX, every non-ASCII character as \uXXXX, invalid UTF-8 as U+FFFD), so the output is
+//   valid JSON and safe on a terminal whatever the daemon sent.
+//
+// Untrusted text: cruxctl does not trust the daemon's strings (job ids, tenants, models, link,
+// switch and host names, error messages, explanations). Every one of them reaches a human
+// rendering through core::EscapeForTerminal (crux/core/text.h): control characters, ESC, DEL, C1
+// controls, bidi overrides and invalid UTF-8 are shown as "\xHH", a backslash as "\\", so a
+// field can neither drive the terminal nor start a forged line. Table cells are escaped by
+// Table::AddRow (pass raw text); the text renderings escape each field they print.
 //
 // Tables: one header row, columns separated by two spaces, numbers right-aligned, human units
 // (e.g. "100G" for 1e11 b/s). Every table ends with a newline; an empty list prints the header
-// and a "(none)" line. `job ID` lists at most 6 shared links per contending job (with the count;
-// --json has every link).
+// and a "(none)" line. New columns are added before a table's free-text last column (LAST
+// ERROR); existing columns keep their titles and order. `job ID` lists at most 6 shared links
+// per contending job (with the count; --json has every link).
 //
 // Thread-safety: pure functions of their arguments.
 #ifndef CRUX_TOOLS_CRUXCTL_RENDER_H_
@@ -44,7 +62,8 @@
 
 namespace crux::cruxctl {
 
-// A plain text table. Columns flagged `numeric` are right-aligned.
+// A plain text table. Columns flagged `numeric` are right-aligned. AddRow escapes every cell
+// with core::EscapeForTerminal (cells are raw text, never pre-escaped); widths count code points.
 class Table {
  public:
   struct Column {
@@ -81,6 +100,8 @@ nlohmann::json ToJson(const v1::ListLinksReply& reply);
 nlohmann::json ToJson(const v1::SetLinkReply& reply);
 nlohmann::json ToJson(const v1::PlanDryRunReply& reply);
 nlohmann::json ToJson(const v1::ListSwitchesReply& reply);
+// The printed form of a JSON document (see the contract above); no trailing newline.
+std::string DumpJson(const nlohmann::json& doc);
 
 // Human renderings.
 std::string RenderStatusText(const v1::StatusReply& reply);

@@ -3,14 +3,23 @@
 // playing cruxd.
 #include "cruxctl.h"
 
+#include <grp.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -22,6 +31,7 @@
 #include "crux/protocol/curve.h"
 #include "crux/protocol/server.h"
 #include "crux/protocol/transport_context.h"
+#include "crux/v1/common.pb.h"
 
 namespace crux::cruxctl {
 namespace {
@@ -198,6 +208,66 @@ TEST(CruxctlCommandTest, DaemonErrorExitsOneAndPrintsNothingOnStdout) {
   EXPECT_NE(r.err.find("no job x"), std::string::npos) << r.err;
 }
 
+TEST(CruxctlCommandTest, ResourceExhaustedIsADaemonErrorWithWords) {
+  Script script;
+  script.reply = protocol::MakeError(0, v1::ERROR_CODE_RESOURCE_EXHAUSTED,
+                                     "admin: at most 16 requests in flight per peer");
+  const CliRun r = RunWith({"status"}, FakeEnv(&script));
+  EXPECT_EQ(r.code, kExitDaemonError);
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_NE(r.err.find("ERROR_CODE_RESOURCE_EXHAUSTED (a quota is reached): admin: at most 16"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(CruxctlCommandTest, EveryErrorCodeHasWords) {
+  const google::protobuf::EnumDescriptor* codes = v1::ErrorCode_descriptor();
+  for (int i = 0; i < codes->value_count(); ++i) {
+    const auto code = static_cast<v1::ErrorCode>(codes->value(i)->number());
+    if (code == v1::ERROR_CODE_UNSPECIFIED) continue;
+    EXPECT_EQ(DescribeErrorCode(code).find("unknown error code"), std::string::npos)
+        << codes->value(i)->name();
+  }
+  EXPECT_EQ(DescribeErrorCode(static_cast<v1::ErrorCode>(999)), "unknown error code 999");
+}
+
+// Issue #10: a model name with terminal escapes retitled and cleared the admin's terminal.
+TEST(CruxctlCommandTest, HostileModelNameIsEscapedInTextAndValidInJson) {
+  const std::string model = "bert\x1b]0;owned\x07\x1b[2J\ncruxd: all jobs healthy";
+  Script script;
+  script.reply = protocol::NewEnvelope();
+  v1::JobDetail* d = script.reply->mutable_job_detail();
+  d->mutable_summary()->set_job_id("llm-7");
+  d->mutable_summary()->set_state(v1::JOB_STATE_SCHEDULED);
+  d->set_model(model);
+  const CliRun text = RunWith({"job", "llm-7"}, FakeEnv(&script));
+  ASSERT_EQ(text.code, kExitOk) << text.err;
+  EXPECT_EQ(text.out.find('\x1b'), std::string::npos);
+  EXPECT_EQ(text.out.find('\x07'), std::string::npos);
+  EXPECT_NE(text.out.find("model bert\\x1b]0;owned\\x07\\x1b[2J\\x0acruxd: all jobs healthy\n"),
+            std::string::npos)
+      << text.out;
+  // No line of its own for the forged text.
+  EXPECT_EQ(text.out.find("\ncruxd: all jobs healthy"), std::string::npos);
+
+  const CliRun json = RunWith({"--json", "job", "llm-7"}, FakeEnv(&script));
+  ASSERT_EQ(json.code, kExitOk) << json.err;
+  EXPECT_EQ(json.out.find('\x1b'), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(json.out)["model"], model);
+}
+
+TEST(CruxctlCommandTest, DaemonErrorMessageCannotForgeLines) {
+  Script script;
+  script.reply = protocol::MakeError(0, v1::ERROR_CODE_NOT_FOUND,
+                                     "no job\x1b[2K\rcruxctl: link tor0->agg1 repaired\n");
+  const CliRun r = RunWith({"job", "x"}, FakeEnv(&script));
+  EXPECT_EQ(r.code, kExitDaemonError);
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos);
+  EXPECT_EQ(r.err.find('\r'), std::string::npos);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;  // One line.
+  EXPECT_NE(r.err.find("no job\\x1b[2K\\x0dcruxctl: link"), std::string::npos) << r.err;
+}
+
 TEST(CruxctlCommandTest, WrongReplyKindExitsOne) {
   Script script;
   script.reply = StatusReplyEnvelope(1);  // A status reply to a jobs request.
@@ -341,11 +411,150 @@ TEST_F(CruxctlIpcTest, SilentDaemonTimesOutWithExitThree) {
 }
 
 TEST_F(CruxctlIpcTest, NoSocketFileExitsThreeAtOnce) {
-  const auto start = std::chrono::steady_clock::now();
   const CliRun r = RunWith({"--socket", socket_path(), "status"}, RealEnv());
   EXPECT_EQ(r.code, kExitUnreachable);
-  EXPECT_NE(r.err.find("no admin socket"), std::string::npos) << r.err;
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_NE(r.err.find("no cruxd: " + socket_path() + " does not exist"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("no admin socket"), std::string::npos) << r.err;  // tests/system use it.
+  EXPECT_EQ(r.err.find("did not answer"), std::string::npos) << r.err;   // Not a timeout.
+}
+
+// A unix socket file nobody listens on: what a SIGKILLed cruxd leaves behind (bound, then the
+// process died without unlinking).
+void MakeStaleSocket(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(path.size(), sizeof(addr.sun_path));
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0)
+      << std::strerror(errno);
+  ::close(fd);
+  ASSERT_TRUE(fs::is_socket(path));
+}
+
+// A unix socket that accepts connections (the kernel's backlog does) but never speaks ZMTP.
+int ListeningSocket(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) return -1;
+  if (::listen(fd, 16) != 0) return -1;
+  return fd;
+}
+
+// Issue #10: a stale admin.sock made cruxctl wait the whole timeout and blame permissions.
+TEST_F(CruxctlIpcTest, StaleSocketIsNamedAtOnceWithExitThree) {
+  MakeStaleSocket(socket_path());
+  // The default timeout of the report: the old code waited it out, then blamed permissions.
+  const CliRun r = RunWith({"--socket", socket_path(), "--timeout-ms", "5000", "jobs"}, RealEnv());
+  EXPECT_EQ(r.code, kExitUnreachable) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_NE(
+      r.err.find("cruxd is not running: " + socket_path() + " is a stale socket (ECONNREFUSED"),
+      std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("did not answer"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("ermission"), std::string::npos) << r.err;
+}
+
+TEST_F(CruxctlIpcTest, AFileThatIsNotASocketIsNamed) {
+  { std::ofstream(socket_path()) << "not a socket\n"; }
+  const CliRun r = RunWith({"--socket", socket_path(), "status"}, RealEnv());
+  EXPECT_EQ(r.code, kExitUnreachable);
+  EXPECT_NE(r.err.find(socket_path() + " is not a socket"), std::string::npos) << r.err;
+}
+
+TEST_F(CruxctlIpcTest, ProbeAcceptsALiveSocketAndNamesOneThatDiedDuringTheRequest) {
+  const int listener = ListeningSocket(socket_path());
+  ASSERT_GE(listener, 0) << std::strerror(errno);
+  EXPECT_TRUE(ProbeAdminSocket(socket_path()).ok());
+  auto transport = MakeZmqAdminTransport("ipc://" + socket_path());
+  ASSERT_TRUE(transport.ok()) << transport.status().ToString();
+  // The "daemon" dies after cruxctl connected: the request times out, and the message says why.
+  ::close(listener);
+  v1::Envelope request = protocol::NewEnvelope(1);
+  request.mutable_status_request();
+  auto reply = (*transport)->Call(request, core::Duration::Millis(100));
+  ASSERT_FALSE(reply.ok());
+  EXPECT_EQ(reply.status().code(), core::StatusCode::kUnavailable);
+  EXPECT_NE(reply.status().message().find("is a stale socket (ECONNREFUSED"), std::string::npos)
+      << reply.status().message();
+}
+
+// Runs `body` in a child process as user nobody (65534); returns what it wrote to the pipe.
+// Only for root (permissions do not apply to root itself).
+std::string RunAsNobody(const std::function<std::string()>& body) {
+  int fds[2];
+  if (::pipe(fds) != 0) return "pipe failed";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string result;
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) {
+      result = "setuid failed";
+    } else {
+      result = body();
+    }
+    (void)!::write(fds[1], result.data(), result.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) out.append(buf, n);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return out;
+}
+
+TEST_F(CruxctlIpcTest, PermissionDeniedNamesPathAndUser) {
+  const int listener = ListeningSocket(socket_path());
+  ASSERT_GE(listener, 0) << std::strerror(errno);
+  const std::string path = socket_path();
+  auto run = [path] {
+    CruxctlEnvironment env;
+    env.make_transport = MakeZmqAdminTransport;
+    const CliRun r = RunWith({"--socket", path, "status"}, env);
+    return std::to_string(r.code) + "|" + r.err;
+  };
+  std::string got;
+  std::string user;
+  if (::geteuid() == 0) {
+    // cruxd's layout: socket 0600 in a directory the other user may traverse.
+    fs::permissions(dir_.path(), fs::perms::owner_all | fs::perms::others_exec);
+    ::chmod(path.c_str(), 0600);
+    got = RunAsNobody(run);
+    user = "uid 65534";
+  } else {
+    ::chmod(path.c_str(), 0);  // Even the owner may not connect (write permission needed).
+    got = run();
+    user = "uid " + std::to_string(::geteuid());
+  }
+  ::close(listener);
+  EXPECT_EQ(got.substr(0, 2), "3|") << got;
+  EXPECT_NE(got.find("permission denied: user " + user), std::string::npos) << got;
+  EXPECT_NE(got.find("may not connect to " + path), std::string::npos) << got;
+  EXPECT_NE(got.find("EACCES"), std::string::npos) << got;
+  if (::geteuid() == 0) {
+    EXPECT_NE(got.find("socket owned by uid 0"), std::string::npos) << got;
+    EXPECT_NE(got.find("mode 0600"), std::string::npos) << got;
+  }
+}
+
+TEST_F(CruxctlIpcTest, UnsearchableDirectoryIsAPermissionProblemNotAMissingDaemon) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch to another user";
+  const int listener = ListeningSocket(socket_path());
+  ASSERT_GE(listener, 0) << std::strerror(errno);
+  fs::permissions(dir_.path(), fs::perms::owner_all);  // 0700, owned by root.
+  const std::string path = socket_path();
+  const std::string got = RunAsNobody([path] { return ProbeAdminSocket(path).message(); });
+  ::close(listener);
+  EXPECT_NE(got.find("permission denied: user uid 65534"), std::string::npos) << got;
+  EXPECT_NE(got.find("cannot look up " + path), std::string::npos) << got;
 }
 
 }  // namespace

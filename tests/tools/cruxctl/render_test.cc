@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "crux/core/text.h"
+
 namespace crux::cruxctl {
 namespace {
 
@@ -95,10 +97,12 @@ TEST(JsonTest, StatusHasDocumentedKeysAndValues) {
   r.set_last_replan_ms(1.25);
   r.set_dry_run(true);
   const nlohmann::json j = ToJson(r);
-  EXPECT_EQ(Keys(j), (std::set<std::string>{"version", "uptime_ms", "epoch", "jobs",
-                                            "jobs_by_state", "clients", "switches", "hosts",
-                                            "links", "links_not_up", "levels", "dry_run", "replans",
-                                            "last_replan_ms", "topology", "state_path"}));
+  EXPECT_EQ(Keys(j),
+            (std::set<std::string>{"version",       "uptime_ms",      "epoch",    "jobs",
+                                   "jobs_by_state", "clients",        "switches", "hosts",
+                                   "links",         "links_not_up",   "levels",   "dry_run",
+                                   "replans",       "last_replan_ms", "topology", "state_path",
+                                   "store_ok",      "store_error",    "state_id", "refusals"}));
   EXPECT_EQ(j["epoch"], 42);
   EXPECT_TRUE(j["epoch"].is_number_unsigned());
   EXPECT_EQ(j["jobs_by_state"]["scheduled"], 2);
@@ -255,6 +259,234 @@ TEST(TextTest, PlanDryRunAndSwitches) {
   const nlohmann::json sj = ToJson(sw);
   EXPECT_EQ(sj["switches"][0]["applied_epoch"], 8);
   EXPECT_EQ(sj["switches"][0]["connected"], true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Untrusted text (issue #10): the daemon's strings must not reach the terminal raw.
+
+// The attack from the report: retitle the terminal, clear it, forge a row; plus DEL, a C1 CSI,
+// a bidi override, a tab, a NUL and bytes that are not UTF-8.
+const std::string kHostile = std::string("bert\x1b]0;owned\x07\x1b[2J\nforged row\r\t\x7f") +
+                             "\xc2\x9b" + "31m\xe2\x80\xae" + "evil\xff\xfe" +
+                             std::string("\0nul", 4) + "\\x1b";
+
+// Every line is printable text (no control character, no C1, no bidi override, valid UTF-8).
+void ExpectSafeForTerminal(const std::string& text) {
+  for (const std::string& line : Lines(text)) {
+    EXPECT_TRUE(core::IsPrintableText(line))
+        << "unprintable byte at " << core::FirstUnprintable(line) << " in line: " << line;
+  }
+}
+
+TEST(EscapeTest, HostileStringIsShownAsVisibleEscapes) {
+  v1::JobDetail d = Detail();
+  d.set_model(kHostile);
+  const std::string text = RenderJobDetailText(d);
+  ExpectSafeForTerminal(text);
+  EXPECT_NE(text.find("model bert\\x1b]0;owned\\x07\\x1b[2J\\x0aforged row\\x0d\\x09\\x7f"
+                      "\\xc2\\x9b31m\\xe2\\x80\\xaeevil\\xff\\xfe\\x00nul\\\\x1b"),
+            std::string::npos)
+      << text;
+  // Same number of lines as with a harmless model: the newline forged nothing.
+  EXPECT_EQ(Lines(text).size(), Lines(RenderJobDetailText(Detail())).size());
+}
+
+TEST(EscapeTest, EveryHumanRenderingEscapesEveryDaemonString) {
+  v1::StatusReply status;
+  status.set_version(kHostile);
+  status.set_topology(kHostile);
+  status.set_state_path(kHostile);
+  status.set_store_error(kHostile);
+  (*status.mutable_jobs_by_state())[kHostile] = 1;
+  (*status.mutable_refusals())[kHostile] = 2;
+  v1::StatusReply plain_status;
+  plain_status.set_store_error("disk full");
+  (*plain_status.mutable_jobs_by_state())["x"] = 1;
+  (*plain_status.mutable_refusals())["y"] = 2;
+  ExpectSafeForTerminal(RenderStatusText(status));
+  EXPECT_EQ(Lines(RenderStatusText(status)).size(), Lines(RenderStatusText(plain_status)).size());
+
+  v1::ListJobsReply jobs;
+  *jobs.add_jobs() = Summary(kHostile, 0, 1);
+  jobs.mutable_jobs(0)->set_tenant(kHostile);
+  *jobs.add_jobs() = Summary("ok", 1, 2);
+  ExpectSafeForTerminal(RenderJobsTable(jobs));
+  EXPECT_EQ(Lines(RenderJobsTable(jobs)).size(), 3u);  // Header + 2 rows, nothing forged.
+
+  v1::JobDetail d = Detail();
+  d.mutable_summary()->set_job_id(kHostile);
+  d.mutable_summary()->set_tenant(kHostile);
+  d.set_model(kHostile);
+  d.set_hosts(0, kHostile);
+  d.set_bottleneck(kHostile);
+  d.set_explanation(kHostile);
+  d.mutable_flows(0)->set_src_nic(kHostile);
+  d.mutable_flows(0)->set_dst_nic(kHostile);
+  d.mutable_flows(0)->set_path(1, kHostile);
+  d.mutable_contends_with(0)->set_other_job(kHostile);
+  d.mutable_contends_with(0)->set_links(0, kHostile);
+  ExpectSafeForTerminal(RenderJobDetailText(d));
+  EXPECT_EQ(Lines(RenderJobDetailText(d)).size(), Lines(RenderJobDetailText(Detail())).size());
+
+  v1::ListLinksReply links;
+  links.add_links()->set_name(kHostile);
+  ExpectSafeForTerminal(RenderLinksTable(links));
+  EXPECT_EQ(Lines(RenderLinksTable(links)).size(), 2u);
+  v1::SetLinkReply set;
+  set.add_changed()->set_name(kHostile);
+  ExpectSafeForTerminal(RenderSetLinkText(set));
+  EXPECT_EQ(Lines(RenderSetLinkText(set)).size(), 3u);
+
+  v1::PlanDryRunReply plan;
+  plan.add_changes()->set_job_id(kHostile);
+  ExpectSafeForTerminal(RenderPlanDryRunText(plan));
+  EXPECT_EQ(Lines(RenderPlanDryRunText(plan)).size(), 3u);
+
+  v1::ListSwitchesReply sw;
+  v1::SwitchInfo* s = sw.add_switches();
+  s->set_name(kHostile);
+  s->set_last_error(kHostile);
+  s->mutable_capabilities()->add_backends(kHostile);
+  ExpectSafeForTerminal(RenderSwitchesTable(sw));
+  EXPECT_EQ(Lines(RenderSwitchesTable(sw)).size(), 2u);
+}
+
+TEST(EscapeTest, TableAlignsMultiByteTextByCharacters) {
+  Table table({{"NAME"}, {"N", true}});
+  table.AddRow({"mod\xc3\xa8le", "1"});  // 6 characters, 7 bytes.
+  table.AddRow({"abcdef", "2"});
+  const auto lines = Lines(table.Render());
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1], "mod\xc3\xa8le  1");
+  EXPECT_EQ(lines[2], "abcdef  2");
+}
+
+TEST(JsonTest, DumpJsonIsPrintableAsciiAndValidJson) {
+  v1::JobDetail d = Detail();
+  const std::string valid_hostile = "bert\x1b]0;owned\x07\x1b[2J\nforged\x7f\xc2\x9b\xe2\x80\xae";
+  d.set_model(valid_hostile);
+  d.set_explanation("mod\xc3\xa8le \xe6\xa8\xa1");  // Harmless non-ASCII.
+  d.set_bottleneck("bad\xff utf8");                 // Not UTF-8.
+  const std::string text = DumpJson(ToJson(d));
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    EXPECT_TRUE(c == '\n' || (u >= 0x20 && u < 0x7f)) << "byte " << static_cast<int>(u);
+  }
+  EXPECT_NE(text.find("\\u001b]0;owned\\u0007\\u001b[2J\\nforged\\u007f\\u009b\\u202e"),
+            std::string::npos)
+      << text;
+  const nlohmann::json back = nlohmann::json::parse(text);
+  EXPECT_EQ(back["model"], valid_hostile);  // Valid UTF-8 round-trips exactly.
+  EXPECT_EQ(back["explanation"], "mod\xc3\xa8le \xe6\xa8\xa1");
+  EXPECT_EQ(back["bottleneck"], "bad\xef\xbf\xbd utf8");  // U+FFFD, no exception.
+}
+
+TEST(JsonTest, StatusStoreHealthStateIdAndRefusals) {
+  v1::StatusReply r;
+  r.set_store_ok(false);
+  r.set_store_error("store: disk I/O error (SQLITE_IOERR)");
+  r.set_state_id(0xfedcba9876543210ULL);  // Above 2^53.
+  (*r.mutable_refusals())["curve_unauthorized"] = 3;
+  (*r.mutable_refusals())["invalid_argument"] = 9;
+  const nlohmann::json j = ToJson(r);
+  // The old keys are all still there, the new ones added.
+  for (const char* key :
+       {"version",    "uptime_ms", "epoch",       "jobs",           "jobs_by_state",
+        "clients",    "switches",  "hosts",       "links",          "links_not_up",
+        "levels",     "dry_run",   "replans",     "last_replan_ms", "topology",
+        "state_path", "store_ok",  "store_error", "state_id",       "refusals"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j.size(), 20u);
+  EXPECT_EQ(j["store_ok"], false);
+  EXPECT_EQ(j["store_error"], "store: disk I/O error (SQLITE_IOERR)");
+  EXPECT_EQ(j["state_id"], "18364758544493064720");  // Exact, as a string.
+  EXPECT_EQ(j["refusals"], nlohmann::json({{"curve_unauthorized", 3}, {"invalid_argument", 9}}));
+
+  const std::string text = RenderStatusText(r);
+  EXPECT_NE(text.find("  state id     18364758544493064720\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  store        FAILED (re-plans are not applied): store: disk I/O error"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  refusals     12 (curve_unauthorized 3, invalid_argument 9)\n"),
+            std::string::npos)
+      << text;
+
+  v1::StatusReply healthy;
+  healthy.set_store_ok(true);
+  const std::string ok = RenderStatusText(healthy);
+  EXPECT_NE(ok.find("  store        ok\n"), std::string::npos) << ok;
+  EXPECT_NE(ok.find("  state id     -\n"), std::string::npos) << ok;
+  EXPECT_NE(ok.find("  refusals     0\n"), std::string::npos) << ok;
+  EXPECT_EQ(ToJson(healthy)["refusals"], nlohmann::json::object());
+  // What a cruxd that does not fill the fields yet sends: store health is unknown, not failed.
+  const std::string old = RenderStatusText(v1::StatusReply());
+  EXPECT_NE(old.find("  store        unknown"), std::string::npos) << old;
+}
+
+v1::ListSwitchesReply SwitchesWithDrift() {
+  v1::ListSwitchesReply sw;
+  v1::SwitchInfo* s = sw.add_switches();
+  s->set_name("tor0");
+  s->set_connected(true);
+  s->set_desired_epoch(9);
+  s->set_applied_epoch(9);
+  s->set_in_sync(true);
+  s->set_drift_repairs(4);
+  s->set_last_drift_ms(1764480000000);
+  s->set_last_drifted_fields(3);
+  v1::SwitchCapabilities* caps = s->mutable_capabilities();
+  caps->set_queues(8);
+  caps->set_strict_priority(true);
+  caps->set_dwrr(true);
+  caps->add_backends("sonic");
+  caps->add_backends("file");
+  v1::SwitchInfo* t = sw.add_switches();  // An agent that declared nothing, never drifted.
+  t->set_name("tor1");
+  t->set_last_error("apply failed: queue 7 busy");
+  return sw;
+}
+
+TEST(JsonTest, SwitchesSyncDriftAndCapabilities) {
+  const nlohmann::json j = ToJson(SwitchesWithDrift());
+  ASSERT_EQ(j["switches"].size(), 2u);
+  EXPECT_EQ(
+      Keys(j["switches"][0]),
+      (std::set<std::string>{"name", "connected", "desired_epoch", "applied_epoch", "last_error",
+                             "last_seen_ms", "dscp_colours_shared", "in_sync", "drift_repairs",
+                             "last_drift_ms", "last_drifted_fields", "capabilities"}));
+  EXPECT_EQ(j["switches"][0]["in_sync"], true);
+  EXPECT_EQ(j["switches"][0]["drift_repairs"], 4);
+  EXPECT_EQ(j["switches"][0]["last_drift_ms"], 1764480000000);
+  EXPECT_EQ(j["switches"][0]["last_drifted_fields"], 3);
+  EXPECT_EQ(j["switches"][0]["capabilities"], nlohmann::json({{"queues", 8},
+                                                              {"strict_priority", true},
+                                                              {"dwrr", true},
+                                                              {"pbr_redirect", false},
+                                                              {"backends", {"sonic", "file"}}}));
+  EXPECT_EQ(j["switches"][1]["in_sync"], false);
+  EXPECT_EQ(j["switches"][1]["capabilities"]["backends"], nlohmann::json::array());
+}
+
+TEST(TextTest, SwitchesTableKeepsOldColumnsAndAddsSyncDriftCapabilities) {
+  const auto lines = Lines(RenderSwitchesTable(SwitchesWithDrift()));
+  ASSERT_EQ(lines.size(), 3u);
+  // The old columns first, in their old order; new ones before the free-text LAST ERROR.
+  const std::vector<std::string> titles = {
+      "SWITCH",  "CONNECTED",     "DESIRED",    "APPLIED", "SHARED DSCP",  "LAST SEEN",
+      "IN SYNC", "DRIFT REPAIRS", "LAST DRIFT", "DRIFTED", "CAPABILITIES", "LAST ERROR"};
+  size_t at = 0;
+  for (const std::string& title : titles) {
+    const size_t found = lines[0].find(title, at);
+    ASSERT_NE(found, std::string::npos) << title << " in " << lines[0];
+    at = found + title.size();
+  }
+  EXPECT_NE(lines[1].find("yes"), std::string::npos);
+  EXPECT_NE(lines[1].find("2025-11-30T05:20:00Z"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("8q strict dwrr sonic+file"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("  4  "), std::string::npos) << lines[1];  // Drift repairs.
+  EXPECT_NE(lines[2].find("apply failed: queue 7 busy"), std::string::npos) << lines[2];
+  EXPECT_EQ(lines[2].rfind("tor1", 0), 0u);
 }
 
 }  // namespace
