@@ -274,6 +274,11 @@ Result<LingjunLayout> ParseLingjun(std::string_view csv, LingjunTorGrouping grou
     }
     int index[4] = {0, 0, 0, 0};
     for (int role : {kDswRole, kPswRole, kAswRole}) {
+      if (!IsValidName(fields[role])) {
+        return InvalidArgumentError(CellRef(line.number, role) + ": invalid switch name '" +
+                                    EscapeForDisplay(fields[role], 64) +
+                                    "' (allowed: " + std::string(kNameRule) + ")");
+      }
       auto [it, inserted] = switches.emplace(fields[role], SwitchInfo{role, role_count[role], 0});
       if (inserted) {
         it->second.line = line.number;
@@ -339,28 +344,59 @@ Result<Topology> BuildExplicit(const ExplicitParams& p) {
     const std::string field = "explicit.nodes[" + std::to_string(i) + "].name";
     const std::string& name = p.nodes[i].name;
     if (name.empty()) return InvalidArgumentError(field + ": must not be empty");
+    if (!IsValidName(name)) {
+      return InvalidArgumentError(field + ": invalid node name '" + EscapeForDisplay(name, 64) +
+                                  "' (allowed: " + std::string(kNameRule) + ")");
+    }
     if (auto [it, inserted] = index.emplace(name, i); !inserted) {
       return InvalidArgumentError(field + ": duplicate node name '" + name + "' (also nodes[" +
                                   std::to_string(it->second) + "])");
     }
   }
+  if (p.links.empty()) {
+    return InvalidArgumentError(
+        "explicit.links: must not be empty (every node needs at least one link)");
+  }
+  std::vector<bool> linked(p.nodes.size(), false);
+  // Unordered node pair -> first link joining it.
+  std::unordered_map<uint64_t, size_t> pair_link;
   for (size_t i = 0; i < p.links.size(); ++i) {
     const ExplicitLink& l = p.links[i];
     const std::string field = "explicit.links[" + std::to_string(i) + "]";
-    if (index.count(l.a) == 0) {
-      return InvalidArgumentError(field + ".a: unknown node '" + l.a + "'");
+    auto a = index.find(l.a);
+    if (a == index.end()) {
+      return InvalidArgumentError(field + ".a: unknown node '" + EscapeForDisplay(l.a, 64) + "'");
     }
-    if (index.count(l.b) == 0) {
-      return InvalidArgumentError(field + ".b: unknown node '" + l.b + "'");
+    auto b = index.find(l.b);
+    if (b == index.end()) {
+      return InvalidArgumentError(field + ".b: unknown node '" + EscapeForDisplay(l.b, 64) + "'");
     }
     if (l.a == l.b) {
       return InvalidArgumentError(field + ": a and b are the same node '" + l.a + "'");
     }
     CRUX_RETURN_IF_ERROR(CheckGbps(field + ".gbps", l.gbps));
     CRUX_RETURN_IF_ERROR(CheckLatencyUs(field + ".latency_us", l.latency_us));
+    CRUX_RETURN_IF_ERROR(CheckAtLeast(field + ".cables", l.cables, 1));
+    const uint64_t lo = std::min(a->second, b->second);
+    const uint64_t hi = std::max(a->second, b->second);
+    if (auto [it, inserted] = pair_link.emplace((lo << 32) | hi, i); !inserted) {
+      return InvalidArgumentError(field + ": duplicate link " + l.a + " <-> " + l.b +
+                                  " (also links[" + std::to_string(it->second) +
+                                  "]; give parallel cables as one link with cables: N)");
+    }
+    linked[a->second] = true;
+    linked[b->second] = true;
   }
-  CRUX_RETURN_IF_ERROR(CheckSize("explicit", static_cast<int64_t>(p.nodes.size()),
-                                 static_cast<int64_t>(p.links.size())));
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    if (!linked[i]) {
+      return InvalidArgumentError("explicit.nodes[" + std::to_string(i) + "]: " +
+                                  (p.nodes[i].is_host ? "host '" : "switch '") + p.nodes[i].name +
+                                  "' has no link (every node needs at least one)");
+    }
+  }
+  int64_t cables = 0;
+  for (const ExplicitLink& l : p.links) cables = Add(cables, l.cables);
+  CRUX_RETURN_IF_ERROR(CheckSize("explicit", static_cast<int64_t>(p.nodes.size()), cables));
 
   Topology topo;
   std::vector<NodeId> ids;
@@ -372,7 +408,7 @@ Result<Topology> BuildExplicit(const ExplicitParams& p) {
   }
   for (const ExplicitLink& l : p.links) {
     CRUX_RETURN_IF_ERROR(AddCables(topo, ids[index.at(l.a)], ids[index.at(l.b)],
-                                   Bandwidth::Gbps(l.gbps), LatencyFromUs(l.latency_us)));
+                                   Bandwidth::Gbps(l.gbps), LatencyFromUs(l.latency_us), l.cables));
   }
   return topo;
 }

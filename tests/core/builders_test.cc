@@ -156,13 +156,62 @@ TEST(BuildersTest, ExplicitHostToHostCableIsTheShortestPath) {
   EXPECT_EQ(PathHops(pf, "gpu-a", "gpu-b"), 1);
 }
 
-TEST(BuildersTest, ExplicitAllowsParallelCables) {
+TEST(BuildersTest, ExplicitParallelCablesAreOneLinkWithCables) {
   ExplicitParams p = SmallExplicit();
-  p.links.push_back({"sw", "gpu-a", 100, 1});
+  p.links[0].cables = 2;
   Result<Topology> t = BuildExplicit(p);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->num_links(), 8u);
   EXPECT_EQ(CablesBetween(*t, "gpu-a", "sw"), 2u);
+  EXPECT_EQ(CablesBetween(*t, "sw", "gpu-a"), 2u);
+}
+
+// Issue #10 (13): a repeated link, in either direction, is refused and names both entries
+// (parallel cables are `cables`, so a copy-paste duplicate cannot double a link silently).
+TEST(BuildersTest, ExplicitRejectsDuplicateLinks) {
+  ExplicitParams p = SmallExplicit();
+  p.links.push_back({"sw", "gpu-a", 100, 1});
+  ExpectInvalid(BuildExplicit(p).status(), "explicit.links[3]: duplicate link sw <-> gpu-a");
+  EXPECT_THAT(BuildExplicit(p).status().message(), HasSubstr("also links[0]"));
+  p = SmallExplicit();
+  p.links.push_back(p.links[1]);
+  ExpectInvalid(BuildExplicit(p).status(), "explicit.links[3]: duplicate link gpu-b <-> sw");
+  p = SmallExplicit();
+  p.links[0].cables = 0;
+  ExpectInvalid(BuildExplicit(p).status(), "explicit.links[0].cables: must be >= 1 (got 0)");
+}
+
+// Issue #10 (13): a node without a link, and a topology without links, are refused.
+TEST(BuildersTest, ExplicitRejectsIsolatedNodesAndNoLinks) {
+  ExplicitParams p = SmallExplicit();
+  p.nodes.push_back({"gpu-c", true});
+  ExpectInvalid(BuildExplicit(p).status(), "explicit.nodes[3]: host 'gpu-c' has no link");
+  p = SmallExplicit();
+  p.nodes.push_back({"spare", false});
+  ExpectInvalid(BuildExplicit(p).status(), "explicit.nodes[3]: switch 'spare' has no link");
+  p = SmallExplicit();
+  p.links.clear();
+  ExpectInvalid(BuildExplicit(p).status(), "explicit.links: must not be empty");
+  p.nodes = {{"solo", true}};
+  ExpectInvalid(BuildExplicit(p).status(), "explicit.links: must not be empty");
+}
+
+// Issue #10 (13): node names follow core::IsValidName; the message escapes what it quotes.
+TEST(BuildersTest, ExplicitRejectsInvalidNames) {
+  for (const std::string& bad :
+       {std::string("a b"), std::string("sw\x1b[2J"), std::string("q\"uote"),
+        std::string("caf\xc3\xa9"), std::string("a->b"), std::string(129, 'x')}) {
+    ExplicitParams p = SmallExplicit();
+    p.nodes[2].name = bad;
+    for (ExplicitLink& l : p.links) {
+      if (l.a == "sw") l.a = bad;
+      if (l.b == "sw") l.b = bad;
+    }
+    const Status s = BuildExplicit(p).status();
+    ExpectInvalid(s, "explicit.nodes[2].name: invalid node name '");
+    EXPECT_THAT(s.message(), HasSubstr("[A-Za-z0-9._:/-]"));
+    for (char c : s.message()) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << s.message();
+  }
 }
 
 TEST(BuildersTest, ExplicitRejectsBadNodesAndLinks) {
@@ -746,6 +795,11 @@ TEST(BuildersTest, LingjunMalformedCsvErrorsNameTheLineAndColumn) {
       "lingjun csv line 3, column 3 (PSW): switch 'S' already appears in column ASW (line 2)");
   ExpectInvalid(BuildLingjun("ip,DSW,PSW,ASW\nh1,D,P,host0\n", p).status(),
                 "lingjun csv line 2, column 4 (ASW): switch name 'host0' clashes");
+  // Issue #10 (13): switch labels follow the name rule (the real file's G6 / P10 / S14 do).
+  ExpectInvalid(BuildLingjun("ip,DSW,PSW,ASW\nh1,D,P,S\nh2,D,P 2,S\n", p).status(),
+                "lingjun csv line 3, column 3 (PSW): invalid switch name 'P 2'");
+  ExpectInvalid(BuildLingjun("ip,DSW,PSW,ASW\nh1,D\x1b]0;pwn\x07,P,S\n", p).status(),
+                "lingjun csv line 2, column 2 (DSW): invalid switch name 'D\\x1B]0;pwn\\x07'");
 }
 
 TEST(BuildersTest, LingjunRejectsBadParameters) {

@@ -62,6 +62,25 @@ TEST(TopologyTest, AddNodeRejectsDuplicateName) {
   EXPECT_EQ(t.node(Must(t.FindNode("x"), "find")).kind, NodeKind::kHost);
 }
 
+// Issue #10 (13): every topology node obeys the one name rule (ids.h), whoever builds it.
+TEST(TopologyTest, AddNodeRejectsNamesOutsideTheNameRule) {
+  Topology t;
+  for (const std::string& bad :
+       {std::string("tor 0"), std::string("tor\x1b[31m"), std::string("h\n"), std::string("a->b"),
+        std::string("caf\xc3\xa9"), std::string(129, 'h')}) {
+    const Result<NodeId> r = t.AddNode(bad, NodeKind::kTor);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr("invalid node name"));
+    for (char c : r.status().message()) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << r.status().message();
+  }
+  EXPECT_EQ(t.num_nodes(), 0u);
+  EXPECT_TRUE(t.AddNode(std::string(128, 'h'), NodeKind::kHost).ok());
+  EXPECT_TRUE(t.AddNode("P10/S14", NodeKind::kTor).ok());
+  // Look-ups of unknown names quote them escaped.
+  EXPECT_THAT(t.FindNode("x\x1b[2J").status().message(), HasSubstr("'x\\x1B[2J'"));
+}
+
 TEST(TopologyTest, AddNodeRejectsEmptyName) {
   Topology t;
   const Result<NodeId> r = t.AddNode("", NodeKind::kSwitch);

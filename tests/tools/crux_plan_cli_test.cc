@@ -1,5 +1,6 @@
 // End-to-end tests of the real crux-plan binary: exit codes, stdout (JSON or table, nothing on
-// error) and stderr messages naming the offending flag or key.
+// error) and stderr messages naming the offending flag or key; output size at scale, memory
+// exhaustion under a real address-space limit, control characters in names (issue #10).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -7,6 +8,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -14,8 +16,18 @@
 #include <sstream>
 #include <string>
 
+#include "ring_jobs_yaml.h"
+
 #ifndef CRUX_PLAN_BINARY
 #define CRUX_PLAN_BINARY CRUX_BINARY_DIR "/tools/plan/crux-plan"
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CRUX_PLAN_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CRUX_PLAN_TEST_ASAN 1
+#endif
 #endif
 
 namespace crux::plan {
@@ -91,6 +103,24 @@ class CruxPlanCliTest : public ::testing::Test {
   RunResult RunWith(const std::string& topo, const std::string& jobs,
                     const std::string& extra = "") {
     return Run("--topology " + Quote(topo) + " --jobs " + Quote(jobs) + " " + extra);
+  }
+
+  // Runs crux-plan with `args` under an address-space limit of `limit_kb` (the shell's ulimit
+  // -v, then exec, so the exit status is crux-plan's own; a signal gives exit_code -1).
+  RunResult RunLimited(const std::string& args, long limit_kb) {
+    const std::string err_file = (dir_ / "stderr.txt").string();
+    const std::string out_file = (dir_ / "stdout.txt").string();
+    const std::string cmd = "ulimit -v " + std::to_string(limit_kb) + " && exec " +
+                            Quote(CRUX_PLAN_BINARY) + " " + args + " >" + Quote(out_file) + " 2>" +
+                            Quote(err_file);
+    RunResult r;
+    const int status = std::system(cmd.c_str());
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream out(out_file);
+    r.out.assign(std::istreambuf_iterator<char>(out), std::istreambuf_iterator<char>());
+    std::ifstream err(err_file);
+    r.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+    return r;
   }
 
   // Expects a failed run: the exit code, no stdout, and stderr naming every fragment.
@@ -282,6 +312,132 @@ TEST_F(CruxPlanCliTest, FlowWithoutAPathIsAPlanningFailure) {
      flows: [{src: host0, dst: host1, bytes: 1e6}]}
 )");
   ExpectFailure(RunWith(topo, jobs), 1, {"planning failed"});
+}
+
+// Issue #10 (5): 10,000 jobs on a 16-host fabric made crux-plan list all 43 M contention edges
+// (> 6 GB, then an abort). The output now lists at most --max-edges-per-job (default 32) edges
+// per job and counts the rest, so doubling the jobs doubles the output while the DAG
+// quadruples.
+TEST_F(CruxPlanCliTest, OutputGrowsLinearlyWithTheJobs) {
+  size_t bytes[2] = {0, 0};
+  size_t edges[2] = {0, 0};
+  const int sizes[2] = {300, 600};
+  for (int i = 0; i < 2; ++i) {
+    const int n = sizes[i];
+    const std::string jobs =
+        Write("jobs" + std::to_string(n) + ".yaml", testing_util::RingJobsYaml(n));
+    const RunResult r = RunWith(kClosTopo, jobs);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json j = json::parse(r.out);
+    const json& dag = j["dag"];
+    EXPECT_EQ(dag["max_edges_per_job"], 32);
+    EXPECT_LE(dag["edges"].size(), static_cast<size_t>(n) * 32);
+    EXPECT_GT(dag["num_edges"].get<size_t>(), static_cast<size_t>(n) * 32);
+    EXPECT_EQ(dag["edges"].size() + dag["edges_omitted"].get<size_t>(),
+              dag["num_edges"].get<size_t>());
+    bytes[i] = r.out.size();
+    edges[i] = dag["num_edges"].get<size_t>();
+  }
+  EXPECT_GT(static_cast<double>(edges[1]) / static_cast<double>(edges[0]), 3.5);
+  EXPECT_LT(static_cast<double>(bytes[1]) / static_cast<double>(bytes[0]), 2.4)
+      << bytes[0] << " -> " << bytes[1] << " bytes";
+}
+
+TEST_F(CruxPlanCliTest, MaxEdgesPerJobZeroListsEveryEdge) {
+  const std::string jobs = Write("jobs.yaml", testing_util::RingJobsYaml(60));
+  const RunResult r = RunWith(kClosTopo, jobs, "--max-edges-per-job 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["dag"]["edges"].size(), j["dag"]["num_edges"].get<size_t>());
+  EXPECT_EQ(j["dag"]["edges_omitted"], 0);
+  const RunResult capped = RunWith(kClosTopo, jobs, "--max-edges-per-job 1");
+  ASSERT_EQ(capped.exit_code, 0) << capped.err;
+  EXPECT_LE(json::parse(capped.out)["dag"]["edges"].size(), 60u);
+  ExpectFailure(RunWith(kClosTopo, jobs, "--max-edges-per-job -1"), 2, {"--max-edges-per-job"});
+  ExpectFailure(RunWith(kClosTopo, jobs, "--max-edges-per-job lots"), 2, {"--max-edges-per-job"});
+}
+
+// Issue #10 (5): running out of memory was an uncaught std::bad_alloc and an abort (exit 134:
+// nlohmann::json's destructor allocates while the exception unwinds). Under a real
+// address-space limit crux-plan now either succeeds or exits 3 with a message, at whatever
+// point the allocation fails (loading, planning, rendering every edge).
+TEST_F(CruxPlanCliTest, OutOfMemoryIsAnErrorNotAnAbort) {
+#ifdef CRUX_PLAN_TEST_ASAN
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space; ulimit -v cannot work";
+#else
+  const std::string jobs = Write("jobs.yaml", testing_util::RingJobsYaml(500));
+  const std::string args =
+      "--topology " + Quote(kClosTopo) + " --jobs " + Quote(jobs) + " --max-edges-per-job 0";
+  // From "fails while loading" to "needs ~28 MB of address space and fits".
+  int out_of_memory = 0;
+  for (long limit_kb : {16'000L, 24'000L, 32'000L, 48'000L, 2'000'000L}) {
+    const RunResult r = RunLimited(args, limit_kb);
+    SCOPED_TRACE("ulimit -v " + std::to_string(limit_kb) + ": exit " + std::to_string(r.exit_code) +
+                 ", stderr: " + r.err);
+    if (r.exit_code == 127 &&
+        r.err.find("error while loading shared libraries") != std::string::npos) {
+      continue;  // The dynamic loader itself did not fit: crux-plan never ran.
+    }
+    ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 3) << "crashed or failed otherwise";
+    if (r.exit_code == 3) {
+      ++out_of_memory;
+      EXPECT_TRUE(r.out.empty());
+      EXPECT_THAT(r.err, HasSubstr("crux-plan: error: out of memory"));
+    } else {
+      EXPECT_FALSE(json::parse(r.out, nullptr, false).is_discarded());
+    }
+    if (limit_kb == 2'000'000L) {
+      EXPECT_EQ(r.exit_code, 0);
+    }
+  }
+  EXPECT_GE(out_of_memory, 1) << "no limit made crux-plan run out of memory";
+#endif
+}
+
+// Issue #10 (8, 13): control characters in a job id are refused at load (exit 2, the YAML
+// path and line), and nothing crux-plan prints carries them raw.
+TEST_F(CruxPlanCliTest, ControlCharactersInIdsAreRefusedAndNeverPrintedRaw) {
+  const std::string jobs = Write("evil.yaml",
+                                 "jobs:\n  - {id: \"x\\e]0;owned\\a\\e[2J\", "
+                                 "hosts: [host0, host4], compute_time_s: 1,\n"
+                                 "     traffic: {pattern: pipeline, bytes: 1e6}}\n");
+  for (const char* format : {"json", "table"}) {
+    const RunResult r = RunWith(kClosTopo, jobs, std::string("--format ") + format);
+    ExpectFailure(r, 2, {"jobs[0].id: invalid job id 'x\\x1B]0;owned\\x07\\x1B[2J'", "line 2"});
+    for (char c : r.err) {
+      EXPECT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f)) << "raw byte " << static_cast<int>(c);
+    }
+  }
+  // Unknown keys echo the file's text: escaped as well.
+  const std::string keys = Write("keys.yaml", "jobs:\n  - {\"k\\e[31m\": 1}\n");
+  const RunResult r = RunWith(kClosTopo, keys);
+  ExpectFailure(r, 2, {"jobs[0].k\\x1B[31m: unknown key"});
+  for (char c : r.err) EXPECT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f)) << static_cast<int>(c);
+}
+
+// Issue #10 (13): bad explicit topologies fail crux-plan with the node or link, path and line.
+TEST_F(CruxPlanCliTest, MalformedExplicitTopologiesNameTheNodeOrLink) {
+  const std::string head =
+      "topology:\n  kind: explicit\n  nodes:\n    - {name: host0, type: host}\n"
+      "    - {name: host1, type: host}\n    - {name: s0, type: switch}\n";
+  const std::string links =
+      "  links:\n    - {a: host0, b: s0, gbps: 100}\n    - {a: host1, b: s0, gbps: 100}\n";
+  const std::string jobs = Write("j.yaml",
+                                 "jobs:\n  - {id: a, hosts: [host0, host1], compute_time_s: 1,\n"
+                                 "     traffic: {pattern: pipeline, bytes: 1e6}}\n");
+  ExpectFailure(
+      RunWith(Write("dup.yaml", head + links + "    - {a: s0, b: host1, gbps: 100}\n"), jobs), 2,
+      {"dup.yaml", "topology.links[2]: duplicate link s0 <-> host1", "line 10"});
+  ExpectFailure(
+      RunWith(Write("iso.yaml", head + "    - {name: host2, type: host}\n" + links), jobs), 2,
+      {"topology.nodes[3]: host 'host2' has no link", "line 7"});
+  ExpectFailure(RunWith(Write("none.yaml", head), jobs), 2,
+                {"topology.links: missing required key"});
+  ExpectFailure(
+      RunWith(Write("name.yaml", head + "    - {name: \"sw 1\", type: switch}\n" + links), jobs), 2,
+      {"topology.nodes[3].name: invalid node name 'sw 1'", "line 7"});
+  const RunResult ok = RunWith(Write("ok.yaml", head + links), jobs);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
 }  // namespace

@@ -1,18 +1,23 @@
-// Tests for PlanToJson (the stable JSON contract) and PlanToTable.
+// Tests for PlanToJson / PlanToJsonText (the stable JSON contract) and PlanToTable.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crux/core/planner.h"
 #include "crux/spec/jobs_spec.h"
 #include "crux/spec/plan_output.h"
 #include "crux/spec/topology_spec.h"
+#include "ring_jobs_yaml.h"
 
 namespace crux::spec {
 namespace {
@@ -238,6 +243,122 @@ TEST_F(PlanOutputTest, TableListsJobsByRankThenASummary) {
     bool found = false;
     for (const core::JobPlan& j : plan.jobs) found = found || (j.id == id && j.rank == rank);
     EXPECT_TRUE(found) << lines[2 + r];
+  }
+}
+
+// PlanToJsonText writes the DOM's text without building the DOM: same bytes, every cap.
+TEST_F(PlanOutputTest, JsonTextIsTheDomDumpByteForByte) {
+  const core::Plan plan = RunPlanner();
+  ASSERT_FALSE(plan.dag.edges.empty());
+  for (int cap : {0, 1, 32}) {
+    PlanJsonOptions options;
+    options.max_edges_per_job = cap;
+    EXPECT_EQ(
+        PlanToJsonText(plan, topo_, options),
+        PlanToJson(plan, topo_, options).dump(2, ' ', false, json::error_handler_t::replace) + "\n")
+        << "cap " << cap;
+  }
+  const core::Plan empty;
+  EXPECT_EQ(PlanToJsonText(empty, topo_),
+            PlanToJson(empty, topo_).dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+}
+
+TEST_F(PlanOutputTest, SmallPlansListEveryEdge) {
+  const core::Plan plan = RunPlanner();
+  const json j = PlanToJson(plan, topo_);
+  EXPECT_EQ(j["dag"]["num_edges"], plan.dag.edges.size());
+  EXPECT_EQ(j["dag"]["edges_omitted"], 0);
+  EXPECT_EQ(j["dag"]["max_edges_per_job"], 32);
+  std::vector<int64_t> degree(plan.jobs.size(), 0);
+  for (const core::DagEdge& e : plan.dag.edges) {
+    ++degree[static_cast<size_t>(e.from)];
+    ++degree[static_cast<size_t>(e.to)];
+  }
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    EXPECT_EQ(j["jobs"][i]["contending_jobs"], degree[i]);
+    EXPECT_EQ(j["jobs"][i]["dag_edges_omitted"], 0);
+  }
+}
+
+// Issue #10 (5): with n jobs that all meet, the DAG has ~0.4 n^2 edges and the JSON listed all
+// of them (10,000 jobs: > 6 GB, then std::bad_alloc and an abort). Now each job lists at most
+// max_edges_per_job edges, the closest-ranked ones, and the rest are counted: the output grows
+// linearly while the DAG keeps growing quadratically.
+TEST_F(PlanOutputTest, DagEdgesAreCappedPerJobSoTheOutputGrowsLinearly) {
+  core::Result<core::Topology> topo =
+      LoadTopologyFile(std::string(CRUX_SOURCE_DIR) + "/configs/topologies/example_clos2.yaml");
+  ASSERT_TRUE(topo.ok()) << topo.status().ToString();
+  constexpr int kCap = 8;
+  PlanJsonOptions options;
+  options.max_edges_per_job = kCap;
+  std::map<int, std::pair<size_t, size_t>> sizes;  // Jobs -> (DAG edges, JSON bytes).
+  for (int n : {150, 300}) {
+    core::Result<std::vector<JobEntry>> jobs = ParseJobs(testing_util::RingJobsYaml(n), *topo);
+    ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+    core::PlannerOptions planner_options;
+    planner_options.resolve_ports = false;
+    core::Planner planner(*topo, planner_options);
+    core::Result<core::Plan> plan = planner.Run(JobSpecs(*jobs));
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    const std::string text = PlanToJsonText(*plan, *topo, options);
+    const json j = json::parse(text);
+    const json& dag = j["dag"];
+    const size_t num_edges = plan->dag.edges.size();
+    ASSERT_GT(num_edges, static_cast<size_t>(n) * kCap) << "the cap must matter";
+    EXPECT_EQ(dag["num_edges"], num_edges);
+    EXPECT_EQ(dag["max_edges_per_job"], kCap);
+    EXPECT_LE(dag["edges"].size(), static_cast<size_t>(n) * kCap);
+    EXPECT_EQ(dag["edges"].size() + dag["edges_omitted"].get<size_t>(), num_edges);
+
+    // Per job: at most kCap listed, min(out-degree, kCap) exactly, to its closest-ranked lower
+    // jobs, and the omitted count adds up.
+    std::map<std::string, size_t> index;
+    for (size_t i = 0; i < plan->jobs.size(); ++i) index[plan->jobs[i].id] = i;
+    std::vector<std::vector<int>> out_ranks(plan->jobs.size());  // Ranks of every `to`.
+    for (const core::DagEdge& e : plan->dag.edges) {
+      out_ranks[static_cast<size_t>(e.from)].push_back(plan->jobs[static_cast<size_t>(e.to)].rank);
+    }
+    std::vector<std::vector<int>> listed_ranks(plan->jobs.size());
+    for (const json& e : dag["edges"]) {
+      listed_ranks[index.at(e["from"].get<std::string>())].push_back(
+          plan->jobs[index.at(e["to"].get<std::string>())].rank);
+    }
+    int64_t omitted = 0;
+    for (size_t i = 0; i < plan->jobs.size(); ++i) {
+      std::vector<int>& all = out_ranks[i];
+      std::vector<int>& listed = listed_ranks[i];
+      const size_t out_degree = all.size();
+      const size_t kept = std::min(out_degree, static_cast<size_t>(kCap));
+      std::sort(all.begin(), all.end());
+      std::sort(listed.begin(), listed.end());
+      all.resize(kept);
+      EXPECT_EQ(listed, all) << plan->jobs[i].id;
+      const json& job = j["jobs"][i];
+      EXPECT_EQ(job["dag_edges_omitted"].get<size_t>(), out_degree - kept) << plan->jobs[i].id;
+      omitted += job["dag_edges_omitted"].get<int64_t>();
+    }
+    EXPECT_EQ(omitted, dag["edges_omitted"].get<int64_t>());
+    sizes[n] = {num_edges, text.size()};
+  }
+  // Twice the jobs: about four times the DAG, about twice the text (quadratic would be ~4x).
+  const double edge_growth =
+      static_cast<double>(sizes[300].first) / static_cast<double>(sizes[150].first);
+  const double text_growth =
+      static_cast<double>(sizes[300].second) / static_cast<double>(sizes[150].second);
+  EXPECT_GT(edge_growth, 3.5);
+  EXPECT_LT(text_growth, 2.4) << sizes[150].second << " -> " << sizes[300].second << " bytes";
+}
+
+// Issue #10 (8): job ids and node names reach the table escaped, whatever the plan holds
+// (the loaders refuse such names too; this is the last line of defence).
+TEST_F(PlanOutputTest, TableEscapesControlCharactersInNames) {
+  core::Plan plan = RunPlanner();
+  plan.jobs[0].id = "evil\x1b]0;owned\x07\x1b[2J\r\x7f\xc2\x9b";
+  const std::string table = PlanToTable(plan, topo_);
+  EXPECT_THAT(table, HasSubstr("evil\\x1B]0;owned\\x07\\x1B[2J\\r\\x7F\\xC2\\x9B"));
+  for (char c : table) {
+    const auto u = static_cast<unsigned char>(c);
+    EXPECT_TRUE(c == '\n' || (u >= 0x20 && u < 0x7f)) << "raw byte " << static_cast<int>(u);
   }
 }
 

@@ -146,6 +146,38 @@ jobs:
               {"jobs[1].hosts[2]: unknown host 'host99'", "line 4"});
 }
 
+// Issue #10 (8, 13): job ids obey the name rule; control characters are refused with the YAML
+// path and line, and the message shows them escaped (never raw on a terminal).
+TEST_F(SpecJobsTest, JobIdsFollowTheNameRule) {
+  const std::string body =
+      ", hosts: [host0, host2], compute_time_s: 1, "
+      "traffic: {pattern: pipeline, bytes: 10}}\n";
+  ExpectError(
+      "jobs:\n  - {id: \"evil\\e[2J\\e]0;pwn\\a\"" + body,
+      {"jobs[0].id: invalid job id 'evil\\x1B[2J\\x1B]0;pwn\\x07'", "[A-Za-z0-9._:/-]", "line 2"});
+  ExpectError("jobs:\n  - {id: \"a b\"" + body, {"jobs[0].id: invalid job id 'a b'"});
+  ExpectError("jobs:\n  - {id: \"tab\\there\"" + body, {"invalid job id 'tab\\there'"});
+  ExpectError("jobs:\n  - {id: \"caf\u00e9\"" + body, {"invalid job id 'caf\\xC3\\xA9'"});
+  ExpectError("jobs:\n  - {id: " + std::string(129, 'j') + body, {"jobs[0].id: invalid job id"});
+  core::Result<std::vector<JobEntry>> bad = Parse("jobs:\n  - {id: \"\\e[31mred\"" + body);
+  ASSERT_FALSE(bad.ok());
+  for (char c : bad.status().message()) {
+    EXPECT_TRUE(c >= 0x20 && c < 0x7f) << bad.status().message();
+  }
+  core::Result<std::vector<JobEntry>> ok = Parse("jobs:\n  - {id: \"team-a/llama_7b:v1.2\"" + body);
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
+}
+
+// Issue #10 (8): a host name with control characters is "unknown", quoted escaped.
+TEST_F(SpecJobsTest, UnknownHostWithControlCharactersIsQuotedEscaped) {
+  core::Result<std::vector<JobEntry>> r = Parse(
+      "jobs:\n  - {id: a, hosts: [host0, \"host1\\e[2J\"], compute_time_s: 1,\n"
+      "     traffic: {pattern: pipeline, bytes: 10}}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("jobs[0].hosts[1]: unknown host 'host1\\x1B[2J'"));
+  for (char c : r.status().message()) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << r.status().message();
+}
+
 TEST_F(SpecJobsTest, NodeThatIsNotAHostIsRejected) {
   ExpectError(
       "jobs: [{id: a, hosts: [host0, tor0], compute_time_s: 1, "

@@ -246,6 +246,85 @@ TEST(SpecTopologyTest, ExplicitErrorsNameTheEntry) {
   ExpectTopologyError("topology: {kind: explicit}", {"topology.nodes: missing required key"});
 }
 
+// Issue #10 (13): node names must obey the one name rule (core::IsValidName, the protocol's);
+// the message names the YAML path and line and shows the name escaped.
+TEST(SpecTopologyTest, ExplicitNodeNamesFollowTheNameRule) {
+  const std::string head = "topology:\n  kind: explicit\n  nodes:\n    - {name: a, type: host}\n";
+  const std::string links = "  links:\n    - {a: a, b: s, gbps: 10}\n";
+  ExpectTopologyError(
+      head + "    - {name: \"s\\e[2J\", type: switch}\n" + links,
+      {"topology.nodes[1].name: invalid node name 's\\x1B[2J'", "[A-Za-z0-9._:/-]", "line 5"});
+  ExpectTopologyError(head + "    - {name: \"sw one\", type: switch}\n" + links,
+                      {"topology.nodes[1].name: invalid node name 'sw one'"});
+  ExpectTopologyError(head + "    - {name: \"caf\u00e9\", type: switch}\n" + links,
+                      {"topology.nodes[1].name: invalid node name 'caf\\xC3\\xA9'"});
+  ExpectTopologyError(head + "    - {name: " + std::string(129, 'x') + ", type: switch}\n" + links,
+                      {"topology.nodes[1].name: invalid node name"});
+  // Valid characters all pass.
+  core::Result<core::Topology> ok =
+      ParseTopology(head + "    - {name: \"pod-1.rack_2:sw/3\", type: switch}\n" +
+                        "  links:\n    - {a: a, b: \"pod-1.rack_2:sw/3\", gbps: 10}\n",
+                    "");
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
+  // No message carries a raw control character.
+  core::Result<core::Topology> bad =
+      ParseTopology(head + "    - {name: \"\\e]0;x\\a\", type: switch}\n" + links, "");
+  ASSERT_FALSE(bad.ok());
+  for (char c : bad.status().message()) {
+    EXPECT_TRUE(c >= 0x20 && c < 0x7f) << bad.status().message();
+  }
+}
+
+// Issue #10 (13): a second link between the same two nodes (either direction) is an error
+// naming both entries and the line; parallel cables are one link with `cables`.
+TEST(SpecTopologyTest, ExplicitDuplicateLinksAreRejected) {
+  const std::string nodes =
+      "topology:\n  kind: explicit\n  nodes:\n    - {name: a, type: host}\n"
+      "    - {name: s, type: switch}\n  links:\n    - {a: a, b: s, gbps: 10}\n";
+  ExpectTopologyError(
+      nodes + "    - {a: a, b: s, gbps: 10}\n",
+      {"topology.links[1]: duplicate link a <-> s (also topology.links[0]", "cables", "line 8"});
+  ExpectTopologyError(nodes + "    - {a: s, b: a, gbps: 40}\n",
+                      {"topology.links[1]: duplicate link s <-> a"});
+  core::Result<core::Topology> two = ParseTopology(
+      "topology:\n  kind: explicit\n  nodes: [{name: a, type: host}, "
+      "{name: s, type: switch}]\n  links: [{a: a, b: s, gbps: 10, cables: 2}]\n",
+      "");
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  EXPECT_EQ(two->num_links(), 4u);  // Two cables, both directions.
+  ExpectTopologyError(
+      "topology:\n  kind: explicit\n  nodes: [{name: a, type: host}, {name: s, type: switch}]\n"
+      "  links: [{a: a, b: s, gbps: 10, cables: 0}]\n",
+      {"topology.links[0].cables: must be >= 1 (got 0)"});
+}
+
+// Issue #10 (13): a host or switch without any link, and a topology without links, are errors
+// naming the node and its line.
+TEST(SpecTopologyTest, ExplicitIsolatedNodesAndMissingLinksAreRejected) {
+  const std::string nodes =
+      "topology:\n  kind: explicit\n  nodes:\n    - {name: a, type: host}\n"
+      "    - {name: s, type: switch}\n    - {name: lonely, type: host}\n";
+  ExpectTopologyError(nodes + "  links:\n    - {a: a, b: s, gbps: 10}\n",
+                      {"topology.nodes[2]: host 'lonely' has no link", "line 6"});
+  ExpectTopologyError(
+      "topology:\n  kind: explicit\n  nodes:\n    - {name: a, type: host}\n"
+      "    - {name: s, type: switch}\n    - {name: spare, type: switch}\n"
+      "  links:\n    - {a: a, b: s, gbps: 10}\n",
+      {"topology.nodes[2]: switch 'spare' has no link"});
+  ExpectTopologyError(nodes, {"topology.links: missing required key"});
+  ExpectTopologyError(nodes + "  links: []\n", {"topology.links: must list at least one link"});
+  ExpectTopologyError("topology: {kind: explicit, nodes: [{name: solo, type: host}]}",
+                      {"topology.links: missing required key"});
+}
+
+// Issue #10 (13): Lingjun switch labels follow the rule too; the error names the CSV cell.
+TEST(SpecTopologyTest, LingjunSwitchNamesFollowTheNameRule) {
+  TempDir dir;
+  dir.Write("bad.csv", "ip,DSW,PSW,ASW\nh1,D,P,S\nh2,D,P,S 2\n");
+  ExpectTopologyError("topology: {kind: lingjun, path: " + dir.path() + "/bad.csv}",
+                      {"lingjun csv line 3, column 4 (ASW): invalid switch name 'S 2'"});
+}
+
 TEST(SpecTopologyTest, LingjunReadsACsvRelativeToTheYamlFile) {
   TempDir dir;
   dir.Write("data/tiny.csv",

@@ -6,12 +6,15 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <new>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
 
+#include "crux/core/ids.h"
 #include "crux/spec/jobs_spec.h"
 #include "crux/spec/plan_output.h"
 #include "crux/spec/topology_spec.h"
@@ -46,6 +49,21 @@ const CLI::Validator kUnsigned(
       return "";
     },
     "UINT");
+
+// Escapes every line of `text` for the terminal, keeping its line breaks.
+std::string EscapeLines(const std::string& text) {
+  std::string out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    const bool has_newline = end != std::string::npos;
+    if (!has_newline) end = text.size();
+    out += core::EscapeForDisplay(std::string_view(text).substr(pos, end - pos));
+    if (has_newline) out += '\n';
+    pos = end + 1;
+  }
+  return out;
+}
 
 // CLI11's --help / --help-all exceptions, and every parse error, are reported through
 // App::exit; everything else is ours.
@@ -83,6 +101,11 @@ int ParseFlags(int argc, const char* const* argv, PlanCliOptions* options, std::
   app.add_option("--path-order", path_order, "Order in which jobs pick their paths")
       ->check(CLI::IsMember({"intensity", "priority"}));
   app.add_flag("--no-ports", no_ports, "Skip the UDP source-port search (all flows unpinned)");
+  app.add_option("--max-edges-per-job", options->json.max_edges_per_job,
+                 "Contention edges listed in the JSON dag.edges per higher-priority job (the "
+                 "rest are counted in dag.edges_omitted); 0 = all, n(n-1)/2 for n jobs that "
+                 "all contend")
+      ->check(CLI::Range(0, 1 << 30));
 
   try {
     app.parse(argc, argv);
@@ -91,7 +114,7 @@ int ParseFlags(int argc, const char* const* argv, PlanCliOptions* options, std::
     if (e.get_exit_code() == 0) return app.exit(e, out, err);  // --help.
     std::ostringstream msg;
     app.exit(e, msg, msg);
-    err << kProgram << ": error: " << msg.str();
+    err << kProgram << ": error: " << EscapeLines(msg.str());
     return kExitUsage;
   }
   options->format = format == "table" ? OutputFormat::kTable : OutputFormat::kJson;
@@ -147,10 +170,8 @@ int RunPlan(const PlanCliOptions& options, std::string* output, std::string* err
   if (options.format == OutputFormat::kTable) {
     *output = spec::PlanToTable(*plan, *topo);
   } else {
-    // Invalid UTF-8 in a name (YAML passes bytes through) is replaced, never thrown.
-    *output = spec::PlanToJson(*plan, *topo)
-                  .dump(2, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace) +
-              "\n";
+    // One job at a time: no DOM of the whole plan (see plan_cli.h).
+    *output = spec::PlanToJsonText(*plan, *topo, options.json);
   }
   return kExitOk;
 }
@@ -165,14 +186,27 @@ int RunPlanCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
     std::string error;
     code = RunPlan(options, &output, &error);
     if (code != kExitOk) {
-      err << kProgram << ": error: " << error << "\n";
+      err << kProgram << ": error: " << core::EscapeForDisplay(error) << "\n";
       return code;
     }
     out << output;
     out.flush();
-    return out ? kExitOk : kExitPlanning;
+    if (!out) {
+      err << kProgram << ": error: could not write the output\n";
+      return kExitPlanning;
+    }
+    return kExitOk;
+  } catch (const std::bad_alloc&) {
+    // Whatever held the memory has been released by the unwinding; this message needs none.
+    err << kProgram
+        << ": error: out of memory (the plan needs more memory than is available; use fewer "
+           "jobs, or a lower --max-edges-per-job)\n";
+    return kExitOutOfMemory;
   } catch (const std::exception& e) {
-    err << kProgram << ": internal error: " << e.what() << "\n";
+    err << kProgram << ": internal error: " << core::EscapeForDisplay(e.what()) << "\n";
+    return kExitPlanning;
+  } catch (...) {
+    err << kProgram << ": internal error: unknown exception\n";
     return kExitPlanning;
   }
 }

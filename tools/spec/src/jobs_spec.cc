@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "crux/core/ids.h"
 #include "file_util.h"
 #include "yaml_reader.h"
 
@@ -47,7 +48,8 @@ Result<core::NodeId> ReadHost(const YAML::Node& node, const std::string& path,
   CRUX_ASSIGN_OR_RETURN(std::string name, internal::AsString(node, path));
   Result<core::NodeId> id = topo.FindNode(name);
   if (!id.ok()) {
-    return ErrorAt(node, path, "unknown host '" + name + "'", core::StatusCode::kNotFound);
+    return ErrorAt(node, path, "unknown host '" + core::EscapeForDisplay(name, 64) + "'",
+                   core::StatusCode::kNotFound);
   }
   const core::Node& n = topo.node(*id);
   if (n.kind != core::NodeKind::kHost) {
@@ -64,7 +66,8 @@ Result<core::NodeId> ReadEndpoint(const YAML::Node& node, const std::string& pat
   CRUX_ASSIGN_OR_RETURN(std::string name, internal::AsString(node, path));
   Result<core::NodeId> id = topo.FindNode(name);
   if (!id.ok()) {
-    return ErrorAt(node, path, "unknown node '" + name + "'", core::StatusCode::kNotFound);
+    return ErrorAt(node, path, "unknown node '" + core::EscapeForDisplay(name, 64) + "'",
+                   core::StatusCode::kNotFound);
   }
   const core::Node& n = topo.node(*id);
   if (n.kind != core::NodeKind::kHost && n.kind != core::NodeKind::kNic) {
@@ -143,6 +146,11 @@ Result<JobEntry> ReadJob(const YAML::Node& node, const std::string& path,
   const YAML::Node id_node = Get(node, "id");
   CRUX_ASSIGN_OR_RETURN(job.id, internal::AsString(id_node, Child(path, "id")));
   if (job.id.empty()) return ErrorAt(id_node, Child(path, "id"), "must not be empty");
+  if (!core::IsValidName(job.id)) {
+    return ErrorAt(id_node, Child(path, "id"),
+                   "invalid job id '" + core::EscapeForDisplay(job.id, 64) +
+                       "' (allowed: " + std::string(core::kNameRule) + ")");
+  }
 
   if (!Has(node, "hosts")) return internal::MissingKey(node, path, "hosts");
   const YAML::Node hosts = Get(node, "hosts");

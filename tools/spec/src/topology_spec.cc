@@ -2,13 +2,16 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <exception>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "crux/core/builders.h"
+#include "crux/core/ids.h"
 #include "file_util.h"
 #include "yaml_reader.h"
 
@@ -237,6 +240,11 @@ Result<core::Topology> ParseExplicit(const YAML::Node& n) {
     CRUX_ASSIGN_OR_RETURN(en.name, internal::AsString(Get(node, "name"), Child(path, "name")));
     if (en.name.empty())
       return ErrorAt(Get(node, "name"), Child(path, "name"), "must not be empty");
+    if (!core::IsValidName(en.name)) {
+      return ErrorAt(Get(node, "name"), Child(path, "name"),
+                     "invalid node name '" + core::EscapeForDisplay(en.name, 64) +
+                         "' (allowed: " + std::string(core::kNameRule) + ")");
+    }
     CRUX_ASSIGN_OR_RETURN(std::string type,
                           internal::AsString(Get(node, "type"), Child(path, "type")));
     if (type == "host") {
@@ -257,32 +265,57 @@ Result<core::Topology> ParseExplicit(const YAML::Node& n) {
   }
   const std::string links_path = Child(kPath, "links");
   YAML::Node links = Get(n, "links");
-  if (links.IsDefined()) {
-    CRUX_RETURN_IF_ERROR(internal::CheckSequence(links, links_path));
-    for (size_t i = 0; i < links.size(); ++i) {
-      const YAML::Node link = links[i];
-      const std::string path = Element(links_path, i);
-      CRUX_RETURN_IF_ERROR(internal::CheckMap(link, path, {"a", "b", "gbps", "latency_us"}));
-      core::ExplicitLink el;
-      for (const char* end : {"a", "b"}) {
-        if (!internal::Has(link, end)) return internal::MissingKey(link, path, end);
-        CRUX_ASSIGN_OR_RETURN(std::string name,
-                              internal::AsString(Get(link, end), Child(path, end)));
-        if (node_paths.count(name) == 0) {
-          return ErrorAt(Get(link, end), Child(path, end), "unknown node '" + name + "'",
-                         core::StatusCode::kNotFound);
-        }
-        (end[0] == 'a' ? el.a : el.b) = std::move(name);
+  if (!links.IsDefined()) return internal::MissingKey(n, kPath, "links");
+  CRUX_RETURN_IF_ERROR(internal::CheckSequence(links, links_path));
+  if (links.size() == 0) {
+    return ErrorAt(links, links_path, "must list at least one link (every node needs one)");
+  }
+  std::set<std::string> linked;                                 // Nodes that have a link.
+  std::map<std::pair<std::string, std::string>, size_t> pairs;  // {a, b} sorted -> first link.
+  for (size_t i = 0; i < links.size(); ++i) {
+    const YAML::Node link = links[i];
+    const std::string path = Element(links_path, i);
+    CRUX_RETURN_IF_ERROR(
+        internal::CheckMap(link, path, {"a", "b", "gbps", "latency_us", "cables"}));
+    core::ExplicitLink el;
+    for (const char* end : {"a", "b"}) {
+      if (!internal::Has(link, end)) return internal::MissingKey(link, path, end);
+      CRUX_ASSIGN_OR_RETURN(std::string name, internal::AsString(Get(link, end), Child(path, end)));
+      if (node_paths.count(name) == 0) {
+        return ErrorAt(Get(link, end), Child(path, end),
+                       "unknown node '" + core::EscapeForDisplay(name, 64) + "'",
+                       core::StatusCode::kNotFound);
       }
-      if (el.a == el.b) {
-        return ErrorAt(Get(link, "b"), Child(path, "b"),
-                       "a link must join two different nodes (both are '" + el.a + "')");
-      }
-      if (!internal::Has(link, "gbps")) return internal::MissingKey(link, path, "gbps");
-      CRUX_RETURN_IF_ERROR(OptionalNumber(link, path, "gbps", Bound::kPositive, &el.gbps));
-      CRUX_RETURN_IF_ERROR(
-          OptionalNumber(link, path, "latency_us", Bound::kNonNegative, &el.latency_us));
-      p.links.push_back(std::move(el));
+      (end[0] == 'a' ? el.a : el.b) = std::move(name);
+    }
+    if (el.a == el.b) {
+      return ErrorAt(Get(link, "b"), Child(path, "b"),
+                     "a link must join two different nodes (both are '" + el.a + "')");
+    }
+    if (!internal::Has(link, "gbps")) return internal::MissingKey(link, path, "gbps");
+    CRUX_RETURN_IF_ERROR(OptionalNumber(link, path, "gbps", Bound::kPositive, &el.gbps));
+    CRUX_RETURN_IF_ERROR(
+        OptionalNumber(link, path, "latency_us", Bound::kNonNegative, &el.latency_us));
+    CRUX_RETURN_IF_ERROR(OptionalInt(link, path, "cables", 1, &el.cables));
+    auto [it, inserted] = pairs.emplace(std::minmax(el.a, el.b), i);
+    if (!inserted) {
+      return ErrorAt(link, path,
+                     "duplicate link " + el.a + " <-> " + el.b + " (also " +
+                         Element(links_path, it->second) +
+                         "; give parallel cables as one link with cables: N)",
+                     core::StatusCode::kAlreadyExists);
+    }
+    linked.insert(el.a);
+    linked.insert(el.b);
+    p.links.push_back(std::move(el));
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const core::ExplicitNode& en = p.nodes[i];
+    if (linked.count(en.name) == 0) {
+      return ErrorAt(nodes[i], Element(nodes_path, i),
+                     std::string(en.is_host ? "host '" : "switch '") + en.name +
+                         "' has no link (every node needs at least one; list it in " + links_path +
+                         " or remove it)");
     }
   }
   return FromBuilder("explicit", core::BuildExplicit(p));

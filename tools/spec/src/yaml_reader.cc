@@ -7,6 +7,8 @@
 #include <string>
 #include <system_error>
 
+#include "crux/core/ids.h"
+
 namespace crux::spec::internal {
 namespace {
 
@@ -67,8 +69,10 @@ std::string Position(const YAML::Node& node) {
 
 Status ErrorAt(const YAML::Node& node, const std::string& path, const std::string& what,
                core::StatusCode code) {
-  return Status(code,
-                (path.empty() ? std::string("document") : path) + ": " + what + Position(node));
+  // Keys and scalars echoed from the file may hold control characters: escape the whole
+  // message (idempotent, so parts escaped earlier are unchanged).
+  return Status(code, core::EscapeForDisplay((path.empty() ? std::string("document") : path) +
+                                             ": " + what + Position(node)));
 }
 
 std::string Child(const std::string& path, std::string_view key) {

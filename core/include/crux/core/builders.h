@@ -38,8 +38,9 @@ struct ExplicitNode {
 struct ExplicitLink {
   std::string a;
   std::string b;
-  double gbps = 0;        // > 0.
+  double gbps = 0;        // > 0, per cable.
   double latency_us = 1;  // >= 0.
+  int cables = 1;         // Parallel full-duplex cables a <-> b, >= 1.
 };
 struct ExplicitParams {
   std::vector<ExplicitNode> nodes;
@@ -48,6 +49,10 @@ struct ExplicitParams {
 // In an explicit topology a host's links are its NICs: hosts keep their names and connect
 // directly to switches (no NIC nodes are created), so flows name hosts as endpoints.
 // Host-to-host links are allowed (a direct cable); switch-to-switch links form the fabric.
+// Errors (fields "explicit.nodes[i]...", "explicit.links[i]..."): no nodes, an empty, invalid
+// (ids.h IsValidName) or duplicate name, no links, a link naming an unknown node or joining a
+// node to itself, bad gbps / latency_us / cables, two links joining the same pair of nodes (in
+// either direction: parallel cables are one link with `cables` > 1), a node without any link.
 Result<Topology> BuildExplicit(const ExplicitParams& p);
 
 // ---- clos2: hosts -> ToRs -> Aggs, every ToR connected to every Agg ----
@@ -130,7 +135,8 @@ struct LingjunParams {
   int tor_psw_links = 1;  // Parallel ToR <-> PSW cables, >= 1.
   LingjunTorGrouping grouping = LingjunTorGrouping::kAswLabel;
 };
-// `csv` is the file's content (core/ does no I/O). Errors name the line and column.
+// `csv` is the file's content (core/ does no I/O). Errors name the line and column; the DSW,
+// PSW and ASW labels must be valid names (ids.h IsValidName).
 Result<Topology> BuildLingjun(std::string_view csv, const LingjunParams& p);
 
 }  // namespace crux::core

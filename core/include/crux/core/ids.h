@@ -1,12 +1,30 @@
-// Strong integer ids for graph entities. An id is an index into the owning container
-// (Topology::node(), Topology::link()); a default-constructed id is invalid.
-// Value types, thread-compatible.
+// Strong integer ids for graph entities, and the one rule for the names that identify things
+// across Crux's boundaries (topology nodes, job ids, the wire protocol's ids).
+//
+// StrongId: an index into the owning container (Topology::node(), Topology::link()); a
+// default-constructed id is invalid. Value types, thread-compatible.
+//
+// Names. Grammar (ASCII only, case-sensitive):
+//   name      = 1*128 name-char
+//   name-char = "A"-"Z" / "a"-"z" / "0"-"9" / "." / "_" / ":" / "/" / "-"
+// Every topology node (Topology::AddNode, so every builder and topology file), every job id
+// crux-plan reads and every id of the wire protocol (protocol::IsValidId) obeys it. The rule
+// admits every generated name ("host12/nic1", "tor3", "agg0") and the Lingjun switch labels
+// ("G6", "P10", "S14", "P10/S14"); it excludes spaces, quotes, '>' (link names are
+// "a -> b"), control characters and non-ASCII bytes, so a name is always safe to print, to
+// use as a map key or file-name fragment, and to embed in "a -> b".
+//
+// EscapeForDisplay: text -> printable ASCII for terminals and logs (see below).
+// Pure functions, thread-safe.
 #ifndef CRUX_CORE_IDS_H_
 #define CRUX_CORE_IDS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <string>
+#include <string_view>
 
 namespace crux::core {
 
@@ -35,6 +53,35 @@ struct LinkIdTag {};
 
 using NodeId = StrongId<NodeIdTag>;  // A host, NIC, intra-host switch or network switch.
 using LinkId = StrongId<LinkIdTag>;  // One direction of a full-duplex link.
+
+// ---- Names (grammar above) ----
+
+inline constexpr size_t kMaxNameLength = 128;
+// The rule in words, for error messages: "... (allowed: " + kNameRule + ")".
+inline constexpr std::string_view kNameRule = "1-128 characters of [A-Za-z0-9._:/-]";
+
+constexpr bool IsNameChar(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == ':' || c == '/' || c == '-';
+}
+
+// True iff `name` matches the grammar: 1..kMaxNameLength name characters.
+constexpr bool IsValidName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameLength) return false;
+  for (char c : name) {
+    if (!IsNameChar(c)) return false;
+  }
+  return true;
+}
+
+// `text` made safe to print for humans: every byte outside printable ASCII (0x20..0x7e) - control
+// characters such as ESC, DEL, and every byte of non-ASCII UTF-8 - becomes the visible escape
+// "\xHH" (two upper-case hex digits); "\n", "\r" and "\t" are written that way. Printable
+// bytes, backslash included, are kept, so the result is printable ASCII and escaping it again
+// changes nothing (idempotent: safe to apply at every layer). With `max_bytes` < text.size()
+// only the first `max_bytes` input bytes are kept and "..." is appended.
+std::string EscapeForDisplay(std::string_view text,
+                             size_t max_bytes = std::numeric_limits<size_t>::max());
 
 }  // namespace crux::core
 

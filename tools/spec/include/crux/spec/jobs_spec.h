@@ -3,7 +3,8 @@
 // Format (times in seconds, sizes in bytes, work in FLOPs):
 //
 //   jobs:
-//     - id: gpt                  # string or integer, kept as text; unique; required
+//     - id: gpt                  # string or integer, kept as text; unique; required;
+//                                # a valid name (crux/core/ids.h: 1-128 of [A-Za-z0-9._:/-])
 //       hosts: [host0, host1]    # host node names of the topology; required, >= 1, distinct
 //       gpus_per_host: 8         # >= 1 (default 8)
 //       compute_time_s: 1.2      # per-iteration computation alone, > 0; required
@@ -22,7 +23,10 @@
 // Exactly one of `traffic` and `flows` is required. Strictness and error format are those of
 // topology_spec.h: unknown keys, missing required keys, wrong types, NaN, out-of-range values,
 // unknown hosts or nodes ("jobs[1].hosts[2]: unknown host 'host99'"), a node that is not a
-// host, duplicate ids (kAlreadyExists) are errors naming the key path. After parsing, every job
+// host, an id that breaks the name rule (control characters, spaces, quotes, non-ASCII, more
+// than 128 bytes: "jobs[0].id: invalid job id 'a\x1B[2J' (allowed: ...) (line 2, column 9)"),
+// duplicate ids (kAlreadyExists) are errors naming the key path. Names quoted in messages are
+// escaped with core::EscapeForDisplay. After parsing, every job
 // is checked with core::ValidateJob; its errors get the context "jobs[i]".
 // No exception escapes.
 //

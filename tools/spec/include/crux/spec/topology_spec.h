@@ -21,11 +21,21 @@
 //            in the source tree's configs/), grouping (asw | psw_asw), tor_psw_gbps,
 //            psw_dsw_gbps, tor_psw_links
 //   explicit: nodes: [{name, type: host|switch}]
-//             links: [{a, b, gbps, latency_us?}]   (latency_us default 1)
+//             links: [{a, b, gbps, latency_us?, cables?}]   (latency_us default 1; cables:
+//             parallel full-duplex cables, default 1, gbps is per cable)
+//
+// Names: every node name (explicit `name`, Lingjun DSW/PSW/ASW labels) must obey the name rule
+// of crux/core/ids.h (core::IsValidName: 1-128 chars of [A-Za-z0-9._:/-], the wire protocol's
+// rule); generated names (host3, host3/nic1, tor0, ...) always do.
 //
 // Strictness: unknown or duplicate keys, wrong types, quoted numbers, NaN / infinities,
-// zero or negative speeds and counts are errors. Every error message starts with the YAML key
-// path and ends with the position when yaml-cpp knows it, e.g.
+// zero or negative speeds and counts are errors. Explicit topologies must also be well formed:
+// at least one link; no invalid or duplicate node name ("topology.nodes[2].name: duplicate
+// node 'a'"); no link to an unknown node or from a node to itself; no second link between the
+// same two nodes, in either direction ("topology.links[4]: duplicate link s0 <-> s1 (also
+// topology.links[1]; ...)": parallel cables are one link with `cables`); no node without a
+// link ("topology.nodes[3]: host 'h9' has no link ..."). Every error message starts with the YAML
+// key path and ends with the position when yaml-cpp knows it, e.g.
 //   "topology.links[3].gbps: must be > 0 (got -1) (line 14, column 30)"
 //   "topology.tors: unknown key (allowed: kind, segments, ...) (line 3, column 3)"
 // Errors from the core builders are returned with the context "topology".
