@@ -269,6 +269,13 @@ void Session::HandleRegisterReply(core::Duration now, const v1::Envelope& msg) {
     ++stats_.registrations;
     stats_.registered = true;
     stats_.lease_ms = static_cast<uint64_t>(lease_.nanos() / 1'000'000);
+    // The daemon does not know the job (its state was reset, or the lease expired): it lost the
+    // profile too, and the profiler reports again only on a significant change, so resend the
+    // last acknowledged one.
+    if (!r.already_known() && last_reported_ && !pending_) {
+      pending_ = *last_reported_;
+      ++pending_generation_;
+    }
     Changed();
     return;
   }

@@ -22,7 +22,9 @@
 //    backoff delay (so a daemon that keeps refusing does not get a request storm).
 //  * Profiles: SetProfile() makes a profile pending; it is sent when registered and idle and
 //    stays pending until acknowledged: across timeouts, reconnects and re-registrations. Another
-//    refusal (e.g. INVALID_ARGUMENT) drops it.
+//    refusal (e.g. INVALID_ARGUMENT) drops it. A registration the daemon answers with
+//    already_known = false (it lost the job: state reset, lease expired) makes the last
+//    acknowledged profile pending again, since the daemon lost it too.
 //  * Assignments (pushes, request id 0): applied when none is applied yet, or when the epoch is
 //    greater than the applied one, or when the state_id differs from the applied one's (cruxd's
 //    state was reset, the epochs restart; counted in stats().state_resets). Every push is acked:

@@ -443,9 +443,31 @@ TEST(SessionTest, PermissionDeniedReRegistersFromThisConnectionAndResumes) {
   EXPECT_EQ(h.s.stats().rebinds, 2u);
   reg = h.One();
   ASSERT_TRUE(reg.has_register_job());
-  h.Receive(RegisterReply(reg.request_id(), 300));
+  reply = RegisterReply(reg.request_id(), 300);
+  reply.mutable_register_job_reply()->set_already_known(true);
+  h.Receive(reply);
   EXPECT_TRUE(h.s.registered());
   EXPECT_EQ(h.s.stats().registrations, 3u);
+  EXPECT_TRUE(h.Sent().empty());  // The daemon still has the profile: nothing to resend.
+}
+
+TEST(SessionTest, TheLastProfileIsResentWhenTheDaemonNoLongerKnowsTheJob) {
+  Harness h;
+  h.Register(300);
+  h.s.SetProfile(h.now, SomeProfile(40));
+  v1::Envelope rep = h.One();
+  h.Receive(Ack(rep.request_id()));
+  // An operator reset cruxd's state: the job is unknown.
+  h.Tick(100);
+  h.Receive(Refusal(h.One().request_id(), v1::ERROR_CODE_UNKNOWN_JOB, "unknown job"));
+  v1::Envelope reg = h.One();
+  h.Receive(RegisterReply(reg.request_id(), 300));  // already_known = false.
+  v1::Envelope again = h.One();
+  ASSERT_TRUE(again.has_profile_report());
+  EXPECT_EQ(again.profile_report().SerializeAsString(), rep.profile_report().SerializeAsString());
+  h.Receive(Ack(again.request_id()));
+  EXPECT_EQ(h.s.stats().reports_sent, 2u);
+  EXPECT_FALSE(h.s.pending_profile().has_value());
 }
 
 TEST(SessionTest, QuotaRefusalIsRetriedWithBackoffAndShownInStats) {
