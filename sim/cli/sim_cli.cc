@@ -215,6 +215,8 @@ std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std
   if (!jobs_path.empty()) {
     core::Result<std::vector<sim::SimJob>> jobs = wl::LoadJobsWorkload(jobs_path, p->topo);
     if (!jobs.ok()) return Failure{kExitUsage, jobs.status().message()};
+    core::Status fits = wl::CheckHostCapacity(*jobs, p->topo, gpus_per_host);
+    if (!fits.ok()) return Failure{kExitUsage, fits.WithContext(jobs_path).message()};
     p->jobs = std::move(*jobs);
     workload_name = jobs_path;
   } else {

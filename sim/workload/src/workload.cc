@@ -6,6 +6,7 @@
 #include <numeric>
 #include <queue>
 
+#include "crux/core/text.h"
 #include "crux/sim/workload/placement.h"
 
 namespace crux::sim::workload {
@@ -45,6 +46,73 @@ std::vector<SimJob> FromJobEntries(const std::vector<spec::JobEntry>& entries) {
 Result<std::vector<SimJob>> LoadJobsWorkload(const std::string& path, const core::Topology& topo) {
   CRUX_ASSIGN_OR_RETURN(const std::vector<spec::JobEntry> entries, spec::LoadJobsFile(path, topo));
   return FromJobEntries(entries);
+}
+
+Status CheckHostCapacity(const std::vector<SimJob>& jobs, const core::Topology& topo,
+                         int gpus_per_host) {
+  std::vector<size_t> order(jobs.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return jobs[a].arrival < jobs[b].arrival; });
+  std::vector<double> ends(jobs.size(), kForever);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const SimJob& j = jobs[i];
+    const double a = j.arrival.ToSeconds();
+    if (j.duration) {
+      ends[i] = a + j.duration->ToSeconds();
+    } else if (j.iterations) {
+      ends[i] = a + static_cast<double>(*j.iterations) * j.spec.compute_time.ToSeconds();
+    }
+  }
+  auto name = [](const SimJob& j) { return "job '" + core::EscapeForTerminal(j.spec.id) + "'"; };
+  std::vector<int> used(topo.num_nodes(), 0);
+  std::vector<std::vector<size_t>> holders(topo.num_nodes());
+  using Running = std::pair<double, size_t>;
+  std::priority_queue<Running, std::vector<Running>, std::greater<Running>> running;
+  for (size_t i : order) {
+    const SimJob& j = jobs[i];
+    const double t = j.arrival.ToSeconds();
+    while (!running.empty() && running.top().first <= t) {
+      const size_t done = running.top().second;
+      running.pop();
+      for (core::NodeId h : jobs[done].spec.hosts) {
+        used[h.value()] -= jobs[done].spec.gpus_per_host;
+        std::vector<size_t>& hs = holders[h.value()];
+        hs.erase(std::find(hs.begin(), hs.end(), done));
+      }
+    }
+    const int g = j.spec.gpus_per_host;
+    if (g > gpus_per_host) {
+      return core::InvalidArgumentError(name(j) + ": gpus_per_host: " + std::to_string(g) +
+                                        " GPUs per host, but a host has " +
+                                        std::to_string(gpus_per_host) + " (--gpus-per-host)");
+    }
+    for (core::NodeId h : j.spec.hosts) {
+      if (!h.valid() || h.value() >= used.size()) {
+        return core::InvalidArgumentError(name(j) + ": hosts: not a node of the topology");
+      }
+      if (used[h.value()] + g <= gpus_per_host) continue;
+      std::string by;
+      for (size_t k : holders[h.value()]) {
+        by += (by.empty() ? "" : ", ") + name(jobs[k]) + " (" +
+              std::to_string(jobs[k].spec.gpus_per_host) + " GPUs, " +
+              (ends[k] >= kForever ? std::string("to the horizon")
+                                   : "until t=" + FormatSeconds(ends[k])) +
+              ")";
+      }
+      return core::FailedPreconditionError(
+          name(j) + ": host '" + topo.node(h).name + "' has " +
+          std::to_string(gpus_per_host - used[h.value()]) + " of " + std::to_string(gpus_per_host) +
+          " GPUs free at t=" + FormatSeconds(t) + ", the job needs " + std::to_string(g) +
+          "; held by " + by + " (jobs may not share a host's GPUs)");
+    }
+    for (core::NodeId h : j.spec.hosts) {
+      used[h.value()] += g;
+      holders[h.value()].push_back(i);
+    }
+    running.emplace(ends[i], i);
+  }
+  return Status::Ok();
 }
 
 Result<std::vector<SimJob>> TraceToSimJobs(const std::vector<TraceJob>& trace,

@@ -324,6 +324,29 @@ TEST_F(SimCliTest, OverlappingExplicitPlacementsAreAnErrorNamingJobsAndHost) {
   EXPECT_FALSE(fs::exists(P("o/summary.json")));
 }
 
+// Item 6, jobs files: their placements are given, and checked the same way.
+TEST_F(SimCliTest, JobsFileThatOversubscribesAHostIsAnError) {
+  const std::string jobs = P("j.yaml");
+  ASSERT_TRUE(sim::workload::WriteTextFile(
+                  jobs,
+                  "jobs:\n"
+                  "  - {id: a, hosts: [host0, host2], gpus_per_host: 5, compute_time_s: 1,\n"
+                  "     flows: [{src: host0, dst: host2, bytes: 1000000}]}\n"
+                  "  - {id: b, hosts: [host1, host2], gpus_per_host: 5, compute_time_s: 1,\n"
+                  "     flows: [{src: host1, dst: host2, bytes: 1000000}]}\n")
+                  .ok());
+  const CliResult r = Cli({"run", "--topology", Topo("example_explicit.yaml"), "--jobs", jobs,
+                           "--quiet", "--no-plots", "--out", P("o")});
+  EXPECT_EQ(r.code, kExitUsage) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("j.yaml: job 'b': host 'host2' has 3 of 8 GPUs free at t=0 s, the "
+                               "job needs 5; held by job 'a' (5 GPUs, to the horizon)"));
+  // With 10 GPUs per host they fit.
+  const CliResult ok =
+      Cli({"run", "--topology", Topo("example_explicit.yaml"), "--jobs", jobs, "--gpus-per-host",
+           "10", "--horizon-s", "10", "--quiet", "--no-plots", "--out", P("o")});
+  EXPECT_EQ(ok.code, kExitOk) << ok.err;
+}
+
 // Item 7: --horizon-s 1e10 died with "cannot create std::vector larger than max_size()" and
 // 1e15 hung. Both are now a usage error naming the option and the bound.
 TEST_F(SimCliTest, HorizonIsBoundedAndAnIdleHorizonIsCheap) {

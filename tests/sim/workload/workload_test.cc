@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -199,6 +200,48 @@ TEST(WorkloadTest, ExplicitPlacementsMayNotOversubscribeAHost) {
       "e,150,10,,120,,bert_large\n");
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   for (core::NodeId h : (*ok)[4].spec.hosts) EXPECT_NE(topo.node(h).name, "host9");
+}
+
+// The same rule for workloads with given placements (jobs YAML files).
+TEST(WorkloadTest, CheckHostCapacityNamesTheJobsAndTheHost) {
+  const core::Topology topo = Load("example_clos2.yaml");
+  auto job = [&](const std::string& id, double arrival, std::optional<double> duration, int g,
+                 std::vector<std::string> hosts) {
+    SimJob j;
+    j.spec.id = id;
+    for (const std::string& h : hosts) j.spec.hosts.push_back(*topo.FindNode(h));
+    j.spec.gpus_per_host = g;
+    j.spec.compute_time = core::Duration::Seconds(1);
+    j.arrival = core::Duration::Seconds(arrival);
+    if (duration) j.duration = core::Duration::Seconds(*duration);
+    return j;
+  };
+  EXPECT_TRUE(CheckHostCapacity({job("a", 0, 100, 4, {"host3"}), job("b", 0, 100, 4, {"host3"}),
+                                 job("c", 100, 10, 8, {"host3", "host9"})},
+                                topo, 8)
+                  .ok());
+  core::Status st = CheckHostCapacity(
+      {job("a", 0, 100, 8, {"host3", "host9"}), job("b", 50, std::nullopt, 4, {"host9"})}, topo, 8);
+  EXPECT_EQ(st.code(), core::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(st.message(),
+            "job 'b': host 'host9' has 0 of 8 GPUs free at t=50 s, the job needs 4; held by job "
+            "'a' (8 GPUs, until t=100 s) (jobs may not share a host's GPUs)");
+  st = CheckHostCapacity({job("a", 0, 100, 16, {"host3"})}, topo, 8);
+  EXPECT_EQ(st.code(), core::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(),
+              HasSubstr("job 'a': gpus_per_host: 16 GPUs per host, but a host has 8"));
+  // Every shipped jobs file fits.
+  for (const char* f :
+       {"jobs/example1.yaml", "jobs/example_clos2.yaml", "scenarios/jobs/testbed_pair.yaml"}) {
+    const std::string name =
+        std::string(f).find("example1") != std::string::npos  ? "example_explicit.yaml"
+        : std::string(f).find("testbed") != std::string::npos ? "testbed_pair_clos2.yaml"
+                                                              : "example_clos2.yaml";
+    const core::Topology t = Load(name);
+    core::Result<std::vector<SimJob>> jobs = LoadJobsWorkload((kConfigs / f).string(), t);
+    ASSERT_TRUE(jobs.ok()) << f << ": " << jobs.status().ToString();
+    EXPECT_TRUE(CheckHostCapacity(*jobs, t, 8).ok()) << f;
+  }
 }
 
 TEST(WorkloadTest, JobsYamlCarriesSimulatorKeys) {

@@ -23,6 +23,16 @@ std::vector<SimJob> FromJobEntries(const std::vector<spec::JobEntry>& entries);
 core::Result<std::vector<SimJob>> LoadJobsWorkload(const std::string& path,
                                                    const core::Topology& topo);
 
+// Checks that no host is ever given more than `gpus_per_host` GPUs by the jobs running on it at
+// the same time (each job holds spec.gpus_per_host GPUs on each of its hosts from arrival to
+// arrival + duration, or arrival + iterations x compute time, a lower bound, or forever).
+// For workloads whose placements are given (jobs YAML files); TraceToSimJobs does the same for
+// traces, with line numbers. Errors (kInvalidArgument / kFailedPrecondition) name the jobs and
+// the host: "job 'b': host 'host3' has 0 of 8 GPUs free at t=5 s, the job needs 4; held by job
+// 'a' (8 GPUs, until t=100 s)".
+core::Status CheckHostCapacity(const std::vector<SimJob>& jobs, const core::Topology& topo,
+                               int gpus_per_host);
+
 // Trace rows -> SimJobs, in trace order. Each row's model must be in `models` and its hosts in
 // `topo`. Every host has `gpus_per_host` GPUs. Jobs are taken in arrival order; a job holds its
 // hosts' GPUs from arrival until arrival + duration_s, or arrival + iterations x compute time
