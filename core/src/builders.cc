@@ -275,9 +275,9 @@ Result<LingjunLayout> ParseLingjun(std::string_view csv, LingjunTorGrouping grou
     int index[4] = {0, 0, 0, 0};
     for (int role : {kDswRole, kPswRole, kAswRole}) {
       if (!IsValidName(fields[role])) {
-        return InvalidArgumentError(CellRef(line.number, role) + ": invalid switch name '" +
-                                    EscapeForDisplay(fields[role], 64) +
-                                    "' (allowed: " + std::string(kNameRule) + ")");
+        return InvalidArgumentError(CellRef(line.number, role) + ": invalid switch name " +
+                                    QuoteName(fields[role]) +
+                                    " (allowed: " + std::string(kNameRule) + ")");
       }
       auto [it, inserted] = switches.emplace(fields[role], SwitchInfo{role, role_count[role], 0});
       if (inserted) {
@@ -345,8 +345,8 @@ Result<Topology> BuildExplicit(const ExplicitParams& p) {
     const std::string& name = p.nodes[i].name;
     if (name.empty()) return InvalidArgumentError(field + ": must not be empty");
     if (!IsValidName(name)) {
-      return InvalidArgumentError(field + ": invalid node name '" + EscapeForDisplay(name, 64) +
-                                  "' (allowed: " + std::string(kNameRule) + ")");
+      return InvalidArgumentError(field + ": invalid node name " + QuoteName(name) +
+                                  " (allowed: " + std::string(kNameRule) + ")");
     }
     if (auto [it, inserted] = index.emplace(name, i); !inserted) {
       return InvalidArgumentError(field + ": duplicate node name '" + name + "' (also nodes[" +
@@ -365,11 +365,11 @@ Result<Topology> BuildExplicit(const ExplicitParams& p) {
     const std::string field = "explicit.links[" + std::to_string(i) + "]";
     auto a = index.find(l.a);
     if (a == index.end()) {
-      return InvalidArgumentError(field + ".a: unknown node '" + EscapeForDisplay(l.a, 64) + "'");
+      return InvalidArgumentError(field + ".a: unknown node " + QuoteName(l.a));
     }
     auto b = index.find(l.b);
     if (b == index.end()) {
-      return InvalidArgumentError(field + ".b: unknown node '" + EscapeForDisplay(l.b, 64) + "'");
+      return InvalidArgumentError(field + ".b: unknown node " + QuoteName(l.b));
     }
     if (l.a == l.b) {
       return InvalidArgumentError(field + ": a and b are the same node '" + l.a + "'");

@@ -30,8 +30,8 @@ std::string_view NodeKindName(NodeKind kind) {
 Result<NodeId> Topology::AddNode(std::string name, NodeKind kind, NodeId host) {
   if (name.empty()) return InvalidArgumentError("node name must not be empty");
   if (!IsValidName(name)) {
-    return InvalidArgumentError("invalid node name '" + EscapeForDisplay(name, 64) +
-                                "' (allowed: " + std::string(kNameRule) + ")");
+    return InvalidArgumentError("invalid node name " + QuoteName(name) +
+                                " (allowed: " + std::string(kNameRule) + ")");
   }
   if (by_name_.count(name) != 0) {
     return AlreadyExistsError("duplicate node name '" + name + "'");
@@ -83,7 +83,7 @@ Result<LinkId> Topology::AddLink(NodeId a, NodeId b, Bandwidth capacity, Duratio
 Result<NodeId> Topology::FindNode(std::string_view name) const {
   auto it = by_name_.find(std::string(name));
   if (it == by_name_.end()) {
-    return NotFoundError("unknown node '" + EscapeForDisplay(name, 64) + "'");
+    return NotFoundError("unknown node " + QuoteName(name));
   }
   return it->second;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "crux/core/path_finder.h"
+#include "crux/core/text.h"
 #include "crux/core/topology.h"
 
 namespace crux::core {
@@ -210,7 +211,7 @@ TEST(BuildersTest, ExplicitRejectsInvalidNames) {
     const Status s = BuildExplicit(p).status();
     ExpectInvalid(s, "explicit.nodes[2].name: invalid node name '");
     EXPECT_THAT(s.message(), HasSubstr("[A-Za-z0-9._:/-]"));
-    for (char c : s.message()) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << s.message();
+    EXPECT_TRUE(IsPrintableText(s.message())) << EscapeForTerminal(s.message());
   }
 }
 
@@ -799,7 +800,7 @@ TEST(BuildersTest, LingjunMalformedCsvErrorsNameTheLineAndColumn) {
   ExpectInvalid(BuildLingjun("ip,DSW,PSW,ASW\nh1,D,P,S\nh2,D,P 2,S\n", p).status(),
                 "lingjun csv line 3, column 3 (PSW): invalid switch name 'P 2'");
   ExpectInvalid(BuildLingjun("ip,DSW,PSW,ASW\nh1,D\x1b]0;pwn\x07,P,S\n", p).status(),
-                "lingjun csv line 2, column 2 (DSW): invalid switch name 'D\\x1B]0;pwn\\x07'");
+                "lingjun csv line 2, column 2 (DSW): invalid switch name 'D\\x1b]0;pwn\\x07'");
 }
 
 TEST(BuildersTest, LingjunRejectsBadParameters) {

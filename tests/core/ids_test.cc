@@ -1,11 +1,13 @@
-// Tests for the name rule (core::IsValidName) and core::EscapeForDisplay (issue #10, items 8
-// and 13): one grammar for topology nodes, job ids and the protocol's ids; escaping that keeps
-// control characters off terminals.
+// Tests for the name rule (core::IsValidName) and core::QuoteName (issue #10, items 8 and 13):
+// one grammar for topology nodes, job ids and the protocol's ids, and refused names shown
+// without their control characters.
 #include "crux/core/ids.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
+
+#include "crux/core/text.h"
 
 namespace crux::core {
 namespace {
@@ -30,7 +32,7 @@ TEST(IdsTest, NameRuleRefusesEverythingElse) {
         std::string("a\xe2\x80\xae"
                     "b"),
         std::string("a\xc2\x9b")}) {
-    EXPECT_FALSE(IsValidName(bad)) << EscapeForDisplay(bad);
+    EXPECT_FALSE(IsValidName(bad)) << EscapeForTerminal(bad);
   }
   // The rule is usable at compile time (protocol tables, static checks).
   static_assert(IsValidName("host0/nic1"));
@@ -38,25 +40,18 @@ TEST(IdsTest, NameRuleRefusesEverythingElse) {
   static_assert(IsNameChar(':') && !IsNameChar('>'));
 }
 
-TEST(IdsTest, EscapeForDisplayMakesControlBytesVisible) {
-  EXPECT_EQ(EscapeForDisplay("plain job-1/x"), "plain job-1/x");
-  EXPECT_EQ(EscapeForDisplay("\x1b[2J\x1b]0;owned\x07"), "\\x1B[2J\\x1B]0;owned\\x07");
-  EXPECT_EQ(EscapeForDisplay("a\nb\rc\td"), "a\\nb\\rc\\td");
-  EXPECT_EQ(EscapeForDisplay(std::string("a\0b", 3)), "a\\x00b");
-  EXPECT_EQ(EscapeForDisplay("\x7f"), "\\x7F");
-  EXPECT_EQ(EscapeForDisplay("caf\xc3\xa9"), "caf\\xC3\\xA9");
-  EXPECT_EQ(EscapeForDisplay("back\\slash"), "back\\slash");
-  EXPECT_EQ(EscapeForDisplay("abcdef", 3), "abc...");
-  EXPECT_EQ(EscapeForDisplay("abc", 3), "abc");
-  EXPECT_EQ(EscapeForDisplay(""), "");
-}
-
-TEST(IdsTest, EscapeForDisplayIsPrintableAndIdempotent) {
+TEST(IdsTest, QuoteNameEscapesAndCuts) {
+  EXPECT_EQ(QuoteName("host0/nic1"), "'host0/nic1'");
+  EXPECT_EQ(QuoteName("a\x1b[2J\x1b]0;owned\x07"), "'a\\x1b[2J\\x1b]0;owned\\x07'");
+  EXPECT_EQ(QuoteName("a\nb"), "'a\\x0ab'");
+  EXPECT_EQ(QuoteName(""), "''");
+  EXPECT_EQ(QuoteName(std::string(64, 'n')), "'" + std::string(64, 'n') + "'");
+  EXPECT_EQ(QuoteName(std::string(1000, 'n')), "'" + std::string(64, 'n') + "...'");
   std::string all;
   for (int c = 0; c < 256; ++c) all += static_cast<char>(c);
-  const std::string once = EscapeForDisplay(all);
-  for (char c : once) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << static_cast<int>(c);
-  EXPECT_EQ(EscapeForDisplay(once), once);
+  for (size_t i = 0; i < all.size(); i += 64) {
+    EXPECT_TRUE(IsPrintableText(QuoteName(all.substr(i)))) << i;
+  }
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "crux/core/topology.h"
+#include "crux/core/text.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -72,13 +73,13 @@ TEST(TopologyTest, AddNodeRejectsNamesOutsideTheNameRule) {
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     EXPECT_THAT(r.status().message(), HasSubstr("invalid node name"));
-    for (char c : r.status().message()) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << r.status().message();
+    EXPECT_TRUE(IsPrintableText(r.status().message())) << EscapeForTerminal(r.status().message());
   }
   EXPECT_EQ(t.num_nodes(), 0u);
   EXPECT_TRUE(t.AddNode(std::string(128, 'h'), NodeKind::kHost).ok());
   EXPECT_TRUE(t.AddNode("P10/S14", NodeKind::kTor).ok());
   // Look-ups of unknown names quote them escaped.
-  EXPECT_THAT(t.FindNode("x\x1b[2J").status().message(), HasSubstr("'x\\x1B[2J'"));
+  EXPECT_THAT(t.FindNode("x\x1b[2J").status().message(), HasSubstr("'x\\x1b[2J'"));
 }
 
 TEST(TopologyTest, AddNodeRejectsEmptyName) {

@@ -403,7 +403,7 @@ TEST_F(CruxPlanCliTest, ControlCharactersInIdsAreRefusedAndNeverPrintedRaw) {
                                  "     traffic: {pattern: pipeline, bytes: 1e6}}\n");
   for (const char* format : {"json", "table"}) {
     const RunResult r = RunWith(kClosTopo, jobs, std::string("--format ") + format);
-    ExpectFailure(r, 2, {"jobs[0].id: invalid job id 'x\\x1B]0;owned\\x07\\x1B[2J'", "line 2"});
+    ExpectFailure(r, 2, {"jobs[0].id: invalid job id 'x\\x1b]0;owned\\x07\\x1b[2J'", "line 2"});
     for (char c : r.err) {
       EXPECT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f)) << "raw byte " << static_cast<int>(c);
     }
@@ -411,7 +411,7 @@ TEST_F(CruxPlanCliTest, ControlCharactersInIdsAreRefusedAndNeverPrintedRaw) {
   // Unknown keys echo the file's text: escaped as well.
   const std::string keys = Write("keys.yaml", "jobs:\n  - {\"k\\e[31m\": 1}\n");
   const RunResult r = RunWith(kClosTopo, keys);
-  ExpectFailure(r, 2, {"jobs[0].k\\x1B[31m: unknown key"});
+  ExpectFailure(r, 2, {"jobs[0].k\\x1b[31m: unknown key"});
   for (char c : r.err) EXPECT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f)) << static_cast<int>(c);
 }
 

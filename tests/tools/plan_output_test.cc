@@ -355,7 +355,7 @@ TEST_F(PlanOutputTest, TableEscapesControlCharactersInNames) {
   core::Plan plan = RunPlanner();
   plan.jobs[0].id = "evil\x1b]0;owned\x07\x1b[2J\r\x7f\xc2\x9b";
   const std::string table = PlanToTable(plan, topo_);
-  EXPECT_THAT(table, HasSubstr("evil\\x1B]0;owned\\x07\\x1B[2J\\r\\x7F\\xC2\\x9B"));
+  EXPECT_THAT(table, HasSubstr("evil\\x1b]0;owned\\x07\\x1b[2J\\x0d\\x7f\\xc2\\x9b"));
   for (char c : table) {
     const auto u = static_cast<unsigned char>(c);
     EXPECT_TRUE(c == '\n' || (u >= 0x20 && u < 0x7f)) << "raw byte " << static_cast<int>(u);

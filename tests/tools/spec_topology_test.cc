@@ -253,11 +253,11 @@ TEST(SpecTopologyTest, ExplicitNodeNamesFollowTheNameRule) {
   const std::string links = "  links:\n    - {a: a, b: s, gbps: 10}\n";
   ExpectTopologyError(
       head + "    - {name: \"s\\e[2J\", type: switch}\n" + links,
-      {"topology.nodes[1].name: invalid node name 's\\x1B[2J'", "[A-Za-z0-9._:/-]", "line 5"});
+      {"topology.nodes[1].name: invalid node name 's\\x1b[2J'", "[A-Za-z0-9._:/-]", "line 5"});
   ExpectTopologyError(head + "    - {name: \"sw one\", type: switch}\n" + links,
                       {"topology.nodes[1].name: invalid node name 'sw one'"});
   ExpectTopologyError(head + "    - {name: \"caf\u00e9\", type: switch}\n" + links,
-                      {"topology.nodes[1].name: invalid node name 'caf\\xC3\\xA9'"});
+                      {"topology.nodes[1].name: invalid node name 'caf\u00e9'"});
   ExpectTopologyError(head + "    - {name: " + std::string(129, 'x') + ", type: switch}\n" + links,
                       {"topology.nodes[1].name: invalid node name"});
   // Valid characters all pass.

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/ids.h"
+#include "crux/core/text.h"
 #include "crux/spec/jobs_spec.h"
 #include "crux/spec/plan_output.h"
 #include "crux/spec/topology_spec.h"
@@ -50,15 +50,21 @@ const CLI::Validator kUnsigned(
     },
     "UINT");
 
-// Escapes every line of `text` for the terminal, keeping its line breaks.
-std::string EscapeLines(const std::string& text) {
+// `text` safe for the terminal: kept when it is printable text (messages quote names with
+// core::QuoteName, already escaped), else escaped whole.
+std::string Shown(std::string_view text) {
+  return core::IsPrintableText(text) ? std::string(text) : core::EscapeForTerminal(text);
+}
+
+// Shown() applied to every line of `text`, keeping its line breaks.
+std::string ShownLines(const std::string& text) {
   std::string out;
   size_t pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
     const bool has_newline = end != std::string::npos;
     if (!has_newline) end = text.size();
-    out += core::EscapeForDisplay(std::string_view(text).substr(pos, end - pos));
+    out += Shown(std::string_view(text).substr(pos, end - pos));
     if (has_newline) out += '\n';
     pos = end + 1;
   }
@@ -114,7 +120,7 @@ int ParseFlags(int argc, const char* const* argv, PlanCliOptions* options, std::
     if (e.get_exit_code() == 0) return app.exit(e, out, err);  // --help.
     std::ostringstream msg;
     app.exit(e, msg, msg);
-    err << kProgram << ": error: " << EscapeLines(msg.str());
+    err << kProgram << ": error: " << ShownLines(msg.str());
     return kExitUsage;
   }
   options->format = format == "table" ? OutputFormat::kTable : OutputFormat::kJson;
@@ -186,7 +192,7 @@ int RunPlanCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
     std::string error;
     code = RunPlan(options, &output, &error);
     if (code != kExitOk) {
-      err << kProgram << ": error: " << core::EscapeForDisplay(error) << "\n";
+      err << kProgram << ": error: " << Shown(error) << "\n";
       return code;
     }
     out << output;
@@ -203,7 +209,7 @@ int RunPlanCli(int argc, const char* const* argv, std::ostream& out, std::ostrea
            "jobs, or a lower --max-edges-per-job)\n";
     return kExitOutOfMemory;
   } catch (const std::exception& e) {
-    err << kProgram << ": internal error: " << core::EscapeForDisplay(e.what()) << "\n";
+    err << kProgram << ": internal error: " << Shown(e.what()) << "\n";
     return kExitPlanning;
   } catch (...) {
     err << kProgram << ": internal error: unknown exception\n";

@@ -8,7 +8,8 @@
 // Contract: on success the whole output (pretty JSON with 2-space indent, or the table of
 // crux/spec/plan_output.h) is written to `out` and 0 is returned. On any error nothing at all is
 // written to `out`; one message naming the offending flag or YAML key goes to `err` (passed
-// through core::EscapeForDisplay: no control character from the input reaches the terminal),
+// through core::EscapeForTerminal unless it is printable text already (core/text.h): no control
+// character from the input reaches the terminal),
 // and the exit code is
 //   kExitUsage (2)       bad flags, unreadable or invalid YAML, unknown hosts, bad numbers or
 //                        names, invalid planner options;

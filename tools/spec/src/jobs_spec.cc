@@ -48,7 +48,7 @@ Result<core::NodeId> ReadHost(const YAML::Node& node, const std::string& path,
   CRUX_ASSIGN_OR_RETURN(std::string name, internal::AsString(node, path));
   Result<core::NodeId> id = topo.FindNode(name);
   if (!id.ok()) {
-    return ErrorAt(node, path, "unknown host '" + core::EscapeForDisplay(name, 64) + "'",
+    return ErrorAt(node, path, "unknown host " + core::QuoteName(name),
                    core::StatusCode::kNotFound);
   }
   const core::Node& n = topo.node(*id);
@@ -66,7 +66,7 @@ Result<core::NodeId> ReadEndpoint(const YAML::Node& node, const std::string& pat
   CRUX_ASSIGN_OR_RETURN(std::string name, internal::AsString(node, path));
   Result<core::NodeId> id = topo.FindNode(name);
   if (!id.ok()) {
-    return ErrorAt(node, path, "unknown node '" + core::EscapeForDisplay(name, 64) + "'",
+    return ErrorAt(node, path, "unknown node " + core::QuoteName(name),
                    core::StatusCode::kNotFound);
   }
   const core::Node& n = topo.node(*id);
@@ -148,8 +148,8 @@ Result<JobEntry> ReadJob(const YAML::Node& node, const std::string& path,
   if (job.id.empty()) return ErrorAt(id_node, Child(path, "id"), "must not be empty");
   if (!core::IsValidName(job.id)) {
     return ErrorAt(id_node, Child(path, "id"),
-                   "invalid job id '" + core::EscapeForDisplay(job.id, 64) +
-                       "' (allowed: " + std::string(core::kNameRule) + ")");
+                   "invalid job id " + core::QuoteName(job.id) +
+                       " (allowed: " + std::string(core::kNameRule) + ")");
   }
 
   if (!Has(node, "hosts")) return internal::MissingKey(node, path, "hosts");

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "crux/core/ecmp.h"
-#include "crux/core/ids.h"
+#include "crux/core/text.h"
 
 namespace crux::spec {
 namespace {
@@ -328,7 +328,7 @@ std::string PlanToTable(const core::Plan& plan, const core::Topology& topo) {
   std::vector<std::string> ids(plan.jobs.size());
   size_t id_width = 2;
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
-    ids[i] = core::EscapeForDisplay(plan.jobs[i].id) + (plan.jobs[i].reference ? "*" : "");
+    ids[i] = core::EscapeForTerminal(plan.jobs[i].id) + (plan.jobs[i].reference ? "*" : "");
     id_width = std::max(id_width, ids[i].size());
   }
 
@@ -364,7 +364,7 @@ std::string PlanToTable(const core::Plan& plan, const core::Topology& topo) {
     const core::JobPlan& j = plan.jobs[i];
     std::string bottleneck = "-";
     if (j.bottleneck.valid() && j.bottleneck.value() < topo.num_links()) {
-      bottleneck = core::EscapeForDisplay(topo.LinkName(j.bottleneck));
+      bottleneck = core::EscapeForTerminal(topo.LinkName(j.bottleneck));
     }
     out += row(
         {std::to_string(j.rank), ids[i], std::to_string(j.level),

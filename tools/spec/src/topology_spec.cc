@@ -242,8 +242,8 @@ Result<core::Topology> ParseExplicit(const YAML::Node& n) {
       return ErrorAt(Get(node, "name"), Child(path, "name"), "must not be empty");
     if (!core::IsValidName(en.name)) {
       return ErrorAt(Get(node, "name"), Child(path, "name"),
-                     "invalid node name '" + core::EscapeForDisplay(en.name, 64) +
-                         "' (allowed: " + std::string(core::kNameRule) + ")");
+                     "invalid node name " + core::QuoteName(en.name) +
+                         " (allowed: " + std::string(core::kNameRule) + ")");
     }
     CRUX_ASSIGN_OR_RETURN(std::string type,
                           internal::AsString(Get(node, "type"), Child(path, "type")));
@@ -282,8 +282,7 @@ Result<core::Topology> ParseExplicit(const YAML::Node& n) {
       if (!internal::Has(link, end)) return internal::MissingKey(link, path, end);
       CRUX_ASSIGN_OR_RETURN(std::string name, internal::AsString(Get(link, end), Child(path, end)));
       if (node_paths.count(name) == 0) {
-        return ErrorAt(Get(link, end), Child(path, end),
-                       "unknown node '" + core::EscapeForDisplay(name, 64) + "'",
+        return ErrorAt(Get(link, end), Child(path, end), "unknown node " + core::QuoteName(name),
                        core::StatusCode::kNotFound);
       }
       (end[0] == 'a' ? el.a : el.b) = std::move(name);

@@ -6,8 +6,9 @@
 #include <set>
 #include <string>
 #include <system_error>
+#include <utility>
 
-#include "crux/core/ids.h"
+#include "crux/core/text.h"
 
 namespace crux::spec::internal {
 namespace {
@@ -69,10 +70,12 @@ std::string Position(const YAML::Node& node) {
 
 Status ErrorAt(const YAML::Node& node, const std::string& path, const std::string& what,
                core::StatusCode code) {
-  // Keys and scalars echoed from the file may hold control characters: escape the whole
-  // message (idempotent, so parts escaped earlier are unchanged).
-  return Status(code, core::EscapeForDisplay((path.empty() ? std::string("document") : path) +
-                                             ": " + what + Position(node)));
+  std::string message =
+      (path.empty() ? std::string("document") : path) + ": " + what + Position(node);
+  // Keys and scalars echoed from the file may hold control characters. Names quoted with
+  // core::QuoteName are already escaped (the message is then printable and left alone).
+  if (!core::IsPrintableText(message)) message = core::EscapeForTerminal(message);
+  return Status(code, std::move(message));
 }
 
 std::string Child(const std::string& path, std::string_view key) {

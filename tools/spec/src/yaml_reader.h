@@ -25,8 +25,9 @@ namespace crux::spec::internal {
 std::string Position(const YAML::Node& node);
 
 // kInvalidArgument (or `code`) "<path>: <what><Position(node)>"; an empty path (the document
-// root) reads "document". The message is passed through core::EscapeForDisplay (keys and
-// scalars echoed from the file cannot put control characters on a terminal).
+// root) reads "document". A message that is not printable text (core/text.h: keys or scalars
+// echoed from the file with control characters) is passed through core::EscapeForTerminal;
+// names quoted with core::QuoteName are escaped already.
 core::Status ErrorAt(const YAML::Node& node, const std::string& path, const std::string& what,
                      core::StatusCode code = core::StatusCode::kInvalidArgument);
 

@@ -14,7 +14,7 @@
 // "a -> b"), control characters and non-ASCII bytes, so a name is always safe to print, to
 // use as a map key or file-name fragment, and to embed in "a -> b".
 //
-// EscapeForDisplay: text -> printable ASCII for terminals and logs (see below).
+// QuoteName: a name (valid or not, e.g. the one an error refuses) as shown in messages.
 // Pure functions, thread-safe.
 #ifndef CRUX_CORE_IDS_H_
 #define CRUX_CORE_IDS_H_
@@ -74,14 +74,10 @@ constexpr bool IsValidName(std::string_view name) {
   return true;
 }
 
-// `text` made safe to print for humans: every byte outside printable ASCII (0x20..0x7e) - control
-// characters such as ESC, DEL, and every byte of non-ASCII UTF-8 - becomes the visible escape
-// "\xHH" (two upper-case hex digits); "\n", "\r" and "\t" are written that way. Printable
-// bytes, backslash included, are kept, so the result is printable ASCII and escaping it again
-// changes nothing (idempotent: safe to apply at every layer). With `max_bytes` < text.size()
-// only the first `max_bytes` input bytes are kept and "..." is appended.
-std::string EscapeForDisplay(std::string_view text,
-                             size_t max_bytes = std::numeric_limits<size_t>::max());
+// `name` quoted for a message: 'name', its first 64 bytes only ("..." marks the cut), escaped
+// with EscapeForTerminal (text.h) so that a refused name cannot put control characters on a
+// terminal. E.g. QuoteName("a\x1b[2J") == "'a\\x1b[2J'".
+std::string QuoteName(std::string_view name);
 
 }  // namespace crux::core
 

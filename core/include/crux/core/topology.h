@@ -74,7 +74,7 @@ class Topology {
   // is ignored for kHost (a host owns itself), and must be invalid for network switches.
   // `name` must obey the name rule of ids.h (IsValidName: 1-128 chars of [A-Za-z0-9._:/-]).
   // Errors: kAlreadyExists for a duplicate name, kInvalidArgument for an empty or invalid name
-  // (the message shows it through EscapeForDisplay) or a bad owner.
+  // (the message quotes it with QuoteName, ids.h) or a bad owner.
   Result<NodeId> AddNode(std::string name, NodeKind kind, NodeId host = NodeId());
 
   // Adds a full-duplex link a <-> b. Returns the id of the a -> b direction; the b -> a
@@ -92,7 +92,7 @@ class Topology {
   // Outgoing directed links of a node, in insertion order.
   const std::vector<LinkId>& OutLinks(NodeId id) const { return out_[id.value()]; }
 
-  // Name lookup. Returns kNotFound naming the missing node (escaped for display).
+  // Name lookup. Returns kNotFound naming the missing node (quoted with QuoteName).
   Result<NodeId> FindNode(std::string_view name) const;
   // Finds the a -> b link; kNotFound if the nodes are not adjacent.
   Result<LinkId> FindLink(NodeId a, NodeId b) const;

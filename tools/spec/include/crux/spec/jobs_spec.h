@@ -24,9 +24,9 @@
 // topology_spec.h: unknown keys, missing required keys, wrong types, NaN, out-of-range values,
 // unknown hosts or nodes ("jobs[1].hosts[2]: unknown host 'host99'"), a node that is not a
 // host, an id that breaks the name rule (control characters, spaces, quotes, non-ASCII, more
-// than 128 bytes: "jobs[0].id: invalid job id 'a\x1B[2J' (allowed: ...) (line 2, column 9)"),
+// than 128 bytes: "jobs[0].id: invalid job id 'a\x1b[2J' (allowed: ...) (line 2, column 9)"),
 // duplicate ids (kAlreadyExists) are errors naming the key path. Names quoted in messages are
-// escaped with core::EscapeForDisplay. After parsing, every job
+// quoted with core::QuoteName (ids.h: escaped, cut to 64 bytes). After parsing, every job
 // is checked with core::ValidateJob; its errors get the context "jobs[i]".
 // No exception escapes.
 //

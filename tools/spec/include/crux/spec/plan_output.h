@@ -67,8 +67,8 @@ std::string PlanToJsonText(const core::Plan& plan, const core::Topology& topo,
 // One row per job sorted by rank (rank, id, level, intensity in TFLOP/s, k, P in TFLOP/s,
 // t_j ms, period ms, #flows, bottleneck link), then summary lines (levels, DAG edges,
 // cut weight / total, unpinned flows, stage timings in ms). Ends with a newline. Names (job
-// ids, link names) go through core::EscapeForDisplay: control characters, ESC sequences and
-// other non-printable bytes appear as visible escapes ("\x1B"), never raw.
+// ids, link names) go through core::EscapeForTerminal (core/text.h): control characters, ESC
+// sequences and other non-printable bytes appear as visible escapes ("\x1b"), never raw.
 std::string PlanToTable(const core::Plan& plan, const core::Topology& topo);
 
 }  // namespace crux::spec
