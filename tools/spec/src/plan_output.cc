@@ -328,8 +328,9 @@ std::string PlanToTable(const core::Plan& plan, const core::Topology& topo) {
   std::vector<std::string> ids(plan.jobs.size());
   size_t id_width = 2;
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
-    ids[i] = core::EscapeForTerminal(plan.jobs[i].id) + (plan.jobs[i].reference ? "*" : "");
-    id_width = std::max(id_width, ids[i].size());
+    ids[i] = core::EscapeForTerminal(plan.jobs[i].id);
+    id_width = std::max(id_width, ids[i].size() + 1);  // Room for the reference marker.
+    if (plan.jobs[i].reference) ids[i] += '*';
   }
 
   struct Column {
