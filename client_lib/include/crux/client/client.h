@@ -106,7 +106,7 @@ struct ClientOptions {
   int64_t call_timeout_ms = 2000;    // A request without reply in this time = disconnected.
   int64_t reconnect_min_ms = 100;    // Backoff of re-registration attempts: min ...
   int64_t reconnect_max_ms = 10000;  // ... doubling up to max (each delay x [0.8, 1] jitter).
-  int64_t poll_interval_ms = 5;      // Background thread tick.
+  int64_t poll_interval_ms = 5;      // Longest wait of the background thread between ring drains.
   bool end_job_on_close = true;      // Send EndJob when the client is closed.
 
   uint32_t ring_capacity = 1 << 16;  // Hot-path events buffered (rounded up to a power of 2).
