@@ -85,6 +85,9 @@ int Exchange(const CruxctlEnvironment& env, const Options& options, v1::Envelope
   auto result = (*transport)->Call(request, core::Duration::Millis(options.timeout_ms));
   if (!result.ok()) {
     const core::Status& s = result.status();
+    if (s.code() == core::StatusCode::kNotFound) {
+      return Fail(err, kExitUnreachable, "cannot reach cruxd at " + endpoint + ": " + s.message());
+    }
     if (s.code() == core::StatusCode::kUnavailable) {
       return Fail(err, kExitUnreachable,
                   "cruxd at " + endpoint + " did not answer within " +

@@ -74,8 +74,10 @@ class AdminTransport {
  public:
   virtual ~AdminTransport() = default;
   // Sends `request` and returns the daemon's reply envelope (which may carry an Error body).
-  // Must return within `timeout`. Errors: kUnavailable when the daemon cannot be reached or
-  // did not answer in time; any other code for a broken reply (surfaced as exit code 1).
+  // Must return within `timeout`. Errors (both surfaced as exit code 3): kUnavailable when the
+  // daemon did not answer in time; kNotFound when it turned out while waiting that no daemon is
+  // there (e.g. a stale socket; the message says why). Any other code for a broken reply
+  // (surfaced as exit code 1).
   virtual core::Result<v1::Envelope> Call(const v1::Envelope& request, core::Duration timeout) = 0;
 };
 
