@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "crux/core/text.h"
+#include "crux/core/ids.h"
 #include "crux/sim/fluid_network.h"
 
 namespace crux::sim {
@@ -1097,21 +1097,13 @@ Status ValidateSimInput(const core::Topology& topo, const std::vector<SimJob>& j
   std::unordered_map<std::string, size_t> ids;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const SimJob& j = jobs[i];
-    const std::string ctx = "job '" + core::EscapeForTerminal(j.spec.id.substr(0, 64)) + "' (#" +
-                            std::to_string(i) + ")";
-    for (const auto& [field, text] :
-         {std::pair<const char*, const std::string*>{"id", &j.spec.id}, {"model", &j.model}}) {
-      if (const size_t at = core::FirstUnprintable(*text); at != std::string::npos) {
-        return core::InvalidArgumentError(
-            ctx + ": " + field + ": must be printable text (byte " + std::to_string(at + 1) +
-            " starts a control character, an escape sequence, a bidirectional override or "
-            "invalid UTF-8)");
-      }
-      if (text->size() > kMaxNameLength) {
-        return core::InvalidArgumentError(ctx + ": " + field + ": too long (" +
-                                          std::to_string(text->size()) + " bytes, at most " +
-                                          std::to_string(kMaxNameLength) + ")");
-      }
+    const std::string ctx = "job " + core::QuoteName(j.spec.id) + " (#" + std::to_string(i) + ")";
+    if (!core::IsValidName(j.spec.id)) {
+      return core::InvalidArgumentError(ctx + ": id: must be " + std::string(core::kNameRule));
+    }
+    if (!j.model.empty() && !core::IsValidName(j.model)) {
+      return core::InvalidArgumentError(ctx + ": model: must be " + std::string(core::kNameRule) +
+                                        " (got " + core::QuoteName(j.model) + ")");
     }
     CRUX_RETURN_IF_ERROR(core::ValidateJob(topo, j.spec).WithContext(ctx));
     if (j.spec.compute_time > kMaxSimTime) {

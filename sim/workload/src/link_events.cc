@@ -14,7 +14,6 @@ using core::InvalidArgumentError;
 using core::Result;
 using core::Status;
 using internal::Shown;
-using internal::TextProblem;
 
 namespace {
 
@@ -83,7 +82,7 @@ Result<std::vector<LinkEvent>> ParseLinkEventsCsv(std::string_view text,
                         "must be a finite number >= 0 and <= 1e+09 (got " + Shown(f[0]) + ")");
     }
     for (size_t col : {size_t{1}, size_t{2}}) {
-      if (std::string p = TextProblem(f[col], kMaxNameLength); !p.empty()) {
+      if (std::string p = internal::NameProblem(f[col]); !p.empty()) {
         return FieldError(line_no, col, p);
       }
     }

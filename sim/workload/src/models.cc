@@ -5,7 +5,7 @@
 #include <set>
 #include <utility>
 
-#include "crux/sim/simulator.h"
+#include "crux/core/ids.h"
 #include "crux/sim/workload/file_io.h"
 #include "text_checks.h"
 #include "yaml_util.h"
@@ -67,9 +67,11 @@ namespace {
 bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 bool ValidName(const std::string& s) {
-  return !s.empty() && s.size() <= kMaxNameLength && std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
-  });
+  return !s.empty() && s.size() <= core::kMaxNameLength &&
+         std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+                  c == '-';
+         });
 }
 
 Result<ModelProfile> ParseModel(const YAML::Node& n, const std::string& path) {
@@ -82,8 +84,8 @@ Result<ModelProfile> ParseModel(const YAML::Node& n, const std::string& path) {
   if (!ValidName(m.name)) {
     return ErrorAt(Get(n, "name"), Child(path, "name"),
                    "must use only a-z, 0-9, '_', '.', '-', at most " +
-                       std::to_string(kMaxNameLength) + " of them (got " + internal::Shown(m.name) +
-                       ")");
+                       std::to_string(core::kMaxNameLength) + " of them (got " +
+                       internal::Shown(m.name) + ")");
   }
   CRUX_RETURN_IF_ERROR(internal::ReadString(n, path, "description", false, &m.description));
   CRUX_RETURN_IF_ERROR(internal::ReadString(n, path, "gpu", true, &m.gpu));

@@ -1,8 +1,18 @@
 #include "text_checks.h"
 
+#include "crux/core/ids.h"
 #include "crux/core/text.h"
 
 namespace crux::sim::workload::internal {
+
+std::string NameProblem(std::string_view s) {
+  if (core::IsValidName(s)) return "";
+  if (s.size() > core::kMaxNameLength) {
+    return "is too long (" + std::to_string(s.size()) + " bytes; a name is " +
+           std::string(core::kNameRule) + ")";
+  }
+  return "must be " + std::string(core::kNameRule) + " (got " + Shown(s) + ")";
+}
 
 std::string TextProblem(std::string_view s, size_t max) {
   if (const size_t at = core::FirstUnprintable(s); at != std::string_view::npos) {
@@ -18,10 +28,6 @@ std::string TextProblem(std::string_view s, size_t max) {
   return "";
 }
 
-std::string Shown(std::string_view s) {
-  constexpr size_t kCut = 64;
-  const bool cut = s.size() > kCut;
-  return "'" + core::EscapeForTerminal(s.substr(0, kCut)) + (cut ? "...'" : "'");
-}
+std::string Shown(std::string_view s) { return core::QuoteName(s); }
 
 }  // namespace crux::sim::workload::internal

@@ -107,7 +107,7 @@ Result<std::vector<TraceJob>> ParseTraceCsv(std::string_view text) {
     TraceJob j;
     j.line = line_no;
     if (f[0].empty()) return FieldError(line_no, 0, "must not be empty");
-    if (std::string p = internal::TextProblem(f[0], kMaxNameLength); !p.empty()) {
+    if (std::string p = internal::NameProblem(f[0]); !p.empty()) {
       return FieldError(line_no, 0, p);
     }
     j.id = std::string(f[0]);
@@ -148,7 +148,7 @@ Result<std::vector<TraceJob>> ParseTraceCsv(std::string_view text) {
       std::set<std::string_view> seen;
       for (std::string_view h : Split(f[5], ';')) {
         if (h.empty()) return FieldError(line_no, 5, "empty host name in " + Quote(f[5]));
-        if (std::string p = internal::TextProblem(h, kMaxNameLength); !p.empty()) {
+        if (std::string p = internal::NameProblem(h); !p.empty()) {
           return FieldError(line_no, 5, "host name " + p);
         }
         if (!seen.insert(h).second) return FieldError(line_no, 5, "duplicate host " + Quote(h));
@@ -161,7 +161,7 @@ Result<std::vector<TraceJob>> ParseTraceCsv(std::string_view text) {
       }
     }
     if (f[6].empty()) return FieldError(line_no, 6, "must not be empty");
-    if (std::string p = internal::TextProblem(f[6], kMaxNameLength); !p.empty()) {
+    if (std::string p = internal::NameProblem(f[6]); !p.empty()) {
       return FieldError(line_no, 6, p);
     }
     j.model = std::string(f[6]);

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <queue>
 
-#include "crux/core/text.h"
+#include "crux/core/ids.h"
 #include "crux/sim/workload/placement.h"
 
 namespace crux::sim::workload {
@@ -64,7 +64,7 @@ Status CheckHostCapacity(const std::vector<SimJob>& jobs, const core::Topology& 
       ends[i] = a + static_cast<double>(*j.iterations) * j.spec.compute_time.ToSeconds();
     }
   }
-  auto name = [](const SimJob& j) { return "job '" + core::EscapeForTerminal(j.spec.id) + "'"; };
+  auto name = [](const SimJob& j) { return "job " + core::QuoteName(j.spec.id); };
   std::vector<int> used(topo.num_nodes(), 0);
   std::vector<std::vector<size_t>> holders(topo.num_nodes());
   using Running = std::pair<double, size_t>;

@@ -413,8 +413,9 @@ TEST_F(SimCliTest, ScenarioWithAnUnknownPolicyIsAnErrorListingTheKnownOnes) {
   EXPECT_FALSE(fs::exists(P("o/summary.json")));
 }
 
-// Item 13: control characters and escape sequences in ids are rejected with the line and
-// column, and never reach the terminal through the error message.
+// Item 13: ids follow Crux's name rule (core::IsValidName), so control characters and escape
+// sequences in them are rejected with the line and column, and never reach the terminal
+// through the error message.
 TEST_F(SimCliTest, ControlCharactersInIdsAreRejectedAndNotEchoed) {
   const std::string topo = Topo("example_clos2.yaml");
   const std::string hdr = std::string(sim::workload::kTraceHeader) + "\n";
@@ -424,9 +425,10 @@ TEST_F(SimCliTest, ControlCharactersInIdsAreRejectedAndNotEchoed) {
   };
   const Case cases[] = {
       {"evil\x1b]0;pwned\x07,0,10,,8,,resnet50",
-       "line 2, column 1 (job_id): must be printable text (byte 5"},
-      {"a,0,10,,8,host\x1b[1A,resnet50", "line 2, column 6 (placement): host name must be"},
-      {"a,0,10,,8,,resnet50\x1b[2K", "line 2, column 7 (model): must be printable text"},
+       "line 2, column 1 (job_id): must be 1-128 characters of [A-Za-z0-9._:/-] (got "
+       "'evil\\x1b]0;pwned\\x07')"},
+      {"a,0,10,,8,host\x1b[1A,resnet50", "line 2, column 6 (placement): host name must be 1-128"},
+      {"a,0,10,,8,,resnet50\x1b[2K", "line 2, column 7 (model): must be 1-128 characters"},
   };
   for (const Case& c : cases) {
     const std::string trace = P("t.csv");
@@ -447,7 +449,8 @@ TEST_F(SimCliTest, ControlCharactersInIdsAreRejectedAndNotEchoed) {
   const CliResult r = Cli({"run", "--topology", topo, "--trace", trace, "--link-events", events,
                            "--quiet", "--no-plots", "--out", P("o")});
   EXPECT_EQ(r.code, kExitUsage);
-  EXPECT_THAT(r.err, HasSubstr("line 2, column 2 (a): must be printable text"));
+  EXPECT_THAT(r.err,
+              HasSubstr("line 2, column 2 (a): must be 1-128 characters of [A-Za-z0-9._:/-]"));
   EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
 }
 

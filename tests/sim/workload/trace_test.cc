@@ -113,23 +113,29 @@ TEST(TraceTest, RejectsEveryKindOfBadLineWithLineAndColumn) {
       // Issue #10, item 7: times beyond the simulator's range.
       {"a,2e9,10,,8,,m", "line 3, column 2 (arrival_s): must be a finite number >= 0 and <= 1e+09"},
       {"a,0,1e10,,8,,m", "line 3, column 3 (duration_s): must be a finite number > 0 and <= 1e+09"},
-      // Issue #10, item 13: ids, host names and model names must be printable and bounded.
+      // Issue #10, item 13: ids, host names and model names follow the name rule (core/ids.h),
+      // so no control characters, escape sequences, spaces or non-ASCII bytes, at most 128.
       {"a\x1b[31m,0,10,,8,,m",
-       "line 3, column 1 (job_id): must be printable text (byte 2 starts a control character"},
+       "line 3, column 1 (job_id): must be 1-128 characters of [A-Za-z0-9._:/-] (got "
+       "'a\\x1b[31m')"},
       {"a\x07"
        "b,0,10,,8,,m",
-       "line 3, column 1 (job_id): must be printable text (byte 2"},
+       "line 3, column 1 (job_id): must be 1-128 characters of [A-Za-z0-9._:/-] (got 'a\\x07b')"},
       {"a\xe2\x80\xae"
        "b,0,10,,8,,m",
-       "line 3, column 1 (job_id): must be printable text"},
-      {"a\xff,0,10,,8,,m", "line 3, column 1 (job_id): must be printable text"},
+       "line 3, column 1 (job_id): must be 1-128 characters of [A-Za-z0-9._:/-]"},
+      {"a\xff,0,10,,8,,m", "line 3, column 1 (job_id): must be 1-128 characters"},
+      {"a b,0,10,,8,,m",
+       "line 3, column 1 (job_id): must be 1-128 characters of "
+       "[A-Za-z0-9._:/-] (got 'a b')"},
       {std::string(129, 'j') + ",0,10,,8,,m",
-       "line 3, column 1 (job_id): is too long (129 bytes, at most 128)"},
+       "line 3, column 1 (job_id): is too long (129 bytes; a name is 1-128 characters"},
       {"a,0,10,,8,host0;ho\x1bst1,m",
-       "line 3, column 6 (placement): host name must be printable text (byte 3"},
+       "line 3, column 6 (placement): host name must be 1-128 characters of [A-Za-z0-9._:/-]"},
       {"a,0,10,,8,host0;" + std::string(200, 'h') + ",m",
-       "line 3, column 6 (placement): host name is too long (200 bytes, at most 128)"},
-      {"a,0,10,,8,,m\x1b]0;title\x07", "line 3, column 7 (model): must be printable text"},
+       "line 3, column 6 (placement): host name is too long (200 bytes;"},
+      {"a,0,10,,8,,m\x1b]0;title\x07",
+       "line 3, column 7 (model): must be 1-128 characters of [A-Za-z0-9._:/-]"},
       {"a,0\x1b,10,,8,,m",
        "line 3, column 2 (arrival_s): must be a finite number >= 0 and <= "
        "1e+09 (got '0\\x1b')"},

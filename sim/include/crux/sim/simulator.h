@@ -42,8 +42,6 @@ using core::Duration;
 // (2 x 10^18 < 2^63 ~ 9.2 x 10^18). ValidateSimInput enforces it.
 inline constexpr double kMaxSimSeconds = 1e9;
 inline constexpr Duration kMaxSimTime = Duration::Nanos(1'000'000'000'000'000'000);
-// Job ids and model names: printable text (crux/core/text.h) of at most this many bytes.
-inline constexpr size_t kMaxNameLength = 128;
 // Most samples a run may produce (horizon / sample_interval, rounded up).
 inline constexpr int64_t kMaxSamples = 1'000'000;
 
@@ -171,7 +169,8 @@ core::Result<SimResult> Simulate(const core::Topology& topo, const PolicyFactory
 
 // Checks options, jobs and link events without running anything. Errors name the option, the
 // job (by id) and field, or the link event (by index). Times beyond kMaxSimTime, and job ids or
-// models that are not printable text of at most kMaxNameLength bytes, are errors.
+// (non-empty) model names that break Crux's name rule (crux/core/ids.h, core::IsValidName:
+// 1-128 characters of [A-Za-z0-9._:/-]; no control characters or escape sequences), are errors.
 core::Status ValidateSimInput(const core::Topology& topo, const std::vector<SimJob>& jobs,
                               const std::vector<LinkEvent>& link_events, const SimOptions& options);
 

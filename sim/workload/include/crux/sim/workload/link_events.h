@@ -8,9 +8,9 @@
 //
 // * The header line is required and must be exactly "time_s,a,b,gbps". Blank lines and lines
 //   starting with '#' are ignored; CRLF is accepted; spaces around fields are trimmed.
-// * time_s: finite, in [0, 1e9] (sim::kMaxSimSeconds). a, b: printable node names (at most
-//   sim::kMaxNameLength bytes) of the topology joined by a link (with parallel
-//   cables, the first a -> b cable). gbps: finite, >= 0 (0 = failed).
+// * time_s: finite, in [0, 1e9] (sim::kMaxSimSeconds). a, b: node names (core::IsValidName) of
+//   the topology joined by a link (with parallel cables, the first a -> b cable). gbps: finite,
+//   >= 0 (0 = failed).
 // * The engine applies each event to the a -> b link and its reverse and re-plans.
 // Errors: "line 3, column 3 (b): no link between 'tor3' and 'agg9'".
 //

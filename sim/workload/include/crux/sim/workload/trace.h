@@ -11,14 +11,9 @@
 //   [0, sim::kMaxSimSeconds = 1e9].
 // * duration_s (> 0 and <= 1e9) or iterations (integer >= 1): at most one of them; both empty =
 //   the job runs until the simulation horizon.
-// * job_id, the host names of placement and model are printable text (crux/core/text.h: no
-//   control characters or escape sequences, no bidirectional overrides, valid UTF-8) of at most
-//   sim::kMaxNameLength (128) bytes.
-// * gpus: integer >= 1.
-// * placement: host node names separated by ';' (distinct; gpus must be a multiple of their
-//   count: every host gets gpus / hosts GPUs), or empty: the placement policy (placement.h)
-//   chooses the hosts when the trace is loaded onto a topology.
-// * model: a name from the model catalog (models.h), checked when the trace is loaded.
+// * job_id, the host names of placement and model follow Crux's name rule (crux/core/ids.h,
+//   core::IsValidName: 1-128 characters of [A-Za-z0-9._:/-]), so they carry no control
+//   characters, escape sequences, spaces or non-ASCII bytes.
 // Errors name the line, the column (1-based field number) and the field:
 //   "line 4, column 2 (arrival_s): must be a finite number >= 0 (got '-3')".
 //
