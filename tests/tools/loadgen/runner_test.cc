@@ -5,11 +5,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "crux/loadgen/cli.h"
 #include "crux/protocol/codec.h"
@@ -32,6 +35,7 @@ class FakeDaemon {
     if (m.has_register_job()) {
       const std::string& id = m.register_job().job_id();
       registers[id]++;
+      peers[id] = in.peer;
       if (id.size() > 4 && id.substr(id.size() - 4) == "-bad") {
         (void)server->Send(in.peer, protocol::MakeError(m.request_id(), v1::ERROR_CODE_UNKNOWN_HOST,
                                                         "register_job.placement[0].host"));
@@ -57,9 +61,11 @@ class FakeDaemon {
       (void)server->Send(in.peer, protocol::MakeAck(m.request_id(), m.profile_report().job_id()));
     } else if (m.has_heartbeat()) {
       heartbeats++;
+      last_heartbeat[m.heartbeat().job_id()] = m.heartbeat();
       (void)server->Send(in.peer, protocol::MakeAck(m.request_id(), m.heartbeat().job_id()));
     } else if (m.has_ack()) {
       acks[m.ack().job_id()] = m.ack().epoch();
+      ack_log[m.ack().job_id()].push_back(m.ack());
     } else if (m.has_end_job()) {
       ended.insert(m.end_job().job_id());
       (void)server->Send(in.peer, protocol::MakeAck(m.request_id(), m.end_job().job_id()));
@@ -71,6 +77,9 @@ class FakeDaemon {
   std::map<std::string, int> registers;
   std::map<std::string, int> reports;
   std::map<std::string, uint64_t> acks;
+  std::map<std::string, std::vector<v1::Ack>> ack_log;
+  std::map<std::string, std::string> peers;  // Routing id each job registered from.
+  std::map<std::string, v1::Heartbeat> last_heartbeat;
   std::set<std::string> ended;
   int heartbeats = 0;
 
@@ -166,15 +175,17 @@ TEST_F(RunnerTest, UnreachableDaemonRegistersNothingAndStops) {
   std::vector<SimJob> jobs = Jobs(3);
   LoadGenOptions o;
   o.endpoint = "tcp://127.0.0.1:1";  // Nothing listens there.
-  o.duration = Duration::Millis(100);
+  o.duration = Duration::Millis(500);
   o.request_timeout = Duration::Millis(100);
-  o.register_timeout = Duration::Millis(300);
-  auto start = std::chrono::steady_clock::now();
+  o.register_timeout = Duration::Seconds(3600);  // The duration ends the run.
   auto summary = RunLoad(ctx_, jobs, o);
   ASSERT_TRUE(summary.ok());
   EXPECT_EQ(summary->registered, 0);
   EXPECT_GT(summary->timeouts, 0u);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(summary->register_failed, 3);
+  ASSERT_TRUE(summary->register_failures.count("TIMEOUT")) << summary->ToJson().dump();
+  EXPECT_EQ(summary->register_failures.at("TIMEOUT").jobs, 3u);
+  EXPECT_EQ(summary->register_failures.at("TIMEOUT").example, "no reply within 100 ms");
 }
 
 TEST_F(RunnerTest, StopFlagEndsTheRun) {
@@ -200,6 +211,308 @@ TEST_F(RunnerTest, CliRunsAgainstTheFakeDaemonAndPrintsJson) {
   EXPECT_EQ(j["registered"], 5);
   EXPECT_GT(j["report_rate_per_s"].get<double>(), 0);
   EXPECT_EQ(j["push_latency"]["samples"], 5);
+}
+
+// Issue #10 (D): routing ids were "loadgen:<job>", so anyone knowing a job id could take over
+// its pushes. Now each socket has DealerClient's random id.
+TEST_F(RunnerTest, RoutingIdsAreRandomNotDerivedFromJobIds) {
+  std::vector<SimJob> jobs = Jobs(6);
+  LoadGenOptions o;
+  o.endpoint = server_->endpoint();
+  o.duration = Duration::Millis(200);
+  auto summary = RunLoad(ctx_, jobs, o);
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->registered, 6);
+  std::lock_guard<std::mutex> lock(daemon_.mu_);
+  ASSERT_EQ(daemon_.peers.size(), 6u);
+  std::set<std::string> distinct;
+  for (const auto& [job, peer] : daemon_.peers) {
+    distinct.insert(peer);
+    EXPECT_EQ(peer.find(job), std::string::npos) << peer;
+    EXPECT_EQ(peer.find("loadgen"), std::string::npos) << peer;
+    // RandomRoutingId: 'r' and 32 lower-case hex digits (128 random bits).
+    ASSERT_EQ(peer.size(), 33u) << peer;
+    EXPECT_EQ(peer[0], 'r');
+    EXPECT_EQ(peer.find_first_not_of("0123456789abcdef", 1), std::string::npos) << peer;
+  }
+  EXPECT_EQ(distinct.size(), 6u);
+}
+
+// A daemon that pushes, right after the registration: epoch 5 of state A, a stale epoch 3 of
+// state A, then epoch 2 of state B (its state was reset: a new epoch sequence), then a stale
+// epoch 1 of state B.
+class ResetDaemon {
+ public:
+  static constexpr uint64_t kStateA = 0x1111;
+  static constexpr uint64_t kStateB = 0x2222;
+  void Handle(protocol::Inbound in) {
+    const v1::Envelope& m = in.msg;
+    if (m.has_register_job()) {
+      const std::string& id = m.register_job().job_id();
+      v1::Envelope reply = protocol::NewEnvelope(m.request_id());
+      reply.mutable_register_job_reply()->set_job_id(id);
+      reply.mutable_register_job_reply()->set_lease_ms(150);  // Heartbeats every 50 ms.
+      (void)server->Send(in.peer, reply);
+      for (const auto& [epoch, state] : std::vector<std::pair<uint64_t, uint64_t>>{
+               {5, kStateA}, {3, kStateA}, {2, kStateB}, {1, kStateB}}) {
+        v1::Envelope push = protocol::NewEnvelope(0);
+        v1::Assignment* a = push.mutable_assignment();
+        a->set_job_id(id);
+        a->set_epoch(epoch);
+        a->set_state_id(state);
+        a->set_dscp(26);
+        a->set_traffic_class(104);
+        (void)server->Send(in.peer, push);
+      }
+    } else if (m.has_heartbeat()) {
+      std::lock_guard<std::mutex> lock(mu);
+      heartbeats.push_back(m.heartbeat());
+      (void)server->Send(in.peer, protocol::MakeAck(m.request_id(), m.heartbeat().job_id()));
+    } else if (m.has_ack()) {
+      std::lock_guard<std::mutex> lock(mu);
+      acks.push_back(m.ack());
+    } else if (m.has_profile_report()) {
+      (void)server->Send(in.peer, protocol::MakeAck(m.request_id(), m.profile_report().job_id()));
+    }
+  }
+  protocol::RouterServer* server = nullptr;
+  std::mutex mu;
+  std::vector<v1::Heartbeat> heartbeats;
+  std::vector<v1::Ack> acks;
+};
+
+TEST(LoadgenPushTest, AppliesNewerEpochsOrAnotherStateIdAndReportsBothInHeartbeats) {
+  protocol::TransportContext ctx;
+  ResetDaemon daemon;
+  protocol::ServerOptions so;
+  so.endpoint = "tcp://127.0.0.1:*";
+  auto server = protocol::RouterServer::Start(
+      ctx, so, [&daemon](protocol::Inbound in) { daemon.Handle(std::move(in)); });
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  daemon.server = server->get();
+  auto topo =
+      spec::LoadTopologyFile(std::string(CRUX_SOURCE_DIR) + "/configs/topologies/testbed.yaml");
+  ASSERT_TRUE(topo.ok());
+  WorkloadOptions wo;
+  wo.jobs = 1;
+  auto jobs = MakeJobs(*topo, wo);
+  ASSERT_TRUE(jobs.ok());
+  LoadGenOptions o;
+  o.endpoint = (*server)->endpoint();
+  o.duration = Duration::Millis(500);
+  auto summary = RunLoad(ctx, *jobs, o);
+  server->reset();
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->assignments, 4u);
+  EXPECT_EQ(summary->state_resets, 1u);       // Epoch 2 of state B, although 2 < 5.
+  EXPECT_EQ(summary->assignments_stale, 2u);  // Epoch 3 of A, epoch 1 of B.
+  ASSERT_EQ(daemon.acks.size(), 4u);
+  EXPECT_EQ(daemon.acks[0].error(), "");
+  EXPECT_EQ(daemon.acks[1].error(), "stale epoch ignored");
+  EXPECT_EQ(daemon.acks[2].error(), "");
+  EXPECT_EQ(daemon.acks[3].error(), "stale epoch ignored");
+  // Heartbeats after the pushes carry what was applied: epoch 2 of state B.
+  ASSERT_FALSE(daemon.heartbeats.empty());
+  EXPECT_EQ(daemon.heartbeats.back().applied_epoch(), 2u);
+  EXPECT_EQ(daemon.heartbeats.back().applied_state_id(), ResetDaemon::kStateB);
+}
+
+// Issue #10 (C): a daemon that refuses every registration kept crux-loadgen running far past
+// --duration-s. Each mode is a real ZeroMQ ROUTER answering (or not) every RegisterJob.
+enum class Refusal { kUnavailable, kQuota, kSilent };
+
+class RefusingDaemon {
+ public:
+  explicit RefusingDaemon(Refusal mode) : mode_(mode) {
+    protocol::ServerOptions so;
+    so.endpoint = "tcp://127.0.0.1:*";
+    auto server =
+        protocol::RouterServer::Start(ctx_, so, [this](protocol::Inbound in) { Handle(in); });
+    EXPECT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server).value();
+  }
+  ~RefusingDaemon() { server_.reset(); }
+  std::string endpoint() const { return server_->endpoint(); }
+  std::map<std::string, int> registers() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return registers_;
+  }
+
+ private:
+  void Handle(const protocol::Inbound& in) {
+    if (!in.msg.has_register_job()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++registers_[in.msg.register_job().job_id()];
+    }
+    switch (mode_) {
+      case Refusal::kUnavailable:
+        (void)server_->Send(in.peer,
+                            protocol::MakeError(in.msg.request_id(), v1::ERROR_CODE_UNAVAILABLE,
+                                                "cruxd: store unavailable, retry later"));
+        break;
+      case Refusal::kQuota:
+        (void)server_->Send(
+            in.peer, protocol::MakeError(in.msg.request_id(), v1::ERROR_CODE_RESOURCE_EXHAUSTED,
+                                         "register_job: at most 0 jobs per client key\x1b[2J"));
+        break;
+      case Refusal::kSilent:
+        break;
+    }
+  }
+
+  Refusal mode_;
+  protocol::TransportContext ctx_;
+  std::unique_ptr<protocol::RouterServer> server_;
+  std::mutex mu_;
+  std::map<std::string, int> registers_;
+};
+
+// Sets `stop` if the test body is still running after a generous limit, so that a regression
+// (a run that does not end) fails with a message instead of hanging the suite.
+class Watchdog {
+ public:
+  explicit Watchdog(std::atomic<bool>* stop)
+      : thread_([this, stop] {
+          std::unique_lock<std::mutex> lock(mu_);
+          if (!cv_.wait_for(lock, std::chrono::seconds(60), [this] { return done_; })) {
+            fired_ = true;
+            stop->store(true);
+          }
+        }) {}
+  ~Watchdog() { Finish(); }
+  bool Finish() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    return fired_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  bool fired_ = false;
+  std::thread thread_;
+};
+
+std::vector<SimJob> TestbedJobs(int n) {
+  auto topo =
+      spec::LoadTopologyFile(std::string(CRUX_SOURCE_DIR) + "/configs/topologies/testbed.yaml");
+  EXPECT_TRUE(topo.ok());
+  WorkloadOptions wo;
+  wo.jobs = n;
+  auto jobs = MakeJobs(*topo, wo);
+  EXPECT_TRUE(jobs.ok());
+  return std::move(jobs).value();
+}
+
+TEST(LoadgenRefusalTest, DurationBoundsTheRunWhileEveryRegistrationIsRetried) {
+  RefusingDaemon daemon(Refusal::kUnavailable);
+  const std::vector<SimJob> jobs = TestbedJobs(4);
+  LoadGenOptions o;
+  o.endpoint = daemon.endpoint();
+  o.duration = Duration::Millis(400);
+  o.register_timeout = Duration::Seconds(3600);  // Only the duration may end this run.
+  std::atomic<bool> stop{false};
+  Watchdog watchdog(&stop);
+  protocol::TransportContext ctx;
+  auto summary = RunLoad(ctx, jobs, o, &stop);
+  EXPECT_FALSE(watchdog.Finish()) << "the run did not end by itself";
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->registered, 0);
+  EXPECT_EQ(summary->register_failed, 4);
+  ASSERT_EQ(summary->register_failures.size(), 1u);
+  const RegisterFailure& f = summary->register_failures.at("ERROR_CODE_UNAVAILABLE");
+  EXPECT_EQ(f.jobs, 4u);
+  EXPECT_EQ(f.example, "cruxd: store unavailable, retry later");
+  for (const auto& [job, n] : daemon.registers()) EXPECT_GE(n, 2) << job;  // It did retry.
+}
+
+TEST(LoadgenRefusalTest, ASilentDaemonEndsWithTheDurationAndCountsNoReply) {
+  RefusingDaemon daemon(Refusal::kSilent);
+  const std::vector<SimJob> jobs = TestbedJobs(3);
+  LoadGenOptions o;
+  o.endpoint = daemon.endpoint();
+  o.duration = Duration::Millis(300);
+  o.register_timeout = Duration::Seconds(3600);
+  std::atomic<bool> stop{false};
+  Watchdog watchdog(&stop);
+  protocol::TransportContext ctx;
+  auto summary = RunLoad(ctx, jobs, o, &stop);
+  EXPECT_FALSE(watchdog.Finish()) << "the run did not end by itself";
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->registered, 0);
+  EXPECT_EQ(summary->register_failed, 3);
+  // The request timeout (5 s) is longer than the run: the attempts were still unanswered.
+  ASSERT_TRUE(summary->register_failures.count("NO_REPLY")) << summary->ToJson().dump();
+  EXPECT_EQ(summary->register_failures.at("NO_REPLY").jobs, 3u);
+}
+
+TEST(LoadgenRefusalTest, AQuotaRefusalIsFinalAndEndsARunWithoutDuration) {
+  RefusingDaemon daemon(Refusal::kQuota);
+  const std::vector<SimJob> jobs = TestbedJobs(5);
+  LoadGenOptions o;
+  o.endpoint = daemon.endpoint();
+  o.duration = Duration::Zero();  // "Until ^C": ends anyway once no job can run.
+  o.register_timeout = Duration::Seconds(3600);
+  std::atomic<bool> stop{false};
+  Watchdog watchdog(&stop);
+  protocol::TransportContext ctx;
+  auto summary = RunLoad(ctx, jobs, o, &stop);
+  EXPECT_FALSE(watchdog.Finish()) << "the run did not end by itself";
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->registered, 0);
+  EXPECT_EQ(summary->register_failed, 5);
+  EXPECT_EQ(summary->errors["ERROR_CODE_RESOURCE_EXHAUSTED"], 5u);
+  const RegisterFailure& f = summary->register_failures.at("ERROR_CODE_RESOURCE_EXHAUSTED");
+  EXPECT_EQ(f.jobs, 5u);
+  EXPECT_EQ(f.example, "register_job: at most 0 jobs per client key\x1b[2J");  // Raw here.
+  const auto registers = daemon.registers();
+  EXPECT_EQ(registers.size(), 5u);
+  for (const auto& [job, n] : registers) EXPECT_EQ(n, 1) << job;  // Not retried.
+}
+
+TEST(LoadgenRefusalTest, CliExitsOneAndSaysWhyNoJobRegistered) {
+  RefusingDaemon daemon(Refusal::kQuota);
+  const std::string topo = std::string(CRUX_SOURCE_DIR) + "/configs/topologies/testbed.yaml";
+  const std::string ep = daemon.endpoint();
+  std::atomic<bool> stop{false};
+  Watchdog watchdog(&stop);
+  for (const bool json : {false, true}) {
+    std::vector<const char*> argv = {"crux-loadgen", "--endpoint", ep.c_str(), "--insecure",
+                                     "--topology",   topo.c_str(), "--jobs",   "3",
+                                     "--duration-s", "1",          "--quiet"};
+    if (json) argv.push_back("--json");
+    std::ostringstream out, err;
+    const int rc = RunCli(static_cast<int>(argv.size()), argv.data(), out, err, &stop);
+    EXPECT_EQ(rc, kExitFailure) << err.str();
+    EXPECT_NE(err.str().find("no job could register with " + ep +
+                             ": 3 of 3 jobs: ERROR_CODE_RESOURCE_EXHAUSTED 3 (a quota"),
+              std::string::npos)
+        << err.str();
+    // The daemon's text is escaped on the terminal.
+    EXPECT_EQ(err.str().find('\x1b'), std::string::npos);
+    EXPECT_NE(err.str().find("client key\\x1b[2J"), std::string::npos) << err.str();
+    EXPECT_EQ(out.str().find('\x1b'), std::string::npos);
+    if (json) {
+      const nlohmann::json j = nlohmann::json::parse(out.str());
+      EXPECT_EQ(j["registered"], 0);
+      EXPECT_EQ(j["register_failed"], 3);
+      EXPECT_EQ(j["register_failures"]["ERROR_CODE_RESOURCE_EXHAUSTED"]["jobs"], 3);
+      EXPECT_EQ(j["register_failures"]["ERROR_CODE_RESOURCE_EXHAUSTED"]["example"],
+                "register_job: at most 0 jobs per client key\x1b[2J");
+    } else {
+      EXPECT_NE(out.str().find("jobs registered     0/3"), std::string::npos) << out.str();
+      EXPECT_NE(out.str().find("not registered      3 of 3 jobs: ERROR_CODE_RESOURCE_EXHAUSTED 3"),
+                std::string::npos)
+          << out.str();
+    }
+  }
+  EXPECT_FALSE(watchdog.Finish()) << "the CLI did not end by itself";
 }
 
 TEST(LoadgenCurveTest, AuthorisedKeyRegistersUnknownKeyDoesNot) {

@@ -45,5 +45,40 @@ TEST(StatsTest, SummaryRateUsesTheWindow) {
   EXPECT_DOUBLE_EQ(empty.ReportRate(), 0.0);
 }
 
+TEST(StatsTest, RegisterFailuresSurviveTheWorkerPipeAndMerge) {
+  RunSummary a;
+  a.jobs = 4;
+  a.registered = 1;
+  a.register_failed = 3;
+  a.register_failures["ERROR_CODE_RESOURCE_EXHAUSTED"] = {2, "quota of 1 job per key"};
+  a.register_failures["TIMEOUT"] = {1, "no reply within 5000 ms"};
+  a.assignments_stale = 2;
+  a.state_resets = 1;
+  auto back = RunSummary::FromWireJson(a.ToWireJson());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->register_failed, 3);
+  EXPECT_EQ(back->register_failures, a.register_failures);
+  EXPECT_EQ(back->assignments_stale, 2u);
+  EXPECT_EQ(back->state_resets, 1u);
+
+  RunSummary b;
+  b.jobs = 2;
+  b.register_failed = 2;
+  b.register_failures["ERROR_CODE_RESOURCE_EXHAUSTED"] = {2, "another message"};
+  a.Merge(b);
+  EXPECT_EQ(a.register_failed, 5);
+  EXPECT_EQ(a.register_failures["ERROR_CODE_RESOURCE_EXHAUSTED"].jobs, 4u);
+  EXPECT_EQ(a.register_failures["ERROR_CODE_RESOURCE_EXHAUSTED"].example,
+            "quota of 1 job per key");  // The first example is kept.
+  const nlohmann::json j = a.ToJson();
+  EXPECT_EQ(j["register_failed"], 5);
+  EXPECT_EQ(j["register_failures"]["TIMEOUT"]["jobs"], 1);
+  EXPECT_EQ(j["state_resets"], 1);
+
+  nlohmann::json broken = b.ToWireJson();
+  broken.erase("register_failures");
+  EXPECT_FALSE(RunSummary::FromWireJson(broken).ok());
+}
+
 }  // namespace
 }  // namespace crux::loadgen

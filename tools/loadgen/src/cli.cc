@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "crux/core/text.h"
 #include "crux/loadgen/runner.h"
 #include "crux/loadgen/workload.h"
 #include "crux/protocol/curve.h"
@@ -123,6 +124,54 @@ core::Result<RunSummary> RunWorkers(const std::vector<SimJob>& jobs, LoadGenOpti
   return total;
 }
 
+// What an operator can do about a registration failure reason (RunSummary::register_failures).
+std::string RegisterFailureAdvice(const std::string& reason) {
+  if (reason == "ERROR_CODE_RESOURCE_EXHAUSTED") {
+    return "a quota of the daemon is reached (jobs per connection or per client key): fewer "
+           "--jobs, or more client keys";
+  }
+  if (reason == "ERROR_CODE_UNAVAILABLE") return "the daemon is shutting down or overloaded";
+  if (reason == "ERROR_CODE_UNKNOWN_HOST") return "is --topology the daemon's topology?";
+  if (reason == "ERROR_CODE_CONFLICT") {
+    return "the job ids are registered with another placement (another crux-loadgen with the "
+           "same --job-prefix and --seed?)";
+  }
+  if (reason == "ERROR_CODE_PERMISSION_DENIED") {
+    return "the jobs belong to another client key";
+  }
+  if (reason == "TIMEOUT" || reason == "NO_REPLY") {
+    return "no answer: is --endpoint right, and are the CURVE keys authorised by the daemon?";
+  }
+  if (reason == "SEND_FAILED") return "the messages could not be queued";
+  return "";
+}
+
+// "8 of 8 jobs: ERROR_CODE_RESOURCE_EXHAUSTED 8 (a quota ...; e.g. \"...\")"; escaped for a
+// terminal (the examples are the daemon's text).
+std::string DescribeRegisterFailures(const RunSummary& s) {
+  std::string out = std::to_string(s.register_failed) + " of " + std::to_string(s.jobs) + " jobs";
+  bool first = true;
+  for (const auto& [reason, f] : s.register_failures) {
+    out += first ? ": " : "; ";
+    first = false;
+    out += core::EscapeForTerminal(reason) + " " + std::to_string(f.jobs);
+    const std::string advice = RegisterFailureAdvice(reason);
+    std::string detail = advice;
+    if (!f.example.empty()) {
+      detail += (detail.empty() ? "" : "; ") + std::string("e.g. \"") +
+                core::EscapeForTerminal(f.example) + "\"";
+    }
+    if (!detail.empty()) out += " (" + detail + ")";
+  }
+  return out;
+}
+
+// JSON for stdout: ASCII only (non-ASCII and control characters in the daemon's messages are
+// \u-escaped), invalid UTF-8 replaced instead of throwing.
+std::string DumpJson(const nlohmann::json& doc) {
+  return doc.dump(2, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace
 
 int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
@@ -144,7 +193,8 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   app.add_option("--topology", topology, "topology YAML (the daemon's), hosts are taken from it")
       ->required();
   app.add_option("--jobs", jobs, "simulated jobs (one DEALER socket each)")->capture_default_str();
-  app.add_option("--duration-s", duration_s, "seconds to run after registration (0 = until ^C)")
+  app.add_option("--duration-s", duration_s,
+                 "seconds to run in all, registration included (0 = until ^C)")
       ->capture_default_str();
   app.add_option("--report-interval-ms", report_interval_ms,
                  "profile report interval per job (0 = back to back; default 5000, "
@@ -265,11 +315,12 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   }
   RunSummary& s = *summary;
   if (json || benchmark) {
-    out << s.ToJson().dump(2) << "\n";
+    out << DumpJson(s.ToJson()) << "\n";
   } else {
     out << std::fixed << std::setprecision(1) << "jobs registered     " << s.registered << "/"
-        << s.jobs << "\n"
-        << "duration            " << s.duration_s << " s\n"
+        << s.jobs << "\n";
+    if (s.register_failed > 0) out << "not registered      " << DescribeRegisterFailures(s) << "\n";
+    out << "duration            " << s.duration_s << " s\n"
         << "reports acked       " << s.reports_acked << " (" << s.ReportRate() << "/s)\n"
         << "heartbeats acked    " << s.heartbeats_acked << "\n"
         << "assignments         " << s.assignments << "\n"
@@ -283,8 +334,12 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
         << "timeouts            " << s.timeouts << "\n";
   }
   if (s.registered == 0) {
-    err << "crux-loadgen: no job could register with " << endpoint << "\n";
+    err << "crux-loadgen: no job could register with " << core::EscapeForTerminal(endpoint) << ": "
+        << DescribeRegisterFailures(s) << "\n";
     return kExitFailure;
+  }
+  if (s.register_failed > 0 && !quiet) {
+    err << "crux-loadgen: WARNING: not registered: " << DescribeRegisterFailures(s) << "\n";
   }
   return kExitOk;
 }

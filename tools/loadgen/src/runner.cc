@@ -10,11 +10,14 @@
 #include <memory>
 #include <optional>
 #include <queue>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "crux/core/backoff.h"
 #include "crux/core/random.h"
+#include "crux/core/text.h"
 #include "crux/protocol/client.h"
 #include "crux/protocol/codec.h"
 
@@ -40,11 +43,31 @@ struct Sim {
   std::vector<Outstanding> outstanding;  // Few entries: linear search.
   uint64_t sample = 0;
   uint64_t heartbeat_seq = 0;
+  // The applied assignment: a push is applied when its epoch is above applied_epoch or its
+  // state_id differs from applied_state_id (docs/protocol.md, "Epochs and state ids").
   uint64_t applied_epoch = 0;
+  uint64_t applied_state_id = 0;
   core::Duration heartbeat_interval;
   TimePoint retry_register_at{};
+  core::ExponentialBackoff register_backoff;  // Between registration attempts.
   size_t reports_outstanding = 0;
+  // Why the job is not registered (last refusal's code name, "TIMEOUT", "SEND_FAILED"), and the
+  // daemon's message; empty while nothing went wrong.
+  std::string fail_reason;
+  std::string fail_message;
 };
+
+// Registration retries (UNAVAILABLE, timeouts, failed sends): 200 ms doubling to 5 s, with
+// jitter so that thousands of jobs refused together do not come back in lock-step.
+core::BackoffOptions RegisterBackoff(uint64_t seed, size_t job) {
+  core::BackoffOptions o;
+  o.initial = core::Duration::Millis(200);
+  o.max = core::Duration::Millis(5000);
+  o.multiplier = 2;
+  o.jitter = 0.5;
+  o.seed = core::Mix64(seed ^ (0x9e3779b97f4a7c15ULL * (job + 1)));
+  return o;
+}
 
 struct Due {
   TimePoint at;
@@ -89,7 +112,9 @@ class Engine {
       co.curve = options_.curve;
       co.server_public_z85 = options_.server_public_z85;
       co.client_keys = options_.client_keys;
-      co.routing_id = "loadgen:" + jobs_[i].job_id;
+      // routing_id stays empty: DealerClient draws a random, unguessable one. One derived from
+      // the job id would let anyone who knows the id take over this job's pushes (the daemon's
+      // ROUTER hands a routing id over to the newest peer using it).
       co.heartbeat_ivl = core::Duration::Zero();  // The application heartbeat is enough here.
       auto client = protocol::DealerClient::Connect(ctx_, co);
       if (!client.ok()) {
@@ -102,6 +127,7 @@ class Engine {
       }
       sims_[i].job = &jobs_[i];
       sims_[i].client = std::move(client).value();
+      sims_[i].register_backoff = core::ExponentialBackoff(RegisterBackoff(options_.seed, i));
       int fd = -1;
       size_t fd_len = sizeof(fd);
       if (zmq_getsockopt(sims_[i].client->raw_socket(), ZMQ_FD, &fd, &fd_len) != 0) {
@@ -120,7 +146,11 @@ class Engine {
   RunSummary Run() {
     summary_.jobs = static_cast<int>(jobs_.size());
     const TimePoint start = Clock::now();
-    const TimePoint register_deadline = start + Ns(options_.register_timeout);
+    // The duration bounds the whole run, registration included: a daemon that refuses or
+    // ignores every registration cannot keep the tool running.
+    const TimePoint end = options_.duration > core::Duration::Zero() ? start + Ns(options_.duration)
+                                                                     : TimePoint::max();
+    const TimePoint register_deadline = std::min(end, start + Ns(options_.register_timeout));
     for (size_t i = 0; i < sims_.size(); ++i) SendRegister(i, start);
 
     TimePoint measure_start{};
@@ -128,17 +158,17 @@ class Engine {
     uint64_t acked_at_measure_start = 0;
     TimePoint next_progress = start + Ns(options_.progress_interval);
     TimePoint next_timeout_scan = start;
-    TimePoint end{};
 
     while (!(stop_ != nullptr && stop_->load(std::memory_order_relaxed))) {
       TimePoint now = Clock::now();
+      if (now >= end) break;
       if (!measuring && (unresolved() == 0 || now >= register_deadline)) {
         measuring = true;
         measure_start = now;
         acked_at_measure_start = summary_.reports_acked;
         summary_.register_s = std::chrono::duration<double>(now - start).count();
-        for (Sim& s : sims_) {
-          if (s.state == State::kUnregistered) s.state = State::kFailed;
+        for (size_t i = 0; i < sims_.size(); ++i) {
+          if (sims_[i].state == State::kUnregistered) SetState(i, State::kFailed);
         }
         measuring_ = true;
         if (options_.report_interval == core::Duration::Zero()) {
@@ -147,10 +177,7 @@ class Engine {
         Log("registered " + std::to_string(summary_.registered) + "/" +
             std::to_string(sims_.size()) + " jobs in " + std::to_string(summary_.register_s) +
             " s");
-        end = options_.duration > core::Duration::Zero() ? now + Ns(options_.duration)
-                                                         : TimePoint::max();
       }
-      if (measuring && now >= end) break;
       if (measuring && summary_.registered == 0) break;
 
       // Due reports / heartbeats.
@@ -174,8 +201,9 @@ class Engine {
         auto until = std::chrono::duration_cast<std::chrono::milliseconds>(due_.top().at - now);
         wait = std::clamp(until, std::chrono::milliseconds(0), wait);
       }
-      if (measuring && end != TimePoint::max()) {
-        auto until_end = std::chrono::duration_cast<std::chrono::milliseconds>(end - now);
+      if (end != TimePoint::max()) {
+        // Rounded up: waking a little after the end beats spinning just before it.
+        auto until_end = std::chrono::ceil<std::chrono::milliseconds>(end - now);
         wait = std::clamp(until_end, std::chrono::milliseconds(0), wait);
       }
       WaitAndDrain(dirty_.empty() ? wait : std::chrono::milliseconds(0));
@@ -186,13 +214,53 @@ class Engine {
       // Only reports acknowledged inside the window count towards the rate.
       const uint64_t in_window = summary_.reports_acked - acked_at_measure_start;
       summary_.reports_acked_in_window = in_window;
+    } else {
+      // The run ended while jobs were still registering.
+      summary_.register_s = std::chrono::duration<double>(stop_time - start).count();
     }
     if (options_.end_jobs) EndJobs();
+    CollectRegisterFailures();
     return std::move(summary_);
   }
 
  private:
   size_t unresolved() const { return sims_.size() - summary_.registered - failed_; }
+
+  // The one place a job's state changes: keeps summary_.registered and failed_ exact (a late
+  // RegisterJobReply may turn a job that was given up on into a registered one).
+  void SetState(size_t i, State to) {
+    Sim& s = sims_[i];
+    if (s.state == to) return;
+    if (s.state == State::kRegistered) --summary_.registered;
+    if (s.state == State::kFailed) --failed_;
+    if (to == State::kRegistered) ++summary_.registered;
+    if (to == State::kFailed) ++failed_;
+    s.state = to;
+  }
+
+  void CollectRegisterFailures() {
+    for (const Sim& s : sims_) {
+      if (s.state == State::kRegistered) continue;
+      const bool pending =
+          std::any_of(s.outstanding.begin(), s.outstanding.end(),
+                      [](const Outstanding& o) { return o.kind == Kind::kRegister; });
+      std::string reason = s.fail_reason;
+      std::string message = s.fail_message;
+      if (reason.empty()) {
+        reason = pending ? "NO_REPLY" : "SEND_FAILED";
+        message = pending ? "no reply before the run ended" : "never sent";
+      }
+      RegisterFailure& f = summary_.register_failures[reason];
+      if (f.jobs == 0) f.example = message;
+      ++f.jobs;
+      ++summary_.register_failed;
+    }
+  }
+
+  void RetryRegisterLater(size_t i, TimePoint now) {
+    Sim& s = sims_[i];
+    s.retry_register_at = now + Ns(s.register_backoff.Next());
+  }
 
   void Log(const std::string& line) {
     if (options_.log) options_.log(line);
@@ -227,7 +295,11 @@ class Engine {
     v1::Envelope msg = protocol::NewEnvelope();
     *msg.mutable_register_job() = MakeRegister(*sims_[i].job, options_.lease_ms);
     if (!SendRequest(i, Kind::kRegister, std::move(msg), now)) {
-      sims_[i].retry_register_at = now + std::chrono::milliseconds(500);
+      if (sims_[i].fail_reason.empty()) {
+        sims_[i].fail_reason = "SEND_FAILED";
+        sims_[i].fail_message = "the socket refused the message (send queue full)";
+      }
+      RetryRegisterLater(i, now);
     }
   }
 
@@ -249,6 +321,7 @@ class Engine {
     hb->set_job_id(s.job->job_id);
     hb->set_seq(++s.heartbeat_seq);
     hb->set_applied_epoch(s.applied_epoch);
+    hb->set_applied_state_id(s.applied_state_id);
     if (SendRequest(i, Kind::kHeartbeat, std::move(msg), now)) ++summary_.heartbeats_sent;
   }
 
@@ -267,9 +340,11 @@ class Engine {
   void OnRegistered(size_t i, const v1::RegisterJobReply& reply, TimePoint now) {
     Sim& s = sims_[i];
     if (s.state == State::kRegistered) return;
-    const bool first = s.state == State::kUnregistered;
-    s.state = State::kRegistered;
-    if (first) ++summary_.registered;
+    SetState(i, State::kRegistered);
+    s.register_backoff.Reset();
+    s.retry_register_at = TimePoint{};
+    s.fail_reason.clear();
+    s.fail_message.clear();
     if (options_.heartbeat_interval > core::Duration::Zero()) {
       s.heartbeat_interval = options_.heartbeat_interval;
     } else {
@@ -293,6 +368,16 @@ class Engine {
     ++error_total_;
   }
 
+  // Logs the first refusal of each code (later ones are only counted: 10,000 jobs refused for
+  // the same reason must not print 10,000 lines).
+  void LogRefusal(const Sim& s, const v1::Error& e) {
+    const std::string code(protocol::ErrorCodeName(e.code()));
+    if (!logged_refusals_.insert(code).second) return;
+    Log("job " + core::EscapeForTerminal(s.job->job_id) + ": registration refused: " + code + ": " +
+        core::EscapeForTerminal(e.message()) + " (further " + code +
+        " refusals are counted in the summary, not logged)");
+  }
+
   void OnReply(size_t i, Outstanding req, const v1::Envelope& msg, TimePoint now) {
     Sim& s = sims_[i];
     const int64_t rtt =
@@ -303,13 +388,19 @@ class Engine {
         if (msg.has_register_job_reply()) {
           OnRegistered(i, msg.register_job_reply(), now);
         } else if (msg.has_error()) {
-          CountError(msg.error());
-          if (msg.error().code() == v1::ERROR_CODE_UNAVAILABLE) {
-            s.retry_register_at = now + std::chrono::milliseconds(500);
-          } else if (s.state == State::kUnregistered) {
-            s.state = State::kFailed;
-            ++failed_;
-            Log("job " + s.job->job_id + ": registration refused: " + msg.error().message());
+          const v1::Error& e = msg.error();
+          CountError(e);
+          if (s.state == State::kRegistered) break;
+          s.fail_reason = std::string(protocol::ErrorCodeName(e.code()));
+          s.fail_message = e.message();
+          LogRefusal(s, e);
+          if (e.code() == v1::ERROR_CODE_UNAVAILABLE) {
+            // Shutting down or overloaded: try again (until the run ends).
+            if (s.state == State::kUnregistered) RetryRegisterLater(i, now);
+          } else {
+            // A definite refusal (RESOURCE_EXHAUSTED: a quota, UNKNOWN_HOST, CONFLICT,
+            // PERMISSION_DENIED, INVALID_ARGUMENT, ...): retrying the same request cannot help.
+            SetState(i, State::kFailed);
           }
         }
         break;
@@ -332,8 +423,7 @@ class Engine {
           CountError(msg.error());
           if (msg.error().code() == v1::ERROR_CODE_UNKNOWN_JOB && s.state == State::kRegistered) {
             // The daemon forgot the job (lease expired, state lost): register again.
-            s.state = State::kUnregistered;
-            --summary_.registered;
+            SetState(i, State::kUnregistered);
             s.reports_outstanding = 0;
             SendRegister(i, now);
           }
@@ -353,8 +443,17 @@ class Engine {
       if (a.sent_unix_ns() > 0) {
         summary_.push_latency.Add(static_cast<int64_t>(UnixNowNs() - a.sent_unix_ns()));
       }
-      const bool fresh = a.epoch() > s.applied_epoch;
-      if (fresh) s.applied_epoch = a.epoch();
+      // Applied when newer in the current epoch sequence, or when it comes from another daemon
+      // state (state_id differs: the state was reset and epochs started again).
+      const bool newer = a.epoch() > s.applied_epoch;
+      const bool fresh = newer || a.state_id() != s.applied_state_id;
+      if (fresh) {
+        if (!newer) ++summary_.state_resets;
+        s.applied_epoch = a.epoch();
+        s.applied_state_id = a.state_id();
+      } else {
+        ++summary_.assignments_stale;
+      }
       v1::Envelope ack = protocol::NewEnvelope(0);
       ack.mutable_ack()->set_job_id(s.job->job_id);
       ack.mutable_ack()->set_epoch(a.epoch());
@@ -438,7 +537,10 @@ class Engine {
           }
         }
         if (kind == Kind::kRegister && s.state == State::kUnregistered) {
-          s.retry_register_at = now;
+          s.fail_reason = "TIMEOUT";
+          s.fail_message = "no reply within " +
+                           std::to_string(options_.request_timeout.nanos() / 1000000) + " ms";
+          RetryRegisterLater(i, now);
         }
       }
       if (s.state == State::kUnregistered && s.retry_register_at != TimePoint{} &&
@@ -485,6 +587,7 @@ class Engine {
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> due_;
   RunSummary summary_;
   size_t failed_ = 0;
+  std::set<std::string> logged_refusals_;  // Error codes already logged (LogRefusal).
   bool measuring_ = false;
   uint64_t error_total_ = 0;
 };

@@ -31,12 +31,24 @@ nlohmann::json LatencyRecorder::ToJson() {
           {"max_ms", ms(Percentile(100))}, {"mean_ms", ms(MeanNs())}};
 }
 
+namespace {
+
+nlohmann::json FailuresJson(const std::map<std::string, RegisterFailure>& failures) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [reason, f] : failures) out[reason] = {{"jobs", f.jobs}, {"example", f.example}};
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json RunSummary::ToJson() {
   nlohmann::json errs = nlohmann::json::object();
   for (const auto& [code, n] : errors) errs[code] = n;
   return {{"jobs", jobs},
           {"workers", workers},
           {"registered", registered},
+          {"register_failed", register_failed},
+          {"register_failures", FailuresJson(register_failures)},
           {"register_s", register_s},
           {"duration_s", duration_s},
           {"reports_sent", reports_sent},
@@ -46,6 +58,8 @@ nlohmann::json RunSummary::ToJson() {
           {"heartbeats_sent", heartbeats_sent},
           {"heartbeats_acked", heartbeats_acked},
           {"assignments", assignments},
+          {"assignments_stale", assignments_stale},
+          {"state_resets", state_resets},
           {"acks_sent", acks_sent},
           {"timeouts", timeouts},
           {"send_failures", send_failures},
@@ -60,6 +74,8 @@ nlohmann::json RunSummary::ToWireJson() const {
   for (const auto& [code, n] : errors) errs[code] = n;
   return {{"jobs", jobs},
           {"registered", registered},
+          {"register_failed", register_failed},
+          {"register_failures", FailuresJson(register_failures)},
           {"duration_s", duration_s},
           {"register_s", register_s},
           {"reports_sent", reports_sent},
@@ -68,6 +84,8 @@ nlohmann::json RunSummary::ToWireJson() const {
           {"heartbeats_sent", heartbeats_sent},
           {"heartbeats_acked", heartbeats_acked},
           {"assignments", assignments},
+          {"assignments_stale", assignments_stale},
+          {"state_resets", state_resets},
           {"acks_sent", acks_sent},
           {"timeouts", timeouts},
           {"send_failures", send_failures},
@@ -86,6 +104,13 @@ core::Result<RunSummary> RunSummary::FromWireJson(const nlohmann::json& j) {
     s.jobs = j.at(field).get<int>();
     field = "registered";
     s.registered = j.at(field).get<int>();
+    field = "register_failed";
+    s.register_failed = j.at(field).get<int>();
+    field = "register_failures";
+    for (const auto& [reason, f] : j.at(field).items()) {
+      s.register_failures[reason] =
+          RegisterFailure{f.at("jobs").get<uint64_t>(), f.at("example").get<std::string>()};
+    }
     field = "duration_s";
     s.duration_s = j.at(field).get<double>();
     field = "register_s";
@@ -102,6 +127,10 @@ core::Result<RunSummary> RunSummary::FromWireJson(const nlohmann::json& j) {
     s.heartbeats_acked = j.at(field).get<uint64_t>();
     field = "assignments";
     s.assignments = j.at(field).get<uint64_t>();
+    field = "assignments_stale";
+    s.assignments_stale = j.at(field).get<uint64_t>();
+    field = "state_resets";
+    s.state_resets = j.at(field).get<uint64_t>();
     field = "acks_sent";
     s.acks_sent = j.at(field).get<uint64_t>();
     field = "timeouts";
@@ -128,6 +157,12 @@ void RunSummary::Merge(const RunSummary& o) {
   const double my_rate = workers == 0 ? 0.0 : ReportRate();
   jobs += o.jobs;
   registered += o.registered;
+  register_failed += o.register_failed;
+  for (const auto& [reason, f] : o.register_failures) {
+    RegisterFailure& mine = register_failures[reason];
+    if (mine.jobs == 0) mine.example = f.example;
+    mine.jobs += f.jobs;
+  }
   duration_s = std::max(duration_s, o.duration_s);
   register_s = std::max(register_s, o.register_s);
   reports_sent += o.reports_sent;
@@ -136,6 +171,8 @@ void RunSummary::Merge(const RunSummary& o) {
   heartbeats_sent += o.heartbeats_sent;
   heartbeats_acked += o.heartbeats_acked;
   assignments += o.assignments;
+  assignments_stale += o.assignments_stale;
+  state_resets += o.state_resets;
   acks_sent += o.acks_sent;
   timeouts += o.timeouts;
   send_failures += o.send_failures;

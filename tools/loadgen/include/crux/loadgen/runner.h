@@ -1,14 +1,23 @@
 // The crux-loadgen engine: plays many jobs' clients against a running cruxd over real ZeroMQ.
 //
-// One DEALER socket per simulated job (routing id "loadgen:<job_id>"), all polled together by
-// the calling thread (zmq_poll over every socket). Each job registers (RegisterJob, retried on
-// timeout or UNAVAILABLE; re-registered when a heartbeat gets UNKNOWN_JOB, as after a daemon
-// restart), then sends ProfileReports every `report_interval` (first one staggered uniformly
-// in the interval; with report_interval 0 it keeps `inflight` reports outstanding back to back:
-// the benchmark mode) and Heartbeats every `heartbeat_interval` (0: a third of the granted
-// lease). Assignment pushes are answered with an Ack and their latency measured as local wall
-// clock minus Assignment.sent_unix_ns (when the daemon sets it; same host or synchronised
-// clocks). The measurement window starts once every job is registered or has failed.
+// One DEALER socket per simulated job, each with a random routing id drawn by DealerClient
+// (never derived from the job id: a guessable id would let another peer take over the job's
+// pushes), all polled together by the calling thread (epoll over their ZMQ_FDs). Each job
+// registers (RegisterJob, retried with core::ExponentialBackoff on timeout or UNAVAILABLE; any
+// other refusal - RESOURCE_EXHAUSTED (a quota), UNKNOWN_HOST, CONFLICT, ... - is final;
+// re-registered when a heartbeat gets UNKNOWN_JOB, as after a daemon restart), then sends
+// ProfileReports every `report_interval` (first one staggered uniformly in the interval; with
+// report_interval 0 it keeps `inflight` reports outstanding back to back: the benchmark mode)
+// and Heartbeats every `heartbeat_interval` (0: a third of the granted lease), carrying the
+// applied epoch and state id. Assignment pushes are applied when their epoch is above the
+// applied one or their state_id differs from the applied one (the daemon's state was reset),
+// answered with an Ack, and their latency measured as local wall clock minus
+// Assignment.sent_unix_ns (when the daemon sets it; same host or synchronised clocks).
+//
+// `duration` bounds the whole run, registration included. The measurement window starts once
+// every job is registered or has failed (or at `register_timeout`), and ends with the run; a
+// run that ends while jobs are still registering has an empty window. The summary says how many
+// jobs failed to register and why (RunSummary::register_failures).
 //
 // Thread-safety: RunLoad uses the calling thread only; `stop` may be set from another thread
 // or a signal handler.
@@ -36,12 +45,15 @@ struct LoadGenOptions {
   std::string server_public_z85;       // When curve.
   protocol::CurveKeyPair client_keys;  // When curve.
 
-  core::Duration duration = core::Duration::Millis(30000);  // After registration; 0 = until stop.
+  // The whole run, registration included; 0 = until stop (or, when no job registers by
+  // register_timeout, until then).
+  core::Duration duration = core::Duration::Millis(30000);
   core::Duration report_interval = core::Duration::Millis(5000);  // 0 = back to back.
   core::Duration heartbeat_interval = core::Duration::Zero();     // 0 = lease / 3.
   uint32_t lease_ms = 0;                                          // Requested; 0 = default.
   core::Duration request_timeout = core::Duration::Millis(5000);
-  core::Duration register_timeout = core::Duration::Millis(60000);  // Whole registration phase.
+  // Longest registration phase (within `duration`): jobs unregistered by then are given up on.
+  core::Duration register_timeout = core::Duration::Millis(60000);
   int inflight = 1;              // Outstanding reports per job (>= 1).
   bool end_jobs = false;         // Send EndJob for every job at the end.
   uint64_t seed = 1;             // Profile jitter and staggering.
@@ -50,8 +62,9 @@ struct LoadGenOptions {
   std::function<void(const std::string&)> log;  // Progress lines; may be empty.
 };
 
-// Runs until the duration has passed or `*stop` becomes true, and returns what it measured,
-// even when no job could register (`registered` == 0: daemon unreachable or refusing). Errors:
+// Runs until the duration has passed, `*stop` becomes true, or no job is left registered after
+// the registration phase, and returns what it measured, even when no job could register
+// (`registered` == 0: daemon unreachable or refusing; register_failures says why). Errors:
 // kInvalidArgument for bad options or keys (naming the option), kUnavailable when the sockets
 // cannot be created (fd or ZMQ_MAX_SOCKETS limits).
 core::Result<RunSummary> RunLoad(protocol::TransportContext& ctx, const std::vector<SimJob>& jobs,

@@ -39,19 +39,40 @@ class LatencyRecorder {
   bool sorted_ = true;
 };
 
+// Why jobs ended a run unregistered, for one reason (see RunSummary::register_failures).
+struct RegisterFailure {
+  uint64_t jobs = 0;
+  std::string example;  // The first such job's last error message (the daemon's text, raw).
+
+  friend bool operator==(const RegisterFailure&, const RegisterFailure&) = default;
+};
+
 struct RunSummary {
   int jobs = 0;
-  int registered = 0;     // Jobs whose RegisterJob got a RegisterJobReply.
-  double duration_s = 0;  // Measurement window (after registration).
-  double register_s = 0;  // Time to register every job.
+  int registered = 0;     // Jobs registered at the end (their RegisterJob got a reply).
+  double duration_s = 0;  // Measurement window (from the end of registration to the end).
+  double register_s = 0;  // Time to register every job (or until the run ended).
+  // Jobs not registered at the end (jobs - registered), by the last reason each got: the error
+  // code name of the daemon's last refusal ("ERROR_CODE_RESOURCE_EXHAUSTED", ...; a job refused
+  // with UNAVAILABLE keeps retrying until the run ends), "TIMEOUT" (its last attempt got no
+  // reply within the request timeout), "NO_REPLY" (its attempt was still unanswered when the
+  // run ended), "SEND_FAILED" (could not even be sent).
+  int register_failed = 0;
+  std::map<std::string, RegisterFailure> register_failures;
   uint64_t reports_sent = 0;
   uint64_t reports_acked = 0;            // All acknowledged reports.
   uint64_t reports_acked_in_window = 0;  // Acknowledged inside the measurement window.
   uint64_t heartbeats_sent = 0;
   uint64_t heartbeats_acked = 0;
   uint64_t assignments = 0;  // Assignment pushes received.
-  uint64_t acks_sent = 0;    // Acks of pushes.
-  uint64_t timeouts = 0;     // Requests without a reply within the timeout.
+  // Pushes not applied: epoch not above the applied one and the same state_id (acked with
+  // "stale epoch ignored").
+  uint64_t assignments_stale = 0;
+  // Pushes applied only because their state_id differed from the applied one (the daemon's
+  // state was reset: a new epoch sequence) although their epoch was not above the applied one.
+  uint64_t state_resets = 0;
+  uint64_t acks_sent = 0;  // Acks of pushes.
+  uint64_t timeouts = 0;   // Requests without a reply within the timeout.
   uint64_t send_failures = 0;
   std::map<std::string, uint64_t> errors;  // Error replies by code name.
   LatencyRecorder push_latency;            // Assignment receipt - Assignment.sent_unix_ns.
