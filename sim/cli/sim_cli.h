@@ -18,9 +18,14 @@
 // --gpus-per-host 8, --horizon-s = the end of the last job with a duration (at least 3600 s).
 // Scenario values are used where the flag is not given.
 //
-// Exit codes: 0 success; 2 bad input (flags, unreadable or invalid files, unknown policy, hosts
-// or models, a trace that does not fit the topology); 1 simulation or output failure (including
-// gnuplot errors). Errors: one line "crux-sim: error: ..." on stderr.
+// Bounds: the horizon (flag, scenario or default) is at most sim::kMaxSimSeconds (1e9 s), and a
+// run has at most sim::kMaxSamples samples; beyond them is a usage error naming the option.
+//
+// Exit codes: 0 success; 2 bad input (flags, unreadable or invalid files, unknown policy -- in
+// a scenario too, even the ones run does not use --, hosts or models, a trace or jobs file that
+// does not fit the topology or oversubscribes a host, out-of-range horizon or sampling);
+// 1 simulation or output failure (including gnuplot errors, running out of memory and any other
+// exception: RunSimCli never throws). Errors: one line "crux-sim: error: ..." on stderr.
 //
 // Thread-safety: RunSimCli has no shared state.
 #ifndef CRUX_SIM_CLI_SIM_CLI_H_
