@@ -6,9 +6,14 @@
 //                [--benchmark] [--inflight K] [--job-prefix P] [--gpus-per-host G]
 //                [--jitter-pct P] [--workers W] [--end-jobs] [--json] [--quiet]
 //
+// --duration-s bounds the whole run, registration included (0: until SIGINT/SIGTERM).
+//
 // Output: progress lines on stderr; at the end a summary on stdout (JSON with --json or
-// --benchmark, a short human table otherwise). Exit codes: 0 ok, 1 nothing registered or a
-// runtime failure, 2 bad input (message naming the flag or file on stderr).
+// --benchmark, a short human table otherwise), including how many jobs could not register and
+// why (counted by the daemon's error code, with an example message). Everything the daemon
+// said is escaped (core::EscapeForTerminal) on the terminal and \u-escaped in JSON. Exit
+// codes: 0 ok, 1 nothing registered (the reasons on stderr) or a runtime failure, 2 bad input
+// (message naming the flag or file on stderr).
 #ifndef CRUX_LOADGEN_CLI_H_
 #define CRUX_LOADGEN_CLI_H_
 
