@@ -317,6 +317,76 @@ TEST(LoadgenPushTest, AppliesNewerEpochsOrAnotherStateIdAndReportsBothInHeartbea
   EXPECT_EQ(daemon.heartbeats.back().applied_state_id(), ResetDaemon::kStateB);
 }
 
+std::vector<SimJob> TestbedJobs(int n) {
+  auto topo =
+      spec::LoadTopologyFile(std::string(CRUX_SOURCE_DIR) + "/configs/topologies/testbed.yaml");
+  EXPECT_TRUE(topo.ok());
+  WorkloadOptions wo;
+  wo.jobs = n;
+  auto jobs = MakeJobs(*topo, wo);
+  EXPECT_TRUE(jobs.ok());
+  return std::move(jobs).value();
+}
+
+// A daemon that forgets every job once (the first heartbeat of each registration gets
+// UNKNOWN_JOB, as after `cruxd --fresh-state`): the jobs register again and the run goes on.
+class ForgetfulDaemon {
+ public:
+  void Handle(protocol::Inbound in) {
+    const v1::Envelope& m = in.msg;
+    std::lock_guard<std::mutex> lock(mu);
+    if (m.has_register_job()) {
+      const std::string& id = m.register_job().job_id();
+      ++registers[id];
+      forgot[id] = false;
+      v1::Envelope reply = protocol::NewEnvelope(m.request_id());
+      reply.mutable_register_job_reply()->set_job_id(id);
+      reply.mutable_register_job_reply()->set_lease_ms(150);  // Heartbeats every 50 ms.
+      (void)server->Send(in.peer, reply);
+    } else if (m.has_heartbeat()) {
+      const std::string& id = m.heartbeat().job_id();
+      if (registers[id] == 1 && !forgot[id]) {
+        forgot[id] = true;
+        (void)server->Send(in.peer, protocol::MakeError(m.request_id(), v1::ERROR_CODE_UNKNOWN_JOB,
+                                                        "heartbeat.job_id: unknown job"));
+        return;
+      }
+      ++heartbeats_acked[id];
+      (void)server->Send(in.peer, protocol::MakeAck(m.request_id(), id));
+    } else if (m.has_profile_report()) {
+      (void)server->Send(in.peer, protocol::MakeAck(m.request_id(), m.profile_report().job_id()));
+    }
+  }
+  protocol::RouterServer* server = nullptr;
+  std::mutex mu;
+  std::map<std::string, int> registers;
+  std::map<std::string, bool> forgot;
+  std::map<std::string, int> heartbeats_acked;
+};
+
+TEST(LoadgenForgottenJobTest, AJobTheDaemonForgotRegistersAgainAndTheRunGoesOn) {
+  protocol::TransportContext ctx;
+  ForgetfulDaemon daemon;
+  protocol::ServerOptions so;
+  so.endpoint = "tcp://127.0.0.1:*";
+  auto server = protocol::RouterServer::Start(
+      ctx, so, [&daemon](protocol::Inbound in) { daemon.Handle(std::move(in)); });
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  daemon.server = server->get();
+  const std::vector<SimJob> jobs = TestbedJobs(1);
+  LoadGenOptions o;
+  o.endpoint = (*server)->endpoint();
+  o.duration = Duration::Millis(600);
+  auto summary = RunLoad(ctx, jobs, o);
+  server->reset();
+  ASSERT_TRUE(summary.ok());
+  // The only job was unregistered for a moment; that must not end the run.
+  EXPECT_EQ(summary->registered, 1);
+  EXPECT_EQ(summary->errors["ERROR_CODE_UNKNOWN_JOB"], 1u);
+  EXPECT_EQ(daemon.registers[jobs[0].job_id], 2);
+  EXPECT_GE(daemon.heartbeats_acked[jobs[0].job_id], 1);  // Heartbeats after re-registering.
+}
+
 // Issue #10 (C): a daemon that refuses every registration kept crux-loadgen running far past
 // --duration-s. Each mode is a real ZeroMQ ROUTER answering (or not) every RegisterJob.
 enum class Refusal { kUnavailable, kQuota, kSilent };
@@ -398,17 +468,6 @@ class Watchdog {
   bool fired_ = false;
   std::thread thread_;
 };
-
-std::vector<SimJob> TestbedJobs(int n) {
-  auto topo =
-      spec::LoadTopologyFile(std::string(CRUX_SOURCE_DIR) + "/configs/topologies/testbed.yaml");
-  EXPECT_TRUE(topo.ok());
-  WorkloadOptions wo;
-  wo.jobs = n;
-  auto jobs = MakeJobs(*topo, wo);
-  EXPECT_TRUE(jobs.ok());
-  return std::move(jobs).value();
-}
 
 TEST(LoadgenRefusalTest, DurationBoundsTheRunWhileEveryRegistrationIsRetried) {
   RefusingDaemon daemon(Refusal::kUnavailable);

@@ -178,7 +178,9 @@ class Engine {
             std::to_string(sims_.size()) + " jobs in " + std::to_string(summary_.register_s) +
             " s");
       }
-      if (measuring && summary_.registered == 0) break;
+      // Nothing left to do once no job is registered and none is (re-)registering. A job the
+      // daemon forgot (UNKNOWN_JOB, e.g. after a state reset) is re-registering: not the end.
+      if (measuring && summary_.registered == 0 && unresolved() == 0) break;
 
       // Due reports / heartbeats.
       while (!due_.empty() && due_.top().at <= now) {
@@ -270,9 +272,9 @@ class Engine {
     const double secs = std::chrono::duration<double>(now - since).count();
     const double rate = secs > 0 ? (summary_.reports_acked - acked_base) / secs : 0.0;
     Log("registered " + std::to_string(summary_.registered) + "/" + std::to_string(sims_.size()) +
-        ", reports acked " + std::to_string(summary_.reports_acked) + " (" +
-        std::to_string(static_cast<int64_t>(rate)) + "/s), heartbeats acked " +
-        std::to_string(summary_.heartbeats_acked) + ", assignments " +
+        " (refused " + std::to_string(failed_) + "), reports acked " +
+        std::to_string(summary_.reports_acked) + " (" + std::to_string(static_cast<int64_t>(rate)) +
+        "/s), heartbeats acked " + std::to_string(summary_.heartbeats_acked) + ", assignments " +
         std::to_string(summary_.assignments) + ", errors " + std::to_string(error_total_) +
         ", timeouts " + std::to_string(summary_.timeouts));
   }
