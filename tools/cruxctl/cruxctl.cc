@@ -5,7 +5,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -55,6 +57,20 @@ const CLI::Validator kFinitePositive(
       return "";
     },
     "POSITIVE");
+
+// Escapes each line of `text` on its own; the newlines between lines stay.
+std::string EscapeLines(const std::string& text) {
+  std::string out;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    out += core::EscapeForTerminal(std::string_view(text).substr(begin, end - begin));
+    if (end < text.size()) out += '\n';
+    begin = end + 1;
+  }
+  return out;
+}
 
 // Every error line is escaped as a whole: it may quote the daemon's text, the environment
 // ($CRUX_ADMIN_SOCKET) or the command line, and must stay one harmless line.
@@ -382,7 +398,12 @@ int RunCruxctl(int argc, const char* const* argv, std::ostream& out, std::ostrea
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e, out, err);
+    // CLI11 quotes the offending arguments: escaped like everything else (line by line, so the
+    // help text keeps its lines).
+    std::ostringstream cli_out, cli_err;
+    const int rc = app.exit(e, cli_out, cli_err);
+    out << EscapeLines(cli_out.str());
+    err << EscapeLines(cli_err.str());
     return rc == 0 ? kExitOk : kExitUsage;
   }
   o.capacity_given = capacity->count() > 0;

@@ -133,6 +133,17 @@ TEST(CruxctlArgsTest, UsageErrorsExitTwoWithoutTouchingTheDaemon) {
   EXPECT_TRUE(script.requests.empty());
 }
 
+TEST(CruxctlArgsTest, UsageErrorsQuotingArgumentsAreEscaped) {
+  Script script;
+  const CliRun r = RunWith({"status", "\x1b]0;owned\x07\x1b[2J"}, FakeEnv(&script));
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("\\x1b]0;owned\\x07"), std::string::npos) << r.err;
+  const CliRun job = RunWith({"job", "a\nb"}, FakeEnv(&script));
+  EXPECT_EQ(job.code, kExitUsage);
+  EXPECT_NE(job.err.find("invalid job id \"a\\x0ab\""), std::string::npos) << job.err;
+}
+
 TEST(CruxctlArgsTest, HelpExitsZero) {
   Script script;
   const CliRun r = RunWith({"--help"}, FakeEnv(&script));
