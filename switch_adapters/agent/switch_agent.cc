@@ -280,7 +280,14 @@ Status SwitchAgent::RunOnce() {
   }
   TakeDeviceOutcome();
   MaybeStartDeviceWork();
-  Result<std::optional<v1::Envelope>> msg = client_->Receive(options_.poll);
+  // Wait for a message, but not past the next hello or device timer (a device call in progress is
+  // picked up at the next poll).
+  const Duration now = clock_.Now();
+  Duration wait = options_.poll;
+  auto until = [&](Duration due) { wait = std::min(wait, std::max(Duration::Zero(), due - now)); };
+  until(next_hello_);
+  if (desired_ && !in_flight_) until(next_device_);
+  Result<std::optional<v1::Envelope>> msg = client_->Receive(wait);
   if (!msg.ok()) {
     MarkAway(msg.status().message());
     return Status::Ok();

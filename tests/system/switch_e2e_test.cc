@@ -14,13 +14,19 @@
 // SIGKILLed while a reloaded qos block (storage DWRR weight) is pushed -> `cruxctl switches`
 // shows that switch's error, the other switch applies; the Redis comes back (empty) -> the agent
 // retries and the switch converges; an agent is restarted after its map was deleted -> it gets
-// the full state again; cruxd is SIGKILLed and restarted -> jobs keep their (distinct) colours,
-// agents re-hello and everything converges. cruxd logs "switch agent X connected" only for new or
-// returning agents.
+// the full state again; the aggregation switch's CONFIG_DB is FLUSHDBed under its running agent ->
+// within one reconcile period the tables are back and `cruxctl --json switches` shows the repair
+// (drift_repairs, last_drifted_fields, in_sync); cruxd is SIGKILLed and restarted -> jobs keep
+// their (distinct) colours, agents re-hello and everything converges. cruxd logs "switch agent X
+// connected" only for new or returning agents.
+//
+// A second test starts an agent under a name that is not a switch of cruxd's topology: cruxd
+// refuses it (UNKNOWN_HOST) and the agent exits with status 78 (EX_CONFIG) instead of retrying.
 //
 // Every wait polls with a deadline; every child is SIGKILLed in teardown (ChildProcess).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <iostream>
@@ -31,6 +37,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "process_util.h"
@@ -62,6 +69,8 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 constexpr int kJobs = 4;
+constexpr int kReconcileMs = 1000;     // The agents' --reconcile-period-ms.
+constexpr int kAgentRefusedExit = 78;  // crux-switch-agent: cruxd refused the switch (EX_CONFIG).
 const fs::path kTopology = fs::path(CRUX_SOURCE_DIR) / "configs/topologies/example_clos2.yaml";
 
 // The QoS policy the test configures (and derives its expectations from).
@@ -200,12 +209,27 @@ class SwitchE2eTest : public ::testing::Test {
   void StartAgent(Switch& s) {
     s.agent = std::make_unique<ChildProcess>();
     const fs::path log = AgentLog(s, s.agent_runs++);
-    ASSERT_TRUE(
-        s.agent->Start({CRUX_SWITCH_AGENT_BINARY, "--switch-name", s.name, "--daemon", endpoint_,
-                        "--insecure", "--backend", "sonic", "--redis-socket", s.socket.string(),
-                        "--redis-timeout-ms", "300", "--ports", "Ethernet0,Ethernet4",
-                        "--hello-interval-ms", "300", "--call-timeout-ms", "1000"},
-                       log.string() + ".out", log, dir_.path()));
+    ASSERT_TRUE(s.agent->Start({CRUX_SWITCH_AGENT_BINARY,
+                                "--switch-name",
+                                s.name,
+                                "--daemon",
+                                endpoint_,
+                                "--insecure",
+                                "--backend",
+                                "sonic",
+                                "--redis-socket",
+                                s.socket.string(),
+                                "--redis-timeout-ms",
+                                "300",
+                                "--ports",
+                                "Ethernet0,Ethernet4",
+                                "--hello-interval-ms",
+                                "300",
+                                "--call-timeout-ms",
+                                "1000",
+                                "--reconcile-period-ms",
+                                std::to_string(kReconcileMs)},
+                               log.string() + ".out", log, dir_.path()));
   }
 
   // ---- clients ----
@@ -503,6 +527,92 @@ TEST_F(SwitchE2eTest, ConfigDbFollowsPlansThroughFaultsAndRestarts) {
   EXPECT_EQ(CountInLog(0, "switch agent " + restarted.name + " connected"), 2);
   EXPECT_EQ(CountInLog(0, "switch agent " + sick.name + " connected"), 1);
 
+  // 6b. Drift: the aggregation switch's CONFIG_DB is flushed under its running agent (no push, no
+  //     restart). Within one reconcile period the agent puts every table back, and cruxd shows the
+  //     repair. The agent's ports are Ethernet0,Ethernet4, so the repair is 64 DSCP entries + 7 TC
+  //     entries + 9 scheduler fields (7 types, 2 DWRR weights) + 2 ports x (7 queues + 3
+  //     PORT_QOS_MAP fields) = 100 fields.
+  {
+    Switch& drifted = switches_[1];
+    const json before_row = SwitchRow(drifted.name);
+    const uint64_t repairs_before = before_row.value("drift_repairs", 0ull);
+    const auto want = Expected(drifted.name, Jobs());
+    ASSERT_EQ(Redis(drifted, {"FLUSHDB"}).exit_code, 0);
+    const auto flushed_at = std::chrono::steady_clock::now();
+    ASSERT_TRUE(DeviceDscpMap(drifted).value_or(std::map<int, int>{{0, 0}}).empty());
+    ASSERT_TRUE(
+        WaitUntil([&] { return DeviceDscpMap(drifted) == want; }, seconds(10), milliseconds(20)))
+        << "CONFIG_DB of " << drifted.name
+        << " not repaired: " << Dump(DeviceDscpMap(drifted).value_or(std::map<int, int>{}));
+    const auto repaired_ms =
+        std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - flushed_at)
+            .count();
+    std::cout << "FLUSHDB on " << drifted.name << " repaired after " << repaired_ms
+              << " ms (reconcile period " << kReconcileMs << " ms)\n";
+    // One period, plus the apply itself and the polling step on a loaded machine.
+    EXPECT_LE(repaired_ms, kReconcileMs + 1000);
+    auto sched_back = RedisHash(drifted, "SCHEDULER|crux_q1");
+    ASSERT_TRUE(sched_back.has_value());
+    EXPECT_EQ((*sched_back)["weight"], "20");
+    EXPECT_EQ(RedisHash(drifted, "PORT_QOS_MAP|Ethernet4")
+                  .value_or(std::map<std::string, std::string>{})["dscp_to_tc_map"],
+              "CRUX");
+    json row;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          row = SwitchRow(drifted.name);
+          return row.value("drift_repairs", 0ull) > repairs_before && row.value("in_sync", false);
+        },
+        seconds(10), milliseconds(100)))
+        << "cruxctl switches does not show the repair: " << row.dump();
+    EXPECT_EQ(row.value("drift_repairs", 0ull), repairs_before + 1) << row.dump();
+    EXPECT_EQ(row.value("last_drifted_fields", 0u), 100u) << row.dump();
+    EXPECT_GT(row.value("last_drift_ms", 0ull), 0ull) << row.dump();
+    EXPECT_TRUE(row.value("last_error", std::string("?")).empty()) << row.dump();
+    std::cout << "cruxctl switches after the repair: " << row.dump() << "\n";
+    ExpectConverges("after FLUSHDB");
+    // In sync again: the next reconciles find nothing and report nothing.
+    std::this_thread::sleep_for(milliseconds(3 * kReconcileMs));
+    EXPECT_EQ(SwitchRow(drifted.name).value("drift_repairs", 0ull), repairs_before + 1);
+  }
+
+  // 6c. A stalled Redis (SIGSTOP) does not stall its agent: while a push (storage weight 20 -> 30,
+  //     pushed to every switch) cannot be applied, the agent keeps saying hello (cruxd sees it
+  //     every hello interval, 300 ms) and reports the timeout; after SIGCONT the switch converges.
+  {
+    Switch& stalled = switches_[0];
+    ASSERT_EQ(::kill(stalled.redis->pid(), SIGSTOP), 0);
+    WriteConfig(30);
+    ASSERT_EQ(::kill(cruxd_->pid(), SIGHUP), 0);
+    std::set<uint64_t> seen;
+    int64_t max_gap_ms = 0;
+    uint64_t last = 0;
+    std::string stall_error;
+    const auto until = std::chrono::steady_clock::now() + seconds(3);
+    while (std::chrono::steady_clock::now() < until) {
+      const json row = SwitchRow(stalled.name);
+      const uint64_t at = row.value("last_seen_ms", 0ull);
+      EXPECT_TRUE(row.value("connected", false)) << row.dump();
+      if (at != 0 && seen.insert(at).second) {
+        if (last != 0) max_gap_ms = std::max<int64_t>(max_gap_ms, static_cast<int64_t>(at - last));
+        last = at;
+      }
+      if (stall_error.empty()) stall_error = row.value("last_error", std::string());
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    ASSERT_EQ(::kill(stalled.redis->pid(), SIGCONT), 0);
+    std::cout << "Redis of " << stalled.name << " stopped for 3 s: cruxd heard the agent "
+              << seen.size() << " times, longest silence " << max_gap_ms
+              << " ms (hello interval 300 ms); error shown: " << stall_error << "\n";
+    // A blocked loop would be silent for a whole device call; 300 ms hellos give ~10 in 3 s.
+    EXPECT_GE(seen.size(), 5u);
+    EXPECT_NE(stall_error.find("timed out"), std::string::npos) << stall_error;
+    ExpectConverges("after SIGCONT");
+    auto weight = RedisHash(stalled, "SCHEDULER|crux_q1");
+    ASSERT_TRUE(weight.has_value());
+    EXPECT_EQ((*weight)["weight"], "30");
+  }
+
   // 7. cruxd is killed and restarted on the same state: colours come back unchanged and
   //    distinct, agents re-hello, the switches converge.
   std::map<std::string, int> colours;
@@ -521,6 +631,28 @@ TEST_F(SwitchE2eTest, ConfigDbFollowsPlansThroughFaultsAndRestarts) {
   const json sw = CruxctlJson({"switches"});
   ASSERT_EQ(sw.value("switches", json::array()).size(), 2u) << sw.dump();
   for (const auto& row : sw["switches"]) EXPECT_EQ(row["dscp_colours_shared"], 0) << row.dump();
+}
+
+TEST_F(SwitchE2eTest, AgentForAnUnknownSwitchExitsWithAConfigurationError) {
+  StartCruxd();
+  ASSERT_FALSE(HasFatalFailure());
+  ChildProcess agent;
+  const fs::path log = dir_.path() / "agent_unknown.err";
+  ASSERT_TRUE(agent.Start(
+      {CRUX_SWITCH_AGENT_BINARY, "--switch-name", "no-such-switch", "--daemon", endpoint_,
+       "--insecure", "--backend", "log", "--hello-interval-ms", "300", "--call-timeout-ms", "1000"},
+      dir_.path() / "agent_unknown.out", log, dir_.path()));
+  // Bounded: an agent that retried forever would still be running.
+  const std::optional<int> rc = agent.Wait(seconds(30));
+  ASSERT_TRUE(rc.has_value()) << "agent still running:\n" << ReadFile(log);
+  EXPECT_EQ(*rc, kAgentRefusedExit) << ReadFile(log);
+  const std::string err = ReadFile(log);
+  EXPECT_NE(err.find("fatal configuration error"), std::string::npos) << err;
+  EXPECT_NE(err.find("ERROR_CODE_UNKNOWN_HOST"), std::string::npos) << err;
+  EXPECT_NE(err.find("'no-such-switch' is not a switch of the topology"), std::string::npos) << err;
+  // cruxd is unaffected and knows no such switch.
+  EXPECT_TRUE(cruxd_->running());
+  EXPECT_TRUE(SwitchRow("no-such-switch").empty());
 }
 
 }  // namespace
