@@ -18,19 +18,22 @@ int main(int argc, char** argv) {
   cli.add_option("--metrics", options.metrics_listen_override,
                  "Metrics host:port (port 0 = off); overrides metrics_listen");
   bool check = false;
-  cli.add_flag("--check-config", check, "Validate the config, print the effective one, exit");
+  cli.add_flag("--check-config", check,
+               "Run every start-up check (config, keys, topology, state directory and file) "
+               "without starting; print the effective config");
+  cli.add_flag("--fresh-state", options.fresh_state,
+               "Start with empty state: an existing state file is moved aside (every job "
+               "re-registers; clients and agents follow the new state id)");
   CLI11_PARSE(cli, argc, argv);
 
   crux::daemon::ConfigureLogging("info");
   if (check) {
-    auto c = options.config_path.empty()
-                 ? crux::core::Result<crux::daemon::DaemonConfig>(crux::daemon::BuiltinDefaults())
-                 : crux::daemon::LoadConfigFile(options.config_path);
-    if (!c.ok()) {
-      std::fprintf(stderr, "cruxd: %s\n", c.status().ToString().c_str());
+    auto effective = crux::daemon::App::Check(options);
+    if (!effective.ok()) {
+      std::fprintf(stderr, "cruxd: %s\n", effective.status().ToString().c_str());
       return 2;
     }
-    std::fputs(crux::daemon::EffectiveConfigYaml(*c).c_str(), stdout);
+    std::fputs(effective->c_str(), stdout);
     return 0;
   }
   auto app = crux::daemon::App::Create(options);

@@ -76,6 +76,11 @@ v1::Envelope Daemon::AdminStatus(uint64_t rid) {
   s->set_last_replan_ms(last_replan_ms_);
   s->set_topology(topo_.source());
   s->set_state_path(DatabasePath(config_));
+  s->set_store_ok(store_error_.empty());
+  s->set_store_error(store_error_);
+  s->set_state_id(state_id_);
+  for (const auto& [reason, n] : refusals_) (*s->mutable_refusals())[reason] = n;
+  s->set_quarantined_jobs(static_cast<uint32_t>(quarantined_jobs_));
   return e;
 }
 

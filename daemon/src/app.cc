@@ -11,9 +11,12 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 #include "crux/daemon/daemon.h"
@@ -49,6 +52,67 @@ std::string IpcPath(const std::string& endpoint) {
   return endpoint.rfind("ipc://", 0) == 0 ? endpoint.substr(6) : std::string();
 }
 
+// The config with the command-line overrides applied, validated.
+core::Result<DaemonConfig> ResolveConfig(const AppOptions& options) {
+  DaemonConfig c;
+  if (options.config_path.empty()) {
+    c = BuiltinDefaults();
+  } else {
+    CRUX_ASSIGN_OR_RETURN(c, LoadConfigFile(options.config_path));
+  }
+  if (!options.state_dir_override.empty()) c.state_dir = options.state_dir_override;
+  if (!options.client_endpoint_override.empty()) {
+    c.client_endpoint = options.client_endpoint_override;
+  }
+  if (!options.metrics_listen_override.empty()) c.metrics_listen = options.metrics_listen_override;
+  CRUX_RETURN_IF_ERROR(ValidateConfig(c));
+  return c;
+}
+
+struct CurveSetup {
+  protocol::CurveKeyPair server_keys;
+  protocol::KeyGrants grants;
+};
+
+core::Result<CurveSetup> LoadCurve(const DaemonConfig& c) {
+  CurveSetup out;
+  auto keys = protocol::LoadSecretKeyFile(c.curve.server_secret_key_file);
+  if (!keys.ok()) return keys.status().WithContext("curve.server_secret_key_file");
+  out.server_keys = *keys;
+  auto authorised = protocol::LoadAuthorizedKeys(c.curve.authorized_keys_dir);
+  if (!authorised.ok()) return authorised.status().WithContext("curve.authorized_keys_dir");
+  auto grants = protocol::GrantsOf(*authorised);
+  if (!grants.ok()) return grants.status().WithContext("curve.authorized_keys_dir");
+  out.grants = *std::move(grants);
+  return out;
+}
+
+// The state directory exists (or can be created) and is writable by this process.
+core::Status CheckStateDir(const std::string& dir, bool create) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) {
+    if (!create) {
+      const auto parent = std::filesystem::absolute(dir, ec).parent_path();
+      if (::access(parent.c_str(), W_OK | X_OK) != 0) {
+        return core::UnavailableError("state_dir: " + dir + " does not exist and cannot be " +
+                                      "created in " + parent.string() + ": " +
+                                      std::strerror(errno));
+      }
+      return core::Status::Ok();
+    }
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return core::UnavailableError("state_dir: cannot create " + dir + ": " + ec.message());
+  }
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return core::UnavailableError("state_dir: " + dir + " is not a directory");
+  }
+  if (::access(dir.c_str(), R_OK | W_OK | X_OK) != 0) {
+    return core::UnavailableError("state_dir: " + dir + " is not writable by uid " +
+                                  std::to_string(::geteuid()) + ": " + std::strerror(errno));
+  }
+  return core::Status::Ok();
+}
+
 }  // namespace
 
 void ConfigureLogging(const std::string& level) {
@@ -71,8 +135,14 @@ void ConfigureLogging(const std::string& level) {
 
 struct App::Impl {
   ~Impl() {
+    // The admin socket file is ours while we hold the lock: do not leave a stale one behind.
+    if (!admin_socket_path.empty()) {
+      std::error_code ec;
+      std::filesystem::remove(admin_socket_path, ec);
+    }
     if (lock_fd >= 0) ::close(lock_fd);  // Releases the state directory lock.
   }
+  std::string admin_socket_path;
   AppOptions options;
   int lock_fd = -1;
   DaemonConfig config;
@@ -122,14 +192,18 @@ struct App::Impl {
     }
     if (config.curve.enabled) {
       auto keys = protocol::LoadAuthorizedKeys(config.curve.authorized_keys_dir);
-      if (keys.ok()) {
+      auto grants =
+          keys.ok() ? protocol::GrantsOf(*keys) : core::Result<protocol::KeyGrants>(keys.status());
+      if (grants.ok()) {
         std::vector<std::string> z85;
-        for (const auto& k : *keys) z85.push_back(k.public_z85);
+        for (const auto& [key, grant] : *grants) z85.push_back(key);
         if (core::Status s = transport->SetAuthorizedKeys(kZapDomain, z85); s.ok()) {
+          daemon->SetKeyGrants(*std::move(grants));
           spdlog::info("SIGHUP: {} authorised CURVE keys", z85.size());
         }
       } else {
-        spdlog::error("SIGHUP: authorised keys not reloaded: {}", keys.status().ToString());
+        spdlog::error("SIGHUP: authorised keys not reloaded (the old ones stay): {}",
+                      grants.status().ToString());
       }
     }
     Notify("READY=1\nSTATUS=serving " + std::to_string(daemon->tracker().jobs().size()) + " jobs");
@@ -154,21 +228,21 @@ App::~App() {
   impl_->transport.reset();
 }
 
+core::Result<std::string> App::Check(const AppOptions& options) {
+  CRUX_ASSIGN_OR_RETURN(DaemonConfig c, ResolveConfig(options));
+  if (c.curve.enabled) CRUX_RETURN_IF_ERROR(LoadCurve(c).status());
+  std::string topo_source;
+  CRUX_RETURN_IF_ERROR(LoadTopology(c, &topo_source).status());
+  CRUX_RETURN_IF_ERROR(CheckStateDir(c.state_dir, /*create=*/false));
+  if (!options.fresh_state) CRUX_RETURN_IF_ERROR(CheckSqliteStore(DatabasePath(c)));
+  return EffectiveConfigYaml(c);
+}
+
 core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  if (options.config_path.empty()) {
-    impl->config = BuiltinDefaults();
-  } else {
-    CRUX_ASSIGN_OR_RETURN(impl->config, LoadConfigFile(options.config_path));
-  }
+  CRUX_ASSIGN_OR_RETURN(impl->config, ResolveConfig(options));
   DaemonConfig& c = impl->config;
-  if (!options.state_dir_override.empty()) c.state_dir = options.state_dir_override;
-  if (!options.client_endpoint_override.empty()) {
-    c.client_endpoint = options.client_endpoint_override;
-  }
-  if (!options.metrics_listen_override.empty()) c.metrics_listen = options.metrics_listen_override;
-  CRUX_RETURN_IF_ERROR(ValidateConfig(c));
   auto level = spdlog::level::from_str(c.log_level);
   if (c.log_level == "off" || level != spdlog::level::off) spdlog::set_level(level);
   spdlog::info("cruxd {} starting; effective config:\n{}", kCruxdVersion, EffectiveConfigYaml(c));
@@ -179,22 +253,40 @@ core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
         c.client_endpoint);
   }
 
+  // Key files first: a bad key must not cost a database open.
+  std::optional<CurveSetup> curve;
+  if (c.curve.enabled) {
+    CRUX_ASSIGN_OR_RETURN(curve, LoadCurve(c));
+  }
+
   // State directory (0700) and database.
   std::error_code ec;
-  std::filesystem::create_directories(c.state_dir, ec);
-  if (ec) {
-    return core::UnavailableError("state_dir: cannot create " + c.state_dir + ": " + ec.message());
-  }
+  CRUX_RETURN_IF_ERROR(CheckStateDir(c.state_dir, /*create=*/true));
   ::chmod(c.state_dir.c_str(), 0700);
   // One cruxd per state directory: a second one would share the database and steal the admin
   // socket. The lock dies with the process (kill -9 included).
   const std::string lock_path = (std::filesystem::path(c.state_dir) / "cruxd.lock").string();
   impl->lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (impl->lock_fd < 0 || ::flock(impl->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    return core::UnavailableError("state_dir: another cruxd is running on " + c.state_dir + " (" +
-                                  lock_path + " is locked)");
+  if (impl->lock_fd < 0) {
+    return core::UnavailableError("state_dir: cannot open the lock file " + lock_path + ": " +
+                                  std::strerror(errno));
   }
-  CRUX_ASSIGN_OR_RETURN(impl->store, OpenSqliteStore(DatabasePath(c)));
+  if (::flock(impl->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err == EWOULDBLOCK) {
+      return core::UnavailableError("state_dir: another cruxd is running on " + c.state_dir + " (" +
+                                    lock_path + " is locked)");
+    }
+    return core::UnavailableError("state_dir: cannot lock " + lock_path + ": " +
+                                  std::strerror(err));
+  }
+  StoreOpenOptions store_options;
+  store_options.fresh = options.fresh_state;
+  if (options.fresh_state) {
+    spdlog::warn("--fresh-state: starting with empty state; an existing {} is moved aside",
+                 DatabasePath(c));
+  }
+  CRUX_ASSIGN_OR_RETURN(impl->store, OpenSqliteStore(DatabasePath(c), store_options));
 
   std::string topo_source;
   CRUX_ASSIGN_OR_RETURN(core::Topology topo, LoadTopology(c, &topo_source));
@@ -204,18 +296,23 @@ core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
   CRUX_ASSIGN_OR_RETURN(
       impl->daemon, Daemon::Create(c, std::move(topo), topo_source, impl->store.get(), &impl->loop,
                                    &impl->metrics, /*plan_in_background=*/true));
+  spdlog::info("state id {:016x} (epoch {})", impl->daemon->state_id(), impl->daemon->epoch());
+  if (curve) impl->daemon->SetKeyGrants(curve->grants);
+  impl->daemon->SetStoreHealthListener([](const std::string& error) {
+    Notify(error.empty() ? "STATUS=serving (store working again)"
+                         : "STATUS=degraded: store failing (" + error.substr(0, 200) +
+                               "); plans are not applied");
+  });
 
   // Transports.
   impl->transport = std::make_unique<protocol::TransportContext>();
   protocol::ServerOptions client_opts;
   client_opts.endpoint = c.client_endpoint;
   client_opts.zap_domain = kZapDomain;
-  if (c.curve.enabled) {
+  if (curve) {
     client_opts.curve = true;
-    auto keys = protocol::LoadSecretKeyFile(c.curve.server_secret_key_file);
-    if (!keys.ok()) return keys.status().WithContext("curve.server_secret_key_file");
-    client_opts.server_keys = *keys;
-    client_opts.authorized_keys_dir = c.curve.authorized_keys_dir;
+    client_opts.server_keys = curve->server_keys;
+    for (const auto& [key, grant] : curve->grants) client_opts.authorized_keys.push_back(key);
   }
   Daemon* d = impl->daemon.get();
   auto client = protocol::RouterServer::Start(
@@ -240,7 +337,10 @@ core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
   ::umask(old_mask);
   if (!admin.ok()) return admin.status().WithContext("admin_endpoint");
   impl->admin_server = std::move(admin).value();
-  if (!admin_path.empty()) ::chmod(admin_path.c_str(), 0600);
+  if (!admin_path.empty()) {
+    ::chmod(admin_path.c_str(), 0600);
+    impl->admin_socket_path = admin_path;
+  }
 
   protocol::RouterServer* cs = impl->client_server.get();
   protocol::RouterServer* as = impl->admin_server.get();

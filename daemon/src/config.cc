@@ -363,12 +363,27 @@ Result<DaemonConfig> ParseConfig(std::string_view yaml, const std::string& base_
       CRUX_RETURN_IF_ERROR(ValidateConfig(c));
       return c;
     }
-    CRUX_RETURN_IF_ERROR(
-        CheckMap(root, "",
-                 {"topology", "state_dir", "database", "client_endpoint", "admin_endpoint", "curve",
-                  "insecure", "metrics_listen", "planner", "debounce_ms", "min_replan_interval_ms",
-                  "lease_ms", "max_lease_ms", "profiling_samples", "replan_threshold_pct",
-                  "dry_run", "log_level", "dscp_pool", "qos"}));
+    CRUX_RETURN_IF_ERROR(CheckMap(root, "",
+                                  {"topology",
+                                   "state_dir",
+                                   "database",
+                                   "client_endpoint",
+                                   "admin_endpoint",
+                                   "curve",
+                                   "insecure",
+                                   "metrics_listen",
+                                   "planner",
+                                   "debounce_ms",
+                                   "min_replan_interval_ms",
+                                   "lease_ms",
+                                   "max_lease_ms",
+                                   "profiling_samples",
+                                   "replan_threshold_pct",
+                                   "dry_run",
+                                   "log_level",
+                                   "dscp_pool",
+                                   "qos",
+                                   "limits"}));
     CRUX_RETURN_IF_ERROR(Optional(root, "", "topology", &c.topology, NonEmptyStr()));
     CRUX_RETURN_IF_ERROR(Optional(root, "", "state_dir", &c.state_dir, NonEmptyStr()));
     CRUX_RETURN_IF_ERROR(Optional(root, "", "database", &c.database, NonEmptyStr()));
@@ -412,6 +427,16 @@ Result<DaemonConfig> ParseConfig(std::string_view yaml, const std::string& base_
     CRUX_RETURN_IF_ERROR(Optional(
         root, "", "replan_threshold_pct", &c.replan_threshold_pct,
         [](const YAML::Node& n, const std::string& k) { return AsDouble(n, k, 0, 1000); }));
+    if (const YAML::Node l = root["limits"]; l.IsDefined()) {
+      CRUX_RETURN_IF_ERROR(
+          CheckMap(l, "limits", {"max_jobs", "max_jobs_per_connection", "max_jobs_per_key"}));
+      for (auto [key, field] :
+           {std::pair{"max_jobs", &c.limits.max_jobs},
+            std::pair{"max_jobs_per_connection", &c.limits.max_jobs_per_connection},
+            std::pair{"max_jobs_per_key", &c.limits.max_jobs_per_key}}) {
+        CRUX_RETURN_IF_ERROR(Optional(l, "limits", key, field, Int(0, 100000000)));
+      }
+    }
     CRUX_RETURN_IF_ERROR(Optional(root, "", "dry_run", &c.dry_run, Bool()));
     CRUX_RETURN_IF_ERROR(Optional(root, "", "log_level", &c.log_level, Str()));
     if (const YAML::Node pool = root["dscp_pool"]; pool.IsDefined()) {
@@ -487,6 +512,9 @@ std::string EffectiveConfigYaml(const DaemonConfig& c) {
   o << "max_lease_ms: " << c.max_lease_ms << "\n";
   o << "profiling_samples: " << c.profiling_samples << "\n";
   o << "replan_threshold_pct: " << c.replan_threshold_pct << "\n";
+  o << "limits: {max_jobs: " << c.limits.max_jobs
+    << ", max_jobs_per_connection: " << c.limits.max_jobs_per_connection
+    << ", max_jobs_per_key: " << c.limits.max_jobs_per_key << "}\n";
   o << "dry_run: " << (c.dry_run ? "true" : "false") << "\n";
   o << "log_level: " << c.log_level << "\n";
   auto list = [&](const std::vector<int>& v) {

@@ -20,7 +20,35 @@ JobTracker::Options TrackerOptions(const DaemonConfig& c) {
   o.replan_threshold_pct = c.replan_threshold_pct;
   o.default_lease = core::Duration::Millis(c.lease_ms);
   o.max_lease = core::Duration::Millis(c.max_lease_ms);
+  o.max_jobs = c.limits.max_jobs;
+  o.max_jobs_per_connection = c.limits.max_jobs_per_connection;
+  o.max_jobs_per_key = c.limits.max_jobs_per_key;
   return o;
+}
+
+// Why each refusal reason happens, for the log.
+const char* RefusalMeaning(const std::string& reason) {
+  if (reason == "unauthorised_key") return "CURVE client keys not in the authorised keys";
+  if (reason == "mechanism") {
+    return "peers without CURVE (plain ZeroMQ) on the CURVE endpoint, or CURVE peers on a plain "
+           "one";
+  }
+  if (reason == "handshake") {
+    return "failed CURVE handshakes (a client using the wrong server public key?)";
+  }
+  if (reason == "identity") {
+    return "messages on a routing id bound to another CURVE key (an identity takeover attempt?)";
+  }
+  if (reason == "role") {
+    return "keys used outside their role (a job key as a switch agent, a switch key for another "
+           "switch or for a job)";
+  }
+  if (reason == "job_owner") return "keys speaking for a job another key registered";
+  if (reason == "connection") {
+    return "messages for a job from a connection other than the one that registered it";
+  }
+  if (reason == "quota") return "registrations beyond a job quota (limits.*)";
+  return "refusals";
 }
 
 // "ERROR_CODE_UNKNOWN_HOST" -> "unknown_host".
@@ -64,14 +92,81 @@ void Daemon::FlushProfiles() {
   if (dirty_profiles_.empty()) return;
   std::vector<std::pair<std::string, std::string>> batch;
   batch.reserve(dirty_profiles_.size());
+  std::vector<std::string> planned_dirty;
   for (const std::string& id : dirty_profiles_) {
     const JobEntry* j = tracker_.Find(id);
-    if (j && j->profile) batch.emplace_back(id, j->profile->SerializeAsString());
+    if (!j || !j->profile) continue;
+    if (j->planned_dirty && j->planned) {
+      planned_dirty.push_back(id);  // An earlier immediate write failed: retried here.
+    } else {
+      batch.emplace_back(id, j->profile->SerializeAsString());
+    }
+  }
+  for (const std::string& id : planned_dirty) {
+    const JobEntry& j = *tracker_.Find(id);
+    if (Stored(store_->PutProfile(id, j.profile->SerializeAsString(),
+                                  j.planned->SerializeAsString(), loop_->UnixMs()),
+               "put_profile")
+            .ok()) {
+      tracker_.PlannedStored(id);
+    }
   }
   dirty_profiles_.clear();
-  if (core::Status s = store_->PutProfiles(batch, loop_->UnixMs()); !s.ok()) {
-    spdlog::error("store: {}", s.ToString());
-    if (metrics_) metrics_->AddError("store", "put_profiles");
+  (void)Stored(store_->PutProfiles(batch, loop_->UnixMs()), "put_profiles");
+}
+
+core::Status Daemon::Stored(core::Status s, const char* what) {
+  if (s.ok()) {
+    if (!store_error_.empty()) {
+      spdlog::info("store works again ({} succeeded; last failure was: {})", what, store_error_);
+      store_error_.clear();
+      if (metrics_) metrics_->SetStoreHealthy(true);
+      if (store_health_listener_) store_health_listener_("");
+    }
+    return s;
+  }
+  const std::string error = std::string(what) + ": " + s.ToString();
+  spdlog::error("store failed: {}", error);
+  if (metrics_) {
+    metrics_->AddError("store", what);
+    metrics_->SetStoreHealthy(false);
+  }
+  if (error != store_error_) {
+    store_error_ = error;
+    if (store_health_listener_) store_health_listener_(store_error_);
+  }
+  return s;
+}
+
+void Daemon::RetryPlanAfterStoreFailure() {
+  if (store_retry_armed_) return;
+  store_retry_armed_ = true;
+  const core::Duration delay = store_retry_.Next();
+  spdlog::warn("re-plan will be retried in {:.1f} s (store failure)", delay.ToSeconds());
+  loop_->RunAfter(delay, [this] {
+    store_retry_armed_ = false;
+    runner_.Request("retry after a store failure");
+  });
+}
+
+void Daemon::CountRefusal(const std::string& reason, uint64_t n) {
+  if (n == 0) return;
+  refusals_[reason] += n;
+  if (metrics_) metrics_->AddRefusal(reason, n);
+}
+
+void Daemon::LogRefusals() {
+  const int64_t now = loop_->Now().nanos() / 1000000;
+  for (const auto& [reason, total] : refusals_) {
+    RefusalLog& l = refusal_log_[reason];
+    if (total == l.logged) continue;
+    if (l.last_ms >= 0 && now - l.last_ms < kRefusalLogEveryMs) continue;
+    spdlog::warn("refused {} {} (reason '{}'){}; {} since start", total - l.logged,
+                 RefusalMeaning(reason), reason,
+                 l.last_ms < 0 ? "" : fmt::format(" in the last {} s", (now - l.last_ms) / 1000),
+                 total);
+    l.logged = total;
+    l.last_ms = now;
   }
 }
 
@@ -93,20 +188,24 @@ core::Status Daemon::Restore() {
                  *previous, topo_.source());
   }
   CRUX_RETURN_IF_ERROR(store_->PutMeta("topology_source", topo_.source()));
+  CRUX_ASSIGN_OR_RETURN(state_id_, LoadStateId(*store_));
+  enforcer_.SetStateId(state_id_);
   CRUX_ASSIGN_OR_RETURN(epoch_, store_->LoadEpoch());
   CRUX_ASSIGN_OR_RETURN(auto links, store_->LoadLinkOverrides());
+  // What does not fit the topology is kept in the store, never deleted: a wrong topology file
+  // given once must not lose state for good (it comes back with the right topology).
   for (const LinkOverride& o : links) {
     if (core::Status s = topo_.Restore(o); !s.ok()) {
-      spdlog::warn("dropping stored link state: {}", s.ToString());
-      CRUX_RETURN_IF_ERROR(store_->DeleteLinkOverride(o.link));
+      spdlog::error("stored link state not applied (kept in the state file): {}", s.ToString());
     }
   }
   CRUX_ASSIGN_OR_RETURN(auto jobs, store_->LoadJobs());
   for (const StoredJob& j : jobs) {
     bool recoloured = false;
     if (core::Status s = tracker_.Restore(j, loop_->Now(), &recoloured); !s.ok()) {
-      spdlog::warn("dropping stored job: {}", s.ToString());
-      CRUX_RETURN_IF_ERROR(store_->DeleteJob(j.job_id));
+      ++quarantined_jobs_;
+      spdlog::error("stored job {} not restored (kept in the state file, quarantined): {}",
+                    j.job_id, s.ToString());
     } else if (recoloured) {
       const JobEntry& e = *tracker_.Find(j.job_id);
       spdlog::warn("job {}: stored DSCP {} is not in qos.dscp_pool any more; new colour {}",
@@ -124,6 +223,12 @@ core::Status Daemon::Restore() {
   if (!jobs.empty() || epoch_ > 0) {
     spdlog::info("restored {} jobs, {} applied assignments, {} link overrides, epoch {}",
                  tracker_.jobs().size(), applied_.size(), links.size(), epoch_);
+  }
+  if (quarantined_jobs_ > 0) {
+    spdlog::error(
+        "{} stored jobs do not fit topology {} and are not served; they stay in the state file "
+        "and are restored by a start with a topology they fit (check the `topology` key)",
+        quarantined_jobs_, topo_.source());
   }
   if (metrics_) metrics_->SetEpoch(epoch_);
   return core::Status::Ok();
@@ -176,9 +281,7 @@ void Daemon::SweepLeases() {
 void Daemon::JobGone(const std::string& id, const std::string& reason) {
   spdlog::info("job {} gone: {}", id, reason);
   dirty_profiles_.erase(id);
-  if (core::Status s = store_->DeleteJob(id); !s.ok()) {
-    spdlog::error("store: {}", s.ToString());
-  }
+  (void)Stored(store_->DeleteJob(id), "delete_job");
   auto it = applied_.find(id);
   if (it != applied_.end()) {
     AuditRow a;
@@ -188,9 +291,7 @@ void Daemon::JobGone(const std::string& id, const std::string& reason) {
     a.old_level = static_cast<int>(it->second.level());
     a.new_level = -1;
     a.reason = reason;
-    if (core::Status s = store_->ApplyPlan(epoch_, {}, {id}, {a}); !s.ok()) {
-      spdlog::error("store: {}", s.ToString());
-    }
+    (void)Stored(store_->ApplyPlan(epoch_, {}, {id}, {a}), "apply_plan");
     applied_.erase(it);
   }
   runner_.Request("job " + id + " gone");
@@ -214,14 +315,19 @@ void Daemon::RefreshMetrics() {
                        now.unsupported_version - last.unsupported_version);
     metrics_->AddError(endpoint, "invalid_argument", now.invalid - last.invalid);
     metrics_->AddError(endpoint, "send_failed", now.send_failed - last.send_failed);
-    metrics_->AddAuthRefused(now.auth_refused - last.auth_refused);
+    CountRefusal("unauthorised_key", now.auth_refused - last.auth_refused);
+    CountRefusal("identity", now.refused_identity - last.refused_identity);
+    CountRefusal("mechanism", now.refused_mechanism - last.refused_mechanism);
+    CountRefusal("handshake", now.refused_handshake - last.refused_handshake);
     metrics_->SetQueueDepth(endpoint + "_send", static_cast<int64_t>(now.queued));
     last = now;
   }
+  LogRefusals();
 }
 
 v1::Envelope Daemon::Refuse(const std::string& endpoint, uint64_t request_id, const Refusal& r) {
   if (metrics_) metrics_->AddError(endpoint, MetricKind(r.code));
+  if (!r.reason.empty()) CountRefusal(r.reason);
   spdlog::debug("{} request {} refused: {} {}", endpoint, request_id,
                 protocol::ErrorCodeName(r.code), r.message);
   return protocol::MakeError(request_id, r);
@@ -230,7 +336,9 @@ v1::Envelope Daemon::Refuse(const std::string& endpoint, uint64_t request_id, co
 void Daemon::ProcessClient(const protocol::Inbound& in) {
   if (metrics_) metrics_->AddMessage("client", protocol::BodyName(in.msg));
   v1::Envelope reply = HandleClient(in);
-  if (client_sender_) {
+  // request_id 0 is only allowed on an Ack answering a push (the transport refuses it on every
+  // other request): a reply would look like a push, so none is sent.
+  if (client_sender_ && in.msg.request_id() != 0) {
     if (core::Status s = client_sender_(in.peer, reply); !s.ok()) {
       spdlog::warn("client reply not sent: {}", s.ToString());
     }
@@ -256,8 +364,48 @@ void Daemon::ProcessAdmin(const protocol::Inbound& in) {
   }
 }
 
+Refusal Daemon::Authorise(const protocol::Inbound& in) const {
+  if (!grants_) return {};
+  const v1::Envelope& m = in.msg;
+  auto it = grants_->find(in.user_id);
+  if (it == grants_->end()) {
+    return {v1::ERROR_CODE_PERMISSION_DENIED,
+            "envelope: this CURVE key is no longer authorised (removed from "
+            "curve.authorized_keys_dir)",
+            "unauthorised_key"};
+  }
+  const protocol::KeyGrant& g = it->second;
+  const bool switch_message = m.has_switch_hello() || m.has_switch_applied();
+  if (!switch_message) {
+    if (g.role == protocol::KeyRole::kJob) return {};
+    return {v1::ERROR_CODE_PERMISSION_DENIED,
+            std::string(protocol::BodyName(m)) + ": this CURVE key is a switch key (" + g.name +
+                "); jobs need a job key (a *.pub directly in the authorised-keys directory)",
+            "role"};
+  }
+  const std::string& name =
+      m.has_switch_hello() ? m.switch_hello().switch_name() : m.switch_applied().switch_name();
+  const std::string field = m.has_switch_hello() ? "switch_hello" : "switch_applied";
+  if (g.role != protocol::KeyRole::kSwitch) {
+    return {v1::ERROR_CODE_PERMISSION_DENIED,
+            field + ": this CURVE key is a job key (" + g.name +
+                "); switch agents need a switch key (switches/" + name +
+                ".pub in the authorised-keys directory)",
+            "role"};
+  }
+  if (!std::binary_search(g.switches.begin(), g.switches.end(), name)) {
+    return {v1::ERROR_CODE_PERMISSION_DENIED,
+            field + ".switch_name: this CURVE key may not speak for switch '" + name +
+                "' (it is authorised for " + std::to_string(g.switches.size()) +
+                " other switch(es); add switches/" + name + ".pub to authorise it)",
+            "role"};
+  }
+  return {};
+}
+
 v1::Envelope Daemon::HandleClient(const protocol::Inbound& in) {
   const v1::Envelope& m = in.msg;
+  if (Refusal bad = Authorise(in); Refused(bad)) return Refuse("client", m.request_id(), bad);
   switch (m.body_case()) {
     case v1::Envelope::kRegisterJob:
       return OnRegister(in);
@@ -287,12 +435,11 @@ v1::Envelope Daemon::OnRegister(const protocol::Inbound& in) {
   Refusal bad = tracker_.Register(r, in.peer, in.user_id, loop_->Now(), loop_->UnixMs(), &known);
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
   const JobEntry& j = *tracker_.Find(r.job_id());
-  if (core::Status s = store_->UpsertJob(tracker_.ToStored(j)); !s.ok()) {
-    spdlog::error("store: {}", s.ToString());
+  if (core::Status s = Stored(store_->UpsertJob(tracker_.ToStored(j)), "upsert_job"); !s.ok()) {
     if (!known) {  // Undo: a registration that is not persisted is not acknowledged.
       v1::EndJob undo;
       undo.set_job_id(r.job_id());
-      (void)tracker_.End(undo, in.user_id);
+      (void)tracker_.End(undo, in.peer, in.user_id);
     }
     return Refuse("client", in.msg.request_id(),
                   {v1::ERROR_CODE_UNAVAILABLE, "register_job: state could not be persisted"});
@@ -324,14 +471,22 @@ v1::Envelope Daemon::OnProfile(const protocol::Inbound& in) {
   Refusal bad = tracker_.Report(p, in.peer, in.user_id, loop_->Now(), loop_->UnixMs(), &changed,
                                 &plan_changed);
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
-  if (changed) {
-    // The lifecycle state is derived from the stored profile at restart: write both at once.
+  if (changed || plan_changed) {
+    // The lifecycle state is derived from the stored profile at restart, and a restart plans
+    // from the stored planned profile: both are written at once (significant reports only).
     const JobEntry& j = *tracker_.Find(p.job_id());
     dirty_profiles_.erase(p.job_id());
-    core::Status s = store_->PutProfile(p.job_id(), p.SerializeAsString(), loop_->UnixMs());
-    if (s.ok()) s = store_->UpsertJob(tracker_.ToStored(j));
-    if (!s.ok()) spdlog::error("store: {}", s.ToString());
-    spdlog::info("job {} is now {}", p.job_id(), protocol::JobStateName(j.state));
+    const std::string planned =
+        j.planned_dirty && j.planned ? j.planned->SerializeAsString() : std::string();
+    core::Status s =
+        store_->PutProfile(p.job_id(), p.SerializeAsString(), planned, loop_->UnixMs());
+    if (s.ok() && changed) s = store_->UpsertJob(tracker_.ToStored(j));
+    if (Stored(s, "put_profile").ok()) {
+      tracker_.PlannedStored(p.job_id());
+    } else {
+      dirty_profiles_.insert(p.job_id());  // Retried by FlushProfiles.
+    }
+    if (changed) spdlog::info("job {} is now {}", p.job_id(), protocol::JobStateName(j.state));
   } else {
     dirty_profiles_.insert(p.job_id());  // FlushProfiles (batched, ~1 s).
   }
@@ -348,7 +503,8 @@ v1::Envelope Daemon::OnHeartbeat(const protocol::Inbound& in) {
   uint64_t epoch = 0;
   if (it != applied_.end()) {
     epoch = it->second.epoch();
-    if (h.applied_epoch() < epoch && !config_.dry_run) {
+    const bool other_state = h.applied_state_id() != 0 && h.applied_state_id() != state_id_;
+    if ((h.applied_epoch() < epoch || other_state) && !config_.dry_run) {
       v1::Envelope push = protocol::NewEnvelope(0);
       *push.mutable_assignment() = it->second;
       Defer(in.peer, std::move(push));
@@ -359,7 +515,7 @@ v1::Envelope Daemon::OnHeartbeat(const protocol::Inbound& in) {
 
 v1::Envelope Daemon::OnEndJob(const protocol::Inbound& in) {
   const v1::EndJob& e = in.msg.end_job();
-  Refusal bad = tracker_.End(e, in.user_id);
+  Refusal bad = tracker_.End(e, in.peer, in.user_id);
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
   JobGone(e.job_id(), e.reason().empty() ? "ended" : "ended: " + e.reason());
   return protocol::MakeAck(in.msg.request_id(), e.job_id());
@@ -367,7 +523,7 @@ v1::Envelope Daemon::OnEndJob(const protocol::Inbound& in) {
 
 v1::Envelope Daemon::OnAck(const protocol::Inbound& in) {
   const v1::Ack& a = in.msg.ack();
-  Refusal bad = tracker_.Acked(a, in.user_id);
+  Refusal bad = tracker_.Acked(a, in.peer, in.user_id);
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
   if (metrics_) metrics_->AddAck(a.ok());
   if (!a.ok())
@@ -491,11 +647,14 @@ void Daemon::OnPlan(PlanResult r) {
     audit.push_back(std::move(row));
   }
   log_slow.Step("diff+rows");
-  if (core::Status s = store_->ApplyPlan(next, rows, removed, audit); !s.ok()) {
-    spdlog::error("re-plan not applied, store failed: {}", s.ToString());
-    if (metrics_) metrics_->AddError("store", "apply_plan");
+  if (core::Status s = Stored(store_->ApplyPlan(next, rows, removed, audit), "apply_plan");
+      !s.ok()) {
+    spdlog::error("re-plan ({}) not applied: epoch stays {} until the store works again", r.reason,
+                  epoch_);
+    RetryPlanAfterStoreFailure();
     return;
   }
+  store_retry_.Reset();
   epoch_ = next;
   for (const std::string& id : removed) applied_.erase(id);
   log_slow.Step("store");
@@ -541,8 +700,9 @@ void Daemon::UpdateSwitches(const PlanResult& r, bool assignments_changed) {
   // A switch-only change (e.g. a reloaded qos block) gets its own epoch, so an agent that missed
   // the push is seen as stale at its next hello. Not for the first state after a start.
   if (!assignments_changed && enforcer_.qos_ready()) {
-    if (core::Status s = store_->ApplyPlan(epoch_ + 1, {}, {}, {}); !s.ok()) {
-      spdlog::error("switch state not pushed, store failed: {}", s.ToString());
+    if (core::Status s = Stored(store_->ApplyPlan(epoch_ + 1, {}, {}, {}), "apply_plan"); !s.ok()) {
+      spdlog::error("switch state not pushed: the store failed");
+      RetryPlanAfterStoreFailure();
       return;
     }
     ++epoch_;

@@ -20,6 +20,7 @@ bool Enforcer::Push(const std::string& peer, v1::Assignment a) {
     return false;
   }
   v1::Envelope env = protocol::NewEnvelope(0);
+  a.set_state_id(state_id_);
   a.set_sent_unix_ns(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                                std::chrono::system_clock::now().time_since_epoch())
                                                .count()));
@@ -46,6 +47,7 @@ v1::Envelope Enforcer::StateEnvelope(const std::string& name) const {
   v1::Envelope env = protocol::NewEnvelope(0);
   *env.mutable_switch_state() =
       protocol::SwitchQosStateToProto(desired_.at(name), desired_epoch(name));
+  env.mutable_switch_state()->set_state_id(state_id_);
   return env;
 }
 
@@ -54,11 +56,14 @@ std::optional<v1::Envelope> Enforcer::OnHello(const v1::SwitchHello& h, const st
   auto [it, added] = switches_.try_emplace(h.switch_name());
   SwitchEntry& e = it->second;
   *returning = added || !e.connected || e.peer != peer ||
-               unix_ms - e.last_seen_ms > kAgentStaleMs || h.applied_epoch() < e.applied_epoch;
+               unix_ms - e.last_seen_ms > kAgentStaleMs || h.applied_epoch() < e.applied_epoch ||
+               (h.applied_state_id() != 0 && h.applied_state_id() != state_id_);
   e.name = h.switch_name();
   e.peer = peer;
   e.capabilities = h.capabilities();
-  e.applied_epoch = h.applied_epoch();
+  // An epoch applied under another state id says nothing about this state's epochs.
+  const bool foreign = h.applied_state_id() != 0 && h.applied_state_id() != state_id_;
+  e.applied_epoch = foreign ? 0 : h.applied_epoch();
   e.last_seen_ms = unix_ms;
   e.connected = true;
   if (metrics_) metrics_->SetSwitches(static_cast<int64_t>(switches_.size()));
@@ -79,6 +84,13 @@ Refusal Enforcer::OnApplied(const v1::SwitchApplied& a, const std::string& peer,
   e.peer = peer;
   e.last_seen_ms = unix_ms;
   e.connected = true;
+  if (a.drifted_fields() > 0) {
+    e.last_drift_ms = unix_ms;
+    e.last_drifted_fields = a.drifted_fields();
+    if (a.ok()) ++e.drift_repairs;
+    spdlog::warn("switch {}: {} CONFIG_DB fields had drifted from the desired state{}", e.name,
+                 a.drifted_fields(), a.ok() ? "; repaired" : "; repair failed");
+  }
   if (a.ok()) {
     if (!e.last_error.empty()) {
       spdlog::info("switch {} applied epoch {} (recovered from: {})", e.name, a.epoch(),
@@ -148,6 +160,11 @@ std::vector<v1::SwitchInfo> Enforcer::Switches(uint32_t shared_jobs, int64_t now
     i.set_last_error(e.last_error);
     i.set_last_seen_ms(static_cast<uint64_t>(e.last_seen_ms));
     i.set_dscp_colours_shared(shared_jobs);
+    i.set_in_sync(i.connected() && e.last_error.empty() && e.applied_epoch >= desired_epoch(name));
+    i.set_drift_repairs(e.drift_repairs);
+    i.set_last_drift_ms(static_cast<uint64_t>(e.last_drift_ms));
+    i.set_last_drifted_fields(e.last_drifted_fields);
+    *i.mutable_capabilities() = e.capabilities;
     out.push_back(std::move(i));
   }
   return out;

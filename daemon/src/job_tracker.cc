@@ -9,7 +9,9 @@ namespace crux::daemon {
 namespace {
 
 Refusal Ok() { return {}; }
-Refusal Refuse(v1::ErrorCode code, std::string msg) { return {code, std::move(msg)}; }
+Refusal Refuse(v1::ErrorCode code, std::string msg, std::string reason = "") {
+  return {code, std::move(msg), std::move(reason)};
+}
 
 // |b - a| > pct% of |a| (a == 0: any change counts).
 bool Moved(double a, double b, double pct) {
@@ -122,10 +124,84 @@ Refusal JobTracker::CheckPlacement(const v1::RegisterJob& r) const {
 Refusal JobTracker::CheckOwner(const JobEntry& j, const std::string& user_id,
                                const std::string& field) const {
   if (!j.user_id.empty() && j.user_id != user_id) {
-    return Refuse(v1::ERROR_CODE_PERMISSION_DENIED, field + ": job '" + j.registration.job_id() +
-                                                        "' was registered by another CURVE key");
+    return Refuse(
+        v1::ERROR_CODE_PERMISSION_DENIED,
+        field + ": job '" + j.registration.job_id() + "' was registered by another CURVE key",
+        "job_owner");
   }
   return Ok();
+}
+
+Refusal JobTracker::CheckSpeaker(JobEntry& j, const std::string& peer, const std::string& user_id,
+                                 const std::string& field) {
+  if (Refusal bad = CheckOwner(j, user_id, field); Refused(bad)) return bad;
+  if (j.peer.empty()) {
+    SetPeer(j, peer);  // Restored job: its first message binds the connection.
+  } else if (j.peer != peer) {
+    return Refuse(v1::ERROR_CODE_PERMISSION_DENIED,
+                  field + ": job '" + j.registration.job_id() +
+                      "' is bound to another connection (the one that registered it); "
+                      "re-register from this connection to move it",
+                  "connection");
+  }
+  return Ok();
+}
+
+Refusal JobTracker::CheckQuota(const std::string& peer, const std::string& user_id) const {
+  if (options_.max_jobs > 0 && jobs_.size() >= options_.max_jobs) {
+    return Refuse(v1::ERROR_CODE_RESOURCE_EXHAUSTED,
+                  "register_job: cruxd already has " + std::to_string(jobs_.size()) +
+                      " jobs (limits.max_jobs)",
+                  "quota");
+  }
+  if (options_.max_jobs_per_connection > 0 &&
+      JobsOfPeer(peer) >= options_.max_jobs_per_connection) {
+    return Refuse(v1::ERROR_CODE_RESOURCE_EXHAUSTED,
+                  "register_job: this connection already speaks for " +
+                      std::to_string(JobsOfPeer(peer)) + " jobs (limits.max_jobs_per_connection)",
+                  "quota");
+  }
+  if (options_.max_jobs_per_key > 0 && !user_id.empty()) {
+    auto it = jobs_per_key_.find(user_id);
+    const uint32_t n = it == jobs_per_key_.end() ? 0 : it->second;
+    if (n >= options_.max_jobs_per_key) {
+      return Refuse(v1::ERROR_CODE_RESOURCE_EXHAUSTED,
+                    "register_job: this CURVE key already registered " + std::to_string(n) +
+                        " jobs (limits.max_jobs_per_key)",
+                    "quota");
+    }
+  }
+  return Ok();
+}
+
+uint32_t JobTracker::JobsOfPeer(const std::string& peer) const {
+  auto it = jobs_per_peer_.find(peer);
+  return it == jobs_per_peer_.end() ? 0 : it->second;
+}
+
+void JobTracker::SetPeer(JobEntry& j, const std::string& peer) {
+  if (j.peer == peer) return;
+  if (!j.peer.empty()) {
+    auto it = jobs_per_peer_.find(j.peer);
+    if (it != jobs_per_peer_.end() && --it->second == 0) jobs_per_peer_.erase(it);
+  }
+  j.peer = peer;
+  if (!peer.empty()) ++jobs_per_peer_[peer];
+}
+
+void JobTracker::Forget(std::map<std::string, JobEntry>::iterator it) {
+  SetPeer(it->second, "");
+  if (!it->second.user_id.empty()) {
+    auto k = jobs_per_key_.find(it->second.user_id);
+    if (k != jobs_per_key_.end() && --k->second == 0) jobs_per_key_.erase(k);
+  }
+  pool_.Release(it->first);
+  jobs_.erase(it);
+}
+
+void JobTracker::PlannedStored(const std::string& id) {
+  auto it = jobs_.find(id);
+  if (it != jobs_.end()) it->second.planned_dirty = false;
 }
 
 v1::JobState JobTracker::StateFor(const v1::ProfileReport& p) const {
@@ -152,12 +228,13 @@ Refusal JobTracker::Register(const v1::RegisterJob& r, const std::string& peer,
                         "' is already registered with a different placement (end it first)");
     }
     *already_known = true;
-    j.peer = peer;
+    SetPeer(j, peer);
     j.lease = lease;
     j.deadline = now + lease;
     j.last_seen_ms = unix_ms;
     return Ok();
   }
+  if (Refusal bad = CheckQuota(peer, user_id); Refused(bad)) return bad;
   // Newcomers sit on the temporary top level 0 until planned.
   core::Result<int> colour = pool_.Acquire(r.job_id(), 0);
   if (!colour.ok()) {
@@ -168,13 +245,13 @@ Refusal JobTracker::Register(const v1::RegisterJob& r, const std::string& peer,
   j.registration = r;
   j.state = v1::JOB_STATE_REGISTERED;
   j.dscp = static_cast<uint32_t>(*colour);
-  j.peer = peer;
   j.user_id = user_id;
   j.lease = lease;
   j.deadline = now + lease;
   j.registered_ms = unix_ms;
   j.last_seen_ms = unix_ms;
-  jobs_.emplace(r.job_id(), std::move(j));
+  if (!user_id.empty()) ++jobs_per_key_[user_id];
+  SetPeer(jobs_.emplace(r.job_id(), std::move(j)).first->second, peer);
   return Ok();
 }
 
@@ -189,7 +266,9 @@ Refusal JobTracker::Report(const v1::ProfileReport& p, const std::string& peer,
                   "profile_report.job_id: job '" + p.job_id() + "' is not registered");
   }
   JobEntry& j = it->second;
-  if (Refusal bad = CheckOwner(j, user_id, "profile_report.job_id"); Refused(bad)) return bad;
+  if (Refusal bad = CheckSpeaker(j, peer, user_id, "profile_report.job_id"); Refused(bad)) {
+    return bad;
+  }
   // Field names are only built on refusal: the accepted path (every report) allocates nothing.
   auto field = [](int i, const char* key) {
     return "profile_report.peers[" + std::to_string(i) + "]." + key;
@@ -229,10 +308,12 @@ Refusal JobTracker::Report(const v1::ProfileReport& p, const std::string& peer,
   j.state = next;
   const bool significant = *state_changed || !j.planned ||
                            SignificantChange(*j.planned, p, options_.replan_threshold_pct);
-  if (significant) j.planned = p;
+  if (significant) {
+    j.planned = p;
+    j.planned_dirty = true;
+  }
   if (plan_changed) *plan_changed = significant;
   j.profile = p;
-  if (j.peer != peer) j.peer = peer;
   j.deadline = now + j.lease;
   j.last_seen_ms = unix_ms;
   return Ok();
@@ -246,33 +327,35 @@ Refusal JobTracker::Heartbeat(const v1::Heartbeat& h, const std::string& peer,
                   "heartbeat.job_id: job '" + h.job_id() + "' is not registered (register again)");
   }
   JobEntry& j = it->second;
-  if (Refusal bad = CheckOwner(j, user_id, "heartbeat.job_id"); Refused(bad)) return bad;
-  j.peer = peer;
+  if (Refusal bad = CheckSpeaker(j, peer, user_id, "heartbeat.job_id"); Refused(bad)) return bad;
   j.deadline = now + j.lease;
   j.last_seen_ms = unix_ms;
   j.acked_epoch = std::max(j.acked_epoch, h.applied_epoch());
   return Ok();
 }
 
-Refusal JobTracker::End(const v1::EndJob& e, const std::string& user_id) {
+Refusal JobTracker::End(const v1::EndJob& e, const std::string& peer, const std::string& user_id) {
   auto it = jobs_.find(e.job_id());
   if (it == jobs_.end()) {
     return Refuse(v1::ERROR_CODE_UNKNOWN_JOB,
                   "end_job.job_id: job '" + e.job_id() + "' is not registered");
   }
-  if (Refusal bad = CheckOwner(it->second, user_id, "end_job.job_id"); Refused(bad)) return bad;
-  pool_.Release(e.job_id());
-  jobs_.erase(it);
+  if (Refusal bad = CheckSpeaker(it->second, peer, user_id, "end_job.job_id"); Refused(bad)) {
+    return bad;
+  }
+  Forget(it);
   return Ok();
 }
 
-Refusal JobTracker::Acked(const v1::Ack& a, const std::string& user_id) {
+Refusal JobTracker::Acked(const v1::Ack& a, const std::string& peer, const std::string& user_id) {
   auto it = jobs_.find(a.job_id());
   if (it == jobs_.end()) {
     return Refuse(v1::ERROR_CODE_UNKNOWN_JOB,
                   "ack.job_id: job '" + a.job_id() + "' is not registered");
   }
-  if (Refusal bad = CheckOwner(it->second, user_id, "ack.job_id"); Refused(bad)) return bad;
+  if (Refusal bad = CheckSpeaker(it->second, peer, user_id, "ack.job_id"); Refused(bad)) {
+    return bad;
+  }
   if (a.ok()) it->second.acked_epoch = std::max(it->second.acked_epoch, a.epoch());
   return Ok();
 }
@@ -282,8 +365,7 @@ std::vector<std::string> JobTracker::Expire(core::Duration now) {
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     if (it->second.deadline <= now) {
       gone.push_back(it->first);
-      pool_.Release(it->first);
-      it = jobs_.erase(it);
+      Forget(it++);
     } else {
       ++it;
     }
@@ -314,7 +396,15 @@ core::Status JobTracker::Restore(const StoredJob& s, core::Duration now, bool* r
     j.planned = p;
     j.state = StateFor(p);
   }
-  if (jobs_.count(s.job_id)) pool_.Release(s.job_id);
+  if (!s.planned_profile.empty()) {
+    v1::ProfileReport planned;
+    if (!planned.ParseFromString(s.planned_profile)) {
+      return core::InternalError("profiles." + s.job_id +
+                                 ": stored planned profile does not parse");
+    }
+    j.planned = std::move(planned);
+  }
+  if (auto old = jobs_.find(s.job_id); old != jobs_.end()) Forget(old);
   if (core::Status r = pool_.Restore(s.job_id, static_cast<int>(s.dscp), 0); r.ok()) {
     j.dscp = s.dscp;
   } else {
@@ -330,6 +420,7 @@ core::Status JobTracker::Restore(const StoredJob& s, core::Duration now, bool* r
   j.deadline = now + j.lease;
   j.registered_ms = s.registered_ms;
   j.last_seen_ms = s.last_seen_ms;
+  if (!j.user_id.empty()) ++jobs_per_key_[j.user_id];
   jobs_[s.job_id] = std::move(j);
   return core::Status::Ok();
 }

@@ -75,9 +75,23 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                       .Register(*registry_);
   auth_refused_ = &BuildCounter()
                        .Name("crux_auth_refused_total")
-                       .Help("CURVE peers refused by the ZAP handler.")
-                       .Register(*registry_)
-                       .Add({});
+                       .Help(
+                           "Connections and messages refused for security reasons, by reason "
+                           "(unauthorised_key, mechanism, handshake, identity, role, job_owner, "
+                           "connection, quota; docs/protocol.md).")
+                       .Register(*registry_);
+  for (const char* r : {"unauthorised_key", "mechanism", "handshake", "identity", "role",
+                        "job_owner", "connection", "quota"}) {
+    auth_refused_->Add({{"reason", r}});
+  }
+  store_healthy_ = &BuildGauge()
+                        .Name("crux_store_healthy")
+                        .Help(
+                            "1 while state writes succeed, 0 after a failed write (re-plans "
+                            "are not applied until the store works again).")
+                        .Register(*registry_)
+                        .Add({});
+  store_healthy_->Set(1);
 }
 
 Metrics::~Metrics() = default;
@@ -144,8 +158,9 @@ void Metrics::AddMessage(std::string_view endpoint, std::string_view type) {
 void Metrics::SetQueueDepth(const std::string& queue, int64_t depth) {
   queue_depth_->Add({{"queue", queue}}).Set(static_cast<double>(depth));
 }
-void Metrics::AddAuthRefused(uint64_t n) {
-  if (n) auth_refused_->Increment(static_cast<double>(n));
+void Metrics::AddRefusal(const std::string& reason, uint64_t n) {
+  if (n) auth_refused_->Add({{"reason", reason}}).Increment(static_cast<double>(n));
 }
+void Metrics::SetStoreHealthy(bool ok) { store_healthy_->Set(ok ? 1 : 0); }
 
 }  // namespace crux::daemon

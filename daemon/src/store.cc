@@ -2,7 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 #include <utility>
 
@@ -124,13 +126,16 @@ class SqliteStore final : public Store {
     return Status::Ok();
   }
 
-  Status PutProfile(const std::string& job_id, const std::string& report, int64_t now_ms) override {
+  Status PutProfile(const std::string& job_id, const std::string& report,
+                    const std::string& planned, int64_t now_ms) override {
     Stmt st(db_,
-            "INSERT INTO profiles(job_id, report, updated_ms) VALUES(?1, ?2, ?3) "
+            "INSERT INTO profiles(job_id, report, updated_ms, planned) VALUES(?1, ?2, ?3, ?4) "
             "ON CONFLICT(job_id) DO UPDATE SET report = excluded.report, "
-            "updated_ms = excluded.updated_ms");
+            "updated_ms = excluded.updated_ms, "
+            "planned = CASE WHEN length(excluded.planned) > 0 THEN excluded.planned "
+            "ELSE profiles.planned END");
     if (!st.ok()) return SqlError(db_, "prepare profile");
-    if (st.Text(1, job_id).Blob(2, report).Int(3, now_ms).Step() != SQLITE_DONE) {
+    if (st.Text(1, job_id).Blob(2, report).Int(3, now_ms).Blob(4, planned).Step() != SQLITE_DONE) {
       return SqlError(db_, "put profile " + job_id);
     }
     return Status::Ok();
@@ -178,7 +183,8 @@ class SqliteStore final : public Store {
   Result<std::vector<StoredJob>> LoadJobs() override {
     Stmt st(db_,
             "SELECT j.job_id, j.tenant, j.registration, j.dscp, j.registered_ms, j.last_seen_ms, "
-            "j.state, p.report, j.owner FROM jobs j LEFT JOIN profiles p ON p.job_id = j.job_id "
+            "j.state, p.report, j.owner, p.planned FROM jobs j "
+            "LEFT JOIN profiles p ON p.job_id = j.job_id "
             "ORDER BY j.registered_ms, j.job_id");
     if (!st.ok()) return SqlError(db_, "prepare load jobs");
     std::vector<StoredJob> out;
@@ -194,6 +200,7 @@ class SqliteStore final : public Store {
       j.state = static_cast<int>(st.ColInt(6));
       j.profile = st.ColBlob(7);
       j.owner = st.ColText(8);
+      j.planned_profile = st.ColBlob(9);
       out.push_back(std::move(j));
     }
     if (rc != SQLITE_DONE) return SqlError(db_, "load jobs");
@@ -340,7 +347,8 @@ class SqliteStore final : public Store {
   sqlite3* db_;
 };
 
-Result<sqlite3*> OpenRaw(const std::string& path) {
+Result<sqlite3*> OpenRaw(const std::string& path,
+                         int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) {
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) {
@@ -351,9 +359,7 @@ Result<sqlite3*> OpenRaw(const std::string& path) {
     }
   }
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                      nullptr) != SQLITE_OK) {
+  if (sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close_v2(db);
     return core::UnavailableError(path + ": cannot open database: " + msg);
@@ -385,6 +391,8 @@ const std::vector<std::string>& StoreMigrations() {
       "CREATE INDEX audit_ts ON audit(ts_ms);",
       // v3: the CURVE key that registered a job (only it may speak for the job after a restart).
       "ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';",
+      // v4: the profile the planner uses (hysteresis), so a restart plans from the same inputs.
+      "ALTER TABLE profiles ADD COLUMN planned BLOB NOT NULL DEFAULT x'';",
   };
   return kMigrations;
 }
@@ -396,8 +404,178 @@ core::Result<int> SqliteSchemaVersion(const std::string& path) {
   return v;
 }
 
-core::Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, int max_version) {
-  CRUX_ASSIGN_OR_RETURN(sqlite3 * db, OpenRaw(path));
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kRecovery =
+    "; cruxd will not start on it: restore the file from a backup, or start afresh with "
+    "`cruxd --fresh-state` (the file is moved aside, every job re-registers, and clients and "
+    "switch agents follow the new state id)";
+
+Status Unhealthy(const std::string& path, const std::string& what) {
+  return core::FailedPreconditionError("state file " + path + " " + what + kRecovery);
+}
+
+// The checks of CheckSqliteStore on an open connection.
+Status CheckOpen(sqlite3* db, const std::string& path) {
+  Stmt tables(db,
+              "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+              "('meta', 'jobs', 'profiles', 'plan', 'link_state', 'audit')");
+  if (!tables.ok() || tables.Step() != SQLITE_ROW) {
+    return Unhealthy(path,
+                     std::string("is not a readable SQLite database (") + sqlite3_errmsg(db) + ")");
+  }
+  const int64_t crux_tables = tables.ColInt(0);
+  auto version = UserVersion(db);
+  if (!version.ok()) return Unhealthy(path, "is not readable: " + version.status().message());
+  if (*version > StoreSchemaVersion()) {
+    return core::FailedPreconditionError(
+        "state file " + path + ": schema version " + std::to_string(*version) +
+        " is newer than this cruxd knows (" + std::to_string(StoreSchemaVersion()) +
+        "); run the cruxd that wrote it");
+  }
+  if (*version == 0 || crux_tables < 6) {
+    return Unhealthy(path, "has no Crux schema (user_version " + std::to_string(*version) + ", " +
+                               std::to_string(crux_tables) + " of the 6 Crux tables)");
+  }
+  Stmt check(db, "PRAGMA quick_check(5)");
+  if (!check.ok()) {
+    return Unhealthy(path, std::string("cannot be checked (") + sqlite3_errmsg(db) + ")");
+  }
+  std::string problems;
+  int rc;
+  while ((rc = check.Step()) == SQLITE_ROW) {
+    const std::string row = check.ColText(0);
+    if (row == "ok") continue;
+    if (!problems.empty()) problems += "; ";
+    problems += row;
+  }
+  if (rc != SQLITE_DONE) {
+    return Unhealthy(path, std::string("failed its integrity check (PRAGMA quick_check: ") +
+                               sqlite3_errmsg(db) + ")");
+  }
+  if (!problems.empty()) {
+    return Unhealthy(
+        path, "failed its integrity check (PRAGMA quick_check: " + problems.substr(0, 500) + ")");
+  }
+  return Status::Ok();
+}
+
+Result<uint64_t> RandomStateId() {
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  uint64_t id = 0;
+  while (id == 0) {
+    if (!urandom.read(reinterpret_cast<char*>(&id), sizeof(id))) {
+      return core::UnavailableError("state_id: cannot read /dev/urandom");
+    }
+  }
+  return id;
+}
+
+Status Migrate(sqlite3* db, int target) {
+  auto version = UserVersion(db);
+  if (!version.ok()) return version.status();
+  const auto& migrations = StoreMigrations();
+  for (int v = *version; v < target; ++v) {
+    Status s = Exec(db, "BEGIN IMMEDIATE");
+    if (s.ok()) s = Exec(db, migrations[static_cast<size_t>(v)]);
+    if (s.ok()) s = Exec(db, "PRAGMA user_version = " + std::to_string(v + 1));
+    if (s.ok()) s = Exec(db, "COMMIT");
+    if (!s.ok()) {
+      (void)Exec(db, "ROLLBACK");
+      return s.WithContext("migration to v" + std::to_string(v + 1));
+    }
+  }
+  return Status::Ok();
+}
+
+// Moves `path` and its -wal/-shm files aside.
+Status SetAside(const std::string& path, int64_t now_ms) {
+  const std::string suffix = ".set-aside-" + std::to_string(now_ms);
+  for (const char* ext : {"", "-wal", "-shm"}) {
+    const std::string from = path + ext;
+    std::error_code ec;
+    if (!fs::exists(from, ec)) continue;
+    fs::rename(from, path + suffix + ext, ec);
+    if (ec) {
+      return core::UnavailableError("--fresh-state: cannot move " + from +
+                                    " aside: " + ec.message());
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+core::Status CheckSqliteStore(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return Status::Ok();
+  const auto size = fs::file_size(path, ec);
+  if (ec) return core::UnavailableError("state file " + path + ": " + ec.message());
+  if (size == 0) {
+    return Unhealthy(path,
+                     "exists but is empty (0 bytes): its jobs, link overrides and epoch "
+                     "are gone (truncated or replaced)");
+  }
+  CRUX_ASSIGN_OR_RETURN(sqlite3 * db, OpenRaw(path, SQLITE_OPEN_READONLY));
+  Status s = CheckOpen(db, path);
+  sqlite3_close_v2(db);
+  return s;
+}
+
+core::Result<uint64_t> LoadStateId(Store& store) {
+  CRUX_ASSIGN_OR_RETURN(auto v, store.GetMeta("state_id"));
+  if (!v) return uint64_t{0};
+  try {
+    return static_cast<uint64_t>(std::stoull(*v));
+  } catch (const std::exception&) {
+    return core::InternalError("meta.state_id: not a number ('" + *v + "')");
+  }
+}
+
+core::Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
+                                                     StoreOpenOptions options) {
+  const int target = options.max_version < 0
+                         ? StoreSchemaVersion()
+                         : std::min<int>(options.max_version, StoreSchemaVersion());
+  std::error_code ec;
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) {
+    fs::create_directories(parent, ec);
+    if (ec) {
+      return core::UnavailableError(path + ": cannot create directory " + parent.string() + ": " +
+                                    ec.message());
+    }
+  }
+  if (options.fresh) {
+    const int64_t now_ms = options.now_unix_ms != 0
+                               ? options.now_unix_ms
+                               : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count();
+    CRUX_RETURN_IF_ERROR(SetAside(path, now_ms));
+  }
+  if (!fs::exists(path, ec)) {
+    // First start: build the database aside and move it into place once it is whole.
+    const std::string tmp = path + ".creating";
+    for (const char* ext : {"", "-wal", "-shm", "-journal"}) fs::remove(tmp + ext, ec);
+    CRUX_ASSIGN_OR_RETURN(sqlite3 * db, OpenRaw(tmp));
+    Status s = Migrate(db, target);
+    Result<uint64_t> id = RandomStateId();
+    if (s.ok() && !id.ok()) s = id.status();
+    if (s.ok() && target >= 1) {
+      s = Exec(db,
+               "INSERT INTO meta(key, value) VALUES('state_id', '" + std::to_string(*id) + "')");
+    }
+    sqlite3_close_v2(db);
+    if (!s.ok()) return s.WithContext(path);
+    fs::rename(tmp, path, ec);
+    if (ec) return core::UnavailableError(path + ": cannot create: " + ec.message());
+  } else {
+    CRUX_RETURN_IF_ERROR(CheckSqliteStore(path));
+  }
+  CRUX_ASSIGN_OR_RETURN(sqlite3 * db, OpenRaw(path, SQLITE_OPEN_READWRITE));
   auto fail = [&](Status s) -> core::Result<std::unique_ptr<Store>> {
     sqlite3_close_v2(db);
     return s.WithContext(path);
@@ -406,27 +584,16 @@ core::Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, in
   if (Status s = Exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"); !s.ok()) {
     return fail(s);
   }
-  auto version = UserVersion(db);
-  if (!version.ok()) return fail(version.status());
-  const auto& migrations = StoreMigrations();
-  const int target = max_version < 0 ? static_cast<int>(migrations.size())
-                                     : std::min<int>(max_version, migrations.size());
-  if (*version > static_cast<int>(migrations.size())) {
-    return fail(core::FailedPreconditionError("schema version " + std::to_string(*version) +
-                                              " is newer than this cruxd knows (" +
-                                              std::to_string(migrations.size()) + ")"));
-  }
-  for (int v = *version; v < target; ++v) {
-    Status s = Exec(db, "BEGIN IMMEDIATE");
-    if (s.ok()) s = Exec(db, migrations[static_cast<size_t>(v)]);
-    if (s.ok()) s = Exec(db, "PRAGMA user_version = " + std::to_string(v + 1));
-    if (s.ok()) s = Exec(db, "COMMIT");
-    if (!s.ok()) {
-      (void)Exec(db, "ROLLBACK");
-      return fail(s.WithContext("migration to v" + std::to_string(v + 1)));
+  if (Status s = Migrate(db, target); !s.ok()) return fail(s);
+  auto store = std::unique_ptr<Store>(new SqliteStore(db));
+  if (target >= 1) {
+    CRUX_ASSIGN_OR_RETURN(uint64_t id, LoadStateId(*store));
+    if (id == 0) {  // Written by a cruxd before state ids.
+      CRUX_ASSIGN_OR_RETURN(id, RandomStateId());
+      CRUX_RETURN_IF_ERROR(store->PutMeta("state_id", std::to_string(id)).WithContext(path));
     }
   }
-  return std::unique_ptr<Store>(new SqliteStore(db));
+  return store;
 }
 
 }  // namespace crux::daemon

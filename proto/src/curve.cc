@@ -203,24 +203,72 @@ core::Result<std::string> LoadPublicKeyFile(const std::string& path) {
   return file.public_z85;
 }
 
-core::Result<std::vector<AuthorizedKey>> LoadAuthorizedKeys(const std::string& dir) {
+namespace {
+
+core::Status LoadKeysIn(const fs::path& dir, KeyRole role, std::vector<AuthorizedKey>* keys) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    return core::NotFoundError(dir + ": authorised-keys directory does not exist");
-  }
-  std::vector<AuthorizedKey> keys;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const fs::path& p = it->path();
     if (p.extension() != ".pub") continue;
     std::error_code fec;
     if (!fs::is_regular_file(p, fec)) continue;
     CRUX_ASSIGN_OR_RETURN(std::string key, LoadPublicKeyFile(p.string()));
-    keys.push_back(AuthorizedKey{p.stem().string(), std::move(key)});
+    AuthorizedKey k;
+    k.name = p.stem().string();
+    k.public_z85 = std::move(key);
+    k.role = role;
+    if (role == KeyRole::kSwitch) k.switch_name = k.name;
+    k.path = p.string();
+    keys->push_back(std::move(k));
   }
-  if (ec) return core::UnavailableError(dir + ": cannot list (" + ec.message() + ")");
-  std::sort(keys.begin(), keys.end(),
-            [](const AuthorizedKey& a, const AuthorizedKey& b) { return a.name < b.name; });
+  if (ec) return core::UnavailableError(dir.string() + ": cannot list (" + ec.message() + ")");
+  return core::Status::Ok();
+}
+
+}  // namespace
+
+core::Result<std::vector<AuthorizedKey>> LoadAuthorizedKeys(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return core::NotFoundError(dir + ": authorised-keys directory does not exist");
+  }
+  std::vector<AuthorizedKey> keys;
+  CRUX_RETURN_IF_ERROR(LoadKeysIn(dir, KeyRole::kJob, &keys));
+  const fs::path switches = fs::path(dir) / "switches";
+  if (fs::is_directory(switches, ec)) {
+    CRUX_RETURN_IF_ERROR(LoadKeysIn(switches, KeyRole::kSwitch, &keys));
+  }
+  std::sort(keys.begin(), keys.end(), [](const AuthorizedKey& a, const AuthorizedKey& b) {
+    if (a.role != b.role) return a.role == KeyRole::kJob;
+    return a.name < b.name;
+  });
   return keys;
+}
+
+core::Result<KeyGrants> GrantsOf(const std::vector<AuthorizedKey>& keys) {
+  KeyGrants grants;
+  std::map<std::string, std::string> first_file;  // key -> file that granted it first
+  for (const AuthorizedKey& k : keys) {
+    auto [it, fresh] = grants.try_emplace(k.public_z85);
+    KeyGrant& g = it->second;
+    if (fresh) {
+      g.role = k.role;
+      g.name = k.name;
+      first_file[k.public_z85] = k.path.empty() ? k.name : k.path;
+    } else if (g.role != k.role) {
+      return core::InvalidArgumentError(
+          (k.path.empty() ? k.name : k.path) + ": this key is also " +
+          (g.role == KeyRole::kJob ? "a job key" : "a switch key") + " in " +
+          first_file[k.public_z85] +
+          "; a key is either a job key or a switch key (give the agent a key of its own)");
+    }
+    if (k.role == KeyRole::kSwitch) g.switches.push_back(k.switch_name);
+  }
+  for (auto& [key, g] : grants) {
+    std::sort(g.switches.begin(), g.switches.end());
+    g.switches.erase(std::unique(g.switches.begin(), g.switches.end()), g.switches.end());
+  }
+  return grants;
 }
 
 }  // namespace crux::protocol

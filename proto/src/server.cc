@@ -10,6 +10,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 #include <zmq.hpp>
@@ -109,6 +110,21 @@ class RouterServer::Impl {
       return core::UnavailableError("server.endpoint: cannot bind \"" + options_.endpoint +
                                     "\": " + e.what());
     }
+    // Handshake failures are only visible through a socket monitor.
+    try {
+      const std::string monitor_ep =
+          "inproc://crux.monitor." + std::to_string(reinterpret_cast<uintptr_t>(this));
+      if (zmq_socket_monitor(socket_.handle(), monitor_ep.c_str(),
+                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                 (options_.curve ? ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL : 0)) ==
+          0) {
+        monitor_ = zmq::socket_t(ctx_.context(), zmq::socket_type::pair);
+        monitor_.set(zmq::sockopt::linger, 0);
+        monitor_.connect(monitor_ep);
+      }
+    } catch (const zmq::error_t&) {
+      monitor_.close();  // Counting refused handshakes is best effort.
+    }
     thread_ = std::thread([this] { Loop(); });
     return core::Status::Ok();
   }
@@ -166,6 +182,9 @@ class RouterServer::Impl {
     c.unsupported_version = unsupported_version_.load(std::memory_order_relaxed);
     c.invalid = invalid_.load(std::memory_order_relaxed);
     c.send_failed = send_failed_.load(std::memory_order_relaxed);
+    c.refused_identity = refused_identity_.load(std::memory_order_relaxed);
+    c.refused_mechanism = refused_mechanism_.load(std::memory_order_relaxed);
+    c.refused_handshake = refused_handshake_.load(std::memory_order_relaxed);
     c.queued = queued_.load(std::memory_order_relaxed);
     c.auth_refused = options_.curve ? ctx_.auth_refused(options_.zap_domain) : 0;
     return c;
@@ -184,9 +203,10 @@ class RouterServer::Impl {
     std::deque<std::pair<std::string, std::string>> batch;
     while (!stopping_.load(std::memory_order_acquire)) {
       zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
-                                 {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+                                 {nullptr, wake_fd_, ZMQ_POLLIN, 0},
+                                 {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
       try {
-        zmq::poll(items, 2, std::chrono::milliseconds(-1));
+        zmq::poll(items, monitor_ ? 3 : 2, std::chrono::milliseconds(-1));
       } catch (const zmq::error_t& e) {
         if (e.num() == ETERM) break;
         continue;  // EINTR.
@@ -197,6 +217,7 @@ class RouterServer::Impl {
         (void)n;
       }
       if (stopping_.load(std::memory_order_acquire)) break;
+      if (monitor_ && (items[2].revents & ZMQ_POLLIN)) ReadMonitor();
       if (items[0].revents & ZMQ_POLLIN) ReceiveBatch();
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -206,7 +227,53 @@ class RouterServer::Impl {
       for (auto& [peer, frame] : batch) SendNow(peer, frame);
       batch.clear();
     }
+    if (monitor_) {
+      zmq_socket_monitor(socket_.handle(), nullptr, 0);
+      monitor_.close();
+    }
     socket_.close();
+  }
+
+  // Monitor events: frame 1 = uint16 event + uint32 value, frame 2 = endpoint.
+  void ReadMonitor() {
+    for (int i = 0; i < 64; ++i) {
+      std::vector<zmq::message_t> parts;
+      std::optional<size_t> got;
+      try {
+        got = zmq::recv_multipart(monitor_, std::back_inserter(parts), zmq::recv_flags::dontwait);
+      } catch (const zmq::error_t&) {
+        return;
+      }
+      if (!got) return;
+      if (parts.empty() || parts[0].size() < 6) continue;
+      uint16_t event = 0;
+      uint32_t value = 0;
+      std::memcpy(&event, parts[0].data(), sizeof(event));
+      std::memcpy(&value, static_cast<const char*>(parts[0].data()) + 2, sizeof(value));
+      if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+          value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
+        refused_mechanism_.fetch_add(1, std::memory_order_relaxed);
+      } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+                 (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && options_.curve)) {
+        // NO_DETAIL: the peer closed mid-handshake. On a CURVE socket that is mostly a peer that
+        // saw the mismatch first (a plain client) and hung up; on a plain socket it is a
+        // short-lived client (cruxctl) and no refusal.
+        refused_handshake_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+
+  // Curve: true when `peer` may speak as `user_id` (binds a new routing id to the key).
+  bool ClaimIdentity(const std::string& peer, const std::string& user_id) {
+    auto it = bound_.find(peer);
+    if (it != bound_.end()) return it->second == user_id;
+    if (bound_.size() >= options_.max_bound_identities && !bound_order_.empty()) {
+      bound_.erase(bound_order_.front());
+      bound_order_.pop_front();
+    }
+    bound_.emplace(peer, user_id);
+    bound_order_.push_back(peer);
+    return true;
   }
 
   void ReceiveBatch() {
@@ -236,12 +303,15 @@ class RouterServer::Impl {
           Decode(std::string_view(static_cast<const char*>(payload.data()), payload.size()), &code);
       if (!decoded.ok()) {
         uint64_t request_id = 0;
-        if (code == v1::ERROR_CODE_UNSUPPORTED_VERSION) {
-          unsupported_version_.fetch_add(1, std::memory_order_relaxed);
+        if (code != v1::ERROR_CODE_TOO_LARGE) {
+          // Echo the id whenever the bytes parse (a known version with no/unknown body, ...).
           v1::Envelope partial;
           if (partial.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
             request_id = partial.request_id();
           }
+        }
+        if (code == v1::ERROR_CODE_UNSUPPORTED_VERSION) {
+          unsupported_version_.fetch_add(1, std::memory_order_relaxed);
         } else if (code == v1::ERROR_CODE_TOO_LARGE) {
           too_large_.fetch_add(1, std::memory_order_relaxed);
         } else {
@@ -251,6 +321,13 @@ class RouterServer::Impl {
         continue;
       }
       v1::Envelope msg = std::move(decoded).value();
+      if (msg.request_id() == 0 && !msg.has_ack()) {
+        invalid_.fetch_add(1, std::memory_order_relaxed);
+        SendNow(peer, Encode(MakeError(0, v1::ERROR_CODE_INVALID_ARGUMENT,
+                                       "envelope.request_id: must be non-zero in a request (0 "
+                                       "marks pushes; only an Ack answering a push carries 0)")));
+        continue;
+      }
       if (options_.validate) {
         core::Status st = Validate(msg);
         if (!st.ok()) {
@@ -265,6 +342,12 @@ class RouterServer::Impl {
       if (options_.curve) {
         const char* uid = zmq_msg_gets(payload.handle(), "User-Id");
         if (uid != nullptr) in.user_id = uid;
+        if (options_.bind_identities && !ClaimIdentity(in.peer, in.user_id)) {
+          refused_identity_.fetch_add(1, std::memory_order_relaxed);
+          SendNow(in.peer, Encode(MakeError(msg.request_id(), v1::ERROR_CODE_PERMISSION_DENIED,
+                                            "routing id: in use by another CURVE key")));
+          continue;
+        }
       }
       const uint64_t request_id = msg.request_id();
       in.msg = std::move(msg);
@@ -314,6 +397,13 @@ class RouterServer::Impl {
   std::atomic<uint64_t> unsupported_version_{0};
   std::atomic<uint64_t> invalid_{0};
   std::atomic<uint64_t> send_failed_{0};
+  std::atomic<uint64_t> refused_identity_{0};
+  std::atomic<uint64_t> refused_mechanism_{0};
+  std::atomic<uint64_t> refused_handshake_{0};
+  zmq::socket_t monitor_;
+  // I/O thread only: routing id -> CURVE key, and the order of binding (oldest first).
+  std::unordered_map<std::string, std::string> bound_;
+  std::deque<std::string> bound_order_;
   std::atomic<uint64_t> queued_{0};
 };
 

@@ -5,6 +5,9 @@
 #include <set>
 #include <string>
 
+#include "crux/core/ids.h"
+#include "crux/core/text.h"
+
 namespace crux::protocol {
 namespace {
 
@@ -33,15 +36,11 @@ Status Bad(const std::string& field, const std::string& what) {
   return core::InvalidArgumentError(field + ": " + what);
 }
 
-bool IdChar(char c, bool allow_gt) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '_' || c == ':' || c == '/' || c == '-' || (allow_gt && c == '>');
-}
-
+// The one name rule (core::IsValidName); link names additionally allow '>' ("tor0->agg1").
 bool IsValidName(std::string_view id, bool allow_gt) {
   if (id.empty() || id.size() > kMaxIdLength) return false;
   for (char c : id) {
-    if (!IdChar(c, allow_gt)) return false;
+    if (!core::IsNameChar(c) && !(allow_gt && c == '>')) return false;
   }
   return true;
 }
@@ -72,10 +71,17 @@ Status CheckOptionalId(std::string_view id, const std::string& field) {
   return CheckId(id, field);
 }
 
+using core::FirstUnprintable;
+
 Status CheckText(std::string_view text, size_t max, const std::string& field) {
   if (text.size() > max) {
     return Bad(field, "too long (" + std::to_string(text.size()) + " bytes, at most " +
                           std::to_string(max) + ")");
+  }
+  if (size_t at = FirstUnprintable(text); at != std::string_view::npos) {
+    return Bad(field, "not printable text: byte " + std::to_string(at) +
+                          " starts a control character, a bidirectional override or invalid "
+                          "UTF-8 (text fields must be printable UTF-8)");
   }
   return Status::Ok();
 }

@@ -19,100 +19,7 @@ namespace {
 using ::testing::HasSubstr;
 using namespace crux::daemon::testing;  // NOLINT(build/namespaces)
 
-constexpr core::Duration kDebounce = core::Duration::Millis(20);
-
-class DaemonTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = TempDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    config_ = BuiltinDefaults();
-    config_.state_dir = dir_.string();
-    config_.lease_ms = 1000;
-    config_.debounce_ms = kDebounce.nanos() / 1000000;
-    config_.min_replan_interval_ms = 0;
-    config_.profiling_samples = 10;
-    Open();
-  }
-  void TearDown() override {
-    Close();
-    std::filesystem::remove_all(dir_);
-  }
-
-  void Open() {
-    auto store = OpenSqliteStore(DatabasePath(config_));
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
-    auto topo = spec::ParseTopology(EmbeddedTopologyYaml(), "");
-    ASSERT_TRUE(topo.ok());
-    auto d = Daemon::Create(config_, std::move(topo).value(), "embedded:example_clos2",
-                            store_.get(), &loop_, &metrics_);
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    daemon_ = std::move(d).value();
-    daemon_->SetClientSender(
-        [this](const std::string& p, const v1::Envelope& m) { return client_.Send(p, m); });
-    daemon_->SetAdminSender(
-        [this](const std::string& p, const v1::Envelope& m) { return admin_.Send(p, m); });
-    daemon_->Start();
-  }
-  void Close() {
-    daemon_.reset();
-    store_.reset();
-  }
-
-  // Sends one client message; returns its reply and files pushes under pushes_[peer].
-  v1::Envelope Client(const std::string& peer, const v1::Envelope& msg) {
-    daemon_->ProcessClient(In(peer, msg));
-    v1::Envelope reply;
-    bool got = false;
-    for (auto& [p, m] : client_.Take()) {
-      if (m.request_id() == 0) {
-        pushes_[p].push_back(m);
-      } else if (!got && p == peer) {
-        reply = m;
-        got = true;
-      }
-    }
-    EXPECT_TRUE(got) << "no reply to " << protocol::BodyName(msg);
-    return reply;
-  }
-  v1::Envelope Admin(const v1::Envelope& msg) {
-    daemon_->ProcessAdmin(In("admin", msg));
-    auto sent = admin_.Take();
-    EXPECT_EQ(sent.size(), 1u);
-    return sent.empty() ? v1::Envelope() : sent.back().second;
-  }
-  // Lets time pass; pushes land in pushes_.
-  void Advance(core::Duration d) {
-    loop_.Advance(d);
-    for (auto& [p, m] : client_.Take()) pushes_[p].push_back(m);
-  }
-  // The latest Assignment pushed to `peer` (fails the test if none).
-  v1::Assignment LastAssignment(const std::string& peer) {
-    for (auto it = pushes_[peer].rbegin(); it != pushes_[peer].rend(); ++it) {
-      if (it->has_assignment()) return it->assignment();
-    }
-    ADD_FAILURE() << "no assignment pushed to " << peer;
-    return v1::Assignment();
-  }
-  void RegisterThree() {
-    for (const auto& [id, hosts] : std::vector<std::pair<std::string, std::vector<std::string>>>{
-             {"a", {"host0", "host4"}}, {"b", {"host1", "host5"}}, {"c", {"host2", "host6"}}}) {
-      v1::Envelope r = Client("peer-" + id, Register(id, hosts));
-      ASSERT_TRUE(r.has_register_job_reply()) << r.DebugString();
-      EXPECT_FALSE(r.register_job_reply().already_known());
-    }
-  }
-
-  std::filesystem::path dir_;
-  DaemonConfig config_;
-  ManualEventLoop loop_;
-  Metrics metrics_;
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<Daemon> daemon_;
-  Capture client_;
-  Capture admin_;
-  std::map<std::string, std::vector<v1::Envelope>> pushes_;
-};
+using DaemonTest = DaemonFixture;
 
 TEST_F(DaemonTest, BurstIsOneReplanNewcomersGetTheTopLevelThenTheirOwn) {
   RegisterThree();
@@ -266,7 +173,7 @@ TEST_F(DaemonTest, JitteryReportsNeitherReplanNorPushButAreStoredInBatches) {
   EXPECT_TRUE(pushes_.empty());
   // The latest reports reach the store with the next flush (once a second, or now).
   daemon_->FlushProfiles();
-  auto jobs = store_->LoadJobs();
+  auto jobs = sqlite_->LoadJobs();
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 3u);
   for (const StoredJob& j : *jobs) {
@@ -282,7 +189,7 @@ TEST_F(DaemonTest, JitteryReportsNeitherReplanNorPushButAreStoredInBatches) {
   Advance(core::Duration::Millis(800));  // a: silent 1.3 s > lease 1 s (+ sweep period).
   EXPECT_EQ(daemon_->tracker().Find("a"), nullptr);
   daemon_->FlushProfiles();
-  jobs = store_->LoadJobs();
+  jobs = sqlite_->LoadJobs();
   ASSERT_TRUE(jobs.ok());
   EXPECT_EQ(jobs->size(), 2u);
 }
@@ -311,13 +218,13 @@ TEST_F(DaemonTest, LeaseExpiryRemovesSilentJobsOnly) {
   EXPECT_EQ(daemon_->tracker().Find("b"), nullptr);
   EXPECT_EQ(daemon_->tracker().Find("c"), nullptr);
   EXPECT_EQ(daemon_->applied().count("b"), 0u);
-  auto stored = store_->LoadJobs().value();
+  auto stored = sqlite_->LoadJobs().value();
   ASSERT_EQ(stored.size(), 1u);
   EXPECT_EQ(stored[0].job_id, "a");
   v1::Envelope r = Client("peer-b", Heartbeat("b", 1));
   ASSERT_TRUE(r.has_error());
   EXPECT_EQ(r.error().code(), v1::ERROR_CODE_UNKNOWN_JOB);
-  auto audit = store_->RecentAudit(10).value();
+  auto audit = sqlite_->RecentAudit(10).value();
   ASSERT_FALSE(audit.empty());
   EXPECT_THAT(audit[0].reason, HasSubstr("lease expired"));
 }
@@ -544,7 +451,7 @@ TEST_F(DaemonTest, AdminStatusJobsExplainLinksAndDryRun) {
       }
     }
   }
-  EXPECT_EQ(store_->LoadLinkOverrides().value().size(), 2u);
+  EXPECT_EQ(sqlite_->LoadLinkOverrides().value().size(), 2u);
   req.mutable_set_link_request()->set_link("tor0->nothing");
   EXPECT_EQ(Admin(req).error().code(), v1::ERROR_CODE_NOT_FOUND);
   req.mutable_set_link_request()->set_link("tor0->agg1");

@@ -49,7 +49,7 @@ TEST_F(StoreTest, CreatesFileAtLatestSchemaInWalMode) {
 }
 
 TEST_F(StoreTest, MigratesAnOlderFileForward) {
-  { ASSERT_TRUE(OpenSqliteStore(path_, 1).ok()); }
+  { ASSERT_TRUE(OpenSqliteStore(path_, {.max_version = 1}).ok()); }
   EXPECT_EQ(*SqliteSchemaVersion(path_), 1);
   {
     // A row as a v1 cruxd wrote it (no owner column yet).
@@ -149,7 +149,7 @@ TEST_F(StoreTest, EverythingSurvivesReopen) {
     StoredJob b{"b", "", "regb", 12, 101, 201, 2, "", ""};
     ASSERT_TRUE(st.UpsertJob(a).ok());
     ASSERT_TRUE(st.UpsertJob(b).ok());
-    ASSERT_TRUE(st.PutProfile("b", "profile-b", 300).ok());
+    ASSERT_TRUE(st.PutProfile("b", "profile-b", "", 300).ok());
     b.state = 3;
     ASSERT_TRUE(st.UpsertJob(b).ok());  // Keeps the profile.
     ASSERT_TRUE(st.ApplyPlan(7, {{"a", 1, 10, 7, "asg-a"}, {"b", 2, 12, 7, "asg-b"}}, {},

@@ -264,13 +264,16 @@ TEST_F(SystemTest, BadInputOfEveryKindGetsAnErrorAndTheNextGoodMessageWorks) {
   EXPECT_EQ(raw_call(big.SerializeAsString()).error().code(), v1::ERROR_CODE_TOO_LARGE);
 
   protocol::DealerClient& bad = Connect();
+  // The misbehaving peer has a job of its own (a job speaks through the connection that
+  // registered it, so it could not heartbeat "ok").
+  ASSERT_TRUE(bad.Call(Register("own", {"host1", "host5"}), kTimeout)->has_register_job_reply());
   auto expect_error = [&](v1::Envelope msg, v1::ErrorCode code, const std::string& what) {
     auto r = bad.Call(msg, kTimeout);
     ASSERT_TRUE(r.ok()) << what << ": " << r.status().ToString();
     ASSERT_TRUE(r->has_error()) << what << ": " << r->DebugString();
     EXPECT_EQ(r->error().code(), code) << what << ": " << r->error().message();
     // The same peer keeps working.
-    auto hb = bad.Call(Heartbeat("ok", 0), kTimeout);
+    auto hb = bad.Call(Heartbeat("own", 0), kTimeout);
     ASSERT_TRUE(hb.ok());
     EXPECT_TRUE(hb->has_ack()) << what << " then heartbeat: " << hb->DebugString();
   };
@@ -322,8 +325,9 @@ TEST_F(SystemTest, BadInputOfEveryKindGetsAnErrorAndTheNextGoodMessageWorks) {
   list.mutable_list_jobs_request();
   auto jobs = admin.Call(list, kTimeout);
   ASSERT_TRUE(jobs.ok());
-  ASSERT_EQ(jobs->list_jobs_reply().jobs_size(), 1);  // Nothing bad got in.
+  ASSERT_EQ(jobs->list_jobs_reply().jobs_size(), 2);  // Nothing bad got in.
   EXPECT_EQ(jobs->list_jobs_reply().jobs(0).job_id(), "ok");
+  EXPECT_EQ(jobs->list_jobs_reply().jobs(1).job_id(), "own");
 
   // Metrics: every refusal counted by kind; the exposition passes promtool.
   const std::string text =
@@ -338,7 +342,7 @@ TEST_F(SystemTest, BadInputOfEveryKindGetsAnErrorAndTheNextGoodMessageWorks) {
   EXPECT_THAT(text, HasSubstr("crux_errors_total{endpoint=\"client\",kind=\"conflict\"} 1"));
   EXPECT_THAT(text, HasSubstr("crux_errors_total{endpoint=\"admin\",kind=\"not_found\"} 2"));
   EXPECT_THAT(text, HasSubstr("crux_replan_duration_seconds_bucket"));
-  EXPECT_THAT(text, HasSubstr("crux_jobs{state=\"registered\"} 1"));
+  EXPECT_THAT(text, HasSubstr("crux_jobs{state=\"registered\"} 2"));
   const fs::path scrape = dir_ / "scrape.txt";
   std::ofstream(scrape) << text;
   if (fs::exists("/usr/bin/promtool")) {
@@ -395,8 +399,12 @@ TEST_F(SystemTest, CurveRefusesUnauthorisedClientsAndCountsThem) {
   EXPECT_EQ(denied->error().code(), v1::ERROR_CODE_PERMISSION_DENIED);
   EXPECT_TRUE(good.Call(Heartbeat("job", 0), kTimeout)->has_ack());
 
-  const std::string text = ScrapeUntil(app_->metrics_port(), "crux_auth_refused_total [1-9]");
-  EXPECT_THAT(text, ::testing::ContainsRegex("crux_auth_refused_total [1-9]"));
+  const std::string text = ScrapeUntil(
+      app_->metrics_port(), "crux_auth_refused_total\\{reason=\"unauthorised_key\"\\} [1-9]");
+  EXPECT_THAT(text, ::testing::ContainsRegex(
+                        "crux_auth_refused_total\\{reason=\"unauthorised_key\"\\} [1-9]"));
+  EXPECT_THAT(text,
+              ::testing::ContainsRegex("crux_auth_refused_total\\{reason=\"job_owner\"\\} [1-9]"));
   protocol::DealerClient& admin = Admin();
   v1::Envelope list = protocol::NewEnvelope();
   list.mutable_list_jobs_request();

@@ -539,7 +539,8 @@ TEST_F(SwitchE2eTest, ConfigDbFollowsPlansThroughFaultsAndRestarts) {
     const auto want = Expected(drifted.name, Jobs());
     ASSERT_EQ(Redis(drifted, {"FLUSHDB"}).exit_code, 0);
     const auto flushed_at = std::chrono::steady_clock::now();
-    ASSERT_TRUE(DeviceDscpMap(drifted).value_or(std::map<int, int>{{0, 0}}).empty());
+    // (The agent may already have repaired it by the time a second redis-cli runs on a loaded
+    // machine, so the empty map is not asserted; the repair report below proves the flush.)
     ASSERT_TRUE(
         WaitUntil([&] { return DeviceDscpMap(drifted) == want; }, seconds(10), milliseconds(20)))
         << "CONFIG_DB of " << drifted.name

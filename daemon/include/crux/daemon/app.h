@@ -26,11 +26,19 @@ struct AppOptions {
   std::string metrics_listen_override;   // --metrics.
   // Tests: serve metrics on an ephemeral port of metrics_listen's host (see metrics_port()).
   bool metrics_any_port = false;
+  // --fresh-state: move an existing state file aside and start with empty state (a new state
+  // id). Without it an empty, schema-less or corrupt state file makes Create() fail.
+  bool fresh_state = false;
 };
 
 class App {
  public:
   static core::Result<std::unique_ptr<App>> Create(const AppOptions& options);
+
+  // `cruxd --check-config`: every check Create() makes before it binds anything (config, key
+  // files and authorised keys, topology, state directory, state file health) without changing
+  // anything (no lock, no socket, no write). Returns the effective config as YAML.
+  static core::Result<std::string> Check(const AppOptions& options);
   ~App();
   App(const App&) = delete;
   App& operator=(const App&) = delete;

@@ -11,7 +11,8 @@
 //
 // Live reload (SIGHUP): log_level, dry_run, debounce_ms, min_replan_interval_ms, lease_ms,
 // profiling_samples,
-// replan_threshold_pct, the planner block and the qos block except qos.dscp_pool take effect at
+// replan_threshold_pct, the limits block, the planner block and the qos block except qos.dscp_pool
+// take effect at
 // once; every other key needs a restart (RestartOnlyChanges() reports which changed keys were
 // ignored).
 //
@@ -47,6 +48,14 @@ struct PlannerConfig {
   double gpu_peak_tflops = 312;  // Per GPU, TFLOP/s, > 0.
 };
 
+// Quotas on registrations (docs/daemon.md "Identities, roles and quotas"); 0 = no limit. A
+// registration beyond one is refused with ERROR_CODE_RESOURCE_EXHAUSTED. [live]
+struct LimitsConfig {
+  uint32_t max_jobs = 100000;             // Live jobs in all.
+  uint32_t max_jobs_per_connection = 64;  // Jobs one connection (routing id) speaks for.
+  uint32_t max_jobs_per_key = 0;          // Jobs one CURVE key registered (curve only).
+};
+
 struct DaemonConfig {
   // Where the config came from ("<built-in defaults>" or the file path).
   std::string source = "<built-in defaults>";
@@ -69,6 +78,7 @@ struct DaemonConfig {
   // moves by more than this percentage of the planned value (JobTracker). [0, 1000]; 0 = every
   // report re-plans.
   double replan_threshold_pct = 10;
+  LimitsConfig limits;
   bool dry_run = false;
   std::string log_level = "info";  // trace | debug | info | warn | error | critical | off.
   // The `qos:` block: DSCP colour pool, level -> TC, reserved classes (control, storage with its

@@ -15,6 +15,21 @@
 // Create() restores jobs, profiles, the applied plan, the epoch and link overrides, so after a
 // kill -9 clients re-register idempotently (already_known) and keep their assignment.
 //
+// Identities and roles (docs/protocol.md): with CURVE, SetKeyGrants() installs what each key may
+// do; job messages need a job key, switch messages a switch key for that switch. Refusals of
+// identity, role, ownership, connection binding and quotas are counted by reason
+// (crux_auth_refused_total{reason}, `cruxctl status`) together with the transport's (unauthorised
+// keys, mechanism mismatches, failed handshakes, routing ids bound to other keys) and logged at
+// most once per kRefusalLogEvery per reason.
+//
+// Store health: a failed store write is logged, counted, shown by `cruxctl status` (store_ok,
+// store_error) and the crux_store_healthy gauge, and reported to the health listener (cruxd:
+// sd_notify STATUS); a re-plan that could not be stored is retried with backoff until the store
+// works again.
+//
+// State id: every Assignment and SwitchQosState carries the store's state_id; a heartbeat or
+// hello reporting another state id gets the current assignment / state again.
+//
 // Thread-safety: OnClientInbound/OnAdminInbound are thread-safe (they only enqueue); everything
 // else runs on the loop thread.
 #ifndef CRUX_DAEMON_DAEMON_H_
@@ -30,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "crux/core/backoff.h"
 #include "crux/core/topology.h"
 #include "crux/daemon/config.h"
 #include "crux/daemon/enforcer.h"
@@ -39,11 +55,13 @@
 #include "crux/daemon/planner_runner.h"
 #include "crux/daemon/store.h"
 #include "crux/daemon/topology_manager.h"
+#include "crux/protocol/curve.h"
 #include "crux/protocol/server.h"
 
 namespace crux::daemon {
 
 inline constexpr const char* kCruxdVersion = "0.1.0";
+inline constexpr int64_t kRefusalLogEveryMs = 10000;
 
 class Daemon {
  public:
@@ -68,6 +86,14 @@ class Daemon {
 
   // Arms the lease sweep and metrics refresh; re-plans if state was restored.
   void Start();
+
+  // Curve only: what each authorised key may do (protocol::GrantsOf). Without grants (insecure
+  // mode) roles are not checked. Loop thread (App calls it before Start and on SIGHUP).
+  void SetKeyGrants(std::optional<protocol::KeyGrants> grants) { grants_ = std::move(grants); }
+  // Called with "" when the store works again after a failure, else with the failure.
+  void SetStoreHealthListener(std::function<void(const std::string& error)> f) {
+    store_health_listener_ = std::move(f);
+  }
 
   // Thread-safe: hand a message to the loop.
   void OnClientInbound(protocol::Inbound in) { client_queue_.Push(std::move(in)); }
@@ -99,6 +125,11 @@ class Daemon {
   const std::map<std::string, v1::Assignment>& applied() const { return applied_; }
   const DaemonConfig& config() const { return config_; }
   uint64_t replans() const { return replans_; }
+  uint64_t state_id() const { return state_id_; }
+  const std::string& store_error() const { return store_error_; }
+  // Refusals since start by reason (transport and daemon), as of the last RefreshMetrics().
+  const std::map<std::string, uint64_t>& refusals() const { return refusals_; }
+  size_t quarantined_jobs() const { return quarantined_jobs_; }
 
  private:
   Daemon(const DaemonConfig& config, core::Topology topology, std::string topology_source,
@@ -108,6 +139,13 @@ class Daemon {
   v1::Envelope HandleClient(const protocol::Inbound& in);
   v1::Envelope HandleAdmin(const protocol::Inbound& in);
   v1::Envelope Refuse(const std::string& endpoint, uint64_t request_id, const Refusal& r);
+  // Role check of a client-endpoint message (curve only).
+  Refusal Authorise(const protocol::Inbound& in) const;
+  void CountRefusal(const std::string& reason, uint64_t n = 1);
+  void LogRefusals();
+  // Records the outcome of a store write (health, metric, listener); returns `s`.
+  core::Status Stored(core::Status s, const char* what);
+  void RetryPlanAfterStoreFailure();
 
   // Client messages.
   v1::Envelope OnRegister(const protocol::Inbound& in);
@@ -168,6 +206,20 @@ class Daemon {
   std::set<std::string> dirty_profiles_;  // Jobs whose latest profile is not stored yet.
   std::vector<std::pair<std::string, CounterSource>> counter_sources_;
   std::map<std::string, protocol::ServerCounters> last_counters_;
+  uint64_t state_id_ = 0;
+  std::optional<protocol::KeyGrants> grants_;
+  std::map<std::string, uint64_t> refusals_;
+  struct RefusalLog {
+    uint64_t logged = 0;   // Count at the last log line.
+    int64_t last_ms = -1;  // Loop time of the last log line.
+  };
+  std::map<std::string, RefusalLog> refusal_log_;
+  std::string store_error_;
+  std::function<void(const std::string&)> store_health_listener_;
+  core::ExponentialBackoff store_retry_{
+      {.initial = core::Duration::Millis(1000), .max = core::Duration::Millis(30000)}};
+  bool store_retry_armed_ = false;
+  size_t quarantined_jobs_ = 0;
   // Last member: destroyed (joined) first, before the state a running re-plan reads.
   std::unique_ptr<WorkerThread> worker_;
 };

@@ -10,7 +10,8 @@
 // changed). A new or returning agent (first hello since cruxd started, after being silent for
 // kAgentStaleMs, from a new peer, or reporting an older applied epoch than before, i.e. the agent
 // restarted) gets its full state; so does an agent whose periodic hello reports an applied epoch
-// older than its switch's desired_epoch without a failure pending (a lost push). An agent that
+// older than its switch's desired_epoch without a failure pending (a lost push), or an applied
+// state id other than the daemon's (its state came from before a state reset). An agent that
 // reported a failed apply retries on its own; its error is kept as `last_error` until an apply
 // succeeds.
 //
@@ -52,6 +53,10 @@ struct SwitchEntry {
   std::string last_error;      // Of the last failed SwitchApplied; "" after a success.
   int64_t last_seen_ms = 0;
   bool connected = true;
+  // Reconciliation reports (SwitchApplied.reconcile / drifted_fields).
+  uint64_t drift_repairs = 0;
+  int64_t last_drift_ms = 0;
+  uint32_t last_drifted_fields = 0;
 };
 
 class Enforcer {
@@ -61,11 +66,14 @@ class Enforcer {
   Enforcer(Metrics* metrics, const core::Topology* topo, core::QosConfig qos);
 
   void SetSender(Sender s) { sender_ = std::move(s); }
+  // The daemon's state id, stamped on every push (Assignment and SwitchQosState).
+  void SetStateId(uint64_t id) { state_id_ = id; }
   // Live reload; takes effect at the next UpdateDesired(). REQUIRES: valid, same dscp_pool.
   void SetQosConfig(const core::QosConfig& qos) { qos_ = qos; }
   const core::QosConfig& qos_config() const { return qos_; }
 
-  // Queues `a` for `peer`, stamping a.sent_unix_ns with the wall clock just before the send.
+  // Queues `a` for `peer`, stamping the state id and a.sent_unix_ns (wall clock, just before the
+  // send).
   // False when there is no peer or the transport refused it.
   bool Push(const std::string& peer, v1::Assignment a);
 
@@ -113,6 +121,7 @@ class Enforcer {
   const core::Topology* topo_;
   core::QosConfig qos_;
   Sender sender_;
+  uint64_t state_id_ = 0;
   std::map<std::string, SwitchEntry> switches_;
   std::map<std::string, core::SwitchQosState> desired_;
   std::map<std::string, uint64_t> desired_epoch_;

@@ -22,6 +22,15 @@
 // exhausted a new job shares the colour whose best member level is closest to its own (newcomers
 // register at level 0); the colour is freed when its last job ends or expires.
 //
+// Binding and quotas (docs/daemon.md "Identities, roles and quotas"): a job speaks through the
+// connection (ROUTER routing id) that registered it. A report, heartbeat, ack or EndJob for it
+// from another connection is PERMISSION_DENIED (reason "connection"); the client re-registers
+// (idempotent) to move the job to its new connection. A job restored after a restart has no
+// connection until its first message binds one. Under CURVE the job also belongs to the key that
+// registered it (reason "job_owner" for any other key). New registrations are refused with
+// RESOURCE_EXHAUSTED (reason "quota") beyond max_jobs (all), max_jobs_per_connection and
+// max_jobs_per_key (CURVE keys); 0 = no limit.
+//
 // Thread-safety: loop thread only. The topology must outlive the tracker.
 #ifndef CRUX_DAEMON_JOB_TRACKER_H_
 #define CRUX_DAEMON_JOB_TRACKER_H_
@@ -45,6 +54,7 @@ struct JobEntry {
   v1::RegisterJob registration;
   std::optional<v1::ProfileReport> profile;  // Latest report.
   std::optional<v1::ProfileReport> planned;  // What the planner uses (see Hysteresis above).
+  bool planned_dirty = false;  // `planned` changed since it was last written to the store.
   v1::JobState state = v1::JOB_STATE_REGISTERED;
   uint32_t dscp = 0;
   std::string peer;     // ROUTER id of the last message for the job ("" after a restart).
@@ -70,6 +80,10 @@ class JobTracker {
     core::Duration max_lease = core::Duration::Millis(600000);
     // Significance threshold of a report for planning, percent (>= 0; 0 = every report).
     double replan_threshold_pct = 10;
+    // Quotas (0 = unlimited); see "Binding and quotas" above.
+    uint32_t max_jobs = 0;
+    uint32_t max_jobs_per_connection = 0;
+    uint32_t max_jobs_per_key = 0;
   };
   // REQUIRES: options.dscp_pool valid (DscpPool::Create); an invalid pool falls back to {0}.
   JobTracker(const core::Topology* topo, Options options);
@@ -83,8 +97,8 @@ class JobTracker {
   const Options& options() const { return options_; }
 
   // Registers or re-registers (idempotent: same placement -> *already_known = true, lease
-  // renewed, peer updated). A different placement is CONFLICT, another CURVE key is
-  // PERMISSION_DENIED.
+  // renewed, the job moves to `peer`). A different placement is CONFLICT, another CURVE key is
+  // PERMISSION_DENIED, a quota is RESOURCE_EXHAUSTED (new jobs only).
   Refusal Register(const v1::RegisterJob& r, const std::string& peer, const std::string& user_id,
                    core::Duration now, int64_t unix_ms, bool* already_known);
   // Stores the profile and moves the job to PROFILING / SCHEDULED. *state_changed tells whether
@@ -96,12 +110,15 @@ class JobTracker {
                  bool* plan_changed = nullptr);
   Refusal Heartbeat(const v1::Heartbeat& h, const std::string& peer, const std::string& user_id,
                     core::Duration now, int64_t unix_ms);
-  Refusal End(const v1::EndJob& e, const std::string& user_id);
+  Refusal End(const v1::EndJob& e, const std::string& peer, const std::string& user_id);
   // Records an Ack for a pushed assignment.
-  Refusal Acked(const v1::Ack& a, const std::string& user_id);
+  Refusal Acked(const v1::Ack& a, const std::string& peer, const std::string& user_id);
 
   // Removes jobs whose lease expired; returns their ids.
   std::vector<std::string> Expire(core::Duration now);
+
+  // The store now holds the job's planned profile (clears planned_dirty).
+  void PlannedStored(const std::string& id);
 
   // Restart: puts back a stored job (peer unknown, lease restarted from `now`) on the colour it
   // had (DscpPool::Restore, so its running QPs keep matching). A stored colour that is no longer
@@ -119,16 +136,26 @@ class JobTracker {
   // Jobs sharing their DSCP colour with another job (the pool is smaller than the job count).
   uint32_t SharedColours() const { return static_cast<uint32_t>(pool_.SharedJobs()); }
   const core::DscpPool& pool() const { return pool_; }
+  // Jobs the peer speaks for (quota accounting).
+  uint32_t JobsOfPeer(const std::string& peer) const;
 
  private:
   Refusal CheckPlacement(const v1::RegisterJob& r) const;
   Refusal CheckOwner(const JobEntry& j, const std::string& user_id, const std::string& field) const;
+  // CheckOwner, then the connection binding (binds a restored job's first connection).
+  Refusal CheckSpeaker(JobEntry& j, const std::string& peer, const std::string& user_id,
+                       const std::string& field);
+  Refusal CheckQuota(const std::string& peer, const std::string& user_id) const;
+  void SetPeer(JobEntry& j, const std::string& peer);
+  void Forget(std::map<std::string, JobEntry>::iterator it);
   v1::JobState StateFor(const v1::ProfileReport& p) const;
 
   const core::Topology* topo_;
   Options options_;
   core::DscpPool pool_;
   std::map<std::string, JobEntry> jobs_;
+  std::map<std::string, uint32_t> jobs_per_peer_;  // Non-empty peers only.
+  std::map<std::string, uint32_t> jobs_per_key_;   // Non-empty CURVE keys only.
 };
 
 // Whether `next` differs from `planned` by more than `threshold_pct` for planning (see

@@ -57,7 +57,9 @@ class Metrics {
   // built per message).
   void AddMessage(std::string_view endpoint, std::string_view type);
   void SetQueueDepth(const std::string& queue, int64_t depth);
-  void AddAuthRefused(uint64_t n);
+  // Security refusals by reason (crux_auth_refused_total{reason}).
+  void AddRefusal(const std::string& reason, uint64_t n = 1);
+  void SetStoreHealthy(bool ok);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -79,7 +81,8 @@ class Metrics {
   std::map<std::string, std::map<std::string, prometheus::Counter*, std::less<>>, std::less<>>
       message_cache_;
   prometheus::Family<prometheus::Gauge>* queue_depth_;
-  prometheus::Counter* auth_refused_;
+  prometheus::Family<prometheus::Counter>* auth_refused_;
+  prometheus::Gauge* store_healthy_;
 };
 
 }  // namespace crux::daemon

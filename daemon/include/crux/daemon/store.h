@@ -1,11 +1,12 @@
 // Persistent daemon state behind an interface: the SQLite implementation (WAL, schema version in
 // PRAGMA user_version, forward-only migrations) is what cruxd runs; tests open it on temp files.
 //
-// Tables (schema v3):
-//   meta(key, value)                        topology source, epoch, ...
+// Tables (schema v4):
+//   meta(key, value)                        topology source, epoch, state_id, ...
 //   jobs(job_id, tenant, registration, dscp, registered_ms, last_seen_ms, state, owner)
 //                                           registration = serialized crux.v1.RegisterJob
-//   profiles(job_id, report, updated_ms)    latest serialized crux.v1.ProfileReport per job
+//   profiles(job_id, report, updated_ms, planned)   latest serialized crux.v1.ProfileReport per
+//                                           job, and the one the planner uses (hysteresis; v4)
 //   plan(job_id, level, dscp, epoch, assignment)   applied plan (serialized crux.v1.Assignment)
 //   link_state(link, health, capacity_bps, updated_ms)   admin overrides
 //   audit(id, ts_ms, epoch, job_id, old_level, new_level, reason)   plan changes
@@ -34,6 +35,9 @@ struct StoredJob {
   int state = 0;        // crux.v1.JobState.
   std::string profile;  // Serialized crux.v1.ProfileReport; empty: none.
   std::string owner;    // CURVE public key (Z85) that registered it; "" without CURVE.
+  // The profile the planner used (JobTracker hysteresis); empty: same as `profile` (stores
+  // written before v4, or a job that never had a significant report).
+  std::string planned_profile = {};
 };
 
 struct PlanRow {
@@ -68,8 +72,9 @@ class Store {
   virtual core::Result<std::optional<std::string>> GetMeta(const std::string& key) = 0;
 
   virtual core::Status UpsertJob(const StoredJob& job) = 0;  // Keeps the stored profile.
+  // `planned`: the profile the planner now uses (empty: unchanged).
   virtual core::Status PutProfile(const std::string& job_id, const std::string& report,
-                                  int64_t now_ms) = 0;
+                                  const std::string& planned, int64_t now_ms) = 0;
   // Many profiles (job id, serialized report) in one transaction (cruxd batches the per-report
   // writes: one write per report would cap ingestion at SQLite's commit rate).
   virtual core::Status PutProfiles(const std::vector<std::pair<std::string, std::string>>& reports,
@@ -96,10 +101,33 @@ class Store {
 const std::vector<std::string>& StoreMigrations();
 inline int StoreSchemaVersion() { return static_cast<int>(StoreMigrations().size()); }
 
-// Opens (creating the file and parent directory when missing) and migrates. Errors:
-// kFailedPrecondition when the file's schema is newer than this binary knows, kUnavailable when
-// the file cannot be opened. `max_version` (tests) stops migrating early.
-core::Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, int max_version = -1);
+struct StoreOpenOptions {
+  // Start afresh: an existing file (healthy or not) is moved aside to
+  // `<path>.set-aside-<unix ms>` (with its -wal/-shm files) and a new state is created.
+  bool fresh = false;
+  int max_version = -1;     // Tests: stop migrating at this schema version.
+  int64_t now_unix_ms = 0;  // For the set-aside name (0: the file is named by the wall clock).
+};
+
+// Opens and migrates the state file. A missing file is a first start: the database is created
+// under a temporary name, migrated and renamed into place, so a crash mid-creation never leaves
+// an empty file behind; it gets a random non-zero `meta.state_id` (kept for the state's life).
+// An existing file must be a healthy Crux state (CheckSqliteStore), otherwise nothing is opened
+// and the error (kFailedPrecondition) says what is wrong and how to recover: restore a backup, or
+// start afresh with StoreOpenOptions::fresh (`cruxd --fresh-state`). A file written by an older
+// cruxd without a state id gets one. Errors: kFailedPrecondition as above or when the schema is
+// newer than this binary knows; kUnavailable when the file or its directory cannot be opened.
+core::Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
+                                                     StoreOpenOptions options = {});
+
+// Read-only check of an existing state file (cruxd --check-config and every start): it must not
+// be empty, must be an SQLite database with the Crux schema (user_version 1..StoreSchemaVersion()
+// and the Crux tables), and must pass `PRAGMA quick_check`. OK when the file does not exist (a
+// first start creates it). Never writes.
+core::Status CheckSqliteStore(const std::string& path);
+
+// The `meta.state_id` of a store (0 when none: a store created before state ids).
+core::Result<uint64_t> LoadStateId(Store& store);
 
 // The schema version stored in the file (PRAGMA user_version).
 core::Result<int> SqliteSchemaVersion(const std::string& path);

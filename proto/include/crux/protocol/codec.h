@@ -33,6 +33,9 @@ inline constexpr uint32_t kProtocolVersion = v1::PROTOCOL_VERSION_1;
 struct ProtocolError {
   v1::ErrorCode code = v1::ERROR_CODE_UNSPECIFIED;
   std::string message;
+  // Security refusals (identity, role, ownership, connection, quota): the reason they are
+  // counted and logged under (docs/protocol.md "Refusals"); "" for ordinary errors. Not sent.
+  std::string reason = {};
 };
 
 // Serialises `msg` as one frame. Does not check the size: callers that must not emit oversize

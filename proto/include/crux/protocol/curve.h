@@ -15,12 +15,19 @@
 // by group or others is refused (like ssh), so a leaked-permission key is noticed.
 //
 // An authorised-keys directory holds one `*.pub` file per peer (other files are ignored); the
-// file stem names the peer in logs.
+// file stem names the peer in logs. Roles (docs/protocol.md "Identities and roles"):
+//   <dir>/*.pub                job keys: may register jobs and speak for the jobs they
+//                              registered (RegisterJob, ProfileReport, Heartbeat, EndJob, Ack);
+//   <dir>/switches/<name>.pub  a switch key for the switch <name> (a topology switch name): may
+//                              send SwitchHello/SwitchApplied for that switch only. One agent
+//                              serving several switches has one file per switch (same key).
+// A key is a job key or a switch key, never both (an error naming both files).
 //
 // Thread-safety: functions are independent; concurrent writes to the same path race.
 #ifndef CRUX_PROTOCOL_CURVE_H_
 #define CRUX_PROTOCOL_CURVE_H_
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,10 +43,27 @@ struct CurveKeyPair {
   std::string secret_z85;  // 40 Z85 chars. Empty in a key pair loaded from a .pub file.
 };
 
+enum class KeyRole { kJob, kSwitch };
+
 struct AuthorizedKey {
-  std::string name;        // File stem ("job-a" for job-a.pub).
+  std::string name;        // File stem ("job-a" for job-a.pub, "tor0" for switches/tor0.pub).
   std::string public_z85;  // 40 Z85 chars.
+  KeyRole role = KeyRole::kJob;
+  std::string switch_name;  // kSwitch: the switch the key speaks for (= name).
+  std::string path;         // The file it came from.
+
+  friend bool operator==(const AuthorizedKey&, const AuthorizedKey&) = default;
 };
+
+// What each authorised key may do, by public key (Z85).
+struct KeyGrant {
+  KeyRole role = KeyRole::kJob;
+  std::string name;                   // For logs: the first file's stem.
+  std::vector<std::string> switches;  // kSwitch: sorted switch names.
+
+  friend bool operator==(const KeyGrant&, const KeyGrant&) = default;
+};
+using KeyGrants = std::map<std::string, KeyGrant>;
 
 // True when `key` is 40 chars of the Z85 alphabet and decodes to 32 bytes.
 bool IsValidZ85Key(std::string_view key);
@@ -66,9 +90,14 @@ core::Result<CurveKeyPair> LoadSecretKeyFile(const std::string& path);
 // Reads a public key file (a `.pub` file, or a `.key` file whose public key is used).
 core::Result<std::string> LoadPublicKeyFile(const std::string& path);
 
-// Every `*.pub` file in `dir`, sorted by name. A bad file is an error naming it; an empty
-// directory is not an error (returns no keys: nobody is authorised).
+// Every `*.pub` file in `dir` (job keys) and in `dir/switches` (switch keys), sorted by role then
+// name. A bad file is an error naming it; an empty directory is not an error (returns no keys:
+// nobody is authorised).
 core::Result<std::vector<AuthorizedKey>> LoadAuthorizedKeys(const std::string& dir);
+
+// The grants of `keys` (LoadAuthorizedKeys). Errors: kInvalidArgument when one key is both a job
+// key and a switch key, naming both files.
+core::Result<KeyGrants> GrantsOf(const std::vector<AuthorizedKey>& keys);
 
 }  // namespace crux::protocol
 

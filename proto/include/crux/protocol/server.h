@@ -22,6 +22,26 @@
 // Without curve the socket accepts anyone (callers log a warning for non-local endpoints) and
 // user_id is "".
 //
+// Identities (curve only, `bind_identities`): a routing id belongs to the CURVE key that first
+// sent a message with it. A later message with the same routing id from another key (a peer that
+// took the id over through ROUTER_HANDOVER) is answered PERMISSION_DENIED, counted in
+// refused_identity and not delivered. At most `max_bound_identities` bindings are kept (the
+// oldest is forgotten first). Crux peers draw unguessable random routing ids (client.h), so a
+// takeover needs the victim's id, which only it and the daemon know.
+//
+// Requests: every request must carry a non-zero request_id (0 marks pushes); the only message a
+// peer may send with request_id 0 is an Ack answering a push. Others are answered
+// INVALID_ARGUMENT (counted in invalid). Error replies echo the request_id whenever the frame
+// parses as an Envelope, even when it is refused (MALFORMED body, wrong version, invalid field).
+//
+// Refused handshakes are watched with a socket monitor and counted by reason: a security
+// mechanism mismatch seen by this side (refused_mechanism: a plain peer on a CURVE socket or the
+// reverse), and every other failed handshake (refused_handshake): CURVE handshakes that fail
+// cryptographically (a client using the wrong server key), other protocol errors, and on CURVE
+// sockets peers that hang up mid-handshake - which is how a plain client shows up when it
+// notices the mismatch before this side does, so a plain client counts as one or the other.
+// ZAP refusals of unauthorised keys are auth_refused.
+//
 // Lifetime: Stop() (or the destructor) stops the I/O thread, then closes the socket (linger 0).
 // The handler is never called after Stop() returns. The TransportContext must outlive the server.
 #ifndef CRUX_PROTOCOL_SERVER_H_
@@ -71,8 +91,10 @@ struct ServerOptions {
   // TCP keepalive (ZMQ_TCP_KEEPALIVE*): idle time before the first probe; 0 = system default
   // (keepalive off). Probes every 10 s, 3 unanswered -> the connection is closed.
   core::Duration tcp_keepalive_idle = core::Duration::Millis(60000);
-  size_t max_send_queue = 1000000;  // Send() fails with kUnavailable beyond this backlog.
-  size_t max_batch = 256;           // Frames handled per poll wake-up before sends run.
+  bool bind_identities = true;            // See "Identities" above (curve only).
+  size_t max_bound_identities = 1 << 20;  // Routing id -> key bindings kept.
+  size_t max_send_queue = 1000000;        // Send() fails with kUnavailable beyond this backlog.
+  size_t max_batch = 256;                 // Frames handled per poll wake-up before sends run.
 };
 
 // One delivered message.
@@ -91,6 +113,9 @@ struct ServerCounters {
   uint64_t unsupported_version = 0;  // UNSUPPORTED_VERSION answered.
   uint64_t invalid = 0;              // INVALID_ARGUMENT answered by validation.
   uint64_t auth_refused = 0;         // ZAP refusals in this server's domain (curve only).
+  uint64_t refused_identity = 0;     // Routing id bound to another CURVE key (curve only).
+  uint64_t refused_mechanism = 0;    // Handshake: security mechanism mismatch (plain vs CURVE).
+  uint64_t refused_handshake = 0;    // Handshake: cryptographic / other protocol failure.
   uint64_t send_failed = 0;          // Dropped: unknown peer / HWM / encode failure.
   uint64_t queued = 0;               // Current outbound backlog.
 };

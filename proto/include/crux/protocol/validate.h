@@ -20,14 +20,15 @@
 #include <cstdint>
 #include <string_view>
 
+#include "crux/core/ids.h"
 #include "crux/core/status.h"
 #include "crux/v1/envelope.pb.h"
 
 namespace crux::protocol {
 
-// Ids (job ids, tenants, host/NIC/switch/link names): 1..kMaxIdLength chars of
-// [A-Za-z0-9._:/-]. Link names additionally allow '>' (as in "tor0->agg1").
-inline constexpr size_t kMaxIdLength = 128;
+// Ids (job ids, tenants, host/NIC/switch/link names): core's name rule (core::IsValidName,
+// 1..kMaxIdLength chars of [A-Za-z0-9._:/-]). Link names additionally allow '>' ("tor0->agg1").
+inline constexpr size_t kMaxIdLength = core::kMaxNameLength;
 // Free text (error strings, explanations, model names, versions): at most this many bytes.
 inline constexpr size_t kMaxTextLength = 4096;
 // Count limits per message.

@@ -1,0 +1,242 @@
+// Issue #10 regressions at the transport: routing ids are random and bound to the CURVE key that
+// first used them, every refused handshake is counted by reason, request id 0 is refused on
+// requests, and error replies echo the request id of a frame that parses.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+#include <string>
+#include <zmq.hpp>
+
+#include "crux/protocol/client.h"
+#include "crux/protocol/codec.h"
+#include "crux/protocol/curve.h"
+#include "crux/protocol/server.h"
+#include "crux/protocol/transport_context.h"
+#include "crux/protocol/validate.h"
+#include "test_util.h"
+
+namespace crux::protocol {
+namespace {
+
+using core::Duration;
+using testing::TempDir;
+using testing::WaitFor;
+
+constexpr Duration kTimeout = Duration::Millis(5000);
+
+v1::Envelope Heartbeat(const std::string& job) {
+  v1::Envelope m = NewEnvelope();
+  m.mutable_heartbeat()->set_job_id(job);
+  m.mutable_heartbeat()->set_seq(1);
+  return m;
+}
+
+// Answers every request with an Ack naming the peer's key; records the peers it saw.
+class Echo {
+ public:
+  RouterServer::Handler Handler() {
+    return [this](Inbound in) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        peers_.insert(in.peer);
+        users_.push_back(in.user_id);
+      }
+      if (in.msg.request_id() != 0) {
+        (void)server->Send(in.peer, MakeAck(in.msg.request_id(), in.user_id.substr(0, 8)));
+      }
+    };
+  }
+  std::set<std::string> peers() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return peers_;
+  }
+  std::vector<std::string> users() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return users_;
+  }
+  RouterServer* server = nullptr;
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> peers_;
+  std::vector<std::string> users_;
+};
+
+class IdentityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (CurveKeyPair* k : {&server_keys_, &victim_keys_, &attacker_keys_}) {
+      auto g = GenerateCurveKeyPair();
+      ASSERT_TRUE(g.ok());
+      *k = *g;
+    }
+  }
+  std::unique_ptr<RouterServer> Start(bool curve) {
+    ServerOptions so;
+    so.endpoint = "tcp://127.0.0.1:*";
+    if (curve) {
+      so.curve = true;
+      so.server_keys = server_keys_;
+      so.authorized_keys = {victim_keys_.public_z85, attacker_keys_.public_z85};
+    }
+    auto s = RouterServer::Start(ctx_, so, echo_.Handler());
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    echo_.server = s.ok() ? s->get() : nullptr;
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+  std::unique_ptr<DealerClient> Curve(const std::string& endpoint, const CurveKeyPair& keys,
+                                      const std::string& routing_id = "",
+                                      const std::string& server_public = "") {
+    ClientOptions co;
+    co.endpoint = endpoint;
+    co.curve = true;
+    co.server_public_z85 = server_public.empty() ? server_keys_.public_z85 : server_public;
+    co.client_keys = keys;
+    co.routing_id = routing_id;
+    auto c = DealerClient::Connect(ctx_, co);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  TransportContext ctx_;
+  Echo echo_;
+  CurveKeyPair server_keys_, victim_keys_, attacker_keys_;
+};
+
+TEST_F(IdentityTest, RoutingIdsAreRandomByDefault) {
+  const std::regex shape("r[0-9a-f]{32}");
+  std::set<std::string> ids;
+  for (int i = 0; i < 100; ++i) {
+    auto id = RandomRoutingId();
+    ASSERT_TRUE(id.ok());
+    EXPECT_TRUE(std::regex_match(*id, shape)) << *id;
+    ids.insert(*id);
+  }
+  EXPECT_EQ(ids.size(), 100u);
+  auto server = Start(/*curve=*/false);
+  ASSERT_NE(server, nullptr);
+  ClientOptions co;
+  co.endpoint = server->endpoint();
+  auto a = DealerClient::Connect(ctx_, co);
+  auto b = DealerClient::Connect(ctx_, co);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->Call(Heartbeat("job-a"), kTimeout).ok());
+  ASSERT_TRUE((*b)->Call(Heartbeat("job-a"), kTimeout).ok());
+  const auto peers = echo_.peers();
+  ASSERT_EQ(peers.size(), 2u);
+  for (const std::string& p : peers) EXPECT_TRUE(std::regex_match(p, shape)) << p;
+}
+
+TEST_F(IdentityTest, AnotherKeyCannotUseARoutingIdBoundToAKey) {
+  auto server = Start(/*curve=*/true);
+  ASSERT_NE(server, nullptr);
+  // The victim uses a predictable id, as clients did before (job:<id>).
+  auto victim = Curve(server->endpoint(), victim_keys_, "job:victim");
+  ASSERT_NE(victim, nullptr);
+  ASSERT_TRUE(victim->Call(Heartbeat("victim"), kTimeout).ok());
+  // The victim's connection drops (its reconnect would race with the attacker's handover).
+  victim.reset();
+  // An authorised attacker connecting with the victim's routing id gets the pipe at the ZeroMQ
+  // level (ROUTER_HANDOVER), but every message it sends is refused and counted.
+  auto attacker = Curve(server->endpoint(), attacker_keys_, "job:victim");
+  ASSERT_NE(attacker, nullptr);
+  auto r = attacker->Call(Heartbeat("victim"), kTimeout);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->has_error());
+  EXPECT_EQ(r->error().code(), v1::ERROR_CODE_PERMISSION_DENIED);
+  EXPECT_EQ(server->counters().refused_identity, 1u);
+  const auto users = echo_.users();
+  ASSERT_EQ(users.size(), 1u) << "the handler never sees the attacker's message";
+  EXPECT_EQ(users[0], victim_keys_.public_z85);
+  // The attacker's own, fresh identity works normally.
+  auto honest = Curve(server->endpoint(), attacker_keys_);
+  ASSERT_NE(honest, nullptr);
+  auto ok = honest->Call(Heartbeat("attacker-job"), kTimeout);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_TRUE(ok->has_ack());
+}
+
+TEST_F(IdentityTest, RefusedHandshakesAreCountedByReason) {
+  auto server = Start(/*curve=*/true);
+  ASSERT_NE(server, nullptr);
+  // A plain (no CURVE) client: mechanism mismatch.
+  ClientOptions plain;
+  plain.endpoint = server->endpoint();
+  auto p = DealerClient::Connect(ctx_, plain);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE((*p)->Call(Heartbeat("x"), Duration::Millis(200)).ok());
+  EXPECT_TRUE(WaitFor([&] { return server->counters().refused_mechanism >= 1; }));
+  // A client with an authorised key but the wrong server public key: cryptographic failure.
+  auto wrong = GenerateCurveKeyPair();
+  ASSERT_TRUE(wrong.ok());
+  auto w = Curve(server->endpoint(), victim_keys_, "", wrong->public_z85);
+  ASSERT_NE(w, nullptr);
+  EXPECT_FALSE(w->Call(Heartbeat("x"), Duration::Millis(200)).ok());
+  EXPECT_TRUE(WaitFor([&] { return server->counters().refused_handshake >= 1; }));
+  // An unauthorised key: ZAP.
+  auto stranger = GenerateCurveKeyPair();
+  ASSERT_TRUE(stranger.ok());
+  auto s = Curve(server->endpoint(), *stranger);
+  ASSERT_NE(s, nullptr);
+  EXPECT_FALSE(s->Call(Heartbeat("x"), Duration::Millis(200)).ok());
+  EXPECT_TRUE(WaitFor([&] { return server->counters().auth_refused >= 1; }));
+  EXPECT_TRUE(echo_.users().empty());
+}
+
+TEST_F(IdentityTest, RequestIdZeroIsRefusedButAnAckOfAPushIsDelivered) {
+  auto server = Start(/*curve=*/false);
+  ASSERT_NE(server, nullptr);
+  zmq::socket_t raw(ctx_.context(), zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::linger, 0);
+  raw.connect(server->endpoint());
+  auto recv = [&]() -> v1::Envelope {
+    zmq::pollitem_t item{raw.handle(), 0, ZMQ_POLLIN, 0};
+    EXPECT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(5000)), 1);
+    zmq::message_t reply;
+    EXPECT_TRUE(raw.recv(reply));
+    auto d = Decode(reply.to_string_view());
+    EXPECT_TRUE(d.ok());
+    return d.ok() ? *d : v1::Envelope();
+  };
+  raw.send(zmq::buffer(Encode(Heartbeat("job-a"))));  // request_id 0.
+  v1::Envelope e = recv();
+  ASSERT_TRUE(e.has_error());
+  EXPECT_EQ(e.error().code(), v1::ERROR_CODE_INVALID_ARGUMENT);
+  EXPECT_NE(e.error().message().find("envelope.request_id"), std::string::npos);
+  v1::Envelope ack = NewEnvelope(0);
+  ack.mutable_ack()->set_job_id("job-a");
+  ack.mutable_ack()->set_epoch(3);
+  ack.mutable_ack()->set_ok(true);
+  raw.send(zmq::buffer(Encode(ack)));
+  EXPECT_TRUE(WaitFor([&] { return server->counters().delivered == 1; }));
+  // A frame that parses but has no body: MALFORMED, with its request id.
+  v1::Envelope empty = NewEnvelope(55);
+  raw.send(zmq::buffer(Encode(empty)));
+  e = recv();
+  ASSERT_TRUE(e.has_error());
+  EXPECT_EQ(e.error().code(), v1::ERROR_CODE_MALFORMED);
+  EXPECT_EQ(e.request_id(), 55u);
+  raw.close();
+}
+
+TEST(TextValidationTest, TerminalEscapesInNamesAndFreeTextAreRefused) {
+  v1::Envelope m = NewEnvelope(1);
+  v1::RegisterJob* r = m.mutable_register_job();
+  r->set_job_id("job-a");
+  r->add_placement()->set_host("host0");
+  r->mutable_placement(0)->set_gpus(8);
+  r->set_model("bert\x1b]0;owned\x07\x1b[2J");
+  core::Status s = Validate(m);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("register_job.model"), std::string::npos) << s.message();
+  r->set_model("llama 3.1 \xe2\x80\xae");  // Right-to-left override.
+  EXPECT_FALSE(Validate(m).ok());
+  r->set_model("llama-3.1-70B \xe6\xa8\xa1\xe5\x9e\x8b");  // Printable UTF-8 is fine.
+  EXPECT_TRUE(Validate(m).ok()) << Validate(m).message();
+  r->set_job_id("job\x1b[2J");
+  EXPECT_FALSE(Validate(m).ok());
+}
+
+}  // namespace
+}  // namespace crux::protocol
