@@ -1,0 +1,244 @@
+// ControlLoop: cruxd's control logic, pure (no I/O, no threads), driven by an
+// injected Clock and by events. cruxd hosts it on its event loop with the
+// planner on a worker thread; crux-sim hosts it in virtual time. It is the one
+// place these rules are written:
+//
+//   * Lifecycle: kRegistered (no profile) -> kProfiling (profile not converged)
+//   -> kScheduled
+//     (the client marked the profile converged, or it is based on >=
+//     profiling_samples iterations); a removed job (ended, lease expired) is
+//     gone.
+//   * Hysteresis (`replan_threshold_pct`): a report replaces the job's
+//   *planned* profile, and
+//     asks for a plan, only when it is significant (SignificantChange) or moves
+//     the phase; otherwise it is kept as the latest profile only.
+//   * When to plan: every event that changes what a plan would see asks for
+//   one; a plan starts
+//     `debounce` after the first such request of a burst, and no sooner than
+//     `min_replan_interval` after the previous start. One run at a time:
+//     requests during a run make one more run after it. A run whose result
+//     could not be made durable (CommitFailed) is retried with backoff.
+//   * What a job looks like to the planner (BuildJobSpec): its planned profile,
+//   else its
+//     registration (pattern bytes, `assumed_compute_time` of compute).
+//   * Newcomer rule: a job not yet kScheduled is assigned the temporary top
+//   level 0, whatever
+//     the planner computed for it (reserved_high_levels keeps scheduled jobs
+//     below it).
+//   * Planner refusal (RunPlan): if the planner refuses the whole set, each job
+//   is tried alone;
+//     the ones refused alone are excluded (with the reason) and the rest is
+//     planned without them.
+//   * Diff: the assignments a run produces are compared, whole, with the
+//   applied ones; if any
+//     changed or disappeared, the epoch advances by one and the changed ones
+//     carry it. Jobs that left while the run was in flight are not applied
+//     again.
+//
+// Typical host loop:
+//   on every event:     loop.AddJob / ReportProfile / RemoveJob / Invalidate;
+//   arm a timer for
+//                       loop.due()
+//   when the timer fires: snap = loop.StartPlan(topo); run RunPlan(policy,
+//   topo, *snap, ...)
+//                       (on a worker); then batch = loop.FinishPlan(*snap,
+//                       outcome); store the batch; loop.Commit(batch) (or
+//                       loop.CommitFailed()); push batch.changed; arm a timer
+//                       for loop.due() again.
+//
+// Thread-safety: a ControlLoop is not thread-safe (one owner thread). RunPlan
+// may run on another thread: it reads only the snapshot (immutable, shared) and
+// the policy it is given.
+#ifndef CRUX_CORE_CONTROL_LOOP_H_
+#define CRUX_CORE_CONTROL_LOOP_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "crux/core/backoff.h"
+#include "crux/core/clock.h"
+#include "crux/core/control_types.h"
+#include "crux/core/job.h"
+#include "crux/core/planner.h"
+#include "crux/core/policy.h"
+#include "crux/core/status.h"
+#include "crux/core/topology.h"
+
+namespace crux::core {
+
+struct ControlLoopOptions {
+  Duration debounce = Duration::Millis(30);         // >= 0.
+  Duration min_replan_interval = Duration::Zero();  // Between two starts, >= 0.
+  double replan_threshold_pct = 10;                 // Hysteresis, [0, 1000]; 0 = every report.
+  uint32_t profiling_samples = 20;                  // >= 1.
+  Duration assumed_compute_time = Duration::Millis(100);  // Before a profile exists, > 0.
+  // Retry after CommitFailed (the store could not take the batch).
+  BackoffOptions retry = {.initial = Duration::Millis(1000), .max = Duration::Millis(30000)};
+
+  friend bool operator==(const ControlLoopOptions&, const ControlLoopOptions&) = default;
+};
+
+// kInvalidArgument naming the field ("control.debounce: must be >= 0").
+Status ValidateControlLoopOptions(const ControlLoopOptions& o);
+
+// The loop's view of a live job.
+struct LoopJob {
+  JobDemand demand;
+  uint32_t dscp = 0;
+  JobPhase phase = JobPhase::kRegistered;
+  std::optional<JobProfile> profile;  // Latest report.
+  std::optional<JobProfile> planned;  // What plans use (see Hysteresis).
+
+  friend bool operator==(const LoopJob&, const LoopJob&) = default;
+};
+
+struct ReportVerdict {
+  JobPhase phase = JobPhase::kRegistered;
+  bool phase_changed = false;
+  bool plan_changed = false;  // The planned profile changed (a plan was requested).
+};
+
+// The job as the planner sees it, or nullopt when it has nothing to plan yet
+// (no traffic figure: no pattern bytes and no measured peers, or a single host
+// with no peers). Errors: a demand or profile whose nodes are not in `topo`
+// (names the field).
+Result<std::optional<JobSpec>> BuildJobSpec(const Topology& topo, const LoopJob& job,
+                                            Duration assumed_compute_time);
+
+// One plan run's input: immutable once taken, shared with the worker.
+struct PlanningJob {
+  std::string id;
+  uint32_t dscp = 0;
+  JobPhase phase = JobPhase::kRegistered;
+  std::optional<JobSpec> spec;  // nullopt: nothing to plan (it still gets an assignment).
+  std::string spec_error;       // BuildJobSpec failed: excluded with this reason.
+};
+
+struct PlanningSnapshot {
+  uint64_t run = 0;  // 1, 2, ... per loop.
+  std::string reason;
+  std::vector<PlanningJob> jobs;               // Sorted by id.
+  std::shared_ptr<const AppliedPlan> applied;  // In force when the snapshot was taken.
+};
+
+// What one run produced. Computed by RunPlan on the worker.
+struct PlanOutcome {
+  Status status;  // Not OK: no plan (the error); nothing else is set.
+  Plan plan;      // For `planned` (plan.jobs[i] is job planned[i]).
+  std::vector<std::string> planned;
+  std::map<std::string, std::string> excluded;  // Job -> why it was left out.
+  std::vector<Assignment> desired;              // One per snapshot job, sorted by id.
+  std::vector<Assignment> changed;              // desired != the snapshot's applied one.
+  std::vector<std::string> removed;             // Applied at snapshot time, not desired now.
+  Duration planning_time;                       // Measured with the clock RunPlan was given.
+};
+
+// The rules of one run: plans the snapshot's jobs with `policy` (planner
+// refusal handling above), builds every job's Assignment (newcomer rule,
+// colour, traffic class, NCCL settings, pinned flows) and diffs them against
+// snap.applied. `policy` must have been made for `topo`.
+PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const PlanningSnapshot& snap,
+                    const Clock& clock);
+
+// The assignment of one job from its plan (nullptr: the job was not planned: no
+// flows, level 0).
+Assignment MakeAssignment(const PlanningJob& job, const JobPlan* plan);
+
+// What the host must make durable and push after a run.
+struct ApplyBatch {
+  uint64_t run = 0;
+  uint64_t epoch = 0;  // The epoch after the batch (unchanged when the batch is empty).
+  std::vector<AppliedAssignment> changed;  // Sorted by job id; each carries `epoch`.
+  std::vector<std::string> removed;        // Sorted.
+  bool empty() const { return changed.empty() && removed.empty(); }
+};
+
+class ControlLoop {
+ public:
+  // `clock` must outlive the loop. REQUIRES:
+  // ValidateControlLoopOptions(options).ok().
+  ControlLoop(const Clock* clock, ControlLoopOptions options);
+
+  // Takes effect at once (a pending plan keeps its time); asks for a plan.
+  void SetOptions(const ControlLoopOptions& options);
+  const ControlLoopOptions& options() const { return options_; }
+
+  // ---- events ----
+  // A new job. REQUIRES: `demand.id` unknown, demand checked against the
+  // topology.
+  void AddJob(JobDemand demand, uint32_t dscp);
+  // A report for a known job (REQUIRES: known). See Hysteresis and Lifecycle.
+  ReportVerdict ReportProfile(const std::string& id, const JobProfile& profile);
+  // The job is gone (ended, lease expired). Unknown ids are ignored. Its
+  // applied assignment is dropped at once (returned, if it had one) and a plan
+  // is requested.
+  std::optional<AppliedAssignment> RemoveJob(const std::string& id, std::string_view reason);
+  // Something else a plan depends on changed (link health, planner or QoS
+  // options).
+  void Invalidate(std::string_view reason);
+
+  // ---- restart ----
+  // Puts back a stored job (its phase follows from `profile`), its applied
+  // assignment and the epoch. Then call Invalidate("restart"): a restart plan
+  // from the same inputs reproduces the applied plan, so it changes nothing and
+  // keeps the epoch.
+  void RestoreJob(JobDemand demand, uint32_t dscp, std::optional<JobProfile> profile,
+                  std::optional<JobProfile> planned);
+  void RestoreApplied(AppliedPlan applied, uint64_t epoch);
+
+  // ---- planning cadence ----
+  // When StartPlan should be called (absolute Clock time); nullopt: nothing
+  // requested, or a run is in flight (FinishPlan re-arms).
+  std::optional<Duration> due() const;
+  // The snapshot of a run, if one is due now (clock >= due()); marks it in
+  // flight.
+  std::shared_ptr<const PlanningSnapshot> StartPlan(const Topology& topo);
+  // The run `snap` is over: the batch to make durable and push (jobs that left
+  // since the snapshot are not applied again). An outcome with an error yields
+  // an empty batch. The run stays in flight until Commit / CommitFailed.
+  ApplyBatch FinishPlan(const PlanningSnapshot& snap, const PlanOutcome& outcome);
+  // The batch is durable: it is in force, the epoch advances.
+  void Commit(const ApplyBatch& batch);
+  // The batch could not be made durable: nothing changes, the run is retried
+  // after a backoff.
+  void CommitFailed();
+
+  // ---- views ----
+  const std::map<std::string, LoopJob>& jobs() const { return jobs_; }
+  const LoopJob* Find(const std::string& id) const;
+  const AppliedPlan& applied() const { return *applied_; }
+  std::shared_ptr<const AppliedPlan> applied_ptr() const { return applied_; }
+  uint64_t epoch() const { return epoch_; }
+  bool in_flight() const { return in_flight_; }
+  uint64_t runs() const { return runs_; }
+  // Reasons of the requests not yet in a run (at most 16 kept).
+  const std::vector<std::string>& pending_reasons() const { return reasons_; }
+
+ private:
+  JobPhase PhaseFor(const JobProfile& p) const;
+  void Request(std::string_view reason);
+
+  const Clock* clock_;
+  ControlLoopOptions options_;
+  std::map<std::string, LoopJob> jobs_;
+  std::shared_ptr<const AppliedPlan> applied_;
+  uint64_t epoch_ = 0;
+
+  std::vector<std::string> reasons_;
+  bool requested_ = false;
+  std::optional<Duration> requested_at_;  // First request of the pending burst.
+  std::optional<Duration> last_start_;
+  std::optional<Duration> retry_at_;
+  bool in_flight_ = false;
+  uint64_t runs_ = 0;
+  ExponentialBackoff retry_;
+};
+
+}  // namespace crux::core
+
+#endif  // CRUX_CORE_CONTROL_LOOP_H_

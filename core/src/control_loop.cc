@@ -1,0 +1,416 @@
+#include "crux/core/control_loop.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+namespace crux::core {
+namespace {
+
+// |b - a| > pct% of |a| (a == 0: any change counts).
+bool Moved(double a, double b, double pct) {
+  if (a == b) return false;
+  if (a == 0) return true;
+  return std::fabs(b - a) > std::fabs(a) * pct / 100.0;
+}
+
+double FlopsOr0(const std::optional<Flops>& f) { return f ? f->value() : 0.0; }
+
+}  // namespace
+
+std::string_view JobPhaseName(JobPhase p) {
+  switch (p) {
+    case JobPhase::kRegistered:
+      return "registered";
+    case JobPhase::kProfiling:
+      return "profiling";
+    case JobPhase::kScheduled:
+      return "scheduled";
+  }
+  return "unknown";
+}
+
+bool SignificantChange(const JobProfile& planned, const JobProfile& next, double threshold_pct) {
+  if (threshold_pct <= 0) return true;
+  const double t = threshold_pct;
+  if (Moved(planned.compute_time.ToSeconds(), next.compute_time.ToSeconds(), t) ||
+      Moved(planned.iteration_period.ToSeconds(), next.iteration_period.ToSeconds(), t) ||
+      Moved(FlopsOr0(planned.flops_per_iteration), FlopsOr0(next.flops_per_iteration), t) ||
+      Moved(static_cast<double>(planned.bytes_per_iteration.count()),
+            static_cast<double>(next.bytes_per_iteration.count()), t) ||
+      Moved(planned.compression_ratio, next.compression_ratio, t) ||
+      std::fabs(next.overlap_start - planned.overlap_start) > t / 100.0) {
+    return true;
+  }
+  if (planned.peers.size() != next.peers.size()) return true;
+  for (size_t i = 0; i < next.peers.size(); ++i) {
+    const PeerTraffic& a = planned.peers[i];
+    const PeerTraffic& b = next.peers[i];
+    if (a.local_nic != b.local_nic || a.remote_nic != b.remote_nic ||
+        Moved(static_cast<double>(a.bytes.count()), static_cast<double>(b.bytes.count()), t)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+uint32_t TrafficClassFor(uint32_t dscp) { return dscp << 2; }
+
+std::map<std::string, std::string> NcclEnvFor(uint32_t dscp) {
+  return {{"NCCL_IB_TC", std::to_string(TrafficClassFor(dscp))}};
+}
+
+Status ValidateControlLoopOptions(const ControlLoopOptions& o) {
+  if (o.debounce < Duration::Zero()) return InvalidArgumentError("control.debounce: must be >= 0");
+  if (o.min_replan_interval < Duration::Zero()) {
+    return InvalidArgumentError("control.min_replan_interval: must be >= 0");
+  }
+  if (!std::isfinite(o.replan_threshold_pct) || o.replan_threshold_pct < 0 ||
+      o.replan_threshold_pct > 1000) {
+    return InvalidArgumentError("control.replan_threshold_pct: must be in [0, 1000]");
+  }
+  if (o.profiling_samples < 1) {
+    return InvalidArgumentError("control.profiling_samples: must be >= 1");
+  }
+  if (o.assumed_compute_time <= Duration::Zero()) {
+    return InvalidArgumentError("control.assumed_compute_time: must be > 0");
+  }
+  if (Status s = ValidateBackoffOptions(o.retry); !s.ok()) {
+    return InvalidArgumentError("control.retry: " + s.message());
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<JobSpec>> BuildJobSpec(const Topology& topo, const LoopJob& job,
+                                            Duration assumed_compute_time) {
+  const JobDemand& d = job.demand;
+  JobSpec s;
+  s.id = d.id;
+  uint32_t max_gpus = 1;
+  for (size_t i = 0; i < d.placement.size(); ++i) {
+    const NodeId h = d.placement[i].host;
+    if (!h.valid() || h.value() >= topo.num_nodes() || topo.node(h).kind != NodeKind::kHost) {
+      return InvalidArgumentError("job " + d.id + ": placement[" + std::to_string(i) +
+                                  "].host: not a host of the topology");
+    }
+    s.hosts.push_back(h);
+    max_gpus = std::max(max_gpus, d.placement[i].gpus);
+  }
+  // JobSpec models a uniform placement: the largest per-host GPU count stands
+  // for all.
+  s.gpus_per_host = static_cast<int>(max_gpus);
+  s.compute_time = assumed_compute_time;
+  s.flops_per_iteration = d.flops_per_iteration;
+  s.pattern = d.pattern;
+  Bytes pattern_bytes = d.bytes_per_iteration;
+  // The planned profile (hysteresis), not necessarily the latest report.
+  const std::optional<JobProfile>& planned = job.planned ? job.planned : job.profile;
+  if (planned) {
+    const JobProfile& p = *planned;
+    s.compute_time = p.compute_time;
+    if (p.flops_per_iteration) s.flops_per_iteration = p.flops_per_iteration;
+    s.overlap_start = p.overlap_start;
+    s.compression_ratio = p.compression_ratio > 0 ? p.compression_ratio : 1.0;
+    if (!p.peers.empty()) {
+      // Measured per-peer bytes are on the wire already: no compression on top.
+      s.pattern = TrafficPattern::kExplicit;
+      s.compression_ratio = 1.0;
+      std::map<std::pair<uint32_t, uint32_t>, int64_t> merged;
+      for (const PeerTraffic& pt : p.peers) {
+        for (NodeId n : {pt.local_nic, pt.remote_nic}) {
+          if (!n.valid() || n.value() >= topo.num_nodes()) {
+            return InvalidArgumentError("job " + d.id + ": profile peer: not a node of the " +
+                                        "topology");
+          }
+        }
+        if (pt.bytes.count() <= 0) continue;
+        merged[{pt.local_nic.value(), pt.remote_nic.value()}] += pt.bytes.count();
+      }
+      for (const auto& [ab, bytes] : merged) {
+        s.flows.push_back({NodeId(ab.first), NodeId(ab.second), Bytes::Of(bytes)});
+      }
+      if (s.flows.empty()) return std::optional<JobSpec>();
+      return std::optional<JobSpec>(std::move(s));
+    }
+    if (p.bytes_per_iteration.count() > 0) pattern_bytes = p.bytes_per_iteration;
+  }
+  if (pattern_bytes.count() <= 0 || s.hosts.size() < 2) return std::optional<JobSpec>();
+  s.pattern_bytes = pattern_bytes;
+  return std::optional<JobSpec>(std::move(s));
+}
+
+Assignment MakeAssignment(const PlanningJob& job, const JobPlan* plan) {
+  Assignment a;
+  a.job_id = job.id;
+  a.phase = job.phase;
+  a.dscp = job.dscp;
+  a.traffic_class = TrafficClassFor(job.dscp);
+  a.nccl_env = NcclEnvFor(job.dscp);
+  a.level = 0;  // Newcomers: the temporary top level.
+  if (plan == nullptr) return a;
+  if (job.phase == JobPhase::kScheduled) a.level = plan->level;
+  a.flows.reserve(plan->flows.size());
+  for (const FlowPlan& f : plan->flows) {
+    FlowPin p;
+    p.src_nic = f.src;
+    p.dst_nic = f.dst;
+    p.udp_sport = f.udp_sport.value_or(0);
+    p.path = f.path;
+    a.flows.push_back(std::move(p));
+  }
+  return a;
+}
+
+PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const PlanningSnapshot& snap,
+                    const Clock& clock) {
+  const Duration start = clock.Now();
+  PlanOutcome out;
+  std::vector<JobSpec> specs;
+  std::vector<size_t> spec_job;  // specs[i] is snap.jobs[spec_job[i]].
+  for (size_t i = 0; i < snap.jobs.size(); ++i) {
+    const PlanningJob& j = snap.jobs[i];
+    if (!j.spec_error.empty()) {
+      out.excluded[j.id] = j.spec_error;
+      continue;
+    }
+    if (!j.spec) continue;
+    if (Status v = ValidateJob(topo, *j.spec); !v.ok()) {
+      out.excluded[j.id] = v.message();
+      continue;
+    }
+    specs.push_back(*j.spec);
+    spec_job.push_back(i);
+  }
+  Result<Plan> plan = policy.Schedule(specs);
+  if (!plan.ok()) {
+    // Find the jobs the planner refuses on their own (e.g. no path left) and
+    // plan the others.
+    std::vector<JobSpec> kept;
+    std::vector<size_t> kept_job;
+    for (size_t k = 0; k < specs.size(); ++k) {
+      Result<Plan> alone = policy.Schedule({specs[k]});
+      if (alone.ok()) {
+        kept.push_back(std::move(specs[k]));
+        kept_job.push_back(spec_job[k]);
+      } else {
+        out.excluded[specs[k].id] = alone.status().message();
+      }
+    }
+    specs = std::move(kept);
+    spec_job = std::move(kept_job);
+    plan = policy.Schedule(specs);
+  }
+  if (!plan.ok()) {
+    out.status = plan.status();
+    out.planning_time = clock.Now() - start;
+    return out;
+  }
+  out.plan = std::move(plan).value();
+  std::vector<const JobPlan*> job_plan(snap.jobs.size(), nullptr);
+  for (size_t k = 0; k < spec_job.size(); ++k) {
+    out.planned.push_back(specs[k].id);
+    job_plan[spec_job[k]] = &out.plan.jobs[k];
+  }
+  out.desired.reserve(snap.jobs.size());
+  for (size_t i = 0; i < snap.jobs.size(); ++i) {
+    out.desired.push_back(MakeAssignment(snap.jobs[i], job_plan[i]));
+  }
+  // Diff against what was in force when the snapshot was taken (both sorted by
+  // id).
+  static const AppliedPlan kNone;
+  const AppliedPlan& applied = snap.applied ? *snap.applied : kNone;
+  auto it = applied.begin();
+  for (const Assignment& a : out.desired) {
+    while (it != applied.end() && it->first < a.job_id) out.removed.push_back((it++)->first);
+    if (it != applied.end() && it->first == a.job_id) {
+      if (!(it->second.assignment == a)) out.changed.push_back(a);
+      ++it;
+    } else {
+      out.changed.push_back(a);
+    }
+  }
+  for (; it != applied.end(); ++it) out.removed.push_back(it->first);
+  out.planning_time = clock.Now() - start;
+  return out;
+}
+
+ControlLoop::ControlLoop(const Clock* clock, ControlLoopOptions options)
+    : clock_(clock),
+      options_(std::move(options)),
+      applied_(std::make_shared<const AppliedPlan>()),
+      retry_(options_.retry) {}
+
+void ControlLoop::SetOptions(const ControlLoopOptions& options) {
+  const bool retry_changed = !(options.retry == options_.retry);
+  options_ = options;
+  if (retry_changed) retry_ = ExponentialBackoff(options_.retry);
+  Request("options changed");
+}
+
+JobPhase ControlLoop::PhaseFor(const JobProfile& p) const {
+  return (p.converged || p.samples >= options_.profiling_samples) ? JobPhase::kScheduled
+                                                                  : JobPhase::kProfiling;
+}
+
+void ControlLoop::Request(std::string_view reason) {
+  if (reasons_.size() < 16) reasons_.emplace_back(reason);
+  if (!requested_) {
+    requested_ = true;
+    requested_at_ = clock_->Now();
+  }
+}
+
+void ControlLoop::AddJob(JobDemand demand, uint32_t dscp) {
+  LoopJob j;
+  const std::string id = demand.id;
+  j.demand = std::move(demand);
+  j.dscp = dscp;
+  jobs_[id] = std::move(j);
+  Request("job " + id + " registered");
+}
+
+ReportVerdict ControlLoop::ReportProfile(const std::string& id, const JobProfile& profile) {
+  ReportVerdict v;
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return v;
+  LoopJob& j = it->second;
+  const JobPhase next = PhaseFor(profile);
+  v.phase_changed = next != j.phase;
+  j.phase = next;
+  v.phase = next;
+  v.plan_changed = v.phase_changed || !j.planned ||
+                   SignificantChange(*j.planned, profile, options_.replan_threshold_pct);
+  if (v.plan_changed) j.planned = profile;
+  j.profile = profile;
+  if (v.plan_changed) Request("profile of " + id);
+  return v;
+}
+
+std::optional<AppliedAssignment> ControlLoop::RemoveJob(const std::string& id,
+                                                        std::string_view reason) {
+  if (jobs_.erase(id) == 0) return std::nullopt;
+  std::optional<AppliedAssignment> was;
+  auto it = applied_->find(id);
+  if (it != applied_->end()) {
+    was = it->second;
+    auto next = std::make_shared<AppliedPlan>(*applied_);
+    next->erase(id);
+    applied_ = std::move(next);
+  }
+  Request("job " + id + " " + std::string(reason));
+  return was;
+}
+
+void ControlLoop::Invalidate(std::string_view reason) { Request(reason); }
+
+void ControlLoop::RestoreJob(JobDemand demand, uint32_t dscp, std::optional<JobProfile> profile,
+                             std::optional<JobProfile> planned) {
+  LoopJob j;
+  const std::string id = demand.id;
+  j.demand = std::move(demand);
+  j.dscp = dscp;
+  if (profile) j.phase = PhaseFor(*profile);
+  j.profile = std::move(profile);
+  j.planned = planned ? std::move(planned) : j.profile;
+  jobs_[id] = std::move(j);
+}
+
+void ControlLoop::RestoreApplied(AppliedPlan applied, uint64_t epoch) {
+  for (auto it = applied.begin(); it != applied.end();) {
+    it = jobs_.count(it->first) ? std::next(it) : applied.erase(it);
+  }
+  applied_ = std::make_shared<const AppliedPlan>(std::move(applied));
+  epoch_ = epoch;
+}
+
+std::optional<Duration> ControlLoop::due() const {
+  if (in_flight_) return std::nullopt;
+  std::optional<Duration> at;
+  if (requested_) {
+    Duration t = *requested_at_ + options_.debounce;
+    if (last_start_) t = std::max(t, *last_start_ + options_.min_replan_interval);
+    at = t;
+  }
+  if (retry_at_) at = at ? std::min(*at, *retry_at_) : *retry_at_;
+  return at;
+}
+
+std::shared_ptr<const PlanningSnapshot> ControlLoop::StartPlan(const Topology& topo) {
+  const std::optional<Duration> when = due();
+  const Duration now = clock_->Now();
+  if (!when || now < *when) return nullptr;
+  auto snap = std::make_shared<PlanningSnapshot>();
+  snap->run = ++runs_;
+  for (const std::string& r : reasons_) {
+    if (!snap->reason.empty()) snap->reason += ", ";
+    snap->reason += r;
+  }
+  if (snap->reason.empty() && retry_at_) snap->reason = "retry after a failed commit";
+  reasons_.clear();
+  requested_ = false;
+  requested_at_.reset();
+  retry_at_.reset();
+  snap->jobs.reserve(jobs_.size());
+  for (const auto& [id, job] : jobs_) {
+    PlanningJob j;
+    j.id = id;
+    j.dscp = job.dscp;
+    j.phase = job.phase;
+    Result<std::optional<JobSpec>> spec = BuildJobSpec(topo, job, options_.assumed_compute_time);
+    if (!spec.ok()) {
+      j.spec_error = spec.status().message();
+    } else {
+      j.spec = std::move(spec).value();
+    }
+    snap->jobs.push_back(std::move(j));
+  }
+  snap->applied = applied_;
+  in_flight_ = true;
+  last_start_ = now;
+  return snap;
+}
+
+ApplyBatch ControlLoop::FinishPlan(const PlanningSnapshot& snap, const PlanOutcome& outcome) {
+  ApplyBatch b;
+  b.run = snap.run;
+  b.epoch = epoch_;
+  if (!outcome.status.ok()) return b;
+  for (const Assignment& a : outcome.changed) {
+    if (!jobs_.count(a.job_id)) continue;  // Left while the run was in flight.
+    b.changed.push_back({a, 0});
+  }
+  for (const std::string& id : outcome.removed) {
+    if (applied_->count(id)) b.removed.push_back(id);  // Not already dropped by RemoveJob.
+  }
+  if (!b.empty()) {
+    b.epoch = epoch_ + 1;
+    for (AppliedAssignment& a : b.changed) a.epoch = b.epoch;
+  }
+  return b;
+}
+
+void ControlLoop::Commit(const ApplyBatch& batch) {
+  in_flight_ = false;
+  retry_.Reset();
+  retry_at_.reset();
+  if (batch.empty()) return;
+  auto next = std::make_shared<AppliedPlan>(*applied_);
+  for (const std::string& id : batch.removed) next->erase(id);
+  for (const AppliedAssignment& a : batch.changed) {
+    if (jobs_.count(a.assignment.job_id)) (*next)[a.assignment.job_id] = a;
+  }
+  applied_ = std::move(next);
+  epoch_ = batch.epoch;
+}
+
+void ControlLoop::CommitFailed() {
+  in_flight_ = false;
+  retry_at_ = clock_->Now() + retry_.Next();
+}
+
+const LoopJob* ControlLoop::Find(const std::string& id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+}  // namespace crux::core

@@ -1,0 +1,276 @@
+#include "crux/core/control_loop.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crux/core/builders.h"
+#include "crux/core/policy.h"
+
+namespace crux::core {
+namespace {
+
+constexpr Duration kDebounce = Duration::Millis(30);
+
+class ControlLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Clos2Params p;
+    p.tors = 4;
+    p.aggs = 2;
+    p.hosts_per_tor = 4;
+    p.host.nics_per_host = 1;
+    auto t = BuildClos2(p);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    topo_ = std::make_unique<Topology>(std::move(t).value());
+    PolicyOptions po;
+    po.resolve_ports = true;
+    auto policy = MakePolicy("crux", *topo_, po, &clock_);
+    ASSERT_TRUE(policy.ok());
+    policy_ = std::move(policy).value();
+    options_.debounce = kDebounce;
+    options_.profiling_samples = 10;
+    loop_ = std::make_unique<ControlLoop>(&clock_, options_);
+  }
+
+  JobDemand Demand(const std::string& id, std::vector<int> hosts, int64_t bytes = 1'000'000'000) {
+    JobDemand d;
+    d.id = id;
+    for (int h : hosts) d.placement.push_back({topo_->hosts()[h], 8, {}});
+    d.bytes_per_iteration = Bytes::Of(bytes);
+    return d;
+  }
+  JobProfile Profile(int64_t compute_ms, uint32_t samples, bool converged = false) {
+    JobProfile p;
+    p.compute_time = Duration::Millis(compute_ms);
+    p.iteration_period = Duration::Millis(compute_ms * 2);
+    p.samples = samples;
+    p.converged = converged;
+    return p;
+  }
+  // Runs every due plan up to now + d, committing each batch; returns the
+  // batches.
+  std::vector<ApplyBatch> Advance(Duration d) {
+    std::vector<ApplyBatch> out;
+    const Duration end = clock_.Now() + d;
+    while (true) {
+      std::optional<Duration> due = loop_->due();
+      if (!due || *due > end) break;
+      if (*due > clock_.Now()) clock_.Set(*due);
+      auto snap = loop_->StartPlan(*topo_);
+      if (!snap) break;
+      PlanOutcome o = RunPlan(*policy_, *topo_, *snap, clock_);
+      EXPECT_TRUE(o.status.ok()) << o.status.ToString();
+      ApplyBatch b = loop_->FinishPlan(*snap, o);
+      if (fail_commits_ > 0) {
+        --fail_commits_;
+        loop_->CommitFailed();
+      } else {
+        loop_->Commit(b);
+        out.push_back(b);
+      }
+    }
+    clock_.Set(end);
+    return out;
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<Topology> topo_;
+  std::unique_ptr<SchedulingPolicy> policy_;
+  ControlLoopOptions options_;
+  std::unique_ptr<ControlLoop> loop_;
+  int fail_commits_ = 0;
+};
+
+TEST_F(ControlLoopTest, ABurstIsOnePlanAfterTheDebounceAndNewcomersSitOnTheTopLevel) {
+  loop_->AddJob(Demand("a", {0, 4}), 10);
+  clock_.Advance(Duration::Millis(10));
+  loop_->AddJob(Demand("b", {1, 5}), 12);
+  ASSERT_TRUE(loop_->due().has_value());
+  EXPECT_EQ(*loop_->due(), kDebounce) << "debounce counts from the first request of a burst";
+  EXPECT_EQ(loop_->StartPlan(*topo_), nullptr) << "not due yet";
+  auto batches = Advance(kDebounce);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].epoch, 1u);
+  ASSERT_EQ(batches[0].changed.size(), 2u);
+  for (const AppliedAssignment& a : batches[0].changed) {
+    EXPECT_EQ(a.assignment.level, 0);
+    EXPECT_EQ(a.assignment.phase, JobPhase::kRegistered);
+    EXPECT_EQ(a.epoch, 1u);
+    EXPECT_FALSE(a.assignment.flows.empty());
+    EXPECT_EQ(a.assignment.traffic_class, a.assignment.dscp << 2);
+  }
+  EXPECT_EQ(loop_->epoch(), 1u);
+  EXPECT_FALSE(loop_->due().has_value());
+}
+
+TEST_F(ControlLoopTest, ProfilesMoveThePhaseAndHysteresisFiltersJitter) {
+  loop_->AddJob(Demand("a", {0, 4}), 10);
+  Advance(kDebounce);
+  ReportVerdict v = loop_->ReportProfile("a", Profile(100, 3));
+  EXPECT_EQ(v.phase, JobPhase::kProfiling);
+  EXPECT_TRUE(v.phase_changed && v.plan_changed);
+  Advance(kDebounce);
+  v = loop_->ReportProfile("a", Profile(100, 10));
+  EXPECT_EQ(v.phase, JobPhase::kScheduled);
+  EXPECT_TRUE(v.phase_changed);
+  Advance(kDebounce);
+  const uint64_t epoch = loop_->epoch();
+  // 5 % jitter: below the 10 % threshold, no plan.
+  v = loop_->ReportProfile("a", Profile(105, 11));
+  EXPECT_FALSE(v.plan_changed);
+  EXPECT_FALSE(loop_->due().has_value());
+  EXPECT_EQ(loop_->Find("a")->planned->compute_time, Duration::Millis(100));
+  EXPECT_EQ(loop_->Find("a")->profile->compute_time, Duration::Millis(105));
+  // 30 %: a plan.
+  v = loop_->ReportProfile("a", Profile(130, 12));
+  EXPECT_TRUE(v.plan_changed);
+  EXPECT_TRUE(loop_->due().has_value());
+  Advance(kDebounce);
+  EXPECT_GE(loop_->epoch(), epoch);
+}
+
+TEST_F(ControlLoopTest, AnUnchangedPlanKeepsTheEpoch) {
+  loop_->AddJob(Demand("a", {0, 4}), 10);
+  loop_->AddJob(Demand("b", {1, 5}), 12);
+  Advance(kDebounce);
+  loop_->Invalidate("nothing really");
+  auto batches = Advance(kDebounce);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_TRUE(batches[0].empty());
+  EXPECT_EQ(loop_->epoch(), 1u);
+}
+
+TEST_F(ControlLoopTest, MinReplanIntervalSpacesRunsAndRequestsDuringARunMakeOneMore) {
+  options_.min_replan_interval = Duration::Millis(500);
+  loop_->SetOptions(options_);
+  loop_->AddJob(Demand("a", {0, 4}), 10);
+  Advance(kDebounce);
+  const Duration first = clock_.Now();  // The first run started here.
+  loop_->AddJob(Demand("b", {1, 5}), 12);
+  EXPECT_EQ(loop_->StartPlan(*topo_), nullptr) << "min_replan_interval not over";
+  ASSERT_TRUE(loop_->due().has_value());
+  EXPECT_EQ(*loop_->due(), first + Duration::Millis(500));
+  clock_.Set(first + Duration::Millis(500));
+  auto snap = loop_->StartPlan(*topo_);
+  ASSERT_NE(snap, nullptr);
+  // A request while the run is in flight waits for it, then makes exactly one
+  // more run.
+  loop_->AddJob(Demand("c", {2, 6}), 14);
+  EXPECT_FALSE(loop_->due().has_value());
+  PlanOutcome o = RunPlan(*policy_, *topo_, *snap, clock_);
+  loop_->Commit(loop_->FinishPlan(*snap, o));
+  ASSERT_TRUE(loop_->due().has_value());
+  EXPECT_EQ(*loop_->due(), clock_.Now() + Duration::Millis(500));
+}
+
+TEST_F(ControlLoopTest, AFailedCommitIsRetriedWithBackoffAndChangesNothing) {
+  loop_->AddJob(Demand("a", {0, 4}), 10);
+  fail_commits_ = 1;
+  Advance(kDebounce);
+  EXPECT_EQ(loop_->epoch(), 0u);
+  EXPECT_TRUE(loop_->applied().empty());
+  ASSERT_TRUE(loop_->due().has_value());
+  EXPECT_EQ(*loop_->due(), clock_.Now() + Duration::Millis(1000));
+  auto batches = Advance(Duration::Millis(1000));
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(loop_->epoch(), 1u);
+  EXPECT_EQ(loop_->applied().size(), 1u);
+}
+
+TEST_F(ControlLoopTest, JobsThatLeaveDuringARunAreNotAppliedAgain) {
+  loop_->AddJob(Demand("a", {0, 4}), 10);
+  loop_->AddJob(Demand("b", {1, 5}), 12);
+  Advance(kDebounce);
+  loop_->Invalidate("link down");
+  clock_.Advance(kDebounce);
+  auto snap = loop_->StartPlan(*topo_);
+  ASSERT_NE(snap, nullptr);
+  PlanOutcome o = RunPlan(*policy_, *topo_, *snap, clock_);
+  // b leaves while the run is in flight.
+  EXPECT_TRUE(loop_->RemoveJob("b", "ended").has_value());
+  ApplyBatch b = loop_->FinishPlan(*snap, o);
+  for (const auto& a : b.changed) EXPECT_NE(a.assignment.job_id, "b");
+  loop_->Commit(b);
+  EXPECT_FALSE(loop_->applied().count("b"));
+  EXPECT_TRUE(loop_->due().has_value()) << "the departure asked for a plan";
+}
+
+TEST_F(ControlLoopTest, ARestartFromTheSameInputsChangesNothing) {
+  loop_->AddJob(Demand("a", {0, 4}), 10);
+  loop_->AddJob(Demand("b", {1, 5}), 12);
+  loop_->AddJob(Demand("c", {2, 6}, 3'000'000'000), 14);
+  Advance(kDebounce);
+  loop_->ReportProfile("a", Profile(100, 10, true));
+  loop_->ReportProfile("b", Profile(40, 10, true));
+  loop_->ReportProfile("c", Profile(300, 10, true));
+  Advance(kDebounce);
+  loop_->ReportProfile("b", Profile(42, 11, true));  // Jitter: latest != planned.
+  Advance(kDebounce);
+  const AppliedPlan applied = loop_->applied();
+  const uint64_t epoch = loop_->epoch();
+  // A new loop restored from what a store would hold (latest and planned
+  // profiles).
+  ControlLoop again(&clock_, options_);
+  for (const auto& [id, j] : loop_->jobs())
+    again.RestoreJob(j.demand, j.dscp, j.profile, j.planned);
+  again.RestoreApplied(applied, epoch);
+  again.Invalidate("restart");
+  loop_ = std::make_unique<ControlLoop>(std::move(again));
+  auto batches = Advance(kDebounce);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_TRUE(batches[0].empty()) << "the restart plan must reproduce the applied plan";
+  EXPECT_EQ(loop_->epoch(), epoch);
+}
+
+TEST_F(ControlLoopTest, InvalidJobsAreExcludedWithTheirReasonAndTheRestIsPlanned) {
+  loop_->AddJob(Demand("a", {0, 4}), 10);
+  loop_->AddJob(Demand("b", {1, 1}), 12);  // The same host twice: ValidateJob refuses it.
+  clock_.Advance(kDebounce);
+  auto snap = loop_->StartPlan(*topo_);
+  ASSERT_NE(snap, nullptr);
+  PlanOutcome o = RunPlan(*policy_, *topo_, *snap, clock_);
+  ASSERT_TRUE(o.status.ok()) << o.status.ToString();
+  EXPECT_EQ(o.planned, std::vector<std::string>{"a"});
+  ASSERT_EQ(o.excluded.count("b"), 1u);
+  EXPECT_FALSE(o.excluded.at("b").empty());
+  ASSERT_EQ(o.desired.size(), 2u);
+  EXPECT_TRUE(o.desired[1].flows.empty());
+}
+
+TEST_F(ControlLoopTest, BuildJobSpecUsesThePlannedProfile) {
+  LoopJob j;
+  j.demand = Demand("a", {0, 4});
+  auto s = BuildJobSpec(*topo_, j, Duration::Millis(100));
+  ASSERT_TRUE(s.ok() && s->has_value());
+  EXPECT_EQ((*s)->compute_time, Duration::Millis(100));
+  EXPECT_EQ((*s)->pattern_bytes, Bytes::Of(1'000'000'000));
+  j.planned = Profile(77, 10, true);
+  j.planned->peers.push_back({topo_->hosts()[0], topo_->hosts()[4], Bytes::Of(500)});
+  j.profile = Profile(99, 11, true);
+  s = BuildJobSpec(*topo_, j, Duration::Millis(100));
+  ASSERT_TRUE(s.ok() && s->has_value());
+  EXPECT_EQ((*s)->compute_time, Duration::Millis(77));
+  EXPECT_EQ((*s)->pattern, TrafficPattern::kExplicit);
+  ASSERT_EQ((*s)->flows.size(), 1u);
+  LoopJob one;
+  one.demand = Demand("s", {0});
+  s = BuildJobSpec(*topo_, one, Duration::Millis(100));
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->has_value()) << "one host and no peers: nothing to plan";
+}
+
+TEST_F(ControlLoopTest, OptionsAreValidatedWithTheFieldName) {
+  ControlLoopOptions o;
+  o.debounce = Duration::Millis(-1);
+  EXPECT_NE(ValidateControlLoopOptions(o).message().find("control.debounce"), std::string::npos);
+  o = {};
+  o.profiling_samples = 0;
+  EXPECT_NE(ValidateControlLoopOptions(o).message().find("profiling_samples"), std::string::npos);
+  EXPECT_TRUE(ValidateControlLoopOptions({}).ok());
+}
+
+}  // namespace
+}  // namespace crux::core
