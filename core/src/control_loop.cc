@@ -18,6 +18,18 @@ double FlopsOr0(const std::optional<Flops>& f) { return f ? f->value() : 0.0; }
 
 }  // namespace
 
+std::string_view LinkHealthName(LinkHealth h) {
+  switch (h) {
+    case LinkHealth::kUp:
+      return "up";
+    case LinkHealth::kDegraded:
+      return "degraded";
+    case LinkHealth::kDown:
+      return "down";
+  }
+  return "unknown";
+}
+
 std::string_view JobPhaseName(JobPhase p) {
   switch (p) {
     case JobPhase::kRegistered:
@@ -78,6 +90,7 @@ Status ValidateControlLoopOptions(const ControlLoopOptions& o) {
   if (Status s = ValidateBackoffOptions(o.retry); !s.ok()) {
     return InvalidArgumentError("control.retry: " + s.message());
   }
+  if (o.qos) CRUX_RETURN_IF_ERROR(ValidateQosConfig(*o.qos));
   return Status::Ok();
 }
 
@@ -161,6 +174,29 @@ Assignment MakeAssignment(const PlanningJob& job, const JobPlan* plan) {
   return a;
 }
 
+std::vector<QosJob> QosJobsOf(const Topology& topo, const std::vector<Assignment>& desired) {
+  std::vector<QosJob> out;
+  out.reserve(desired.size());
+  for (const Assignment& a : desired) {
+    QosJob q;
+    q.id = a.job_id;
+    q.dscp = static_cast<int>(a.dscp);
+    q.level = a.level;
+    for (const FlowPin& f : a.flows) {
+      for (LinkId l : f.path) {
+        if (l.value() >= topo.num_links()) continue;
+        for (NodeId n : {topo.link(l).src, topo.link(l).dst}) {
+          if (IsNetworkSwitch(topo.node(n).kind)) q.switches.push_back(n);
+        }
+      }
+    }
+    std::sort(q.switches.begin(), q.switches.end());
+    q.switches.erase(std::unique(q.switches.begin(), q.switches.end()), q.switches.end());
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
 PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const PlanningSnapshot& snap,
                     const Clock& clock) {
   const Duration start = clock.Now();
@@ -183,8 +219,7 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
   }
   Result<Plan> plan = policy.Schedule(specs);
   if (!plan.ok()) {
-    // Find the jobs the planner refuses on their own (e.g. no path left) and
-    // plan the others.
+    // Find the jobs the planner refuses on their own (e.g. no path left) and plan the others.
     std::vector<JobSpec> kept;
     std::vector<size_t> kept_job;
     for (size_t k = 0; k < specs.size(); ++k) {
@@ -215,35 +250,55 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
   for (size_t i = 0; i < snap.jobs.size(); ++i) {
     out.desired.push_back(MakeAssignment(snap.jobs[i], job_plan[i]));
   }
-  // Diff against what was in force when the snapshot was taken (both sorted by
-  // id).
+  // Diff against what was in force when the snapshot was taken (both sorted by id).
   static const AppliedPlan kNone;
   const AppliedPlan& applied = snap.applied ? *snap.applied : kNone;
   auto it = applied.begin();
   for (const Assignment& a : out.desired) {
     while (it != applied.end() && it->first < a.job_id) out.removed.push_back((it++)->first);
     if (it != applied.end() && it->first == a.job_id) {
-      if (!(it->second.assignment == a)) out.changed.push_back(a);
+      if (!(it->second->assignment == a)) out.changed.push_back(a);
       ++it;
     } else {
       out.changed.push_back(a);
     }
   }
   for (; it != applied.end(); ++it) out.removed.push_back(it->first);
+  if (snap.qos) {
+    Result<std::map<std::string, SwitchQosState>> states =
+        ComputeDesiredQos(*snap.qos, topo, QosJobsOf(topo, out.desired));
+    if (!states.ok()) {
+      out.status = states.status().WithContext("switch QoS");
+      out.planning_time = clock.Now() - start;
+      return out;
+    }
+    if (snap.qos_applied) {
+      out.qos_changed = ChangedSwitches(snap.qos_applied->states, *states);
+    } else {
+      for (const auto& [name, st] : *states) out.qos_changed.push_back(name);
+    }
+    out.qos_states =
+        std::make_shared<const std::map<std::string, SwitchQosState>>(std::move(states).value());
+  }
   out.planning_time = clock.Now() - start;
   return out;
 }
 
-ControlLoop::ControlLoop(const Clock* clock, ControlLoopOptions options)
+ControlLoop::ControlLoop(const Clock* clock, const Topology* topo, ControlLoopOptions options)
     : clock_(clock),
+      topo_(topo),
       options_(std::move(options)),
-      applied_(std::make_shared<const AppliedPlan>()),
+      applied_(std::make_shared<AppliedPlan>()),
       retry_(options_.retry) {}
 
 void ControlLoop::SetOptions(const ControlLoopOptions& options) {
   const bool retry_changed = !(options.retry == options_.retry);
+  const bool specs_changed = options.assumed_compute_time != options_.assumed_compute_time;
   options_ = options;
   if (retry_changed) retry_ = ExponentialBackoff(options_.retry);
+  if (specs_changed) {
+    for (auto& [id, job] : jobs_) RebuildSpec(job);
+  }
   Request("options changed");
 }
 
@@ -260,11 +315,28 @@ void ControlLoop::Request(std::string_view reason) {
   }
 }
 
+void ControlLoop::RebuildSpec(LoopJob& job) const {
+  Result<std::optional<JobSpec>> spec = BuildJobSpec(*topo_, job, options_.assumed_compute_time);
+  job.spec.reset();
+  job.spec_error.clear();
+  if (!spec.ok()) {
+    job.spec_error = spec.status().message();
+  } else if (spec->has_value()) {
+    job.spec = std::make_shared<const JobSpec>(std::move(**spec));
+  }
+}
+
+AppliedPlan& ControlLoop::MutableApplied() {
+  if (applied_.use_count() > 1) applied_ = std::make_shared<AppliedPlan>(*applied_);
+  return *applied_;
+}
+
 void ControlLoop::AddJob(JobDemand demand, uint32_t dscp) {
   LoopJob j;
   const std::string id = demand.id;
   j.demand = std::move(demand);
   j.dscp = dscp;
+  RebuildSpec(j);
   jobs_[id] = std::move(j);
   Request("job " + id + " registered");
 }
@@ -280,22 +352,23 @@ ReportVerdict ControlLoop::ReportProfile(const std::string& id, const JobProfile
   v.phase = next;
   v.plan_changed = v.phase_changed || !j.planned ||
                    SignificantChange(*j.planned, profile, options_.replan_threshold_pct);
-  if (v.plan_changed) j.planned = profile;
   j.profile = profile;
-  if (v.plan_changed) Request("profile of " + id);
+  if (v.plan_changed) {
+    j.planned = profile;
+    RebuildSpec(j);
+    Request("profile of " + id);
+  }
   return v;
 }
 
-std::optional<AppliedAssignment> ControlLoop::RemoveJob(const std::string& id,
-                                                        std::string_view reason) {
-  if (jobs_.erase(id) == 0) return std::nullopt;
-  std::optional<AppliedAssignment> was;
+std::shared_ptr<const AppliedAssignment> ControlLoop::RemoveJob(const std::string& id,
+                                                                std::string_view reason) {
+  if (jobs_.erase(id) == 0) return nullptr;
+  std::shared_ptr<const AppliedAssignment> was;
   auto it = applied_->find(id);
   if (it != applied_->end()) {
     was = it->second;
-    auto next = std::make_shared<AppliedPlan>(*applied_);
-    next->erase(id);
-    applied_ = std::move(next);
+    MutableApplied().erase(id);
   }
   Request("job " + id + " " + std::string(reason));
   return was;
@@ -312,6 +385,7 @@ void ControlLoop::RestoreJob(JobDemand demand, uint32_t dscp, std::optional<JobP
   if (profile) j.phase = PhaseFor(*profile);
   j.profile = std::move(profile);
   j.planned = planned ? std::move(planned) : j.profile;
+  RebuildSpec(j);
   jobs_[id] = std::move(j);
 }
 
@@ -319,7 +393,7 @@ void ControlLoop::RestoreApplied(AppliedPlan applied, uint64_t epoch) {
   for (auto it = applied.begin(); it != applied.end();) {
     it = jobs_.count(it->first) ? std::next(it) : applied.erase(it);
   }
-  applied_ = std::make_shared<const AppliedPlan>(std::move(applied));
+  applied_ = std::make_shared<AppliedPlan>(std::move(applied));
   epoch_ = epoch;
 }
 
@@ -335,11 +409,36 @@ std::optional<Duration> ControlLoop::due() const {
   return at;
 }
 
-std::shared_ptr<const PlanningSnapshot> ControlLoop::StartPlan(const Topology& topo) {
+std::shared_ptr<PlanningSnapshot> ControlLoop::Snapshot() const {
+  auto snap = std::make_shared<PlanningSnapshot>();
+  snap->epoch = epoch_;
+  snap->jobs.reserve(jobs_.size());
+  for (const auto& [id, job] : jobs_) {
+    PlanningJob j;
+    j.id = id;
+    j.dscp = job.dscp;
+    j.phase = job.phase;
+    j.spec = job.spec;
+    j.spec_error = job.spec_error;
+    snap->jobs.push_back(std::move(j));
+  }
+  snap->applied = applied_;
+  snap->qos = options_.qos;
+  snap->qos_applied = qos_;
+  return snap;
+}
+
+std::shared_ptr<const PlanningSnapshot> ControlLoop::PeekSnapshot() const {
+  std::shared_ptr<PlanningSnapshot> snap = Snapshot();
+  snap->reason = "dry run";
+  return snap;
+}
+
+std::shared_ptr<const PlanningSnapshot> ControlLoop::StartPlan() {
   const std::optional<Duration> when = due();
   const Duration now = clock_->Now();
   if (!when || now < *when) return nullptr;
-  auto snap = std::make_shared<PlanningSnapshot>();
+  std::shared_ptr<PlanningSnapshot> snap = Snapshot();
   snap->run = ++runs_;
   for (const std::string& r : reasons_) {
     if (!snap->reason.empty()) snap->reason += ", ";
@@ -350,21 +449,6 @@ std::shared_ptr<const PlanningSnapshot> ControlLoop::StartPlan(const Topology& t
   requested_ = false;
   requested_at_.reset();
   retry_at_.reset();
-  snap->jobs.reserve(jobs_.size());
-  for (const auto& [id, job] : jobs_) {
-    PlanningJob j;
-    j.id = id;
-    j.dscp = job.dscp;
-    j.phase = job.phase;
-    Result<std::optional<JobSpec>> spec = BuildJobSpec(topo, job, options_.assumed_compute_time);
-    if (!spec.ok()) {
-      j.spec_error = spec.status().message();
-    } else {
-      j.spec = std::move(spec).value();
-    }
-    snap->jobs.push_back(std::move(j));
-  }
-  snap->applied = applied_;
   in_flight_ = true;
   last_start_ = now;
   return snap;
@@ -377,14 +461,32 @@ ApplyBatch ControlLoop::FinishPlan(const PlanningSnapshot& snap, const PlanOutco
   if (!outcome.status.ok()) return b;
   for (const Assignment& a : outcome.changed) {
     if (!jobs_.count(a.job_id)) continue;  // Left while the run was in flight.
-    b.changed.push_back({a, 0});
+    b.changed.push_back(std::make_shared<const AppliedAssignment>(AppliedAssignment{a, 0}));
   }
   for (const std::string& id : outcome.removed) {
     if (applied_->count(id)) b.removed.push_back(id);  // Not already dropped by RemoveJob.
   }
-  if (!b.empty()) {
+  const bool qos_established = qos_ != nullptr;
+  b.qos_changed = outcome.qos_changed;
+  b.advances_epoch =
+      !b.changed.empty() || !b.removed.empty() || (qos_established && !b.qos_changed.empty());
+  if (b.advances_epoch) {
     b.epoch = epoch_ + 1;
-    for (AppliedAssignment& a : b.changed) a.epoch = b.epoch;
+    for (auto& a : b.changed) {
+      auto stamped = std::make_shared<AppliedAssignment>(*a);
+      stamped->epoch = b.epoch;
+      a = std::move(stamped);
+    }
+  }
+  if (outcome.qos_states && (!qos_established || !b.qos_changed.empty())) {
+    auto next = std::make_shared<AppliedQos>();
+    next->states = *outcome.qos_states;
+    if (qos_) next->epochs = qos_->epochs;
+    for (const std::string& name : b.qos_changed) next->epochs[name] = b.epoch;
+    for (auto it = next->epochs.begin(); it != next->epochs.end();) {
+      it = next->states.count(it->first) ? std::next(it) : next->epochs.erase(it);
+    }
+    b.qos = std::move(next);
   }
   return b;
 }
@@ -393,14 +495,15 @@ void ControlLoop::Commit(const ApplyBatch& batch) {
   in_flight_ = false;
   retry_.Reset();
   retry_at_.reset();
-  if (batch.empty()) return;
-  auto next = std::make_shared<AppliedPlan>(*applied_);
-  for (const std::string& id : batch.removed) next->erase(id);
-  for (const AppliedAssignment& a : batch.changed) {
-    if (jobs_.count(a.assignment.job_id)) (*next)[a.assignment.job_id] = a;
+  if (batch.qos) qos_ = batch.qos;
+  if (!batch.changed.empty() || !batch.removed.empty()) {
+    AppliedPlan& applied = MutableApplied();
+    for (const std::string& id : batch.removed) applied.erase(id);
+    for (const auto& a : batch.changed) {
+      if (jobs_.count(a->assignment.job_id)) applied[a->assignment.job_id] = a;
+    }
   }
-  applied_ = std::move(next);
-  epoch_ = batch.epoch;
+  if (batch.advances_epoch) epoch_ = batch.epoch;
 }
 
 void ControlLoop::CommitFailed() {
@@ -411,6 +514,11 @@ void ControlLoop::CommitFailed() {
 const LoopJob* ControlLoop::Find(const std::string& id) const {
   auto it = jobs_.find(id);
   return it == jobs_.end() ? nullptr : &it->second;
+}
+
+const AppliedAssignment* ControlLoop::Applied(const std::string& id) const {
+  auto it = applied_->find(id);
+  return it == applied_->end() ? nullptr : it->second.get();
 }
 
 }  // namespace crux::core

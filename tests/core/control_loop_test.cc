@@ -32,7 +32,7 @@ class ControlLoopTest : public ::testing::Test {
     policy_ = std::move(policy).value();
     options_.debounce = kDebounce;
     options_.profiling_samples = 10;
-    loop_ = std::make_unique<ControlLoop>(&clock_, options_);
+    loop_ = std::make_unique<ControlLoop>(&clock_, topo_.get(), options_);
   }
 
   JobDemand Demand(const std::string& id, std::vector<int> hosts, int64_t bytes = 1'000'000'000) {
@@ -59,7 +59,7 @@ class ControlLoopTest : public ::testing::Test {
       std::optional<Duration> due = loop_->due();
       if (!due || *due > end) break;
       if (*due > clock_.Now()) clock_.Set(*due);
-      auto snap = loop_->StartPlan(*topo_);
+      auto snap = loop_->StartPlan();
       if (!snap) break;
       PlanOutcome o = RunPlan(*policy_, *topo_, *snap, clock_);
       EXPECT_TRUE(o.status.ok()) << o.status.ToString();
@@ -90,17 +90,17 @@ TEST_F(ControlLoopTest, ABurstIsOnePlanAfterTheDebounceAndNewcomersSitOnTheTopLe
   loop_->AddJob(Demand("b", {1, 5}), 12);
   ASSERT_TRUE(loop_->due().has_value());
   EXPECT_EQ(*loop_->due(), kDebounce) << "debounce counts from the first request of a burst";
-  EXPECT_EQ(loop_->StartPlan(*topo_), nullptr) << "not due yet";
+  EXPECT_EQ(loop_->StartPlan(), nullptr) << "not due yet";
   auto batches = Advance(kDebounce);
   ASSERT_EQ(batches.size(), 1u);
   EXPECT_EQ(batches[0].epoch, 1u);
   ASSERT_EQ(batches[0].changed.size(), 2u);
-  for (const AppliedAssignment& a : batches[0].changed) {
-    EXPECT_EQ(a.assignment.level, 0);
-    EXPECT_EQ(a.assignment.phase, JobPhase::kRegistered);
-    EXPECT_EQ(a.epoch, 1u);
-    EXPECT_FALSE(a.assignment.flows.empty());
-    EXPECT_EQ(a.assignment.traffic_class, a.assignment.dscp << 2);
+  for (const auto& a : batches[0].changed) {
+    EXPECT_EQ(a->assignment.level, 0);
+    EXPECT_EQ(a->assignment.phase, JobPhase::kRegistered);
+    EXPECT_EQ(a->epoch, 1u);
+    EXPECT_FALSE(a->assignment.flows.empty());
+    EXPECT_EQ(a->assignment.traffic_class, a->assignment.dscp << 2);
   }
   EXPECT_EQ(loop_->epoch(), 1u);
   EXPECT_FALSE(loop_->due().has_value());
@@ -150,11 +150,11 @@ TEST_F(ControlLoopTest, MinReplanIntervalSpacesRunsAndRequestsDuringARunMakeOneM
   Advance(kDebounce);
   const Duration first = clock_.Now();  // The first run started here.
   loop_->AddJob(Demand("b", {1, 5}), 12);
-  EXPECT_EQ(loop_->StartPlan(*topo_), nullptr) << "min_replan_interval not over";
+  EXPECT_EQ(loop_->StartPlan(), nullptr) << "min_replan_interval not over";
   ASSERT_TRUE(loop_->due().has_value());
   EXPECT_EQ(*loop_->due(), first + Duration::Millis(500));
   clock_.Set(first + Duration::Millis(500));
-  auto snap = loop_->StartPlan(*topo_);
+  auto snap = loop_->StartPlan();
   ASSERT_NE(snap, nullptr);
   // A request while the run is in flight waits for it, then makes exactly one
   // more run.
@@ -186,13 +186,13 @@ TEST_F(ControlLoopTest, JobsThatLeaveDuringARunAreNotAppliedAgain) {
   Advance(kDebounce);
   loop_->Invalidate("link down");
   clock_.Advance(kDebounce);
-  auto snap = loop_->StartPlan(*topo_);
+  auto snap = loop_->StartPlan();
   ASSERT_NE(snap, nullptr);
   PlanOutcome o = RunPlan(*policy_, *topo_, *snap, clock_);
   // b leaves while the run is in flight.
-  EXPECT_TRUE(loop_->RemoveJob("b", "ended").has_value());
+  EXPECT_NE(loop_->RemoveJob("b", "ended"), nullptr);
   ApplyBatch b = loop_->FinishPlan(*snap, o);
-  for (const auto& a : b.changed) EXPECT_NE(a.assignment.job_id, "b");
+  for (const auto& a : b.changed) EXPECT_NE(a->assignment.job_id, "b");
   loop_->Commit(b);
   EXPECT_FALSE(loop_->applied().count("b"));
   EXPECT_TRUE(loop_->due().has_value()) << "the departure asked for a plan";
@@ -213,7 +213,7 @@ TEST_F(ControlLoopTest, ARestartFromTheSameInputsChangesNothing) {
   const uint64_t epoch = loop_->epoch();
   // A new loop restored from what a store would hold (latest and planned
   // profiles).
-  ControlLoop again(&clock_, options_);
+  ControlLoop again(&clock_, topo_.get(), options_);
   for (const auto& [id, j] : loop_->jobs())
     again.RestoreJob(j.demand, j.dscp, j.profile, j.planned);
   again.RestoreApplied(applied, epoch);
@@ -229,7 +229,7 @@ TEST_F(ControlLoopTest, InvalidJobsAreExcludedWithTheirReasonAndTheRestIsPlanned
   loop_->AddJob(Demand("a", {0, 4}), 10);
   loop_->AddJob(Demand("b", {1, 1}), 12);  // The same host twice: ValidateJob refuses it.
   clock_.Advance(kDebounce);
-  auto snap = loop_->StartPlan(*topo_);
+  auto snap = loop_->StartPlan();
   ASSERT_NE(snap, nullptr);
   PlanOutcome o = RunPlan(*policy_, *topo_, *snap, clock_);
   ASSERT_TRUE(o.status.ok()) << o.status.ToString();
@@ -260,6 +260,38 @@ TEST_F(ControlLoopTest, BuildJobSpecUsesThePlannedProfile) {
   s = BuildJobSpec(*topo_, one, Duration::Millis(100));
   ASSERT_TRUE(s.ok());
   EXPECT_FALSE(s->has_value()) << "one host and no peers: nothing to plan";
+}
+
+TEST_F(ControlLoopTest, SwitchStatesAreDecidedByTheLoopWithTheirOwnEpochs) {
+  options_.qos = QosConfig();
+  loop_ = std::make_unique<ControlLoop>(&clock_, topo_.get(), options_);
+  loop_->AddJob(Demand("a", {0, 4}), 10);
+  auto batches = Advance(kDebounce);
+  ASSERT_EQ(batches.size(), 1u);
+  ASSERT_NE(loop_->qos(), nullptr);
+  // The first state covers every switch; it does not need an epoch of its own.
+  EXPECT_EQ(batches[0].qos_changed.size(), loop_->qos()->states.size());
+  EXPECT_EQ(loop_->epoch(), 1u) << "one epoch, for the new assignment";
+  const SwitchQosState tor0 = loop_->qos()->states.at("tor0");
+  EXPECT_EQ(tor0.dscp_to_tc.at(10), LevelTc(*options_.qos, 0)) << "a newcomer sits on level 0";
+  // A pure QoS change (another storage weight): a new epoch for the switches only.
+  options_.qos->reserved[1].weight = 20;
+  loop_->SetOptions(options_);
+  batches = Advance(kDebounce);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_TRUE(batches[0].changed.empty());
+  EXPECT_FALSE(batches[0].qos_changed.empty());
+  EXPECT_TRUE(batches[0].advances_epoch);
+  EXPECT_EQ(loop_->epoch(), 2u);
+  for (const std::string& name : batches[0].qos_changed) {
+    EXPECT_EQ(loop_->qos()->epochs.at(name), 2u) << name;
+  }
+  // Nothing changes: no epoch.
+  loop_->Invalidate("again");
+  batches = Advance(kDebounce);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_TRUE(batches[0].empty());
+  EXPECT_EQ(loop_->epoch(), 2u);
 }
 
 TEST_F(ControlLoopTest, OptionsAreValidatedWithTheFieldName) {

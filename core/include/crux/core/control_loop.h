@@ -1,54 +1,49 @@
-// ControlLoop: cruxd's control logic, pure (no I/O, no threads), driven by an
-// injected Clock and by events. cruxd hosts it on its event loop with the
-// planner on a worker thread; crux-sim hosts it in virtual time. It is the one
-// place these rules are written:
+// ControlLoop: cruxd's control logic, pure (no I/O, no threads), driven by an injected Clock and
+// by events. cruxd hosts it on its event loop with the planner on a worker thread; crux-sim hosts
+// it in virtual time. It is the one place these rules are written:
 //
-//   * Lifecycle: kRegistered (no profile) -> kProfiling (profile not converged)
-//   -> kScheduled
-//     (the client marked the profile converged, or it is based on >=
-//     profiling_samples iterations); a removed job (ended, lease expired) is
-//     gone.
-//   * Hysteresis (`replan_threshold_pct`): a report replaces the job's
-//   *planned* profile, and
-//     asks for a plan, only when it is significant (SignificantChange) or moves
-//     the phase; otherwise it is kept as the latest profile only.
-//   * When to plan: every event that changes what a plan would see asks for
-//   one; a plan starts
+//   * Lifecycle: kRegistered (no profile) -> kProfiling (profile not converged) -> kScheduled
+//     (the client marked the profile converged, or it is based on >= profiling_samples
+//     iterations); a removed job (ended, lease expired) is gone.
+//   * Hysteresis (`replan_threshold_pct`): a report replaces the job's *planned* profile, and
+//     asks for a plan, only when it is significant (SignificantChange) or moves the phase;
+//     otherwise it is kept as the latest profile only.
+//   * When to plan: every event that changes what a plan would see asks for one; a plan starts
 //     `debounce` after the first such request of a burst, and no sooner than
-//     `min_replan_interval` after the previous start. One run at a time:
-//     requests during a run make one more run after it. A run whose result
-//     could not be made durable (CommitFailed) is retried with backoff.
-//   * What a job looks like to the planner (BuildJobSpec): its planned profile,
-//   else its
+//     `min_replan_interval` after the previous start. One run at a time: requests during a run
+//     make one more run after it. A run whose result could not be made durable (CommitFailed)
+//     is retried with backoff.
+//   * What a job looks like to the planner (BuildJobSpec): its planned profile, else its
 //     registration (pattern bytes, `assumed_compute_time` of compute).
-//   * Newcomer rule: a job not yet kScheduled is assigned the temporary top
-//   level 0, whatever
-//     the planner computed for it (reserved_high_levels keeps scheduled jobs
-//     below it).
-//   * Planner refusal (RunPlan): if the planner refuses the whole set, each job
-//   is tried alone;
-//     the ones refused alone are excluded (with the reason) and the rest is
-//     planned without them.
-//   * Diff: the assignments a run produces are compared, whole, with the
-//   applied ones; if any
-//     changed or disappeared, the epoch advances by one and the changed ones
-//     carry it. Jobs that left while the run was in flight are not applied
-//     again.
+//   * Newcomer rule: a job not yet kScheduled is assigned the temporary top level 0, whatever the
+//     planner computed for it (reserved_high_levels keeps scheduled jobs below it).
+//   * Planner refusal (RunPlan): if the planner refuses the whole set, each job is tried alone;
+//     the ones refused alone are excluded (with the reason) and the rest is planned without them.
+//   * Diff: the assignments a run produces are compared, whole, with the applied ones; if any
+//     changed or disappeared, the epoch advances by one and the changed ones carry it. Jobs that
+//     left while the run was in flight are not applied again.
+//   * Switch QoS (when the options carry a QosConfig): each run computes every switch's desired
+//     state (core::ComputeDesiredQos over the jobs' colours, levels in force and the switches
+//     their pinned flows cross) and the switches whose state changed; a change advances the epoch
+//     too (except the very first state after a start, which only establishes it), and each
+//     switch remembers the epoch of its last change.
 //
-// Typical host loop:
-//   on every event:     loop.AddJob / ReportProfile / RemoveJob / Invalidate;
-//   arm a timer for
-//                       loop.due()
-//   when the timer fires: snap = loop.StartPlan(topo); run RunPlan(policy,
-//   topo, *snap, ...)
-//                       (on a worker); then batch = loop.FinishPlan(*snap,
-//                       outcome); store the batch; loop.Commit(batch) (or
-//                       loop.CommitFailed()); push batch.changed; arm a timer
-//                       for loop.due() again.
+// Typical host:
+//   on every event:        loop.AddJob / ReportProfile / RemoveJob / Invalidate, then arm a
+//                          timer for loop.due();
+//   when the timer fires:  snap = loop.StartPlan(); outcome = RunPlan(policy, topo, *snap,
+//                          clock) (on a worker, if you like); batch = loop.FinishPlan(*snap,
+//                          outcome); make the batch durable; loop.Commit(batch) (or
+//                          loop.CommitFailed()); push batch.changed and the changed switches;
+//                          arm a timer for loop.due() again.
 //
-// Thread-safety: a ControlLoop is not thread-safe (one owner thread). RunPlan
-// may run on another thread: it reads only the snapshot (immutable, shared) and
-// the policy it is given.
+// Cost on the owner's thread: an event is O(log jobs) plus BuildJobSpec for the job it touches
+// (specs are cached per job, rebuilt only when its planned profile changes); StartPlan copies
+// one pointer per job; Commit copies one pointer per changed job. Planning, the assignments, the
+// diff and the QoS computation all happen in RunPlan, which the host runs where it likes.
+//
+// Thread-safety: a ControlLoop is not thread-safe (one owner thread). RunPlan may run on another
+// thread: it reads only the snapshot (immutable, shared) and the policy it is given.
 #ifndef CRUX_CORE_CONTROL_LOOP_H_
 #define CRUX_CORE_CONTROL_LOOP_H_
 
@@ -66,19 +61,22 @@
 #include "crux/core/job.h"
 #include "crux/core/planner.h"
 #include "crux/core/policy.h"
+#include "crux/core/qos.h"
 #include "crux/core/status.h"
 #include "crux/core/topology.h"
 
 namespace crux::core {
 
 struct ControlLoopOptions {
-  Duration debounce = Duration::Millis(30);         // >= 0.
-  Duration min_replan_interval = Duration::Zero();  // Between two starts, >= 0.
-  double replan_threshold_pct = 10;                 // Hysteresis, [0, 1000]; 0 = every report.
-  uint32_t profiling_samples = 20;                  // >= 1.
+  Duration debounce = Duration::Millis(30);               // >= 0.
+  Duration min_replan_interval = Duration::Zero();        // Between two starts, >= 0.
+  double replan_threshold_pct = 10;                       // Hysteresis, [0, 1000]; 0 = all.
+  uint32_t profiling_samples = 20;                        // >= 1.
   Duration assumed_compute_time = Duration::Millis(100);  // Before a profile exists, > 0.
   // Retry after CommitFailed (the store could not take the batch).
   BackoffOptions retry = {.initial = Duration::Millis(1000), .max = Duration::Millis(30000)};
+  // Switch QoS decisions (above); nullopt: none (the simulator). Must pass ValidateQosConfig.
+  std::optional<QosConfig> qos;
 
   friend bool operator==(const ControlLoopOptions&, const ControlLoopOptions&) = default;
 };
@@ -93,8 +91,9 @@ struct LoopJob {
   JobPhase phase = JobPhase::kRegistered;
   std::optional<JobProfile> profile;  // Latest report.
   std::optional<JobProfile> planned;  // What plans use (see Hysteresis).
-
-  friend bool operator==(const LoopJob&, const LoopJob&) = default;
+  // BuildJobSpec of the planned profile (null: nothing to plan yet, or spec_error).
+  std::shared_ptr<const JobSpec> spec;
+  std::string spec_error;
 };
 
 struct ReportVerdict {
@@ -103,10 +102,9 @@ struct ReportVerdict {
   bool plan_changed = false;  // The planned profile changed (a plan was requested).
 };
 
-// The job as the planner sees it, or nullopt when it has nothing to plan yet
-// (no traffic figure: no pattern bytes and no measured peers, or a single host
-// with no peers). Errors: a demand or profile whose nodes are not in `topo`
-// (names the field).
+// The job as the planner sees it, or nullopt when it has nothing to plan yet (no traffic figure:
+// no pattern bytes and no measured peers, or a single host with no peers). Errors: a demand or
+// profile whose nodes are not in `topo` (names the field).
 Result<std::optional<JobSpec>> BuildJobSpec(const Topology& topo, const LoopJob& job,
                                             Duration assumed_compute_time);
 
@@ -115,15 +113,18 @@ struct PlanningJob {
   std::string id;
   uint32_t dscp = 0;
   JobPhase phase = JobPhase::kRegistered;
-  std::optional<JobSpec> spec;  // nullopt: nothing to plan (it still gets an assignment).
-  std::string spec_error;       // BuildJobSpec failed: excluded with this reason.
+  std::shared_ptr<const JobSpec> spec;  // null: nothing to plan (it still gets an assignment).
+  std::string spec_error;               // BuildJobSpec failed: excluded with this reason.
 };
 
 struct PlanningSnapshot {
-  uint64_t run = 0;  // 1, 2, ... per loop.
+  uint64_t run = 0;  // 1, 2, ... per loop; 0 for PeekSnapshot (a dry run).
   std::string reason;
-  std::vector<PlanningJob> jobs;               // Sorted by id.
-  std::shared_ptr<const AppliedPlan> applied;  // In force when the snapshot was taken.
+  uint64_t epoch = 0;                             // In force when the snapshot was taken.
+  std::vector<PlanningJob> jobs;                  // Sorted by id.
+  std::shared_ptr<const AppliedPlan> applied;     // In force when the snapshot was taken.
+  std::optional<QosConfig> qos;                   // ControlLoopOptions::qos.
+  std::shared_ptr<const AppliedQos> qos_applied;  // null: no switch state computed yet.
 };
 
 // What one run produced. Computed by RunPlan on the worker.
@@ -135,77 +136,87 @@ struct PlanOutcome {
   std::vector<Assignment> desired;              // One per snapshot job, sorted by id.
   std::vector<Assignment> changed;              // desired != the snapshot's applied one.
   std::vector<std::string> removed;             // Applied at snapshot time, not desired now.
-  Duration planning_time;                       // Measured with the clock RunPlan was given.
+  // With snap.qos: every switch's desired state and the switches whose device state differs
+  // from snap.qos_applied (all of them when there was none).
+  std::shared_ptr<const std::map<std::string, SwitchQosState>> qos_states;
+  std::vector<std::string> qos_changed;
+  Duration planning_time;  // Measured with the clock RunPlan was given.
 };
 
-// The rules of one run: plans the snapshot's jobs with `policy` (planner
-// refusal handling above), builds every job's Assignment (newcomer rule,
-// colour, traffic class, NCCL settings, pinned flows) and diffs them against
-// snap.applied. `policy` must have been made for `topo`.
+// The rules of one run: plans the snapshot's jobs with `policy` (planner refusal handling
+// above), builds every job's Assignment (newcomer rule, colour, traffic class, NCCL settings,
+// pinned flows), diffs them against snap.applied and, with snap.qos, computes the switch states.
+// `policy` must have been made for `topo` (the current topology, link health applied). Never
+// throws for bad input; the status says what failed.
 PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const PlanningSnapshot& snap,
                     const Clock& clock);
 
-// The assignment of one job from its plan (nullptr: the job was not planned: no
-// flows, level 0).
+// The assignment of one job from its plan (nullptr: the job was not planned: no flows, level 0).
 Assignment MakeAssignment(const PlanningJob& job, const JobPlan* plan);
+
+// The QoS view of a run's jobs: colour, level in force, switches their pinned flows cross.
+std::vector<QosJob> QosJobsOf(const Topology& topo, const std::vector<Assignment>& desired);
 
 // What the host must make durable and push after a run.
 struct ApplyBatch {
   uint64_t run = 0;
-  uint64_t epoch = 0;  // The epoch after the batch (unchanged when the batch is empty).
-  std::vector<AppliedAssignment> changed;  // Sorted by job id; each carries `epoch`.
-  std::vector<std::string> removed;        // Sorted.
-  bool empty() const { return changed.empty() && removed.empty(); }
+  uint64_t epoch = 0;           // The epoch after the batch.
+  bool advances_epoch = false;  // `epoch` is new: assignments or switch states changed.
+  std::vector<std::shared_ptr<const AppliedAssignment>> changed;  // By job id; carry `epoch`.
+  std::vector<std::string> removed;                               // Sorted.
+  // Switch QoS after the batch (null: no QoS, or unchanged) and the switches whose state changed
+  // (to push, stamped `epoch`).
+  std::shared_ptr<const AppliedQos> qos;
+  std::vector<std::string> qos_changed;
+  bool empty() const { return changed.empty() && removed.empty() && qos_changed.empty(); }
 };
 
 class ControlLoop {
  public:
-  // `clock` must outlive the loop. REQUIRES:
-  // ValidateControlLoopOptions(options).ok().
-  ControlLoop(const Clock* clock, ControlLoopOptions options);
+  // `clock` and `topo` (the nominal topology jobs are resolved against; link health does not
+  // matter here) must outlive the loop. REQUIRES: ValidateControlLoopOptions(options).ok().
+  ControlLoop(const Clock* clock, const Topology* topo, ControlLoopOptions options);
 
   // Takes effect at once (a pending plan keeps its time); asks for a plan.
   void SetOptions(const ControlLoopOptions& options);
   const ControlLoopOptions& options() const { return options_; }
 
   // ---- events ----
-  // A new job. REQUIRES: `demand.id` unknown, demand checked against the
-  // topology.
+  // A new job. REQUIRES: `demand.id` unknown, demand checked against the topology.
   void AddJob(JobDemand demand, uint32_t dscp);
-  // A report for a known job (REQUIRES: known). See Hysteresis and Lifecycle.
+  // A report for a known job (unknown ids are ignored). See Hysteresis and Lifecycle.
   ReportVerdict ReportProfile(const std::string& id, const JobProfile& profile);
-  // The job is gone (ended, lease expired). Unknown ids are ignored. Its
-  // applied assignment is dropped at once (returned, if it had one) and a plan
-  // is requested.
-  std::optional<AppliedAssignment> RemoveJob(const std::string& id, std::string_view reason);
-  // Something else a plan depends on changed (link health, planner or QoS
-  // options).
+  // The job is gone (ended, lease expired). Unknown ids are ignored. Its applied assignment is
+  // dropped at once (returned, if it had one) and a plan is requested.
+  std::shared_ptr<const AppliedAssignment> RemoveJob(const std::string& id,
+                                                     std::string_view reason);
+  // Something else a plan depends on changed (link health, planner options).
   void Invalidate(std::string_view reason);
 
   // ---- restart ----
-  // Puts back a stored job (its phase follows from `profile`), its applied
-  // assignment and the epoch. Then call Invalidate("restart"): a restart plan
-  // from the same inputs reproduces the applied plan, so it changes nothing and
-  // keeps the epoch.
+  // Puts back a stored job (its phase follows from `profile`), its applied assignment and the
+  // epoch. Then call Invalidate("restart"): a restart plan from the same inputs reproduces the
+  // applied plan, so it changes nothing and keeps the epoch. Switch states are not stored: the
+  // first run after a start establishes them (without an epoch of its own).
   void RestoreJob(JobDemand demand, uint32_t dscp, std::optional<JobProfile> profile,
                   std::optional<JobProfile> planned);
   void RestoreApplied(AppliedPlan applied, uint64_t epoch);
 
   // ---- planning cadence ----
-  // When StartPlan should be called (absolute Clock time); nullopt: nothing
-  // requested, or a run is in flight (FinishPlan re-arms).
+  // When StartPlan should be called (absolute Clock time); nullopt: nothing requested, or a run
+  // is in flight (FinishPlan/Commit re-arm).
   std::optional<Duration> due() const;
-  // The snapshot of a run, if one is due now (clock >= due()); marks it in
-  // flight.
-  std::shared_ptr<const PlanningSnapshot> StartPlan(const Topology& topo);
-  // The run `snap` is over: the batch to make durable and push (jobs that left
-  // since the snapshot are not applied again). An outcome with an error yields
-  // an empty batch. The run stays in flight until Commit / CommitFailed.
+  // The snapshot of a run, if one is due now (clock >= due()); marks it in flight.
+  std::shared_ptr<const PlanningSnapshot> StartPlan();
+  // A snapshot of the current state that starts nothing (a dry run: what a plan now would do).
+  std::shared_ptr<const PlanningSnapshot> PeekSnapshot() const;
+  // The run `snap` is over: the batch to make durable and push (jobs that left since the
+  // snapshot are not applied again). An outcome with an error yields an empty batch. The run
+  // stays in flight until Commit / CommitFailed.
   ApplyBatch FinishPlan(const PlanningSnapshot& snap, const PlanOutcome& outcome);
   // The batch is durable: it is in force, the epoch advances.
   void Commit(const ApplyBatch& batch);
-  // The batch could not be made durable: nothing changes, the run is retried
-  // after a backoff.
+  // The batch could not be made durable: nothing changes, the run is retried after a backoff.
   void CommitFailed();
 
   // ---- views ----
@@ -213,6 +224,9 @@ class ControlLoop {
   const LoopJob* Find(const std::string& id) const;
   const AppliedPlan& applied() const { return *applied_; }
   std::shared_ptr<const AppliedPlan> applied_ptr() const { return applied_; }
+  // The applied assignment of `id`, or null.
+  const AppliedAssignment* Applied(const std::string& id) const;
+  std::shared_ptr<const AppliedQos> qos() const { return qos_; }
   uint64_t epoch() const { return epoch_; }
   bool in_flight() const { return in_flight_; }
   uint64_t runs() const { return runs_; }
@@ -222,11 +236,18 @@ class ControlLoop {
  private:
   JobPhase PhaseFor(const JobProfile& p) const;
   void Request(std::string_view reason);
+  void RebuildSpec(LoopJob& job) const;
+  // The applied plan for writing: in place when nobody else holds it, else a copy (copy on
+  // write, so snapshots and published views stay immutable).
+  AppliedPlan& MutableApplied();
+  std::shared_ptr<PlanningSnapshot> Snapshot() const;
 
   const Clock* clock_;
+  const Topology* topo_;
   ControlLoopOptions options_;
   std::map<std::string, LoopJob> jobs_;
-  std::shared_ptr<const AppliedPlan> applied_;
+  std::shared_ptr<AppliedPlan> applied_;
+  std::shared_ptr<const AppliedQos> qos_;
   uint64_t epoch_ = 0;
 
   std::vector<std::string> reasons_;

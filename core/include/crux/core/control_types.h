@@ -1,16 +1,14 @@
-// The control loop's domain model: what a job asked for (JobDemand), what it
-// measured (JobProfile), what the daemon decided for it (Assignment) and what
-// is in force (AppliedPlan). Plain value types with defaulted operator==, so a
-// field added later can never be left out of a comparison (a diff against the
-// applied plan compares whole Assignments).
+// The control loop's domain model: what a job asked for (JobDemand), what it measured
+// (JobProfile), what the daemon decided for it (Assignment) and what is in force (AppliedPlan,
+// AppliedQos). Plain value types with defaulted operator==, so a field added later can never be
+// left out of a comparison (a diff against the applied plan compares whole Assignments).
 //
-// These are the types cruxd's tracker, planner host and store codec work in,
-// and the ones the simulator's jobs produce: protobuf appears only at the wire
-// (proto/convert) and in the store codec, converted once, with the topology:
-// hosts, NICs and path links are NodeIds / LinkIds of the nominal topology here
-// (compact, and checked once at the edge), names on the wire and in the store
-// (so a stored job is re-resolved against whatever topology the next start
-// loads).
+// These are the types cruxd's tracker, planner host and store codec work in, and the ones the
+// simulator's jobs produce: protobuf appears only at the wire and in the store codec
+// (crux/protocol/convert.h), converted once, with the topology: hosts, NICs and path links are
+// NodeIds / LinkIds of the nominal topology here (compact, checked once at the edge), names on
+// the wire and in the store (so a stored job is re-resolved against whatever topology the next
+// start loads).
 //
 // Thread-safety: value types.
 #ifndef CRUX_CORE_CONTROL_TYPES_H_
@@ -18,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +24,7 @@
 
 #include "crux/core/ids.h"
 #include "crux/core/job.h"
+#include "crux/core/qos.h"
 #include "crux/core/units.h"
 
 namespace crux::core {
@@ -84,12 +84,11 @@ struct JobProfile {
   friend bool operator==(const JobProfile&, const JobProfile&) = default;
 };
 
-// Hysteresis: whether `next` differs from `planned` by more than
-// `threshold_pct` percent for planning: compute time, period, W_j, total or
-// per-peer bytes or compression ratio moving by more than threshold_pct % of
-// the planned value (a planned 0 counts any change), overlap_start by more than
-// threshold_pct / 100 absolute, or a different set of peers. threshold_pct <=
-// 0: every report is significant. Pure.
+// Hysteresis: whether `next` differs from `planned` by more than `threshold_pct` percent for
+// planning: compute time, period, W_j, total or per-peer bytes or compression ratio moving by
+// more than threshold_pct % of the planned value (a planned 0 counts any change), overlap_start
+// by more than threshold_pct / 100 absolute, or a different set of peers. threshold_pct <= 0:
+// every report is significant. Pure.
 bool SignificantChange(const JobProfile& planned, const JobProfile& next, double threshold_pct);
 
 // One pinned flow.
@@ -102,9 +101,8 @@ struct FlowPin {
   friend bool operator==(const FlowPin&, const FlowPin&) = default;
 };
 
-// What a job must do: its level (in force: the temporary top level while not
-// scheduled), its colour and the NIC settings derived from it, and its pinned
-// flows.
+// What a job must do: its level (in force: the temporary top level while not scheduled), its
+// colour and the NIC settings derived from it, and its pinned flows.
 struct Assignment {
   std::string job_id;
   JobPhase phase = JobPhase::kRegistered;
@@ -117,8 +115,7 @@ struct Assignment {
   friend bool operator==(const Assignment&, const Assignment&) = default;
 };
 
-// The traffic class byte and NCCL settings for a colour (the one place that
-// rule is written).
+// The traffic class byte and NCCL settings for a colour (the one place that rule is written).
 uint32_t TrafficClassFor(uint32_t dscp);
 std::map<std::string, std::string> NcclEnvFor(uint32_t dscp);
 
@@ -129,8 +126,22 @@ struct AppliedAssignment {
   friend bool operator==(const AppliedAssignment&, const AppliedAssignment&) = default;
 };
 
-// What is in force, by job id.
-using AppliedPlan = std::map<std::string, AppliedAssignment>;
+// What is in force, by job id. Entries are shared and immutable, so a snapshot of the applied
+// plan (handed to a planner thread, published to readers) costs one map of pointers, never a
+// copy of every job's flows.
+using AppliedPlan = std::map<std::string, std::shared_ptr<const AppliedAssignment>>;
+
+// Link health as the control plane sees it (admin overrides now, telemetry later).
+enum class LinkHealth { kUp, kDegraded, kDown };
+std::string_view LinkHealthName(LinkHealth h);  // "up", "degraded", "down".
+
+// The desired QoS state of every switch, and the epoch at which each last changed.
+struct AppliedQos {
+  std::map<std::string, SwitchQosState> states;
+  std::map<std::string, uint64_t> epochs;
+
+  friend bool operator==(const AppliedQos&, const AppliedQos&) = default;
+};
 
 }  // namespace crux::core
 

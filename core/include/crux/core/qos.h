@@ -68,6 +68,8 @@ struct ReservedClass {
   SchedulerType scheduler = SchedulerType::kDwrr;
   int weight = 0;         // DWRR weight 1..100 (ignored and must be 0 for STRICT).
   bool lossless = false;  // Add `tc` to PFC's lossless set.
+
+  friend bool operator==(const ReservedClass&, const ReservedClass&) = default;
 };
 
 struct QosConfig {
@@ -87,6 +89,8 @@ struct QosConfig {
   int default_tc = 0;       // Every DSCP not listed above; not a job or reserved TC.
   int default_weight = 10;  // DWRR weight of the default TC, 1..100.
   bool pfc = true;          // Emit pfc_enable (the lossless TCs); false: leave PFC alone.
+
+  friend bool operator==(const QosConfig&, const QosConfig&) = default;
 };
 
 // Checks every field; the message names the key, e.g. "qos.level_tcs[2]: 9 out of range 0..7".
