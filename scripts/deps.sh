@@ -9,6 +9,7 @@ CRUX_DEB_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
   clang-format
+  clang libclang-rt-14-dev
   libzmq3-dev cppzmq-dev libsodium-dev libprotobuf-dev protobuf-compiler libsqlite3-dev
   libboost-dev libsystemd-dev prometheus-cpp-dev prometheus
   gnuplot-nox

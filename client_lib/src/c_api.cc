@@ -120,16 +120,25 @@ int crux_client_add_peer(crux_client* client, const char* local_nic, const char*
   return CRUX_OK;
 }
 
-void crux_client_begin_iteration(crux_client* client) { client->impl->BeginIteration(); }
-void crux_client_end_iteration(crux_client* client) { client->impl->EndIteration(); }
-void crux_client_compute_end(crux_client* client) { client->impl->ComputeEnd(); }
-void crux_client_comm_start(crux_client* client, uint32_t peer_id, uint64_t bytes) {
-  client->impl->CommStart(peer_id, bytes);
+// The hot path: a NULL client is a no-op (crux_client.h), so call sites need no "is Crux on" check.
+void crux_client_begin_iteration(crux_client* client) {
+  if (client != nullptr) client->impl->BeginIteration();
 }
-void crux_client_comm_end(crux_client* client, uint32_t peer_id) { client->impl->CommEnd(peer_id); }
+void crux_client_end_iteration(crux_client* client) {
+  if (client != nullptr) client->impl->EndIteration();
+}
+void crux_client_compute_end(crux_client* client) {
+  if (client != nullptr) client->impl->ComputeEnd();
+}
+void crux_client_comm_start(crux_client* client, uint32_t peer_id, uint64_t bytes) {
+  if (client != nullptr) client->impl->CommStart(peer_id, bytes);
+}
+void crux_client_comm_end(crux_client* client, uint32_t peer_id) {
+  if (client != nullptr) client->impl->CommEnd(peer_id);
+}
 void crux_client_record_comm(crux_client* client, uint32_t peer_id, uint64_t bytes,
                              int64_t start_ns, int64_t end_ns) {
-  client->impl->RecordComm(peer_id, bytes, start_ns, end_ns);
+  if (client != nullptr) client->impl->RecordComm(peer_id, bytes, start_ns, end_ns);
 }
 int64_t crux_now_ns(void) { return crux::client::Client::NowNs(); }
 

@@ -92,6 +92,15 @@ class Client::Impl {
   void Push(const Event& e) {
     if (!ring_.TryPush(e)) dropped_.fetch_add(1, std::memory_order_relaxed);
   }
+  // A transfer event: dropped (and counted in events_dropped) when its peer id is one AddPeer
+  // can never have returned (>= max_peers), since the profiler sizes per-peer tables by id.
+  void PushPeerEvent(const Event& e) {
+    if (e.peer >= options_.max_peers) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    Push(e);
+  }
 
   core::Result<PeerId> AddPeer(const std::string& local, const std::string& remote) {
     if (!protocol::IsValidId(local)) {
@@ -362,11 +371,13 @@ void Client::BeginIteration() { impl_->Push({NowNs(), 0, 0, 0, EventKind::kItera
 void Client::EndIteration() { impl_->Push({NowNs(), 0, 0, 0, EventKind::kIterationEnd}); }
 void Client::ComputeEnd() { impl_->Push({NowNs(), 0, 0, 0, EventKind::kComputeEnd}); }
 void Client::CommStart(PeerId peer, uint64_t bytes) {
-  impl_->Push({NowNs(), 0, bytes, peer, EventKind::kCommStart});
+  impl_->PushPeerEvent({NowNs(), 0, bytes, peer, EventKind::kCommStart});
 }
-void Client::CommEnd(PeerId peer) { impl_->Push({NowNs(), 0, 0, peer, EventKind::kCommEnd}); }
+void Client::CommEnd(PeerId peer) {
+  impl_->PushPeerEvent({NowNs(), 0, 0, peer, EventKind::kCommEnd});
+}
 void Client::RecordComm(PeerId peer, uint64_t bytes, int64_t start_ns, int64_t end_ns) {
-  impl_->Push({start_ns, end_ns, bytes, peer, EventKind::kComm});
+  impl_->PushPeerEvent({start_ns, end_ns, bytes, peer, EventKind::kComm});
 }
 
 void Client::SetAssignmentCallback(AssignmentCallback callback) {

@@ -36,6 +36,14 @@ bool RelChanged(double now, double before, double threshold) {
 
 constexpr int64_t kDetectEveryNs = 100'000'000;  // 100 ms.
 
+// Timestamps the profiler accepts (steady_clock readings: 0 to ~73 years). Caller-given transfer
+// times (RecordComm) outside this range are dropped, so that no difference of two timestamps and
+// no sum of two durations overflows int64.
+constexpr int64_t kMaxEventNs = int64_t{1} << 61;
+bool InEventRange(int64_t t) { return t >= 0 && t <= kMaxEventNs; }
+// Communication time accumulated in an iteration, saturating at kMaxEventNs.
+int64_t AddDuration(int64_t total, int64_t d) { return std::min(kMaxEventNs, total + d); }
+
 }  // namespace
 
 Profiler::Profiler(ProfilerOptions options, double flops_per_iteration, double peak_flops_total)
@@ -47,12 +55,13 @@ int64_t Profiler::UnionSoFar(int64_t t) const {
 
 void Profiler::CloseUnion(int64_t t) {
   if (active_ > 0) {
-    union_ns_ += std::max<int64_t>(0, t - union_start_);
+    union_ns_ = AddDuration(union_ns_, std::max<int64_t>(0, t - union_start_));
     union_start_ = t;
   }
 }
 
 void Profiler::Consume(const Event& e) {
+  if (e.kind == EventKind::kComm && !(InEventRange(e.t_ns) && InEventRange(e.t2_ns))) return;
   switch (e.kind) {
     case EventKind::kIterationBegin:
       if (in_iteration_) FinishIteration(e.t_ns);  // A missing EndIteration.
@@ -81,7 +90,7 @@ void Profiler::Consume(const Event& e) {
       peer_bytes_[e.peer] += e.bytes;
       if (e.kind == EventKind::kComm) {
         int64_t end = std::max(e.t_ns, e.t2_ns);
-        if (active_ == 0) union_ns_ += end - e.t_ns;
+        if (active_ == 0) union_ns_ = AddDuration(union_ns_, end - e.t_ns);
         transfers_.push_back({e.t_ns, end, e.bytes, e.peer});
         ++transfers_since_detect_;
         while (transfers_.size() > options_.detect_events) transfers_.pop_front();
@@ -98,7 +107,9 @@ void Profiler::Consume(const Event& e) {
     case EventKind::kCommEnd: {
       if (active_ > 0) {
         --active_;
-        if (active_ == 0) union_ns_ += std::max<int64_t>(0, e.t_ns - union_start_);
+        if (active_ == 0) {
+          union_ns_ = AddDuration(union_ns_, std::max<int64_t>(0, e.t_ns - union_start_));
+        }
       }
       if (e.peer < open_.size() && !open_[e.peer].empty()) {
         auto [start, bytes] = open_[e.peer].front();

@@ -55,6 +55,9 @@ class Profiler {
   // W_j = compute x peak. Else W_j is reported as 0 (the daemon estimates).
   Profiler(ProfilerOptions options, double flops_per_iteration, double peak_flops_total);
 
+  // REQUIRES: e.peer < the client's max_peers (Client drops other peer events), since per-peer
+  // tables are indexed by peer id. kComm events (caller-given times) with a timestamp outside
+  // [0, 2^61] are ignored; accumulated communication time saturates there.
   void Consume(const Event& e);
 
   // A profile due for reporting, or nullopt. Peer names are filled in by the caller (indexes

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -215,6 +216,59 @@ TEST(ProfilerTest, DetectionDependsOnTimestampsNotOnBatching) {
   EXPECT_NEAR(static_cast<double>(at_once->compute_time_ns), 47.0 * kMs, 1.0 * kMs);
   EXPECT_TRUE(at_once->detected);
   EXPECT_TRUE(at_once->converged);
+}
+
+// Found by fuzz/client_profiler (reproducer fuzz/corpus/client_profiler/repro_int64_min_start):
+// RecordComm timestamps are the caller's; INT64_MIN overflowed `start - last_detection` (UB).
+// Transfer times outside [0, 2^61] are now ignored: the detected profile is the same as without
+// them.
+TEST(ProfilerTest, CallerTimesOutsideTheClockAreIgnored) {
+  std::vector<Event> series;
+  int64_t t = 7000 * kMs;
+  for (int i = 0; i < 16; ++i) {
+    for (int b = 0; b < 3; ++b) {
+      int64_t s = t + b * 2 * kMs;
+      series.push_back({s, s + 1 * kMs, 1000, 0, EventKind::kComm});
+    }
+    t += 50 * kMs;
+  }
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const std::vector<Event> bogus = {{kMin, kMin, 1, 0, EventKind::kComm},
+                                    {kMin, kMax, 1, 0, EventKind::kComm},
+                                    {-1, 5, 1, 0, EventKind::kComm},
+                                    {kMax - 1, kMax, 1, 0, EventKind::kComm},
+                                    {7000 * kMs, kMax, 1, 0, EventKind::kComm}};
+  Profiler clean(ProfilerOptions{}, 0, 0);
+  Profiler noisy(ProfilerOptions{}, 0, 0);
+  for (size_t i = 0; i < series.size(); ++i) {
+    clean.Consume(series[i]);
+    noisy.Consume(bogus[i % bogus.size()]);
+    noisy.Consume(series[i]);
+  }
+  std::vector<PeerId> idx;
+  std::optional<Profile> want = clean.TakeReport(&idx);
+  std::optional<Profile> got = noisy.TakeReport(&idx);
+  ASSERT_TRUE(want.has_value());
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(noisy.detections(), clean.detections());
+  EXPECT_EQ(got->iteration_period_ns, want->iteration_period_ns);
+  EXPECT_EQ(got->bytes_per_iteration, want->bytes_per_iteration);
+  EXPECT_EQ(got->comm_time_ns, want->comm_time_ns);
+}
+
+// Communication time of a marked iteration saturates instead of overflowing int64 when the
+// caller records absurdly long transfers: exposed comm is then the whole iteration.
+TEST(ProfilerTest, CommTimeSaturatesOnHugeRecordedTransfers) {
+  Profiler p(ProfilerOptions{}, 0, 0);
+  constexpr int64_t kLongest = int64_t{1} << 61;
+  const int64_t begin = 1000 * kMs;
+  p.Consume({begin, 0, 0, 0, EventKind::kIterationBegin});
+  for (int i = 0; i < 8; ++i) p.Consume({0, kLongest, 1000, 0, EventKind::kComm});  // 8 x 2^61.
+  p.Consume({begin + 100 * kMs, 0, 0, 0, EventKind::kIterationEnd});
+  ASSERT_EQ(p.window().size(), 1u);
+  EXPECT_EQ(p.window().back().comm_ns, 100 * kMs);  // All of it, not a wrapped sum.
+  EXPECT_EQ(p.window().back().compute_ns, 1);
 }
 
 }  // namespace

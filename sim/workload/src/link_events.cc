@@ -18,6 +18,9 @@ using internal::Shown;
 namespace {
 
 constexpr std::string_view kNames[] = {"time_s", "a", "b", "gbps"};
+// Largest link speed, the topology builders' limit (core/src/builders.cc): 1e18 bit/s, so the
+// capacity fits core::Bandwidth's int64 bits per second.
+constexpr double kMaxGbps = 1e9;
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -95,8 +98,9 @@ Result<std::vector<LinkEvent>> ParseLinkEventsCsv(std::string_view text,
       return FieldError(line_no, 2, "no link between " + Shown(f[1]) + " and " + Shown(f[2]));
     }
     double gbps = 0;
-    if (!ParseDouble(f[3], &gbps) || gbps < 0) {
-      return FieldError(line_no, 3, "must be a finite number >= 0 (got " + Shown(f[3]) + ")");
+    if (!ParseDouble(f[3], &gbps) || gbps < 0 || gbps > kMaxGbps) {
+      return FieldError(line_no, 3,
+                        "must be a finite number >= 0 and <= 1e+09 (got " + Shown(f[3]) + ")");
     }
     out.push_back(LinkEvent{core::Duration::Seconds(t), *link, core::Bandwidth::Gbps(gbps)});
     if (end == text.size()) break;

@@ -36,6 +36,25 @@ TEST(LinkEventsTest, ParsesEventsOntoLinks) {
   EXPECT_EQ(t.LinkName((*ev)[2].link), "host5/nic0 -> tor1");
 }
 
+// Found by fuzz/link_events_csv (reproducer fuzz/corpus/link_events_csv/repro_huge_gbps.csv): a
+// speed too large for core::Bandwidth's int64 bit/s was accepted and became a negative capacity.
+TEST(LinkEventsTest, RefusesSpeedsBeyondTheBuildersLimit) {
+  const core::Topology t = Clos();
+  for (const char* gbps : {"1e10", "3.3e70", "1.8e308"}) {
+    core::Result<std::vector<LinkEvent>> r = ParseLinkEventsCsv(
+        std::string(kLinkEventsHeader) + "\n3200,host5/nic0,tor1," + gbps + "\n", t);
+    ASSERT_FALSE(r.ok()) << gbps;
+    EXPECT_THAT(r.status().message(),
+                HasSubstr("line 2, column 4 (gbps): must be a finite number >= 0 and <= 1e+09"))
+        << gbps;
+  }
+  core::Result<std::vector<LinkEvent>> top =
+      ParseLinkEventsCsv(std::string(kLinkEventsHeader) + "\n3200,host5/nic0,tor1,1e9\n", t);
+  ASSERT_TRUE(top.ok()) << top.status().ToString();
+  EXPECT_EQ((*top)[0].capacity, core::Bandwidth::Gbps(1e9));
+  EXPECT_TRUE((*top)[0].capacity.IsPositive());
+}
+
 TEST(LinkEventsTest, RejectsBadLinesWithLineAndColumn) {
   const core::Topology t = Clos();
   struct Case {

@@ -170,7 +170,7 @@ struct ClientStats {
   uint64_t heartbeats_sent = 0;  // Heartbeats acknowledged.
   uint64_t assignments_applied = 0;
   uint64_t assignments_stale = 0;  // Pushes not newer than the applied one (same state).
-  uint64_t events_dropped = 0;     // Hot-path events lost to a full ring.
+  uint64_t events_dropped = 0;     // Hot-path events lost to a full ring or a bad peer id.
   uint64_t iterations = 0;         // Iterations measured (marked or detected).
   uint64_t lease_ms = 0;           // Granted lease.
   std::string last_error;          // Last transport / daemon error, "" if none.
@@ -211,9 +211,12 @@ class CRUX_CLIENT_EXPORT Client {
   // Optional: compute of this iteration is over; what follows is exposed communication.
   void ComputeEnd();
   // A transfer of `bytes` to `peer` starts / ends. Starts and ends pair per peer in FIFO order.
+  // Events naming a peer id >= max_peers (never returned by AddPeer) are dropped and counted in
+  // Stats().events_dropped.
   void CommStart(PeerId peer, uint64_t bytes);
   void CommEnd(PeerId peer);
   // A complete transfer with explicit steady_clock timestamps (ns), e.g. from a NCCL profiler.
+  // Transfers with a timestamp outside [0, 2^61] (not a steady_clock reading) are ignored.
   void RecordComm(PeerId peer, uint64_t bytes, int64_t start_ns, int64_t end_ns);
 
   // Called on the background thread for every newly applied assignment (and, when set while

@@ -10,7 +10,7 @@
 //   starting with '#' are ignored; CRLF is accepted; spaces around fields are trimmed.
 // * time_s: finite, in [0, 1e9] (sim::kMaxSimSeconds). a, b: node names (core::IsValidName) of
 //   the topology joined by a link (with parallel cables, the first a -> b cable). gbps: finite,
-//   >= 0 (0 = failed).
+//   in [0, 1e9] (0 = failed; 1e9 Gbps is the topology builders' limit too).
 // * The engine applies each event to the a -> b link and its reverse and re-plans.
 // Errors: "line 3, column 3 (b): no link between 'tor3' and 'agg9'".
 //
