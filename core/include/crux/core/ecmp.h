@@ -45,6 +45,8 @@ inline constexpr uint16_t kRoceV2DstPort = 4791;
 struct PortRange {
   uint16_t min = 0xC000;
   uint16_t max = 0xFFFF;  // Inclusive. REQUIRES: min <= max.
+
+  friend bool operator==(const PortRange&, const PortRange&) = default;
 };
 
 class SourcePortResolver {

@@ -56,6 +56,8 @@ struct PlannerOptions {
   PortRange ports;            // RoCEv2 source-port search range.
   bool resolve_ports = true;  // Stage 5 on/off (the simulator does not need ports).
   PairSimOptions pair_sim;
+
+  friend bool operator==(const PlannerOptions&, const PlannerOptions&) = default;
 };
 
 // Checks ranges; errors name the option.

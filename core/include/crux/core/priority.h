@@ -45,6 +45,8 @@ struct PairSimOptions {
   int warmup_periods = 3;    // Periods of the slower job simulated before measuring.
   int measure_periods = 60;  // Periods of the slower job in the measurement window.
   int max_events = 200000;   // Hard cap per simulation (bounds very unequal pairs).
+
+  friend bool operator==(const PairSimOptions&, const PairSimOptions&) = default;
 };
 
 // Transmission time and completed computation of each job inside the measurement window.
