@@ -154,66 +154,18 @@ Status AddPcie(Topology& topo, NodeId nic, Bandwidth pcie) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// lingjun CSV parsing.
+// lingjun: from host rows (parsed at the edge, crux/spec/lingjun_csv.h) to ToRs, PSWs and DSWs.
 
 constexpr std::string_view kLingjunColumns[] = {"ip", "DSW", "PSW", "ASW"};
-constexpr int kLingjunNumColumns = 4;
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
+// The line a row is reported at (LingjunHostRow::line).
+int RowLine(const LingjunHostRow& row, size_t index) {
+  return row.line > 0 ? row.line : static_cast<int>(index) + 2;
 }
 
-std::string LineRef(int line) { return "lingjun csv line " + std::to_string(line); }
 std::string CellRef(int line, int column) {
-  return LineRef(line) + ", column " + std::to_string(column + 1) + " (" +
-         std::string(kLingjunColumns[column]) + ")";
-}
-
-struct CsvLine {
-  int number = 0;  // 1-based.
-  std::string_view text;
-};
-
-// Splits into lines (LF or CRLF), dropping a UTF-8 BOM and trailing empty lines.
-std::vector<CsvLine> SplitLines(std::string_view csv) {
-  if (csv.substr(0, 3) == "\xEF\xBB\xBF") csv.remove_prefix(3);
-  std::vector<CsvLine> lines;
-  int number = 0;
-  size_t pos = 0;
-  while (pos <= csv.size()) {
-    size_t end = csv.find('\n', pos);
-    if (end == std::string_view::npos) end = csv.size();
-    std::string_view text = csv.substr(pos, end - pos);
-    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
-    lines.push_back(CsvLine{++number, text});
-    pos = end + 1;
-  }
-  while (!lines.empty() && Trim(lines.back().text).empty()) lines.pop_back();
-  return lines;
-}
-
-// Splits a line into exactly four trimmed fields.
-Status SplitFields(const CsvLine& line, std::string_view (&fields)[kLingjunNumColumns]) {
-  if (Trim(line.text).empty()) return InvalidArgumentError(LineRef(line.number) + ": empty line");
-  int n = 0;
-  size_t pos = 0;
-  while (true) {
-    const size_t comma = line.text.find(',', pos);
-    const std::string_view f = line.text.substr(
-        pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
-    if (n < kLingjunNumColumns) fields[n] = Trim(f);
-    ++n;
-    if (comma == std::string_view::npos) break;
-    pos = comma + 1;
-  }
-  if (n != kLingjunNumColumns) {
-    return InvalidArgumentError(LineRef(line.number) + ": expected " +
-                                std::to_string(kLingjunNumColumns) +
-                                " columns (ip,DSW,PSW,ASW), got " + std::to_string(n));
-  }
-  return Status::Ok();
+  return "lingjun csv line " + std::to_string(line) + ", column " + std::to_string(column + 1) +
+         " (" + std::string(kLingjunColumns[column]) + ")";
 }
 
 enum LingjunRole { kDswRole = 1, kPswRole = 2, kAswRole = 3 };  // = column index.
@@ -231,63 +183,51 @@ struct LingjunTor {
   std::vector<int> psws;  // Sorted PSW indices.
 };
 
-struct LingjunLayout {
+struct LingjunPlan {
   std::vector<int> host_tor;  // Per host row.
   std::vector<LingjunTor> tors;
   std::vector<std::pair<std::string, int>> psws;  // Name, first line.
   std::vector<std::pair<std::string, int>> dsws;
 };
 
-Result<LingjunLayout> ParseLingjun(std::string_view csv, LingjunTorGrouping grouping) {
-  const std::vector<CsvLine> lines = SplitLines(csv);
-  if (lines.empty()) {
-    return InvalidArgumentError("lingjun csv: empty input (expected the header ip,DSW,PSW,ASW)");
+Result<LingjunPlan> PlanLingjun(const LingjunLayout& layout, LingjunTorGrouping grouping) {
+  if (layout.hosts.empty()) {
+    return InvalidArgumentError("lingjun csv: no host rows after the header");
   }
-  std::string_view fields[kLingjunNumColumns];
-  CRUX_RETURN_IF_ERROR(SplitFields(lines[0], fields));
-  for (int c = 0; c < kLingjunNumColumns; ++c) {
-    if (fields[c] != kLingjunColumns[c]) {
-      return InvalidArgumentError(CellRef(lines[0].number, c) + ": header must be '" +
-                                  std::string(kLingjunColumns[c]) + "' (got '" +
-                                  std::string(fields[c]) + "')");
-    }
-  }
-  if (lines.size() < 2) return InvalidArgumentError("lingjun csv: no host rows after the header");
-
-  LingjunLayout out;
+  LingjunPlan out;
   std::unordered_map<std::string_view, int> ip_line;
   std::unordered_map<std::string_view, SwitchInfo> switches;
   std::unordered_map<int64_t, int> pair_tor;  // (psw, asw) -> tor, for kPswAsw.
   std::vector<int> asw_tor;                   // ASW label index -> tor, for kAswLabel.
   int role_count[4] = {0, 0, 0, 0};
 
-  for (size_t r = 1; r < lines.size(); ++r) {
-    const CsvLine& line = lines[r];
-    CRUX_RETURN_IF_ERROR(SplitFields(line, fields));
-    for (int c = 0; c < kLingjunNumColumns; ++c) {
-      if (fields[c].empty()) return InvalidArgumentError(CellRef(line.number, c) + ": empty field");
+  for (size_t r = 0; r < layout.hosts.size(); ++r) {
+    const LingjunHostRow& row = layout.hosts[r];
+    const int line = RowLine(row, r);
+    const std::string_view fields[4] = {row.ip, row.dsw, row.psw, row.asw};
+    for (int c = 0; c < 4; ++c) {
+      if (fields[c].empty()) return InvalidArgumentError(CellRef(line, c) + ": empty field");
     }
-    if (auto [it, inserted] = ip_line.emplace(fields[0], line.number); !inserted) {
-      return InvalidArgumentError(CellRef(line.number, 0) + ": duplicate host ip '" +
-                                  std::string(fields[0]) + "' (first on line " +
-                                  std::to_string(it->second) + ")");
+    if (auto [it, inserted] = ip_line.emplace(fields[0], line); !inserted) {
+      return InvalidArgumentError(CellRef(line, 0) + ": duplicate host ip " + QuoteName(fields[0]) +
+                                  " (first on line " + std::to_string(it->second) + ")");
     }
     int index[4] = {0, 0, 0, 0};
     for (int role : {kDswRole, kPswRole, kAswRole}) {
       if (!IsValidName(fields[role])) {
-        return InvalidArgumentError(CellRef(line.number, role) + ": invalid switch name " +
+        return InvalidArgumentError(CellRef(line, role) + ": invalid switch name " +
                                     QuoteName(fields[role]) +
                                     " (allowed: " + std::string(kNameRule) + ")");
       }
       auto [it, inserted] = switches.emplace(fields[role], SwitchInfo{role, role_count[role], 0});
       if (inserted) {
-        it->second.line = line.number;
+        it->second.line = line;
         ++role_count[role];
-        if (role == kDswRole) out.dsws.emplace_back(std::string(fields[role]), line.number);
-        if (role == kPswRole) out.psws.emplace_back(std::string(fields[role]), line.number);
+        if (role == kDswRole) out.dsws.emplace_back(std::string(fields[role]), line);
+        if (role == kPswRole) out.psws.emplace_back(std::string(fields[role]), line);
       } else if (it->second.role != role) {
-        return InvalidArgumentError(CellRef(line.number, role) + ": switch '" +
-                                    std::string(fields[role]) + "' already appears in column " +
+        return InvalidArgumentError(CellRef(line, role) + ": switch '" + std::string(fields[role]) +
+                                    "' already appears in column " +
                                     std::string(kLingjunColumns[it->second.role]) + " (line " +
                                     std::to_string(it->second.line) + ")");
       }
@@ -299,19 +239,13 @@ Result<LingjunLayout> ParseLingjun(std::string_view csv, LingjunTorGrouping grou
     if (grouping == LingjunTorGrouping::kAswLabel) {
       if (asw == static_cast<int>(asw_tor.size())) {
         asw_tor.push_back(static_cast<int>(out.tors.size()));
-        out.tors.push_back(LingjunTor{std::string(fields[kAswRole]), line.number, kAswRole, {}});
+        out.tors.push_back(LingjunTor{row.asw, line, kAswRole, {}});
       }
       tor = asw_tor[static_cast<size_t>(asw)];
     } else {
       const int64_t key = int64_t{psw} * (int64_t{1} << 32) + asw;
       auto [it, inserted] = pair_tor.emplace(key, static_cast<int>(out.tors.size()));
-      if (inserted) {
-        out.tors.push_back(
-            LingjunTor{std::string(fields[kPswRole]) + "/" + std::string(fields[kAswRole]),
-                       line.number,
-                       kAswRole,
-                       {}});
-      }
+      if (inserted) out.tors.push_back(LingjunTor{row.psw + "/" + row.asw, line, kAswRole, {}});
       tor = it->second;
     }
     std::vector<int>& psws = out.tors[static_cast<size_t>(tor)].psws;
@@ -642,7 +576,7 @@ Result<Topology> BuildHpn(const HpnParams& p) {
   return topo;
 }
 
-Result<Topology> BuildLingjun(std::string_view csv, const LingjunParams& p) {
+Result<Topology> BuildLingjun(const LingjunLayout& rows, const LingjunParams& p) {
   constexpr std::string_view kKind = "lingjun";
   CRUX_RETURN_IF_ERROR(CheckHost(kKind, p.host));
   CRUX_RETURN_IF_ERROR(CheckGbps(Field(kKind, "tor_psw_gbps"), p.tor_psw_gbps));
@@ -652,7 +586,7 @@ Result<Topology> BuildLingjun(std::string_view csv, const LingjunParams& p) {
     return InvalidArgumentError("lingjun.grouping: unknown value " +
                                 std::to_string(static_cast<int>(p.grouping)));
   }
-  CRUX_ASSIGN_OR_RETURN(const LingjunLayout layout, ParseLingjun(csv, p.grouping));
+  CRUX_ASSIGN_OR_RETURN(const LingjunPlan layout, PlanLingjun(rows, p.grouping));
   const int nics = p.host.nics_per_host;
   const auto hosts = static_cast<int64_t>(layout.host_tor.size());
   const int64_t nic_count = Mul(hosts, nics);

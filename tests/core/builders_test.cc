@@ -3,11 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
-#include <fstream>
+#include <initializer_list>
 #include <limits>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -109,15 +109,6 @@ void ExpectIdentical(const Topology& a, const Topology& b) {
     EXPECT_EQ(x.capacity, y.capacity);
     EXPECT_EQ(x.latency, y.latency);
   }
-}
-
-std::string ReadLingjunCsv() {
-  std::ifstream in(std::string(CRUX_SOURCE_DIR) + "/configs/topologies/lingjun/topo.csv",
-                   std::ios::binary);
-  EXPECT_TRUE(in.good()) << "cannot open configs/topologies/lingjun/topo.csv";
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // ---- explicit ----
@@ -652,110 +643,29 @@ TEST(BuildersTest, HpnRejectsBadParameters) {
 }
 
 // ---- lingjun ----
+// BuildLingjun takes parsed host rows; reading topo.csv (and the shipped 847-host file) is
+// tested with the parser, in tests/tools/spec_lingjun_test.cc.
 
-TEST(BuildersTest, LingjunAswLabelGroupingHas48Tors3PswsAnd1Dsw) {
-  const std::string csv = ReadLingjunCsv();
-  const LingjunParams p;
-  Result<Topology> t = BuildLingjun(csv, p);
-  ASSERT_TRUE(t.ok()) << t.status().ToString();
-  EXPECT_EQ(t->hosts().size(), 847u);
-  EXPECT_EQ(CountKind(*t, NodeKind::kNic), 847u);
-  EXPECT_EQ(CountKind(*t, NodeKind::kTor), 48u);
-  EXPECT_EQ(CountKind(*t, NodeKind::kAgg), 3u);
-  EXPECT_EQ(CountKind(*t, NodeKind::kCore), 1u);
-  EXPECT_EQ(t->num_nodes(), 847u * 2u + 48u + 3u + 1u);
-  // PCIe + NIC + one uplink per distinct (ASW, PSW) pair (119) + 3 PSW-DSW.
-  EXPECT_EQ(t->num_links(), 2u * (847u + 847u + 119u + 3u));
-  ExpectNicsOwnedByTheirHosts(*t, 1, p.host.pcie_gbps);
-  for (const char* name : {"S1", "S14", "S48", "P8", "P10", "P12", "G6"}) {
-    EXPECT_TRUE(t->FindNode(name).ok()) << name;
-  }
-  EXPECT_EQ(t->node(Id(*t, "P8")).kind, NodeKind::kAgg);
-  EXPECT_EQ(t->node(Id(*t, "G6")).kind, NodeKind::kCore);
-  // Row 1 is "...,G6,P10,S14"; S14 appears under all three PSWs.
-  EXPECT_TRUE(Adjacent(*t, "host0/nic0", "S14"));
-  EXPECT_TRUE(Adjacent(*t, "S14", "P8"));
-  EXPECT_TRUE(Adjacent(*t, "S14", "P10"));
-  EXPECT_TRUE(Adjacent(*t, "S14", "P12"));
-  for (const char* psw : {"P8", "P10", "P12"}) EXPECT_TRUE(Adjacent(*t, psw, "G6"));
-  for (const Node& n : t->nodes()) {
-    if (n.kind != NodeKind::kTor) continue;
-    size_t uplinks = 0;
-    for (LinkId l : t->OutLinks(Id(*t, n.name))) {
-      uplinks += t->node(t->link(l).dst).kind == NodeKind::kAgg ? 1 : 0;
-    }
-    EXPECT_GE(uplinks, 1u) << n.name;
-    EXPECT_LE(uplinks, 3u) << n.name;
-  }
+LingjunLayout Rows(std::initializer_list<std::array<const char*, 4>> rows) {
+  LingjunLayout layout;
+  for (const auto& r : rows) layout.hosts.push_back(LingjunHostRow{r[0], r[1], r[2], r[3], 0});
+  return layout;
 }
 
-TEST(BuildersTest, LingjunPswAswGroupingHas119SingleUplinkTors) {
-  const std::string csv = ReadLingjunCsv();
-  LingjunParams p;
-  p.grouping = LingjunTorGrouping::kPswAsw;
-  p.tor_psw_links = 2;
-  p.host.nics_per_host = 2;
-  Result<Topology> t = BuildLingjun(csv, p);
-  ASSERT_TRUE(t.ok()) << t.status().ToString();
-  EXPECT_EQ(t->hosts().size(), 847u);
-  EXPECT_EQ(CountKind(*t, NodeKind::kNic), 2u * 847u);
-  EXPECT_EQ(CountKind(*t, NodeKind::kTor), 119u);
-  EXPECT_EQ(CountKind(*t, NodeKind::kAgg), 3u);
-  EXPECT_EQ(CountKind(*t, NodeKind::kCore), 1u);
-  EXPECT_EQ(t->num_links(), 2u * (2u * 847u + 2u * 847u + 2u * 119u + 3u));
-  ExpectNicsOwnedByTheirHosts(*t, 2, p.host.pcie_gbps);
-  EXPECT_TRUE(Adjacent(*t, "host0/nic1", "P10/S14"));
-  EXPECT_EQ(CablesBetween(*t, "P10/S14", "P10"), 2u);
-  EXPECT_FALSE(Adjacent(*t, "P10/S14", "P8"));
-  EXPECT_FALSE(t->FindNode("S14").ok());
-  for (const Node& n : t->nodes()) {
-    if (n.kind != NodeKind::kTor) continue;
-    std::set<NodeId> psws;
-    for (LinkId l : t->OutLinks(Id(*t, n.name))) {
-      if (t->node(t->link(l).dst).kind == NodeKind::kAgg) psws.insert(t->link(l).dst);
-    }
-    EXPECT_EQ(psws.size(), 1u) << n.name;
-  }
-}
-
-TEST(BuildersTest, LingjunBuildIsDeterministic) {
-  const std::string csv = ReadLingjunCsv();
-  Result<Topology> a = BuildLingjun(csv, LingjunParams{});
-  Result<Topology> b = BuildLingjun(csv, LingjunParams{});
-  ASSERT_TRUE(a.ok() && b.ok());
-  ExpectIdentical(*a, *b);
-  Result<Topology> c = BuildHpn(SmallHpn());
-  Result<Topology> d = BuildHpn(SmallHpn());
-  ASSERT_TRUE(c.ok() && d.ok());
-  ExpectIdentical(*c, *d);
-}
-
-constexpr char kSmallLingjun[] =
-    "ip,DSW,PSW,ASW\r\n"
-    "h-a,D1,P1,S1\r\n"
-    "h-b,D1,P2,S1\r\n"
-    "h-c,D1,P1,S2\r\n"
-    "h-d,D1,P2,S2\r\n"
-    "h-e,D1,P2,S3\r\n";
-
-TEST(BuildersTest, LingjunToleratesCrlfAndTrailingNewline) {
-  for (std::string csv : {std::string(kSmallLingjun), std::string(kSmallLingjun) + "\r\n",
-                          std::string(kSmallLingjun).substr(0, sizeof(kSmallLingjun) - 3)}) {
-    Result<Topology> t = BuildLingjun(csv, LingjunParams{});
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    EXPECT_EQ(t->hosts().size(), 5u);
-    EXPECT_TRUE(t->FindNode("S3").ok());
-    EXPECT_TRUE(t->FindNode("P2").ok());
-    EXPECT_TRUE(t->FindNode("D1").ok());
-  }
-}
+const LingjunLayout kSmallLingjun = Rows({{"h-a", "D1", "P1", "S1"},
+                                          {"h-b", "D1", "P2", "S1"},
+                                          {"h-c", "D1", "P1", "S2"},
+                                          {"h-d", "D1", "P2", "S2"},
+                                          {"h-e", "D1", "P2", "S3"}});
 
 TEST(BuildersTest, LingjunAswLabelTorsHaveEcmpChoicesAcrossPsws) {
   LingjunParams p;
   Result<Topology> t = BuildLingjun(kSmallLingjun, p);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->hosts().size(), 5u);
   EXPECT_EQ(CountKind(*t, NodeKind::kTor), 3u);
   EXPECT_EQ(t->num_links(), 2u * (5u + 5u + 5u + 2u));  // S1, S2: 2 PSWs each; S3: 1.
+  ExpectNicsOwnedByTheirHosts(*t, 1, p.host.pcie_gbps);
   PathFinder pf(*t);
   EXPECT_EQ(PathCount(pf, "host0/nic0", "host1/nic0"), 1u);  // Both on S1.
   EXPECT_EQ(PathCount(pf, "host0/nic0", "host2/nic0"), 2u);  // S1 -> P1|P2 -> S2.
@@ -765,42 +675,56 @@ TEST(BuildersTest, LingjunAswLabelTorsHaveEcmpChoicesAcrossPsws) {
   Result<Topology> u = BuildLingjun(kSmallLingjun, p);
   ASSERT_TRUE(u.ok()) << u.status().ToString();
   EXPECT_EQ(CountKind(*u, NodeKind::kTor), 5u);
+  EXPECT_FALSE(u->FindNode("S1").ok());
+  LingjunParams cables = p;
+  cables.tor_psw_links = 2;
+  Result<Topology> c = BuildLingjun(kSmallLingjun, cables);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(CablesBetween(*c, "P1/S1", "P1"), 2u);
   PathFinder pf2(*u);
   EXPECT_EQ(PathCount(pf2, "host0/nic0", "host2/nic0"), 1u);  // P1/S1 -> P1 -> P1/S2.
   EXPECT_EQ(PathCount(pf2, "host0/nic0", "host1/nic0"), 1u);  // Via P1 -> D1 -> P2.
   EXPECT_EQ(PathHops(pf2, "host0/nic0", "host1/nic0"), 6);
 }
 
-TEST(BuildersTest, LingjunMalformedCsvErrorsNameTheLineAndColumn) {
+TEST(BuildersTest, LingjunBuildIsDeterministic) {
+  Result<Topology> a = BuildLingjun(kSmallLingjun, LingjunParams{});
+  Result<Topology> b = BuildLingjun(kSmallLingjun, LingjunParams{});
+  ASSERT_TRUE(a.ok() && b.ok());
+  ExpectIdentical(*a, *b);
+  Result<Topology> c = BuildHpn(SmallHpn());
+  Result<Topology> d = BuildHpn(SmallHpn());
+  ASSERT_TRUE(c.ok() && d.ok());
+  ExpectIdentical(*c, *d);
+}
+
+TEST(BuildersTest, LingjunBadRowsNameTheLineAndColumn) {
   const LingjunParams p;
-  ExpectInvalid(BuildLingjun("", p).status(), "lingjun csv: empty input");
-  ExpectInvalid(BuildLingjun("ip,DSW,PSW,ASW\n", p).status(), "lingjun csv: no host rows");
-  ExpectInvalid(BuildLingjun("ip,DSW,PSW\nh,D,P,S\n", p).status(),
-                "lingjun csv line 1: expected 4 columns");
-  ExpectInvalid(BuildLingjun("ip,DSW,ASW,PSW\nh,D,P,S\n", p).status(),
-                "lingjun csv line 1, column 3 (PSW): header must be 'PSW' (got 'ASW')");
-  ExpectInvalid(BuildLingjun("ip,DSW,PSW,ASW\nh1,D,P,S\nh2,D,P\n", p).status(),
-                "lingjun csv line 3: expected 4 columns (ip,DSW,PSW,ASW), got 3");
-  ExpectInvalid(BuildLingjun("ip,DSW,PSW,ASW\nh1,D,P,S,extra\n", p).status(),
-                "lingjun csv line 2: expected 4 columns (ip,DSW,PSW,ASW), got 5");
-  ExpectInvalid(BuildLingjun("ip,DSW,PSW,ASW\r\nh1,D,,S\r\n", p).status(),
+  ExpectInvalid(BuildLingjun(LingjunLayout{}, p).status(), "lingjun csv: no host rows");
+  ExpectInvalid(BuildLingjun(Rows({{"h1", "D", "", "S"}}), p).status(),
                 "lingjun csv line 2, column 3 (PSW): empty field");
-  ExpectInvalid(BuildLingjun("ip,DSW,PSW,ASW\nh1,D,P,S\nh2,D,P,S\nh3,D,P, \n", p).status(),
-                "lingjun csv line 4, column 4 (ASW): empty field");
-  ExpectInvalid(BuildLingjun("ip,DSW,PSW,ASW\nh1,D,P,S\n\nh2,D,P,S\n", p).status(),
-                "lingjun csv line 3: empty line");
-  ExpectInvalid(BuildLingjun("ip,DSW,PSW,ASW\nh1,D,P,S\nh1,D,P,S\n", p).status(),
+  ExpectInvalid(
+      BuildLingjun(Rows({{"h1", "D", "P", "S"}, {"h2", "D", "P", "S"}, {"h3", "D", "P", ""}}), p)
+          .status(),
+      "lingjun csv line 4, column 4 (ASW): empty field");
+  ExpectInvalid(BuildLingjun(Rows({{"h1", "D", "P", "S"}, {"h1", "D", "P", "S"}}), p).status(),
                 "lingjun csv line 3, column 1 (ip): duplicate host ip 'h1' (first on line 2)");
   ExpectInvalid(
-      BuildLingjun("ip,DSW,PSW,ASW\nh1,D,P,S\nh2,D,S,T\n", p).status(),
+      BuildLingjun(Rows({{"h1", "D", "P", "S"}, {"h2", "D", "S", "T"}}), p).status(),
       "lingjun csv line 3, column 3 (PSW): switch 'S' already appears in column ASW (line 2)");
-  ExpectInvalid(BuildLingjun("ip,DSW,PSW,ASW\nh1,D,P,host0\n", p).status(),
+  ExpectInvalid(BuildLingjun(Rows({{"h1", "D", "P", "host0"}}), p).status(),
                 "lingjun csv line 2, column 4 (ASW): switch name 'host0' clashes");
   // Issue #10 (13): switch labels follow the name rule (the real file's G6 / P10 / S14 do).
-  ExpectInvalid(BuildLingjun("ip,DSW,PSW,ASW\nh1,D,P,S\nh2,D,P 2,S\n", p).status(),
+  ExpectInvalid(BuildLingjun(Rows({{"h1", "D", "P", "S"}, {"h2", "D", "P 2", "S"}}), p).status(),
                 "lingjun csv line 3, column 3 (PSW): invalid switch name 'P 2'");
-  ExpectInvalid(BuildLingjun("ip,DSW,PSW,ASW\nh1,D\x1b]0;pwn\x07,P,S\n", p).status(),
+  ExpectInvalid(BuildLingjun(Rows({{"h1", "D\x1b]0;pwn\x07", "P", "S"}}), p).status(),
                 "lingjun csv line 2, column 2 (DSW): invalid switch name 'D\\x1b]0;pwn\\x07'");
+  // Rows read from a file are reported at their own line.
+  LingjunLayout from_file = Rows({{"h1", "D", "P", "S"}, {"h2", "D", "P 2", "S"}});
+  from_file.hosts[0].line = 7;
+  from_file.hosts[1].line = 9;
+  ExpectInvalid(BuildLingjun(from_file, p).status(),
+                "lingjun csv line 9, column 3 (PSW): invalid switch name 'P 2'");
 }
 
 TEST(BuildersTest, LingjunRejectsBadParameters) {

@@ -1,7 +1,5 @@
 #include "crux/spec/jobs_spec.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <exception>
 #include <map>
 #include <string>
@@ -9,43 +7,46 @@
 #include <vector>
 
 #include "crux/core/ids.h"
-#include "file_util.h"
-#include "yaml_reader.h"
+#include "crux/textio/file.h"
+#include "crux/textio/yaml.h"
 
 namespace crux::spec {
 namespace {
 
 using core::Result;
 using core::Status;
-using internal::Bound;
-using internal::Child;
-using internal::Element;
-using internal::ErrorAt;
-using internal::Get;
-using internal::Has;
+using textio::ChildPath;
+using textio::ElementPath;
+using textio::ErrorAt;
+
+// An optional int key of at least `min`.
+Status OptionalInt(const textio::YamlNode& map, const std::string& path, std::string_view key,
+                   int min, int* out) {
+  return textio::OptionalInteger(map, path, key, textio::IntRange::AtLeast(min), out);
+}
 
 constexpr const char* kJobsPath = "jobs";
 
 // Bytes: a plain integer (exact) or a finite float rounded to the nearest byte; >= 1 byte.
-Result<core::Bytes> ReadBytes(const YAML::Node& node, const std::string& path) {
-  Result<int64_t> as_int = internal::AsInteger(node, path);
+Result<core::Bytes> ReadBytes(const textio::YamlNode& node, const std::string& path) {
+  Result<int64_t> as_int = textio::AsInteger(node, path);
   if (as_int.ok()) {
-    if (*as_int <= 0) return ErrorAt(node, path, "must be > 0 (got " + node.Scalar() + ")");
+    if (*as_int <= 0) return ErrorAt(node, path, "must be > 0 (got " + node.scalar() + ")");
     return core::Bytes::Of(*as_int);
   }
-  CRUX_ASSIGN_OR_RETURN(double v, internal::AsBoundedNumber(node, path, Bound::kPositive));
-  if (!(v < 9.2e18)) return ErrorAt(node, path, "too large (got " + node.Scalar() + ")");
+  CRUX_ASSIGN_OR_RETURN(double v, textio::AsBoundedReal(node, path, textio::RealRange::Positive()));
+  if (!(v < 9.2e18)) return ErrorAt(node, path, "too large (got " + node.scalar() + ")");
   core::Bytes b = core::Bytes::FromDouble(v);
   if (b.count() < 1) {
-    return ErrorAt(node, path, "must be at least 1 byte (got " + node.Scalar() + ")");
+    return ErrorAt(node, path, "must be at least 1 byte (got " + node.scalar() + ")");
   }
   return b;
 }
 
 // A node name that must be a kHost node.
-Result<core::NodeId> ReadHost(const YAML::Node& node, const std::string& path,
+Result<core::NodeId> ReadHost(const textio::YamlNode& node, const std::string& path,
                               const core::Topology& topo) {
-  CRUX_ASSIGN_OR_RETURN(std::string name, internal::AsString(node, path));
+  CRUX_ASSIGN_OR_RETURN(std::string name, textio::AsString(node, path));
   Result<core::NodeId> id = topo.FindNode(name);
   if (!id.ok()) {
     return ErrorAt(node, path, "unknown host " + core::QuoteName(name),
@@ -61,9 +62,9 @@ Result<core::NodeId> ReadHost(const YAML::Node& node, const std::string& path,
 }
 
 // A flow endpoint: a NIC or a host.
-Result<core::NodeId> ReadEndpoint(const YAML::Node& node, const std::string& path,
+Result<core::NodeId> ReadEndpoint(const textio::YamlNode& node, const std::string& path,
                                   const core::Topology& topo) {
-  CRUX_ASSIGN_OR_RETURN(std::string name, internal::AsString(node, path));
+  CRUX_ASSIGN_OR_RETURN(std::string name, textio::AsString(node, path));
   Result<core::NodeId> id = topo.FindNode(name);
   if (!id.ok()) {
     return ErrorAt(node, path, "unknown node " + core::QuoteName(name),
@@ -78,19 +79,19 @@ Result<core::NodeId> ReadEndpoint(const YAML::Node& node, const std::string& pat
   return *id;
 }
 
-Result<double> RequiredNumber(const YAML::Node& map, const std::string& path, const char* key,
-                              Bound bound) {
-  if (!Has(map, key)) return internal::MissingKey(map, path, key);
-  return internal::AsBoundedNumber(Get(map, key), Child(path, key), bound);
+Result<double> RequiredNumber(const textio::YamlNode& map, const std::string& path, const char* key,
+                              textio::RealRange bound) {
+  if (!map.Has(key)) return textio::MissingKey(map, path, key);
+  return textio::AsBoundedReal(map.Get(key), ChildPath(path, key), bound);
 }
 
-Status ReadTraffic(const YAML::Node& node, const std::string& path, core::JobSpec* job) {
-  CRUX_RETURN_IF_ERROR(internal::CheckMap(node, path, {"pattern", "bytes"}));
-  if (!Has(node, "pattern")) return internal::MissingKey(node, path, "pattern");
-  if (!Has(node, "bytes")) return internal::MissingKey(node, path, "bytes");
-  const YAML::Node pattern_node = Get(node, "pattern");
+Status ReadTraffic(const textio::YamlNode& node, const std::string& path, core::JobSpec* job) {
+  CRUX_RETURN_IF_ERROR(textio::CheckMap(node, path, {"pattern", "bytes"}));
+  if (!node.Has("pattern")) return textio::MissingKey(node, path, "pattern");
+  if (!node.Has("bytes")) return textio::MissingKey(node, path, "bytes");
+  const textio::YamlNode& pattern_node = node.Get("pattern");
   CRUX_ASSIGN_OR_RETURN(std::string pattern,
-                        internal::AsString(pattern_node, Child(path, "pattern")));
+                        textio::AsString(pattern_node, ChildPath(path, "pattern")));
   if (pattern == "ring_allreduce") {
     job->pattern = core::TrafficPattern::kRingAllReduce;
   } else if (pattern == "all_to_all") {
@@ -98,144 +99,141 @@ Status ReadTraffic(const YAML::Node& node, const std::string& path, core::JobSpe
   } else if (pattern == "pipeline") {
     job->pattern = core::TrafficPattern::kPipeline;
   } else {
-    return ErrorAt(pattern_node, Child(path, "pattern"),
+    return ErrorAt(pattern_node, ChildPath(path, "pattern"),
                    "unknown pattern '" + pattern +
                        "' (expected ring_allreduce, all_to_all or pipeline; use flows: for "
                        "explicit traffic)");
   }
-  CRUX_ASSIGN_OR_RETURN(job->pattern_bytes, ReadBytes(Get(node, "bytes"), Child(path, "bytes")));
+  CRUX_ASSIGN_OR_RETURN(job->pattern_bytes, ReadBytes(node.Get("bytes"), ChildPath(path, "bytes")));
   return Status::Ok();
 }
 
-Status ReadFlows(const YAML::Node& node, const std::string& path, const core::Topology& topo,
+Status ReadFlows(const textio::YamlNode& node, const std::string& path, const core::Topology& topo,
                  core::JobSpec* job) {
-  CRUX_RETURN_IF_ERROR(internal::CheckSequence(node, path));
+  CRUX_RETURN_IF_ERROR(textio::CheckSequence(node, path));
   if (node.size() == 0) return ErrorAt(node, path, "must list at least one flow");
   job->pattern = core::TrafficPattern::kExplicit;
   for (size_t i = 0; i < node.size(); ++i) {
-    const YAML::Node f = node[i];
-    const std::string fpath = Element(path, i);
-    CRUX_RETURN_IF_ERROR(internal::CheckMap(f, fpath, {"src", "dst", "bytes"}));
+    const textio::YamlNode& f = node.item(i);
+    const std::string fpath = ElementPath(path, i);
+    CRUX_RETURN_IF_ERROR(textio::CheckMap(f, fpath, {"src", "dst", "bytes"}));
     for (const char* key : {"src", "dst", "bytes"}) {
-      if (!Has(f, key)) return internal::MissingKey(f, fpath, key);
+      if (!f.Has(key)) return textio::MissingKey(f, fpath, key);
     }
     core::FlowDemand flow;
-    CRUX_ASSIGN_OR_RETURN(flow.src, ReadEndpoint(Get(f, "src"), Child(fpath, "src"), topo));
-    CRUX_ASSIGN_OR_RETURN(flow.dst, ReadEndpoint(Get(f, "dst"), Child(fpath, "dst"), topo));
+    CRUX_ASSIGN_OR_RETURN(flow.src, ReadEndpoint(f.Get("src"), ChildPath(fpath, "src"), topo));
+    CRUX_ASSIGN_OR_RETURN(flow.dst, ReadEndpoint(f.Get("dst"), ChildPath(fpath, "dst"), topo));
     if (flow.src == flow.dst) {
-      return ErrorAt(Get(f, "dst"), Child(fpath, "dst"),
+      return ErrorAt(f.Get("dst"), ChildPath(fpath, "dst"),
                      "must differ from src ('" + topo.node(flow.src).name + "')");
     }
-    CRUX_ASSIGN_OR_RETURN(flow.bytes, ReadBytes(Get(f, "bytes"), Child(fpath, "bytes")));
+    CRUX_ASSIGN_OR_RETURN(flow.bytes, ReadBytes(f.Get("bytes"), ChildPath(fpath, "bytes")));
     job->flows.push_back(flow);
   }
   return Status::Ok();
 }
 
-Result<JobEntry> ReadJob(const YAML::Node& node, const std::string& path,
+Result<JobEntry> ReadJob(const textio::YamlNode& node, const std::string& path,
                          const core::Topology& topo) {
   CRUX_RETURN_IF_ERROR(
-      internal::CheckMap(node, path,
-                         {"id", "hosts", "gpus_per_host", "compute_time_s", "flops_per_iteration",
-                          "overlap_start", "compression_ratio", "traffic", "flows", "arrival_s",
-                          "duration_s", "iterations", "fixed_rank"}));
+      textio::CheckMap(node, path,
+                       {"id", "hosts", "gpus_per_host", "compute_time_s", "flops_per_iteration",
+                        "overlap_start", "compression_ratio", "traffic", "flows", "arrival_s",
+                        "duration_s", "iterations", "fixed_rank"}));
   JobEntry entry;
   core::JobSpec& job = entry.spec;
 
-  if (!Has(node, "id")) return internal::MissingKey(node, path, "id");
-  const YAML::Node id_node = Get(node, "id");
-  CRUX_ASSIGN_OR_RETURN(job.id, internal::AsString(id_node, Child(path, "id")));
-  if (job.id.empty()) return ErrorAt(id_node, Child(path, "id"), "must not be empty");
+  if (!node.Has("id")) return textio::MissingKey(node, path, "id");
+  const textio::YamlNode& id_node = node.Get("id");
+  CRUX_ASSIGN_OR_RETURN(job.id, textio::AsString(id_node, ChildPath(path, "id")));
+  if (job.id.empty()) return ErrorAt(id_node, ChildPath(path, "id"), "must not be empty");
   if (!core::IsValidName(job.id)) {
-    return ErrorAt(id_node, Child(path, "id"),
+    return ErrorAt(id_node, ChildPath(path, "id"),
                    "invalid job id " + core::QuoteName(job.id) +
                        " (allowed: " + std::string(core::kNameRule) + ")");
   }
 
-  if (!Has(node, "hosts")) return internal::MissingKey(node, path, "hosts");
-  const YAML::Node hosts = Get(node, "hosts");
-  const std::string hosts_path = Child(path, "hosts");
-  CRUX_RETURN_IF_ERROR(internal::CheckSequence(hosts, hosts_path));
+  if (!node.Has("hosts")) return textio::MissingKey(node, path, "hosts");
+  const textio::YamlNode& hosts = node.Get("hosts");
+  const std::string hosts_path = ChildPath(path, "hosts");
+  CRUX_RETURN_IF_ERROR(textio::CheckSequence(hosts, hosts_path));
   if (hosts.size() == 0) return ErrorAt(hosts, hosts_path, "must list at least one host");
   for (size_t i = 0; i < hosts.size(); ++i) {
-    const std::string hpath = Element(hosts_path, i);
-    CRUX_ASSIGN_OR_RETURN(core::NodeId host, ReadHost(hosts[i], hpath, topo));
+    const std::string hpath = ElementPath(hosts_path, i);
+    CRUX_ASSIGN_OR_RETURN(core::NodeId host, ReadHost(hosts.item(i), hpath, topo));
     for (size_t j = 0; j < job.hosts.size(); ++j) {
       if (job.hosts[j] == host) {
-        return ErrorAt(hosts[i], hpath,
+        return ErrorAt(hosts.item(i), hpath,
                        "duplicate host '" + topo.node(host).name + "' (also at " +
-                           Element(hosts_path, j) + ")");
+                           ElementPath(hosts_path, j) + ")");
       }
     }
     job.hosts.push_back(host);
   }
 
-  CRUX_RETURN_IF_ERROR(internal::OptionalInt(node, path, "gpus_per_host", 1, &job.gpus_per_host));
+  CRUX_RETURN_IF_ERROR(OptionalInt(node, path, "gpus_per_host", 1, &job.gpus_per_host));
 
-  CRUX_ASSIGN_OR_RETURN(double compute_s,
-                        RequiredNumber(node, path, "compute_time_s", Bound::kPositive));
+  CRUX_ASSIGN_OR_RETURN(double compute_s, RequiredNumber(node, path, "compute_time_s",
+                                                         textio::RealRange::Positive()));
   job.compute_time = core::Duration::Seconds(compute_s);
   if (job.compute_time <= core::Duration::Zero() || job.compute_time.IsInfinite()) {
-    const YAML::Node& n = Get(node, "compute_time_s");
-    return ErrorAt(n, Child(path, "compute_time_s"),
-                   "must be between 1 ns and 292 years (got " + n.Scalar() + ")");
+    const textio::YamlNode& n = node.Get("compute_time_s");
+    return ErrorAt(n, ChildPath(path, "compute_time_s"),
+                   "must be between 1 ns and 292 years (got " + n.scalar() + ")");
   }
 
-  if (Has(node, "flops_per_iteration")) {
-    CRUX_ASSIGN_OR_RETURN(double flops, internal::AsBoundedNumber(
-                                            Get(node, "flops_per_iteration"),
-                                            Child(path, "flops_per_iteration"), Bound::kPositive));
+  if (node.Has("flops_per_iteration")) {
+    CRUX_ASSIGN_OR_RETURN(double flops,
+                          textio::AsBoundedReal(node.Get("flops_per_iteration"),
+                                                ChildPath(path, "flops_per_iteration"),
+                                                textio::RealRange::Positive()));
     job.flops_per_iteration = core::Flops::Of(flops);
   }
 
-  CRUX_RETURN_IF_ERROR(
-      internal::OptionalNumber(node, path, "overlap_start", Bound::kAny, &job.overlap_start));
-  if (job.overlap_start < 0 || job.overlap_start > 1) {
-    const YAML::Node& n = Get(node, "overlap_start");
-    return ErrorAt(n, Child(path, "overlap_start"), "must be in [0, 1] (got " + n.Scalar() + ")");
-  }
-  CRUX_RETURN_IF_ERROR(internal::OptionalNumber(node, path, "compression_ratio", Bound::kPositive,
-                                                &job.compression_ratio));
+  CRUX_RETURN_IF_ERROR(OptionalReal(node, path, "overlap_start", textio::RealRange::Closed(0, 1),
+                                    &job.overlap_start));
+  CRUX_RETURN_IF_ERROR(OptionalReal(node, path, "compression_ratio", textio::RealRange::Positive(),
+                                    &job.compression_ratio));
   if (job.compression_ratio > 1e3) {
-    const YAML::Node& n = Get(node, "compression_ratio");
-    return ErrorAt(n, Child(path, "compression_ratio"),
-                   "must be in (0, 1000] (got " + n.Scalar() + ")");
+    const textio::YamlNode& n = node.Get("compression_ratio");
+    return ErrorAt(n, ChildPath(path, "compression_ratio"),
+                   "must be in (0, 1000] (got " + n.scalar() + ")");
   }
 
-  const bool has_traffic = Has(node, "traffic");
-  const bool has_flows = Has(node, "flows");
+  const bool has_traffic = node.Has("traffic");
+  const bool has_flows = node.Has("flows");
   if (has_traffic && has_flows) {
-    return ErrorAt(Get(node, "flows"), Child(path, "flows"),
+    return ErrorAt(node.Get("flows"), ChildPath(path, "flows"),
                    "give either traffic or flows, not both");
   }
   if (!has_traffic && !has_flows) {
-    return ErrorAt(node, Child(path, "traffic"),
+    return ErrorAt(node, ChildPath(path, "traffic"),
                    "missing required key (a job needs traffic: {pattern, bytes} or flows: [...])");
   }
   if (has_traffic) {
-    CRUX_RETURN_IF_ERROR(ReadTraffic(Get(node, "traffic"), Child(path, "traffic"), &job));
+    CRUX_RETURN_IF_ERROR(ReadTraffic(node.Get("traffic"), ChildPath(path, "traffic"), &job));
   } else {
-    CRUX_RETURN_IF_ERROR(ReadFlows(Get(node, "flows"), Child(path, "flows"), topo, &job));
+    CRUX_RETURN_IF_ERROR(ReadFlows(node.Get("flows"), ChildPath(path, "flows"), topo, &job));
   }
 
-  if (Has(node, "arrival_s")) {
-    CRUX_ASSIGN_OR_RETURN(
-        entry.arrival_s, internal::AsBoundedNumber(Get(node, "arrival_s"), Child(path, "arrival_s"),
-                                                   Bound::kNonNegative));
+  if (node.Has("arrival_s")) {
+    CRUX_ASSIGN_OR_RETURN(entry.arrival_s,
+                          textio::AsBoundedReal(node.Get("arrival_s"), ChildPath(path, "arrival_s"),
+                                                textio::RealRange::NonNegative()));
   }
-  if (Has(node, "duration_s")) {
-    CRUX_ASSIGN_OR_RETURN(entry.duration_s,
-                          internal::AsBoundedNumber(Get(node, "duration_s"),
-                                                    Child(path, "duration_s"), Bound::kPositive));
+  if (node.Has("duration_s")) {
+    CRUX_ASSIGN_OR_RETURN(entry.duration_s, textio::AsBoundedReal(node.Get("duration_s"),
+                                                                  ChildPath(path, "duration_s"),
+                                                                  textio::RealRange::Positive()));
   }
-  if (Has(node, "iterations")) {
-    CRUX_ASSIGN_OR_RETURN(
-        entry.iterations,
-        internal::AsBoundedInteger(Get(node, "iterations"), Child(path, "iterations"), 1));
+  if (node.Has("iterations")) {
+    CRUX_ASSIGN_OR_RETURN(entry.iterations, textio::AsBoundedInteger(node.Get("iterations"),
+                                                                     ChildPath(path, "iterations"),
+                                                                     textio::IntRange::AtLeast(1)));
   }
-  if (Has(node, "fixed_rank")) {
+  if (node.Has("fixed_rank")) {
     int rank = 0;
-    CRUX_RETURN_IF_ERROR(internal::OptionalInt(node, path, "fixed_rank", 0, &rank));
+    CRUX_RETURN_IF_ERROR(OptionalInt(node, path, "fixed_rank", 0, &rank));
     entry.fixed_rank = rank;
     entry.spec.fixed_rank = rank;
   }
@@ -243,26 +241,26 @@ Result<JobEntry> ReadJob(const YAML::Node& node, const std::string& path,
 }
 
 Result<std::vector<JobEntry>> ParseJobsImpl(std::string_view yaml, const core::Topology& topo) {
-  CRUX_ASSIGN_OR_RETURN(YAML::Node root, internal::LoadYaml(yaml));
-  if (root.IsNull() || !root.IsDefined()) {
+  CRUX_ASSIGN_OR_RETURN(const textio::YamlNode root, textio::ParseYaml(yaml));
+  if (root.IsNull()) {
     return core::InvalidArgumentError(std::string(kJobsPath) +
                                       ": missing required key (empty document)");
   }
-  CRUX_RETURN_IF_ERROR(internal::CheckMap(root, "", {"jobs"}));
-  if (!Has(root, "jobs")) return internal::MissingKey(root, "", "jobs");
-  const YAML::Node jobs = Get(root, "jobs");
-  CRUX_RETURN_IF_ERROR(internal::CheckSequence(jobs, kJobsPath));
+  CRUX_RETURN_IF_ERROR(textio::CheckMap(root, "", {"jobs"}));
+  if (!root.Has("jobs")) return textio::MissingKey(root, "", "jobs");
+  const textio::YamlNode& jobs = root.Get("jobs");
+  CRUX_RETURN_IF_ERROR(textio::CheckSequence(jobs, kJobsPath));
 
   std::vector<JobEntry> out;
   std::map<std::string, size_t> first_index;  // Job id -> index of its first definition.
   for (size_t i = 0; i < jobs.size(); ++i) {
-    const std::string path = Element(kJobsPath, i);
-    CRUX_ASSIGN_OR_RETURN(JobEntry entry, ReadJob(jobs[i], path, topo));
+    const std::string path = ElementPath(kJobsPath, i);
+    CRUX_ASSIGN_OR_RETURN(JobEntry entry, ReadJob(jobs.item(i), path, topo));
     auto [it, inserted] = first_index.emplace(entry.spec.id, i);
     if (!inserted) {
-      return ErrorAt(Get(jobs[i], "id"), Child(path, "id"),
+      return ErrorAt(jobs.item(i).Get("id"), ChildPath(path, "id"),
                      "duplicate job id '" + entry.spec.id + "' (first at " +
-                         Element(kJobsPath, it->second) + ")",
+                         ElementPath(kJobsPath, it->second) + ")",
                      core::StatusCode::kAlreadyExists);
     }
     Status valid = core::ValidateJob(topo, entry.spec);
@@ -277,15 +275,13 @@ Result<std::vector<JobEntry>> ParseJobsImpl(std::string_view yaml, const core::T
 Result<std::vector<JobEntry>> ParseJobs(std::string_view yaml, const core::Topology& topo) {
   try {
     return ParseJobsImpl(yaml, topo);
-  } catch (const YAML::Exception& e) {
-    return core::InvalidArgumentError(std::string(kJobsPath) + ": " + e.what());
   } catch (const std::exception& e) {
     return core::InternalError(std::string(kJobsPath) + ": unexpected error: " + e.what());
   }
 }
 
 Result<std::vector<JobEntry>> LoadJobsFile(const std::string& path, const core::Topology& topo) {
-  CRUX_ASSIGN_OR_RETURN(std::string text, internal::ReadTextFile(path));
+  CRUX_ASSIGN_OR_RETURN(std::string text, textio::ReadTextFile(path));
   Result<std::vector<JobEntry>> jobs = ParseJobs(text, topo);
   if (!jobs.ok()) return jobs.status().WithContext(path);
   return jobs;

@@ -1,7 +1,5 @@
 #include "crux/spec/topology_spec.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <exception>
 #include <map>
@@ -12,8 +10,9 @@
 
 #include "crux/core/builders.h"
 #include "crux/core/ids.h"
-#include "file_util.h"
-#include "yaml_reader.h"
+#include "crux/spec/lingjun_csv.h"
+#include "crux/textio/file.h"
+#include "crux/textio/yaml.h"
 
 #ifndef CRUX_DATA_DIR
 #define CRUX_DATA_DIR ""
@@ -24,28 +23,33 @@ namespace {
 
 using core::Result;
 using core::Status;
-using internal::Bound;
-using internal::Child;
-using internal::Element;
-using internal::ErrorAt;
-using internal::Get;
-using internal::OptionalBool;
-using internal::OptionalInt;
-using internal::OptionalNumber;
-using internal::OptionalString;
+using textio::ChildPath;
+using textio::ElementPath;
+using textio::ErrorAt;
+using textio::OptionalBool;
+using textio::OptionalReal;
+using textio::OptionalString;
+
+// An optional int key of at least `min`.
+Status OptionalInt(const textio::YamlNode& map, const std::string& path, std::string_view key,
+                   int min, int* out) {
+  return textio::OptionalInteger(map, path, key, textio::IntRange::AtLeast(min), out);
+}
 
 constexpr const char* kPath = "topology";
 
 // The shipped Lingjun CSV, relative to configs/ (and to configs/topologies/).
 constexpr const char* kLingjunCsvInTopologies = "lingjun/topo.csv";
 
-Status ReadHostParams(const YAML::Node& n, core::HostParams* h) {
+Status ReadHostParams(const textio::YamlNode& n, core::HostParams* h) {
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "nics_per_host", 1, &h->nics_per_host));
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "gpus_per_host", 1, &h->gpus_per_host));
-  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "nic_gbps", Bound::kPositive, &h->nic_gbps));
-  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "pcie_gbps", Bound::kPositive, &h->pcie_gbps));
   CRUX_RETURN_IF_ERROR(
-      OptionalNumber(n, kPath, "link_latency_us", Bound::kNonNegative, &h->link_latency_us));
+      OptionalReal(n, kPath, "nic_gbps", textio::RealRange::Positive(), &h->nic_gbps));
+  CRUX_RETURN_IF_ERROR(
+      OptionalReal(n, kPath, "pcie_gbps", textio::RealRange::Positive(), &h->pcie_gbps));
+  CRUX_RETURN_IF_ERROR(OptionalReal(n, kPath, "link_latency_us", textio::RealRange::NonNegative(),
+                                    &h->link_latency_us));
   return Status::Ok();
 }
 
@@ -56,13 +60,13 @@ Result<core::Topology> FromBuilder(std::string_view kind, Result<core::Topology>
   const core::Status& s = built.status();
   const std::string prefix = std::string(kind) + ".";
   if (s.message().rfind(prefix, 0) == 0) {
-    return core::Status(s.code(), Child(kPath, s.message().substr(prefix.size())));
+    return core::Status(s.code(), ChildPath(kPath, s.message().substr(prefix.size())));
   }
   return s.WithContext(kPath);
 }
 
-Result<core::Topology> ParseClos2(const YAML::Node& n) {
-  CRUX_RETURN_IF_ERROR(internal::CheckMap(
+Result<core::Topology> ParseClos2(const textio::YamlNode& n) {
+  CRUX_RETURN_IF_ERROR(textio::CheckMap(
       n, kPath,
       {"kind", "tors", "aggs", "hosts_per_tor", "uplink_gbps", "uplinks_per_agg", "rail_optimized",
        "nics_per_host", "gpus_per_host", "nic_gbps", "pcie_gbps", "link_latency_us"}));
@@ -71,24 +75,25 @@ Result<core::Topology> ParseClos2(const YAML::Node& n) {
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "tors", 1, &p.tors));
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "aggs", 1, &p.aggs));
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "hosts_per_tor", 1, &p.hosts_per_tor));
-  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "uplink_gbps", Bound::kPositive, &p.uplink_gbps));
+  CRUX_RETURN_IF_ERROR(
+      OptionalReal(n, kPath, "uplink_gbps", textio::RealRange::Positive(), &p.uplink_gbps));
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "uplinks_per_agg", 1, &p.uplinks_per_agg));
   CRUX_RETURN_IF_ERROR(OptionalBool(n, kPath, "rail_optimized", &p.rail_optimized));
   if (p.rail_optimized && p.tors % p.host.nics_per_host != 0) {
-    YAML::Node at = internal::Has(n, "tors") ? Get(n, "tors") : n;
-    return ErrorAt(at, Child(kPath, "tors"),
+    const textio::YamlNode& at = n.Has("tors") ? n.Get("tors") : n;
+    return ErrorAt(at, ChildPath(kPath, "tors"),
                    "must be a multiple of nics_per_host (" + std::to_string(p.host.nics_per_host) +
                        ") when rail_optimized (got " + std::to_string(p.tors) + ")");
   }
   return FromBuilder("clos2", core::BuildClos2(p));
 }
 
-Result<core::Topology> ParseClos3(const YAML::Node& n) {
+Result<core::Topology> ParseClos3(const textio::YamlNode& n) {
   CRUX_RETURN_IF_ERROR(
-      internal::CheckMap(n, kPath,
-                         {"kind", "pods", "tors_per_pod", "aggs_per_pod", "cores", "hosts_per_tor",
-                          "tor_agg_gbps", "agg_core_gbps", "nics_per_host", "gpus_per_host",
-                          "nic_gbps", "pcie_gbps", "link_latency_us", "dual_tor"}));
+      textio::CheckMap(n, kPath,
+                       {"kind", "pods", "tors_per_pod", "aggs_per_pod", "cores", "hosts_per_tor",
+                        "tor_agg_gbps", "agg_core_gbps", "nics_per_host", "gpus_per_host",
+                        "nic_gbps", "pcie_gbps", "link_latency_us", "dual_tor"}));
   core::Clos3Params p;
   CRUX_RETURN_IF_ERROR(ReadHostParams(n, &p.host));
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "pods", 1, &p.pods));
@@ -96,46 +101,47 @@ Result<core::Topology> ParseClos3(const YAML::Node& n) {
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "aggs_per_pod", 1, &p.aggs_per_pod));
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "cores", 1, &p.cores));
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "hosts_per_tor", 1, &p.hosts_per_tor));
-  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "tor_agg_gbps", Bound::kPositive, &p.tor_agg_gbps));
   CRUX_RETURN_IF_ERROR(
-      OptionalNumber(n, kPath, "agg_core_gbps", Bound::kPositive, &p.agg_core_gbps));
+      OptionalReal(n, kPath, "tor_agg_gbps", textio::RealRange::Positive(), &p.tor_agg_gbps));
+  CRUX_RETURN_IF_ERROR(
+      OptionalReal(n, kPath, "agg_core_gbps", textio::RealRange::Positive(), &p.agg_core_gbps));
   CRUX_RETURN_IF_ERROR(OptionalBool(n, kPath, "dual_tor", &p.dual_tor));
   if (p.cores % p.aggs_per_pod != 0) {
-    YAML::Node at = internal::Has(n, "cores") ? Get(n, "cores") : n;
-    return ErrorAt(at, Child(kPath, "cores"),
+    const textio::YamlNode& at = n.Has("cores") ? n.Get("cores") : n;
+    return ErrorAt(at, ChildPath(kPath, "cores"),
                    "must be a multiple of aggs_per_pod (" + std::to_string(p.aggs_per_pod) +
                        ") (got " + std::to_string(p.cores) + ")");
   }
   return FromBuilder("clos3", core::BuildClos3(p));
 }
 
-Result<core::Topology> ParseFatTree(const YAML::Node& n) {
-  CRUX_RETURN_IF_ERROR(
-      internal::CheckMap(n, kPath,
-                         {"kind", "k", "link_gbps", "nics_per_host", "gpus_per_host", "nic_gbps",
-                          "pcie_gbps", "link_latency_us"}));
+Result<core::Topology> ParseFatTree(const textio::YamlNode& n) {
+  CRUX_RETURN_IF_ERROR(textio::CheckMap(n, kPath,
+                                        {"kind", "k", "link_gbps", "nics_per_host", "gpus_per_host",
+                                         "nic_gbps", "pcie_gbps", "link_latency_us"}));
   core::FatTreeParams p;
   CRUX_RETURN_IF_ERROR(ReadHostParams(n, &p.host));
   if (p.host.nics_per_host != 1) {
     return ErrorAt(
-        Get(n, "nics_per_host"), Child(kPath, "nics_per_host"),
+        n.Get("nics_per_host"), ChildPath(kPath, "nics_per_host"),
         "fattree hosts have exactly one NIC (got " + std::to_string(p.host.nics_per_host) + ")");
   }
-  if (internal::Has(n, "nic_gbps")) {
-    return ErrorAt(Get(n, "nic_gbps"), Child(kPath, "nic_gbps"),
+  if (n.Has("nic_gbps")) {
+    return ErrorAt(n.Get("nic_gbps"), ChildPath(kPath, "nic_gbps"),
                    "not used by fattree: every network link runs at link_gbps");
   }
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "k", 2, &p.k));
   if (p.k % 2 != 0) {
-    return ErrorAt(Get(n, "k"), Child(kPath, "k"),
+    return ErrorAt(n.Get("k"), ChildPath(kPath, "k"),
                    "must be even (got " + std::to_string(p.k) + ")");
   }
-  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "link_gbps", Bound::kPositive, &p.link_gbps));
+  CRUX_RETURN_IF_ERROR(
+      OptionalReal(n, kPath, "link_gbps", textio::RealRange::Positive(), &p.link_gbps));
   return FromBuilder("fattree", core::BuildFatTree(p));
 }
 
-Result<core::Topology> ParseHpn(const YAML::Node& n) {
-  CRUX_RETURN_IF_ERROR(internal::CheckMap(
+Result<core::Topology> ParseHpn(const textio::YamlNode& n) {
+  CRUX_RETURN_IF_ERROR(textio::CheckMap(
       n, kPath,
       {"kind", "segments", "hosts_per_segment", "rails", "planes", "aggs_per_plane",
        "nic_port_gbps", "tor_agg_gbps", "pcie_gbps", "link_latency_us"}));
@@ -145,44 +151,46 @@ Result<core::Topology> ParseHpn(const YAML::Node& n) {
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "rails", 1, &p.rails));
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "planes", 1, &p.planes));
   if (p.planes > 2) {
-    return ErrorAt(Get(n, "planes"), Child(kPath, "planes"),
+    return ErrorAt(n.Get("planes"), ChildPath(kPath, "planes"),
                    "must be 1 or 2 (got " + std::to_string(p.planes) + ")");
   }
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "aggs_per_plane", 1, &p.aggs_per_plane));
   CRUX_RETURN_IF_ERROR(
-      OptionalNumber(n, kPath, "nic_port_gbps", Bound::kPositive, &p.nic_port_gbps));
-  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "tor_agg_gbps", Bound::kPositive, &p.tor_agg_gbps));
-  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "pcie_gbps", Bound::kPositive, &p.pcie_gbps));
+      OptionalReal(n, kPath, "nic_port_gbps", textio::RealRange::Positive(), &p.nic_port_gbps));
   CRUX_RETURN_IF_ERROR(
-      OptionalNumber(n, kPath, "link_latency_us", Bound::kNonNegative, &p.link_latency_us));
+      OptionalReal(n, kPath, "tor_agg_gbps", textio::RealRange::Positive(), &p.tor_agg_gbps));
+  CRUX_RETURN_IF_ERROR(
+      OptionalReal(n, kPath, "pcie_gbps", textio::RealRange::Positive(), &p.pcie_gbps));
+  CRUX_RETURN_IF_ERROR(OptionalReal(n, kPath, "link_latency_us", textio::RealRange::NonNegative(),
+                                    &p.link_latency_us));
   return FromBuilder("hpn", core::BuildHpn(p));
 }
 
 // The CSV path for a lingjun topology: the `path` key (relative to base_dir), else the shipped
 // file next to the YAML, else the one in the source tree.
-Result<std::string> LingjunCsvPath(const YAML::Node& n, const std::string& base_dir) {
-  const std::string key_path = Child(kPath, "path");
-  YAML::Node path_node = Get(n, "path");
+Result<std::string> LingjunCsvPath(const textio::YamlNode& n, const std::string& base_dir) {
+  const std::string key_path = ChildPath(kPath, "path");
+  const textio::YamlNode& path_node = n.Get("path");
   if (path_node.IsDefined()) {
-    CRUX_ASSIGN_OR_RETURN(std::string rel, internal::AsString(path_node, key_path));
+    CRUX_ASSIGN_OR_RETURN(std::string rel, textio::AsString(path_node, key_path));
     if (rel.empty()) return ErrorAt(path_node, key_path, "must not be empty");
-    std::string resolved = internal::ResolvePath(base_dir, rel);
-    if (!internal::FileExists(resolved)) {
+    std::string resolved = textio::ResolvePath(base_dir, rel);
+    if (!textio::IsRegularFile(resolved)) {
       return ErrorAt(path_node, key_path, "no such file '" + resolved + "'",
                      core::StatusCode::kNotFound);
     }
     return resolved;
   }
   std::vector<std::string> candidates = {
-      internal::ResolvePath(base_dir, kLingjunCsvInTopologies),
-      internal::ResolvePath(base_dir, std::string("topologies/") + kLingjunCsvInTopologies)};
+      textio::ResolvePath(base_dir, kLingjunCsvInTopologies),
+      textio::ResolvePath(base_dir, std::string("topologies/") + kLingjunCsvInTopologies)};
   if (std::string(CRUX_DATA_DIR).size() > 0) {
     candidates.push_back(
-        internal::ResolvePath(CRUX_DATA_DIR, std::string("topologies/") + kLingjunCsvInTopologies));
+        textio::ResolvePath(CRUX_DATA_DIR, std::string("topologies/") + kLingjunCsvInTopologies));
   }
   std::string tried;
   for (const std::string& c : candidates) {
-    if (internal::FileExists(c)) return c;
+    if (textio::IsRegularFile(c)) return c;
     if (!tried.empty()) tried += ", ";
     tried += c;
   }
@@ -191,15 +199,17 @@ Result<std::string> LingjunCsvPath(const YAML::Node& n, const std::string& base_
                  core::StatusCode::kNotFound);
 }
 
-Result<core::Topology> ParseLingjun(const YAML::Node& n, const std::string& base_dir) {
-  CRUX_RETURN_IF_ERROR(internal::CheckMap(
+Result<core::Topology> ParseLingjun(const textio::YamlNode& n, const std::string& base_dir) {
+  CRUX_RETURN_IF_ERROR(textio::CheckMap(
       n, kPath,
       {"kind", "path", "grouping", "tor_psw_gbps", "psw_dsw_gbps", "tor_psw_links", "nics_per_host",
        "gpus_per_host", "nic_gbps", "pcie_gbps", "link_latency_us"}));
   core::LingjunParams p;
   CRUX_RETURN_IF_ERROR(ReadHostParams(n, &p.host));
-  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "tor_psw_gbps", Bound::kPositive, &p.tor_psw_gbps));
-  CRUX_RETURN_IF_ERROR(OptionalNumber(n, kPath, "psw_dsw_gbps", Bound::kPositive, &p.psw_dsw_gbps));
+  CRUX_RETURN_IF_ERROR(
+      OptionalReal(n, kPath, "tor_psw_gbps", textio::RealRange::Positive(), &p.tor_psw_gbps));
+  CRUX_RETURN_IF_ERROR(
+      OptionalReal(n, kPath, "psw_dsw_gbps", textio::RealRange::Positive(), &p.psw_dsw_gbps));
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "tor_psw_links", 1, &p.tor_psw_links));
   std::string grouping = "asw";
   CRUX_RETURN_IF_ERROR(OptionalString(n, kPath, "grouping", &grouping));
@@ -208,13 +218,13 @@ Result<core::Topology> ParseLingjun(const YAML::Node& n, const std::string& base
   } else if (grouping == "psw_asw") {
     p.grouping = core::LingjunTorGrouping::kPswAsw;
   } else {
-    return ErrorAt(Get(n, "grouping"), Child(kPath, "grouping"),
+    return ErrorAt(n.Get("grouping"), ChildPath(kPath, "grouping"),
                    "must be 'asw' or 'psw_asw' (got '" + grouping + "')");
   }
   CRUX_ASSIGN_OR_RETURN(std::string csv_path, LingjunCsvPath(n, base_dir));
-  Result<std::string> csv = internal::ReadTextFile(csv_path);
-  if (!csv.ok()) return csv.status().WithContext(Child(kPath, "path"));
-  Result<core::Topology> built = core::BuildLingjun(*csv, p);
+  Result<std::string> csv = textio::ReadTextFile(csv_path);
+  if (!csv.ok()) return csv.status().WithContext(ChildPath(kPath, "path"));
+  Result<core::Topology> built = BuildLingjunFromCsv(*csv, p);
   if (!built.ok() && built.status().message().rfind("lingjun.", 0) == 0) {
     return FromBuilder("lingjun", std::move(built));
   }
@@ -222,85 +232,85 @@ Result<core::Topology> ParseLingjun(const YAML::Node& n, const std::string& base
   return built;
 }
 
-Result<core::Topology> ParseExplicit(const YAML::Node& n) {
-  CRUX_RETURN_IF_ERROR(internal::CheckMap(n, kPath, {"kind", "nodes", "links"}));
+Result<core::Topology> ParseExplicit(const textio::YamlNode& n) {
+  CRUX_RETURN_IF_ERROR(textio::CheckMap(n, kPath, {"kind", "nodes", "links"}));
   core::ExplicitParams p;
-  const std::string nodes_path = Child(kPath, "nodes");
-  YAML::Node nodes = Get(n, "nodes");
-  if (!nodes.IsDefined()) return internal::MissingKey(n, kPath, "nodes");
-  CRUX_RETURN_IF_ERROR(internal::CheckSequence(nodes, nodes_path));
+  const std::string nodes_path = ChildPath(kPath, "nodes");
+  const textio::YamlNode& nodes = n.Get("nodes");
+  if (!nodes.IsDefined()) return textio::MissingKey(n, kPath, "nodes");
+  CRUX_RETURN_IF_ERROR(textio::CheckSequence(nodes, nodes_path));
   std::map<std::string, std::string> node_paths;  // Name -> path of its definition.
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const YAML::Node node = nodes[i];
-    const std::string path = Element(nodes_path, i);
-    CRUX_RETURN_IF_ERROR(internal::CheckMap(node, path, {"name", "type"}));
-    if (!internal::Has(node, "name")) return internal::MissingKey(node, path, "name");
-    if (!internal::Has(node, "type")) return internal::MissingKey(node, path, "type");
+    const textio::YamlNode& node = nodes.item(i);
+    const std::string path = ElementPath(nodes_path, i);
+    CRUX_RETURN_IF_ERROR(textio::CheckMap(node, path, {"name", "type"}));
+    if (!node.Has("name")) return textio::MissingKey(node, path, "name");
+    if (!node.Has("type")) return textio::MissingKey(node, path, "type");
     core::ExplicitNode en;
-    CRUX_ASSIGN_OR_RETURN(en.name, internal::AsString(Get(node, "name"), Child(path, "name")));
+    CRUX_ASSIGN_OR_RETURN(en.name, textio::AsString(node.Get("name"), ChildPath(path, "name")));
     if (en.name.empty())
-      return ErrorAt(Get(node, "name"), Child(path, "name"), "must not be empty");
+      return ErrorAt(node.Get("name"), ChildPath(path, "name"), "must not be empty");
     if (!core::IsValidName(en.name)) {
-      return ErrorAt(Get(node, "name"), Child(path, "name"),
+      return ErrorAt(node.Get("name"), ChildPath(path, "name"),
                      "invalid node name " + core::QuoteName(en.name) +
                          " (allowed: " + std::string(core::kNameRule) + ")");
     }
     CRUX_ASSIGN_OR_RETURN(std::string type,
-                          internal::AsString(Get(node, "type"), Child(path, "type")));
+                          textio::AsString(node.Get("type"), ChildPath(path, "type")));
     if (type == "host") {
       en.is_host = true;
     } else if (type == "switch") {
       en.is_host = false;
     } else {
-      return ErrorAt(Get(node, "type"), Child(path, "type"),
+      return ErrorAt(node.Get("type"), ChildPath(path, "type"),
                      "must be 'host' or 'switch' (got '" + type + "')");
     }
     auto [it, inserted] = node_paths.emplace(en.name, path);
     if (!inserted) {
-      return ErrorAt(Get(node, "name"), Child(path, "name"),
+      return ErrorAt(node.Get("name"), ChildPath(path, "name"),
                      "duplicate node '" + en.name + "' (first defined at " + it->second + ")",
                      core::StatusCode::kAlreadyExists);
     }
     p.nodes.push_back(std::move(en));
   }
-  const std::string links_path = Child(kPath, "links");
-  YAML::Node links = Get(n, "links");
-  if (!links.IsDefined()) return internal::MissingKey(n, kPath, "links");
-  CRUX_RETURN_IF_ERROR(internal::CheckSequence(links, links_path));
+  const std::string links_path = ChildPath(kPath, "links");
+  const textio::YamlNode& links = n.Get("links");
+  if (!links.IsDefined()) return textio::MissingKey(n, kPath, "links");
+  CRUX_RETURN_IF_ERROR(textio::CheckSequence(links, links_path));
   if (links.size() == 0) {
     return ErrorAt(links, links_path, "must list at least one link (every node needs one)");
   }
   std::set<std::string> linked;                                 // Nodes that have a link.
   std::map<std::pair<std::string, std::string>, size_t> pairs;  // {a, b} sorted -> first link.
   for (size_t i = 0; i < links.size(); ++i) {
-    const YAML::Node link = links[i];
-    const std::string path = Element(links_path, i);
-    CRUX_RETURN_IF_ERROR(
-        internal::CheckMap(link, path, {"a", "b", "gbps", "latency_us", "cables"}));
+    const textio::YamlNode& link = links.item(i);
+    const std::string path = ElementPath(links_path, i);
+    CRUX_RETURN_IF_ERROR(textio::CheckMap(link, path, {"a", "b", "gbps", "latency_us", "cables"}));
     core::ExplicitLink el;
     for (const char* end : {"a", "b"}) {
-      if (!internal::Has(link, end)) return internal::MissingKey(link, path, end);
-      CRUX_ASSIGN_OR_RETURN(std::string name, internal::AsString(Get(link, end), Child(path, end)));
+      if (!link.Has(end)) return textio::MissingKey(link, path, end);
+      CRUX_ASSIGN_OR_RETURN(std::string name,
+                            textio::AsString(link.Get(end), ChildPath(path, end)));
       if (node_paths.count(name) == 0) {
-        return ErrorAt(Get(link, end), Child(path, end), "unknown node " + core::QuoteName(name),
+        return ErrorAt(link.Get(end), ChildPath(path, end), "unknown node " + core::QuoteName(name),
                        core::StatusCode::kNotFound);
       }
       (end[0] == 'a' ? el.a : el.b) = std::move(name);
     }
     if (el.a == el.b) {
-      return ErrorAt(Get(link, "b"), Child(path, "b"),
+      return ErrorAt(link.Get("b"), ChildPath(path, "b"),
                      "a link must join two different nodes (both are '" + el.a + "')");
     }
-    if (!internal::Has(link, "gbps")) return internal::MissingKey(link, path, "gbps");
-    CRUX_RETURN_IF_ERROR(OptionalNumber(link, path, "gbps", Bound::kPositive, &el.gbps));
+    if (!link.Has("gbps")) return textio::MissingKey(link, path, "gbps");
+    CRUX_RETURN_IF_ERROR(OptionalReal(link, path, "gbps", textio::RealRange::Positive(), &el.gbps));
     CRUX_RETURN_IF_ERROR(
-        OptionalNumber(link, path, "latency_us", Bound::kNonNegative, &el.latency_us));
+        OptionalReal(link, path, "latency_us", textio::RealRange::NonNegative(), &el.latency_us));
     CRUX_RETURN_IF_ERROR(OptionalInt(link, path, "cables", 1, &el.cables));
     auto [it, inserted] = pairs.emplace(std::minmax(el.a, el.b), i);
     if (!inserted) {
       return ErrorAt(link, path,
                      "duplicate link " + el.a + " <-> " + el.b + " (also " +
-                         Element(links_path, it->second) +
+                         ElementPath(links_path, it->second) +
                          "; give parallel cables as one link with cables: N)",
                      core::StatusCode::kAlreadyExists);
     }
@@ -311,7 +321,7 @@ Result<core::Topology> ParseExplicit(const YAML::Node& n) {
   for (size_t i = 0; i < nodes.size(); ++i) {
     const core::ExplicitNode& en = p.nodes[i];
     if (linked.count(en.name) == 0) {
-      return ErrorAt(nodes[i], Element(nodes_path, i),
+      return ErrorAt(nodes.item(i), ElementPath(nodes_path, i),
                      std::string(en.is_host ? "host '" : "switch '") + en.name +
                          "' has no link (every node needs at least one; list it in " + links_path +
                          " or remove it)");
@@ -321,18 +331,18 @@ Result<core::Topology> ParseExplicit(const YAML::Node& n) {
 }
 
 Result<core::Topology> ParseTopologyImpl(std::string_view yaml, const std::string& base_dir) {
-  CRUX_ASSIGN_OR_RETURN(YAML::Node root, internal::LoadYaml(yaml));
-  if (root.IsNull() || !root.IsDefined()) {
+  CRUX_ASSIGN_OR_RETURN(const textio::YamlNode root, textio::ParseYaml(yaml));
+  if (root.IsNull()) {
     return core::InvalidArgumentError(std::string(kPath) +
                                       ": missing required key (empty document)");
   }
-  CRUX_RETURN_IF_ERROR(internal::CheckMap(root, "", {"topology"}));
-  YAML::Node n = Get(root, "topology");
-  if (!n.IsDefined()) return internal::MissingKey(root, "", "topology");
-  if (!n.IsMap()) return ErrorAt(n, kPath, "must be a map (got " + internal::Describe(n) + ")");
-  YAML::Node kind_node = Get(n, "kind");
-  if (!kind_node.IsDefined()) return internal::MissingKey(n, kPath, "kind");
-  CRUX_ASSIGN_OR_RETURN(std::string kind, internal::AsString(kind_node, Child(kPath, "kind")));
+  CRUX_RETURN_IF_ERROR(textio::CheckMap(root, "", {"topology"}));
+  const textio::YamlNode& n = root.Get("topology");
+  if (!n.IsDefined()) return textio::MissingKey(root, "", "topology");
+  if (!n.IsMap()) return ErrorAt(n, kPath, "must be a map (got " + textio::Describe(n) + ")");
+  const textio::YamlNode& kind_node = n.Get("kind");
+  if (!kind_node.IsDefined()) return textio::MissingKey(n, kPath, "kind");
+  CRUX_ASSIGN_OR_RETURN(std::string kind, textio::AsString(kind_node, ChildPath(kPath, "kind")));
   if (kind == "clos2") return ParseClos2(n);
   if (kind == "clos3") return ParseClos3(n);
   if (kind == "fattree") return ParseFatTree(n);
@@ -340,7 +350,7 @@ Result<core::Topology> ParseTopologyImpl(std::string_view yaml, const std::strin
   if (kind == "lingjun") return ParseLingjun(n, base_dir);
   if (kind == "explicit") return ParseExplicit(n);
   return ErrorAt(
-      kind_node, Child(kPath, "kind"),
+      kind_node, ChildPath(kPath, "kind"),
       "unknown kind '" + kind + "' (expected explicit, clos2, clos3, fattree, hpn or lingjun)");
 }
 
@@ -349,16 +359,14 @@ Result<core::Topology> ParseTopologyImpl(std::string_view yaml, const std::strin
 Result<core::Topology> ParseTopology(std::string_view yaml, const std::string& base_dir) {
   try {
     return ParseTopologyImpl(yaml, base_dir);
-  } catch (const YAML::Exception& e) {
-    return core::InvalidArgumentError(std::string(kPath) + ": " + e.what());
   } catch (const std::exception& e) {
     return core::InternalError(std::string(kPath) + ": unexpected error: " + e.what());
   }
 }
 
 Result<core::Topology> LoadTopologyFile(const std::string& path) {
-  CRUX_ASSIGN_OR_RETURN(std::string text, internal::ReadTextFile(path));
-  Result<core::Topology> topo = ParseTopology(text, internal::DirectoryOf(path));
+  CRUX_ASSIGN_OR_RETURN(std::string text, textio::ReadTextFile(path));
+  Result<core::Topology> topo = ParseTopology(text, textio::DirectoryOf(path));
   if (!topo.ok()) return topo.status().WithContext(path);
   return topo;
 }

@@ -135,9 +135,28 @@ struct LingjunParams {
   int tor_psw_links = 1;  // Parallel ToR <-> PSW cables, >= 1.
   LingjunTorGrouping grouping = LingjunTorGrouping::kAswLabel;
 };
-// `csv` is the file's content (core/ does no I/O). Errors name the line and column; the DSW,
-// PSW and ASW labels must be valid names (ids.h IsValidName).
-Result<Topology> BuildLingjun(std::string_view csv, const LingjunParams& p);
+// One host row of topo.csv. Core does no I/O and no parsing: the edge reads the file
+// (crux::spec::ParseLingjunCsv, crux/spec/lingjun_csv.h) and hands the rows over.
+struct LingjunHostRow {
+  std::string ip;   // The host's (hashed) IP: non-empty, unique; kept for reference only.
+  std::string dsw;  // Switch labels: valid names (ids.h IsValidName), one role each (a label
+  std::string psw;  // may not be both a PSW and an ASW).
+  std::string asw;
+  // The CSV line the row came from, for error messages; 0 = not from a file (then row i is
+  // reported as line i + 2, as if the header were line 1).
+  int line = 0;
+
+  friend bool operator==(const LingjunHostRow&, const LingjunHostRow&) = default;
+};
+struct LingjunLayout {
+  std::vector<LingjunHostRow> hosts;  // In file order; host<i> is hosts[i]. At least one.
+
+  friend bool operator==(const LingjunLayout&, const LingjunLayout&) = default;
+};
+// Errors name the row's line and the column as in the file, e.g.
+// "lingjun csv line 3, column 4 (ASW): invalid switch name 'S 2' (allowed: ...)"; a switch
+// label that clashes with a generated name (host0, host0/nic0) is an error too.
+Result<Topology> BuildLingjun(const LingjunLayout& layout, const LingjunParams& p);
 
 }  // namespace crux::core
 
