@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <random>
 #include <thread>
 #include <utility>
@@ -15,6 +13,7 @@
 #include "crux/protocol/codec.h"
 #include "crux/protocol/transport_context.h"
 #include "crux/protocol/validate.h"
+#include "crux/thread_annotations.h"
 #include "event_ring.h"
 #include "profiler.h"
 #include "session.h"
@@ -69,7 +68,7 @@ class Client::Impl {
 
   ~Impl() { Close(); }
 
-  core::Status Init() {
+  core::Status Init() CRUX_EXCLUDES(close_mu_) {
     context_ = std::make_unique<protocol::TransportContext>();
     protocol::ClientOptions co;
     co.endpoint = options_.endpoint;
@@ -85,6 +84,7 @@ class Client::Impl {
     auto dealer = protocol::DealerClient::Connect(*context_, co);
     if (!dealer.ok()) return dealer.status().WithContext("options.endpoint");
     dealer_ = std::move(*dealer);
+    MutexLock lock(&close_mu_);
     thread_ = std::thread([this] { Run(); });
     return core::Status::Ok();
   }
@@ -109,7 +109,7 @@ class Client::Impl {
     if (!protocol::IsValidId(remote)) {
       return core::InvalidArgumentError("remote_nic: invalid name \"" + remote + "\"");
     }
-    std::lock_guard<std::mutex> lock(peers_mu_);
+    MutexLock lock(&peers_mu_);
     auto key = std::make_pair(local, remote);
     if (auto it = peer_ids_.find(key); it != peer_ids_.end()) return it->second;
     if (peers_.size() >= options_.max_peers) {
@@ -122,64 +122,66 @@ class Client::Impl {
     return id;
   }
 
-  void SetCallback(AssignmentCallback cb) {
-    std::lock_guard<std::mutex> lock(callback_mu_);
+  void SetCallback(AssignmentCallback cb) CRUX_EXCLUDES(callback_mu_) {
+    MutexLock lock(&callback_mu_);
     callback_ = std::move(cb);
   }
-  void SetEnforcer(Enforcer e) {
-    std::lock_guard<std::mutex> lock(callback_mu_);
+  void SetEnforcer(Enforcer e) CRUX_EXCLUDES(callback_mu_) {
+    MutexLock lock(&callback_mu_);
     enforcer_ = std::move(e);
   }
 
-  std::optional<Assignment> Current() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  std::optional<Assignment> Current() const CRUX_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     return assignment_;
   }
 
   // See client.h for the rules.
-  std::optional<Assignment> Wait(uint64_t after_epoch, int64_t timeout_ms) const {
-    std::unique_lock<std::mutex> lock(mu_);
+  std::optional<Assignment> Wait(uint64_t after_epoch, int64_t timeout_ms) const
+      CRUX_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     const std::optional<uint64_t> start_state =
         assignment_ ? std::optional<uint64_t>(assignment_->state_id) : std::nullopt;
-    auto ready = [&] {
+    auto ready = [&]() CRUX_REQUIRES(mu_) {
       if (!assignment_) return false;
       const Assignment& a = *assignment_;
       if (a.epoch > after_epoch) return true;
       if (start_state && a.state_id != *start_state) return true;  // A reset while waiting.
       return stats_.state_resets > 0 && a.epoch < after_epoch;     // An epoch of an old state.
     };
-    cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms)),
-                 [&] { return ready() || closed_; });
+    cv_.WaitFor(&mu_, std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms)),
+                [&]() CRUX_REQUIRES(mu_) { return ready() || closed_; });
     if (ready()) return assignment_;
     return std::nullopt;
   }
 
   std::optional<Assignment> Wait(uint64_t after_epoch, uint64_t after_state_id,
-                                 int64_t timeout_ms) const {
-    std::unique_lock<std::mutex> lock(mu_);
-    auto ready = [&] {
+                                 int64_t timeout_ms) const CRUX_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    auto ready = [&]() CRUX_REQUIRES(mu_) {
       return assignment_ &&
              (assignment_->state_id != after_state_id || assignment_->epoch > after_epoch);
     };
-    cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms)),
-                 [&] { return ready() || closed_; });
+    cv_.WaitFor(&mu_, std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms)),
+                [&]() CRUX_REQUIRES(mu_) { return ready() || closed_; });
     if (ready()) return assignment_;
     return std::nullopt;
   }
 
-  std::optional<Profile> LastReported() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  std::optional<Profile> LastReported() const CRUX_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     return last_reported_;
   }
 
-  ClientStats Stats() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  ClientStats Stats() const CRUX_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     ClientStats s = stats_;
     s.events_dropped = dropped_.load(std::memory_order_relaxed);
     return s;
   }
 
-  bool WaitForStats(const std::function<bool(const ClientStats&)>& pred, int64_t timeout_ms) const {
+  bool WaitForStats(const std::function<bool(const ClientStats&)>& pred, int64_t timeout_ms) const
+      CRUX_EXCLUDES(mu_) {
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms));
     uint64_t seen = 0;
@@ -189,10 +191,11 @@ class Client::Impl {
       bool closed = false;
       bool timed_out = false;
       {
-        std::unique_lock<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         if (!first) {
-          timed_out =
-              !cv_.wait_until(lock, deadline, [&] { return stats_version_ != seen || closed_; });
+          timed_out = !cv_.WaitUntil(&mu_, deadline, [&]() CRUX_REQUIRES(mu_) {
+            return stats_version_ != seen || closed_;
+          });
         }
         s = stats_;
         seen = stats_version_;
@@ -206,18 +209,23 @@ class Client::Impl {
     }
   }
 
-  void Close() {
+  void Close() CRUX_EXCLUDES(close_mu_, mu_) {
     stop_.store(true);
     // From the callback/enforcer (the background thread itself): only ask it to stop; it cannot
-    // join itself. The owner's later Close()/destructor joins it.
-    if (thread_.joinable() && std::this_thread::get_id() == thread_.get_id()) return;
-    if (thread_.joinable()) thread_.join();
-    dealer_.reset();
-    context_.reset();
-    std::lock_guard<std::mutex> lock(mu_);
+    // join itself. The owner's later Close()/destructor joins it. (Read from the atomic copy of
+    // the thread's id: thread_ itself is written by the join below, maybe on another thread.)
+    if (std::this_thread::get_id() == thread_id_.load()) return;
+    {
+      // Concurrent Close() calls (and the destructor) join and reset one at a time.
+      MutexLock close_lock(&close_mu_);
+      if (thread_.joinable()) thread_.join();
+      dealer_.reset();
+      context_.reset();
+    }
+    MutexLock lock(&mu_);
     closed_ = true;
     ++stats_version_;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
  private:
@@ -241,13 +249,13 @@ class Client::Impl {
     if (session_.version() == published_version_ && iterations == published_iterations_) return;
     published_version_ = session_.version();
     published_iterations_ = iterations;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stats_ = session_.stats();
     stats_.iterations = iterations;
     assignment_ = session_.current();
     last_reported_ = session_.last_reported();
     ++stats_version_;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
   void HandleMessage(const v1::Envelope& msg) {
@@ -256,7 +264,7 @@ class Client::Impl {
       Enforcer enforcer;
       AssignmentCallback callback;
       {
-        std::lock_guard<std::mutex> lock(callback_mu_);
+        MutexLock lock(&callback_mu_);
         enforcer = enforcer_;
         callback = callback_;
       }
@@ -275,7 +283,7 @@ class Client::Impl {
     auto p = profiler_.TakeReport(&index);
     if (!p) return;
     {
-      std::lock_guard<std::mutex> lock(peers_mu_);
+      MutexLock lock(&peers_mu_);
       for (size_t i = 0; i < index.size() && i < p->peers.size(); ++i) {
         if (index[i] < peers_.size()) {
           p->peers[i].local_nic = peers_[index[i]].first;
@@ -292,6 +300,7 @@ class Client::Impl {
   }
 
   void Run() {
+    thread_id_.store(std::this_thread::get_id());
     const core::Duration poll = core::Duration::Millis(options_.poll_interval_ms);
     session_.Start(Now());
     Flush();
@@ -325,23 +334,28 @@ class Client::Impl {
   internal::EventRing ring_;
   std::atomic<uint64_t> dropped_{0};
 
-  std::mutex peers_mu_;
-  std::vector<std::pair<std::string, std::string>> peers_;
-  std::map<std::pair<std::string, std::string>, PeerId> peer_ids_;
+  // Declared peers (AddPeer on any thread; names read by the background thread).
+  Mutex peers_mu_;
+  std::vector<std::pair<std::string, std::string>> peers_ CRUX_GUARDED_BY(peers_mu_);
+  std::map<std::pair<std::string, std::string>, PeerId> peer_ids_ CRUX_GUARDED_BY(peers_mu_);
 
-  std::mutex callback_mu_;
-  AssignmentCallback callback_;
-  Enforcer enforcer_;
+  // Set on any thread, copied out by the background thread before each apply.
+  Mutex callback_mu_;
+  AssignmentCallback callback_ CRUX_GUARDED_BY(callback_mu_);
+  Enforcer enforcer_ CRUX_GUARDED_BY(callback_mu_);
 
-  mutable std::mutex mu_;  // Guards the members below it up to the background-thread block.
-  mutable std::condition_variable cv_;
-  std::optional<Assignment> assignment_;
-  std::optional<Profile> last_reported_;
-  ClientStats stats_;
-  uint64_t stats_version_ = 0;  // Bumped by every Publish and by Close.
-  bool closed_ = false;
+  // The session's state as published for the other threads (Publish, Close).
+  mutable Mutex mu_;
+  mutable CondVar cv_;  // Signalled with mu_ held on every publish and on Close.
+  std::optional<Assignment> assignment_ CRUX_GUARDED_BY(mu_);
+  std::optional<Profile> last_reported_ CRUX_GUARDED_BY(mu_);
+  ClientStats stats_ CRUX_GUARDED_BY(mu_);
+  uint64_t stats_version_ CRUX_GUARDED_BY(mu_) = 0;  // Bumped by every Publish and by Close.
+  bool closed_ CRUX_GUARDED_BY(mu_) = false;
 
-  // Background thread only.
+  // Background thread only while it runs; created by Init() before the thread starts and reset
+  // by Close() after the join (under close_mu_). Not annotated: ownership moves between threads
+  // through the thread's start and join, which the analysis cannot express.
   std::unique_ptr<protocol::TransportContext> context_;
   std::unique_ptr<protocol::DealerClient> dealer_;
   internal::Profiler profiler_;
@@ -350,7 +364,9 @@ class Client::Impl {
   uint64_t published_iterations_ = 0;
 
   std::atomic<bool> stop_{false};
-  std::thread thread_;
+  std::atomic<std::thread::id> thread_id_{};  // The background thread's id, set as it starts.
+  Mutex close_mu_;  // Serialises the join in Close() (Close is callable from any thread).
+  std::thread thread_ CRUX_GUARDED_BY(close_mu_);  // Started by Init(), joined by Close().
 };
 
 core::Result<std::unique_ptr<Client>> Client::Start(ClientOptions options) {

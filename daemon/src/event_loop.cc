@@ -1,11 +1,13 @@
 #include "crux/daemon/event_loop.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
-#include <condition_variable>
 #include <thread>
 
 namespace crux::daemon {
@@ -15,7 +17,7 @@ int ManualEventLoop::RunUntilIdle() {
   for (;;) {
     std::function<void()> fn;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (posted_.empty()) return ran;
       fn = std::move(posted_.front());
       posted_.pop_front();
@@ -80,63 +82,89 @@ void AsioEventLoop::Stop() {
 void* AsioEventLoop::io_context() { return &impl_->io; }
 
 struct WorkerThread::Impl {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::condition_variable idle_cv;
-  std::deque<std::function<void()>> queue;
-  bool stop = false;
-  bool busy = false;
-  std::thread thread;
+  Mutex mu;
+  CondVar cv;  // Work queued, stop requested, or the thread exited.
+  std::deque<CancellableWork> queue CRUX_GUARDED_BY(mu);
+  bool stop CRUX_GUARDED_BY(mu) = false;
+  bool exited CRUX_GUARDED_BY(mu) = false;
+  std::stop_source cancel;  // Thread-safe; requested by the destructor.
+  std::thread thread;       // Started by the constructor, joined by the destructor.
 
-  static void Loop(std::shared_ptr<Impl> self) {
+  void Loop() CRUX_EXCLUDES(mu) {
+    const CancellationToken token = cancel.get_token();
     for (;;) {
-      std::function<void()> fn;
+      CancellableWork fn;
       {
-        std::unique_lock<std::mutex> lock(self->mu);
-        self->cv.wait(lock, [&] { return self->stop || !self->queue.empty(); });
-        if (self->stop) return;
-        fn = std::move(self->queue.front());
-        self->queue.pop_front();
-        self->busy = true;
+        MutexLock lock(&mu);
+        cv.Wait(&mu, [this]() CRUX_REQUIRES(mu) { return stop || !queue.empty(); });
+        if (stop) break;
+        fn = std::move(queue.front());
+        queue.pop_front();
       }
-      fn();
-      {
-        std::lock_guard<std::mutex> lock(self->mu);
-        self->busy = false;
-      }
-      self->idle_cv.notify_all();
+      fn(token);
     }
+    MutexLock lock(&mu);
+    exited = true;
+    cv.NotifyAll();
   }
 };
 
-WorkerThread::WorkerThread(core::Duration shutdown_wait)
-    : impl_(std::make_shared<Impl>()), shutdown_wait_(shutdown_wait) {
-  impl_->thread = std::thread(&Impl::Loop, impl_);
+WorkerThread::WorkerThread(core::Duration shutdown_wait, SlowShutdownHook on_slow_shutdown)
+    : impl_(std::make_unique<Impl>()),
+      shutdown_wait_(shutdown_wait),
+      on_slow_shutdown_(std::move(on_slow_shutdown)) {
+  impl_->thread = std::thread([impl = impl_.get()] { impl->Loop(); });
 }
 
 WorkerThread::~WorkerThread() {
-  bool idle = false;
+  std::deque<CancellableWork> dropped;
   {
-    std::unique_lock<std::mutex> lock(impl_->mu);
+    MutexLock lock(&impl_->mu);
     impl_->stop = true;
-    impl_->queue.clear();
-    idle = impl_->idle_cv.wait_for(lock, std::chrono::nanoseconds(shutdown_wait_.nanos()),
-                                   [this] { return !impl_->busy; });
+    dropped.swap(impl_->queue);
   }
-  impl_->cv.notify_all();
-  if (idle) {
-    impl_->thread.join();
-  } else {
-    impl_->thread.detach();  // Still running a long item; it exits when that is done.
+  dropped.clear();  // Their captures are destroyed here, without the lock held.
+  impl_->cancel.request_stop();
+  impl_->cv.NotifyAll();
+  const auto asked = std::chrono::steady_clock::now();
+  bool exited;
+  {
+    MutexLock lock(&impl_->mu);
+    // At most a day per wait (a huge shutdown_wait would overflow the deadline).
+    const int64_t wait_ns = std::clamp<int64_t>(shutdown_wait_.nanos(), 0, 86400'000'000'000);
+    exited = impl_->cv.WaitFor(&impl_->mu, std::chrono::nanoseconds(wait_ns),
+                               [this]() CRUX_REQUIRES(impl_->mu) { return impl_->exited; });
   }
+  if (!exited) {
+    const core::Duration waited =
+        core::Duration::Nanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::steady_clock::now() - asked)
+                                  .count());
+    if (on_slow_shutdown_) {
+      on_slow_shutdown_(waited);
+    } else {
+      spdlog::warn(
+          "shutdown: the background item in progress (a re-plan) has not ended {} ms after "
+          "cancellation was requested; waiting for it to finish",
+          waited.nanos() / 1000000);
+    }
+  }
+  impl_->thread.join();
 }
 
-void WorkerThread::Post(std::function<void()> fn) {
+void WorkerThread::Post(Work fn) {
+  if (!fn) return;
+  Post(CancellableWork([f = std::move(fn)](const CancellationToken&) { f(); }));
+}
+
+void WorkerThread::Post(CancellableWork fn) {
+  if (!fn) return;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(&impl_->mu);
+    if (impl_->stop) return;  // Shutting down: dropped (destroyed below, without the lock).
     impl_->queue.push_back(std::move(fn));
   }
-  impl_->cv.notify_one();
+  impl_->cv.NotifyAll();
 }
 
 }  // namespace crux::daemon

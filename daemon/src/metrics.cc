@@ -39,6 +39,13 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
            .Register(*registry_)
            .Add({}, Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                 0.1, 0.25, 0.5, 1, 2.5, 5});
+  loop_lag_seconds_ =
+      &BuildHistogram()
+           .Name("crux_event_loop_lag_seconds")
+           .Help("Time from posting work to the event loop until it runs (probed every 100 ms).")
+           .Register(*registry_)
+           .Add({}, Histogram::BucketBoundaries{0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02,
+                                                0.05, 0.1, 0.25, 0.5, 1});
   auto& replans = BuildCounter()
                       .Name("crux_replans_total")
                       .Help("Re-plans run, by result.")
@@ -131,6 +138,7 @@ void Metrics::ObserveReplan(double seconds, bool ok) {
   replan_seconds_->Observe(seconds);
   (ok ? replans_ok_ : replans_failed_)->Increment();
 }
+void Metrics::ObserveLoopLag(double seconds) { loop_lag_seconds_->Observe(seconds); }
 void Metrics::AddPushes(uint64_t sent, uint64_t failed) {
   if (sent) pushes_->Increment(static_cast<double>(sent));
   if (failed) push_failures_->Increment(static_cast<double>(failed));
@@ -142,7 +150,7 @@ void Metrics::AddError(const std::string& endpoint, const std::string& kind, uin
 void Metrics::AddMessage(std::string_view endpoint, std::string_view type) {
   prometheus::Counter* c = nullptr;
   {
-    std::lock_guard<std::mutex> lock(message_cache_mu_);
+    MutexLock lock(&message_cache_mu_);
     auto e = message_cache_.find(endpoint);
     if (e == message_cache_.end()) e = message_cache_.try_emplace(std::string(endpoint)).first;
     auto t = e->second.find(type);

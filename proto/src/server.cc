@@ -8,7 +8,6 @@
 #include <cstring>
 #include <deque>
 #include <exception>
-#include <mutex>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -17,6 +16,7 @@
 #include <zmq_addon.hpp>
 
 #include "crux/protocol/validate.h"
+#include "crux/thread_annotations.h"
 
 namespace crux::protocol {
 namespace {
@@ -125,28 +125,31 @@ class RouterServer::Impl {
     } catch (const zmq::error_t&) {
       monitor_.close();  // Counting refused handshakes is best effort.
     }
+    MutexLock lock(&stop_mu_);
     thread_ = std::thread([this] { Loop(); });
     return core::Status::Ok();
   }
 
   // Safe to call more than once and from several threads; from the I/O thread itself (inside
   // the handler) it only requests the stop, and a later call from another thread joins.
-  void Stop() {
+  void Stop() CRUX_EXCLUDES(stop_mu_, mu_) {
     stopping_.store(true, std::memory_order_release);
     Wake();
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    // The I/O thread must not wait for stop_mu_: another thread may hold it while joining this
+    // very thread (a handler calling Stop() during the owner's Stop() would deadlock).
+    if (std::this_thread::get_id() == io_thread_id_.load()) return;
+    MutexLock lock(&stop_mu_);
     if (thread_.joinable()) {
-      if (std::this_thread::get_id() == thread_.get_id()) return;
       thread_.join();
     } else {
       socket_.close();  // Never started (Init failed) or already joined: the loop closed it.
     }
-    std::lock_guard<std::mutex> queue_lock(mu_);
+    MutexLock queue_lock(&mu_);
     outbox_.clear();
     queued_.store(0, std::memory_order_relaxed);
   }
 
-  core::Status Enqueue(const std::string& peer, std::string frame) {
+  core::Status Enqueue(const std::string& peer, std::string frame) CRUX_EXCLUDES(mu_) {
     if (frame.size() > kMaxFrameBytes) {
       send_failed_.fetch_add(1, std::memory_order_relaxed);
       return core::OutOfRangeError("send: " + std::to_string(frame.size()) +
@@ -158,7 +161,7 @@ class RouterServer::Impl {
     }
     bool was_empty;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (outbox_.size() >= options_.max_send_queue) {
         send_failed_.fetch_add(1, std::memory_order_relaxed);
         return core::UnavailableError("send: outbound queue full (" +
@@ -199,7 +202,8 @@ class RouterServer::Impl {
     (void)n;  // EAGAIN means the counter is already non-zero: the thread will wake anyway.
   }
 
-  void Loop() {
+  void Loop() CRUX_EXCLUDES(mu_) {
+    io_thread_id_.store(std::this_thread::get_id());
     std::deque<std::pair<std::string, std::string>> batch;
     while (!stopping_.load(std::memory_order_acquire)) {
       zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
@@ -220,7 +224,7 @@ class RouterServer::Impl {
       if (monitor_ && (items[2].revents & ZMQ_POLLIN)) ReadMonitor();
       if (items[0].revents & ZMQ_POLLIN) ReceiveBatch();
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         batch.swap(outbox_);
         queued_.store(0, std::memory_order_relaxed);
       }
@@ -377,17 +381,20 @@ class RouterServer::Impl {
   }
 
   TransportContext& ctx_;
-  ServerOptions options_;
+  ServerOptions options_;  // Immutable after Init().
   Handler handler_;
+  // Owned by the I/O thread while it runs (Init() before it starts, Stop() after the join):
+  // socket_, monitor_, bound_ and bound_order_.
   zmq::socket_t socket_;
-  std::string bound_endpoint_;
-  int wake_fd_ = -1;
-  std::thread thread_;
+  std::string bound_endpoint_;  // Written by Init() only.
+  int wake_fd_ = -1;            // Written by Init() only; written to from any thread.
   std::atomic<bool> stopping_{false};
-  std::mutex stop_mu_;
+  std::atomic<std::thread::id> io_thread_id_{};  // Set by the I/O thread as it starts.
+  Mutex stop_mu_;                                // Serialises the join in Stop().
+  std::thread thread_ CRUX_GUARDED_BY(stop_mu_);
 
-  std::mutex mu_;
-  std::deque<std::pair<std::string, std::string>> outbox_;
+  Mutex mu_;
+  std::deque<std::pair<std::string, std::string>> outbox_ CRUX_GUARDED_BY(mu_);
 
   std::atomic<uint64_t> received_{0};
   std::atomic<uint64_t> delivered_{0};

@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -10,6 +9,8 @@
 #include <vector>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
+
+#include "crux/thread_annotations.h"
 
 namespace crux::protocol {
 namespace {
@@ -36,8 +37,9 @@ class TransportContext::Impl {
 
   zmq::context_t& context() { return context_; }
 
-  core::Status SetAuthorizedKeys(const std::string& domain, std::vector<std::string> keys) {
-    std::lock_guard<std::mutex> lock(mu_);
+  core::Status SetAuthorizedKeys(const std::string& domain, std::vector<std::string> keys)
+      CRUX_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     auto& d = domains_[domain];
     d.keys = std::set<std::string>(keys.begin(), keys.end());
     d.configured = true;
@@ -68,13 +70,13 @@ class TransportContext::Impl {
     return core::Status::Ok();
   }
 
-  uint64_t refused(const std::string& domain) const {
-    std::lock_guard<std::mutex> lock(mu_);
+  uint64_t refused(const std::string& domain) const CRUX_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     auto it = domains_.find(domain);
     return it == domains_.end() ? 0 : it->second.refused;
   }
-  uint64_t accepted(const std::string& domain) const {
-    std::lock_guard<std::mutex> lock(mu_);
+  uint64_t accepted(const std::string& domain) const CRUX_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     auto it = domains_.find(domain);
     return it == domains_.end() ? 0 : it->second.accepted;
   }
@@ -87,24 +89,27 @@ class TransportContext::Impl {
     uint64_t accepted = 0;
   };
 
-  void StopZap() {
+  void StopZap() CRUX_EXCLUDES(mu_) {
+    std::thread zap_thread;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (!zap_thread_.joinable()) return;
       try {
         stop_tx_.send(zmq::str_buffer("stop"), zmq::send_flags::dontwait);
       } catch (const zmq::error_t&) {
         // The context is being terminated; the loop exits on ETERM.
       }
+      zap_thread = std::move(zap_thread_);
     }
-    zap_thread_.join();
+    zap_thread.join();
     zap_socket_.close();
     stop_rx_.close();
+    MutexLock lock(&mu_);
     stop_tx_.close();
   }
 
   // Answers ZAP requests (RFC 27) until told to stop.
-  void ZapLoop() {
+  void ZapLoop() CRUX_EXCLUDES(mu_) {
     while (true) {
       zmq::pollitem_t items[] = {{zap_socket_.handle(), 0, ZMQ_POLLIN, 0},
                                  {stop_rx_.handle(), 0, ZMQ_POLLIN, 0}};
@@ -123,7 +128,7 @@ class TransportContext::Impl {
         if (req.size() >= 6 && req[0].to_string() == "1.0") {
           const std::string domain = req[2].to_string();
           const std::string mechanism = req[5].to_string();
-          std::lock_guard<std::mutex> lock(mu_);
+          MutexLock lock(&mu_);
           auto it = domains_.find(domain);
           if (mechanism != "CURVE") {
             // Crux only sets ZAP domains on CURVE sockets; anything else is unexpected here.
@@ -156,13 +161,15 @@ class TransportContext::Impl {
     }
   }
 
-  zmq::context_t context_;
-  mutable std::mutex mu_;
-  std::map<std::string, Domain> domains_;
+  zmq::context_t context_;  // Thread-safe (libzmq contexts are).
+  mutable Mutex mu_;
+  std::map<std::string, Domain> domains_ CRUX_GUARDED_BY(mu_);
+  // Bound under mu_ before the ZAP thread starts, then used by that thread only; closed by
+  // StopZap() after the join.
   zmq::socket_t zap_socket_;
   zmq::socket_t stop_rx_;
-  zmq::socket_t stop_tx_;
-  std::thread zap_thread_;
+  zmq::socket_t stop_tx_ CRUX_GUARDED_BY(mu_);  // The stop signal's sending end.
+  std::thread zap_thread_ CRUX_GUARDED_BY(mu_);
 };
 
 TransportContext::TransportContext() : TransportContext(TransportContextOptions{}) {}

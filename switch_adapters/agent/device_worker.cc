@@ -9,24 +9,24 @@ DeviceWorker::DeviceWorker(SwitchAdapter& adapter)
 
 DeviceWorker::~DeviceWorker() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();
 }
 
 void DeviceWorker::Submit(Job job) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     job_ = std::move(job);
     busy_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 std::optional<DeviceWorker::Done> DeviceWorker::TakeDone() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!done_) return std::nullopt;
   std::optional<Done> out = std::move(done_);
   done_.reset();
@@ -35,7 +35,7 @@ std::optional<DeviceWorker::Done> DeviceWorker::TakeDone() {
 }
 
 bool DeviceWorker::busy() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return busy_;
 }
 
@@ -43,8 +43,8 @@ void DeviceWorker::Loop() {
   while (true) {
     Job job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || job_.has_value(); });
+      MutexLock lock(&mu_);
+      cv_.Wait(&mu_, [this]() CRUX_REQUIRES(mu_) { return stop_ || job_.has_value(); });
       if (stop_) return;
       job = std::move(*job_);
       job_.reset();
@@ -58,7 +58,7 @@ void DeviceWorker::Loop() {
       done.read_back = adapter_.ReadBack();
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       done_ = std::move(done);
     }
   }

@@ -13,15 +13,14 @@
 #ifndef CRUX_SWITCH_ADAPTERS_AGENT_DEVICE_WORKER_H_
 #define CRUX_SWITCH_ADAPTERS_AGENT_DEVICE_WORKER_H_
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "crux/core/qos.h"
 #include "crux/core/status.h"
 #include "crux/switch_adapters/adapter.h"
+#include "crux/thread_annotations.h"
 
 namespace crux::switch_adapters {
 
@@ -47,23 +46,23 @@ class DeviceWorker {
   DeviceWorker& operator=(const DeviceWorker&) = delete;
 
   // REQUIRES: !busy().
-  void Submit(Job job);
+  void Submit(Job job) CRUX_EXCLUDES(mu_);
   // The outcome of the submitted job once it is there (then the worker is idle again).
-  std::optional<Done> TakeDone();
+  std::optional<Done> TakeDone() CRUX_EXCLUDES(mu_);
   // A job was submitted and its outcome not taken yet.
-  bool busy() const;
+  bool busy() const CRUX_EXCLUDES(mu_);
 
  private:
-  void Loop();
+  void Loop() CRUX_EXCLUDES(mu_);
 
-  SwitchAdapter& adapter_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<Job> job_;    // Guarded by mu_: submitted, not started.
-  std::optional<Done> done_;  // Guarded by mu_: finished, not taken.
-  bool busy_ = false;         // Guarded by mu_.
-  bool stop_ = false;         // Guarded by mu_.
-  std::thread thread_;        // Last: starts after the members above exist.
+  SwitchAdapter& adapter_;  // Used on the worker thread only.
+  mutable Mutex mu_;
+  CondVar cv_;                                     // A job was submitted, or stop.
+  std::optional<Job> job_ CRUX_GUARDED_BY(mu_);    // Submitted, not started.
+  std::optional<Done> done_ CRUX_GUARDED_BY(mu_);  // Finished, not taken.
+  bool busy_ CRUX_GUARDED_BY(mu_) = false;
+  bool stop_ CRUX_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // Last: starts after the members above exist.
 };
 
 }  // namespace crux::switch_adapters

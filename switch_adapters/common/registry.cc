@@ -76,7 +76,9 @@ core::Result<std::unique_ptr<SwitchAdapter>> BackendRegistry::Create(
                                "' is unknown (built in: " + Join(Names()) + ")");
   }
   if (config.switch_name.empty()) return core::InvalidArgumentError("--switch-name: required");
-  for (const auto& [param, value] : config.params) {
+  // Not a structured binding: clang 14 (the tsan preset) cannot capture one in the lambda below.
+  for (const auto& entry : config.params) {
+    const std::string& param = entry.first;
     const bool known = std::any_of(b->params.begin(), b->params.end(),
                                    [&](const BackendParam& p) { return p.name == param; });
     if (!known) {

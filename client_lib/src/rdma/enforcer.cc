@@ -21,20 +21,20 @@ QpEnforcer::QpEnforcer(VerbsOps& ops, uint32_t ecn_bits) : ops_(ops), ecn_bits_(
 
 core::Status QpEnforcer::Bind(const QpBinding& binding) {
   if (binding.qp == nullptr) return core::InvalidArgumentError("binding.qp: null");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   bindings_.push_back(binding);
   return core::Status::Ok();
 }
 
 void QpEnforcer::Unbind(QpHandle qp) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   bindings_.erase(std::remove_if(bindings_.begin(), bindings_.end(),
                                  [qp](const QpBinding& b) { return b.qp == qp; }),
                   bindings_.end());
 }
 
 core::Status QpEnforcer::Apply(const Assignment& a) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   last_.clear();
   const uint8_t tc = static_cast<uint8_t>(((a.dscp & 0x3Fu) << 2) | ecn_bits_);
   core::Status first;
@@ -73,7 +73,7 @@ core::Status QpEnforcer::Apply(const Assignment& a) {
 }
 
 std::vector<QpResult> QpEnforcer::last_results() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return last_;
 }
 

@@ -17,12 +17,12 @@
 #define CRUX_CLIENT_SRC_RDMA_ENFORCER_H_
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "crux/client/client.h"
 #include "crux/client/export.h"
+#include "crux/thread_annotations.h"
 #include "rdma/verbs.h"
 
 namespace crux::client::rdma {
@@ -48,21 +48,21 @@ class CRUX_CLIENT_EXPORT QpEnforcer {
   explicit QpEnforcer(VerbsOps& ops, uint32_t ecn_bits = 0);
 
   // Adds QPs (later Apply calls include them). Errors: kInvalidArgument for a null QP.
-  core::Status Bind(const QpBinding& binding);
-  void Unbind(QpHandle qp);
+  core::Status Bind(const QpBinding& binding) CRUX_EXCLUDES(mu_);
+  void Unbind(QpHandle qp) CRUX_EXCLUDES(mu_);
 
   // Applies `a` to every bound QP; see the file comment.
-  core::Status Apply(const Assignment& a);
+  core::Status Apply(const Assignment& a) CRUX_EXCLUDES(mu_);
 
   // Per-QP results of the last Apply.
-  std::vector<QpResult> last_results() const;
+  std::vector<QpResult> last_results() const CRUX_EXCLUDES(mu_);
 
  private:
-  VerbsOps& ops_;
+  VerbsOps& ops_;  // Called with mu_ held (one verbs sequence at a time).
   uint32_t ecn_bits_;
-  mutable std::mutex mu_;
-  std::vector<QpBinding> bindings_;
-  std::vector<QpResult> last_;
+  mutable Mutex mu_;
+  std::vector<QpBinding> bindings_ CRUX_GUARDED_BY(mu_);
+  std::vector<QpResult> last_ CRUX_GUARDED_BY(mu_);
 };
 
 }  // namespace crux::client::rdma

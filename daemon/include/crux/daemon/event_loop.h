@@ -17,11 +17,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <stop_token>
 #include <string>
 #include <utility>
 
 #include "crux/core/units.h"
+#include "crux/thread_annotations.h"
 
 namespace crux::daemon {
 
@@ -71,24 +72,24 @@ class ManualEventLoop final : public EventLoop {
   explicit ManualEventLoop(int64_t unix_base_ms = 1700000000000) : unix_base_ms_(unix_base_ms) {}
   core::Duration Now() const override { return now_; }
   int64_t UnixMs() const override { return unix_base_ms_ + now_.nanos() / 1000000; }
-  void Post(std::function<void()> fn) override {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Post(std::function<void()> fn) override CRUX_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     posted_.push_back(std::move(fn));
   }
   void RunAfter(core::Duration delay, std::function<void()> fn) override {
     timers_.emplace(std::make_pair(now_ + delay, seq_++), std::move(fn));
   }
   // Runs posted work until none is left (timers are not advanced). Returns items run.
-  int RunUntilIdle();
+  int RunUntilIdle() CRUX_EXCLUDES(mu_);
   // Moves time forward by `d`, running due timers in time order and posted work in between.
-  void Advance(core::Duration d);
+  void Advance(core::Duration d) CRUX_EXCLUDES(mu_);
   size_t pending_timers() const { return timers_.size(); }
 
  private:
   int64_t unix_base_ms_;
-  core::Duration now_;
-  std::mutex mu_;
-  std::deque<std::function<void()>> posted_;
+  core::Duration now_;  // Loop thread (the test's thread) only, like timers_ and seq_.
+  Mutex mu_;
+  std::deque<std::function<void()>> posted_ CRUX_GUARDED_BY(mu_);
   std::multimap<std::pair<core::Duration, uint64_t>, std::function<void()>> timers_;
   uint64_t seq_ = 0;
 };
@@ -112,23 +113,53 @@ class AsioEventLoop final : public EventLoop {
   std::unique_ptr<Impl> impl_;
 };
 
+// What cancellable work posted to a WorkerThread receives: C++20's std::stop_token, so that code
+// below the daemon (core's planner stages included) can take it without depending on daemon/.
+// Thread-safe; stop_requested() is one atomic load (cheap enough to check in inner loops).
+using CancellationToken = std::stop_token;
+
 // One background thread running posted work in order (the planner's re-plans, so the loop keeps
-// serving messages meanwhile). Post() is thread-safe. The destructor drops queued items and waits
-// up to `shutdown_wait` for the one in progress; if that is still running (a huge re-plan) the
-// thread is detached so that shutdown stays bounded - posted work must therefore own (share)
-// everything it touches.
+// serving messages meanwhile).
+//
+// Cancellation contract (work posted with Post(CancellableWork)): the work receives a
+// CancellationToken and must check token.stop_requested() between its stages - for a re-plan:
+// before each planner stage and before delivering its result - and, once it is true, return as
+// soon as it can without delivering a result (and without side effects outside what it owns).
+// Cancellation is requested only when the WorkerThread is destroyed.
+//
+// Shutdown (the destructor): items queued but not started are dropped (never run; their
+// captures are destroyed), cancellation is requested, and the destructor JOINS the thread: no
+// posted work runs after the destructor returns, so work may use anything that outlives the
+// WorkerThread (declare the WorkerThread after what its work touches). The wait is bounded by
+// the item in progress: for cancellable work, by the longest stretch between two token checks;
+// for work posted without a token (Post(Work), which cannot be cancelled), by all of its
+// remaining run time. When the item has not ended `shutdown_wait` after the cancellation request,
+// `on_slow_shutdown` is called once (default: a spdlog warning) and the destructor keeps waiting.
+//
+// Thread-safety: Post() from any thread, including from posted work; Post() after the destructor
+// started drops the item. The destructor must not run on the worker thread (from posted work).
 class WorkerThread {
  public:
-  explicit WorkerThread(core::Duration shutdown_wait = core::Duration::Millis(2000));
+  using Work = std::function<void()>;
+  using CancellableWork = std::function<void(CancellationToken)>;
+  // Called on the destructor's thread with the time waited so far (see the class comment).
+  using SlowShutdownHook = std::function<void(core::Duration waited)>;
+
+  explicit WorkerThread(core::Duration shutdown_wait = core::Duration::Millis(2000),
+                        SlowShutdownHook on_slow_shutdown = nullptr);
   ~WorkerThread();
   WorkerThread(const WorkerThread&) = delete;
   WorkerThread& operator=(const WorkerThread&) = delete;
-  void Post(std::function<void()> fn);
+
+  // Runs `fn` after the items posted before it. A null `fn` is ignored.
+  void Post(Work fn);
+  void Post(CancellableWork fn);
 
  private:
   struct Impl;
-  std::shared_ptr<Impl> impl_;  // Shared with the thread (which may outlive a detach).
+  std::unique_ptr<Impl> impl_;
   core::Duration shutdown_wait_;
+  SlowShutdownHook on_slow_shutdown_;
 };
 
 }  // namespace crux::daemon

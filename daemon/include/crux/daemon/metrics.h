@@ -1,20 +1,21 @@
 // cruxd's Prometheus metrics (prometheus-cpp). Names follow the conventions: prefix crux_,
 // base units in the name, counters end in _total, low-cardinality labels only.
 //
-// Thread-safety: prometheus-cpp metrics are thread-safe; the Metrics object is created before
-// and destroyed after every module that uses it.
+// Thread-safety: prometheus-cpp metrics are thread-safe (the pointers below are set by the
+// constructor and never change); the message-counter cache has its own lock. The Metrics object
+// is created before and destroyed after every module that uses it.
 #ifndef CRUX_DAEMON_METRICS_H_
 #define CRUX_DAEMON_METRICS_H_
 
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "crux/core/status.h"
+#include "crux/thread_annotations.h"
 
 namespace prometheus {
 class Registry;
@@ -49,13 +50,16 @@ class Metrics {
   void SetSwitches(int64_t n);
   void SetEpoch(uint64_t epoch);
   void ObserveReplan(double seconds, bool ok);
+  // Event-loop lag: time from posting work to its start (crux_event_loop_lag_seconds).
+  void ObserveLoopLag(double seconds);
   void AddPushes(uint64_t sent, uint64_t failed);
   void AddAck(bool ok);
   // Errors by kind ("unknown_host", "unknown_job", "malformed", ...), endpoint "client"/"admin".
   void AddError(const std::string& endpoint, const std::string& kind, uint64_t n = 1);
   // Per message: the counter is looked up once per (endpoint, type) and cached (no label map
   // built per message).
-  void AddMessage(std::string_view endpoint, std::string_view type);
+  void AddMessage(std::string_view endpoint, std::string_view type)
+      CRUX_EXCLUDES(message_cache_mu_);
   void SetQueueDepth(const std::string& queue, int64_t depth);
   // Security refusals by reason (crux_auth_refused_total{reason}).
   void AddRefusal(const std::string& reason, uint64_t n = 1);
@@ -69,6 +73,7 @@ class Metrics {
   prometheus::Gauge* switches_;
   prometheus::Gauge* epoch_;
   prometheus::Histogram* replan_seconds_;
+  prometheus::Histogram* loop_lag_seconds_;
   prometheus::Counter* replans_ok_;
   prometheus::Counter* replans_failed_;
   prometheus::Counter* pushes_;
@@ -77,9 +82,9 @@ class Metrics {
   prometheus::Counter* acks_failed_;
   prometheus::Family<prometheus::Counter>* errors_;
   prometheus::Family<prometheus::Counter>* messages_;
-  std::mutex message_cache_mu_;
+  Mutex message_cache_mu_;
   std::map<std::string, std::map<std::string, prometheus::Counter*, std::less<>>, std::less<>>
-      message_cache_;
+      message_cache_ CRUX_GUARDED_BY(message_cache_mu_);
   prometheus::Family<prometheus::Gauge>* queue_depth_;
   prometheus::Family<prometheus::Counter>* auth_refused_;
   prometheus::Gauge* store_healthy_;
