@@ -111,12 +111,13 @@ Status CheckSize(std::string_view kind, int64_t nodes, int64_t cables) {
 
 // Adds host0 .. host<n-1>, each immediately followed by its NICs host<K>/nic<I>. Returns the NIC
 // ids, NIC i of host h at index h * nics + i.
-Result<std::vector<NodeId>> AddHosts(Topology& topo, int64_t hosts, int nics) {
+Result<std::vector<NodeId>> AddHosts(Topology& topo, int64_t hosts, int nics, int gpus = 0) {
   std::vector<NodeId> out;
   out.reserve(static_cast<size_t>(hosts * nics));
   for (int64_t h = 0; h < hosts; ++h) {
     const std::string host_name = "host" + std::to_string(h);
     CRUX_ASSIGN_OR_RETURN(const NodeId host, topo.AddNode(host_name, NodeKind::kHost));
+    topo.SetHostGpus(host, gpus);
     for (int i = 0; i < nics; ++i) {
       CRUX_ASSIGN_OR_RETURN(const NodeId nic, topo.AddNode(host_name + "/nic" + std::to_string(i),
                                                            NodeKind::kNic, host));
@@ -373,7 +374,8 @@ Result<Topology> BuildClos2(const Clos2Params& p) {
   const Bandwidth up_bw = Bandwidth::Gbps(p.uplink_gbps);
   const Duration lat = LatencyFromUs(p.host.link_latency_us);
   Topology topo;
-  CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> nic_ids, AddHosts(topo, hosts, nics));
+  CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> nic_ids,
+                        AddHosts(topo, hosts, nics, p.host.gpus_per_host));
   CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> tors,
                         AddSwitches(topo, "tor", p.tors, NodeKind::kTor));
   CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> aggs,
@@ -435,7 +437,8 @@ Result<Topology> BuildClos3(const Clos3Params& p) {
   const Bandwidth agg_core_bw = Bandwidth::Gbps(p.agg_core_gbps);
   const Duration lat = LatencyFromUs(p.host.link_latency_us);
   Topology topo;
-  CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> nic_ids, AddHosts(topo, hosts, nics));
+  CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> nic_ids,
+                        AddHosts(topo, hosts, nics, p.host.gpus_per_host));
   CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> tors,
                         AddSwitches(topo, "tor", num_tors, NodeKind::kTor));
   CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> aggs,
@@ -491,7 +494,8 @@ Result<Topology> BuildFatTree(const FatTreeParams& p) {
   const Bandwidth bw = Bandwidth::Gbps(p.link_gbps);
   const Duration lat = LatencyFromUs(p.host.link_latency_us);
   Topology topo;
-  CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> nic_ids, AddHosts(topo, hosts, 1));
+  CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> nic_ids,
+                        AddHosts(topo, hosts, 1, p.host.gpus_per_host));
   CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> edges,
                         AddSwitches(topo, "tor", per_tier, NodeKind::kTor));
   CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> aggs,
@@ -549,7 +553,7 @@ Result<Topology> BuildHpn(const HpnParams& p) {
   const Bandwidth tor_agg_bw = Bandwidth::Gbps(p.tor_agg_gbps);
   const Duration lat = LatencyFromUs(p.link_latency_us);
   Topology topo;
-  CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> nic_ids, AddHosts(topo, hosts, p.rails));
+  CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> nic_ids, AddHosts(topo, hosts, p.rails, p.rails));
   CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> tors,
                         AddSwitches(topo, "tor", num_tors, NodeKind::kTor));
   CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> aggs,
@@ -606,7 +610,8 @@ Result<Topology> BuildLingjun(const LingjunLayout& rows, const LingjunParams& p)
   const Bandwidth psw_dsw_bw = Bandwidth::Gbps(p.psw_dsw_gbps);
   const Duration lat = LatencyFromUs(p.host.link_latency_us);
   Topology topo;
-  CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> nic_ids, AddHosts(topo, hosts, nics));
+  CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> nic_ids,
+                        AddHosts(topo, hosts, nics, p.host.gpus_per_host));
   std::vector<NodeId> tors;
   for (const LingjunTor& t : layout.tors) {
     CRUX_ASSIGN_OR_RETURN(const NodeId id,

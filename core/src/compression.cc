@@ -589,6 +589,11 @@ Result<Compression> CompressPriorities(const ContentionDag& dag,
   if (options.topo_orders < 1) return InvalidArgumentError("topo_orders must be >= 1");
   if (options.max_exact_nodes < 0) return InvalidArgumentError("max_exact_nodes must be >= 0");
   CRUX_RETURN_IF_ERROR(ValidateEdges(dag));
+  if (!options.node_keys.empty() &&
+      options.node_keys.size() != static_cast<size_t>(dag.num_nodes)) {
+    return InvalidArgumentError("node_keys: " + std::to_string(options.node_keys.size()) +
+                                " keys for " + std::to_string(dag.num_nodes) + " nodes");
+  }
   const OutCsr csr = BuildOutCsr(dag);
   if (!IsAcyclic(dag, csr)) return InvalidArgumentError("contention graph has a cycle");
 
@@ -678,7 +683,12 @@ Result<Compression> CompressPriorities(const ContentionDag& dag,
   std::vector<int> block;
   for (size_t ci = 0; ci < comps.size(); ++ci) {
     const Component& c = comps[ci];
-    const uint64_t comp_seed = Mix64(options.seed ^ Mix64(static_cast<uint64_t>(ci)));
+    uint64_t comp_id = static_cast<uint64_t>(ci);
+    if (!options.node_keys.empty()) {
+      comp_id = 0;  // The component's identity: its nodes' keys, in any order.
+      for (int v : c.global) comp_id += Mix64(options.node_keys[static_cast<size_t>(v)]);
+    }
+    const uint64_t comp_seed = Mix64(options.seed ^ Mix64(comp_id));
     if (coarse(c)) {
       const int g = std::min(c.n, std::max(options.max_exact_nodes, options.levels));
       const double blocks = std::min(options.levels, g);
@@ -739,6 +749,68 @@ double CutWeight(const ContentionDag& dag, const std::vector<int>& level) {
     if (level[static_cast<size_t>(e.from)] != level[static_cast<size_t>(e.to)]) cut += e.weight;
   }
   return cut;
+}
+
+void LimitOutEdges(ContentionDag& dag, const std::vector<int>& rank, int max_out_edges) {
+  if (max_out_edges < 0 || dag.edges_omitted != 0 || !dag.out_degree.empty()) return;
+  const size_t cap = static_cast<size_t>(max_out_edges);
+  const std::vector<DagEdge>& edges = dag.edges;
+  // Nothing to drop unless some run of equal `from` is longer than the cap.
+  bool drops = false;
+  for (size_t b = 0; b < edges.size() && !drops;) {
+    size_t e = b + 1;
+    while (e < edges.size() && edges[e].from == edges[b].from) ++e;
+    drops = e - b > cap;
+    b = e;
+  }
+  if (!drops) return;
+  const size_t n = static_cast<size_t>(dag.num_nodes);
+  std::vector<int32_t> out_degree(n, 0);
+  std::vector<int32_t> in_degree(n, 0);
+  size_t kept = 0;
+  for (size_t b = 0; b < edges.size();) {
+    size_t e = b + 1;
+    while (e < edges.size() && edges[e].from == edges[b].from) ++e;
+    kept += std::min(e - b, cap);
+    b = e;
+  }
+  std::vector<DagEdge> out;
+  out.reserve(kept);
+  std::vector<size_t> run;
+  const auto rank_of = [&rank](int v) {
+    return v >= 0 && static_cast<size_t>(v) < rank.size() ? rank[static_cast<size_t>(v)]
+                                                          : std::numeric_limits<int>::max();
+  };
+  for (size_t b = 0; b < edges.size();) {
+    size_t e = b + 1;
+    while (e < edges.size() && edges[e].from == edges[b].from) ++e;
+    for (size_t i = b; i < e; ++i) {
+      ++out_degree[static_cast<size_t>(edges[i].from)];
+      ++in_degree[static_cast<size_t>(edges[i].to)];
+    }
+    if (e - b <= cap) {
+      out.insert(out.end(), edges.begin() + static_cast<std::ptrdiff_t>(b),
+                 edges.begin() + static_cast<std::ptrdiff_t>(e));
+    } else if (cap > 0) {
+      run.clear();
+      for (size_t i = b; i < e; ++i) run.push_back(i);
+      const auto closer = [&](size_t x, size_t y) {
+        const int rx = rank_of(edges[x].to);
+        const int ry = rank_of(edges[y].to);
+        return rx != ry ? rx < ry : x < y;
+      };
+      std::nth_element(run.begin(), run.begin() + static_cast<std::ptrdiff_t>(cap), run.end(),
+                       closer);
+      run.resize(cap);
+      std::sort(run.begin(), run.end());
+      for (size_t i : run) out.push_back(edges[i]);
+    }
+    b = e;
+  }
+  dag.edges_omitted = static_cast<int64_t>(edges.size() - out.size());
+  dag.edges = std::move(out);  // Frees the full list.
+  dag.out_degree = std::move(out_degree);
+  dag.in_degree = std::move(in_degree);
 }
 
 }  // namespace crux::core

@@ -69,42 +69,56 @@ size_t LeastCongestedPath(const Topology& topo, const PathSet& paths, double bps
   return best;
 }
 
+void FlowRoutingOrder(const JobRouting& job, std::vector<size_t>& order) {
+  order.resize(job.flows.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return job.flows[a].bytes > job.flows[b].bytes; });
+}
+
+Status SelectJobPaths(PathFinder& finder, JobRouting& job, LinkLoad& load,
+                      std::vector<size_t>& flow_order) {
+  const Topology& topo = finder.topology();
+  const size_t n = job.flows.size();
+  // Path sets found by an earlier call for the same flows are reused (the planner routes each
+  // job twice: alone for its profile, then together with the others).
+  if (job.paths.size() != n) job.paths.assign(n, nullptr);
+  job.choice.assign(n, 0);
+  FlowRoutingOrder(job, flow_order);
+  for (size_t f : flow_order) {
+    const FlowDemand& flow = job.flows[f];
+    if (job.paths[f] == nullptr) {
+      auto set = finder.Paths(flow.src, flow.dst);
+      if (!set.ok()) {
+        return set.status().WithContext("flow " + topo.node(flow.src).name + " -> " +
+                                        topo.node(flow.dst).name);
+      }
+      job.paths[f] = *set;
+    }
+    const PathSet& paths = *job.paths[f];
+    if (paths.empty()) {
+      return NotFoundError("flow " + topo.node(flow.src).name + " -> " + topo.node(flow.dst).name +
+                           ": no path");
+    }
+    const double bps = flow.bytes.ToBits() * job.iterations_per_sec;
+    const size_t pick = paths.size() == 1 ? 0 : LeastCongestedPath(topo, paths, bps, load);
+    job.choice[f] = pick;
+    paths.ForEachLink(pick, [&](LinkId l) { load.Add(l, bps); });
+  }
+  return Status::Ok();
+}
+
+void CommitJobPaths(const JobRouting& job, const std::vector<size_t>& flow_order, LinkLoad& load) {
+  for (size_t f : flow_order) {
+    const double bps = job.flows[f].bytes.ToBits() * job.iterations_per_sec;
+    job.paths[f]->ForEachLink(job.choice[f], [&](LinkId l) { load.Add(l, bps); });
+  }
+}
+
 Status SelectPaths(PathFinder& finder, const std::vector<size_t>& order,
                    std::vector<JobRouting>& jobs, LinkLoad& load) {
-  const Topology& topo = finder.topology();
   std::vector<size_t> flow_order;
-  for (size_t j : order) {
-    JobRouting& job = jobs[j];
-    const size_t n = job.flows.size();
-    // Path sets found by an earlier call for the same flows are reused (the planner routes each
-    // job twice: alone for its profile, then together with the others).
-    if (job.paths.size() != n) job.paths.assign(n, nullptr);
-    job.choice.assign(n, 0);
-    flow_order.resize(n);
-    std::iota(flow_order.begin(), flow_order.end(), size_t{0});
-    std::stable_sort(flow_order.begin(), flow_order.end(),
-                     [&](size_t a, size_t b) { return job.flows[a].bytes > job.flows[b].bytes; });
-    for (size_t f : flow_order) {
-      const FlowDemand& flow = job.flows[f];
-      if (job.paths[f] == nullptr) {
-        auto set = finder.Paths(flow.src, flow.dst);
-        if (!set.ok()) {
-          return set.status().WithContext("flow " + topo.node(flow.src).name + " -> " +
-                                          topo.node(flow.dst).name);
-        }
-        job.paths[f] = *set;
-      }
-      const PathSet& paths = *job.paths[f];
-      if (paths.empty()) {
-        return NotFoundError("flow " + topo.node(flow.src).name + " -> " +
-                             topo.node(flow.dst).name + ": no path");
-      }
-      const double bps = flow.bytes.ToBits() * job.iterations_per_sec;
-      const size_t pick = paths.size() == 1 ? 0 : LeastCongestedPath(topo, paths, bps, load);
-      job.choice[f] = pick;
-      paths.ForEachLink(pick, [&](LinkId l) { load.Add(l, bps); });
-    }
-  }
+  for (size_t j : order) CRUX_RETURN_IF_ERROR(SelectJobPaths(finder, jobs[j], load, flow_order));
   return Status::Ok();
 }
 

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <utility>
 
@@ -36,6 +38,10 @@ Status ValidatePlannerOptions(const PlannerOptions& o) {
     return InvalidArgumentError("max_exact_component: must be >= 0 (got " +
                                 std::to_string(o.max_exact_component) + ")");
   }
+  if (o.dag_edges_per_job < -1) {
+    return InvalidArgumentError("dag_edges_per_job: must be >= -1 (-1 = every edge; got " +
+                                std::to_string(o.dag_edges_per_job) + ")");
+  }
   if (!(std::isfinite(o.gpu_peak_flops) && o.gpu_peak_flops > 0)) {
     return InvalidArgumentError("gpu_peak_flops: must be > 0 and finite");
   }
@@ -66,6 +72,71 @@ Result<std::vector<JobRouting>> ExpandJobs(const Topology& topo,
   return routing;
 }
 
+namespace {
+
+// Stage 1 for one job (ProfileJobs). `load` is all zero on entry and on return.
+Status ProfileOne(const Topology& topo, PathFinder& finder, const JobSpec& spec,
+                  const PlannerOptions& options, JobRouting& routing, JobPlan& jp,
+                  PriorityInput& in, LinkLoad& load, std::vector<size_t>& scratch) {
+  jp.id = spec.id;
+  jp.gpus = spec.gpus();
+  jp.work = WorkPerIteration(spec, options.gpu_peak_flops);
+  // With iterations_per_sec = 1 the committed "rate" is bits per iteration: M_{j,e} * 8.
+  routing.iterations_per_sec = 1.0;
+  Status s = SelectJobPaths(finder, routing, load, scratch);
+  if (!s.ok()) {
+    load.Reset();
+    return s.WithContext("job '" + spec.id + "'");
+  }
+  double t_sec = 0;
+  for (LinkId l : load.touched()) {
+    const double t = load.Get(l) / topo.link(l).capacity.ToBitsPerSec();
+    if (t > t_sec || (t == t_sec && jp.bottleneck.valid() && l < jp.bottleneck)) {
+      t_sec = t;
+      jp.bottleneck = l;
+    }
+  }
+  load.Reset();
+  double bytes_per_iter = 0;
+  for (const FlowDemand& f : routing.flows) bytes_per_iter += f.bytes.ToDouble();
+  const double c = spec.compute_time.ToSeconds();
+  const double period = std::max(c, spec.overlap_start * c + t_sec);
+  jp.comm_time = Duration::Seconds(t_sec);
+  jp.period = Duration::Seconds(period);
+  jp.bytes_per_sec = bytes_per_iter / period;
+  jp.intensity = t_sec > 0 ? jp.work.value() / t_sec : 0.0;
+  routing.iterations_per_sec = 1.0 / period;
+
+  in.intensity = jp.intensity;
+  in.timing = PairJob{spec.compute_time, jp.comm_time, spec.overlap_start};
+  in.bytes_per_sec = jp.bytes_per_sec;
+  in.bytes_per_iteration = bytes_per_iter;
+  in.gpus = jp.gpus;
+  in.has_traffic = t_sec > 0;
+  return Status::Ok();
+}
+
+// Stage 3's job order: decreasing I_j, ties more GPUs, then input order (kIntensity), or rank.
+std::vector<size_t> PathSelectionOrder(const std::vector<JobPlan>& jobs,
+                                       const std::vector<int>& rank, PathOrder path_order) {
+  const size_t n = jobs.size();
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (path_order == PathOrder::kPriority) {
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rank[a] < rank[b]; });
+  } else {
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      const JobPlan& x = jobs[a];
+      const JobPlan& y = jobs[b];
+      if (x.intensity != y.intensity) return x.intensity > y.intensity;
+      return x.gpus > y.gpus;
+    });
+  }
+  return order;
+}
+
+}  // namespace
+
 Status ProfileJobs(const Topology& topo, PathFinder& finder, const std::vector<JobSpec>& specs,
                    const PlannerOptions& options, std::vector<JobRouting>& routing,
                    std::vector<JobPlan>& jobs, std::vector<PriorityInput>& prio_in) {
@@ -73,42 +144,10 @@ Status ProfileJobs(const Topology& topo, PathFinder& finder, const std::vector<J
   jobs.resize(n);
   prio_in.resize(n);
   LinkLoad load(topo);
+  std::vector<size_t> scratch;
   for (size_t j = 0; j < n; ++j) {
-    const JobSpec& spec = specs[j];
-    JobPlan& jp = jobs[j];
-    jp.id = spec.id;
-    jp.gpus = spec.gpus();
-    jp.work = WorkPerIteration(spec, options.gpu_peak_flops);
-    // With iterations_per_sec = 1 the committed "rate" is bits per iteration: M_{j,e} * 8.
-    routing[j].iterations_per_sec = 1.0;
-    Status s = SelectPaths(finder, {j}, routing, load);
-    if (!s.ok()) return s.WithContext("job '" + spec.id + "'");
-    double t_sec = 0;
-    for (LinkId l : load.touched()) {
-      const double t = load.Get(l) / topo.link(l).capacity.ToBitsPerSec();
-      if (t > t_sec || (t == t_sec && jp.bottleneck.valid() && l < jp.bottleneck)) {
-        t_sec = t;
-        jp.bottleneck = l;
-      }
-    }
-    load.Reset();
-    double bytes_per_iter = 0;
-    for (const FlowDemand& f : routing[j].flows) bytes_per_iter += f.bytes.ToDouble();
-    const double c = spec.compute_time.ToSeconds();
-    const double period = std::max(c, spec.overlap_start * c + t_sec);
-    jp.comm_time = Duration::Seconds(t_sec);
-    jp.period = Duration::Seconds(period);
-    jp.bytes_per_sec = bytes_per_iter / period;
-    jp.intensity = t_sec > 0 ? jp.work.value() / t_sec : 0.0;
-    routing[j].iterations_per_sec = 1.0 / period;
-
-    PriorityInput& in = prio_in[j];
-    in.intensity = jp.intensity;
-    in.timing = PairJob{spec.compute_time, jp.comm_time, spec.overlap_start};
-    in.bytes_per_sec = jp.bytes_per_sec;
-    in.bytes_per_iteration = bytes_per_iter;
-    in.gpus = jp.gpus;
-    in.has_traffic = t_sec > 0;
+    CRUX_RETURN_IF_ERROR(ProfileOne(topo, finder, specs[j], options, routing[j], jobs[j],
+                                    prio_in[j], load, scratch));
   }
   return Status::Ok();
 }
@@ -138,6 +177,165 @@ std::vector<FlowPlan> MakeFlowPlans(const JobRouting& routing) {
   return flows;
 }
 
+namespace {
+
+// Equal for planning. fixed_rank is ignored: only the `fixed` policy reads it.
+bool SamePlanningSpec(const JobSpec& a, const JobSpec& b) {
+  if (a.id != b.id || a.hosts != b.hosts || a.gpus_per_host != b.gpus_per_host ||
+      a.compute_time != b.compute_time || a.flops_per_iteration != b.flops_per_iteration ||
+      a.overlap_start != b.overlap_start || a.compression_ratio != b.compression_ratio ||
+      a.pattern != b.pattern || a.pattern_bytes != b.pattern_bytes ||
+      a.flows.size() != b.flows.size()) {
+    return false;
+  }
+  for (size_t f = 0; f < a.flows.size(); ++f) {
+    const FlowDemand& x = a.flows[f];
+    const FlowDemand& y = b.flows[f];
+    if (x.src != y.src || x.dst != y.dst || x.bytes != y.bytes) return false;
+  }
+  return true;
+}
+
+uint64_t JobKey(const std::string& id) { return StableHash(id.data(), id.size()); }
+
+// Weakly connected components of the DAG's nodes with at least one edge, numbered by their
+// smallest node (as CompressPriorities numbers them). comp_of[v] = -1 for nodes without edges.
+// Returns the members of each component, ascending.
+std::vector<std::vector<int>> DagComponents(const ContentionDag& dag, std::vector<int>& comp_of) {
+  const size_t n = static_cast<size_t>(dag.num_nodes);
+  std::vector<int> parent(n);
+  std::iota(parent.begin(), parent.end(), 0);
+  const auto find = [&parent](int v) {
+    while (parent[static_cast<size_t>(v)] != v) {
+      parent[static_cast<size_t>(v)] = parent[static_cast<size_t>(parent[static_cast<size_t>(v)])];
+      v = parent[static_cast<size_t>(v)];
+    }
+    return v;
+  };
+  std::vector<uint8_t> has_edge(n, 0);
+  for (const DagEdge& e : dag.edges) {
+    has_edge[static_cast<size_t>(e.from)] = 1;
+    has_edge[static_cast<size_t>(e.to)] = 1;
+    const int a = find(e.from);
+    const int b = find(e.to);
+    if (a != b) parent[static_cast<size_t>(std::max(a, b))] = std::min(a, b);
+  }
+  comp_of.assign(n, -1);
+  std::vector<std::vector<int>> comps;
+  std::vector<int> comp_of_root(n, -1);
+  for (size_t v = 0; v < n; ++v) {
+    if (!has_edge[v]) continue;
+    const size_t root = static_cast<size_t>(find(static_cast<int>(v)));
+    if (comp_of_root[root] < 0) {
+      comp_of_root[root] = static_cast<int>(comps.size());
+      comps.emplace_back();
+    }
+    comp_of[v] = comp_of_root[root];
+    comps[static_cast<size_t>(comp_of[v])].push_back(static_cast<int>(v));
+  }
+  return comps;
+}
+
+}  // namespace
+
+// State kept across incremental runs (PlannerOptions::incremental, docs/algorithms.md §8).
+struct Planner::IncrementalState {
+  explicit IncrementalState(const Topology& topo)
+      : load(topo), link_groups(topo.num_links()), link_stamp(topo.num_links(), 0) {}
+
+  struct Job {
+    JobSpec spec;
+    uint64_t key = 0;                // JobKey(id): seeds its DAG component's compression.
+    JobRouting routing;              // Flows, path sets, and the last plan's joint choice.
+    std::vector<size_t> flow_order;  // FlowRoutingOrder(routing).
+    // Every link path selection reads for this job, as head/tail links and switch-path groups
+    // (one group per SwitchPaths), each sorted and unique: the job's choice depends only on
+    // the load of these links when its turn comes.
+    std::vector<uint32_t> access;
+    std::vector<int> groups;
+    PriorityInput prio;
+    JobPlan plan;        // The last plan's entry (k, rank, level, flows with ports, ...).
+    int unpinned = 0;    // Unpinned flows of plan.flows.
+    int path_pos = -1;   // Position in the last stage-3 order.
+    int rank = 0;        // Last rank.
+    int component = -1;  // Last DAG component (index into component_size), -1 without edges.
+    int block = 0;       // Last level - first_job_level.
+  };
+
+  // ---- The previous plan ----
+  bool valid = false;                          // False: no previous plan (everything is new).
+  std::vector<Job> jobs;                       // In the previous input order.
+  std::vector<std::vector<LinkId>> links;      // RoutedLinks of each job (the DAG's input).
+  std::unordered_map<std::string, int> index;  // Job id -> position in `jobs`.
+  int reference = -1;                          // Position of the reference job.
+  std::vector<size_t> component_size;          // Per previous DAG component.
+
+  // ---- Stage-3 dirty tracking (topology-level, kept across runs) ----
+  // A link is dirty when its load at some job's turn may differ from the previous run's at that
+  // job's turn; a group is dirty when one of its links is. Stamps equal to `epoch` mean dirty in
+  // the current run, so nothing is cleared between runs.
+  LinkLoad load;
+  std::unordered_map<const SwitchPaths*, int> group_id;
+  std::vector<std::vector<int>> link_groups;  // Per link, the groups containing it.
+  std::vector<uint32_t> group_stamp;
+  std::vector<uint32_t> link_stamp;
+  uint32_t epoch = 0;
+
+  int GroupOf(const SwitchPaths* sp) {
+    const auto [it, inserted] = group_id.emplace(sp, static_cast<int>(group_stamp.size()));
+    if (inserted) {
+      group_stamp.push_back(0);
+      for (LinkId l : sp->links) {
+        std::vector<int>& groups = link_groups[l.value()];
+        if (groups.empty() || groups.back() != it->second) groups.push_back(it->second);
+      }
+    }
+    return it->second;
+  }
+
+  // Fills job.access and job.groups from its path sets.
+  void Describe(Job& job) {
+    job.access.clear();
+    job.groups.clear();
+    for (const PathSet* ps : job.routing.paths) {
+      for (const PathSet::Segment& seg : ps->segments()) {
+        for (LinkId l : seg.head) job.access.push_back(l.value());
+        for (LinkId l : seg.tail) job.access.push_back(l.value());
+        if (seg.mid != nullptr && seg.mid->hops > 0) job.groups.push_back(GroupOf(seg.mid));
+      }
+    }
+    std::sort(job.access.begin(), job.access.end());
+    job.access.erase(std::unique(job.access.begin(), job.access.end()), job.access.end());
+    std::sort(job.groups.begin(), job.groups.end());
+    job.groups.erase(std::unique(job.groups.begin(), job.groups.end()), job.groups.end());
+  }
+
+  void NewEpoch() {
+    if (++epoch == 0) {  // Wrapped: clear every stamp once.
+      std::fill(link_stamp.begin(), link_stamp.end(), 0);
+      std::fill(group_stamp.begin(), group_stamp.end(), 0);
+      epoch = 1;
+    }
+  }
+  void MarkDirty(LinkId l) {
+    if (link_stamp[l.value()] == epoch) return;
+    link_stamp[l.value()] = epoch;
+    for (int g : link_groups[l.value()]) group_stamp[static_cast<size_t>(g)] = epoch;
+  }
+  void MarkPathDirty(const PathSet& ps, size_t path) {
+    ps.ForEachLink(path, [this](LinkId l) { MarkDirty(l); });
+  }
+  bool Dirty(const Job& job) const {
+    for (uint32_t l : job.access) {
+      if (link_stamp[l] == epoch) return true;
+    }
+    for (int g : job.groups) {
+      if (group_stamp[static_cast<size_t>(g)] == epoch) return true;
+    }
+    return false;
+  }
+};
+
 Planner::Planner(const Topology& topo, PlannerOptions options, const Clock* clock,
                  const SourcePortResolver* resolver)
     : topo_(topo),
@@ -158,8 +356,56 @@ size_t Planner::PortKeyHash::operator()(const PortKey& k) const {
       Mix64((static_cast<uint64_t>(k.src) << 32 | k.dst) ^ Mix64(k.path_index + 1)));
 }
 
+void Planner::ResetIncrementalState() { state_.reset(); }
+
+CompressionOptions Planner::MakeCompressionOptions(int usable_levels) const {
+  CompressionOptions copt;
+  copt.levels = usable_levels;
+  copt.topo_orders = options_.topo_orders;
+  copt.seed = options_.seed;
+  copt.max_exact_nodes = options_.max_exact_component;
+  return copt;
+}
+
+std::vector<FlowPlan> Planner::MakeFlowPlansWithPorts(const JobRouting& routing, int& unpinned) {
+  std::vector<FlowPlan> flows;
+  flows.reserve(routing.flows.size());
+  for (size_t f = 0; f < routing.flows.size(); ++f) {
+    const FlowDemand& d = routing.flows[f];
+    FlowPlan fp;
+    fp.src = d.src;
+    fp.dst = d.dst;
+    fp.bytes = d.bytes;
+    fp.path_index = routing.choice[f];
+    fp.num_paths = routing.paths[f]->size();
+    fp.path = routing.paths[f]->Path(fp.path_index);
+    const bool inter_host = topo_.node(d.src).host != topo_.node(d.dst).host;
+    if (options_.resolve_ports && inter_host) {
+      const PortKey key{d.src.value(), d.dst.value(), fp.path_index};
+      auto it = port_cache_.find(key);
+      if (it == port_cache_.end()) {
+        if (port_cache_.size() >= kMaxCachedPorts) port_cache_.clear();
+        it = port_cache_
+                 .emplace(key,
+                          resolver_->FindPort(finder_, d.src, d.dst, fp.path_index, options_.ports))
+                 .first;
+      }
+      fp.udp_sport = it->second;
+      if (!fp.udp_sport.has_value()) ++unpinned;
+    }
+    flows.push_back(std::move(fp));
+  }
+  return flows;
+}
+
 Result<Plan> Planner::Run(const std::vector<JobSpec>& specs) {
   CRUX_RETURN_IF_ERROR(ValidatePlannerOptions(options_));
+  if (options_.incremental) return RunIncremental(specs);
+  state_.reset();
+  return RunFull(specs);
+}
+
+Result<Plan> Planner::RunFull(const std::vector<JobSpec>& specs) {
   const Duration t_start = clock_->Now();
   Plan plan;
   plan.levels = options_.levels;
@@ -192,19 +438,7 @@ Result<Plan> Planner::Run(const std::vector<JobSpec>& specs) {
   const Duration t_priority = clock_->Now();
 
   // ---- 3. path selection, jobs in decreasing I_j (or rank) ----
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), size_t{0});
-  if (options_.path_order == PathOrder::kPriority) {
-    std::sort(order.begin(), order.end(),
-              [&](size_t a, size_t b) { return prio.rank[a] < prio.rank[b]; });
-  } else {
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      const JobPlan& x = plan.jobs[a];
-      const JobPlan& y = plan.jobs[b];
-      if (x.intensity != y.intensity) return x.intensity > y.intensity;
-      return x.gpus > y.gpus;
-    });
-  }
+  const std::vector<size_t> order = PathSelectionOrder(plan.jobs, prio.rank, options_.path_order);
   for (size_t j = 0; j < n; ++j)
     routing[j].iterations_per_sec = 1.0 / plan.jobs[j].period.ToSeconds();
   CRUX_RETURN_IF_ERROR(SelectPaths(finder_, order, routing, load));
@@ -215,56 +449,382 @@ Result<Plan> Planner::Run(const std::vector<JobSpec>& specs) {
   std::vector<Intensity> intensity(n);
   for (size_t j = 0; j < n; ++j) {
     intensity[j] = plan.jobs[j].intensity;
-    for (size_t f = 0; f < routing[j].flows.size(); ++f) {
-      routing[j].paths[f]->ForEachLink(routing[j].choice[f],
-                                       [&](LinkId l) { job_links[j].push_back(l); });
-    }
+    job_links[j] = RoutedLinks(routing[j]);
   }
   plan.dag = BuildContentionDag(job_links, prio.rank, intensity, topo_.num_links());
-  CompressionOptions copt;
-  copt.levels = plan.usable_levels;
-  copt.topo_orders = options_.topo_orders;
-  copt.seed = options_.seed;
-  copt.max_exact_nodes = options_.max_exact_component;
+  CompressionOptions copt = MakeCompressionOptions(plan.usable_levels);
+  copt.node_keys.resize(n);
+  for (size_t j = 0; j < n; ++j) copt.node_keys[j] = JobKey(specs[j].id);
   CRUX_ASSIGN_OR_RETURN(Compression comp, CompressPriorities(plan.dag, copt));
   plan.cut_weight = comp.cut_weight;
   for (const DagEdge& e : plan.dag.edges) plan.total_edge_weight += e.weight;
   for (size_t j = 0; j < n; ++j) {
     plan.jobs[j].level = plan.first_job_level + (n > 0 ? comp.level[j] : 0);
   }
+  ReplanStats stats;
+  {
+    std::vector<int> comp_of;
+    const std::vector<std::vector<int>> comps = DagComponents(plan.dag, comp_of);
+    stats.components = static_cast<int>(comps.size());
+    stats.components_compressed = stats.components;
+    for (const std::vector<int>& c : comps) stats.jobs_compressed += static_cast<int>(c.size());
+  }
+  LimitOutEdges(plan.dag, prio.rank, options_.dag_edges_per_job);
   const Duration t_compress = clock_->Now();
 
   // ---- 5. flows, paths and source ports ----
   for (size_t j = 0; j < n; ++j) {
-    JobPlan& jp = plan.jobs[j];
-    jp.flows.reserve(routing[j].flows.size());
-    for (size_t f = 0; f < routing[j].flows.size(); ++f) {
-      const FlowDemand& d = routing[j].flows[f];
-      FlowPlan fp;
-      fp.src = d.src;
-      fp.dst = d.dst;
-      fp.bytes = d.bytes;
-      fp.path_index = routing[j].choice[f];
-      fp.num_paths = routing[j].paths[f]->size();
-      fp.path = routing[j].paths[f]->Path(fp.path_index);
-      const bool inter_host = topo_.node(d.src).host != topo_.node(d.dst).host;
-      if (options_.resolve_ports && inter_host) {
-        const PortKey key{d.src.value(), d.dst.value(), fp.path_index};
-        auto it = port_cache_.find(key);
-        if (it == port_cache_.end()) {
-          if (port_cache_.size() >= kMaxCachedPorts) port_cache_.clear();
-          it = port_cache_
-                   .emplace(key, resolver_->FindPort(finder_, d.src, d.dst, fp.path_index,
-                                                     options_.ports))
-                   .first;
-        }
-        fp.udp_sport = it->second;
-        if (!fp.udp_sport.has_value()) ++plan.unpinned_flows;
-      }
-      jp.flows.push_back(std::move(fp));
-    }
+    plan.jobs[j].flows = MakeFlowPlansWithPorts(routing[j], plan.unpinned_flows);
   }
   const Duration t_end = clock_->Now();
+
+  plan.timing.traffic = t_traffic - t_start;
+  plan.timing.profile = t_profile - t_traffic;
+  plan.timing.priority = t_priority - t_profile;
+  plan.timing.path_selection = t_paths - t_priority;
+  plan.timing.compression = t_compress - t_paths;
+  plan.timing.ports = t_end - t_compress;
+  plan.timing.total = t_end - t_start;
+
+  stats.full_replan = "incremental off";
+  stats.jobs = static_cast<int>(n);
+  stats.added = static_cast<int>(n);
+  stats.profiled = static_cast<int>(n);
+  for (size_t j = 0; j < n; ++j) {
+    if (prio_in[j].has_traffic && static_cast<int>(j) != prio.reference) ++stats.corrections;
+  }
+  stats.paths_searched = static_cast<int>(n);
+  stats_ = std::move(stats);
+  return plan;
+}
+
+// Incremental re-planning (docs/algorithms.md §8). Every stage produces what RunFull would:
+//   0-1. jobs are matched with the previous plan by id; a job whose spec is unchanged keeps its
+//        traffic and standalone profile (both depend on the job alone); the others are expanded
+//        and profiled. Errors can only come from these (and leave the state untouched).
+//   2.   the reference is selected over all jobs; if it is the previous one, only new jobs get
+//        a k_j (k_j depends on j and the reference only), else every job does. Ranks are
+//        recomputed globally (a sort).
+//   3.   the greedy path selection is replayed in the new order. A job's choice is a function of
+//        the load on the links it reads (Job::access, Job::groups) at its turn. Links whose load
+//        at that point can differ from the previous run's are marked dirty: the links of new
+//        jobs (after their turn), of removed ones (after their old turn) and the old and new
+//        links of flows that moved. A kept job none of whose links is dirty sees bit for bit the
+//        loads it saw before (same additions in the same order: kept jobs keep their relative
+//        order, checked), so its choice is reused and its load re-committed; any other job is
+//        searched again. Equal to a full greedy pass by induction over the order.
+//   4.   the DAG is rebuilt (cheap next to compression); a component whose members are exactly
+//        one previous component's, none of them new or moved and in the same relative rank
+//        order, has the same sub-DAG (same edges and weights, same node order) and, with seeds
+//        from its members' keys, the same levels: they are reused. The other components are
+//        compressed together as one sub-DAG (CompressPriorities treats components separately).
+//   5.   jobs whose paths did not change keep their FlowPlans (paths and ports).
+Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
+  using Job = IncrementalState::Job;
+  const Duration t_start = clock_->Now();
+  if (state_ == nullptr) state_ = std::make_unique<IncrementalState>(topo_);
+  IncrementalState& st = *state_;
+  const size_t n = specs.size();
+  const size_t old_n = st.valid ? st.jobs.size() : 0;
+  ReplanStats stats;
+  stats.jobs = static_cast<int>(n);
+  if (!st.valid) stats.full_replan = "first plan";
+
+  // ---- 0. match with the previous plan; expand the traffic of new and changed jobs ----
+  std::vector<int> prev(n, -1);  // Position in st.jobs of the same, unchanged job.
+  std::vector<size_t> fresh;     // The other jobs, ascending.
+  std::vector<JobRouting> fresh_routing;
+  {
+    std::unordered_set<std::string_view> ids;
+    ids.reserve(n);
+    for (size_t j = 0; j < n; ++j) {
+      const JobSpec& spec = specs[j];
+      if (!ids.insert(spec.id).second) {
+        return AlreadyExistsError("duplicate job id '" + spec.id + "'");
+      }
+      bool known = false;
+      if (st.valid) {
+        const auto it = st.index.find(spec.id);
+        if (it != st.index.end()) {
+          known = true;
+          if (SamePlanningSpec(st.jobs[static_cast<size_t>(it->second)].spec, spec)) {
+            prev[j] = it->second;
+            continue;
+          }
+        }
+      }
+      ++(known ? stats.changed : stats.added);
+      auto flows = ExpandTraffic(topo_, spec);
+      if (!flows.ok()) return flows.status().WithContext("job '" + spec.id + "'");
+      fresh.push_back(j);
+      fresh_routing.emplace_back().flows = std::move(flows).value();
+    }
+  }
+  const Duration t_traffic = clock_->Now();
+
+  // ---- 1. profile them ----
+  std::vector<JobPlan> fresh_plan(fresh.size());
+  std::vector<PriorityInput> fresh_prio(fresh.size());
+  {
+    std::vector<size_t> scratch;
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      CRUX_RETURN_IF_ERROR(ProfileOne(topo_, finder_, specs[fresh[i]], options_, fresh_routing[i],
+                                      fresh_plan[i], fresh_prio[i], st.load, scratch));
+    }
+  }
+  stats.profiled = static_cast<int>(fresh.size());
+  const Duration t_profile = clock_->Now();
+  // Nothing below fails on valid input; should it anyway, the state is dropped (next Run full).
+
+  // The new job list: kept entries are moved out of st.jobs, whose unclaimed entries (removed
+  // jobs and the old versions of changed ones) stay readable until the commit.
+  std::vector<uint8_t> claimed(old_n, 0);
+  std::vector<uint8_t> kept(n, 0);
+  bool order_kept = true;
+  {
+    int last = -1;
+    size_t num_kept = 0;
+    for (size_t j = 0; j < n; ++j) {
+      if (prev[j] < 0) continue;
+      kept[j] = 1;
+      claimed[static_cast<size_t>(prev[j])] = 1;
+      if (prev[j] < last) order_kept = false;
+      last = prev[j];
+      ++num_kept;
+    }
+    stats.removed = static_cast<int>(old_n - num_kept) - stats.changed;
+  }
+  if (st.valid && !order_kept) stats.full_replan = "input order of kept jobs changed";
+  // Stages 3-4 for everyone: no previous plan, or kept jobs in another relative order (ties in
+  // every stage are broken by input position).
+  const bool redo_all = !stats.full_replan.empty();
+
+  std::vector<Job> next(n);
+  std::vector<std::vector<LinkId>> next_links(n);
+  for (size_t j = 0, i = 0; j < n; ++j) {
+    Job& job = next[j];
+    if (kept[j]) {
+      job = std::move(st.jobs[static_cast<size_t>(prev[j])]);
+      next_links[j] = std::move(st.links[static_cast<size_t>(prev[j])]);
+      continue;
+    }
+    job.spec = specs[j];
+    job.key = JobKey(specs[j].id);
+    job.routing = std::move(fresh_routing[i]);
+    job.prio = fresh_prio[i];
+    job.plan = std::move(fresh_plan[i]);
+    st.Describe(job);
+    ++i;
+  }
+
+  // ---- 2. priority ----
+  std::vector<PriorityInput> prio(n);
+  for (size_t j = 0; j < n; ++j) prio[j] = next[j].prio;
+  const int ref = SelectReference(prio);
+  const bool same_ref = st.valid && (ref < 0 ? st.reference < 0
+                                             : prev[static_cast<size_t>(ref)] >= 0 &&
+                                                   prev[static_cast<size_t>(ref)] == st.reference);
+  stats.reference_changed = st.valid && !same_ref;
+  std::vector<double> priority(n);
+  for (size_t j = 0; j < n; ++j) {
+    Job& job = next[j];
+    if (!kept[j] || !same_ref) {
+      double k = 1.0;
+      if (job.prio.has_traffic && static_cast<int>(j) != ref) {
+        k = CorrectionFactor(job.prio.timing, prio[static_cast<size_t>(ref)].timing,
+                             options_.pair_sim);
+        ++stats.corrections;
+      }
+      job.plan.k = k;
+    }
+    priority[j] = PriorityValue(job.prio, job.plan.k);
+  }
+  std::vector<int> rank;
+  std::vector<int> rank_order;
+  RankByPriority(prio, priority, rank, rank_order);
+  for (size_t j = 0; j < n; ++j) {
+    JobPlan& jp = next[j].plan;
+    jp.priority = priority[j];
+    jp.rank = rank[j];
+    jp.reference = static_cast<int>(j) == ref;
+  }
+  const Duration t_priority = clock_->Now();
+
+  // ---- 3. path selection: replay ----
+  std::vector<JobPlan> order_keys;  // PathSelectionOrder reads intensity and GPUs only.
+  order_keys.resize(n);
+  for (size_t j = 0; j < n; ++j) {
+    order_keys[j].intensity = next[j].plan.intensity;
+    order_keys[j].gpus = next[j].plan.gpus;
+  }
+  const std::vector<size_t> order = PathSelectionOrder(order_keys, rank, options_.path_order);
+  bool search_all = redo_all;
+  if (!search_all) {  // Kept jobs must keep their relative order (PathOrder::kPriority may not).
+    int last = -1;
+    for (size_t j : order) {
+      if (!kept[j]) continue;
+      if (next[j].path_pos < last) {
+        search_all = true;
+        break;
+      }
+      last = next[j].path_pos;
+    }
+  }
+  // Jobs of the previous plan that are gone (or changed), by their old turn.
+  std::vector<std::pair<int, size_t>> gone;
+  for (size_t o = 0; o < old_n; ++o) {
+    if (!claimed[o]) gone.emplace_back(st.jobs[o].path_pos, o);
+  }
+  std::sort(gone.begin(), gone.end());
+  st.NewEpoch();
+  std::vector<uint8_t> moved(n, 0);  // Kept jobs whose chosen paths changed.
+  std::vector<size_t> old_choice;
+  size_t next_gone = 0;
+  for (size_t p = 0; p < n; ++p) {
+    const size_t j = order[p];
+    Job& job = next[j];
+    job.routing.iterations_per_sec = 1.0 / job.plan.period.ToSeconds();
+    if (!search_all && kept[j]) {
+      // Loads of jobs that came before this one in the previous run and are gone now.
+      for (; next_gone < gone.size() && gone[next_gone].first < job.path_pos; ++next_gone) {
+        for (LinkId l : st.links[gone[next_gone].second]) st.MarkDirty(l);
+      }
+    }
+    if (search_all || !kept[j] || st.Dirty(job)) {
+      ++stats.paths_searched;
+      if (kept[j]) old_choice = job.routing.choice;
+      const Status s = SelectJobPaths(finder_, job.routing, st.load, job.flow_order);
+      if (!s.ok()) {
+        st.load.Reset();
+        state_.reset();
+        return s.WithContext("job '" + job.spec.id + "'");
+      }
+      const std::vector<size_t>& choice = job.routing.choice;
+      for (size_t f = 0; f < choice.size(); ++f) {
+        if (kept[j] && old_choice[f] == choice[f]) continue;
+        if (kept[j]) moved[j] = 1;
+        if (search_all) continue;
+        if (kept[j]) st.MarkPathDirty(*job.routing.paths[f], old_choice[f]);
+        st.MarkPathDirty(*job.routing.paths[f], choice[f]);
+      }
+      if (moved[j]) ++stats.paths_changed;
+    } else {
+      CommitJobPaths(job.routing, job.flow_order, st.load);
+    }
+    job.path_pos = static_cast<int>(p);
+  }
+  st.load.Reset();
+  for (size_t j = 0; j < n; ++j) {
+    if (!kept[j] || moved[j]) next_links[j] = RoutedLinks(next[j].routing);
+  }
+  const Duration t_paths = clock_->Now();
+
+  // ---- 4. contention DAG + compression of the components that changed ----
+  Plan plan;
+  plan.levels = options_.levels;
+  plan.first_job_level = options_.reserved_high_levels;
+  plan.usable_levels =
+      options_.levels - options_.reserved_high_levels - options_.reserved_low_levels;
+  plan.reference_job = ref;
+  std::vector<Intensity> intensity(n);
+  for (size_t j = 0; j < n; ++j) intensity[j] = next[j].plan.intensity;
+  plan.dag = BuildContentionDag(next_links, rank, intensity, topo_.num_links());
+  std::vector<int> comp_of;
+  const std::vector<std::vector<int>> comps = DagComponents(plan.dag, comp_of);
+  stats.components = static_cast<int>(comps.size());
+  std::vector<uint8_t> dirty(comps.size(), 0);
+  std::vector<int> by_rank;
+  for (size_t c = 0; c < comps.size(); ++c) {
+    const std::vector<int>& members = comps[c];
+    bool clean = !redo_all;
+    // The same members as one previous component, none new or moved.
+    const int old_comp = clean ? next[static_cast<size_t>(members[0])].component : -1;
+    clean = clean && old_comp >= 0 &&
+            st.component_size[static_cast<size_t>(old_comp)] == members.size();
+    for (size_t i = 0; clean && i < members.size(); ++i) {
+      const size_t v = static_cast<size_t>(members[i]);
+      clean = kept[v] && !moved[v] && next[v].component == old_comp;
+    }
+    if (clean) {  // ... in the same relative rank order.
+      by_rank.assign(members.begin(), members.end());
+      std::sort(by_rank.begin(), by_rank.end(), [&rank](int a, int b) {
+        return rank[static_cast<size_t>(a)] < rank[static_cast<size_t>(b)];
+      });
+      for (size_t i = 1; clean && i < by_rank.size(); ++i) {
+        clean = next[static_cast<size_t>(by_rank[i - 1])].rank <
+                next[static_cast<size_t>(by_rank[i])].rank;
+      }
+    }
+    dirty[c] = !clean;
+  }
+  std::vector<int> block(n, 0);
+  std::vector<int> local(n, -1);
+  ContentionDag sub;
+  CompressionOptions copt = MakeCompressionOptions(plan.usable_levels);
+  for (size_t v = 0; v < n; ++v) {
+    const int c = comp_of[v];
+    if (c < 0) continue;
+    if (!dirty[static_cast<size_t>(c)]) {
+      block[v] = next[v].block;
+      continue;
+    }
+    local[v] = sub.num_nodes++;
+    copt.node_keys.push_back(next[v].key);
+  }
+  for (size_t c = 0; c < comps.size(); ++c) {
+    if (!dirty[c]) continue;
+    ++stats.components_compressed;
+    stats.jobs_compressed += static_cast<int>(comps[c].size());
+  }
+  if (sub.num_nodes > 0) {
+    for (const DagEdge& e : plan.dag.edges) {  // Sorted by (from, to); `local` is monotone.
+      const int from = local[static_cast<size_t>(e.from)];
+      if (from >= 0) sub.edges.push_back(DagEdge{from, local[static_cast<size_t>(e.to)], e.weight});
+    }
+    Result<Compression> comp = CompressPriorities(sub, copt);
+    if (!comp.ok()) {
+      state_.reset();
+      return comp.status();
+    }
+    for (size_t v = 0; v < n; ++v) {
+      if (local[v] >= 0) block[v] = comp->level[static_cast<size_t>(local[v])];
+    }
+  }
+  plan.cut_weight = CutWeight(plan.dag, block);  // What CompressPriorities reports for the DAG.
+  for (const DagEdge& e : plan.dag.edges) plan.total_edge_weight += e.weight;
+  LimitOutEdges(plan.dag, rank, options_.dag_edges_per_job);
+  const Duration t_compress = clock_->Now();
+
+  // ---- 5. flows, paths and source ports ----
+  plan.jobs.resize(n);
+  for (size_t j = 0; j < n; ++j) {
+    Job& job = next[j];
+    job.plan.level = plan.first_job_level + block[j];
+    if (!kept[j] || moved[j]) {
+      job.unpinned = 0;
+      job.plan.flows = MakeFlowPlansWithPorts(job.routing, job.unpinned);
+    }
+    plan.unpinned_flows += job.unpinned;
+    plan.jobs[j] = job.plan;
+  }
+  const Duration t_end = clock_->Now();
+
+  // ---- commit ----
+  for (size_t j = 0; j < n; ++j) {
+    next[j].rank = rank[j];
+    next[j].component = comp_of[j];
+    next[j].block = block[j];
+  }
+  st.jobs = std::move(next);
+  st.links = std::move(next_links);
+  st.index.clear();
+  st.index.reserve(n);
+  for (size_t j = 0; j < n; ++j) st.index.emplace(st.jobs[j].spec.id, static_cast<int>(j));
+  st.reference = ref;
+  st.component_size.resize(comps.size());
+  for (size_t c = 0; c < comps.size(); ++c) st.component_size[c] = comps[c].size();
+  st.valid = true;
+  stats_ = std::move(stats);
 
   plan.timing.traffic = t_traffic - t_start;
   plan.timing.profile = t_profile - t_traffic;

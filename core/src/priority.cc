@@ -276,27 +276,24 @@ double CorrectionFactor(const PairJob& j, const PairJob& r, const PairSimOptions
   return std::clamp(k, 1.0 / kMaxCorrection, kMaxCorrection);
 }
 
-PriorityAssignment AssignPriorities(const std::vector<PriorityInput>& jobs,
-                                    const PairSimOptions& options) {
+namespace {
+
+// Sanitised ranking keys: non-finite or negative inputs must not poison the order.
+double FiniteNonNeg(double v) {
+  if (!(v >= 0)) return 0.0;
+  return std::min(v, std::numeric_limits<double>::max());
+}
+
+double SanitisedIntensity(const PriorityInput& job) {
+  return job.has_traffic ? FiniteNonNeg(job.intensity) : 0.0;
+}
+
+}  // namespace
+
+int SelectReference(const std::vector<PriorityInput>& jobs) {
   const int n = static_cast<int>(jobs.size());
-  PriorityAssignment out;
-  out.k.assign(n, 1.0);
-  out.priority.assign(n, 0.0);
-  out.rank.assign(n, 0);
-  out.order.resize(n);
-
-  // Sanitised ranking keys: non-finite or negative inputs must not poison the order.
-  auto finite_nonneg = [](double v) {
-    if (!(v >= 0)) return 0.0;
-    return std::min(v, std::numeric_limits<double>::max());
-  };
-  std::vector<double> intensity(n, 0.0);
-  for (int i = 0; i < n; ++i) {
-    if (jobs[i].has_traffic) intensity[i] = finite_nonneg(jobs[i].intensity);
-  }
-
-  // Reference: prefer jobs whose communication is exposed (not hidden behind compute), then
-  // max bytes/sec, then max bytes/iteration, then lower index.
+  // Prefer jobs whose communication is exposed (not hidden behind compute), then max bytes/sec,
+  // then max bytes/iteration, then lower index.
   auto exposed = [&](int i) {
     const PairJob& t = jobs[i].timing;
     return t.overlap_start * t.compute.ToSeconds() + t.comm.ToSeconds() >
@@ -313,27 +310,35 @@ PriorityAssignment AssignPriorities(const std::vector<PriorityInput>& jobs,
       if (exposed(i)) ref = i;
       continue;
     }
-    const double bs = finite_nonneg(jobs[i].bytes_per_sec);
-    const double rbs = finite_nonneg(jobs[ref].bytes_per_sec);
-    const double bi = finite_nonneg(jobs[i].bytes_per_iteration);
-    const double rbi = finite_nonneg(jobs[ref].bytes_per_iteration);
+    const double bs = FiniteNonNeg(jobs[i].bytes_per_sec);
+    const double rbs = FiniteNonNeg(jobs[ref].bytes_per_sec);
+    const double bi = FiniteNonNeg(jobs[i].bytes_per_iteration);
+    const double rbi = FiniteNonNeg(jobs[ref].bytes_per_iteration);
     if (bs > rbs || (bs == rbs && bi > rbi)) ref = i;
   }
-  out.reference = ref;
+  return ref;
+}
 
-  for (int i = 0; i < n; ++i) {
-    if (!jobs[i].has_traffic) continue;
-    if (i != ref) out.k[i] = CorrectionFactor(jobs[i].timing, jobs[ref].timing, options);
-    out.priority[i] = finite_nonneg(out.k[i] * intensity[i]);
-  }
+double PriorityValue(const PriorityInput& job, double k) {
+  if (!job.has_traffic) return 0.0;
+  return FiniteNonNeg(k * SanitisedIntensity(job));
+}
+
+void RankByPriority(const std::vector<PriorityInput>& jobs, const std::vector<double>& priority,
+                    std::vector<int>& rank, std::vector<int>& order) {
+  const int n = static_cast<int>(jobs.size());
+  rank.assign(n, 0);
+  order.resize(n);
+  std::vector<double> intensity(n, 0.0);
+  for (int i = 0; i < n; ++i) intensity[i] = SanitisedIntensity(jobs[i]);
 
   // Total order. Jobs with traffic first; P descending, where P values within a relative
   // 1e-12 of their sorted neighbour form one tie group (grouping a sorted sequence keeps the
   // comparator a strict weak ordering); inside a group I desc, GPUs desc, index asc.
-  std::iota(out.order.begin(), out.order.end(), 0);
-  std::sort(out.order.begin(), out.order.end(), [&](int x, int y) {
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int x, int y) {
     if (jobs[x].has_traffic != jobs[y].has_traffic) return jobs[x].has_traffic;
-    if (out.priority[x] != out.priority[y]) return out.priority[x] > out.priority[y];
+    if (priority[x] != priority[y]) return priority[x] > priority[y];
     return x < y;
   });
   auto tie_less = [&](int x, int y) {
@@ -344,18 +349,34 @@ PriorityAssignment AssignPriorities(const std::vector<PriorityInput>& jobs,
   for (int begin = 0; begin < n;) {
     int stop = begin + 1;
     while (stop < n) {
-      const int prev = out.order[stop - 1];
-      const int cur = out.order[stop];
+      const int prev = order[stop - 1];
+      const int cur = order[stop];
       if (jobs[prev].has_traffic != jobs[cur].has_traffic) break;
-      const double p = out.priority[prev];
-      const double q = out.priority[cur];
+      const double p = priority[prev];
+      const double q = priority[cur];
       if (p - q > kPriorityRelEps * std::max(std::abs(p), std::abs(q))) break;
       ++stop;
     }
-    std::sort(out.order.begin() + begin, out.order.begin() + stop, tie_less);
+    std::sort(order.begin() + begin, order.begin() + stop, tie_less);
     begin = stop;
   }
-  for (int r = 0; r < n; ++r) out.rank[out.order[r]] = r;
+  for (int r = 0; r < n; ++r) rank[order[r]] = r;
+}
+
+PriorityAssignment AssignPriorities(const std::vector<PriorityInput>& jobs,
+                                    const PairSimOptions& options) {
+  const int n = static_cast<int>(jobs.size());
+  PriorityAssignment out;
+  out.k.assign(n, 1.0);
+  out.priority.assign(n, 0.0);
+  const int ref = SelectReference(jobs);
+  out.reference = ref;
+  for (int i = 0; i < n; ++i) {
+    if (!jobs[i].has_traffic) continue;
+    if (i != ref) out.k[i] = CorrectionFactor(jobs[i].timing, jobs[ref].timing, options);
+    out.priority[i] = PriorityValue(jobs[i], out.k[i]);
+  }
+  RankByPriority(jobs, out.priority, out.rank, out.order);
   return out;
 }
 

@@ -116,6 +116,12 @@ Status Topology::SetLinkCapacity(LinkId id, Bandwidth capacity) {
   return Status::Ok();
 }
 
+void Topology::SetHostGpus(NodeId host, int gpus) {
+  if (!host.valid() || host.value() >= nodes_.size()) return;
+  if (host_gpus_.size() <= host.value()) host_gpus_.resize(host.value() + 1, 0);
+  host_gpus_[host.value()] = gpus < 0 ? 0 : gpus;
+}
+
 std::string Topology::LinkName(LinkId id) const {
   const Link& l = link(id);
   return node(l.src).name + " -> " + node(l.dst).name;

@@ -189,11 +189,17 @@ class BasePolicy : public SchedulingPolicy {
     copt.topo_orders = popts().topo_orders;
     copt.seed = popts().seed;
     copt.max_exact_nodes = popts().max_exact_component;
+    // Components seeded by their jobs' ids, as in the planner.
+    copt.node_keys.resize(n);
+    for (size_t j = 0; j < n; ++j) {
+      copt.node_keys[j] = StableHash(w.plan.jobs[j].id.data(), w.plan.jobs[j].id.size());
+    }
     CRUX_ASSIGN_OR_RETURN(Compression comp, CompressPriorities(w.plan.dag, copt));
     w.plan.cut_weight = comp.cut_weight;
     w.plan.total_edge_weight = 0;
     for (const DagEdge& e : w.plan.dag.edges) w.plan.total_edge_weight += e.weight;
     for (size_t j = 0; j < n; ++j) w.plan.jobs[j].level = w.plan.first_job_level + comp.level[j];
+    LimitOutEdges(w.plan.dag, rank, popts().dag_edges_per_job);
     return Status::Ok();
   }
 
@@ -240,17 +246,20 @@ class BasePolicy : public SchedulingPolicy {
   std::unordered_map<RouteKey, size_t, RouteKeyHash> route_cache_;
 };
 
-// `crux`: the planner, unchanged.
+// `crux`: the planner, unchanged; with PolicyOptions::incremental (off by default until the
+// randomised incremental-vs-full test passes) each Schedule recomputes only what changed.
 class CruxPolicy final : public SchedulingPolicy {
  public:
   CruxPolicy(const Topology& topo, const PolicyOptions& options, const Clock* clock)
-      : planner_(topo, WithPorts(options.planner, options.resolve_ports), clock) {}
+      : planner_(topo, CruxOptions(options), clock) {}
   std::string_view name() const override { return "crux"; }
   Result<Plan> Schedule(const std::vector<JobSpec>& jobs) override { return planner_.Run(jobs); }
 
  private:
-  static PlannerOptions WithPorts(PlannerOptions o, bool ports) {
-    o.resolve_ports = ports;
+  static PlannerOptions CruxOptions(const PolicyOptions& options) {
+    PlannerOptions o = options.planner;
+    o.resolve_ports = options.resolve_ports;
+    o.incremental = options.incremental;
     return o;
   }
   Planner planner_;

@@ -44,11 +44,19 @@ struct DagEdge {
   int from = 0;       // Higher-priority job (index).
   int to = 0;         // Lower-priority job.
   double weight = 0;  // I_from.
+  friend bool operator==(const DagEdge&, const DagEdge&) = default;
 };
 
 struct ContentionDag {
   int num_nodes = 0;
   std::vector<DagEdge> edges;  // Sorted by (from, to); no duplicates.
+  // Set by LimitOutEdges (PlannerOptions::dag_edges_per_job) when it dropped edges; then `edges`
+  // is a subset of the DAG's edges (still sorted, no duplicates) and these describe the whole
+  // DAG. All zero / empty when `edges` is the whole DAG (then the degrees follow from it).
+  int64_t edges_omitted = 0;        // Edges of the DAG not in `edges`.
+  std::vector<int32_t> out_degree;  // Per node, out-edges in the whole DAG (empty: none dropped).
+  std::vector<int32_t> in_degree;   // Per node, in-edges in the whole DAG (empty: none dropped).
+  friend bool operator==(const ContentionDag&, const ContentionDag&) = default;
 };
 
 // Builds the DAG. job_links[j] are the directed links job j's flows use (any order, duplicates
@@ -65,6 +73,15 @@ struct CompressionOptions {
   uint64_t seed = 1;
   // Largest component solved with every split boundary (see above); >= 0, 0 = no bound.
   int max_exact_nodes = 1024;
+  // Optional, empty or one per node: a stable identity of each node (the planner passes a hash
+  // of the job id). When given, the random orders of a component are seeded from `seed` and the
+  // keys of its nodes (an order-independent sum of Mix64(key)) instead of from the component's
+  // position among all components, so a component gets the same levels whatever other
+  // components the DAG holds, and a sub-DAG holding whole components (node ids kept in the same
+  // relative order) gets the same levels for them as the whole DAG. Incremental re-planning
+  // (planner.h) relies on this. Empty: seeded by position (every component's levels can change
+  // when a component before it appears or disappears).
+  std::vector<uint64_t> node_keys;
 };
 
 struct Compression {
@@ -83,6 +100,17 @@ bool IsValidCompression(const ContentionDag& dag, const std::vector<int>& level,
 
 // Total weight of edges whose endpoints have different levels.
 double CutWeight(const ContentionDag& dag, const std::vector<int>& level);
+
+// Bounds the DAG's edge list after compression (the compression needs every edge; the readers
+// of Plan::dag, e.g. cruxd's admin "contends_with" and crux-plan's output, do not): keeps, for
+// every node, at most `max_out_edges` of its out-edges, those to the closest-ranked lower nodes
+// (smallest rank[to]; ties by edge position), in (from, to) order; the same rule as crux-plan's
+// --max-edges-per-job, so that crux-plan with a cap <= max_out_edges lists the same edges. When
+// an edge is dropped, fills edges_omitted, out_degree and in_degree (whole-DAG counts) and
+// releases the memory of the dropped edges; otherwise leaves `dag` unchanged. O(E) time.
+// max_out_edges < 0 keeps every edge; a DAG already limited is left unchanged.
+// REQUIRES: rank.size() == dag.num_nodes, edges valid.
+void LimitOutEdges(ContentionDag& dag, const std::vector<int>& rank, int max_out_edges);
 
 }  // namespace crux::core
 

@@ -76,6 +76,23 @@ struct JobRouting {
 Status SelectPaths(PathFinder& finder, const std::vector<size_t>& order,
                    std::vector<JobRouting>& jobs, LinkLoad& load);
 
+// ---- One job at a time (incremental re-planning, planner.h) ----
+
+// The order in which SelectPaths routes, and commits the load of, one job's flows: bytes
+// descending, ties by flow index. Written to `order` (resized to the number of flows).
+void FlowRoutingOrder(const JobRouting& job, std::vector<size_t>& order);
+
+// Routes one job exactly as SelectPaths does for each job of its `order` (same flow order, same
+// rule, same commits to `load`); `flow_order` receives FlowRoutingOrder(job). Errors as
+// SelectPaths.
+Status SelectJobPaths(PathFinder& finder, JobRouting& job, LinkLoad& load,
+                      std::vector<size_t>& flow_order);
+
+// Commits the paths already chosen for `job` (paths/choice filled) to `load`: the very additions
+// SelectPaths made when it chose them, in the same order (`flow_order` = FlowRoutingOrder(job)),
+// so the resulting loads are bit for bit those of SelectPaths.
+void CommitJobPaths(const JobRouting& job, const std::vector<size_t>& flow_order, LinkLoad& load);
+
 // Least-congested choice for one flow of rate `bps` given `load` (criteria 1-3 above).
 // REQUIRES: !paths.empty().
 size_t LeastCongestedPath(const Topology& topo, const PathSet& paths, double bps,

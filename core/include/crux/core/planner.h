@@ -56,6 +56,21 @@ struct PlannerOptions {
   PortRange ports;            // RoCEv2 source-port search range.
   bool resolve_ports = true;  // Stage 5 on/off (the simulator does not need ports).
   PairSimOptions pair_sim;
+  // Incremental re-planning (docs/algorithms.md §8). true: Run keeps per-job state across
+  // calls (spec, traffic, standalone profile, k_j, chosen paths, ports, DAG component and level)
+  // and recomputes only what the jobs added, removed or changed since the previous successful
+  // Run touch; the plan is the one a fresh Planner returns for the same jobs (same levels, paths,
+  // ports, ranks, DAG, cut; only `timing` differs), see Planner::last_replan() for what was
+  // recomputed. Costs a copy of every JobPlan and its routing. false (default): every Run is a
+  // full re-plan and keeps no state besides the path and port caches.
+  bool incremental = false;
+  // What Plan::dag keeps. -1 (default): every contention edge. N >= 0: after compression, at most
+  // N out-edges per job, those to the closest-ranked lower jobs (LimitOutEdges, compression.h),
+  // with the whole DAG's counts in dag.edges_omitted / out_degree / in_degree. cut_weight and
+  // total_edge_weight always cover the whole DAG. The compression still needs every edge while it
+  // runs (the peak is unchanged); this bounds what the returned Plan holds (the 10,000-job clique
+  // of docs/algorithms.md §5: 690 MB of edges with -1, 5 MB with 32).
+  int dag_edges_per_job = -1;
 
   friend bool operator==(const PlannerOptions&, const PlannerOptions&) = default;
 };
@@ -142,6 +157,29 @@ std::vector<LinkId> RoutedLinks(const JobRouting& routing);
 // REQUIRES: routing.paths/choice filled.
 std::vector<FlowPlan> MakeFlowPlans(const JobRouting& routing);
 
+// What the last successful Planner::Run recomputed and what it reused (PlannerOptions::
+// incremental). A non-incremental Run reports every job as profiled, searched and compressed.
+struct ReplanStats {
+  // Empty when the state of the previous Run was used; otherwise why everything was recomputed:
+  // "incremental off", "first plan" (no state, e.g. after an error or ResetIncrementalState),
+  // "input order of kept jobs changed" (profiles and k_j are still reused: only the order-
+  // dependent stages 3-4 are redone for everyone).
+  std::string full_replan;
+  int jobs = 0;
+  int added = 0;     // Ids not in the previous plan.
+  int removed = 0;   // Ids of the previous plan that are gone.
+  int changed = 0;   // Same id, different spec (e.g. a profile update): treated as removed + added.
+  int profiled = 0;  // Standalone profiles computed (stage 1).
+  bool reference_changed = false;  // The reference job changed: every k_j was recomputed.
+  int corrections = 0;             // k_j computed (pair simulations, stage 2).
+  int paths_searched = 0;          // Jobs whose paths were searched again (stage 3).
+  int paths_changed = 0;           // Jobs of the previous plan whose chosen paths changed.
+  int components = 0;              // Contention-DAG components (jobs with at least one edge).
+  int components_compressed = 0;   // Components compressed again (the others kept their levels).
+  int jobs_compressed = 0;         // Jobs in those components.
+  friend bool operator==(const ReplanStats&, const ReplanStats&) = default;
+};
+
 class Planner {
  public:
   // `resolver` may be null: a HashEcmpModel(seed 0) is used.
@@ -151,13 +189,31 @@ class Planner {
   ~Planner();
 
   // Runs the pipeline. Errors: invalid options, an invalid job (message names the job and
-  // field), duplicate job ids, a flow without a path.
+  // field), duplicate job ids, a flow without a path. With PlannerOptions::incremental, only what
+  // changed since the previous successful Run is recomputed (same result); a failed Run leaves
+  // the state of the previous one in place.
   Result<Plan> Run(const std::vector<JobSpec>& jobs);
 
   const PlannerOptions& options() const { return options_; }
   PathFinder& path_finder() { return finder_; }
 
+  // What the last successful Run recomputed (incremental re-planning; see ReplanStats).
+  const ReplanStats& last_replan() const { return stats_; }
+
+  // Drops the incremental state (PlannerOptions::incremental): the next Run recomputes
+  // everything. Path and port caches are kept.
+  void ResetIncrementalState();
+
  private:
+  struct IncrementalState;  // planner.cc.
+
+  Result<Plan> RunFull(const std::vector<JobSpec>& jobs);
+  Result<Plan> RunIncremental(const std::vector<JobSpec>& jobs);
+  // Stage 5 for one job: its FlowPlans (path, path index, UDP source port when resolve_ports).
+  // Adds the flows left unpinned to `unpinned`.
+  std::vector<FlowPlan> MakeFlowPlansWithPorts(const JobRouting& routing, int& unpinned);
+  CompressionOptions MakeCompressionOptions(int usable_levels) const;
+
   const Topology& topo_;
   PlannerOptions options_;
   const Clock* clock_;
@@ -182,6 +238,9 @@ class Planner {
   };
   static constexpr size_t kMaxCachedPorts = 1 << 20;
   std::unordered_map<PortKey, std::optional<uint16_t>, PortKeyHash> port_cache_;
+
+  std::unique_ptr<IncrementalState> state_;  // Null until the first incremental Run.
+  ReplanStats stats_;
 };
 
 }  // namespace crux::core

@@ -47,6 +47,10 @@ struct PolicyOptions {
   // `crux` only: run the planner's stage 5 (a UDP source port per flow, planner.h). Off by
   // default: the simulator does not need ports; `planner.resolve_ports` is ignored.
   bool resolve_ports = false;
+  // `crux` only: incremental re-planning (PlannerOptions::incremental; `planner.incremental` is
+  // ignored). Each Schedule recomputes only what the jobs added, removed or changed since the
+  // previous successful one touch, with the same result as a full re-plan.
+  bool incremental = false;
 };
 
 class SchedulingPolicy {

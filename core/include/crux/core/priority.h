@@ -89,6 +89,22 @@ struct PriorityAssignment {
 PriorityAssignment AssignPriorities(const std::vector<PriorityInput>& jobs,
                                     const PairSimOptions& options = {});
 
+// ---- The steps of AssignPriorities, for callers that cache k_j (incremental re-planning) ----
+// AssignPriorities(jobs) == {r = SelectReference(jobs); k_j = CorrectionFactor(j, r) for every
+// job with traffic but r (1 otherwise); P_j = PriorityValue(j, k_j); RankByPriority(jobs, P)}.
+
+// The reference job (file comment); -1 if no job has traffic. Depends on every job (ties go to
+// the lower index), so a caller caching k_j must recompute them all when it changes.
+int SelectReference(const std::vector<PriorityInput>& jobs);
+
+// P_j = k * I_j, sanitised (non-finite or negative -> 0); 0 for a job without traffic.
+double PriorityValue(const PriorityInput& job, double k);
+
+// The strict total order for the given P values (file comment): rank[j] and order[rank] = j.
+// REQUIRES: priority.size() == jobs.size().
+void RankByPriority(const std::vector<PriorityInput>& jobs, const std::vector<double>& priority,
+                    std::vector<int>& rank, std::vector<int>& order);
+
 }  // namespace crux::core
 
 #endif  // CRUX_CORE_PRIORITY_H_

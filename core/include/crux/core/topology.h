@@ -102,6 +102,13 @@ class Topology {
   const std::vector<NodeId>& NicsOf(NodeId host) const;
   size_t NumNetworkSwitches() const;
 
+  // GPUs of a host (0 = not known: the topology does not say, and callers skip the check).
+  // Builders set it from their host shape (gpus_per_host). REQUIRES: `host` is a kHost node.
+  void SetHostGpus(NodeId host, int gpus);
+  int host_gpus(NodeId host) const {
+    return host.value() < host_gpus_.size() ? host_gpus_[host.value()] : 0;
+  }
+
   // Marks one direction of a link up or down. Callers rebuild PathFinders afterwards.
   void SetLinkUp(LinkId id, bool up) { links_[id.value()].up = up; }
   // Changes the capacity of one direction (degradation). REQUIRES: capacity > 0.
@@ -116,6 +123,7 @@ class Topology {
   std::vector<std::vector<LinkId>> out_;
   std::vector<NodeId> hosts_;
   std::vector<std::vector<NodeId>> nics_;  // Indexed by node id; non-empty only for hosts.
+  std::vector<int> host_gpus_;             // Indexed by node id (grown on demand); 0 unknown.
   std::unordered_map<std::string, NodeId> by_name_;
 };
 
