@@ -1,14 +1,26 @@
+// cruxd's configuration, described once: kFields below lists every key (YAML path, member,
+// unit, bounds, live or restart-only), and that one table drives parsing (through crux::textio,
+// the strict YAML reader), validation, the effective-config output (YAML::Emitter, through
+// textio::YamlWriter), the reload diff (RestartOnlyChanges) and what a reload keeps
+// (KeepRestartOnly). Adding a key is adding a row (and documenting it in configs/cruxd.yaml).
 #include "crux/daemon/config.h"
 
-#include <yaml-cpp/yaml.h>
-
+#include <algorithm>
 #include <cmath>
-#include <exception>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <set>
-#include <sstream>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "crux/core/ids.h"
+#include "crux/textio/file.h"
+#include "crux/textio/number.h"
+#include "crux/textio/yaml.h"
+#include "crux/textio/yaml_writer.h"
 
 namespace crux::daemon {
 namespace {
@@ -16,244 +28,502 @@ namespace {
 using core::InvalidArgumentError;
 using core::Result;
 using core::Status;
+using textio::IntRange;
+using textio::RealRange;
+using textio::YamlNode;
 
-std::string Pos(const YAML::Node& n) {
-  const YAML::Mark m = n.Mark();
-  if (m.is_null()) return "";
-  return " (line " + std::to_string(m.line + 1) + ", column " + std::to_string(m.column + 1) + ")";
-}
+// ---- Field descriptors ----
 
-Status Err(const YAML::Node& n, const std::string& key, const std::string& what) {
-  return InvalidArgumentError(key + ": " + what + Pos(n));
-}
+// A member of a record (DaemonConfig or one qos.reserved class): a captureless function
+// returning a reference to it. Const access goes through the same function on a const_cast
+// object; the accessors only name a member and never modify anything.
+template <typename Record, typename T>
+using Ref = T& (*)(Record&);
 
-std::string Describe(const YAML::Node& n) {
-  if (n.IsNull()) return "null";
-  if (n.IsSequence()) return "a list";
-  if (n.IsMap()) return "a map";
-  return "'" + n.Scalar() + "'";
-}
-
-bool IsPlain(const YAML::Node& n) { return n.IsScalar() && n.Tag() != "!"; }
-
-Status CheckMap(const YAML::Node& n, const std::string& path,
-                const std::set<std::string>& allowed) {
-  if (!n.IsMap())
-    return Err(n, path.empty() ? "document" : path, "must be a map (got " + Describe(n) + ")");
-  std::set<std::string> seen;
-  for (const auto& kv : n) {
-    if (!kv.first.IsScalar()) return Err(kv.first, path, "keys must be strings");
-    const std::string key = kv.first.Scalar();
-    const std::string full = path.empty() ? key : path + "." + key;
-    if (!seen.insert(key).second) return Err(kv.first, full, "duplicate key");
-    if (!allowed.count(key)) {
-      std::string list;
-      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      return Err(kv.first, full, "unknown key (allowed: " + list + ")");
-    }
-  }
-  return Status::Ok();
+template <typename Record, typename T>
+const T& Read(Ref<Record, T> ref, const Record& r) {
+  return ref(const_cast<Record&>(r));
 }
 
-Result<std::string> AsString(const YAML::Node& n, const std::string& key) {
-  if (!n.IsScalar()) return Err(n, key, "must be a string (got " + Describe(n) + ")");
-  return n.Scalar();
-}
+// A format check for string values: what is wrong ("must be host:port (got 'x')"), "" if
+// nothing.
+using StringCheck = std::string (*)(const std::string& value);
 
-Result<int64_t> AsInt(const YAML::Node& n, const std::string& key, int64_t min, int64_t max) {
-  if (!IsPlain(n)) return Err(n, key, "must be an integer (got " + Describe(n) + ")");
-  const std::string& s = n.Scalar();
-  size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(s, &used, 10);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != s.size()) return Err(n, key, "must be an integer (got '" + s + "')");
-  if (v < min || v > max) {
-    return Err(
-        n, key,
-        "must be in [" + std::to_string(min) + ", " + std::to_string(max) + "] (got " + s + ")");
-  }
-  return static_cast<int64_t>(v);
-}
+template <typename Record>
+struct Field {
+  using Member =
+      std::variant<Ref<Record, std::string>, Ref<Record, bool>, Ref<Record, int>,
+                   Ref<Record, int64_t>, Ref<Record, uint32_t>, Ref<Record, uint64_t>,
+                   Ref<Record, double>, Ref<Record, std::vector<int>>,
+                   Ref<Record, core::SchedulerType>, Ref<Record, std::vector<core::ReservedClass>>>;
 
-Result<double> AsPositive(const YAML::Node& n, const std::string& key) {
-  if (!IsPlain(n)) return Err(n, key, "must be a number (got " + Describe(n) + ")");
-  const std::string& s = n.Scalar();
-  double v = 0;
-  size_t used = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != s.size()) return Err(n, key, "must be a number (got '" + s + "')");
-  if (!std::isfinite(v) || !(v > 0)) return Err(n, key, "must be > 0 and finite (got " + s + ")");
-  return v;
-}
+  std::string_view path;  // Dotted YAML path from the record's root.
+  Member member;
+  std::string_view unit = "";   // For the effective config's comments and ConfigKeys().
+  bool live = true;             // Applied by a reload (SIGHUP); false: needs a restart.
+  IntRange ints = {};           // Integers and integer-list items.
+  RealRange reals = {};         // Reals.
+  bool non_empty = false;       // Strings.
+  StringCheck check = nullptr;  // Strings.
+  bool required = false;        // Only for qos.reserved entries.
+  // The value in force, when it differs from the member as written (defaults and paths
+  // applied): what the effective config shows and what RestartOnlyChanges compares.
+  std::string (*effective)(const Record&) = nullptr;
+  // A deprecated spelling of another key (same member; that key's row is the one emitted and
+  // compared). Giving both is an error.
+  std::string_view alias_of = "";
+};
 
-// A finite number in [min, max] (the error names the key).
-Result<double> AsDouble(const YAML::Node& n, const std::string& key, double min, double max) {
-  if (!IsPlain(n)) return Err(n, key, "must be a number (got " + Describe(n) + ")");
-  const std::string& s = n.Scalar();
-  double v = 0;
-  size_t used = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != s.size()) return Err(n, key, "must be a number (got '" + s + "')");
-  if (!std::isfinite(v) || v < min || v > max) {
-    std::ostringstream o;
-    o << "must be in [" << min << ", " << max << "] (got " << s << ")";
-    return Err(n, key, o.str());
-  }
-  return v;
-}
+// Builders, so the table reads as one row per key.
+#define CRUX_MEMBER(Record, expr) +[](Record& r) -> decltype(auto) { return (r.expr); }
+#define CFG(expr) CRUX_MEMBER(DaemonConfig, expr)
+#define RSV(expr) CRUX_MEMBER(core::ReservedClass, expr)
 
-Result<bool> AsBool(const YAML::Node& n, const std::string& key) {
-  if (IsPlain(n)) {
-    const std::string& s = n.Scalar();
-    if (s == "true") return true;
-    if (s == "false") return false;
-  }
-  return Err(n, key, "must be true or false (got " + Describe(n) + ")");
-}
+constexpr bool kLive = true;
+constexpr bool kRestart = false;
 
-template <typename T, typename F>
-Status Optional(const YAML::Node& map, const std::string& path, const char* key, T* out, F read) {
-  const YAML::Node n = map[key];
-  if (!n.IsDefined()) return Status::Ok();
-  const std::string full = path.empty() ? key : path + "." + key;
-  auto r = read(n, full);
-  if (!r.ok()) return r.status();
-  *out = static_cast<T>(*r);
-  return Status::Ok();
-}
-
-auto Str() {
-  return [](const YAML::Node& n, const std::string& k) { return AsString(n, k); };
-}
-auto NonEmptyStr() {
-  return [](const YAML::Node& n, const std::string& k) -> Result<std::string> {
-    auto r = AsString(n, k);
-    if (r.ok() && r->empty()) return Err(n, k, "must not be empty");
-    return r;
-  };
-}
-auto Int(int64_t min, int64_t max) {
-  return [=](const YAML::Node& n, const std::string& k) { return AsInt(n, k, min, max); };
-}
-auto Bool() {
-  return [](const YAML::Node& n, const std::string& k) { return AsBool(n, k); };
-}
-
-Status ReadIntList(const YAML::Node& n, const std::string& key, int64_t min, int64_t max,
-                   std::vector<int>* out) {
-  if (!n.IsSequence()) return Err(n, key, "must be a list (got " + Describe(n) + ")");
-  out->clear();
-  for (size_t i = 0; i < n.size(); ++i) {
-    auto v = AsInt(n[i], key + "[" + std::to_string(i) + "]", min, max);
-    if (!v.ok()) return v.status();
-    out->push_back(static_cast<int>(*v));
-  }
-  return Status::Ok();
-}
-
-Result<core::SchedulerType> AsScheduler(const YAML::Node& n, const std::string& key) {
-  auto s = AsString(n, key);
-  if (!s.ok()) return s.status();
-  auto t = core::ParseSchedulerType(*s);
-  if (!t.ok()) return Err(n, key, t.status().message());
-  return *t;
-}
-
-// The `qos:` block. Parse-time checks are per field (type, range); the cross-field rules (unique
-// DSCPs and TCs, weights vs scheduler types) are core::ValidateQosConfig's, run by
-// ValidateConfig.
-Status ParseQos(const YAML::Node& q, core::QosConfig* out) {
-  CRUX_RETURN_IF_ERROR(
-      CheckMap(q, "qos",
-               {"dscp_pool", "num_tcs", "level_tcs", "jobs_strict", "level_weights",
-                "jobs_lossless", "reserved", "default_tc", "default_weight", "pfc"}));
-  if (const YAML::Node n = q["dscp_pool"]; n.IsDefined()) {
-    CRUX_RETURN_IF_ERROR(ReadIntList(n, "qos.dscp_pool", 0, 63, &out->dscp_pool));
-  }
-  CRUX_RETURN_IF_ERROR(Optional(q, "qos", "num_tcs", &out->num_tcs, Int(1, 8)));
-  if (const YAML::Node n = q["level_tcs"]; n.IsDefined()) {
-    CRUX_RETURN_IF_ERROR(ReadIntList(n, "qos.level_tcs", 0, 7, &out->level_tcs));
-  }
-  CRUX_RETURN_IF_ERROR(Optional(q, "qos", "jobs_strict", &out->jobs_strict, Bool()));
-  if (const YAML::Node n = q["level_weights"]; n.IsDefined()) {
-    CRUX_RETURN_IF_ERROR(ReadIntList(n, "qos.level_weights", 1, 100, &out->level_weights));
-  }
-  CRUX_RETURN_IF_ERROR(Optional(q, "qos", "jobs_lossless", &out->jobs_lossless, Bool()));
-  CRUX_RETURN_IF_ERROR(Optional(q, "qos", "default_tc", &out->default_tc, Int(0, 7)));
-  CRUX_RETURN_IF_ERROR(Optional(q, "qos", "default_weight", &out->default_weight, Int(1, 100)));
-  CRUX_RETURN_IF_ERROR(Optional(q, "qos", "pfc", &out->pfc, Bool()));
-  if (const YAML::Node r = q["reserved"]; r.IsDefined()) {
-    if (!r.IsSequence()) {
-      return Err(r, "qos.reserved", "must be a list of classes (got " + Describe(r) + ")");
-    }
-    out->reserved.clear();
-    for (size_t i = 0; i < r.size(); ++i) {
-      const std::string base = "qos.reserved[" + std::to_string(i) + "]";
-      const YAML::Node e = r[i];
-      CRUX_RETURN_IF_ERROR(
-          CheckMap(e, base, {"name", "dscps", "tc", "scheduler", "weight", "lossless"}));
-      for (const char* required : {"name", "dscps", "tc", "scheduler"}) {
-        if (!e[required].IsDefined()) return Err(e, base + "." + required, "required");
-      }
-      core::ReservedClass rc;
-      rc.weight = 0;
-      CRUX_RETURN_IF_ERROR(Optional(e, base, "name", &rc.name, NonEmptyStr()));
-      CRUX_RETURN_IF_ERROR(ReadIntList(e["dscps"], base + ".dscps", 0, 63, &rc.dscps));
-      CRUX_RETURN_IF_ERROR(Optional(e, base, "tc", &rc.tc, Int(0, 7)));
-      CRUX_RETURN_IF_ERROR(
-          Optional(e, base, "scheduler", &rc.scheduler,
-                   [](const YAML::Node& n, const std::string& k) { return AsScheduler(n, k); }));
-      CRUX_RETURN_IF_ERROR(Optional(e, base, "weight", &rc.weight, Int(0, 100)));
-      CRUX_RETURN_IF_ERROR(Optional(e, base, "lossless", &rc.lossless, Bool()));
-      out->reserved.push_back(std::move(rc));
-    }
-  }
-  return Status::Ok();
-}
-
-Status CheckEndpoint(const std::string& key, const std::string& ep, bool allow_ipc) {
+std::string CheckEndpoint(const std::string& ep) {
   const bool tcp = ep.rfind("tcp://", 0) == 0 && ep.size() > 6;
   const bool ipc = ep.rfind("ipc://", 0) == 0 && ep.size() > 6;
   const bool inproc = ep.rfind("inproc://", 0) == 0 && ep.size() > 9;
-  if (tcp || inproc || (allow_ipc && ipc)) return Status::Ok();
-  return InvalidArgumentError(
-      key + ": must be a " +
-      std::string(allow_ipc ? "tcp://, ipc:// or inproc://" : "tcp:// or inproc://") +
-      " endpoint (got '" + ep + "')");
+  if (tcp || inproc || ipc) return "";
+  return "must be a tcp://, ipc:// or inproc:// endpoint (got " + core::QuoteName(ep) + ")";
 }
 
-Status CheckListen(const std::string& addr) {
+std::string CheckAdminEndpoint(const std::string& ep) {
+  if (ep.empty()) return "";  // The default, ipc://<state_dir>/admin.sock.
+  const bool ipc = ep.rfind("ipc://", 0) == 0 && ep.size() > 6;
+  const bool inproc = ep.rfind("inproc://", 0) == 0 && ep.size() > 9;
+  if (ipc || inproc) return "";
+  return "must be an ipc:// (or inproc://) endpoint: the admin endpoint is guarded by file "
+         "permissions, not CURVE (got " +
+         core::QuoteName(ep) + ")";
+}
+
+std::string CheckListen(const std::string& addr) {
   const size_t colon = addr.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == addr.size()) {
-    return InvalidArgumentError("metrics_listen: must be host:port (got '" + addr + "')");
+    return "must be host:port (got " + core::QuoteName(addr) + ")";
   }
   const std::string port = addr.substr(colon + 1);
-  if (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 ||
-      std::stoi(port) > 65535) {
-    return InvalidArgumentError("metrics_listen: port must be in [0, 65535] (got '" + port + "')");
+  int64_t p = 0;
+  if (textio::ParseInteger(port, &p) != textio::NumberStatus::kOk || p < 0 || p > 65535) {
+    return "port must be in [0, 65535] (got " + core::QuoteName(port) + ")";
+  }
+  return "";
+}
+
+constexpr std::string_view kLogLevels[] = {"trace", "debug",    "info", "warn",
+                                           "error", "critical", "off"};
+
+std::string CheckLogLevel(const std::string& level) {
+  for (std::string_view l : kLogLevels) {
+    if (level == l) return "";
+  }
+  return "must be one of trace, debug, info, warn, error, critical, off (got " +
+         core::QuoteName(level) + ")";
+}
+
+std::string EffectiveTopology(const DaemonConfig& c) { return TopologyPath(c); }
+std::string EffectiveAdminEndpoint(const DaemonConfig& c) { return AdminEndpoint(c); }
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+// Every key of a qos.reserved entry.
+const std::vector<Field<core::ReservedClass>>& ReservedFields() {
+  static const std::vector<Field<core::ReservedClass>> kFields = {
+      {.path = "name", .member = RSV(name), .non_empty = true, .required = true},
+      {.path = "dscps", .member = RSV(dscps), .ints = IntRange::Closed(0, 63), .required = true},
+      {.path = "tc", .member = RSV(tc), .ints = IntRange::Closed(0, 7), .required = true},
+      {.path = "scheduler", .member = RSV(scheduler), .required = true},
+      {.path = "weight", .member = RSV(weight), .ints = IntRange::Closed(0, 100)},
+      {.path = "lossless", .member = RSV(lossless)},
+  };
+  return kFields;
+}
+
+// Every cruxd key, in the order of configs/cruxd.yaml.
+const std::vector<Field<DaemonConfig>>& ConfigFields() {
+  static const std::vector<Field<DaemonConfig>> kFields = {
+      {.path = "topology",
+       .member = CFG(topology),
+       .unit = "path",
+       .live = kRestart,
+       .non_empty = true,
+       .effective = EffectiveTopology},
+      {.path = "state_dir",
+       .member = CFG(state_dir),
+       .unit = "path",
+       .live = kRestart,
+       .non_empty = true},
+      {.path = "database",
+       .member = CFG(database),
+       .unit = "path",
+       .live = kRestart,
+       .non_empty = true},
+      {.path = "client_endpoint",
+       .member = CFG(client_endpoint),
+       .live = kRestart,
+       .non_empty = true,
+       .check = CheckEndpoint},
+      {.path = "admin_endpoint",
+       .member = CFG(admin_endpoint),
+       .live = kRestart,
+       .check = CheckAdminEndpoint,
+       .effective = EffectiveAdminEndpoint},
+      {.path = "curve.enabled", .member = CFG(curve.enabled), .live = kRestart},
+      {.path = "curve.server_secret_key_file",
+       .member = CFG(curve.server_secret_key_file),
+       .unit = "path",
+       .live = kRestart},
+      {.path = "curve.authorized_keys_dir",
+       .member = CFG(curve.authorized_keys_dir),
+       .unit = "path",
+       .live = kRestart},
+      {.path = "insecure", .member = CFG(insecure), .live = kRestart},
+      {.path = "metrics_listen",
+       .member = CFG(metrics_listen),
+       .unit = "host:port",
+       .live = kRestart,
+       .non_empty = true,
+       .check = CheckListen},
+      {.path = "planner.levels",
+       .member = CFG(planner.levels),
+       .unit = "levels",
+       .ints = IntRange::Closed(1, 64)},
+      {.path = "planner.reserved_high_levels",
+       .member = CFG(planner.reserved_high_levels),
+       .unit = "levels",
+       .ints = IntRange::Closed(0, 63)},
+      {.path = "planner.reserved_low_levels",
+       .member = CFG(planner.reserved_low_levels),
+       .unit = "levels",
+       .ints = IntRange::Closed(0, 63)},
+      {.path = "planner.topo_orders",
+       .member = CFG(planner.topo_orders),
+       .ints = IntRange::Closed(1, 1000)},
+      {.path = "planner.seed", .member = CFG(planner.seed), .ints = IntRange::AtLeast(0)},
+      {.path = "planner.gpu_peak_tflops",
+       .member = CFG(planner.gpu_peak_tflops),
+       .unit = "TFLOP/s",
+       .reals = RealRange::AboveAtMost(0, 1e6)},
+      {.path = "debounce_ms",
+       .member = CFG(debounce_ms),
+       .unit = "ms",
+       .ints = IntRange::Closed(0, 60000)},
+      {.path = "min_replan_interval_ms",
+       .member = CFG(min_replan_interval_ms),
+       .unit = "ms",
+       .ints = IntRange::Closed(0, 600000)},
+      {.path = "lease_ms",
+       .member = CFG(lease_ms),
+       .unit = "ms",
+       .ints = IntRange::Closed(100, 86400000)},
+      {.path = "max_lease_ms",
+       .member = CFG(max_lease_ms),
+       .unit = "ms",
+       .live = kRestart,
+       .ints = IntRange::Closed(100, 86400000)},
+      {.path = "profiling_samples",
+       .member = CFG(profiling_samples),
+       .unit = "samples",
+       .ints = IntRange::Closed(1, 1000000)},
+      {.path = "replan_threshold_pct",
+       .member = CFG(replan_threshold_pct),
+       .unit = "%",
+       .reals = RealRange::Closed(0, 1000)},
+      {.path = "limits.max_jobs",
+       .member = CFG(limits.max_jobs),
+       .unit = "jobs, 0 = no limit",
+       .ints = IntRange::Closed(0, 100000000)},
+      {.path = "limits.max_jobs_per_connection",
+       .member = CFG(limits.max_jobs_per_connection),
+       .unit = "jobs, 0 = no limit",
+       .ints = IntRange::Closed(0, 100000000)},
+      {.path = "limits.max_jobs_per_key",
+       .member = CFG(limits.max_jobs_per_key),
+       .unit = "jobs, 0 = no limit",
+       .ints = IntRange::Closed(0, 100000000)},
+      {.path = "dry_run", .member = CFG(dry_run)},
+      {.path = "log_level", .member = CFG(log_level), .check = CheckLogLevel},
+      {.path = "dscp_pool",
+       .member = CFG(qos.dscp_pool),
+       .live = kRestart,
+       .ints = IntRange::Closed(0, 63),
+       .alias_of = "qos.dscp_pool"},
+      {.path = "qos.dscp_pool",
+       .member = CFG(qos.dscp_pool),
+       .unit = "DSCPs",
+       .live = kRestart,
+       .ints = IntRange::Closed(0, 63)},
+      {.path = "qos.num_tcs", .member = CFG(qos.num_tcs), .ints = IntRange::Closed(1, 8)},
+      {.path = "qos.level_tcs",
+       .member = CFG(qos.level_tcs),
+       .unit = "TCs",
+       .ints = IntRange::Closed(0, 7)},
+      {.path = "qos.jobs_strict", .member = CFG(qos.jobs_strict)},
+      {.path = "qos.level_weights",
+       .member = CFG(qos.level_weights),
+       .unit = "DWRR weights",
+       .ints = IntRange::Closed(1, 100)},
+      {.path = "qos.jobs_lossless", .member = CFG(qos.jobs_lossless)},
+      {.path = "qos.reserved", .member = CFG(qos.reserved)},
+      {.path = "qos.default_tc",
+       .member = CFG(qos.default_tc),
+       .unit = "TC",
+       .ints = IntRange::Closed(0, 7)},
+      {.path = "qos.default_weight",
+       .member = CFG(qos.default_weight),
+       .unit = "DWRR weight",
+       .ints = IntRange::Closed(1, 100)},
+      {.path = "qos.pfc", .member = CFG(qos.pfc)},
+  };
+  return kFields;
+}
+
+#undef RSV
+#undef CFG
+#undef CRUX_MEMBER
+
+// ---- Generic operations on a table ----
+
+template <typename T>
+constexpr bool kIsInteger = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+// The part of `path` after `prefix.` ("" prefix: the whole path), or nullopt when `path` is not
+// under `prefix`.
+std::optional<std::string_view> Under(std::string_view path, std::string_view prefix) {
+  if (prefix.empty()) return path;
+  if (path.size() > prefix.size() && path.substr(0, prefix.size()) == prefix &&
+      path[prefix.size()] == '.') {
+    return path.substr(prefix.size() + 1);
+  }
+  return std::nullopt;
+}
+
+// The keys a map at `prefix` may hold: the next path component of every field under it, in
+// table order.
+template <typename Record>
+std::vector<std::string_view> KeysUnder(const std::vector<Field<Record>>& fields,
+                                        std::string_view prefix) {
+  std::vector<std::string_view> keys;
+  for (const Field<Record>& f : fields) {
+    std::optional<std::string_view> rest = Under(f.path, prefix);
+    if (!rest) continue;
+    const std::string_view key = rest->substr(0, rest->find('.'));
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+  }
+  return keys;
+}
+
+// Checks the map structure of `node` (at `prefix`) against the table: every map on the way to
+// a field holds only the table's keys, once each.
+template <typename Record>
+Status CheckStructure(const std::vector<Field<Record>>& fields, const YamlNode& node,
+                      const std::string& yaml_path, std::string_view prefix) {
+  const std::vector<std::string_view> keys = KeysUnder(fields, prefix);
+  CRUX_RETURN_IF_ERROR(textio::CheckMap(node, yaml_path, keys));
+  for (std::string_view key : keys) {
+    const std::string sub =
+        prefix.empty() ? std::string(key) : std::string(prefix) + "." + std::string(key);
+    bool is_map = false;
+    for (const Field<Record>& f : fields) is_map = is_map || Under(f.path, sub).has_value();
+    const YamlNode& child = node.Get(key);
+    if (is_map && child.IsDefined()) {
+      CRUX_RETURN_IF_ERROR(CheckStructure(fields, child, textio::ChildPath(yaml_path, key), sub));
+    }
   }
   return Status::Ok();
 }
 
-std::string Quote(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch;
+// The node of `path` below `root` (missing when any map on the way is absent).
+const YamlNode& Lookup(const YamlNode& root, std::string_view path) {
+  const YamlNode* n = &root;
+  while (true) {
+    const size_t dot = path.find('.');
+    n = &n->Get(path.substr(0, dot));
+    if (dot == std::string_view::npos || !n->IsDefined()) return *n;
+    path.remove_prefix(dot + 1);
   }
-  return out + "\"";
+}
+
+// What is wrong with a scalar value of field `f` ("" if nothing), without the key.
+template <typename Record, typename T>
+std::string ScalarProblem(const Field<Record>& f, const T& v) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (f.non_empty && v.empty()) return "must not be empty";
+    if (f.check != nullptr) return f.check(v);
+  } else if constexpr (kIsInteger<T>) {
+    const bool fits = std::is_signed_v<T> || static_cast<uint64_t>(v) <= uint64_t{kInt64Max};
+    if (!fits || !f.ints.Contains(static_cast<int64_t>(v))) {
+      return "must be " + f.ints.Describe() + " (got " + std::to_string(v) + ")";
+    }
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (!std::isfinite(v) || !f.reals.Contains(v)) {
+      return "must be " + f.reals.Describe() + " (got " + textio::FormatReal(v) + ")";
+    }
+  }
+  return "";
+}
+
+// A value of field `f` (at `path`) checked against the field's rules, for ValidateConfig.
+template <typename Record, typename T>
+Status CheckValue(const Field<Record>& f, const std::string& path, const T& v) {
+  if constexpr (std::is_same_v<T, std::vector<int>>) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!f.ints.Contains(v[i])) {
+        return InvalidArgumentError(textio::ElementPath(path, i) + ": must be " +
+                                    f.ints.Describe() + " (got " + std::to_string(v[i]) + ")");
+      }
+    }
+  } else if constexpr (std::is_same_v<T, std::vector<core::ReservedClass>>) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      for (const Field<core::ReservedClass>& rf : ReservedFields()) {
+        const std::string rpath = textio::ChildPath(textio::ElementPath(path, i), rf.path);
+        CRUX_RETURN_IF_ERROR(std::visit(
+            [&](auto ref) { return CheckValue(rf, rpath, Read(ref, v[i])); }, rf.member));
+      }
+    }
+  } else {
+    if (std::string problem = ScalarProblem(f, v); !problem.empty()) {
+      return InvalidArgumentError(path + ": " + problem);
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename Record>
+Status ParseRecord(const std::vector<Field<Record>>& fields, const YamlNode& node,
+                   const std::string& yaml_path, Record* out);
+
+// Parses `node` (the value of field `f` at `path`) into `*out`.
+template <typename Record, typename T>
+Status ParseValue(const Field<Record>& f, const YamlNode& node, const std::string& path, T* out) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    CRUX_ASSIGN_OR_RETURN(std::string v, textio::AsString(node, path));
+    if (std::string problem = ScalarProblem(f, v); !problem.empty()) {
+      return textio::ErrorAt(node, path, problem);
+    }
+    *out = std::move(v);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    CRUX_ASSIGN_OR_RETURN(*out, textio::AsBool(node, path));
+  } else if constexpr (kIsInteger<T>) {
+    CRUX_ASSIGN_OR_RETURN(int64_t v, textio::AsBoundedInteger(node, path, f.ints));
+    *out = static_cast<T>(v);  // The table's bounds fit T.
+  } else if constexpr (std::is_same_v<T, double>) {
+    CRUX_ASSIGN_OR_RETURN(*out, textio::AsBoundedReal(node, path, f.reals));
+  } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+    CRUX_RETURN_IF_ERROR(textio::CheckSequence(node, path));
+    std::vector<int> v;
+    for (size_t i = 0; i < node.size(); ++i) {
+      CRUX_ASSIGN_OR_RETURN(
+          int64_t x, textio::AsBoundedInteger(node.item(i), textio::ElementPath(path, i), f.ints));
+      v.push_back(static_cast<int>(x));
+    }
+    *out = std::move(v);
+  } else if constexpr (std::is_same_v<T, core::SchedulerType>) {
+    CRUX_ASSIGN_OR_RETURN(std::string s, textio::AsString(node, path));
+    Result<core::SchedulerType> t = core::ParseSchedulerType(s);
+    if (!t.ok()) return textio::ErrorAt(node, path, t.status().message());
+    *out = *t;
+  } else if constexpr (std::is_same_v<T, std::vector<core::ReservedClass>>) {
+    if (!node.IsSequence()) {
+      return textio::ErrorAt(node, path,
+                             "must be a list of classes (got " + textio::Describe(node) + ")");
+    }
+    std::vector<core::ReservedClass> v;
+    for (size_t i = 0; i < node.size(); ++i) {
+      core::ReservedClass rc;
+      rc.weight = 0;  // Required for STRICT classes; DWRR ones give theirs.
+      CRUX_RETURN_IF_ERROR(
+          ParseRecord(ReservedFields(), node.item(i), textio::ElementPath(path, i), &rc));
+      v.push_back(std::move(rc));
+    }
+    *out = std::move(v);
+  }
+  return Status::Ok();
+}
+
+// Parses every field of `fields` present under `node` into `*out` (absent ones keep their
+// value). Checks the structure first: unknown and duplicate keys, maps where maps belong.
+template <typename Record>
+Status ParseRecord(const std::vector<Field<Record>>& fields, const YamlNode& node,
+                   const std::string& yaml_path, Record* out) {
+  CRUX_RETURN_IF_ERROR(CheckStructure(fields, node, yaml_path, ""));
+  for (const Field<Record>& f : fields) {
+    const YamlNode& n = Lookup(node, f.path);
+    const std::string path = textio::ChildPath(yaml_path, f.path);
+    if (!n.IsDefined()) {
+      if (f.required) return textio::ErrorAt(node, path, "missing required key");
+      continue;
+    }
+    if (!f.alias_of.empty() && Lookup(node, f.alias_of).IsDefined()) {
+      return textio::ErrorAt(n, path,
+                             "given twice: use " + std::string(f.alias_of) + " only (top-level " +
+                                 std::string(f.path) + " is deprecated)");
+    }
+    CRUX_RETURN_IF_ERROR(
+        std::visit([&](auto ref) { return ParseValue(f, n, path, &ref(*out)); }, f.member));
+  }
+  return Status::Ok();
+}
+
+// The comment after a key in the effective config: "ms; live", "restart".
+template <typename Record>
+std::string Note(const Field<Record>& f) {
+  std::string note(f.unit);
+  if (!note.empty()) note += "; ";
+  return note + (f.live ? "live" : "restart");
+}
+
+template <typename Record, typename T>
+void EmitValue(const Field<Record>& f, const Record& r, const T& v, textio::YamlWriter& w) {
+  if (f.effective != nullptr) {
+    w.String(f.effective(r));
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    w.String(v);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    w.Bool(v);
+  } else if constexpr (std::is_same_v<T, uint64_t> || std::is_same_v<T, uint32_t>) {
+    w.Unsigned(v);
+  } else if constexpr (kIsInteger<T>) {
+    w.Integer(v);
+  } else if constexpr (std::is_same_v<T, double>) {
+    w.Real(v);
+  } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+    w.BeginList(textio::YamlWriter::kFlow);
+    for (int x : v) w.Integer(x);
+    w.EndList();
+  } else if constexpr (std::is_same_v<T, core::SchedulerType>) {
+    w.String(core::SchedulerTypeName(v));
+  } else if constexpr (std::is_same_v<T, std::vector<core::ReservedClass>>) {
+    w.BeginList();
+    for (const core::ReservedClass& rc : v) {
+      w.BeginMap(textio::YamlWriter::kFlow);
+      for (const Field<core::ReservedClass>& rf : ReservedFields()) {
+        w.Key(rf.path);
+        std::visit([&](auto ref) { EmitValue(rf, rc, Read(ref, rc), w); }, rf.member);
+      }
+      w.EndMap();
+    }
+    w.EndList();
+  }
+}
+
+// The value of field `f` of `r` as text, for comparisons (the effective value when there is
+// one).
+template <typename Record>
+bool SameValue(const Field<Record>& f, const Record& a, const Record& b) {
+  if (f.effective != nullptr) return f.effective(a) == f.effective(b);
+  return std::visit([&](auto ref) { return Read(ref, a) == Read(ref, b); }, f.member);
+}
+
+}  // namespace
+
+DaemonConfig BuiltinDefaults() {
+  DaemonConfig c;
+  c.insecure = true;
+  return c;
 }
 
 constexpr std::string_view kEmbeddedClos2 = R"(topology:
@@ -271,31 +541,16 @@ constexpr std::string_view kEmbeddedClos2 = R"(topology:
   rail_optimized: false
 )";
 
-}  // namespace
-
-DaemonConfig BuiltinDefaults() {
-  DaemonConfig c;
-  c.insecure = true;
-  return c;
-}
-
 std::string_view EmbeddedTopologyYaml() { return kEmbeddedClos2; }
 
 Status ValidateConfig(const DaemonConfig& c) {
-  if (c.topology.empty()) return InvalidArgumentError("topology: must not be empty");
-  if (c.state_dir.empty()) return InvalidArgumentError("state_dir: must not be empty");
-  if (c.database.empty()) return InvalidArgumentError("database: must not be empty");
-  CRUX_RETURN_IF_ERROR(CheckEndpoint("client_endpoint", c.client_endpoint, true));
-  if (!c.admin_endpoint.empty()) {
-    const bool local =
-        c.admin_endpoint.rfind("ipc://", 0) == 0 || c.admin_endpoint.rfind("inproc://", 0) == 0;
-    if (!local || c.admin_endpoint.size() <= 6) {
-      return InvalidArgumentError(
-          "admin_endpoint: must be an ipc:// (or inproc://) endpoint: the admin endpoint is "
-          "guarded by file permissions, not CURVE (got '" +
-          c.admin_endpoint + "')");
-    }
+  // Every key's own rule (what ParseConfig checked with positions).
+  for (const Field<DaemonConfig>& f : ConfigFields()) {
+    if (!f.alias_of.empty()) continue;
+    CRUX_RETURN_IF_ERROR(std::visit(
+        [&](auto ref) { return CheckValue(f, std::string(f.path), Read(ref, c)); }, f.member));
   }
+  // Rules across keys.
   if (c.curve.enabled) {
     if (c.curve.server_secret_key_file.empty()) {
       return InvalidArgumentError(
@@ -309,46 +564,18 @@ Status ValidateConfig(const DaemonConfig& c) {
         "curve.enabled: false needs 'insecure: true' (plain TCP without authentication must be "
         "asked for explicitly)");
   }
-  CRUX_RETURN_IF_ERROR(CheckListen(c.metrics_listen));
   const PlannerConfig& p = c.planner;
-  if (p.levels < 1 || p.levels > 64) {
-    return InvalidArgumentError("planner.levels: must be in [1, 64] (got " +
-                                std::to_string(p.levels) + ")");
-  }
-  if (p.reserved_high_levels < 0 || p.reserved_low_levels < 0 ||
-      p.reserved_high_levels + p.reserved_low_levels >= p.levels) {
+  if (p.reserved_high_levels + p.reserved_low_levels >= p.levels) {
     return InvalidArgumentError(
         "planner.reserved_high_levels: reserved_high_levels + reserved_low_levels must be < "
         "levels (got " +
         std::to_string(p.reserved_high_levels) + " + " + std::to_string(p.reserved_low_levels) +
         " with levels " + std::to_string(p.levels) + ")");
   }
-  if (p.topo_orders < 1) return InvalidArgumentError("planner.topo_orders: must be >= 1");
-  if (!std::isfinite(p.gpu_peak_tflops) || !(p.gpu_peak_tflops > 0)) {
-    return InvalidArgumentError("planner.gpu_peak_tflops: must be > 0 and finite");
-  }
-  if (c.debounce_ms < 0 || c.debounce_ms > 60000) {
-    return InvalidArgumentError("debounce_ms: must be in [0, 60000]");
-  }
-  if (c.min_replan_interval_ms < 0 || c.min_replan_interval_ms > 600000) {
-    return InvalidArgumentError("min_replan_interval_ms: must be in [0, 600000]");
-  }
-  if (c.lease_ms < 100 || c.lease_ms > c.max_lease_ms) {
+  if (c.lease_ms > c.max_lease_ms) {
     return InvalidArgumentError(
         "lease_ms: must be in [100, max_lease_ms=" + std::to_string(c.max_lease_ms) + "] (got " +
         std::to_string(c.lease_ms) + ")");
-  }
-  if (c.profiling_samples < 1) return InvalidArgumentError("profiling_samples: must be >= 1");
-  if (!std::isfinite(c.replan_threshold_pct) || c.replan_threshold_pct < 0 ||
-      c.replan_threshold_pct > 1000) {
-    return InvalidArgumentError("replan_threshold_pct: must be in [0, 1000]");
-  }
-  static const std::set<std::string> kLevels = {"trace", "debug",    "info", "warn",
-                                                "error", "critical", "off"};
-  if (!kLevels.count(c.log_level)) {
-    return InvalidArgumentError(
-        "log_level: must be one of trace, debug, info, warn, error, critical, off (got '" +
-        c.log_level + "')");
   }
   CRUX_RETURN_IF_ERROR(core::ValidateQosConfig(c.qos));
   return Status::Ok();
@@ -357,114 +584,15 @@ Status ValidateConfig(const DaemonConfig& c) {
 Result<DaemonConfig> ParseConfig(std::string_view yaml, const std::string& base_dir) {
   DaemonConfig c;
   c.base_dir = base_dir;
-  try {
-    YAML::Node root = YAML::Load(std::string(yaml));
-    if (root.IsNull() || !root.IsDefined()) {
-      CRUX_RETURN_IF_ERROR(ValidateConfig(c));
-      return c;
-    }
-    CRUX_RETURN_IF_ERROR(CheckMap(root, "",
-                                  {"topology",
-                                   "state_dir",
-                                   "database",
-                                   "client_endpoint",
-                                   "admin_endpoint",
-                                   "curve",
-                                   "insecure",
-                                   "metrics_listen",
-                                   "planner",
-                                   "debounce_ms",
-                                   "min_replan_interval_ms",
-                                   "lease_ms",
-                                   "max_lease_ms",
-                                   "profiling_samples",
-                                   "replan_threshold_pct",
-                                   "dry_run",
-                                   "log_level",
-                                   "dscp_pool",
-                                   "qos",
-                                   "limits"}));
-    CRUX_RETURN_IF_ERROR(Optional(root, "", "topology", &c.topology, NonEmptyStr()));
-    CRUX_RETURN_IF_ERROR(Optional(root, "", "state_dir", &c.state_dir, NonEmptyStr()));
-    CRUX_RETURN_IF_ERROR(Optional(root, "", "database", &c.database, NonEmptyStr()));
-    CRUX_RETURN_IF_ERROR(Optional(root, "", "client_endpoint", &c.client_endpoint, NonEmptyStr()));
-    CRUX_RETURN_IF_ERROR(Optional(root, "", "admin_endpoint", &c.admin_endpoint, Str()));
-    if (const YAML::Node curve = root["curve"]; curve.IsDefined()) {
-      CRUX_RETURN_IF_ERROR(
-          CheckMap(curve, "curve", {"enabled", "server_secret_key_file", "authorized_keys_dir"}));
-      CRUX_RETURN_IF_ERROR(Optional(curve, "curve", "enabled", &c.curve.enabled, Bool()));
-      CRUX_RETURN_IF_ERROR(Optional(curve, "curve", "server_secret_key_file",
-                                    &c.curve.server_secret_key_file, Str()));
-      CRUX_RETURN_IF_ERROR(
-          Optional(curve, "curve", "authorized_keys_dir", &c.curve.authorized_keys_dir, Str()));
-    }
-    CRUX_RETURN_IF_ERROR(Optional(root, "", "insecure", &c.insecure, Bool()));
-    CRUX_RETURN_IF_ERROR(Optional(root, "", "metrics_listen", &c.metrics_listen, NonEmptyStr()));
-    if (const YAML::Node p = root["planner"]; p.IsDefined()) {
-      CRUX_RETURN_IF_ERROR(CheckMap(p, "planner",
-                                    {"levels", "reserved_high_levels", "reserved_low_levels",
-                                     "topo_orders", "seed", "gpu_peak_tflops"}));
-      CRUX_RETURN_IF_ERROR(Optional(p, "planner", "levels", &c.planner.levels, Int(1, 64)));
-      CRUX_RETURN_IF_ERROR(Optional(p, "planner", "reserved_high_levels",
-                                    &c.planner.reserved_high_levels, Int(0, 63)));
-      CRUX_RETURN_IF_ERROR(Optional(p, "planner", "reserved_low_levels",
-                                    &c.planner.reserved_low_levels, Int(0, 63)));
-      CRUX_RETURN_IF_ERROR(
-          Optional(p, "planner", "topo_orders", &c.planner.topo_orders, Int(1, 1000)));
-      CRUX_RETURN_IF_ERROR(Optional(p, "planner", "seed", &c.planner.seed,
-                                    Int(0, std::numeric_limits<int64_t>::max())));
-      CRUX_RETURN_IF_ERROR(
-          Optional(p, "planner", "gpu_peak_tflops", &c.planner.gpu_peak_tflops,
-                   [](const YAML::Node& n, const std::string& k) { return AsPositive(n, k); }));
-    }
-    CRUX_RETURN_IF_ERROR(Optional(root, "", "debounce_ms", &c.debounce_ms, Int(0, 60000)));
-    CRUX_RETURN_IF_ERROR(
-        Optional(root, "", "min_replan_interval_ms", &c.min_replan_interval_ms, Int(0, 600000)));
-    CRUX_RETURN_IF_ERROR(Optional(root, "", "max_lease_ms", &c.max_lease_ms, Int(100, 86400000)));
-    CRUX_RETURN_IF_ERROR(Optional(root, "", "lease_ms", &c.lease_ms, Int(100, 86400000)));
-    CRUX_RETURN_IF_ERROR(
-        Optional(root, "", "profiling_samples", &c.profiling_samples, Int(1, 1000000)));
-    CRUX_RETURN_IF_ERROR(Optional(
-        root, "", "replan_threshold_pct", &c.replan_threshold_pct,
-        [](const YAML::Node& n, const std::string& k) { return AsDouble(n, k, 0, 1000); }));
-    if (const YAML::Node l = root["limits"]; l.IsDefined()) {
-      CRUX_RETURN_IF_ERROR(
-          CheckMap(l, "limits", {"max_jobs", "max_jobs_per_connection", "max_jobs_per_key"}));
-      for (auto [key, field] :
-           {std::pair{"max_jobs", &c.limits.max_jobs},
-            std::pair{"max_jobs_per_connection", &c.limits.max_jobs_per_connection},
-            std::pair{"max_jobs_per_key", &c.limits.max_jobs_per_key}}) {
-        CRUX_RETURN_IF_ERROR(Optional(l, "limits", key, field, Int(0, 100000000)));
-      }
-    }
-    CRUX_RETURN_IF_ERROR(Optional(root, "", "dry_run", &c.dry_run, Bool()));
-    CRUX_RETURN_IF_ERROR(Optional(root, "", "log_level", &c.log_level, Str()));
-    if (const YAML::Node pool = root["dscp_pool"]; pool.IsDefined()) {
-      if (root["qos"].IsDefined() && root["qos"].IsMap() && root["qos"]["dscp_pool"].IsDefined()) {
-        return Err(pool, "dscp_pool",
-                   "given twice: use qos.dscp_pool only (top-level dscp_pool is deprecated)");
-      }
-      CRUX_RETURN_IF_ERROR(ReadIntList(pool, "dscp_pool", 0, 63, &c.qos.dscp_pool));
-    }
-    if (const YAML::Node q = root["qos"]; q.IsDefined()) CRUX_RETURN_IF_ERROR(ParseQos(q, &c.qos));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgumentError("invalid YAML: " + e.msg + " (line " +
-                                std::to_string(e.mark.line + 1) + ", column " +
-                                std::to_string(e.mark.column + 1) + ")");
-  } catch (const std::exception& e) {
-    return InvalidArgumentError(std::string("invalid config: ") + e.what());
-  }
+  CRUX_ASSIGN_OR_RETURN(const YamlNode root, textio::ParseYaml(yaml));
+  if (!root.IsNull()) CRUX_RETURN_IF_ERROR(ParseRecord(ConfigFields(), root, "", &c));
   CRUX_RETURN_IF_ERROR(ValidateConfig(c));
   return c;
 }
 
 Result<DaemonConfig> LoadConfigFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return core::NotFoundError(path + ": cannot open config file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  auto c = ParseConfig(ss.str(), dir);
+  CRUX_ASSIGN_OR_RETURN(const std::string text, textio::ReadTextFile(path));
+  Result<DaemonConfig> c = ParseConfig(text, textio::DirectoryOf(path));
   if (!c.ok()) return c.status().WithContext(path);
   c->source = path;
   return c;
@@ -483,85 +611,93 @@ std::string DatabasePath(const DaemonConfig& c) {
 
 std::string TopologyPath(const DaemonConfig& c) {
   if (c.topology == kEmbeddedTopology) return c.topology;
-  std::filesystem::path t(c.topology);
-  if (t.is_absolute() || c.base_dir.empty()) return t.string();
-  return (std::filesystem::path(c.base_dir) / t).string();
+  return textio::ResolvePath(c.base_dir, c.topology);
 }
 
 std::string EffectiveConfigYaml(const DaemonConfig& c) {
-  std::ostringstream o;
-  o << "# source: " << c.source << "\n";
-  o << "topology: " << Quote(TopologyPath(c)) << "\n";
-  o << "state_dir: " << Quote(c.state_dir) << "\n";
-  o << "database: " << Quote(DatabasePath(c)) << "\n";
-  o << "client_endpoint: " << Quote(c.client_endpoint) << "\n";
-  o << "admin_endpoint: " << Quote(AdminEndpoint(c)) << "\n";
-  o << "curve: {enabled: " << (c.curve.enabled ? "true" : "false")
-    << ", server_secret_key_file: " << Quote(c.curve.server_secret_key_file)
-    << ", authorized_keys_dir: " << Quote(c.curve.authorized_keys_dir) << "}\n";
-  o << "insecure: " << (c.insecure ? "true" : "false") << "\n";
-  o << "metrics_listen: " << Quote(c.metrics_listen) << "\n";
-  o << "planner: {levels: " << c.planner.levels
-    << ", reserved_high_levels: " << c.planner.reserved_high_levels
-    << ", reserved_low_levels: " << c.planner.reserved_low_levels
-    << ", topo_orders: " << c.planner.topo_orders << ", seed: " << c.planner.seed
-    << ", gpu_peak_tflops: " << c.planner.gpu_peak_tflops << "}\n";
-  o << "debounce_ms: " << c.debounce_ms << "\n";
-  o << "min_replan_interval_ms: " << c.min_replan_interval_ms << "\n";
-  o << "lease_ms: " << c.lease_ms << "\n";
-  o << "max_lease_ms: " << c.max_lease_ms << "\n";
-  o << "profiling_samples: " << c.profiling_samples << "\n";
-  o << "replan_threshold_pct: " << c.replan_threshold_pct << "\n";
-  o << "limits: {max_jobs: " << c.limits.max_jobs
-    << ", max_jobs_per_connection: " << c.limits.max_jobs_per_connection
-    << ", max_jobs_per_key: " << c.limits.max_jobs_per_key << "}\n";
-  o << "dry_run: " << (c.dry_run ? "true" : "false") << "\n";
-  o << "log_level: " << c.log_level << "\n";
-  auto list = [&](const std::vector<int>& v) {
-    o << "[";
-    for (size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << v[i];
-    o << "]";
-  };
-  const core::QosConfig& q = c.qos;
-  o << "qos:\n  dscp_pool: ";
-  list(q.dscp_pool);
-  o << "\n  num_tcs: " << q.num_tcs << "\n  level_tcs: ";
-  list(q.level_tcs);
-  o << "\n  jobs_strict: " << (q.jobs_strict ? "true" : "false");
-  if (!q.level_weights.empty()) {
-    o << "\n  level_weights: ";
-    list(q.level_weights);
+  textio::YamlWriter w;
+  w.Comment("source: " + c.source);
+  w.Comment("database file: " + DatabasePath(c));
+  w.BeginMap();
+  std::vector<std::string_view> open;  // The maps open around the current key.
+  for (const Field<DaemonConfig>& f : ConfigFields()) {
+    if (!f.alias_of.empty()) continue;
+    std::vector<std::string_view> parts;
+    for (std::string_view rest = f.path;;) {
+      const size_t dot = rest.find('.');
+      parts.push_back(rest.substr(0, dot));
+      if (dot == std::string_view::npos) break;
+      rest.remove_prefix(dot + 1);
+    }
+    size_t common = 0;
+    while (common < open.size() && common + 1 < parts.size() && open[common] == parts[common]) {
+      ++common;
+    }
+    for (; open.size() > common; open.pop_back()) w.EndMap();
+    for (size_t i = common; i + 1 < parts.size(); ++i) {
+      w.Key(parts[i]).BeginMap();
+      open.push_back(parts[i]);
+    }
+    w.Key(parts.back());
+    std::visit([&](auto ref) { EmitValue(f, c, Read(ref, c), w); }, f.member);
+    w.Comment(Note(f));
   }
-  o << "\n  jobs_lossless: " << (q.jobs_lossless ? "true" : "false") << "\n  reserved:";
-  for (const core::ReservedClass& rc : q.reserved) {
-    o << "\n    - {name: " << Quote(rc.name) << ", dscps: ";
-    list(rc.dscps);
-    o << ", tc: " << rc.tc << ", scheduler: " << core::SchedulerTypeName(rc.scheduler);
-    if (rc.scheduler == core::SchedulerType::kDwrr) o << ", weight: " << rc.weight;
-    o << ", lossless: " << (rc.lossless ? "true" : "false") << "}";
-  }
-  if (q.reserved.empty()) o << " []";
-  o << "\n  default_tc: " << q.default_tc << "\n  default_weight: " << q.default_weight
-    << "\n  pfc: " << (q.pfc ? "true" : "false") << "\n";
-  return o.str();
+  for (; !open.empty(); open.pop_back()) w.EndMap();
+  w.EndMap();
+  return w.Finish();
 }
 
-std::vector<std::string> RestartOnlyChanges(const DaemonConfig& a, const DaemonConfig& b) {
+std::vector<std::string> RestartOnlyChanges(const DaemonConfig& before, const DaemonConfig& after) {
   std::vector<std::string> out;
-  if (TopologyPath(a) != TopologyPath(b)) out.push_back("topology");
-  if (a.state_dir != b.state_dir) out.push_back("state_dir");
-  if (a.database != b.database) out.push_back("database");
-  if (a.client_endpoint != b.client_endpoint) out.push_back("client_endpoint");
-  if (AdminEndpoint(a) != AdminEndpoint(b)) out.push_back("admin_endpoint");
-  if (a.curve.enabled != b.curve.enabled ||
-      a.curve.server_secret_key_file != b.curve.server_secret_key_file ||
-      a.curve.authorized_keys_dir != b.curve.authorized_keys_dir) {
-    out.push_back("curve");
+  for (const Field<DaemonConfig>& f : ConfigFields()) {
+    if (f.live || !f.alias_of.empty()) continue;
+    if (!SameValue(f, before, after)) out.emplace_back(f.path);
   }
-  if (a.insecure != b.insecure) out.push_back("insecure");
-  if (a.metrics_listen != b.metrics_listen) out.push_back("metrics_listen");
-  if (a.max_lease_ms != b.max_lease_ms) out.push_back("max_lease_ms");
-  if (a.qos.dscp_pool != b.qos.dscp_pool) out.push_back("qos.dscp_pool");
+  return out;
+}
+
+void KeepRestartOnly(const DaemonConfig& running, DaemonConfig* next) {
+  for (const Field<DaemonConfig>& f : ConfigFields()) {
+    if (f.live) continue;
+    std::visit([&](auto ref) { ref(*next) = Read(ref, running); }, f.member);
+  }
+  next->base_dir = running.base_dir;  // `topology` is relative to it.
+}
+
+std::vector<ConfigKey> ConfigKeys() {
+  std::vector<ConfigKey> out;
+  for (const Field<DaemonConfig>& f : ConfigFields()) {
+    ConfigKey k;
+    k.path = std::string(f.path);
+    k.unit = std::string(f.unit);
+    k.live = f.live;
+    k.deprecated_alias_of = std::string(f.alias_of);
+    std::visit(
+        [&](auto ref) {
+          using T = std::decay_t<decltype(ref(std::declval<DaemonConfig&>()))>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            k.type = "string";
+            if (f.non_empty) k.bounds = "not empty";
+          } else if constexpr (std::is_same_v<T, bool>) {
+            k.type = "boolean";
+          } else if constexpr (kIsInteger<T>) {
+            k.type = "integer";
+            k.bounds = f.ints.Describe();
+          } else if constexpr (std::is_same_v<T, double>) {
+            k.type = "number";
+            k.bounds = f.reals.Describe();
+          } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+            k.type = "list of integers";
+            k.bounds = "each " + f.ints.Describe();
+          } else if constexpr (std::is_same_v<T, std::vector<core::ReservedClass>>) {
+            k.type = "list of classes {name, dscps, tc, scheduler, weight, lossless}";
+          } else {
+            k.type = "STRICT or DWRR";
+          }
+        },
+        f.member);
+    out.push_back(std::move(k));
+  }
   return out;
 }
 

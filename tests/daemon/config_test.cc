@@ -106,8 +106,8 @@ TEST(ConfigTest, EveryKeyErrorNamesTheKey) {
       {"bogus: 1", "bogus: unknown key"},
       {"replan_threshold_pct: -1", "replan_threshold_pct: must be in [0, 1000]"},
       {"replan_threshold_pct: ten", "replan_threshold_pct: must be a number"},
-      {"replan_threshold_pct: .nan", "replan_threshold_pct: must be a number"},
-      {"replan_threshold_pct: nan", "replan_threshold_pct: must be in [0, 1000]"},
+      {"replan_threshold_pct: .nan", "replan_threshold_pct: must be a finite number (got .nan)"},
+      {"replan_threshold_pct: nan", "replan_threshold_pct: must be a finite number (got nan)"},
       {"replan_threshold_pct: 1001", "replan_threshold_pct: must be in [0, 1000]"},
       {"topology: ''", "topology: must not be empty"},
       {"topology: [a]", "topology: must be a string"},
@@ -211,7 +211,7 @@ TEST(ConfigTest, RestartOnlyChangesAreReported) {
   b.qos.dscp_pool = {1};
   b.curve.enabled = true;
   EXPECT_THAT(RestartOnlyChanges(a, b),
-              ::testing::UnorderedElementsAre("client_endpoint", "qos.dscp_pool", "curve"));
+              ::testing::UnorderedElementsAre("client_endpoint", "qos.dscp_pool", "curve.enabled"));
 }
 
 TEST(ConfigTest, QosBlockIsParsedAndValidatedByCore) {
@@ -271,7 +271,8 @@ TEST(ConfigTest, BadQosBlockNamesTheKey) {
        "qos.reserved[0].weight: must be 0"},
       {"qos: {reserved: [{name: s, dscps: [8], tc: 1, scheduler: FAST}]}",
        "qos.reserved[0].scheduler"},
-      {"qos: {reserved: [{name: s, tc: 1, scheduler: STRICT}]}", "qos.reserved[0].dscps: required"},
+      {"qos: {reserved: [{name: s, tc: 1, scheduler: STRICT}]}",
+       "qos.reserved[0].dscps: missing required key"},
       {"qos: {reserved: [{name: s, dscps: [8], tc: 1, scheduler: DWRR, weight: 101}]}",
        "qos.reserved[0].weight: must be in [0, 100]"},
       {"qos: {default_weight: 0}", "qos.default_weight: must be in [1, 100]"},

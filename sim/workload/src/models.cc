@@ -6,20 +6,18 @@
 #include <utility>
 
 #include "crux/core/ids.h"
-#include "crux/sim/workload/file_io.h"
+#include "crux/textio/file.h"
+#include "crux/textio/yaml.h"
 #include "text_checks.h"
-#include "yaml_util.h"
 
 namespace crux::sim::workload {
 
 using core::InvalidArgumentError;
 using core::Result;
 using core::Status;
-using internal::Child;
-using internal::ErrorAt;
-using internal::Get;
-using internal::Has;
-using internal::Index;
+using textio::ChildPath;
+using textio::ElementPath;
+using textio::ErrorAt;
 
 std::string_view ParallelismName(Parallelism p) {
   switch (p) {
@@ -74,31 +72,31 @@ bool ValidName(const std::string& s) {
          });
 }
 
-Result<ModelProfile> ParseModel(const YAML::Node& n, const std::string& path) {
-  CRUX_RETURN_IF_ERROR(internal::CheckMap(
+Result<ModelProfile> ParseModel(const textio::YamlNode& n, const std::string& path) {
+  CRUX_RETURN_IF_ERROR(textio::CheckMap(
       n, path,
       {"name", "description", "gpu", "compute_time_s", "parallelism", "gradient_bytes",
        "activation_bytes", "overlap_start", "min_gpus", "max_gpus", "sources"}));
   ModelProfile m;
-  CRUX_RETURN_IF_ERROR(internal::ReadString(n, path, "name", true, &m.name));
+  CRUX_RETURN_IF_ERROR(internal::ReadText(n, path, "name", true, &m.name));
   if (!ValidName(m.name)) {
-    return ErrorAt(Get(n, "name"), Child(path, "name"),
+    return ErrorAt(n.Get("name"), ChildPath(path, "name"),
                    "must use only a-z, 0-9, '_', '.', '-', at most " +
                        std::to_string(core::kMaxNameLength) + " of them (got " +
                        internal::Shown(m.name) + ")");
   }
-  CRUX_RETURN_IF_ERROR(internal::ReadString(n, path, "description", false, &m.description));
-  CRUX_RETURN_IF_ERROR(internal::ReadString(n, path, "gpu", true, &m.gpu));
+  CRUX_RETURN_IF_ERROR(internal::ReadText(n, path, "description", false, &m.description));
+  CRUX_RETURN_IF_ERROR(internal::ReadText(n, path, "gpu", true, &m.gpu));
   double compute = 0;
-  CRUX_RETURN_IF_ERROR(
-      internal::ReadNumber(n, path, "compute_time_s", true, 0, true, 1e6, &compute));
+  CRUX_RETURN_IF_ERROR(internal::ReadReal(n, path, "compute_time_s", true,
+                                          textio::RealRange::AboveAtMost(0, 1e6), &compute));
   m.compute_time = core::Duration::Seconds(compute);
   if (m.compute_time <= core::Duration::Zero()) {
-    return ErrorAt(Get(n, "compute_time_s"), Child(path, "compute_time_s"),
+    return ErrorAt(n.Get("compute_time_s"), ChildPath(path, "compute_time_s"),
                    "must be at least 1 ns");
   }
   std::string par;
-  CRUX_RETURN_IF_ERROR(internal::ReadString(n, path, "parallelism", true, &par));
+  CRUX_RETURN_IF_ERROR(internal::ReadText(n, path, "parallelism", true, &par));
   if (par == "data") {
     m.parallelism = Parallelism::kData;
   } else if (par == "pipeline") {
@@ -106,57 +104,62 @@ Result<ModelProfile> ParseModel(const YAML::Node& n, const std::string& path) {
   } else if (par == "embedding") {
     m.parallelism = Parallelism::kEmbedding;
   } else {
-    return ErrorAt(Get(n, "parallelism"), Child(path, "parallelism"),
+    return ErrorAt(n.Get("parallelism"), ChildPath(path, "parallelism"),
                    "must be data, pipeline or embedding (got '" + par + "')");
   }
   double grad = 0;
   double act = 0;
-  CRUX_RETURN_IF_ERROR(internal::ReadNumber(
-      n, path, "gradient_bytes", m.parallelism == Parallelism::kData, 0, false, 1e15, &grad));
-  CRUX_RETURN_IF_ERROR(internal::ReadNumber(
-      n, path, "activation_bytes", m.parallelism != Parallelism::kData, 0, false, 1e15, &act));
+  CRUX_RETURN_IF_ERROR(internal::ReadReal(n, path, "gradient_bytes",
+                                          m.parallelism == Parallelism::kData,
+                                          textio::RealRange::Closed(0, 1e15), &grad));
+  CRUX_RETURN_IF_ERROR(internal::ReadReal(n, path, "activation_bytes",
+                                          m.parallelism != Parallelism::kData,
+                                          textio::RealRange::Closed(0, 1e15), &act));
   m.gradient_bytes = core::Bytes::FromDouble(grad);
   m.activation_bytes = core::Bytes::FromDouble(act);
   const char* used = m.parallelism == Parallelism::kData ? "gradient_bytes" : "activation_bytes";
   if (m.pattern_bytes().count() < 1) {
-    return ErrorAt(Get(n, used), Child(path, used),
+    return ErrorAt(n.Get(used), ChildPath(path, used),
                    "must be >= 1 byte for parallelism '" + par + "'");
   }
-  CRUX_RETURN_IF_ERROR(
-      internal::ReadNumber(n, path, "overlap_start", true, 0, false, 1, &m.overlap_start));
+  CRUX_RETURN_IF_ERROR(internal::ReadReal(n, path, "overlap_start", true,
+                                          textio::RealRange::Closed(0, 1), &m.overlap_start));
   int64_t min_gpus = 1;
   int64_t max_gpus = 1 << 20;
-  CRUX_RETURN_IF_ERROR(internal::ReadInt(n, path, "min_gpus", false, 1, 1 << 20, &min_gpus));
-  CRUX_RETURN_IF_ERROR(internal::ReadInt(n, path, "max_gpus", false, 1, 1 << 20, &max_gpus));
+  CRUX_RETURN_IF_ERROR(internal::ReadInteger(n, path, "min_gpus", false,
+                                             textio::IntRange::Closed(1, 1 << 20), &min_gpus));
+  CRUX_RETURN_IF_ERROR(internal::ReadInteger(n, path, "max_gpus", false,
+                                             textio::IntRange::Closed(1, 1 << 20), &max_gpus));
   if (!IsPowerOfTwo(min_gpus)) {
-    return ErrorAt(Get(n, "min_gpus"), Child(path, "min_gpus"), "must be a power of two");
+    return ErrorAt(n.Get("min_gpus"), ChildPath(path, "min_gpus"), "must be a power of two");
   }
   if (!IsPowerOfTwo(max_gpus)) {
-    return ErrorAt(Get(n, "max_gpus"), Child(path, "max_gpus"), "must be a power of two");
+    return ErrorAt(n.Get("max_gpus"), ChildPath(path, "max_gpus"), "must be a power of two");
   }
   if (min_gpus > max_gpus) {
-    return ErrorAt(Get(n, "max_gpus"), Child(path, "max_gpus"),
+    return ErrorAt(n.Get("max_gpus"), ChildPath(path, "max_gpus"),
                    "must be >= min_gpus (" + std::to_string(min_gpus) + ")");
   }
   m.min_gpus = static_cast<int>(min_gpus);
   m.max_gpus = static_cast<int>(max_gpus);
 
-  const std::string spath = Child(path, "sources");
-  if (!Has(n, "sources")) return ErrorAt(n, spath, "required key is missing");
-  const YAML::Node src = Get(n, "sources");
-  CRUX_RETURN_IF_ERROR(internal::CheckMap(
+  const std::string spath = ChildPath(path, "sources");
+  if (!n.Has("sources")) return textio::MissingKey(n, path, "sources");
+  const textio::YamlNode& src = n.Get("sources");
+  CRUX_RETURN_IF_ERROR(textio::CheckMap(
       src, spath, {"compute_time_s", "gradient_bytes", "activation_bytes", "overlap_start"}));
   std::vector<std::string> required = {"compute_time_s", "overlap_start"};
   if (m.gradient_bytes.count() > 0) required.push_back("gradient_bytes");
   if (m.activation_bytes.count() > 0) required.push_back("activation_bytes");
   for (const std::string& key : required) {
     std::string text;
-    CRUX_RETURN_IF_ERROR(internal::ReadString(src, spath, key, true, &text));
+    CRUX_RETURN_IF_ERROR(internal::ReadText(src, spath, key, true, &text));
   }
-  for (const auto& kv : src) {
+  for (size_t i = 0; i < src.size(); ++i) {
+    const std::string& key = src.key(i).scalar();
     std::string text;
-    CRUX_RETURN_IF_ERROR(internal::ReadString(src, spath, kv.first.Scalar(), true, &text));
-    m.sources[kv.first.Scalar()] = text;
+    CRUX_RETURN_IF_ERROR(internal::ReadText(src, spath, key, true, &text));
+    m.sources[key] = text;
   }
   return m;
 }
@@ -164,34 +167,30 @@ Result<ModelProfile> ParseModel(const YAML::Node& n, const std::string& path) {
 }  // namespace
 
 Result<ModelCatalog> ParseModels(std::string_view yaml) {
-  CRUX_ASSIGN_OR_RETURN(const YAML::Node doc, internal::ParseDocument(yaml));
-  try {
-    CRUX_RETURN_IF_ERROR(internal::CheckMap(doc, "", {"models"}));
-    if (!Has(doc, "models")) return ErrorAt(doc, "models", "required key is missing");
-    const YAML::Node list = Get(doc, "models");
-    if (!list.IsSequence() || list.size() == 0) {
-      return ErrorAt(list, "models", "must be a non-empty list");
-    }
-    std::vector<ModelProfile> out;
-    std::set<std::string> names;
-    for (size_t i = 0; i < list.size(); ++i) {
-      const std::string path = Index("models", i);
-      CRUX_ASSIGN_OR_RETURN(ModelProfile m, ParseModel(list[i], path));
-      if (!names.insert(m.name).second) {
-        return Status(core::StatusCode::kAlreadyExists,
-                      Child(path, "name") + ": duplicate model name '" + m.name + "'" +
-                          internal::Where(Get(list[i], "name")));
-      }
-      out.push_back(std::move(m));
-    }
-    return ModelCatalog(std::move(out));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgumentError(std::string("invalid YAML: ") + e.what());
+  CRUX_ASSIGN_OR_RETURN(const textio::YamlNode doc, textio::ParseYaml(yaml));
+  CRUX_RETURN_IF_ERROR(textio::CheckMap(doc, "", {"models"}));
+  if (!doc.Has("models")) return textio::MissingKey(doc, "", "models");
+  const textio::YamlNode& list = doc.Get("models");
+  if (!list.IsSequence() || list.size() == 0) {
+    return ErrorAt(list, "models", "must be a non-empty list");
   }
+  std::vector<ModelProfile> out;
+  std::set<std::string> names;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = ElementPath("models", i);
+    CRUX_ASSIGN_OR_RETURN(ModelProfile m, ParseModel(list.item(i), path));
+    if (!names.insert(m.name).second) {
+      return Status(core::StatusCode::kAlreadyExists,
+                    ChildPath(path, "name") + ": duplicate model name '" + m.name + "'" +
+                        textio::Position(list.item(i).Get("name")));
+    }
+    out.push_back(std::move(m));
+  }
+  return ModelCatalog(std::move(out));
 }
 
 Result<ModelCatalog> LoadModelsFile(const std::string& path) {
-  CRUX_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+  CRUX_ASSIGN_OR_RETURN(const std::string text, textio::ReadTextFile(path));
   Result<ModelCatalog> r = ParseModels(text);
   if (!r.ok()) return r.status().WithContext(path);
   return r;

@@ -30,4 +30,31 @@ std::string TextProblem(std::string_view s, size_t max) {
 
 std::string Shown(std::string_view s) { return core::QuoteName(s); }
 
+core::Status ReadText(const textio::YamlNode& map, const std::string& path, std::string_view key,
+                      bool required, std::string* out) {
+  const textio::YamlNode& v = map.Get(key);
+  if (!v.IsDefined()) return required ? textio::MissingKey(map, path, key) : core::Status::Ok();
+  const std::string p = textio::ChildPath(path, key);
+  if (!v.IsScalar() || v.scalar().empty()) {
+    return textio::ErrorAt(v, p, "must be a non-empty string");
+  }
+  if (std::string problem = TextProblem(v.scalar(), kMaxTextLength); !problem.empty()) {
+    return textio::ErrorAt(v, p, problem);
+  }
+  *out = v.scalar();
+  return core::Status::Ok();
+}
+
+core::Status ReadReal(const textio::YamlNode& map, const std::string& path, std::string_view key,
+                      bool required, textio::RealRange range, double* out) {
+  if (required && !map.Has(key)) return textio::MissingKey(map, path, key);
+  return textio::OptionalReal(map, path, key, range, out);
+}
+
+core::Status ReadInteger(const textio::YamlNode& map, const std::string& path, std::string_view key,
+                         bool required, textio::IntRange range, int64_t* out) {
+  if (required && !map.Has(key)) return textio::MissingKey(map, path, key);
+  return textio::OptionalInteger(map, path, key, range, out);
+}
+
 }  // namespace crux::sim::workload::internal

@@ -6,6 +6,11 @@
 // and at most kMaxTextLength bytes. Untrusted text echoed in an error message goes through
 // Shown, so that an error can never carry an escape sequence to the user's terminal.
 //
+// The Read* functions read one key of a YAML map (crux/textio/yaml.h, the one strict reader)
+// with the workload files' rules: a required key that is absent is "<path>.<key>: missing
+// required key"; an absent optional key leaves *out unchanged. ReadText also applies the text
+// rule above ("must be a non-empty string", TextProblem).
+//
 // Thread-safety: pure functions.
 #ifndef CRUX_SIM_WORKLOAD_SRC_TEXT_CHECKS_H_
 #define CRUX_SIM_WORKLOAD_SRC_TEXT_CHECKS_H_
@@ -13,6 +18,9 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+
+#include "crux/core/status.h"
+#include "crux/textio/yaml.h"
 
 namespace crux::sim::workload::internal {
 
@@ -30,6 +38,13 @@ std::string TextProblem(std::string_view s, size_t max);
 // `s` quoted for an error message: '...' with unprintable bytes as \xHH (core::QuoteName: cut
 // after 64 bytes).
 std::string Shown(std::string_view s);
+
+core::Status ReadText(const textio::YamlNode& map, const std::string& path, std::string_view key,
+                      bool required, std::string* out);
+core::Status ReadReal(const textio::YamlNode& map, const std::string& path, std::string_view key,
+                      bool required, textio::RealRange range, double* out);
+core::Status ReadInteger(const textio::YamlNode& map, const std::string& path, std::string_view key,
+                         bool required, textio::IntRange range, int64_t* out);
 
 }  // namespace crux::sim::workload::internal
 

@@ -54,6 +54,7 @@ Figures RunAll() {
   if (!jobs.ok()) return f;
   for (const std::string& policy : kPolicies) {
     SimOptions o;
+    o.control.oracle = true;
     o.horizon = core::Duration::Seconds(1800);
     o.policy.planner.levels = 4;
     o.policy.planner.seed = 7;

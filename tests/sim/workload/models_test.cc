@@ -108,26 +108,27 @@ TEST(ModelsTest, RejectsEveryKindOfBadInput) {
   const BadCase cases[] = {
       {"    gpu: A100\n    compute_time_s: 0.5",
        "    gpu: A100\n    colour: red\n    compute_time_s: 0.5", "models[0].colour: unknown key"},
-      {"  - name: m1\n    gpu: A100\n", "  - name: m1\n", "models[0].gpu: required key is missing"},
+      {"  - name: m1\n    gpu: A100\n", "  - name: m1\n", "models[0].gpu: missing required key"},
       {"compute_time_s: 0.5", "compute_time_s: '0.5'",
        "models[0].compute_time_s: must be a number"},
-      {"compute_time_s: 0.5", "compute_time_s: .nan", "models[0].compute_time_s: must be finite"},
+      {"compute_time_s: 0.5", "compute_time_s: .nan",
+       "models[0].compute_time_s: must be a finite number (got .nan)"},
       {"compute_time_s: 0.5", "compute_time_s: -1", "models[0].compute_time_s: must be > "},
       {"compute_time_s: 0.5", "compute_time_s: [1]", "models[0].compute_time_s: must be a number"},
       {"parallelism: data", "parallelism: tensor", "models[0].parallelism: must be data, pipeline"},
       {"gradient_bytes: 1e9", "gradient_bytes: 0", "models[0].gradient_bytes: must be >= 1 byte"},
-      {"overlap_start: 0.4", "overlap_start: 1.5", "models[0].overlap_start: must be >= 0"},
+      {"overlap_start: 0.4", "overlap_start: 1.5", "models[0].overlap_start: must be in [0, 1]"},
       {"min_gpus: 2", "min_gpus: 3", "models[0].min_gpus: must be a power of two"},
       {"min_gpus: 2", "min_gpus: 128", "models[0].max_gpus: must be >= min_gpus (128)"},
       {"min_gpus: 2", "min_gpus: 2.5", "models[0].min_gpus: must be an integer"},
       {"sources: {compute_time_s: a, gradient_bytes: b, overlap_start: c}",
        "sources: {compute_time_s: a, overlap_start: c}",
-       "models[0].sources.gradient_bytes: required key is missing"},
+       "models[0].sources.gradient_bytes: missing required key"},
       {"sources: {compute_time_s: a, gradient_bytes: b, overlap_start: c}",
        "sources: {compute_time_s: a, gradient_bytes: '', overlap_start: c}",
        "models[0].sources.gradient_bytes: must be a non-empty string"},
       {"    sources: {compute_time_s: a, activation_bytes: b, overlap_start: c}\n", "\n",
-       "models[1].sources: required key is missing"},
+       "models[1].sources: missing required key"},
       {"name: m2", "name: m1", "models[1].name: duplicate model name 'm1'"},
       {"name: m2", "name: 'M 2'", "models[1].name: must use only"},
       {"models:", "modelz:", "modelz: unknown key"},
@@ -150,9 +151,8 @@ TEST(ModelsTest, RejectsEveryKindOfBadInput) {
   // Positions are reported.
   std::string yaml = kGood;
   yaml.replace(yaml.find("overlap_start: 0.4"), 18, "overlap_start: 2");
-  EXPECT_THAT(
-      ParseModels(yaml).status().message(),
-      HasSubstr("models[0].overlap_start: must be >= 0 and <= 1 (got 2) (line 7, column 20)"));
+  EXPECT_THAT(ParseModels(yaml).status().message(),
+              HasSubstr("models[0].overlap_start: must be in [0, 1] (got 2) (line 7, column 20)"));
   EXPECT_THAT(LoadModelsFile("/nonexistent/models.yaml").status().message(),
               HasSubstr("/nonexistent/models.yaml: cannot open"));
 }

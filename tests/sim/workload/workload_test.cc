@@ -321,7 +321,7 @@ TEST(ScenarioTest, ParsesOptionsAndRejectsBadFiles) {
     const char* error;
   };
   const Case cases[] = {
-      {"scenario: {jobs: j.yaml}", "scenario.topology: required key is missing"},
+      {"scenario: {jobs: j.yaml}", "scenario.topology: missing required key"},
       {"scenario: {topology: t.yaml}", "exactly one of jobs, trace and generate"},
       {"scenario: {topology: t.yaml, jobs: j.yaml, trace: t.csv}", "exactly one of jobs"},
       {"scenario: {topology: t.yaml, jobs: j.yaml, levels: 0}",

@@ -1,20 +1,25 @@
 // cruxd configuration: one YAML file (configs/cruxd.yaml documents every key with its default
 // and unit), strictly validated, plus the built-in defaults cruxd runs on without a file.
 //
-// Strictness: unknown or duplicate keys, wrong types (a quoted number, a list where a map is
-// expected), NaN/infinities and out-of-range values are errors whose message starts with the key
-// path ("planner.levels: must be in [1, 64] (got 0)"). Nothing in this file throws.
+// One description: config.cc holds one table of field descriptors (YAML path, member, unit,
+// bounds, live or restart-only) that drives ParseConfig, ValidateConfig, EffectiveConfigYaml,
+// RestartOnlyChanges and KeepRestartOnly; ConfigKeys() lists it.
+//
+// Strictness (crux/textio/yaml.h, the one strict YAML reader): unknown or duplicate keys, wrong
+// types (a quoted number, a list where a map is expected), numbers outside the one number
+// grammar (crux/textio/number.h: no 0x10, no +1, no leading zeros), NaN/infinities and
+// out-of-range values are errors whose message starts with the key path and ends with the
+// position: "planner.levels: must be in [1, 64] (got 0) (line 3, column 11)". Nothing in this
+// file throws.
 //
 // Paths: `topology` (a topology YAML as crux-plan reads it) is relative to the config file's
 // directory; `state_dir` is relative to the working directory; `database` is relative to
 // `state_dir`. The admin endpoint defaults to `ipc://<state_dir>/admin.sock`.
 //
-// Live reload (SIGHUP): log_level, dry_run, debounce_ms, min_replan_interval_ms, lease_ms,
-// profiling_samples,
-// replan_threshold_pct, the limits block, the planner block and the qos block except qos.dscp_pool
-// take effect at
-// once; every other key needs a restart (RestartOnlyChanges() reports which changed keys were
-// ignored).
+// Live reload (SIGHUP): the keys ConfigKeys() marks live (log_level, dry_run, debounce_ms,
+// min_replan_interval_ms, lease_ms, profiling_samples, replan_threshold_pct, limits.*,
+// planner.*, qos.* except qos.dscp_pool) take effect at once; the others need a restart
+// (RestartOnlyChanges() names the changed ones; KeepRestartOnly() keeps their running values).
 //
 // Thread-safety: value types and pure functions (LoadConfigFile reads the file system).
 #ifndef CRUX_DAEMON_CONFIG_H_
@@ -45,7 +50,7 @@ struct PlannerConfig {
   int reserved_low_levels = 0;
   int topo_orders = 10;  // m of Algorithm 1, [1, 1000].
   uint64_t seed = 1;
-  double gpu_peak_tflops = 312;  // Per GPU, TFLOP/s, > 0.
+  double gpu_peak_tflops = 312;  // Per GPU, TFLOP/s, in (0, 1e6].
 };
 
 // Quotas on registrations (docs/daemon.md "Identities, roles and quotas"); 0 = no limit. A
@@ -105,7 +110,11 @@ core::Result<DaemonConfig> LoadConfigFile(const std::string& path);
 // Cross-field checks (also run by ParseConfig): curve/insecure, reserved levels < levels, pool.
 core::Status ValidateConfig(const DaemonConfig& c);
 
-// The effective config as YAML (logged at start; `cruxctl status` may show it).
+// The effective config as YAML (logged at start, printed by --check-config), written through
+// YAML::Emitter: every key in block style with a "# <unit>; live|restart" comment, strings
+// double-quoted (any text survives), `topology` resolved against base_dir, admin_endpoint with
+// its default applied, and the database file (state_dir applied) in a comment. It parses back
+// (ParseConfig) to the same settings.
 std::string EffectiveConfigYaml(const DaemonConfig& c);
 
 // The admin endpoint with its default applied.
@@ -115,8 +124,29 @@ std::string DatabasePath(const DaemonConfig& c);
 // The topology path resolved against base_dir ("embedded" stays as is).
 std::string TopologyPath(const DaemonConfig& c);
 
-// Keys whose change between `before` and `after` needs a restart (they keep the old value).
+// The restart-only keys (YAML paths, e.g. "client_endpoint", "curve.enabled", "qos.dscp_pool")
+// whose value differs between `before` and `after`, in table order; `topology` and
+// admin_endpoint compare their effective values (TopologyPath, AdminEndpoint).
 std::vector<std::string> RestartOnlyChanges(const DaemonConfig& before, const DaemonConfig& after);
+
+// What a reload applies: copies every restart-only key (and base_dir, which `topology` is
+// relative to) from `running` into `*next`, so `*next` is the new config with only its live
+// keys changed. REQUIRES: next != nullptr.
+void KeepRestartOnly(const DaemonConfig& running, DaemonConfig* next);
+
+// One row of the config table, for documentation and tests.
+struct ConfigKey {
+  std::string path;                 // "planner.levels"
+  std::string type;                 // "integer", "number", "string", "boolean", ...
+  std::string unit;                 // "ms", "%", "TFLOP/s"; "" when none.
+  std::string bounds;               // "in [1, 64]", "> 0 and <= 1e+06", "" when any.
+  bool live = false;                // Applied by a reload; false: needs a restart.
+  std::string deprecated_alias_of;  // "qos.dscp_pool" for the old top-level dscp_pool.
+
+  friend bool operator==(const ConfigKey&, const ConfigKey&) = default;
+};
+// Every key, in table order (the order of configs/cruxd.yaml).
+std::vector<ConfigKey> ConfigKeys();
 
 core::PlannerOptions ToPlannerOptions(const PlannerConfig& p);
 

@@ -1,18 +1,16 @@
-// Whole-file text I/O with Status errors ("<path>: cannot open: No such file or directory").
+// Whole-file text I/O for the simulator: the one implementation in crux/textio/file.h
+// (errors name the path: "<path>: cannot open: No such file or directory"; reads are limited
+// to textio::kDefaultMaxFileBytes).
 // Thread-safety: touches only the named file.
 #ifndef CRUX_SIM_WORKLOAD_FILE_IO_H_
 #define CRUX_SIM_WORKLOAD_FILE_IO_H_
 
-#include <string>
-#include <string_view>
-
-#include "crux/core/status.h"
+#include "crux/textio/file.h"
 
 namespace crux::sim::workload {
 
-core::Result<std::string> ReadTextFile(const std::string& path);
-// Creates or truncates `path`.
-core::Status WriteTextFile(const std::string& path, std::string_view content);
+using textio::ReadTextFile;
+using textio::WriteTextFile;  // Creates or truncates the file.
 
 }  // namespace crux::sim::workload
 

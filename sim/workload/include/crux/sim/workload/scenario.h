@@ -21,6 +21,8 @@
 //     seed: 1                                 # optional, >= 0
 //     horizon_s: 86400                        # optional, > 0
 //     fast_forward: true                      # optional
+//     oracle: false                           # optional: true plans every job from its true
+//                                             # profile at once (sim::ControlOptions::oracle)
 //     gpus_per_host: 8                        # optional, >= 1 (placement)
 //
 // Strict like the other YAML formats (unknown keys, wrong types, bad values are errors naming
@@ -58,6 +60,7 @@ struct Scenario {
   std::optional<uint64_t> seed;
   std::optional<double> horizon_s;
   std::optional<bool> fast_forward;
+  std::optional<bool> oracle;
   std::optional<int> gpus_per_host;
 };
 
