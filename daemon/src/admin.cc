@@ -1,14 +1,15 @@
 // Admin endpoint handlers (cruxctl): status, jobs, job explain, links, set-link, plan dry run,
-// switches. Part of Daemon (see daemon.h); runs on the loop thread.
+// switches.
+#include "crux/daemon/admin.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <set>
 
-#include "crux/daemon/daemon.h"
 #include "crux/protocol/codec.h"
+#include "crux/protocol/convert.h"
 
 namespace crux::daemon {
 namespace {
@@ -29,125 +30,171 @@ std::set<uint32_t> JobLinks(const core::JobPlan& jp) {
 
 }  // namespace
 
-v1::Envelope Daemon::HandleAdmin(const protocol::Inbound& in) {
+void LagTracker::Add(core::Duration lag) {
+  const double ms = lag.ToMillis();
+  if (samples_ms_.size() < kWindow) {
+    samples_ms_.push_back(ms);
+  } else {
+    samples_ms_[next_] = ms;
+  }
+  next_ = (next_ + 1) % kWindow;
+}
+
+double LagTracker::PercentileMs(double p) const {
+  if (samples_ms_.empty()) return 0;
+  std::vector<double> v = samples_ms_;
+  const size_t k = std::min(v.size() - 1, static_cast<size_t>(p / 100.0 * v.size()));
+  std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+double LagTracker::MaxMs() const {
+  return samples_ms_.empty() ? 0 : *std::max_element(samples_ms_.begin(), samples_ms_.end());
+}
+
+void AdminService::Reply(const std::string& peer, const v1::Envelope& reply) const {
+  if (!ctx_->admin_sender) return;
+  if (core::Status s = ctx_->admin_sender(peer, reply); !s.ok()) {
+    spdlog::warn("admin reply not sent: {}", s.ToString());
+  }
+}
+
+void AdminService::Process(const protocol::Inbound& in) {
+  if (ctx_->metrics) ctx_->metrics->AddMessage("admin", protocol::BodyName(in.msg));
   const v1::Envelope& m = in.msg;
   const uint64_t rid = m.request_id();
   switch (m.body_case()) {
     case v1::Envelope::kStatusRequest:
-      return AdminStatus(rid);
+      return Reply(in.peer, Status(rid));
     case v1::Envelope::kListJobsRequest:
-      return AdminListJobs(rid);
+      return Reply(in.peer, ListJobs(rid));
     case v1::Envelope::kJobRequest:
-      return AdminJob(rid, m.job_request());
+      return Reply(in.peer, Job(rid, m.job_request()));
     case v1::Envelope::kListLinksRequest:
-      return AdminListLinks(rid, m.list_links_request());
+      return Reply(in.peer, ListLinks(rid, m.list_links_request()));
     case v1::Envelope::kSetLinkRequest:
-      return AdminSetLink(rid, m.set_link_request());
+      return Reply(in.peer, SetLink(rid, m.set_link_request()));
     case v1::Envelope::kPlanDryRunRequest:
-      return AdminPlanDryRun(rid);
+      return DryRun(rid, in.peer);
     case v1::Envelope::kListSwitchesRequest:
-      return AdminListSwitches(rid);
+      return Reply(in.peer, ListSwitches(rid));
     default:
-      return Refuse("admin", rid,
-                    {v1::ERROR_CODE_INVALID_ARGUMENT,
-                     "envelope.body: '" + std::string(protocol::BodyName(m)) +
-                         "' is not a request the admin endpoint accepts"});
+      return Reply(in.peer,
+                   gateway_->Refuse("admin", rid,
+                                    {v1::ERROR_CODE_INVALID_ARGUMENT,
+                                     "envelope.body: '" + std::string(protocol::BodyName(m)) +
+                                         "' is not a request the admin endpoint accepts"}));
   }
 }
 
-v1::Envelope Daemon::AdminStatus(uint64_t rid) {
+v1::Envelope AdminService::Status(uint64_t rid) const {
   v1::Envelope e = protocol::NewEnvelope(rid);
   v1::StatusReply* s = e.mutable_status_reply();
   s->set_version(kCruxdVersion);
-  s->set_uptime_ms(static_cast<uint64_t>((loop_->Now() - started_).nanos() / 1000000));
-  s->set_epoch(epoch_);
-  s->set_jobs(static_cast<uint32_t>(tracker_.jobs().size()));
-  for (const auto& [state, n] : tracker_.CountByState()) {
-    (*s->mutable_jobs_by_state())[state] = static_cast<uint32_t>(n);
+  s->set_uptime_ms(static_cast<uint64_t>((ctx_->loop->Now() - ctx_->started).nanos() / 1000000));
+  const core::ControlLoop& loop = ctx_->plans->loop();
+  s->set_epoch(loop.epoch());
+  s->set_jobs(static_cast<uint32_t>(ctx_->tracker.jobs().size()));
+  std::map<std::string, uint32_t> by_state = {
+      {"registered", 0}, {"profiling", 0}, {"scheduled", 0}};
+  for (const auto& [id, j] : loop.jobs()) ++by_state[std::string(core::JobPhaseName(j.phase))];
+  for (const auto& [state, n] : by_state) (*s->mutable_jobs_by_state())[state] = n;
+  s->set_clients(static_cast<uint32_t>(ctx_->tracker.DistinctPeers()));
+  s->set_switches(static_cast<uint32_t>(ctx_->enforcer.switch_count()));
+  s->set_hosts(static_cast<uint32_t>(ctx_->topo.nominal().hosts().size()));
+  s->set_links(static_cast<uint32_t>(ctx_->topo.nominal().num_links()));
+  s->set_links_not_up(static_cast<uint32_t>(ctx_->topo.links_not_up()));
+  s->set_levels(static_cast<uint32_t>(ctx_->config.planner.levels));
+  s->set_dry_run(ctx_->config.dry_run);
+  s->set_replans(ctx_->replans);
+  s->set_last_replan_ms(ctx_->last_replan_ms);
+  s->set_topology(ctx_->topo.source());
+  s->set_state_path(DatabasePath(ctx_->config));
+  s->set_store_ok(ctx_->store_health.ok());
+  s->set_store_error(ctx_->store_health.error());
+  s->set_state_id(ctx_->state_id);
+  for (const auto& [reason, n] : ctx_->refusals.counts()) (*s->mutable_refusals())[reason] = n;
+  s->set_quarantined_jobs(static_cast<uint32_t>(ctx_->quarantined_jobs));
+  if (lag_) {
+    s->set_loop_lag_p99_ms(lag_->PercentileMs(99));
+    s->set_loop_lag_max_ms(lag_->MaxMs());
   }
-  s->set_clients(static_cast<uint32_t>(tracker_.DistinctPeers()));
-  s->set_switches(static_cast<uint32_t>(enforcer_.switch_count()));
-  s->set_hosts(static_cast<uint32_t>(topo_.nominal().hosts().size()));
-  s->set_links(static_cast<uint32_t>(topo_.nominal().num_links()));
-  s->set_links_not_up(static_cast<uint32_t>(topo_.links_not_up()));
-  s->set_levels(static_cast<uint32_t>(config_.planner.levels));
-  s->set_dry_run(config_.dry_run);
-  s->set_replans(replans_);
-  s->set_last_replan_ms(last_replan_ms_);
-  s->set_topology(topo_.source());
-  s->set_state_path(DatabasePath(config_));
-  s->set_store_ok(store_error_.empty());
-  s->set_store_error(store_error_);
-  s->set_state_id(state_id_);
-  for (const auto& [reason, n] : refusals_) (*s->mutable_refusals())[reason] = n;
-  s->set_quarantined_jobs(static_cast<uint32_t>(quarantined_jobs_));
   return e;
 }
 
-v1::JobSummary Daemon::Summary(const std::string& id, const JobEntry& j) const {
+int AdminService::PlanIndex(const std::string& id) {
+  const DaemonView* view = ctx_->view.get();
+  if (view != indexed_view_) {
+    plan_index_.clear();
+    if (view && view->outcome) {
+      for (size_t i = 0; i < view->outcome->planned.size(); ++i) {
+        plan_index_[view->outcome->planned[i]] = static_cast<int>(i);
+      }
+    }
+    indexed_view_ = view;
+  }
+  auto it = plan_index_.find(id);
+  return it == plan_index_.end() ? -1 : it->second;
+}
+
+v1::JobSummary AdminService::Summary(const std::string& id, const JobSession& j) {
   v1::JobSummary s;
   s.set_job_id(id);
-  s.set_tenant(j.registration.tenant());
-  s.set_state(j.state);
+  s.set_tenant(j.demand.tenant);
+  const core::LoopJob* lj = ctx_->plans->loop().Find(id);
+  s.set_state(protocol::JobPhaseToProto(lj ? lj->phase : core::JobPhase::kRegistered));
   uint32_t gpus = 0;
-  for (const auto& p : j.registration.placement()) gpus += p.gpus();
+  for (const auto& p : j.demand.placement) gpus += p.gpus;
   s.set_gpus(gpus);
-  s.set_hosts(static_cast<uint32_t>(j.registration.placement_size()));
+  s.set_hosts(static_cast<uint32_t>(j.demand.placement.size()));
   s.set_dscp(j.dscp);
   s.set_rank(-1);
   s.set_level(-1);
-  if (last_plan_) {
-    const auto& ids = last_plan_->plan_jobs;
-    auto it = std::find(ids.begin(), ids.end(), id);
-    if (it != ids.end()) {
-      const core::JobPlan& jp = last_plan_->plan.jobs[static_cast<size_t>(it - ids.begin())];
-      s.set_intensity(jp.intensity);
-      s.set_k(jp.k);
-      s.set_priority(jp.priority);
-      s.set_rank(jp.rank);
-      s.set_period_ms(jp.period.ToMillis());
-    }
+  const int index = PlanIndex(id);
+  if (index >= 0) {
+    const core::JobPlan& jp = ctx_->view->outcome->plan.jobs[static_cast<size_t>(index)];
+    s.set_intensity(jp.intensity);
+    s.set_k(jp.k);
+    s.set_priority(jp.priority);
+    s.set_rank(jp.rank);
+    s.set_period_ms(jp.period.ToMillis());
   }
-  auto a = applied_.find(id);
-  if (a != applied_.end()) {
-    s.set_level(static_cast<int32_t>(a->second.level()));
-    s.set_epoch(a->second.epoch());
+  if (const core::AppliedAssignment* a = ctx_->plans->loop().Applied(id)) {
+    s.set_level(a->assignment.level);
+    s.set_epoch(a->epoch);
   }
-  s.set_samples(j.profile ? j.profile->samples() : 0);
+  s.set_samples(lj && lj->profile ? lj->profile->samples : 0);
   s.set_last_seen_ms(static_cast<uint64_t>(j.last_seen_ms));
   return s;
 }
 
-v1::Envelope Daemon::AdminListJobs(uint64_t rid) {
+v1::Envelope AdminService::ListJobs(uint64_t rid) {
   v1::Envelope e = protocol::NewEnvelope(rid);
   v1::ListJobsReply* r = e.mutable_list_jobs_reply();
-  for (const auto& [id, j] : tracker_.jobs()) *r->add_jobs() = Summary(id, j);
+  for (const auto& [id, j] : ctx_->tracker.jobs()) *r->add_jobs() = Summary(id, j);
   return e;
 }
 
-v1::Envelope Daemon::AdminJob(uint64_t rid, const v1::JobRequest& req) {
-  const JobEntry* j = tracker_.Find(req.job_id());
+v1::Envelope AdminService::Job(uint64_t rid, const v1::JobRequest& req) {
+  const JobSession* j = ctx_->tracker.Find(req.job_id());
   if (!j) {
-    return Refuse("admin", rid,
-                  {v1::ERROR_CODE_NOT_FOUND, "job_request.job_id: no job '" + req.job_id() + "'"});
+    return gateway_->Refuse(
+        "admin", rid,
+        {v1::ERROR_CODE_NOT_FOUND, "job_request.job_id: no job '" + req.job_id() + "'"});
   }
   v1::Envelope e = protocol::NewEnvelope(rid);
   v1::JobDetail* d = e.mutable_job_detail();
   *d->mutable_summary() = Summary(req.job_id(), *j);
-  for (const auto& p : j->registration.placement()) d->add_hosts(p.host());
-  d->set_model(j->registration.model());
-  const core::Topology& topo = topo_.current();
-  int index = -1;
-  if (last_plan_) {
-    const auto& ids = last_plan_->plan_jobs;
-    auto it = std::find(ids.begin(), ids.end(), req.job_id());
-    if (it != ids.end()) index = static_cast<int>(it - ids.begin());
-  }
+  const core::Topology& names = ctx_->topo.nominal();
+  for (const auto& p : j->demand.placement) d->add_hosts(names.node(p.host).name);
+  d->set_model(j->demand.model);
+  const int index = PlanIndex(req.job_id());
   const int level = d->summary().level();
+  const DaemonView& view = *ctx_->view;
   if (index < 0) {
     std::string why;
-    if (last_plan_ && last_plan_->excluded.count(req.job_id())) {
-      why = "The planner could not place it (" + last_plan_->excluded.at(req.job_id()) +
+    if (view.outcome && view.outcome->excluded.count(req.job_id())) {
+      why = "The planner could not place it (" + view.outcome->excluded.at(req.job_id()) +
             "), so it keeps the top level 0 without pinned paths.";
     } else {
       why =
@@ -157,11 +204,12 @@ v1::Envelope Daemon::AdminJob(uint64_t rid, const v1::JobRequest& req) {
     d->set_explanation(why);
     return e;
   }
-  const core::Plan& plan = last_plan_->plan;
+  const core::Plan& plan = view.outcome->plan;
+  const core::Topology& topo = *view.topology;
   const core::JobPlan& jp = plan.jobs[static_cast<size_t>(index)];
   d->set_work_flops(jp.work.value());
   d->set_comm_time_ms(jp.comm_time.ToMillis());
-  if (jp.bottleneck.valid()) d->set_bottleneck(topo_.Name(jp.bottleneck));
+  if (jp.bottleneck.valid()) d->set_bottleneck(ctx_->topo.Name(jp.bottleneck));
   d->set_reference(jp.reference);
   for (const core::FlowPlan& f : jp.flows) {
     v1::FlowDetail* fd = d->add_flows();
@@ -181,20 +229,21 @@ v1::Envelope Daemon::AdminJob(uint64_t rid, const v1::JobRequest& req) {
     const int other = edge.from == index ? edge.to : edge.from;
     const core::JobPlan& op = plan.jobs[static_cast<size_t>(other)];
     v1::Contention* c = d->add_contends_with();
-    c->set_other_job(last_plan_->plan_jobs[static_cast<size_t>(other)]);
+    c->set_other_job(view.outcome->planned[static_cast<size_t>(other)]);
     c->set_weight(edge.weight);
     c->set_above(edge.to == index);
     (edge.to == index ? above : below) += 1;
     for (uint32_t l : JobLinks(op)) {
-      if (mine.count(l)) c->add_links(topo_.Name(core::LinkId(l)));
+      if (mine.count(l)) c->add_links(ctx_->topo.Name(core::LinkId(l)));
     }
   }
   std::string why = "I_j = " + Fmt(jp.intensity) + " FLOP/s, k_j = " + Fmt(jp.k) +
                     ", P_j = " + Fmt(jp.priority) + ": rank " + std::to_string(jp.rank) + " of " +
                     std::to_string(plan.jobs.size()) + ". ";
-  if (j->state != v1::JOB_STATE_SCHEDULED) {
+  const core::LoopJob* lj = ctx_->plans->loop().Find(req.job_id());
+  if (!lj || lj->phase != core::JobPhase::kScheduled) {
     why += "Its profile has not converged (" + std::to_string(d->summary().samples()) + " of " +
-           std::to_string(config_.profiling_samples) +
+           std::to_string(ctx_->config.profiling_samples) +
            " samples), so as a newcomer it holds the temporary top level 0 (its computed level "
            "would be " +
            std::to_string(jp.level) + ").";
@@ -215,12 +264,12 @@ v1::Envelope Daemon::AdminJob(uint64_t rid, const v1::JobRequest& req) {
   return e;
 }
 
-void Daemon::LinkLoads(std::vector<double>* load, std::vector<uint32_t>* jobs) const {
-  const size_t n = topo_.current().num_links();
+void AdminService::LinkLoads(std::vector<double>* load, std::vector<uint32_t>* jobs) const {
+  const size_t n = ctx_->topo.current().num_links();
   load->assign(n, 0.0);
   jobs->assign(n, 0);
-  if (!last_plan_) return;
-  for (const core::JobPlan& jp : last_plan_->plan.jobs) {
+  if (!ctx_->view->outcome) return;
+  for (const core::JobPlan& jp : ctx_->view->outcome->plan.jobs) {
     const double period = jp.period.ToSeconds();
     std::set<uint32_t> seen;
     for (const core::FlowPlan& f : jp.flows) {
@@ -234,50 +283,58 @@ void Daemon::LinkLoads(std::vector<double>* load, std::vector<uint32_t>* jobs) c
   }
 }
 
-v1::LinkInfo Daemon::LinkInfoFor(core::LinkId id, const std::vector<double>& load,
-                                 const std::vector<uint32_t>& jobs) const {
+v1::LinkInfo AdminService::LinkInfoFor(core::LinkId id, const std::vector<double>& load,
+                                       const std::vector<uint32_t>& jobs) const {
   v1::LinkInfo i;
-  i.set_name(topo_.Name(id));
-  i.set_health(topo_.health(id));
-  const double cap = topo_.current().link(id).capacity.ToBitsPerSec();
-  i.set_capacity_bps(topo_.health(id) == v1::LINK_HEALTH_DOWN ? 0 : cap);
-  i.set_nominal_bps(topo_.nominal().link(id).capacity.ToBitsPerSec());
+  i.set_name(ctx_->topo.Name(id));
+  const core::LinkHealth health = ctx_->topo.health(id);
+  i.set_health(protocol::LinkHealthToProto(health));
+  const double cap = ctx_->topo.current().link(id).capacity.ToBitsPerSec();
+  i.set_capacity_bps(health == core::LinkHealth::kDown ? 0 : cap);
+  i.set_nominal_bps(ctx_->topo.nominal().link(id).capacity.ToBitsPerSec());
   i.set_load_bps(load[id.value()]);
   i.set_utilization(cap > 0 ? load[id.value()] / cap : 0);
   i.set_jobs(jobs[id.value()]);
   return i;
 }
 
-v1::Envelope Daemon::AdminListLinks(uint64_t rid, const v1::ListLinksRequest& r) {
+v1::Envelope AdminService::ListLinks(uint64_t rid, const v1::ListLinksRequest& r) {
   std::vector<double> load;
   std::vector<uint32_t> jobs;
   LinkLoads(&load, &jobs);
   v1::Envelope e = protocol::NewEnvelope(rid);
   v1::ListLinksReply* out = e.mutable_list_links_reply();
-  for (uint32_t l = 0; l < topo_.current().num_links(); ++l) {
+  for (uint32_t l = 0; l < ctx_->topo.current().num_links(); ++l) {
     const core::LinkId id(l);
-    if (!r.all() && load[l] <= 0 && topo_.health(id) == v1::LINK_HEALTH_UP) continue;
+    if (!r.all() && load[l] <= 0 && ctx_->topo.health(id) == core::LinkHealth::kUp) continue;
     *out->add_links() = LinkInfoFor(id, load, jobs);
   }
   return e;
 }
 
-v1::Envelope Daemon::AdminSetLink(uint64_t rid, const v1::SetLinkRequest& r) {
-  auto changed = topo_.Set(r.link(), r.health(), r.capacity_bps());
+v1::Envelope AdminService::SetLink(uint64_t rid, const v1::SetLinkRequest& r) {
+  core::Result<core::LinkHealth> health = protocol::LinkHealthFromProto(r.health());
+  if (!health.ok()) {
+    return gateway_->Refuse(
+        "admin", rid,
+        {v1::ERROR_CODE_INVALID_ARGUMENT, "set_link_request.health: must be UP, DEGRADED or DOWN"});
+  }
+  auto changed = ctx_->topo.Set(r.link(), *health, r.capacity_bps());
   if (!changed.ok()) {
     const v1::ErrorCode code = changed.status().code() == core::StatusCode::kNotFound
                                    ? v1::ERROR_CODE_NOT_FOUND
                                    : v1::ERROR_CODE_INVALID_ARGUMENT;
-    return Refuse("admin", rid, {code, changed.status().message()});
+    return gateway_->Refuse("admin", rid, {code, changed.status().message()});
   }
   for (core::LinkId id : *changed) {
-    const std::string name = topo_.Name(id);
-    core::Status s = topo_.health(id) == v1::LINK_HEALTH_UP
-                         ? store_->DeleteLinkOverride(name)
-                         : store_->PutLinkOverride(
-                               {name, topo_.health(id),
-                                topo_.current().link(id).capacity.ToBitsPerSec(), loop_->UnixMs()});
-    if (!s.ok()) spdlog::error("store: {}", s.ToString());
+    const std::string name = ctx_->topo.Name(id);
+    core::Status s =
+        ctx_->topo.health(id) == core::LinkHealth::kUp
+            ? ctx_->store->DeleteLinkOverride(name)
+            : ctx_->store->PutLinkOverride({name, StoredHealth(ctx_->topo.health(id)),
+                                            ctx_->topo.current().link(id).capacity.ToBitsPerSec(),
+                                            ctx_->loop->UnixMs()});
+    (void)ctx_->store_health.Stored(s, "link_override");
   }
   std::vector<double> load;
   std::vector<uint32_t> jobs;
@@ -289,55 +346,65 @@ v1::Envelope Daemon::AdminSetLink(uint64_t rid, const v1::SetLinkRequest& r) {
   e.mutable_set_link_reply();  // A reply body even when nothing changed.
   if (!changed->empty()) {
     spdlog::info("link {} set to {} ({} directions changed)", r.link(),
-                 v1::LinkHealth_Name(r.health()), changed->size());
-    runner_.Request("link " + r.link() + " " + v1::LinkHealth_Name(r.health()));
+                 core::LinkHealthName(*health), changed->size());
+    ctx_->plans->loop().Invalidate("link " + r.link() + " " +
+                                   std::string(core::LinkHealthName(*health)));
+    ctx_->plans->Kick();
   }
   return e;
 }
 
-v1::Envelope Daemon::AdminPlanDryRun(uint64_t rid) {
-  PlanResult r = runner_.Compute("dry run");
-  if (!r.ok) {
-    return Refuse("admin", rid, {v1::ERROR_CODE_INTERNAL, "planner failed: " + r.error});
-  }
-  v1::Envelope e = protocol::NewEnvelope(rid);
-  v1::PlanDryRunReply* out = e.mutable_plan_dry_run_reply();
-  out->set_replan_ms(r.replan_ms);
-  for (const auto& [id, a] : r.desired) {
-    auto it = applied_.find(id);
-    if (it != applied_.end() && SameAssignment(it->second, a)) continue;
-    v1::PlanChange* c = out->add_changes();
-    c->set_job_id(id);
-    c->set_old_level(it == applied_.end() ? -1 : static_cast<int32_t>(it->second.level()));
-    c->set_new_level(static_cast<int32_t>(a.level()));
-    uint32_t repinned = 0;
-    if (it == applied_.end()) {
-      repinned = static_cast<uint32_t>(a.flows_size());
-    } else {
-      std::map<std::pair<std::string, std::string>, const v1::FlowAssignment*> old;
-      for (const auto& f : it->second.flows()) old[{f.src_nic(), f.dst_nic()}] = &f;
-      for (const auto& f : a.flows()) {
-        auto o = old.find({f.src_nic(), f.dst_nic()});
-        if (o == old.end() || o->second->udp_sport() != f.udp_sport()) ++repinned;
-      }
+void AdminService::DryRun(uint64_t rid, const std::string& peer) {
+  ctx_->plans->DryRun([this, rid, peer](PlanRun run) {
+    const core::PlanOutcome& r = *run.outcome;
+    if (!r.status.ok()) {
+      Reply(peer,
+            gateway_->Refuse("admin", rid,
+                             {v1::ERROR_CODE_INTERNAL, "planner failed: " + r.status.ToString()}));
+      return;
     }
-    c->set_flows_repinned(repinned);
-  }
-  for (const auto& [id, a] : applied_) {
-    if (r.desired.count(id)) continue;
-    v1::PlanChange* c = out->add_changes();
-    c->set_job_id(id);
-    c->set_old_level(static_cast<int32_t>(a.level()));
-    c->set_new_level(-1);
-  }
-  return e;
+    v1::Envelope e = protocol::NewEnvelope(rid);
+    v1::PlanDryRunReply* out = e.mutable_plan_dry_run_reply();
+    out->set_replan_ms(run.replan_ms);
+    // Against what is in force now (the snapshot's applied plan).
+    const core::AppliedPlan& applied = *run.snapshot->applied;
+    for (const core::Assignment& a : r.changed) {
+      auto it = applied.find(a.job_id);
+      v1::PlanChange* c = out->add_changes();
+      c->set_job_id(a.job_id);
+      c->set_old_level(it == applied.end() ? -1 : it->second->assignment.level);
+      c->set_new_level(a.level);
+      uint32_t repinned = 0;
+      if (it == applied.end()) {
+        repinned = static_cast<uint32_t>(a.flows.size());
+      } else {
+        std::map<std::pair<uint32_t, uint32_t>, uint16_t> old;
+        for (const auto& f : it->second->assignment.flows) {
+          old[{f.src_nic.value(), f.dst_nic.value()}] = f.udp_sport;
+        }
+        for (const auto& f : a.flows) {
+          auto o = old.find({f.src_nic.value(), f.dst_nic.value()});
+          if (o == old.end() || o->second != f.udp_sport) ++repinned;
+        }
+      }
+      c->set_flows_repinned(repinned);
+    }
+    for (const std::string& id : r.removed) {
+      v1::PlanChange* c = out->add_changes();
+      c->set_job_id(id);
+      c->set_old_level(applied.at(id)->assignment.level);
+      c->set_new_level(-1);
+    }
+    Reply(peer, e);
+  });
 }
 
-v1::Envelope Daemon::AdminListSwitches(uint64_t rid) {
+v1::Envelope AdminService::ListSwitches(uint64_t rid) const {
   v1::Envelope e = protocol::NewEnvelope(rid);
   v1::ListSwitchesReply* out = e.mutable_list_switches_reply();
-  for (auto& s : enforcer_.Switches(tracker_.SharedColours(), loop_->UnixMs()))
+  for (auto& s : ctx_->enforcer.Switches(ctx_->tracker.SharedColours(), ctx_->loop->UnixMs())) {
     *out->add_switches() = std::move(s);
+  }
   return e;
 }
 

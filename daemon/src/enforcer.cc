@@ -3,34 +3,64 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
+#include <utility>
 
 #include "crux/protocol/codec.h"
 #include "crux/protocol/convert.h"
 
 namespace crux::daemon {
 
-Enforcer::Enforcer(Metrics* metrics, const core::Topology* topo, core::QosConfig qos)
-    : metrics_(metrics), topo_(topo), qos_(std::move(qos)) {}
+Refusal CheckSwitchCapabilities(const v1::SwitchCapabilities& caps, const core::QosConfig& qos,
+                                const std::string& switch_name) {
+  if (caps.queues() == 0) return {};  // Not declared: nothing to check against.
+  int top_queue = qos.default_tc;
+  for (int tc : qos.level_tcs) top_queue = std::max(top_queue, tc);
+  bool needs_dwrr = !qos.jobs_strict || qos.default_weight > 0;
+  for (const core::ReservedClass& rc : qos.reserved) {
+    top_queue = std::max(top_queue, rc.tc);
+    if (rc.scheduler == core::SchedulerType::kDwrr) needs_dwrr = true;
+  }
+  const std::string field = "switch_hello.capabilities";
+  if (static_cast<int>(caps.queues()) <= top_queue) {
+    return {v1::ERROR_CODE_UNSUPPORTED,
+            field + ".queues: switch '" + switch_name + "' has " + std::to_string(caps.queues()) +
+                " queues per port, but the qos configuration uses queue " +
+                std::to_string(top_queue) + " (needs " + std::to_string(top_queue + 1) +
+                "); give cruxd a qos block that fits the smallest switch"};
+  }
+  if (qos.jobs_strict && !caps.strict_priority()) {
+    return {v1::ERROR_CODE_UNSUPPORTED,
+            field + ".strict_priority: switch '" + switch_name +
+                "' has no strict-priority scheduling, which qos.jobs_strict needs"};
+  }
+  if (needs_dwrr && !caps.dwrr()) {
+    return {v1::ERROR_CODE_UNSUPPORTED, field + ".dwrr: switch '" + switch_name +
+                                            "' has no DWRR scheduling, which the qos "
+                                            "configuration's weighted classes need"};
+  }
+  return {};
+}
 
-bool Enforcer::Push(const std::string& peer, v1::Assignment a) {
+Enforcer::Enforcer(Metrics* metrics, const core::Topology* topo, std::function<int64_t()> wall_ns)
+    : metrics_(metrics), topo_(topo), wall_ns_(std::move(wall_ns)) {}
+
+bool Enforcer::Push(const std::string& peer, const core::AppliedAssignment& a) {
   if (peer.empty() || !sender_) {
     ++push_failures_;
     if (metrics_) metrics_->AddPushes(0, 1);
     return false;
   }
   v1::Envelope env = protocol::NewEnvelope(0);
-  a.set_state_id(state_id_);
-  a.set_sent_unix_ns(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                               std::chrono::system_clock::now().time_since_epoch())
-                                               .count()));
-  *env.mutable_assignment() = std::move(a);
+  v1::Assignment* p = env.mutable_assignment();
+  *p = protocol::AssignmentToProto(a, *topo_);
+  p->set_state_id(state_id_);
+  p->set_sent_unix_ns(static_cast<uint64_t>(wall_ns_ ? wall_ns_() : 0));
   core::Status s = sender_(peer, env);
   if (!s.ok()) {
     ++push_failures_;
     if (metrics_) metrics_->AddPushes(0, 1);
-    spdlog::warn("push of epoch {} to job {} failed: {}", env.assignment().epoch(),
-                 env.assignment().job_id(), s.ToString());
+    spdlog::warn("push of epoch {} to job {} failed: {}", a.epoch, a.assignment.job_id,
+                 s.ToString());
     return false;
   }
   ++pushes_;
@@ -39,39 +69,52 @@ bool Enforcer::Push(const std::string& peer, v1::Assignment a) {
 }
 
 uint64_t Enforcer::desired_epoch(const std::string& name) const {
-  auto it = desired_epoch_.find(name);
-  return it == desired_epoch_.end() ? 0 : it->second;
+  if (!qos_) return 0;
+  auto it = qos_->epochs.find(name);
+  return it == qos_->epochs.end() ? 0 : it->second;
 }
 
 v1::Envelope Enforcer::StateEnvelope(const std::string& name) const {
   v1::Envelope env = protocol::NewEnvelope(0);
   *env.mutable_switch_state() =
-      protocol::SwitchQosStateToProto(desired_.at(name), desired_epoch(name));
+      protocol::SwitchQosStateToProto(qos_->states.at(name), desired_epoch(name));
   env.mutable_switch_state()->set_state_id(state_id_);
+  auto it = switches_.find(name);
+  if (it != switches_.end() && it->second.capabilities.queues() > 0 &&
+      !it->second.capabilities.pfc()) {
+    env.mutable_switch_state()->clear_pfc_enable();  // The switch cannot do PFC: leave it alone.
+  }
   return env;
 }
 
-std::optional<v1::Envelope> Enforcer::OnHello(const v1::SwitchHello& h, const std::string& peer,
-                                              int64_t unix_ms, bool* returning) {
+Refusal Enforcer::OnHello(const v1::SwitchHello& h, const std::string& peer, int64_t unix_ms,
+                          bool* returning, std::optional<v1::Envelope>* push) {
+  *returning = false;
+  push->reset();
+  if (Refusal bad = CheckSwitchCapabilities(h.capabilities(), qos_config_, h.switch_name());
+      Refused(bad)) {
+    return bad;
+  }
   auto [it, added] = switches_.try_emplace(h.switch_name());
   SwitchEntry& e = it->second;
+  // An epoch applied under another state id says nothing about this state's epochs.
+  const bool foreign = h.applied_state_id() != 0 && h.applied_state_id() != state_id_;
   *returning = added || !e.connected || e.peer != peer ||
                unix_ms - e.last_seen_ms > kAgentStaleMs || h.applied_epoch() < e.applied_epoch ||
-               (h.applied_state_id() != 0 && h.applied_state_id() != state_id_);
+               foreign;
   e.name = h.switch_name();
   e.peer = peer;
   e.capabilities = h.capabilities();
-  // An epoch applied under another state id says nothing about this state's epochs.
-  const bool foreign = h.applied_state_id() != 0 && h.applied_state_id() != state_id_;
   e.applied_epoch = foreign ? 0 : h.applied_epoch();
   e.last_seen_ms = unix_ms;
   e.connected = true;
   if (metrics_) metrics_->SetSwitches(static_cast<int64_t>(switches_.size()));
-  if (!ready_ || !desired_.count(e.name)) return std::nullopt;
+  if (!qos_ || !qos_->states.count(e.name)) return {};
   const bool stale = h.applied_epoch() < desired_epoch(e.name) && e.last_error.empty();
-  if (!*returning && !stale) return std::nullopt;
+  if (!*returning && !stale) return {};
   ++switch_pushes_;
-  return StateEnvelope(e.name);
+  *push = StateEnvelope(e.name);
+  return {};
 }
 
 Refusal Enforcer::OnApplied(const v1::SwitchApplied& a, const std::string& peer, int64_t unix_ms) {
@@ -118,35 +161,14 @@ void Enforcer::PushState(SwitchEntry& e) {
   }
 }
 
-core::Result<Enforcer::PendingState> Enforcer::ComputeDesired(
-    const std::vector<core::QosJob>& jobs) const {
-  PendingState p;
-  CRUX_ASSIGN_OR_RETURN(p.next, core::ComputeDesiredQos(qos_, *topo_, jobs));
-  if (ready_) {
-    p.changed = core::ChangedSwitches(desired_, p.next);
-  } else {
-    for (const auto& [name, s] : p.next) p.changed.push_back(name);
-  }
-  return p;
-}
-
-std::vector<std::string> Enforcer::Commit(uint64_t epoch, PendingState p) {
-  desired_ = std::move(p.next);
-  // Informational `jobs` lists may change without a device change; they are kept current.
-  for (const std::string& name : p.changed) desired_epoch_[name] = epoch;
-  ready_ = true;
-  for (const std::string& name : p.changed) {
+void Enforcer::Commit(std::shared_ptr<const core::AppliedQos> qos,
+                      const std::vector<std::string>& changed) {
+  if (!qos) return;
+  qos_ = std::move(qos);
+  for (const std::string& name : changed) {
     auto it = switches_.find(name);
-    if (it != switches_.end()) PushState(it->second);
+    if (it != switches_.end() && qos_->states.count(name)) PushState(it->second);
   }
-  return std::move(p.changed);
-}
-
-core::Result<std::vector<std::string>> Enforcer::UpdateDesired(
-    uint64_t epoch, const std::vector<core::QosJob>& jobs, bool push) {
-  CRUX_ASSIGN_OR_RETURN(PendingState p, ComputeDesired(jobs));
-  if (!push) return std::move(p.changed);
-  return Commit(epoch, std::move(p));
 }
 
 std::vector<v1::SwitchInfo> Enforcer::Switches(uint32_t shared_jobs, int64_t now_ms) const {

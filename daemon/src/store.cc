@@ -369,6 +369,32 @@ Result<sqlite3*> OpenRaw(const std::string& path,
 
 }  // namespace
 
+int StoredHealth(core::LinkHealth h) {
+  switch (h) {
+    case core::LinkHealth::kUp:
+      return 1;
+    case core::LinkHealth::kDegraded:
+      return 2;
+    case core::LinkHealth::kDown:
+      return 3;
+  }
+  return 0;
+}
+
+core::Result<core::LinkHealth> HealthFromStored(int stored) {
+  switch (stored) {
+    case 1:
+      return core::LinkHealth::kUp;
+    case 2:
+      return core::LinkHealth::kDegraded;
+    case 3:
+      return core::LinkHealth::kDown;
+    default:
+      return core::InvalidArgumentError("link_state.health: unknown value " +
+                                        std::to_string(stored));
+  }
+}
+
 const std::vector<std::string>& StoreMigrations() {
   static const std::vector<std::string> kMigrations = {
       // v1: the tables.

@@ -54,13 +54,13 @@ core::Result<std::vector<core::LinkId>> TopologyManager::Resolve(const std::stri
 
 void TopologyManager::Apply(core::LinkId id, const State& s) {
   const core::Link& nom = nominal_.link(id);
-  current_.SetLinkUp(id, s.health != v1::LINK_HEALTH_DOWN);
+  current_.SetLinkUp(id, s.health != core::LinkHealth::kDown);
   core::Bandwidth cap = nom.capacity;
-  if (s.health == v1::LINK_HEALTH_DEGRADED) {
+  if (s.health == core::LinkHealth::kDegraded) {
     cap = core::Bandwidth::BitsPerSec(static_cast<int64_t>(std::llround(s.capacity_bps)));
   }
   (void)current_.SetLinkCapacity(id, cap);
-  if (s.health == v1::LINK_HEALTH_UP) {
+  if (s.health == core::LinkHealth::kUp) {
     overrides_.erase(id);
   } else {
     overrides_[id] = s;
@@ -68,14 +68,10 @@ void TopologyManager::Apply(core::LinkId id, const State& s) {
 }
 
 core::Result<std::vector<core::LinkId>> TopologyManager::Set(const std::string& name,
-                                                             v1::LinkHealth health,
+                                                             core::LinkHealth health,
                                                              double capacity_bps) {
-  if (health != v1::LINK_HEALTH_UP && health != v1::LINK_HEALTH_DOWN &&
-      health != v1::LINK_HEALTH_DEGRADED) {
-    return core::InvalidArgumentError("set_link_request.health: must be UP, DEGRADED or DOWN");
-  }
   CRUX_ASSIGN_OR_RETURN(auto ids, Resolve(name));
-  if (health == v1::LINK_HEALTH_DEGRADED) {
+  if (health == core::LinkHealth::kDegraded) {
     for (core::LinkId id : ids) {
       const double nominal = nominal_.link(id).capacity.ToBitsPerSec();
       if (!std::isfinite(capacity_bps) || capacity_bps < 1 || capacity_bps > nominal) {
@@ -87,9 +83,9 @@ core::Result<std::vector<core::LinkId>> TopologyManager::Set(const std::string& 
   }
   std::vector<core::LinkId> changed;
   for (core::LinkId id : ids) {
-    State s{health, health == v1::LINK_HEALTH_DEGRADED ? capacity_bps : 0};
+    State s{health, health == core::LinkHealth::kDegraded ? capacity_bps : 0};
     auto it = overrides_.find(id);
-    const bool same = (it == overrides_.end() && health == v1::LINK_HEALTH_UP) ||
+    const bool same = (it == overrides_.end() && health == core::LinkHealth::kUp) ||
                       (it != overrides_.end() && it->second.health == s.health &&
                        it->second.capacity_bps == s.capacity_bps);
     if (same) continue;
@@ -100,15 +96,15 @@ core::Result<std::vector<core::LinkId>> TopologyManager::Set(const std::string& 
   return changed;
 }
 
-v1::LinkHealth TopologyManager::health(core::LinkId id) const {
+core::LinkHealth TopologyManager::health(core::LinkId id) const {
   auto it = overrides_.find(id);
-  return it == overrides_.end() ? v1::LINK_HEALTH_UP : it->second.health;
+  return it == overrides_.end() ? core::LinkHealth::kUp : it->second.health;
 }
 
 std::vector<LinkOverride> TopologyManager::Overrides(int64_t now_ms) const {
   std::vector<LinkOverride> out;
   for (const auto& [id, s] : overrides_)
-    out.push_back({Name(id), s.health, s.capacity_bps, now_ms});
+    out.push_back({Name(id), StoredHealth(s.health), s.capacity_bps, now_ms});
   return out;
 }
 
@@ -117,12 +113,13 @@ core::Status TopologyManager::Restore(const LinkOverride& o) {
     return core::InvalidArgumentError("link_state." + o.link + ": not a directed link name");
   }
   CRUX_ASSIGN_OR_RETURN(auto ids, Resolve(o.link));
+  CRUX_ASSIGN_OR_RETURN(const core::LinkHealth health, HealthFromStored(o.health));
   for (core::LinkId id : ids) {
-    if (o.health == v1::LINK_HEALTH_DEGRADED &&
+    if (health == core::LinkHealth::kDegraded &&
         !(o.capacity_bps >= 1 && o.capacity_bps <= nominal_.link(id).capacity.ToBitsPerSec())) {
       return core::InvalidArgumentError("link_state." + o.link + ": bad capacity");
     }
-    Apply(id, State{static_cast<v1::LinkHealth>(o.health), o.capacity_bps});
+    Apply(id, State{health, o.capacity_bps});
   }
   ++version_;
   return core::Status::Ok();

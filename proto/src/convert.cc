@@ -64,4 +64,299 @@ core::Result<core::SwitchQosState> SwitchQosStateFromProto(const v1::SwitchQosSt
   return s;
 }
 
+namespace {
+
+ProtocolError Refuse(v1::ErrorCode code, std::string message) { return {code, std::move(message)}; }
+
+std::string NameOf(const core::Topology& topo, core::NodeId id) {
+  return id.valid() && id.value() < topo.num_nodes() ? topo.node(id).name : std::string("?");
+}
+
+}  // namespace
+
+ProtocolError DemandFromProto(const v1::RegisterJob& r, const core::Topology& topo,
+                              core::JobDemand* out) {
+  core::JobDemand d;
+  d.id = r.job_id();
+  d.tenant = r.tenant();
+  d.model = r.model();
+  for (int i = 0; i < r.placement_size(); ++i) {
+    const v1::HostPlacement& p = r.placement(i);
+    const std::string field = "register_job.placement[" + std::to_string(i) + "]";
+    core::Result<core::NodeId> host = topo.FindNode(p.host());
+    if (!host.ok() || topo.node(*host).kind != core::NodeKind::kHost) {
+      return Refuse(v1::ERROR_CODE_UNKNOWN_HOST,
+                    field + ".host: '" + p.host() + "' is not a host of the topology");
+    }
+    for (const core::PlacementHost& seen : d.placement) {
+      if (seen.host == *host) {
+        return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
+                      field + ".host: '" + p.host() + "' appears twice in the placement");
+      }
+    }
+    core::PlacementHost h;
+    h.host = *host;
+    h.gpus = p.gpus();
+    const int capacity = topo.host_gpus(*host);
+    if (capacity > 0 && p.gpus() > static_cast<uint32_t>(capacity)) {
+      return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT, field + ".gpus: " + std::to_string(p.gpus()) +
+                                                         " GPUs, but host '" + p.host() + "' has " +
+                                                         std::to_string(capacity));
+    }
+    for (int n = 0; n < p.nics_size(); ++n) {
+      core::Result<core::NodeId> nic = topo.FindNode(p.nics(n).name());
+      if (!nic.ok() || topo.node(*nic).kind != core::NodeKind::kNic ||
+          topo.node(*nic).host != *host) {
+        return Refuse(v1::ERROR_CODE_UNKNOWN_HOST, field + ".nics[" + std::to_string(n) +
+                                                       "].name: '" + p.nics(n).name() +
+                                                       "' is not a NIC of " + p.host());
+      }
+      h.nics.push_back(*nic);
+    }
+    d.placement.push_back(std::move(h));
+  }
+  for (int i = 0; i < r.qps_size(); ++i) {
+    for (const auto& [name, key] : {std::pair{r.qps(i).local_nic(), "local_nic"},
+                                    std::pair{r.qps(i).remote_nic(), "remote_nic"}}) {
+      core::Result<core::NodeId> nic = topo.FindNode(name);
+      if (!nic.ok() || topo.node(*nic).kind != core::NodeKind::kNic) {
+        return Refuse(v1::ERROR_CODE_UNKNOWN_HOST, "register_job.qps[" + std::to_string(i) + "]." +
+                                                       key + ": '" + name +
+                                                       "' is not a NIC of the topology");
+      }
+    }
+  }
+  if (!r.pattern().empty() && r.pattern() != "ring_allreduce" && r.pattern() != "all_to_all" &&
+      r.pattern() != "pipeline") {
+    return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
+                  "register_job.pattern: must be ring_allreduce, all_to_all or pipeline (got '" +
+                      r.pattern() + "')");
+  }
+  core::Result<core::TrafficPattern> pattern =
+      core::ParseTrafficPattern(r.pattern().empty() ? "ring_allreduce" : r.pattern());
+  if (!pattern.ok()) {
+    return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
+                  "register_job.pattern: " + std::string(pattern.status().message()));
+  }
+  d.pattern = *pattern;
+  d.bytes_per_iteration = core::Bytes::Of(
+      static_cast<int64_t>(std::min<uint64_t>(r.bytes_per_iteration(), uint64_t{1} << 62)));
+  if (r.flops_per_iteration() > 0) {
+    d.flops_per_iteration = core::Flops::Of(static_cast<double>(r.flops_per_iteration()));
+  }
+  d.lease = core::Duration::Millis(r.lease_ms());
+  *out = std::move(d);
+  return {};
+}
+
+ProtocolError ProfileFromProto(const v1::ProfileReport& p, const core::Topology& topo,
+                               const core::JobDemand& demand, core::JobProfile* out) {
+  core::JobProfile prof;
+  // Field names are only built on refusal: the accepted path (every report) allocates little.
+  auto field = [](int i, const char* key) {
+    return "profile_report.peers[" + std::to_string(i) + "]." + key;
+  };
+  auto on_job_host = [&demand](core::NodeId host) {
+    for (const core::PlacementHost& h : demand.placement) {
+      if (h.host == host) return true;
+    }
+    return false;
+  };
+  prof.peers.reserve(static_cast<size_t>(p.peers_size()));
+  for (int i = 0; i < p.peers_size(); ++i) {
+    const v1::PeerBytes& pb = p.peers(i);
+    core::NodeId ends[2];
+    for (int side = 0; side < 2; ++side) {
+      const std::string& name = side == 0 ? pb.local_nic() : pb.remote_nic();
+      const char* key = side == 0 ? "local_nic" : "remote_nic";
+      core::Result<core::NodeId> nic = topo.FindNode(name);
+      if (!nic.ok()) {
+        return Refuse(v1::ERROR_CODE_UNKNOWN_HOST,
+                      field(i, key) + ": '" + name + "' is not a node of the topology");
+      }
+      const core::Node& node = topo.node(*nic);
+      if (node.kind != core::NodeKind::kNic && node.kind != core::NodeKind::kHost) {
+        return Refuse(v1::ERROR_CODE_UNKNOWN_HOST, field(i, key) + ": '" + name + "' is not a NIC");
+      }
+      if (!on_job_host(node.host)) {
+        return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
+                      field(i, key) + ": '" + name + "' is not on one of the job's hosts");
+      }
+      ends[side] = *nic;
+    }
+    if (ends[0] == ends[1]) {
+      return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
+                    "profile_report.peers[" + std::to_string(i) + "]: local_nic == remote_nic");
+    }
+    prof.peers.push_back(
+        {ends[0], ends[1],
+         core::Bytes::Of(static_cast<int64_t>(std::min<uint64_t>(pb.bytes(), uint64_t{1} << 62)))});
+  }
+  prof.compute_time = core::Duration::Nanos(static_cast<int64_t>(p.compute_time_ns()));
+  if (p.flops_per_iteration() > 0) {
+    prof.flops_per_iteration = core::Flops::Of(p.flops_per_iteration());
+  }
+  prof.iteration_period = core::Duration::Nanos(static_cast<int64_t>(p.iteration_period_ns()));
+  prof.overlap_start = p.overlap_start();
+  prof.compression_ratio = p.compression_ratio() > 0 ? p.compression_ratio() : 1.0;
+  prof.samples = p.samples();
+  prof.converged = p.converged();
+  prof.bytes_per_iteration = core::Bytes::Of(
+      static_cast<int64_t>(std::min<uint64_t>(p.bytes_per_iteration(), uint64_t{1} << 62)));
+  *out = std::move(prof);
+  return {};
+}
+
+v1::RegisterJob DemandToProto(const core::JobDemand& d, const core::Topology& topo) {
+  v1::RegisterJob r;
+  r.set_job_id(d.id);
+  r.set_tenant(d.tenant);
+  r.set_model(d.model);
+  for (const core::PlacementHost& h : d.placement) {
+    v1::HostPlacement* p = r.add_placement();
+    p->set_host(NameOf(topo, h.host));
+    p->set_gpus(h.gpus);
+    for (core::NodeId nic : h.nics) p->add_nics()->set_name(NameOf(topo, nic));
+  }
+  r.set_pattern(std::string(core::TrafficPatternName(d.pattern)));
+  r.set_bytes_per_iteration(
+      static_cast<uint64_t>(std::max<int64_t>(0, d.bytes_per_iteration.count())));
+  if (d.flops_per_iteration) {
+    r.set_flops_per_iteration(static_cast<uint64_t>(std::max(0.0, d.flops_per_iteration->value())));
+  }
+  r.set_lease_ms(static_cast<uint32_t>(std::max<int64_t>(0, d.lease.nanos() / 1000000)));
+  return r;
+}
+
+v1::ProfileReport ProfileToProto(const std::string& job_id, const core::JobProfile& p,
+                                 const core::Topology& topo) {
+  v1::ProfileReport r;
+  r.set_job_id(job_id);
+  r.set_compute_time_ns(static_cast<uint64_t>(std::max<int64_t>(0, p.compute_time.nanos())));
+  if (p.flops_per_iteration) r.set_flops_per_iteration(p.flops_per_iteration->value());
+  for (const core::PeerTraffic& t : p.peers) {
+    v1::PeerBytes* pb = r.add_peers();
+    pb->set_local_nic(NameOf(topo, t.local_nic));
+    pb->set_remote_nic(NameOf(topo, t.remote_nic));
+    pb->set_bytes(static_cast<uint64_t>(std::max<int64_t>(0, t.bytes.count())));
+  }
+  r.set_iteration_period_ns(
+      static_cast<uint64_t>(std::max<int64_t>(0, p.iteration_period.nanos())));
+  r.set_overlap_start(p.overlap_start);
+  r.set_compression_ratio(p.compression_ratio);
+  r.set_samples(p.samples);
+  r.set_converged(p.converged);
+  r.set_bytes_per_iteration(
+      static_cast<uint64_t>(std::max<int64_t>(0, p.bytes_per_iteration.count())));
+  return r;
+}
+
+v1::JobState JobPhaseToProto(core::JobPhase p) {
+  switch (p) {
+    case core::JobPhase::kRegistered:
+      return v1::JOB_STATE_REGISTERED;
+    case core::JobPhase::kProfiling:
+      return v1::JOB_STATE_PROFILING;
+    case core::JobPhase::kScheduled:
+      return v1::JOB_STATE_SCHEDULED;
+  }
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
+v1::LinkHealth LinkHealthToProto(core::LinkHealth h) {
+  switch (h) {
+    case core::LinkHealth::kUp:
+      return v1::LINK_HEALTH_UP;
+    case core::LinkHealth::kDegraded:
+      return v1::LINK_HEALTH_DEGRADED;
+    case core::LinkHealth::kDown:
+      return v1::LINK_HEALTH_DOWN;
+  }
+  return v1::LINK_HEALTH_UNSPECIFIED;
+}
+
+core::Result<core::LinkHealth> LinkHealthFromProto(v1::LinkHealth h) {
+  switch (h) {
+    case v1::LINK_HEALTH_UP:
+      return core::LinkHealth::kUp;
+    case v1::LINK_HEALTH_DEGRADED:
+      return core::LinkHealth::kDegraded;
+    case v1::LINK_HEALTH_DOWN:
+      return core::LinkHealth::kDown;
+    default:
+      return core::InvalidArgumentError("link health: must be UP, DEGRADED or DOWN");
+  }
+}
+
+v1::Assignment AssignmentToProto(const core::AppliedAssignment& applied,
+                                 const core::Topology& topo) {
+  const core::Assignment& a = applied.assignment;
+  v1::Assignment p;
+  p.set_job_id(a.job_id);
+  p.set_epoch(applied.epoch);
+  p.set_level(static_cast<uint32_t>(std::max(0, a.level)));
+  p.set_dscp(a.dscp);
+  p.set_traffic_class(a.traffic_class);
+  p.set_state(JobPhaseToProto(a.phase));
+  for (const auto& [k, v] : a.nccl_env) (*p.mutable_nccl_env())[k] = v;
+  p.mutable_flows()->Reserve(static_cast<int>(a.flows.size()));
+  for (const core::FlowPin& f : a.flows) {
+    v1::FlowAssignment* fa = p.add_flows();
+    fa->set_src_nic(NameOf(topo, f.src_nic));
+    fa->set_dst_nic(NameOf(topo, f.dst_nic));
+    fa->set_udp_sport(f.udp_sport);
+    if (f.path.empty()) continue;
+    if (f.path.front().value() >= topo.num_links()) continue;
+    fa->add_path(NameOf(topo, topo.link(f.path.front()).src));
+    for (core::LinkId l : f.path) {
+      fa->add_path(l.value() < topo.num_links() ? NameOf(topo, topo.link(l).dst) : "?");
+    }
+  }
+  return p;
+}
+
+core::Result<core::AppliedAssignment> AssignmentFromProto(const v1::Assignment& p,
+                                                          const core::Topology& topo) {
+  core::AppliedAssignment out;
+  core::Assignment& a = out.assignment;
+  out.epoch = p.epoch();
+  a.job_id = p.job_id();
+  a.level = static_cast<int>(p.level());
+  a.dscp = p.dscp();
+  a.traffic_class = p.traffic_class();
+  switch (p.state()) {
+    case v1::JOB_STATE_PROFILING:
+      a.phase = core::JobPhase::kProfiling;
+      break;
+    case v1::JOB_STATE_SCHEDULED:
+      a.phase = core::JobPhase::kScheduled;
+      break;
+    default:
+      a.phase = core::JobPhase::kRegistered;
+  }
+  for (const auto& [k, v] : p.nccl_env()) a.nccl_env[k] = v;
+  for (int i = 0; i < p.flows_size(); ++i) {
+    const v1::FlowAssignment& f = p.flows(i);
+    const std::string field = "assignment.flows[" + std::to_string(i) + "]";
+    core::FlowPin pin;
+    CRUX_ASSIGN_OR_RETURN(pin.src_nic, topo.FindNode(f.src_nic()));
+    CRUX_ASSIGN_OR_RETURN(pin.dst_nic, topo.FindNode(f.dst_nic()));
+    pin.udp_sport = static_cast<uint16_t>(f.udp_sport());
+    for (int h = 1; h < f.path_size(); ++h) {
+      core::Result<core::NodeId> from = topo.FindNode(f.path(h - 1));
+      core::Result<core::NodeId> to = topo.FindNode(f.path(h));
+      if (!from.ok() || !to.ok()) {
+        return core::NotFoundError(field + ".path: hop '" + f.path(h) + "' is not in the topology");
+      }
+      core::Result<core::LinkId> link = topo.FindLink(*from, *to);
+      if (!link.ok()) {
+        return core::NotFoundError(field + ".path: no link " + f.path(h - 1) + "->" + f.path(h));
+      }
+      pin.path.push_back(*link);
+    }
+    a.flows.push_back(std::move(pin));
+  }
+  return out;
+}
+
 }  // namespace crux::protocol

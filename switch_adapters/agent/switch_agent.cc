@@ -96,6 +96,7 @@ void SwitchAgent::SendHello() {
   c->set_queues(static_cast<uint32_t>(caps_.queues));
   c->set_strict_priority(caps_.strict_priority);
   c->set_dwrr(caps_.dwrr);
+  c->set_pfc(caps_.pfc);
   c->set_pbr_redirect(caps_.pbr_redirect);
   c->add_backends(caps_.backend);
   ++counters_.hellos_sent;
@@ -107,13 +108,15 @@ void SwitchAgent::SendHello() {
   if (reply->has_error()) {
     const v1::ErrorCode code = reply->error().code();
     last_error_ = "hello refused: " + protocol::StatusFromError(reply->error()).ToString();
-    if (code == v1::ERROR_CODE_UNKNOWN_HOST || code == v1::ERROR_CODE_PERMISSION_DENIED) {
+    if (code == v1::ERROR_CODE_UNKNOWN_HOST || code == v1::ERROR_CODE_PERMISSION_DENIED ||
+        code == v1::ERROR_CODE_UNSUPPORTED) {
       // Configuration, not a transient state: retrying would loop forever without a word.
       fatal_ = core::FailedPreconditionError(
           "cruxd at " + options_.client.endpoint + " refused switch '" + options_.switch_name +
           "' (" + std::string(protocol::ErrorCodeName(code)) + "): " + reply->error().message() +
-          (code == v1::ERROR_CODE_UNKNOWN_HOST
-               ? " -- check --switch-name against cruxd's topology"
+          (code == v1::ERROR_CODE_UNKNOWN_HOST ? " -- check --switch-name against cruxd's topology"
+           : code == v1::ERROR_CODE_UNSUPPORTED
+               ? " -- the switch cannot hold cruxd's qos configuration (see the message)"
                : " -- check that this agent's key may speak for the switch"));
       spdlog::critical("{}; not retrying", fatal_->message());
       return;

@@ -23,10 +23,10 @@ using DaemonTest = DaemonFixture;
 
 TEST_F(DaemonTest, BurstIsOneReplanNewcomersGetTheTopLevelThenTheirOwn) {
   RegisterThree();
-  EXPECT_EQ(daemon_->runner().runs(), 0u);  // Debounced: nothing yet.
+  EXPECT_EQ(daemon_->plans().runs(), 0u);  // Debounced: nothing yet.
   EXPECT_TRUE(pushes_.empty());
   Advance(kDebounce);
-  EXPECT_EQ(daemon_->runner().runs(), 1u);  // Three registrations, one re-plan.
+  EXPECT_EQ(daemon_->plans().runs(), 1u);  // Three registrations, one re-plan.
   EXPECT_EQ(daemon_->epoch(), 1u);
   std::set<uint32_t> colours;
   for (const char* id : {"a", "b", "c"}) {
@@ -54,7 +54,7 @@ TEST_F(DaemonTest, BurstIsOneReplanNewcomersGetTheTopLevelThenTheirOwn) {
     EXPECT_TRUE(r.has_ack()) << r.DebugString();
   }
   Advance(kDebounce);
-  EXPECT_EQ(daemon_->runner().runs(), 2u);
+  EXPECT_EQ(daemon_->plans().runs(), 2u);
   EXPECT_EQ(daemon_->epoch(), 2u);
   std::set<uint32_t> levels;
   for (const char* id : {"a", "b", "c"}) {
@@ -73,17 +73,17 @@ TEST_F(DaemonTest, DebounceCoalescesEventsWithinTheWindowOnly) {
   Client("peer-a", Register("a", {"host0", "host4"}));
   Advance(core::Duration::Millis(10));
   Client("peer-b", Register("b", {"host1", "host5"}));  // Same window: same re-plan.
-  EXPECT_EQ(daemon_->runner().runs(), 0u);
+  EXPECT_EQ(daemon_->plans().runs(), 0u);
   Advance(core::Duration::Millis(10));
-  EXPECT_EQ(daemon_->runner().runs(), 1u);
+  EXPECT_EQ(daemon_->plans().runs(), 1u);
   EXPECT_EQ(daemon_->epoch(), 1u);
   EXPECT_EQ(LastAssignment("peer-b").epoch(), 1u);
   Advance(core::Duration::Millis(5));
   Client("peer-c", Register("c", {"host2", "host6"}));  // After the window: a new one.
   Advance(kDebounce - core::Duration::Millis(1));
-  EXPECT_EQ(daemon_->runner().runs(), 1u);
+  EXPECT_EQ(daemon_->plans().runs(), 1u);
   Advance(core::Duration::Millis(1));
-  EXPECT_EQ(daemon_->runner().runs(), 2u);
+  EXPECT_EQ(daemon_->plans().runs(), 2u);
   EXPECT_EQ(daemon_->epoch(), 2u);
   EXPECT_EQ(LastAssignment("peer-c").epoch(), 2u);
 }
@@ -93,14 +93,14 @@ TEST_F(DaemonTest, MinReplanIntervalSpacesRunsOut) {
   c.min_replan_interval_ms = 100;
   daemon_->Reload(c);
   Advance(kDebounce);  // The reload's own re-plan (t = 20 ms).
-  ASSERT_EQ(daemon_->runner().runs(), 1u);
+  ASSERT_EQ(daemon_->plans().runs(), 1u);
   Client("peer-a", Register("a", {"host0", "host4"}));  // t = 20 ms.
   Advance(kDebounce);                                   // t = 40 ms.
-  EXPECT_EQ(daemon_->runner().runs(), 1u) << "debounce alone would have run at 40 ms";
+  EXPECT_EQ(daemon_->plans().runs(), 1u) << "debounce alone would have run at 40 ms";
   Advance(core::Duration::Millis(79));  // t = 119 ms.
-  EXPECT_EQ(daemon_->runner().runs(), 1u);
+  EXPECT_EQ(daemon_->plans().runs(), 1u);
   Advance(core::Duration::Millis(1));  // t = 120 ms = first start + 100 ms.
-  EXPECT_EQ(daemon_->runner().runs(), 2u);
+  EXPECT_EQ(daemon_->plans().runs(), 2u);
   EXPECT_EQ(LastAssignment("peer-a").epoch(), daemon_->epoch());
 }
 
@@ -141,10 +141,10 @@ TEST_F(DaemonTest, UnchangedPlanKeepsTheEpochAndPushesNothing) {
   pushes_.clear();
   Client("peer-a", Profile("a", 101, 3, false));  // Same figures within 10%: no re-plan.
   Advance(kDebounce);
-  EXPECT_EQ(daemon_->runner().runs(), 2u);
+  EXPECT_EQ(daemon_->plans().runs(), 2u);
   Client("peer-a", Profile("a", 150, 4, false));  // +50%: re-plans; same level, same paths.
   Advance(kDebounce);
-  EXPECT_EQ(daemon_->runner().runs(), 3u);
+  EXPECT_EQ(daemon_->plans().runs(), 3u);
   EXPECT_EQ(daemon_->epoch(), 2u);
   EXPECT_TRUE(pushes_.empty());
 }
@@ -155,7 +155,7 @@ TEST_F(DaemonTest, JitteryReportsNeitherReplanNorPushButAreStoredInBatches) {
     Client(std::string("peer-") + id, Profile(id, 100, 20, true, 2, 1000000000));
   }
   Advance(kDebounce);
-  const uint64_t runs = daemon_->runner().runs();
+  const uint64_t runs = daemon_->plans().runs();
   const uint64_t epoch = daemon_->epoch();
   pushes_.clear();
   // 2% jitter (crux-loadgen's default) on every figure, many reports: nothing to plan.
@@ -168,7 +168,7 @@ TEST_F(DaemonTest, JitteryReportsNeitherReplanNorPushButAreStoredInBatches) {
     }
     Advance(core::Duration::Millis(5));
   }
-  EXPECT_EQ(daemon_->runner().runs(), runs);
+  EXPECT_EQ(daemon_->plans().runs(), runs);
   EXPECT_EQ(daemon_->epoch(), epoch);
   EXPECT_TRUE(pushes_.empty());
   // The latest reports reach the store with the next flush (once a second, or now).
@@ -253,19 +253,19 @@ TEST_F(DaemonTest, RestartRestoresStateAndReRegistrationIsIdempotent) {
   Open();
   EXPECT_EQ(daemon_->epoch(), epoch);
   EXPECT_EQ(daemon_->tracker().jobs().size(), 3u);
-  EXPECT_EQ(daemon_->tracker().Find("a")->state, v1::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(daemon_->control().Find("a")->phase, core::JobPhase::kScheduled);
   ASSERT_EQ(daemon_->applied().size(), 3u);
   for (const auto& [id, a] : applied) {
-    EXPECT_TRUE(SameAssignment(daemon_->applied().at(id), a)) << id;
-    EXPECT_EQ(daemon_->applied().at(id).epoch(), a.epoch());
+    EXPECT_EQ(daemon_->applied().at(id)->assignment, a->assignment) << id;
+    EXPECT_EQ(daemon_->applied().at(id)->epoch, a->epoch);
   }
   pushes_.clear();
   v1::Envelope r = Client("peer-a2", Register("a", {"host0", "host4"}));
   ASSERT_TRUE(r.has_register_job_reply());
   EXPECT_TRUE(r.register_job_reply().already_known());
-  EXPECT_EQ(r.register_job_reply().dscp(), applied.at("a").dscp());
+  EXPECT_EQ(r.register_job_reply().dscp(), applied.at("a")->assignment.dscp);
   ASSERT_EQ(pushes_["peer-a2"].size(), 1u) << "the re-registered client gets its assignment";
-  EXPECT_EQ(pushes_["peer-a2"][0].assignment().epoch(), applied.at("a").epoch());
+  EXPECT_EQ(pushes_["peer-a2"][0].assignment().epoch(), applied.at("a")->epoch);
   // A different placement under the same id is a conflict and changes nothing.
   v1::Envelope c = Client("peer-x", Register("a", {"host0", "host8"}));
   ASSERT_TRUE(c.has_error());
@@ -330,6 +330,8 @@ TEST_F(DaemonTest, SwitchAgentsRegisterAndGetDesiredState) {
   v1::Envelope hello = protocol::NewEnvelope(4);
   hello.mutable_switch_hello()->set_switch_name("tor0");
   hello.mutable_switch_hello()->mutable_capabilities()->set_queues(8);
+  hello.mutable_switch_hello()->mutable_capabilities()->set_strict_priority(true);
+  hello.mutable_switch_hello()->mutable_capabilities()->set_dwrr(true);
   EXPECT_TRUE(Client("agent-tor0", hello).has_ack());
   ASSERT_EQ(pushes_["agent-tor0"].size(), 1u);
   const v1::SwitchQosState& st = pushes_["agent-tor0"][0].switch_state();
@@ -363,7 +365,7 @@ TEST_F(DaemonTest, DryRunComputesButNeitherPushesNorAdvancesTheEpoch) {
   EXPECT_TRUE(daemon_->Reload(c).empty());
   RegisterThree();
   Advance(kDebounce * 2);
-  EXPECT_GE(daemon_->runner().runs(), 1u);
+  EXPECT_GE(daemon_->plans().runs(), 1u);
   EXPECT_EQ(daemon_->epoch(), 0u);
   EXPECT_TRUE(pushes_.empty());
   c.dry_run = false;
@@ -444,11 +446,11 @@ TEST_F(DaemonTest, AdminStatusJobsExplainLinksAndDryRun) {
   const uint64_t before = daemon_->epoch();
   Advance(kDebounce);
   EXPECT_GT(daemon_->epoch(), before);
+  const core::Topology& topo = daemon_->topology().nominal();
+  const core::LinkId down = topo.FindLink(*topo.FindNode("tor0"), *topo.FindNode("agg0")).value();
   for (const auto& [id, a] : daemon_->applied()) {
-    for (const auto& f : a.flows()) {
-      for (int h = 0; h + 1 < f.path_size(); ++h) {
-        EXPECT_FALSE(f.path(h) == "tor0" && f.path(h + 1) == "agg0") << id;
-      }
+    for (const auto& f : a->assignment.flows) {
+      for (core::LinkId l : f.path) EXPECT_NE(l, down) << id;
     }
   }
   EXPECT_EQ(sqlite_->LoadLinkOverrides().value().size(), 2u);
@@ -478,6 +480,8 @@ v1::Envelope Hello(const std::string& name, uint64_t applied_epoch, uint64_t rid
   e.mutable_switch_hello()->set_switch_name(name);
   e.mutable_switch_hello()->set_applied_epoch(applied_epoch);
   e.mutable_switch_hello()->mutable_capabilities()->set_queues(8);
+  e.mutable_switch_hello()->mutable_capabilities()->set_strict_priority(true);
+  e.mutable_switch_hello()->mutable_capabilities()->set_dwrr(true);
   return e;
 }
 
@@ -532,7 +536,7 @@ TEST_F(DaemonTest, OnlySwitchesWhoseStateChangesGetAPushAndMapsFollowLevels) {
   EXPECT_TRUE(Client("peer-a", Profile("a", 100, 30, true)).has_ack());
   Advance(kDebounce);
   ASSERT_GT(daemon_->epoch(), before);
-  const uint32_t level = daemon_->applied().at("a").level();
+  const uint32_t level = static_cast<uint32_t>(daemon_->applied().at("a")->assignment.level);
   ASSERT_GE(level, 1u);
   auto tor0 = States(pushes_["agent-tor0"]);
   ASSERT_EQ(tor0.size(), 2u);
@@ -633,20 +637,15 @@ TEST_F(DaemonTest, ExhaustedPoolSharesColoursAndCruxctlSeesIt) {
 }
 
 TEST_F(DaemonTest, AssignmentPushesCarryTheirSendTime) {
-  const auto wall = [] {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count());
-  };
-  const uint64_t t0 = wall();
+  // The wall clock is injected: a push carries what it says when the push is sent.
+  uint64_t wall = 1'700'000'000'000'000'000;
+  daemon_->SetWallClock([&wall] { return static_cast<int64_t>(wall); });
   RegisterThree();
+  wall += 5;
   Advance(kDebounce);
-  const uint64_t t1 = wall();
   const v1::Assignment a = LastAssignment("peer-a");
-  EXPECT_GE(a.sent_unix_ns(), t0);
-  EXPECT_LE(a.sent_unix_ns(), t1);
-  // The stored plan is not stamped (only pushes are).
-  EXPECT_EQ(daemon_->applied().at("a").sent_unix_ns(), 0u);
+  EXPECT_EQ(a.sent_unix_ns(), wall);
+  EXPECT_EQ(a.state_id(), daemon_->state_id());
 }
 
 TEST_F(DaemonTest, ReloadedQosPushesTheNewSchedulerWeightWithANewEpoch) {
@@ -676,7 +675,11 @@ TEST_F(DaemonTest, ReloadedQosPushesTheNewSchedulerWeightWithANewEpoch) {
 }
 
 TEST_F(DaemonTest, AgentsAreNewOrReturningOnlyWhenTheyReallyAre) {
-  EXPECT_TRUE(daemon_->enforcer().qos_ready());  // No jobs: the static state is ready at start.
+  // No jobs: the first plan after start (one debounce) establishes the static state.
+  EXPECT_FALSE(daemon_->enforcer().qos_ready());
+  Advance(kDebounce);
+  EXPECT_TRUE(daemon_->enforcer().qos_ready());
+  EXPECT_EQ(daemon_->epoch(), 0u) << "establishing the switch state needs no epoch";
   EXPECT_TRUE(Client("agent-tor0", Hello("tor0", 0)).has_ack());
   ASSERT_EQ(States(pushes_["agent-tor0"]).size(), 1u);  // New.
   EXPECT_EQ(States(pushes_["agent-tor0"])[0].dscp_to_tc_size(), 64);

@@ -23,6 +23,8 @@ v1::Envelope Hello(const std::string& name, uint64_t rid = 40, uint64_t applied_
   v1::Envelope e = protocol::NewEnvelope(rid);
   e.mutable_switch_hello()->set_switch_name(name);
   e.mutable_switch_hello()->mutable_capabilities()->set_queues(8);
+  e.mutable_switch_hello()->mutable_capabilities()->set_strict_priority(true);
+  e.mutable_switch_hello()->mutable_capabilities()->set_dwrr(true);
   e.mutable_switch_hello()->set_applied_state_id(applied_state_id);
   return e;
 }
@@ -265,6 +267,30 @@ TEST_F(SecurityTest, JobsThatDoNotFitAWrongTopologyAreKeptNotDeleted) {
   Open();  // The right topology again: everything is back.
   EXPECT_EQ(daemon_->tracker().jobs().size(), 3u);
   EXPECT_EQ(daemon_->quarantined_jobs(), 0u);
+}
+
+TEST_F(SecurityTest, SwitchesThatCannotHoldTheQosConfigAreRefusedAtHello) {
+  v1::Envelope h = Hello("tor0");
+  h.mutable_switch_hello()->mutable_capabilities()->set_queues(4);  // The config uses queue 6.
+  v1::Envelope r = Client("agent", h);
+  ASSERT_TRUE(r.has_error());
+  EXPECT_EQ(r.error().code(), v1::ERROR_CODE_UNSUPPORTED);
+  EXPECT_THAT(r.error().message(), HasSubstr("capabilities.queues"));
+  h = Hello("tor0");
+  h.mutable_switch_hello()->mutable_capabilities()->set_strict_priority(false);
+  EXPECT_EQ(Client("agent", h).error().code(), v1::ERROR_CODE_UNSUPPORTED);
+  EXPECT_EQ(daemon_->enforcer().switch_count(), 0u) << "a refused hello records nothing";
+  EXPECT_TRUE(Client("agent", Hello("tor0")).has_ack());
+}
+
+TEST_F(SecurityTest, APlacementWithMoreGpusThanTheHostHasIsRefused) {
+  v1::Envelope reg = Register("g", {"host0", "host4"});
+  reg.mutable_register_job()->mutable_placement(1)->set_gpus(9);  // The example hosts have 8.
+  v1::Envelope r = Client("p", reg);
+  ASSERT_TRUE(r.has_error());
+  EXPECT_EQ(r.error().code(), v1::ERROR_CODE_INVALID_ARGUMENT);
+  EXPECT_THAT(r.error().message(), HasSubstr("placement[1].gpus"));
+  EXPECT_EQ(daemon_->tracker().Find("g"), nullptr);
 }
 
 }  // namespace

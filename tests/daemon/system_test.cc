@@ -186,6 +186,8 @@ TEST_F(SystemTest, ThreeJobsRegisterReportAndGetAssignmentsWithIncreasingEpochs)
   hello.mutable_switch_hello()->set_switch_name("tor0");
   hello.mutable_switch_hello()->set_agent_version("fake-1");
   hello.mutable_switch_hello()->mutable_capabilities()->set_queues(8);
+  hello.mutable_switch_hello()->mutable_capabilities()->set_strict_priority(true);
+  hello.mutable_switch_hello()->mutable_capabilities()->set_dwrr(true);
   auto hr = agent.Call(hello, kTimeout);
   ASSERT_TRUE(hr.ok());
   ASSERT_TRUE(hr->has_ack()) << hr->DebugString();

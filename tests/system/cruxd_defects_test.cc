@@ -297,6 +297,8 @@ TEST_F(CruxdDefectsTest, CurveRolesAndEveryRefusalAreVisible) {
     v1::Envelope e = protocol::NewEnvelope();
     e.mutable_switch_hello()->set_switch_name(name);
     e.mutable_switch_hello()->mutable_capabilities()->set_queues(8);
+    e.mutable_switch_hello()->mutable_capabilities()->set_strict_priority(true);
+    e.mutable_switch_hello()->mutable_capabilities()->set_dwrr(true);
     return e;
   };
   {

@@ -348,6 +348,8 @@ std::string DescribeErrorCode(v1::ErrorCode code) {
       return "not found";
     case v1::ERROR_CODE_RESOURCE_EXHAUSTED:
       return "a quota is reached";
+    case v1::ERROR_CODE_UNSUPPORTED:
+      return "not supported by this peer (e.g. a switch without the QoS features cruxd needs)";
     default:
       return "unknown error code " + std::to_string(static_cast<int>(code));
   }

@@ -222,7 +222,10 @@ nlohmann::json ToJson(const v1::StatusReply& r) {
           // A random 64-bit id: a decimal string, as in protobuf's JSON mapping of uint64, since
           // JSON readers that hold numbers as doubles (jq) would round it.
           {"state_id", std::to_string(r.state_id())},
-          {"refusals", refusals}};
+          {"refusals", refusals},
+          {"quarantined_jobs", r.quarantined_jobs()},
+          {"loop_lag_p99_ms", r.loop_lag_p99_ms()},
+          {"loop_lag_max_ms", r.loop_lag_max_ms()}};
 }
 
 nlohmann::json ToJson(const v1::JobSummary& j) {
@@ -360,6 +363,9 @@ std::string RenderStatusText(const v1::StatusReply& r) {
     }
     out << ")";
   }
+  if (r.quarantined_jobs() > 0) {
+    out << ", " << r.quarantined_jobs() << " quarantined (stored, do not fit the topology)";
+  }
   out << "\n";
   out << "  clients      " << r.clients() << "\n";
   out << "  switches     " << r.switches() << "\n";
@@ -367,6 +373,10 @@ std::string RenderStatusText(const v1::StatusReply& r) {
       << " links, " << r.links_not_up() << " not up)\n";
   out << "  levels       " << r.levels() << "\n";
   out << "  re-plans     " << r.replans() << " (last " << FormatMillis(r.last_replan_ms()) << ")\n";
+  // Time from posting work to the event loop to running it, over the last minute (0 from a
+  // cruxd that does not measure it, or before the first sample).
+  out << "  loop lag     p99 " << FormatMillis(r.loop_lag_p99_ms()) << ", max "
+      << FormatMillis(r.loop_lag_max_ms()) << "\n";
   out << "  state        " << (r.state_path().empty() ? "-" : E(r.state_path())) << "\n";
   out << "  state id     " << (r.state_id() == 0 ? "-" : std::to_string(r.state_id())) << "\n";
   out << "  store        ";

@@ -97,12 +97,29 @@ TEST(JsonTest, StatusHasDocumentedKeysAndValues) {
   r.set_last_replan_ms(1.25);
   r.set_dry_run(true);
   const nlohmann::json j = ToJson(r);
-  EXPECT_EQ(Keys(j),
-            (std::set<std::string>{"version",       "uptime_ms",      "epoch",    "jobs",
-                                   "jobs_by_state", "clients",        "switches", "hosts",
-                                   "links",         "links_not_up",   "levels",   "dry_run",
-                                   "replans",       "last_replan_ms", "topology", "state_path",
-                                   "store_ok",      "store_error",    "state_id", "refusals"}));
+  EXPECT_EQ(Keys(j), (std::set<std::string>{"version",
+                                            "uptime_ms",
+                                            "epoch",
+                                            "jobs",
+                                            "jobs_by_state",
+                                            "clients",
+                                            "switches",
+                                            "hosts",
+                                            "links",
+                                            "links_not_up",
+                                            "levels",
+                                            "dry_run",
+                                            "replans",
+                                            "last_replan_ms",
+                                            "topology",
+                                            "state_path",
+                                            "store_ok",
+                                            "store_error",
+                                            "state_id",
+                                            "refusals",
+                                            "quarantined_jobs",
+                                            "loop_lag_p99_ms",
+                                            "loop_lag_max_ms"}));
   EXPECT_EQ(j["epoch"], 42);
   EXPECT_TRUE(j["epoch"].is_number_unsigned());
   EXPECT_EQ(j["jobs_by_state"]["scheduled"], 2);
@@ -391,13 +408,14 @@ TEST(JsonTest, StatusStoreHealthStateIdAndRefusals) {
   const nlohmann::json j = ToJson(r);
   // The old keys are all still there, the new ones added.
   for (const char* key :
-       {"version",    "uptime_ms", "epoch",       "jobs",           "jobs_by_state",
-        "clients",    "switches",  "hosts",       "links",          "links_not_up",
-        "levels",     "dry_run",   "replans",     "last_replan_ms", "topology",
-        "state_path", "store_ok",  "store_error", "state_id",       "refusals"}) {
+       {"version",          "uptime_ms",       "epoch",          "jobs",           "jobs_by_state",
+        "clients",          "switches",        "hosts",          "links",          "links_not_up",
+        "levels",           "dry_run",         "replans",        "last_replan_ms", "topology",
+        "state_path",       "store_ok",        "store_error",    "state_id",       "refusals",
+        "quarantined_jobs", "loop_lag_p99_ms", "loop_lag_max_ms"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
-  EXPECT_EQ(j.size(), 20u);
+  EXPECT_EQ(j.size(), 23u);
   EXPECT_EQ(j["store_ok"], false);
   EXPECT_EQ(j["store_error"], "store: disk I/O error (SQLITE_IOERR)");
   EXPECT_EQ(j["state_id"], "18364758544493064720");  // Exact, as a string.
@@ -422,6 +440,26 @@ TEST(JsonTest, StatusStoreHealthStateIdAndRefusals) {
   // What a cruxd that does not fill the fields yet sends: store health is unknown, not failed.
   const std::string old = RenderStatusText(v1::StatusReply());
   EXPECT_NE(old.find("  store        unknown"), std::string::npos) << old;
+}
+
+TEST(JsonTest, StatusQuarantinedJobsAndLoopLag) {
+  v1::StatusReply r;
+  r.set_jobs(5);
+  r.set_quarantined_jobs(2);
+  r.set_loop_lag_p99_ms(1.5);
+  r.set_loop_lag_max_ms(12);
+  const nlohmann::json j = ToJson(r);
+  EXPECT_EQ(j["quarantined_jobs"], 2);
+  EXPECT_EQ(j["loop_lag_p99_ms"], 1.5);
+  EXPECT_EQ(j["loop_lag_max_ms"], 12.0);
+  const std::string text = RenderStatusText(r);
+  EXPECT_NE(text.find("  jobs         5, 2 quarantined (stored, do not fit the topology)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  loop lag     p99 1.5ms, max 12ms\n"), std::string::npos) << text;
+  // Nothing quarantined: the jobs line says nothing about it.
+  r.set_quarantined_jobs(0);
+  EXPECT_EQ(RenderStatusText(r).find("quarantined"), std::string::npos);
 }
 
 v1::ListSwitchesReply SwitchesWithDrift() {

@@ -1,23 +1,25 @@
-// Enforcer: sends what the plan decided. Assignment pushes go to the peer that speaks for each
-// job (acks are tracked by the JobTracker); switch agents that said SwitchHello are kept in a
-// registry (for `cruxctl switches`) and get their desired SwitchQosState.
+// Enforcer: sends what the control loop decided. Assignment pushes go to the connection that
+// speaks for each job (acks are tracked by the JobTracker); switch agents that said SwitchHello
+// are kept in a registry (for `cruxctl switches`) and get their desired SwitchQosState.
 //
-// Desired switch state: core::ComputeDesiredQos over the daemon's QoS config (`qos:` in
-// cruxd.yaml) and the applied plan (core::QosJobsFromPlan: each job's DSCP colour from the
-// DscpPool, its applied level, the switches its flows cross). UpdateDesired() recomputes every
-// switch's state, and only the switches core::ChangedSwitches names get a push (stamped with the
-// epoch of that change: a switch's `desired_epoch` is the epoch at which its state last
-// changed). A new or returning agent (first hello since cruxd started, after being silent for
-// kAgentStaleMs, from a new peer, or reporting an older applied epoch than before, i.e. the agent
-// restarted) gets its full state; so does an agent whose periodic hello reports an applied epoch
-// older than its switch's desired_epoch without a failure pending (a lost push), or an applied
-// state id other than the daemon's (its state came from before a state reset). An agent that
-// reported a failed apply retries on its own; its error is kept as `last_error` until an apply
-// succeeds.
+// Desired switch state: decided by core::ControlLoop (it computes every switch's state with
+// core::ComputeDesiredQos in each run and the switches whose state changed); Commit() installs
+// it and pushes to the changed switches, stamped with the epoch of their change (a switch's
+// `desired_epoch`). A new or returning agent (first hello since cruxd started, after being
+// silent for kAgentStaleMs, from a new peer, reporting an older applied epoch than before, i.e.
+// the agent restarted, or an applied state id other than the daemon's) gets its full state; so
+// does an agent whose periodic hello reports an applied epoch older than its switch's
+// desired_epoch without a failure pending (a lost push). An agent that reported a failed apply
+// retries on its own; its error is kept as `last_error` until an apply succeeds.
+//
+// Capabilities: an agent whose declared capabilities cannot hold the QoS configuration (fewer
+// queues than the highest queue the config uses + 1, no strict priority while job levels are
+// strict, no DWRR while a class needs it) is refused at hello with ERROR_CODE_UNSUPPORTED naming
+// what is missing (capabilities with queues = 0 are taken as unknown and accepted).
 //
 // Until the first plan after start (`qos_ready()`), there is no desired state to push (a
 // restarted cruxd must not push a state that ignores its restored jobs); hellos are recorded and
-// the first UpdateDesired() pushes to every known agent.
+// the first Commit() pushes to every known agent.
 //
 // Thread-safety: loop thread only. The topology must outlive the enforcer.
 #ifndef CRUX_DAEMON_ENFORCER_H_
@@ -26,10 +28,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "crux/core/control_types.h"
 #include "crux/core/qos.h"
 #include "crux/core/status.h"
 #include "crux/core/topology.h"
@@ -59,50 +63,41 @@ struct SwitchEntry {
   uint32_t last_drifted_fields = 0;
 };
 
+// Whether a switch with `caps` can hold `qos` (see the file comment); the refusal names the
+// missing capability. Pure.
+Refusal CheckSwitchCapabilities(const v1::SwitchCapabilities& caps, const core::QosConfig& qos,
+                                const std::string& switch_name);
+
 class Enforcer {
  public:
-  // `topo`: the nominal topology (its network switches are the switches); must outlive this.
-  // `qos` must be valid (core::ValidateQosConfig).
-  Enforcer(Metrics* metrics, const core::Topology* topo, core::QosConfig qos);
+  // `topo`: the nominal topology (names for the wire); must outlive this. `wall_ns`: the wall
+  // clock stamped on pushes (Assignment.sent_unix_ns; injected so tests control it).
+  Enforcer(Metrics* metrics, const core::Topology* topo, std::function<int64_t()> wall_ns);
 
   void SetSender(Sender s) { sender_ = std::move(s); }
+  void SetWallClock(std::function<int64_t()> wall_ns) { wall_ns_ = std::move(wall_ns); }
   // The daemon's state id, stamped on every push (Assignment and SwitchQosState).
   void SetStateId(uint64_t id) { state_id_ = id; }
-  // Live reload; takes effect at the next UpdateDesired(). REQUIRES: valid, same dscp_pool.
-  void SetQosConfig(const core::QosConfig& qos) { qos_ = qos; }
-  const core::QosConfig& qos_config() const { return qos_; }
+  // For the capability check at hello. REQUIRES: valid (core::ValidateQosConfig).
+  void SetQosConfig(const core::QosConfig& qos) { qos_config_ = qos; }
 
-  // Queues `a` for `peer`, stamping the state id and a.sent_unix_ns (wall clock, just before the
-  // send).
-  // False when there is no peer or the transport refused it.
-  bool Push(const std::string& peer, v1::Assignment a);
+  // Sends `a` to `peer`, stamping the state id and the send time. False when there is no peer or
+  // the transport refused it.
+  bool Push(const std::string& peer, const core::AppliedAssignment& a);
 
   // Records a hello. Returns the push to send after the reply (the switch's full state), if one
-  // is due (see the file comment). *returning: a new or returning agent.
-  std::optional<v1::Envelope> OnHello(const v1::SwitchHello& h, const std::string& peer,
-                                      int64_t unix_ms, bool* returning);
+  // is due (see the file comment). *returning: a new or returning agent. A refusal (capabilities)
+  // records nothing.
+  Refusal OnHello(const v1::SwitchHello& h, const std::string& peer, int64_t unix_ms,
+                  bool* returning, std::optional<v1::Envelope>* push);
   Refusal OnApplied(const v1::SwitchApplied& a, const std::string& peer, int64_t unix_ms);
 
-  // Recomputes the desired state of every switch for `jobs` (levels and colours as applied) and
-  // pushes to the connected agents of the switches whose state changed, stamped `epoch`.
-  // `push`: false computes only (dry run). Errors (bad config or job) keep the previous state.
-  // Returns the names of the changed switches.
-  core::Result<std::vector<std::string>> UpdateDesired(uint64_t epoch,
-                                                       const std::vector<core::QosJob>& jobs,
-                                                       bool push = true);
+  // Installs the switch states the loop committed and pushes to the connected agents of
+  // `changed` (each stamped with its epoch in `qos`).
+  void Commit(std::shared_ptr<const core::AppliedQos> qos, const std::vector<std::string>& changed);
 
-  // The same in two steps, so that a caller can look at the changes before committing them
-  // without computing the desired state twice (ComputeDesiredQos is O(jobs x switches)).
-  struct PendingState {
-    std::map<std::string, core::SwitchQosState> next;
-    std::vector<std::string> changed;
-  };
-  core::Result<PendingState> ComputeDesired(const std::vector<core::QosJob>& jobs) const;
-  // Installs `p` as the desired state at `epoch` and pushes to the changed switches.
-  std::vector<std::string> Commit(uint64_t epoch, PendingState p);
-
-  bool qos_ready() const { return ready_; }
-  const std::map<std::string, core::SwitchQosState>& desired() const { return desired_; }
+  bool qos_ready() const { return qos_ != nullptr; }
+  std::shared_ptr<const core::AppliedQos> desired() const { return qos_; }
   // Epoch at which `name`'s desired state last changed (0: never computed).
   uint64_t desired_epoch(const std::string& name) const;
 
@@ -119,13 +114,12 @@ class Enforcer {
 
   Metrics* metrics_;
   const core::Topology* topo_;
-  core::QosConfig qos_;
+  std::function<int64_t()> wall_ns_;
+  core::QosConfig qos_config_;
   Sender sender_;
   uint64_t state_id_ = 0;
   std::map<std::string, SwitchEntry> switches_;
-  std::map<std::string, core::SwitchQosState> desired_;
-  std::map<std::string, uint64_t> desired_epoch_;
-  bool ready_ = false;
+  std::shared_ptr<const core::AppliedQos> qos_;
   uint64_t pushes_ = 0;
   uint64_t push_failures_ = 0;
   uint64_t switch_pushes_ = 0;

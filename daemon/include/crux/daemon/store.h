@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "crux/core/control_types.h"
 #include "crux/core/status.h"
 
 namespace crux::daemon {
@@ -50,7 +51,7 @@ struct PlanRow {
 
 struct LinkOverride {
   std::string link;  // "a->b" (one direction).
-  int health = 0;    // crux.v1.LinkHealth.
+  int health = 0;    // StoredHealth (the crux.v1.LinkHealth numbers: 1 up, 2 degraded, 3 down).
   double capacity_bps = 0;
   int64_t updated_ms = 0;
 };
@@ -63,6 +64,10 @@ struct AuditRow {
   int new_level = -1;
   std::string reason;
 };
+
+// The stored numbers of link health (equal to the wire enum's, so old files keep their meaning).
+int StoredHealth(core::LinkHealth h);
+core::Result<core::LinkHealth> HealthFromStored(int stored);
 
 class Store {
  public:

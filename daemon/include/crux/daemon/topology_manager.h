@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "crux/core/control_types.h"
 #include "crux/core/status.h"
 #include "crux/core/topology.h"
 #include "crux/daemon/store.h"
-#include "crux/v1/common.pb.h"
 
 namespace crux::daemon {
 
@@ -35,10 +35,10 @@ class TopologyManager {
 
   // Sets the health of the named link(s). DEGRADED needs 0 < capacity_bps <= nominal.
   // Returns the changed directed links (empty when nothing changed).
-  core::Result<std::vector<core::LinkId>> Set(const std::string& name, v1::LinkHealth health,
+  core::Result<std::vector<core::LinkId>> Set(const std::string& name, core::LinkHealth health,
                                               double capacity_bps);
 
-  v1::LinkHealth health(core::LinkId id) const;
+  core::LinkHealth health(core::LinkId id) const;
   size_t links_not_up() const { return overrides_.size(); }
   // Current overrides, for persistence (one row per directed link).
   std::vector<LinkOverride> Overrides(int64_t now_ms) const;
@@ -50,7 +50,7 @@ class TopologyManager {
 
  private:
   struct State {
-    v1::LinkHealth health = v1::LINK_HEALTH_UP;
+    core::LinkHealth health = core::LinkHealth::kUp;
     double capacity_bps = 0;
   };
   void Apply(core::LinkId id, const State& s);

@@ -8,8 +8,12 @@
 #include <cstdint>
 #include <string>
 
+#include "crux/core/control_types.h"
 #include "crux/core/qos.h"
 #include "crux/core/status.h"
+#include "crux/core/topology.h"
+#include "crux/protocol/codec.h"
+#include "crux/v1/client.pb.h"
 #include "crux/v1/common.pb.h"
 #include "crux/v1/switch.pb.h"
 
@@ -25,6 +29,39 @@ v1::SwitchQosState SwitchQosStateToProto(const core::SwitchQosState& state, uint
 // The wire state as a core state (schedulers sorted by queue, pfc_enable sorted), validated
 // with core::ValidateSwitchQosState. Errors name the field ("switch_state.schedulers[0].type").
 core::Result<core::SwitchQosState> SwitchQosStateFromProto(const v1::SwitchQosState& state);
+
+// ---- jobs (cruxd's gateway and its store codec) ----
+// Every *FromProto checks the message against the topology and answers a wire refusal: the code
+// a client branches on (UNKNOWN_HOST for a name that is not the right kind of node,
+// INVALID_ARGUMENT otherwise) and a message naming the field ("register_job.placement[1].host:
+// 'host99' is not a host of the topology"). A refusal leaves *out unspecified. Field validation
+// (validate.h) is assumed done; these add only what needs the topology.
+
+// Placement (hosts exist, appear once, NICs belong to their host, GPUs within the host's count
+// when the topology knows it), QPs' NICs, pattern.
+ProtocolError DemandFromProto(const v1::RegisterJob& r, const core::Topology& topo,
+                              core::JobDemand* out);
+// Peers are NICs (or hosts) on one of `demand`'s hosts, local != remote.
+ProtocolError ProfileFromProto(const v1::ProfileReport& p, const core::Topology& topo,
+                               const core::JobDemand& demand, core::JobProfile* out);
+// Inverses, for the store (names from `topo`; ids must be nodes of `topo`).
+v1::RegisterJob DemandToProto(const core::JobDemand& d, const core::Topology& topo);
+v1::ProfileReport ProfileToProto(const std::string& job_id, const core::JobProfile& p,
+                                 const core::Topology& topo);
+
+v1::JobState JobPhaseToProto(core::JobPhase p);
+v1::LinkHealth LinkHealthToProto(core::LinkHealth h);
+// UNSPECIFIED and unknown values are kInvalidArgument.
+core::Result<core::LinkHealth> LinkHealthFromProto(v1::LinkHealth h);
+
+// The wire form of an applied assignment (names from `topo`; epoch from the entry; state_id and
+// sent_unix_ns are the pusher's to stamp).
+v1::Assignment AssignmentToProto(const core::AppliedAssignment& a, const core::Topology& topo);
+// The stored form back (a restart): names resolved against `topo`; a flow whose NICs or path
+// do not exist in `topo` any more is an error naming it (the caller drops the entry, so the
+// job gets a fresh assignment).
+core::Result<core::AppliedAssignment> AssignmentFromProto(const v1::Assignment& a,
+                                                          const core::Topology& topo);
 
 }  // namespace crux::protocol
 

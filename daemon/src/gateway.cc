@@ -1,0 +1,321 @@
+#include "crux/daemon/gateway.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "crux/protocol/codec.h"
+#include "crux/protocol/convert.h"
+
+namespace crux::daemon {
+namespace {
+
+// "ERROR_CODE_UNKNOWN_HOST" -> "unknown_host".
+std::string MetricKind(v1::ErrorCode code) {
+  std::string s(protocol::ErrorCodeName(code));
+  if (s.rfind("ERROR_CODE_", 0) == 0) s = s.substr(11);
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+}  // namespace
+
+v1::Envelope Gateway::Refuse(const std::string& endpoint, uint64_t request_id, const Refusal& r) {
+  if (ctx_->metrics) ctx_->metrics->AddError(endpoint, MetricKind(r.code));
+  if (!r.reason.empty()) ctx_->refusals.Count(r.reason);
+  spdlog::debug("{} request {} refused: {} {}", endpoint, request_id,
+                protocol::ErrorCodeName(r.code), r.message);
+  return protocol::MakeError(request_id, r);
+}
+
+void Gateway::Process(const protocol::Inbound& in) {
+  if (ctx_->metrics) ctx_->metrics->AddMessage("client", protocol::BodyName(in.msg));
+  v1::Envelope reply = Handle(in);
+  // request_id 0 is only allowed on an Ack answering a push (the transport refuses it on every
+  // other request): a reply would look like a push, so none is sent.
+  if (ctx_->client_sender && in.msg.request_id() != 0) {
+    if (core::Status s = ctx_->client_sender(in.peer, reply); !s.ok()) {
+      spdlog::warn("client reply not sent: {}", s.ToString());
+    }
+  }
+  auto assignments = std::move(deferred_assignments_);
+  deferred_assignments_.clear();
+  for (const auto& [peer, id] : assignments) {
+    if (const core::AppliedAssignment* a = ctx_->plans->loop().Applied(id)) {
+      ctx_->enforcer.Push(peer, *a);
+    }
+  }
+  auto deferred = std::move(deferred_);
+  deferred_.clear();
+  for (auto& [peer, msg] : deferred) {
+    if (ctx_->client_sender) (void)ctx_->client_sender(peer, msg);
+  }
+  ctx_->plans->Kick();
+}
+
+void Gateway::DeferAssignment(const std::string& peer, const std::string& job_id) {
+  if (ctx_->config.dry_run) return;
+  if (ctx_->plans->loop().Applied(job_id) == nullptr) return;
+  deferred_assignments_.emplace_back(peer, job_id);
+}
+
+Refusal Gateway::Authorise(const protocol::Inbound& in) const {
+  if (!ctx_->grants) return {};
+  const v1::Envelope& m = in.msg;
+  auto it = ctx_->grants->find(in.user_id);
+  if (it == ctx_->grants->end()) {
+    return {v1::ERROR_CODE_PERMISSION_DENIED,
+            "envelope: this CURVE key is no longer authorised (removed from "
+            "curve.authorized_keys_dir)",
+            "unauthorised_key"};
+  }
+  const protocol::KeyGrant& g = it->second;
+  const bool switch_message = m.has_switch_hello() || m.has_switch_applied();
+  if (!switch_message) {
+    if (g.role == protocol::KeyRole::kJob) return {};
+    return {v1::ERROR_CODE_PERMISSION_DENIED,
+            std::string(protocol::BodyName(m)) + ": this CURVE key is a switch key (" + g.name +
+                "); jobs need a job key (a *.pub directly in the authorised-keys directory)",
+            "role"};
+  }
+  const std::string& name =
+      m.has_switch_hello() ? m.switch_hello().switch_name() : m.switch_applied().switch_name();
+  const std::string field = m.has_switch_hello() ? "switch_hello" : "switch_applied";
+  if (g.role != protocol::KeyRole::kSwitch) {
+    return {v1::ERROR_CODE_PERMISSION_DENIED,
+            field + ": this CURVE key is a job key (" + g.name +
+                "); switch agents need a switch key (switches/" + name +
+                ".pub in the authorised-keys directory)",
+            "role"};
+  }
+  if (!std::binary_search(g.switches.begin(), g.switches.end(), name)) {
+    return {v1::ERROR_CODE_PERMISSION_DENIED,
+            field + ".switch_name: this CURVE key may not speak for switch '" + name +
+                "' (it is authorised for " + std::to_string(g.switches.size()) +
+                " other switch(es); add switches/" + name + ".pub to authorise it)",
+            "role"};
+  }
+  return {};
+}
+
+v1::Envelope Gateway::Handle(const protocol::Inbound& in) {
+  const v1::Envelope& m = in.msg;
+  if (Refusal bad = Authorise(in); Refused(bad)) return Refuse("client", m.request_id(), bad);
+  switch (m.body_case()) {
+    case v1::Envelope::kRegisterJob:
+      return OnRegister(in);
+    case v1::Envelope::kProfileReport:
+      return OnProfile(in);
+    case v1::Envelope::kHeartbeat:
+      return OnHeartbeat(in);
+    case v1::Envelope::kEndJob:
+      return OnEndJob(in);
+    case v1::Envelope::kAck:
+      return OnAck(in);
+    case v1::Envelope::kSwitchHello:
+      return OnSwitchHello(in);
+    case v1::Envelope::kSwitchApplied:
+      return OnSwitchApplied(in);
+    default:
+      return Refuse("client", m.request_id(),
+                    {v1::ERROR_CODE_INVALID_ARGUMENT,
+                     "envelope.body: '" + std::string(protocol::BodyName(m)) +
+                         "' is not a request the client endpoint accepts"});
+  }
+}
+
+StoredJob Gateway::ToStored(const JobSession& j) const {
+  StoredJob s;
+  s.job_id = j.demand.id;
+  s.tenant = j.demand.tenant;
+  s.registration = protocol::DemandToProto(j.demand, ctx_->topo.nominal()).SerializeAsString();
+  s.dscp = j.dscp;
+  s.registered_ms = j.registered_ms;
+  s.last_seen_ms = j.last_seen_ms;
+  const core::LoopJob* lj = ctx_->plans->loop().Find(j.demand.id);
+  s.state = protocol::JobPhaseToProto(lj ? lj->phase : core::JobPhase::kRegistered);
+  s.owner = j.user_id;
+  return s;
+}
+
+v1::Envelope Gateway::OnRegister(const protocol::Inbound& in) {
+  const v1::RegisterJob& r = in.msg.register_job();
+  core::JobDemand demand;
+  if (Refusal bad = protocol::DemandFromProto(r, ctx_->topo.nominal(), &demand); Refused(bad)) {
+    return Refuse("client", in.msg.request_id(), bad);
+  }
+  bool known = false;
+  Refusal bad = ctx_->tracker.Register(demand, in.peer, in.user_id, ctx_->loop->Now(),
+                                       ctx_->loop->UnixMs(), &known);
+  if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
+  const JobSession& j = *ctx_->tracker.Find(r.job_id());
+  if (core::Status s = ctx_->store_health.Stored(ctx_->store->UpsertJob(ToStored(j)), "upsert_job");
+      !s.ok()) {
+    // Undo: a registration that is not persisted is not acknowledged.
+    if (!known) ctx_->tracker.Remove(r.job_id());
+    return Refuse("client", in.msg.request_id(),
+                  {v1::ERROR_CODE_UNAVAILABLE, "register_job: state could not be persisted"});
+  }
+  if (!known) ctx_->plans->loop().AddJob(j.demand, j.dscp);
+  v1::Envelope reply = protocol::NewEnvelope(in.msg.request_id());
+  v1::RegisterJobReply* rr = reply.mutable_register_job_reply();
+  rr->set_job_id(r.job_id());
+  rr->set_lease_ms(static_cast<uint64_t>(j.lease.nanos() / 1000000));
+  rr->set_already_known(known);
+  rr->set_dscp(j.dscp);
+  if (known) {
+    DeferAssignment(in.peer, r.job_id());
+  } else {
+    spdlog::info("job {} registered ({} hosts, dscp {})", r.job_id(), r.placement_size(), j.dscp);
+  }
+  return reply;
+}
+
+v1::Envelope Gateway::OnProfile(const protocol::Inbound& in) {
+  const v1::ProfileReport& p = in.msg.profile_report();
+  Refusal bad = ctx_->tracker.Touch(p.job_id(), in.peer, in.user_id, "profile_report.job_id",
+                                    ctx_->loop->Now(), ctx_->loop->UnixMs());
+  if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
+  const JobSession& j = *ctx_->tracker.Find(p.job_id());
+  core::JobProfile profile;
+  if (Refusal bad_profile = protocol::ProfileFromProto(p, ctx_->topo.nominal(), j.demand, &profile);
+      Refused(bad_profile)) {
+    return Refuse("client", in.msg.request_id(), bad_profile);
+  }
+  const core::ReportVerdict v = ctx_->plans->loop().ReportProfile(p.job_id(), profile);
+  if (v.phase_changed || v.plan_changed) {
+    // The phase is derived from the stored profile at restart, and a restart plans from the
+    // stored planned profile: both are written at once (significant reports only).
+    ctx_->dirty_profiles.erase(p.job_id());
+    const std::string blob = p.SerializeAsString();
+    core::Status s =
+        ctx_->store->PutProfile(p.job_id(), blob, v.plan_changed ? blob : "", ctx_->loop->UnixMs());
+    if (s.ok() && v.phase_changed) s = ctx_->store->UpsertJob(ToStored(j));
+    if (ctx_->store_health.Stored(s, "put_profile").ok()) {
+      planned_dirty_.erase(p.job_id());
+    } else {
+      ctx_->dirty_profiles.insert(p.job_id());  // Retried by FlushProfiles.
+      if (v.plan_changed) planned_dirty_.insert(p.job_id());
+    }
+    if (v.phase_changed) {
+      spdlog::info("job {} is now {}", p.job_id(), core::JobPhaseName(v.phase));
+    }
+  } else {
+    ctx_->dirty_profiles.insert(p.job_id());  // FlushProfiles (batched, ~1 s).
+  }
+  return protocol::MakeAck(in.msg.request_id(), p.job_id());
+}
+
+v1::Envelope Gateway::OnHeartbeat(const protocol::Inbound& in) {
+  const v1::Heartbeat& h = in.msg.heartbeat();
+  Refusal bad = ctx_->tracker.Touch(h.job_id(), in.peer, in.user_id, "heartbeat.job_id",
+                                    ctx_->loop->Now(), ctx_->loop->UnixMs());
+  if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
+  ctx_->tracker.Acked(h.job_id(), h.applied_epoch());
+  uint64_t epoch = 0;
+  if (const core::AppliedAssignment* a = ctx_->plans->loop().Applied(h.job_id())) {
+    epoch = a->epoch;
+    const bool other_state = h.applied_state_id() != 0 && h.applied_state_id() != ctx_->state_id;
+    if (h.applied_epoch() < epoch || other_state) DeferAssignment(in.peer, h.job_id());
+  }
+  return protocol::MakeAck(in.msg.request_id(), h.job_id(), epoch);
+}
+
+v1::Envelope Gateway::OnEndJob(const protocol::Inbound& in) {
+  const v1::EndJob& e = in.msg.end_job();
+  Refusal bad = ctx_->tracker.Touch(e.job_id(), in.peer, in.user_id, "end_job.job_id",
+                                    ctx_->loop->Now(), ctx_->loop->UnixMs());
+  if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
+  JobGone(e.job_id(), e.reason().empty() ? "ended" : "ended: " + e.reason());
+  return protocol::MakeAck(in.msg.request_id(), e.job_id());
+}
+
+v1::Envelope Gateway::OnAck(const protocol::Inbound& in) {
+  const v1::Ack& a = in.msg.ack();
+  Refusal bad = ctx_->tracker.Touch(a.job_id(), in.peer, in.user_id, "ack.job_id",
+                                    ctx_->loop->Now(), ctx_->loop->UnixMs());
+  if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
+  if (a.ok()) ctx_->tracker.Acked(a.job_id(), a.epoch());
+  if (ctx_->metrics) ctx_->metrics->AddAck(a.ok());
+  if (!a.ok()) {
+    spdlog::warn("job {} could not apply epoch {}: {}", a.job_id(), a.epoch(), a.error());
+  }
+  return protocol::MakeAck(in.msg.request_id(), a.job_id(), a.epoch());
+}
+
+v1::Envelope Gateway::OnSwitchHello(const protocol::Inbound& in) {
+  const v1::SwitchHello& h = in.msg.switch_hello();
+  auto node = ctx_->topo.nominal().FindNode(h.switch_name());
+  if (!node.ok() || !core::IsNetworkSwitch(ctx_->topo.nominal().node(*node).kind)) {
+    return Refuse("client", in.msg.request_id(),
+                  {v1::ERROR_CODE_UNKNOWN_HOST, "switch_hello.switch_name: '" + h.switch_name() +
+                                                    "' is not a switch of the topology"});
+  }
+  bool returning = false;
+  std::optional<v1::Envelope> push;
+  Refusal bad = ctx_->enforcer.OnHello(h, in.peer, ctx_->loop->UnixMs(), &returning, &push);
+  if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
+  if (returning) {
+    spdlog::info("switch agent {} connected (applied epoch {}, desired {})", h.switch_name(),
+                 h.applied_epoch(), ctx_->enforcer.desired_epoch(h.switch_name()));
+  }
+  if (push && !ctx_->config.dry_run) deferred_.emplace_back(in.peer, *std::move(push));
+  return protocol::MakeAck(in.msg.request_id(), "", ctx_->plans->loop().epoch());
+}
+
+v1::Envelope Gateway::OnSwitchApplied(const protocol::Inbound& in) {
+  Refusal bad = ctx_->enforcer.OnApplied(in.msg.switch_applied(), in.peer, ctx_->loop->UnixMs());
+  if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
+  return protocol::MakeAck(in.msg.request_id(), "", in.msg.switch_applied().epoch());
+}
+
+void Gateway::JobGone(const std::string& id, const std::string& reason) {
+  spdlog::info("job {} gone: {}", id, reason);
+  ctx_->dirty_profiles.erase(id);
+  planned_dirty_.erase(id);
+  ctx_->tracker.Remove(id);
+  (void)ctx_->store_health.Stored(ctx_->store->DeleteJob(id), "delete_job");
+  std::shared_ptr<const core::AppliedAssignment> was = ctx_->plans->loop().RemoveJob(id, reason);
+  if (was) {
+    AuditRow a;
+    a.ts_ms = ctx_->loop->UnixMs();
+    a.epoch = ctx_->plans->loop().epoch();
+    a.job_id = id;
+    a.old_level = was->assignment.level;
+    a.new_level = -1;
+    a.reason = reason.substr(0, 1000);
+    (void)ctx_->store_health.Stored(ctx_->store->ApplyPlan(a.epoch, {}, {id}, {a}), "apply_plan");
+  }
+  ctx_->plans->Kick();
+}
+
+void Gateway::FlushProfiles() {
+  if (ctx_->dirty_profiles.empty()) return;
+  const core::Topology& topo = ctx_->topo.nominal();
+  std::vector<std::pair<std::string, std::string>> batch;
+  batch.reserve(ctx_->dirty_profiles.size());
+  for (const std::string& id : ctx_->dirty_profiles) {
+    const core::LoopJob* j = ctx_->plans->loop().Find(id);
+    if (!j || !j->profile) continue;
+    const std::string latest = protocol::ProfileToProto(id, *j->profile, topo).SerializeAsString();
+    if (planned_dirty_.count(id) && j->planned) {
+      // An earlier immediate write failed: the planned profile goes with it.
+      const std::string planned =
+          protocol::ProfileToProto(id, *j->planned, topo).SerializeAsString();
+      if (ctx_->store_health
+              .Stored(ctx_->store->PutProfile(id, latest, planned, ctx_->loop->UnixMs()),
+                      "put_profile")
+              .ok()) {
+        planned_dirty_.erase(id);
+      }
+      continue;
+    }
+    batch.emplace_back(id, latest);
+  }
+  ctx_->dirty_profiles.clear();
+  (void)ctx_->store_health.Stored(ctx_->store->PutProfiles(batch, ctx_->loop->UnixMs()),
+                                  "put_profiles");
+}
+
+}  // namespace crux::daemon

@@ -1,0 +1,138 @@
+#include "crux/daemon/plan_applier.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <map>
+#include <utility>
+
+#include "crux/protocol/convert.h"
+
+namespace crux::daemon {
+
+void PlanApplier::Publish(const PlanRun& run) {
+  auto view = std::make_shared<DaemonView>();
+  view->epoch = ctx_->plans->loop().epoch();
+  view->applied = ctx_->plans->loop().applied_ptr();
+  if (run.outcome && run.outcome->status.ok()) {
+    view->outcome = run.outcome;
+    view->topology = run.topology;
+  } else if (ctx_->view) {
+    view->outcome = ctx_->view->outcome;
+    view->topology = ctx_->view->topology;
+  }
+  ctx_->view = std::move(view);
+}
+
+void PlanApplier::Apply(PlanRun run) {
+  const auto apply_start = std::chrono::steady_clock::now();
+  core::ControlLoop& loop = ctx_->plans->loop();
+  const core::PlanningSnapshot& snap = *run.snapshot;
+  const core::PlanOutcome& outcome = *run.outcome;
+  ++ctx_->replans;
+  ctx_->last_replan_ms = run.replan_ms;
+  if (ctx_->metrics) ctx_->metrics->ObserveReplan(run.replan_ms / 1000.0, outcome.status.ok());
+  core::ApplyBatch batch = loop.FinishPlan(snap, outcome);
+  auto finish = [&] {
+    ctx_->plans->RunFinished();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - apply_start)
+            .count();
+    if (ms >= 50) {
+      spdlog::info("committing run {} ({} changed) took {:.1f} ms on the loop", snap.run,
+                   batch.changed.size(), ms);
+    }
+  };
+  if (!outcome.status.ok()) {
+    spdlog::error("re-plan ({}) failed: {}; keeping epoch {}", snap.reason,
+                  outcome.status.ToString(), loop.epoch());
+    loop.Commit(core::ApplyBatch{});  // Nothing to apply; the run is over.
+    finish();
+    return;
+  }
+  for (const auto& [id, why] : outcome.excluded) spdlog::warn("job {} not planned: {}", id, why);
+  if (ctx_->config.dry_run) {
+    if (!batch.changed.empty() || !batch.removed.empty()) {
+      spdlog::info(
+          "dry_run: re-plan ({}) would push {} changed assignments as epoch {} ({:.2f} ms)",
+          snap.reason, batch.changed.size(), batch.epoch, run.replan_ms);
+      for (const auto& a : batch.changed) {
+        const core::AppliedAssignment* old = loop.Applied(a->assignment.job_id);
+        spdlog::info("dry_run:   {} level {} -> {}", a->assignment.job_id,
+                     old ? old->assignment.level : -1, a->assignment.level);
+      }
+    }
+    loop.Commit(core::ApplyBatch{});  // Nothing is applied in a dry run.
+    Publish(run);
+    finish();
+    return;
+  }
+  if (batch.empty()) {
+    spdlog::debug("re-plan ({}) {:.2f} ms: nothing changed, epoch stays {}", snap.reason,
+                  run.replan_ms, loop.epoch());
+    loop.Commit(batch);
+    ctx_->enforcer.Commit(batch.qos, batch.qos_changed);  // The first state after a start.
+    Publish(run);
+    finish();
+    return;
+  }
+  // Store rows: serialized on the worker for snap.epoch + 1; again here only if the epoch moved.
+  std::map<std::string, const PlanRow*> prepared;
+  if (batch.epoch == snap.epoch + 1) {
+    for (const PlanRow& r : run.rows) prepared[r.job_id] = &r;
+  }
+  const core::Topology& names = ctx_->topo.nominal();
+  std::vector<PlanRow> rows;
+  std::vector<AuditRow> audit;
+  rows.reserve(batch.changed.size());
+  const int64_t now_ms = ctx_->loop->UnixMs();
+  for (const auto& a : batch.changed) {
+    const std::string& id = a->assignment.job_id;
+    auto p = prepared.find(id);
+    if (p != prepared.end()) {
+      rows.push_back(*p->second);
+    } else {
+      rows.push_back({id, a->assignment.level, a->assignment.dscp, batch.epoch,
+                      protocol::AssignmentToProto(*a, names).SerializeAsString()});
+    }
+    const core::AppliedAssignment* old = loop.Applied(id);
+    AuditRow row;
+    row.ts_ms = now_ms;
+    row.epoch = batch.epoch;
+    row.job_id = id;
+    row.old_level = old ? old->assignment.level : -1;
+    row.new_level = a->assignment.level;
+    row.reason = snap.reason.substr(0, 1000);
+    audit.push_back(std::move(row));
+  }
+  if (batch.advances_epoch) {
+    if (core::Status s = ctx_->store_health.Stored(
+            ctx_->store->ApplyPlan(batch.epoch, rows, batch.removed, audit), "apply_plan");
+        !s.ok()) {
+      spdlog::error("re-plan ({}) not applied: epoch stays {} until the store works again",
+                    snap.reason, loop.epoch());
+      loop.CommitFailed();
+      finish();
+      return;
+    }
+  }
+  loop.Commit(batch);
+  size_t pushed = 0;
+  for (const auto& a : batch.changed) {
+    const std::string& id = a->assignment.job_id;
+    ctx_->tracker.SetLevel(id, a->assignment.level);
+    const JobSession* j = ctx_->tracker.Find(id);
+    if (j && ctx_->enforcer.Push(j->peer, *a)) ++pushed;
+  }
+  ctx_->enforcer.Commit(batch.qos, batch.qos_changed);
+  if (ctx_->metrics) ctx_->metrics->SetEpoch(loop.epoch());
+  spdlog::info(
+      "epoch {}: {} assignments changed ({} pushed), {} removed, QoS changed on {} switches; "
+      "re-plan ({}) {:.2f} ms",
+      loop.epoch(), batch.changed.size(), pushed, batch.removed.size(), batch.qos_changed.size(),
+      snap.reason, run.replan_ms);
+  Publish(run);
+  finish();
+}
+
+}  // namespace crux::daemon
