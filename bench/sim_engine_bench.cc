@@ -140,6 +140,7 @@ void BM_SimulateClos(benchmark::State& state) {
     jobs.push_back(job);
   }
   crux::sim::SimOptions o;
+  o.control.oracle = true;  // The engine alone: every job planned at once (docs/simulator.md 9).
   o.horizon = crux::core::Duration::Seconds(2);
   o.fast_forward = false;
   uint64_t events = 0;

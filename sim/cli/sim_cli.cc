@@ -72,6 +72,12 @@ struct RunFlags {
   bool no_fast_forward = false;
   bool no_plots = false;
   bool quiet = false;
+  // Control loop (sim::ControlOptions).
+  bool oracle = false;
+  std::optional<double> debounce_ms;
+  std::optional<double> min_replan_interval_ms;
+  std::optional<double> replan_threshold_pct;
+  std::optional<int> reserved_high_levels;
   std::string out;
 };
 
@@ -117,6 +123,21 @@ void AddRunFlags(CLI::App* cmd, RunFlags* f, bool compare) {
                   "Offered load for a scenario's generated trace (fraction of GPUs, (0, 4])");
   cmd->add_flag("--no-fast-forward", f->no_fast_forward,
                 "Simulate every flow (no steady-state jump)");
+  cmd->add_flag("--oracle", f->oracle,
+                "Plan every job from its true profile at once at every event (no control loop: "
+                "no registration, profiling phase or debounce)");
+  cmd->add_option("--debounce-ms", f->debounce_ms, "Control loop debounce (default 30, as cruxd)")
+      ->check(CLI::Range(0.0, 3.6e6));
+  cmd->add_option("--min-replan-interval-ms", f->min_replan_interval_ms,
+                  "Control loop: least time between two plan starts (default 0)")
+      ->check(CLI::Range(0.0, 3.6e6));
+  cmd->add_option("--replan-threshold-pct", f->replan_threshold_pct,
+                  "Control loop hysteresis (default 10)")
+      ->check(CLI::Range(0.0, 1000.0));
+  cmd->add_option("--reserved-high-levels", f->reserved_high_levels,
+                  "Levels above scheduled jobs (default: 1 with the control loop, as cruxd; 0 "
+                  "with --oracle)")
+      ->check(CLI::Range(0, 63));
   cmd->add_flag("--no-plots", f->no_plots, "Skip the gnuplot PNGs");
   cmd->add_flag("--quiet", f->quiet, "No progress on stderr");
   cmd->add_option("--out", f->out, "Output directory")->required();
@@ -282,6 +303,21 @@ std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std
   o.policy.planner.levels = f.levels.value_or(sc.levels.value_or(8));
   o.policy.planner.seed = f.seed.value_or(sc.seed.value_or(1));
   o.policy.planner.resolve_ports = false;
+  o.control.oracle = f.oracle || sc.oracle.value_or(false);
+  if (o.control.oracle && (f.debounce_ms || f.min_replan_interval_ms || f.replan_threshold_pct)) {
+    return Failure{kExitUsage,
+                   "--debounce-ms, --min-replan-interval-ms, --replan-threshold-pct: control loop "
+                   "options; the oracle has no control loop"};
+  }
+  // cruxd keeps level 0 for profiling newcomers (configs/cruxd.yaml: reserved_high_levels 1);
+  // the oracle has no newcomers.
+  const int default_reserved = !o.control.oracle && o.policy.planner.levels > 1 ? 1 : 0;
+  o.policy.planner.reserved_high_levels = f.reserved_high_levels.value_or(default_reserved);
+  if (f.debounce_ms) o.control.loop.debounce = core::Duration::Seconds(*f.debounce_ms / 1e3);
+  if (f.min_replan_interval_ms) {
+    o.control.loop.min_replan_interval = core::Duration::Seconds(*f.min_replan_interval_ms / 1e3);
+  }
+  if (f.replan_threshold_pct) o.control.loop.replan_threshold_pct = *f.replan_threshold_pct;
   core::Status valid = core::ValidatePlannerOptions(o.policy.planner);
   if (!valid.ok()) return Failure{kExitUsage, "options: " + valid.message()};
   double horizon = 0;
@@ -343,6 +379,11 @@ std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std
   p->info.topology = topo_path;
   p->info.workload = workload_name;
   p->info.levels = o.policy.planner.levels;
+  p->info.reserved_high_levels = o.policy.planner.reserved_high_levels;
+  p->info.oracle = o.control.oracle;
+  p->info.debounce_ms = o.control.loop.debounce.ToSeconds() * 1e3;
+  p->info.min_replan_interval_ms = o.control.loop.min_replan_interval.ToSeconds() * 1e3;
+  p->info.replan_threshold_pct = o.control.loop.replan_threshold_pct;
   p->info.seed = o.policy.planner.seed;
   p->info.horizon_s = horizon;
   return std::nullopt;
@@ -376,9 +417,12 @@ int DoRun(const RunFlags& f, std::ostream& out, std::ostream& err) {
   char line[256];
   std::snprintf(line, sizeof(line),
                 "policy %s: gpu_utilization %.4f, cluster_utilization %.4f, %zu jobs, mean JCT "
-                "%.1f s, %llu events, %.2f s wall\n",
+                "%.1f s, mean slowdown %.4f, mean profiling %.2f s, %llu events, %.2f s wall, "
+                "%s\n",
                 r.policy.c_str(), r.gpu_utilization, r.cluster_utilization, r.jobs.size(),
-                MeanJct(r), static_cast<unsigned long long>(r.events), r.wall_s);
+                MeanJct(r), MeanSlowdown(r), MeanProfiling(r),
+                static_cast<unsigned long long>(r.events), r.wall_s,
+                r.oracle ? "oracle" : "control loop");
   out << line;
   return kExitOk;
 }

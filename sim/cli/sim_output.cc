@@ -102,13 +102,15 @@ std::string TimeSeriesCsv(const sim::SimResult& r) {
 std::string JobsCsv(const sim::SimResult& r) {
   std::string out =
       "id,model,gpus,arrival_s,finish_s,iterations,jct_s,mean_iteration_s,"
-      "standalone_iteration_s,slowdown\n";
+      "standalone_iteration_s,slowdown,scheduled_s,profiling_s\n";
   for (const sim::JobResult& j : r.jobs) {
     const auto s = Slowdown(j);
     out += j.id + "," + j.model + "," + std::to_string(j.gpus) + "," + Num(j.arrival.ToSeconds()) +
            "," + (j.finish ? Num(j.finish->ToSeconds()) : "") + "," + std::to_string(j.iterations) +
            "," + Num(j.jct.ToSeconds()) + "," + Num(j.mean_iteration.ToSeconds()) + "," +
-           Num(j.standalone_iteration.ToSeconds()) + "," + (s ? Num(*s) : "") + "\n";
+           Num(j.standalone_iteration.ToSeconds()) + "," + (s ? Num(*s) : "") + "," +
+           (j.scheduled ? Num(j.scheduled->ToSeconds()) : "") + "," + Num(j.profiling.ToSeconds()) +
+           "\n";
   }
   return out;
 }
@@ -185,6 +187,17 @@ Status WritePlots(const std::vector<std::pair<std::string, std::string>>& series
   return RunGnuplot(script);
 }
 
+json ControlJson(const sim::SimResult& r, const RunInfo& info) {
+  json c;
+  c["mode"] = r.oracle ? "oracle" : "loop";
+  if (!r.oracle) {
+    c["debounce_ms"] = Finite(info.debounce_ms);
+    c["min_replan_interval_ms"] = Finite(info.min_replan_interval_ms);
+    c["replan_threshold_pct"] = Finite(info.replan_threshold_pct);
+  }
+  return c;
+}
+
 }  // namespace
 
 double MeanJct(const sim::SimResult& r) {
@@ -199,6 +212,29 @@ double P99Jct(const sim::SimResult& r) {
   if (v.empty()) return 0;
   const size_t rank = static_cast<size_t>(std::ceil(0.99 * static_cast<double>(v.size())));
   return v[std::max<size_t>(rank, 1) - 1];
+}
+
+double MeanSlowdown(const sim::SimResult& r) {
+  double sum = 0;
+  int n = 0;
+  for (const sim::JobResult& j : r.jobs) {
+    if (auto s = Slowdown(j)) {
+      sum += *s;
+      ++n;
+    }
+  }
+  return n > 0 ? sum / n : 0;
+}
+
+double MeanProfiling(const sim::SimResult& r) {
+  double sum = 0;
+  int n = 0;
+  for (const sim::JobResult& j : r.jobs) {
+    if (j.arrival >= r.simulated) continue;  // Never ran.
+    sum += j.profiling.ToSeconds();
+    ++n;
+  }
+  return n > 0 ? sum / n : 0;
 }
 
 json SummaryJson(const sim::SimResult& r, const RunInfo& info) {
@@ -222,6 +258,16 @@ json SummaryJson(const sim::SimResult& r, const RunInfo& info) {
     o["slowdown"] = s ? json(Finite(*s)) : json(nullptr);
     o["compute_busy_s"] = Finite(x.compute_busy.ToSeconds());
     o["level"] = x.level;
+    o["scheduled_s"] = x.scheduled ? json(Finite(x.scheduled->ToSeconds())) : json(nullptr);
+    o["profiling_s"] = Finite(x.profiling.ToSeconds());
+    o["profile_reports"] = x.profile_reports;
+    json levels = json::array();
+    for (const sim::LevelChange& c : x.levels) {
+      levels.push_back({{"t_s", Finite(c.at.ToSeconds())},
+                        {"phase", std::string(core::JobPhaseName(c.phase))},
+                        {"level", c.level}});
+    }
+    o["levels"] = std::move(levels);
     jobs.push_back(std::move(o));
   }
   j["jobs"] = std::move(jobs);
@@ -230,14 +276,22 @@ json SummaryJson(const sim::SimResult& r, const RunInfo& info) {
   j["link_class_utilization"] = std::move(links);
   j["events"] = r.events;
   j["replans"] = r.replans;
+  j["replan_failures"] = r.replan_failures;
+  j["profile_reports"] = r.profile_reports;
+  j["epochs"] = r.epochs;
+  j["excluded"] = r.excluded;
   j["wall_s"] = Finite(r.wall_s);
   j["bytes_sent"] = Finite(r.bytes_sent);
   j["bytes_delivered"] = Finite(r.bytes_delivered);
   j["bytes_in_flight"] = Finite(r.bytes_in_flight);
   j["mean_jct_s"] = Finite(MeanJct(r));
   j["p99_jct_s"] = Finite(P99Jct(r));
+  j["mean_slowdown"] = Finite(MeanSlowdown(r));
+  j["mean_profiling_s"] = Finite(MeanProfiling(r));
   j["horizon_s"] = Finite(info.horizon_s);
+  j["control"] = ControlJson(r, info);
   j["levels"] = info.levels;
+  j["reserved_high_levels"] = info.reserved_high_levels;
   j["seed"] = info.seed;
   j["topology"] = info.topology;
   j["workload"] = info.workload;
@@ -265,7 +319,7 @@ Status WriteCompareOutputs(const std::vector<sim::SimResult>& results, const Run
   json all = json::array();
   std::string csv =
       "policy,gpu_utilization,cluster_utilization,ratio_to_ideal,mean_jct_s,"
-      "p99_jct_s,events,wall_s\n";
+      "p99_jct_s,mean_slowdown,mean_profiling_s,events,wall_s\n";
   const sim::SimResult* ideal = nullptr;
   for (const sim::SimResult& r : results) {
     if (r.policy == "ideal") ideal = &r;
@@ -282,20 +336,25 @@ Status WriteCompareOutputs(const std::vector<sim::SimResult>& results, const Run
     o["ratio_to_ideal"] = ideal != nullptr ? json(Finite(ratio)) : json(nullptr);
     o["mean_jct_s"] = Finite(MeanJct(r));
     o["p99_jct_s"] = Finite(P99Jct(r));
+    o["mean_slowdown"] = Finite(MeanSlowdown(r));
+    o["mean_profiling_s"] = Finite(MeanProfiling(r));
     o["events"] = r.events;
     o["wall_s"] = Finite(r.wall_s);
     all.push_back(std::move(o));
     csv += r.policy + "," + Num(r.gpu_utilization) + "," + Num(r.cluster_utilization) + "," +
            (ideal != nullptr ? Num(ratio) : "") + "," + Num(MeanJct(r)) + "," + Num(P99Jct(r)) +
-           "," + std::to_string(r.events) + "," + Num(r.wall_s) + "\n";
+           "," + Num(MeanSlowdown(r)) + "," + Num(MeanProfiling(r)) + "," +
+           std::to_string(r.events) + "," + Num(r.wall_s) + "\n";
     series.emplace_back(r.policy, Path(dir, r.policy));
   }
   json doc;
   doc["topology"] = info.topology;
   doc["workload"] = info.workload;
   doc["levels"] = info.levels;
+  doc["reserved_high_levels"] = info.reserved_high_levels;
   doc["seed"] = info.seed;
   doc["horizon_s"] = Finite(info.horizon_s);
+  doc["control"] = results.empty() ? json(nullptr) : ControlJson(results.front(), info);
   doc["policies"] = std::move(all);
   CRUX_RETURN_IF_ERROR(sim::workload::WriteTextFile(
       Path(dir, "compare.json"), doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n"));
@@ -311,8 +370,9 @@ std::string CompareTable(const std::vector<sim::SimResult>& results) {
   }
   std::ostringstream out;
   char line[256];
-  std::snprintf(line, sizeof(line), "%-12s %9s %9s %9s %12s %12s %12s %9s\n", "policy", "gpu_util",
-                "clus_util", "vs_ideal", "mean_jct_s", "p99_jct_s", "events", "wall_s");
+  std::snprintf(line, sizeof(line), "%-12s %9s %9s %9s %12s %12s %9s %9s %12s %9s\n", "policy",
+                "gpu_util", "clus_util", "vs_ideal", "mean_jct_s", "p99_jct_s", "mean_slow",
+                "prof_s", "events", "wall_s");
   out << line;
   for (const sim::SimResult& r : results) {
     std::string ratio = "-";
@@ -321,10 +381,11 @@ std::string CompareTable(const std::vector<sim::SimResult>& results) {
       std::snprintf(b, sizeof(b), "%.3f", r.gpu_utilization / ideal->gpu_utilization);
       ratio = b;
     }
-    std::snprintf(line, sizeof(line), "%-12s %9.4f %9.4f %9s %12.1f %12.1f %12llu %9.2f\n",
-                  r.policy.c_str(), Finite(r.gpu_utilization), Finite(r.cluster_utilization),
-                  ratio.c_str(), MeanJct(r), P99Jct(r), static_cast<unsigned long long>(r.events),
-                  Finite(r.wall_s));
+    std::snprintf(
+        line, sizeof(line), "%-12s %9.4f %9.4f %9s %12.1f %12.1f %9.4f %9.2f %12llu %9.2f\n",
+        r.policy.c_str(), Finite(r.gpu_utilization), Finite(r.cluster_utilization), ratio.c_str(),
+        MeanJct(r), P99Jct(r), Finite(MeanSlowdown(r)), Finite(MeanProfiling(r)),
+        static_cast<unsigned long long>(r.events), Finite(r.wall_s));
     out << line;
   }
   return out.str();

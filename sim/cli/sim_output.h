@@ -5,12 +5,18 @@
 //                    "model", "gpus", "arrival_s", "finish_s" (null if unfinished),
 //                    "iterations", "jct_s", "mean_iteration_s", "standalone_iteration_s",
 //                    "slowdown" (mean / standalone iteration; null without iterations),
-//                    "compute_busy_s", "level"}], "link_class_utilization": {class: u},
-//                    "events", "replans", "wall_s", "bytes_sent", "bytes_delivered",
-//                    "bytes_in_flight", "mean_jct_s", "p99_jct_s", "horizon_s"}
+//                    "compute_busy_s", "level", "scheduled_s" (null: never scheduled),
+//                    "profiling_s", "profile_reports", "levels": [{"t_s", "phase", "level"}]}],
+//                    "link_class_utilization": {class: u}, "events", "replans",
+//                    "replan_failures", "profile_reports", "epochs", "excluded", "wall_s",
+//                    "bytes_sent", "bytes_delivered", "bytes_in_flight", "mean_jct_s",
+//                    "p99_jct_s", "mean_slowdown", "mean_profiling_s", "horizon_s",
+//                    "control": {"mode": "loop" | "oracle", "debounce_ms",
+//                    "min_replan_interval_ms", "replan_threshold_pct"},
+//                    "reserved_high_levels", ...}
 //   D/timeseries.csv t_s,gpu_utilization,cluster_utilization,running_jobs
 //   D/jobs.csv       id,model,gpus,arrival_s,finish_s,iterations,jct_s,mean_iteration_s,
-//                    standalone_iteration_s,slowdown
+//                    standalone_iteration_s,slowdown,scheduled_s,profiling_s
 //   D/jct_cdf.csv    jct_s,cdf   and   D/slowdown.csv   rank,id,slowdown (worst first)
 //   D/utilization.png, D/jct_cdf.png, D/slowdown.png   (gnuplot, pngcairo)
 // compare adds, in its directory, one such sub-directory per policy plus compare.json,
@@ -35,6 +41,11 @@ struct RunInfo {
   std::string topology;  // Paths, for the record.
   std::string workload;
   int levels = 8;
+  int reserved_high_levels = 0;
+  bool oracle = false;
+  double debounce_ms = 0;
+  double min_replan_interval_ms = 0;
+  double replan_threshold_pct = 0;
   uint64_t seed = 0;
   double horizon_s = 0;
 };
@@ -42,6 +53,10 @@ struct RunInfo {
 // Mean and 99th percentile (nearest rank) of the jobs' JCTs, 0 for no jobs.
 double MeanJct(const sim::SimResult& r);
 double P99Jct(const sim::SimResult& r);
+// Mean per-job slowdown (mean / standalone iteration) over the jobs with iterations, 0 for none.
+double MeanSlowdown(const sim::SimResult& r);
+// Mean time the jobs that ran spent in the profiling phase (JobResult::profiling), seconds.
+double MeanProfiling(const sim::SimResult& r);
 
 nlohmann::json SummaryJson(const sim::SimResult& r, const RunInfo& info);
 
@@ -54,7 +69,8 @@ core::Status WriteCompareOutputs(const std::vector<sim::SimResult>& results, con
                                  const std::string& dir, bool plots);
 
 // The side-by-side table printed by `compare`: policy, GPU util, cluster util, ratio to
-// `ideal` (when ideal ran, else "-"), mean JCT, p99 JCT, events, wall time.
+// `ideal` (when ideal ran, else "-"), mean JCT, p99 JCT, mean slowdown, mean profiling time,
+// events, wall time.
 std::string CompareTable(const std::vector<sim::SimResult>& results);
 
 // Runs gnuplot on `script_path`. Errors: gnuplot missing or failing (kUnavailable).

@@ -1,5 +1,6 @@
 // Simulate by policy name: core::MakePolicy behind a PolicyFactory. Kept apart from the engine so
 // that a program using only the factory overload does not need the policy registry.
+#include "crux/core/clock.h"
 #include "crux/sim/simulator.h"
 
 namespace crux::sim {
@@ -8,14 +9,18 @@ core::Result<SimResult> Simulate(const core::Topology& topo, const std::string& 
                                  const std::vector<SimJob>& jobs,
                                  const std::vector<LinkEvent>& link_events,
                                  const SimOptions& options) {
-  // Fail fast on an unknown name, before validating the workload.
+  // Fail fast on an unknown name, before validating the workload. The probe never plans; it
+  // still gets a clock of its own, not the wall clock.
   {
-    CRUX_ASSIGN_OR_RETURN(auto probe, core::MakePolicy(policy, topo, options.policy));
+    const core::FakeClock probe_clock;
+    CRUX_ASSIGN_OR_RETURN(auto probe, core::MakePolicy(policy, topo, options.policy, &probe_clock));
     (void)probe;
   }
   const core::PolicyOptions policy_options = options.policy;
-  PolicyFactory factory = [policy, policy_options](const core::Topology& t) {
-    return core::MakePolicy(policy, t, policy_options);
+  // The engine passes its simulated-time clock: the policy reads virtual time only.
+  PolicyFactory factory = [policy, policy_options](const core::Topology& t,
+                                                   const core::Clock& clock) {
+    return core::MakePolicy(policy, t, policy_options, &clock);
   };
   return Simulate(topo, factory, jobs, link_events, options);
 }

@@ -14,8 +14,10 @@
 #include <unordered_map>
 #include <utility>
 
+#include "control_host.h"
 #include "crux/core/ids.h"
 #include "crux/sim/fluid_network.h"
+#include "crux/sim/profiler_model.h"
 
 namespace crux::sim {
 namespace {
@@ -29,6 +31,10 @@ constexpr int64_t kNever = FluidNetwork::kNever;
 // an epoch starts (flows started under the previous plan must have drained).
 constexpr size_t kMaxSnapshots = 32;
 constexpr int64_t kWarmupIterations = 2;
+// The level of traffic no assignment covers yet (control loop: a job between its arrival and
+// its first committed assignment). It crosses the switches in the best-effort default class,
+// below every job level (core::QosConfig::default_tc), so it is below any level a plan uses.
+constexpr int kBestEffortLevel = 1'000'000;
 
 std::string Num(double v) {
   char buf[64];
@@ -142,6 +148,23 @@ struct JobState {
   double rate_bytes = 0;
   std::vector<double> rate_class_bits;
   double iteration_credit = 0;  // Fractional iterations credited by jumps.
+  // Iterations completed since the last epoch change (the control loop's fast-forward gate).
+  int64_t epoch_iterations = 0;
+  // Result bookkeeping: when first scheduled, and every change of level or phase in force.
+  std::optional<int64_t> scheduled_at;
+  std::vector<LevelChange> level_log;
+  // ---- Control loop only ----
+  // The job's own flows (its true traffic, on the wire) with their default (ECMP hash) paths;
+  // plan_flows[f] carries flows[f] on the path in force: the assignment's pin for its NIC pair,
+  // else the default path.
+  std::vector<core::FlowPlan> own_flows;
+  std::vector<bool> pinned;              // plan_flows[f] follows a pinned path.
+  std::vector<uint32_t> peer_of;         // Flow -> index into the profiler's peers.
+  std::vector<int64_t> iter_peer_bytes;  // Bytes per peer started in the current iteration.
+  bool assigned = false;                 // An assignment is in force.
+  core::JobPhase phase = core::JobPhase::kRegistered;  // Of the assignment in force.
+  std::optional<ProfilerModel> profiler;
+  uint32_t reports = 0;
 };
 
 struct JobSnap {
@@ -180,13 +203,16 @@ class Engine {
  public:
   Engine(const core::Topology& topo, const PolicyFactory& factory, const std::vector<SimJob>& jobs,
          const std::vector<LinkEvent>& link_events, const SimOptions& options)
-      : topo_(topo),
+      : nominal_(topo),
+        topo_(topo),
         factory_(factory),
         jobs_in_(jobs),
         link_events_(link_events),
         options_(options),
         horizon_(options.horizon.nanos()),
-        alpha_(options.per_hop_latency.nanos()) {}
+        alpha_(options.per_hop_latency.nanos()),
+        oracle_(options.control.oracle),
+        clock_(&now_) {}
 
   core::Result<SimResult> Run();
 
@@ -194,6 +220,17 @@ class Engine {
   Status Init();
   Status Replan();
   Status DoReplanAndStarts();
+  // Control loop (docs/simulator.md section 3).
+  Status EndOfInstant();
+  Status MakePolicy();
+  void Arrive(uint32_t j);
+  bool RouteAlone(uint32_t j);
+  void SetPlanFlows(uint32_t j, const core::Assignment* a);
+  Status RunLoop();
+  void RefreshDefaults();
+  void ReportIteration(uint32_t j);
+  bool ProfilersSettled() const;
+  void NoteLevel(uint32_t j, core::JobPhase phase, int level);
   void StartIteration(uint32_t j);
   void OnComputeDone(uint32_t j);
   void OnCommStart(uint32_t j);
@@ -221,13 +258,15 @@ class Engine {
   void ResetEpoch();
 
   // Inputs.
-  core::Topology topo_;  // Our copy: link events change it.
+  const core::Topology& nominal_;  // As given (no link event applied).
+  core::Topology topo_;            // Our copy: link events change it.
   const PolicyFactory& factory_;
   const std::vector<SimJob>& jobs_in_;
   const std::vector<LinkEvent>& link_events_;
   const SimOptions& options_;
   const int64_t horizon_;
   const int64_t alpha_;
+  const bool oracle_;
 
   std::unique_ptr<core::SchedulingPolicy> policy_;
   bool isolate_ = false;
@@ -251,8 +290,21 @@ class Engine {
   std::vector<ClusterEvent> cluster_;
   size_t cluster_next_ = 0;
   int64_t now_ = 0;
+  // Work left for the end of the instant: the oracle's re-plan, or (control loop) iteration
+  // starts, regrouping, default routes.
   bool replan_needed_ = false;
   std::vector<uint32_t> to_start_;
+
+  // Control loop.
+  internal::SimClock clock_;  // Reads now_: the clock of the policy and of the loop.
+  std::unique_ptr<internal::LoopHost> host_;
+  std::unique_ptr<core::SchedulingPolicy> ecmp_;          // Default routes (hash ECMP, job alone).
+  std::unique_ptr<core::SchedulingPolicy> nominal_ecmp_;  // The same on `nominal_`.
+  bool ecmp_stale_ = false;
+  bool defaults_stale_ = false;  // A link event changed the routes of unpinned flows.
+  bool regroup_needed_ = false;
+  bool ff_blocked_ = false;  // A jump waited for profilers: re-check at anchor iterations.
+  std::unordered_map<std::string, uint32_t> index_of_;
 
   // Sampling bins: num_bins_ over the horizon, but the vectors only grow as far as activity
   // reaches (an idle tail costs nothing until the samples are written).
@@ -278,11 +330,22 @@ class Engine {
   std::chrono::steady_clock::time_point last_progress_;
 };
 
-Status Engine::Init() {
-  CRUX_ASSIGN_OR_RETURN(policy_, factory_(topo_));
+Status Engine::MakePolicy() {
+  CRUX_ASSIGN_OR_RETURN(policy_, factory_(topo_, clock_));
   if (policy_ == nullptr) return core::InternalError("policy factory returned null");
+  policy_stale_ = false;
+  return Status::Ok();
+}
+
+Status Engine::Init() {
+  CRUX_RETURN_IF_ERROR(MakePolicy());
   isolate_ = policy_->isolates_jobs();
   result_.policy = std::string(policy_->name());
+  result_.oracle = oracle_;
+  if (!oracle_) {
+    host_ = std::make_unique<internal::LoopHost>(&clock_, &nominal_, options_.control.loop);
+    ecmp_stale_ = true;
+  }
 
   const size_t nl = topo_.num_links();
   link_resources_.assign(nl, {});
@@ -320,6 +383,7 @@ Status Engine::Init() {
     const SimJob& in = jobs_in_[j];
     JobState& s = js_[j];
     s.job = &in;
+    index_of_.emplace(in.spec.id, static_cast<uint32_t>(j));
     s.gpus = in.spec.gpus();
     s.arrival = in.arrival.nanos();
     s.compute_ns = in.spec.compute_time.nanos();
@@ -398,11 +462,7 @@ Status Engine::Replan() {
   }
   ResetEpoch();
   if (specs.empty()) return Status::Ok();
-  if (policy_stale_) {
-    CRUX_ASSIGN_OR_RETURN(policy_, factory_(topo_));
-    if (policy_ == nullptr) return core::InternalError("policy factory returned null");
-    policy_stale_ = false;
-  }
+  if (policy_stale_) CRUX_RETURN_IF_ERROR(MakePolicy());
   ++result_.replans;
   core::Result<core::Plan> plan = policy_->Schedule(specs);
   if (!plan.ok()) {
@@ -428,6 +488,7 @@ Status Engine::Replan() {
     s.level = jp.level;
     s.period = jp.period.nanos();
     if (!s.standalone) s.standalone = s.period;
+    NoteLevel(idx[k], core::JobPhase::kScheduled, s.level);
     s.plan_flows = std::move(jp.flows);
     s.plan_resources.assign(s.plan_flows.size(), {});
     for (size_t f = 0; f < s.plan_flows.size(); ++f) {
@@ -469,7 +530,9 @@ void Engine::ResetEpoch() {
   ++epoch_;
   groups_.clear();
   ff_check_ = false;
+  ff_blocked_ = false;
   old_in_flight_ = 0;
+  for (JobState& s : js_) s.epoch_iterations = 0;
   for (const JobState& s : js_) {
     if (s.status != JobStatus::kRunning) continue;
     for (const FlowRun& run : s.flows) {
@@ -538,6 +601,226 @@ Status Engine::DoReplanAndStarts() {
   return Status::Ok();
 }
 
+// ---- The control loop (docs/simulator.md section 3) ----
+
+void Engine::NoteLevel(uint32_t j, core::JobPhase phase, int level) {
+  JobState& s = js_[j];
+  if (phase == core::JobPhase::kScheduled && !s.scheduled_at) s.scheduled_at = now_;
+  if (!s.level_log.empty() && s.level_log.back().phase == phase &&
+      s.level_log.back().level == level) {
+    return;
+  }
+  s.level_log.push_back({Duration::Nanos(now_), phase, level});
+}
+
+// The job's own flows (ExpandTraffic of its true spec, on the wire) with their default paths:
+// what the `ecmp` policy routes for the job alone (hash ECMP), and its standalone period
+// (policy-independent, as in every plan). When the current fabric has no route for it (a link
+// event took its only path down), the routes on the nominal fabric: its traffic then waits on
+// the down link until a plan or a recovery moves it. False if neither exists.
+bool Engine::RouteAlone(uint32_t j) {
+  JobState& s = js_[j];
+  auto route = [&](std::unique_ptr<core::SchedulingPolicy>& ecmp,
+                   const core::Topology& t) -> std::optional<core::JobPlan> {
+    if (ecmp == nullptr) {
+      core::Result<std::unique_ptr<core::SchedulingPolicy>> p =
+          core::MakePolicy("ecmp", t, options_.policy, &clock_);
+      if (!p.ok()) return std::nullopt;
+      ecmp = std::move(p).value();
+    }
+    core::Result<core::Plan> plan = ecmp->Schedule({s.job->spec});
+    if (!plan.ok() || plan->jobs.size() != 1) return std::nullopt;
+    return std::move(plan->jobs[0]);
+  };
+  if (ecmp_stale_) {
+    ecmp_.reset();
+    ecmp_stale_ = false;
+  }
+  std::optional<core::JobPlan> jp = route(ecmp_, topo_);
+  if (!jp) jp = route(nominal_ecmp_, nominal_);
+  if (!jp) return false;
+  s.period = jp->period.nanos();
+  if (!s.standalone) s.standalone = s.period;
+  s.own_flows = std::move(jp->flows);
+  return true;
+}
+
+// plan_flows / plan_resources from the job's own flows: each on the pinned path of `a` for its
+// NIC pair (the k-th flow of a pair on the k-th pin of that pair), else on its default path.
+void Engine::SetPlanFlows(uint32_t j, const core::Assignment* a) {
+  JobState& s = js_[j];
+  auto key = [](core::NodeId x, core::NodeId y) {
+    return (static_cast<uint64_t>(x.value()) << 32) | y.value();
+  };
+  std::unordered_map<uint64_t, std::vector<const core::FlowPin*>> pins;
+  if (a != nullptr) {
+    for (const core::FlowPin& p : a->flows) {
+      if (!p.path.empty()) pins[key(p.src_nic, p.dst_nic)].push_back(&p);
+    }
+  }
+  std::unordered_map<uint64_t, size_t> used;
+  const size_t n = s.own_flows.size();
+  s.plan_flows = s.own_flows;
+  s.pinned.assign(n, false);
+  s.plan_resources.assign(n, {});
+  for (size_t f = 0; f < n; ++f) {
+    core::FlowPlan& fp = s.plan_flows[f];
+    const uint64_t k = key(fp.src, fp.dst);
+    auto it = pins.find(k);
+    if (it != pins.end()) {
+      fp.path = it->second[used[k]++ % it->second.size()]->path;
+      s.pinned[f] = true;
+    }
+    for (LinkId l : fp.path) s.plan_resources[f].push_back(ResourceFor(j, l));
+  }
+}
+
+// A job registers: it runs at once on its default routes below every job level, and its
+// profiler starts measuring.
+void Engine::Arrive(uint32_t j) {
+  JobState& s = js_[j];
+  s.status = JobStatus::kRunning;
+  if (!RouteAlone(j)) {
+    // No route on either fabric (the policy would refuse it too): only its compute runs.
+    s.own_flows.clear();
+  }
+  std::vector<std::pair<core::NodeId, core::NodeId>> peers;
+  std::unordered_map<uint64_t, uint32_t> peer_index;
+  s.peer_of.assign(s.own_flows.size(), 0);
+  for (size_t f = 0; f < s.own_flows.size(); ++f) {
+    const core::FlowPlan& fp = s.own_flows[f];
+    const uint64_t k = (static_cast<uint64_t>(fp.src.value()) << 32) | fp.dst.value();
+    auto [it, inserted] = peer_index.emplace(k, static_cast<uint32_t>(peers.size()));
+    if (inserted) peers.emplace_back(fp.src, fp.dst);
+    s.peer_of[f] = it->second;
+  }
+  s.iter_peer_bytes.assign(peers.size(), 0);
+  s.profiler.emplace(options_.control.profiler, std::move(peers), s.job->spec.flops_per_iteration);
+  s.assigned = false;
+  s.phase = core::JobPhase::kRegistered;
+  s.level = kBestEffortLevel;
+  SetPlanFlows(j, nullptr);
+  host_->AddJob(*s.job);
+  to_start_.push_back(j);
+  replan_needed_ = true;
+  regroup_needed_ = true;
+}
+
+// One iteration of job j ended: its profiler's sample, and the report if one is due.
+void Engine::ReportIteration(uint32_t j) {
+  JobState& s = js_[j];
+  if (!s.profiler) return;
+  IterationSample smp;
+  smp.period_ns = std::max<int64_t>(1, now_ - s.iter_start);
+  smp.compute_ns = std::max<int64_t>(1, s.compute_ns);
+  bool sent = false;
+  for (int64_t b : s.iter_peer_bytes) sent = sent || b > 0;
+  smp.overlap_start = sent ? std::clamp(static_cast<double>(s.comm_start - s.iter_start) /
+                                            static_cast<double>(smp.compute_ns),
+                                        0.0, 1.0)
+                           : 1.0;
+  smp.peer_bytes = s.iter_peer_bytes;
+  const uint32_t done = static_cast<uint32_t>(std::min<int64_t>(s.iterations, UINT32_MAX));
+  std::optional<core::JobProfile> p = s.profiler->AddIteration(smp, done);
+  if (!p) return;
+  ++s.reports;
+  ++result_.profile_reports;
+  host_->Report(s.job->spec.id, *p);
+}
+
+// Fast-forward skips iterations, which the profilers would otherwise see: a jump waits until
+// no report can be under way (each profiler reported and confirms no change) and every
+// profiler's window holds only samples of the current epoch (so a plan change has shown up in
+// the medians). Approximate: a window median that would drift within a steady state is missed.
+bool Engine::ProfilersSettled() const {
+  const int64_t window = std::max<uint32_t>(options_.control.profiler.window, 3);
+  for (const JobState& s : js_) {
+    if (s.status != JobStatus::kRunning || !s.profiler) continue;
+    if (!s.profiler->settled() || s.epoch_iterations < window) return false;
+  }
+  return true;
+}
+
+// A link event changed the fabric: flows without a pin follow the fabric's hash routing at
+// once (routes re-converge); pinned flows keep their pins until the next plan.
+void Engine::RefreshDefaults() {
+  defaults_stale_ = false;
+  ecmp_stale_ = true;
+  for (uint32_t j = 0; j < js_.size(); ++j) {
+    JobState& s = js_[j];
+    if (s.status != JobStatus::kRunning || !s.profiler) continue;
+    if (std::all_of(s.pinned.begin(), s.pinned.end(), [](bool b) { return b; })) continue;
+    if (!RouteAlone(j)) continue;
+    const core::AppliedAssignment* applied = host_->loop().Applied(s.job->spec.id);
+    SetPlanFlows(j, applied != nullptr ? &applied->assignment : nullptr);
+  }
+  RerouteStalledFlows();
+  regroup_needed_ = true;
+}
+
+// The loop's due run, synchronously, in zero simulated time; its committed assignments are in
+// force for the communication phases that start from now on.
+Status Engine::RunLoop() {
+  if (policy_stale_) CRUX_RETURN_IF_ERROR(MakePolicy());
+  const internal::LoopRun run = host_->Run(*policy_, topo_);
+  if (run.planned) {
+    ++result_.replans;
+    if (!run.status.ok()) ++result_.replan_failures;
+  }
+  result_.excluded += run.excluded;
+  bool changed = false;
+  for (const core::AppliedAssignment& aa : run.changed) {
+    auto it = index_of_.find(aa.assignment.job_id);
+    if (it == index_of_.end()) continue;
+    const uint32_t j = it->second;
+    JobState& s = js_[j];
+    if (s.status != JobStatus::kRunning) continue;
+    s.assigned = true;
+    s.phase = aa.assignment.phase;
+    s.level = aa.assignment.level;
+    SetPlanFlows(j, &aa.assignment);
+    NoteLevel(j, s.phase, s.level);
+    changed = true;
+  }
+  // Core's Assignment has no time shift (cruxd cannot enforce CASSINI's shifts): the simulator
+  // takes them from the run's JobPlans, for every planned job.
+  for (const auto& [id, time_shift] : run.time_shifts) {
+    auto it = index_of_.find(id);
+    if (it == index_of_.end()) continue;
+    JobState& s = js_[it->second];
+    if (s.status != JobStatus::kRunning) continue;
+    const int64_t shift = time_shift.nanos();
+    if (shift == s.applied_shift) continue;
+    int64_t delta = shift - s.applied_shift;
+    if (delta < 0 && s.period > 0) delta = ((delta % s.period) + s.period) % s.period;
+    s.pending_shift += std::max<int64_t>(delta, 0);
+    s.applied_shift = shift;
+    changed = true;
+  }
+  if (changed) {
+    regroup_needed_ = true;
+    RerouteStalledFlows();
+  }
+  return Status::Ok();
+}
+
+Status Engine::EndOfInstant() {
+  if (oracle_) return DoReplanAndStarts();
+  replan_needed_ = false;
+  if (defaults_stale_) RefreshDefaults();
+  const std::optional<int64_t> due = host_->due_ns();
+  if (due && *due <= now_) CRUX_RETURN_IF_ERROR(RunLoop());
+  const bool regroup = regroup_needed_;
+  regroup_needed_ = false;
+  if (regroup) ResetEpoch();
+  for (uint32_t j : to_start_) {
+    if (js_[j].status == JobStatus::kRunning) StartIteration(j);
+  }
+  to_start_.clear();
+  if (regroup) BuildGroups();
+  return Status::Ok();
+}
+
 void Engine::StartIteration(uint32_t j) {
   JobState& s = js_[j];
   ++s.gen;
@@ -551,12 +834,17 @@ void Engine::StartIteration(uint32_t j) {
   s.comm_done = false;
   s.outstanding = 0;
   s.flows.clear();
+  std::fill(s.iter_peer_bytes.begin(), s.iter_peer_bytes.end(), 0);
   PushJobEvent(s.comm_start, j, JobEventKind::kCommStart);
-  if (s.group >= 0 && groups_[s.group].anchor == j && !groups_[s.group].known) {
+  if (s.group >= 0 && groups_[s.group].anchor == j) {
     Group& g = groups_[s.group];
-    if (++g.anchor_iterations > kWarmupIterations) {
-      g.pending = true;
-      ff_check_ = true;
+    if (!g.known) {
+      if (++g.anchor_iterations > kWarmupIterations) {
+        g.pending = true;
+        ff_check_ = true;
+      }
+    } else if (ff_blocked_) {
+      ff_check_ = true;  // Every group is steady; the jump waits for the profilers.
     }
   }
 }
@@ -582,6 +870,7 @@ void Engine::OnCommStart(uint32_t j) {
     }
     bytes_sent_ += run.bytes;
     s.bytes_sent += run.bytes;
+    if (f < s.peer_of.size()) s.iter_peer_bytes[s.peer_of[f]] += s.plan_flows[f].bytes.count();
     run.epoch = epoch_;
     run.status = FlowStatus::kInNetwork;
     run.id = net_.AddFlow(s.plan_resources[f], s.level, run.bytes, now_,
@@ -639,11 +928,13 @@ void Engine::MaybeEndIteration(uint32_t j) {
   JobState& s = js_[j];
   if (s.computing || !s.comm_done) return;
   ++s.iterations;
+  ++s.epoch_iterations;
   s.iteration_ns_sum += now_ - s.iter_start;
   if (s.iteration_limit && s.iterations >= *s.iteration_limit) {
     Depart(j, /*at_horizon=*/false);
     return;
   }
+  if (host_) ReportIteration(j);
   StartIteration(j);
 }
 
@@ -676,6 +967,10 @@ void Engine::Depart(uint32_t j, bool at_horizon) {
   if (!at_horizon) {
     s.finish = end;
     replan_needed_ = true;
+    if (host_) {
+      host_->RemoveJob(s.job->spec.id, "ended");
+      regroup_needed_ = true;
+    }
   }
   const int64_t b0 = s.arrival / bin_ns_;
   const int64_t b1 = std::min(end <= s.arrival ? b0 : (end - 1) / bin_ns_ + 1, num_bins_);
@@ -703,6 +998,11 @@ void Engine::ApplyLinkEvent(const LinkEvent& e) {
   }
   policy_stale_ = true;
   replan_needed_ = true;
+  if (host_) {
+    host_->Invalidate("link event");
+    defaults_stale_ = true;
+    regroup_needed_ = true;
+  }
 }
 
 void Engine::MaybeProgress(bool force) {
@@ -868,7 +1168,13 @@ void Engine::FastForward() {
     if (g.pending) CheckGroup(g);
     all_known = all_known && g.known;
   }
-  if (all_known) Jump();
+  if (!all_known) return;
+  if (host_ && !ProfilersSettled()) {
+    ff_blocked_ = true;
+    return;
+  }
+  ff_blocked_ = false;
+  Jump();
 }
 
 // Every group is periodic: jump to shortly before the next cluster event, crediting each job
@@ -880,6 +1186,9 @@ void Engine::Jump() {
   for (const Group& g : groups_) max_period = std::max(max_period, g.period);
   int64_t next = horizon_;
   if (cluster_next_ < cluster_.size()) next = std::min(next, cluster_[cluster_next_].t);
+  if (host_) {
+    if (std::optional<int64_t> due = host_->due_ns()) next = std::min(next, *due);
+  }
   // Land at least two group periods before the next cluster event: the approach is simulated.
   int64_t jump = next - now_ - 2 * max_period;
   for (const JobState& s : js_) {
@@ -943,17 +1252,25 @@ core::Result<SimResult> Engine::Run() {
     const int64_t t_flow = net_.NextFinishTime(now_);
     const int64_t t_job = job_events_.empty() ? kNever : job_events_.front().t;
     const int64_t t_cl = cluster_next_ < cluster_.size() ? cluster_[cluster_next_].t : kNever;
-    const int64_t t = std::min({t_flow, t_job, t_cl});
-    if (t > now_ && replan_needed_) {
-      CRUX_RETURN_IF_ERROR(DoReplanAndStarts());
+    const int64_t t_other = std::min({t_flow, t_job, t_cl});
+    // The control loop's next run is an event too; it runs after the other events of its
+    // instant (EndOfInstant), like the oracle's re-plan.
+    int64_t t_plan = kNever;
+    if (host_) {
+      if (std::optional<int64_t> due = host_->due_ns()) t_plan = std::max(*due, now_);
+    }
+    if (t_other > now_ && (replan_needed_ || t_plan == now_)) {
+      CRUX_RETURN_IF_ERROR(EndOfInstant());
       continue;
     }
-    if (t > now_ && ff_check_) {
+    if (t_other > now_ && ff_check_) {
       FastForward();
       continue;
     }
+    const int64_t t = std::min(t_other, t_plan);
     if (t >= horizon_) break;
     now_ = t;
+    if (t_other > t) continue;  // Only the loop's run is due at t.
     if (++since_progress >= 4096) {
       since_progress = 0;
       MaybeProgress(false);
@@ -992,6 +1309,10 @@ core::Result<SimResult> Engine::Run() {
     const ClusterEvent e = cluster_[cluster_next_++];
     switch (e.kind) {
       case ClusterKind::kArrival:
+        if (host_) {
+          Arrive(e.index);
+          break;
+        }
         js_[e.index].status = JobStatus::kRunning;
         to_start_.push_back(e.index);
         replan_needed_ = true;
@@ -1028,7 +1349,14 @@ core::Result<SimResult> Engine::Run() {
     if (s.iterations > 0) jr.mean_iteration = Duration::Nanos(s.iteration_ns_sum / s.iterations);
     jr.standalone_iteration = Duration::Nanos(s.standalone.value_or(0));
     jr.compute_busy = Duration::Nanos(s.compute_busy);
-    jr.level = s.level;
+    jr.level = s.level == kBestEffortLevel ? -1 : s.level;
+    if (s.scheduled_at) jr.scheduled = Duration::Nanos(*s.scheduled_at);
+    if (s.arrival < horizon_) {
+      jr.profiling =
+          Duration::Nanos(std::max<int64_t>(0, s.scheduled_at.value_or(end) - s.arrival));
+    }
+    jr.profile_reports = s.reports;
+    jr.levels = s.level_log;
     busy += static_cast<double>(s.gpus) * static_cast<double>(s.compute_busy);
     life += static_cast<double>(s.gpus) * static_cast<double>(jr.jct.nanos());
     r.jobs.push_back(std::move(jr));
@@ -1058,6 +1386,7 @@ core::Result<SimResult> Engine::Run() {
     smp.running_jobs = running;
     r.samples.push_back(smp);
   }
+  if (host_) r.epochs = host_->loop().epoch();
   r.bytes_sent = bytes_sent_;
   r.bytes_delivered = bytes_delivered_;
   r.bytes_in_flight = bytes_in_flight_;
@@ -1093,6 +1422,8 @@ Status ValidateSimInput(const core::Topology& topo, const std::vector<SimJob>& j
                                       Num(options.fast_forward_tolerance) + ")");
   }
   if (options.gpus_per_host < 1) return core::InvalidArgumentError("gpus_per_host: must be >= 1");
+  CRUX_RETURN_IF_ERROR(core::ValidateControlLoopOptions(options.control.loop));
+  CRUX_RETURN_IF_ERROR(ValidateProfilerModelOptions(options.control.profiler));
   CRUX_RETURN_IF_ERROR(core::ValidatePlannerOptions(options.policy.planner));
   std::unordered_map<std::string, size_t> ids;
   for (size_t i = 0; i < jobs.size(); ++i) {

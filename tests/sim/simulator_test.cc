@@ -59,8 +59,12 @@ SimJob PairJob(const Topology& topo, const std::string& id, double compute_s, do
   return j;
 }
 
+// The engine's tests run under the oracle (every job planned from its true spec at once): they
+// test the network and job model, fast-forward and link events against closed-form figures.
+// The control loop has its own tests (control_loop_host_test.cc).
 SimOptions BaseOptions(double horizon_s) {
   SimOptions o;
+  o.control.oracle = true;
   o.horizon = Duration::Seconds(horizon_s);
   o.per_hop_latency = Duration::Zero();
   o.sample_interval = Duration::Seconds(horizon_s / 10);
@@ -445,8 +449,10 @@ TEST(SimulatorTest, TimeShiftDelaysTheCommunicationPhaseOnce) {
   const Topology topo = TwoHosts();
   const SimOptions o = BaseOptions(20.2);
   auto factory = [&o](Duration shift) -> PolicyFactory {
-    return [&o, shift](const Topology& t) -> core::Result<std::unique_ptr<core::SchedulingPolicy>> {
-      CRUX_ASSIGN_OR_RETURN(auto inner, core::MakePolicy("ecmp", t, o.policy));
+    return [&o, shift](
+               const Topology& t,
+               const core::Clock& clock) -> core::Result<std::unique_ptr<core::SchedulingPolicy>> {
+      CRUX_ASSIGN_OR_RETURN(auto inner, core::MakePolicy("ecmp", t, o.policy, &clock));
       return std::unique_ptr<core::SchedulingPolicy>(
           std::make_unique<ShiftingPolicy>(std::move(inner), shift));
     };
@@ -463,7 +469,8 @@ TEST(SimulatorTest, TimeShiftDelaysTheCommunicationPhaseOnce) {
   EXPECT_NEAR(shifted->jobs[0].mean_iteration.ToSeconds(), 18.5 / 9, 1e-6);
   // A factory that fails makes the run fail with its error.
   PolicyFactory broken =
-      [](const Topology&) -> core::Result<std::unique_ptr<core::SchedulingPolicy>> {
+      [](const Topology&,
+         const core::Clock&) -> core::Result<std::unique_ptr<core::SchedulingPolicy>> {
     return core::InvalidArgumentError("levels: broken on purpose");
   };
   core::Result<SimResult> r = Simulate(topo, broken, jobs, {}, o);

@@ -11,7 +11,12 @@
 //     core::ExpandTraffic on the policy's paths) starting after overlap_start * compute; the next
 //     iteration's compute waits for the previous iteration's communication. A job ends after its
 //     duration or iteration count, or at the horizon.
-//   - The policy re-plans on every arrival, departure and link event (as the paper does).
+//   - Plans reach the jobs through core::ControlLoop, cruxd's control loop, hosted in virtual time
+//     (ControlOptions): a job registers at its arrival, runs on the temporary top level until its
+//     simulated profiler (profiler_model.h) reports a converged profile, and the loop's debounce,
+//     minimum interval and hysteresis decide when plans run. ControlOptions::oracle instead plans
+//     every running job from its true spec at once at every arrival, departure and link event
+//     (the behaviour before issue #11, the paper's idealisation).
 //   - Deterministic for a seed.
 //
 // Thread-safety: Simulate is re-entrant (no globals); the inputs must not change during a call.
@@ -27,11 +32,15 @@
 #include <string>
 #include <vector>
 
+#include "crux/core/clock.h"
+#include "crux/core/control_loop.h"
+#include "crux/core/control_types.h"
 #include "crux/core/job.h"
 #include "crux/core/policy.h"
 #include "crux/core/status.h"
 #include "crux/core/topology.h"
 #include "crux/core/units.h"
+#include "crux/sim/profiler_model.h"
 
 namespace crux::sim {
 
@@ -69,8 +78,25 @@ struct Progress {
   double wall_s = 0;    // Wall time so far.
 };
 
+// How plans reach the jobs (docs/simulator.md, section 3).
+struct ControlOptions {
+  // false (default): core::ControlLoop, unchanged, on a clock that reads simulated time. A job
+  //   registers at its arrival (core::JobDemand: placement, pattern and collective size S, W_j
+  //   if known), reports profiles as the client library would (`profiler`), and runs under the
+  //   assignment the loop last committed for it (level, pinned paths; before its first one on
+  //   ECMP paths below every job level). Plans run when the loop says (`loop`: debounce,
+  //   minimum interval, hysteresis, newcomer top level), in zero simulated time.
+  // true: the oracle. Every running job is planned from its true JobSpec (its converged profile)
+  //   at every arrival, departure and link event, at that instant; a failed re-plan keeps every
+  //   job's previous plan. No registration, no profiling phase, no debounce.
+  bool oracle = false;
+  core::ControlLoopOptions loop;  // cruxd's defaults (configs/cruxd.yaml).
+  ProfilerModelOptions profiler;  // The client library's defaults (docs/client.md).
+};
+
 struct SimOptions {
   core::PolicyOptions policy;  // Levels (K), seed, peak FLOP/s, ...
+  ControlOptions control;
   // End of the simulation. Jobs without duration/iterations run until then. In (0, kMaxSimTime].
   // Memory and time do not grow with it where nothing happens (no job running): idle stretches
   // are skipped, and the sampling bins are allocated only up to the last activity.
@@ -96,6 +122,15 @@ struct SimOptions {
   int gpus_per_host = 8;
 };
 
+// A change of the level (or phase) in force for a job.
+struct LevelChange {
+  Duration at;
+  core::JobPhase phase = core::JobPhase::kScheduled;
+  int level = 0;
+
+  friend bool operator==(const LevelChange&, const LevelChange&) = default;
+};
+
 struct JobResult {
   std::string id;
   std::string model;
@@ -107,7 +142,18 @@ struct JobResult {
   Duration mean_iteration;         // Mean iteration time over completed iterations.
   Duration standalone_iteration;   // The policy-independent standalone period (Planner).
   Duration compute_busy;           // Time its GPUs spent computing.
-  int level = 0;                   // Last level the policy gave it.
+  int level = 0;                   // Last level in force (-1: it never had an assignment).
+  // When the job was first scheduled: the first plan in force for it carried its converged
+  // profile (control loop: phase kScheduled). Oracle: its arrival. Absent: never (it left or the
+  // run ended first).
+  std::optional<Duration> scheduled;
+  // Time in the profiling phase: scheduled - arrival, or (finish or horizon) - arrival when it
+  // never got scheduled. 0 under the oracle.
+  Duration profiling;
+  uint32_t profile_reports = 0;  // Profiles its simulated profiler sent (control loop only).
+  // Every change of its level or phase in force, in time order (control loop: from the applied
+  // assignments; oracle: from the plans). Before the first entry it had no assignment.
+  std::vector<LevelChange> levels;
 };
 
 struct Sample {
@@ -141,6 +187,10 @@ struct SimResult {
   uint64_t peak_active_flows = 0;         // Most flows in the network at once.
   uint64_t flow_events = 0;               // Of `events`: flow finishes and deliveries.
   uint64_t replan_failures = 0;           // Re-plans that failed (the previous plan was kept).
+  bool oracle = false;                    // ControlOptions::oracle of the run.
+  uint64_t profile_reports = 0;           // Control loop: profiles reported by the jobs.
+  uint64_t epochs = 0;                    // Control loop: plans that changed an assignment.
+  uint64_t excluded = 0;                  // Control loop: jobs left out of a run (summed).
   uint64_t fast_forward_jumps = 0;        // Steady-state jumps taken.
   uint64_t fast_forward_approximate = 0;  // Groups accepted as steady by rate agreement.
   Duration fast_forwarded;                // Simulated time covered by jumps instead of events.
@@ -148,10 +198,11 @@ struct SimResult {
 };
 
 // Makes the policy for a topology. Called once at the start and again after every link event
-// (policies cache paths; the topology passed then has the event applied). The topology outlives
-// the policy.
+// (policies cache paths; the topology passed then has the event applied). The topology and the
+// clock outlive the policy. `clock` reads simulated time: pass it to the policy (e.g. to
+// core::MakePolicy) so that nothing in a simulation reads the wall clock.
 using PolicyFactory = std::function<core::Result<std::unique_ptr<core::SchedulingPolicy>>(
-    const core::Topology& topo)>;
+    const core::Topology& topo, const core::Clock& clock)>;
 
 // Runs `policy` (a core::MakePolicy name) on `jobs` and `link_events`.
 // Errors: unknown policy, invalid options, invalid jobs (the message names the job).

@@ -1,0 +1,379 @@
+// crux-sim hosting core::ControlLoop in virtual time (docs/simulator.md section 3): jobs
+// register at arrival, sit on the temporary top level until their simulated profiler reports,
+// plans run after the loop's debounce and minimum interval on the simulated clock, and every
+// policy works through the loop. The oracle (ControlOptions::oracle) is checked against it.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crux/core/builders.h"
+#include "crux/core/policy.h"
+#include "crux/sim/simulator.h"
+
+namespace crux::sim {
+namespace {
+
+using core::Bytes;
+using core::Duration;
+using core::JobPhase;
+using core::NodeId;
+using core::Topology;
+
+template <typename T>
+T Must(core::Result<T> r) {
+  if (!r.ok()) {
+    std::fprintf(stderr, "fixture failed: %s\n", r.status().ToString().c_str());
+    std::abort();
+  }
+  return std::move(r).value();
+}
+
+Topology TwoHosts() {
+  core::ExplicitParams p;
+  p.nodes = {{"h0", true}, {"h1", true}};
+  p.links = {{"h0", "h1", 1.0, 0.0}};
+  return Must(core::BuildExplicit(p));
+}
+
+SimJob PairJob(const Topology& topo, const std::string& id, double compute_s, double comm_s) {
+  SimJob j;
+  j.spec.id = id;
+  const NodeId h0 = Must(topo.FindNode("h0"));
+  const NodeId h1 = Must(topo.FindNode("h1"));
+  j.spec.hosts = {h0, h1};
+  j.spec.gpus_per_host = 5;
+  j.spec.compute_time = Duration::Seconds(compute_s);
+  j.spec.overlap_start = 1.0;
+  j.spec.pattern = core::TrafficPattern::kExplicit;
+  j.spec.flows = {{h0, h1, Bytes::FromDouble(comm_s * 1e9 / 8.0)}};
+  return j;
+}
+
+Topology SmallClos() {
+  core::Clos2Params p;
+  p.tors = 2;
+  p.aggs = 2;
+  p.hosts_per_tor = 4;
+  p.host.nic_gbps = 100;
+  p.uplink_gbps = 100;
+  return Must(core::BuildClos2(p));
+}
+
+SimJob RingJob(const Topology& topo, const std::string& id, std::vector<int> hosts,
+               double compute_s, double mbytes, double overlap = 0.5) {
+  SimJob j;
+  j.spec.id = id;
+  for (int h : hosts) j.spec.hosts.push_back(Must(topo.FindNode("host" + std::to_string(h))));
+  j.spec.gpus_per_host = 8;
+  j.spec.compute_time = Duration::Seconds(compute_s);
+  j.spec.overlap_start = overlap;
+  j.spec.pattern = core::TrafficPattern::kRingAllReduce;
+  j.spec.pattern_bytes = Bytes::FromDouble(mbytes * 1e6);
+  return j;
+}
+
+std::vector<SimJob> ClosWorkload(const Topology& topo) {
+  std::vector<SimJob> jobs = {
+      RingJob(topo, "gpt", {0, 1, 4, 5}, 0.30, 2400),
+      RingJob(topo, "bert", {2, 6}, 0.12, 900, 0.3),
+      RingJob(topo, "resnet", {3, 7}, 0.08, 400, 0.8),
+      RingJob(topo, "late", {1, 2, 5, 6}, 0.2, 1500),
+  };
+  jobs[1].arrival = Duration::Seconds(5);
+  jobs[2].arrival = Duration::Seconds(12);
+  jobs[2].duration = Duration::Seconds(30);
+  jobs[3].arrival = Duration::Seconds(40);
+  jobs[3].iterations = 150;
+  for (size_t i = 0; i < jobs.size(); ++i) jobs[i].spec.fixed_rank = static_cast<int>(i);
+  return jobs;
+}
+
+// The control loop with cruxd's defaults (debounce 30 ms, hysteresis 10 %) and cruxd's level
+// layout (level 0 kept for newcomers).
+SimOptions LoopOptions(double horizon_s) {
+  SimOptions o;
+  o.horizon = Duration::Seconds(horizon_s);
+  o.per_hop_latency = Duration::Zero();
+  o.sample_interval = Duration::Seconds(horizon_s / 10);
+  o.policy.planner.levels = 4;
+  o.policy.planner.reserved_high_levels = 1;
+  return o;
+}
+
+SimResult RunSim(const Topology& topo, const std::string& policy, const std::vector<SimJob>& jobs,
+                 const SimOptions& options, const std::vector<LinkEvent>& events = {}) {
+  core::Result<SimResult> r = Simulate(topo, policy, jobs, events, options);
+  EXPECT_TRUE(r.ok()) << policy << ": " << r.status().ToString();
+  if (!r.ok()) return SimResult{};
+  return std::move(r).value();
+}
+
+const JobResult& Job(const SimResult& r, const std::string& id) {
+  for (const JobResult& j : r.jobs) {
+    if (j.id == id) return j;
+  }
+  ADD_FAILURE() << "no job " << id;
+  static const JobResult kNone;
+  return kNone;
+}
+
+// Wraps a registered policy and records the clock at every Schedule call, and the planner's
+// own measured time.
+struct Calls {
+  std::vector<Duration> at;
+  std::vector<size_t> jobs;
+  std::vector<Duration> planning;
+};
+class RecordingPolicy final : public core::SchedulingPolicy {
+ public:
+  RecordingPolicy(std::unique_ptr<core::SchedulingPolicy> inner, const core::Clock& clock,
+                  Calls* calls)
+      : inner_(std::move(inner)), clock_(clock), calls_(calls) {}
+  std::string_view name() const override { return "recorded"; }
+  core::Result<core::Plan> Schedule(const std::vector<core::JobSpec>& jobs) override {
+    calls_->at.push_back(clock_.Now());
+    calls_->jobs.push_back(jobs.size());
+    core::Result<core::Plan> plan = inner_->Schedule(jobs);
+    if (plan.ok()) calls_->planning.push_back(plan->timing.total);
+    return plan;
+  }
+
+ private:
+  std::unique_ptr<core::SchedulingPolicy> inner_;
+  const core::Clock& clock_;
+  Calls* calls_;
+};
+
+PolicyFactory Recording(const SimOptions& o, Calls* calls) {
+  return [&o, calls](
+             const Topology& t,
+             const core::Clock& clock) -> core::Result<std::unique_ptr<core::SchedulingPolicy>> {
+    CRUX_ASSIGN_OR_RETURN(auto inner, core::MakePolicy("crux", t, o.policy, &clock));
+    return std::unique_ptr<core::SchedulingPolicy>(
+        std::make_unique<RecordingPolicy>(std::move(inner), clock, calls));
+  };
+}
+
+TEST(ControlLoopHostTest, NewcomersSitOnTheTopLevelUntilTheirProfileConverges) {
+  const Topology topo = SmallClos();
+  std::vector<SimJob> jobs = {RingJob(topo, "a", {0, 4}, 0.1, 200),
+                              RingJob(topo, "b", {1, 5}, 0.1, 200)};
+  jobs[1].arrival = Duration::Seconds(5);
+  const SimResult r = RunSim(topo, "crux", jobs, LoopOptions(60));
+  EXPECT_FALSE(r.oracle);
+  for (const JobResult& j : r.jobs) {
+    SCOPED_TRACE(j.id);
+    ASSERT_GE(j.levels.size(), 2u);
+    // The first plan, one debounce after the registration, puts it on the top level.
+    EXPECT_EQ(j.levels[0].at, j.arrival + Duration::Millis(30));
+    EXPECT_EQ(j.levels[0].phase, JobPhase::kRegistered);
+    EXPECT_EQ(j.levels[0].level, 0);
+    // Then its converged profile (at least 3 iterations of >= 0.1 s) makes it scheduled, below
+    // the reserved top level.
+    EXPECT_EQ(j.levels[1].phase, JobPhase::kScheduled);
+    EXPECT_GE(j.levels[1].level, 1);
+    EXPECT_GE(j.levels[1].at, j.arrival + Duration::Millis(330));
+    ASSERT_TRUE(j.scheduled.has_value());
+    EXPECT_EQ(*j.scheduled, j.levels[1].at);
+    EXPECT_EQ(j.profiling, *j.scheduled - j.arrival);
+    EXPECT_GE(j.profile_reports, 1u);
+    EXPECT_GE(j.level, 1);
+  }
+  EXPECT_GE(r.profile_reports, 2u);
+  EXPECT_GE(r.epochs, 4u);  // Two registrations, two profiles.
+}
+
+TEST(ControlLoopHostTest, PlansRunOnTheSimulatedClockAfterTheDebounceInZeroTime) {
+  const Topology topo = SmallClos();
+  std::vector<SimJob> jobs = {RingJob(topo, "a", {0, 4}, 0.1, 200)};
+  jobs[0].arrival = Duration::Seconds(2);
+  SimOptions o = LoopOptions(20);
+  Calls calls;
+  core::Result<SimResult> r = Simulate(topo, Recording(o, &calls), jobs, {}, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // Registration, then the first (converged) profile: two plans.
+  ASSERT_EQ(calls.at.size(), 2u);
+  EXPECT_EQ(r->replans, 2u);
+  EXPECT_EQ(calls.at[0], Duration::Seconds(2) + Duration::Millis(30));
+  ASSERT_TRUE(r->jobs[0].scheduled.has_value());
+  EXPECT_EQ(calls.at[1], *r->jobs[0].scheduled) << "the plan is in force the instant it runs";
+  for (Duration d : calls.planning) EXPECT_EQ(d, Duration::Zero()) << "planning takes no time";
+  // Without a debounce the registration plan runs at the arrival instant.
+  o.control.loop.debounce = Duration::Zero();
+  calls = {};
+  r = Simulate(topo, Recording(o, &calls), jobs, {}, o);
+  ASSERT_TRUE(r.ok());
+  ASSERT_FALSE(calls.at.empty());
+  EXPECT_EQ(calls.at[0], Duration::Seconds(2));
+}
+
+TEST(ControlLoopHostTest, MinReplanIntervalSpacesThePlans) {
+  const Topology topo = SmallClos();
+  std::vector<SimJob> jobs = {RingJob(topo, "a", {0, 4}, 0.1, 200),
+                              RingJob(topo, "b", {1, 5}, 0.1, 200)};
+  jobs[0].arrival = Duration::Seconds(1);
+  jobs[1].arrival = Duration::Millis(1100);
+  SimOptions o = LoopOptions(20);
+  o.control.loop.min_replan_interval = Duration::Seconds(2);
+  Calls calls;
+  core::Result<SimResult> r = Simulate(topo, Recording(o, &calls), jobs, {}, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_GE(calls.at.size(), 2u);
+  EXPECT_EQ(calls.at[0], Duration::Millis(1030));
+  EXPECT_EQ(calls.jobs[0], 1u);
+  // b's registration (1.1 s) waits for the interval, and both profiles (by ~1.5 s) join it.
+  EXPECT_EQ(calls.at[1], Duration::Millis(3030));
+  EXPECT_EQ(calls.jobs[1], 2u);
+  for (size_t i = 1; i < calls.at.size(); ++i) {
+    EXPECT_GE(calls.at[i] - calls.at[i - 1], Duration::Seconds(2));
+  }
+  // b ran 1.93 s unassigned (default ECMP route, best-effort level) and then registered on the
+  // top level directly as scheduled: its profile was in before the plan.
+  const JobResult& b = Job(*r, "b");
+  ASSERT_FALSE(b.levels.empty());
+  EXPECT_EQ(b.levels[0].at, Duration::Millis(3030));
+  EXPECT_EQ(b.levels[0].phase, JobPhase::kScheduled);
+  EXPECT_EQ(b.profiling, Duration::Millis(1930));
+}
+
+TEST(ControlLoopHostTest, EveryPolicyRunsThroughTheLoop) {
+  const Topology topo = SmallClos();
+  const std::vector<SimJob> jobs = ClosWorkload(topo);
+  for (const std::string& policy : core::PolicyNames()) {
+    SCOPED_TRACE(policy);
+    const SimResult r = RunSim(topo, policy, jobs, LoopOptions(120));
+    SimOptions oracle = LoopOptions(120);
+    oracle.control.oracle = true;
+    oracle.policy.planner.reserved_high_levels = 0;
+    // On this workload the profiling phases cost little: within 2 points of the oracle.
+    EXPECT_NEAR(r.gpu_utilization, RunSim(topo, policy, jobs, oracle).gpu_utilization, 0.02);
+    EXPECT_GT(r.gpu_utilization, 0.2);
+    EXPECT_EQ(r.replan_failures, 0u);
+    EXPECT_GE(r.replans, 2 * jobs.size());
+    for (const JobResult& j : r.jobs) {
+      EXPECT_TRUE(j.scheduled.has_value()) << j.id;
+      EXPECT_GT(j.iterations, 10) << j.id;
+    }
+  }
+}
+
+// Core's JobDemand has no fixed rank: the host gives `fixed` its ranks back (Example 1, the
+// long job first: 37.5 % once both are scheduled).
+TEST(ControlLoopHostTest, FixedRanksReachThePlannerThroughTheLoop) {
+  const Topology topo = TwoHosts();
+  std::vector<SimJob> jobs = {PairJob(topo, "job1", 2, 2), PairJob(topo, "job2", 1, 1)};
+  jobs[0].spec.fixed_rank = 0;
+  jobs[1].spec.fixed_rank = 1;
+  const SimResult r = RunSim(topo, "fixed", jobs, LoopOptions(2400));
+  EXPECT_EQ(r.jobs[0].level, 1);
+  EXPECT_EQ(r.jobs[1].level, 2);
+  EXPECT_NEAR(r.gpu_utilization, 0.375, 0.01);
+  // An explicit-flow job registers without a size: nothing to plan, so its first assignment
+  // pins nothing and puts it on the top level.
+  ASSERT_FALSE(r.jobs[0].levels.empty());
+  EXPECT_EQ(r.jobs[0].levels[0].phase, JobPhase::kRegistered);
+  EXPECT_EQ(r.jobs[0].levels[0].level, 0);
+}
+
+TEST(ControlLoopHostTest, ALoneJobCostsOnlyItsProfilingPhase) {
+  const Topology topo = SmallClos();
+  const std::vector<SimJob> jobs = {RingJob(topo, "a", {0, 4}, 0.1, 200)};
+  SimOptions o = LoopOptions(100);
+  const SimResult loop = RunSim(topo, "crux", jobs, o);
+  o.control.oracle = true;
+  const SimResult oracle = RunSim(topo, "crux", jobs, o);
+  EXPECT_TRUE(oracle.oracle);
+  // Alone, the top level and the planned level are the same network: nothing is lost.
+  EXPECT_NEAR(loop.jobs[0].iterations, oracle.jobs[0].iterations, 1);
+  EXPECT_EQ(loop.jobs[0].profile_reports, 1u);
+  EXPECT_EQ(loop.replans, 2u);
+  EXPECT_EQ(loop.epochs, 2u);
+  EXPECT_GT(loop.jobs[0].profiling, Duration::Zero());
+  // The oracle schedules at the arrival.
+  ASSERT_TRUE(oracle.jobs[0].scheduled.has_value());
+  EXPECT_EQ(*oracle.jobs[0].scheduled, Duration::Zero());
+  EXPECT_EQ(oracle.jobs[0].profiling, Duration::Zero());
+  EXPECT_EQ(oracle.jobs[0].profile_reports, 0u);
+  EXPECT_EQ(oracle.profile_reports, 0u);
+  ASSERT_EQ(oracle.jobs[0].levels.size(), 1u);
+  EXPECT_EQ(oracle.jobs[0].levels[0].phase, JobPhase::kScheduled);
+}
+
+TEST(ControlLoopHostTest, FastForwardDoesNotSkipTheProfilingPhase) {
+  const Topology topo = SmallClos();
+  const std::vector<SimJob> jobs = ClosWorkload(topo);
+  for (const char* policy : {"crux", "ecmp"}) {
+    SCOPED_TRACE(policy);
+    SimOptions o = LoopOptions(400);
+    o.fast_forward = false;
+    const SimResult full = RunSim(topo, policy, jobs, o);
+    o.fast_forward = true;
+    const SimResult fast = RunSim(topo, policy, jobs, o);
+    EXPECT_GT(fast.fast_forward_jumps, 0u);
+    EXPECT_LT(fast.events, full.events * 3 / 4);
+    EXPECT_NEAR(fast.gpu_utilization, full.gpu_utilization, 0.005);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      SCOPED_TRACE(jobs[i].spec.id);
+      ASSERT_TRUE(full.jobs[i].scheduled && fast.jobs[i].scheduled);
+      EXPECT_NEAR(fast.jobs[i].scheduled->ToSeconds(), full.jobs[i].scheduled->ToSeconds(), 0.5);
+      // A jump lands within one period of the exact phase: a borderline re-report may flip.
+      EXPECT_NEAR(fast.jobs[i].profile_reports, full.jobs[i].profile_reports, 1);
+      EXPECT_NEAR(fast.jobs[i].iterations, full.jobs[i].iterations,
+                  2 + 0.01 * full.jobs[i].iterations);
+    }
+  }
+}
+
+TEST(ControlLoopHostTest, ALinkFailureReachesTheLoopAndTrafficMoves) {
+  const Topology topo = SmallClos();
+  const SimJob job = RingJob(topo, "x", {0, 4}, 0.05, 200, 1.0);
+  const SimOptions o = LoopOptions(30);
+  const SimResult before = RunSim(topo, "crux", {job}, o);
+  ASSERT_GT(before.jobs[0].iterations, 100);
+  const NodeId tor0 = Must(topo.FindNode("tor0"));
+  for (const char* agg : {"agg0", "agg1"}) {
+    SCOPED_TRACE(agg);
+    const core::LinkId up = Must(topo.FindLink(tor0, Must(topo.FindNode(agg))));
+    const SimResult r = RunSim(topo, "crux", {job}, o, {{Duration::Seconds(10), up, {}}});
+    EXPECT_GE(r.replans, 3u);  // Registration, profile, link event.
+    EXPECT_EQ(r.replan_failures, 0u);
+    // At most one debounce of stalled traffic.
+    EXPECT_NEAR(r.jobs[0].iterations, before.jobs[0].iterations, 2);
+  }
+}
+
+TEST(ControlLoopHostTest, InvalidControlOptionsAreRejectedNamingTheField) {
+  const Topology topo = TwoHosts();
+  SimOptions o = LoopOptions(10);
+  o.control.loop.debounce = Duration::Millis(-1);
+  core::Result<SimResult> r = Simulate(topo, "ecmp", {PairJob(topo, "a", 1, 1)}, {}, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("control.debounce"), std::string::npos);
+  o = LoopOptions(10);
+  o.control.profiler.window = 1;
+  r = Simulate(topo, "ecmp", {PairJob(topo, "a", 1, 1)}, {}, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("control.profiler.window"), std::string::npos);
+}
+
+TEST(ControlLoopHostTest, SameInputsGiveIdenticalResults) {
+  const Topology topo = SmallClos();
+  const SimOptions o = LoopOptions(100);
+  const SimResult a = RunSim(topo, "crux", ClosWorkload(topo), o);
+  const SimResult b = RunSim(topo, "crux", ClosWorkload(topo), o);
+  EXPECT_EQ(a.gpu_utilization, b.gpu_utilization);
+  EXPECT_EQ(a.events, b.events);
+  EXPECT_EQ(a.replans, b.replans);
+  ASSERT_EQ(a.jobs.size(), b.jobs.size());
+  for (size_t i = 0; i < a.jobs.size(); ++i) {
+    EXPECT_EQ(a.jobs[i].iterations, b.jobs[i].iterations);
+    EXPECT_EQ(a.jobs[i].levels, b.jobs[i].levels);
+  }
+}
+
+}  // namespace
+}  // namespace crux::sim
