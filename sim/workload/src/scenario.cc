@@ -65,7 +65,7 @@ Result<Scenario> ParseScenario(std::string_view yaml, const std::string& base_di
   CRUX_RETURN_IF_ERROR(textio::CheckMap(
       n, path,
       {"description", "topology", "jobs", "trace", "generate", "models", "policies", "levels",
-       "seed", "horizon_s", "fast_forward", "gpus_per_host", "link_events"}));
+       "seed", "horizon_s", "fast_forward", "gpus_per_host", "link_events", "oracle"}));
   Scenario s;
   CRUX_RETURN_IF_ERROR(internal::ReadText(n, path, "description", false, &s.description));
   CRUX_RETURN_IF_ERROR(internal::ReadText(n, path, "topology", true, &s.topology_path));
@@ -133,6 +133,11 @@ Result<Scenario> ParseScenario(std::string_view yaml, const std::string& base_di
     bool ff = true;
     CRUX_RETURN_IF_ERROR(textio::OptionalBool(n, path, "fast_forward", &ff));
     s.fast_forward = ff;
+  }
+  if (n.Has("oracle")) {
+    bool oracle = false;
+    CRUX_RETURN_IF_ERROR(textio::OptionalBool(n, path, "oracle", &oracle));
+    s.oracle = oracle;
   }
   if (n.Has("gpus_per_host")) {
     CRUX_RETURN_IF_ERROR(internal::ReadInteger(n, path, "gpus_per_host", true,

@@ -9,6 +9,13 @@
 // each other. The loader now rejects that oversubscription; dlrm arrives at 700 s instead (after
 // rn50 has left), and the figures were regenerated: sincronia 0.98488 -> 0.98988, ecmp
 // 0.99451 -> 0.99528, cassini 0.99399 -> 0.99484; crux, taccl and ideal stay at 1.
+//
+// Two recordings: data/golden_expected.txt under the oracle (every job planned from its true
+// spec at once, the engine and policies alone) and data/golden_loop_expected.txt through cruxd's
+// control loop (issue #11): jobs register, run in the profiling phase until their simulated
+// profiler reports, and are planned with the loop's debounce and hysteresis. The loop recording
+// also holds, per job, the time spent in the profiling phase and the number of profile reports,
+// so a change of the loop's rules (or of the profiler model) shows up here.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,16 +38,21 @@ namespace {
 
 const std::filesystem::path kSource = CRUX_SOURCE_DIR;
 const std::filesystem::path kExpected = kSource / "tests/sim/workload/data/golden_expected.txt";
+const std::filesystem::path kLoopExpected =
+    kSource / "tests/sim/workload/data/golden_loop_expected.txt";
 const std::vector<std::string> kPolicies = {"crux",    "ecmp",  "sincronia",
                                             "cassini", "taccl", "ideal"};
 
-// "<policy> util <value>" and "<policy> iterations <job> <n>" lines.
+// "<policy> util <value>" and "<policy> iterations <job> <n>" lines; with the control loop also
+// "<policy> profiling <job> <seconds>" and "<policy> reports <job> <n>".
 struct Figures {
   std::map<std::string, double> util;
   std::map<std::string, std::map<std::string, int64_t>> iterations;
+  std::map<std::string, std::map<std::string, double>> profiling;
+  std::map<std::string, std::map<std::string, int64_t>> reports;
 };
 
-Figures RunAll() {
+Figures RunAll(bool oracle = true) {
   Figures f;
   auto topo = spec::LoadTopologyFile((kSource / "configs/topologies/example_clos2.yaml").string());
   EXPECT_TRUE(topo.ok()) << topo.status().ToString();
@@ -54,7 +66,8 @@ Figures RunAll() {
   if (!jobs.ok()) return f;
   for (const std::string& policy : kPolicies) {
     SimOptions o;
-    o.control.oracle = true;
+    o.control.oracle = oracle;
+    if (!oracle) o.policy.planner.reserved_high_levels = 1;  // cruxd's newcomer level.
     o.horizon = core::Duration::Seconds(1800);
     o.policy.planner.levels = 4;
     o.policy.planner.seed = 7;
@@ -62,7 +75,13 @@ Figures RunAll() {
     EXPECT_TRUE(r.ok()) << policy << ": " << r.status().ToString();
     if (!r.ok()) continue;
     f.util[policy] = r->gpu_utilization;
-    for (const JobResult& j : r->jobs) f.iterations[policy][j.id] = j.iterations;
+    for (const JobResult& j : r->jobs) {
+      f.iterations[policy][j.id] = j.iterations;
+      if (!oracle) {
+        f.profiling[policy][j.id] = j.profiling.ToSeconds();
+        f.reports[policy][j.id] = j.profile_reports;
+      }
+    }
   }
   return f;
 }
@@ -74,6 +93,12 @@ std::string Format(const Figures& f) {
   for (const auto& [policy, jobs] : f.iterations) {
     for (const auto& [job, n] : jobs) out << policy << " iterations " << job << " " << n << "\n";
   }
+  for (const auto& [policy, jobs] : f.profiling) {
+    for (const auto& [job, t] : jobs) out << policy << " profiling " << job << " " << t << "\n";
+  }
+  for (const auto& [policy, jobs] : f.reports) {
+    for (const auto& [job, n] : jobs) out << policy << " reports " << job << " " << n << "\n";
+  }
   return out.str();
 }
 
@@ -83,6 +108,12 @@ Figures Parse(std::istream& in) {
   while (in >> policy >> kind) {
     if (kind == "util") {
       in >> f.util[policy];
+    } else if (kind == "profiling") {
+      std::string job;
+      in >> job >> f.profiling[policy][job];
+    } else if (kind == "reports") {
+      std::string job;
+      in >> job >> f.reports[policy][job];
     } else {
       std::string job;
       int64_t n = 0;
@@ -93,15 +124,15 @@ Figures Parse(std::istream& in) {
   return f;
 }
 
-TEST(GoldenTraceTest, PoliciesReproduceTheRecordedFiguresWithinTolerance) {
-  const Figures got = RunAll();
+// Compares `got` with the recording at `path` (or rewrites it under CRUX_UPDATE_GOLDEN).
+void ExpectRecorded(const Figures& got, const std::filesystem::path& path) {
   ASSERT_EQ(got.util.size(), kPolicies.size());
   if (std::getenv("CRUX_UPDATE_GOLDEN") != nullptr) {
-    std::ofstream(kExpected) << Format(got);
-    FAIL() << "wrote " << kExpected << "; review the diff and re-run without CRUX_UPDATE_GOLDEN";
+    std::ofstream(path) << Format(got);
+    FAIL() << "wrote " << path << "; review the diff and re-run without CRUX_UPDATE_GOLDEN";
   }
-  std::ifstream in(kExpected);
-  ASSERT_TRUE(in.good()) << "missing " << kExpected;
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << "missing " << path;
   const Figures want = Parse(in);
   ASSERT_EQ(want.util.size(), kPolicies.size());
   for (const auto& [policy, u] : want.util) {
@@ -112,12 +143,40 @@ TEST(GoldenTraceTest, PoliciesReproduceTheRecordedFiguresWithinTolerance) {
       EXPECT_LE(std::llabs(g - n), std::max<int64_t>(1, n / 100)) << policy << " " << job;
     }
   }
+  ASSERT_EQ(got.profiling.size(), want.profiling.size());
+  for (const auto& [policy, jobs] : want.profiling) {
+    for (const auto& [job, t] : jobs) {
+      // Within 1 % or 0.1 s (an iteration boundary moved by float rounding).
+      EXPECT_NEAR(got.profiling.at(policy).at(job), t, std::max(0.1, t / 100))
+          << policy << " " << job;
+      EXPECT_EQ(got.reports.at(policy).at(job), want.reports.at(policy).at(job))
+          << policy << " " << job;
+    }
+  }
   // Sanity that does not depend on the recording: the contention-free bound is the best.
   for (const auto& [policy, u] : got.util) EXPECT_LE(u, got.util.at("ideal") + 1e-3) << policy;
 }
 
+TEST(GoldenTraceTest, PoliciesReproduceTheRecordedFiguresWithinTolerance) {
+  ExpectRecorded(RunAll(/*oracle=*/true), kExpected);
+}
+
+TEST(GoldenTraceTest, TheControlLoopReproducesTheRecordedProfilingPhaseAndFigures) {
+  const Figures got = RunAll(/*oracle=*/false);
+  ExpectRecorded(got, kLoopExpected);
+  // Independent of the recording: every job that ran went through a profiling phase and
+  // reported at least once (the trace's jobs all run for more than 10 iterations).
+  for (const auto& [policy, jobs] : got.profiling) {
+    for (const auto& [job, t] : jobs) {
+      EXPECT_GT(t, 0) << policy << " " << job;
+      EXPECT_GE(got.reports.at(policy).at(job), 1) << policy << " " << job;
+    }
+  }
+}
+
 TEST(GoldenTraceTest, SameSeedGivesIdenticalFigures) {
   EXPECT_EQ(Format(RunAll()), Format(RunAll()));
+  EXPECT_EQ(Format(RunAll(false)), Format(RunAll(false)));
 }
 
 }  // namespace

@@ -298,7 +298,8 @@ TEST(ScenarioTest, EveryShippedScenarioLoadsWithItsWorkload) {
 TEST(ScenarioTest, ParsesOptionsAndRejectsBadFiles) {
   core::Result<Scenario> s = ParseScenario(
       "scenario:\n  topology: t.yaml\n  trace: x/tr.csv\n  policies: [crux, ecmp]\n"
-      "  levels: 3\n  seed: 9\n  horizon_s: 60\n  fast_forward: false\n  gpus_per_host: 4\n",
+      "  levels: 3\n  seed: 9\n  horizon_s: 60\n  fast_forward: false\n  gpus_per_host: 4\n"
+      "  oracle: true\n",
       "/base");
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->topology_path, "/base/t.yaml");
@@ -310,6 +311,7 @@ TEST(ScenarioTest, ParsesOptionsAndRejectsBadFiles) {
   EXPECT_EQ(s->horizon_s, 60);
   EXPECT_EQ(s->fast_forward, false);
   EXPECT_EQ(s->gpus_per_host, 4);
+  EXPECT_EQ(s->oracle, true);
   EXPECT_FALSE(s->generate_load.has_value());
   core::Result<Scenario> loaded =
       ParseScenario("scenario: {topology: t.yaml, generate: {place: true, load: 0.8}}", "");
@@ -342,6 +344,8 @@ TEST(ScenarioTest, ParsesOptionsAndRejectsBadFiles) {
        "give load or mean_interarrival_s, not both"},
       {"scenario: {topology: t.yaml, jobs: j.yaml, fast_forward: 1}",
        "scenario.fast_forward: must be true or false"},
+      {"scenario: {topology: t.yaml, jobs: j.yaml, oracle: yes please}",
+       "scenario.oracle: must be true or false"},
       {"scenario: [", "invalid YAML"},
       // Issue #10, item 13: every policy must be known (run used to ignore all but the first).
       {"scenario: {topology: t.yaml, jobs: j.yaml, policies: [crux, nosuch]}",
