@@ -6,6 +6,7 @@
 #                             (goal p99 < 10 ms)
 #   daemon_vmhwm_mb        cruxd's peak resident set, /proc/PID/status VmHWM (goal < 200 MB)
 #   last_replan_ms, replans   from `cruxctl --json status` after the run
+#   loop_lag_p99_ms, loop_lag_max_ms  cruxd's event-loop lag over the last minute (the run)
 #   daemon_cpu_s, daemon_cpu_us_per_msg  cruxd's CPU time (all threads, /proc/PID/stat) during
 #                             the load run, and per client message it handled (registrations,
 #                             reports, heartbeats, acks; re-plans included): 1e6 / that is the
@@ -131,6 +132,9 @@ out = {
     "daemon_cpu_us_per_msg": round(float(sys.argv[5]) * 1e6 / max(1, msgs), 2),
     "last_replan_ms": st.get("last_replan_ms"),
     "replans": st.get("replans"),
+    # Event-loop lag (post to run) over the last minute, i.e. the load run (goal p99 <= 20 ms).
+    "loop_lag_p99_ms": st.get("loop_lag_p99_ms"),
+    "loop_lag_max_ms": st.get("loop_lag_max_ms"),
     "epoch": st.get("epoch"),
     "goals": {
         "ingestion_rate_ge_50k": lg.get("report_rate_per_s", 0.0) >= 50000,

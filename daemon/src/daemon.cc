@@ -371,18 +371,7 @@ std::vector<std::string> Daemon::Reload(const DaemonConfig& c) {
   DaemonConfig& config = ctx_.config;
   std::vector<std::string> ignored = RestartOnlyChanges(config, c);
   DaemonConfig next = c;
-  // Restart-only keys keep their running values.
-  next.topology = config.topology;
-  next.base_dir = config.base_dir;
-  next.state_dir = config.state_dir;
-  next.database = config.database;
-  next.client_endpoint = config.client_endpoint;
-  next.admin_endpoint = config.admin_endpoint;
-  next.curve = config.curve;
-  next.insecure = config.insecure;
-  next.metrics_listen = config.metrics_listen;
-  next.max_lease_ms = config.max_lease_ms;
-  next.qos.dscp_pool = config.qos.dscp_pool;
+  KeepRestartOnly(config, &next);  // Restart-only keys keep their running values (config.h).
   if (core::Status s = core::ValidateQosConfig(next.qos); !s.ok()) {
     spdlog::error("qos config not applied (keeps the running one): {}", s.ToString());
     next.qos = config.qos;

@@ -1,6 +1,6 @@
 // TopologyManager: the cluster graph cruxd plans on, plus link health. Links can be set UP,
 // DOWN (never part of a path) or DEGRADED (up with a reduced capacity) by the admin (cruxctl
-// set-link) now, by telemetry later. Every change bumps version(); the planner runner rebuilds
+// set-link) now, by telemetry later. Every change bumps version(); the plan host rebuilds
 // its Planner when the version moved and re-plans.
 //
 // Link names: "a->b" is one direction, "a-b" (or "a<->b") both directions.

@@ -1,0 +1,263 @@
+// Enforcer on its own (issue #12 items 3 and 6): switch capabilities, assignment pushes stamped
+// with the state id and send time, the switch registry (hello, applied, returning agents) and
+// what a commit pushes. The sender is a recording function; time is passed in.
+#include "crux/daemon/enforcer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "crux/core/builders.h"
+
+namespace crux::daemon {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::SwitchCapabilities Caps(uint32_t queues, bool strict, bool dwrr, bool pfc) {
+  v1::SwitchCapabilities c;
+  c.set_queues(queues);
+  c.set_strict_priority(strict);
+  c.set_dwrr(dwrr);
+  c.set_pfc(pfc);
+  return c;
+}
+
+TEST(SwitchCapabilitiesTest, TheQosConfigMustFitTheSwitch) {
+  const core::QosConfig qos;  // Uses queues 0..6, strict job levels and DWRR classes.
+  EXPECT_FALSE(Refused(CheckSwitchCapabilities(Caps(8, true, true, true), qos, "tor0")));
+  // Undeclared (queues 0): accepted, nothing to check against.
+  EXPECT_FALSE(Refused(CheckSwitchCapabilities(Caps(0, false, false, false), qos, "tor0")));
+
+  Refusal r = CheckSwitchCapabilities(Caps(4, true, true, true), qos, "tor0");
+  EXPECT_EQ(r.code, v1::ERROR_CODE_UNSUPPORTED);
+  EXPECT_THAT(r.message, HasSubstr("switch_hello.capabilities.queues: switch 'tor0' has 4 queues"));
+  EXPECT_THAT(r.message, HasSubstr("uses queue 6 (needs 7)"));
+  r = CheckSwitchCapabilities(Caps(7, true, true, true), qos, "tor0");
+  EXPECT_FALSE(Refused(r)) << r.message;  // Exactly enough.
+
+  r = CheckSwitchCapabilities(Caps(8, false, true, true), qos, "tor1");
+  EXPECT_EQ(r.code, v1::ERROR_CODE_UNSUPPORTED);
+  EXPECT_THAT(r.message, HasSubstr(".strict_priority: switch 'tor1'"));
+
+  r = CheckSwitchCapabilities(Caps(8, true, false, true), qos, "tor1");
+  EXPECT_EQ(r.code, v1::ERROR_CODE_UNSUPPORTED);
+  EXPECT_THAT(r.message, HasSubstr(".dwrr"));
+
+  // A configuration without weighted classes does not need DWRR.
+  core::QosConfig strict_only;
+  strict_only.reserved = {};
+  strict_only.default_weight = 0;
+  EXPECT_FALSE(Refused(CheckSwitchCapabilities(Caps(8, true, false, true), strict_only, "tor1")));
+}
+
+struct Sent {
+  std::string peer;
+  v1::Envelope env;
+};
+
+class EnforcerTest : public ::testing::Test {
+ protected:
+  EnforcerTest() : topo_(*core::BuildClos2(core::Clos2Params{})) {
+    enforcer_ = std::make_unique<Enforcer>(nullptr, &topo_, [this] { return wall_ns_; });
+    enforcer_->SetSender([this](const std::string& peer, const v1::Envelope& env) {
+      if (fail_sends_) return core::UnavailableError("send queue full");
+      sent_.push_back({peer, env});
+      return core::Status::Ok();
+    });
+    enforcer_->SetStateId(77);
+  }
+
+  static v1::SwitchHello Hello(const std::string& name, uint64_t applied_epoch,
+                               uint64_t applied_state_id = 0, bool pfc = true) {
+    v1::SwitchHello h;
+    h.set_switch_name(name);
+    *h.mutable_capabilities() = Caps(8, true, true, pfc);
+    h.set_applied_epoch(applied_epoch);
+    h.set_applied_state_id(applied_state_id);
+    return h;
+  }
+
+  static std::shared_ptr<const core::AppliedQos> Qos(uint64_t epoch) {
+    auto q = std::make_shared<core::AppliedQos>();
+    for (const char* name : {"tor0", "tor1"}) {
+      core::SwitchQosState s;
+      s.switch_name = name;
+      s.dscp_to_tc = {{0, 0}, {10, 5}};
+      s.tc_to_queue = {{0, 0}, {5, 5}};
+      s.pfc_enable = {5};
+      q->states[name] = s;
+      q->epochs[name] = epoch;
+    }
+    return q;
+  }
+
+  core::Topology topo_;
+  int64_t wall_ns_ = 123456789;
+  bool fail_sends_ = false;
+  std::vector<Sent> sent_;
+  std::unique_ptr<Enforcer> enforcer_;
+};
+
+TEST_F(EnforcerTest, PushesCarryTheStateIdAndTheSendTimeAndFailuresAreCounted) {
+  core::AppliedAssignment a;
+  a.assignment.job_id = "j1";
+  a.assignment.level = 2;
+  a.epoch = 9;
+  ASSERT_TRUE(enforcer_->Push("peer1", a));
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].peer, "peer1");
+  ASSERT_TRUE(sent_[0].env.has_assignment());
+  EXPECT_EQ(sent_[0].env.assignment().job_id(), "j1");
+  EXPECT_EQ(sent_[0].env.assignment().epoch(), 9u);
+  EXPECT_EQ(sent_[0].env.assignment().state_id(), 77u);
+  EXPECT_EQ(sent_[0].env.assignment().sent_unix_ns(), 123456789u);
+  EXPECT_EQ(enforcer_->pushes(), 1u);
+
+  EXPECT_FALSE(enforcer_->Push("", a));  // A restored job without a connection yet.
+  fail_sends_ = true;
+  EXPECT_FALSE(enforcer_->Push("peer1", a));
+  EXPECT_EQ(enforcer_->push_failures(), 2u);
+  EXPECT_EQ(sent_.size(), 1u);
+}
+
+TEST_F(EnforcerTest, HellosBeforeTheFirstPlanAreRecordedAndTheFirstCommitPushesToThem) {
+  bool returning = false;
+  std::optional<v1::Envelope> push;
+  ASSERT_FALSE(Refused(enforcer_->OnHello(Hello("tor0", 0), "a0", 1000, &returning, &push)));
+  EXPECT_TRUE(returning);
+  EXPECT_FALSE(push.has_value());  // No desired state yet.
+  EXPECT_FALSE(enforcer_->qos_ready());
+  EXPECT_EQ(enforcer_->switch_count(), 1u);
+
+  enforcer_->Commit(Qos(4), {"tor0", "tor1"});  // tor1 has no agent: nothing sent to it.
+  EXPECT_TRUE(enforcer_->qos_ready());
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].peer, "a0");
+  ASSERT_TRUE(sent_[0].env.has_switch_state());
+  EXPECT_EQ(sent_[0].env.switch_state().state_id(), 77u);
+  EXPECT_EQ(enforcer_->desired_epoch("tor0"), 4u);
+  EXPECT_EQ(enforcer_->desired_epoch("nope"), 0u);
+
+  // Not in sync until the agent reports epoch 4 applied.
+  std::vector<v1::SwitchInfo> rows = enforcer_->Switches(0, 1500);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_FALSE(rows[0].in_sync());
+  v1::SwitchApplied ok;
+  ok.set_switch_name("tor0");
+  ok.set_epoch(4);
+  ok.set_ok(true);
+  ASSERT_FALSE(Refused(enforcer_->OnApplied(ok, "a0", 1600)));
+  rows = enforcer_->Switches(0, 1700);
+  EXPECT_TRUE(rows[0].in_sync());
+  EXPECT_EQ(rows[0].applied_epoch(), 4u);
+}
+
+TEST_F(EnforcerTest, ReturningOrStaleAgentsGetTheirFullStateAndOthersDoNot) {
+  enforcer_->Commit(Qos(4), {});
+  bool returning = false;
+  std::optional<v1::Envelope> push;
+  // A new agent: full state.
+  ASSERT_FALSE(Refused(enforcer_->OnHello(Hello("tor0", 0), "a0", 1000, &returning, &push)));
+  EXPECT_TRUE(returning);
+  ASSERT_TRUE(push.has_value());
+  EXPECT_EQ(push->switch_state().epoch(), 4u);
+  // A periodic hello, up to date: nothing.
+  ASSERT_FALSE(Refused(enforcer_->OnHello(Hello("tor0", 4, 77), "a0", 2000, &returning, &push)));
+  EXPECT_FALSE(returning);
+  EXPECT_FALSE(push.has_value());
+  // A lost push (older applied epoch than desired, no failure pending): full state.
+  ASSERT_FALSE(Refused(enforcer_->OnHello(Hello("tor0", 3, 77), "a0", 3000, &returning, &push)));
+  EXPECT_TRUE(push.has_value());
+  // Another connection (the agent restarted): returning.
+  ASSERT_FALSE(Refused(enforcer_->OnHello(Hello("tor0", 4, 77), "a1", 4000, &returning, &push)));
+  EXPECT_TRUE(returning);
+  EXPECT_TRUE(push.has_value());
+  // Silent for longer than kAgentStaleMs: returning.
+  ASSERT_FALSE(Refused(
+      enforcer_->OnHello(Hello("tor0", 4, 77), "a1", 4000 + kAgentStaleMs + 1, &returning, &push)));
+  EXPECT_TRUE(returning);
+  // Epoch applied under another state id (the daemon's state was reset): full state.
+  ASSERT_FALSE(Refused(
+      enforcer_->OnHello(Hello("tor0", 9, 5), "a1", 4000 + kAgentStaleMs + 2, &returning, &push)));
+  EXPECT_TRUE(returning);
+  EXPECT_TRUE(push.has_value());
+}
+
+TEST_F(EnforcerTest, AFailedApplyIsKeptUntilASuccessAndBlocksNoPush) {
+  enforcer_->Commit(Qos(4), {});
+  bool returning = false;
+  std::optional<v1::Envelope> push;
+  ASSERT_FALSE(Refused(enforcer_->OnHello(Hello("tor0", 0), "a0", 1000, &returning, &push)));
+  v1::SwitchApplied bad;
+  bad.set_switch_name("tor0");
+  bad.set_epoch(4);
+  bad.set_ok(false);
+  bad.set_error("redis: connection refused");
+  ASSERT_FALSE(Refused(enforcer_->OnApplied(bad, "a0", 1100)));
+  EXPECT_EQ(enforcer_->Switches(0, 1200)[0].last_error(), "redis: connection refused");
+  // The agent retries on its own: its hello with an old epoch gets no second push.
+  ASSERT_FALSE(Refused(enforcer_->OnHello(Hello("tor0", 0, 77), "a0", 1300, &returning, &push)));
+  EXPECT_FALSE(push.has_value());
+  bad.set_error("");
+  ASSERT_FALSE(Refused(enforcer_->OnApplied(bad, "a0", 1400)));
+  EXPECT_EQ(enforcer_->Switches(0, 1500)[0].last_error(), "apply failed (no reason given)");
+
+  v1::SwitchApplied ok = bad;
+  ok.set_ok(true);
+  ok.set_drifted_fields(3);  // A reconcile that repaired a hand edit.
+  ASSERT_FALSE(Refused(enforcer_->OnApplied(ok, "a0", 1600)));
+  const v1::SwitchInfo row = enforcer_->Switches(2, 1700)[0];
+  EXPECT_EQ(row.last_error(), "");
+  EXPECT_EQ(row.drift_repairs(), 1u);
+  EXPECT_EQ(row.last_drifted_fields(), 3u);
+  EXPECT_EQ(row.last_drift_ms(), 1600u);
+  EXPECT_EQ(row.dscp_colours_shared(), 2u);
+
+  v1::SwitchApplied stranger = ok;
+  stranger.set_switch_name("tor9");
+  EXPECT_EQ(enforcer_->OnApplied(stranger, "a9", 1800).code, v1::ERROR_CODE_NOT_FOUND);
+}
+
+TEST_F(EnforcerTest, CapabilitiesAreCheckedAtHelloAndPfcIsLeftAloneWithoutIt) {
+  enforcer_->Commit(Qos(4), {});
+  bool returning = false;
+  std::optional<v1::Envelope> push;
+  v1::SwitchHello small = Hello("tor1", 0);
+  small.mutable_capabilities()->set_queues(4);
+  const Refusal r = enforcer_->OnHello(small, "a1", 1000, &returning, &push);
+  EXPECT_EQ(r.code, v1::ERROR_CODE_UNSUPPORTED);
+  EXPECT_EQ(enforcer_->switch_count(), 0u);  // A refusal records nothing.
+  EXPECT_FALSE(push.has_value());
+
+  ASSERT_FALSE(Refused(
+      enforcer_->OnHello(Hello("tor1", 0, 0, /*pfc=*/false), "a1", 1000, &returning, &push)));
+  ASSERT_TRUE(push.has_value());
+  EXPECT_EQ(push->switch_state().pfc_enable_size(), 0);
+  ASSERT_FALSE(Refused(enforcer_->OnHello(Hello("tor0", 0), "a0", 1000, &returning, &push)));
+  ASSERT_TRUE(push.has_value());
+  EXPECT_EQ(push->switch_state().pfc_enable_size(), 1);
+}
+
+TEST_F(EnforcerTest, AnAgentWhosePushFailsShowsAsDisconnectedUntilItsNextHello) {
+  enforcer_->Commit(Qos(4), {});
+  bool returning = false;
+  std::optional<v1::Envelope> push;
+  ASSERT_FALSE(Refused(enforcer_->OnHello(Hello("tor0", 4, 77), "a0", 1000, &returning, &push)));
+  fail_sends_ = true;
+  enforcer_->Commit(Qos(5), {"tor0"});
+  EXPECT_FALSE(enforcer_->Switches(0, 1001)[0].connected());
+  fail_sends_ = false;
+  ASSERT_FALSE(Refused(enforcer_->OnHello(Hello("tor0", 4, 77), "a0", 1100, &returning, &push)));
+  EXPECT_TRUE(returning);
+  ASSERT_TRUE(push.has_value());
+  EXPECT_EQ(push->switch_state().epoch(), 5u);
+  EXPECT_TRUE(enforcer_->Switches(0, 1101)[0].connected());
+}
+
+}  // namespace
+}  // namespace crux::daemon
