@@ -589,10 +589,11 @@ Result<Compression> CompressPriorities(const ContentionDag& dag,
   if (options.topo_orders < 1) return InvalidArgumentError("topo_orders must be >= 1");
   if (options.max_exact_nodes < 0) return InvalidArgumentError("max_exact_nodes must be >= 0");
   CRUX_RETURN_IF_ERROR(ValidateEdges(dag));
-  if (!options.node_keys.empty() &&
-      options.node_keys.size() != static_cast<size_t>(dag.num_nodes)) {
-    return InvalidArgumentError("node_keys: " + std::to_string(options.node_keys.size()) +
-                                " keys for " + std::to_string(dag.num_nodes) + " nodes");
+  if (!options.component_index.empty() &&
+      options.component_index.size() != static_cast<size_t>(dag.num_nodes)) {
+    return InvalidArgumentError(
+        "component_index: " + std::to_string(options.component_index.size()) + " indices for " +
+        std::to_string(dag.num_nodes) + " nodes");
   }
   const OutCsr csr = BuildOutCsr(dag);
   if (!IsAcyclic(dag, csr)) return InvalidArgumentError("contention graph has a cycle");
@@ -683,12 +684,22 @@ Result<Compression> CompressPriorities(const ContentionDag& dag,
   std::vector<int> block;
   for (size_t ci = 0; ci < comps.size(); ++ci) {
     const Component& c = comps[ci];
-    uint64_t comp_id = static_cast<uint64_t>(ci);
-    if (!options.node_keys.empty()) {
-      comp_id = 0;  // The component's identity: its nodes' keys, in any order.
-      for (int v : c.global) comp_id += Mix64(options.node_keys[static_cast<size_t>(v)]);
+    // The component's position (in the larger DAG when this is a sub-DAG of it).
+    uint64_t position = static_cast<uint64_t>(ci);
+    if (!options.component_index.empty()) {
+      const int index = options.component_index[static_cast<size_t>(c.global[0])];
+      for (int v : c.global) {
+        if (options.component_index[static_cast<size_t>(v)] != index || index < 0) {
+          return InvalidArgumentError(
+              "component_index: nodes " + std::to_string(c.global[0]) + " and " +
+              std::to_string(v) + " of one component have indices " + std::to_string(index) +
+              " and " + std::to_string(options.component_index[static_cast<size_t>(v)]) +
+              " (must be equal and >= 0)");
+        }
+      }
+      position = static_cast<uint64_t>(index);
     }
-    const uint64_t comp_seed = Mix64(options.seed ^ Mix64(comp_id));
+    const uint64_t comp_seed = Mix64(options.seed ^ Mix64(position));
     if (coarse(c)) {
       const int g = std::min(c.n, std::max(options.max_exact_nodes, options.levels));
       const double blocks = std::min(options.levels, g);

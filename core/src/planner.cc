@@ -196,8 +196,6 @@ bool SamePlanningSpec(const JobSpec& a, const JobSpec& b) {
   return true;
 }
 
-uint64_t JobKey(const std::string& id) { return StableHash(id.data(), id.size()); }
-
 // Weakly connected components of the DAG's nodes with at least one edge, numbered by their
 // smallest node (as CompressPriorities numbers them). comp_of[v] = -1 for nodes without edges.
 // Returns the members of each component, ascending.
@@ -245,7 +243,6 @@ struct Planner::IncrementalState {
 
   struct Job {
     JobSpec spec;
-    uint64_t key = 0;                // JobKey(id): seeds its DAG component's compression.
     JobRouting routing;              // Flows, path sets, and the last plan's joint choice.
     std::vector<size_t> flow_order;  // FlowRoutingOrder(routing).
     // Every link path selection reads for this job, as head/tail links and switch-path groups
@@ -452,10 +449,8 @@ Result<Plan> Planner::RunFull(const std::vector<JobSpec>& specs) {
     job_links[j] = RoutedLinks(routing[j]);
   }
   plan.dag = BuildContentionDag(job_links, prio.rank, intensity, topo_.num_links());
-  CompressionOptions copt = MakeCompressionOptions(plan.usable_levels);
-  copt.node_keys.resize(n);
-  for (size_t j = 0; j < n; ++j) copt.node_keys[j] = JobKey(specs[j].id);
-  CRUX_ASSIGN_OR_RETURN(Compression comp, CompressPriorities(plan.dag, copt));
+  CRUX_ASSIGN_OR_RETURN(Compression comp,
+                        CompressPriorities(plan.dag, MakeCompressionOptions(plan.usable_levels)));
   plan.cut_weight = comp.cut_weight;
   for (const DagEdge& e : plan.dag.edges) plan.total_edge_weight += e.weight;
   for (size_t j = 0; j < n; ++j) {
@@ -515,9 +510,11 @@ Result<Plan> Planner::RunFull(const std::vector<JobSpec>& specs) {
 //        searched again. Equal to a full greedy pass by induction over the order.
 //   4.   the DAG is rebuilt (cheap next to compression); a component whose members are exactly
 //        one previous component's, none of them new or moved and in the same relative rank
-//        order, has the same sub-DAG (same edges and weights, same node order) and, with seeds
-//        from its members' keys, the same levels: they are reused. The other components are
-//        compressed together as one sub-DAG (CompressPriorities treats components separately).
+//        order, has the same sub-DAG (same edges and weights, same node order); if it also has
+//        the same position among the components (numbered by smallest node; the position seeds
+//        its random orders), CompressPriorities gives it the same levels: they are reused. The
+//        other components are compressed together as one sub-DAG, each with its position in
+//        the whole DAG (CompressionOptions::component_index): the levels RunFull gets.
 //   5.   jobs whose paths did not change keep their FlowPlans (paths and ports).
 Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
   using Job = IncrementalState::Job;
@@ -609,7 +606,6 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
       continue;
     }
     job.spec = specs[j];
-    job.key = JobKey(specs[j].id);
     job.routing = std::move(fresh_routing[i]);
     job.prio = fresh_prio[i];
     job.plan = std::move(fresh_plan[i]);
@@ -737,9 +733,10 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
   for (size_t c = 0; c < comps.size(); ++c) {
     const std::vector<int>& members = comps[c];
     bool clean = !redo_all;
-    // The same members as one previous component, none new or moved.
+    // The same members as one previous component, none new or moved, at the same position
+    // among the components (the position seeds the component's random orders).
     const int old_comp = clean ? next[static_cast<size_t>(members[0])].component : -1;
-    clean = clean && old_comp >= 0 &&
+    clean = clean && old_comp == static_cast<int>(c) &&
             st.component_size[static_cast<size_t>(old_comp)] == members.size();
     for (size_t i = 0; clean && i < members.size(); ++i) {
       const size_t v = static_cast<size_t>(members[i]);
@@ -769,7 +766,7 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
       continue;
     }
     local[v] = sub.num_nodes++;
-    copt.node_keys.push_back(next[v].key);
+    copt.component_index.push_back(c);
   }
   for (size_t c = 0; c < comps.size(); ++c) {
     if (!dirty[c]) continue;

@@ -189,11 +189,6 @@ class BasePolicy : public SchedulingPolicy {
     copt.topo_orders = popts().topo_orders;
     copt.seed = popts().seed;
     copt.max_exact_nodes = popts().max_exact_component;
-    // Components seeded by their jobs' ids, as in the planner.
-    copt.node_keys.resize(n);
-    for (size_t j = 0; j < n; ++j) {
-      copt.node_keys[j] = StableHash(w.plan.jobs[j].id.data(), w.plan.jobs[j].id.size());
-    }
     CRUX_ASSIGN_OR_RETURN(Compression comp, CompressPriorities(w.plan.dag, copt));
     w.plan.cut_weight = comp.cut_weight;
     w.plan.total_edge_weight = 0;
@@ -246,8 +241,9 @@ class BasePolicy : public SchedulingPolicy {
   std::unordered_map<RouteKey, size_t, RouteKeyHash> route_cache_;
 };
 
-// `crux`: the planner, unchanged; with PolicyOptions::incremental (off by default until the
-// randomised incremental-vs-full test passes) each Schedule recomputes only what changed.
+// `crux`: the planner, unchanged. With PolicyOptions::incremental (the default) the planner
+// keeps its per-job state across Schedule calls and recomputes only what the event touched; the
+// plans are exactly those of a full re-plan (planner.h, docs/algorithms.md §8).
 class CruxPolicy final : public SchedulingPolicy {
  public:
   CruxPolicy(const Topology& topo, const PolicyOptions& options, const Clock* clock)

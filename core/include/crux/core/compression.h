@@ -73,15 +73,16 @@ struct CompressionOptions {
   uint64_t seed = 1;
   // Largest component solved with every split boundary (see above); >= 0, 0 = no bound.
   int max_exact_nodes = 1024;
-  // Optional, empty or one per node: a stable identity of each node (the planner passes a hash
-  // of the job id). When given, the random orders of a component are seeded from `seed` and the
-  // keys of its nodes (an order-independent sum of Mix64(key)) instead of from the component's
-  // position among all components, so a component gets the same levels whatever other
-  // components the DAG holds, and a sub-DAG holding whole components (node ids kept in the same
-  // relative order) gets the same levels for them as the whole DAG. Incremental re-planning
-  // (planner.h) relies on this. Empty: seeded by position (every component's levels can change
-  // when a component before it appears or disappears).
-  std::vector<uint64_t> node_keys;
+  // Optional, empty or one per node: compressing a sub-DAG made of whole components of a larger
+  // DAG (node ids kept in the same relative order, edges kept with their weights), the index of
+  // each node's component among the larger DAG's components (numbered from 0 by their smallest
+  // node, as here). A component's random orders are seeded from `seed` and its position among
+  // the components; with these indices each component gets the position, hence the orders and
+  // the levels, it has in the larger DAG, so the sub-DAG's levels are exactly the larger DAG's
+  // for its nodes. Incremental re-planning (planner.h) compresses only the components that
+  // changed this way. Every node of a component must carry the same index >= 0 (nodes without
+  // edges are ignored). Empty: each component's own position in this DAG.
+  std::vector<int> component_index;
 };
 
 struct Compression {

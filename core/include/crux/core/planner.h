@@ -61,8 +61,15 @@ struct PlannerOptions {
   // and recomputes only what the jobs added, removed or changed since the previous successful
   // Run touch; the plan is the one a fresh Planner returns for the same jobs (same levels, paths,
   // ports, ranks, DAG, cut; only `timing` differs), see Planner::last_replan() for what was
-  // recomputed. Costs a copy of every JobPlan and its routing. false (default): every Run is a
-  // full re-plan and keeps no state besides the path and port caches.
+  // recomputed. Exact, not approximate: a component of the contention DAG keeps its levels only
+  // if its members, their paths, their relative rank order and its position among the components
+  // (which seeds its random orders) are unchanged; the others are compressed with their
+  // positions in the whole DAG. The cost is bounded below by what the full plan itself changes:
+  // one arrival can move the greedy paths of many later jobs (each re-searched, re-ported), and
+  // any change inside a large component recompresses all of it (§8 has the numbers). Costs a
+  // copy of every JobPlan and its routing. false (default here; the `crux` policy turns it on,
+  // PolicyOptions::incremental): every Run is a full re-plan and keeps no state besides the
+  // path and port caches.
   bool incremental = false;
   // What Plan::dag keeps. -1 (default): every contention edge. N >= 0: after compression, at most
   // N out-edges per job, those to the closest-ranked lower jobs (LimitOutEdges, compression.h),
