@@ -1,6 +1,7 @@
 // Fuzz target: the Lingjun topology CSV (configs/topologies/lingjun/topo.csv format, columns
-// ip,DSW,PSW,ASW), through core::BuildLingjun - what spec::ParseTopology calls with the file's
-// content for `kind: lingjun`. The last input byte picks the ToR grouping and the number of
+// ip,DSW,PSW,ASW), through spec::BuildLingjunFromCsv (textio's CSV dialect, then
+// core::BuildLingjun on the parsed rows) - what spec::ParseTopology calls with the file's content
+// for `kind: lingjun`. The last input byte picks the ToR grouping and the number of
 // ToR-PSW cables; the rest is the CSV. Seeds: slices of the shipped topo.csv and malformed lines.
 #include <fuzzer/FuzzedDataProvider.h>
 
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "crux/core/builders.h"
+#include "crux/spec/lingjun_csv.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -20,11 +22,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   params.tor_psw_links = 1 + ((knobs >> 1) & 3);
   params.host.nics_per_host = 1 + ((knobs >> 3) & 1);
   const std::string csv = fdp.ConsumeRemainingBytesAsString();
-  auto topo = crux::core::BuildLingjun(csv, params);
+  auto topo = crux::spec::BuildLingjunFromCsv(csv, params);
   if (!topo.ok()) {
-    crux::fuzz::CheckError(topo.status(), "BuildLingjun");
+    crux::fuzz::CheckError(topo.status(), "BuildLingjunFromCsv");
     return 0;
   }
-  if (topo->num_nodes() == 0) crux::fuzz::Violated("BuildLingjun accepted an empty topology");
+  if (topo->num_nodes() == 0)
+    crux::fuzz::Violated("BuildLingjunFromCsv accepted an empty topology");
   return 0;
 }

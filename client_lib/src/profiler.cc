@@ -43,6 +43,14 @@ constexpr int64_t kMaxEventNs = int64_t{1} << 61;
 bool InEventRange(int64_t t) { return t >= 0 && t <= kMaxEventNs; }
 // Communication time accumulated in an iteration, saturating at kMaxEventNs.
 int64_t AddDuration(int64_t total, int64_t d) { return std::min(kMaxEventNs, total + d); }
+// Bytes accumulated per iteration (total and per peer) saturate at the protocol's limit (1 PiB,
+// what ValidateProfileReport accepts), so that caller-given byte counts never wrap a sum or make
+// the library send a report the daemon refuses (found by fuzz/client_profiler).
+constexpr uint64_t kMaxIterationBytes = uint64_t{1} << 50;
+uint64_t AddBytes(uint64_t total, uint64_t b) {
+  return b >= kMaxIterationBytes - std::min(total, kMaxIterationBytes) ? kMaxIterationBytes
+                                                                       : total + b;
+}
 
 }  // namespace
 
@@ -85,9 +93,9 @@ void Profiler::Consume(const Event& e) {
     case EventKind::kCommStart:
     case EventKind::kComm: {
       if (in_iteration_ && first_comm_ns_ < 0) first_comm_ns_ = e.t_ns;
-      bytes_ += e.bytes;
+      bytes_ = AddBytes(bytes_, e.bytes);
       if (e.peer >= peer_bytes_.size()) peer_bytes_.resize(e.peer + 1, 0);
-      peer_bytes_[e.peer] += e.bytes;
+      peer_bytes_[e.peer] = AddBytes(peer_bytes_[e.peer], e.bytes);
       if (e.kind == EventKind::kComm) {
         int64_t end = std::max(e.t_ns, e.t2_ns);
         if (active_ == 0) union_ns_ = AddDuration(union_ns_, end - e.t_ns);
@@ -244,9 +252,9 @@ std::optional<Profile> Profiler::DetectedProfile(std::vector<PeerId>* peer_index
   int64_t union_ns = 0, cur_start = -1, cur_end = -1;
   for (const auto& t : ts) {
     if (t.start_ns < first || t.start_ns >= last) continue;
-    bytes += t.bytes;
+    bytes = AddBytes(bytes, t.bytes);
     if (t.peer >= per_peer.size()) per_peer.resize(t.peer + 1, 0);
-    per_peer[t.peer] += t.bytes;
+    per_peer[t.peer] = AddBytes(per_peer[t.peer], t.bytes);
     if (cur_start < 0 || t.start_ns > cur_end) {
       if (cur_start >= 0) union_ns += cur_end - cur_start;
       cur_start = t.start_ns;

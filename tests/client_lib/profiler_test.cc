@@ -271,5 +271,25 @@ TEST(ProfilerTest, CommTimeSaturatesOnHugeRecordedTransfers) {
   EXPECT_EQ(p.window().back().compute_ns, 1);
 }
 
+// Found by fuzz/client_profiler: caller-given byte counts summed past what the protocol accepts
+// (and could wrap uint64), so the library built a ProfileReport the daemon refuses
+// (profile_report.bytes_per_iteration: too large). Sums now saturate at 1 PiB per iteration.
+TEST(ProfilerTest, RecordedBytesSaturateAtTheProtocolLimit) {
+  Profiler p(ProfilerOptions{}, 0, 0);
+  constexpr uint64_t kLimit = uint64_t{1} << 50;
+  const int64_t begin = 1000 * kMs;
+  p.Consume({begin, 0, 0, 0, EventKind::kIterationBegin});
+  for (int i = 0; i < 3; ++i) {
+    p.Consume({begin + kMs, begin + 2 * kMs, UINT64_MAX / 2, 0, EventKind::kComm});  // Wraps.
+  }
+  p.Consume({begin + kMs, begin + 2 * kMs, 1000, 1, EventKind::kComm});
+  p.Consume({begin + 100 * kMs, 0, 0, 0, EventKind::kIterationEnd});
+  ASSERT_EQ(p.window().size(), 1u);
+  EXPECT_EQ(p.window().back().bytes, kLimit);
+  ASSERT_EQ(p.window().back().peer_bytes.size(), 2u);
+  EXPECT_EQ(p.window().back().peer_bytes[0], kLimit);
+  EXPECT_EQ(p.window().back().peer_bytes[1], 1000u);
+}
+
 }  // namespace
 }  // namespace crux::client::internal

@@ -63,7 +63,22 @@ TEST(YamlTest, SyntaxErrorsCarryLineAndColumn) {
 TEST(YamlTest, SecondDocumentIsRefused) {
   EXPECT_THAT(ErrorOf(ParseYaml("a: 1\n---\nb: 2\n").status()),
               HasSubstr("invalid YAML: a second document starts here (a file holds one "
-                        "document) (line 3, column 1)"));
+                        "document) (line 2, column 1)"));
+}
+
+// Found by fuzz/scenario (reproducer fuzz/corpus/scenario/repro_loadall_hang.yaml): yaml-cpp
+// 0.7's LoadAll never returned on this input (it reports empty documents forever), so every
+// loader hung on it. ParseYaml now checks the document count on parser events, at most two.
+TEST(YamlTest, InputThatMakesYamlCppReportEndlessDocumentsIsRefusedAtOnce) {
+  const std::string text =
+      "# a comment\n"
+      "  , sized to the\n"
+      "# another comment\n"
+      "  seed: 1\n"
+      "  horizon_s: 86400\n";
+  const core::Result<YamlNode> r = ParseYaml(text);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("invalid YAML"));
 }
 
 TEST(YamlTest, AliasBombsAreRefused) {
