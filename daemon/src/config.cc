@@ -79,8 +79,7 @@ struct Field {
 #define CFG(expr) CRUX_MEMBER(DaemonConfig, expr)
 #define RSV(expr) CRUX_MEMBER(core::ReservedClass, expr)
 
-constexpr bool kLive = true;
-constexpr bool kRestart = false;
+constexpr bool kRestart = false;  // Field::live for restart-only keys (live is the default).
 
 std::string CheckEndpoint(const std::string& ep) {
   const bool tcp = ep.rfind("tcp://", 0) == 0 && ep.size() > 6;

@@ -17,9 +17,7 @@ using core::Status;
 // RAII statement with positional binds.
 class Stmt {
  public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
-    rc_ = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr);
-  }
+  Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr); }
   ~Stmt() { sqlite3_finalize(st_); }
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
@@ -63,7 +61,6 @@ class Stmt {
   double ColReal(int i) { return sqlite3_column_double(st_, i); }
 
  private:
-  sqlite3* db_;
   sqlite3_stmt* st_ = nullptr;
   int rc_ = SQLITE_ERROR;
 };
