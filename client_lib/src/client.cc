@@ -13,7 +13,7 @@
 #include "crux/protocol/codec.h"
 #include "crux/protocol/transport_context.h"
 #include "crux/protocol/validate.h"
-#include "crux/thread_annotations.h"
+#include "crux/sync/thread_annotations.h"
 #include "event_ring.h"
 #include "profiler.h"
 #include "session.h"

@@ -16,7 +16,7 @@
 #include <zmq_addon.hpp>
 
 #include "crux/protocol/validate.h"
-#include "crux/thread_annotations.h"
+#include "crux/sync/thread_annotations.h"
 
 namespace crux::protocol {
 namespace {

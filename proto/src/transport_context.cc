@@ -10,7 +10,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "crux/thread_annotations.h"
+#include "crux/sync/thread_annotations.h"
 
 namespace crux::protocol {
 namespace {

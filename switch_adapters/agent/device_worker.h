@@ -20,7 +20,7 @@
 #include "crux/core/qos.h"
 #include "crux/core/status.h"
 #include "crux/switch_adapters/adapter.h"
-#include "crux/thread_annotations.h"
+#include "crux/sync/thread_annotations.h"
 
 namespace crux::switch_adapters {
 

@@ -22,7 +22,7 @@
 
 #include "crux/client/client.h"
 #include "crux/client/export.h"
-#include "crux/thread_annotations.h"
+#include "crux/sync/thread_annotations.h"
 #include "rdma/verbs.h"
 
 namespace crux::client::rdma {

@@ -22,7 +22,7 @@
 #include <utility>
 
 #include "crux/core/units.h"
-#include "crux/thread_annotations.h"
+#include "crux/sync/thread_annotations.h"
 
 namespace crux::daemon {
 

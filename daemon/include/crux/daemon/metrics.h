@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "crux/core/status.h"
-#include "crux/thread_annotations.h"
+#include "crux/sync/thread_annotations.h"
 
 namespace prometheus {
 class Registry;

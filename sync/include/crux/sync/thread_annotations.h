@@ -26,10 +26,10 @@
 // Data owned by one thread is not annotated: say so in a comment at the declaration.
 //
 // With GCC every macro expands to nothing and Mutex/CondVar are thin std:: wrappers.
-// Not part of crux::core's algorithms (core uses no threads): it lives in core's include
-// directory so that every component reaches it, and depends on the standard library only.
-#ifndef CRUX_THREAD_ANNOTATIONS_H_
-#define CRUX_THREAD_ANNOTATIONS_H_
+// Lives in its own header-only component crux::sync (sync/CMakeLists.txt), not in core/, which
+// has no threads; the threaded components (proto, client library, daemon, agent) link it.
+#ifndef CRUX_SYNC_THREAD_ANNOTATIONS_H_
+#define CRUX_SYNC_THREAD_ANNOTATIONS_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -129,4 +129,4 @@ class CondVar {
 
 }  // namespace crux
 
-#endif  // CRUX_THREAD_ANNOTATIONS_H_
+#endif  // CRUX_SYNC_THREAD_ANNOTATIONS_H_
