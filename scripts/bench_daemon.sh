@@ -21,6 +21,8 @@
 #   --build-dir  where cruxd, cruxctl and crux-loadgen are (default build/release, built with the
 #                release preset unless --no-build)
 #   --keep       keep the temporary state directory and logs (printed at the end)
+#   --cruxd-preload LIB  start cruxd (only cruxd) with LD_PRELOAD=LIB, e.g. to compare allocators
+#   --cruxd-wrap CMD     start cruxd under CMD (word-split), e.g. "heaptrack -o /tmp/cruxd.hp"
 # Exit status: 0 when the run completed (whether or not the goals were met), non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +33,8 @@ topology=configs/topologies/example_clos2.yaml
 build_dir=build/release
 build=1
 keep=0
+cruxd_preload=""
+cruxd_wrap=""
 while (($#)); do
   case $1 in
     --jobs) jobs=$2; shift 2 ;;
@@ -39,6 +43,8 @@ while (($#)); do
     --build-dir) build_dir=$2; shift 2 ;;
     --no-build) build=0; shift ;;
     --keep) keep=1; shift ;;
+    --cruxd-preload) cruxd_preload=$2; shift 2 ;;
+    --cruxd-wrap) cruxd_wrap=$2; shift 2 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "bench_daemon.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -63,6 +69,7 @@ cleanup() {
     for _ in $(seq 50); do kill -0 "$cruxd_pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$cruxd_pid" 2>/dev/null || true
   fi
+  if [[ -n ${wrapper_pid:-} ]]; then wait "$wrapper_pid" 2>/dev/null || true; fi
   if ((keep)); then echo "bench_daemon.sh: kept $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
@@ -84,8 +91,20 @@ EOF
 
 # 10k DEALER peers: one descriptor each in the daemon.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-"$cruxd" --config "$work/cruxd.yaml" >"$work/cruxd.out" 2>"$work/cruxd.err" &
+# shellcheck disable=SC2086  # --cruxd-wrap is word-split on purpose.
+env ${cruxd_preload:+LD_PRELOAD="$cruxd_preload"} $cruxd_wrap "$cruxd" --config "$work/cruxd.yaml" \
+  >"$work/cruxd.out" 2>"$work/cruxd.err" &
 cruxd_pid=$!
+if [[ -n $cruxd_wrap ]]; then
+  # The wrapper's child is the cruxd to measure.
+  for _ in $(seq 100); do
+    child=$(pgrep -n -x cruxd || true)
+    [[ -n $child && $child != "$cruxd_pid" ]] && break
+    sleep 0.1
+  done
+  wrapper_pid=$cruxd_pid
+  cruxd_pid=${child:-$cruxd_pid}
+fi
 for _ in $(seq 300); do
   if "$cruxctl" --socket "$socket" --timeout-ms 500 status >/dev/null 2>&1; then break; fi
   kill -0 "$cruxd_pid" 2>/dev/null || { echo "bench_daemon.sh: cruxd exited:" >&2; cat "$work/cruxd.err" >&2; exit 1; }

@@ -81,7 +81,7 @@ Result<LinkId> Topology::AddLink(NodeId a, NodeId b, Bandwidth capacity, Duratio
 }
 
 Result<NodeId> Topology::FindNode(std::string_view name) const {
-  auto it = by_name_.find(std::string(name));
+  auto it = by_name_.find(name);
   if (it == by_name_.end()) {
     return NotFoundError("unknown node " + QuoteName(name));
   }

@@ -315,9 +315,9 @@ core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
     for (const auto& [key, grant] : curve->grants) client_opts.authorized_keys.push_back(key);
   }
   Daemon* d = impl->daemon.get();
-  auto client = protocol::RouterServer::Start(
+  auto client = protocol::RouterServer::StartBatched(
       *impl->transport, client_opts,
-      [d](protocol::Inbound in) { d->OnClientInbound(std::move(in)); });
+      [d](std::vector<protocol::Inbound> batch) { d->OnClientBatch(std::move(batch)); });
   if (!client.ok()) return client.status().WithContext("client_endpoint");
   impl->client_server = std::move(client).value();
 

@@ -135,7 +135,8 @@ Daemon::Daemon(const DaemonConfig& config, core::Topology topology, std::string 
       gateway_(&ctx_),
       applier_(&ctx_),
       admin_(&ctx_, &gateway_, &lag_),
-      client_queue_("client", loop, [this](protocol::Inbound in) { ProcessClient(in); }),
+      client_queue_("client", loop,
+                    [this](std::vector<protocol::Inbound> batch) { ProcessClientBatch(batch); }),
       admin_queue_("admin", loop, [this](protocol::Inbound in) { ProcessAdmin(in); }) {
   if (plan_in_background) worker_ = std::make_unique<WorkerThread>();
   PlanHost::Executor executor;
@@ -308,10 +309,17 @@ void Daemon::ScheduleSweep() {
 
 void Daemon::ScheduleRefresh() {
   ctx_.loop->RunAfter(core::Duration::Millis(1000), [this] {
-    FlushProfiles();
+    if (!flushing_) FlushChunk();
     RefreshMetrics();
     ScheduleRefresh();
   });
+}
+
+void Daemon::FlushChunk() {
+  // A chunk is one transaction of at most kFlushChunkRows rows (~10 ms); the next chunk is
+  // posted behind the messages waiting meanwhile.
+  flushing_ = gateway_.FlushProfiles(kFlushChunkRows) > 0;
+  if (flushing_) ctx_.loop->Post([this] { FlushChunk(); });
 }
 
 void Daemon::ScheduleLagProbe() {

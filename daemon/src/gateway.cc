@@ -30,8 +30,16 @@ v1::Envelope Gateway::Refuse(const std::string& endpoint, uint64_t request_id, c
 }
 
 void Gateway::Process(const protocol::Inbound& in) {
-  if (ctx_->metrics) ctx_->metrics->AddMessage("client", protocol::BodyName(in.msg));
-  v1::Envelope reply = Handle(in);
+  HandleOne(in);
+  EndBatch();
+}
+
+void Gateway::ProcessBatch(const std::vector<protocol::Inbound>& batch) {
+  for (const protocol::Inbound& in : batch) HandleOne(in);
+  EndBatch();
+}
+
+void Gateway::Reply(const protocol::Inbound& in, const v1::Envelope& reply) {
   // request_id 0 is only allowed on an Ack answering a push (the transport refuses it on every
   // other request): a reply would look like a push, so none is sent.
   if (ctx_->client_sender && in.msg.request_id() != 0) {
@@ -39,6 +47,21 @@ void Gateway::Process(const protocol::Inbound& in) {
       spdlog::warn("client reply not sent: {}", s.ToString());
     }
   }
+}
+
+void Gateway::HandleOne(const protocol::Inbound& in) {
+  if (ctx_->metrics) ctx_->metrics->AddMessage("client", protocol::BodyName(in.msg));
+  // Only registrations of distinct jobs are grouped; anything else sees the committed state.
+  if (!held_.empty() &&
+      (!in.msg.has_register_job() || held_ids_.count(in.msg.register_job().job_id()) != 0)) {
+    CommitRegistrations();
+  }
+  std::optional<v1::Envelope> reply = Handle(in);
+  if (reply) Reply(in, *reply);
+}
+
+void Gateway::EndBatch() {
+  CommitRegistrations();
   auto assignments = std::move(deferred_assignments_);
   deferred_assignments_.clear();
   for (const auto& [peer, id] : assignments) {
@@ -52,6 +75,36 @@ void Gateway::Process(const protocol::Inbound& in) {
     if (ctx_->client_sender) (void)ctx_->client_sender(peer, msg);
   }
   ctx_->plans->Kick();
+}
+
+void Gateway::CommitRegistrations() {
+  if (held_.empty()) return;
+  std::vector<HeldRegistration> held = std::move(held_);
+  std::vector<StoredJob> rows = std::move(held_rows_);
+  held_.clear();
+  held_rows_.clear();
+  held_ids_.clear();
+  const bool stored = ctx_->store_health.Stored(ctx_->store->UpsertJobs(rows), "upsert_job").ok();
+  for (HeldRegistration& h : held) {
+    protocol::Inbound who;  // Reply() needs the peer and the request id only.
+    who.peer = h.peer;
+    who.msg.set_request_id(h.request_id);
+    if (!stored) {
+      // Undo: a registration that is not persisted is not acknowledged.
+      if (!h.known) ctx_->tracker.Remove(h.job_id);
+      Reply(who,
+            Refuse("client", h.request_id,
+                   {v1::ERROR_CODE_UNAVAILABLE, "register_job: state could not be persisted"}));
+      continue;
+    }
+    if (h.known) {
+      DeferAssignment(h.peer, h.job_id);
+    } else if (const JobSession* j = ctx_->tracker.Find(h.job_id)) {
+      ctx_->plans->loop().AddJob(j->demand, j->dscp);
+      spdlog::info("job {} registered ({} hosts, dscp {})", h.job_id, h.placement, j->dscp);
+    }
+    Reply(who, h.reply);
+  }
 }
 
 void Gateway::DeferAssignment(const std::string& peer, const std::string& job_id) {
@@ -99,7 +152,7 @@ Refusal Gateway::Authorise(const protocol::Inbound& in) const {
   return {};
 }
 
-v1::Envelope Gateway::Handle(const protocol::Inbound& in) {
+std::optional<v1::Envelope> Gateway::Handle(const protocol::Inbound& in) {
   const v1::Envelope& m = in.msg;
   if (Refusal bad = Authorise(in); Refused(bad)) return Refuse("client", m.request_id(), bad);
   switch (m.body_case()) {
@@ -139,7 +192,7 @@ StoredJob Gateway::ToStored(const JobSession& j) const {
   return s;
 }
 
-v1::Envelope Gateway::OnRegister(const protocol::Inbound& in) {
+std::optional<v1::Envelope> Gateway::OnRegister(const protocol::Inbound& in) {
   const v1::RegisterJob& r = in.msg.register_job();
   core::JobDemand demand;
   if (Refusal bad = protocol::DemandFromProto(r, ctx_->topo.nominal(), &demand); Refused(bad)) {
@@ -150,26 +203,22 @@ v1::Envelope Gateway::OnRegister(const protocol::Inbound& in) {
                                        ctx_->loop->UnixMs(), &known);
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
   const JobSession& j = *ctx_->tracker.Find(r.job_id());
-  if (core::Status s = ctx_->store_health.Stored(ctx_->store->UpsertJob(ToStored(j)), "upsert_job");
-      !s.ok()) {
-    // Undo: a registration that is not persisted is not acknowledged.
-    if (!known) ctx_->tracker.Remove(r.job_id());
-    return Refuse("client", in.msg.request_id(),
-                  {v1::ERROR_CODE_UNAVAILABLE, "register_job: state could not be persisted"});
-  }
-  if (!known) ctx_->plans->loop().AddJob(j.demand, j.dscp);
-  v1::Envelope reply = protocol::NewEnvelope(in.msg.request_id());
-  v1::RegisterJobReply* rr = reply.mutable_register_job_reply();
+  HeldRegistration h;
+  h.peer = in.peer;
+  h.request_id = in.msg.request_id();
+  h.job_id = r.job_id();
+  h.known = known;
+  h.placement = static_cast<size_t>(r.placement_size());
+  h.reply = protocol::NewEnvelope(in.msg.request_id());
+  v1::RegisterJobReply* rr = h.reply.mutable_register_job_reply();
   rr->set_job_id(r.job_id());
   rr->set_lease_ms(static_cast<uint64_t>(j.lease.nanos() / 1000000));
   rr->set_already_known(known);
   rr->set_dscp(j.dscp);
-  if (known) {
-    DeferAssignment(in.peer, r.job_id());
-  } else {
-    spdlog::info("job {} registered ({} hosts, dscp {})", r.job_id(), r.placement_size(), j.dscp);
-  }
-  return reply;
+  held_rows_.push_back(ToStored(j));
+  held_ids_.insert(h.job_id);
+  held_.push_back(std::move(h));
+  return std::nullopt;  // Answered by CommitRegistrations.
 }
 
 v1::Envelope Gateway::OnProfile(const protocol::Inbound& in) {
@@ -290,12 +339,15 @@ void Gateway::JobGone(const std::string& id, const std::string& reason) {
   ctx_->plans->Kick();
 }
 
-void Gateway::FlushProfiles() {
-  if (ctx_->dirty_profiles.empty()) return;
+size_t Gateway::FlushProfiles(size_t max_rows) {
+  if (ctx_->dirty_profiles.empty()) return 0;
   const core::Topology& topo = ctx_->topo.nominal();
   std::vector<std::pair<std::string, std::string>> batch;
-  batch.reserve(ctx_->dirty_profiles.size());
-  for (const std::string& id : ctx_->dirty_profiles) {
+  batch.reserve(std::min(max_rows, ctx_->dirty_profiles.size()));
+  size_t taken = 0;
+  auto it = ctx_->dirty_profiles.begin();
+  for (; it != ctx_->dirty_profiles.end() && taken < max_rows; ++it, ++taken) {
+    const std::string& id = *it;
     const core::LoopJob* j = ctx_->plans->loop().Find(id);
     if (!j || !j->profile) continue;
     const std::string latest = protocol::ProfileToProto(id, *j->profile, topo).SerializeAsString();
@@ -313,9 +365,10 @@ void Gateway::FlushProfiles() {
     }
     batch.emplace_back(id, latest);
   }
-  ctx_->dirty_profiles.clear();
+  ctx_->dirty_profiles.erase(ctx_->dirty_profiles.begin(), it);
   (void)ctx_->store_health.Stored(ctx_->store->PutProfiles(batch, ctx_->loop->UnixMs()),
                                   "put_profiles");
+  return ctx_->dirty_profiles.size();
 }
 
 }  // namespace crux::daemon

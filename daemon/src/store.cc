@@ -5,7 +5,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <system_error>
+#include <unordered_map>
 #include <utility>
 
 namespace crux::daemon {
@@ -88,14 +90,19 @@ Result<int> UserVersion(sqlite3* db) {
 class SqliteStore final : public Store {
  public:
   explicit SqliteStore(sqlite3* db) : db_(db) {}
-  ~SqliteStore() override { sqlite3_close_v2(db_); }
+  ~SqliteStore() override {
+    prepared_.clear();  // Finalized before the connection closes.
+    sqlite3_close_v2(db_);
+  }
 
   Status PutMeta(const std::string& key, const std::string& value) override {
-    Stmt st(db_,
-            "INSERT INTO meta(key, value) VALUES(?1, ?2) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value");
-    if (!st.ok()) return SqlError(db_, "prepare meta");
-    if (st.Text(1, key).Text(2, value).Step() != SQLITE_DONE) return SqlError(db_, "put meta");
+    Stmt* st = Prepared(
+        "INSERT INTO meta(key, value) VALUES(?1, ?2) "
+        "ON CONFLICT(key) DO UPDATE SET value = excluded.value");
+    if (!st) return SqlError(db_, "prepare meta");
+    const int rc = st->Text(1, key).Text(2, value).Step();
+    st->Reset();
+    if (rc != SQLITE_DONE) return SqlError(db_, "put meta");
     return Status::Ok();
   }
 
@@ -110,71 +117,81 @@ class SqliteStore final : public Store {
   }
 
   Status UpsertJob(const StoredJob& j) override {
-    Stmt st(db_,
-            "INSERT INTO jobs(job_id, tenant, registration, dscp, registered_ms, last_seen_ms, "
-            "state, owner) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(job_id) DO UPDATE "
-            "SET tenant = excluded.tenant, registration = excluded.registration, dscp = "
-            "excluded.dscp, registered_ms = excluded.registered_ms, last_seen_ms = "
-            "excluded.last_seen_ms, state = excluded.state, owner = excluded.owner");
-    if (!st.ok()) return SqlError(db_, "prepare job");
-    st.Text(1, j.job_id).Text(2, j.tenant).Blob(3, j.registration).Int(4, j.dscp);
-    st.Int(5, j.registered_ms).Int(6, j.last_seen_ms).Int(7, j.state).Text(8, j.owner);
-    if (st.Step() != SQLITE_DONE) return SqlError(db_, "upsert job " + j.job_id);
-    return Status::Ok();
+    Stmt* st = Prepared(kUpsertJobSql);
+    if (!st) return SqlError(db_, "prepare job");
+    return StepUpsertJob(st, j);
+  }
+
+  Status UpsertJobs(const std::vector<StoredJob>& jobs) override {
+    if (jobs.empty()) return Status::Ok();
+    if (jobs.size() == 1) return UpsertJob(jobs.front());
+    CRUX_RETURN_IF_ERROR(Begin());
+    Stmt* st = Prepared(kUpsertJobSql);
+    Status s = st ? Status::Ok() : SqlError(db_, "prepare job");
+    for (size_t i = 0; s.ok() && i < jobs.size(); ++i) s = StepUpsertJob(st, jobs[i]);
+    if (!s.ok()) {
+      Rollback();
+      return s;
+    }
+    return Commit();
   }
 
   Status PutProfile(const std::string& job_id, const std::string& report,
                     const std::string& planned, int64_t now_ms) override {
-    Stmt st(db_,
-            "INSERT INTO profiles(job_id, report, updated_ms, planned) VALUES(?1, ?2, ?3, ?4) "
-            "ON CONFLICT(job_id) DO UPDATE SET report = excluded.report, "
-            "updated_ms = excluded.updated_ms, "
-            "planned = CASE WHEN length(excluded.planned) > 0 THEN excluded.planned "
-            "ELSE profiles.planned END");
-    if (!st.ok()) return SqlError(db_, "prepare profile");
-    if (st.Text(1, job_id).Blob(2, report).Int(3, now_ms).Blob(4, planned).Step() != SQLITE_DONE) {
-      return SqlError(db_, "put profile " + job_id);
-    }
+    Stmt* st = Prepared(
+        "INSERT INTO profiles(job_id, report, updated_ms, planned) VALUES(?1, ?2, ?3, ?4) "
+        "ON CONFLICT(job_id) DO UPDATE SET report = excluded.report, "
+        "updated_ms = excluded.updated_ms, "
+        "planned = CASE WHEN length(excluded.planned) > 0 THEN excluded.planned "
+        "ELSE profiles.planned END");
+    if (!st) return SqlError(db_, "prepare profile");
+    const int rc = st->Text(1, job_id).Blob(2, report).Int(3, now_ms).Blob(4, planned).Step();
+    st->Reset();
+    if (rc != SQLITE_DONE) return SqlError(db_, "put profile " + job_id);
     return Status::Ok();
   }
 
   Status PutProfiles(const std::vector<std::pair<std::string, std::string>>& reports,
                      int64_t now_ms) override {
     if (reports.empty()) return Status::Ok();
-    CRUX_RETURN_IF_ERROR(Exec(db_, "BEGIN IMMEDIATE"));
-    Stmt st(db_,
-            "INSERT INTO profiles(job_id, report, updated_ms) VALUES(?1, ?2, ?3) "
-            "ON CONFLICT(job_id) DO UPDATE SET report = excluded.report, "
-            "updated_ms = excluded.updated_ms");
-    if (!st.ok()) {
+    CRUX_RETURN_IF_ERROR(Begin());
+    Stmt* st = Prepared(
+        "INSERT INTO profiles(job_id, report, updated_ms) VALUES(?1, ?2, ?3) "
+        "ON CONFLICT(job_id) DO UPDATE SET report = excluded.report, "
+        "updated_ms = excluded.updated_ms");
+    if (!st) {
       Status s = SqlError(db_, "prepare profiles");
-      (void)Exec(db_, "ROLLBACK");
+      Rollback();
       return s;
     }
     for (const auto& [job_id, report] : reports) {
-      st.Reset();
-      if (st.Text(1, job_id).Blob(2, report).Int(3, now_ms).Step() != SQLITE_DONE) {
+      const int rc = st->Text(1, job_id).Blob(2, report).Int(3, now_ms).Step();
+      st->Reset();
+      if (rc != SQLITE_DONE) {
         Status s = SqlError(db_, "put profile " + job_id);
-        (void)Exec(db_, "ROLLBACK");
+        Rollback();
         return s;
       }
     }
-    return Exec(db_, "COMMIT");
+    return Commit();
   }
 
   Status DeleteJob(const std::string& job_id) override {
-    CRUX_RETURN_IF_ERROR(Exec(db_, "BEGIN IMMEDIATE"));
-    for (const char* sql :
-         {"DELETE FROM profiles WHERE job_id = ?1", "DELETE FROM plan WHERE job_id = ?1",
-          "DELETE FROM jobs WHERE job_id = ?1"}) {
-      Stmt st(db_, sql);
-      if (!st.ok() || st.Text(1, job_id).Step() != SQLITE_DONE) {
+    CRUX_RETURN_IF_ERROR(Begin());
+    static constexpr const char* kDeletes[] = {"DELETE FROM profiles WHERE job_id = ?1",
+                                               "DELETE FROM plan WHERE job_id = ?1",
+                                               "DELETE FROM jobs WHERE job_id = ?1"};
+    for (const char* sql : kDeletes) {
+      Stmt* st = Prepared(sql);
+      const int rc = st ? st->Text(1, job_id).Step() : SQLITE_ERROR;
+      if (st) st->Reset();
+      if (rc != SQLITE_DONE) {
         Status s = SqlError(db_, "delete job " + job_id);
-        (void)Exec(db_, "ROLLBACK");
+        Rollback();
         return s;
       }
     }
-    return Exec(db_, "COMMIT");
+    return Commit();
   }
 
   Result<std::vector<StoredJob>> LoadJobs() override {
@@ -207,13 +224,13 @@ class SqliteStore final : public Store {
   Status ApplyPlan(uint64_t epoch, const std::vector<PlanRow>& changed,
                    const std::vector<std::string>& removed,
                    const std::vector<AuditRow>& audit) override {
-    CRUX_RETURN_IF_ERROR(Exec(db_, "BEGIN IMMEDIATE"));
+    CRUX_RETURN_IF_ERROR(Begin());
     Status s = ApplyPlanLocked(epoch, changed, removed, audit);
     if (!s.ok()) {
-      (void)Exec(db_, "ROLLBACK");
+      Rollback();
       return s;
     }
-    return Exec(db_, "COMMIT");
+    return Commit();
   }
 
   Result<std::vector<PlanRow>> LoadPlan() override {
@@ -302,46 +319,94 @@ class SqliteStore final : public Store {
   Status ApplyPlanLocked(uint64_t epoch, const std::vector<PlanRow>& changed,
                          const std::vector<std::string>& removed,
                          const std::vector<AuditRow>& audit) {
-    // One prepared statement per kind, re-bound per row (preparing per row cost more than the
-    // writes for a 10,000-job plan).
+    // Prepared once per store (cached), re-bound per row.
     if (!changed.empty()) {
-      Stmt st(db_,
-              "INSERT INTO plan(job_id, level, dscp, epoch, assignment) "
-              "VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(job_id) DO UPDATE SET level = "
-              "excluded.level, dscp = excluded.dscp, epoch = excluded.epoch, assignment = "
-              "excluded.assignment");
-      if (!st.ok()) return SqlError(db_, "prepare plan");
+      Stmt* st = Prepared(
+          "INSERT INTO plan(job_id, level, dscp, epoch, assignment) "
+          "VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(job_id) DO UPDATE SET level = "
+          "excluded.level, dscp = excluded.dscp, epoch = excluded.epoch, assignment = "
+          "excluded.assignment");
+      if (!st) return SqlError(db_, "prepare plan");
       for (const PlanRow& r : changed) {
-        st.Reset();
-        st.Text(1, r.job_id).Int(2, r.level).Int(3, r.dscp);
-        st.Int(4, static_cast<int64_t>(r.epoch)).Blob(5, r.assignment);
-        if (st.Step() != SQLITE_DONE) return SqlError(db_, "upsert plan " + r.job_id);
+        st->Text(1, r.job_id).Int(2, r.level).Int(3, r.dscp);
+        const int rc = st->Int(4, static_cast<int64_t>(r.epoch)).Blob(5, r.assignment).Step();
+        st->Reset();
+        if (rc != SQLITE_DONE) return SqlError(db_, "upsert plan " + r.job_id);
       }
     }
     if (!removed.empty()) {
-      Stmt st(db_, "DELETE FROM plan WHERE job_id = ?1");
-      if (!st.ok()) return SqlError(db_, "prepare delete plan");
+      Stmt* st = Prepared("DELETE FROM plan WHERE job_id = ?1");
+      if (!st) return SqlError(db_, "prepare delete plan");
       for (const std::string& id : removed) {
-        st.Reset();
-        if (st.Text(1, id).Step() != SQLITE_DONE) return SqlError(db_, "delete plan");
+        const int rc = st->Text(1, id).Step();
+        st->Reset();
+        if (rc != SQLITE_DONE) return SqlError(db_, "delete plan");
       }
     }
     if (!audit.empty()) {
-      Stmt st(db_,
-              "INSERT INTO audit(ts_ms, epoch, job_id, old_level, new_level, reason) "
-              "VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
-      if (!st.ok()) return SqlError(db_, "prepare audit");
+      Stmt* st = Prepared(
+          "INSERT INTO audit(ts_ms, epoch, job_id, old_level, new_level, reason) "
+          "VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
+      if (!st) return SqlError(db_, "prepare audit");
       for (const AuditRow& a : audit) {
-        st.Reset();
-        st.Int(1, a.ts_ms).Int(2, static_cast<int64_t>(a.epoch)).Text(3, a.job_id);
-        st.Int(4, a.old_level).Int(5, a.new_level).Text(6, a.reason);
-        if (st.Step() != SQLITE_DONE) return SqlError(db_, "insert audit");
+        st->Int(1, a.ts_ms).Int(2, static_cast<int64_t>(a.epoch)).Text(3, a.job_id);
+        const int rc = st->Int(4, a.old_level).Int(5, a.new_level).Text(6, a.reason).Step();
+        st->Reset();
+        if (rc != SQLITE_DONE) return SqlError(db_, "insert audit");
       }
     }
     return PutMeta("epoch", std::to_string(epoch));
   }
 
+  static constexpr const char* kUpsertJobSql =
+      "INSERT INTO jobs(job_id, tenant, registration, dscp, registered_ms, last_seen_ms, state, "
+      "owner) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(job_id) DO UPDATE SET tenant = "
+      "excluded.tenant, registration = excluded.registration, dscp = excluded.dscp, "
+      "registered_ms = excluded.registered_ms, last_seen_ms = excluded.last_seen_ms, state = "
+      "excluded.state, owner = excluded.owner";
+
+  Status StepUpsertJob(Stmt* st, const StoredJob& j) {
+    st->Text(1, j.job_id).Text(2, j.tenant).Blob(3, j.registration).Int(4, j.dscp);
+    st->Int(5, j.registered_ms).Int(6, j.last_seen_ms).Int(7, j.state).Text(8, j.owner);
+    const int rc = st->Step();
+    st->Reset();
+    if (rc != SQLITE_DONE) return SqlError(db_, "upsert job " + j.job_id);
+    return Status::Ok();
+  }
+
+  // The statement for `sql` (a string literal: cached by address), prepared on first use and kept
+  // for the store's lifetime; reset and unbound. Callers Reset() it after stepping, so no
+  // statement keeps a read snapshot open. Null when it does not prepare (the error is in db_).
+  Stmt* Prepared(const char* sql) {
+    auto it = prepared_.find(sql);
+    if (it == prepared_.end()) {
+      auto st = std::make_unique<Stmt>(db_, sql);
+      if (!st->ok()) return nullptr;
+      it = prepared_.emplace(sql, std::move(st)).first;
+    }
+    return it->second.get();
+  }
+
+  Status Begin() { return Run("BEGIN IMMEDIATE", "begin"); }
+  Status Commit() {
+    Status s = Run("COMMIT", "commit");
+    if (!s.ok()) Rollback();  // A failed COMMIT may leave the transaction open.
+    return s;
+  }
+  void Rollback() {
+    if (!sqlite3_get_autocommit(db_)) (void)Run("ROLLBACK", "rollback");
+  }
+  Status Run(const char* sql, const char* what) {
+    Stmt* st = Prepared(sql);
+    if (!st) return SqlError(db_, std::string("prepare ") + what);
+    const int rc = st->Step();
+    st->Reset();
+    if (rc != SQLITE_DONE) return SqlError(db_, what);
+    return Status::Ok();
+  }
+
   sqlite3* db_;
+  std::unordered_map<const char*, std::unique_ptr<Stmt>> prepared_;
 };
 
 Result<sqlite3*> OpenRaw(const std::string& path,

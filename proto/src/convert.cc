@@ -82,16 +82,17 @@ ProtocolError DemandFromProto(const v1::RegisterJob& r, const core::Topology& to
   d.model = r.model();
   for (int i = 0; i < r.placement_size(); ++i) {
     const v1::HostPlacement& p = r.placement(i);
-    const std::string field = "register_job.placement[" + std::to_string(i) + "]";
+    // Built only on refusal (the accepted path allocates no field names).
+    auto field_name = [i] { return "register_job.placement[" + std::to_string(i) + "]"; };
     core::Result<core::NodeId> host = topo.FindNode(p.host());
     if (!host.ok() || topo.node(*host).kind != core::NodeKind::kHost) {
       return Refuse(v1::ERROR_CODE_UNKNOWN_HOST,
-                    field + ".host: '" + p.host() + "' is not a host of the topology");
+                    field_name() + ".host: '" + p.host() + "' is not a host of the topology");
     }
     for (const core::PlacementHost& seen : d.placement) {
       if (seen.host == *host) {
         return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
-                      field + ".host: '" + p.host() + "' appears twice in the placement");
+                      field_name() + ".host: '" + p.host() + "' appears twice in the placement");
       }
     }
     core::PlacementHost h;
@@ -99,15 +100,15 @@ ProtocolError DemandFromProto(const v1::RegisterJob& r, const core::Topology& to
     h.gpus = p.gpus();
     const int capacity = topo.host_gpus(*host);
     if (capacity > 0 && p.gpus() > static_cast<uint32_t>(capacity)) {
-      return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT, field + ".gpus: " + std::to_string(p.gpus()) +
-                                                         " GPUs, but host '" + p.host() + "' has " +
-                                                         std::to_string(capacity));
+      return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
+                    field_name() + ".gpus: " + std::to_string(p.gpus()) + " GPUs, but host '" +
+                        p.host() + "' has " + std::to_string(capacity));
     }
     for (int n = 0; n < p.nics_size(); ++n) {
       core::Result<core::NodeId> nic = topo.FindNode(p.nics(n).name());
       if (!nic.ok() || topo.node(*nic).kind != core::NodeKind::kNic ||
           topo.node(*nic).host != *host) {
-        return Refuse(v1::ERROR_CODE_UNKNOWN_HOST, field + ".nics[" + std::to_string(n) +
+        return Refuse(v1::ERROR_CODE_UNKNOWN_HOST, field_name() + ".nics[" + std::to_string(n) +
                                                        "].name: '" + p.nics(n).name() +
                                                        "' is not a NIC of " + p.host());
       }

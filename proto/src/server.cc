@@ -31,8 +31,11 @@ int ToMillis(core::Duration d) {
 
 class RouterServer::Impl {
  public:
-  Impl(TransportContext& ctx, ServerOptions options, Handler handler)
-      : ctx_(ctx), options_(std::move(options)), handler_(std::move(handler)) {}
+  Impl(TransportContext& ctx, ServerOptions options, Handler handler, BatchHandler batch)
+      : ctx_(ctx),
+        options_(std::move(options)),
+        handler_(std::move(handler)),
+        batch_handler_(std::move(batch)) {}
 
   ~Impl() {
     Stop();
@@ -43,7 +46,9 @@ class RouterServer::Impl {
     if (options_.endpoint.empty()) {
       return core::InvalidArgumentError("server.endpoint: must not be empty");
     }
-    if (!handler_) return core::InvalidArgumentError("server.handler: must be set");
+    if (!handler_ && !batch_handler_) {
+      return core::InvalidArgumentError("server.handler: must be set");
+    }
     std::vector<std::string> keys = options_.authorized_keys;
     if (options_.curve) {
       if (!IsValidZ85Key(options_.server_keys.public_z85) ||
@@ -281,6 +286,26 @@ class RouterServer::Impl {
   }
 
   void ReceiveBatch() {
+    std::vector<Inbound> delivered;
+    ReceiveInto(&delivered);
+    if (delivered.empty()) return;
+    // Who to tell if the handler throws (the batch is moved into it).
+    std::vector<std::pair<std::string, uint64_t>> senders;
+    senders.reserve(delivered.size());
+    for (const Inbound& in : delivered) senders.emplace_back(in.peer, in.msg.request_id());
+    try {
+      batch_handler_(std::move(delivered));
+    } catch (const std::exception& e) {
+      for (const auto& [peer, request_id] : senders) {
+        SendNow(peer, Encode(MakeError(request_id, v1::ERROR_CODE_INTERNAL,
+                                       std::string("handler failed: ") + e.what())));
+      }
+    }
+  }
+
+  // Reads up to max_batch frames. With a per-message handler each is handed over at once; with
+  // a batch handler they are collected in `batch`.
+  void ReceiveInto(std::vector<Inbound>* batch) {
     std::vector<zmq::message_t> parts;
     for (size_t i = 0; i < options_.max_batch; ++i) {
       parts.clear();
@@ -356,6 +381,10 @@ class RouterServer::Impl {
       const uint64_t request_id = msg.request_id();
       in.msg = std::move(msg);
       delivered_.fetch_add(1, std::memory_order_relaxed);
+      if (batch_handler_) {
+        batch->push_back(std::move(in));
+        continue;
+      }
       try {
         handler_(std::move(in));
       } catch (const std::exception& e) {
@@ -382,7 +411,8 @@ class RouterServer::Impl {
 
   TransportContext& ctx_;
   ServerOptions options_;  // Immutable after Init().
-  Handler handler_;
+  Handler handler_;        // One of the two is set.
+  BatchHandler batch_handler_;
   // Owned by the I/O thread while it runs (Init() before it starts, Stop() after the join):
   // socket_, monitor_, bound_ and bound_order_.
   zmq::socket_t socket_;
@@ -417,7 +447,15 @@ class RouterServer::Impl {
 core::Result<std::unique_ptr<RouterServer>> RouterServer::Start(TransportContext& ctx,
                                                                 ServerOptions options,
                                                                 Handler handler) {
-  auto impl = std::make_unique<Impl>(ctx, std::move(options), std::move(handler));
+  auto impl = std::make_unique<Impl>(ctx, std::move(options), std::move(handler), nullptr);
+  CRUX_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<RouterServer>(new RouterServer(std::move(impl)));
+}
+
+core::Result<std::unique_ptr<RouterServer>> RouterServer::StartBatched(TransportContext& ctx,
+                                                                       ServerOptions options,
+                                                                       BatchHandler handler) {
+  auto impl = std::make_unique<Impl>(ctx, std::move(options), nullptr, std::move(handler));
   CRUX_RETURN_IF_ERROR(impl->Init());
   return std::unique_ptr<RouterServer>(new RouterServer(std::move(impl)));
 }

@@ -22,18 +22,40 @@ constexpr uint32_t kMaxSwitchQueues = 64;
 constexpr size_t kMaxBackends = 16;
 constexpr size_t kMaxPorts = 4096;
 
-std::string Join(std::string_view a, std::string_view b) {
-  std::string out(a);
-  out += '.';
-  out += b;
-  return out;
-}
-std::string Index(std::string_view a, size_t i) {
-  return std::string(a) + "[" + std::to_string(i) + "]";
-}
+// A field path ("register_job.placement[3].host") rendered only when a check fails: each level
+// is an object pointing at its parent (which must outlive it: a named local or a temporary of the
+// same full-expression), so a message that passes allocates nothing for field names.
+class Field {
+ public:
+  Field(const char* root) : name_(root) {}         // NOLINT(runtime/explicit)
+  Field(std::string_view root) : name_(root) {}    // NOLINT(runtime/explicit)
+  Field(const std::string& root) : name_(root) {}  // NOLINT(runtime/explicit)
+  Field(const Field& parent, std::string_view name) : parent_(&parent), name_(name) {}
+  Field(const Field& parent, size_t index) : parent_(&parent), index_(index), is_index_(true) {}
 
-Status Bad(const std::string& field, const std::string& what) {
-  return core::InvalidArgumentError(field + ": " + what);
+  std::string str() const {
+    if (!parent_) return std::string(name_);
+    std::string out = parent_->str();
+    if (is_index_) {
+      out += '[';
+      out += std::to_string(index_);
+      out += ']';
+    } else {
+      out += '.';
+      out += name_;
+    }
+    return out;
+  }
+
+ private:
+  const Field* parent_ = nullptr;
+  std::string_view name_;
+  size_t index_ = 0;
+  bool is_index_ = false;
+};
+
+Status Bad(const Field& field, const std::string& what) {
+  return core::InvalidArgumentError(field.str() + ": " + what);
 }
 
 // The one name rule (core::IsValidName); link names additionally allow '>' ("tor0->agg1").
@@ -57,7 +79,7 @@ std::string Quote(std::string_view s) {
   return out;
 }
 
-Status CheckId(std::string_view id, const std::string& field) {
+Status CheckId(std::string_view id, const Field& field) {
   if (id.empty()) return Bad(field, "missing");
   if (!IsValidName(id, false)) {
     return Bad(field, "invalid name " + Quote(id) + " (allowed: 1-" + std::to_string(kMaxIdLength) +
@@ -66,14 +88,14 @@ Status CheckId(std::string_view id, const std::string& field) {
   return Status::Ok();
 }
 
-Status CheckOptionalId(std::string_view id, const std::string& field) {
+Status CheckOptionalId(std::string_view id, const Field& field) {
   if (id.empty()) return Status::Ok();
   return CheckId(id, field);
 }
 
 using core::FirstUnprintable;
 
-Status CheckText(std::string_view text, size_t max, const std::string& field) {
+Status CheckText(std::string_view text, size_t max, const Field& field) {
   if (text.size() > max) {
     return Bad(field, "too long (" + std::to_string(text.size()) + " bytes, at most " +
                           std::to_string(max) + ")");
@@ -86,7 +108,7 @@ Status CheckText(std::string_view text, size_t max, const std::string& field) {
   return Status::Ok();
 }
 
-Status CheckCount(size_t n, size_t max, const std::string& field) {
+Status CheckCount(size_t n, size_t max, const Field& field) {
   if (n > max) {
     return Bad(field,
                "too many entries (" + std::to_string(n) + ", at most " + std::to_string(max) + ")");
@@ -94,18 +116,18 @@ Status CheckCount(size_t n, size_t max, const std::string& field) {
   return Status::Ok();
 }
 
-Status CheckFinite(double v, const std::string& field) {
+Status CheckFinite(double v, const Field& field) {
   if (!std::isfinite(v)) return Bad(field, "must be finite (got " + std::to_string(v) + ")");
   return Status::Ok();
 }
 
-Status CheckFiniteNonNegative(double v, const std::string& field) {
+Status CheckFiniteNonNegative(double v, const Field& field) {
   CRUX_RETURN_IF_ERROR(CheckFinite(v, field));
   if (v < 0) return Bad(field, "must be >= 0 (got " + std::to_string(v) + ")");
   return Status::Ok();
 }
 
-Status CheckMaxU64(uint64_t v, uint64_t max, const std::string& field) {
+Status CheckMaxU64(uint64_t v, uint64_t max, const Field& field) {
   if (v > max) {
     return Bad(field,
                "too large (got " + std::to_string(v) + ", at most " + std::to_string(max) + ")");
@@ -113,45 +135,46 @@ Status CheckMaxU64(uint64_t v, uint64_t max, const std::string& field) {
   return Status::Ok();
 }
 
-Status CheckDscp(uint32_t v, const std::string& field) {
+Status CheckDscp(uint32_t v, const Field& field) {
   if (v > 63) return Bad(field, "must be a DSCP value 0-63 (got " + std::to_string(v) + ")");
   return Status::Ok();
 }
 
-Status CheckTc(uint32_t v, const std::string& field) {
+Status CheckTc(uint32_t v, const Field& field) {
   if (v > 7) return Bad(field, "must be a traffic class 0-7 (got " + std::to_string(v) + ")");
   return Status::Ok();
 }
 
-Status CheckPeerBytes(const v1::PeerBytes& p, const std::string& f) {
-  CRUX_RETURN_IF_ERROR(CheckId(p.local_nic(), Join(f, "local_nic")));
-  CRUX_RETURN_IF_ERROR(CheckId(p.remote_nic(), Join(f, "remote_nic")));
-  return CheckMaxU64(p.bytes(), kMaxBytesPerIteration, Join(f, "bytes"));
+Status CheckPeerBytes(const v1::PeerBytes& p, const Field& f) {
+  CRUX_RETURN_IF_ERROR(CheckId(p.local_nic(), Field(f, "local_nic")));
+  CRUX_RETURN_IF_ERROR(CheckId(p.remote_nic(), Field(f, "remote_nic")));
+  return CheckMaxU64(p.bytes(), kMaxBytesPerIteration, Field(f, "bytes"));
 }
 
-Status CheckJobSummary(const v1::JobSummary& s, const std::string& f) {
-  CRUX_RETURN_IF_ERROR(CheckId(s.job_id(), Join(f, "job_id")));
-  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(s.intensity(), Join(f, "intensity")));
-  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(s.k(), Join(f, "k")));
-  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(s.priority(), Join(f, "priority")));
-  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(s.period_ms(), Join(f, "period_ms")));
-  return CheckDscp(s.dscp(), Join(f, "dscp"));
+Status CheckJobSummary(const v1::JobSummary& s, const Field& f) {
+  CRUX_RETURN_IF_ERROR(CheckId(s.job_id(), Field(f, "job_id")));
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(s.intensity(), Field(f, "intensity")));
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(s.k(), Field(f, "k")));
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(s.priority(), Field(f, "priority")));
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(s.period_ms(), Field(f, "period_ms")));
+  return CheckDscp(s.dscp(), Field(f, "dscp"));
 }
 
-Status CheckLinkInfo(const v1::LinkInfo& l, const std::string& f) {
-  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(l.capacity_bps(), Join(f, "capacity_bps")));
-  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(l.nominal_bps(), Join(f, "nominal_bps")));
-  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(l.load_bps(), Join(f, "load_bps")));
-  return CheckFiniteNonNegative(l.utilization(), Join(f, "utilization"));
+Status CheckLinkInfo(const v1::LinkInfo& l, const Field& f) {
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(l.capacity_bps(), Field(f, "capacity_bps")));
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(l.nominal_bps(), Field(f, "nominal_bps")));
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(l.load_bps(), Field(f, "load_bps")));
+  return CheckFiniteNonNegative(l.utilization(), Field(f, "utilization"));
 }
 
-Status CheckJobDetail(const v1::JobDetail& d, const std::string& f) {
-  if (d.has_summary()) CRUX_RETURN_IF_ERROR(CheckJobSummary(d.summary(), Join(f, "summary")));
-  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(d.work_flops(), Join(f, "work_flops")));
-  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(d.comm_time_ms(), Join(f, "comm_time_ms")));
+Status CheckJobDetail(const v1::JobDetail& d, const Field& f) {
+  if (d.has_summary()) CRUX_RETURN_IF_ERROR(CheckJobSummary(d.summary(), Field(f, "summary")));
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(d.work_flops(), Field(f, "work_flops")));
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(d.comm_time_ms(), Field(f, "comm_time_ms")));
   for (int i = 0; i < d.contends_with_size(); ++i) {
-    CRUX_RETURN_IF_ERROR(CheckFinite(d.contends_with(i).weight(),
-                                     Join(Index(Join(f, "contends_with"), i), "weight")));
+    CRUX_RETURN_IF_ERROR(
+        CheckFinite(d.contends_with(i).weight(),
+                    Field(Field(Field(f, "contends_with"), static_cast<size_t>(i)), "weight")));
   }
   return Status::Ok();
 }
@@ -161,82 +184,84 @@ Status CheckJobDetail(const v1::JobDetail& d, const std::string& f) {
 bool IsValidId(std::string_view id) { return IsValidName(id, false); }
 
 core::Status ValidateError(const v1::Error& m, std::string_view field) {
-  const std::string f(field);
+  const Field f(field);
   if (m.code() == v1::ERROR_CODE_UNSPECIFIED || !v1::ErrorCode_IsValid(m.code())) {
-    return Bad(Join(f, "code"),
+    return Bad(Field(f, "code"),
                "must be a known error code (got " + std::to_string(m.code()) + ")");
   }
-  return CheckText(m.message(), kMaxTextLength, Join(f, "message"));
+  return CheckText(m.message(), kMaxTextLength, Field(f, "message"));
 }
 
 core::Status ValidateRegisterJob(const v1::RegisterJob& m, std::string_view field) {
-  const std::string f(field);
-  CRUX_RETURN_IF_ERROR(CheckId(m.job_id(), Join(f, "job_id")));
-  CRUX_RETURN_IF_ERROR(CheckOptionalId(m.tenant(), Join(f, "tenant")));
-  const std::string pf = Join(f, "placement");
+  const Field f(field);
+  CRUX_RETURN_IF_ERROR(CheckId(m.job_id(), Field(f, "job_id")));
+  CRUX_RETURN_IF_ERROR(CheckOptionalId(m.tenant(), Field(f, "tenant")));
+  const Field pf(f, "placement");
   if (m.placement_size() == 0) return Bad(pf, "must list at least one host");
   CRUX_RETURN_IF_ERROR(CheckCount(m.placement_size(), kMaxPlacementHosts, pf));
   std::set<std::string_view> hosts;
   for (int i = 0; i < m.placement_size(); ++i) {
     const v1::HostPlacement& h = m.placement(i);
-    const std::string hf = Index(pf, i);
-    CRUX_RETURN_IF_ERROR(CheckId(h.host(), Join(hf, "host")));
+    const Field hf(pf, static_cast<size_t>(i));
+    CRUX_RETURN_IF_ERROR(CheckId(h.host(), Field(hf, "host")));
     if (!hosts.insert(h.host()).second) {
-      return Bad(Join(hf, "host"), "duplicate host " + Quote(h.host()));
+      return Bad(Field(hf, "host"), "duplicate host " + Quote(h.host()));
     }
     if (h.gpus() < 1 || h.gpus() > kMaxGpusPerHost) {
-      return Bad(Join(hf, "gpus"), "must be 1-" + std::to_string(kMaxGpusPerHost) + " (got " +
-                                       std::to_string(h.gpus()) + ")");
+      return Bad(Field(hf, "gpus"), "must be 1-" + std::to_string(kMaxGpusPerHost) + " (got " +
+                                        std::to_string(h.gpus()) + ")");
     }
-    CRUX_RETURN_IF_ERROR(CheckCount(h.nics_size(), kMaxNicsPerHost, Join(hf, "nics")));
+    CRUX_RETURN_IF_ERROR(CheckCount(h.nics_size(), kMaxNicsPerHost, Field(hf, "nics")));
     for (int j = 0; j < h.nics_size(); ++j) {
-      const std::string nf = Index(Join(hf, "nics"), j);
-      CRUX_RETURN_IF_ERROR(CheckId(h.nics(j).name(), Join(nf, "name")));
-      CRUX_RETURN_IF_ERROR(CheckText(h.nics(j).address(), kMaxShortText, Join(nf, "address")));
+      const Field nics(hf, "nics");
+      const Field nf(nics, static_cast<size_t>(j));
+      CRUX_RETURN_IF_ERROR(CheckId(h.nics(j).name(), Field(nf, "name")));
+      CRUX_RETURN_IF_ERROR(CheckText(h.nics(j).address(), kMaxShortText, Field(nf, "address")));
     }
   }
-  CRUX_RETURN_IF_ERROR(CheckCount(m.qps_size(), kMaxQueuePairs, Join(f, "qps")));
+  CRUX_RETURN_IF_ERROR(CheckCount(m.qps_size(), kMaxQueuePairs, Field(f, "qps")));
   for (int i = 0; i < m.qps_size(); ++i) {
     if (IsValidName(m.qps(i).local_nic(), false) && IsValidName(m.qps(i).remote_nic(), false)) {
       continue;
     }
-    const std::string qf = Index(Join(f, "qps"), i);
-    CRUX_RETURN_IF_ERROR(CheckId(m.qps(i).local_nic(), Join(qf, "local_nic")));
-    CRUX_RETURN_IF_ERROR(CheckId(m.qps(i).remote_nic(), Join(qf, "remote_nic")));
+    const Field qps(f, "qps");
+    const Field qf(qps, static_cast<size_t>(i));
+    CRUX_RETURN_IF_ERROR(CheckId(m.qps(i).local_nic(), Field(qf, "local_nic")));
+    CRUX_RETURN_IF_ERROR(CheckId(m.qps(i).remote_nic(), Field(qf, "remote_nic")));
   }
   const std::string& p = m.pattern();
   if (!p.empty() && p != "ring_allreduce" && p != "all_to_all" && p != "pipeline") {
-    return Bad(Join(f, "pattern"),
+    return Bad(Field(f, "pattern"),
                "unknown pattern " + Quote(p) + " (allowed: ring_allreduce, all_to_all, pipeline)");
   }
   CRUX_RETURN_IF_ERROR(
-      CheckMaxU64(m.bytes_per_iteration(), kMaxBytesPerIteration, Join(f, "bytes_per_iteration")));
+      CheckMaxU64(m.bytes_per_iteration(), kMaxBytesPerIteration, Field(f, "bytes_per_iteration")));
   if (m.lease_ms() != 0 && (m.lease_ms() < kMinLeaseMs || m.lease_ms() > kMaxLeaseMs)) {
-    return Bad(Join(f, "lease_ms"), "must be 0 (default) or " + std::to_string(kMinLeaseMs) + "-" +
-                                        std::to_string(kMaxLeaseMs) + " (got " +
-                                        std::to_string(m.lease_ms()) + ")");
+    return Bad(Field(f, "lease_ms"), "must be 0 (default) or " + std::to_string(kMinLeaseMs) + "-" +
+                                         std::to_string(kMaxLeaseMs) + " (got " +
+                                         std::to_string(m.lease_ms()) + ")");
   }
-  return CheckText(m.model(), kMaxShortText, Join(f, "model"));
+  return CheckText(m.model(), kMaxShortText, Field(f, "model"));
 }
 
 core::Status ValidateRegisterJobReply(const v1::RegisterJobReply& m, std::string_view field) {
-  const std::string f(field);
-  CRUX_RETURN_IF_ERROR(CheckId(m.job_id(), Join(f, "job_id")));
-  return CheckDscp(m.dscp(), Join(f, "dscp"));
+  const Field f(field);
+  CRUX_RETURN_IF_ERROR(CheckId(m.job_id(), Field(f, "job_id")));
+  return CheckDscp(m.dscp(), Field(f, "dscp"));
 }
 
 core::Status ValidateProfileReport(const v1::ProfileReport& m, std::string_view field) {
-  const std::string f(field);
-  CRUX_RETURN_IF_ERROR(CheckId(m.job_id(), Join(f, "job_id")));
-  if (m.compute_time_ns() == 0) return Bad(Join(f, "compute_time_ns"), "must be > 0");
+  const Field f(field);
+  CRUX_RETURN_IF_ERROR(CheckId(m.job_id(), Field(f, "job_id")));
+  if (m.compute_time_ns() == 0) return Bad(Field(f, "compute_time_ns"), "must be > 0");
   CRUX_RETURN_IF_ERROR(
-      CheckMaxU64(m.compute_time_ns(), kMaxIterationNs, Join(f, "compute_time_ns")));
+      CheckMaxU64(m.compute_time_ns(), kMaxIterationNs, Field(f, "compute_time_ns")));
   CRUX_RETURN_IF_ERROR(
-      CheckFiniteNonNegative(m.flops_per_iteration(), Join(f, "flops_per_iteration")));
+      CheckFiniteNonNegative(m.flops_per_iteration(), Field(f, "flops_per_iteration")));
   if (m.flops_per_iteration() > kMaxFlops) {
-    return Bad(Join(f, "flops_per_iteration"), "too large (at most 1e24)");
+    return Bad(Field(f, "flops_per_iteration"), "too large (at most 1e24)");
   }
-  CRUX_RETURN_IF_ERROR(CheckCount(m.peers_size(), kMaxPeers, Join(f, "peers")));
+  CRUX_RETURN_IF_ERROR(CheckCount(m.peers_size(), kMaxPeers, Field(f, "peers")));
   for (int i = 0; i < m.peers_size(); ++i) {
     // Fast path without building field paths; the slow path names the bad field.
     const v1::PeerBytes& pb = m.peers(i);
@@ -244,49 +269,49 @@ core::Status ValidateProfileReport(const v1::ProfileReport& m, std::string_view 
         pb.bytes() <= kMaxBytesPerIteration) {
       continue;
     }
-    CRUX_RETURN_IF_ERROR(CheckPeerBytes(pb, Index(Join(f, "peers"), i)));
+    CRUX_RETURN_IF_ERROR(CheckPeerBytes(pb, Field(Field(f, "peers"), static_cast<size_t>(i))));
   }
-  if (m.iteration_period_ns() == 0) return Bad(Join(f, "iteration_period_ns"), "must be > 0");
+  if (m.iteration_period_ns() == 0) return Bad(Field(f, "iteration_period_ns"), "must be > 0");
   CRUX_RETURN_IF_ERROR(
-      CheckMaxU64(m.iteration_period_ns(), kMaxIterationNs, Join(f, "iteration_period_ns")));
-  CRUX_RETURN_IF_ERROR(CheckFinite(m.overlap_start(), Join(f, "overlap_start")));
+      CheckMaxU64(m.iteration_period_ns(), kMaxIterationNs, Field(f, "iteration_period_ns")));
+  CRUX_RETURN_IF_ERROR(CheckFinite(m.overlap_start(), Field(f, "overlap_start")));
   if (m.overlap_start() < 0 || m.overlap_start() > 1) {
-    return Bad(Join(f, "overlap_start"),
+    return Bad(Field(f, "overlap_start"),
                "must be in [0, 1] (got " + std::to_string(m.overlap_start()) + ")");
   }
-  CRUX_RETURN_IF_ERROR(CheckFinite(m.compression_ratio(), Join(f, "compression_ratio")));
+  CRUX_RETURN_IF_ERROR(CheckFinite(m.compression_ratio(), Field(f, "compression_ratio")));
   if (m.compression_ratio() < 0 || m.compression_ratio() > kMaxCompressionRatio) {
-    return Bad(Join(f, "compression_ratio"), "must be in (0, 1000] or 0 for 1 (got " +
-                                                 std::to_string(m.compression_ratio()) + ")");
+    return Bad(Field(f, "compression_ratio"), "must be in (0, 1000] or 0 for 1 (got " +
+                                                  std::to_string(m.compression_ratio()) + ")");
   }
-  if (m.samples() < 1) return Bad(Join(f, "samples"), "must be >= 1");
+  if (m.samples() < 1) return Bad(Field(f, "samples"), "must be >= 1");
   return CheckMaxU64(m.bytes_per_iteration(), kMaxBytesPerIteration,
-                     Join(f, "bytes_per_iteration"));
+                     Field(f, "bytes_per_iteration"));
 }
 
 core::Status ValidateHeartbeat(const v1::Heartbeat& m, std::string_view field) {
-  return CheckId(m.job_id(), Join(field, "job_id"));
+  return CheckId(m.job_id(), Field(field, "job_id"));
 }
 
 core::Status ValidateEndJob(const v1::EndJob& m, std::string_view field) {
-  CRUX_RETURN_IF_ERROR(CheckId(m.job_id(), Join(field, "job_id")));
-  return CheckText(m.reason(), kMaxTextLength, Join(field, "reason"));
+  CRUX_RETURN_IF_ERROR(CheckId(m.job_id(), Field(field, "job_id")));
+  return CheckText(m.reason(), kMaxTextLength, Field(field, "reason"));
 }
 
 core::Status ValidateAssignment(const v1::Assignment& m, std::string_view field) {
-  const std::string f(field);
-  CRUX_RETURN_IF_ERROR(CheckId(m.job_id(), Join(f, "job_id")));
+  const Field f(field);
+  CRUX_RETURN_IF_ERROR(CheckId(m.job_id(), Field(f, "job_id")));
   if (m.level() >= kMaxLevels) {
-    return Bad(Join(f, "level"), "must be < " + std::to_string(kMaxLevels) + " (got " +
-                                     std::to_string(m.level()) + ")");
+    return Bad(Field(f, "level"), "must be < " + std::to_string(kMaxLevels) + " (got " +
+                                      std::to_string(m.level()) + ")");
   }
-  CRUX_RETURN_IF_ERROR(CheckDscp(m.dscp(), Join(f, "dscp")));
+  CRUX_RETURN_IF_ERROR(CheckDscp(m.dscp(), Field(f, "dscp")));
   if (m.traffic_class() > 255 || (m.traffic_class() >> 2) != m.dscp()) {
-    return Bad(Join(f, "traffic_class"), "must be dscp << 2 (got " +
-                                             std::to_string(m.traffic_class()) + " for dscp " +
-                                             std::to_string(m.dscp()) + ")");
+    return Bad(Field(f, "traffic_class"), "must be dscp << 2 (got " +
+                                              std::to_string(m.traffic_class()) + " for dscp " +
+                                              std::to_string(m.dscp()) + ")");
   }
-  CRUX_RETURN_IF_ERROR(CheckCount(m.flows_size(), kMaxFlows, Join(f, "flows")));
+  CRUX_RETURN_IF_ERROR(CheckCount(m.flows_size(), kMaxFlows, Field(f, "flows")));
   for (int i = 0; i < m.flows_size(); ++i) {
     const v1::FlowAssignment& fl = m.flows(i);
     if (IsValidName(fl.src_nic(), false) && IsValidName(fl.dst_nic(), false) &&
@@ -295,120 +320,125 @@ core::Status ValidateAssignment(const v1::Assignment& m, std::string_view field)
                     [](const std::string& hop) { return IsValidName(hop, false); })) {
       continue;
     }
-    const std::string ff = Index(Join(f, "flows"), i);
-    CRUX_RETURN_IF_ERROR(CheckId(fl.src_nic(), Join(ff, "src_nic")));
-    CRUX_RETURN_IF_ERROR(CheckId(fl.dst_nic(), Join(ff, "dst_nic")));
+    const Field flows(f, "flows");
+    const Field ff(flows, static_cast<size_t>(i));
+    CRUX_RETURN_IF_ERROR(CheckId(fl.src_nic(), Field(ff, "src_nic")));
+    CRUX_RETURN_IF_ERROR(CheckId(fl.dst_nic(), Field(ff, "dst_nic")));
     if (fl.udp_sport() > 65535) {
-      return Bad(Join(ff, "udp_sport"),
+      return Bad(Field(ff, "udp_sport"),
                  "must be 0-65535 (got " + std::to_string(fl.udp_sport()) + ")");
     }
-    CRUX_RETURN_IF_ERROR(CheckCount(fl.path_size(), kMaxPathHops, Join(ff, "path")));
+    CRUX_RETURN_IF_ERROR(CheckCount(fl.path_size(), kMaxPathHops, Field(ff, "path")));
     for (int j = 0; j < fl.path_size(); ++j) {
-      CRUX_RETURN_IF_ERROR(CheckId(fl.path(j), Index(Join(ff, "path"), j)));
+      CRUX_RETURN_IF_ERROR(CheckId(fl.path(j), Field(Field(ff, "path"), static_cast<size_t>(j))));
     }
   }
   if (!v1::JobState_IsValid(m.state())) {
-    return Bad(Join(f, "state"), "unknown job state " + std::to_string(m.state()));
+    return Bad(Field(f, "state"), "unknown job state " + std::to_string(m.state()));
   }
-  CRUX_RETURN_IF_ERROR(CheckCount(m.nccl_env_size(), kMaxNcclEnv, Join(f, "nccl_env")));
+  CRUX_RETURN_IF_ERROR(CheckCount(m.nccl_env_size(), kMaxNcclEnv, Field(f, "nccl_env")));
   for (const auto& [k, v] : m.nccl_env()) {
     bool ok = !k.empty() && k.size() <= kMaxShortText;
     for (char c : k) ok = ok && ((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
     if (!ok) {
-      return Bad(Join(f, "nccl_env"),
+      return Bad(Field(f, "nccl_env"),
                  "invalid variable name " + Quote(k) + " (allowed: [A-Z0-9_]+)");
     }
-    CRUX_RETURN_IF_ERROR(CheckText(v, kMaxShortText, Join(f, "nccl_env") + "[" + k + "]"));
+    CRUX_RETURN_IF_ERROR(CheckText(v, kMaxShortText, Field(f, "nccl_env").str() + "[" + k + "]"));
   }
   return Status::Ok();
 }
 
 core::Status ValidateAck(const v1::Ack& m, std::string_view field) {
-  CRUX_RETURN_IF_ERROR(CheckOptionalId(m.job_id(), Join(field, "job_id")));
-  return CheckText(m.error(), kMaxTextLength, Join(field, "error"));
+  CRUX_RETURN_IF_ERROR(CheckOptionalId(m.job_id(), Field(field, "job_id")));
+  return CheckText(m.error(), kMaxTextLength, Field(field, "error"));
 }
 
 core::Status ValidateSwitchHello(const v1::SwitchHello& m, std::string_view field) {
-  const std::string f(field);
-  CRUX_RETURN_IF_ERROR(CheckId(m.switch_name(), Join(f, "switch_name")));
-  CRUX_RETURN_IF_ERROR(CheckText(m.agent_version(), kMaxShortText, Join(f, "agent_version")));
+  const Field f(field);
+  CRUX_RETURN_IF_ERROR(CheckId(m.switch_name(), Field(f, "switch_name")));
+  CRUX_RETURN_IF_ERROR(CheckText(m.agent_version(), kMaxShortText, Field(f, "agent_version")));
   if (m.has_capabilities()) {
-    const std::string cf = Join(f, "capabilities");
+    const Field cf(f, "capabilities");
     const v1::SwitchCapabilities& c = m.capabilities();
     if (c.queues() < 1 || c.queues() > kMaxSwitchQueues) {
-      return Bad(Join(cf, "queues"), "must be 1-" + std::to_string(kMaxSwitchQueues) + " (got " +
-                                         std::to_string(c.queues()) + ")");
+      return Bad(Field(cf, "queues"), "must be 1-" + std::to_string(kMaxSwitchQueues) + " (got " +
+                                          std::to_string(c.queues()) + ")");
     }
-    CRUX_RETURN_IF_ERROR(CheckCount(c.backends_size(), kMaxBackends, Join(cf, "backends")));
+    CRUX_RETURN_IF_ERROR(CheckCount(c.backends_size(), kMaxBackends, Field(cf, "backends")));
     for (int i = 0; i < c.backends_size(); ++i) {
-      CRUX_RETURN_IF_ERROR(CheckId(c.backends(i), Index(Join(cf, "backends"), i)));
+      CRUX_RETURN_IF_ERROR(
+          CheckId(c.backends(i), Field(Field(cf, "backends"), static_cast<size_t>(i))));
     }
   }
   return Status::Ok();
 }
 
 core::Status ValidateSwitchQosState(const v1::SwitchQosState& m, std::string_view field) {
-  const std::string f(field);
-  CRUX_RETURN_IF_ERROR(CheckId(m.switch_name(), Join(f, "switch_name")));
+  const Field f(field);
+  CRUX_RETURN_IF_ERROR(CheckId(m.switch_name(), Field(f, "switch_name")));
   for (const auto& [dscp, tc] : m.dscp_to_tc()) {
-    const std::string ef = Join(f, "dscp_to_tc") + "[" + std::to_string(dscp) + "]";
-    CRUX_RETURN_IF_ERROR(CheckDscp(dscp, Join(f, "dscp_to_tc") + " key"));
+    const std::string ef = Field(f, "dscp_to_tc").str() + "[" + std::to_string(dscp) + "]";
+    CRUX_RETURN_IF_ERROR(CheckDscp(dscp, Field(f, "dscp_to_tc").str() + " key"));
     CRUX_RETURN_IF_ERROR(CheckTc(tc, ef));
   }
   for (const auto& [tc, queue] : m.tc_to_queue()) {
-    const std::string ef = Join(f, "tc_to_queue") + "[" + std::to_string(tc) + "]";
-    CRUX_RETURN_IF_ERROR(CheckTc(tc, Join(f, "tc_to_queue") + " key"));
+    const std::string ef = Field(f, "tc_to_queue").str() + "[" + std::to_string(tc) + "]";
+    CRUX_RETURN_IF_ERROR(CheckTc(tc, Field(f, "tc_to_queue").str() + " key"));
     if (queue >= kMaxSwitchQueues) {
       return Bad(ef, "queue must be 0-" + std::to_string(kMaxSwitchQueues - 1) + " (got " +
                          std::to_string(queue) + ")");
     }
   }
-  CRUX_RETURN_IF_ERROR(CheckCount(m.schedulers_size(), kMaxSwitchQueues, Join(f, "schedulers")));
+  CRUX_RETURN_IF_ERROR(CheckCount(m.schedulers_size(), kMaxSwitchQueues, Field(f, "schedulers")));
   std::set<uint32_t> queues;
   for (int i = 0; i < m.schedulers_size(); ++i) {
     const v1::QueueScheduler& s = m.schedulers(i);
-    const std::string sf = Index(Join(f, "schedulers"), i);
+    const Field schedulers(f, "schedulers");
+    const Field sf(schedulers, static_cast<size_t>(i));
     if (s.queue() >= kMaxSwitchQueues) {
-      return Bad(Join(sf, "queue"), "must be 0-" + std::to_string(kMaxSwitchQueues - 1) + " (got " +
-                                        std::to_string(s.queue()) + ")");
+      return Bad(Field(sf, "queue"), "must be 0-" + std::to_string(kMaxSwitchQueues - 1) +
+                                         " (got " + std::to_string(s.queue()) + ")");
     }
     if (!queues.insert(s.queue()).second) {
-      return Bad(Join(sf, "queue"), "duplicate queue " + std::to_string(s.queue()));
+      return Bad(Field(sf, "queue"), "duplicate queue " + std::to_string(s.queue()));
     }
     if (s.type() == "DWRR") {
       if (s.weight() < 1 || s.weight() > 100) {
-        return Bad(Join(sf, "weight"),
+        return Bad(Field(sf, "weight"),
                    "DWRR weight must be 1-100 (got " + std::to_string(s.weight()) + ")");
       }
     } else if (s.type() == "STRICT") {
       if (s.weight() > 100) {
-        return Bad(Join(sf, "weight"), "must be 0-100 (got " + std::to_string(s.weight()) + ")");
+        return Bad(Field(sf, "weight"), "must be 0-100 (got " + std::to_string(s.weight()) + ")");
       }
     } else {
-      return Bad(Join(sf, "type"), "must be STRICT or DWRR (got " + Quote(s.type()) + ")");
+      return Bad(Field(sf, "type"), "must be STRICT or DWRR (got " + Quote(s.type()) + ")");
     }
   }
-  CRUX_RETURN_IF_ERROR(CheckCount(m.ports_size(), kMaxPorts, Join(f, "ports")));
+  CRUX_RETURN_IF_ERROR(CheckCount(m.ports_size(), kMaxPorts, Field(f, "ports")));
   for (int i = 0; i < m.ports_size(); ++i) {
-    CRUX_RETURN_IF_ERROR(CheckId(m.ports(i), Index(Join(f, "ports"), i)));
+    CRUX_RETURN_IF_ERROR(CheckId(m.ports(i), Field(Field(f, "ports"), static_cast<size_t>(i))));
   }
-  CRUX_RETURN_IF_ERROR(CheckCount(m.pfc_enable_size(), 8, Join(f, "pfc_enable")));
+  CRUX_RETURN_IF_ERROR(CheckCount(m.pfc_enable_size(), 8, Field(f, "pfc_enable")));
   for (int i = 0; i < m.pfc_enable_size(); ++i) {
-    CRUX_RETURN_IF_ERROR(CheckTc(m.pfc_enable(i), Index(Join(f, "pfc_enable"), i)));
+    CRUX_RETURN_IF_ERROR(
+        CheckTc(m.pfc_enable(i), Field(Field(f, "pfc_enable"), static_cast<size_t>(i))));
   }
   return Status::Ok();
 }
 
 core::Status ValidateSwitchApplied(const v1::SwitchApplied& m, std::string_view field) {
-  const std::string f(field);
-  CRUX_RETURN_IF_ERROR(CheckId(m.switch_name(), Join(f, "switch_name")));
-  CRUX_RETURN_IF_ERROR(CheckText(m.error(), kMaxTextLength, Join(f, "error")));
-  if (m.has_state()) CRUX_RETURN_IF_ERROR(ValidateSwitchQosState(m.state(), Join(f, "state")));
+  const Field f(field);
+  CRUX_RETURN_IF_ERROR(CheckId(m.switch_name(), Field(f, "switch_name")));
+  CRUX_RETURN_IF_ERROR(CheckText(m.error(), kMaxTextLength, Field(f, "error")));
+  if (m.has_state())
+    CRUX_RETURN_IF_ERROR(ValidateSwitchQosState(m.state(), Field(f, "state").str()));
   return Status::Ok();
 }
 
 core::Status ValidateJobRequest(const v1::JobRequest& m, std::string_view field) {
-  return CheckId(m.job_id(), Join(field, "job_id"));
+  return CheckId(m.job_id(), Field(field, "job_id"));
 }
 
 core::Status ValidateListLinksRequest(const v1::ListLinksRequest& /*m*/,
@@ -417,19 +447,19 @@ core::Status ValidateListLinksRequest(const v1::ListLinksRequest& /*m*/,
 }
 
 core::Status ValidateSetLinkRequest(const v1::SetLinkRequest& m, std::string_view field) {
-  const std::string f(field);
-  if (m.link().empty()) return Bad(Join(f, "link"), "missing");
+  const Field f(field);
+  if (m.link().empty()) return Bad(Field(f, "link"), "missing");
   if (!IsValidName(m.link(), /*allow_gt=*/true)) {
-    return Bad(Join(f, "link"), "invalid link name " + Quote(m.link()) +
-                                    " (expected \"a->b\" or \"a-b\" of node names)");
+    return Bad(Field(f, "link"), "invalid link name " + Quote(m.link()) +
+                                     " (expected \"a->b\" or \"a-b\" of node names)");
   }
   if (m.health() == v1::LINK_HEALTH_UNSPECIFIED || !v1::LinkHealth_IsValid(m.health())) {
-    return Bad(Join(f, "health"), "must be UP, DEGRADED or DOWN");
+    return Bad(Field(f, "health"), "must be UP, DEGRADED or DOWN");
   }
-  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(m.capacity_bps(), Join(f, "capacity_bps")));
-  if (m.capacity_bps() > kMaxBps) return Bad(Join(f, "capacity_bps"), "too large (at most 1e15)");
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(m.capacity_bps(), Field(f, "capacity_bps")));
+  if (m.capacity_bps() > kMaxBps) return Bad(Field(f, "capacity_bps"), "too large (at most 1e15)");
   if (m.health() == v1::LINK_HEALTH_DEGRADED && m.capacity_bps() <= 0) {
-    return Bad(Join(f, "capacity_bps"), "must be > 0 for DEGRADED");
+    return Bad(Field(f, "capacity_bps"), "must be > 0 for DEGRADED");
   }
   return Status::Ok();
 }
@@ -477,8 +507,8 @@ core::Status Validate(const v1::Envelope& msg) {
                                     "status_reply.last_replan_ms");
     case E::kListJobsReply:
       for (int i = 0; i < msg.list_jobs_reply().jobs_size(); ++i) {
-        CRUX_RETURN_IF_ERROR(
-            CheckJobSummary(msg.list_jobs_reply().jobs(i), Index("list_jobs_reply.jobs", i)));
+        CRUX_RETURN_IF_ERROR(CheckJobSummary(
+            msg.list_jobs_reply().jobs(i), Field("list_jobs_reply.jobs", static_cast<size_t>(i))));
       }
       return Status::Ok();
     case E::kJobDetail:
@@ -486,13 +516,15 @@ core::Status Validate(const v1::Envelope& msg) {
     case E::kListLinksReply:
       for (int i = 0; i < msg.list_links_reply().links_size(); ++i) {
         CRUX_RETURN_IF_ERROR(
-            CheckLinkInfo(msg.list_links_reply().links(i), Index("list_links_reply.links", i)));
+            CheckLinkInfo(msg.list_links_reply().links(i),
+                          Field("list_links_reply.links", static_cast<size_t>(i))));
       }
       return Status::Ok();
     case E::kSetLinkReply:
       for (int i = 0; i < msg.set_link_reply().changed_size(); ++i) {
         CRUX_RETURN_IF_ERROR(
-            CheckLinkInfo(msg.set_link_reply().changed(i), Index("set_link_reply.changed", i)));
+            CheckLinkInfo(msg.set_link_reply().changed(i),
+                          Field("set_link_reply.changed", static_cast<size_t>(i))));
       }
       return Status::Ok();
     case E::kPlanDryRunReply:

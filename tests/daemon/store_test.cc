@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "crux/daemon/store.h"
 
@@ -136,6 +137,41 @@ TEST_F(StoreTest, BatchedProfilesAndLargePlansAreOneTransactionEach) {
   EXPECT_EQ(plan.back().assignment, "asg-j99");  // Ordered by id.
   EXPECT_EQ(st.LoadEpoch().value(), 4u);
   EXPECT_EQ(st.RecentAudit(1000).value().size(), 500u);
+}
+
+TEST_F(StoreTest, UpsertJobsIsOneTransactionAllOrNone) {
+  auto s = OpenSqliteStore(path_);
+  ASSERT_TRUE(s.ok());
+  Store& st = **s;
+  std::vector<StoredJob> jobs;
+  for (int i = 0; i < 300; ++i) {
+    jobs.push_back({"g" + std::to_string(i), "t", "reg", 10, 1, 2, 1, "", "owner"});
+  }
+  ASSERT_TRUE(st.UpsertJobs(jobs).ok());
+  ASSERT_TRUE(st.UpsertJobs({}).ok());
+  EXPECT_EQ(st.LoadJobs().value().size(), 300u);
+  // A real SQLite failure in the middle of a group (a trigger refuses job "z"): nothing of the
+  // group is written, and the store keeps working.
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw,
+                           "CREATE TRIGGER refuse_z BEFORE INSERT ON jobs WHEN NEW.job_id = 'z' "
+                           "BEGIN SELECT RAISE(ABORT, 'injected'); END;",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  std::vector<StoredJob> group = {{"x", "t", "reg", 10, 1, 2, 1, "", ""},
+                                  {"y", "t", "reg", 10, 1, 2, 1, "", ""},
+                                  {"z", "t", "reg", 10, 1, 2, 1, "", ""}};
+  core::Status failed = st.UpsertJobs(group);
+  EXPECT_FALSE(failed.ok());
+  EXPECT_THAT(failed.message(), ::testing::HasSubstr("upsert job z"));
+  EXPECT_EQ(st.LoadJobs().value().size(), 300u);  // x and y rolled back.
+  group.pop_back();
+  ASSERT_TRUE(st.UpsertJobs(group).ok());
+  EXPECT_EQ(st.LoadJobs().value().size(), 302u);
 }
 
 TEST_F(StoreTest, EverythingSurvivesReopen) {

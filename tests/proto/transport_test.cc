@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -438,6 +439,84 @@ TEST_F(CurveTransportTest, KeysCanBeReplacedLive) {
   auto again = Connect(CurveClient(server->endpoint(), other_keys_));
   ASSERT_NE(again, nullptr);
   EXPECT_TRUE(again->Call(Heartbeat("job-b", 1), kTimeout).ok());
+}
+
+}  // namespace
+}  // namespace crux::protocol
+
+namespace crux::protocol {
+namespace {
+
+// StartBatched: every message is delivered once, in arrival order, in non-empty batches of at
+// most max_batch; replies sent from the batch handler reach the client.
+TEST_F(TransportTest, BatchedServerDeliversEveryMessageInOrderInBoundedBatches) {
+  ServerOptions so;
+  so.endpoint = "inproc://batched";
+  so.max_batch = 8;
+  std::mutex mu;
+  std::vector<size_t> sizes;
+  std::vector<uint64_t> seqs;
+  RouterServer* srv = nullptr;
+  auto server = RouterServer::StartBatched(ctx_, so, [&](std::vector<Inbound> batch) {
+    std::lock_guard<std::mutex> lock(mu);
+    sizes.push_back(batch.size());
+    for (const Inbound& in : batch) {
+      seqs.push_back(in.msg.heartbeat().seq());
+      EXPECT_TRUE(srv->Send(in.peer, MakeAck(in.msg.request_id(), "ok")).ok());
+    }
+  });
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  srv = server->get();
+  auto client = Connect(Plain("inproc://batched"));
+  ASSERT_NE(client, nullptr);
+  constexpr uint64_t kCount = 40;
+  for (uint64_t i = 1; i <= kCount; ++i) {
+    v1::Envelope m = Heartbeat("job-a", i);
+    m.set_request_id(i);
+    ASSERT_TRUE(client->Send(m).ok());
+  }
+  std::vector<uint64_t> acked;
+  while (acked.size() < kCount) {
+    auto got = client->Receive(kTimeout);
+    ASSERT_TRUE(got.ok() && got->has_value()) << "only " << acked.size() << " replies";
+    acked.push_back((*got)->request_id());
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(seqs.size(), kCount);
+  for (uint64_t i = 0; i < kCount; ++i) {
+    EXPECT_EQ(seqs[i], i + 1);
+    EXPECT_EQ(acked[i], i + 1);
+  }
+  for (size_t n : sizes) {
+    EXPECT_GE(n, 1u);
+    EXPECT_LE(n, so.max_batch);
+  }
+  EXPECT_EQ(server.value()->counters().delivered, kCount);
+}
+
+// A batch handler that throws: every message of the batch is answered INTERNAL, and the server
+// keeps serving.
+TEST_F(TransportTest, ThrowingBatchHandlerAnswersEveryMessageInternal) {
+  ServerOptions so;
+  so.endpoint = "inproc://batched-throw";
+  std::atomic<int> calls{0};
+  RouterServer* srv = nullptr;
+  auto server = RouterServer::StartBatched(ctx_, so, [&](std::vector<Inbound> batch) {
+    if (calls.fetch_add(1) == 0) throw std::runtime_error("boom");
+    for (const Inbound& in : batch) (void)srv->Send(in.peer, MakeAck(in.msg.request_id(), "ok"));
+  });
+  ASSERT_TRUE(server.ok());
+  srv = server->get();
+  auto client = Connect(Plain("inproc://batched-throw"));
+  ASSERT_NE(client, nullptr);
+  auto failed = client->Call(Heartbeat("job-a", 1), kTimeout);
+  ASSERT_TRUE(failed.ok()) << failed.status().ToString();
+  ASSERT_TRUE(failed->has_error()) << failed->DebugString();
+  EXPECT_EQ(failed->error().code(), v1::ERROR_CODE_INTERNAL);
+  EXPECT_NE(failed->error().message().find("boom"), std::string::npos);
+  auto ok = client->Call(Heartbeat("job-a", 2), kTimeout);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_TRUE(ok->has_ack());
 }
 
 }  // namespace

@@ -124,7 +124,12 @@ class Topology {
   std::vector<NodeId> hosts_;
   std::vector<std::vector<NodeId>> nics_;  // Indexed by node id; non-empty only for hosts.
   std::vector<int> host_gpus_;             // Indexed by node id (grown on demand); 0 unknown.
-  std::unordered_map<std::string, NodeId> by_name_;
+  // Transparent hash: FindNode(string_view) looks up without building a std::string.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, NodeId, NameHash, std::equal_to<>> by_name_;
 };
 
 }  // namespace crux::core

@@ -85,10 +85,16 @@ class Daemon {
 
   // Thread-safe: hand a message to the loop.
   void OnClientInbound(protocol::Inbound in) { client_queue_.Push(std::move(in)); }
+  void OnClientBatch(std::vector<protocol::Inbound> batch) {
+    client_queue_.PushBatch(std::move(batch));
+  }
   void OnAdminInbound(protocol::Inbound in) { admin_queue_.Push(std::move(in)); }
 
   // Loop thread: handle one message, send its reply, then the pushes it caused.
   void ProcessClient(const protocol::Inbound& in) { gateway_.Process(in); }
+  void ProcessClientBatch(const std::vector<protocol::Inbound>& batch) {
+    gateway_.ProcessBatch(batch);
+  }
   void ProcessAdmin(const protocol::Inbound& in) { admin_.Process(in); }
 
   // Loop thread: applies the live keys of `c`; returns the restart-only keys that changed
@@ -122,13 +128,17 @@ class Daemon {
   void ScheduleSweep();
   void ScheduleRefresh();
   void ScheduleLagProbe();
+  // Writes the dirty profiles in chunks (Gateway::FlushProfiles), one posted task per chunk.
+  void FlushChunk();
+  static constexpr size_t kFlushChunkRows = 500;
+  bool flushing_ = false;  // A chunked flush is under way.
 
   DaemonContext ctx_;
   Gateway gateway_;
   PlanApplier applier_;
   LagTracker lag_;
   AdminService admin_;
-  TypedQueue<protocol::Inbound> client_queue_;
+  BatchQueue<protocol::Inbound> client_queue_;
   TypedQueue<protocol::Inbound> admin_queue_;
   std::vector<std::pair<std::string, CounterSource>> counter_sources_;
   std::map<std::string, protocol::ServerCounters> last_counters_;

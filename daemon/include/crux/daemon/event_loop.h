@@ -20,6 +20,7 @@
 #include <stop_token>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "crux/core/units.h"
 #include "crux/sync/thread_annotations.h"
@@ -63,6 +64,40 @@ class TypedQueue {
   std::string name_;
   EventLoop* loop_;
   std::function<void(T)> handler_;
+  std::atomic<int64_t> depth_{0};
+};
+
+// A TypedQueue whose handler takes a batch: PushBatch() hands the items the transport read in
+// one wake-up to the loop as one posted task (one hand-off, not one per item); depth() counts
+// items. Push(item) is a batch of one.
+template <typename T>
+class BatchQueue {
+ public:
+  BatchQueue(std::string name, EventLoop* loop, std::function<void(std::vector<T>)> handler)
+      : name_(std::move(name)), loop_(loop), handler_(std::move(handler)) {}
+
+  void Push(T item) {
+    std::vector<T> one;
+    one.push_back(std::move(item));
+    PushBatch(std::move(one));
+  }
+  void PushBatch(std::vector<T> items) {
+    if (items.empty()) return;
+    const int64_t n = static_cast<int64_t>(items.size());
+    depth_.fetch_add(n, std::memory_order_relaxed);
+    auto shared = std::make_shared<std::vector<T>>(std::move(items));
+    loop_->Post([this, shared, n] {
+      depth_.fetch_sub(n, std::memory_order_relaxed);
+      handler_(std::move(*shared));
+    });
+  }
+  int64_t depth() const { return depth_.load(std::memory_order_relaxed); }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  EventLoop* loop_;
+  std::function<void(std::vector<T>)> handler_;
   std::atomic<int64_t> depth_{0};
 };
 

@@ -7,6 +7,13 @@
 // (the current assignment after a re-registration or a heartbeat from a stale or foreign state,
 // a switch's full state) are sent after its reply.
 //
+// Group commit: registrations that arrive in one batch (ProcessBatch: what the transport read in
+// one wake-up) are persisted in one store transaction, and their replies are sent after it
+// commits (a registration that is not persisted is never acknowledged; if the transaction fails
+// every new job of the group is undone and answered UNAVAILABLE). Any other message, and a
+// registration of a job already in the group, first commits the group, so every message sees
+// the state it would see if the messages were handled one by one.
+//
 // Refusals are counted in crux_errors_total{endpoint,kind}, security refusals also by reason
 // (RefusalBook), and never change state: a bad peer never affects anyone else.
 //
@@ -14,6 +21,9 @@
 #ifndef CRUX_DAEMON_GATEWAY_H_
 #define CRUX_DAEMON_GATEWAY_H_
 
+#include <cstdint>
+#include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +40,9 @@ class Gateway {
 
   // Handles one message: sends its reply, then the pushes it caused.
   void Process(const protocol::Inbound& in);
+  // Handles the messages in order (group-committing registrations, above), then sends the
+  // pushes they caused.
+  void ProcessBatch(const std::vector<protocol::Inbound>& batch);
 
   // A job is gone (EndJob, lease expired): sessions, store, control loop.
   void JobGone(const std::string& id, const std::string& reason);
@@ -37,15 +50,25 @@ class Gateway {
   // Writes the profiles reported since the last flush in one transaction (runs every second
   // and at destruction; a report that changes a job's phase or planned profile is written at
   // once, so a kill -9 loses at most ~1 s of reports that changed nothing for planning).
-  void FlushProfiles();
+  // `max_rows` bounds one call (the loop flushes in chunks so that a 10,000-job pod never
+  // blocks it for a whole flush); returns how many are still dirty.
+  size_t FlushProfiles(size_t max_rows = SIZE_MAX);
 
   // The reply for a refusal: counted (errors by kind; security refusals by reason).
   v1::Envelope Refuse(const std::string& endpoint, uint64_t request_id, const Refusal& r);
 
  private:
-  v1::Envelope Handle(const protocol::Inbound& in);
+  // One message: its reply is sent unless held for the group commit.
+  void HandleOne(const protocol::Inbound& in);
+  // After the messages: commits held registrations, sends the pushes, asks for a plan.
+  void EndBatch();
+  // Persists the held registrations in one transaction and sends their replies.
+  void CommitRegistrations();
+  void Reply(const protocol::Inbound& in, const v1::Envelope& reply);
+  // The reply, or nullopt when it is held (a registration waiting for the group commit).
+  std::optional<v1::Envelope> Handle(const protocol::Inbound& in);
   Refusal Authorise(const protocol::Inbound& in) const;
-  v1::Envelope OnRegister(const protocol::Inbound& in);
+  std::optional<v1::Envelope> OnRegister(const protocol::Inbound& in);
   v1::Envelope OnProfile(const protocol::Inbound& in);
   v1::Envelope OnHeartbeat(const protocol::Inbound& in);
   v1::Envelope OnEndJob(const protocol::Inbound& in);
@@ -60,6 +83,18 @@ class Gateway {
   std::vector<std::pair<std::string, std::string>> deferred_assignments_;
   std::vector<std::pair<std::string, v1::Envelope>> deferred_;
   std::set<std::string> planned_dirty_;  // Planned profiles whose immediate write failed.
+  // Registrations accepted in memory, waiting for the group commit (CommitRegistrations).
+  struct HeldRegistration {
+    std::string peer;
+    uint64_t request_id = 0;
+    std::string job_id;
+    bool known = false;  // A re-registration (nothing to undo on failure).
+    size_t placement = 0;
+    v1::Envelope reply;
+  };
+  std::vector<HeldRegistration> held_;
+  std::vector<StoredJob> held_rows_;
+  std::set<std::string> held_ids_;
 };
 
 }  // namespace crux::daemon

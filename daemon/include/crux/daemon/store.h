@@ -77,6 +77,13 @@ class Store {
   virtual core::Result<std::optional<std::string>> GetMeta(const std::string& key) = 0;
 
   virtual core::Status UpsertJob(const StoredJob& job) = 0;  // Keeps the stored profile.
+  // Many jobs at once (cruxd group-commits the registrations that arrive together). The SQLite
+  // store writes them in one transaction (all or none); this default calls UpsertJob for each in
+  // order and stops at the first failure (earlier rows stay written).
+  virtual core::Status UpsertJobs(const std::vector<StoredJob>& jobs) {
+    for (const StoredJob& j : jobs) CRUX_RETURN_IF_ERROR(UpsertJob(j));
+    return core::Status::Ok();
+  }
   // `planned`: the profile the planner now uses (empty: unchanged).
   virtual core::Status PutProfile(const std::string& job_id, const std::string& report,
                                   const std::string& planned, int64_t now_ms) = 0;
