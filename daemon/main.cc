@@ -3,11 +3,13 @@
 #include <cstdio>
 #include <string>
 
+#include "allocator.h"
 #include "crux/daemon/app.h"
 
 int main(int argc, char** argv) {
   CLI::App cli{"cruxd: GPU-intensity-aware communication scheduling daemon"};
   crux::daemon::AppOptions options;
+  options.allocator = crux::daemon::AllocatorName();
   cli.add_option("-c,--config", options.config_path,
                  "YAML config (configs/cruxd.yaml); default: built-in lab defaults")
       ->check(CLI::ExistingFile);

@@ -13,7 +13,7 @@ CRUX_DEB_PACKAGES=(
   libzmq3-dev cppzmq-dev libsodium-dev libprotobuf-dev protobuf-compiler libsqlite3-dev
   libboost-dev libsystemd-dev prometheus-cpp-dev prometheus
   gnuplot-nox
-  libhiredis-dev redis-server
+  libhiredis-dev redis-server libjemalloc-dev
   pybind11-dev python3-dev python3-torch python3-pytest libibverbs-dev
 )
 

@@ -245,7 +245,8 @@ core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
   DaemonConfig& c = impl->config;
   auto level = spdlog::level::from_str(c.log_level);
   if (c.log_level == "off" || level != spdlog::level::off) spdlog::set_level(level);
-  spdlog::info("cruxd {} starting; effective config:\n{}", kCruxdVersion, EffectiveConfigYaml(c));
+  spdlog::info("cruxd {} starting ({}); effective config:\n{}", kCruxdVersion, options.allocator,
+               EffectiveConfigYaml(c));
   if (!c.curve.enabled) {
     spdlog::warn(
         "CURVE is disabled (insecure: true): anyone who can reach {} can register jobs; "

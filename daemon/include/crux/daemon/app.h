@@ -29,6 +29,8 @@ struct AppOptions {
   // --fresh-state: move an existing state file aside and start with empty state (a new state
   // id). Without it an empty, schema-less or corrupt state file makes Create() fail.
   bool fresh_state = false;
+  // The malloc the binary runs on, for the start-up log (cruxd: daemon/allocator.cc).
+  std::string allocator = "system malloc";
 };
 
 class App {
