@@ -39,6 +39,10 @@ class FakeDaemon {
   void Start(const std::string& endpoint = "tcp://127.0.0.1:*") {
     protocol::ServerOptions o;
     o.endpoint = endpoint;
+    // Held until server_ is set: a client already running (a restarted daemon at the same
+    // address) has messages queued that the server thread hands to Handle() as soon as Start
+    // binds, and Handle() replies through server_. Handle() takes mu_ before it reads server_.
+    std::lock_guard<std::mutex> lock(mu_);
     auto s = protocol::RouterServer::Start(ctx_, o, [this](protocol::Inbound in) { Handle(in); });
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
@@ -147,6 +151,8 @@ class FakeDaemon {
   }
 
   protocol::TransportContext& ctx_;
+  // Set by Start() under mu_ (the server thread's Handle() reads it after taking mu_); reset by
+  // Stop() after the server thread is joined.
   std::unique_ptr<protocol::RouterServer> server_;
 };
 

@@ -2,7 +2,8 @@
 // hellos (an ack, or the configured error), acks SwitchApplied, records every message and the
 // peers' routing ids, and pushes SwitchQosState on demand to the last peer that spoke.
 //
-// Thread-safety: the server thread records, the test thread reads; guarded by a mutex.
+// Thread-safety: the server thread records, the test thread reads; guarded by a mutex (which also
+// guards server_: the constructor sets it under the mutex, the handler uses it under the mutex).
 #ifndef CRUX_TESTS_SWITCH_ADAPTERS_FAKE_DAEMON_H_
 #define CRUX_TESTS_SWITCH_ADAPTERS_FAKE_DAEMON_H_
 
@@ -27,6 +28,10 @@ class FakeDaemon {
              std::optional<v1::ErrorCode> hello_error = std::nullopt) {
     protocol::ServerOptions o;
     o.endpoint = endpoint;
+    // Held until server_ is set: the server thread may run the handler (which sends through
+    // server_) as soon as Start binds, e.g. for a hello an agent queued while the previous fake
+    // daemon was gone (found by TSan: the handler read server_ while this thread wrote it).
+    std::lock_guard<std::mutex> init_lock(mu_);
     auto s = protocol::RouterServer::Start(ctx, o, [this, hello_error](protocol::Inbound in) {
       std::lock_guard<std::mutex> lock(mu_);
       if (in.msg.has_switch_hello() && hello_error) {
