@@ -6,13 +6,16 @@
 // write fails while set), `fail_call` (the N-th call, 1-based, across all methods, fails once) or
 // `fail_method` (every call of that method name, e.g. "ApplyPlan", fails while set). A failed
 // call returns kInternal("injected: <method>") and does not reach the wrapped store. Reads never
-// fail unless `fail_reads` is set.
+// fail unless `fail_reads` is set. `calls_of[method]` counts the calls of each method (failed or
+// not), so a test can tell whether a write was attempted at all and whether a retry reached the
+// wrapped store.
 //
 // Thread-safety: single thread (the daemon's loop), like the Store it wraps.
 #ifndef CRUX_TESTS_DAEMON_FAULTY_STORE_H_
 #define CRUX_TESTS_DAEMON_FAULTY_STORE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +36,7 @@ class FaultyStore final : public Store {
   std::string fail_method;  // "" = none.
   uint64_t calls = 0;
   uint64_t failures = 0;
+  std::map<std::string, uint64_t> calls_of;  // By method name.
 
   core::Status PutMeta(const std::string& k, const std::string& v) override {
     if (Fails("PutMeta")) return Injected("PutMeta");
@@ -101,6 +105,7 @@ class FaultyStore final : public Store {
   }
   bool Decide(const char* method, bool is_read) {
     ++calls;
+    ++calls_of[method];
     bool fail = (fail_call != 0 && calls == fail_call) || fail_method == method ||
                 (is_read ? fail_reads : fail_all);
     if (fail) ++failures;
