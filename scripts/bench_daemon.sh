@@ -22,6 +22,7 @@
 #                release preset unless --no-build)
 #   --keep       keep the temporary state directory and logs (printed at the end)
 #   --cruxd-preload LIB  start cruxd (only cruxd) with LD_PRELOAD=LIB, e.g. to compare allocators
+#   --log-level L        cruxd's log_level (default warn; info shows re-plan and commit timings)
 #   --cruxd-wrap CMD     start cruxd under CMD (word-split), e.g. "heaptrack -o /tmp/cruxd.hp"
 # Exit status: 0 when the run completed (whether or not the goals were met), non-zero on failure.
 set -euo pipefail
@@ -35,6 +36,7 @@ build=1
 keep=0
 cruxd_preload=""
 cruxd_wrap=""
+log_level=warn
 while (($#)); do
   case $1 in
     --jobs) jobs=$2; shift 2 ;;
@@ -45,6 +47,7 @@ while (($#)); do
     --keep) keep=1; shift ;;
     --cruxd-preload) cruxd_preload=$2; shift 2 ;;
     --cruxd-wrap) cruxd_wrap=$2; shift 2 ;;
+    --log-level) log_level=$2; shift 2 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "bench_daemon.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -86,7 +89,7 @@ client_endpoint: $endpoint
 insecure: true
 metrics_listen: "127.0.0.1:0"
 lease_ms: 600000
-log_level: warn
+log_level: $log_level
 EOF
 
 # 10k DEALER peers: one descriptor each in the daemon.

@@ -347,6 +347,9 @@ core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
   protocol::RouterServer* as = impl->admin_server.get();
   d->SetClientSender(
       [cs](const std::string& peer, const v1::Envelope& m) { return cs->Send(peer, m); });
+  d->SetClientEncodedSender([cs](const std::string& peer, std::string frame) {
+    return cs->SendEncoded(peer, std::move(frame));
+  });
   d->SetAdminSender(
       [as](const std::string& peer, const v1::Envelope& m) { return as->Send(peer, m); });
   d->AddTransportCounters("client", [cs] { return cs->counters(); });

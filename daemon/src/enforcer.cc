@@ -68,6 +68,24 @@ bool Enforcer::Push(const std::string& peer, const core::AppliedAssignment& a) {
   return true;
 }
 
+bool Enforcer::Push(const std::string& peer, const core::AppliedAssignment& a,
+                    const std::string& serialized) {
+  if (serialized.empty() || !encoded_sender_ || peer.empty()) return Push(peer, a);
+  core::Status s = encoded_sender_(
+      peer, protocol::EncodeAssignmentPush(serialized, state_id_,
+                                           static_cast<uint64_t>(wall_ns_ ? wall_ns_() : 0)));
+  if (!s.ok()) {
+    ++push_failures_;
+    if (metrics_) metrics_->AddPushes(0, 1);
+    spdlog::warn("push of epoch {} to job {} failed: {}", a.epoch, a.assignment.job_id,
+                 s.ToString());
+    return false;
+  }
+  ++pushes_;
+  if (metrics_) metrics_->AddPushes(1, 0);
+  return true;
+}
+
 uint64_t Enforcer::desired_epoch(const std::string& name) const {
   if (!qos_) return 0;
   auto it = qos_->epochs.find(name);

@@ -203,6 +203,7 @@ std::optional<v1::Envelope> Gateway::OnRegister(const protocol::Inbound& in) {
                                        ctx_->loop->UnixMs(), &known);
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
   const JobSession& j = *ctx_->tracker.Find(r.job_id());
+  peer_names_.erase(r.job_id());  // The placement may have changed.
   HeldRegistration h;
   h.peer = in.peer;
   h.request_id = in.msg.request_id();
@@ -228,7 +229,8 @@ v1::Envelope Gateway::OnProfile(const protocol::Inbound& in) {
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
   const JobSession& j = *ctx_->tracker.Find(p.job_id());
   core::JobProfile profile;
-  if (Refusal bad_profile = protocol::ProfileFromProto(p, ctx_->topo.nominal(), j.demand, &profile);
+  if (Refusal bad_profile = protocol::ProfileFromProto(p, ctx_->topo.nominal(), j.demand, &profile,
+                                                       &peer_names_[p.job_id()]);
       Refused(bad_profile)) {
     return Refuse("client", in.msg.request_id(), bad_profile);
   }
@@ -323,6 +325,7 @@ void Gateway::JobGone(const std::string& id, const std::string& reason) {
   spdlog::info("job {} gone: {}", id, reason);
   ctx_->dirty_profiles.erase(id);
   planned_dirty_.erase(id);
+  peer_names_.erase(id);
   ctx_->tracker.Remove(id);
   (void)ctx_->store_health.Stored(ctx_->store->DeleteJob(id), "delete_job");
   std::shared_ptr<const core::AppliedAssignment> was = ctx_->plans->loop().RemoveJob(id, reason);

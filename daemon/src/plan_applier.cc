@@ -32,15 +32,25 @@ void PlanApplier::Apply(PlanRun run) {
   ++ctx_->replans;
   ctx_->last_replan_ms = run.replan_ms;
   if (ctx_->metrics) ctx_->metrics->ObserveReplan(run.replan_ms / 1000.0, outcome.status.ok());
+  // Where the loop's time goes (logged when a commit takes >= 50 ms).
+  auto last = apply_start;
+  std::string steps;
+  auto step = [&](const char* what) {
+    const auto now = std::chrono::steady_clock::now();
+    steps += fmt::format("{}{} {:.1f}", steps.empty() ? "" : ", ", what,
+                         std::chrono::duration<double, std::milli>(now - last).count());
+    last = now;
+  };
   core::ApplyBatch batch = loop.FinishPlan(snap, outcome);
+  step("finish");
   auto finish = [&] {
     ctx_->plans->RunFinished();
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - apply_start)
             .count();
     if (ms >= 50) {
-      spdlog::info("committing run {} ({} changed) took {:.1f} ms on the loop", snap.run,
-                   batch.changed.size(), ms);
+      spdlog::info("committing run {} ({} changed) took {:.1f} ms on the loop ({})", snap.run,
+                   batch.changed.size(), ms, steps);
     }
   };
   if (!outcome.status.ok()) {
@@ -77,9 +87,9 @@ void PlanApplier::Apply(PlanRun run) {
     return;
   }
   // Store rows: serialized on the worker for snap.epoch + 1; again here only if the epoch moved.
-  std::map<std::string, const PlanRow*> prepared;
+  std::map<std::string, PlanRow*> prepared;
   if (batch.epoch == snap.epoch + 1) {
-    for (const PlanRow& r : run.rows) prepared[r.job_id] = &r;
+    for (PlanRow& r : run.rows) prepared[r.job_id] = &r;
   }
   const core::Topology& names = ctx_->topo.nominal();
   std::vector<PlanRow> rows;
@@ -90,7 +100,7 @@ void PlanApplier::Apply(PlanRun run) {
     const std::string& id = a->assignment.job_id;
     auto p = prepared.find(id);
     if (p != prepared.end()) {
-      rows.push_back(*p->second);
+      rows.push_back(std::move(*p->second));  // run.rows is not read again.
     } else {
       rows.push_back({id, a->assignment.level, a->assignment.dscp, batch.epoch,
                       protocol::AssignmentToProto(*a, names).SerializeAsString()});
@@ -105,6 +115,7 @@ void PlanApplier::Apply(PlanRun run) {
     row.reason = snap.reason.substr(0, 1000);
     audit.push_back(std::move(row));
   }
+  step("rows");
   if (batch.advances_epoch) {
     if (core::Status s = ctx_->store_health.Stored(
             ctx_->store->ApplyPlan(batch.epoch, rows, batch.removed, audit), "apply_plan");
@@ -116,23 +127,50 @@ void PlanApplier::Apply(PlanRun run) {
       return;
     }
   }
+  step("store");
   loop.Commit(batch);
-  size_t pushed = 0;
-  for (const auto& a : batch.changed) {
+  step("commit");
+  auto pushes = std::make_shared<Pushes>();
+  pushes->reserve(batch.changed.size());
+  for (size_t i = 0; i < batch.changed.size(); ++i) {
+    const auto& a = batch.changed[i];
     const std::string& id = a->assignment.job_id;
     ctx_->tracker.SetLevel(id, a->assignment.level);
-    const JobSession* j = ctx_->tracker.Find(id);
-    if (j && ctx_->enforcer.Push(j->peer, *a)) ++pushed;
+    if (const JobSession* j = ctx_->tracker.Find(id)) {
+      // rows[i] is batch.changed[i]'s store row: the serialized assignment the push carries.
+      pushes->push_back({j->peer, a, std::move(rows[i].assignment)});
+    }
   }
+  const size_t pushed = PushChunk(std::move(pushes), 0);
+  step("push");
   ctx_->enforcer.Commit(batch.qos, batch.qos_changed);
+  step("switches");
   if (ctx_->metrics) ctx_->metrics->SetEpoch(loop.epoch());
   spdlog::info(
-      "epoch {}: {} assignments changed ({} pushed), {} removed, QoS changed on {} switches; "
+      "epoch {}: {} assignments changed ({} pushed at once, the rest in chunks), {} removed, "
+      "QoS changed on {} switches; "
       "re-plan ({}) {:.2f} ms",
       loop.epoch(), batch.changed.size(), pushed, batch.removed.size(), batch.qos_changed.size(),
       snap.reason, run.replan_ms);
   Publish(run);
+  step("publish");
   finish();
+}
+
+size_t PlanApplier::PushChunk(std::shared_ptr<const Pushes> pushes, size_t from) {
+  const size_t end = std::min(pushes->size(), from + kPushChunk);
+  size_t sent = 0;
+  const core::ControlLoop& loop = ctx_->plans->loop();
+  for (size_t i = from; i < end; ++i) {
+    const Push& p = (*pushes)[i];
+    // Still the assignment in force (a later epoch may have replaced or removed it)?
+    if (loop.Applied(p.assignment->assignment.job_id) != p.assignment.get()) continue;
+    if (ctx_->enforcer.Push(p.peer, *p.assignment, p.serialized)) ++sent;
+  }
+  if (end < pushes->size()) {
+    ctx_->loop->Post([this, pushes = std::move(pushes), end] { PushChunk(pushes, end); });
+  }
+  return sent;
 }
 
 }  // namespace crux::daemon

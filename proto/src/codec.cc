@@ -1,5 +1,9 @@
 #include "crux/protocol/codec.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
+
 #include <string>
 #include <utility>
 
@@ -112,6 +116,26 @@ core::Status StatusFromError(const v1::Error& error) {
     default:
       return core::InternalError(std::move(msg));
   }
+}
+
+std::string EncodeAssignmentPush(std::string_view assignment, uint64_t state_id,
+                                 uint64_t sent_unix_ns) {
+  v1::Assignment stamps;
+  stamps.set_state_id(state_id);
+  stamps.set_sent_unix_ns(sent_unix_ns);
+  const std::string stamp_bytes = stamps.SerializeAsString();
+  std::string out = NewEnvelope(0).SerializeAsString();
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+        v1::Envelope::kAssignmentFieldNumber,
+        google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+    coded.WriteVarint64(assignment.size() + stamp_bytes.size());
+    coded.WriteRaw(assignment.data(), static_cast<int>(assignment.size()));
+    coded.WriteRaw(stamp_bytes.data(), static_cast<int>(stamp_bytes.size()));
+  }
+  return out;
 }
 
 v1::Envelope NewEnvelope(uint64_t request_id) {

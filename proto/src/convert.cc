@@ -151,7 +151,8 @@ ProtocolError DemandFromProto(const v1::RegisterJob& r, const core::Topology& to
 }
 
 ProtocolError ProfileFromProto(const v1::ProfileReport& p, const core::Topology& topo,
-                               const core::JobDemand& demand, core::JobProfile* out) {
+                               const core::JobDemand& demand, core::JobProfile* out,
+                               PeerNameCache* cache) {
   core::JobProfile prof;
   // Field names are only built on refusal: the accepted path (every report) allocates little.
   auto field = [](int i, const char* key) {
@@ -164,11 +165,19 @@ ProtocolError ProfileFromProto(const v1::ProfileReport& p, const core::Topology&
     return false;
   };
   prof.peers.reserve(static_cast<size_t>(p.peers_size()));
+  bool cache_hit =
+      cache != nullptr && cache->names.size() == 2 * static_cast<size_t>(p.peers_size());
   for (int i = 0; i < p.peers_size(); ++i) {
     const v1::PeerBytes& pb = p.peers(i);
     core::NodeId ends[2];
     for (int side = 0; side < 2; ++side) {
       const std::string& name = side == 0 ? pb.local_nic() : pb.remote_nic();
+      const size_t slot = 2 * static_cast<size_t>(i) + static_cast<size_t>(side);
+      if (cache_hit && cache->names[slot] == name) {
+        ends[side] = cache->ids[slot];
+        continue;
+      }
+      cache_hit = false;
       const char* key = side == 0 ? "local_nic" : "remote_nic";
       core::Result<core::NodeId> nic = topo.FindNode(name);
       if (!nic.ok()) {
@@ -192,6 +201,16 @@ ProtocolError ProfileFromProto(const v1::ProfileReport& p, const core::Topology&
     prof.peers.push_back(
         {ends[0], ends[1],
          core::Bytes::Of(static_cast<int64_t>(std::min<uint64_t>(pb.bytes(), uint64_t{1} << 62)))});
+  }
+  if (cache != nullptr && !cache_hit) {
+    cache->names.clear();
+    cache->ids.clear();
+    for (int i = 0; i < p.peers_size(); ++i) {
+      cache->names.push_back(p.peers(i).local_nic());
+      cache->names.push_back(p.peers(i).remote_nic());
+      cache->ids.push_back(prof.peers[static_cast<size_t>(i)].local_nic);
+      cache->ids.push_back(prof.peers[static_cast<size_t>(i)].remote_nic);
+    }
   }
   prof.compute_time = core::Duration::Nanos(static_cast<int64_t>(p.compute_time_ns()));
   if (p.flops_per_iteration() > 0) {

@@ -123,3 +123,40 @@ TEST(CodecTest, StatusMappings) {
 
 }  // namespace
 }  // namespace crux::protocol
+
+namespace crux::protocol {
+namespace {
+
+// A push built from an assignment serialized earlier decodes to exactly the envelope built the
+// usual way (NewEnvelope(0) + the assignment + the stamps), even when the earlier serialization
+// carried other stamps (the later ones win).
+TEST(CodecTest, AssignmentPushFromSerializedBytesDecodesLikeTheUsualEnvelope) {
+  v1::Assignment a;
+  a.set_job_id("job-a");
+  a.set_epoch(7);
+  a.set_level(3);
+  a.set_dscp(10);
+  a.set_traffic_class(40);
+  a.set_state_id(1);  // Stale stamps in the stored bytes.
+  a.set_sent_unix_ns(5);
+  v1::FlowAssignment* f = a.add_flows();
+  f->set_src_nic("host0/nic0");
+  f->set_dst_nic("host1/nic0");
+  f->set_udp_sport(49152);
+  f->add_path("tor0");
+  (*a.mutable_nccl_env())["NCCL_IB_TC"] = "40";
+  const std::string frame = EncodeAssignmentPush(a.SerializeAsString(), 0xabcdef, 123456789);
+  auto decoded = Decode(frame);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  v1::Envelope expected = NewEnvelope(0);
+  *expected.mutable_assignment() = a;
+  expected.mutable_assignment()->set_state_id(0xabcdef);
+  expected.mutable_assignment()->set_sent_unix_ns(123456789);
+  EXPECT_EQ(decoded->SerializeAsString(), expected.SerializeAsString());
+  EXPECT_EQ(decoded->request_id(), 0u);
+  EXPECT_EQ(decoded->assignment().state_id(), 0xabcdefu);
+  EXPECT_EQ(decoded->assignment().flows(0).udp_sport(), 49152u);
+}
+
+}  // namespace
+}  // namespace crux::protocol

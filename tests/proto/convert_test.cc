@@ -3,10 +3,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "crux/core/builders.h"
+
 namespace crux::protocol {
 namespace {
 
 using ::testing::HasSubstr;
+
+bool Refused(const ProtocolError& e) { return e.code != v1::ERROR_CODE_UNSPECIFIED; }
 
 core::SwitchQosState SmallState() {
   core::SwitchQosState s;
@@ -49,6 +53,61 @@ TEST(ConvertTest, InvalidWireStateIsRefusedNamingTheField) {
   p = SwitchQosStateToProto(SmallState(), 1);
   (*p.mutable_dscp_to_tc())[4000000000u] = 1;  // Clamped, then rejected, never wrapped.
   EXPECT_FALSE(SwitchQosStateFromProto(p).ok());
+}
+
+// The per-job name cache: a report that names the same NICs converts to exactly what a cold
+// conversion gives, a changed name is resolved and checked again, and a refused report leaves
+// the cache as it was.
+TEST(ConvertTest, PeerNameCacheGivesTheColdResultAndRechecksChangedNames) {
+  core::Clos2Params cp;
+  cp.host.nics_per_host = 2;
+  auto topo = core::BuildClos2(cp);
+  ASSERT_TRUE(topo.ok()) << topo.status().ToString();
+  v1::RegisterJob reg;
+  reg.set_job_id("j");
+  for (const char* h : {"host0", "host1"}) {
+    v1::HostPlacement* p = reg.add_placement();
+    p->set_host(h);
+    p->set_gpus(1);
+  }
+  core::JobDemand demand;
+  ASSERT_FALSE(Refused(DemandFromProto(reg, *topo, &demand)));
+  v1::ProfileReport rep;
+  rep.set_job_id("j");
+  rep.set_compute_time_ns(1000);
+  rep.set_iteration_period_ns(2000);
+  rep.set_samples(1);
+  for (auto [a, b] :
+       {std::pair{"host0/nic0", "host1/nic0"}, std::pair{"host0/nic1", "host1/nic1"}}) {
+    v1::PeerBytes* pb = rep.add_peers();
+    pb->set_local_nic(a);
+    pb->set_remote_nic(b);
+    pb->set_bytes(100);
+  }
+  core::JobProfile cold;
+  ASSERT_FALSE(Refused(ProfileFromProto(rep, *topo, demand, &cold)));
+  PeerNameCache cache;
+  core::JobProfile first;
+  core::JobProfile again;
+  ASSERT_FALSE(Refused(ProfileFromProto(rep, *topo, demand, &first, &cache)));
+  ASSERT_EQ(cache.names.size(), 4u);
+  ASSERT_FALSE(Refused(ProfileFromProto(rep, *topo, demand, &again, &cache)));
+  EXPECT_EQ(first, cold);
+  EXPECT_EQ(again, cold);
+  // A name that changed is resolved again...
+  rep.mutable_peers(1)->set_remote_nic("host1/nic0");
+  core::JobProfile changed;
+  ASSERT_FALSE(Refused(ProfileFromProto(rep, *topo, demand, &changed, &cache)));
+  EXPECT_EQ(changed.peers[1].remote_nic, *topo->FindNode("host1/nic0"));
+  EXPECT_EQ(cache.names[3], "host1/nic0");
+  // ...and checked: a NIC of another host is refused even after cached positions, and the
+  // cache keeps the last accepted names.
+  rep.mutable_peers(1)->set_remote_nic("host2/nic0");
+  core::JobProfile refused;
+  ProtocolError bad = ProfileFromProto(rep, *topo, demand, &refused, &cache);
+  EXPECT_EQ(bad.code, v1::ERROR_CODE_INVALID_ARGUMENT);
+  EXPECT_THAT(bad.message, HasSubstr("profile_report.peers[1].remote_nic"));
+  EXPECT_EQ(cache.names[3], "host1/nic0");
 }
 
 }  // namespace

@@ -64,6 +64,11 @@ class Daemon {
 
   // Where replies and pushes go (the RouterServers' Send). Set before Start().
   void SetClientSender(Sender s);
+  // Optional: the client endpoint's sender of encoded frames (pushes of pre-serialized
+  // assignments; Enforcer::SetEncodedSender).
+  void SetClientEncodedSender(Enforcer::EncodedSender s) {
+    ctx_.enforcer.SetEncodedSender(std::move(s));
+  }
   void SetAdminSender(Sender s) { ctx_.admin_sender = std::move(s); }
   // Transport counters for the metrics (refusals, malformed frames, ...).
   using CounterSource = std::function<protocol::ServerCounters()>;

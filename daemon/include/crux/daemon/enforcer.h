@@ -75,6 +75,10 @@ class Enforcer {
   Enforcer(Metrics* metrics, const core::Topology* topo, std::function<int64_t()> wall_ns);
 
   void SetSender(Sender s) { sender_ = std::move(s); }
+  // Optional: sends an encoded frame (RouterServer::SendEncoded). With it, Push() of an
+  // assignment whose serialized form is given skips the conversion and serialization.
+  using EncodedSender = std::function<core::Status(const std::string& peer, std::string frame)>;
+  void SetEncodedSender(EncodedSender s) { encoded_sender_ = std::move(s); }
   void SetWallClock(std::function<int64_t()> wall_ns) { wall_ns_ = std::move(wall_ns); }
   // The daemon's state id, stamped on every push (Assignment and SwitchQosState).
   void SetStateId(uint64_t id) { state_id_ = id; }
@@ -84,6 +88,11 @@ class Enforcer {
   // Sends `a` to `peer`, stamping the state id and the send time. False when there is no peer or
   // the transport refused it.
   bool Push(const std::string& peer, const core::AppliedAssignment& a);
+  // The same, with `serialized` = protocol::AssignmentToProto(a, topo).SerializeAsString() made
+  // earlier (the worker's store row): sent as is, stamped (protocol::EncodeAssignmentPush), when
+  // an encoded sender is set; otherwise (or when empty) like Push(peer, a).
+  bool Push(const std::string& peer, const core::AppliedAssignment& a,
+            const std::string& serialized);
 
   // Records a hello. Returns the push to send after the reply (the switch's full state), if one
   // is due (see the file comment). *returning: a new or returning agent. A refusal (capabilities)
@@ -117,6 +126,7 @@ class Enforcer {
   std::function<int64_t()> wall_ns_;
   core::QosConfig qos_config_;
   Sender sender_;
+  EncodedSender encoded_sender_;
   uint64_t state_id_ = 0;
   std::map<std::string, SwitchEntry> switches_;
   std::shared_ptr<const core::AppliedQos> qos_;

@@ -25,10 +25,12 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "crux/daemon/context.h"
+#include "crux/protocol/convert.h"
 #include "crux/protocol/server.h"
 #include "crux/v1/envelope.pb.h"
 
@@ -83,6 +85,8 @@ class Gateway {
   std::vector<std::pair<std::string, std::string>> deferred_assignments_;
   std::vector<std::pair<std::string, v1::Envelope>> deferred_;
   std::set<std::string> planned_dirty_;  // Planned profiles whose immediate write failed.
+  // Per job: the NIC names of its last report and their nodes (protocol::ProfileFromProto).
+  std::unordered_map<std::string, protocol::PeerNameCache> peer_names_;
   // Registrations accepted in memory, waiting for the group commit (CommitRegistrations).
   struct HeldRegistration {
     std::string peer;

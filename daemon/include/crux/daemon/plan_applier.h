@@ -7,9 +7,19 @@
 // with an epoch that is not durable) and the loop retries the run with backoff. With `dry_run`
 // the batch is only logged.
 //
+// Pushes go out in chunks of kPushChunk assignments: the first chunk at once, each further one as
+// a posted task of its own, so that a 10,000-job epoch does not hold the loop for the whole
+// burst (messages run between chunks). A chunk skips an assignment that a later epoch has
+// replaced meanwhile (that epoch pushes its own).
+//
 // Thread-safety: loop thread only.
 #ifndef CRUX_DAEMON_PLAN_APPLIER_H_
 #define CRUX_DAEMON_PLAN_APPLIER_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "crux/daemon/context.h"
 #include "crux/daemon/plan_host.h"
@@ -22,8 +32,19 @@ class PlanApplier {
 
   void Apply(PlanRun run);
 
+  static constexpr size_t kPushChunk = 256;
+
  private:
+  struct Push {
+    std::string peer;
+    std::shared_ptr<const core::AppliedAssignment> assignment;
+    std::string serialized;  // Its store row (AssignmentToProto, serialized): sent as is.
+  };
+  using Pushes = std::vector<Push>;
+
   void Publish(const PlanRun& run);
+  // Pushes pushes[from, from + kPushChunk) and posts the rest; returns how many were sent.
+  size_t PushChunk(std::shared_ptr<const Pushes> pushes, size_t from);
 
   DaemonContext* ctx_;
 };

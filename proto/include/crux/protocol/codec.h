@@ -66,6 +66,14 @@ v1::ErrorCode ErrorCodeFromStatus(const core::Status& status);
 // kFailedPrecondition, UNAVAILABLE -> kUnavailable, others -> kInternal).
 core::Status StatusFromError(const v1::Error& error);
 
+// The frame of an Assignment push (request_id 0) from an Assignment serialized earlier (e.g. on
+// a worker thread), with state_id and sent_unix_ns stamped now: the encoding of
+// NewEnvelope(0) with `assignment` merged with {state_id, sent_unix_ns} (protobuf's documented
+// rule: concatenated encodings parse as the merge, the last value of a scalar wins), without
+// parsing or re-serializing the assignment. Does not check the size (the transport does).
+std::string EncodeAssignmentPush(std::string_view assignment, uint64_t state_id,
+                                 uint64_t sent_unix_ns);
+
 // An empty envelope with protocol_version set and the given request id.
 v1::Envelope NewEnvelope(uint64_t request_id = 0);
 

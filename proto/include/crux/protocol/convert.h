@@ -41,9 +41,20 @@ core::Result<core::SwitchQosState> SwitchQosStateFromProto(const v1::SwitchQosSt
 // when the topology knows it), QPs' NICs, pattern.
 ProtocolError DemandFromProto(const v1::RegisterJob& r, const core::Topology& topo,
                               core::JobDemand* out);
-// Peers are NICs (or hosts) on one of `demand`'s hosts, local != remote.
+// The NIC names of a job's last accepted report and the nodes they resolved to. A report naming
+// the same NICs in the same order (every report of a running job) is converted without topology
+// lookups. Valid for one (topology, demand) pair: drop it when the job re-registers.
+struct PeerNameCache {
+  std::vector<std::string> names;  // Per peer: local, remote.
+  std::vector<core::NodeId> ids;   // Same order.
+};
+
+// Peers are NICs (or hosts) on one of `demand`'s hosts, local != remote. With `cache`, names
+// equal to the cached ones at the same position reuse the cached nodes (already checked for this
+// demand), and an accepted report replaces the cache.
 ProtocolError ProfileFromProto(const v1::ProfileReport& p, const core::Topology& topo,
-                               const core::JobDemand& demand, core::JobProfile* out);
+                               const core::JobDemand& demand, core::JobProfile* out,
+                               PeerNameCache* cache = nullptr);
 // Inverses, for the store (names from `topo`; ids must be nodes of `topo`).
 v1::RegisterJob DemandToProto(const core::JobDemand& d, const core::Topology& topo);
 v1::ProfileReport ProfileToProto(const std::string& job_id, const core::JobProfile& p,
