@@ -22,6 +22,8 @@
 #                release preset unless --no-build)
 #   --keep       keep the temporary state directory and logs (printed at the end)
 #   --cruxd-preload LIB  start cruxd (only cruxd) with LD_PRELOAD=LIB, e.g. to compare allocators
+#   --loadgen-args A     extra crux-loadgen arguments (word-split), e.g. "--report-interval-ms 100"
+#                        to measure push latency at a given load instead of at saturation
 #   --log-level L        cruxd's log_level (default warn; info shows re-plan and commit timings)
 #   --cruxd-wrap CMD     start cruxd under CMD (word-split), e.g. "heaptrack -o /tmp/cruxd.hp"
 # Exit status: 0 when the run completed (whether or not the goals were met), non-zero on failure.
@@ -37,6 +39,7 @@ keep=0
 cruxd_preload=""
 cruxd_wrap=""
 log_level=warn
+loadgen_args=""
 while (($#)); do
   case $1 in
     --jobs) jobs=$2; shift 2 ;;
@@ -48,6 +51,7 @@ while (($#)); do
     --cruxd-preload) cruxd_preload=$2; shift 2 ;;
     --cruxd-wrap) cruxd_wrap=$2; shift 2 ;;
     --log-level) log_level=$2; shift 2 ;;
+    --loadgen-args) loadgen_args=$2; shift 2 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "bench_daemon.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -119,7 +123,7 @@ echo "bench_daemon.sh: cruxd pid $cruxd_pid on $endpoint; $jobs clients for ${du
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$cruxd_pid/stat"; }
 ticks_before=$(cpu_ticks)
 "$loadgen" --endpoint "$endpoint" --insecure --topology "$topology_abs" --jobs "$jobs" \
-  --duration-s "$duration_s" --benchmark --json --quiet --seed 1 >"$work/loadgen.json" \
+  --duration-s "$duration_s" --benchmark --json --quiet --seed 1 $loadgen_args >"$work/loadgen.json" \
   2>"$work/loadgen.err" || { echo "bench_daemon.sh: crux-loadgen failed:" >&2; cat "$work/loadgen.err" >&2; exit 1; }
 
 vmhwm_kb=$(awk '/^VmHWM:/ {print $2}' "/proc/$cruxd_pid/status")

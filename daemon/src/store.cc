@@ -2,13 +2,17 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <system_error>
+#include <thread>
 #include <unordered_map>
 #include <utility>
+
+#include "crux/sync/thread_annotations.h"
 
 namespace crux::daemon {
 namespace {
@@ -87,11 +91,70 @@ Result<int> UserVersion(sqlite3* db) {
   return static_cast<int>(st.ColInt(0));
 }
 
+// Checkpoints the WAL from a connection and a thread of its own (PASSIVE: never blocks the
+// writer), every `every`, so that the loop's commits never pay for a checkpoint. With SQLite's
+// automatic checkpoint (every ~1000 WAL pages, run inside the commit that crosses it, fsync
+// included) every other 1,000-row plan commit took 55-68 ms instead of ~20 ms.
+class WalCheckpointer {
+ public:
+  // Null when the second connection cannot be opened (the caller keeps automatic checkpoints).
+  static std::unique_ptr<WalCheckpointer> Start(const std::string& path,
+                                                std::chrono::milliseconds every) {
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) !=
+        SQLITE_OK) {
+      sqlite3_close_v2(db);
+      return nullptr;
+    }
+    sqlite3_busy_timeout(db, 0);  // A busy checkpoint is skipped, never waited for.
+    return std::unique_ptr<WalCheckpointer>(new WalCheckpointer(db, every));
+  }
+  ~WalCheckpointer() {
+    {
+      MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    cv_.NotifyAll();
+    thread_.join();
+    sqlite3_close_v2(db_);
+  }
+  uint64_t checkpoints() const { return checkpoints_.load(std::memory_order_relaxed); }
+
+ private:
+  WalCheckpointer(sqlite3* db, std::chrono::milliseconds every)
+      : db_(db), every_(every), thread_([this] { Run(); }) {}
+
+  void Run() {
+    for (;;) {
+      {
+        MutexLock lock(&mu_);
+        if (cv_.WaitFor(&mu_, every_, [this]() CRUX_REQUIRES(mu_) { return stop_; })) return;
+      }
+      int wal_pages = 0;
+      int done = 0;
+      if (sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &wal_pages, &done) ==
+          SQLITE_OK) {
+        checkpoints_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+
+  sqlite3* db_;  // The checkpointer thread's only (after construction).
+  const std::chrono::milliseconds every_;
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ CRUX_GUARDED_BY(mu_) = false;
+  std::atomic<uint64_t> checkpoints_{0};
+  std::thread thread_;  // Last: starts after the members it reads.
+};
+
 class SqliteStore final : public Store {
  public:
-  explicit SqliteStore(sqlite3* db) : db_(db) {}
+  SqliteStore(sqlite3* db, std::unique_ptr<WalCheckpointer> checkpointer)
+      : db_(db), checkpointer_(std::move(checkpointer)) {}
   ~SqliteStore() override {
-    prepared_.clear();  // Finalized before the connection closes.
+    checkpointer_.reset();  // Its connection closes first; the last close checkpoints the WAL.
+    prepared_.clear();      // Finalized before the connection closes.
     sqlite3_close_v2(db_);
   }
 
@@ -406,6 +469,7 @@ class SqliteStore final : public Store {
   }
 
   sqlite3* db_;
+  std::unique_ptr<WalCheckpointer> checkpointer_;  // Null: SQLite's automatic checkpoints.
   std::unordered_map<const char*, std::unique_ptr<Stmt>> prepared_;
 };
 
@@ -673,7 +737,14 @@ core::Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
     return fail(s);
   }
   if (Status s = Migrate(db, target); !s.ok()) return fail(s);
-  auto store = std::unique_ptr<Store>(new SqliteStore(db));
+  // Checkpoints move to a thread of their own (WalCheckpointer); without it SQLite keeps
+  // checkpointing inside commits.
+  std::unique_ptr<WalCheckpointer> checkpointer =
+      WalCheckpointer::Start(path, std::chrono::milliseconds(1000));
+  if (checkpointer) {
+    if (Status s = Exec(db, "PRAGMA wal_autocheckpoint=0;"); !s.ok()) return fail(s);
+  }
+  auto store = std::unique_ptr<Store>(new SqliteStore(db, std::move(checkpointer)));
   if (target >= 1) {
     CRUX_ASSIGN_OR_RETURN(uint64_t id, LoadStateId(*store));
     if (id == 0) {  // Written by a cruxd before state ids.
