@@ -135,9 +135,13 @@ Daemon::Daemon(const DaemonConfig& config, core::Topology topology, std::string 
       gateway_(&ctx_),
       applier_(&ctx_),
       admin_(&ctx_, &gateway_, &lag_),
-      client_queue_("client", loop,
-                    [this](std::vector<protocol::Inbound> batch) { ProcessClientBatch(batch); }),
-      admin_queue_("admin", loop, [this](protocol::Inbound in) { ProcessAdmin(in); }) {
+      client_queue_(
+          "client", loop,
+          TypedQueue<protocol::Inbound>::BatchHandler(
+              [this](std::vector<protocol::Inbound> batch) { ProcessClientBatch(batch); })),
+      admin_queue_("admin", loop,
+                   TypedQueue<protocol::Inbound>::ItemHandler(
+                       [this](protocol::Inbound in) { ProcessAdmin(in); })) {
   if (plan_in_background) worker_ = std::make_unique<WorkerThread>();
   PlanHost::Executor executor;
   if (plan_in_background) {

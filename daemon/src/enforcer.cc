@@ -55,7 +55,10 @@ bool Enforcer::Push(const std::string& peer, const core::AppliedAssignment& a) {
   *p = protocol::AssignmentToProto(a, *topo_);
   p->set_state_id(state_id_);
   p->set_sent_unix_ns(static_cast<uint64_t>(wall_ns_ ? wall_ns_() : 0));
-  core::Status s = sender_(peer, env);
+  return Counted(sender_(peer, env), a);
+}
+
+bool Enforcer::Counted(const core::Status& s, const core::AppliedAssignment& a) {
   if (!s.ok()) {
     ++push_failures_;
     if (metrics_) metrics_->AddPushes(0, 1);
@@ -71,19 +74,10 @@ bool Enforcer::Push(const std::string& peer, const core::AppliedAssignment& a) {
 bool Enforcer::Push(const std::string& peer, const core::AppliedAssignment& a,
                     const std::string& serialized) {
   if (serialized.empty() || !encoded_sender_ || peer.empty()) return Push(peer, a);
-  core::Status s = encoded_sender_(
-      peer, protocol::EncodeAssignmentPush(serialized, state_id_,
-                                           static_cast<uint64_t>(wall_ns_ ? wall_ns_() : 0)));
-  if (!s.ok()) {
-    ++push_failures_;
-    if (metrics_) metrics_->AddPushes(0, 1);
-    spdlog::warn("push of epoch {} to job {} failed: {}", a.epoch, a.assignment.job_id,
-                 s.ToString());
-    return false;
-  }
-  ++pushes_;
-  if (metrics_) metrics_->AddPushes(1, 0);
-  return true;
+  return Counted(encoded_sender_(peer, protocol::EncodeAssignmentPush(
+                                           serialized, state_id_,
+                                           static_cast<uint64_t>(wall_ns_ ? wall_ns_() : 0))),
+                 a);
 }
 
 uint64_t Enforcer::desired_epoch(const std::string& name) const {

@@ -1,6 +1,7 @@
 // Daemon: cruxd's services wired together on one event loop.
 //
-//   RouterServer I/O threads --(TypedQueue<Inbound> "client" / "admin")--> Gateway / AdminService
+//   RouterServer I/O threads --(TypedQueue<Inbound> "client" in batches, "admin")--> Gateway,
+//   AdminService
 //   Gateway: authorise, convert once (wire -> core), sessions (JobTracker), control-loop events
 //   PlanHost: core::ControlLoop (every control rule) + the planner on a worker thread
 //   PlanApplier: commit a finished run (store, loop, pushes, switch states, a new DaemonView)
@@ -143,7 +144,7 @@ class Daemon {
   PlanApplier applier_;
   LagTracker lag_;
   AdminService admin_;
-  BatchQueue<protocol::Inbound> client_queue_;
+  TypedQueue<protocol::Inbound> client_queue_;
   TypedQueue<protocol::Inbound> admin_queue_;
   std::vector<std::pair<std::string, CounterSource>> counter_sources_;
   std::map<std::string, protocol::ServerCounters> last_counters_;

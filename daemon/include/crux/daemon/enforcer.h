@@ -119,6 +119,8 @@ class Enforcer {
 
  private:
   v1::Envelope StateEnvelope(const std::string& name) const;
+  // Counts a push by the transport's verdict (logs a failure); returns whether it was sent.
+  bool Counted(const core::Status& sent, const core::AppliedAssignment& a);
   void PushState(SwitchEntry& e);
 
   Metrics* metrics_;

@@ -41,39 +41,22 @@ class EventLoop {
   virtual void RunAfter(core::Duration delay, std::function<void()> fn) = 0;
 };
 
-// A typed, counted queue onto a loop: Push() from any thread, the handler runs on the loop
-// thread in push order. depth() is the number of items pushed but not yet handled.
+// A typed, counted queue onto a loop: Push() / PushBatch() from any thread, the handler runs on
+// the loop thread in push order. PushBatch() hands the items the transport read in one wake-up
+// over as one posted task (one hand-off, not one per item). The handler takes one item (a batch
+// is handed to it item by item) or a batch (Push(item) is a batch of one). depth() is the number
+// of items pushed but not yet handled.
 template <typename T>
 class TypedQueue {
  public:
-  TypedQueue(std::string name, EventLoop* loop, std::function<void(T)> handler)
-      : name_(std::move(name)), loop_(loop), handler_(std::move(handler)) {}
+  using ItemHandler = std::function<void(T)>;
+  using BatchHandler = std::function<void(std::vector<T>)>;
 
-  void Push(T item) {
-    depth_.fetch_add(1, std::memory_order_relaxed);
-    auto shared = std::make_shared<T>(std::move(item));
-    loop_->Post([this, shared] {
-      depth_.fetch_sub(1, std::memory_order_relaxed);
-      handler_(std::move(*shared));
-    });
-  }
-  int64_t depth() const { return depth_.load(std::memory_order_relaxed); }
-  const std::string& name() const { return name_; }
-
- private:
-  std::string name_;
-  EventLoop* loop_;
-  std::function<void(T)> handler_;
-  std::atomic<int64_t> depth_{0};
-};
-
-// A TypedQueue whose handler takes a batch: PushBatch() hands the items the transport read in
-// one wake-up to the loop as one posted task (one hand-off, not one per item); depth() counts
-// items. Push(item) is a batch of one.
-template <typename T>
-class BatchQueue {
- public:
-  BatchQueue(std::string name, EventLoop* loop, std::function<void(std::vector<T>)> handler)
+  TypedQueue(std::string name, EventLoop* loop, ItemHandler handler)
+      : TypedQueue(std::move(name), loop, BatchHandler([h = std::move(handler)](std::vector<T> v) {
+                     for (T& item : v) h(std::move(item));
+                   })) {}
+  TypedQueue(std::string name, EventLoop* loop, BatchHandler handler)
       : name_(std::move(name)), loop_(loop), handler_(std::move(handler)) {}
 
   void Push(T item) {
@@ -97,7 +80,7 @@ class BatchQueue {
  private:
   std::string name_;
   EventLoop* loop_;
-  std::function<void(std::vector<T>)> handler_;
+  BatchHandler handler_;
   std::atomic<int64_t> depth_{0};
 };
 
