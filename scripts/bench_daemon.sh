@@ -7,6 +7,8 @@
 #   daemon_vmhwm_mb        cruxd's peak resident set, /proc/PID/status VmHWM (goal < 200 MB)
 #   last_replan_ms, replans   from `cruxctl --json status` after the run
 #   loop_lag_p99_ms, loop_lag_max_ms  cruxd's event-loop lag over the last minute (the run)
+#   daemon_thread_cpu_s       the same per thread name (crux-worker = planning, crux-server =
+#                             transport, ZMQbg/IO/0 = libzmq, cruxd = the event loop)
 #   daemon_cpu_s, daemon_cpu_us_per_msg  cruxd's CPU time (all threads, /proc/PID/stat) during
 #                             the load run, and per client message it handled (registrations,
 #                             reports, heartbeats, acks; re-plans included): 1e6 / that is the
@@ -122,11 +124,21 @@ done
 echo "bench_daemon.sh: cruxd pid $cruxd_pid on $endpoint; $jobs clients for ${duration_s}s ..." >&2
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$cruxd_pid/stat"; }
 ticks_before=$(cpu_ticks)
+# Per-thread CPU ticks by thread name (crux-worker, crux-server, ZMQbg/IO/0, the loop "cruxd").
+thread_ticks() {
+  for t in /proc/"$cruxd_pid"/task/*; do
+    # comm may contain spaces or slashes: take it from between the parentheses.
+    sed -E 's/^[0-9]+ \((.*)\) [A-Za-z] (.*)$/\1\t\2/' "$t/stat" 2>/dev/null |
+      awk -F'\t' '{split($2, f, " "); print $1 "\t" f[11] + f[12]}'
+  done
+}
+thread_ticks >"$work/threads_before.tsv"
 "$loadgen" --endpoint "$endpoint" --insecure --topology "$topology_abs" --jobs "$jobs" \
   --duration-s "$duration_s" --benchmark --json --quiet --seed 1 $loadgen_args >"$work/loadgen.json" \
   2>"$work/loadgen.err" || { echo "bench_daemon.sh: crux-loadgen failed:" >&2; cat "$work/loadgen.err" >&2; exit 1; }
 
 vmhwm_kb=$(awk '/^VmHWM:/ {print $2}' "/proc/$cruxd_pid/status")
+thread_ticks >"$work/threads_after.tsv"
 cpu_s=$(( $(cpu_ticks) - ticks_before ))
 cpu_s=$(awk -v t="$cpu_s" -v hz="$(getconf CLK_TCK)" 'BEGIN {print t / hz}')
 # The loop may still be busy with the last re-plan's results: retry for up to a minute.
@@ -138,8 +150,19 @@ for _ in 1 2 3 4 5 6; do
   fi
 done
 
-/usr/bin/python3 - "$work/loadgen.json" "$work/status.json" "$vmhwm_kb" "$jobs" "$cpu_s" <<'EOF'
+/usr/bin/python3 - "$work/loadgen.json" "$work/status.json" "$vmhwm_kb" "$jobs" "$cpu_s" \
+  "$work/threads_before.tsv" "$work/threads_after.tsv" "$(getconf CLK_TCK)" <<'EOF'
 import json, sys
+def thread_cpu(before_path, after_path, hz):
+    def read(path):
+        out = {}
+        for line in open(path):
+            name, _, ticks = line.rstrip("\n").rpartition("\t")
+            if name:
+                out[name] = out.get(name, 0) + int(ticks)
+        return out
+    before, after = read(before_path), read(after_path)
+    return {k: round((v - before.get(k, 0)) / hz, 2) for k, v in sorted(after.items())}
 lg = json.load(open(sys.argv[1]))
 st = json.load(open(sys.argv[2]))
 vmhwm_mb = int(sys.argv[3]) / 1024.0
@@ -156,6 +179,8 @@ out = {
     "daemon_vmhwm_mb": round(vmhwm_mb, 1),
     "daemon_cpu_s": float(sys.argv[5]),
     "daemon_cpu_us_per_msg": round(float(sys.argv[5]) * 1e6 / max(1, msgs), 2),
+    # CPU seconds per thread name during the load run (threads of one name summed).
+    "daemon_thread_cpu_s": thread_cpu(sys.argv[6], sys.argv[7], float(sys.argv[8])),
     "last_replan_ms": st.get("last_replan_ms"),
     "replans": st.get("replans"),
     # Event-loop lag (post to run) over the last minute, i.e. the load run (goal p99 <= 20 ms).

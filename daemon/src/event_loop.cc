@@ -1,5 +1,6 @@
 #include "crux/daemon/event_loop.h"
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -91,6 +92,7 @@ struct WorkerThread::Impl {
   std::thread thread;       // Started by the constructor, joined by the destructor.
 
   void Loop() CRUX_EXCLUDES(mu) {
+    pthread_setname_np(pthread_self(), "crux-worker");  // For top -H, perf, gdb.
     const CancellationToken token = cancel.get_token();
     for (;;) {
       CancellableWork fn;

@@ -1,5 +1,6 @@
 #include "crux/daemon/store.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
 
 #include <atomic>
@@ -125,6 +126,7 @@ class WalCheckpointer {
       : db_(db), every_(every), thread_([this] { Run(); }) {}
 
   void Run() {
+    pthread_setname_np(pthread_self(), "crux-checkpoint");  // For top -H, perf, gdb.
     for (;;) {
       {
         MutexLock lock(&mu_);
