@@ -39,11 +39,11 @@ void Gateway::ProcessBatch(const std::vector<protocol::Inbound>& batch) {
   EndBatch();
 }
 
-void Gateway::Reply(const protocol::Inbound& in, const v1::Envelope& reply) {
+void Gateway::Reply(const std::string& peer, uint64_t request_id, const v1::Envelope& reply) {
   // request_id 0 is only allowed on an Ack answering a push (the transport refuses it on every
   // other request): a reply would look like a push, so none is sent.
-  if (ctx_->client_sender && in.msg.request_id() != 0) {
-    if (core::Status s = ctx_->client_sender(in.peer, reply); !s.ok()) {
+  if (ctx_->client_sender && request_id != 0) {
+    if (core::Status s = ctx_->client_sender(peer, reply); !s.ok()) {
       spdlog::warn("client reply not sent: {}", s.ToString());
     }
   }
@@ -57,7 +57,7 @@ void Gateway::HandleOne(const protocol::Inbound& in) {
     CommitRegistrations();
   }
   std::optional<v1::Envelope> reply = Handle(in);
-  if (reply) Reply(in, *reply);
+  if (reply) Reply(in.peer, in.msg.request_id(), *reply);
 }
 
 void Gateway::EndBatch() {
@@ -86,13 +86,10 @@ void Gateway::CommitRegistrations() {
   held_ids_.clear();
   const bool stored = ctx_->store_health.Stored(ctx_->store->UpsertJobs(rows), "upsert_job").ok();
   for (HeldRegistration& h : held) {
-    protocol::Inbound who;  // Reply() needs the peer and the request id only.
-    who.peer = h.peer;
-    who.msg.set_request_id(h.request_id);
     if (!stored) {
       // Undo: a registration that is not persisted is not acknowledged.
       if (!h.known) ctx_->tracker.Remove(h.job_id);
-      Reply(who,
+      Reply(h.peer, h.request_id,
             Refuse("client", h.request_id,
                    {v1::ERROR_CODE_UNAVAILABLE, "register_job: state could not be persisted"}));
       continue;
@@ -103,7 +100,7 @@ void Gateway::CommitRegistrations() {
       ctx_->plans->loop().AddJob(j->demand, j->dscp);
       spdlog::info("job {} registered ({} hosts, dscp {})", h.job_id, h.placement, j->dscp);
     }
-    Reply(who, h.reply);
+    Reply(h.peer, h.request_id, h.reply);
   }
 }
 

@@ -66,7 +66,7 @@ class Gateway {
   void EndBatch();
   // Persists the held registrations in one transaction and sends their replies.
   void CommitRegistrations();
-  void Reply(const protocol::Inbound& in, const v1::Envelope& reply);
+  void Reply(const std::string& peer, uint64_t request_id, const v1::Envelope& reply);
   // The reply, or nullopt when it is held (a registration waiting for the group commit).
   std::optional<v1::Envelope> Handle(const protocol::Inbound& in);
   Refusal Authorise(const protocol::Inbound& in) const;

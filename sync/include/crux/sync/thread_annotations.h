@@ -34,6 +34,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <utility>
 
 #if defined(__clang__)
 #define CRUX_THREAD_ANNOTATION_(x) __attribute__((x))
@@ -117,10 +118,7 @@ class CondVar {
   template <typename Rep, typename Period, typename Predicate>
   bool WaitFor(Mutex* mu, const std::chrono::duration<Rep, Period>& timeout, Predicate pred)
       CRUX_REQUIRES(mu) {
-    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
-    const bool ok = cv_.wait_for(lock, timeout, pred);
-    lock.release();
-    return ok;
+    return WaitUntil(mu, std::chrono::steady_clock::now() + timeout, std::move(pred));
   }
 
  private:
