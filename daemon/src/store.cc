@@ -94,7 +94,7 @@ Result<int> UserVersion(sqlite3* db) {
 // Checkpoints the WAL from a connection and a thread of its own (PASSIVE: never blocks the
 // writer), every `every`, so that the loop's commits never pay for a checkpoint. With SQLite's
 // automatic checkpoint (every ~1000 WAL pages, run inside the commit that crosses it, fsync
-// included) every other 1,000-row plan commit took 55-68 ms instead of ~20 ms.
+// included) every other 1,000-row plan commit took 54-68 ms instead of ~20 ms.
 class WalCheckpointer {
  public:
   // Null when the second connection cannot be opened (the caller keeps automatic checkpoints).
