@@ -42,6 +42,9 @@ Status ValidatePlannerOptions(const PlannerOptions& o) {
     return InvalidArgumentError("dag_edges_per_job: must be >= -1 (-1 = every edge; got " +
                                 std::to_string(o.dag_edges_per_job) + ")");
   }
+  if (o.stable && !o.incremental) {
+    return InvalidArgumentError("stable: requires incremental re-planning");
+  }
   if (!(std::isfinite(o.gpu_peak_flops) && o.gpu_peak_flops > 0)) {
     return InvalidArgumentError("gpu_peak_flops: must be > 0 and finite");
   }
@@ -234,6 +237,99 @@ std::vector<std::vector<int>> DagComponents(const ContentionDag& dag, std::vecto
   return comps;
 }
 
+// Stable mode's stage 4 (PlannerOptions::stable): gives each job that is not `kept` (in rank
+// order, highest first) a level in [lo, hi], lo = the lowest level of its higher-priority DAG
+// neighbours placed so far, hi = the highest of its lower-priority ones, maximising the weight of
+// its edges cut (endpoints on different levels); ties go to the highest level (smallest block),
+// as compression aligns blocks to the top. Jobs without edges get block 0. A job with lo > hi
+// (its kept neighbours leave no valid level) marks its component for exact compression
+// (comp_state[c] = 1); components with inserted jobs are 2. `block` holds the kept jobs' blocks
+// on entry and every job's on return (those of components marked 1 are recomputed later).
+void InsertLevels(const ContentionDag& dag, const std::vector<int>& rank,
+                  const std::vector<uint8_t>& kept, const std::vector<int>& comp_of, int levels,
+                  std::vector<int>& block, std::vector<uint8_t>& comp_state, ReplanStats& stats) {
+  const size_t n = kept.size();
+  std::vector<int> slot(n, -1);  // Index of a new job in `adj`.
+  std::vector<int> fresh;
+  for (size_t v = 0; v < n; ++v) {
+    if (kept[v]) continue;
+    slot[v] = static_cast<int>(fresh.size());
+    fresh.push_back(static_cast<int>(v));
+  }
+  if (fresh.empty()) return;
+  struct Adjacent {
+    std::vector<std::pair<int, double>> up;    // Higher-priority neighbours (edge into v).
+    std::vector<std::pair<int, double>> down;  // Lower-priority neighbours (edge out of v).
+  };
+  std::vector<Adjacent> adj(fresh.size());
+  for (const DagEdge& e : dag.edges) {
+    if (const int s = slot[static_cast<size_t>(e.to)]; s >= 0) {
+      adj[static_cast<size_t>(s)].up.emplace_back(e.from, e.weight);
+    }
+    if (const int s = slot[static_cast<size_t>(e.from)]; s >= 0) {
+      adj[static_cast<size_t>(s)].down.emplace_back(e.to, e.weight);
+    }
+  }
+  std::sort(fresh.begin(), fresh.end(), [&rank](int a, int b) {
+    return rank[static_cast<size_t>(a)] < rank[static_cast<size_t>(b)];
+  });
+  std::vector<uint8_t> placed(kept.begin(), kept.end());
+  std::vector<double> above(static_cast<size_t>(levels), 0);  // Weight from up-neighbours at b.
+  std::vector<double> below(static_cast<size_t>(levels), 0);  // Weight to down-neighbours at b.
+  for (int v : fresh) {
+    const size_t vi = static_cast<size_t>(v);
+    const int c = comp_of[vi];
+    if (c < 0) {  // No edges: the top level, as compression places isolated jobs.
+      block[vi] = 0;
+      placed[vi] = 1;
+      ++stats.levels_inserted;
+      continue;
+    }
+    if (comp_state[static_cast<size_t>(c)] == 1) continue;  // Compressed exactly anyway.
+    const Adjacent& a = adj[static_cast<size_t>(slot[vi])];
+    int lo = 0;
+    int hi = levels - 1;
+    std::fill(above.begin(), above.end(), 0.0);
+    std::fill(below.begin(), below.end(), 0.0);
+    for (const auto& [u, w] : a.up) {
+      if (!placed[static_cast<size_t>(u)]) continue;
+      const int b = block[static_cast<size_t>(u)];
+      lo = std::max(lo, b);
+      above[static_cast<size_t>(b)] += w;
+    }
+    for (const auto& [d, w] : a.down) {
+      if (!placed[static_cast<size_t>(d)]) continue;
+      const int b = block[static_cast<size_t>(d)];
+      hi = std::min(hi, b);
+      below[static_cast<size_t>(b)] += w;
+    }
+    if (lo > hi) {
+      comp_state[static_cast<size_t>(c)] = 1;
+      ++stats.insertions_refused;
+      continue;
+    }
+    // cut(b) = weight of up-neighbours on levels < b + weight of down-neighbours on levels > b.
+    double up_before = 0;  // Sum of above[0..b).
+    double down_after = 0;
+    for (int b = lo + 1; b < levels; ++b) down_after += below[static_cast<size_t>(b)];
+    for (int b = 0; b < lo; ++b) up_before += above[static_cast<size_t>(b)];
+    int best = lo;
+    double best_cut = -1;
+    for (int b = lo; b <= hi; ++b) {
+      const double cut = up_before + down_after;
+      if (cut > best_cut) {
+        best_cut = cut;
+        best = b;
+      }
+      up_before += above[static_cast<size_t>(b)];
+      if (b + 1 < levels) down_after -= below[static_cast<size_t>(b + 1)];
+    }
+    block[vi] = best;
+    placed[vi] = 1;
+    ++stats.levels_inserted;
+  }
+}
+
 }  // namespace
 
 // State kept across incremental runs (PlannerOptions::incremental, docs/algorithms.md §8).
@@ -353,7 +449,18 @@ size_t Planner::PortKeyHash::operator()(const PortKey& k) const {
       Mix64((static_cast<uint64_t>(k.src) << 32 | k.dst) ^ Mix64(k.path_index + 1)));
 }
 
-void Planner::ResetIncrementalState() { state_.reset(); }
+void Planner::ResetIncrementalState() {
+  state_.reset();
+  seeds_.clear();
+}
+
+void Planner::Seed(std::vector<PlanSeed> seeds) {
+  if (WantsSeed()) seeds_ = std::move(seeds);
+}
+
+bool Planner::WantsSeed() const {
+  return options_.incremental && options_.stable && (state_ == nullptr || !state_->valid);
+}
 
 CompressionOptions Planner::MakeCompressionOptions(int usable_levels) const {
   CompressionOptions copt;
@@ -526,6 +633,13 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
   ReplanStats stats;
   stats.jobs = static_cast<int>(n);
   if (!st.valid) stats.full_replan = "first plan";
+  // A stable first plan may start from the plan in force (Seed).
+  std::unordered_map<std::string_view, const PlanSeed*> seed_of;
+  const std::vector<PlanSeed> seeds = std::move(seeds_);
+  seeds_.clear();
+  if (options_.stable && !st.valid) {
+    for (const PlanSeed& seed : seeds) seed_of.emplace(seed.id, &seed);
+  }
 
   // ---- 0. match with the previous plan; expand the traffic of new and changed jobs ----
   std::vector<int> prev(n, -1);  // Position in st.jobs of the same, unchanged job.
@@ -613,6 +727,46 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
     ++i;
   }
 
+  // Stable mode: the jobs that keep their paths and their levels (kept jobs in a stable run,
+  // seeded jobs in a seeded first plan) and those levels as blocks.
+  std::vector<uint8_t> keep_paths(n, 0);
+  std::vector<uint8_t> keep_level(n, 0);
+  std::vector<int> kept_block(n, 0);
+  const int usable_levels =
+      options_.levels - options_.reserved_high_levels - options_.reserved_low_levels;
+  for (size_t j = 0; !seed_of.empty() && j < n; ++j) {
+    const auto it = seed_of.find(next[j].spec.id);
+    if (it == seed_of.end()) continue;
+    const PlanSeed& seed = *it->second;
+    JobRouting& r = next[j].routing;
+    if (seed.flows.size() != r.flows.size()) continue;
+    std::vector<size_t> choice(r.flows.size());
+    bool ok = true;
+    for (size_t f = 0; ok && f < r.flows.size(); ++f) {
+      const PlanSeed::Flow& sf = seed.flows[f];
+      ok = sf.src == r.flows[f].src && sf.dst == r.flows[f].dst;
+      std::optional<size_t> index;
+      if (ok) index = r.paths[f]->IndexOf(sf.path);
+      ok = ok && index.has_value();
+      if (ok) choice[f] = *index;
+    }
+    if (!ok) continue;
+    r.choice = std::move(choice);
+    FlowRoutingOrder(r, next[j].flow_order);
+    keep_paths[j] = 1;
+    ++stats.seeded_paths;
+    if (seed.level.has_value()) {
+      const int b = *seed.level - options_.reserved_high_levels;
+      if (b >= 0 && b < usable_levels) {
+        keep_level[j] = 1;
+        kept_block[j] = b;
+        ++stats.seeded_levels;
+      }
+    }
+  }
+  const bool seeded_run = stats.seeded_paths > 0;
+  if (seeded_run) stats.full_replan = "first plan (seeded)";
+
   // ---- 2. priority ----
   std::vector<PriorityInput> prio(n);
   for (size_t j = 0; j < n; ++j) prio[j] = next[j].prio;
@@ -666,6 +820,25 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
       last = next[j].path_pos;
     }
   }
+  // Stable mode: kept jobs keep paths and levels, unless the reference changed (every k_j, so
+  // the rank order of kept jobs may change) or kept jobs' path order changed: then stages 3-4
+  // are redone for everyone, from scratch (the previous choices and levels are not those of a
+  // full re-plan, so nothing of them can be reused exactly).
+  bool stable_run = seeded_run;
+  bool all_dirty = redo_all;
+  if (options_.stable && !redo_all) {
+    if (same_ref && !search_all) {
+      stable_run = true;
+      for (size_t j = 0; j < n; ++j) {
+        keep_paths[j] = keep_level[j] = kept[j];
+        kept_block[j] = next[j].block;
+      }
+    } else {
+      stats.full_replan = same_ref ? "path order of kept jobs changed" : "reference changed";
+      search_all = true;
+      all_dirty = true;
+    }
+  }
   // Jobs of the previous plan that are gone (or changed), by their old turn.
   std::vector<std::pair<int, size_t>> gone;
   for (size_t o = 0; o < old_n; ++o) {
@@ -680,6 +853,11 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
     const size_t j = order[p];
     Job& job = next[j];
     job.routing.iterations_per_sec = 1.0 / job.plan.period.ToSeconds();
+    if (stable_run && keep_paths[j]) {  // Keeps its paths; later jobs see its load.
+      CommitJobPaths(job.routing, job.flow_order, st.load);
+      job.path_pos = static_cast<int>(p);
+      continue;
+    }
     if (!search_all && kept[j]) {
       // Loads of jobs that came before this one in the previous run and are gone now.
       for (; next_gone < gone.size() && gone[next_gone].first < job.path_pos; ++next_gone) {
@@ -732,7 +910,13 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
   std::vector<int> by_rank;
   for (size_t c = 0; c < comps.size(); ++c) {
     const std::vector<int>& members = comps[c];
-    bool clean = !redo_all;
+    if (stable_run) {  // Kept levels stay; the others are inserted below.
+      for (int v : members) {
+        if (!keep_level[static_cast<size_t>(v)]) dirty[c] = 2;
+      }
+      continue;
+    }
+    bool clean = !all_dirty;
     // The same members as one previous component, none new or moved, at the same position
     // among the components (the position seeds the component's random orders).
     const int old_comp = clean ? next[static_cast<size_t>(members[0])].component : -1;
@@ -755,21 +939,38 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
     dirty[c] = !clean;
   }
   std::vector<int> block(n, 0);
+  if (stable_run) {
+    // Kept levels stay, even for jobs without edges now (no churn). Between two kept jobs an
+    // edge is unchanged in a stable run (same paths, same relative rank), but not always after
+    // a seed (the ranks are new): a component where kept levels contradict the DAG is
+    // compressed again. The other jobs are inserted.
+    for (size_t v = 0; v < n; ++v) {
+      if (keep_level[v]) block[v] = kept_block[v];
+    }
+    for (const DagEdge& e : plan.dag.edges) {
+      const size_t a = static_cast<size_t>(e.from);
+      const size_t b = static_cast<size_t>(e.to);
+      if (keep_level[a] && keep_level[b] && block[a] > block[b]) {
+        dirty[static_cast<size_t>(comp_of[a])] = 1;
+      }
+    }
+    InsertLevels(plan.dag, rank, keep_level, comp_of, plan.usable_levels, block, dirty, stats);
+  }
   std::vector<int> local(n, -1);
   ContentionDag sub;
   CompressionOptions copt = MakeCompressionOptions(plan.usable_levels);
   for (size_t v = 0; v < n; ++v) {
     const int c = comp_of[v];
     if (c < 0) continue;
-    if (!dirty[static_cast<size_t>(c)]) {
-      block[v] = next[v].block;
+    if (dirty[static_cast<size_t>(c)] != 1) {
+      if (!stable_run) block[v] = next[v].block;
       continue;
     }
     local[v] = sub.num_nodes++;
     copt.component_index.push_back(c);
   }
   for (size_t c = 0; c < comps.size(); ++c) {
-    if (!dirty[c]) continue;
+    if (dirty[c] != 1) continue;
     ++stats.components_compressed;
     stats.jobs_compressed += static_cast<int>(comps[c].size());
   }
