@@ -11,6 +11,8 @@
 //   loop:   ControlLoop::FinishPlan and Commit (what stays on the event loop, minus SQLite and
 //           the sends, which bench_daemon.sh measures)
 //
+// Second argument: cruxd's planner.stable (0: exact incremental re-planning, every plan the full
+// re-plan's; 1: stable re-planning, the default).
 // BM_DaemonFirstPlan/N: every job registered and converged, the first plan (cold policy).
 // BM_DaemonReplanOneProfile/N: the same state, warm; each iteration one job's profile changes
 //   beyond the hysteresis threshold (compute time x1.5, then back) and the plan runs again
@@ -99,7 +101,12 @@ core::ControlLoopOptions DaemonLoopOptions() {
   return o;
 }
 
-core::PlannerOptions DaemonPlannerOptions() { return daemon::ToPlannerOptions({}); }
+// cruxd's default planner options, with planner.stable as given.
+core::PlannerOptions DaemonPlannerOptions(bool stable) {
+  daemon::PlannerConfig c;
+  c.stable = stable;
+  return daemon::ToPlannerOptions(c);
+}
 
 double MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
@@ -114,8 +121,10 @@ uint32_t Dscp(int i) {
 // A daemon's control loop and worker on one workload.
 class Daemonish {
  public:
-  Daemonish(const Workload& w, int jobs)
-      : w_(w), loop_(&clock_, w.topo.get(), DaemonLoopOptions()) {
+  Daemonish(const Workload& w, int jobs, bool stable)
+      : w_(w),
+        loop_(&clock_, w.topo.get(), DaemonLoopOptions()),
+        options_(DaemonPlannerOptions(stable)) {
     for (int i = 0; i < jobs; ++i) {
       loop_.AddJob(w.demands[i], Dscp(i));
       loop_.ReportProfile(w.demands[i].id, w.profiles[i]);
@@ -127,6 +136,11 @@ class Daemonish {
     double loop_ms = 0;
     size_t changed = 0;
     core::StageTimings timing;
+    double dag_edges = 0;
+    double prepare_ms = 0;  // RunPlan before Schedule (specs copied and validated).
+    double assign_ms = 0;
+    double qos_ms = 0;
+    core::ReplanStats replan;
   };
 
   // One run as cruxd does it (due now: debounce 0).
@@ -146,6 +160,13 @@ class Daemonish {
     t.loop_ms = MsSince(start);
     t.changed = batch.changed.size();
     t.timing = run.outcome->plan.timing;
+    t.dag_edges = static_cast<double>(run.outcome->plan.dag.edges.size() +
+                                      static_cast<size_t>(run.outcome->plan.dag.edges_omitted));
+    if (run.outcome->replan) t.replan = *run.outcome->replan;
+    const core::PlanOutcome& o = *run.outcome;
+    t.prepare_ms = (o.planning_time - o.schedule_time - o.assign_time - o.qos_time).ToMillis();
+    t.assign_ms = o.assign_time.ToMillis();
+    t.qos_ms = o.qos_time.ToMillis();
     return t;
   }
 
@@ -156,7 +177,7 @@ class Daemonish {
   core::FakeClock clock_;
   core::ControlLoop loop_;
   daemon::PlanEngine engine_;
-  core::PlannerOptions options_ = DaemonPlannerOptions();
+  core::PlannerOptions options_;
 };
 
 void Report(benchmark::State& state, const Workload& w, const std::vector<Daemonish::Times>& ts) {
@@ -186,6 +207,26 @@ void Report(benchmark::State& state, const Workload& w, const std::vector<Daemon
   state.counters["priority_ms"] = priority / n;
   state.counters["traffic_ms"] = traffic / n;
   state.counters["flows"] = static_cast<double>(w.flows);
+  double edges = 0, searched = 0, compressed = 0, inserted = 0, refused = 0, prepare = 0,
+         assign = 0, qos = 0;
+  for (const auto& t : ts) {
+    prepare += t.prepare_ms;
+    assign += t.assign_ms;
+    qos += t.qos_ms;
+    edges += t.dag_edges;
+    searched += t.replan.paths_searched;
+    compressed += t.replan.jobs_compressed;
+    inserted += t.replan.levels_inserted;
+    refused += t.replan.insertions_refused;
+  }
+  state.counters["dag_edges"] = edges / n;
+  state.counters["prepare_ms"] = prepare / n;
+  state.counters["assign_ms"] = assign / n;
+  state.counters["qos_ms"] = qos / n;
+  state.counters["paths_searched"] = searched / n;
+  state.counters["jobs_compressed"] = compressed / n;
+  state.counters["levels_inserted"] = inserted / n;
+  state.counters["insertions_refused"] = refused / n;
 }
 
 void BM_DaemonFirstPlan(benchmark::State& state) {
@@ -194,7 +235,7 @@ void BM_DaemonFirstPlan(benchmark::State& state) {
   std::vector<Daemonish::Times> ts;
   for (auto _ : state) {
     state.PauseTiming();
-    auto d = std::make_unique<Daemonish>(w, jobs);
+    auto d = std::make_unique<Daemonish>(w, jobs, state.range(1) != 0);
     state.ResumeTiming();
     ts.push_back(d->Run());
     state.PauseTiming();
@@ -203,12 +244,17 @@ void BM_DaemonFirstPlan(benchmark::State& state) {
   }
   Report(state, w, ts);
 }
-BENCHMARK(BM_DaemonFirstPlan)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond)->Iterations(3);
+// Args: jobs, planner.stable (0: exact re-planning, 1: stable, cruxd's default).
+BENCHMARK(BM_DaemonFirstPlan)
+    ->Args({1000, 1})
+    ->Args({10000, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 
 void BM_DaemonReplanOneProfile(benchmark::State& state) {
   const int jobs = static_cast<int>(state.range(0));
   const Workload& w = LoadgenWorkload(jobs);
-  Daemonish d(w, jobs);
+  Daemonish d(w, jobs, state.range(1) != 0);
   d.Run();
   std::vector<Daemonish::Times> ts;
   size_t k = 0;
@@ -224,15 +270,17 @@ void BM_DaemonReplanOneProfile(benchmark::State& state) {
   Report(state, w, ts);
 }
 BENCHMARK(BM_DaemonReplanOneProfile)
-    ->Arg(1000)
-    ->Arg(10000)
+    ->Args({1000, 0})
+    ->Args({1000, 1})
+    ->Args({10000, 0})
+    ->Args({10000, 1})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(6);
 
 void BM_DaemonReplanOneArrival(benchmark::State& state) {
   const int jobs = static_cast<int>(state.range(0));
   const Workload& w = LoadgenWorkload(jobs);
-  Daemonish d(w, jobs);
+  Daemonish d(w, jobs, state.range(1) != 0);
   d.Run();
   std::vector<Daemonish::Times> ts;
   size_t k = 0;
@@ -250,8 +298,10 @@ void BM_DaemonReplanOneArrival(benchmark::State& state) {
   Report(state, w, ts);
 }
 BENCHMARK(BM_DaemonReplanOneArrival)
-    ->Arg(1000)
-    ->Arg(10000)
+    ->Args({1000, 0})
+    ->Args({1000, 1})
+    ->Args({10000, 0})
+    ->Args({10000, 1})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(6);
 

@@ -330,6 +330,93 @@ void InsertLevels(const ContentionDag& dag, const std::vector<int>& rank,
   }
 }
 
+// Per link, the positions of the jobs whose routed links use it (each job once per link).
+std::vector<std::vector<int>> LinkMembers(const std::vector<std::vector<LinkId>>& links,
+                                          size_t num_links) {
+  std::vector<std::vector<int>> members(num_links);
+  for (size_t j = 0; j < links.size(); ++j) {
+    for (LinkId l : links[j]) {
+      std::vector<int>& m = members[l.value()];
+      if (m.empty() || m.back() != static_cast<int>(j)) m.push_back(static_cast<int>(j));
+    }
+  }
+  return members;
+}
+
+// Stable runs' stage 4 input (PlannerOptions::stable): the contention DAG of the new job list,
+// patched from the previous one instead of rebuilt (BuildContentionDag visits every pair of jobs
+// on every shared link: ~0.5 s for the 1.7M edges of 10,000 jobs on an HPN pod). Kept jobs keep
+// their links and their relative rank in a stable run, so the edges between them carry over,
+// renumbered (new_of_old is monotone: kept jobs keep their relative input order); the edges of
+// the other jobs are found through the per-link member lists. Equal to BuildContentionDag on the
+// new list (tests/core/stable_planner_test.cc checks it). `members` (the previous positions,
+// LinkMembers of the previous list) is updated to the new ones.
+ContentionDag PatchContentionDag(const ContentionDag& old_dag, const std::vector<int>& new_of_old,
+                                 const std::vector<uint8_t>& kept,
+                                 const std::vector<std::vector<LinkId>>& links,
+                                 const std::vector<int>& rank,
+                                 const std::vector<Intensity>& intensity,
+                                 std::vector<std::vector<int>>& members) {
+  const size_t n = kept.size();
+  for (std::vector<int>& m : members) {  // Renumber; drop jobs that are gone.
+    size_t w = 0;
+    for (int old : m) {
+      const int now = new_of_old[static_cast<size_t>(old)];
+      if (now >= 0) m[w++] = now;
+    }
+    m.resize(w);
+  }
+  std::vector<uint8_t> touched(members.size(), 0);
+  for (size_t j = 0; j < n; ++j) {
+    if (kept[j]) continue;
+    for (LinkId l : links[j]) {
+      std::vector<int>& m = members[l.value()];
+      if (!m.empty() && m.back() == static_cast<int>(j)) continue;
+      m.push_back(static_cast<int>(j));
+      touched[l.value()] = 1;
+    }
+  }
+  for (size_t l = 0; l < members.size(); ++l) {
+    if (touched[l]) std::sort(members[l].begin(), members[l].end());
+  }
+  ContentionDag dag;
+  dag.num_nodes = static_cast<int>(n);
+  std::vector<DagEdge> carried;
+  carried.reserve(old_dag.edges.size());
+  for (const DagEdge& e : old_dag.edges) {
+    const int a = new_of_old[static_cast<size_t>(e.from)];
+    const int b = new_of_old[static_cast<size_t>(e.to)];
+    if (a >= 0 && b >= 0) carried.push_back(DagEdge{a, b, e.weight});
+  }
+  std::vector<DagEdge> added;
+  std::vector<int> stamp(n, -1);
+  for (size_t v = 0; v < n; ++v) {
+    if (kept[v]) continue;
+    const int iv = static_cast<int>(v);
+    for (LinkId l : links[v]) {
+      for (int u : members[l.value()]) {
+        const size_t ui = static_cast<size_t>(u);
+        // A pair of two new jobs is found from the first of them.
+        if (u == iv || stamp[ui] == iv || (!kept[ui] && u < iv)) continue;
+        stamp[ui] = iv;
+        if (rank[ui] < rank[v]) {
+          added.push_back(DagEdge{u, iv, intensity[ui]});
+        } else {
+          added.push_back(DagEdge{iv, u, intensity[v]});
+        }
+      }
+    }
+  }
+  const auto by_ends = [](const DagEdge& x, const DagEdge& y) {
+    return x.from != y.from ? x.from < y.from : x.to < y.to;
+  };
+  std::sort(added.begin(), added.end(), by_ends);
+  dag.edges.resize(carried.size() + added.size());
+  std::merge(carried.begin(), carried.end(), added.begin(), added.end(), dag.edges.begin(),
+             by_ends);
+  return dag;
+}
+
 }  // namespace
 
 // State kept across incremental runs (PlannerOptions::incremental, docs/algorithms.md §8).
@@ -356,7 +443,10 @@ struct Planner::IncrementalState {
   };
 
   // ---- The previous plan ----
-  bool valid = false;                          // False: no previous plan (everything is new).
+  bool valid = false;  // False: no previous plan (everything is new).
+  // Stable mode only: the previous plan's whole contention DAG and LinkMembers of `links`.
+  ContentionDag dag;
+  std::vector<std::vector<int>> link_members;
   std::vector<Job> jobs;                       // In the previous input order.
   std::vector<std::vector<LinkId>> links;      // RoutedLinks of each job (the DAG's input).
   std::unordered_map<std::string, int> index;  // Job id -> position in `jobs`.
@@ -902,7 +992,19 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
   plan.reference_job = ref;
   std::vector<Intensity> intensity(n);
   for (size_t j = 0; j < n; ++j) intensity[j] = next[j].plan.intensity;
-  plan.dag = BuildContentionDag(next_links, rank, intensity, topo_.num_links());
+  std::vector<std::vector<int>> link_members;  // Stable mode: LinkMembers(next_links).
+  if (stable_run && !seeded_run) {
+    std::vector<int> new_of_old(old_n, -1);
+    for (size_t j = 0; j < n; ++j) {
+      if (kept[j]) new_of_old[static_cast<size_t>(prev[j])] = static_cast<int>(j);
+    }
+    link_members = std::move(st.link_members);
+    plan.dag =
+        PatchContentionDag(st.dag, new_of_old, kept, next_links, rank, intensity, link_members);
+  } else {
+    plan.dag = BuildContentionDag(next_links, rank, intensity, topo_.num_links());
+    if (options_.stable) link_members = LinkMembers(next_links, topo_.num_links());
+  }
   std::vector<int> comp_of;
   const std::vector<std::vector<int>> comps = DagComponents(plan.dag, comp_of);
   stats.components = static_cast<int>(comps.size());
@@ -990,6 +1092,8 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
   }
   plan.cut_weight = CutWeight(plan.dag, block);  // What CompressPriorities reports for the DAG.
   for (const DagEdge& e : plan.dag.edges) plan.total_edge_weight += e.weight;
+  ContentionDag whole_dag;  // Stable mode keeps it for the next run's patch.
+  if (options_.stable) whole_dag = plan.dag;
   LimitOutEdges(plan.dag, rank, options_.dag_edges_per_job);
   const Duration t_compress = clock_->Now();
 
@@ -1015,6 +1119,8 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
   }
   st.jobs = std::move(next);
   st.links = std::move(next_links);
+  st.dag = std::move(whole_dag);
+  st.link_members = std::move(link_members);
   st.index.clear();
   st.index.reserve(n);
   for (size_t j = 0; j < n; ++j) st.index.emplace(st.jobs[j].spec.id, static_cast<int>(j));

@@ -368,7 +368,8 @@ void AdminService::DryRun(uint64_t rid, const std::string& peer) {
     out->set_replan_ms(run.replan_ms);
     // Against what is in force now (the snapshot's applied plan).
     const core::AppliedPlan& applied = *run.snapshot->applied;
-    for (const core::Assignment& a : r.changed) {
+    for (const auto& entry : r.changed) {
+      const core::Assignment& a = entry->assignment;
       auto it = applied.find(a.job_id);
       v1::PlanChange* c = out->add_changes();
       c->set_job_id(a.job_id);

@@ -106,6 +106,8 @@ core::ControlLoopOptions LoopOptions(const DaemonConfig& c) {
   core::ControlLoopOptions o;
   o.debounce = core::Duration::Millis(c.debounce_ms);
   o.min_replan_interval = core::Duration::Millis(c.min_replan_interval_ms);
+  o.reoptimize_interval =
+      c.planner.stable ? core::Duration::Millis(c.reoptimize_interval_ms) : core::Duration::Zero();
   o.replan_threshold_pct = c.replan_threshold_pct;
   o.profiling_samples = c.profiling_samples;
   o.qos = c.qos;

@@ -66,6 +66,19 @@ void ExpectValid(const Topology& topo, const std::vector<JobSpec>& jobs, const P
   }
   if (plan.dag.edges_omitted == 0) {
     EXPECT_DOUBLE_EQ(plan.cut_weight, CutWeight(plan.dag, block));
+    // The DAG (patched from the previous one in stable runs) is the DAG of the plan's paths.
+    std::vector<std::vector<LinkId>> links(jobs.size());
+    std::vector<int> rank(jobs.size());
+    std::vector<Intensity> intensity(jobs.size());
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      for (const FlowPlan& f : plan.jobs[j].flows) {
+        links[j].insert(links[j].end(), f.path.begin(), f.path.end());
+      }
+      rank[j] = plan.jobs[j].rank;
+      intensity[j] = plan.jobs[j].intensity;
+    }
+    EXPECT_TRUE(plan.dag == BuildContentionDag(links, rank, intensity, topo.num_links()))
+        << "the plan's DAG is not the DAG of its paths";
   }
 }
 
