@@ -390,10 +390,13 @@ ContentionDag PatchContentionDag(const ContentionDag& old_dag, const std::vector
   }
   std::vector<DagEdge> added;
   std::vector<int> stamp(n, -1);
+  std::vector<int> link_seen(members.size(), -1);
   for (size_t v = 0; v < n; ++v) {
     if (kept[v]) continue;
     const int iv = static_cast<int>(v);
     for (LinkId l : links[v]) {
+      if (link_seen[l.value()] == iv) continue;  // links[v] repeats a link once per flow hop.
+      link_seen[l.value()] = iv;
       for (int u : members[l.value()]) {
         const size_t ui = static_cast<size_t>(u);
         // A pair of two new jobs is found from the first of them.
@@ -993,7 +996,11 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
   std::vector<Intensity> intensity(n);
   for (size_t j = 0; j < n; ++j) intensity[j] = next[j].plan.intensity;
   std::vector<std::vector<int>> link_members;  // Stable mode: LinkMembers(next_links).
-  if (stable_run && !seeded_run) {
+  // Patching costs what the new jobs' edges cost; past a quarter of the jobs new, rebuilding is
+  // as cheap.
+  size_t num_fresh = 0;
+  for (size_t j = 0; j < n; ++j) num_fresh += kept[j] ? 0 : 1;
+  if (stable_run && !seeded_run && num_fresh * 4 <= n) {
     std::vector<int> new_of_old(old_n, -1);
     for (size_t j = 0; j < n; ++j) {
       if (kept[j]) new_of_old[static_cast<size_t>(prev[j])] = static_cast<int>(j);

@@ -209,13 +209,13 @@ core::Status Daemon::Restore() {
   for (const StoredJob& s : jobs) {
     v1::RegisterJob reg;
     core::JobDemand demand;
-    Refusal bad;
+    protocol::ProtocolError bad;
     if (!reg.ParseFromString(s.registration) || reg.job_id() != s.job_id) {
       bad = {v1::ERROR_CODE_INTERNAL, "stored registration does not parse"};
     } else {
       bad = protocol::DemandFromProto(reg, topo, &demand);
     }
-    if (Refused(bad)) {
+    if (protocol::Failed(bad)) {
       ++ctx_.quarantined_jobs;
       spdlog::error("stored job {} not restored (kept in the state file, quarantined): {}",
                     s.job_id, bad.message);
@@ -230,7 +230,8 @@ core::Status Daemon::Restore() {
         spdlog::error("job {}: stored {} profile does not parse; dropped", s.job_id, what);
         return std::nullopt;
       }
-      if (Refusal pbad = protocol::ProfileFromProto(p, topo, demand, &prof); Refused(pbad)) {
+      if (protocol::ProtocolError pbad = protocol::ProfileFromProto(p, topo, demand, &prof);
+          protocol::Failed(pbad)) {
         spdlog::error("job {}: stored {} profile does not fit the topology ({}); dropped", s.job_id,
                       what, pbad.message);
         return std::nullopt;

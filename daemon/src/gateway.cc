@@ -21,7 +21,44 @@ std::string MetricKind(v1::ErrorCode code) {
 
 }  // namespace
 
+// The one mapping of the modules' refusals to wire errors.
+protocol::ProtocolError ToWire(const Refusal& r) {
+  v1::ErrorCode code = v1::ERROR_CODE_INTERNAL;
+  switch (r.code) {
+    case RefusalCode::kNone:
+      code = v1::ERROR_CODE_UNSPECIFIED;
+      break;
+    case RefusalCode::kInvalidArgument:
+      code = v1::ERROR_CODE_INVALID_ARGUMENT;
+      break;
+    case RefusalCode::kNotFound:
+      code = v1::ERROR_CODE_NOT_FOUND;
+      break;
+    case RefusalCode::kUnknownJob:
+      code = v1::ERROR_CODE_UNKNOWN_JOB;
+      break;
+    case RefusalCode::kConflict:
+      code = v1::ERROR_CODE_CONFLICT;
+      break;
+    case RefusalCode::kPermissionDenied:
+      code = v1::ERROR_CODE_PERMISSION_DENIED;
+      break;
+    case RefusalCode::kResourceExhausted:
+      code = v1::ERROR_CODE_RESOURCE_EXHAUSTED;
+      break;
+    case RefusalCode::kUnsupported:
+      code = v1::ERROR_CODE_UNSUPPORTED;
+      break;
+  }
+  return {code, r.message, r.reason};
+}
+
 v1::Envelope Gateway::Refuse(const std::string& endpoint, uint64_t request_id, const Refusal& r) {
+  return Refuse(endpoint, request_id, ToWire(r));
+}
+
+v1::Envelope Gateway::Refuse(const std::string& endpoint, uint64_t request_id,
+                             const protocol::ProtocolError& r) {
   if (ctx_->metrics) ctx_->metrics->AddError(endpoint, MetricKind(r.code));
   if (!r.reason.empty()) ctx_->refusals.Count(r.reason);
   spdlog::debug("{} request {} refused: {} {}", endpoint, request_id,
@@ -110,7 +147,7 @@ void Gateway::DeferAssignment(const std::string& peer, const std::string& job_id
   deferred_assignments_.emplace_back(peer, job_id);
 }
 
-Refusal Gateway::Authorise(const protocol::Inbound& in) const {
+protocol::ProtocolError Gateway::Authorise(const protocol::Inbound& in) const {
   if (!ctx_->grants) return {};
   const v1::Envelope& m = in.msg;
   auto it = ctx_->grants->find(in.user_id);
@@ -151,7 +188,9 @@ Refusal Gateway::Authorise(const protocol::Inbound& in) const {
 
 std::optional<v1::Envelope> Gateway::Handle(const protocol::Inbound& in) {
   const v1::Envelope& m = in.msg;
-  if (Refusal bad = Authorise(in); Refused(bad)) return Refuse("client", m.request_id(), bad);
+  if (protocol::ProtocolError bad = Authorise(in); protocol::Failed(bad)) {
+    return Refuse("client", m.request_id(), bad);
+  }
   switch (m.body_case()) {
     case v1::Envelope::kRegisterJob:
       return OnRegister(in);
@@ -192,7 +231,8 @@ StoredJob Gateway::ToStored(const JobSession& j) const {
 std::optional<v1::Envelope> Gateway::OnRegister(const protocol::Inbound& in) {
   const v1::RegisterJob& r = in.msg.register_job();
   core::JobDemand demand;
-  if (Refusal bad = protocol::DemandFromProto(r, ctx_->topo.nominal(), &demand); Refused(bad)) {
+  if (protocol::ProtocolError bad = protocol::DemandFromProto(r, ctx_->topo.nominal(), &demand);
+      protocol::Failed(bad)) {
     return Refuse("client", in.msg.request_id(), bad);
   }
   bool known = false;
@@ -226,9 +266,9 @@ v1::Envelope Gateway::OnProfile(const protocol::Inbound& in) {
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
   const JobSession& j = *ctx_->tracker.Find(p.job_id());
   core::JobProfile profile;
-  if (Refusal bad_profile = protocol::ProfileFromProto(p, ctx_->topo.nominal(), j.demand, &profile,
-                                                       &peer_names_[p.job_id()]);
-      Refused(bad_profile)) {
+  if (protocol::ProtocolError bad_profile = protocol::ProfileFromProto(
+          p, ctx_->topo.nominal(), j.demand, &profile, &peer_names_[p.job_id()]);
+      protocol::Failed(bad_profile)) {
     return Refuse("client", in.msg.request_id(), bad_profile);
   }
   const core::ReportVerdict v = ctx_->plans->loop().ReportProfile(p.job_id(), profile);

@@ -57,6 +57,9 @@ class Gateway {
   size_t FlushProfiles(size_t max_rows = SIZE_MAX);
 
   // The reply for a refusal: counted (errors by kind; security refusals by reason).
+  v1::Envelope Refuse(const std::string& endpoint, uint64_t request_id,
+                      const protocol::ProtocolError& r);
+  // A domain module's refusal, as the wire error it maps to (ToWire).
   v1::Envelope Refuse(const std::string& endpoint, uint64_t request_id, const Refusal& r);
 
  private:
@@ -69,7 +72,7 @@ class Gateway {
   void Reply(const std::string& peer, uint64_t request_id, const v1::Envelope& reply);
   // The reply, or nullopt when it is held (a registration waiting for the group commit).
   std::optional<v1::Envelope> Handle(const protocol::Inbound& in);
-  Refusal Authorise(const protocol::Inbound& in) const;
+  protocol::ProtocolError Authorise(const protocol::Inbound& in) const;
   std::optional<v1::Envelope> OnRegister(const protocol::Inbound& in);
   v1::Envelope OnProfile(const protocol::Inbound& in);
   v1::Envelope OnHeartbeat(const protocol::Inbound& in);
