@@ -145,6 +145,8 @@ Daemon::Daemon(const DaemonConfig& config, core::Topology topology, std::string 
                    TypedQueue<protocol::Inbound>::ItemHandler(
                        [this](protocol::Inbound in) { ProcessAdmin(in); })) {
   if (plan_in_background) worker_ = std::make_unique<WorkerThread>();
+  ctx_.writer = std::make_unique<StoreWriter>(store, loop, plan_in_background);
+  ctx_.flush_planned = [this] { gateway_.FlushPlanned(); };
   PlanHost::Executor executor;
   if (plan_in_background) {
     executor = [this](WorkerThread::CancellableWork work) { worker_->Post(std::move(work)); };
@@ -156,7 +158,8 @@ Daemon::Daemon(const DaemonConfig& config, core::Topology topology, std::string 
 
 Daemon::~Daemon() {
   FlushProfiles();
-  worker_.reset();  // Cancel and join a run in flight before the state it reports to goes.
+  worker_.reset();      // Cancel and join a run in flight before the state it reports to goes.
+  ctx_.writer.reset();  // Runs every write submitted (the profiles above included), then joins.
 }
 
 core::Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
