@@ -60,27 +60,31 @@ class Geometry {
   int host(int rank) const { return rank / l_.gpus_per_host; }
   int gpu(int rank) const { return rank % l_.gpus_per_host; }
 
-  // Groups of ranks sharing `key(rank)`, members in rank order, groups in order of their
-  // smallest rank.
+  // Groups of ranks sharing `key(rank)` (an integer in [0, gpus)), members in rank order,
+  // groups in order of their smallest rank.
   template <typename Key>
   std::vector<std::vector<int>> GroupBy(Key key) const {
-    std::map<std::vector<int>, std::vector<int>> groups;
-    for (int r = 0; r < l_.gpus(); ++r) groups[key(r)].push_back(r);
+    const int n = l_.gpus();
+    std::vector<int> slot(static_cast<size_t>(n), -1);
     std::vector<std::vector<int>> out;
-    out.reserve(groups.size());
-    for (auto& [k, members] : groups) out.push_back(std::move(members));
-    std::sort(out.begin(), out.end(),
-              [](const std::vector<int>& a, const std::vector<int>& b) { return a[0] < b[0]; });
+    for (int r = 0; r < n; ++r) {
+      int& s = slot[static_cast<size_t>(key(r))];
+      if (s < 0) {
+        s = static_cast<int>(out.size());
+        out.emplace_back();
+      }
+      out[static_cast<size_t>(s)].push_back(r);
+    }
     return out;
   }
 
   // Groups whose members differ only in the given axes.
   std::vector<std::vector<int>> Along(std::vector<ParallelAxis> varying) const {
     return GroupBy([&](int r) {
-      std::vector<int> k;
+      int k = 0;
       for (ParallelAxis a : dims_) {
         if (std::find(varying.begin(), varying.end(), a) == varying.end()) {
-          k.push_back(Coord(r, a));
+          k = k * Size(a) + Coord(r, a);
         }
       }
       return k;
@@ -175,14 +179,14 @@ void AddAllToAllFlows(const Geometry& g, const std::vector<int>& members, double
   }
 }
 
-// Segment indices of the iteration (file comment of the header).
+// Segment indices of the iteration (file comment of the header): fwd1..fwdK, bubble,
+// bwdK..bwd1.
 struct Segments {
   int k = 1;
-  int fill() const { return 0; }
-  int fwd(int i) const { return i; }              // i in 1..k
-  int bwd(int i) const { return 2 * k - i + 1; }  // i in 1..k; bwd(k) right after fwd(k)
-  int drain() const { return 2 * k + 1; }
-  int count() const { return 2 * k + 2; }
+  int fwd(int i) const { return i - 1; }  // i in 1..k
+  int bubble() const { return k; }
+  int bwd(int i) const { return 2 * k - i + 1; }  // i in 1..k; bwd(k) right after the bubble
+  int count() const { return 2 * k + 1; }
 };
 
 std::string Indexed(const std::string& base, int i) { return base + std::to_string(i); }
@@ -383,15 +387,14 @@ Result<IterationModel> BuildIteration(const TrainingRecipe& r) {
   // Segments.
   const double c = r.compute.ToSeconds();
   const double bubble = l.pp > 1 ? c * (l.pp - 1) / (v * m) : 0.0;
-  out.segments.push_back({"fill", Duration::Seconds(bubble / 2), false});
   for (int i = 1; i <= k; ++i) {
     out.segments.push_back({Indexed("fwd", i), Duration::Seconds(c * r.forward_share / k), true});
   }
+  out.segments.push_back({"bubble", Duration::Seconds(bubble), false});
   for (int i = k; i >= 1; --i) {
     out.segments.push_back(
         {Indexed("bwd", i), Duration::Seconds(c * (1 - r.forward_share) / k), true});
   }
-  out.segments.push_back({"drain", Duration::Seconds(bubble / 2), false});
 
   auto add = [&](CommOp op) {
     if (op.flows.empty()) return -1;
@@ -425,12 +428,15 @@ Result<IterationModel> BuildIteration(const TrainingRecipe& r) {
         {"dp", r.dense_params_per_rank, g.Along({ParallelAxis::kCp, ParallelAxis::kDp})});
   }
   if (r.expert_params_per_rank > 0) {
-    buffers.push_back({"edp", r.expert_params_per_rank, g.GroupBy([&](int rank) {
-                         return std::vector<int>{g.Coord(rank, ParallelAxis::kTp),
-                                                 g.Coord(rank, ParallelAxis::kCp),
-                                                 g.Coord(rank, ParallelAxis::kPp),
-                                                 g.Coord(rank, ParallelAxis::kDp) % l.ep};
-                       })});
+    // Same tp, cp, pp and expert shard (dp mod ep).
+    buffers.push_back(
+        {"edp", r.expert_params_per_rank, g.GroupBy([&](int rank) {
+           return ((g.Coord(rank, ParallelAxis::kTp) * l.cp + g.Coord(rank, ParallelAxis::kCp)) *
+                       l.pp +
+                   g.Coord(rank, ParallelAxis::kPp)) *
+                      l.ep +
+                  g.Coord(rank, ParallelAxis::kDp) % l.ep;
+         })});
   }
   for (const DpBuffer& buf : buffers) {
     const double per_bucket = buf.elements / k;
@@ -496,13 +502,14 @@ Result<IterationModel> BuildIteration(const TrainingRecipe& r) {
     const int per_boundary = static_cast<int>(m * v);
     for (bool forward : {true, false}) {
       const char* dir = forward ? "fwd" : "bwd";
-      // Fill (forward) or drain (backward): a chain of single transfers, hop after hop.
+      // Fill (forward, before the bubble) or drain (backward, after it): a chain of single
+      // transfers, hop after hop, on stage 0's critical path.
       int prev = -1;
       for (int hop = 0; hop < l.pp - 1; ++hop) {
         const int s = forward ? hop : l.pp - 2 - hop;
         CommOp o = op(std::string("pp.") + (forward ? "fill" : "drain") + std::to_string(hop + 1),
                       ParallelAxis::kPp, Collective::kSendRecv, r.pp_dtype, 1, Pacing::kBurst,
-                      forward ? seg.fill() : seg.bwd(1), forward ? seg.fwd(1) : seg.drain());
+                      forward ? seg.fwd(k) : seg.bubble(), forward ? seg.bubble() : seg.bwd(k));
         o.after_op = prev;
         o.flows = boundary(s, forward);
         const int added = add(std::move(o));
@@ -516,15 +523,15 @@ Result<IterationModel> BuildIteration(const TrainingRecipe& r) {
       }
       if (per_boundary > 1) {
         CommOp o = op(std::string("pp.") + dir, ParallelAxis::kPp, Collective::kSendRecv,
-                      r.pp_dtype, per_boundary - 1, Pacing::kPaced,
-                      forward ? seg.fill() : seg.fwd(k), forward ? seg.bwd(k) : seg.drain());
+                      r.pp_dtype, per_boundary - 1, Pacing::kPaced, forward ? -1 : seg.bubble(),
+                      forward ? seg.bubble() : end);
         o.flows = std::move(steady);
         add(std::move(o));
       }
       if (l.vp > 1) {  // Interleaved: the last stage feeds the first, m (v - 1) times.
         CommOp o = op(std::string("pp.") + dir + ".wrap", ParallelAxis::kPp, Collective::kSendRecv,
                       r.pp_dtype, static_cast<int>(m * (v - 1)), Pacing::kPaced,
-                      forward ? seg.fill() : seg.fwd(k), forward ? seg.bwd(k) : seg.drain());
+                      forward ? -1 : seg.bubble(), forward ? seg.bubble() : end);
         o.flows = boundary(l.pp - 1, forward);
         add(std::move(o));
       }
@@ -534,10 +541,12 @@ Result<IterationModel> BuildIteration(const TrainingRecipe& r) {
   // ---- Expert parallel all-to-alls, paced with the compute. ----
   if (r.moe_layers_per_rank > 0 && r.ep_tokens_per_microbatch > 0 && r.ep_fanout > 0 &&
       r.ep_hidden > 0 && l.ep > 1) {
+    // Same tp, cp, pp and block of ep consecutive DP ranks.
     const auto ep_groups = g.GroupBy([&](int rank) {
-      return std::vector<int>{g.Coord(rank, ParallelAxis::kTp), g.Coord(rank, ParallelAxis::kCp),
-                              g.Coord(rank, ParallelAxis::kPp),
-                              g.Coord(rank, ParallelAxis::kDp) / l.ep};
+      return ((g.Coord(rank, ParallelAxis::kTp) * l.cp + g.Coord(rank, ParallelAxis::kCp)) * l.pp +
+              g.Coord(rank, ParallelAxis::kPp)) *
+                 (l.dp / l.ep) +
+             g.Coord(rank, ParallelAxis::kDp) / l.ep;
     });
     const double copies = r.ep_tokens_per_microbatch * r.ep_fanout * r.ep_hidden;
     const int instances = static_cast<int>(std::llround(r.moe_layers_per_rank * m));
@@ -550,9 +559,8 @@ Result<IterationModel> BuildIteration(const TrainingRecipe& r) {
                          A2a{"ep.combine.fwd", r.ep_combine_dtype, true},
                          A2a{"ep.combine.bwd", r.ep_backward_dtype, false},
                          A2a{"ep.dispatch.bwd", r.ep_backward_dtype, false}}) {
-      CommOp o =
-          op(a.name, ParallelAxis::kEp, Collective::kAllToAll, a.dtype, instances, Pacing::kPaced,
-             a.forward ? seg.fill() : seg.fwd(k), a.forward ? seg.bwd(k) : seg.drain());
+      CommOp o = op(a.name, ParallelAxis::kEp, Collective::kAllToAll, a.dtype, instances,
+                    Pacing::kPaced, a.forward ? -1 : seg.bubble(), a.forward ? seg.bubble() : end);
       for (const auto& group : ep_groups) {
         AddAllToAllFlows(g, group, copies * BytesPerElement(a.dtype), o.flows);
       }
@@ -567,7 +575,7 @@ Result<IterationModel> BuildIteration(const TrainingRecipe& r) {
     for (bool forward : {true, false}) {
       const Collective coll = forward ? Collective::kAllGather : Collective::kReduceScatter;
       CommOp o = op(forward ? "cp.ag.fwd" : "cp.rs.bwd", ParallelAxis::kCp, coll, r.cp_dtype,
-                    layer_instances, Pacing::kBurst, forward ? seg.fill() : seg.fwd(k),
+                    layer_instances, Pacing::kBurst, forward ? -1 : seg.bubble(),
                     forward ? seg.fwd(1) : seg.bwd(k));
       for (const auto& group : groups) {
         AddRingFlows(g, group, coll, r.cp_buffer_elements, r.cp_dtype, o.flows);
@@ -579,8 +587,8 @@ Result<IterationModel> BuildIteration(const TrainingRecipe& r) {
     const auto groups = g.Along({ParallelAxis::kTp});
     for (bool forward : {true, false}) {
       CommOp o = op(forward ? "tp.ar.fwd" : "tp.ar.bwd", ParallelAxis::kTp, Collective::kAllReduce,
-                    r.tp_dtype, 2 * layer_instances, Pacing::kBurst,
-                    forward ? seg.fill() : seg.fwd(k), forward ? seg.fwd(1) : seg.bwd(k));
+                    r.tp_dtype, 2 * layer_instances, Pacing::kBurst, forward ? -1 : seg.bubble(),
+                    forward ? seg.fwd(1) : seg.bwd(k));
       for (const auto& group : groups) {
         AddRingFlows(g, group, Collective::kAllReduce, r.tp_elements_per_layer, r.tp_dtype,
                      o.flows);
@@ -607,26 +615,42 @@ int NicOf(int gpu, int gpus_per_host, int nics) {
   return static_cast<int>(static_cast<int64_t>(gpu) * nics / gpus_per_host);
 }
 
-// Bytes per NIC direction for the given flows, times `times`: key (host, nic, egress?).
-void AddNicBytes(const IterationModel& m, const std::vector<RailFlow>& flows, double times,
-                 int nics, std::map<std::tuple<int, int, bool>, double>& bytes) {
-  const int g = m.layout.gpus_per_host;
-  for (const RailFlow& f : flows) {
-    bytes[{f.src_host, NicOf(f.src_gpu, g, nics), true}] += f.bytes.ToDouble() * times;
-    bytes[{f.dst_host, NicOf(f.dst_gpu, g, nics), false}] += f.bytes.ToDouble() * times;
-  }
-}
+// Bytes per NIC and direction: [host * nics + nic] for egress, then the same for ingress.
+class NicBytes {
+ public:
+  NicBytes(const IterationModel& m, int nics)
+      : g_(m.layout.gpus_per_host),
+        nics_(nics),
+        bytes_(2 * static_cast<size_t>(m.layout.hosts()) * static_cast<size_t>(nics), 0.0) {}
 
-double MaxValue(const std::map<std::tuple<int, int, bool>, double>& bytes) {
-  double mx = 0;
-  for (const auto& [key, b] : bytes) mx = std::max(mx, b);
-  return mx;
-}
+  void Add(const std::vector<RailFlow>& flows, double times) {
+    const size_t half = bytes_.size() / 2;
+    for (const RailFlow& f : flows) {
+      const double b = f.bytes.ToDouble() * times;
+      bytes_[Index(f.src_host, f.src_gpu)] += b;
+      bytes_[half + Index(f.dst_host, f.dst_gpu)] += b;
+    }
+  }
+  double Max() const {
+    double mx = 0;
+    for (double b : bytes_) mx = std::max(mx, b);
+    return mx;
+  }
+
+ private:
+  size_t Index(int host, int gpu) const {
+    return static_cast<size_t>(host) * static_cast<size_t>(nics_) +
+           static_cast<size_t>(NicOf(gpu, g_, nics_));
+  }
+  int g_;
+  int nics_;
+  std::vector<double> bytes_;
+};
 
 double InstanceSeconds(const IterationModel& m, const CommOp& op, const HostNetwork& net) {
-  std::map<std::tuple<int, int, bool>, double> bytes;
-  AddNicBytes(m, op.flows, 1.0, net.nics_per_host, bytes);
-  return MaxValue(bytes) * 8.0 / net.nic_bandwidth.ToBitsPerSec();
+  NicBytes bytes(m, net.nics_per_host);
+  bytes.Add(op.flows, 1.0);
+  return bytes.Max() * 8.0 / net.nic_bandwidth.ToBitsPerSec();
 }
 
 }  // namespace
@@ -645,8 +669,11 @@ constexpr double kTimeEps = 1e-12;
 // The event-driven standalone timing (header). Times in double seconds.
 class IterationClock {
  public:
-  IterationClock(const IterationModel& m, const std::vector<double>& work, double scale)
-      : m_(m), work_(work), scale_(scale) {}
+  // Segment durations are multiplied by compute_scale (calibration scales the compute without
+  // copying the model).
+  IterationClock(const IterationModel& m, const std::vector<double>& work, double scale,
+                 double compute_scale)
+      : m_(m), work_(work), scale_(scale), compute_scale_(compute_scale) {}
 
   Result<IterationTiming> Run() {
     const int n_seg = static_cast<int>(m_.segments.size());
@@ -667,7 +694,7 @@ class IterationClock {
       // Window compute of paced ops.
       double w = 0;
       for (int s = o.issue_after + 1; s < o.needed_before; ++s) {
-        w += m_.segments[static_cast<size_t>(s)].duration.ToSeconds();
+        w += SegSeconds(s);
       }
       op_[static_cast<size_t>(i)].window = w;
     }
@@ -692,7 +719,9 @@ class IterationClock {
     out.iteration = Duration::Seconds(now_);
     double busy = 0;
     double idle = 0;
-    for (const ComputeSegment& s : m_.segments) (s.busy ? busy : idle) += s.duration.ToSeconds();
+    for (size_t s = 0; s < m_.segments.size(); ++s) {
+      (m_.segments[s].busy ? busy : idle) += SegSeconds(static_cast<int>(s));
+    }
     out.busy = Duration::Seconds(busy);
     out.idle = Duration::Seconds(idle);
     out.exposed = std::max(Duration::Zero(), out.iteration - out.busy - out.idle);
@@ -728,6 +757,10 @@ class IterationClock {
       return std::tie(time, op) > std::tie(o.time, o.op);
     }
   };
+
+  double SegSeconds(int s) const {
+    return m_.segments[static_cast<size_t>(s)].duration.ToSeconds() * compute_scale_;
+  }
 
   bool OpReady(int i) const {
     const CommOp& o = m_.ops[static_cast<size_t>(i)];
@@ -782,7 +815,7 @@ class IterationClock {
 
   void StartSegment(int s) {
     seg_start_[static_cast<size_t>(s)] = now_;
-    const double d = m_.segments[static_cast<size_t>(s)].duration.ToSeconds();
+    const double d = SegSeconds(s);
     seg_end_[static_cast<size_t>(s)] = now_ + d;
     running_ = s;
     // Paced releases that fall inside this segment.
@@ -793,7 +826,7 @@ class IterationClock {
       if (s <= o.issue_after || s >= o.needed_before) continue;
       double offset = 0;
       for (int x = o.issue_after + 1; x < s; ++x) {
-        offset += m_.segments[static_cast<size_t>(x)].duration.ToSeconds();
+        offset += SegSeconds(x);
       }
       // Instances j with j / n * window in [offset, offset + d).
       const double n = o.instances;
@@ -873,6 +906,7 @@ class IterationClock {
   const IterationModel& m_;
   const std::vector<double>& work_;
   double scale_;
+  double compute_scale_;
   double now_ = 0;
   int running_ = -1;
   int last_ended_ = -1;
@@ -889,6 +923,24 @@ class IterationClock {
 
 }  // namespace
 
+namespace {
+
+// Seconds of NIC time per instance of every op.
+std::vector<double> OpWork(const IterationModel& m, const HostNetwork& net) {
+  std::vector<double> work;
+  work.reserve(m.ops.size());
+  for (const CommOp& op : m.ops) work.push_back(InstanceSeconds(m, op, net));
+  return work;
+}
+
+Result<IterationTiming> TimeWithWork(const IterationModel& m, const std::vector<double>& work,
+                                     double bandwidth_scale, double compute_scale = 1.0) {
+  IterationClock clock(m, work, bandwidth_scale, compute_scale);
+  return clock.Run();
+}
+
+}  // namespace
+
 Result<IterationTiming> TimeIteration(const IterationModel& m, const HostNetwork& net,
                                       double bandwidth_scale) {
   CRUX_RETURN_IF_ERROR(ValidateNetwork(net));
@@ -896,23 +948,8 @@ Result<IterationTiming> TimeIteration(const IterationModel& m, const HostNetwork
     return InvalidArgumentError("bandwidth_scale: must be finite and > 0 (got " +
                                 Num(bandwidth_scale) + ")");
   }
-  std::vector<double> work;
-  work.reserve(m.ops.size());
-  for (const CommOp& op : m.ops) work.push_back(InstanceSeconds(m, op, net));
-  IterationClock clock(m, work, bandwidth_scale);
-  return clock.Run();
+  return TimeWithWork(m, OpWork(m, net), bandwidth_scale);
 }
-
-namespace {
-
-// The iteration with every segment scaled so that the busy compute is `compute` seconds.
-IterationModel WithCompute(const IterationModel& unit, double compute) {
-  IterationModel m = unit;
-  for (ComputeSegment& s : m.segments) s.duration = s.duration * compute;
-  return m;
-}
-
-}  // namespace
 
 Result<Duration> CalibrateCompute(const TrainingRecipe& recipe, const HostNetwork& net,
                                   Duration target) {
@@ -922,8 +959,10 @@ Result<Duration> CalibrateCompute(const TrainingRecipe& recipe, const HostNetwor
   TrainingRecipe unit_recipe = recipe;
   unit_recipe.compute = Duration::Seconds(1);
   CRUX_ASSIGN_OR_RETURN(const IterationModel unit, BuildIteration(unit_recipe));
+  CRUX_RETURN_IF_ERROR(ValidateNetwork(net));
+  const std::vector<double> work = OpWork(unit, net);
   auto iteration = [&](double c) -> Result<double> {
-    CRUX_ASSIGN_OR_RETURN(const IterationTiming t, TimeIteration(WithCompute(unit, c), net));
+    CRUX_ASSIGN_OR_RETURN(const IterationTiming t, TimeWithWork(unit, work, 1.0, c));
     return t.iteration.ToSeconds();
   };
   const double goal = target.ToSeconds();
@@ -948,16 +987,17 @@ Result<Duration> CalibrateCompute(const TrainingRecipe& recipe, const HostNetwor
 
 Result<IterationSummary> SummarizeIteration(const IterationModel& m, const HostNetwork& net) {
   CRUX_RETURN_IF_ERROR(ValidateNetwork(net));
-  CRUX_ASSIGN_OR_RETURN(const IterationTiming base, TimeIteration(m, net));
+  const std::vector<double> work = OpWork(m, net);
+  CRUX_ASSIGN_OR_RETURN(const IterationTiming base, TimeWithWork(m, work, 1.0));
   IterationSummary s;
   s.work = m.work;
   s.busy = base.busy;
   s.compute = base.busy + base.idle;
   s.iteration = base.iteration;
   s.exposed = base.exposed;
-  std::map<std::tuple<int, int, bool>, double> bytes;
-  for (const CommOp& op : m.ops) AddNicBytes(m, op.flows, op.instances, net.nics_per_host, bytes);
-  const double nic_bytes = MaxValue(bytes);
+  NicBytes bytes(m, net.nics_per_host);
+  for (const CommOp& op : m.ops) bytes.Add(op.flows, op.instances);
+  const double nic_bytes = bytes.Max();
   s.nic_bytes = Bytes::FromDouble(nic_bytes);
   const double t = nic_bytes * 8.0 / net.nic_bandwidth.ToBitsPerSec();
   s.comm = Duration::Seconds(t);
@@ -979,7 +1019,7 @@ Result<IterationSummary> SummarizeIteration(const IterationModel& m, const HostN
   double hi = std::max(1.0, c / t);
   for (int i = 0; i < 40 && hi - lo > 1e-6 * hi; ++i) {
     const double mid = 0.5 * (lo + hi);
-    CRUX_ASSIGN_OR_RETURN(const IterationTiming x, TimeIteration(m, net, 1.0 / mid));
+    CRUX_ASSIGN_OR_RETURN(const IterationTiming x, TimeWithWork(m, work, 1.0 / mid));
     (x.iteration.ToSeconds() <= it * (1 + 1e-9) + 1e-9 ? lo : hi) = mid;
   }
   s.stretch_slack = lo;

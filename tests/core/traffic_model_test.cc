@@ -203,9 +203,9 @@ TEST(TrafficModelBytesTest, TensorParallelOnlyOnTheNetworkWhenItCrossesHosts) {
   // 8 local members per host: 8 rings of S / 8, each edge 2 (1/2) S b / 8 = 250 KB.
   EXPECT_EQ(fwd->flows.size(), 16u);
   EXPECT_EQ(fwd->flows[0].bytes.count(), 250'000);
-  // Exposed by design: between the fill and the first forward chunk.
-  EXPECT_EQ(fwd->issue_after, 0);
-  EXPECT_EQ(fwd->needed_before, 1);
+  // Exposed by design: from the iteration start, before the first forward chunk.
+  EXPECT_EQ(fwd->issue_after, -1);
+  EXPECT_EQ(fwd->needed_before, 0);
 }
 
 TEST(TrafficModelBytesTest, ContextParallelAllGathersKvOverTheCpHosts) {
@@ -234,7 +234,8 @@ TEST(TrafficModelBytesTest, PipelineFillAndDrainAreChainsOfOneTransferPerBoundar
   const CommOp* fill1 = FindOp(m, "pp.fill1");
   const CommOp* fill2 = FindOp(m, "pp.fill2");
   const CommOp* fwd = FindOp(m, "pp.fwd");
-  ASSERT_TRUE(fill1 && fill2 && fwd);
+  const CommOp* drain1 = FindOp(m, "pp.drain1");
+  ASSERT_TRUE(fill1 && fill2 && fwd && drain1);
   EXPECT_EQ(fill2->after_op, static_cast<int>(fill1 - m.ops.data()));
   EXPECT_EQ(fill1->flows.size(), 8u);  // Boundary 0 -> 1, one flow per rail.
   EXPECT_EQ(fill1->flows[0].src_host, 0);
@@ -243,13 +244,22 @@ TEST(TrafficModelBytesTest, PipelineFillAndDrainAreChainsOfOneTransferPerBoundar
   EXPECT_EQ(fwd->instances, 3);  // m v - 1.
   EXPECT_EQ(fwd->flows.size(), 16u);
   EXPECT_EQ(fwd->flows[0].bytes.count(), 2'000'000);
-  const CommOp* drain1 = FindOp(m, "pp.drain1");
-  ASSERT_NE(drain1, nullptr);
   EXPECT_EQ(drain1->flows[0].src_host, 2);  // Gradients flow back from the last stage.
-  // Bubble: C (p - 1) / (v m) = 3 x 2 / 4 = 1.5 s, half in the fill and half in the drain.
-  EXPECT_EQ(m.segments.front().duration, Duration::Millis(750));
-  EXPECT_FALSE(m.segments.front().busy);
-  EXPECT_EQ(m.segments.back().duration, Duration::Millis(750));
+  // Bubble: C (p - 1) / (v m) = 3 x 2 / 4 = 1.5 s between the forward and the backward of
+  // stage 0; the fill chain precedes it, the drain chain follows it.
+  ASSERT_EQ(m.segments.size(), 3u);
+  EXPECT_EQ(m.segments[1].name, "bubble");
+  EXPECT_EQ(m.segments[1].duration, Duration::Millis(1500));
+  EXPECT_FALSE(m.segments[1].busy);
+  EXPECT_EQ(fill1->issue_after, 0);
+  EXPECT_EQ(fill1->needed_before, 1);
+  EXPECT_EQ(drain1->issue_after, 1);
+  EXPECT_EQ(drain1->needed_before, 2);
+  // Timing at 1 GB/s per NIC (2 MB per hop = 2 ms): fwd 1 s, two fill hops 4 ms, bubble 1.5 s,
+  // two drain hops 4 ms, bwd 2 s. The paced steady-state transfers hide under the compute.
+  const IterationTiming t = Must(TimeIteration(m, Gigabyte()));
+  EXPECT_NEAR(Sec(t.iteration), 1 + 0.004 + 1.5 + 0.004 + 2, 1e-9);
+  EXPECT_NEAR(Sec(t.exposed), 0.008, 1e-9);
 }
 
 TEST(TrafficModelBytesTest, InvalidRecipesNameTheField) {
@@ -355,7 +365,8 @@ TEST(TrafficModelTimingTest, BadWindowsAndNetworksAreErrors) {
 TEST(TrafficModelTimingTest, DpBucketsHideAllButTheLastReduceScatter) {
   // Plain DP, 2 buckets, 8 GPUs per host over 2 hosts (8 rings): each bucket all-reduces
   // 2 x (1/2) x 2e9 x 2 B / 8 = 0.5 GB per rail = 0.5 s. Segments: fwd1 fwd2 (1 s each),
-  // bwd2 bwd1 (2 s each). Bucket 2 runs [4, 4.5] under bwd1; bucket 1 [6, 6.5] is exposed.
+  // (no bubble), bwd2 bwd1 (2 s each). Bucket 2 runs [4, 4.5] under bwd1; bucket 1 [6, 6.5]
+  // is exposed.
   TrainingRecipe r;
   r.layout = {.tp = 1, .dp = 16};
   r.compute = Duration::Seconds(6);

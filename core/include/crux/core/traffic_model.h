@@ -64,18 +64,21 @@
 //       layer per micro-batch per device).
 //
 // ---- Segments, windows and timing ----
-// Segments of one iteration, as seen by a representative pipeline stage: fill (idle), fwd[1..K]
-// (busy), bwd[K..1] (busy), drain (idle), with K = dp_buckets, the forward taking
-// forward_share of the busy compute C, and the 1F1B bubble B = C (p - 1) / (v m) (Megatron
-// §2.2.1-2.2.2) split between fill and drain. Windows:
+// Segments of one iteration, as seen by pipeline stage 0, the critical stage (first to start,
+// last to finish): fwd[1..K] (busy), bubble (idle), bwd[K..1] (busy), with K = dp_buckets, the
+// forward taking forward_share of the busy compute C, and the 1F1B bubble B = C (p - 1) / (v m)
+// (Megatron §2.2.1-2.2.2). Stage 0 idles between its forwards and its backwards while the last
+// micro-batch travels to the last stage and its gradient comes back (the GPipe-equivalent view
+// of 1F1B: same bubble; Megatron §2.2). Windows:
 //   DP gradient bucket i (reduce-scatter / all-reduce): after bwd[i], needed by the end of the
 //     iteration (optimizer step): the last one, after bwd[1], cannot be hidden (MegaScale §3.2).
 //   DP parameter all-gather bucket i (ZeRO-1/2 after the step, ZeRO-3 forward): from the
-//     iteration start, needed before fwd[i]: the first one is exposed. ZeRO-3 backward
-//     all-gather bucket i: after the forward, needed before bwd[i].
-//   PP: one transfer per boundary in the fill (a chain of p - 1 hops before fwd[1], each hop
-//     waiting for the previous) and in the drain (after bwd[1], before drain); the others paced
-//     over the forward (activations) and backward (gradients) compute.
+//     iteration start, needed before fwd[i]: the first one is exposed (MegaScale §3.2). ZeRO-3
+//     backward all-gather bucket i: after the forward, needed before bwd[i].
+//   PP: the critical path through the pipeline crosses every boundary once forward (a chain of
+//     p - 1 single transfers after fwd[K], before the bubble) and once backward (a chain after
+//     the bubble, before bwd[K]); the other transfers are paced over the forward (activations)
+//     and backward (gradients) compute (MegaScale §3.2: only warm-up and cool-down exposed).
 //   EP: forward all-to-alls paced over the forward compute, backward ones over the backward
 //     (DualPipe-style overlap: hidden while they fit, DeepSeek-V3 §3.2.1).
 //   CP and cross-host TP: on the critical path by design, modelled as one exposed block before
@@ -86,7 +89,8 @@
 // NICs fairly (processor sharing): each transfer needs its busiest NIC's bytes / NIC bandwidth
 // of exclusive time, scaled by `bandwidth_scale`. What this leaves out: per-layer blocking of
 // CP and TP (one block has the same standalone cost), intra-host (NVLink) time, latency
-// (alpha) per transfer, and the difference between pipeline stages (one representative stage).
+// (alpha) per transfer, and the other pipeline stages (stage 0 stands for all of them: its
+// timing sets the iteration; the bytes of every stage are in the flows).
 //
 // Thread-safety: pure functions; the types are values.
 #ifndef CRUX_CORE_TRAFFIC_MODEL_H_
@@ -199,7 +203,7 @@ Status ValidateRecipe(const TrainingRecipe& r);
 // ---- The iteration ----
 
 struct ComputeSegment {
-  std::string name;  // "fill", "fwd1", ..., "bwd1", "drain".
+  std::string name;  // "fwd1", ..., "bubble", ..., "bwd1".
   Duration duration;
   bool busy = true;  // false: the GPUs idle by schedule (pipeline bubble).
 
