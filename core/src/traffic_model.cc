@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -312,8 +313,13 @@ Status ValidateRecipe(const TrainingRecipe& r) {
                                   std::to_string(v) + ")");
     }
   }
-  if (static_cast<int64_t>(l.tp) * l.cp * l.pp * l.dp > (1 << 20)) {
-    return InvalidArgumentError("layout: tp x cp x pp x dp must be at most 2^20 GPUs");
+  if (static_cast<int64_t>(l.tp) * l.cp * l.pp * l.dp > kMaxIterationGpus) {
+    return InvalidArgumentError("layout: tp x cp x pp x dp must be at most " +
+                                std::to_string(kMaxIterationGpus) + " GPUs");
+  }
+  if (l.pp > kMaxPipelineStages) {
+    return InvalidArgumentError("layout.pp: must be at most " + std::to_string(kMaxPipelineStages) +
+                                " (got " + std::to_string(l.pp) + ")");
   }
   if (l.dp % l.ep != 0) {
     return InvalidArgumentError("layout.ep: must divide dp (got " + std::to_string(l.ep) + ", dp " +
@@ -360,8 +366,21 @@ Status ValidateRecipe(const TrainingRecipe& r) {
       return InvalidArgumentError(std::string(name) + ": must be in [0, 1e5] (got " + Num(v) + ")");
     }
   }
-  if (r.micro_batches > 1000000) {
-    return InvalidArgumentError("micro_batches: must be at most 1e6");
+  // Bounds on the model's size (transfers per op, flows per op), so that no input can make
+  // BuildIteration or TimeIteration run for minutes or exhaust memory.
+  const double m = r.micro_batches;
+  for (auto [name, v] : {std::pair<const char*, double>{"micro_batches x vp", m * l.vp},
+                         {"layers_per_rank x micro_batches", r.layers_per_rank * m},
+                         {"moe_layers_per_rank x micro_batches", r.moe_layers_per_rank * m}}) {
+    if (v > kMaxOpInstances) {
+      return InvalidArgumentError(std::string(name) + ": must be at most " +
+                                  std::to_string(kMaxOpInstances) + " (got " + Num(v) + ")");
+    }
+  }
+  if (static_cast<int64_t>(r.dp_buckets) * l.gpus() > kMaxIterationGpus * 16) {
+    return InvalidArgumentError(
+        "dp_buckets: dp_buckets x GPUs must be at most " + std::to_string(kMaxIterationGpus * 16) +
+        " (got " + std::to_string(r.dp_buckets) + " x " + std::to_string(l.gpus()) + ")");
   }
   if (r.expert_params_per_rank > 0 && l.ep < 1) {
     return InvalidArgumentError("expert_params_per_rank: needs ep >= 1");
@@ -666,7 +685,10 @@ namespace {
 
 constexpr double kTimeEps = 1e-12;
 
-// The event-driven standalone timing (header). Times in double seconds.
+// The event-driven standalone timing (header). Times in double seconds. Transfers share the
+// NICs by processor sharing, kept in virtual time: every active transfer has received the same
+// service `virtual_` since it started, so a min-heap of finish points gives the next completion
+// in O(log n) whatever the number of transfers in flight.
 class IterationClock {
  public:
   // Segment durations are multiplied by compute_scale (calibration scales the compute without
@@ -682,6 +704,9 @@ class IterationClock {
     seg_end_.assign(static_cast<size_t>(n_seg), -1);
     op_.assign(static_cast<size_t>(n_ops), OpState{});
     waiting_.assign(static_cast<size_t>(n_seg) + 1, 0);
+    issue_after_.assign(static_cast<size_t>(n_seg) + 1, {});
+    paced_in_.assign(static_cast<size_t>(n_seg), {});
+    dependents_.assign(static_cast<size_t>(n_ops), {});
     for (int i = 0; i < n_ops; ++i) {
       const CommOp& o = m_.ops[static_cast<size_t>(i)];
       if (o.issue_after < -1 || o.issue_after >= n_seg || o.needed_before < 0 ||
@@ -691,10 +716,13 @@ class IterationClock {
                                     "): bad window or dependency");
       }
       ++waiting_[static_cast<size_t>(o.needed_before)];
-      // Window compute of paced ops.
+      issue_after_[static_cast<size_t>(o.issue_after + 1)].push_back(i);
+      if (o.after_op >= 0) dependents_[static_cast<size_t>(o.after_op)].push_back(i);
+      // Window compute of paced ops, and where each window segment starts inside it.
       double w = 0;
-      for (int s = o.issue_after + 1; s < o.needed_before; ++s) {
-        w += SegSeconds(s);
+      for (int seg = o.issue_after + 1; seg < o.needed_before; ++seg) {
+        if (o.pacing == Pacing::kPaced) paced_in_[static_cast<size_t>(seg)].push_back({i, w});
+        w += SegSeconds(seg);
       }
       op_[static_cast<size_t>(i)].window = w;
     }
@@ -706,21 +734,23 @@ class IterationClock {
       double next = std::numeric_limits<double>::infinity();
       if (running_ >= 0) next = std::min(next, seg_end_[static_cast<size_t>(running_)]);
       if (!releases_.empty()) next = std::min(next, releases_.top().time);
-      const double rate = active_.empty() ? 0 : scale_ / static_cast<double>(active_.size());
-      for (const Transfer& t : active_) next = std::min(next, now_ + t.remaining / rate);
+      if (!active_.empty()) {
+        next = std::min(next, now_ + (active_.top().finish - virtual_) *
+                                         static_cast<double>(active_.size()) / scale_);
+      }
       if (!std::isfinite(next)) {
         return InternalError(
             "iteration cannot complete: an op waits for a segment after the "
             "one that needs it");
       }
-      Advance(next, rate);
+      Advance(next);
     }
     IterationTiming out;
     out.iteration = Duration::Seconds(now_);
     double busy = 0;
     double idle = 0;
-    for (size_t s = 0; s < m_.segments.size(); ++s) {
-      (m_.segments[s].busy ? busy : idle) += SegSeconds(static_cast<int>(s));
+    for (size_t seg = 0; seg < m_.segments.size(); ++seg) {
+      (m_.segments[seg].busy ? busy : idle) += SegSeconds(static_cast<int>(seg));
     }
     out.busy = Duration::Seconds(busy);
     out.idle = Duration::Seconds(idle);
@@ -728,7 +758,7 @@ class IterationClock {
     double network = 0;
     for (size_t i = 0; i < m_.ops.size(); ++i) network += work_[i] * m_.ops[i].instances;
     out.network = Duration::Seconds(network);
-    for (double s : seg_start_) out.segment_start.push_back(Duration::Seconds(s));
+    for (double t : seg_start_) out.segment_start.push_back(Duration::Seconds(t));
     for (const OpState& o : op_) {
       out.ops.push_back(OpSpan{Duration::Seconds(o.first_release), Duration::Seconds(o.end)});
     }
@@ -746,8 +776,12 @@ class IterationClock {
     double end = -1;
   };
   struct Transfer {
+    double finish;  // Virtual time at which it completes.
+    uint64_t seq;   // Release order (deterministic ties).
     int op;
-    double remaining;  // Seconds at full rate.
+    bool operator>(const Transfer& o) const {
+      return std::tie(finish, seq) > std::tie(o.finish, o.seq);
+    }
   };
   struct PendingRelease {
     double time;
@@ -757,9 +791,13 @@ class IterationClock {
       return std::tie(time, op) > std::tie(o.time, o.op);
     }
   };
+  struct PacedWindow {
+    int op;
+    double offset;  // Window compute before this segment.
+  };
 
-  double SegSeconds(int s) const {
-    return m_.segments[static_cast<size_t>(s)].duration.ToSeconds() * compute_scale_;
+  double SegSeconds(int seg) const {
+    return m_.segments[static_cast<size_t>(seg)].duration.ToSeconds() * compute_scale_;
   }
 
   bool OpReady(int i) const {
@@ -769,29 +807,26 @@ class IterationClock {
   }
 
   void ReleaseInstances(int i, int count) {
-    OpState& s = op_[static_cast<size_t>(i)];
-    if (s.first_release < 0) s.first_release = now_;
-    s.released += count;
+    OpState& st = op_[static_cast<size_t>(i)];
+    if (st.first_release < 0) st.first_release = now_;
+    st.released += count;
     for (int c = 0; c < count; ++c) {
       if (work_[static_cast<size_t>(i)] <= kTimeEps) {
         Complete(i);
       } else {
-        active_.push_back(Transfer{i, work_[static_cast<size_t>(i)]});
+        active_.push(Transfer{virtual_ + work_[static_cast<size_t>(i)], seq_++, i});
       }
     }
   }
 
   void Complete(int i) {
-    OpState& s = op_[static_cast<size_t>(i)];
-    ++s.completed;
-    if (s.completed < m_.ops[static_cast<size_t>(i)].instances) return;
-    s.done = true;
-    s.end = now_;
+    OpState& st = op_[static_cast<size_t>(i)];
+    ++st.completed;
+    if (st.completed < m_.ops[static_cast<size_t>(i)].instances) return;
+    st.done = true;
+    st.end = now_;
     --waiting_[static_cast<size_t>(m_.ops[static_cast<size_t>(i)].needed_before)];
-    // Ops chained after it.
-    for (size_t j = static_cast<size_t>(i) + 1; j < m_.ops.size(); ++j) {
-      if (m_.ops[j].after_op == i) Issue(static_cast<int>(j));
-    }
+    for (int j : dependents_[static_cast<size_t>(i)]) Issue(j);
   }
 
   // Called when an op's issue condition may have become true.
@@ -804,39 +839,30 @@ class IterationClock {
     // Paced ops are released as their window's segments start (StartSegment).
   }
 
-  void SegmentEnded(int s) {
-    for (size_t i = 0; i < m_.ops.size(); ++i) {
-      if (m_.ops[i].issue_after == s) {
-        op_[i].issued = true;
-        Issue(static_cast<int>(i));
-      }
+  void SegmentEnded(int seg) {
+    for (int i : issue_after_[static_cast<size_t>(seg + 1)]) {
+      op_[static_cast<size_t>(i)].issued = true;
+      Issue(i);
     }
   }
 
-  void StartSegment(int s) {
-    seg_start_[static_cast<size_t>(s)] = now_;
-    const double d = SegSeconds(s);
-    seg_end_[static_cast<size_t>(s)] = now_ + d;
-    running_ = s;
-    // Paced releases that fall inside this segment.
-    for (size_t i = 0; i < m_.ops.size(); ++i) {
-      const CommOp& o = m_.ops[i];
-      const OpState& st = op_[i];
-      if (o.pacing != Pacing::kPaced || st.window <= kTimeEps) continue;
-      if (s <= o.issue_after || s >= o.needed_before) continue;
-      double offset = 0;
-      for (int x = o.issue_after + 1; x < s; ++x) {
-        offset += SegSeconds(x);
-      }
-      // Instances j with j / n * window in [offset, offset + d).
+  void StartSegment(int seg) {
+    seg_start_[static_cast<size_t>(seg)] = now_;
+    const double d = SegSeconds(seg);
+    seg_end_[static_cast<size_t>(seg)] = now_ + d;
+    running_ = seg;
+    if (!(d > 0)) return;
+    // Paced releases that fall inside this segment: instance j at j / n of the window.
+    for (const PacedWindow& pw : paced_in_[static_cast<size_t>(seg)]) {
+      const CommOp& o = m_.ops[static_cast<size_t>(pw.op)];
+      const double window = op_[static_cast<size_t>(pw.op)].window;
+      if (window <= kTimeEps) continue;
       const double n = o.instances;
-      int first = static_cast<int>(std::ceil(offset / st.window * n - 1e-9));
-      first = std::max(first, 0);
+      const int first = std::max(0, static_cast<int>(std::ceil(pw.offset / window * n - 1e-9)));
       for (int j = first; j < o.instances; ++j) {
-        const double at = j / n * st.window;
-        if (at >= offset + d - kTimeEps && d > 0) break;
-        if (d <= 0) break;
-        releases_.push(PendingRelease{now_ + (at - offset), static_cast<int>(i), 1});
+        const double at = j / n * window;
+        if (at >= pw.offset + d - kTimeEps) break;
+        releases_.push(PendingRelease{now_ + (at - pw.offset), pw.op, 1});
       }
     }
   }
@@ -855,29 +881,25 @@ class IterationClock {
   }
 
   void EndSegment() {
-    const int s = running_;
+    const int seg = running_;
     running_ = -1;
-    last_ended_ = s;
-    SegmentEnded(s);
+    last_ended_ = seg;
+    SegmentEnded(seg);
   }
 
-  void Advance(double to, double rate) {
+  void Advance(double to) {
     const double dt = std::max(0.0, to - now_);
     now_ = to;
-    // Transfers.
-    if (rate > 0) {
+    // Transfers: each active one received dt * scale / n of service.
+    if (!active_.empty()) {
+      virtual_ += dt * scale_ / static_cast<double>(active_.size());
+      const double eps = kTimeEps * std::max(1.0, virtual_);
       std::vector<int> finished;
-      for (size_t t = 0; t < active_.size(); ++t) {
-        active_[t].remaining -= dt * rate;
-        if (active_[t].remaining <= kTimeEps * std::max(1.0, now_)) {
-          finished.push_back(static_cast<int>(t));
-        }
+      while (!active_.empty() && active_.top().finish <= virtual_ + eps) {
+        finished.push_back(active_.top().op);
+        active_.pop();
       }
-      for (auto it = finished.rbegin(); it != finished.rend(); ++it) {
-        const int op = active_[static_cast<size_t>(*it)].op;
-        active_.erase(active_.begin() + *it);
-        Complete(op);
-      }
+      for (int op : finished) Complete(op);
     }
     // Releases due now.
     while (!releases_.empty() && releases_.top().time <= now_ + kTimeEps) {
@@ -908,6 +930,8 @@ class IterationClock {
   double scale_;
   double compute_scale_;
   double now_ = 0;
+  double virtual_ = 0;
+  uint64_t seq_ = 0;
   int running_ = -1;
   int last_ended_ = -1;
   bool done_ = false;
@@ -915,7 +939,10 @@ class IterationClock {
   std::vector<double> seg_end_;
   std::vector<OpState> op_;
   std::vector<int> waiting_;  // Per segment (and the end): ops not yet done that it waits for.
-  std::vector<Transfer> active_;
+  std::vector<std::vector<int>> issue_after_;       // [segment + 1]: ops issued after it.
+  std::vector<std::vector<PacedWindow>> paced_in_;  // Per segment: paced ops whose window has it.
+  std::vector<std::vector<int>> dependents_;        // Per op: ops chained after it.
+  std::priority_queue<Transfer, std::vector<Transfer>, std::greater<Transfer>> active_;
   std::priority_queue<PendingRelease, std::vector<PendingRelease>, std::greater<PendingRelease>>
       releases_;
   std::vector<PendingRelease> deferred_;

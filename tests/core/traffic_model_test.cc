@@ -352,6 +352,40 @@ TEST(TrafficModelTimingTest, ChainedOpsWaitForEachOther) {
   EXPECT_DOUBLE_EQ(Sec(Must(TimeIteration(m, Gigabyte(1))).iteration), 4.0);
 }
 
+TEST(TrafficModelTimingTest, ThousandsOfPacedInstancesKeepTheNicBusy) {
+  // 20,000 instances of 1 ms released every 0.2 ms over a 4 s segment: the backlog never
+  // empties, so the NIC works from 0 to 20 s without a gap, and the next segment starts then.
+  IterationModel m = TwoHostModel({4, 1});
+  m.ops = {Op("P", 0.001, -1, 1, kMaxOpInstances, Pacing::kPaced)};
+  const IterationTiming t = Must(TimeIteration(m, Gigabyte(1)));
+  EXPECT_NEAR(Sec(t.ops[0].end), 20.0, 1e-6);
+  EXPECT_NEAR(Sec(t.iteration), 21.0, 1e-6);
+}
+
+TEST(TrafficModelBytesTest, BoundsKeepEveryIterationCheapToBuildAndTime) {
+  TrainingRecipe r;
+  r.layout = {.tp = 8, .pp = 4, .dp = 2, .vp = 2};
+  r.micro_batches = kMaxOpInstances / 2;
+  EXPECT_TRUE(ValidateRecipe(r).ok());
+  r.micro_batches += 1;
+  EXPECT_NE(ValidateRecipe(r).message().find("micro_batches x vp: must be at most 20000"),
+            std::string::npos);
+  r = TrainingRecipe{};
+  r.micro_batches = 100;
+  r.layers_per_rank = 201;
+  EXPECT_NE(ValidateRecipe(r).message().find("layers_per_rank x micro_batches"), std::string::npos);
+  r = TrainingRecipe{};
+  r.layout = {.tp = 8, .pp = 2048, .dp = 1};
+  EXPECT_NE(ValidateRecipe(r).message().find("layout.pp: must be at most 1024"), std::string::npos);
+  r = TrainingRecipe{};
+  r.layout = {.tp = 8, .dp = 16384};
+  EXPECT_NE(ValidateRecipe(r).message().find("at most 65536 GPUs"), std::string::npos);
+  r = TrainingRecipe{};
+  r.layout = {.tp = 8, .dp = 8192};
+  r.dp_buckets = 64;
+  EXPECT_NE(ValidateRecipe(r).message().find("dp_buckets x GPUs"), std::string::npos);
+}
+
 TEST(TrafficModelTimingTest, BadWindowsAndNetworksAreErrors) {
   IterationModel m = TwoHostModel({1, 1});
   m.ops = {Op("bad", 1, 1, 1)};

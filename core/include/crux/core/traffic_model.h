@@ -147,6 +147,13 @@ double RemoteShare(int members, int local);
 
 // ---- Layout and recipe ----
 
+// Bounds ValidateRecipe enforces so that no input can make an iteration expensive to build or
+// time: GPUs per job, pipeline stages, and instances of one op (micro-batches x virtual chunks,
+// layers x micro-batches); dp_buckets x GPUs is at most 16 x kMaxIterationGpus.
+inline constexpr int kMaxIterationGpus = 65536;
+inline constexpr int kMaxPipelineStages = 1024;
+inline constexpr int kMaxOpInstances = 20000;
+
 struct ParallelLayout {
   int tp = 1;
   int cp = 1;
@@ -197,7 +204,7 @@ struct TrainingRecipe {
   WireDtype tp_dtype = WireDtype::kBf16;
 };
 
-// Errors name the field ("layout.ep: must divide dp (got 3, dp 8)").
+// Errors name the field ("layout.ep: must divide dp (got 3, dp 8)"); see the bounds above.
 Status ValidateRecipe(const TrainingRecipe& r);
 
 // ---- The iteration ----
