@@ -6,25 +6,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "crux/core/builders.h"
+#include "test_topologies.h"
 
 namespace crux::core {
 namespace {
 
-template <typename T>
-T Must(Result<T> r) {
-  if (!r.ok()) {
-    std::fprintf(stderr, "fixture failed: %s\n", r.status().ToString().c_str());
-    std::abort();
-  }
-  return std::move(r).value();
-}
+using testing::Must;
 
 double Sec(Duration d) { return d.ToSeconds(); }
 
@@ -304,11 +296,16 @@ IterationModel TwoHostModel(std::vector<double> segments) {
   return m;
 }
 
-TEST(TrafficModelTimingTest, AnExposedOpAddsAndAHiddenOpDoesNot) {
-  // Segments A = 2 s, B = 2 s. E: from the start, needed before A (1 s, exposed). H: after A,
-  // needed at the end (1 s, hidden under B). Iteration 1 + 2 + 2 = 5 s.
+// Segments A = 2 s, B = 2 s. E: from the start, needed before A (1 s, exposed). H: after A,
+// needed at the end (1 s, hidden under B). Iteration 1 + 2 + 2 = 5 s.
+IterationModel ExposedAndHidden() {
   IterationModel m = TwoHostModel({2, 2});
   m.ops = {Op("E", 1, -1, 0), Op("H", 1, 0, 2)};
+  return m;
+}
+
+TEST(TrafficModelTimingTest, AnExposedOpAddsAndAHiddenOpDoesNot) {
+  const IterationModel m = ExposedAndHidden();
   const IterationTiming t = Must(TimeIteration(m, Gigabyte(1)));
   EXPECT_DOUBLE_EQ(Sec(t.iteration), 5.0);
   EXPECT_DOUBLE_EQ(Sec(t.exposed), 1.0);
@@ -417,9 +414,8 @@ TEST(TrafficModelTimingTest, DpBucketsHideAllButTheLastReduceScatter) {
 // ---- Summary and the single-overlap equivalent ----
 
 TEST(TrafficModelSummaryTest, ExposedCommunicationSetsTheOverlapStart) {
-  // As AnExposedOpAddsAndAHiddenOpDoesNot: c = 4, t = 2, iteration 5 -> o = (5 - 2) / 4.
-  IterationModel m = TwoHostModel({2, 2});
-  m.ops = {Op("E", 1, -1, 0), Op("H", 1, 0, 2)};
+  // c = 4, t = 2, iteration 5 -> o = (5 - 2) / 4.
+  const IterationModel m = ExposedAndHidden();
   const IterationSummary s = Must(SummarizeIteration(m, Gigabyte(1)));
   EXPECT_DOUBLE_EQ(Sec(s.compute), 4.0);
   EXPECT_DOUBLE_EQ(Sec(s.comm), 2.0);

@@ -11,12 +11,11 @@
 // rewrite (issue #13); they use only Simulate and MakePolicy.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "../../core/test_topologies.h"
 #include "crux/core/builders.h"
 #include "crux/core/policy.h"
 #include "crux/sim/simulator.h"
@@ -29,14 +28,7 @@ using core::Duration;
 using core::NodeId;
 using core::Topology;
 
-template <typename T>
-T Must(core::Result<T> r) {
-  if (!r.ok()) {
-    std::fprintf(stderr, "fixture failed: %s\n", r.status().ToString().c_str());
-    std::abort();
-  }
-  return std::move(r).value();
-}
+using core::testing::Must;
 
 SimOptions Oracle(double horizon_s) {
   SimOptions o;

@@ -11,6 +11,7 @@
 #include "crux/core/builders.h"
 #include "crux/core/traffic_model.h"
 #include "crux/sim/workload/models.h"
+#include "yaml_cases.h"
 
 namespace crux::sim::workload {
 namespace {
@@ -212,12 +213,7 @@ TEST(LlmProfilesTest, ParsesAHandWrittenHybridProfile) {
 }
 
 TEST(LlmProfilesTest, RejectsBadHybridProfilesNamingTheKey) {
-  struct Case {
-    std::string from;
-    std::string to;
-    std::string error;
-  };
-  const Case cases[] = {
+  const testing::BadCase cases[] = {
       {"    micro_batches: 8", "    micro_batches: 8\n    compute_time_s: 1",
        "models[0].compute_time_s: not a key of a hybrid profile"},
       {"    micro_batches: 8", "    micro_batches: 8\n    overlap_start: 0.5",
@@ -241,15 +237,7 @@ TEST(LlmProfilesTest, RejectsBadHybridProfilesNamingTheKey) {
       {"    parallelism: hybrid", "    parallelism: data",
        "models[0].iteration_time_s: only hybrid profiles take this key"},
   };
-  for (const Case& c : cases) {
-    std::string yaml = kHybrid;
-    const size_t pos = yaml.find(c.from);
-    ASSERT_NE(pos, std::string::npos) << c.from;
-    yaml.replace(pos, c.from.size(), c.to);
-    core::Result<ModelCatalog> r = ParseModels(yaml);
-    ASSERT_FALSE(r.ok()) << "accepted: " << c.to;
-    EXPECT_THAT(r.status().message(), HasSubstr(c.error)) << c.to;
-  }
+  testing::ExpectEveryCaseRefused(kHybrid, cases, ParseModels);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "crux/core/job.h"
 #include "crux/sim/workload/models.h"
 #include "crux/spec/topology_spec.h"
+#include "yaml_cases.h"
 
 namespace crux::sim::workload {
 namespace {
@@ -101,11 +102,7 @@ TEST(ModelsTest, MakeJobSpecValidatesOnATopology) {
   EXPECT_FALSE(flows->empty());
 }
 
-struct BadCase {
-  std::string from;  // Replaced in kGood...
-  std::string to;    // ...by this.
-  std::string error;
-};
+using testing::BadCase;
 
 TEST(ModelsTest, RejectsEveryKindOfBadInput) {
   const BadCase cases[] = {
@@ -140,15 +137,7 @@ TEST(ModelsTest, RejectsEveryKindOfBadInput) {
       {"  - name: m1", "  - name: m1\n    name: m9", "duplicate"},
       {"models:", "models: [\n", "invalid YAML"},
   };
-  for (const BadCase& c : cases) {
-    std::string yaml = kGood;
-    const size_t pos = yaml.find(c.from);
-    ASSERT_NE(pos, std::string::npos) << c.from;
-    yaml.replace(pos, c.from.size(), c.to);
-    core::Result<ModelCatalog> r = ParseModels(yaml);
-    ASSERT_FALSE(r.ok()) << "accepted: " << c.to;
-    EXPECT_THAT(r.status().message(), HasSubstr(c.error)) << c.to;
-  }
+  testing::ExpectEveryCaseRefused(kGood, cases, ParseModels);
   EXPECT_THAT(ParseModels("models: []").status().message(), HasSubstr("must be a non-empty list"));
   EXPECT_THAT(ParseModels("").status().message(), HasSubstr("must be a map"));
   // Positions are reported.

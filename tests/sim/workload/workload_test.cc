@@ -91,40 +91,42 @@ std::set<double> Oversubscription(const core::Topology& t, core::NodeKind kind,
 }
 
 TEST(FabricsTest, Issue16FabricsHaveTheirOversubscription) {
-  // Meta-like: racks of 2 hosts at 1:1, pods under a 1:7 (or 1:1) aggregation tier.
-  for (const auto& [file, agg] :
-       {std::pair<const char*, double>{"meta_like_os7.yaml", 7.0}, {"meta_like_os1.yaml", 1.0}}) {
-    const core::Topology t = Load(file);
-    EXPECT_EQ(t.hosts().size() * 8, 2688u) << file;
-    EXPECT_EQ(t.NicsOf(t.hosts()[0]).size(), 8u) << file;
+  // Meta-like: racks of 2 hosts at 1:1, pods under a 1:7 (or 1:1) aggregation tier. HPN-like:
+  // rail-optimised dual-plane segments at 1:1 under a 15:1 (or 1:1) core tier.
+  struct Fabric {
+    const char* file;
+    size_t gpus;
+    size_t tors;
+    size_t aggs;
+    size_t cores;
+    double agg_core;       // Down / up capacity of every Agg.
+    size_t hosts_per_tor;  // Hosts per ToR group (a rack, or an HPN segment).
+    size_t hosts_per_pod;
+  };
+  for (const Fabric& f : {Fabric{"meta_like_os7.yaml", 2688, 168, 32, 32, 7.0, 2, 84},
+                          Fabric{"meta_like_os1.yaml", 2688, 168, 32, 32, 1.0, 2, 84},
+                          Fabric{"hpn_2pod_os15.yaml", 3072, 96, 32, 8, 15.0, 64, 192},
+                          Fabric{"hpn_2pod_os1.yaml", 3072, 96, 32, 8, 1.0, 64, 192}}) {
+    const core::Topology t = Load(f.file);
+    EXPECT_EQ(t.hosts().size() * 8, f.gpus) << f.file;
+    EXPECT_EQ(t.NicsOf(t.hosts()[0]).size(), 8u) << f.file;
+    EXPECT_EQ(CountKind(t, core::NodeKind::kTor), f.tors) << f.file;
+    EXPECT_EQ(CountKind(t, core::NodeKind::kAgg), f.aggs) << f.file;
+    EXPECT_EQ(CountKind(t, core::NodeKind::kCore), f.cores) << f.file;
     EXPECT_EQ(Oversubscription(t, core::NodeKind::kTor, core::NodeKind::kAgg),
               std::set<double>{1.0})
-        << file;
+        << f.file;
     EXPECT_EQ(Oversubscription(t, core::NodeKind::kAgg, core::NodeKind::kCore),
-              std::set<double>{agg})
-        << file;
-  }
-  // HPN-like: rail-optimised dual-plane segments at 1:1 under a 15:1 (or 1:1) core tier.
-  for (const auto& [file, agg] :
-       {std::pair<const char*, double>{"hpn_2pod_os15.yaml", 15.0}, {"hpn_2pod_os1.yaml", 1.0}}) {
-    const core::Topology t = Load(file);
-    EXPECT_EQ(t.hosts().size() * 8, 3072u) << file;
-    EXPECT_EQ(CountKind(t, core::NodeKind::kTor), 2u * 3 * 8 * 2) << file;
-    EXPECT_EQ(CountKind(t, core::NodeKind::kAgg), 2u * 2 * 8) << file;
-    EXPECT_EQ(CountKind(t, core::NodeKind::kCore), 2u * 4) << file;
-    EXPECT_EQ(Oversubscription(t, core::NodeKind::kTor, core::NodeKind::kAgg),
-              std::set<double>{1.0})
-        << file;
-    EXPECT_EQ(Oversubscription(t, core::NodeKind::kAgg, core::NodeKind::kCore),
-              std::set<double>{agg})
-        << file;
-    // A segment is one ToR group, a pod one Agg group.
+              std::set<double>{f.agg_core})
+        << f.file;
+    // The placement tiers: ToR group, then pod (Agg group).
     core::Result<Placer> p = Placer::Create(t, 8);
     ASSERT_TRUE(p.ok());
-    EXPECT_EQ(p->tor_group(t.hosts()[0]), p->tor_group(t.hosts()[63]));
-    EXPECT_NE(p->tor_group(t.hosts()[63]), p->tor_group(t.hosts()[64]));
-    EXPECT_EQ(p->agg_group(t.hosts()[0]), p->agg_group(t.hosts()[191]));
-    EXPECT_NE(p->agg_group(t.hosts()[191]), p->agg_group(t.hosts()[192]));
+    const auto& h = t.hosts();
+    EXPECT_EQ(p->tor_group(h[0]), p->tor_group(h[f.hosts_per_tor - 1])) << f.file;
+    EXPECT_NE(p->tor_group(h[0]), p->tor_group(h[f.hosts_per_tor])) << f.file;
+    EXPECT_EQ(p->agg_group(h[0]), p->agg_group(h[f.hosts_per_pod - 1])) << f.file;
+    EXPECT_NE(p->agg_group(h[0]), p->agg_group(h[f.hosts_per_pod])) << f.file;
   }
 }
 
