@@ -869,6 +869,7 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
                                                    prev[static_cast<size_t>(ref)] == st.reference);
   stats.reference_changed = st.valid && !same_ref;
   std::vector<double> priority(n);
+  std::vector<double> k_values(n);
   for (size_t j = 0; j < n; ++j) {
     Job& job = next[j];
     if (!kept[j] || !same_ref) {
@@ -880,11 +881,12 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
       }
       job.plan.k = k;
     }
+    k_values[j] = job.plan.k;
     priority[j] = PriorityValue(job.prio, job.plan.k);
   }
   std::vector<int> rank;
   std::vector<int> rank_order;
-  RankByPriority(prio, priority, rank, rank_order);
+  RankByPriority(prio, k_values, priority, rank, rank_order);
   for (size_t j = 0; j < n; ++j) {
     JobPlan& jp = next[j].plan;
     jp.priority = priority[j];
