@@ -8,6 +8,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "crux/hostd/job_id.h"
+
 namespace crux::hostd {
 namespace {
 
@@ -190,6 +192,13 @@ json EncodeBody(const PinTable& m) {
           {"traffic_class", m.traffic_class},
           {"pins", pins}};
 }
+json EncodeBody(const PinAck& m) {
+  return {{"type", "pin_ack"},
+          {"epoch", m.epoch},
+          {"state_id", HashText(m.state_id)},
+          {"ok", m.ok},
+          {"error", m.error}};
+}
 json EncodeBody(const StatusRequest&) { return {{"type", "status"}}; }
 json EncodeBody(const StatusReply& m) {
   json status = json::parse(m.json, nullptr, /*allow_exceptions=*/false);
@@ -331,6 +340,15 @@ core::Result<Message> DecodeBody(const json& j, const std::string& type) {
     if (!r.status().ok()) return r.status();
     return Message(std::move(m));
   }
+  if (type == "pin_ack") {
+    PinAck m;
+    m.epoch = r.U64("epoch");
+    m.state_id = r.Hash("state_id");
+    m.ok = r.Bool("ok", false);
+    m.error = r.Str("error", false, 1024);
+    if (!r.status().ok()) return r.status();
+    return Message(std::move(m));
+  }
   if (type == "status") return Message(StatusRequest{});
   if (type == "status_reply") {
     auto it = j.find("status");
@@ -416,9 +434,7 @@ core::Result<std::string> CanonicalGid(std::string_view text) {
 bool IsValidJobId(std::string_view id) {
   if (id.empty() || id.size() > 128) return false;
   for (char c : id) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == ':' || c == '/' || c == '-';
-    if (!ok) return false;
+    if (!IsJobIdChar(c)) return false;
   }
   return true;
 }

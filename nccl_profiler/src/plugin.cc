@@ -31,8 +31,8 @@
 
 #include "aggregator.h"
 #include "crux/hostd/hostd_link.h"
+#include "crux/hostd/job_id.h"
 #include "crux/nccl_profiler/abi.h"
-#include "crux/nccl_profiler/job_id.h"
 #include "crux/sync/thread_annotations.h"
 #include "recorder.h"
 
@@ -40,6 +40,10 @@
 
 namespace crux::nccl_profiler {
 namespace {
+
+using hostd::JobIdentity;
+using hostd::JobIdFromCommHash;
+using hostd::JobIdFromEnvironment;
 
 constexpr int kDefaultMask = abi::kColl | abi::kP2p | abi::kKernelCh;
 constexpr int kSampleMask = abi::kProxyOp | abi::kProxyStep;

@@ -6,11 +6,16 @@
 #include <string>
 
 #include "aggregator.h"
-#include "crux/nccl_profiler/job_id.h"
+#include "crux/hostd/job_id.h"
 #include "recorder.h"
 
 namespace crux::nccl_profiler {
 namespace {
+
+using hostd::JobIdentity;
+using hostd::JobIdFromCommHash;
+using hostd::JobIdFromEnvironment;
+using hostd::SanitizeJobId;
 
 TEST(WireBytesTest, FollowsTheBusFactors) {
   EXPECT_EQ(DatatypeSize("ncclFloat32"), 4u);

@@ -80,6 +80,19 @@ class HostSink {
 
   const std::vector<std::string>& errors() const { return errors_; }
 
+  // Whether process `pid` has an open connection.
+  bool Connected(pid_t pid) const {
+    for (const auto& c : conns_) {
+      if (c.is_open() && c.peer().pid == pid) return true;
+    }
+    return false;
+  }
+  // Forgets the messages received so far (connections stay).
+  void Clear() {
+    received_.clear();
+    errors_.clear();
+  }
+
  private:
   hostd::LocalListener listener_;
   core::Status status_;

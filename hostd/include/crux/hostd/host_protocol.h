@@ -13,7 +13,8 @@
 //                    PluginStats every few seconds. On every (re)connect the plugin sends its
 //                    whole state again (Hello, CommInfos, the last RankProfile), so a restarted
 //                    hostd loses nothing.
-//   shim   -> hostd  Hello (role verbs), QpInfo per RC QP brought to RTR, QpGone, RepinResult.
+//   shim   -> hostd  Hello (role verbs), QpInfo per RC QP brought to RTR, QpGone, RepinResult,
+//                    PinAck per PinTable received.
 //   hostd  -> shim   PinTable: the job's traffic class and the UDP source port per (local
 //                    device, remote GID), sent on connect and whenever the job's assignment
 //                    changes.
@@ -151,6 +152,15 @@ struct PinTable {
   friend bool operator==(const PinTable&, const PinTable&) = default;
 };
 
+// The shim's answer to a PinTable: taken (ok) or refused (error names the field).
+struct PinAck {
+  uint64_t epoch = 0;
+  uint64_t state_id = 0;
+  bool ok = false;
+  std::string error;
+  friend bool operator==(const PinAck&, const PinAck&) = default;
+};
+
 struct StatusRequest {
   friend bool operator==(const StatusRequest&, const StatusRequest&) = default;
 };
@@ -160,7 +170,7 @@ struct StatusReply {
 };
 
 using Message = std::variant<Hello, CommInfo, RankProfile, PluginStats, QpInfo, QpGone, RepinResult,
-                             PinTable, StatusRequest, StatusReply>;
+                             PinTable, PinAck, StatusRequest, StatusReply>;
 
 // The JSON text of `m` (never longer than kMaxMessageBytes for the bounded types; a PinTable
 // over kMaxPins entries is truncated to kMaxPins by the sender, see hostd).

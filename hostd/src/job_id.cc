@@ -1,16 +1,17 @@
-#include "crux/nccl_profiler/job_id.h"
+#include "crux/hostd/job_id.h"
 
 #include <cstdio>
 
-namespace crux::nccl_profiler {
+namespace crux::hostd {
+
+bool IsJobIdChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == ':' || c == '/' || c == '-';
+}
 
 std::string SanitizeJobId(std::string_view raw) {
   std::string out;
-  for (char c : raw.substr(0, 128)) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == ':' || c == '/' || c == '-';
-    out.push_back(ok ? c : '_');
-  }
+  for (char c : raw.substr(0, 128)) out.push_back(IsJobIdChar(c) ? c : '_');
   return out.empty() ? "job" : out;
 }
 
@@ -37,4 +38,4 @@ JobIdentity JobIdFromCommHash(uint64_t world_comm_hash) {
   return JobIdentity{buf, "comm_hash"};
 }
 
-}  // namespace crux::nccl_profiler
+}  // namespace crux::hostd

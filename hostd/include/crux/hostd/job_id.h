@@ -1,4 +1,5 @@
-// Which Crux job a process belongs to, without any code in the training script.
+// Which Crux job a process belongs to, without any code in the training script (used by the
+// NCCL profiler plugin and the verbs shim in every rank).
 //
 // The rule, first match wins:
 //   1. CRUX_JOB_ID                 verbatim (the operator's or launcher's choice);
@@ -12,8 +13,8 @@
 // longer ones are cut to 128 characters.
 //
 // Thread-safety: pure functions (the environment is read through the callback).
-#ifndef CRUX_NCCL_PROFILER_JOB_ID_H_
-#define CRUX_NCCL_PROFILER_JOB_ID_H_
+#ifndef CRUX_HOSTD_JOB_ID_H_
+#define CRUX_HOSTD_JOB_ID_H_
 
 #include <cstdint>
 #include <functional>
@@ -21,7 +22,7 @@
 #include <string>
 #include <string_view>
 
-namespace crux::nccl_profiler {
+namespace crux::hostd {
 
 struct JobIdentity {
   std::string id;
@@ -37,7 +38,9 @@ std::optional<JobIdentity> JobIdFromEnvironment(const GetEnv& getenv);
 JobIdentity JobIdFromCommHash(uint64_t world_comm_hash);
 // The valid job id closest to `raw` (see the file comment); "job" for an empty string.
 std::string SanitizeJobId(std::string_view raw);
+// A character job ids may hold: [A-Za-z0-9._:/-] (the wire protocol's rule).
+bool IsJobIdChar(char c);
 
-}  // namespace crux::nccl_profiler
+}  // namespace crux::hostd
 
-#endif  // CRUX_NCCL_PROFILER_JOB_ID_H_
+#endif  // CRUX_HOSTD_JOB_ID_H_
