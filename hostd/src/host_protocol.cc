@@ -292,7 +292,7 @@ core::Result<Message> DecodeBody(const json& j, const std::string& type) {
   if (type == "qp") {
     QpInfo m;
     m.device = r.Str("device", true, 64);
-    m.port = static_cast<int>(r.Int("port", 1, 255));
+    m.port = static_cast<int>(r.Int("port", 0, 255));  // 0: not given at RTR.
     m.qpn = static_cast<uint32_t>(r.Int("qpn", 0, 0xFFFFFF));
     m.dest_qpn = static_cast<uint32_t>(r.Int("dest_qpn", 0, 0xFFFFFF));
     m.remote_gid = r.Str("remote_gid", true, 64);

@@ -108,7 +108,7 @@ struct PluginStats {
 // A QP the shim saw go to RTR.
 struct QpInfo {
   std::string device;  // RDMA device, e.g. "mlx5_0".
-  int port = 1;
+  int port = 1;        // ah_attr.port_num at RTR (0: not given).
   uint32_t qpn = 0;
   uint32_t dest_qpn = 0;
   std::string remote_gid;  // Canonical text (FormatGid).
