@@ -109,7 +109,7 @@ TEST(AgentUnitTest, SystemdAnalyzeVerifyPasses) {
   const fs::path unit = dir.path() / "crux-switch-agent.service";
   const std::string text = ReadFile(kUnit);
   const std::string rewritten =
-      std::regex_replace(text, std::regex("ExecStart=/usr/local/bin/crux-switch-agent"),
+      std::regex_replace(text, std::regex("ExecStart=/usr/bin/crux-switch-agent"),
                          "ExecStart=" + kAgent.string());
   ASSERT_NE(rewritten, text);
   WriteFile(unit, rewritten);
