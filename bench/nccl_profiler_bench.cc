@@ -14,6 +14,8 @@
 //   BM_PluginCollectiveSaturated as above without pauses: the producer outruns the consumer and
 //                                most pushes hit the full-queue path.
 //   BM_ProxyStepSend             a sampled network step (start, SendWait state, stop).
+//   BM_CollStart                 the costliest single call: Coll start (steady-clock read, id,
+//                                push), queue drained between batches.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 
@@ -89,6 +91,29 @@ void BM_RecorderCollective(benchmark::State& state) {
   state.counters["dropped"] = static_cast<double>(rec.dropped());
 }
 BENCHMARK(BM_RecorderCollective)->Unit(benchmark::kMicrosecond);
+
+void BM_CollStart(benchmark::State& state) {
+  Recorder rec(1 << 16);
+  int comm = 0;
+  abi::EventDescrV6 coll = CollDescr();
+  constexpr int kBatch = 8192;
+  int64_t calls = 0;
+  for (auto _ : state) {
+    for (int i = 0; i < kBatch; ++i) {
+      void* h = nullptr;
+      rec.StartEvent(&comm, &h, &coll);
+      benchmark::DoNotOptimize(h);
+    }
+    calls += kBatch;
+    state.PauseTiming();
+    for (Record r; rec.Pop(&r);) {
+    }
+    state.ResumeTiming();
+  }
+  state.counters["ns_per_event"] = benchmark::Counter(
+      static_cast<double>(calls), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_CollStart)->Unit(benchmark::kMicrosecond);
 
 void BM_ProxyStepSend(benchmark::State& state) {
   Recorder rec(1 << 16);
