@@ -45,37 +45,42 @@ abi::EventDescrV6 CollDescr() {
   return d;
 }
 
-template <typename StartFn, typename StateFn, typename StopFn>
-void OneCollective(void* ctx, abi::EventDescrV6& coll, abi::EventDescrV6& kernel,
-                   abi::StateArgsV6& args, StartFn start, StateFn state, StopFn stop) {
-  void* h = nullptr;
-  start(ctx, &h, &coll);
-  stop(h);
-  kernel.parentObj = h;
-  for (int ch = 0; ch < kChannels; ++ch) {
-    void* k = nullptr;
-    start(ctx, &k, &kernel);
-    state(k, abi::kKernelChStop, &args);
-    stop(k);
+// The descriptors NCCL passes for one collective (built once, reused).
+struct Collective {
+  Collective() {
+    kernel.type = abi::kKernelCh;
+    kernel.kernelCh.pTimer = 1;
+    args.kernelCh.pTimer = 2;
   }
-}
+  abi::EventDescrV6 coll = CollDescr();
+  abi::EventDescrV6 kernel{};
+  abi::StateArgsV6 args{};
+
+  template <typename StartFn, typename StateFn, typename StopFn>
+  void Run(void* ctx, StartFn start, StateFn state, StopFn stop) {
+    void* h = nullptr;
+    start(ctx, &h, &coll);
+    stop(h);
+    kernel.parentObj = h;
+    for (int ch = 0; ch < kChannels; ++ch) {
+      void* k = nullptr;
+      start(ctx, &k, &kernel);
+      state(k, abi::kKernelChStop, &args);
+      stop(k);
+    }
+  }
+};
 
 void BM_RecorderCollective(benchmark::State& state) {
   Recorder rec(1 << 16);
   int comm = 0;
-  abi::EventDescrV6 coll = CollDescr();
-  abi::EventDescrV6 kernel{};
-  kernel.type = abi::kKernelCh;
-  kernel.kernelCh.pTimer = 1;
-  abi::StateArgsV6 args{};
-  args.kernelCh.pTimer = 2;
+  Collective c;
   constexpr int kBatch = 1024;  // 5 records each: 5120 of 65536 slots.
   int64_t collectives = 0;
   for (auto _ : state) {
     for (int i = 0; i < kBatch; ++i) {
-      OneCollective(
-          &comm, coll, kernel, args,
-          [&](void* c, void** h, abi::EventDescrV6* d) { return rec.StartEvent(c, h, d); },
+      c.Run(
+          &comm, [&](void* x, void** h, abi::EventDescrV6* d) { return rec.StartEvent(x, h, d); },
           [&](void* h, abi::EventState s, abi::StateArgsV6* a) { return rec.RecordState(h, s, a); },
           [&](void* h) { return rec.StopEvent(h); });
     }
@@ -175,18 +180,12 @@ void RunPlugin(benchmark::State& state, bool pause_for_drain) {
     state.SkipWithError("cannot load " CRUX_NCCL_PROFILER_PLUGIN);
     return;
   }
-  abi::EventDescrV6 coll = CollDescr();
-  abi::EventDescrV6 kernel{};
-  kernel.type = abi::kKernelCh;
-  kernel.kernelCh.pTimer = 1;
-  abi::StateArgsV6 args{};
-  args.kernelCh.pTimer = 2;
+  Collective c;
   constexpr int kBatch = 512;
   int64_t collectives = 0;
   for (auto _ : state) {
     for (int i = 0; i < kBatch; ++i) {
-      OneCollective(p.ctx, coll, kernel, args, p.table->startEvent, p.table->recordEventState,
-                    p.table->stopEvent);
+      c.Run(p.ctx, p.table->startEvent, p.table->recordEventState, p.table->stopEvent);
     }
     collectives += kBatch;
     if (pause_for_drain) {
