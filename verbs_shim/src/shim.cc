@@ -51,8 +51,6 @@
 namespace crux::verbs_shim {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
-
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
