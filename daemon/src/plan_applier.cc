@@ -175,7 +175,14 @@ void PlanApplier::Commit(std::shared_ptr<const PlanRun> run,
     ctx_->tracker.SetLevel(id, a->assignment.level);
     if (const JobSession* j = ctx_->tracker.Find(id)) {
       // (*rows)[i] is batch->changed[i]'s store row: the serialized assignment the push carries.
-      pushes->push_back({j->peer, a, std::move((*rows)[i].assignment)});
+      // A multi-host job's assignment goes to every part (each agent keeps its host's flows).
+      if (!j->parted()) {
+        pushes->push_back({j->peer, a, std::move((*rows)[i].assignment)});
+      } else {
+        for (std::string& peer : JobTracker::PeersOf(*j)) {
+          pushes->push_back({std::move(peer), a, (*rows)[i].assignment});
+        }
+      }
     }
   }
   const size_t pushed = PushChunk(std::move(pushes), 0);
