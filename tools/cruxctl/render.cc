@@ -526,8 +526,8 @@ std::string RenderParts(const v1::JobDetail& d) {
   }
   out << parts.Render();
   out << "  bytes/iter     " << FormatBytes(m.cross_host_bytes()) << " between hosts (the flows), "
-      << FormatBytes(m.same_host_bytes()) << " within hosts (dropped), "
-      << FormatBytes(m.unsplit_bytes()) << " not split over peers yet, "
+      << FormatBytes(m.same_host_bytes()) << " within hosts (dropped)\n"
+      << "                 " << FormatBytes(m.unsplit_bytes()) << " not split over peers yet, "
       << FormatBytes(m.unattributed_bytes()) << " to ranks of no reporting part";
   if (m.conflicting_ranks() > 0) {
     out << "; " << m.conflicting_ranks() << " ranks claimed by two parts (ignored)";
