@@ -1,15 +1,17 @@
 #include "crux/core/host_parts.h"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <limits>
-#include <map>
-#include <set>
+#include <unordered_map>
 #include <utility>
 
 namespace crux::core {
 namespace {
 
-// Sums never wrap: each figure is bounded on the wire (2^50 per entry), but there may be many.
+// Sums never wrap: each entry is bounded (2^50 on the wire, 2^62 after conversion), but a job may
+// have millions of them.
 Bytes SaturatingAdd(Bytes a, Bytes b) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   if (b.count() > 0 && a.count() > kMax - b.count()) return Bytes::Of(kMax);
@@ -24,7 +26,22 @@ T UpperMedian(std::vector<T> v) {
 }
 
 // (communicator, rank).
-using RankKey = std::pair<uint64_t, uint32_t>;
+struct RankKey {
+  uint64_t comm = 0;
+  uint32_t rank = 0;
+  friend bool operator==(const RankKey&, const RankKey&) = default;
+};
+struct RankKeyHash {
+  size_t operator()(const RankKey& k) const {
+    return std::hash<uint64_t>()(k.comm * 0x9E3779B97F4A7C15ull ^ k.rank);
+  }
+};
+
+constexpr size_t kConflict = std::numeric_limits<size_t>::max();
+struct Owner {
+  size_t part = 0;  // Index into the sorted parts; kConflict: claimed by two parts.
+  NodeId nic;
+};
 
 }  // namespace
 
@@ -51,37 +68,44 @@ HostPartMerge MergeHostParts(const std::vector<HostPartInput>& unordered) {
   st.complete = st.parts > 0 && st.parts_reporting == st.parts && st.parts >= st.hosts_expected;
   if (st.parts_reporting == 0) return out;
 
-  // Rank -> (part index, NIC). A rank claimed twice belongs to nobody.
-  struct Owner {
-    size_t part = 0;
-    NodeId nic;
-  };
-  std::map<RankKey, Owner> owner;
-  std::set<RankKey> conflicting;
+  // Rank -> (part index, NIC). A rank claimed twice belongs to nobody (kConflict).
+  size_t ranks = 0;
+  for (const HostPartInput* p : parts) {
+    if (p->report == nullptr) continue;
+    for (const CommTraffic& c : p->report->comms) {
+      ranks += c.local_ranks.size();
+      st.entries += c.local_ranks.size() + c.bytes.size();
+    }
+  }
+  std::unordered_map<RankKey, Owner, RankKeyHash> owner;
+  owner.reserve(ranks);
+  std::vector<uint32_t> local;  // Reused: one communicator's sorted local ranks.
   for (size_t i = 0; i < parts.size(); ++i) {
     const HostPartInput& p = *parts[i];
     if (p.report == nullptr || p.nics.empty()) continue;
     for (const CommTraffic& c : p.report->comms) {
-      std::vector<uint32_t> local = c.local_ranks;
+      local.assign(c.local_ranks.begin(), c.local_ranks.end());
       std::sort(local.begin(), local.end());
       local.erase(std::unique(local.begin(), local.end()), local.end());
       for (size_t k = 0; k < local.size(); ++k) {
-        const RankKey key{c.comm_hash, local[k]};
-        if (conflicting.count(key)) continue;
-        auto [it, added] =
-            owner.try_emplace(key, Owner{i, p.nics[k * p.nics.size() / local.size()]});
-        if (!added && it->second.part != i) {
-          conflicting.insert(key);
-          owner.erase(it);
+        auto [it, added] = owner.try_emplace(RankKey{c.comm_hash, local[k]},
+                                             Owner{i, p.nics[k * p.nics.size() / local.size()]});
+        if (!added && it->second.part != i && it->second.part != kConflict) {
+          it->second.part = kConflict;
+          ++st.conflicting_ranks;
         }
       }
     }
   }
-  st.conflicting_ranks = static_cast<uint32_t>(conflicting.size());
+  auto owner_of = [&owner](uint64_t comm, uint32_t rank) -> const Owner* {
+    auto it = owner.find(RankKey{comm, rank});
+    return it == owner.end() || it->second.part == kConflict ? nullptr : &it->second;
+  };
 
-  std::map<std::pair<NodeId, NodeId>, Bytes> pairs;
+  // NIC pair -> bytes, keyed (local << 32 | remote).
+  std::unordered_map<uint64_t, Bytes> pairs;
   auto add_pair = [&](NodeId from, NodeId to, Bytes b) {
-    Bytes& slot = pairs[{from, to}];
+    Bytes& slot = pairs[(uint64_t{from.value()} << 32) | to.value()];
     slot = SaturatingAdd(slot, b);
     st.cross_host = SaturatingAdd(st.cross_host, b);
   };
@@ -97,10 +121,11 @@ HostPartMerge MergeHostParts(const std::vector<HostPartInput>& unordered) {
     const JobProfile& prof = p.report->profile;
     compute.push_back(prof.compute_time);
     period.push_back(prof.iteration_period);
-    overlap.push_back(prof.overlap_start);
+    if (std::isfinite(prof.overlap_start)) overlap.push_back(prof.overlap_start);  // NaN: no order.
     samples = std::min(samples, prof.samples);
     converged = converged && prof.converged;
-    if (prof.flops_per_iteration) {
+    if (prof.flops_per_iteration && std::isfinite(prof.flops_per_iteration->value()) &&
+        prof.flops_per_iteration->value() >= 0) {
       flops += prof.flops_per_iteration->value();
     } else {
       all_flops = false;
@@ -111,8 +136,8 @@ HostPartMerge MergeHostParts(const std::vector<HostPartInput>& unordered) {
     for (const CommTraffic& c : p.report->comms) {
       for (const RankPeerBytes& b : c.bytes) {
         if (b.bytes.count() <= 0) continue;
-        auto src = owner.find({c.comm_hash, b.rank});
-        if (src == owner.end() || src->second.part != i) {
+        const Owner* src = owner_of(c.comm_hash, b.rank);
+        if (src == nullptr || src->part != i) {
           st.unattributed = SaturatingAdd(st.unattributed, b.bytes);
           continue;
         }
@@ -120,13 +145,13 @@ HostPartMerge MergeHostParts(const std::vector<HostPartInput>& unordered) {
           st.unsplit = SaturatingAdd(st.unsplit, b.bytes);
           continue;
         }
-        auto dst = owner.find({c.comm_hash, static_cast<uint32_t>(b.peer_rank)});
-        if (dst == owner.end()) {
+        const Owner* dst = owner_of(c.comm_hash, static_cast<uint32_t>(b.peer_rank));
+        if (dst == nullptr) {
           st.unattributed = SaturatingAdd(st.unattributed, b.bytes);
-        } else if (dst->second.part == i) {
+        } else if (dst->part == i) {
           st.same_host = SaturatingAdd(st.same_host, b.bytes);
         } else {
-          add_pair(src->second.nic, dst->second.nic, b.bytes);
+          add_pair(src->nic, dst->nic, b.bytes);
         }
       }
     }
@@ -135,18 +160,47 @@ HostPartMerge MergeHostParts(const std::vector<HostPartInput>& unordered) {
   JobProfile merged;
   merged.compute_time = UpperMedian(compute);
   merged.iteration_period = UpperMedian(period);
-  merged.overlap_start = UpperMedian(overlap);
+  merged.overlap_start = overlap.empty() ? 0.0 : UpperMedian(overlap);
   merged.compression_ratio = 1.0;
-  if (all_flops) merged.flops_per_iteration = Flops::Of(flops);
+  if (all_flops && std::isfinite(flops)) merged.flops_per_iteration = Flops::Of(flops);
+  std::vector<std::pair<uint64_t, Bytes>> sorted(pairs.begin(), pairs.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });  // (local, remote).
   Bytes total;
-  for (const auto& [ends, bytes] : pairs) {  // Sorted by (local, remote).
-    merged.peers.push_back({ends.first, ends.second, bytes});
+  merged.peers.reserve(sorted.size());
+  for (const auto& [ends, bytes] : sorted) {
+    merged.peers.push_back({NodeId(static_cast<uint32_t>(ends >> 32)),
+                            NodeId(static_cast<uint32_t>(ends & 0xffffffffu)), bytes});
     total = SaturatingAdd(total, bytes);
   }
   merged.bytes_per_iteration = total;
   merged.samples = st.complete ? samples : 0;
   merged.converged = st.complete && converged;
   out.profile = std::move(merged);
+  return out;
+}
+
+std::map<NodeId, Assignment> SplitAssignmentByHost(const Assignment& a, const Topology& topo,
+                                                   const std::vector<NodeId>& hosts) {
+  std::map<NodeId, Assignment> out;
+  for (NodeId h : hosts) {
+    auto [it, added] = out.try_emplace(h);
+    if (added) static_cast<AssignmentHeader&>(it->second) = a;
+  }
+  // Consecutive flows mostly leave the same host: remember the last lookup.
+  NodeId last_host;
+  Assignment* last = nullptr;
+  for (const FlowPin& f : a.flows) {
+    if (!f.src_nic.valid() || f.src_nic.value() >= topo.num_nodes()) continue;
+    const NodeId host = topo.node(f.src_nic).host;
+    if (last == nullptr || host != last_host) {
+      auto it = out.find(host);
+      last_host = host;
+      last = it == out.end() ? nullptr : &it->second;
+      if (last == nullptr) continue;
+    }
+    last->flows.push_back(f);
+  }
   return out;
 }
 

@@ -311,20 +311,20 @@ void Daemon::RestoreParts(const std::vector<StoredPart>& rows) {
     v1::RegisterJob reg;
     core::JobDemand part;
     protocol::ProtocolError bad;
-    if (!reg.ParseFromString(p.registration) || reg.job_id() != p.job_id ||
-        !reg.has_host_part() || reg.placement_size() != 1) {
+    if (!reg.ParseFromString(p.registration) || reg.job_id() != p.job_id || !reg.has_host_part() ||
+        reg.placement_size() != 1) {
       bad = {v1::ERROR_CODE_INTERNAL, "stored part registration does not parse"};
     } else {
       bad = protocol::DemandFromProto(reg, topo, &part);
     }
-    core::Status st = protocol::Failed(bad) ? core::InvalidArgumentError(bad.message)
-                                            : ctx_.tracker.RestorePart(
-                                                  part, protocol::HostPartInfoFromProto(
-                                                            reg.host_part()),
-                                                  p.owner, p.registered_ms, p.last_seen_ms, now);
+    core::Status st =
+        protocol::Failed(bad)
+            ? core::InvalidArgumentError(bad.message)
+            : ctx_.tracker.RestorePart(part, protocol::HostPartInfoFromProto(reg.host_part()),
+                                       p.owner, p.registered_ms, p.last_seen_ms, now);
     if (!st.ok()) {
-      spdlog::error("job {}: stored part on {} not restored (kept in the state file): {}",
-                    p.job_id, p.host, st.ToString());
+      spdlog::error("job {}: stored part on {} not restored (kept in the state file): {}", p.job_id,
+                    p.host, st.ToString());
       continue;
     }
     restored.push_back(&p);

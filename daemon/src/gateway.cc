@@ -99,6 +99,7 @@ void Gateway::HandleOne(const protocol::Inbound& in) {
 
 void Gateway::EndBatch() {
   CommitRegistrations();
+  MergeDue();
   SendDeferred();
   ctx_->plans->Kick();
 }
@@ -107,7 +108,13 @@ void Gateway::SendDeferred() {
   auto assignments = std::move(deferred_assignments_);
   deferred_assignments_.clear();
   for (const auto& [peer, id] : assignments) {
-    if (const core::AppliedAssignment* a = ctx_->plans->loop().Applied(id)) {
+    const core::AppliedAssignment* a = ctx_->plans->loop().Applied(id);
+    if (a == nullptr) continue;
+    // A host part gets its host's cut of the assignment (PartAssignment).
+    const core::NodeId host = ctx_->tracker.PartOf(id, peer);
+    if (host.valid()) {
+      ctx_->enforcer.Push(peer, PartAssignment(*a, ctx_->topo.nominal(), host));
+    } else {
       ctx_->enforcer.Push(peer, *a);
     }
   }
@@ -160,6 +167,7 @@ void Gateway::CommitRegistrations() {
           Reply(h.peer, h.request_id, h.reply);
         }
         if (ctx_->writer->threaded()) {  // Inline: EndBatch does the rest.
+          MergeDue();
           SendDeferred();
           ctx_->plans->Kick();
         }
@@ -341,9 +349,8 @@ protocol::ProtocolError Gateway::TouchJob(const protocol::Inbound& in, const std
 v1::Envelope Gateway::OnHeartbeat(const protocol::Inbound& in) {
   const v1::Heartbeat& h = in.msg.heartbeat();
   core::NodeId part;
-  if (protocol::ProtocolError bad =
-          TouchJob(in, h.job_id(), h.has_host_part() ? &h.host_part() : nullptr,
-                   "heartbeat.job_id", &part);
+  if (protocol::ProtocolError bad = TouchJob(
+          in, h.job_id(), h.has_host_part() ? &h.host_part() : nullptr, "heartbeat.job_id", &part);
       protocol::Failed(bad)) {
     return Refuse("client", in.msg.request_id(), bad);
   }
@@ -364,9 +371,8 @@ v1::Envelope Gateway::OnHeartbeat(const protocol::Inbound& in) {
 v1::Envelope Gateway::OnEndJob(const protocol::Inbound& in) {
   const v1::EndJob& e = in.msg.end_job();
   core::NodeId part;
-  if (protocol::ProtocolError bad =
-          TouchJob(in, e.job_id(), e.has_host_part() ? &e.host_part() : nullptr, "end_job.job_id",
-                   &part);
+  if (protocol::ProtocolError bad = TouchJob(
+          in, e.job_id(), e.has_host_part() ? &e.host_part() : nullptr, "end_job.job_id", &part);
       protocol::Failed(bad)) {
     return Refuse("client", in.msg.request_id(), bad);
   }
@@ -431,6 +437,8 @@ void Gateway::JobGone(const std::string& id, const std::string& reason) {
   state_dirty_.erase(id);
   peer_names_.erase(id);
   ctx_->parts.EraseJob(id);
+  merge_due_.erase(id);
+  next_merge_.erase(id);
   parts_dirty_.erase(parts_dirty_.lower_bound({id, core::NodeId(0)}),
                      parts_dirty_.lower_bound({id, core::NodeId()}));
   ctx_->tracker.Remove(id);

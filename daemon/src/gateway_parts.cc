@@ -22,9 +22,9 @@ std::optional<v1::Envelope> Gateway::OnRegisterPart(const protocol::Inbound& in)
   }
   // Validation (validate.cc) made the placement the part's one host.
   PartRegistration pr;
-  Refusal bad = ctx_->tracker.RegisterPart(demand, protocol::HostPartInfoFromProto(r.host_part()),
-                                           in.peer, in.user_id, ctx_->loop->Now(),
-                                           ctx_->loop->UnixMs(), &pr);
+  Refusal bad =
+      ctx_->tracker.RegisterPart(demand, protocol::HostPartInfoFromProto(r.host_part()), in.peer,
+                                 in.user_id, ctx_->loop->Now(), ctx_->loop->UnixMs(), &pr);
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
   const JobSession& j = *ctx_->tracker.Find(r.job_id());
   const core::NodeId host = demand.placement.front().host;
@@ -99,11 +99,35 @@ std::optional<v1::Envelope> Gateway::OnPartProfile(const protocol::Inbound& in) 
   return protocol::MakeAck(in.msg.request_id(), p.job_id());
 }
 
-void Gateway::Remerge(const std::string& id) {
-  const JobSession* j = ctx_->tracker.Find(id);
-  if (j == nullptr || !j->parted()) return;
-  core::HostPartMerge m = ctx_->parts.Merge(*j, ctx_->topo.nominal());
-  if (m.profile) Reported(id, *m.profile);
+void Gateway::Remerge(const std::string& id) { merge_due_.insert(id); }
+
+void Gateway::MergeDue() {
+  const core::Duration now = ctx_->loop->Now();
+  for (const std::string& id : std::exchange(merge_due_, {})) {
+    const JobSession* j = ctx_->tracker.Find(id);
+    if (j == nullptr || !j->parted()) continue;
+    auto next = next_merge_.find(id);
+    if (next != next_merge_.end() && now < next->second) {
+      if (merge_timers_.insert(id).second) {
+        ctx_->loop->RunAfter(next->second - now, [self = self_, id] {
+          Gateway* g = *self;
+          if (g == nullptr) return;
+          g->merge_timers_.erase(id);
+          g->merge_due_.insert(id);
+          g->MergeDue();
+          g->ctx_->plans->Kick();
+        });
+      }
+      continue;
+    }
+    core::HostPartMerge m = ctx_->parts.Merge(*j, ctx_->topo.nominal());
+    if (m.stats.entries > kEagerMergeEntries) {
+      next_merge_[id] = now + kBigMergeInterval;
+    } else {
+      next_merge_.erase(id);
+    }
+    if (m.profile) Reported(id, *m.profile);
+  }
 }
 
 void Gateway::SyncDemand(const JobSession& j) {
@@ -136,6 +160,8 @@ void Gateway::PartsExpired(const std::vector<ExpiredPart>& parts) {
       JobGone(p.job_id, "lease expired (every part)");
     }
   }
+  MergeDue();
+  ctx_->plans->Kick();
 }
 
 void Gateway::PartGone(const std::string& id, core::NodeId host, const std::string& reason) {

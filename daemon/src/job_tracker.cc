@@ -11,6 +11,23 @@ Refusal Refuse(RefusalCode code, std::string msg, std::string reason = "") {
   return {code, std::move(msg), std::move(reason)};
 }
 
+// A restored session (no connection yet) is bound to the connection of its first message
+// (`bind`); a bound one speaks only through its own. `who`: "<field>: job 'x'" or the like;
+// `again`: how to move it.
+template <typename Bind>
+Refusal BindConnection(const std::string& bound, const std::string& peer, Bind bind,
+                       const std::string& who, const std::string& again) {
+  if (bound.empty()) {
+    bind();
+  } else if (bound != peer) {
+    return Refuse(RefusalCode::kPermissionDenied,
+                  who + " is bound to another connection (the one that registered it); " + again +
+                      " from this connection to move it",
+                  "connection");
+  }
+  return Ok();
+}
+
 core::DscpPool MakePool(std::vector<int>* dscps) {
   auto pool = core::DscpPool::Create(*dscps);
   if (pool.ok()) return *std::move(pool);
@@ -160,14 +177,10 @@ Refusal JobTracker::Touch(const std::string& job_id, const std::string& peer,
     return TouchPart(job_id, host, peer, user_id, field, now, unix_ms);
   }
   if (Refusal bad = CheckOwner(j, user_id, field); Refused(bad)) return bad;
-  if (j.peer.empty()) {
-    SetPeer(j, peer);  // Restored job: its first message binds the connection.
-  } else if (j.peer != peer) {
-    return Refuse(RefusalCode::kPermissionDenied,
-                  field + ": job '" + job_id +
-                      "' is bound to another connection (the one that registered it); "
-                      "re-register from this connection to move it",
-                  "connection");
+  if (Refusal bad = BindConnection(
+          j.peer, peer, [&] { SetPeer(j, peer); }, field + ": job '" + job_id + "'", "re-register");
+      Refused(bad)) {
+    return bad;
   }
   j.deadline = now + j.lease;
   j.last_seen_ms = unix_ms;
@@ -323,8 +336,7 @@ Refusal JobTracker::RegisterPart(const core::JobDemand& demand, const core::Host
         JobsOfPeer(peer) >= options_.max_jobs_per_connection) {
       return Refuse(RefusalCode::kResourceExhausted,
                     "register_job: this connection already speaks for " +
-                        std::to_string(JobsOfPeer(peer)) +
-                        " jobs (limits.max_jobs_per_connection)",
+                        std::to_string(JobsOfPeer(peer)) + " jobs (limits.max_jobs_per_connection)",
                     "quota");
     }
     PartSession& p = j.parts[place.host];
@@ -362,9 +374,9 @@ Refusal JobTracker::RegisterPart(const core::JobDemand& demand, const core::Host
   return Ok();
 }
 
-Refusal JobTracker::TouchPart(const std::string& job_id, core::NodeId host,
-                              const std::string& peer, const std::string& user_id,
-                              const std::string& field, core::Duration now, int64_t unix_ms) {
+Refusal JobTracker::TouchPart(const std::string& job_id, core::NodeId host, const std::string& peer,
+                              const std::string& user_id, const std::string& field,
+                              core::Duration now, int64_t unix_ms) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end() || !it->second.parted()) {
     return Touch(job_id, peer, user_id, field, now, unix_ms);
@@ -382,14 +394,11 @@ Refusal JobTracker::TouchPart(const std::string& job_id, core::NodeId host,
                   field + ": this part of job '" + job_id + "' was registered by another CURVE key",
                   "job_owner");
   }
-  if (p.peer.empty()) {
-    SetPartPeer(p, peer);  // Restored part: its first message binds the connection.
-  } else if (p.peer != peer) {
-    return Refuse(RefusalCode::kPermissionDenied,
-                  field + ": this part of job '" + job_id +
-                      "' is bound to another connection (the one that registered it); "
-                      "re-register the part from this connection to move it",
-                  "connection");
+  if (Refusal bad = BindConnection(
+          p.peer, peer, [&] { SetPartPeer(p, peer); },
+          field + ": this part of job '" + job_id + "'", "re-register the part");
+      Refused(bad)) {
+    return bad;
   }
   p.deadline = now + p.lease;
   p.last_seen_ms = unix_ms;

@@ -1,5 +1,6 @@
 #include "crux/daemon/part_profiles.h"
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -52,6 +53,34 @@ const core::HostPartMergeStats* PartProfiles::LastStats(const std::string& job_i
   auto it = jobs_.find(job_id);
   if (it == jobs_.end() || !it->second.stats) return nullptr;
   return &*it->second.stats;
+}
+
+core::AppliedAssignment PartAssignment(const core::AppliedAssignment& a, const core::Topology& topo,
+                                       core::NodeId host) {
+  core::AppliedAssignment out;
+  out.epoch = a.epoch;
+  out.assignment = std::move(core::SplitAssignmentByHost(a.assignment, topo, {host})[host]);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<const core::AppliedAssignment>>> PartAssignments(
+    const JobSession& j, const core::AppliedAssignment& a, const core::Topology& topo) {
+  std::vector<core::NodeId> hosts;
+  hosts.reserve(j.parts.size());
+  for (const auto& [host, part] : j.parts) {
+    if (!part.peer.empty()) hosts.push_back(host);
+  }
+  std::map<core::NodeId, core::Assignment> cuts =
+      core::SplitAssignmentByHost(a.assignment, topo, hosts);
+  std::vector<std::pair<std::string, std::shared_ptr<const core::AppliedAssignment>>> out;
+  out.reserve(hosts.size());
+  for (core::NodeId host : hosts) {
+    auto cut = std::make_shared<core::AppliedAssignment>();
+    cut->epoch = a.epoch;
+    cut->assignment = std::move(cuts[host]);
+    out.emplace_back(j.parts.at(host).peer, std::move(cut));
+  }
+  return out;
 }
 
 }  // namespace crux::daemon

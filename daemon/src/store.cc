@@ -238,10 +238,9 @@ class SqliteStore final : public Store {
 
   Status DeleteJob(const std::string& job_id) override {
     CRUX_RETURN_IF_ERROR(Begin());
-    static constexpr const char* kDeletes[] = {"DELETE FROM profiles WHERE job_id = ?1",
-                                               "DELETE FROM plan WHERE job_id = ?1",
-                                               "DELETE FROM job_parts WHERE job_id = ?1",
-                                               "DELETE FROM jobs WHERE job_id = ?1"};
+    static constexpr const char* kDeletes[] = {
+        "DELETE FROM profiles WHERE job_id = ?1", "DELETE FROM plan WHERE job_id = ?1",
+        "DELETE FROM job_parts WHERE job_id = ?1", "DELETE FROM jobs WHERE job_id = ?1"};
     for (const char* sql : kDeletes) {
       Stmt* st = Prepared(sql);
       const int rc = st ? st->Text(1, job_id).Step() : SQLITE_ERROR;
@@ -453,8 +452,7 @@ class SqliteStore final : public Store {
     return PutMeta("epoch", std::to_string(epoch));
   }
 
-  Status PutJobPartsLocked(const std::vector<StoredJob>& jobs,
-                           const std::vector<StoredPart>& parts,
+  Status PutJobPartsLocked(const std::vector<StoredJob>& jobs, const std::vector<StoredPart>& parts,
                            const std::vector<PartKey>& removed) {
     if (!jobs.empty()) {
       Stmt* st = Prepared(kUpsertJobSql);
@@ -668,10 +666,11 @@ Status CheckOpen(sqlite3* db, const std::string& path) {
                                std::to_string(crux_tables) + " of the 6 Crux tables)");
   }
   if (*version >= 5) {  // v5 added job_parts.
-    Stmt parts(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'job_parts'");
+    Stmt parts(db,
+               "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'job_parts'");
     if (!parts.ok() || parts.Step() != SQLITE_ROW || parts.ColInt(0) != 1) {
-      return Unhealthy(path, "has schema version " + std::to_string(*version) +
-                                 " but no job_parts table (v5)");
+      return Unhealthy(
+          path, "has schema version " + std::to_string(*version) + " but no job_parts table (v5)");
     }
   }
   Stmt check(db, "PRAGMA quick_check(5)");

@@ -279,10 +279,10 @@ ProtocolError PartReportFromProto(const v1::ProfileReport& p, const core::Topolo
   for (size_t i = 0; i < r.profile.peers.size(); ++i) {
     const core::NodeId nic = r.profile.peers[i].local_nic;
     if (topo.node(nic).host != part_host) {
-      return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
-                    "profile_report.peers[" + std::to_string(i) + "].local_nic: '" +
-                        topo.node(nic).name + "' is not on the part's host '" +
-                        NameOf(topo, part_host) + "'");
+      return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT, "profile_report.peers[" + std::to_string(i) +
+                                                         "].local_nic: '" + topo.node(nic).name +
+                                                         "' is not on the part's host '" +
+                                                         NameOf(topo, part_host) + "'");
     }
   }
   r.comms.reserve(static_cast<size_t>(p.comms_size()));

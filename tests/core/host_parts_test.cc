@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
 #include <vector>
 
 #include "test_topologies.h"
@@ -49,7 +53,8 @@ class HostPartsTest : public ::testing::Test {
   // Per iteration: 0 -> 1 and 2 -> 3 stay on their host (100 each); 1 -> 2 and 3 -> 0 cross
   // (150 each); rank 0 also reports 7 bytes not split over peers yet.
   void SetUp() override {
-    host0_ = Report(40, 100, 5, {Comm(kComm, 4, {0, 1}, {B(0, 1, 100), B(1, 2, 150), B(0, -1, 7)})});
+    host0_ =
+        Report(40, 100, 5, {Comm(kComm, 4, {0, 1}, {B(0, 1, 100), B(1, 2, 150), B(0, -1, 7)})});
     host2_ = Report(60, 102, 4, {Comm(kComm, 4, {3, 2}, {B(2, 3, 100), B(3, 0, 150)})});
   }
   HostPartInput Part(int h, const HostPartReport* report, uint32_t expected = 2) {
@@ -151,9 +156,9 @@ TEST_F(HostPartsTest, RankClaimedByTwoPartsBelongsToNeither) {
 TEST_F(HostPartsTest, RanksSpreadOverNicsInOrder) {
   // Four ranks on host0's two NICs: ranks 4, 5 -> nic0 and 6, 7 -> nic1 (k * 2 / 4); each sends
   // to host1 (one NIC) rank 8 + k.
-  HostPartReport a = Report(10, 20, 3,
-                            {Comm(kComm, 12, {7, 5, 4, 6},
-                                  {B(4, 8, 1), B(5, 9, 2), B(6, 10, 4), B(7, 11, 8)})});
+  HostPartReport a =
+      Report(10, 20, 3,
+             {Comm(kComm, 12, {7, 5, 4, 6}, {B(4, 8, 1), B(5, 9, 2), B(6, 10, 4), B(7, 11, 8)})});
   HostPartReport b = Report(10, 20, 3, {Comm(kComm, 12, {8, 9, 10, 11}, {})});
   const HostPartMerge m = MergeHostParts({Part(0, &a), Part(1, &b)});
   ASSERT_EQ(m.profile->peers.size(), 2u);
@@ -199,6 +204,140 @@ TEST_F(HostPartsTest, ExplicitPeersOfAPartAreAdded) {
   ASSERT_EQ(m.profile->peers.size(), 3u);
   EXPECT_EQ(m.profile->peers[0], (PeerTraffic{c_.nic[0][0], c_.nic[2][1], Bytes::Of(5)}));
   EXPECT_EQ(m.profile->bytes_per_iteration, Bytes::Of(305));
+}
+
+TEST_F(HostPartsTest, ThreeHostRingWithSkipsGivesNineNicPairs) {
+  // Ranks 2h, 2h + 1 on host h (h = 0, 1, 2; host1 has one NIC); every rank r sends 100 bytes
+  // to r + 1 and 10 to r + 3 (mod 6). Worked out per rank (k-th local rank -> NIC k * nics / 2):
+  //   0 (h0/nic0): -> 1 same host;            -> 3 (h1/nic0): 10
+  //   1 (h0/nic1): -> 2 (h1/nic0): 100;       -> 4 (h2/nic0): 10
+  //   2 (h1/nic0): -> 3 same host;            -> 5 (h2/nic1): 10
+  //   3 (h1/nic0): -> 4 (h2/nic0): 100;       -> 0 (h0/nic0): 10
+  //   4 (h2/nic0): -> 5 same host;            -> 1 (h0/nic1): 10
+  //   5 (h2/nic1): -> 0 (h0/nic0): 100;       -> 2 (h1/nic0): 10
+  std::vector<HostPartReport> r;
+  for (uint32_t h = 0; h < 3; ++h) {
+    std::vector<RankPeerBytes> bytes;
+    for (uint32_t rank = 2 * h; rank < 2 * h + 2; ++rank) {
+      bytes.push_back(B(rank, static_cast<int32_t>((rank + 1) % 6), 100));
+      bytes.push_back(B(rank, static_cast<int32_t>((rank + 3) % 6), 10));
+    }
+    r.push_back(Report(10 + h, 100, 5, {Comm(kComm, 6, {2 * h + 1, 2 * h}, bytes)}));
+  }
+  const HostPartMerge m = MergeHostParts({Part(2, &r[2], 3), Part(0, &r[0], 3), Part(1, &r[1], 3)});
+  const NodeId h0n0 = c_.nic[0][0], h0n1 = c_.nic[0][1], h1 = c_.nic[1][0];
+  const NodeId h2n0 = c_.nic[2][0], h2n1 = c_.nic[2][1];
+  const std::vector<PeerTraffic> expected = {
+      {h0n0, h1, Bytes::Of(10)},   {h0n1, h1, Bytes::Of(100)},   {h0n1, h2n0, Bytes::Of(10)},
+      {h1, h0n0, Bytes::Of(10)},   {h1, h2n0, Bytes::Of(100)},   {h1, h2n1, Bytes::Of(10)},
+      {h2n0, h0n1, Bytes::Of(10)}, {h2n1, h0n0, Bytes::Of(100)}, {h2n1, h1, Bytes::Of(10)}};
+  EXPECT_EQ(m.profile->peers, expected);
+  EXPECT_EQ(m.profile->bytes_per_iteration, Bytes::Of(3 * 100 + 6 * 10));
+  EXPECT_EQ(m.stats.same_host, Bytes::Of(300));
+  EXPECT_EQ(m.stats.cross_host, Bytes::Of(360));
+  EXPECT_EQ(m.stats.unattributed, Bytes::Of(0));
+  EXPECT_TRUE(m.stats.complete);
+  EXPECT_EQ(m.profile->compute_time, Duration::Millis(11));  // Median of 10, 11, 12.
+  EXPECT_EQ(m.stats.entries, 3u * (2 + 4));                  // Local ranks + byte entries.
+}
+
+TEST_F(HostPartsTest, TwoPartsOfOneHostClaimTheSameRanksAndGetNone) {
+  // cruxd keys parts by host, so this only comes from a caller's bug: host0 twice. Its ranks 0
+  // and 1 are claimed twice and belong to neither copy; host2's 3 -> 0 has no destination.
+  const HostPartReport copy = host0_;
+  const HostPartMerge m = MergeHostParts({Part(0, &host0_), Part(2, &host2_), Part(0, &copy)});
+  EXPECT_EQ(m.stats.parts, 3u);
+  EXPECT_EQ(m.stats.conflicting_ranks, 2u);
+  EXPECT_TRUE(m.profile->peers.empty());
+  EXPECT_EQ(m.stats.unattributed, Bytes::Of(2 * (100 + 150 + 7) + 150));
+  EXPECT_EQ(m.stats.same_host, Bytes::Of(100));  // 2 -> 3 on host2 is still host2's.
+  EXPECT_EQ(m, MergeHostParts({Part(0, &copy), Part(0, &host0_), Part(2, &host2_)}));
+}
+
+TEST_F(HostPartsTest, RepeatedEntriesOfOnePartAreOneRankAndSummedBytes) {
+  // A rank listed twice is still the part's (no conflict with itself); a communicator listed
+  // twice adds its bytes; so does a repeated (rank, peer) entry.
+  host0_.comms[0].local_ranks.push_back(1);
+  host0_.comms[0].bytes.push_back(B(1, 2, 20));
+  host0_.comms.push_back(Comm(kComm, 4, {0, 1}, {B(1, 2, 30)}));
+  const HostPartMerge m = MergeHostParts({Part(0, &host0_), Part(2, &host2_)});
+  EXPECT_EQ(m.stats.conflicting_ranks, 0u);
+  ASSERT_EQ(m.profile->peers.size(), 2u);
+  EXPECT_EQ(m.profile->peers[0], (PeerTraffic{c_.nic[0][1], c_.nic[2][0], Bytes::Of(200)}));
+}
+
+TEST_F(HostPartsTest, AVanishedHostTakesItsRanksAndTheJobBackToProfiling) {
+  // Both hosts in: complete. host2's part expires (cruxd drops it from the job): host0's bytes to
+  // ranks 2, 3 have no host any more, nothing crosses, and with 1 of 2 expected hosts the merge
+  // is incomplete (samples 0: the job profiles again until a host2 part is back).
+  ASSERT_TRUE(MergeHostParts({Part(0, &host0_), Part(2, &host2_)}).stats.complete);
+  const HostPartMerge m = MergeHostParts({Part(0, &host0_)});
+  EXPECT_FALSE(m.stats.complete);
+  EXPECT_EQ(m.stats.parts, 1u);
+  EXPECT_TRUE(m.profile->peers.empty());
+  EXPECT_EQ(m.profile->samples, 0u);
+  EXPECT_FALSE(m.profile->converged);
+  EXPECT_EQ(m.stats.unattributed, Bytes::Of(150));
+  // A registered part whose NICs are unknown (no placement NICs, no topology NICs) owns no rank.
+  HostPartInput bare = Part(2, &host2_);
+  bare.nics.clear();
+  const HostPartMerge no_nics = MergeHostParts({Part(0, &host0_), bare});
+  EXPECT_TRUE(no_nics.profile->peers.empty());
+  EXPECT_EQ(no_nics.stats.unattributed, Bytes::Of(150 + 100 + 150));
+}
+
+TEST_F(HostPartsTest, NonFiniteFiguresAreLeftOutAndHugeBytesSaturate) {
+  host0_.profile.overlap_start = std::nan("");
+  host2_.profile.overlap_start = 0.25;
+  host0_.profile.flops_per_iteration = Flops::Of(1e12);
+  host2_.profile.flops_per_iteration = Flops::Of(std::numeric_limits<double>::infinity());
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  host0_.comms[0].bytes = {B(1, 2, kMax - 1), B(1, 3, kMax - 1), B(0, 99, 5), B(0, 2, -4)};
+  const HostPartMerge m = MergeHostParts({Part(0, &host0_), Part(2, &host2_)});
+  EXPECT_DOUBLE_EQ(m.profile->overlap_start, 0.25) << "NaN has no place in a median";
+  EXPECT_FALSE(m.profile->flops_per_iteration.has_value()) << "an infinite W_j is no W_j";
+  // 1 -> 2 and 1 -> 3 both go host0/nic1 -> host2 (nic0, nic1), then 3 -> 0 adds 150: sums
+  // saturate instead of wrapping.
+  ASSERT_EQ(m.profile->peers.size(), 3u);
+  EXPECT_EQ(m.profile->peers[0].bytes, Bytes::Of(kMax - 1));
+  EXPECT_EQ(m.profile->bytes_per_iteration, Bytes::Of(kMax));
+  EXPECT_EQ(m.stats.cross_host, Bytes::Of(kMax));
+  // Rank 99 is no rank of any part; negative bytes are ignored.
+  EXPECT_EQ(m.stats.unattributed, Bytes::Of(5));
+  // Two finite W_j whose sum is not finite: none.
+  host0_.profile.flops_per_iteration = Flops::Of(1e308);
+  host2_.profile.flops_per_iteration = Flops::Of(1e308);
+  EXPECT_FALSE(MergeHostParts({Part(0, &host0_), Part(2, &host2_)})
+                   .profile->flops_per_iteration.has_value());
+  // Only NaN overlaps: 0.
+  host2_.profile.overlap_start = std::nan("");
+  EXPECT_EQ(MergeHostParts({Part(0, &host0_), Part(2, &host2_)}).profile->overlap_start, 0.0);
+}
+
+TEST_F(HostPartsTest, EachHostGetsTheHeaderAndTheFlowsLeavingItsNics) {
+  Assignment a;
+  a.job_id = "ring";
+  a.phase = JobPhase::kScheduled;
+  a.level = 2;
+  a.dscp = 26;
+  a.traffic_class = 104;
+  a.nccl_env = {{"NCCL_IB_TC", "104"}};
+  a.flows = {{c_.nic[0][0], c_.nic[2][0], 49153, {}},
+             {c_.nic[2][1], c_.nic[0][0], 49154, {}},
+             {c_.nic[0][1], c_.nic[1][0], 0, {}},
+             {c_.nic[1][0], c_.nic[0][0], 49155, {}},
+             {NodeId(), c_.nic[0][0], 1, {}}};  // No source: nobody's.
+  const std::map<NodeId, Assignment> cut =
+      SplitAssignmentByHost(a, c_.topo, {c_.host[2], c_.host[0], c_.host[3], c_.host[0]});
+  ASSERT_EQ(cut.size(), 3u);  // host1 was not asked for.
+  const AssignmentHeader& header = a;
+  for (const auto& [host, part] : cut) {
+    EXPECT_EQ(static_cast<const AssignmentHeader&>(part), header);
+  }
+  EXPECT_EQ(cut.at(c_.host[0]).flows, (std::vector<FlowPin>{a.flows[0], a.flows[2]}));
+  EXPECT_EQ(cut.at(c_.host[2]).flows, std::vector<FlowPin>{a.flows[1]});
+  EXPECT_TRUE(cut.at(c_.host[3]).flows.empty()) << "a host without flows gets the header";
+  EXPECT_TRUE(SplitAssignmentByHost(a, c_.topo, {}).empty());
 }
 
 TEST_F(HostPartsTest, PartNicsFromPlacementTopologyOrHost) {

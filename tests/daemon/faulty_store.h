@@ -67,8 +67,7 @@ class FaultyStore final : public Store {
     if (FailsRead("LoadJobs")) return Injected("LoadJobs");
     return base_->LoadJobs();
   }
-  core::Status PutJobParts(const std::vector<StoredJob>& jobs,
-                           const std::vector<StoredPart>& parts,
+  core::Status PutJobParts(const std::vector<StoredJob>& jobs, const std::vector<StoredPart>& parts,
                            const std::vector<PartKey>& removed) override {
     if (Fails("PutJobParts")) return Injected("PutJobParts");
     return base_->PutJobParts(jobs, parts, removed);

@@ -108,10 +108,12 @@ class MultiHostTest : public DaemonFixture {
     EXPECT_EQ(r4.register_job_reply().dscp(), r0.register_job_reply().dscp());
   }
   void ReportRing() {
-    ASSERT_TRUE(Client("agent0", PartReport("ring", "host0", 40, {0, 1}, {{0, 1, 100}, {1, 2, 150}}))
-                    .has_ack());
-    ASSERT_TRUE(Client("agent4", PartReport("ring", "host4", 60, {2, 3}, {{2, 3, 100}, {3, 0, 150}}))
-                    .has_ack());
+    ASSERT_TRUE(
+        Client("agent0", PartReport("ring", "host0", 40, {0, 1}, {{0, 1, 100}, {1, 2, 150}}))
+            .has_ack());
+    ASSERT_TRUE(
+        Client("agent4", PartReport("ring", "host4", 60, {2, 3}, {{2, 3, 100}, {3, 0, 150}}))
+            .has_ack());
   }
 };
 
@@ -140,10 +142,8 @@ TEST_F(MultiHostTest, PartsMergeIntoOneJobAndEveryPartGetsTheAssignment) {
     flows[{f.src_nic(), f.dst_nic()}] = f.bytes();
     EXPECT_NE(f.udp_sport(), 0u) << "cross-ToR flows are pinned";
   }
-  EXPECT_EQ(flows[std::make_pair(std::string("host0/nic0"), std::string("host4/nic0"))],
-            150 * kMB);
-  EXPECT_EQ(flows[std::make_pair(std::string("host4/nic0"), std::string("host0/nic0"))],
-            150 * kMB);
+  EXPECT_EQ(flows[std::make_pair(std::string("host0/nic0"), std::string("host4/nic0"))], 150 * kMB);
+  EXPECT_EQ(flows[std::make_pair(std::string("host4/nic0"), std::string("host0/nic0"))], 150 * kMB);
   ASSERT_EQ(d.parts_size(), 2);
   EXPECT_EQ(d.parts(0).host(), "host0");
   EXPECT_TRUE(d.parts(0).connected());
@@ -153,14 +153,26 @@ TEST_F(MultiHostTest, PartsMergeIntoOneJobAndEveryPartGetsTheAssignment) {
   EXPECT_EQ(d.merge().cross_host_bytes(), 300 * kMB);
   EXPECT_EQ(d.merge().same_host_bytes(), 200 * kMB);
 
-  // Both agents got the same assignment (each keeps the flows of its own NICs).
+  // Each agent got the job's assignment cut to its host: the same header (epoch, level, colour,
+  // NCCL settings) and only the flow that leaves its own NIC, with the port cruxd picked.
   v1::Assignment a0 = LastAssignment("agent0");
   v1::Assignment a4 = LastAssignment("agent4");
   EXPECT_EQ(a0.epoch(), daemon_->epoch());
-  EXPECT_EQ(a0.flows_size(), 2);
   EXPECT_EQ(a0.state(), v1::JOB_STATE_SCHEDULED);
+  ASSERT_EQ(a0.flows_size(), 1) << a0.DebugString();
+  ASSERT_EQ(a4.flows_size(), 1) << a4.DebugString();
+  EXPECT_EQ(a0.flows(0).src_nic(), "host0/nic0");
+  EXPECT_EQ(a0.flows(0).dst_nic(), "host4/nic0");
+  EXPECT_EQ(a4.flows(0).src_nic(), "host4/nic0");
+  EXPECT_EQ(a4.flows(0).dst_nic(), "host0/nic0");
+  for (const v1::FlowDetail& f : d.flows()) {
+    const v1::FlowAssignment& mine = f.src_nic() == "host0/nic0" ? a0.flows(0) : a4.flows(0);
+    EXPECT_EQ(mine.udp_sport(), f.udp_sport()) << f.src_nic();
+  }
   a0.clear_sent_unix_ns();
   a4.clear_sent_unix_ns();
+  a0.clear_flows();
+  a4.clear_flows();
   EXPECT_EQ(a0.SerializeAsString(), a4.SerializeAsString());
 
   // Acks and heartbeats count per part; a part behind gets the assignment again, alone.
@@ -169,10 +181,13 @@ TEST_F(MultiHostTest, PartsMergeIntoOneJobAndEveryPartGetsTheAssignment) {
   pushes_.clear();
   v1::Envelope hb = Client("agent4", PartHeartbeat("ring", "host4", a0.epoch() - 1));
   ASSERT_TRUE(hb.has_ack()) << hb.DebugString();
-  EXPECT_EQ(pushes_["agent4"].size(), 1u);
+  ASSERT_EQ(pushes_["agent4"].size(), 1u);
   EXPECT_TRUE(pushes_["agent0"].empty());
+  const v1::Assignment again = pushes_["agent4"][0].assignment();
+  ASSERT_EQ(again.flows_size(), 1) << "the resend is the part's cut too";
+  EXPECT_EQ(again.flows(0).src_nic(), "host4/nic0");
   const JobSession& after = daemon_->tracker().jobs().at("ring");
-  EXPECT_EQ(after.parts.begin()->second.acked_epoch, a0.epoch());          // host0.
+  EXPECT_EQ(after.parts.begin()->second.acked_epoch, a0.epoch());                 // host0.
   EXPECT_EQ(std::next(after.parts.begin())->second.acked_epoch, a0.epoch() - 1);  // host4.
 }
 
@@ -285,6 +300,40 @@ TEST_F(MultiHostTest, ASilentPartExpiresAloneAndTheJobWithItsLast) {
   EXPECT_EQ(daemon_->control().Find("ring"), nullptr);
 }
 
+TEST_F(MultiHostTest, AVanishedHostSendsTheJobBackToProfilingUntilItsPartIsBack) {
+  RegisterRing();
+  ReportRing();
+  Advance(kDebounce);
+  ASSERT_EQ(daemon_->control().Find("ring")->phase, core::JobPhase::kScheduled);
+  // host4's agent (or host) vanishes: no end, no heartbeat. host0's keeps heartbeating.
+  for (int i = 0; i < 6; ++i) {
+    Advance(core::Duration::Millis(300));
+    ASSERT_TRUE(Client("agent0", PartHeartbeat("ring", "host0", 0, 10 + i)).has_ack());
+  }
+  Advance(kDebounce);
+  ASSERT_EQ(daemon_->tracker().Find("ring")->parts.size(), 1u);
+  v1::JobDetail d = Detail("ring");
+  EXPECT_FALSE(d.merge().complete()) << "1 of 2 expected hosts";
+  EXPECT_EQ(d.merge().unattributed_bytes(), 150 * kMB);
+  EXPECT_EQ(daemon_->control().Find("ring")->phase, core::JobPhase::kProfiling);
+  const v1::Assignment alone = LastAssignment("agent0");
+  EXPECT_EQ(alone.flows_size(), 0);
+  EXPECT_EQ(alone.state(), v1::JOB_STATE_PROFILING);
+  // host4's agent comes back (a new connection): it registers and reports again; host0's last
+  // report still counts, so the job is whole and scheduled again at once.
+  ASSERT_TRUE(Client("agent4b", RegisterPart("ring", "host4", 20)).has_register_job_reply());
+  ASSERT_TRUE(
+      Client("agent4b", PartReport("ring", "host4", 60, {2, 3}, {{2, 3, 100}, {3, 0, 150}}, 21))
+          .has_ack());
+  Advance(kDebounce);
+  d = Detail("ring");
+  EXPECT_TRUE(d.merge().complete());
+  EXPECT_EQ(d.flows_size(), 2);
+  EXPECT_EQ(daemon_->control().Find("ring")->phase, core::JobPhase::kScheduled);
+  EXPECT_EQ(LastAssignment("agent4b").flows_size(), 1);
+  EXPECT_EQ(LastAssignment("agent0").flows_size(), 1);
+}
+
 TEST_F(MultiHostTest, RestartRestoresThePartsTheirReportsAndThePlan) {
   RegisterRing();
   ReportRing();
@@ -312,7 +361,8 @@ TEST_F(MultiHostTest, RestartRestoresThePartsTheirReportsAndThePlan) {
   // The agents come back (new connections): a heartbeat binds each part and gets the plan.
   pushes_.clear();
   ASSERT_TRUE(Client("agent0b", PartHeartbeat("ring", "host0", 0)).has_ack());
-  ASSERT_TRUE(Client("agent4b", RegisterPart("ring", "host4")).register_job_reply().already_known());
+  ASSERT_TRUE(
+      Client("agent4b", RegisterPart("ring", "host4")).register_job_reply().already_known());
   EXPECT_EQ(pushes_["agent0b"].size(), 1u);
   EXPECT_EQ(pushes_["agent4b"].size(), 1u);
   EXPECT_EQ(Client("agent4b", PartHeartbeat("ring", "host0", 0)).error().code(),
@@ -323,6 +373,32 @@ TEST_F(MultiHostTest, RestartRestoresThePartsTheirReportsAndThePlan) {
                   .has_ack());
   EXPECT_EQ(daemon_->control().Find("ring")->profile->compute_time, core::Duration::Millis(80));
   EXPECT_EQ(daemon_->control().Find("ring")->profile->peers.size(), 2u);
+}
+
+TEST_F(MultiHostTest, ABigJobIsMergedAtMostEveryIntervalAndNeverLeftBehind) {
+  RegisterRing();
+  // host0's agent reports a communicator with 5,000 byte entries (ranks of host4 and others,
+  // 1 MB each):
+  // more than the merge does eagerly.
+  std::vector<std::tuple<uint32_t, int32_t, uint64_t>> many;
+  for (int32_t peer = 2; peer < 5002; ++peer) many.emplace_back(0, peer, 1);
+  v1::Envelope big = PartReport("ring", "host0", 40, {0, 1}, many);
+  big.mutable_profile_report()->mutable_comms(0)->set_nranks(6000);
+  ASSERT_TRUE(Client("agent0", big).has_ack());
+  EXPECT_EQ(daemon_->control().Find("ring")->profile->compute_time, core::Duration::Millis(40))
+      << "the first merge of a job runs at once";
+  ASSERT_TRUE(Client("agent4", PartReport("ring", "host4", 60, {2, 3}, {{3, 0, 150}})).has_ack());
+  EXPECT_EQ(daemon_->control().Find("ring")->profile->compute_time, core::Duration::Millis(40))
+      << "a big job's next merge waits for its interval";
+  Advance(core::Duration::Millis(99));
+  EXPECT_EQ(daemon_->control().Find("ring")->profile->compute_time, core::Duration::Millis(40));
+  Advance(core::Duration::Millis(1));
+  const core::LoopJob* j = daemon_->control().Find("ring");
+  EXPECT_EQ(j->profile->compute_time, core::Duration::Millis(60)) << "merged when it is due";
+  // 0 -> 2 and 0 -> 3 (1 MB each) share host0/nic0 -> host4/nic0; 3 -> 0 goes back.
+  EXPECT_EQ(j->profile->peers.size(), 2u);
+  EXPECT_EQ(j->profile->bytes_per_iteration, core::Bytes::Of(152 * kMB));
+  EXPECT_EQ(Detail("ring").merge().unattributed_bytes(), 4998 * kMB);  // Ranks 4..5001: no part.
 }
 
 TEST_F(MultiHostTest, AFailedPartRegistrationIsUndoneAndNotAcknowledged) {

@@ -3,13 +3,13 @@
 // with the job.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "crux/daemon/store.h"
+#include "daemon_test_util.h"
 
 namespace crux::daemon {
 namespace {
@@ -19,10 +19,8 @@ namespace fs = std::filesystem;
 class StorePartsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("crux_store_parts_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    dir_ = testing::TempDir(std::string("parts_") +
+                            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     path_ = (dir_ / "cruxd.sqlite").string();
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -77,8 +75,8 @@ TEST_F(StorePartsTest, PartsPersistWithTheirJobAndReportsSurviveRegistrations) {
     auto s = OpenSqliteStore(path_);
     ASSERT_TRUE(s.ok());
     Store& st = **s;
-    ASSERT_TRUE(st.PutJobParts({Job("j")}, {Part("j", "host4", ""), Part("j", "host0", "r0")}, {})
-                    .ok());
+    ASSERT_TRUE(
+        st.PutJobParts({Job("j")}, {Part("j", "host4", ""), Part("j", "host0", "r0")}, {}).ok());
     // A re-registration (empty report) keeps the stored report; a flush replaces it.
     StoredPart again = Part("j", "host0", "");
     again.last_seen_ms = 99;

@@ -504,9 +504,9 @@ namespace {
 std::string RenderParts(const v1::JobDetail& d) {
   std::ostringstream out;
   const v1::JobMerge& m = d.merge();
-  out << "\nHost parts (" << d.parts_size() << " of " << m.hosts_expected()
-      << " hosts expected; " << m.parts_reporting() << " reporting; merge "
-      << (m.complete() ? "complete" : "incomplete") << "):\n";
+  out << "\nHost parts (" << d.parts_size() << " of " << m.hosts_expected() << " hosts expected; "
+      << m.parts_reporting() << " reporting; merge " << (m.complete() ? "complete" : "incomplete")
+      << "):\n";
   Table parts({{"HOST"},
                {"RANKS", true},
                {"CONNECTION"},
@@ -516,13 +516,12 @@ std::string RenderParts(const v1::JobDetail& d) {
                {"PERIOD", true},
                {"SAMPLES", true}});
   for (const v1::JobPart& p : d.parts()) {
-    parts.AddRow({p.host(), std::to_string(p.local_ranks()),
-                  p.connected() ? "connected" : "not connected", FormatUnixMillis(p.last_seen_ms()),
-                  std::to_string(p.acked_epoch()),
-                  p.last_report_ms() > 0 ? FormatUnixMillis(p.last_report_ms())
-                                         : (p.samples() > 0 ? "restored" : "none"),
-                  p.samples() > 0 ? FormatMillis(p.period_ms()) : "-",
-                  std::to_string(p.samples())});
+    parts.AddRow(
+        {p.host(), std::to_string(p.local_ranks()), p.connected() ? "connected" : "not connected",
+         FormatUnixMillis(p.last_seen_ms()), std::to_string(p.acked_epoch()),
+         p.last_report_ms() > 0 ? FormatUnixMillis(p.last_report_ms())
+                                : (p.samples() > 0 ? "restored" : "none"),
+         p.samples() > 0 ? FormatMillis(p.period_ms()) : "-", std::to_string(p.samples())});
   }
   out << parts.Render();
   out << "  bytes/iter     " << FormatBytes(m.cross_host_bytes()) << " between hosts (the flows), "

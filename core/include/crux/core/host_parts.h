@@ -30,12 +30,21 @@
 //     incomplete merge is never converged and carries samples 0, so the job stays profiling (on
 //     the newcomers' level) until every host is in; complete: samples = the smallest of the
 //     parts', converged when every part's report is.
+//   * Bad input loses nothing else: two parts of one host (never from cruxd, which keys parts by
+//     host) claim the same ranks, which then belong to neither; a figure that is not finite
+//     (overlap, W_j) is left out (overlap: of the median; W_j: the job has none); sums saturate
+//     at INT64_MAX bytes instead of wrapping.
+//
+// What each host gets back (SplitAssignmentByHost): the job's assignment header (level, colour,
+// NCCL settings) and only the flows that leave its own NICs, since a flow is pinned at its
+// sending QP (the verbs shim on the source host).
 //
 // Pure functions over value types; thread-compatible.
 #ifndef CRUX_CORE_HOST_PARTS_H_
 #define CRUX_CORE_HOST_PARTS_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -96,11 +105,12 @@ struct HostPartMergeStats {
   uint32_t parts_reporting = 0;  // With a report.
   uint32_t hosts_expected = 0;   // The largest a part says (0: unknown).
   bool complete = false;
-  Bytes cross_host;    // Attributed to NIC pairs (the profile's peers).
-  Bytes same_host;     // Dropped: peer on the same host.
-  Bytes unsplit;       // peer_rank -1.
-  Bytes unattributed;  // Peer rank (or the rank itself) owned by no part.
+  Bytes cross_host;                // Attributed to NIC pairs (the profile's peers).
+  Bytes same_host;                 // Dropped: peer on the same host.
+  Bytes unsplit;                   // peer_rank -1.
+  Bytes unattributed;              // Peer rank (or the rank itself) owned by no part.
   uint32_t conflicting_ranks = 0;  // (communicator, rank) claimed by more than one part.
+  uint64_t entries = 0;  // Local ranks and byte entries of the reports: what the merge cost.
 
   friend bool operator==(const HostPartMergeStats&, const HostPartMergeStats&) = default;
 };
@@ -120,6 +130,13 @@ std::vector<NodeId> PartNics(const Topology& topo, const PlacementHost& p);
 // The job's profile from its parts (see the file comment). `parts` in any order (the result does
 // not depend on it); the profile's peers are sorted by (local, remote) NIC.
 HostPartMerge MergeHostParts(const std::vector<HostPartInput>& parts);
+
+// The assignment of a multi-host job cut per host: for every host of `hosts` (duplicates
+// collapse), `a`'s header and the flows whose source NIC is on that host, in `a`'s order (a host
+// without flows gets the header alone). Flows of hosts not in `hosts` (or whose source NIC is not
+// a node of `topo`) are in no entry. O(flows + hosts log hosts).
+std::map<NodeId, Assignment> SplitAssignmentByHost(const Assignment& a, const Topology& topo,
+                                                   const std::vector<NodeId>& hosts);
 
 }  // namespace crux::core
 

@@ -165,8 +165,8 @@ class JobTracker {
   // registration, one placement host; no connection, lease restarted from `now`); the job's
   // placement becomes the union of the restored parts. Unknown job: kNotFound.
   core::Status RestorePart(const core::JobDemand& part, const core::HostPartInfo& info,
-                           const std::string& owner, int64_t registered_ms,
-                           int64_t last_seen_ms, core::Duration now);
+                           const std::string& owner, int64_t registered_ms, int64_t last_seen_ms,
+                           core::Duration now);
   // The connections the job's assignment goes to: its own, or each bound part's.
   static std::vector<std::string> PeersOf(const JobSession& j);
 

@@ -10,8 +10,11 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "crux/core/host_parts.h"
 #include "crux/core/topology.h"
@@ -54,6 +57,16 @@ class PartProfiles {
   };
   std::map<std::string, JobParts> jobs_;
 };
+
+// What the agent of a multi-host job's part on `host` receives: `a` (same epoch) cut to the part's
+// host (core::SplitAssignmentByHost: the header and the flows leaving the host's NICs).
+core::AppliedAssignment PartAssignment(const core::AppliedAssignment& a, const core::Topology& topo,
+                                       core::NodeId host);
+
+// Every connected part of `j` (JobTracker::PeersOf order) with its cut of `a` (as
+// PartAssignment): splits the flows once for all parts.
+std::vector<std::pair<std::string, std::shared_ptr<const core::AppliedAssignment>>> PartAssignments(
+    const JobSession& j, const core::AppliedAssignment& a, const core::Topology& topo);
 
 }  // namespace crux::daemon
 

@@ -74,8 +74,7 @@ v1::ProfileReport PartReportToProto(const std::string& job_id, core::NodeId part
 // A part's registration, for the store: the job's fields (`job`), placement = `part` only, and
 // the HostPart. DemandFromProto of it gives the part back (placement[0]).
 v1::RegisterJob PartRegistrationToProto(const core::JobDemand& job, const core::PlacementHost& part,
-                                        const core::HostPartInfo& info,
-                                        const core::Topology& topo);
+                                        const core::HostPartInfo& info, const core::Topology& topo);
 core::HostPartInfo HostPartInfoFromProto(const v1::HostPart& h);
 
 v1::JobState JobPhaseToProto(core::JobPhase p);
