@@ -122,13 +122,15 @@ void Gateway::SendDeferred() {
 void Gateway::CommitRegistrations() {
   if (held_.empty()) return;
   auto held = std::make_shared<std::vector<HeldRegistration>>(std::move(held_));
-  auto rows = std::make_shared<const std::vector<StoredJob>>(std::move(held_rows_));
+  auto rows = std::make_shared<const std::vector<PendingJobRow>>(std::move(held_rows_));
   held_.clear();
   held_rows_.clear();
   held_ids_.clear();
   // Answered when the rows are durable (the writer's thread; inline in tests).
   ctx_->writer->Submit(
-      [rows](Store& store) { return store.UpsertJobs(*rows); },
+      [rows, topo = ctx_->topo.shared_nominal()](Store& store) {
+        return store.UpsertJobs(Materialize(*rows, *topo));
+      },
       [this, held](core::Status status) {
         const bool stored = ctx_->store_health.Stored(std::move(status), "upsert_job").ok();
         for (HeldRegistration& h : *held) {
@@ -229,18 +231,30 @@ std::optional<v1::Envelope> Gateway::Handle(const protocol::Inbound& in) {
   }
 }
 
-StoredJob Gateway::ToStored(const JobSession& j) const {
-  StoredJob s;
+Gateway::PendingJobRow Gateway::ToStored(const JobSession& j) const {
+  PendingJobRow p;
+  StoredJob& s = p.row;
   s.job_id = j.demand.id;
   s.tenant = j.demand.tenant;
-  s.registration = protocol::DemandToProto(j.demand, ctx_->topo.nominal()).SerializeAsString();
   s.dscp = j.dscp;
   s.registered_ms = j.registered_ms;
   s.last_seen_ms = j.last_seen_ms;
   const core::LoopJob* lj = ctx_->plans->loop().Find(j.demand.id);
   s.state = protocol::JobPhaseToProto(lj ? lj->phase : core::JobPhase::kRegistered);
   s.owner = j.user_id;
-  return s;
+  p.demand = j.demand;
+  return p;
+}
+
+std::vector<StoredJob> Gateway::Materialize(const std::vector<PendingJobRow>& rows,
+                                            const core::Topology& topo) {
+  std::vector<StoredJob> out;
+  out.reserve(rows.size());
+  for (const PendingJobRow& p : rows) {
+    out.push_back(p.row);
+    out.back().registration = protocol::DemandToProto(p.demand, topo).SerializeAsString();
+  }
+  return out;
 }
 
 std::optional<v1::Envelope> Gateway::OnRegister(const protocol::Inbound& in) {
@@ -417,7 +431,7 @@ void Gateway::Flush(const std::vector<std::string>& ids) {
     std::optional<core::JobProfile> planned;
   };
   auto pending = std::make_shared<std::vector<Pending>>();
-  auto jobs = std::make_shared<std::vector<StoredJob>>();
+  auto jobs = std::make_shared<std::vector<PendingJobRow>>();
   auto planned = std::make_shared<std::vector<std::string>>();
   auto states = std::make_shared<std::vector<std::string>>();
   pending->reserve(ids.size());
@@ -459,7 +473,7 @@ void Gateway::Flush(const std::vector<std::string>& ids) {
           rows.push_back(std::move(row));
         }
         core::Status s = store.PutProfiles(rows, now);
-        if (s.ok() && !jobs->empty()) s = store.UpsertJobs(*jobs);
+        if (s.ok() && !jobs->empty()) s = store.UpsertJobs(Materialize(*jobs, *topo));
         return s;
       },
       [this, profiles, planned, states](core::Status s) {

@@ -88,7 +88,16 @@ class Gateway {
   v1::Envelope OnAck(const protocol::Inbound& in);
   v1::Envelope OnSwitchHello(const protocol::Inbound& in);
   v1::Envelope OnSwitchApplied(const protocol::Inbound& in);
-  StoredJob ToStored(const JobSession& j) const;
+  // A job row whose `registration` is left empty: it is serialized from `demand` on the store
+  // thread (Materialize), never on the loop.
+  struct PendingJobRow {
+    StoredJob row;
+    core::JobDemand demand;
+  };
+  PendingJobRow ToStored(const JobSession& j) const;
+  // Store thread: fills every row's registration. `topo` is the immutable nominal topology.
+  static std::vector<StoredJob> Materialize(const std::vector<PendingJobRow>& rows,
+                                            const core::Topology& topo);
   void DeferAssignment(const std::string& peer, const std::string& job_id);
 
   DaemonContext* ctx_;
@@ -109,7 +118,7 @@ class Gateway {
     v1::Envelope reply;
   };
   std::vector<HeldRegistration> held_;
-  std::vector<StoredJob> held_rows_;
+  std::vector<PendingJobRow> held_rows_;
   std::set<std::string> held_ids_;
 };
 
