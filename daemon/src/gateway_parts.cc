@@ -175,9 +175,8 @@ void Gateway::PartGone(const std::string& id, core::NodeId host, const std::stri
   Remerge(id);
   state_dirty_.erase(id);  // Written now, with the part's removal.
   ctx_->writer->Submit(
-      [row = ToStored(*j), key = PartKey{id, name}](Store& store) {
-        return store.PutJobParts({row}, {}, {key});
-      },
+      [row = ToStored(*j), key = PartKey{id, name}, topo = ctx_->topo.shared_nominal()](
+          Store& store) { return store.PutJobParts(Materialize({row}, *topo), {}, {key}); },
       [this](core::Status s) { (void)ctx_->store_health.Stored(std::move(s), "put_job_parts"); });
   ctx_->plans->Kick();
 }

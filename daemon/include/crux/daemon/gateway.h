@@ -102,7 +102,16 @@ class Gateway {
   v1::Envelope OnAck(const protocol::Inbound& in);
   v1::Envelope OnSwitchHello(const protocol::Inbound& in);
   v1::Envelope OnSwitchApplied(const protocol::Inbound& in);
-  StoredJob ToStored(const JobSession& j) const;
+  // A job row whose `registration` is left empty: it is serialized from `demand` on the store
+  // thread (Materialize), never on the loop.
+  struct PendingJobRow {
+    StoredJob row;
+    core::JobDemand demand;
+  };
+  PendingJobRow ToStored(const JobSession& j) const;
+  // Store thread: fills every row's registration. `topo` is the immutable nominal topology.
+  static std::vector<StoredJob> Materialize(const std::vector<PendingJobRow>& rows,
+                                            const core::Topology& topo);
   void DeferAssignment(const std::string& peer, const std::string& job_id);
   // A profile for the control loop (a job's report, or a multi-host job's merge): hysteresis
   // verdict, dirty sets for the next flush.
@@ -167,7 +176,7 @@ class Gateway {
     PartRegistration part;
   };
   std::vector<HeldRegistration> held_;
-  std::vector<StoredJob> held_rows_;
+  std::vector<PendingJobRow> held_rows_;
   std::vector<StoredPart> held_part_rows_;
   std::set<std::string> held_ids_;
 };
