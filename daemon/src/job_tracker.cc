@@ -11,6 +11,29 @@ Refusal Refuse(RefusalCode code, std::string msg, std::string reason = "") {
   return {code, std::move(msg), std::move(reason)};
 }
 
+// limits.max_jobs_per_connection (`limit`, 0: none) for a connection that speaks for `jobs`.
+Refusal ConnectionQuota(uint64_t limit, uint64_t jobs) {
+  if (limit > 0 && jobs >= limit) {
+    return Refuse(RefusalCode::kResourceExhausted,
+                  "register_job: this connection already speaks for " + std::to_string(jobs) +
+                      " jobs (limits.max_jobs_per_connection)",
+                  "quota");
+  }
+  return Ok();
+}
+
+// A job's or part's connection `*slot` becomes `peer`, keeping the jobs counted per connection.
+template <typename Counts>
+void MovePeer(Counts* per_peer, std::string* slot, const std::string& peer) {
+  if (*slot == peer) return;
+  if (!slot->empty()) {
+    auto it = per_peer->find(*slot);
+    if (it != per_peer->end() && --it->second == 0) per_peer->erase(it);
+  }
+  *slot = peer;
+  if (!peer.empty()) ++(*per_peer)[peer];
+}
+
 // A restored session (no connection yet) is bound to the connection of its first message
 // (`bind`); a bound one speaks only through its own. `who`: "<field>: job 'x'" or the like;
 // `again`: how to move it.
@@ -63,12 +86,9 @@ Refusal JobTracker::CheckQuota(const std::string& peer, const std::string& user_
                       " jobs (limits.max_jobs)",
                   "quota");
   }
-  if (options_.max_jobs_per_connection > 0 &&
-      JobsOfPeer(peer) >= options_.max_jobs_per_connection) {
-    return Refuse(RefusalCode::kResourceExhausted,
-                  "register_job: this connection already speaks for " +
-                      std::to_string(JobsOfPeer(peer)) + " jobs (limits.max_jobs_per_connection)",
-                  "quota");
+  if (Refusal bad = ConnectionQuota(options_.max_jobs_per_connection, JobsOfPeer(peer));
+      Refused(bad)) {
+    return bad;
   }
   if (options_.max_jobs_per_key > 0 && !user_id.empty()) {
     auto it = jobs_per_key_.find(user_id);
@@ -89,13 +109,7 @@ uint32_t JobTracker::JobsOfPeer(const std::string& peer) const {
 }
 
 void JobTracker::SetPeer(JobSession& j, const std::string& peer) {
-  if (j.peer == peer) return;
-  if (!j.peer.empty()) {
-    auto it = jobs_per_peer_.find(j.peer);
-    if (it != jobs_per_peer_.end() && --it->second == 0) jobs_per_peer_.erase(it);
-  }
-  j.peer = peer;
-  if (!peer.empty()) ++jobs_per_peer_[peer];
+  MovePeer(&jobs_per_peer_, &j.peer, peer);
 }
 
 void JobTracker::Forget(std::map<std::string, JobSession>::iterator it) {
@@ -251,13 +265,7 @@ core::Duration JobTracker::LeaseFor(const core::JobDemand& d) const {
 }
 
 void JobTracker::SetPartPeer(PartSession& p, const std::string& peer) {
-  if (p.peer == peer) return;
-  if (!p.peer.empty()) {
-    auto it = jobs_per_peer_.find(p.peer);
-    if (it != jobs_per_peer_.end() && --it->second == 0) jobs_per_peer_.erase(it);
-  }
-  p.peer = peer;
-  if (!peer.empty()) ++jobs_per_peer_[peer];
+  MovePeer(&jobs_per_peer_, &p.peer, peer);
 }
 
 void JobTracker::Reunion(JobSession& j) {
@@ -332,12 +340,9 @@ Refusal JobTracker::RegisterPart(const core::JobDemand& demand, const core::Host
   auto p_it = j.parts.find(place.host);
   if (p_it == j.parts.end()) {
     // The connection takes on one more job (max_jobs and max_jobs_per_key count the job once).
-    if (options_.max_jobs_per_connection > 0 &&
-        JobsOfPeer(peer) >= options_.max_jobs_per_connection) {
-      return Refuse(RefusalCode::kResourceExhausted,
-                    "register_job: this connection already speaks for " +
-                        std::to_string(JobsOfPeer(peer)) + " jobs (limits.max_jobs_per_connection)",
-                    "quota");
+    if (Refusal bad = ConnectionQuota(options_.max_jobs_per_connection, JobsOfPeer(peer));
+        Refused(bad)) {
+      return bad;
     }
     PartSession& p = j.parts[place.host];
     fill(p);
