@@ -27,6 +27,7 @@
 #include "crux/daemon/event_loop.h"
 #include "crux/daemon/job_tracker.h"
 #include "crux/daemon/metrics.h"
+#include "crux/daemon/part_profiles.h"
 #include "crux/daemon/plan_host.h"
 #include "crux/daemon/store.h"
 #include "crux/daemon/store_writer.h"
@@ -89,6 +90,7 @@ struct DaemonContext {
   Metrics* metrics;
   TopologyManager topo;
   JobTracker tracker;
+  PartProfiles parts;  // Host parts' latest reports (multi-host jobs).
   Enforcer enforcer;
   std::unique_ptr<PlanHost> plans;  // Made by Daemon (it needs the done callback).
   // Every store write after start-up (Daemon::Restore reads and writes the store directly,
