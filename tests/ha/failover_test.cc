@@ -1,0 +1,180 @@
+// Active/standby cruxd on a real 3-member etcd cluster, with real processes: the leader killed
+// (kill -9), paused past its lease (SIGSTOP ... SIGCONT), and etcd losing its quorum. Lease TTL
+// 2 s (ha_cluster.h). Takeover figures over 10 runs: scripts/bench_ha_takeover.sh.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <nlohmann/json.hpp>
+
+#include "ha_cluster.h"
+
+namespace crux::ha_test {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kDeposedExit = 75;
+
+class FailoverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!EtcdCluster::Available()) GTEST_SKIP() << "etcd-server not installed (scripts/deps.sh)";
+    ASSERT_TRUE(cluster_.StartEtcd()) << "etcd did not come up";
+  }
+  // Starts the instances one after the other (a first, so a leads) and waits for a leader.
+  int StartAll() {
+    for (size_t i = 0; i < cluster_.size(); ++i) {
+      cluster_.StartCruxd(i);
+      if (i == 0) {
+        EXPECT_EQ(cluster_.WaitLeader(milliseconds(10000)), 0) << cluster_.Log(0);
+      }
+    }
+    // Every instance answers (the standbys campaign).
+    for (size_t i = 0; i < cluster_.size(); ++i) {
+      EXPECT_TRUE(WaitUntil(
+          [&] {
+            auto s = cluster_.Status(i, 300);
+            return s && s->has_ha() && s->ha().members_size() == static_cast<int>(cluster_.size());
+          },
+          milliseconds(10000)))
+          << cluster_.Log(i);
+    }
+    return 0;
+  }
+  // Waits until instance i serves `jobs` scheduled jobs with `jobs` connected clients.
+  bool WaitServing(size_t i, uint32_t jobs, milliseconds timeout = milliseconds(20000)) {
+    return WaitUntil(
+        [&] {
+          auto s = cluster_.Status(i, 500);
+          return s && s->jobs() == jobs && s->clients() == jobs &&
+                 s->jobs_by_state().at("scheduled") == jobs;
+        },
+        timeout, milliseconds(100));
+  }
+  // Stops crux-loadgen (SIGINT: it prints its summary) and parses the summary.
+  nlohmann::json LoadgenSummary() {
+    cluster_.loadgen().Kill(SIGINT);
+    const auto code = cluster_.loadgen().Wait(milliseconds(10000));
+    EXPECT_TRUE(code.has_value());
+    return nlohmann::json::parse(cluster_.loadgen().Stdout(), nullptr, false);
+  }
+
+  HaCluster cluster_{2};
+};
+
+TEST_F(FailoverTest, KilledLeaderIsReplacedWithinTtlPlusTwoSecondsKeepingJobsAndColours) {
+  StartAll();
+  constexpr int kJobs = 40;
+  cluster_.StartLoadgen(kJobs, 120);
+  ASSERT_TRUE(WaitServing(0, kJobs)) << cluster_.Log(0);
+  auto colours_before = cluster_.Colours(0);
+  auto status_before = cluster_.Status(0);
+  ASSERT_TRUE(colours_before && status_before);
+  ASSERT_EQ(colours_before->size(), static_cast<size_t>(kJobs));
+  const uint64_t term_a = status_before->ha().term();
+
+  const auto killed = Clock::now();
+  cluster_.process(0).Kill(SIGKILL);
+  ASSERT_EQ(cluster_.WaitLeader(milliseconds(10000), /*except=*/0), 1) << cluster_.Log(1);
+  const auto takeover = Clock::now() - killed;
+  EXPECT_LT(takeover, milliseconds(kLeaseTtlS * 1000 + 2000));
+  std::printf("takeover after kill -9: %lld ms\n",
+              static_cast<long long>(std::chrono::duration_cast<milliseconds>(takeover).count()));
+
+  // No job lost, every colour kept, epochs above the old leader's, every client back.
+  ASSERT_TRUE(WaitServing(1, kJobs)) << cluster_.Log(1);
+  auto colours_after = cluster_.Colours(1);
+  auto status_after = cluster_.Status(1);
+  ASSERT_TRUE(colours_after && status_after);
+  EXPECT_EQ(*colours_after, *colours_before);
+  EXPECT_GT(status_after->ha().term(), term_a);
+  EXPECT_GT(status_after->epoch(), status_before->epoch());
+  EXPECT_EQ(status_after->epoch() >> 32, status_after->ha().term()) << "term in the high bits";
+  EXPECT_EQ(status_after->state_id(), status_before->state_id()) << "one state id per cluster";
+
+  const nlohmann::json lg = LoadgenSummary();
+  ASSERT_TRUE(lg.is_object()) << cluster_.loadgen().Stderr();
+  EXPECT_EQ(lg["registered"], kJobs);
+  EXPECT_EQ(lg["highest_term"], status_after->ha().term());
+  EXPECT_EQ(lg["stale_term_refused"], 0u);
+}
+
+TEST_F(FailoverTest, PausedLeaderIsDeposedAndNothingItSendsIsAccepted) {
+  StartAll();
+  constexpr int kJobs = 20;
+  cluster_.StartLoadgen(kJobs, 120);
+  ASSERT_TRUE(WaitServing(0, kJobs)) << cluster_.Log(0);
+  auto colours_before = cluster_.Colours(0);
+  ASSERT_TRUE(colours_before);
+
+  // Paused past its lease: the standby takes over.
+  cluster_.process(0).Kill(SIGSTOP);
+  ASSERT_EQ(cluster_.WaitLeader(milliseconds(10000), /*except=*/0), 1) << cluster_.Log(1);
+  ASSERT_TRUE(WaitServing(1, kJobs)) << cluster_.Log(1);
+  auto status_b = cluster_.Status(1);
+  ASSERT_TRUE(status_b);
+
+  // Woken up: it finds its lease gone and leaves without sending anything (its fence was
+  // closed before this process could run again).
+  cluster_.process(0).Kill(SIGCONT);
+  const auto code = cluster_.process(0).Wait(milliseconds(5000));
+  ASSERT_TRUE(code.has_value()) << "the deposed leader is still running\n" << cluster_.Log(0);
+  EXPECT_EQ(*code, kDeposedExit);
+  EXPECT_NE(cluster_.Log(0).find("deposed"), std::string::npos) << cluster_.Log(0);
+
+  // The clients stayed with the new leader and refused nothing (nothing stale reached them);
+  // the colours are unchanged.
+  auto colours_after = cluster_.Colours(1);
+  ASSERT_TRUE(colours_after);
+  EXPECT_EQ(*colours_after, *colours_before);
+  const nlohmann::json lg = LoadgenSummary();
+  ASSERT_TRUE(lg.is_object()) << cluster_.loadgen().Stderr();
+  EXPECT_EQ(lg["registered"], kJobs);
+  EXPECT_EQ(lg["highest_term"], status_b->ha().term());
+  EXPECT_EQ(lg["stale_term_refused"], 0u);
+
+  // Restarted (as systemd would), it stands by.
+  cluster_.StartCruxd(0);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto s = cluster_.Status(0, 300);
+        return s && s->has_ha() && s->ha().role() == "standby" && s->ha().leader() == "b";
+      },
+      milliseconds(10000)))
+      << cluster_.Log(0);
+}
+
+TEST_F(FailoverTest, LeaderStepsDownWhenEtcdLosesQuorumAndOneLeadsWhenItIsBack) {
+  StartAll();
+  // One member lost: service continues.
+  cluster_.etcd().Kill(2);
+  std::this_thread::sleep_for(milliseconds(kLeaseTtlS * 1000 + 500));
+  EXPECT_TRUE(cluster_.IsLeader(0)) << cluster_.Log(0);
+  EXPECT_TRUE(cluster_.process(1).running());
+
+  // Quorum lost: the leader steps down (exits) before its lease could have run out.
+  const auto lost = Clock::now();
+  cluster_.etcd().Kill(1);
+  const auto code = cluster_.process(0).Wait(milliseconds(kLeaseTtlS * 1000 + 3000));
+  ASSERT_TRUE(code.has_value()) << cluster_.Log(0);
+  EXPECT_EQ(*code, kDeposedExit);
+  EXPECT_LT(Clock::now() - lost, milliseconds(kLeaseTtlS * 1000 + 1000));
+  EXPECT_FALSE(cluster_.IsLeader(1)) << "no quorum, no leader";
+
+  // Quorum back: exactly one leader again (a restarted as a standby, as systemd would).
+  cluster_.etcd().StartMember(1);
+  cluster_.etcd().StartMember(2);
+  ASSERT_TRUE(cluster_.etcd().WaitWritable(milliseconds(15000)));
+  cluster_.StartCruxd(0);
+  const int leader = cluster_.WaitLeader(milliseconds(15000));
+  ASSERT_GE(leader, 0) << cluster_.Log(0) << cluster_.Log(1);
+  std::this_thread::sleep_for(milliseconds(500));
+  int leaders = 0;
+  for (size_t i = 0; i < cluster_.size(); ++i) leaders += cluster_.IsLeader(i) ? 1 : 0;
+  EXPECT_EQ(leaders, 1);
+}
+
+}  // namespace
+}  // namespace crux::ha_test
