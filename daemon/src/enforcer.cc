@@ -75,11 +75,11 @@ bool Enforcer::Counted(const core::Status& s, const core::AppliedAssignment& a) 
 bool Enforcer::Push(const std::string& peer, const core::AppliedAssignment& a,
                     const std::string& serialized) {
   if (serialized.empty() || !encoded_sender_ || peer.empty()) return Push(peer, a);
-  return Counted(encoded_sender_(peer, protocol::EncodeAssignmentPush(
-                                           serialized, state_id_,
-                                           static_cast<uint64_t>(wall_ns_ ? wall_ns_() : 0),
-                                           term_)),
-                 a);
+  return Counted(
+      encoded_sender_(peer, protocol::EncodeAssignmentPush(
+                                serialized, state_id_,
+                                static_cast<uint64_t>(wall_ns_ ? wall_ns_() : 0), term_)),
+      a);
 }
 
 uint64_t Enforcer::desired_epoch(const std::string& name) const {

@@ -13,28 +13,13 @@ namespace crux::daemon::ha {
 using json = nlohmann::json;
 
 TxnOp TxnOp::Put(std::string key, std::string value, int64_t lease) {
-  TxnOp op;
-  op.kind = Kind::kPut;
-  op.key = std::move(key);
-  op.value = std::move(value);
-  op.lease = lease;
-  return op;
+  return {Kind::kPut, std::move(key), std::move(value), {}, lease};
 }
-
 TxnOp TxnOp::Delete(std::string key, std::string range_end) {
-  TxnOp op;
-  op.kind = Kind::kDelete;
-  op.key = std::move(key);
-  op.range_end = std::move(range_end);
-  return op;
+  return {Kind::kDelete, std::move(key), {}, std::move(range_end), 0};
 }
-
 TxnOp TxnOp::Get(std::string key, std::string range_end) {
-  TxnOp op;
-  op.kind = Kind::kRange;
-  op.key = std::move(key);
-  op.range_end = std::move(range_end);
-  return op;
+  return {Kind::kRange, std::move(key), {}, std::move(range_end), 0};
 }
 
 std::string PrefixEnd(const std::string& prefix) {
