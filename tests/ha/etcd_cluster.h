@@ -101,6 +101,18 @@ class EtcdCluster {
         timeout, std::chrono::milliseconds(50));
   }
 
+  // The index of the member etcd's Raft leader is, -1 when unknown.
+  int LeaderIndex() {
+    const std::vector<std::string> all = Endpoints();
+    for (size_t i = 0; i < all.size(); ++i) {
+      auto etcd = daemon::ha::ConnectGateway({{all[i]}, core::Duration::Millis(500)});
+      if (!etcd.ok()) continue;
+      auto s = (*etcd)->Status();
+      if (s.ok() && s->leader != 0 && s->leader == s->member_id) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
   std::vector<std::string> Endpoints() const {
     std::vector<std::string> out;
     for (const Member& m : members_) {

@@ -104,6 +104,17 @@ int64_t Int(const json& j, const char* name) {
   return 0;
 }
 
+// uint64 fields (member ids), also as JSON strings.
+uint64_t UInt(const json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end() || !it->is_string()) return 0;
+  try {
+    return std::stoull(it->get<std::string>());
+  } catch (...) {
+    return 0;
+  }
+}
+
 std::string Bytes(const json& j, const char* name) {
   auto it = j.find(name);
   if (it == j.end() || !it->is_string()) return {};
@@ -243,6 +254,15 @@ class GatewayClient final : public Etcd {
         if (range != one.end()) out.ranges.push_back(KvsFromJson(*range));
       }
     }
+    return out;
+  }
+
+  core::Result<MemberStatus> Status() override {
+    CRUX_ASSIGN_OR_RETURN(json r, Post("/v3/maintenance/status", json::object()));
+    MemberStatus out;
+    auto h = r.find("header");
+    if (h != r.end()) out.member_id = UInt(*h, "member_id");
+    out.leader = UInt(r, "leader");
     return out;
   }
 

@@ -529,12 +529,11 @@ v1::ListSwitchesReply SwitchesWithDrift() {
 TEST(JsonTest, SwitchesSyncDriftAndCapabilities) {
   const nlohmann::json j = ToJson(SwitchesWithDrift());
   ASSERT_EQ(j["switches"].size(), 2u);
-  EXPECT_EQ(
-      Keys(j["switches"][0]),
-      (std::set<std::string>{"name", "connected", "desired_epoch", "applied_epoch", "last_error",
-                             "last_seen_ms", "dscp_colours_shared", "in_sync", "drift_repairs",
-                             "last_drift_ms", "last_drifted_fields", "capabilities",
-                             "highest_term", "stale_term_refused"}));
+  EXPECT_EQ(Keys(j["switches"][0]),
+            (std::set<std::string>{"name", "connected", "desired_epoch", "applied_epoch",
+                                   "last_error", "last_seen_ms", "dscp_colours_shared", "in_sync",
+                                   "drift_repairs", "last_drift_ms", "last_drifted_fields",
+                                   "capabilities", "highest_term", "stale_term_refused"}));
   EXPECT_EQ(j["switches"][0]["in_sync"], true);
   EXPECT_EQ(j["switches"][0]["drift_repairs"], 4);
   EXPECT_EQ(j["switches"][0]["last_drift_ms"], 1764480000000);
@@ -580,9 +579,9 @@ TEST(TextTest, SwitchesTableKeepsOldColumnsAndAddsSyncDriftCapabilities) {
   ASSERT_EQ(lines.size(), 3u);
   // The old columns first, in their old order; new ones before the free-text LAST ERROR.
   const std::vector<std::string> titles = {
-      "SWITCH",  "CONNECTED",     "DESIRED",    "APPLIED", "SHARED DSCP",  "LAST SEEN",
-      "IN SYNC", "DRIFT REPAIRS", "LAST DRIFT", "DRIFTED", "CAPABILITIES", "TERM",
-      "STALE TERM", "LAST ERROR"};
+      "SWITCH",       "CONNECTED", "DESIRED",       "APPLIED",    "SHARED DSCP",
+      "LAST SEEN",    "IN SYNC",   "DRIFT REPAIRS", "LAST DRIFT", "DRIFTED",
+      "CAPABILITIES", "TERM",      "STALE TERM",    "LAST ERROR"};
   size_t at = 0;
   for (const std::string& title : titles) {
     const size_t found = lines[0].find(title, at);

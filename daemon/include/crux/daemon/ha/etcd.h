@@ -77,6 +77,11 @@ struct RangeResult {
   int64_t revision = 0;  // The store revision the read saw.
 };
 
+struct MemberStatus {
+  uint64_t member_id = 0;  // The member that answered.
+  uint64_t leader = 0;     // The member id of etcd's Raft leader as it knows it (0: none).
+};
+
 class Etcd {
  public:
   virtual ~Etcd() = default;
@@ -93,6 +98,8 @@ class Etcd {
   virtual core::Result<TxnResult> Txn(const std::vector<Compare>& compares,
                                       const std::vector<TxnOp>& success,
                                       const std::vector<TxnOp>& failure) = 0;
+  // The answering member's view of the cluster (etcd's maintenance status).
+  virtual core::Result<MemberStatus> Status() = 0;
   // The endpoint the last call used (for logs).
   virtual std::string endpoint() const = 0;
 };
