@@ -172,7 +172,9 @@ TEST_F(FailoverTest, LeaderStepsDownWhenEtcdLosesQuorumAndOneLeadsWhenItIsBack) 
   const auto code = cluster_.process(0).Wait(milliseconds(kLeaseTtlS * 1000 + 3000));
   ASSERT_TRUE(code.has_value()) << cluster_.Log(0);
   EXPECT_EQ(*code, kDeposedExit);
-  EXPECT_LT(Clock::now() - lost, milliseconds(kLeaseTtlS * 1000 + 1000));
+  // Its fence closes TTL/6 before the lease ends; etcd may renew for up to its election timeout
+  // after losing its peers (see EtcdTest.LeaderStepsDownBeforeItsLeaseExpiresWhenQuorumIsLost).
+  EXPECT_LT(Clock::now() - lost, milliseconds(kLeaseTtlS * 1000 + 1500));
   EXPECT_FALSE(cluster_.IsLeader(1)) << "no quorum, no leader";
 
   // Quorum back: exactly one leader again (a restarted as a standby, as systemd would).

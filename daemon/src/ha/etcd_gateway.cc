@@ -6,6 +6,7 @@
 #include <array>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 #include <utility>
 
 namespace crux::daemon::ha {
@@ -89,31 +90,25 @@ core::Result<std::string> Base64Decode(const std::string& text) {
 
 namespace {
 
-// int64 fields come back as JSON strings ("revision": "12"); absent = 0 (proto3 JSON).
-int64_t Int(const json& j, const char* name) {
+// int64 / uint64 fields come back as JSON strings ("revision": "12"); absent = 0 (proto3 JSON).
+template <typename T>
+T Number(const json& j, const char* name) {
   auto it = j.find(name);
   if (it == j.end() || it->is_null()) return 0;
-  if (it->is_string()) {
-    try {
-      return std::stoll(it->get<std::string>());
-    } catch (...) {
-      return 0;
-    }
-  }
-  if (it->is_number_integer()) return it->get<int64_t>();
-  return 0;
-}
-
-// uint64 fields (member ids), also as JSON strings.
-uint64_t UInt(const json& j, const char* name) {
-  auto it = j.find(name);
-  if (it == j.end() || !it->is_string()) return 0;
+  if (it->is_number_integer()) return it->get<T>();
+  if (!it->is_string()) return 0;
   try {
-    return std::stoull(it->get<std::string>());
+    if constexpr (std::is_signed_v<T>) {
+      return std::stoll(it->get<std::string>());
+    } else {
+      return std::stoull(it->get<std::string>());
+    }
   } catch (...) {
     return 0;
   }
 }
+int64_t Int(const json& j, const char* name) { return Number<int64_t>(j, name); }
+uint64_t UInt(const json& j, const char* name) { return Number<uint64_t>(j, name); }
 
 std::string Bytes(const json& j, const char* name) {
   auto it = j.find(name);
