@@ -1,6 +1,7 @@
 // Active/standby cruxd on a real 3-member etcd cluster, with real processes: the leader killed
-// (kill -9), paused past its lease (SIGSTOP ... SIGCONT), and etcd losing its quorum. Lease TTL
-// 2 s (ha_cluster.h). Takeover figures over 10 runs: scripts/bench_ha_takeover.sh.
+// (kill -9, with crux-loadgen and a crux-switch-agent on a real redis-server), paused past its
+// lease (SIGSTOP ... SIGCONT), and etcd losing its quorum. Lease TTL 2 s (ha_cluster.h).
+// Takeover figures over 10 runs: scripts/bench_ha_takeover.sh.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -91,6 +92,19 @@ TEST_F(FailoverTest, KilledLeaderIsReplacedWithinTtlPlusTwoSecondsKeepingJobsAnd
   auto status_before = cluster_.Status(0);
   ASSERT_TRUE(status_before);
   const uint64_t term_a = status_before->ha().term();
+  // A switch agent on a real redis-server follows the leader too.
+  const bool with_switch = HaCluster::kHaveSwitchAgent && cluster_.StartSwitch("tor0");
+  if (with_switch) {
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          auto s = cluster_.Switch(0, "tor0");
+          return s && s->highest_term() == term_a && s->applied_epoch() == s->desired_epoch() &&
+                 s->desired_epoch() > 0;
+        },
+        milliseconds(15000)))
+        << cluster_.AgentLog();
+    EXPECT_GT(cluster_.RedisMapSize(), 0);
+  }
 
   const auto killed = Clock::now();
   cluster_.process(0).Kill(SIGKILL);
@@ -111,6 +125,23 @@ TEST_F(FailoverTest, KilledLeaderIsReplacedWithinTtlPlusTwoSecondsKeepingJobsAnd
   EXPECT_EQ(status_after->epoch() >> 32, status_after->ha().term()) << "term in the high bits";
   EXPECT_EQ(status_after->state_id(), status_before->state_id()) << "one state id per cluster";
 
+  if (with_switch) {
+    // The agent moved to the new leader, applied its state (epoch of the new term) and refused
+    // nothing; the switch's CONFIG_DB holds the map.
+    const uint64_t term_b = status_after->ha().term();
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          auto s = cluster_.Switch(1, "tor0");
+          return s && s->connected() && s->highest_term() == term_b &&
+                 (s->applied_epoch() >> 32) == term_b;
+        },
+        milliseconds(15000)))
+        << cluster_.AgentLog();
+    EXPECT_EQ(cluster_.Switch(1, "tor0")->stale_term_refused(), 0u);
+    EXPECT_GT(cluster_.RedisMapSize(), 0);
+    std::printf("switch agent tor0 follows term %llu, %d DSCP map entries in its CONFIG_DB\n",
+                static_cast<unsigned long long>(term_b), cluster_.RedisMapSize());
+  }
   ExpectLoadgenFollowed(kJobs, status_after->ha().term());
 }
 

@@ -148,6 +148,56 @@ class HaCluster {
   }
   system_test::ChildProcess& loadgen() { return *loadgen_; }
 
+#if defined(CRUX_REDIS_SERVER_BINARY) && defined(CRUX_SWITCH_AGENT_BINARY)
+  static constexpr bool kHaveSwitchAgent = true;
+  // A redis-server (CONFIG_DB stand-in on a unix socket) and crux-switch-agent (sonic backend)
+  // for switch `name`, given every client endpoint. True once redis answers.
+  bool StartSwitch(const std::string& name) {
+    const auto sock = dir_.path() / ("redis_" + name + ".sock");
+    redis_socket_ = sock.string();
+    redis_ = std::make_unique<system_test::ChildProcess>();
+    redis_->Start({CRUX_REDIS_SERVER_BINARY, "--port", "0", "--unixsocket", sock.string(),
+                   "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir",
+                   dir_.path().string(), "--daemonize", "no"},
+                  dir_.path() / "redis.out", dir_.path() / "redis.err");
+    if (!WaitUntil([&] { return RedisMapSize() >= 0; }, std::chrono::milliseconds(10000))) {
+      return false;
+    }
+    agent_ = std::make_unique<system_test::ChildProcess>();
+    agent_->Start(
+        {CRUX_SWITCH_AGENT_BINARY, "--switch-name", name, "--daemon", ClientEndpoints(),
+         "--insecure", "--backend", "sonic", "--redis-socket", sock.string(), "--ports",
+         "Ethernet0,Ethernet4", "--hello-interval-ms", "300", "--call-timeout-ms", "1000"},
+        dir_.path() / "agent.out", dir_.path() / "agent.err");
+    return true;
+  }
+  // Entries of the switch's DSCP_TO_TC_MAP|CRUX in its CONFIG_DB; -1 when redis does not answer.
+  int RedisMapSize() {
+    auto r = system_test::RunCommand(
+        {CRUX_REDIS_CLI_BINARY, "-s", redis_socket_, "-n", "4", "HLEN", "DSCP_TO_TC_MAP|CRUX"},
+        dir_.path(), std::chrono::milliseconds(3000));
+    if (r.exit_code != 0 || r.out.empty()) return -1;
+    return std::atoi(r.out.c_str());
+  }
+  std::string AgentLog() const { return system_test::ReadFile(dir_.path() / "agent.err"); }
+#else
+  static constexpr bool kHaveSwitchAgent = false;
+  bool StartSwitch(const std::string&) { return false; }
+  int RedisMapSize() { return -1; }
+  std::string AgentLog() const { return ""; }
+#endif
+  // Instance i's view of switch `name` (nullopt: no answer or unknown switch).
+  std::optional<v1::SwitchInfo> Switch(size_t i, const std::string& name) {
+    v1::Envelope req = protocol::NewEnvelope();
+    req.mutable_list_switches_request();
+    auto r = Admin(i, req);
+    if (!r || !r->has_list_switches_reply()) return std::nullopt;
+    for (const v1::SwitchInfo& s : r->list_switches_reply().switches()) {
+      if (s.name() == name) return s;
+    }
+    return std::nullopt;
+  }
+
  private:
   struct Instance {
     std::string name;
@@ -161,6 +211,9 @@ class HaCluster {
   std::vector<Instance> nodes_;
   protocol::TransportContext transport_;
   std::unique_ptr<system_test::ChildProcess> loadgen_;
+  std::string redis_socket_;
+  std::unique_ptr<system_test::ChildProcess> redis_;
+  std::unique_ptr<system_test::ChildProcess> agent_;
 };
 
 }  // namespace crux::ha_test
