@@ -50,8 +50,9 @@ class FailoverTest : public ::testing::Test {
     return WaitUntil(
         [&] {
           auto s = cluster_.Status(i, 500);
-          return s && s->jobs() == jobs && s->clients() == jobs &&
-                 s->jobs_by_state().at("scheduled") == jobs;
+          if (!s || s->jobs() != jobs || s->clients() != jobs) return false;
+          auto scheduled = s->jobs_by_state().find("scheduled");
+          return scheduled != s->jobs_by_state().end() && scheduled->second == jobs;
         },
         timeout, milliseconds(100));
   }
