@@ -323,6 +323,24 @@ std::optional<Assignment> Session::HandleAssignment(const v1::Assignment& a, int
     outgoing_.push_back(std::move(ack));
     return std::nullopt;
   }
+  // High availability: a push from a lower leader term than one already seen comes from a
+  // deposed cruxd leader; refuse it (nacked, counted, in last_error), whatever its epoch.
+  if (a.term() != 0 && a.term() < stats_.highest_term) {
+    ++stats_.stale_term_refused;
+    const std::string why = "refused the assignment of epoch " + std::to_string(a.epoch()) +
+                            " from cruxd term " + std::to_string(a.term()) + ": term " +
+                            std::to_string(stats_.highest_term) +
+                            " has been seen (a deposed leader)";
+    SetError(why);
+    body->set_ok(false);
+    body->set_error(why);
+    outgoing_.push_back(std::move(ack));
+    return std::nullopt;
+  }
+  if (a.term() > stats_.highest_term) {
+    stats_.highest_term = a.term();
+    Changed();
+  }
   const bool reset = current_ && a.state_id() != applied_state_id_;
   if (current_ && !reset && a.epoch() <= applied_epoch_) {
     ++stats_.assignments_stale;

@@ -29,6 +29,9 @@
 //    greater than the applied one, or when the state_id differs from the applied one's (cruxd's
 //    state was reset, the epochs restart; counted in stats().state_resets). Every push is acked:
 //    stale ones with ok = true (nothing to do), other jobs' ones with ok = false.
+//  * Terms (high availability): a push whose term is below the highest term seen comes from a
+//    deposed cruxd leader and is refused (Ack ok = false, stats().stale_term_refused); terms
+//    never make a push newer by themselves (the epoch carries the term in its high bits).
 //  * Close: EndJob when end_job_on_close and the job is (or may be) registered, abandoning any
 //    request in flight; Done() once EndJob is answered or timed out.
 //

@@ -162,6 +162,7 @@ Assignment FromWire(const v1::Assignment& a, int64_t received_unix_ns) {
   for (const auto& [k, v] : a.nccl_env()) out.nccl_env[k] = v;
   out.sent_unix_ns = static_cast<int64_t>(a.sent_unix_ns());
   out.state_id = a.state_id();
+  out.term = a.term();
   out.received_unix_ns = received_unix_ns;
   return out;
 }

@@ -21,8 +21,12 @@
 
 #include "crux/daemon/daemon.h"
 #include "crux/daemon/event_loop.h"
+#include "crux/daemon/ha/election.h"
+#include "crux/daemon/ha/etcd_gateway.h"
+#include "crux/daemon/ha/shared_store.h"
 #include "crux/daemon/metrics.h"
 #include "crux/daemon/store.h"
+#include "crux/protocol/codec.h"
 #include "crux/protocol/curve.h"
 #include "crux/protocol/server.h"
 #include "crux/protocol/transport_context.h"
@@ -158,6 +162,21 @@ struct App::Impl {
   std::unique_ptr<boost::asio::signal_set> signals;
   core::Duration watchdog_every;
   int exit_code = 0;
+  std::optional<CurveSetup> curve;
+  std::optional<core::Topology> topology;  // Until the daemon takes it.
+  std::string topo_source;
+  StoreOpenOptions store_options;
+  // High availability (config.ha enabled): the campaign; the daemon, its store and the client
+  // endpoint exist only while this instance leads.
+  std::unique_ptr<ha::LeaderElection> election;
+  std::string ha_instance;
+  core::Duration started;
+
+  core::Status StartDaemon();
+  core::Status StartElection();
+  void BecomeLeader(int64_t term);
+  void HandleAdmin(const protocol::Inbound& in);
+  void FillHa(v1::HaStatus* ha) const;
 
   void WaitSignal() {
     signals->async_wait([this](const boost::system::error_code& ec, int sig) {
@@ -169,6 +188,8 @@ struct App::Impl {
       }
       spdlog::info("signal {}: shutting down", sig);
       Notify("STOPPING=1");
+      // HA: resign first (the fence closes, the lease is revoked): a standby leads at once.
+      if (election) election->Resign();
       loop.Stop();
     });
   }
@@ -186,8 +207,12 @@ struct App::Impl {
         if (!options.state_dir_override.empty()) c->state_dir = options.state_dir_override;
         auto level = spdlog::level::from_str(c->log_level);
         if (c->log_level == "off" || level != spdlog::level::off) spdlog::set_level(level);
-        daemon->Reload(*c);
-        config = daemon->config();
+        if (daemon) {
+          daemon->Reload(*c);
+          config = daemon->config();
+        } else {
+          spdlog::info("SIGHUP: standby; the new config applies when this instance leads");
+        }
       }
     }
     if (config.curve.enabled) {
@@ -197,7 +222,7 @@ struct App::Impl {
       if (grants.ok()) {
         std::vector<std::string> z85;
         for (const auto& [key, grant] : *grants) z85.push_back(key);
-        if (core::Status s = transport->SetAuthorizedKeys(kZapDomain, z85); s.ok()) {
+        if (core::Status s = transport->SetAuthorizedKeys(kZapDomain, z85); s.ok() && daemon) {
           daemon->SetKeyGrants(*std::move(grants));
           spdlog::info("SIGHUP: {} authorised CURVE keys", z85.size());
         }
@@ -206,7 +231,9 @@ struct App::Impl {
                       grants.status().ToString());
       }
     }
-    Notify("READY=1\nSTATUS=serving " + std::to_string(daemon->tracker().jobs().size()) + " jobs");
+    Notify(daemon ? "READY=1\nSTATUS=serving " + std::to_string(daemon->tracker().jobs().size()) +
+                        " jobs"
+                  : std::string("READY=1\nSTATUS=standby"));
   }
 
   void Watchdog() {
@@ -219,6 +246,7 @@ App::App(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 App::~App() {
   if (!impl_) return;
+  impl_->election.reset();  // Joins the campaign thread: nothing more is posted to the loop.
   // Stop the transports before the daemon they deliver to.
   if (impl_->client_server) impl_->client_server->Stop();
   if (impl_->admin_server) impl_->admin_server->Stop();
@@ -238,9 +266,189 @@ core::Result<std::string> App::Check(const AppOptions& options) {
   return EffectiveConfigYaml(c);
 }
 
+// ---- High availability (docs/daemon.md "High availability") ----
+
+namespace {
+
+// Exit code of a deposed leader: systemd (Restart=on-failure) starts it again as a standby.
+constexpr int kExitDeposed = 75;  // EX_TEMPFAIL.
+
+std::string HostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "cruxd";
+  return buf;
+}
+
+}  // namespace
+
+core::Status App::Impl::StartElection() {
+  const HaConfig& h = config.ha;
+  ha_instance = h.instance.empty() ? HostName() : h.instance;
+  const core::Duration ttl = core::Duration::Millis(h.lease_ttl_s * 1000);
+  ha::GatewayOptions gw;
+  gw.endpoints = SplitEndpointList(h.etcd_endpoints);
+  gw.timeout = core::Duration::Nanos(ttl.nanos() / 6);  // A dead member costs < TTL/3 in all.
+  CRUX_ASSIGN_OR_RETURN(std::unique_ptr<ha::Etcd> etcd, ha::ConnectGateway(gw));
+  ha::ElectionOptions eo;
+  eo.prefix = "/crux/" + h.election;
+  eo.instance = ha_instance;
+  eo.client_endpoint = h.advertise_endpoint.empty() ? config.client_endpoint : h.advertise_endpoint;
+  eo.admin_endpoint = admin_server->endpoint();
+  eo.ttl = ttl;
+  eo.poll = core::Duration::Nanos(std::min<int64_t>(ttl.nanos() / 15, 200'000'000));
+  election = std::make_unique<ha::LeaderElection>(
+      eo, std::move(etcd),
+      [this](int64_t term) { loop.Post([this, term] { BecomeLeader(term); }); },
+      [this](const std::string& why) {
+        // On the campaign thread: the fence is already closed (MayAct() is false), so nothing
+        // more leaves the client endpoint; leave at once, like a kill -9 (which cruxd survives):
+        // no store write or push of this process can follow.
+        spdlog::error(
+            "ha: {} is deposed ({}); exiting with code {} so that it restarts as a "
+            "standby",
+            ha_instance, why, kExitDeposed);
+        spdlog::default_logger()->flush();
+        Notify("STOPPING=1\nSTATUS=deposed: " + why);
+        ::_exit(kExitDeposed);
+      });
+  return core::Status::Ok();
+}
+
+void App::Impl::BecomeLeader(int64_t term) {
+  if (daemon) return;
+  auto fail = [this](const core::Status& s) {
+    spdlog::error("ha: {} won the election but cannot serve: {}; resigning and exiting",
+                  ha_instance, s.ToString());
+    spdlog::default_logger()->flush();
+    if (election) election->Resign();
+    ::_exit(kExitDeposed);
+  };
+  spdlog::info("ha: {} is the leader (term {}); loading the shared state", ha_instance, term);
+  auto local = OpenSqliteStore(DatabasePath(config), store_options);
+  if (!local.ok()) return fail(local.status());
+  ha::GatewayOptions gw;
+  gw.endpoints = SplitEndpointList(config.ha.etcd_endpoints);
+  gw.timeout = core::Duration::Millis(config.ha.lease_ttl_s * 1000 / 3);
+  auto etcd = ha::ConnectGateway(gw);
+  if (!etcd.ok()) return fail(etcd.status());
+  auto shared = ha::SharedStore::Open(std::move(local).value(), std::move(etcd).value(),
+                                      {"/crux/" + config.ha.election, election->key(), term});
+  if (!shared.ok()) return fail(shared.status());
+  store = std::move(shared).value();
+  if (core::Status s = StartDaemon(); !s.ok()) return fail(s);
+  daemon->SetTerm(static_cast<uint64_t>(term));
+  protocol::RouterServer* as = admin_server.get();
+  daemon->SetAdminSender([this, as](const std::string& peer, const v1::Envelope& e) {
+    if (!e.has_status_reply()) return as->Send(peer, e);
+    v1::Envelope with_ha = e;
+    FillHa(with_ha.mutable_status_reply()->mutable_ha());
+    return as->Send(peer, with_ha);
+  });
+  daemon->AddTransportCounters("admin", [as] { return as->counters(); });
+  daemon->Start();
+  spdlog::info("ha: {} serving as leader, term {}: client endpoint {}, epoch {}", ha_instance, term,
+               client_server->endpoint(), daemon->epoch());
+  Notify("STATUS=leader (term " + std::to_string(term) + "), serving " +
+         std::to_string(daemon->tracker().jobs().size()) + " jobs");
+}
+
+void App::Impl::FillHa(v1::HaStatus* out) const {
+  if (!election) return;
+  const ha::ElectionView v = election->view();
+  out->set_instance(ha_instance);
+  out->set_role(ha::RoleName(v.role));
+  out->set_term(static_cast<uint64_t>(v.term));
+  out->set_leader(v.leader);
+  out->set_leader_endpoint(v.leader_client_endpoint);
+  out->set_etcd_error(v.last_error);
+  out->set_lease_ttl_s(static_cast<uint32_t>(config.ha.lease_ttl_s));
+  for (const ha::Member& mb : v.members) {
+    v1::HaMember* m = out->add_members();
+    m->set_instance(mb.instance);
+    m->set_client_endpoint(mb.client_endpoint);
+    m->set_admin_endpoint(mb.admin_endpoint);
+    m->set_revision(static_cast<uint64_t>(mb.create_revision));
+    m->set_role(mb.leader ? "leader" : "standby");
+  }
+}
+
+void App::Impl::HandleAdmin(const protocol::Inbound& in) {
+  if (daemon) return daemon->ProcessAdmin(in);
+  const uint64_t rid = in.msg.request_id();
+  if (in.msg.has_status_request()) {
+    v1::Envelope e = protocol::NewEnvelope(rid);
+    v1::StatusReply* s = e.mutable_status_reply();
+    s->set_version(kCruxdVersion);
+    s->set_uptime_ms(static_cast<uint64_t>((loop.Now() - started).nanos() / 1000000));
+    s->set_topology(topo_source);
+    s->set_state_path(DatabasePath(config));
+    s->set_store_ok(true);
+    s->set_dry_run(config.dry_run);
+    s->set_levels(static_cast<uint32_t>(config.planner.levels));
+    FillHa(s->mutable_ha());
+    (void)admin_server->Send(in.peer, e);
+    return;
+  }
+  const ha::ElectionView v = election ? election->view() : ha::ElectionView{};
+  std::string where = v.leader.empty() ? "no leader is known yet"
+                                       : "the leader is " + v.leader + " (client endpoint " +
+                                             v.leader_client_endpoint + ")";
+  for (const ha::Member& mb : v.members) {
+    if (mb.leader && !mb.admin_endpoint.empty()) where += ", admin endpoint " + mb.admin_endpoint;
+  }
+  (void)admin_server->Send(
+      in.peer, protocol::MakeError(rid, v1::ERROR_CODE_UNAVAILABLE,
+                                   "this cruxd (" + ha_instance + ") is a standby; " + where));
+}
+
+// The daemon on `store` with the client endpoint bound and its senders wired (a single cruxd
+// at start; an HA instance when it wins the election).
+core::Status App::Impl::StartDaemon() {
+  const DaemonConfig& c = config;
+  CRUX_ASSIGN_OR_RETURN(daemon, Daemon::Create(c, std::move(*topology), topo_source, store.get(),
+                                               &loop, &metrics, /*plan_in_background=*/true));
+  topology.reset();
+  spdlog::info("state id {:016x} (epoch {})", daemon->state_id(), daemon->epoch());
+  if (curve) daemon->SetKeyGrants(curve->grants);
+  daemon->SetStoreHealthListener([](const std::string& error) {
+    Notify(error.empty() ? "STATUS=serving (store working again)"
+                         : "STATUS=degraded: store failing (" + error.substr(0, 200) +
+                               "); plans are not applied");
+  });
+  protocol::ServerOptions client_opts;
+  client_opts.endpoint = c.client_endpoint;
+  client_opts.zap_domain = kZapDomain;
+  if (curve) {
+    client_opts.curve = true;
+    client_opts.server_keys = curve->server_keys;
+    for (const auto& [key, grant] : curve->grants) client_opts.authorized_keys.push_back(key);
+  }
+  Daemon* d = daemon.get();
+  auto client = protocol::RouterServer::StartBatched(
+      *transport, client_opts,
+      [d](std::vector<protocol::Inbound> batch) { d->OnClientBatch(std::move(batch)); });
+  if (!client.ok()) return client.status().WithContext("client_endpoint");
+  client_server = std::move(client).value();
+  protocol::RouterServer* cs = client_server.get();
+  // HA fencing: nothing leaves the client endpoint (pushes to jobs and switch agents, replies)
+  // once this instance may no longer act as the leader (LeaderElection::MayAct).
+  ha::LeaderElection* el = election.get();
+  d->SetClientSender([cs, el](const std::string& peer, const v1::Envelope& m) {
+    if (el != nullptr && !el->MayAct()) return core::UnavailableError("ha: fenced (not leading)");
+    return cs->Send(peer, m);
+  });
+  d->SetClientEncodedSender([cs, el](const std::string& peer, std::string frame) {
+    if (el != nullptr && !el->MayAct()) return core::UnavailableError("ha: fenced (not leading)");
+    return cs->SendEncoded(peer, std::move(frame));
+  });
+  d->AddTransportCounters("client", [cs] { return cs->counters(); });
+  return core::Status::Ok();
+}
+
 core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  impl->started = impl->loop.Now();
   CRUX_ASSIGN_OR_RETURN(impl->config, ResolveConfig(options));
   DaemonConfig& c = impl->config;
   auto level = spdlog::level::from_str(c.log_level);
@@ -255,9 +463,8 @@ core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
   }
 
   // Key files first: a bad key must not cost a database open.
-  std::optional<CurveSetup> curve;
   if (c.curve.enabled) {
-    CRUX_ASSIGN_OR_RETURN(curve, LoadCurve(c));
+    CRUX_ASSIGN_OR_RETURN(impl->curve, LoadCurve(c));
   }
 
   // State directory (0700) and database.
@@ -281,46 +488,24 @@ core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
     return core::UnavailableError("state_dir: cannot lock " + lock_path + ": " +
                                   std::strerror(err));
   }
-  StoreOpenOptions store_options;
-  store_options.fresh = options.fresh_state;
+  impl->store_options.fresh = options.fresh_state;
   if (options.fresh_state) {
     spdlog::warn("--fresh-state: starting with empty state; an existing {} is moved aside",
                  DatabasePath(c));
   }
-  CRUX_ASSIGN_OR_RETURN(impl->store, OpenSqliteStore(DatabasePath(c), store_options));
-
-  std::string topo_source;
-  CRUX_ASSIGN_OR_RETURN(core::Topology topo, LoadTopology(c, &topo_source));
-  spdlog::info("topology {}: {} hosts, {} nodes, {} directed links", topo_source,
+  CRUX_ASSIGN_OR_RETURN(core::Topology topo, LoadTopology(c, &impl->topo_source));
+  spdlog::info("topology {}: {} hosts, {} nodes, {} directed links", impl->topo_source,
                topo.hosts().size(), topo.num_nodes(), topo.num_links());
+  impl->topology = std::move(topo);
 
-  CRUX_ASSIGN_OR_RETURN(
-      impl->daemon, Daemon::Create(c, std::move(topo), topo_source, impl->store.get(), &impl->loop,
-                                   &impl->metrics, /*plan_in_background=*/true));
-  spdlog::info("state id {:016x} (epoch {})", impl->daemon->state_id(), impl->daemon->epoch());
-  if (curve) impl->daemon->SetKeyGrants(curve->grants);
-  impl->daemon->SetStoreHealthListener([](const std::string& error) {
-    Notify(error.empty() ? "STATUS=serving (store working again)"
-                         : "STATUS=degraded: store failing (" + error.substr(0, 200) +
-                               "); plans are not applied");
-  });
-
-  // Transports.
   impl->transport = std::make_unique<protocol::TransportContext>();
-  protocol::ServerOptions client_opts;
-  client_opts.endpoint = c.client_endpoint;
-  client_opts.zap_domain = kZapDomain;
-  if (curve) {
-    client_opts.curve = true;
-    client_opts.server_keys = curve->server_keys;
-    for (const auto& [key, grant] : curve->grants) client_opts.authorized_keys.push_back(key);
+  if (!c.ha.enabled()) {
+    CRUX_ASSIGN_OR_RETURN(impl->store, OpenSqliteStore(DatabasePath(c), impl->store_options));
+    CRUX_RETURN_IF_ERROR(impl->StartDaemon());
+  } else {
+    // A standby opens its state file only when it wins; check its health now (fail fast).
+    if (!options.fresh_state) CRUX_RETURN_IF_ERROR(CheckSqliteStore(DatabasePath(c)));
   }
-  Daemon* d = impl->daemon.get();
-  auto client = protocol::RouterServer::StartBatched(
-      *impl->transport, client_opts,
-      [d](std::vector<protocol::Inbound> batch) { d->OnClientBatch(std::move(batch)); });
-  if (!client.ok()) return client.status().WithContext("client_endpoint");
-  impl->client_server = std::move(client).value();
 
   const std::string admin_ep = AdminEndpoint(c);
   const std::string admin_path = IpcPath(admin_ep);
@@ -332,9 +517,15 @@ core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
   protocol::ServerOptions admin_opts;
   admin_opts.endpoint = admin_ep;
   const mode_t old_mask = ::umask(0077);  // The socket file is born 0600.
-  auto admin = protocol::RouterServer::Start(
-      *impl->transport, admin_opts,
-      [d](protocol::Inbound in) { d->OnAdminInbound(std::move(in)); });
+  Impl* m = impl.get();
+  Daemon* d = impl->daemon.get();
+  auto admin =
+      protocol::RouterServer::Start(*impl->transport, admin_opts, [d, m](protocol::Inbound in) {
+        if (d != nullptr) return d->OnAdminInbound(std::move(in));
+        // HA: a standby answers itself; a leader's daemon appears later, on the loop.
+        auto shared = std::make_shared<protocol::Inbound>(std::move(in));
+        m->loop.Post([m, shared] { m->HandleAdmin(*shared); });
+      });
   ::umask(old_mask);
   if (!admin.ok()) return admin.status().WithContext("admin_endpoint");
   impl->admin_server = std::move(admin).value();
@@ -342,18 +533,12 @@ core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
     ::chmod(admin_path.c_str(), 0600);
     impl->admin_socket_path = admin_path;
   }
-
-  protocol::RouterServer* cs = impl->client_server.get();
   protocol::RouterServer* as = impl->admin_server.get();
-  d->SetClientSender(
-      [cs](const std::string& peer, const v1::Envelope& m) { return cs->Send(peer, m); });
-  d->SetClientEncodedSender([cs](const std::string& peer, std::string frame) {
-    return cs->SendEncoded(peer, std::move(frame));
-  });
-  d->SetAdminSender(
-      [as](const std::string& peer, const v1::Envelope& m) { return as->Send(peer, m); });
-  d->AddTransportCounters("client", [cs] { return cs->counters(); });
-  d->AddTransportCounters("admin", [as] { return as->counters(); });
+  if (d != nullptr) {
+    d->SetAdminSender(
+        [as](const std::string& peer, const v1::Envelope& e) { return as->Send(peer, e); });
+    d->AddTransportCounters("admin", [as] { return as->counters(); });
+  }
 
   // Metrics exporter (port 0 = off).
   std::string listen = c.metrics_listen;
@@ -362,8 +547,17 @@ core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
     CRUX_RETURN_IF_ERROR(impl->metrics.StartExposer(listen));
     spdlog::info("metrics on http://{}/metrics", listen);
   }
-  spdlog::info("client endpoint {} (curve {}), admin endpoint {}", cs->endpoint(),
-               c.curve.enabled ? "on" : "off", as->endpoint());
+
+  if (c.ha.enabled()) {
+    CRUX_RETURN_IF_ERROR(impl->StartElection());
+    spdlog::info(
+        "high availability: instance {} campaigning on etcd {} (election {}); admin "
+        "endpoint {}; the client endpoint {} is bound once this instance leads",
+        impl->ha_instance, c.ha.etcd_endpoints, c.ha.election, as->endpoint(), c.client_endpoint);
+  } else {
+    spdlog::info("client endpoint {} (curve {}), admin endpoint {}",
+                 impl->client_server->endpoint(), c.curve.enabled ? "on" : "off", as->endpoint());
+  }
   return std::unique_ptr<App>(new App(std::move(impl)));
 }
 
@@ -372,14 +566,19 @@ int App::Run() {
   auto* io = static_cast<boost::asio::io_context*>(m.loop.io_context());
   m.signals = std::make_unique<boost::asio::signal_set>(*io, SIGTERM, SIGINT, SIGHUP);
   m.WaitSignal();
-  m.daemon->Start();
+  if (m.daemon) m.daemon->Start();
   uint64_t usec = 0;
   if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
     m.watchdog_every = core::Duration::Micros(static_cast<int64_t>(usec / 2));
     spdlog::info("systemd watchdog: pinging every {} ms", usec / 2000);
     m.Watchdog();
   }
-  Notify("READY=1\nSTATUS=serving " + std::to_string(m.daemon->tracker().jobs().size()) + " jobs");
+  if (m.daemon) {
+    Notify("READY=1\nSTATUS=serving " + std::to_string(m.daemon->tracker().jobs().size()) +
+           " jobs");
+  } else {
+    Notify("READY=1\nSTATUS=standby (campaigning on etcd)");
+  }
   spdlog::info("cruxd ready");
   m.loop.Run();
   spdlog::info("cruxd stopped");
@@ -391,7 +590,9 @@ void App::RequestStop() {
 }
 
 const DaemonConfig& App::config() const { return impl_->config; }
-std::string App::client_endpoint() const { return impl_->client_server->endpoint(); }
+std::string App::client_endpoint() const {
+  return impl_->client_server ? impl_->client_server->endpoint() : std::string();
+}
 std::string App::admin_endpoint() const { return impl_->admin_server->endpoint(); }
 int App::metrics_port() const { return impl_->metrics.port(); }
 

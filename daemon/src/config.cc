@@ -6,6 +6,7 @@
 #include "crux/daemon/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -108,6 +109,32 @@ std::string CheckListen(const std::string& addr) {
   int64_t p = 0;
   if (textio::ParseInteger(port, &p) != textio::NumberStatus::kOk || p < 0 || p > 65535) {
     return "port must be in [0, 65535] (got " + core::QuoteName(port) + ")";
+  }
+  return "";
+}
+
+std::string CheckOptionalEndpoint(const std::string& ep) {
+  return ep.empty() ? "" : CheckEndpoint(ep);
+}
+
+std::string CheckEtcdEndpoints(const std::string& list) {
+  if (list.empty()) return "";
+  for (const std::string& e : SplitEndpointList(list)) {
+    const bool http = (e.rfind("http://", 0) == 0 && e.size() > 7) ||
+                      (e.rfind("https://", 0) == 0 && e.size() > 8);
+    if (!http) {
+      return "each endpoint must be an http:// or https:// URL of an etcd member (got " +
+             core::QuoteName(e) + ")";
+    }
+  }
+  return "";
+}
+
+std::string CheckElectionName(const std::string& name) {
+  for (char ch : name) {
+    const bool ok =
+        std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '-' || ch == '_' || ch == '.';
+    if (!ok) return "must be letters, digits, '-', '_' or '.' (got " + core::QuoteName(name) + ")";
   }
   return "";
 }
@@ -281,6 +308,26 @@ const std::vector<Field<DaemonConfig>>& ConfigFields() {
        .unit = "DWRR weight",
        .ints = IntRange::Closed(1, 100)},
       {.path = "qos.pfc", .member = CFG(qos.pfc)},
+      {.path = "ha.etcd_endpoints",
+       .member = CFG(ha.etcd_endpoints),
+       .unit = "comma-separated http:// URLs, \"\" = HA off",
+       .live = kRestart,
+       .check = CheckEtcdEndpoints},
+      {.path = "ha.election",
+       .member = CFG(ha.election),
+       .live = kRestart,
+       .non_empty = true,
+       .check = CheckElectionName},
+      {.path = "ha.instance", .member = CFG(ha.instance), .live = kRestart},
+      {.path = "ha.advertise_endpoint",
+       .member = CFG(ha.advertise_endpoint),
+       .live = kRestart,
+       .check = CheckOptionalEndpoint},
+      {.path = "ha.lease_ttl_s",
+       .member = CFG(ha.lease_ttl_s),
+       .unit = "s",
+       .live = kRestart,
+       .ints = IntRange::Closed(2, 300)},
   };
   return kFields;
 }
@@ -600,6 +647,21 @@ Result<DaemonConfig> LoadConfigFile(const std::string& path) {
   if (!c.ok()) return c.status().WithContext(path);
   c->source = path;
   return c;
+}
+
+std::vector<std::string> SplitEndpointList(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    std::string item = list.substr(start, end - start);
+    const size_t a = item.find_first_not_of(" \t");
+    const size_t b = item.find_last_not_of(" \t");
+    if (a != std::string::npos) out.push_back(item.substr(a, b - a + 1));
+    start = end + 1;
+  }
+  return out;
 }
 
 std::string AdminEndpoint(const DaemonConfig& c) {

@@ -54,6 +54,7 @@ bool Enforcer::Push(const std::string& peer, const core::AppliedAssignment& a) {
   v1::Assignment* p = env.mutable_assignment();
   *p = protocol::AssignmentToProto(a, *topo_);
   p->set_state_id(state_id_);
+  p->set_term(term_);
   p->set_sent_unix_ns(static_cast<uint64_t>(wall_ns_ ? wall_ns_() : 0));
   return Counted(sender_(peer, env), a);
 }
@@ -74,10 +75,11 @@ bool Enforcer::Counted(const core::Status& s, const core::AppliedAssignment& a) 
 bool Enforcer::Push(const std::string& peer, const core::AppliedAssignment& a,
                     const std::string& serialized) {
   if (serialized.empty() || !encoded_sender_ || peer.empty()) return Push(peer, a);
-  return Counted(encoded_sender_(peer, protocol::EncodeAssignmentPush(
-                                           serialized, state_id_,
-                                           static_cast<uint64_t>(wall_ns_ ? wall_ns_() : 0))),
-                 a);
+  return Counted(
+      encoded_sender_(peer, protocol::EncodeAssignmentPush(
+                                serialized, state_id_,
+                                static_cast<uint64_t>(wall_ns_ ? wall_ns_() : 0), term_)),
+      a);
 }
 
 uint64_t Enforcer::desired_epoch(const std::string& name) const {
@@ -91,6 +93,7 @@ v1::Envelope Enforcer::StateEnvelope(const std::string& name) const {
   *env.mutable_switch_state() =
       protocol::SwitchQosStateToProto(qos_->states.at(name), desired_epoch(name));
   env.mutable_switch_state()->set_state_id(state_id_);
+  env.mutable_switch_state()->set_term(term_);
   auto it = switches_.find(name);
   if (it != switches_.end() && it->second.capabilities.queues() > 0 &&
       !it->second.capabilities.pfc()) {
@@ -118,6 +121,8 @@ Refusal Enforcer::OnHello(const v1::SwitchHello& h, const std::string& peer, int
   e.peer = peer;
   e.capabilities = h.capabilities();
   e.applied_epoch = foreign ? 0 : h.applied_epoch();
+  e.highest_term = h.highest_term();
+  e.stale_term_refused = h.stale_term_refused();
   e.last_seen_ms = unix_ms;
   e.connected = true;
   if (metrics_) metrics_->SetSwitches(static_cast<int64_t>(switches_.size()));
@@ -196,6 +201,8 @@ std::vector<v1::SwitchInfo> Enforcer::Switches(uint32_t shared_jobs, int64_t now
     i.set_dscp_colours_shared(shared_jobs);
     i.set_in_sync(i.connected() && e.last_error.empty() && e.applied_epoch >= desired_epoch(name));
     i.set_drift_repairs(e.drift_repairs);
+    i.set_highest_term(e.highest_term);
+    i.set_stale_term_refused(e.stale_term_refused);
     i.set_last_drift_ms(static_cast<uint64_t>(e.last_drift_ms));
     i.set_last_drifted_fields(e.last_drifted_fields);
     *i.mutable_capabilities() = e.capabilities;

@@ -2,10 +2,12 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <utility>
+#include <vector>
 #include <zmq.hpp>
 
 #include "crux/protocol/codec.h"
@@ -68,6 +70,25 @@ core::Result<std::unique_ptr<DealerClient>> DealerClient::Connect(TransportConte
   if (options.routing_id.empty()) {
     CRUX_ASSIGN_OR_RETURN(options.routing_id, RandomRoutingId());
   }
+  // Several endpoints (HA: every cruxd instance, "tcp://a:7450,tcp://b:7450"): connect to all;
+  // only the leader binds its client endpoint, and with ZMQ_IMMEDIATE messages go only to
+  // connections whose handshake completed, i.e. to the leader. Reconnects are capped at 1 s
+  // and ZMTP heartbeats at 1 s / 3 s so that a dead or paused leader's connection is dropped
+  // and the next leader's is picked up within seconds.
+  std::vector<std::string> endpoints;
+  for (size_t start = 0; start <= options.endpoint.size();) {
+    size_t end = options.endpoint.find(',', start);
+    if (end == std::string::npos) end = options.endpoint.size();
+    if (end > start) endpoints.push_back(options.endpoint.substr(start, end - start));
+    start = end + 1;
+  }
+  if (endpoints.empty()) return core::InvalidArgumentError("client.endpoint: empty");
+  const bool several = endpoints.size() > 1;
+  if (several) {
+    options.reconnect_ivl_max = std::min(options.reconnect_ivl_max, core::Duration::Millis(1000));
+    options.heartbeat_ivl = core::Duration::Millis(1000);
+    options.heartbeat_timeout = core::Duration::Millis(3000);
+  }
   auto socket = std::make_unique<zmq::socket_t>();
   try {
     *socket = zmq::socket_t(ctx.context(), zmq::socket_type::dealer);
@@ -82,6 +103,7 @@ core::Result<std::unique_ptr<DealerClient>> DealerClient::Connect(TransportConte
       socket->set(zmq::sockopt::heartbeat_timeout, ToMillis(options.heartbeat_timeout));
     }
     socket->set(zmq::sockopt::routing_id, options.routing_id);
+    if (several) socket->set(zmq::sockopt::immediate, 1);
     if (options.curve) {
       socket->set(zmq::sockopt::curve_serverkey, options.server_public_z85);
       socket->set(zmq::sockopt::curve_publickey, options.client_keys.public_z85);
@@ -91,11 +113,13 @@ core::Result<std::unique_ptr<DealerClient>> DealerClient::Connect(TransportConte
     return core::InvalidArgumentError("client " + options.endpoint +
                                       ": socket option: " + e.what());
   }
-  try {
-    socket->connect(options.endpoint);
-  } catch (const zmq::error_t& e) {
-    return core::InvalidArgumentError("client.endpoint: cannot connect to \"" + options.endpoint +
-                                      "\": " + e.what());
+  for (const std::string& ep : endpoints) {
+    try {
+      socket->connect(ep);
+    } catch (const zmq::error_t& e) {
+      return core::InvalidArgumentError("client.endpoint: cannot connect to \"" + ep +
+                                        "\": " + e.what());
+    }
   }
   return std::unique_ptr<DealerClient>(new DealerClient(std::move(options), std::move(socket)));
 }

@@ -119,10 +119,11 @@ core::Status StatusFromError(const v1::Error& error) {
 }
 
 std::string EncodeAssignmentPush(std::string_view assignment, uint64_t state_id,
-                                 uint64_t sent_unix_ns) {
+                                 uint64_t sent_unix_ns, uint64_t term) {
   v1::Assignment stamps;
   stamps.set_state_id(state_id);
   stamps.set_sent_unix_ns(sent_unix_ns);
+  stamps.set_term(term);
   const std::string stamp_bytes = stamps.SerializeAsString();
   std::string out = NewEnvelope(0).SerializeAsString();
   {

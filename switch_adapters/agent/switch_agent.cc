@@ -92,6 +92,8 @@ void SwitchAgent::SendHello() {
   h->set_agent_version(options_.agent_version);
   h->set_applied_epoch(applied_epoch_);
   h->set_applied_state_id(applied_state_id_);
+  h->set_highest_term(highest_term_);
+  h->set_stale_term_refused(counters_.stale_term_refused);
   v1::SwitchCapabilities* c = h->mutable_capabilities();
   c->set_queues(static_cast<uint32_t>(caps_.queues));
   c->set_strict_priority(caps_.strict_priority);
@@ -165,6 +167,20 @@ void SwitchAgent::Refuse(const v1::SwitchQosState& push, const std::string& erro
 
 void SwitchAgent::HandlePush(const v1::SwitchQosState& push) {
   ++counters_.pushes;
+  if (push.term() != 0 && push.term() < highest_term_) {
+    ++counters_.stale_term_refused;
+    last_error_ = "refused the state of epoch " + std::to_string(push.epoch()) +
+                  " from cruxd term " + std::to_string(push.term()) + ": term " +
+                  std::to_string(highest_term_) + " has been seen (a deposed leader)";
+    spdlog::warn("{}", last_error_);
+    return;
+  }
+  if (push.term() > highest_term_) {
+    if (highest_term_ != 0) {
+      spdlog::info("cruxd leader term {} -> {}", highest_term_, push.term());
+    }
+    highest_term_ = push.term();
+  }
   Result<core::SwitchQosState> state = protocol::SwitchQosStateFromProto(push);
   if (!state.ok()) return Refuse(push, state.status().ToString());
   if (state->switch_name != options_.switch_name) {

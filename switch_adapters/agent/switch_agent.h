@@ -12,6 +12,8 @@
 //     Anything else is a stale or duplicate push and is ignored. A push for another switch, a
 //     malformed one, or one the backend cannot enforce (CheckCapabilities) is refused with a
 //     SwitchApplied error and never reaches the device.
+//   * Terms (HA cruxd on etcd): the agent keeps the highest leader term seen on a push (in
+//     memory) and refuses a push from a lower term (a deposed leader) before anything else.
 //   * The accepted state is applied at once. A failed apply is reported and retried with
 //     core::ExponentialBackoff (`device_backoff`, unbounded) until it succeeds or a newer push
 //     replaces it. The backend itself never retries.
@@ -94,6 +96,10 @@ struct AgentCounters {
   uint64_t bad_pushes = 0;      // Refused before reaching the device.
   uint64_t stale_pushes = 0;    // Ignored: epoch not above the accepted one, same state_id.
   uint64_t reconnects = 0;      // Daemon away -> back transitions.
+  // High availability: pushes refused because their cruxd term was below the highest seen (a
+  // deposed leader); never reported to cruxd as SwitchApplied, only counted, logged and sent in
+  // the hellos (`cruxctl switches`).
+  uint64_t stale_term_refused = 0;
 };
 
 class SwitchAgent {
@@ -116,6 +122,7 @@ class SwitchAgent {
   bool daemon_connected() const { return connected_; }
   uint64_t applied_epoch() const { return applied_epoch_; }
   uint64_t applied_state_id() const { return applied_state_id_; }
+  uint64_t highest_term() const { return highest_term_; }
   bool device_busy() const { return in_flight_.has_value(); }
   const std::string& last_error() const { return last_error_; }
   const AgentCounters& counters() const { return counters_; }
@@ -155,6 +162,7 @@ class SwitchAgent {
   core::ExponentialBackoff daemon_backoff_;
   uint64_t applied_epoch_ = 0;     // Last pushed state applied successfully.
   uint64_t applied_state_id_ = 0;  // Its state_id.
+  uint64_t highest_term_ = 0;      // HA: the highest cruxd leader term seen on a push.
   std::string last_error_;
   std::optional<core::Status> fatal_;
 

@@ -383,6 +383,36 @@ TEST(SessionTest, AssignmentsApplyByEpochWithinAStateAndAcrossAStateReset) {
   EXPECT_EQ(hb.heartbeat().applied_state_id(), kStateB);
 }
 
+TEST(SessionTest, APushFromALowerLeaderTermIsRefusedWhateverItsEpoch) {
+  // HA cruxd: term = the leader's etcd election revision; epochs carry it in their high bits.
+  auto from_term = [](uint64_t term, uint64_t epoch, uint32_t dscp) {
+    v1::Envelope e = Push(epoch, kStateA, dscp);
+    e.mutable_assignment()->set_term(term);
+    return e;
+  };
+  Harness h;
+  h.Register(300);
+  h.Apply(from_term(7, (7ull << 32) + 1, 26));
+  EXPECT_EQ(h.s.stats().highest_term, 7u);
+  EXPECT_EQ(h.s.current()->term, 7u);
+  // A deposed leader (term 5) wakes up and pushes, even with a higher epoch: refused.
+  EXPECT_FALSE(h.Receive(from_term(5, (7ull << 32) + 9, 10)).has_value());
+  v1::Envelope nack = h.One();
+  EXPECT_FALSE(nack.ack().ok());
+  EXPECT_NE(nack.ack().error().find("term 5"), std::string::npos) << nack.ack().error();
+  EXPECT_EQ(h.s.stats().stale_term_refused, 1u);
+  EXPECT_NE(h.s.stats().last_error.find("deposed"), std::string::npos);
+  EXPECT_EQ(h.s.current()->dscp, 26u);
+  EXPECT_EQ(h.s.current()->term, 7u);
+  // The next leader's push (higher term, higher epoch) is applied.
+  h.Apply(from_term(9, (9ull << 32) + 1, 12));
+  EXPECT_EQ(h.s.current()->dscp, 12u);
+  EXPECT_EQ(h.s.stats().highest_term, 9u);
+  // Without a term (a single cruxd) nothing changes: epochs decide.
+  h.Apply(Push((9ull << 32) + 2, kStateA, 14));
+  EXPECT_EQ(h.s.current()->dscp, 14u);
+}
+
 TEST(SessionTest, AnotherJobsAssignmentIsRefusedInTheAck) {
   Harness h;
   h.Register(300);

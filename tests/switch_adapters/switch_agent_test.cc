@@ -373,6 +373,40 @@ TEST_F(SwitchAgentTest, NewStateIdIsAppliedEvenWithALowerEpoch) {
   EXPECT_EQ(daemon.Hellos().back().applied_state_id(), 222u);
 }
 
+TEST_F(SwitchAgentTest, APushFromALowerLeaderTermNeverReachesTheSwitch) {
+  // HA cruxd: a deposed leader (lower term) must not change the switch, whatever its epoch.
+  auto from_term = [](v1::SwitchQosState p, uint64_t term) {
+    p.set_term(term);
+    return p;
+  };
+  FakeDaemon daemon(ctx_, endpoint_);
+  SwitchAgent agent(options_, ctx_, *adapter_, clock_);
+  Connect(agent);
+  daemon.Push(from_term(Wire(MakeState("tor0", 0), (7ull << 32) + 1), 7));
+  ASSERT_TRUE(RunUntil(agent, [&] { return daemon.Applied().size() == 1; }));
+  EXPECT_EQ(redis_.HGetAll("DSCP_TO_TC_MAP|CRUX")["10"], "5");
+  EXPECT_EQ(agent.highest_term(), 7u);
+
+  daemon.Push(from_term(Wire(MakeState("tor0", 2), (7ull << 32) + 5), 5));
+  ASSERT_TRUE(RunUntil(agent, [&] { return agent.counters().stale_term_refused == 1; }));
+  EXPECT_FALSE(agent.device_busy());
+  EXPECT_EQ(redis_.HGetAll("DSCP_TO_TC_MAP|CRUX")["10"], "5") << "the switch is unchanged";
+  EXPECT_EQ(daemon.Applied().size(), 1u) << "nothing reported to anyone";
+  EXPECT_NE(agent.last_error().find("deposed"), std::string::npos);
+
+  // The hello tells cruxd (and `cruxctl switches`).
+  clock_.Advance(options_.hello_interval);
+  const size_t hellos = daemon.Hellos().size();
+  ASSERT_TRUE(RunUntil(agent, [&] { return daemon.Hellos().size() == hellos + 1; }));
+  EXPECT_EQ(daemon.Hellos().back().highest_term(), 7u);
+  EXPECT_EQ(daemon.Hellos().back().stale_term_refused(), 1u);
+
+  // A higher term is applied.
+  daemon.Push(from_term(Wire(MakeState("tor0", 2), (9ull << 32) + 1), 9));
+  ASSERT_TRUE(RunUntil(agent, [&] { return daemon.Applied().size() == 2; }));
+  EXPECT_EQ(redis_.HGetAll("DSCP_TO_TC_MAP|CRUX")["10"], "3");
+}
+
 TEST_F(SwitchAgentTest, PushBeyondTheBackendsQueuesIsRefusedAndHelloSaysWhy) {
   adapter_ = MakeAdapter(Duration::Millis(300), /*queues=*/4);
   FakeDaemon daemon(ctx_, endpoint_);

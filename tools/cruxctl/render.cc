@@ -215,31 +215,52 @@ nlohmann::json ToJson(const v1::StatusReply& r) {
   }
   nlohmann::json refusals = nlohmann::json::object();
   for (const auto& [reason, count] : SortedRefusals(r)) refusals[reason] = count;
-  return {{"version", r.version()},
-          {"uptime_ms", r.uptime_ms()},
-          {"epoch", r.epoch()},
-          {"jobs", r.jobs()},
-          {"jobs_by_state", by_state},
-          {"clients", r.clients()},
-          {"switches", r.switches()},
-          {"hosts", r.hosts()},
-          {"links", r.links()},
-          {"links_not_up", r.links_not_up()},
-          {"levels", r.levels()},
-          {"dry_run", r.dry_run()},
-          {"replans", r.replans()},
-          {"last_replan_ms", r.last_replan_ms()},
-          {"topology", r.topology()},
-          {"state_path", r.state_path()},
-          {"store_ok", r.store_ok()},
-          {"store_error", r.store_error()},
-          // A random 64-bit id: a decimal string, as in protobuf's JSON mapping of uint64, since
-          // JSON readers that hold numbers as doubles (jq) would round it.
-          {"state_id", std::to_string(r.state_id())},
-          {"refusals", refusals},
-          {"quarantined_jobs", r.quarantined_jobs()},
-          {"loop_lag_p99_ms", r.loop_lag_p99_ms()},
-          {"loop_lag_max_ms", r.loop_lag_max_ms()}};
+  nlohmann::json out = {
+      {"version", r.version()},
+      {"uptime_ms", r.uptime_ms()},
+      {"epoch", r.epoch()},
+      {"jobs", r.jobs()},
+      {"jobs_by_state", by_state},
+      {"clients", r.clients()},
+      {"switches", r.switches()},
+      {"hosts", r.hosts()},
+      {"links", r.links()},
+      {"links_not_up", r.links_not_up()},
+      {"levels", r.levels()},
+      {"dry_run", r.dry_run()},
+      {"replans", r.replans()},
+      {"last_replan_ms", r.last_replan_ms()},
+      {"topology", r.topology()},
+      {"state_path", r.state_path()},
+      {"store_ok", r.store_ok()},
+      {"store_error", r.store_error()},
+      // A random 64-bit id: a decimal string, as in protobuf's JSON mapping of uint64, since
+      // JSON readers that hold numbers as doubles (jq) would round it.
+      {"state_id", std::to_string(r.state_id())},
+      {"refusals", refusals},
+      {"quarantined_jobs", r.quarantined_jobs()},
+      {"loop_lag_p99_ms", r.loop_lag_p99_ms()},
+      {"loop_lag_max_ms", r.loop_lag_max_ms()}};
+  if (r.has_ha()) {
+    const v1::HaStatus& h = r.ha();
+    nlohmann::json members = nlohmann::json::array();
+    for (const v1::HaMember& m : h.members()) {
+      members.push_back({{"instance", m.instance()},
+                         {"role", m.role()},
+                         {"revision", m.revision()},
+                         {"client_endpoint", m.client_endpoint()},
+                         {"admin_endpoint", m.admin_endpoint()}});
+    }
+    out["ha"] = {{"instance", h.instance()},
+                 {"role", h.role()},
+                 {"term", h.term()},
+                 {"leader", h.leader()},
+                 {"leader_endpoint", h.leader_endpoint()},
+                 {"lease_ttl_s", h.lease_ttl_s()},
+                 {"etcd_error", h.etcd_error()},
+                 {"members", members}};
+  }
+  return out;
 }
 
 nlohmann::json ToJson(const v1::JobSummary& j) {
@@ -379,6 +400,8 @@ nlohmann::json ToJson(const v1::ListSwitchesReply& reply) {
                         {"drift_repairs", s.drift_repairs()},
                         {"last_drift_ms", s.last_drift_ms()},
                         {"last_drifted_fields", s.last_drifted_fields()},
+                        {"highest_term", s.highest_term()},
+                        {"stale_term_refused", s.stale_term_refused()},
                         {"capabilities",
                          {{"queues", caps.queues()},
                           {"strict_priority", caps.strict_priority()},
@@ -401,6 +424,22 @@ std::string RenderStatusText(const v1::StatusReply& r) {
   out << "cruxd " << (r.version().empty() ? "(unknown version)" : E(r.version())) << ", up "
       << FormatMillis(static_cast<double>(r.uptime_ms())) << (r.dry_run() ? ", DRY RUN" : "")
       << "\n";
+  if (r.has_ha()) {
+    const v1::HaStatus& h = r.ha();
+    out << "  ha           " << E(h.instance()) << " is " << E(h.role()) << "; leader "
+        << (h.leader().empty() ? "unknown" : E(h.leader())) << ", term " << h.term()
+        << ", lease TTL " << h.lease_ttl_s() << " s\n";
+    for (const v1::HaMember& m : h.members()) {
+      out << "               " << E(m.role()) << " " << E(m.instance()) << " (revision "
+          << m.revision() << ", client " << E(m.client_endpoint()) << ", admin "
+          << E(m.admin_endpoint()) << ")\n";
+    }
+    if (!h.etcd_error().empty()) out << "  etcd error   " << E(h.etcd_error()) << "\n";
+    if (h.role() != "leader") {
+      out << "  (a standby serves no job; for the leader's figures: cruxctl --socket <the "
+          << "leader's admin endpoint>)\n";
+    }
+  }
   out << "  epoch        " << r.epoch() << "\n";
   out << "  jobs         " << r.jobs();
   if (!r.jobs_by_state().empty()) {
@@ -651,6 +690,8 @@ std::string RenderSwitchesTable(const v1::ListSwitchesReply& reply) {
                {"LAST DRIFT"},
                {"DRIFTED", true},
                {"CAPABILITIES"},
+               {"TERM", true},
+               {"STALE TERM", true},
                {"LAST ERROR"}});
   for (const v1::SwitchInfo& s : reply.switches()) {
     table.AddRow({s.name(), s.connected() ? "yes" : "no", std::to_string(s.desired_epoch()),
@@ -659,6 +700,8 @@ std::string RenderSwitchesTable(const v1::ListSwitchesReply& reply) {
                   std::to_string(s.drift_repairs()), FormatUnixMillis(s.last_drift_ms()),
                   s.last_drift_ms() == 0 ? "-" : std::to_string(s.last_drifted_fields()),
                   CapabilitiesSummary(s.capabilities()),
+                  s.highest_term() == 0 ? "-" : std::to_string(s.highest_term()),
+                  std::to_string(s.stale_term_refused()),
                   s.last_error().empty() ? "-" : s.last_error()});
   }
   return table.Render();

@@ -566,11 +566,11 @@ v1::ListSwitchesReply SwitchesWithDrift() {
 TEST(JsonTest, SwitchesSyncDriftAndCapabilities) {
   const nlohmann::json j = ToJson(SwitchesWithDrift());
   ASSERT_EQ(j["switches"].size(), 2u);
-  EXPECT_EQ(
-      Keys(j["switches"][0]),
-      (std::set<std::string>{"name", "connected", "desired_epoch", "applied_epoch", "last_error",
-                             "last_seen_ms", "dscp_colours_shared", "in_sync", "drift_repairs",
-                             "last_drift_ms", "last_drifted_fields", "capabilities"}));
+  EXPECT_EQ(Keys(j["switches"][0]),
+            (std::set<std::string>{"name", "connected", "desired_epoch", "applied_epoch",
+                                   "last_error", "last_seen_ms", "dscp_colours_shared", "in_sync",
+                                   "drift_repairs", "last_drift_ms", "last_drifted_fields",
+                                   "capabilities", "highest_term", "stale_term_refused"}));
   EXPECT_EQ(j["switches"][0]["in_sync"], true);
   EXPECT_EQ(j["switches"][0]["drift_repairs"], 4);
   EXPECT_EQ(j["switches"][0]["last_drift_ms"], 1764480000000);
@@ -584,13 +584,41 @@ TEST(JsonTest, SwitchesSyncDriftAndCapabilities) {
   EXPECT_EQ(j["switches"][1]["capabilities"]["backends"], nlohmann::json::array());
 }
 
+TEST(StatusRenderTest, HaShowsRoleLeaderTermAndEveryInstance) {
+  v1::StatusReply r;
+  r.set_version("0.1.0");
+  v1::HaStatus* h = r.mutable_ha();
+  h->set_instance("b");
+  h->set_role("standby");
+  h->set_term(12);
+  h->set_leader("a");
+  h->set_leader_endpoint("tcp://10.0.0.21:7450");
+  h->set_lease_ttl_s(3);
+  for (const char* name : {"a", "b"}) {
+    v1::HaMember* m = h->add_members();
+    m->set_instance(name);
+    m->set_role(std::string(name) == "a" ? "leader" : "standby");
+    m->set_revision(std::string(name) == "a" ? 12 : 15);
+  }
+  const std::string text = RenderStatusText(r);
+  EXPECT_NE(text.find("b is standby; leader a, term 12, lease TTL 3 s"), std::string::npos) << text;
+  EXPECT_NE(text.find("leader a (revision 12"), std::string::npos) << text;
+  EXPECT_NE(text.find("standby b (revision 15"), std::string::npos) << text;
+  const nlohmann::json j = ToJson(r);
+  EXPECT_EQ(j["ha"]["role"], "standby");
+  EXPECT_EQ(j["ha"]["term"], 12);
+  EXPECT_EQ(j["ha"]["members"].size(), 2u);
+  EXPECT_FALSE(ToJson(v1::StatusReply()).contains("ha")) << "no ha key from a single cruxd";
+}
+
 TEST(TextTest, SwitchesTableKeepsOldColumnsAndAddsSyncDriftCapabilities) {
   const auto lines = Lines(RenderSwitchesTable(SwitchesWithDrift()));
   ASSERT_EQ(lines.size(), 3u);
   // The old columns first, in their old order; new ones before the free-text LAST ERROR.
   const std::vector<std::string> titles = {
-      "SWITCH",  "CONNECTED",     "DESIRED",    "APPLIED", "SHARED DSCP",  "LAST SEEN",
-      "IN SYNC", "DRIFT REPAIRS", "LAST DRIFT", "DRIFTED", "CAPABILITIES", "LAST ERROR"};
+      "SWITCH",       "CONNECTED", "DESIRED",       "APPLIED",    "SHARED DSCP",
+      "LAST SEEN",    "IN SYNC",   "DRIFT REPAIRS", "LAST DRIFT", "DRIFTED",
+      "CAPABILITIES", "TERM",      "STALE TERM",    "LAST ERROR"};
   size_t at = 0;
   for (const std::string& title : titles) {
     const size_t found = lines[0].find(title, at);

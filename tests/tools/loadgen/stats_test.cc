@@ -54,12 +54,16 @@ TEST(StatsTest, RegisterFailuresSurviveTheWorkerPipeAndMerge) {
   a.register_failures["TIMEOUT"] = {1, "no reply within 5000 ms"};
   a.assignments_stale = 2;
   a.state_resets = 1;
+  a.stale_term_refused = 2;
+  a.highest_term = 7;
   auto back = RunSummary::FromWireJson(a.ToWireJson());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->register_failed, 3);
   EXPECT_EQ(back->register_failures, a.register_failures);
   EXPECT_EQ(back->assignments_stale, 2u);
   EXPECT_EQ(back->state_resets, 1u);
+  EXPECT_EQ(back->stale_term_refused, 2u);
+  EXPECT_EQ(back->highest_term, 7u);
 
   RunSummary b;
   b.jobs = 2;

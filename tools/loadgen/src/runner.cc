@@ -47,6 +47,7 @@ struct Sim {
   // state_id differs from applied_state_id (docs/protocol.md, "Epochs and state ids").
   uint64_t applied_epoch = 0;
   uint64_t applied_state_id = 0;
+  uint64_t highest_term = 0;  // HA: pushes from a lower cruxd term are refused.
   core::Duration heartbeat_interval;
   TimePoint retry_register_at{};
   core::ExponentialBackoff register_backoff;  // Between registration attempts.
@@ -445,6 +446,20 @@ class Engine {
       if (a.sent_unix_ns() > 0) {
         summary_.push_latency.Add(static_cast<int64_t>(UnixNowNs() - a.sent_unix_ns()));
       }
+      // A push from a lower cruxd term than one seen comes from a deposed leader: refused.
+      if (a.term() != 0 && a.term() < s.highest_term) {
+        ++summary_.stale_term_refused;
+        v1::Envelope nack = protocol::NewEnvelope(0);
+        nack.mutable_ack()->set_job_id(s.job->job_id);
+        nack.mutable_ack()->set_epoch(a.epoch());
+        nack.mutable_ack()->set_ok(false);
+        nack.mutable_ack()->set_error("stale term " + std::to_string(a.term()) + " < " +
+                                      std::to_string(s.highest_term) + " refused");
+        (void)s.client->Send(nack);
+        return;
+      }
+      s.highest_term = std::max(s.highest_term, a.term());
+      summary_.highest_term = std::max(summary_.highest_term, a.term());
       // Applied when newer in the current epoch sequence, or when it comes from another daemon
       // state (state_id differs: the state was reset and epochs started again).
       const bool newer = a.epoch() > s.applied_epoch;

@@ -60,6 +60,8 @@ nlohmann::json RunSummary::ToJson() {
           {"assignments", assignments},
           {"assignments_stale", assignments_stale},
           {"state_resets", state_resets},
+          {"stale_term_refused", stale_term_refused},
+          {"highest_term", highest_term},
           {"acks_sent", acks_sent},
           {"timeouts", timeouts},
           {"send_failures", send_failures},
@@ -86,6 +88,8 @@ nlohmann::json RunSummary::ToWireJson() const {
           {"assignments", assignments},
           {"assignments_stale", assignments_stale},
           {"state_resets", state_resets},
+          {"stale_term_refused", stale_term_refused},
+          {"highest_term", highest_term},
           {"acks_sent", acks_sent},
           {"timeouts", timeouts},
           {"send_failures", send_failures},
@@ -131,6 +135,9 @@ core::Result<RunSummary> RunSummary::FromWireJson(const nlohmann::json& j) {
     s.assignments_stale = j.at(field).get<uint64_t>();
     field = "state_resets";
     s.state_resets = j.at(field).get<uint64_t>();
+    // Optional (workers of an older build send none).
+    s.stale_term_refused = j.value("stale_term_refused", uint64_t{0});
+    s.highest_term = j.value("highest_term", uint64_t{0});
     field = "acks_sent";
     s.acks_sent = j.at(field).get<uint64_t>();
     field = "timeouts";
@@ -173,6 +180,8 @@ void RunSummary::Merge(const RunSummary& o) {
   assignments += o.assignments;
   assignments_stale += o.assignments_stale;
   state_resets += o.state_resets;
+  stale_term_refused += o.stale_term_refused;
+  highest_term = std::max(highest_term, o.highest_term);
   acks_sent += o.acks_sent;
   timeouts += o.timeouts;
   send_failures += o.send_failures;

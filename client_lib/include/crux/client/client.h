@@ -138,6 +138,8 @@ struct CRUX_CLIENT_EXPORT Assignment {
   // than the applied assignment's means an operator reset cruxd's state: that assignment is
   // applied although its epoch may be lower (epochs restart at 1).
   uint64_t state_id = 0;
+  // High availability: the term of the cruxd leader that sent it (0 from a single cruxd).
+  uint64_t term = 0;
 
   // The UDP source port pinned for src_nic -> dst_nic, or 0.
   uint16_t UdpSportFor(const std::string& src_nic, const std::string& dst_nic) const;
@@ -181,6 +183,10 @@ struct ClientStats {
   // Registrations refused with RESOURCE_EXHAUSTED (a per-connection / per-key job quota); they
   // are retried with backoff like any refusal (also in register_failures and last_error).
   uint64_t quota_refusals = 0;
+  // High availability (docs/daemon.md): the highest cruxd leader term seen on a push, and the
+  // pushes refused because they came from a lower term (a deposed leader; also in last_error).
+  uint64_t highest_term = 0;
+  uint64_t stale_term_refused = 0;
 };
 
 using AssignmentCallback = std::function<void(const Assignment&)>;

@@ -65,6 +65,24 @@ struct LimitsConfig {
   uint32_t max_jobs_per_key = 0;          // Jobs one CURVE key registered (curve only).
 };
 
+// The `ha:` block (docs/daemon.md "High availability"): active/standby cruxd instances on etcd.
+// Off while etcd_endpoints is empty: cruxd then runs exactly as a single instance. [restart]
+struct HaConfig {
+  // etcd members' client URLs, comma-separated ("http://10.0.0.1:2379,http://10.0.0.2:2379").
+  std::string etcd_endpoints;
+  // Election name: every instance of one cruxd cluster uses the same; keys under /crux/<name>/.
+  std::string election = "cruxd";
+  std::string instance;  // This instance's name in `cruxctl status` ("" = the host name).
+  // The client endpoint other instances and cruxctl show for this one ("" = client_endpoint).
+  std::string advertise_endpoint;
+  int64_t lease_ttl_s = 3;  // Election lease TTL; keep-alive every TTL/3. [2, 300].
+
+  bool enabled() const { return !etcd_endpoints.empty(); }
+};
+
+// "a,b , c" -> {"a", "b", "c"} (blanks trimmed, empty items dropped).
+std::vector<std::string> SplitEndpointList(const std::string& list);
+
 struct DaemonConfig {
   // Where the config came from ("<built-in defaults>" or the file path).
   std::string source = "<built-in defaults>";
@@ -98,6 +116,7 @@ struct DaemonConfig {
   // "qos.reserved[1].weight: ..."). The deprecated top-level `dscp_pool` key sets
   // qos.dscp_pool (not both). [live, except qos.dscp_pool: restart]
   core::QosConfig qos;
+  HaConfig ha;
 
   // The directory `topology` is relative to ("" = working directory).
   std::string base_dir;

@@ -71,6 +71,8 @@ class Daemon {
     ctx_.enforcer.SetEncodedSender(std::move(s));
   }
   void SetAdminSender(Sender s) { ctx_.admin_sender = std::move(s); }
+  // High availability: the leader's term, stamped on every push (Enforcer::SetTerm).
+  void SetTerm(uint64_t term) { ctx_.enforcer.SetTerm(term); }
   // Transport counters for the metrics (refusals, malformed frames, ...).
   using CounterSource = std::function<protocol::ServerCounters()>;
   void AddTransportCounters(const std::string& endpoint, CounterSource source);

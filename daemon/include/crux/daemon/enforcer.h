@@ -61,6 +61,9 @@ struct SwitchEntry {
   uint64_t drift_repairs = 0;
   int64_t last_drift_ms = 0;
   uint32_t last_drifted_fields = 0;
+  // High availability: as the agent's last hello said (SwitchHello.highest_term, ...).
+  uint64_t highest_term = 0;
+  uint64_t stale_term_refused = 0;
 };
 
 // Whether a switch with `caps` can hold `qos` (see the file comment); the refusal names the
@@ -82,6 +85,9 @@ class Enforcer {
   void SetWallClock(std::function<int64_t()> wall_ns) { wall_ns_ = std::move(wall_ns); }
   // The daemon's state id, stamped on every push (Assignment and SwitchQosState).
   void SetStateId(uint64_t id) { state_id_ = id; }
+  // High availability: the leader's term, stamped on every push (0 = no `ha:`).
+  void SetTerm(uint64_t term) { term_ = term; }
+  uint64_t term() const { return term_; }
   // For the capability check at hello. REQUIRES: valid (core::ValidateQosConfig).
   void SetQosConfig(const core::QosConfig& qos) { qos_config_ = qos; }
 
@@ -130,6 +136,7 @@ class Enforcer {
   Sender sender_;
   EncodedSender encoded_sender_;
   uint64_t state_id_ = 0;
+  uint64_t term_ = 0;
   std::map<std::string, SwitchEntry> switches_;
   std::shared_ptr<const core::AppliedQos> qos_;
   uint64_t pushes_ = 0;

@@ -38,7 +38,10 @@ class socket_t;
 namespace crux::protocol {
 
 struct ClientOptions {
-  std::string endpoint;  // e.g. "tcp://10.0.0.1:7070", "ipc:///run/cruxd/admin.sock".
+  // e.g. "tcp://10.0.0.1:7070", "ipc:///run/cruxd/admin.sock". A comma-separated list (HA:
+  // every cruxd instance) connects to each; messages go to the one that accepted the
+  // connection (ZMQ_IMMEDIATE; only the leader binds), see Connect() in client.cc.
+  std::string endpoint;
 
   bool curve = false;
   std::string server_public_z85;  // Required when curve.

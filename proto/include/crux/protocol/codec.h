@@ -73,8 +73,9 @@ core::Status StatusFromError(const v1::Error& error);
 // NewEnvelope(0) with `assignment` merged with {state_id, sent_unix_ns} (protobuf's documented
 // rule: concatenated encodings parse as the merge, the last value of a scalar wins), without
 // parsing or re-serializing the assignment. Does not check the size (the transport does).
+// `term` (HA: the leader's term, Assignment.term) is merged too when non-zero.
 std::string EncodeAssignmentPush(std::string_view assignment, uint64_t state_id,
-                                 uint64_t sent_unix_ns);
+                                 uint64_t sent_unix_ns, uint64_t term = 0);
 
 // An empty envelope with protocol_version set and the given request id.
 v1::Envelope NewEnvelope(uint64_t request_id = 0);

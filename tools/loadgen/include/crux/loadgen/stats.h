@@ -71,6 +71,10 @@ struct RunSummary {
   // Pushes applied only because their state_id differed from the applied one (the daemon's
   // state was reset: a new epoch sequence) although their epoch was not above the applied one.
   uint64_t state_resets = 0;
+  // High availability: pushes refused because their cruxd term was below one already seen by
+  // that job (a deposed leader), and the highest term seen by any job.
+  uint64_t stale_term_refused = 0;
+  uint64_t highest_term = 0;
   uint64_t acks_sent = 0;  // Acks of pushes.
   uint64_t timeouts = 0;   // Requests without a reply within the timeout.
   uint64_t send_failures = 0;
