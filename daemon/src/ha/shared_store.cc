@@ -156,6 +156,22 @@ core::Result<std::optional<std::string>> SharedStore::GetMeta(const std::string&
 core::Status SharedStore::UpsertJob(const StoredJob& job) { return UpsertJobs({job}); }
 
 core::Status SharedStore::UpsertJobs(const std::vector<StoredJob>& jobs) {
+  CRUX_RETURN_IF_ERROR(MirrorJobs(jobs));
+  return local_->UpsertJobs(jobs);
+}
+
+core::Status SharedStore::PutJobParts(const std::vector<StoredJob>& jobs,
+                                      const std::vector<StoredPart>& parts,
+                                      const std::vector<PartKey>& removed) {
+  if (!jobs.empty()) CRUX_RETURN_IF_ERROR(MirrorJobs(jobs));
+  return local_->PutJobParts(jobs, parts, removed);
+}
+
+core::Result<std::vector<StoredPart>> SharedStore::LoadJobParts() {
+  return std::vector<StoredPart>{};
+}
+
+core::Status SharedStore::MirrorJobs(const std::vector<StoredJob>& jobs) {
   std::vector<TxnOp> ops;
   std::vector<StoredJob> merged;
   ops.reserve(jobs.size());
@@ -170,7 +186,7 @@ core::Status SharedStore::UpsertJobs(const std::vector<StoredJob>& jobs) {
   }
   CRUX_RETURN_IF_ERROR(Write(ops));
   for (StoredJob& m : merged) jobs_[m.job_id] = std::move(m);
-  return local_->UpsertJobs(jobs);
+  return core::Status::Ok();
 }
 
 core::Status SharedStore::PutProfile(const std::string& job_id, const std::string& report,

@@ -66,6 +66,12 @@ class SharedStore final : public Store {
   core::Status PutProfiles(const std::vector<ProfileRow>& rows, int64_t now_ms) override;
   core::Status DeleteJob(const std::string& job_id) override;
   core::Result<std::vector<StoredJob>> LoadJobs() override;
+  // Host parts: the jobs' union registrations are mirrored like UpsertJobs; the parts themselves
+  // are not (their host agents register them again with whichever instance leads, like
+  // sessions), so LoadJobParts is empty and a new leader never restores parts it did not see.
+  core::Status PutJobParts(const std::vector<StoredJob>& jobs, const std::vector<StoredPart>& parts,
+                           const std::vector<PartKey>& removed) override;
+  core::Result<std::vector<StoredPart>> LoadJobParts() override;
   core::Status ApplyPlan(uint64_t epoch, const std::vector<PlanRow>& changed,
                          const std::vector<std::string>& removed,
                          const std::vector<AuditRow>& audit) override;
@@ -81,6 +87,8 @@ class SharedStore final : public Store {
  private:
   SharedStore(std::unique_ptr<Store> local, std::unique_ptr<Etcd> etcd, SharedStoreOptions options);
   core::Status Load();
+  // Writes the jobs' rows to etcd (a row without a planned profile keeps the mirrored one).
+  core::Status MirrorJobs(const std::vector<StoredJob>& jobs);
   // Runs `ops` in guarded transactions of at most kMaxTxnOps - 1 operations each.
   core::Status Write(const std::vector<TxnOp>& ops);
   std::string Key(const std::string& rest) const { return options_.prefix + "/state/" + rest; }
