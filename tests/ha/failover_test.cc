@@ -1,7 +1,7 @@
 // Active/standby cruxd on a real 3-member etcd cluster, with real processes: the leader killed
 // (kill -9, with crux-loadgen and a crux-switch-agent on a real redis-server), paused past its
-// lease (SIGSTOP ... SIGCONT), and etcd losing its quorum. Lease TTL 2 s (ha_cluster.h).
-// Takeover figures over 10 runs: scripts/bench_ha_takeover.sh.
+// lease (SIGSTOP ... SIGCONT), etcd losing its quorum, and a rolling restart under load. Lease TTL
+// 2 s (ha_cluster.h). Takeover figures over 10 runs: scripts/bench_ha_takeover.sh.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -220,6 +220,44 @@ TEST_F(FailoverTest, LeaderStepsDownWhenEtcdLosesQuorumAndOneLeadsWhenItIsBack) 
   int leaders = 0;
   for (size_t i = 0; i < cluster_.size(); ++i) leaders += cluster_.IsLeader(i) ? 1 : 0;
   EXPECT_EQ(leaders, 1);
+}
+
+TEST_F(FailoverTest, RollingRestartUnderLoadKeepsEveryJobAndColour) {
+  constexpr int kJobs = 40;
+  const auto colours_before = StartUnderLoad(kJobs);
+  auto first = cluster_.Status(0);
+  ASSERT_TRUE(first);
+  uint64_t term = first->ha().term();
+  uint64_t epoch = first->epoch();
+  // Each instance in turn, the leader first: SIGTERM (it resigns), the other leads at once,
+  // every job keeps its colour and is scheduled again, then it comes back as a standby.
+  for (size_t down : {size_t{0}, size_t{1}}) {
+    const size_t up = 1 - down;
+    cluster_.process(down).Kill(SIGTERM);
+    ASSERT_TRUE(cluster_.process(down).Wait(milliseconds(10000)).has_value()) << cluster_.Log(down);
+    ASSERT_EQ(cluster_.WaitLeader(milliseconds(10000), static_cast<int>(down)),
+              static_cast<int>(up))
+        << cluster_.Log(up);
+    ASSERT_TRUE(WaitServing(up, kJobs)) << cluster_.Log(up);
+    auto colours = cluster_.Colours(up);
+    auto status = cluster_.Status(up);
+    ASSERT_TRUE(colours && status);
+    EXPECT_EQ(*colours, colours_before) << "restart of " << cluster_.name(down);
+    EXPECT_GT(status->ha().term(), term);
+    EXPECT_GT(status->epoch(), epoch);
+    term = status->ha().term();
+    epoch = status->epoch();
+    cluster_.StartCruxd(down);
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          auto s = cluster_.Status(down, 300);
+          return s && s->has_ha() && s->ha().role() == "standby" &&
+                 s->ha().leader() == cluster_.name(up);
+        },
+        milliseconds(10000)))
+        << cluster_.Log(down);
+  }
+  ExpectLoadgenFollowed(kJobs, term);
 }
 
 }  // namespace
