@@ -68,6 +68,12 @@ void RunChurn(benchmark::State& state, FluidNetwork& net,
   state.counters["flows_rerated_per_recompute"] =
       static_cast<double>(net.stats().flows_visited) /
       static_cast<double>(net.stats().recomputations ? net.stats().recomputations : 1);
+  const double recomputations =
+      static_cast<double>(net.stats().recomputations ? net.stats().recomputations : 1);
+  state.counters["solves_per_recompute"] = static_cast<double>(net.stats().solves) / recomputations;
+  state.counters["scans_per_recompute"] = static_cast<double>(net.stats().scans) / recomputations;
+  state.counters["rates_changed_per_recompute"] =
+      static_cast<double>(net.stats().rates_changed) / recomputations;
 }
 
 void BM_FluidClustered(benchmark::State& state) {

@@ -11,6 +11,16 @@ constexpr double kNanosPerSec = 1e9;
 // Rates closer than this (relative) are the same rate: the flow keeps its finish event. Keeps
 // re-computations of an unchanged allocation from churning events through rounding noise.
 constexpr double kSameRate = 1e-12;
+// The checks of the max-min conditions accept this much (relative to the resource's capacity,
+// plus an absolute floor in bits/s): far above the rounding noise of a sum of rates, far below
+// any rate difference that matters. A flow's rate is within 2x this of its max-min rate.
+constexpr double kTolerance = 1e-10;
+constexpr double kAbsTolerance = 1e-6;
+// Water-filling runs per level and recomputation before S becomes the whole connected
+// component (which always passes the checks): bounds the cost of a long chain of small
+// expansions.
+constexpr int kMaxRounds = 16;
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace
 
@@ -21,44 +31,86 @@ FluidNetwork::ResourceId FluidNetwork::AddResource(double capacity_bps) {
   return static_cast<ResourceId>(resources_.size() - 1);
 }
 
+FluidNetwork::LevelInfo* FluidNetwork::Info(ResourceId r, int level) {
+  for (LevelInfo& li : resources_[r].levels) {
+    if (li.level == level) return &li;
+    if (li.level > level) break;
+  }
+  return nullptr;
+}
+
+FluidNetwork::LevelInfo& FluidNetwork::AddInfo(ResourceId r, int level) {
+  std::vector<LevelInfo>& levels = resources_[r].levels;
+  auto it = std::lower_bound(levels.begin(), levels.end(), level,
+                             [](const LevelInfo& li, int l) { return li.level < l; });
+  if (it != levels.end() && it->level == level) return *it;
+  LevelInfo li;
+  li.level = level;
+  return *levels.insert(it, li);
+}
+
+double FluidNetwork::CapacityAt(const Resource& res, int level) const {
+  double cap = res.capacity;
+  for (const LevelInfo& li : res.levels) {
+    if (li.level >= level) break;
+    cap -= li.load;
+  }
+  return cap;
+}
+
+double FluidNetwork::Tolerance(const Resource& res) const {
+  return kTolerance * res.capacity + kAbsTolerance;
+}
+
+FluidNetwork::LevelWork& FluidNetwork::Work(int level) {
+  LevelWork* spare = nullptr;
+  for (LevelWork& w : work_) {
+    if (w.level == level) return w;
+    if (spare == nullptr && w.empty()) spare = &w;
+  }
+  if (spare != nullptr) {
+    spare->level = level;
+    return *spare;
+  }
+  work_.emplace_back();
+  work_.back().level = level;
+  return work_.back();
+}
+
+void FluidNetwork::MarkResource(int level, ResourceId r) {
+  Work(level).resources.push_back(r);
+  pending_ = true;
+}
+
+void FluidNetwork::MarkFromLevel(int level, ResourceId r) {
+  for (const LevelInfo& li : resources_[r].levels) {
+    if (li.level >= level) MarkResource(li.level, r);
+  }
+}
+
 void FluidNetwork::SetCapacity(ResourceId r, double capacity_bps) {
   resources_[r].capacity = std::max(0.0, capacity_bps);
-  NoteChange(0, 0.0);  // Every level on it may change.
-  MarkDirty(r);
-}
-
-void FluidNetwork::MarkDirty(ResourceId r) {
-  Resource& res = resources_[r];
-  if (!res.dirty) {
-    res.dirty = true;
-    dirty_.push_back(r);
-  }
-}
-
-void FluidNetwork::NoteChange(int level, double removed_rate) {
-  if (level < dirty_level_) {
-    dirty_level_ = level;
-    dirty_threshold_ = removed_rate;
-  } else if (level == dirty_level_) {
-    dirty_threshold_ = std::min(dirty_threshold_, removed_rate);
-  }
+  MarkFromLevel(0, r);  // Every level on it may change.
 }
 
 void FluidNetwork::Attach(FlowId f) {
   Flow& flow = flows_[f];
-  NoteChange(flow.level, 0.0);
   flow.positions.resize(flow.resources.size());
   for (size_t i = 0; i < flow.resources.size(); ++i) {
-    Resource& res = resources_[flow.resources[i]];
+    const ResourceId r = flow.resources[i];
+    Resource& res = resources_[r];
     flow.positions[i] = static_cast<uint32_t>(res.flows.size());
     res.flows.push_back(f);
-    MarkDirty(flow.resources[i]);
+    ++AddInfo(r, flow.level).flows;
   }
+  flow.bottleneck = kNoResource;
+  Work(flow.level).flows.push_back(f);
+  pending_ = true;
 }
 
 void FluidNetwork::Detach(FlowId f) {
   Flow& flow = flows_[f];
-  NoteChange(flow.level, std::max(0.0, flow.rate));
+  const double old_rate = std::max(0.0, flow.rate);
   for (size_t i = 0; i < flow.resources.size(); ++i) {
     const ResourceId r = flow.resources[i];
     Resource& res = resources_[r];
@@ -75,8 +127,16 @@ void FluidNetwork::Detach(FlowId f) {
         }
       }
     }
-    MarkDirty(r);
+    LevelInfo* li = Info(r, flow.level);
+    assert(li != nullptr);
+    li->load -= old_rate;
+    if (flow.bottleneck == r) --li->bottlenecked;
+    if (--li->flows == 0) {
+      res.levels.erase(res.levels.begin() + (li - res.levels.data()));
+    }
+    MarkFromLevel(flow.level, r);
   }
+  flow.bottleneck = kNoResource;
 }
 
 FluidNetwork::FlowId FluidNetwork::AddFlow(std::span<const ResourceId> resources, int level,
@@ -99,8 +159,8 @@ FluidNetwork::FlowId FluidNetwork::AddFlow(std::span<const ResourceId> resources
   flow.finish = kNever;
   flow.order = next_order_++;
   flow.tag = tag;
-  ++flow.version;
-  flow.stamp = 0;
+  flow.heap_pos = kNotInHeap;
+  flow.in_set = 0;
   flow.level = level;
   flow.active = true;
   ++active_;
@@ -130,8 +190,8 @@ double FluidNetwork::RemoveFlow(FlowId f, int64_t now) {
   Settle(flow, now);
   const double transmitted = flow.transmitted;
   Detach(f);
+  EventErase(f);
   flow.active = false;
-  ++flow.version;
   free_.push_back(f);
   --active_;
   return transmitted;
@@ -144,227 +204,402 @@ void FluidNetwork::Reroute(FlowId f, std::span<const ResourceId> resources, int6
   flow.resources.assign(resources.begin(), resources.end());
   flow.rate = -1;
   flow.finish = kNever;
-  ++flow.version;
+  EventErase(f);
   Attach(f);
+}
+
+void FluidNetwork::EventPlace(uint32_t pos, const Event& e) {
+  events_[pos] = e;
+  flows_[e.flow].heap_pos = pos;
+}
+
+void FluidNetwork::EventUp(uint32_t pos) {
+  const Event e = events_[pos];
+  while (pos > 0) {
+    const uint32_t parent = (pos - 1) / 2;
+    if (!EventBefore(e, events_[parent])) break;
+    EventPlace(pos, events_[parent]);
+    pos = parent;
+  }
+  EventPlace(pos, e);
+}
+
+void FluidNetwork::EventDown(uint32_t pos) {
+  const Event e = events_[pos];
+  const uint32_t n = static_cast<uint32_t>(events_.size());
+  while (true) {
+    uint32_t child = 2 * pos + 1;
+    if (child >= n) break;
+    if (child + 1 < n && EventBefore(events_[child + 1], events_[child])) ++child;
+    if (!EventBefore(events_[child], e)) break;
+    EventPlace(pos, events_[child]);
+    pos = child;
+  }
+  EventPlace(pos, e);
+}
+
+void FluidNetwork::EventErase(FlowId f) {
+  const uint32_t pos = flows_[f].heap_pos;
+  if (pos == kNotInHeap) return;
+  flows_[f].heap_pos = kNotInHeap;
+  const Event moved = events_.back();
+  events_.pop_back();
+  if (pos == events_.size()) return;  // It was the last entry.
+  EventPlace(pos, moved);
+  EventUp(pos);
+  EventDown(flows_[moved.flow].heap_pos);
 }
 
 void FluidNetwork::Schedule(FlowId f, int64_t now) {
   Flow& flow = flows_[f];
-  ++flow.version;
-  if (flow.rate <= 0) {
-    flow.finish = kNever;
-    return;
-  }
-  const double dt = std::ceil(flow.remaining * 8.0 * kNanosPerSec / flow.rate);
+  double dt = flow.rate > 0 ? std::ceil(flow.remaining * 8.0 * kNanosPerSec / flow.rate) : kInf;
   if (!(dt < 4e18)) {
     flow.finish = kNever;
+    EventErase(f);
     return;
   }
+  const int64_t old_finish = flow.finish;
   flow.finish = now + static_cast<int64_t>(dt);
-  events_.push_back(Event{flow.finish, flow.order, f, flow.version});
-  std::push_heap(events_.begin(), events_.end(), EventAfter());
+  if (flow.heap_pos == kNotInHeap) {
+    flow.heap_pos = static_cast<uint32_t>(events_.size());
+    events_.push_back(Event{flow.finish, flow.order, f});
+    EventUp(flow.heap_pos);
+    return;
+  }
+  events_[flow.heap_pos].time = flow.finish;
+  if (flow.finish < old_finish) {
+    EventUp(flow.heap_pos);
+  } else {
+    EventDown(flow.heap_pos);
+  }
 }
 
 void FluidNetwork::Recompute(int64_t now) {
-  if (dirty_.empty()) return;
-  if (++stamp_ == 0) {  // Wrapped: clear every marker once.
-    for (Flow& fl : flows_) fl.stamp = 0;
-    for (Resource& r : resources_) r.stamp = 0;
-    stamp_ = 1;
-  }
-  comp_flows_.clear();
-  comp_resources_.clear();
-  for (ResourceId r : dirty_) {
-    resources_[r].dirty = false;
-    if (resources_[r].stamp != stamp_) {
-      resources_[r].stamp = stamp_;
-      comp_resources_.push_back(r);
-    }
-  }
-  dirty_.clear();
-  // Flows that provably keep their rates are "fixed": they are not re-rated, the component does
-  // not grow through them, and their rates are subtracted from the capacities. Two rules:
-  //  * strict priority: flows above the highest level that changed never see lower levels;
-  //  * at that level, when the only changes were removals: in progressive filling every
-  //    saturation below the smallest removed rate happens exactly as before the removal (a
-  //    removed flow's links saturate no earlier than its rate), so flows frozen below it keep
-  //    their rates.
-  const int changed_level = dirty_level_;
-  const double threshold = dirty_threshold_ * (1 - 1e-9);
-  dirty_level_ = std::numeric_limits<int>::max();
-  dirty_threshold_ = 0;
-  // The connected component of the dirty resources (flows sharing resources, transitively).
-  for (size_t i = 0; i < comp_resources_.size(); ++i) {
-    const Resource& res = resources_[comp_resources_[i]];
-    for (FlowId f : res.flows) {
-      Flow& flow = flows_[f];
-      if (flow.stamp == stamp_ || flow.level < changed_level) continue;
-      if (flow.level == changed_level && flow.rate >= 0 && flow.rate < threshold) continue;
-      flow.stamp = stamp_;
-      comp_flows_.push_back(f);
-      for (ResourceId r2 : flow.resources) {
-        if (resources_[r2].stamp != stamp_) {
-          resources_[r2].stamp = stamp_;
-          comp_resources_.push_back(r2);
-        }
-      }
-    }
-  }
-  if (comp_flows_.empty()) return;
+  if (!pending_) return;
+  pending_ = false;
   ++stats_.recomputations;
-  stats_.flows_visited += comp_flows_.size();
-
-  // Group by level (stable: discovery order inside a level, which is deterministic). Counting
-  // sort when the level range is small, as it is with hardware levels.
-  int min_level = flows_[comp_flows_[0]].level;
-  int max_level = min_level;
-  for (FlowId f : comp_flows_) {
-    min_level = std::min(min_level, flows_[f].level);
-    max_level = std::max(max_level, flows_[f].level);
+  while (true) {
+    // The highest pending level (lowest number) first: its result is the capacity the lower
+    // levels share. Processing a level only adds work to lower ones.
+    LevelWork* next = nullptr;
+    for (LevelWork& w : work_) {
+      if (!w.empty() && (next == nullptr || w.level < next->level)) next = &w;
+    }
+    if (next == nullptr) break;
+    scratch_work_.level = next->level;
+    scratch_work_.resources.swap(next->resources);
+    scratch_work_.flows.swap(next->flows);
+    ProcessLevel(scratch_work_, now);
+    scratch_work_.resources.clear();
+    scratch_work_.flows.clear();
   }
-  if (min_level != max_level) {
-    const size_t range = static_cast<size_t>(max_level - min_level) + 1;
-    if (range <= 4 * comp_flows_.size() + 64) {
-      level_count_.assign(range + 1, 0);
-      for (FlowId f : comp_flows_) ++level_count_[flows_[f].level - min_level + 1];
-      for (size_t l = 1; l <= range; ++l) level_count_[l] += level_count_[l - 1];
-      sorted_.resize(comp_flows_.size());
-      for (FlowId f : comp_flows_) sorted_[level_count_[flows_[f].level - min_level]++] = f;
-      comp_flows_.swap(sorted_);
-    } else {
-      std::stable_sort(comp_flows_.begin(), comp_flows_.end(),
-                       [this](FlowId a, FlowId b) { return flows_[a].level < flows_[b].level; });
-    }
-  }
-  for (ResourceId r : comp_resources_) {
-    Resource& res = resources_[r];
-    res.residual = res.capacity;
-    for (FlowId f : res.flows) {
-      if (flows_[f].stamp != stamp_) res.residual -= std::max(0.0, flows_[f].rate);  // Fixed.
-    }
-  }
-  for (FlowId f : comp_flows_) {
-    flows_[f].frozen = false;
-    flows_[f].new_rate = 0;
-  }
-
-  // Level by level, highest first: progressive filling on what the higher levels left.
-  size_t i = 0;
-  while (i < comp_flows_.size()) {
-    const int level = flows_[comp_flows_[i]].level;
-    size_t j = i;
-    if (++level_stamp_ == 0) {
-      for (Resource& r : resources_) r.level_stamp = 0;
-      level_stamp_ = 1;
-    }
-    level_resources_.clear();
-    while (j < comp_flows_.size() && flows_[comp_flows_[j]].level == level) {
-      for (ResourceId r : flows_[comp_flows_[j]].resources) {
-        Resource& res = resources_[r];
-        if (res.level_stamp != level_stamp_) {
-          res.level_stamp = level_stamp_;
-          res.count = 0;
-          level_resources_.push_back(r);
-        }
-        ++res.count;
-      }
-      ++j;
-    }
-    heap_.clear();
-    for (ResourceId r : level_resources_) {
-      const Resource& res = resources_[r];
-      heap_.push_back(ShareEntry{std::max(0.0, res.residual) / res.count, r});
-    }
-    std::make_heap(heap_.begin(), heap_.end(), ShareAfter());
-    while (!heap_.empty()) {
-      std::pop_heap(heap_.begin(), heap_.end(), ShareAfter());
-      const ShareEntry e = heap_.back();
-      heap_.pop_back();
-      Resource& res = resources_[e.r];
-      if (res.count <= 0) continue;
-      const double share = std::max(0.0, res.residual) / res.count;
-      // Freezing a flow at the current minimum share never lowers another resource's share, so
-      // an entry is never above its resource's share: a stale entry is re-queued with the
-      // current share, and an up-to-date one at the top is the true minimum.
-      if (share > e.share) {
-        heap_.push_back(ShareEntry{share, e.r});
-        std::push_heap(heap_.begin(), heap_.end(), ShareAfter());
-        continue;
-      }
-      for (FlowId f : res.flows) {
-        Flow& flow = flows_[f];
-        if (flow.level != level || flow.frozen) continue;
-        flow.frozen = true;
-        flow.new_rate = share;
-        for (ResourceId r2 : flow.resources) {
-          Resource& res2 = resources_[r2];
-          res2.residual -= share;
-          --res2.count;
-        }
-      }
-    }
-    i = j;
-  }
-
-  for (FlowId f : comp_flows_) {
-    Flow& flow = flows_[f];
-    const double old_rate = flow.rate;
-    const double new_rate = flow.new_rate;
-    if (old_rate >= 0 &&
-        std::abs(new_rate - old_rate) <= kSameRate * std::max(old_rate, new_rate)) {
-      continue;
-    }
-    Settle(flow, now);
-    flow.rate = new_rate;
-    ++stats_.rates_changed;
-    Schedule(f, now);
-  }
-  MaybeCompactEvents();
 }
 
-void FluidNetwork::MaybeCompactEvents() {
-  if (events_.size() <= 4 * active_ + 4096) return;
-  std::erase_if(events_, [this](const Event& e) {
-    const Flow& flow = flows_[e.flow];
-    return !flow.active || flow.version != e.version;
-  });
-  std::make_heap(events_.begin(), events_.end(), EventAfter());
+void FluidNetwork::JoinSet(FlowId f, int level) {
+  Flow& flow = flows_[f];
+  flow.in_set = set_stamp_;
+  set_.push_back(f);
+  if (flow.bottleneck != kNoResource) {
+    LevelInfo* li = Info(flow.bottleneck, level);
+    if (li != nullptr) --li->bottlenecked;
+    flow.bottleneck = kNoResource;
+  }
+}
+
+void FluidNetwork::ProcessLevel(LevelWork& work, int64_t now) {
+  const int level = work.level;
+  if (++set_stamp_ == 0) {  // Wrapped: clear every marker once.
+    for (Flow& fl : flows_) fl.in_set = 0;
+    set_stamp_ = 1;
+  }
+  if (++dirty_stamp_ == 0) {
+    for (Resource& r : resources_) r.dirty_stamp = 0;
+    dirty_stamp_ = 1;
+  }
+  set_.clear();
+  for (FlowId f : work.flows) {
+    const Flow& flow = flows_[f];
+    if (flow.active && flow.level == level && flow.in_set != set_stamp_) JoinSet(f, level);
+  }
+  changed_.clear();
+  for (ResourceId r : work.resources) {
+    Resource& res = resources_[r];
+    if (res.dirty_stamp == dirty_stamp_) continue;
+    res.dirty_stamp = dirty_stamp_;
+    changed_.push_back(r);
+  }
+  if (full_recompute_) {
+    for (ResourceId r : changed_) {
+      for (FlowId f : resources_[r].flows) {
+        const Flow& flow = flows_[f];
+        if (flow.level == level && flow.in_set != set_stamp_) JoinSet(f, level);
+      }
+    }
+    ExpandToComponent(level);
+    Solve(level);
+    Apply(level, now);
+    return;
+  }
+  int rounds = 0;
+  while (true) {
+    Solve(level);
+    if (!Check(level)) break;
+    if (++rounds >= kMaxRounds) ExpandToComponent(level);
+  }
+  Apply(level, now);
+}
+
+// S becomes every flow of the level connected to it through shared resources.
+void FluidNetwork::ExpandToComponent(int level) {
+  if (++solve_stamp_ == 0) {
+    for (Resource& r : resources_) r.solve_stamp = 0;
+    solve_stamp_ = 1;
+  }
+  for (size_t i = 0; i < set_.size(); ++i) {
+    const FlowId f = set_[i];
+    for (ResourceId r : flows_[f].resources) {
+      Resource& res = resources_[r];
+      if (res.solve_stamp == solve_stamp_) continue;
+      res.solve_stamp = solve_stamp_;
+      for (FlowId g : res.flows) {
+        const Flow& other = flows_[g];
+        if (other.level == level && other.in_set != set_stamp_) JoinSet(g, level);
+      }
+    }
+  }
+}
+
+// Water-filling of S on what the fixed flows (every other flow of the level) and the higher
+// levels leave: the new rate and bottleneck of every S flow, and per touched resource the sums
+// the checks need.
+void FluidNetwork::Solve(int level) {
+  if (++solve_stamp_ == 0) {
+    for (Resource& r : resources_) r.solve_stamp = 0;
+    solve_stamp_ = 1;
+  }
+  solve_flows_.clear();
+  solve_resources_.clear();
+  solve_flow_res_.clear();
+  if (set_.empty()) return;
+  ++stats_.solves;
+  stats_.flows_visited += set_.size();
+  for (FlowId f : set_) {
+    const Flow& flow = flows_[f];
+    SolveFlow sf;
+    sf.id = f;
+    sf.old_rate = std::max(0.0, flow.rate);
+    sf.begin = static_cast<uint32_t>(solve_flow_res_.size());
+    for (ResourceId r : flow.resources) {
+      Resource& res = resources_[r];
+      if (res.solve_stamp != solve_stamp_) {
+        res.solve_stamp = solve_stamp_;
+        res.solve_index = static_cast<uint32_t>(solve_resources_.size());
+        solve_resources_.emplace_back();
+        solve_resources_.back().id = r;
+      }
+      SolveResource& sr = solve_resources_[res.solve_index];
+      ++sr.count;
+      sr.set_old += sf.old_rate;
+      solve_flow_res_.push_back(res.solve_index);
+    }
+    sf.end = static_cast<uint32_t>(solve_flow_res_.size());
+    solve_flows_.push_back(sf);
+  }
+  uint32_t offset = 0;
+  heap_.clear();
+  for (uint32_t d = 0; d < solve_resources_.size(); ++d) {
+    SolveResource& sr = solve_resources_[d];
+    sr.begin = offset;
+    offset += static_cast<uint32_t>(sr.count);
+    const Resource& res = resources_[sr.id];
+    const LevelInfo* li = nullptr;
+    for (const LevelInfo& x : res.levels) {
+      if (x.level == level) li = &x;  // Every S flow is on it: it exists.
+    }
+    sr.info = static_cast<int>(li - res.levels.data());
+    sr.capacity = CapacityAt(res, level);
+    sr.residual = sr.capacity - (li->load - sr.set_old);
+    sr.unfrozen = sr.count;
+    heap_.push_back(ShareEntry{std::max(0.0, sr.residual) / sr.unfrozen, d});
+  }
+  solve_res_flows_.resize(offset);
+  for (uint32_t i = 0; i < solve_flows_.size(); ++i) {
+    const SolveFlow& sf = solve_flows_[i];
+    for (uint32_t k = sf.begin; k < sf.end; ++k) {
+      SolveResource& sr = solve_resources_[solve_flow_res_[k]];
+      solve_res_flows_[sr.begin + sr.fill++] = i;
+    }
+  }
+  std::make_heap(heap_.begin(), heap_.end(), ShareAfter());
+  size_t unfrozen = solve_flows_.size();
+  while (unfrozen > 0 && !heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), ShareAfter());
+    const ShareEntry e = heap_.back();
+    heap_.pop_back();
+    SolveResource& sr = solve_resources_[e.r];
+    if (sr.unfrozen <= 0) continue;
+    const double share = std::max(0.0, sr.residual) / sr.unfrozen;
+    // Freezing a flow at the current minimum share never lowers another resource's share, so
+    // an entry is never above its resource's share: a stale entry is re-queued with the
+    // current share, and an up-to-date one at the top is the true minimum.
+    if (share > e.share) {
+      heap_.push_back(ShareEntry{share, e.r});
+      std::push_heap(heap_.begin(), heap_.end(), ShareAfter());
+      continue;
+    }
+    sr.froze = share;
+    const uint32_t end = sr.begin + static_cast<uint32_t>(sr.count);
+    for (uint32_t k = sr.begin; k < end; ++k) {
+      SolveFlow& sf = solve_flows_[solve_res_flows_[k]];
+      if (sf.frozen) continue;
+      sf.frozen = true;
+      --unfrozen;
+      sf.new_rate = share;
+      sf.bottleneck = e.r;
+      for (uint32_t j = sf.begin; j < sf.end; ++j) {
+        SolveResource& sr2 = solve_resources_[solve_flow_res_[j]];
+        sr2.residual -= share;
+        --sr2.unfrozen;
+        sr2.set_new += share;
+        sr2.set_max = std::max(sr2.set_max, share);
+      }
+    }
+  }
+}
+
+// Checks the max-min conditions of the tentative allocation (S at its new rates, every other
+// flow of the level at its old rate) on the resources S touched and the resources a change
+// touched; elsewhere nothing changed. Every fixed flow that breaks one joins S. Returns whether
+// any did (then water-filling runs again).
+//  1. Feasible: the level's load fits the capacity the higher levels leave.
+//  2. A fixed flow bottlenecked here still has its bottleneck: the resource is still saturated
+//     and no S flow gets more (S flows that froze here froze at the same share).
+//  3. An S flow that froze here gets at least as much as every fixed flow on it.
+bool FluidNetwork::Check(int level) {
+  if (++check_stamp_ == 0) {
+    for (Resource& r : resources_) r.check_stamp = 0;
+    check_stamp_ = 1;
+  }
+  bool added = false;
+  // `sr`: the resource's solve data, or null when S does not touch it.
+  auto check = [&](ResourceId r, const SolveResource* sr) {
+    Resource& res = resources_[r];
+    LevelInfo* li = sr != nullptr ? &res.levels[sr->info] : Info(r, level);
+    if (li == nullptr) return;
+    if (li->flows <= (sr != nullptr ? sr->count : 0)) return;  // No fixed flow of the level.
+    const double cap = sr != nullptr ? sr->capacity : CapacityAt(res, level);
+    const double tol = Tolerance(res);
+    const double load = li->load + (sr != nullptr ? sr->set_new - sr->set_old : 0.0);
+    const double set_max = sr != nullptr ? sr->set_max : 0.0;
+    const double froze = sr != nullptr ? sr->froze : -1.0;
+    const bool over = load > cap + tol;
+    const bool unseat = li->bottlenecked > 0 && (load < cap - tol || set_max > li->share + tol ||
+                                                 (froze >= 0 && std::abs(froze - li->share) > tol));
+    const double above = froze >= 0 && li->max_rate_ub > froze + tol ? froze + tol : kInf;
+    if (!over && !unseat && above == kInf) return;
+    ++stats_.scans;
+    double exact_load = 0;
+    double fixed_max = 0;
+    for (FlowId g : res.flows) {
+      const Flow& other = flows_[g];
+      if (other.level != level) continue;
+      const double rate = std::max(0.0, other.rate);
+      exact_load += rate;
+      if (other.in_set == set_stamp_) continue;
+      if ((over && rate > 0) || (unseat && other.bottleneck == r) || rate > above) {
+        JoinSet(g, level);
+        added = true;
+        continue;
+      }
+      fixed_max = std::max(fixed_max, rate);
+    }
+    // The walk refreshes the bookkeeping: the exact load (no drift from incremental updates)
+    // and the bound of the fixed flows' rates (S flows add theirs when applied).
+    li->load = exact_load;
+    li->max_rate_ub = fixed_max;
+  };
+  for (const SolveResource& sr : solve_resources_) {
+    Resource& res = resources_[sr.id];
+    res.check_stamp = check_stamp_;
+    check(sr.id, &sr);
+  }
+  for (ResourceId r : changed_) {
+    Resource& res = resources_[r];
+    if (res.check_stamp == check_stamp_) continue;
+    res.check_stamp = check_stamp_;
+    check(r, nullptr);
+  }
+  return added;
+}
+
+// The converged allocation of the level takes effect: rates, finish events, bottlenecks and
+// loads; lower levels are checked where this level's load changed.
+void FluidNetwork::Apply(int level, int64_t now) {
+  // A resource with fixed bottlenecked flows keeps their share (the S flows that froze there
+  // are within the tolerance of it); otherwise its share is the one S froze at. Deltas of load
+  // and the rate bound are gathered per resource, then applied once.
+  for (SolveResource& sr : solve_resources_) {
+    LevelInfo& li = resources_[sr.id].levels[sr.info];
+    if (sr.froze >= 0 && li.bottlenecked == 0) li.share = sr.froze;
+    sr.set_new = 0;  // Reused: the load delta.
+    sr.set_max = 0;  // Reused: the largest rate.
+    sr.fill = 0;     // Reused: flows that now have it as bottleneck.
+  }
+  for (SolveFlow& sf : solve_flows_) {
+    Flow& flow = flows_[sf.id];
+    SolveResource& bn = solve_resources_[sf.bottleneck];
+    ++bn.fill;
+    flow.bottleneck = bn.id;
+    const double old_rate = flow.rate;
+    const bool keep = old_rate >= 0 && std::abs(sf.new_rate - old_rate) <=
+                                           kSameRate * std::max(old_rate, sf.new_rate);
+    const double delta = keep ? 0.0 : sf.new_rate - sf.old_rate;
+    const double rate = keep ? old_rate : sf.new_rate;
+    for (uint32_t j = sf.begin; j < sf.end; ++j) {
+      SolveResource& sr = solve_resources_[solve_flow_res_[j]];
+      sr.set_new += delta;
+      sr.set_max = std::max(sr.set_max, rate);
+    }
+    if (!keep) {
+      Settle(flow, now);
+      flow.rate = sf.new_rate;
+      ++stats_.rates_changed;
+      Schedule(sf.id, now);
+    }
+  }
+  for (const SolveResource& sr : solve_resources_) {
+    Resource& res = resources_[sr.id];
+    LevelInfo& li = res.levels[sr.info];
+    li.bottlenecked += static_cast<int>(sr.fill);
+    li.load += sr.set_new;
+    li.max_rate_ub = std::max(li.max_rate_ub, sr.set_max);
+    if (sr.set_new == 0) continue;
+    for (const LevelInfo& lower : res.levels) {
+      if (lower.level > level) MarkResource(lower.level, sr.id);
+    }
+  }
 }
 
 int64_t FluidNetwork::NextFinishTime(int64_t now) {
   Recompute(now);
-  while (!events_.empty()) {
-    const Event& top = events_.front();
-    const Flow& flow = flows_[top.flow];
-    if (flow.active && flow.version == top.version) return top.time;
-    std::pop_heap(events_.begin(), events_.end(), EventAfter());
-    events_.pop_back();
-  }
-  return kNever;
+  return events_.empty() ? kNever : events_.front().time;
 }
 
 FluidNetwork::FlowId FluidNetwork::PopNextFinished(int64_t now) {
-  while (!events_.empty()) {
-    const Event top = events_.front();
-    Flow& flow = flows_[top.flow];
-    const bool valid = flow.active && flow.version == top.version;
-    if (valid && top.time > now) return kNoFlow;
-    std::pop_heap(events_.begin(), events_.end(), EventAfter());
-    events_.pop_back();
-    if (!valid) continue;
-    flow.transmitted += flow.remaining;
-    flow.remaining = 0;
-    flow.last = top.time;
-    return top.flow;
-  }
-  return kNoFlow;
+  if (events_.empty() || events_.front().time > now) return kNoFlow;
+  const FlowId f = events_.front().flow;
+  Flow& flow = flows_[f];
+  EventErase(f);
+  flow.transmitted += flow.remaining;
+  flow.remaining = 0;
+  flow.last = flow.finish;
+  return f;
 }
 
 void FluidNetwork::Release(FlowId f) {
   Detach(f);
   Flow& flow = flows_[f];
   flow.active = false;
-  ++flow.version;
   free_.push_back(f);
   --active_;
   ++stats_.finished;

@@ -294,5 +294,189 @@ TEST(FluidNetworkTest, IncrementalRatesMatchAFullRecomputationWhenFlowsFinish) {
   }
 }
 
+// ---- Issue #13: the local recomputation against full recomputations and the reference ----
+
+// A two-tier fabric as in bench/sim_engine_bench (host uplink, spine link, host downlink): every
+// flow is transitively coupled to every other, so each change's connected component is the
+// whole network, while only a few flows' rates change.
+struct Fabric {
+  std::vector<double> caps;
+  std::vector<R> up, down, spine;
+  void Build(std::mt19937& rng, int hosts, int spines, std::vector<FluidNetwork*> nets) {
+    auto add = [&](double cap) {
+      caps.push_back(cap);
+      R id = 0;
+      for (FluidNetwork* n : nets) id = n->AddResource(cap);
+      return id;
+    };
+    for (int h = 0; h < hosts; ++h) {
+      up.push_back(add(1e9 * (20 + rng() % 80)));
+      down.push_back(add(1e9 * (20 + rng() % 80)));
+    }
+    for (int s = 0; s < spines; ++s) spine.push_back(add(1e9 * (50 + rng() % 350)));
+  }
+  std::vector<R> RandomPath(std::mt19937& rng) const {
+    const size_t a = rng() % up.size();
+    size_t b = rng() % down.size();
+    if (rng() % 8 == 0) return {up[a], down[b]};  // Some flows skip the spines.
+    return {up[a], spine[rng() % spine.size()], down[b]};
+  }
+};
+
+// Every change at an instant applied together (as the engine batches a collective), then the
+// incremental allocation is compared with a full recomputation of the same state, and both with
+// the brute-force reference; time moves on so that rates also drive Remaining().
+TEST(FluidNetworkTest, IncrementalMatchesFullRecomputationOnACoupledFabricUnderBatchedChanges) {
+  std::mt19937 rng(13);
+  for (int trial = 0; trial < 4; ++trial) {
+    FluidNetwork inc, full;
+    full.set_full_recompute(true);
+    Fabric fab;
+    fab.Build(rng, 24, 6, {&inc, &full});
+    std::vector<std::vector<R>> paths;
+    std::vector<int> levels;
+    std::vector<bool> alive;
+    std::vector<FluidNetwork::FlowId> ids_inc, ids_full;
+    int64_t now = 0;
+    for (int step = 0; step < 60; ++step) {
+      const int ops = 1 + static_cast<int>(rng() % 12);
+      for (int k = 0; k < ops; ++k) {
+        const int op = static_cast<int>(rng() % 10);
+        if (op < 6 || paths.empty()) {
+          paths.push_back(fab.RandomPath(rng));
+          levels.push_back(static_cast<int>(rng() % 4));
+          alive.push_back(true);
+          const double bytes = 1e15;
+          ids_inc.push_back(inc.AddFlow(paths.back(), levels.back(), bytes, now, paths.size() - 1));
+          ids_full.push_back(
+              full.AddFlow(paths.back(), levels.back(), bytes, now, paths.size() - 1));
+        } else if (op < 8) {
+          const size_t f = rng() % paths.size();
+          if (!alive[f]) continue;
+          EXPECT_NEAR(inc.RemoveFlow(ids_inc[f], now), full.RemoveFlow(ids_full[f], now),
+                      1e-6 * std::max(1.0, inc.Remaining(ids_inc[f], now)));
+          alive[f] = false;
+        } else if (op == 8) {
+          const size_t f = rng() % paths.size();
+          if (!alive[f]) continue;
+          paths[f] = fab.RandomPath(rng);
+          inc.Reroute(ids_inc[f], paths[f], now);
+          full.Reroute(ids_full[f], paths[f], now);
+        } else {
+          const R r = static_cast<R>(rng() % fab.caps.size());
+          fab.caps[r] = rng() % 5 == 0 ? 0.0 : 1e9 * (10 + rng() % 300);
+          inc.SetCapacity(r, fab.caps[r]);
+          full.SetCapacity(r, fab.caps[r]);
+        }
+      }
+      inc.NextFinishTime(now);
+      full.NextFinishTime(now);
+      const std::vector<double> expect = ReferenceRates(fab.caps, paths, levels, alive);
+      for (size_t f = 0; f < paths.size(); ++f) {
+        if (!alive[f]) continue;
+        const double tol = 1e-7 * std::max(1e6, expect[f]);
+        ASSERT_NEAR(inc.Rate(ids_inc[f]), full.Rate(ids_full[f]), tol)
+            << "trial " << trial << " step " << step << " flow " << f;
+        ASSERT_NEAR(inc.Rate(ids_inc[f]), expect[f], tol)
+            << "trial " << trial << " step " << step << " flow " << f;
+      }
+      now += 1 + static_cast<int64_t>(rng() % 100'000);
+      for (size_t f = 0; f < paths.size(); ++f) {
+        if (!alive[f]) continue;
+        ASSERT_NEAR(inc.Remaining(ids_inc[f], now), full.Remaining(ids_full[f], now), 1e-6 * 1e15);
+      }
+    }
+  }
+}
+
+// Flows that finish on their own, several levels, on the coupled fabric: after every instant
+// the incremental rates are the max-min ones, and the next finish is where the rates put it.
+TEST(FluidNetworkTest, IncrementalRatesAreMaxMinWhileFlowsFinishOnACoupledFabric) {
+  std::mt19937 rng(21);
+  for (int trial = 0; trial < 3; ++trial) {
+    FluidNetwork net;
+    Fabric fab;
+    fab.Build(rng, 16, 4, {&net});
+    std::vector<std::vector<R>> paths;
+    std::vector<int> levels;
+    std::vector<bool> alive;
+    std::vector<FluidNetwork::FlowId> ids;
+    int64_t now = 0;
+    auto check = [&](int64_t t) {
+      const std::vector<double> expect = ReferenceRates(fab.caps, paths, levels, alive);
+      for (size_t f = 0; f < paths.size(); ++f) {
+        if (!alive[f]) continue;
+        ASSERT_NEAR(net.Rate(ids[f]), expect[f], 1e-7 * std::max(1e6, expect[f]))
+            << "trial " << trial << " t " << t << " flow " << f;
+      }
+    };
+    for (int step = 0; step < 40; ++step) {
+      // A collective: 1-12 flows start together.
+      const int starts = 1 + static_cast<int>(rng() % 12);
+      const int level = static_cast<int>(rng() % 3);
+      for (int k = 0; k < starts; ++k) {
+        paths.push_back(fab.RandomPath(rng));
+        levels.push_back(level);
+        alive.push_back(true);
+        ids.push_back(net.AddFlow(paths.back(), level,
+                                  1e5 + static_cast<double>(rng() % 10'000'000), now,
+                                  paths.size() - 1));
+      }
+      net.NextFinishTime(now);
+      check(now);
+      const int64_t until = now + 200'000;
+      while (true) {
+        const int64_t t = net.NextFinishTime(now);
+        if (t > until) break;
+        ASSERT_GE(t, now);
+        now = t;
+        int finished = 0;
+        net.PopFinished(t, [&](uint64_t tag, double) {
+          alive[tag] = false;
+          ++finished;
+        });
+        ASSERT_GT(finished, 0);
+        net.NextFinishTime(now);
+        check(now);
+      }
+      now = until;
+    }
+  }
+}
+
+// The point of the local recomputation: on one coupled component (every flow shares a host
+// link with flows of other spine links), a change re-rates about the flows whose bottleneck it
+// moves (here those of one spine link), not the component.
+TEST(FluidNetworkTest, AChangeReratesOnlyTheFlowsWhoseBottleneckItMoves) {
+  std::mt19937 rng(5);
+  FluidNetwork net;
+  std::vector<R> up, down, spine;
+  for (int h = 0; h < 256; ++h) {
+    up.push_back(net.AddResource(400e9));
+    down.push_back(net.AddResource(400e9));
+  }
+  for (int s = 0; s < 16; ++s) spine.push_back(net.AddResource(100e9));
+  std::vector<FluidNetwork::FlowId> ids;
+  for (int f = 0; f < 4000; ++f) {
+    const std::vector<R> path = {up[rng() % up.size()], spine[rng() % spine.size()],
+                                 down[rng() % down.size()]};
+    ids.push_back(net.AddFlow(path, 0, 1e15, 0, static_cast<uint64_t>(f)));
+  }
+  net.NextFinishTime(0);
+  const FluidNetwork::Stats before = net.stats();
+  for (int k = 0; k < 100; ++k) {
+    net.RemoveFlow(ids[static_cast<size_t>(k) * 37], k + 1);
+    net.NextFinishTime(k + 1);
+  }
+  const FluidNetwork::Stats& after = net.stats();
+  const double changes = static_cast<double>(after.recomputations - before.recomputations);
+  const double visited = static_cast<double>(after.flows_visited - before.flows_visited) / changes;
+  const double rerated = static_cast<double>(after.rates_changed - before.rates_changed) / changes;
+  // About 4000 / 16 = 250 flows share a spine link and all of them speed up; the component is
+  // all 4000 flows.
+  EXPECT_GT(rerated, 150.0);
+  EXPECT_LT(visited, 400.0);
+}
+
 }  // namespace
 }  // namespace crux::sim
