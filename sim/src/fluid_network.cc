@@ -28,6 +28,7 @@ FluidNetwork::ResourceId FluidNetwork::AddResource(double capacity_bps) {
   Resource r;
   r.capacity = std::max(0.0, capacity_bps);
   resources_.push_back(std::move(r));
+  marks_.emplace_back();
   return static_cast<ResourceId>(resources_.size() - 1);
 }
 
@@ -41,12 +42,12 @@ FluidNetwork::LevelInfo* FluidNetwork::Info(ResourceId r, int level) {
 
 FluidNetwork::LevelInfo& FluidNetwork::AddInfo(ResourceId r, int level) {
   std::vector<LevelInfo>& levels = resources_[r].levels;
-  auto it = std::lower_bound(levels.begin(), levels.end(), level,
-                             [](const LevelInfo& li, int l) { return li.level < l; });
-  if (it != levels.end() && it->level == level) return *it;
+  size_t i = 0;
+  while (i < levels.size() && levels[i].level < level) ++i;  // A handful of entries.
+  if (i < levels.size() && levels[i].level == level) return levels[i];
   LevelInfo li;
   li.level = level;
-  return *levels.insert(it, li);
+  return *levels.insert(levels.begin() + static_cast<std::ptrdiff_t>(i), li);
 }
 
 double FluidNetwork::CapacityAt(const Resource& res, int level) const {
@@ -78,13 +79,16 @@ FluidNetwork::LevelWork& FluidNetwork::Work(int level) {
 }
 
 void FluidNetwork::MarkResource(int level, ResourceId r) {
-  Work(level).resources.push_back(r);
+  if (last_work_ >= work_.size() || work_[last_work_].level != level) {
+    last_work_ = static_cast<size_t>(&Work(level) - work_.data());
+  }
+  work_[last_work_].resources.push_back(r);
   pending_ = true;
 }
 
 void FluidNetwork::MarkFromLevel(int level, ResourceId r) {
   for (const LevelInfo& li : resources_[r].levels) {
-    if (li.level >= level) MarkResource(li.level, r);
+    if (li.level >= level && li.flows > 0) MarkResource(li.level, r);
   }
 }
 
@@ -96,7 +100,7 @@ void FluidNetwork::SetCapacity(ResourceId r, double capacity_bps) {
 void FluidNetwork::Attach(FlowId f) {
   Flow& flow = flows_[f];
   flow.positions.resize(flow.resources.size());
-  for (size_t i = 0; i < flow.resources.size(); ++i) {
+  for (uint32_t i = 0; i < flow.resources.size(); ++i) {
     const ResourceId r = flow.resources[i];
     Resource& res = resources_[r];
     flow.positions[i] = static_cast<uint32_t>(res.flows.size());
@@ -111,7 +115,7 @@ void FluidNetwork::Attach(FlowId f) {
 void FluidNetwork::Detach(FlowId f) {
   Flow& flow = flows_[f];
   const double old_rate = std::max(0.0, flow.rate);
-  for (size_t i = 0; i < flow.resources.size(); ++i) {
+  for (uint32_t i = 0; i < flow.resources.size(); ++i) {
     const ResourceId r = flow.resources[i];
     Resource& res = resources_[r];
     const uint32_t pos = flow.positions[i];
@@ -120,7 +124,7 @@ void FluidNetwork::Detach(FlowId f) {
     res.flows.pop_back();
     if (moved != f) {
       Flow& other = flows_[moved];
-      for (size_t k = 0; k < other.resources.size(); ++k) {
+      for (uint32_t k = 0; k < other.resources.size(); ++k) {
         if (other.resources[k] == r) {
           other.positions[k] = pos;
           break;
@@ -131,10 +135,15 @@ void FluidNetwork::Detach(FlowId f) {
     assert(li != nullptr);
     li->load -= old_rate;
     if (flow.bottleneck == r) --li->bottlenecked;
-    if (--li->flows == 0) {
-      res.levels.erase(res.levels.begin() + (li - res.levels.data()));
+    if (--li->flows == 0) {  // The entry stays (the level comes back with the next phase).
+      li->load = 0;
+      li->max_rate_ub = 0;
     }
-    MarkFromLevel(flow.level, r);
+    // The resource has more room for this level and the lower ones: only flows bottlenecked
+    // here can gain (elsewhere neither feasibility nor any bottleneck changes).
+    for (const LevelInfo& x : res.levels) {
+      if (x.level >= flow.level && x.bottlenecked > 0) MarkResource(x.level, r);
+    }
   }
   flow.bottleneck = kNoResource;
 }
@@ -149,9 +158,10 @@ FluidNetwork::FlowId FluidNetwork::AddFlow(std::span<const ResourceId> resources
   } else {
     f = static_cast<FlowId>(flows_.size());
     flows_.emplace_back();
+    heap_pos_.push_back(kNotInHeap);
   }
   Flow& flow = flows_[f];
-  flow.resources.assign(resources.begin(), resources.end());
+  flow.resources.assign(resources);
   flow.remaining = bytes;
   flow.transmitted = 0;
   flow.rate = -1;  // "Unknown": the next recomputation always schedules it.
@@ -159,7 +169,6 @@ FluidNetwork::FlowId FluidNetwork::AddFlow(std::span<const ResourceId> resources
   flow.finish = kNever;
   flow.order = next_order_++;
   flow.tag = tag;
-  flow.heap_pos = kNotInHeap;
   flow.in_set = 0;
   flow.level = level;
   flow.active = true;
@@ -201,7 +210,7 @@ void FluidNetwork::Reroute(FlowId f, std::span<const ResourceId> resources, int6
   Settle(flows_[f], now);
   Detach(f);
   Flow& flow = flows_[f];
-  flow.resources.assign(resources.begin(), resources.end());
+  flow.resources.assign(resources);
   flow.rate = -1;
   flow.finish = kNever;
   EventErase(f);
@@ -210,13 +219,15 @@ void FluidNetwork::Reroute(FlowId f, std::span<const ResourceId> resources, int6
 
 void FluidNetwork::EventPlace(uint32_t pos, const Event& e) {
   events_[pos] = e;
-  flows_[e.flow].heap_pos = pos;
+  heap_pos_[e.flow] = pos;
 }
 
+// A 4-ary heap: half the depth of a binary one, so a pop moves half as many entries (each
+// move also updates the moved flow's heap_pos_).
 void FluidNetwork::EventUp(uint32_t pos) {
   const Event e = events_[pos];
   while (pos > 0) {
-    const uint32_t parent = (pos - 1) / 2;
+    const uint32_t parent = (pos - 1) / 4;
     if (!EventBefore(e, events_[parent])) break;
     EventPlace(pos, events_[parent]);
     pos = parent;
@@ -228,26 +239,33 @@ void FluidNetwork::EventDown(uint32_t pos) {
   const Event e = events_[pos];
   const uint32_t n = static_cast<uint32_t>(events_.size());
   while (true) {
-    uint32_t child = 2 * pos + 1;
-    if (child >= n) break;
-    if (child + 1 < n && EventBefore(events_[child + 1], events_[child])) ++child;
-    if (!EventBefore(events_[child], e)) break;
-    EventPlace(pos, events_[child]);
-    pos = child;
+    const uint32_t first = 4 * pos + 1;
+    if (first >= n) break;
+    uint32_t best = first;
+    const uint32_t last = std::min(first + 4, n);
+    for (uint32_t c = first + 1; c < last; ++c) {
+      if (EventBefore(events_[c], events_[best])) best = c;
+    }
+    if (!EventBefore(events_[best], e)) break;
+    EventPlace(pos, events_[best]);
+    pos = best;
   }
   EventPlace(pos, e);
 }
 
 void FluidNetwork::EventErase(FlowId f) {
-  const uint32_t pos = flows_[f].heap_pos;
+  const uint32_t pos = heap_pos_[f];
   if (pos == kNotInHeap) return;
-  flows_[f].heap_pos = kNotInHeap;
+  heap_pos_[f] = kNotInHeap;
   const Event moved = events_.back();
   events_.pop_back();
   if (pos == events_.size()) return;  // It was the last entry.
   EventPlace(pos, moved);
-  EventUp(pos);
-  EventDown(flows_[moved.flow].heap_pos);
+  if (pos > 0 && EventBefore(moved, events_[(pos - 1) / 4])) {
+    EventUp(pos);
+  } else {
+    EventDown(pos);
+  }
 }
 
 void FluidNetwork::Schedule(FlowId f, int64_t now) {
@@ -260,17 +278,18 @@ void FluidNetwork::Schedule(FlowId f, int64_t now) {
   }
   const int64_t old_finish = flow.finish;
   flow.finish = now + static_cast<int64_t>(dt);
-  if (flow.heap_pos == kNotInHeap) {
-    flow.heap_pos = static_cast<uint32_t>(events_.size());
+  const uint32_t pos = heap_pos_[f];
+  if (pos == kNotInHeap) {
+    heap_pos_[f] = static_cast<uint32_t>(events_.size());
     events_.push_back(Event{flow.finish, flow.order, f});
-    EventUp(flow.heap_pos);
+    EventUp(heap_pos_[f]);
     return;
   }
-  events_[flow.heap_pos].time = flow.finish;
+  events_[pos].time = flow.finish;
   if (flow.finish < old_finish) {
-    EventUp(flow.heap_pos);
+    EventUp(pos);
   } else {
-    EventDown(flow.heap_pos);
+    EventDown(pos);
   }
 }
 
@@ -313,7 +332,7 @@ void FluidNetwork::ProcessLevel(LevelWork& work, int64_t now) {
     set_stamp_ = 1;
   }
   if (++dirty_stamp_ == 0) {
-    for (Resource& r : resources_) r.dirty_stamp = 0;
+    for (Marks& m : marks_) m.dirty_stamp = 0;
     dirty_stamp_ = 1;
   }
   set_.clear();
@@ -323,9 +342,9 @@ void FluidNetwork::ProcessLevel(LevelWork& work, int64_t now) {
   }
   changed_.clear();
   for (ResourceId r : work.resources) {
-    Resource& res = resources_[r];
-    if (res.dirty_stamp == dirty_stamp_) continue;
-    res.dirty_stamp = dirty_stamp_;
+    Marks& m = marks_[r];
+    if (m.dirty_stamp == dirty_stamp_) continue;
+    m.dirty_stamp = dirty_stamp_;
     changed_.push_back(r);
   }
   if (full_recompute_) {
@@ -340,6 +359,25 @@ void FluidNetwork::ProcessLevel(LevelWork& work, int64_t now) {
     Apply(level, now);
     return;
   }
+  // A small connected component is recomputed whole: one water-filling, exact without checks
+  // (the local rounds pay off on large components only).
+  // After a search that found a large component, the next ones are skipped for a while
+  // (doubling up to 64 recomputations): in one giant component they would never succeed.
+  if (small_component_ > 0 && skip_small_ == 0) {
+    if (SmallComponent(level, 4 * set_.size() + small_component_)) {
+      small_backoff_ = 0;
+      for (FlowId g : component_) {
+        if (flows_[g].in_set != set_stamp_) JoinSet(g, level);
+      }
+      Solve(level);
+      Apply(level, now);
+      return;
+    }
+    small_backoff_ = std::min<uint32_t>(64, std::max<uint32_t>(1, 2 * small_backoff_));
+    skip_small_ = small_backoff_;
+  } else if (skip_small_ > 0) {
+    --skip_small_;
+  }
   int rounds = 0;
   while (true) {
     Solve(level);
@@ -352,16 +390,16 @@ void FluidNetwork::ProcessLevel(LevelWork& work, int64_t now) {
 // S becomes every flow of the level connected to it through shared resources.
 void FluidNetwork::ExpandToComponent(int level) {
   if (++solve_stamp_ == 0) {
-    for (Resource& r : resources_) r.solve_stamp = 0;
+    for (Marks& m : marks_) m.solve_stamp = 0;
     solve_stamp_ = 1;
   }
   for (size_t i = 0; i < set_.size(); ++i) {
     const FlowId f = set_[i];
     for (ResourceId r : flows_[f].resources) {
-      Resource& res = resources_[r];
-      if (res.solve_stamp == solve_stamp_) continue;
-      res.solve_stamp = solve_stamp_;
-      for (FlowId g : res.flows) {
+      Marks& m = marks_[r];
+      if (m.solve_stamp == solve_stamp_) continue;
+      m.solve_stamp = solve_stamp_;
+      for (FlowId g : resources_[r].flows) {
         const Flow& other = flows_[g];
         if (other.level == level && other.in_set != set_stamp_) JoinSet(g, level);
       }
@@ -369,12 +407,56 @@ void FluidNetwork::ExpandToComponent(int level) {
   }
 }
 
+// The flows of the level connected (through resources) to S or to a changed resource, into
+// component_, if there are at most `limit` of them; false as soon as there are more.
+bool FluidNetwork::SmallComponent(int level, size_t limit) {
+  if (++visit_stamp_ == 0) {
+    for (Flow& fl : flows_) fl.visit = 0;
+    visit_stamp_ = 1;
+  }
+  if (++solve_stamp_ == 0) {
+    for (Marks& m : marks_) m.solve_stamp = 0;
+    solve_stamp_ = 1;
+  }
+  component_.clear();
+  auto reach = [&](FlowId g) {
+    Flow& flow = flows_[g];
+    if (flow.level != level || flow.visit == visit_stamp_) return true;
+    flow.visit = visit_stamp_;
+    component_.push_back(g);
+    return component_.size() <= limit;
+  };
+  auto scan = [&](ResourceId r) {
+    Marks& m = marks_[r];
+    if (m.solve_stamp == solve_stamp_) return true;
+    m.solve_stamp = solve_stamp_;
+    const std::vector<FlowId>& flows = resources_[r].flows;
+    if (flows.size() > limit) return false;
+    for (FlowId g : flows) {
+      if (!reach(g)) return false;
+    }
+    return true;
+  };
+  for (FlowId f : set_) {
+    if (!reach(f)) return false;
+  }
+  for (ResourceId r : changed_) {
+    if (!scan(r)) return false;
+  }
+  for (size_t i = 0; i < component_.size(); ++i) {
+    for (ResourceId r : flows_[component_[i]].resources) {
+      if (!scan(r)) return false;
+    }
+  }
+  return true;
+}
+
 // Water-filling of S on what the fixed flows (every other flow of the level) and the higher
 // levels leave: the new rate and bottleneck of every S flow, and per touched resource the sums
 // the checks need.
 void FluidNetwork::Solve(int level) {
   if (++solve_stamp_ == 0) {
-    for (Resource& r : resources_) r.solve_stamp = 0;
+    for (Marks& m : marks_) m.solve_stamp = 0;
     solve_stamp_ = 1;
   }
   solve_flows_.clear();
@@ -390,17 +472,17 @@ void FluidNetwork::Solve(int level) {
     sf.old_rate = std::max(0.0, flow.rate);
     sf.begin = static_cast<uint32_t>(solve_flow_res_.size());
     for (ResourceId r : flow.resources) {
-      Resource& res = resources_[r];
-      if (res.solve_stamp != solve_stamp_) {
-        res.solve_stamp = solve_stamp_;
-        res.solve_index = static_cast<uint32_t>(solve_resources_.size());
-        solve_resources_.emplace_back();
-        solve_resources_.back().id = r;
+      Marks& m = marks_[r];
+      if (m.solve_stamp != solve_stamp_) {
+        m.solve_stamp = solve_stamp_;
+        m.solve_index = static_cast<uint32_t>(solve_resources_.size());
+        SolveResource& fresh = solve_resources_.emplace_back();
+        fresh.id = r;
       }
-      SolveResource& sr = solve_resources_[res.solve_index];
+      SolveResource& sr = solve_resources_[m.solve_index];
       ++sr.count;
       sr.set_old += sf.old_rate;
-      solve_flow_res_.push_back(res.solve_index);
+      solve_flow_res_.push_back(m.solve_index);
     }
     sf.end = static_cast<uint32_t>(solve_flow_res_.size());
     solve_flows_.push_back(sf);
@@ -412,13 +494,19 @@ void FluidNetwork::Solve(int level) {
     sr.begin = offset;
     offset += static_cast<uint32_t>(sr.count);
     const Resource& res = resources_[sr.id];
-    const LevelInfo* li = nullptr;
-    for (const LevelInfo& x : res.levels) {
-      if (x.level == level) li = &x;  // Every S flow is on it: it exists.
+    // One pass over the levels: the capacity the higher ones leave, and this level's entry
+    // (every S flow is on the resource: it exists).
+    double cap = res.capacity;
+    const LevelInfo* li = res.levels.data();
+    while (li->level < level) {
+      cap -= li->load;
+      ++li;
     }
     sr.info = static_cast<int>(li - res.levels.data());
-    sr.capacity = CapacityAt(res, level);
-    sr.residual = sr.capacity - (li->load - sr.set_old);
+    sr.capacity = cap;
+    // With every flow of the level here in S, nothing is fixed (exactly; no drift).
+    const double fixed_load = sr.count == li->flows ? 0.0 : li->load - sr.set_old;
+    sr.residual = cap - fixed_load;
     sr.unfrozen = sr.count;
     heap_.push_back(ShareEntry{std::max(0.0, sr.residual) / sr.unfrozen, d});
   }
@@ -477,18 +565,17 @@ void FluidNetwork::Solve(int level) {
 //  3. An S flow that froze here gets at least as much as every fixed flow on it.
 bool FluidNetwork::Check(int level) {
   if (++check_stamp_ == 0) {
-    for (Resource& r : resources_) r.check_stamp = 0;
+    for (Marks& m : marks_) m.check_stamp = 0;
     check_stamp_ = 1;
   }
   bool added = false;
   // `sr`: the resource's solve data, or null when S does not touch it.
   auto check = [&](ResourceId r, const SolveResource* sr) {
-    Resource& res = resources_[r];
-    LevelInfo* li = sr != nullptr ? &res.levels[sr->info] : Info(r, level);
+    LevelInfo* li = sr != nullptr ? &resources_[r].levels[sr->info] : Info(r, level);
     if (li == nullptr) return;
     if (li->flows <= (sr != nullptr ? sr->count : 0)) return;  // No fixed flow of the level.
-    const double cap = sr != nullptr ? sr->capacity : CapacityAt(res, level);
-    const double tol = Tolerance(res);
+    const double cap = sr != nullptr ? sr->capacity : CapacityAt(resources_[r], level);
+    const double tol = Tolerance(resources_[r]);
     const double load = li->load + (sr != nullptr ? sr->set_new - sr->set_old : 0.0);
     const double set_max = sr != nullptr ? sr->set_max : 0.0;
     const double froze = sr != nullptr ? sr->froze : -1.0;
@@ -498,6 +585,7 @@ bool FluidNetwork::Check(int level) {
     const double above = froze >= 0 && li->max_rate_ub > froze + tol ? froze + tol : kInf;
     if (!over && !unseat && above == kInf) return;
     ++stats_.scans;
+    Resource& res = resources_[r];
     double exact_load = 0;
     double fixed_max = 0;
     for (FlowId g : res.flows) {
@@ -519,14 +607,13 @@ bool FluidNetwork::Check(int level) {
     li->max_rate_ub = fixed_max;
   };
   for (const SolveResource& sr : solve_resources_) {
-    Resource& res = resources_[sr.id];
-    res.check_stamp = check_stamp_;
+    marks_[sr.id].check_stamp = check_stamp_;
     check(sr.id, &sr);
   }
   for (ResourceId r : changed_) {
-    Resource& res = resources_[r];
-    if (res.check_stamp == check_stamp_) continue;
-    res.check_stamp = check_stamp_;
+    Marks& m = marks_[r];
+    if (m.check_stamp == check_stamp_) continue;
+    m.check_stamp = check_stamp_;
     check(r, nullptr);
   }
   return added;
@@ -574,8 +661,17 @@ void FluidNetwork::Apply(int level, int64_t now) {
     li.load += sr.set_new;
     li.max_rate_ub = std::max(li.max_rate_ub, sr.set_max);
     if (sr.set_new == 0) continue;
+    // The lower levels see a new capacity here. Only where Check would act on it (with no S
+    // flow of theirs here: infeasible, or bottlenecked flows no longer saturated) is there
+    // anything to do; a lower level that gets S flows here checks the resource anyway.
+    const double tol = Tolerance(res);
+    double cap = res.capacity;
     for (const LevelInfo& lower : res.levels) {
-      if (lower.level > level) MarkResource(lower.level, sr.id);
+      if (lower.level > level &&
+          (lower.load > cap + tol || (lower.bottlenecked > 0 && lower.load < cap - tol))) {
+        MarkResource(lower.level, sr.id);
+      }
+      cap -= lower.load;
     }
   }
 }

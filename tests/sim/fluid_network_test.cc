@@ -190,6 +190,7 @@ TEST(FluidNetworkTest, IncrementalRatesMatchAFullRecomputationUnderRandomChurn) 
   std::mt19937 rng(3);
   for (int trial = 0; trial < 20; ++trial) {
     FluidNetwork net;
+    if (trial % 2 == 0) net.set_small_component(0);  // The local recomputation only.
     const int nr = 12;
     std::vector<double> caps;
     for (int r = 0; r < nr; ++r) {
@@ -237,12 +238,12 @@ TEST(FluidNetworkTest, IncrementalRatesMatchAFullRecomputationUnderRandomChurn) 
   }
 }
 
-// The same with flows that finish on their own: removal-only batches take the incremental path
-// that keeps flows frozen below the smallest removed rate.
+// The same with flows that finish on their own.
 TEST(FluidNetworkTest, IncrementalRatesMatchAFullRecomputationWhenFlowsFinish) {
   std::mt19937 rng(9);
   for (int trial = 0; trial < 20; ++trial) {
     FluidNetwork net;
+    if (trial % 2 == 0) net.set_small_component(0);  // The local recomputation only.
     const int nr = 10;
     std::vector<double> caps;
     for (int r = 0; r < nr; ++r) {
@@ -324,12 +325,15 @@ struct Fabric {
 };
 
 // Every change at an instant applied together (as the engine batches a collective), then the
-// incremental allocation is compared with a full recomputation of the same state, and both with
-// the brute-force reference; time moves on so that rates also drive Remaining().
+// incremental allocation (local recomputation only on even trials, the default mix of small
+// components and local recomputation on odd ones) is compared with a full recomputation of the
+// same state, and both with the brute-force reference; time moves on so that rates also drive
+// Remaining().
 TEST(FluidNetworkTest, IncrementalMatchesFullRecomputationOnACoupledFabricUnderBatchedChanges) {
   std::mt19937 rng(13);
   for (int trial = 0; trial < 4; ++trial) {
     FluidNetwork inc, full;
+    if (trial % 2 == 0) inc.set_small_component(0);
     full.set_full_recompute(true);
     Fabric fab;
     fab.Build(rng, 24, 6, {&inc, &full});
@@ -393,8 +397,9 @@ TEST(FluidNetworkTest, IncrementalMatchesFullRecomputationOnACoupledFabricUnderB
 // the incremental rates are the max-min ones, and the next finish is where the rates put it.
 TEST(FluidNetworkTest, IncrementalRatesAreMaxMinWhileFlowsFinishOnACoupledFabric) {
   std::mt19937 rng(21);
-  for (int trial = 0; trial < 3; ++trial) {
+  for (int trial = 0; trial < 4; ++trial) {
     FluidNetwork net;
+    if (trial % 2 == 0) net.set_small_component(0);  // The local recomputation only.
     Fabric fab;
     fab.Build(rng, 16, 4, {&net});
     std::vector<std::vector<R>> paths;

@@ -23,8 +23,9 @@
 // them. Flows that fail a check join S and water-filling runs again; when the checks pass the
 // allocation is the max-min one (it is unique), up to a tolerance of 1e-10 of a resource's
 // capacity that bounds the error and does not accumulate. Levels below a changed one are checked
-// on the resources whose higher-level load changed. set_full_recompute(true) re-rates the whole
-// connected component of every change instead (the reference the tests compare against).
+// on the resources whose higher-level load changed. A small component (up to ~200 flows) is
+// recomputed whole instead, which is cheaper there. set_full_recompute(true) re-rates the whole
+// connected component of every change (the reference the tests compare against).
 //
 // Finish events live in an indexed heap, one entry per flow: a flow whose rate changes moves its
 // entry. Flows whose new rate is within 1e-12 (relative) of the old one keep their rate and
@@ -40,6 +41,7 @@
 #ifndef CRUX_SIM_FLUID_NETWORK_H_
 #define CRUX_SIM_FLUID_NETWORK_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -103,7 +105,7 @@ class FluidNetwork {
   int Level(FlowId f) const { return flows_[f].level; }
   uint64_t Tag(FlowId f) const { return flows_[f].tag; }
   bool IsActive(FlowId f) const { return f < flows_.size() && flows_[f].active; }
-  std::span<const ResourceId> Resources(FlowId f) const { return flows_[f].resources; }
+  std::span<const ResourceId> Resources(FlowId f) const { return flows_[f].resources.span(); }
   size_t active_flows() const { return active_; }
 
   // Moves the clock of every flow and pending finish event `delta` ns later (fast-forward).
@@ -113,6 +115,10 @@ class FluidNetwork {
   // Reference mode for tests and benchmarks: every recomputation re-rates the whole connected
   // component (per level) of the changes, as the simulator did before issue #13.
   void set_full_recompute(bool on) { full_recompute_ = on; }
+  // Connected components of at most this many flows (plus four per new or re-routed flow) are
+  // recomputed whole, without the local checks (cheaper when small). 0 makes every
+  // recomputation local (tests).
+  void set_small_component(size_t flows) { small_component_ = flows; }
 
   const Stats& stats() const { return stats_; }
 
@@ -121,18 +127,48 @@ class FluidNetwork {
   static constexpr ResourceId kNoResource = -1;
   static constexpr uint32_t kNotInHeap = std::numeric_limits<uint32_t>::max();
 
+  // A short list kept inline (paths have a handful of hops); longer ones on the heap.
+  template <typename T>
+  class InlineList {
+   public:
+    static constexpr uint32_t kInline = 8;
+    void assign(std::span<const T> v) {
+      size_ = static_cast<uint32_t>(v.size());
+      if (size_ > kInline) heap_.assign(v.begin(), v.end());
+      std::copy(v.begin(), v.end(), data());
+    }
+    void resize(uint32_t n) {
+      size_ = n;
+      if (n > kInline) heap_.resize(n);
+    }
+    uint32_t size() const { return size_; }
+    T* data() { return size_ > kInline ? heap_.data() : inline_; }
+    const T* data() const { return size_ > kInline ? heap_.data() : inline_; }
+    T& operator[](uint32_t i) { return data()[i]; }
+    const T& operator[](uint32_t i) const { return data()[i]; }
+    const T* begin() const { return data(); }
+    const T* end() const { return data() + size_; }
+    std::span<const T> span() const { return {data(), size_}; }
+
+   private:
+    uint32_t size_ = 0;
+    T inline_[kInline] = {};
+    std::vector<T> heap_;
+  };
+
   struct Flow {
-    std::vector<ResourceId> resources;
-    double rate = 0;  // Bits per second; -1 = not computed yet (new or re-routed).
-    ResourceId bottleneck = kNoResource;  // Where water-filling froze it.
+    // Fields water-filling reads first, to share cache lines.
+    double rate = 0;      // Bits per second; -1 = not computed yet (new or re-routed).
     uint32_t in_set = 0;  // == set_stamp_: member of S of the level being processed.
+    uint32_t visit = 0;   // == visit_stamp_: reached by SmallComponent.
     int level = 0;
+    InlineList<ResourceId> resources;
+    ResourceId bottleneck = kNoResource;  // Where water-filling froze it.
     bool active = false;
-    uint32_t heap_pos = kNotInHeap;   // Index in events_.
-    std::vector<uint32_t> positions;  // Index of this flow in resources_[r].flows.
-    double remaining = 0;             // Bytes left at `last`.
-    double transmitted = 0;           // Bytes sent up to `last`.
-    int64_t last = 0;                 // Time of the last settle.
+    InlineList<uint32_t> positions;  // Index of this flow in resources_[r].flows.
+    double remaining = 0;            // Bytes left at `last`.
+    double transmitted = 0;          // Bytes sent up to `last`.
+    int64_t last = 0;                // Time of the last settle.
     int64_t finish = kNever;
     uint64_t order = 0;  // Add order (tie-break).
     uint64_t tag = 0;
@@ -149,12 +185,17 @@ class FluidNetwork {
   struct Resource {
     double capacity = 0;
     std::vector<FlowId> flows;
-    std::vector<LevelInfo> levels;  // Sorted by level; one entry per level with flows.
-    // Markers of the level being processed; solve_index is valid when solve_stamp matches.
+    // Sorted by level; one entry per level that had flows here (kept when they leave: the
+    // same levels come back every iteration).
+    std::vector<LevelInfo> levels;
+  };
+  // Markers of the level being processed, apart from Resource (a small, dense array that the
+  // solve's inner loops touch instead of the resources themselves).
+  struct Marks {
     uint32_t solve_stamp = 0;
+    uint32_t solve_index = 0;  // Index in solve_resources_ when solve_stamp matches.
     uint32_t check_stamp = 0;
     uint32_t dirty_stamp = 0;
-    uint32_t solve_index = 0;  // Index in solve_resources_.
   };
   // Water-filling works on dense copies of S and of the resources S touches (cache locality:
   // the flows and resources of a solve are scattered over the whole network).
@@ -168,7 +209,7 @@ class FluidNetwork {
     bool frozen = false;
   };
   struct SolveResource {
-    ResourceId id;
+    ResourceId id = 0;
     int info = 0;   // Index of the level's LevelInfo in the resource's `levels`.
     int count = 0;  // S flows on it.
     int unfrozen = 0;
@@ -220,6 +261,7 @@ class FluidNetwork {
   void ProcessLevel(LevelWork& work, int64_t now);
   void JoinSet(FlowId f, int level);
   void ExpandToComponent(int level);
+  bool SmallComponent(int level, size_t limit);
   void Solve(int level);
   bool Check(int level);
   void Apply(int level, int64_t now);
@@ -235,20 +277,28 @@ class FluidNetwork {
   void EventErase(FlowId f);
 
   std::vector<Resource> resources_;
+  std::vector<Marks> marks_;  // Parallel to resources_.
   std::vector<Flow> flows_;
   std::vector<FlowId> free_;
-  std::vector<Event> events_;  // Indexed min-heap on (time, order).
+  std::vector<Event> events_;       // Indexed min-heap on (time, order).
+  std::vector<uint32_t> heap_pos_;  // Per flow slot: its index in events_ (or kNotInHeap).
   std::vector<LevelWork> work_;
+  size_t last_work_ = 0;  // Hint: the entry MarkResource used last.
   bool pending_ = false;
   bool full_recompute_ = false;
+  size_t small_component_ = 192;
+  uint32_t small_backoff_ = 0;  // Component searches to skip after the next failure.
+  uint32_t skip_small_ = 0;     // Component searches left to skip.
   size_t active_ = 0;
   uint64_t next_order_ = 0;
   uint32_t set_stamp_ = 0;
+  uint32_t visit_stamp_ = 0;
   uint32_t solve_stamp_ = 0;
   uint32_t check_stamp_ = 0;
   uint32_t dirty_stamp_ = 0;
   // Scratch buffers reused across recomputations.
   std::vector<FlowId> set_;          // S of the level being processed.
+  std::vector<FlowId> component_;    // SmallComponent's result.
   std::vector<ResourceId> changed_;  // Resources of the level's pending work.
   std::vector<SolveFlow> solve_flows_;
   std::vector<SolveResource> solve_resources_;
