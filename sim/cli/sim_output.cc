@@ -285,6 +285,7 @@ json SummaryJson(const sim::SimResult& r, const RunInfo& info) {
                  {"peak_active_flows", r.peak_active_flows},
                  {"fast_forward_jumps", r.fast_forward_jumps},
                  {"fast_forward_approximate", r.fast_forward_approximate},
+                 {"fast_forward_carried", r.fast_forward_carried},
                  {"fast_forwarded_s", Finite(r.fast_forwarded.ToSeconds())}};
   j["bytes_sent"] = Finite(r.bytes_sent);
   j["bytes_delivered"] = Finite(r.bytes_delivered);

@@ -10,7 +10,8 @@
 //                    "link_class_utilization": {class: u}, "events", "replans",
 //                    "replan_failures", "profile_reports", "epochs", "excluded", "wall_s",
 //                    "engine": {"flow_events", "peak_active_flows", "fast_forward_jumps",
-//                    "fast_forward_approximate", "fast_forwarded_s"} (simulated time jumped),
+//                    "fast_forward_approximate", "fast_forward_carried", "fast_forwarded_s"}
+//                    (docs/simulator.md section 6),
 //                    "bytes_sent", "bytes_delivered", "bytes_in_flight", "mean_jct_s",
 //                    "p99_jct_s", "mean_slowdown", "mean_profiling_s", "horizon_s",
 //                    "control": {"mode": "loop" | "oracle", "debounce_ms",

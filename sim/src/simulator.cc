@@ -29,8 +29,12 @@ using ResourceId = FluidNetwork::ResourceId;
 constexpr int64_t kNever = FluidNetwork::kNever;
 // Snapshots kept per plan epoch for steady-state detection, and anchor iterations skipped after
 // an epoch starts (flows started under the previous plan must have drained).
-constexpr size_t kMaxSnapshots = 32;
+constexpr size_t kMaxSnapshots = 64;
 constexpr int64_t kWarmupIterations = 2;
+// Windows (in anchor iterations) over which approximate steadiness is checked, largest first.
+// Shorter windows let beats of quasi-periodic contention through (fast-forward then drifts
+// from the full simulation by a few percent: tests/sim/simulator_test.cc).
+constexpr size_t kSteadyWindows[] = {64, 32};
 // The level of traffic no assignment covers yet (control loop: a job between its arrival and
 // its first committed assignment). It crosses the switches in the best-effort default class,
 // below every job level (core::QosConfig::default_tc), so it is below any level a plan uses.
@@ -148,8 +152,12 @@ struct JobState {
   double rate_bytes = 0;
   std::vector<double> rate_class_bits;
   double iteration_credit = 0;  // Fractional iterations credited by jumps.
-  // Iterations completed since the last epoch change (the control loop's fast-forward gate).
+  // Iterations completed since its group or plan last changed (the control loop's
+  // fast-forward gate: its profiler's window holds only samples of the current regime).
   int64_t epoch_iterations = 0;
+  // Fingerprint of its plan (level, paths, bytes, time shift) when the groups were last built:
+  // a group whose jobs and plans are all unchanged keeps its steady state across re-plans.
+  uint64_t plan_fingerprint = 0;
   // Result bookkeeping: when first scheduled, and every change of level or phase in force.
   std::optional<int64_t> scheduled_at;
   std::vector<LevelChange> level_log;
@@ -178,6 +186,9 @@ struct JobSnap {
   std::vector<uint8_t> flow_status;
   std::vector<double> flow_value;  // Remaining bytes, or time to delivery.
   int64_t iterations = 0;
+  // Continuous: iterations plus the part of the one under way, in units of the job's mean
+  // iteration so far (for the rates of approximately steady groups).
+  double progress = 0;
   int64_t iteration_ns_sum = 0;
   int64_t compute_busy = 0;
   double bytes_sent = 0;
@@ -249,10 +260,11 @@ class Engine {
   void FastForward();
   void CheckGroup(Group& g);
   bool RatesAgree(const Group& g, const Snapshot& a, const Snapshot& b, const Snapshot& c) const;
-  void SetRates(Group& g, const Snapshot& match, const Snapshot& snap, int64_t period);
+  void SetRates(Group& g, const Snapshot& match, const Snapshot& snap, int64_t period, bool exact);
   void Jump();
   void ShiftAll(int64_t jump);
   void BuildGroups();
+  uint64_t PlanFingerprint(uint32_t j) const;
   Snapshot TakeSnapshot(const Group& g) const;
   bool Matches(const Group& g, const Snapshot& a, const Snapshot& b, int64_t period) const;
   void ResetEpoch();
@@ -320,7 +332,9 @@ class Engine {
   int64_t old_in_flight_ = 0;  // Flows in flight started under an earlier plan.
   bool ff_check_ = false;
   std::vector<Group> groups_;
-  std::vector<int> resource_owner_;  // Scratch for BuildGroups.
+  std::vector<Group> previous_groups_;  // Before the last ResetEpoch, until BuildGroups.
+  bool fabric_changed_ = false;         // A link event since BuildGroups: nothing carries over.
+  std::vector<int> resource_owner_;     // Scratch for BuildGroups.
 
   SimResult result_;
   double bytes_sent_ = 0;
@@ -528,11 +542,12 @@ void Engine::RerouteStalledFlows() {
 
 void Engine::ResetEpoch() {
   ++epoch_;
+  // BuildGroups carries the steady state of unchanged groups over.
+  previous_groups_ = std::move(groups_);
   groups_.clear();
   ff_check_ = false;
   ff_blocked_ = false;
   old_in_flight_ = 0;
-  for (JobState& s : js_) s.epoch_iterations = 0;
   for (const JobState& s : js_) {
     if (s.status != JobStatus::kRunning) continue;
     for (const FlowRun& run : s.flows) {
@@ -587,6 +602,61 @@ void Engine::BuildGroups() {
       if (js_[j].period > js_[g.anchor].period) g.anchor = j;
     }
   }
+  // A group with the same jobs on the same plans as before the re-plan has the same dynamics
+  // (groups never influence each other): it keeps what was learnt about it. The others start
+  // over, and so do their jobs' profiler windows.
+  std::unordered_map<uint32_t, size_t> previous_of;  // Smallest job -> previous group.
+  for (size_t k = 0; k < previous_groups_.size(); ++k) {
+    previous_of.emplace(previous_groups_[k].jobs.front(), k);
+  }
+  std::vector<uint64_t> fingerprint(js_.size(), 0);
+  for (Group& g : groups_) {
+    bool unchanged = !fabric_changed_ && !std::getenv("NOCARRY");
+    for (uint32_t j : g.jobs) {
+      fingerprint[j] = PlanFingerprint(j);
+      unchanged = unchanged && fingerprint[j] == js_[j].plan_fingerprint;
+    }
+    auto it = previous_of.find(g.jobs.front());
+    if (unchanged && it != previous_of.end() && previous_groups_[it->second].jobs == g.jobs) {
+      Group& old = previous_groups_[it->second];
+      g.anchor = old.anchor;
+      g.anchor_iterations = old.anchor_iterations;
+      g.known = old.known;
+      g.period = old.period;
+      g.snaps = std::move(old.snaps);
+      if (g.known) ++result_.fast_forward_carried;
+      continue;
+    }
+    for (uint32_t j : g.jobs) js_[j].epoch_iterations = 0;
+  }
+  for (Group& g : groups_) {
+    for (uint32_t j : g.jobs) js_[j].plan_fingerprint = fingerprint[j];
+  }
+  previous_groups_.clear();
+  fabric_changed_ = false;
+  // Groups that stayed steady take no new snapshot: the next anchor iteration start of any of
+  // them re-checks whether a jump is possible.
+  ff_blocked_ = true;
+}
+
+// What determines a job's dynamics besides the other jobs of its group: level, flows (paths
+// and bytes) and time shift.
+uint64_t Engine::PlanFingerprint(uint32_t j) const {
+  const JobState& s = js_[j];
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 1099511628211ull;
+  };
+  mix(static_cast<uint64_t>(s.level));
+  mix(static_cast<uint64_t>(s.pending_shift));
+  mix(static_cast<uint64_t>(s.applied_shift));
+  mix(s.plan_resources.size());
+  for (size_t f = 0; f < s.plan_resources.size(); ++f) {
+    mix(static_cast<uint64_t>(s.plan_flows[f].bytes.count()));
+    for (ResourceId r : s.plan_resources[f]) mix(static_cast<uint64_t>(r));
+  }
+  return h;
 }
 
 Status Engine::DoReplanAndStarts() {
@@ -998,6 +1068,7 @@ void Engine::ApplyLinkEvent(const LinkEvent& e) {
   }
   policy_stale_ = true;
   replan_needed_ = true;
+  fabric_changed_ = true;
   if (host_) {
     host_->Invalidate("link event");
     defaults_stale_ = true;
@@ -1042,8 +1113,16 @@ Snapshot Engine::TakeSnapshot(const Group& g) const {
       }
     }
     js.iterations = s.iterations;
+    js.progress = static_cast<double>(s.iterations);
+    if (s.iterations > 0 && s.iteration_ns_sum > 0) {
+      const double mean =
+          static_cast<double>(s.iteration_ns_sum) / static_cast<double>(s.iterations);
+      js.progress += std::min(1.0, static_cast<double>(now_ - s.iter_start) / mean);
+    }
     js.iteration_ns_sum = s.iteration_ns_sum;
-    js.compute_busy = s.compute_busy;
+    // Continuous: the compute phase under way counts up to now (compute_busy grows only when
+    // a phase ends, which would quantise the rates of approximately steady groups).
+    js.compute_busy = s.compute_busy + (s.computing ? now_ - s.iter_start : 0);
     js.bytes_sent = s.bytes_sent;
     js.class_bits = s.class_bits;
     snap.snaps.push_back(std::move(js));
@@ -1098,37 +1177,51 @@ void Engine::CheckGroup(Group& g) {
   if (match == nullptr) {
     if (g.snaps.size() >= kMaxSnapshots) g.snaps.erase(g.snaps.begin());
     g.snaps.push_back(std::move(snap));
-    if (g.snaps.size() == kMaxSnapshots && options_.fast_forward_tolerance > 0 &&
-        RatesAgree(g, g.snaps.front(), g.snaps[kMaxSnapshots / 2], g.snaps.back())) {
-      // Not exactly periodic, but statistically steady: use the rates of the whole window.
-      SetRates(g, g.snaps.front(), g.snaps.back(),
-               (g.snaps.back().t - g.snaps.front().t) / static_cast<int64_t>(kMaxSnapshots - 1));
-      ++result_.fast_forward_approximate;
+    if (options_.fast_forward_tolerance <= 0 || std::getenv("NOAPPROX")) return;
+    // Not exactly periodic (contending jobs with incommensurate periods): steady if the rates
+    // of the two halves of the last k anchor iterations agree, for the largest such window.
+    const size_t n = g.snaps.size();
+    for (size_t k : kSteadyWindows) {
+      if (n < k) continue;
+      const Snapshot& first = g.snaps[n - k];
+      if (RatesAgree(g, first, g.snaps[n - k / 2], g.snaps.back())) {
+        SetRates(g, first, g.snaps.back(),
+                 (g.snaps.back().t - first.t) / static_cast<int64_t>(k - 1), /*exact=*/false);
+        ++result_.fast_forward_approximate;
+        return;
+      }
     }
     return;
   }
-  SetRates(g, *match, snap, snap.t - match->t);
+  SetRates(g, *match, snap, snap.t - match->t, /*exact=*/true);
 }
 
-// Rates of each job of `g` over [a.t, b.t] and over [b.t, c.t] agree within the tolerance.
+// Rates of each job of `g` over [a.t, b.t] and over [b.t, c.t] agree: compute (continuous, see
+// TakeSnapshot) within the tolerance; iterations and bytes, which advance in steps of one
+// iteration, within the tolerance plus one step per half.
 bool Engine::RatesAgree(const Group& g, const Snapshot& a, const Snapshot& b,
                         const Snapshot& c) const {
   const double tol = options_.fast_forward_tolerance;
   const double d1 = static_cast<double>(b.t - a.t);
   const double d2 = static_cast<double>(c.t - b.t);
   if (d1 <= 0 || d2 <= 0) return false;
-  auto agree = [tol](double x, double y) {
-    return std::abs(x - y) <= tol * std::max(std::abs(x), std::abs(y)) + 1e-15;
+  auto agree = [tol](double x, double y, double slack) {
+    return std::abs(x - y) <= tol * std::max(std::abs(x), std::abs(y)) + slack + 1e-15;
   };
+  const double step = 1 / d1 + 1 / d2;
   for (size_t k = 0; k < g.jobs.size(); ++k) {
     const JobSnap& x = a.snaps[k];
     const JobSnap& y = b.snaps[k];
     const JobSnap& z = c.snaps[k];
+    double iteration_bytes = 0;
+    for (const core::FlowPlan& fp : js_[g.jobs[k]].plan_flows) {
+      iteration_bytes += fp.bytes.ToDouble();
+    }
     if (!agree(static_cast<double>(y.compute_busy - x.compute_busy) / d1,
-               static_cast<double>(z.compute_busy - y.compute_busy) / d2) ||
-        !agree(static_cast<double>(y.iterations - x.iterations) / d1,
-               static_cast<double>(z.iterations - y.iterations) / d2) ||
-        !agree((y.bytes_sent - x.bytes_sent) / d1, (z.bytes_sent - y.bytes_sent) / d2)) {
+               static_cast<double>(z.compute_busy - y.compute_busy) / d2, 0) ||
+        !agree((y.progress - x.progress) / d1, (z.progress - y.progress) / d2, step) ||
+        !agree((y.bytes_sent - x.bytes_sent) / d1, (z.bytes_sent - y.bytes_sent) / d2,
+               step * iteration_bytes)) {
       return false;
     }
   }
@@ -1137,23 +1230,38 @@ bool Engine::RatesAgree(const Group& g, const Snapshot& a, const Snapshot& b,
 
 // Sets the group's per-job rates from the progress between two of its snapshots; `period` is
 // the granularity of jumps (the exact period, or the mean anchor iteration).
-void Engine::SetRates(Group& g, const Snapshot& match, const Snapshot& snap, int64_t period) {
+void Engine::SetRates(Group& g, const Snapshot& match, const Snapshot& snap, int64_t period,
+                      bool exact) {
   const double p = static_cast<double>(snap.t - match.t);
   for (size_t k = 0; k < g.jobs.size(); ++k) {
     JobState& s = js_[g.jobs[k]];
     const JobSnap& a = match.snaps[k];
     const JobSnap& b = snap.snaps[k];
     const int64_t d_iter = b.iterations - a.iterations;
-    s.rate_iterations = static_cast<double>(d_iter) / p;
     s.rate_iteration_ns =
         d_iter > 0 ? static_cast<double>(b.iteration_ns_sum - a.iteration_ns_sum) / d_iter : 0;
-    s.rate_busy = static_cast<double>(b.compute_busy - a.compute_busy) / p;
-    s.rate_bytes = (b.bytes_sent - a.bytes_sent) / p;
     s.rate_class_bits.assign(b.class_bits.size(), 0.0);
     for (size_t c = 0; c < b.class_bits.size(); ++c) {
       s.rate_class_bits[c] =
           (b.class_bits[c] - (c < a.class_bits.size() ? a.class_bits[c] : 0)) / p;
     }
+    if (exact) {  // Both ends at the same phase: every difference is whole iterations.
+      s.rate_iterations = static_cast<double>(d_iter) / p;
+      s.rate_busy = static_cast<double>(b.compute_busy - a.compute_busy) / p;
+      s.rate_bytes = (b.bytes_sent - a.bytes_sent) / p;
+      continue;
+    }
+    // A window of anchor iterations ends at arbitrary phases of the other jobs: a job's compute
+    // and bytes over it are biased by up to one compute phase or one communication phase. Its
+    // continuous progress is not, and every iteration computes compute_time and sends the same
+    // bytes, so the rates derive from the rate of iterations.
+    s.rate_iterations = std::max(0.0, b.progress - a.progress) / p;
+    s.rate_busy = s.rate_iterations * static_cast<double>(s.compute_ns);
+    double iteration_bytes = 0;
+    for (size_t f = 0; f < s.plan_flows.size(); ++f) {
+      if (!s.plan_resources[f].empty()) iteration_bytes += s.plan_flows[f].bytes.ToDouble();
+    }
+    s.rate_bytes = s.rate_iterations * iteration_bytes;
   }
   g.known = true;
   g.period = std::max<int64_t>(period, 1);
@@ -1169,7 +1277,9 @@ void Engine::FastForward() {
     all_known = all_known && g.known;
   }
   if (!all_known) return;
-  if (host_ && !ProfilersSettled()) {
+  // Flows started under an earlier plan (of any group) still in flight: not yet the steady
+  // state the rates describe.
+  if (old_in_flight_ > 0 || (host_ && !ProfilersSettled())) {
     ff_blocked_ = true;
     return;
   }
@@ -1202,7 +1312,12 @@ void Engine::Jump() {
   }
   // Whole periods of the slowest group: exact for it (and for groups whose period divides it).
   jump = max_period > 0 ? jump / max_period * max_period : 0;
-  if (jump <= 0) return;
+  if (jump <= 0) {
+    // Too close to the next event (or a plan run, or a job's last iterations): try again at
+    // the next anchor iteration instead of giving up on the epoch.
+    ff_blocked_ = true;
+    return;
+  }
   const double jd = static_cast<double>(jump);
   for (JobState& s : js_) {
     if (s.status != JobStatus::kRunning) continue;

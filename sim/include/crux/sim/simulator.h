@@ -109,8 +109,9 @@ struct SimOptions {
   // group period of the full simulation per jump (docs/simulator.md). Off = full simulation.
   bool fast_forward = true;
   // Groups of interacting jobs whose state never repeats exactly (quasi-periodic contention) are
-  // still fast-forwarded when their per-job rates (compute, iterations, bytes per second) over
-  // two consecutive windows of 16 anchor iterations agree within this relative tolerance.
+  // still fast-forwarded when their per-job rates over the two halves of the last k anchor
+  // iterations (k = 64 or 32) agree: compute time per second within this relative
+  // tolerance, iterations and bytes per second within it plus one iteration per half.
   // 0 = exact periodicity only. In [0, 1).
   double fast_forward_tolerance = 0.01;
   // Time-series sampling period (> 0; at most kMaxSamples samples over the horizon).
@@ -193,6 +194,7 @@ struct SimResult {
   uint64_t excluded = 0;                  // Control loop: jobs left out of a run (summed).
   uint64_t fast_forward_jumps = 0;        // Steady-state jumps taken.
   uint64_t fast_forward_approximate = 0;  // Groups accepted as steady by rate agreement.
+  uint64_t fast_forward_carried = 0;      // Steady groups a re-plan left unchanged (kept).
   Duration fast_forwarded;                // Simulated time covered by jumps instead of events.
   Duration simulated;                     // Time the run reached (the horizon).
 };
