@@ -22,6 +22,16 @@ constexpr double kAbsTolerance = 1e-6;
 constexpr int kMaxRounds = 16;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// A new generation of a visit marker: `stamp` advances; when it wraps around, every item's
+// marker is cleared once.
+template <typename Item>
+void NextStamp(uint32_t& stamp, std::vector<Item>& items, uint32_t Item::*marker) {
+  if (++stamp == 0) {
+    for (Item& item : items) item.*marker = 0;
+    stamp = 1;
+  }
+}
+
 }  // namespace
 
 FluidNetwork::ResourceId FluidNetwork::AddResource(double capacity_bps) {
@@ -327,14 +337,8 @@ void FluidNetwork::JoinSet(FlowId f, int level) {
 
 void FluidNetwork::ProcessLevel(LevelWork& work, int64_t now) {
   const int level = work.level;
-  if (++set_stamp_ == 0) {  // Wrapped: clear every marker once.
-    for (Flow& fl : flows_) fl.in_set = 0;
-    set_stamp_ = 1;
-  }
-  if (++dirty_stamp_ == 0) {
-    for (Marks& m : marks_) m.dirty_stamp = 0;
-    dirty_stamp_ = 1;
-  }
+  NextStamp(set_stamp_, flows_, &Flow::in_set);
+  NextStamp(dirty_stamp_, marks_, &Marks::dirty_stamp);
   set_.clear();
   for (FlowId f : work.flows) {
     const Flow& flow = flows_[f];
@@ -389,10 +393,7 @@ void FluidNetwork::ProcessLevel(LevelWork& work, int64_t now) {
 
 // S becomes every flow of the level connected to it through shared resources.
 void FluidNetwork::ExpandToComponent(int level) {
-  if (++solve_stamp_ == 0) {
-    for (Marks& m : marks_) m.solve_stamp = 0;
-    solve_stamp_ = 1;
-  }
+  NextStamp(solve_stamp_, marks_, &Marks::solve_stamp);
   for (size_t i = 0; i < set_.size(); ++i) {
     const FlowId f = set_[i];
     for (ResourceId r : flows_[f].resources) {
@@ -410,14 +411,8 @@ void FluidNetwork::ExpandToComponent(int level) {
 // The flows of the level connected (through resources) to S or to a changed resource, into
 // component_, if there are at most `limit` of them; false as soon as there are more.
 bool FluidNetwork::SmallComponent(int level, size_t limit) {
-  if (++visit_stamp_ == 0) {
-    for (Flow& fl : flows_) fl.visit = 0;
-    visit_stamp_ = 1;
-  }
-  if (++solve_stamp_ == 0) {
-    for (Marks& m : marks_) m.solve_stamp = 0;
-    solve_stamp_ = 1;
-  }
+  NextStamp(visit_stamp_, flows_, &Flow::visit);
+  NextStamp(solve_stamp_, marks_, &Marks::solve_stamp);
   component_.clear();
   auto reach = [&](FlowId g) {
     Flow& flow = flows_[g];
@@ -455,10 +450,7 @@ bool FluidNetwork::SmallComponent(int level, size_t limit) {
 // levels leave: the new rate and bottleneck of every S flow, and per touched resource the sums
 // the checks need.
 void FluidNetwork::Solve(int level) {
-  if (++solve_stamp_ == 0) {
-    for (Marks& m : marks_) m.solve_stamp = 0;
-    solve_stamp_ = 1;
-  }
+  NextStamp(solve_stamp_, marks_, &Marks::solve_stamp);
   solve_flows_.clear();
   solve_resources_.clear();
   solve_flow_res_.clear();
@@ -564,10 +556,7 @@ void FluidNetwork::Solve(int level) {
 //     and no S flow gets more (S flows that froze here froze at the same share).
 //  3. An S flow that froze here gets at least as much as every fixed flow on it.
 bool FluidNetwork::Check(int level) {
-  if (++check_stamp_ == 0) {
-    for (Marks& m : marks_) m.check_stamp = 0;
-    check_stamp_ = 1;
-  }
+  NextStamp(check_stamp_, marks_, &Marks::check_stamp);
   bool added = false;
   // `sr`: the resource's solve data, or null when S does not touch it.
   auto check = [&](ResourceId r, const SolveResource* sr) {
