@@ -181,7 +181,7 @@ SteadyStateDetector::Snapshot SteadyStateDetector::TakeSnapshot(const Group& g) 
     for (const FlowRun& run : s.flows) {
       js.flow_status.push_back(static_cast<uint8_t>(run.status));
       if (run.status == FlowStatus::kInNetwork) {
-        js.flow_value.push_back(net.Remaining(run.id, now.nanos()));
+        js.flow_value.push_back(net.Remaining(run.id, now));
       } else if (run.status == FlowStatus::kDelivering) {
         js.flow_value.push_back(static_cast<double>((run.deliver_at - now).nanos()));
       } else {

@@ -159,7 +159,7 @@ void FluidNetwork::Detach(FlowId f) {
 }
 
 FluidNetwork::FlowId FluidNetwork::AddFlow(std::span<const ResourceId> resources, int level,
-                                           double bytes, int64_t now, uint64_t tag) {
+                                           double bytes, Duration now, uint64_t tag) {
   assert(!resources.empty() && bytes > 0 && level >= 0);
   FlowId f;
   if (!free_.empty()) {
@@ -176,7 +176,7 @@ FluidNetwork::FlowId FluidNetwork::AddFlow(std::span<const ResourceId> resources
   flow.transmitted = 0;
   flow.rate = -1;  // "Unknown": the next recomputation always schedules it.
   flow.last = now;
-  flow.finish = kNever;
+  flow.finish = Duration::Infinite();
   flow.order = next_order_++;
   flow.tag = tag;
   flow.in_set = 0;
@@ -187,24 +187,26 @@ FluidNetwork::FlowId FluidNetwork::AddFlow(std::span<const ResourceId> resources
   return f;
 }
 
-void FluidNetwork::Settle(Flow& flow, int64_t now) {
+void FluidNetwork::Settle(Flow& flow, Duration now) {
   if (now > flow.last && flow.rate > 0) {
-    const double sent = std::min(
-        flow.remaining, flow.rate * static_cast<double>(now - flow.last) / 8.0 / kNanosPerSec);
+    const double sent =
+        std::min(flow.remaining,
+                 flow.rate * static_cast<double>((now - flow.last).nanos()) / 8.0 / kNanosPerSec);
     flow.remaining -= sent;
     flow.transmitted += sent;
   }
   if (now > flow.last) flow.last = now;
 }
 
-double FluidNetwork::Remaining(FlowId f, int64_t now) const {
+double FluidNetwork::Remaining(FlowId f, Duration now) const {
   const Flow& flow = flows_[f];
   if (now <= flow.last || flow.rate <= 0) return flow.remaining;
-  const double sent = flow.rate * static_cast<double>(now - flow.last) / 8.0 / kNanosPerSec;
+  const double sent =
+      flow.rate * static_cast<double>((now - flow.last).nanos()) / 8.0 / kNanosPerSec;
   return std::max(0.0, flow.remaining - sent);
 }
 
-double FluidNetwork::RemoveFlow(FlowId f, int64_t now) {
+double FluidNetwork::RemoveFlow(FlowId f, Duration now) {
   Flow& flow = flows_[f];
   Settle(flow, now);
   const double transmitted = flow.transmitted;
@@ -216,13 +218,13 @@ double FluidNetwork::RemoveFlow(FlowId f, int64_t now) {
   return transmitted;
 }
 
-void FluidNetwork::Reroute(FlowId f, std::span<const ResourceId> resources, int64_t now) {
+void FluidNetwork::Reroute(FlowId f, std::span<const ResourceId> resources, Duration now) {
   Settle(flows_[f], now);
   Detach(f);
   Flow& flow = flows_[f];
   flow.resources.assign(resources);
   flow.rate = -1;
-  flow.finish = kNever;
+  flow.finish = Duration::Infinite();
   EventErase(f);
   Attach(f);
 }
@@ -278,16 +280,16 @@ void FluidNetwork::EventErase(FlowId f) {
   }
 }
 
-void FluidNetwork::Schedule(FlowId f, int64_t now) {
+void FluidNetwork::Schedule(FlowId f, Duration now) {
   Flow& flow = flows_[f];
   double dt = flow.rate > 0 ? std::ceil(flow.remaining * 8.0 * kNanosPerSec / flow.rate) : kInf;
   if (!(dt < 4e18)) {
-    flow.finish = kNever;
+    flow.finish = Duration::Infinite();
     EventErase(f);
     return;
   }
-  const int64_t old_finish = flow.finish;
-  flow.finish = now + static_cast<int64_t>(dt);
+  const Duration old_finish = flow.finish;
+  flow.finish = now + Duration::Nanos(static_cast<int64_t>(dt));
   const uint32_t pos = heap_pos_[f];
   if (pos == kNotInHeap) {
     heap_pos_[f] = static_cast<uint32_t>(events_.size());
@@ -303,7 +305,7 @@ void FluidNetwork::Schedule(FlowId f, int64_t now) {
   }
 }
 
-void FluidNetwork::Recompute(int64_t now) {
+void FluidNetwork::Recompute(Duration now) {
   if (!pending_) return;
   pending_ = false;
   ++stats_.recomputations;
@@ -335,7 +337,7 @@ void FluidNetwork::JoinSet(FlowId f, int level) {
   }
 }
 
-void FluidNetwork::ProcessLevel(LevelWork& work, int64_t now) {
+void FluidNetwork::ProcessLevel(LevelWork& work, Duration now) {
   const int level = work.level;
   NextStamp(set_stamp_, flows_, &Flow::in_set);
   NextStamp(dirty_stamp_, marks_, &Marks::dirty_stamp);
@@ -610,7 +612,7 @@ bool FluidNetwork::Check(int level) {
 
 // The converged allocation of the level takes effect: rates, finish events, bottlenecks and
 // loads; lower levels are checked where this level's load changed.
-void FluidNetwork::Apply(int level, int64_t now) {
+void FluidNetwork::Apply(int level, Duration now) {
   // A resource with fixed bottlenecked flows keeps their share (the S flows that froze there
   // are within the tolerance of it); otherwise its share is the one S froze at. Deltas of load
   // and the rate bound are gathered per resource, then applied once.
@@ -665,12 +667,12 @@ void FluidNetwork::Apply(int level, int64_t now) {
   }
 }
 
-int64_t FluidNetwork::NextFinishTime(int64_t now) {
+core::Duration FluidNetwork::NextFinishTime(Duration now) {
   Recompute(now);
-  return events_.empty() ? kNever : events_.front().time;
+  return events_.empty() ? Duration::Infinite() : events_.front().time;
 }
 
-FluidNetwork::FlowId FluidNetwork::PopNextFinished(int64_t now) {
+FluidNetwork::FlowId FluidNetwork::PopNextFinished(Duration now) {
   if (events_.empty() || events_.front().time > now) return kNoFlow;
   const FlowId f = events_.front().flow;
   Flow& flow = flows_[f];
@@ -690,11 +692,11 @@ void FluidNetwork::Release(FlowId f) {
   ++stats_.finished;
 }
 
-void FluidNetwork::ShiftTime(int64_t delta) {
+void FluidNetwork::ShiftTime(Duration delta) {
   for (Flow& flow : flows_) {
     if (!flow.active) continue;
     flow.last += delta;
-    if (flow.finish != kNever) flow.finish += delta;
+    if (!flow.finish.IsInfinite()) flow.finish += delta;
   }
   for (Event& e : events_) e.time += delta;  // A uniform shift keeps the heap order.
 }

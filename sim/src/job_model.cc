@@ -119,7 +119,7 @@ void JobModel::OnCommStart(uint32_t j) {
     if (f < s.peer_of.size()) s.iter_peer_bytes[s.peer_of[f]] += s.plan_flows[f].bytes.count();
     run.epoch = epoch_;
     run.status = FlowStatus::kInNetwork;
-    run.id = net.AddFlow(s.plan_resources[f], s.level, run.bytes, clock_.Now().nanos(),
+    run.id = net.AddFlow(s.plan_resources[f], s.level, run.bytes, clock_.Now(),
                          (static_cast<uint64_t>(j) << 32) | f);
     ++s.outstanding;
   }
@@ -199,7 +199,7 @@ void JobModel::Depart(uint32_t j, bool at_horizon) {
   }
   for (FlowRun& run : s.flows) {
     if (run.status == FlowStatus::kInNetwork) {
-      const double transmitted = fabric_.net().RemoveFlow(run.id, now.nanos());
+      const double transmitted = fabric_.net().RemoveFlow(run.id, now);
       AccountFlowBits(j, run.id, transmitted);
       metrics_.InFlight(run.bytes);
     } else if (run.status == FlowStatus::kDelivering) {

@@ -134,7 +134,7 @@ void PlanHost::RerouteStalled() {
       if (!fabric_->Stalled(net.Resources(run.id)) || f >= s.plan_resources.size()) continue;
       const std::vector<ResourceId>& path = s.plan_resources[f];
       if (!path.empty() && !fabric_->Stalled(path)) {
-        net.Reroute(run.id, path, clock_.Now().nanos());
+        net.Reroute(run.id, path, clock_.Now());
       }
     }
   }

@@ -206,7 +206,7 @@ void Engine::FastForward() {
   ff_->Credit(jump);
   // Every job's schedule, every pending event and the fluid network move `jump` later.
   jobs_->Shift(jump);
-  fabric_->net().ShiftTime(jump.nanos());
+  fabric_->net().ShiftTime(jump);
   clock_.Shift(jump);
 }
 
@@ -232,9 +232,7 @@ core::Result<SimResult> Engine::Run() {
   uint64_t since_progress = 0;
   while (true) {
     const Duration now = clock_.Now();
-    const int64_t flow_ns = net.NextFinishTime(now.nanos());
-    const Duration t_flow =
-        flow_ns == FluidNetwork::kNever ? Duration::Infinite() : Duration::Nanos(flow_ns);
+    const Duration t_flow = net.NextFinishTime(now);
     const Duration t_job = job_events.next_time();
     const Duration t_cl = cluster_.next_time();
     const Duration t_other = std::min({t_flow, t_job, t_cl});
@@ -259,7 +257,7 @@ core::Result<SimResult> Engine::Run() {
       MaybeProgress(false);
     }
     if (t_flow == t) {
-      net.PopFinished(t.nanos(), [this](uint64_t tag, double transmitted) {
+      net.PopFinished(t, [this](uint64_t tag, double transmitted) {
         ++result_.events;
         jobs_->OnFlowFinished(tag, transmitted);
       });

@@ -10,15 +10,19 @@
 namespace crux::sim {
 namespace {
 
+using core::Duration;
 using R = FluidNetwork::ResourceId;
-constexpr int64_t kSec = 1'000'000'000;
+constexpr Duration kT0 = Duration::Zero();
+Duration Sec(double s) { return Duration::Seconds(s); }
+Duration Ns(int64_t ns) { return Duration::Nanos(ns); }
 
 // Runs the network until `until` and returns tag -> finish time.
-std::map<uint64_t, int64_t> Drain(FluidNetwork& net, int64_t now, int64_t until = INT64_MAX) {
-  std::map<uint64_t, int64_t> done;
+std::map<uint64_t, Duration> Drain(FluidNetwork& net, Duration now,
+                                   Duration until = Duration::Infinite()) {
+  std::map<uint64_t, Duration> done;
   while (true) {
-    const int64_t t = net.NextFinishTime(now);
-    if (t == FluidNetwork::kNever || t > until) break;
+    const Duration t = net.NextFinishTime(now);
+    if (t.IsInfinite() || t > until) break;
     now = t;
     net.PopFinished(t, [&](uint64_t tag, double) { done[tag] = t; });
   }
@@ -29,24 +33,24 @@ TEST(FluidNetworkTest, SingleFlowTakesSizeOverCapacity) {
   FluidNetwork net;
   const R link = net.AddResource(1e9);
   const std::vector<R> path = {link};
-  net.AddFlow(path, 0, 125e6, 0, 7);  // 1 Gbit over 1 Gbps.
-  auto done = Drain(net, 0);
+  net.AddFlow(path, 0, 125e6, kT0, 7);  // 1 Gbit over 1 Gbps.
+  auto done = Drain(net, kT0);
   ASSERT_EQ(done.count(7), 1u);
-  EXPECT_EQ(done[7], kSec);
+  EXPECT_EQ(done[7], Sec(1));
   EXPECT_EQ(net.active_flows(), 0u);
 }
 
 TEST(FluidNetworkTest, EqualFlowsShareALinkAndTheSurvivorSpeedsUp) {
   FluidNetwork net;
   const std::vector<R> path = {net.AddResource(1e9)};
-  const auto a = net.AddFlow(path, 0, 125e6, 0, 1);  // 1 Gbit.
-  const auto b = net.AddFlow(path, 0, 250e6, 0, 2);  // 2 Gbit.
-  ASSERT_EQ(net.NextFinishTime(0), 2 * kSec);        // Each at 0.5 Gbps.
+  const auto a = net.AddFlow(path, 0, 125e6, kT0, 1);  // 1 Gbit.
+  const auto b = net.AddFlow(path, 0, 250e6, kT0, 2);  // 2 Gbit.
+  ASSERT_EQ(net.NextFinishTime(kT0), Sec(2));          // Each at 0.5 Gbps.
   EXPECT_DOUBLE_EQ(net.Rate(a), 0.5e9);
   EXPECT_DOUBLE_EQ(net.Rate(b), 0.5e9);
-  auto done = Drain(net, 0);
-  EXPECT_EQ(done[1], 2 * kSec);
-  EXPECT_EQ(done[2], 3 * kSec);  // 1 Gbit left at full rate.
+  auto done = Drain(net, kT0);
+  EXPECT_EQ(done[1], Sec(2));
+  EXPECT_EQ(done[2], Sec(3));  // 1 Gbit left at full rate.
 }
 
 TEST(FluidNetworkTest, MaxMinFairnessGivesTheUnusedShareToUnconstrainedFlows) {
@@ -55,10 +59,10 @@ TEST(FluidNetworkTest, MaxMinFairnessGivesTheUnusedShareToUnconstrainedFlows) {
   const R a = net.AddResource(10e9);
   const R b = net.AddResource(4e9);
   const std::vector<R> p1 = {a}, p2 = {a, b}, p3 = {b};
-  const auto f1 = net.AddFlow(p1, 0, 1e12, 0, 1);
-  const auto f2 = net.AddFlow(p2, 0, 1e12, 0, 2);
-  const auto f3 = net.AddFlow(p3, 0, 1e12, 0, 3);
-  net.NextFinishTime(0);
+  const auto f1 = net.AddFlow(p1, 0, 1e12, kT0, 1);
+  const auto f2 = net.AddFlow(p2, 0, 1e12, kT0, 2);
+  const auto f3 = net.AddFlow(p3, 0, 1e12, kT0, 3);
+  net.NextFinishTime(kT0);
   EXPECT_NEAR(net.Rate(f1), 8e9, 1);
   EXPECT_NEAR(net.Rate(f2), 2e9, 1);
   EXPECT_NEAR(net.Rate(f3), 2e9, 1);
@@ -67,15 +71,15 @@ TEST(FluidNetworkTest, MaxMinFairnessGivesTheUnusedShareToUnconstrainedFlows) {
 TEST(FluidNetworkTest, StrictPriorityStarvesTheLowerLevelUntilTheHigherOneLeaves) {
   FluidNetwork net;
   const std::vector<R> path = {net.AddResource(1e9)};
-  const auto low = net.AddFlow(path, 3, 125e6, 0, 1);
-  const auto high = net.AddFlow(path, 0, 125e6, 0, 2);
-  net.NextFinishTime(0);
+  const auto low = net.AddFlow(path, 3, 125e6, kT0, 1);
+  const auto high = net.AddFlow(path, 0, 125e6, kT0, 2);
+  net.NextFinishTime(kT0);
   EXPECT_DOUBLE_EQ(net.Rate(high), 1e9);
   EXPECT_EQ(net.Rate(low), 0.0);
-  EXPECT_DOUBLE_EQ(net.Remaining(low, kSec / 2), 125e6);  // Nothing moved.
-  auto done = Drain(net, 0);
-  EXPECT_EQ(done[2], kSec);
-  EXPECT_EQ(done[1], 2 * kSec);
+  EXPECT_DOUBLE_EQ(net.Remaining(low, Sec(0.5)), 125e6);  // Nothing moved.
+  auto done = Drain(net, kT0);
+  EXPECT_EQ(done[2], Sec(1));
+  EXPECT_EQ(done[1], Sec(2));
 }
 
 TEST(FluidNetworkTest, LowerLevelGetsWhatTheHigherLevelCannotUse) {
@@ -85,9 +89,9 @@ TEST(FluidNetworkTest, LowerLevelGetsWhatTheHigherLevelCannotUse) {
   const R shared = net.AddResource(10e9);
   const R narrow = net.AddResource(3e9);
   const std::vector<R> hp = {shared, narrow}, lp = {shared};
-  const auto high = net.AddFlow(hp, 0, 1e12, 0, 1);
-  const auto low = net.AddFlow(lp, 1, 1e12, 0, 2);
-  net.NextFinishTime(0);
+  const auto high = net.AddFlow(hp, 0, 1e12, kT0, 1);
+  const auto low = net.AddFlow(lp, 1, 1e12, kT0, 2);
+  net.NextFinishTime(kT0);
   EXPECT_NEAR(net.Rate(high), 3e9, 1);
   EXPECT_NEAR(net.Rate(low), 7e9, 1);
 }
@@ -96,13 +100,13 @@ TEST(FluidNetworkTest, CapacityZeroStallsAndRecoveryResumes) {
   FluidNetwork net;
   const R link = net.AddResource(1e9);
   const std::vector<R> path = {link};
-  const auto f = net.AddFlow(path, 0, 125e6, 0, 1);
-  EXPECT_EQ(net.NextFinishTime(0), kSec);
+  const auto f = net.AddFlow(path, 0, 125e6, kT0, 1);
+  EXPECT_EQ(net.NextFinishTime(kT0), Sec(1));
   net.SetCapacity(link, 0);  // Down at 0.5 s.
-  EXPECT_EQ(net.NextFinishTime(kSec / 2), FluidNetwork::kNever);
-  EXPECT_NEAR(net.Remaining(f, 5 * kSec), 62.5e6, 1);
+  EXPECT_EQ(net.NextFinishTime(Sec(0.5)), Duration::Infinite());
+  EXPECT_NEAR(net.Remaining(f, Sec(5)), 62.5e6, 1);
   net.SetCapacity(link, 1e9);  // Up at 5 s: 0.5 s of transfer left.
-  EXPECT_EQ(net.NextFinishTime(5 * kSec), 5 * kSec + kSec / 2);
+  EXPECT_EQ(net.NextFinishTime(Sec(5)), Sec(5.5));
 }
 
 TEST(FluidNetworkTest, RerouteKeepsTheRemainingBytes) {
@@ -110,39 +114,39 @@ TEST(FluidNetworkTest, RerouteKeepsTheRemainingBytes) {
   const R a = net.AddResource(1e9);
   const R b = net.AddResource(2e9);
   const std::vector<R> pa = {a}, pb = {b};
-  const auto f = net.AddFlow(pa, 0, 250e6, 0, 1);  // 2 Gbit: 2 s on a.
-  net.NextFinishTime(0);
-  net.Reroute(f, pb, kSec);  // 1 Gbit left, at 2 Gbps: 0.5 s.
-  EXPECT_EQ(net.NextFinishTime(kSec), kSec + kSec / 2);
+  const auto f = net.AddFlow(pa, 0, 250e6, kT0, 1);  // 2 Gbit: 2 s on a.
+  net.NextFinishTime(kT0);
+  net.Reroute(f, pb, Sec(1));  // 1 Gbit left, at 2 Gbps: 0.5 s.
+  EXPECT_EQ(net.NextFinishTime(Sec(1)), Sec(1.5));
 }
 
 TEST(FluidNetworkTest, TransmittedBytesAddUp) {
   FluidNetwork net;
   const std::vector<R> path = {net.AddResource(1e9)};
-  const auto a = net.AddFlow(path, 0, 125e6, 0, 1);
-  net.AddFlow(path, 0, 125e6, 0, 2);
-  net.NextFinishTime(0);
+  const auto a = net.AddFlow(path, 0, 125e6, kT0, 1);
+  net.AddFlow(path, 0, 125e6, kT0, 2);
+  net.NextFinishTime(kT0);
   // At 1 s each has sent 0.5 Gbit = 62.5 MB.
-  EXPECT_NEAR(net.RemoveFlow(a, kSec), 62.5e6, 1);
+  EXPECT_NEAR(net.RemoveFlow(a, Sec(1)), 62.5e6, 1);
   double sent = 0;
-  int64_t now = kSec;
+  Duration now = Sec(1);
   while (true) {
-    const int64_t t = net.NextFinishTime(now);
-    if (t == FluidNetwork::kNever) break;
+    const Duration t = net.NextFinishTime(now);
+    if (t.IsInfinite()) break;
     now = t;
     net.PopFinished(t, [&](uint64_t, double bytes) { sent = bytes; });
   }
   EXPECT_DOUBLE_EQ(sent, 125e6);
-  EXPECT_EQ(now, kSec + kSec / 2);
+  EXPECT_EQ(now, Sec(1.5));
 }
 
 TEST(FluidNetworkTest, ShiftTimeMovesFinishEvents) {
   FluidNetwork net;
   const std::vector<R> path = {net.AddResource(1e9)};
-  net.AddFlow(path, 0, 125e6, 0, 1);
-  EXPECT_EQ(net.NextFinishTime(0), kSec);
-  net.ShiftTime(10 * kSec);
-  EXPECT_EQ(net.NextFinishTime(10 * kSec), 11 * kSec);
+  net.AddFlow(path, 0, 125e6, kT0, 1);
+  EXPECT_EQ(net.NextFinishTime(kT0), Sec(1));
+  net.ShiftTime(Sec(10));
+  EXPECT_EQ(net.NextFinishTime(Sec(10)), Sec(11));
 }
 
 // Reference allocation: per level, repeatedly freeze the flows of the resource with the
@@ -201,7 +205,7 @@ TEST(FluidNetworkTest, IncrementalRatesMatchAFullRecomputationUnderRandomChurn) 
     std::vector<int> levels;
     std::vector<bool> alive;
     std::vector<FluidNetwork::FlowId> ids;
-    int64_t now = 0;
+    Duration now;
     for (int step = 0; step < 60; ++step) {
       const int op = static_cast<int>(rng() % 4);
       if (op <= 1 || paths.empty()) {  // Add.
@@ -226,8 +230,8 @@ TEST(FluidNetworkTest, IncrementalRatesMatchAFullRecomputationUnderRandomChurn) 
         caps[r] = 1e9 * (rng() % 6);  // Sometimes 0.
         net.SetCapacity(r, caps[r]);
       }
-      now += 1000;
-      net.NextFinishTime(now - 1000);
+      now += Ns(1000);
+      net.NextFinishTime(now - Ns(1000));
       const std::vector<double> expect = ReferenceRates(caps, paths, levels, alive);
       for (size_t f = 0; f < paths.size(); ++f) {
         if (!alive[f]) continue;
@@ -254,15 +258,15 @@ TEST(FluidNetworkTest, IncrementalRatesMatchAFullRecomputationWhenFlowsFinish) {
     std::vector<int> levels;
     std::vector<bool> alive;
     std::vector<FluidNetwork::FlowId> ids;
-    auto check = [&](int64_t t) {
+    auto check = [&](Duration t) {
       const std::vector<double> expect = ReferenceRates(caps, paths, levels, alive);
       for (size_t f = 0; f < paths.size(); ++f) {
         if (!alive[f]) continue;
         ASSERT_NEAR(net.Rate(ids[f]), expect[f], 1e-6 * std::max(1e3, expect[f]))
-            << "trial " << trial << " t " << t << " flow " << f;
+            << "trial " << trial << " t " << t.nanos() << " flow " << f;
       }
     };
-    int64_t now = 0;
+    Duration now;
     for (int step = 0; step < 40; ++step) {
       // Start 1-3 flows of 10 kB..1 MB, then let 50 us pass, checking after every finish.
       const int starts = 1 + static_cast<int>(rng() % 3);
@@ -281,9 +285,9 @@ TEST(FluidNetworkTest, IncrementalRatesMatchAFullRecomputationWhenFlowsFinish) {
       }
       net.NextFinishTime(now);
       check(now);
-      const int64_t until = now + 50'000;
+      const Duration until = now + Ns(50'000);
       while (true) {
-        const int64_t t = net.NextFinishTime(now);
+        const Duration t = net.NextFinishTime(now);
         if (t > until) break;
         now = t;
         net.PopFinished(t, [&](uint64_t tag, double) { alive[tag] = false; });
@@ -341,7 +345,7 @@ TEST(FluidNetworkTest, IncrementalMatchesFullRecomputationOnACoupledFabricUnderB
     std::vector<int> levels;
     std::vector<bool> alive;
     std::vector<FluidNetwork::FlowId> ids_inc, ids_full;
-    int64_t now = 0;
+    Duration now;
     for (int step = 0; step < 60; ++step) {
       const int ops = 1 + static_cast<int>(rng() % 12);
       for (int k = 0; k < ops; ++k) {
@@ -384,7 +388,7 @@ TEST(FluidNetworkTest, IncrementalMatchesFullRecomputationOnACoupledFabricUnderB
         ASSERT_NEAR(inc.Rate(ids_inc[f]), expect[f], tol)
             << "trial " << trial << " step " << step << " flow " << f;
       }
-      now += 1 + static_cast<int64_t>(rng() % 100'000);
+      now += Ns(1 + static_cast<int64_t>(rng() % 100'000));
       for (size_t f = 0; f < paths.size(); ++f) {
         if (!alive[f]) continue;
         ASSERT_NEAR(inc.Remaining(ids_inc[f], now), full.Remaining(ids_full[f], now), 1e-6 * 1e15);
@@ -406,13 +410,13 @@ TEST(FluidNetworkTest, IncrementalRatesAreMaxMinWhileFlowsFinishOnACoupledFabric
     std::vector<int> levels;
     std::vector<bool> alive;
     std::vector<FluidNetwork::FlowId> ids;
-    int64_t now = 0;
-    auto check = [&](int64_t t) {
+    Duration now;
+    auto check = [&](Duration t) {
       const std::vector<double> expect = ReferenceRates(fab.caps, paths, levels, alive);
       for (size_t f = 0; f < paths.size(); ++f) {
         if (!alive[f]) continue;
         ASSERT_NEAR(net.Rate(ids[f]), expect[f], 1e-7 * std::max(1e6, expect[f]))
-            << "trial " << trial << " t " << t << " flow " << f;
+            << "trial " << trial << " t " << t.nanos() << " flow " << f;
       }
     };
     for (int step = 0; step < 40; ++step) {
@@ -429,9 +433,9 @@ TEST(FluidNetworkTest, IncrementalRatesAreMaxMinWhileFlowsFinishOnACoupledFabric
       }
       net.NextFinishTime(now);
       check(now);
-      const int64_t until = now + 200'000;
+      const Duration until = now + Ns(200'000);
       while (true) {
-        const int64_t t = net.NextFinishTime(now);
+        const Duration t = net.NextFinishTime(now);
         if (t > until) break;
         ASSERT_GE(t, now);
         now = t;
@@ -465,13 +469,13 @@ TEST(FluidNetworkTest, AChangeReratesOnlyTheFlowsWhoseBottleneckItMoves) {
   for (int f = 0; f < 4000; ++f) {
     const std::vector<R> path = {up[rng() % up.size()], spine[rng() % spine.size()],
                                  down[rng() % down.size()]};
-    ids.push_back(net.AddFlow(path, 0, 1e15, 0, static_cast<uint64_t>(f)));
+    ids.push_back(net.AddFlow(path, 0, 1e15, kT0, static_cast<uint64_t>(f)));
   }
-  net.NextFinishTime(0);
+  net.NextFinishTime(kT0);
   const FluidNetwork::Stats before = net.stats();
   for (int k = 0; k < 100; ++k) {
-    net.RemoveFlow(ids[static_cast<size_t>(k) * 37], k + 1);
-    net.NextFinishTime(k + 1);
+    net.RemoveFlow(ids[static_cast<size_t>(k) * 37], Ns(k + 1));
+    net.NextFinishTime(Ns(k + 1));
   }
   const FluidNetwork::Stats& after = net.stats();
   const double changes = static_cast<double>(after.recomputations - before.recomputations);

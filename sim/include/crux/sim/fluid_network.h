@@ -31,8 +31,9 @@
 // entry. Flows whose new rate is within 1e-12 (relative) of the old one keep their rate and
 // finish time.
 //
-// Times are int64 nanoseconds on the caller's clock; `now` arguments must never decrease between
-// calls (except through ShiftTime, which moves every flow's clock at once).
+// Times are core::Duration since the start of the caller's clock; `now` arguments must never
+// decrease between calls (except through ShiftTime, which moves every flow's clock at once).
+// Bytes and rates are fluid quantities (double bytes, double bits per second).
 //
 // Determinism: identical call sequences give identical results (ties in finish time are broken
 // by the order in which flows were added).
@@ -47,13 +48,15 @@
 #include <span>
 #include <vector>
 
+#include "crux/core/units.h"
+
 namespace crux::sim {
 
 class FluidNetwork {
  public:
   using ResourceId = int32_t;
   using FlowId = uint32_t;  // A slot; reused after the flow finishes or is removed.
-  static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+  using Duration = core::Duration;
 
   // Statistics for benchmarks and tests.
   struct Stats {
@@ -74,21 +77,22 @@ class FluidNetwork {
 
   // Starts a flow of `bytes` (> 0) over `resources` (non-empty, valid ids, no duplicates) at
   // `level` (>= 0, 0 = highest) at time `now`. `tag` is returned when it finishes.
-  FlowId AddFlow(std::span<const ResourceId> resources, int level, double bytes, int64_t now,
+  FlowId AddFlow(std::span<const ResourceId> resources, int level, double bytes, Duration now,
                  uint64_t tag);
   // Removes a flow before it finishes. Returns the bytes it transmitted (integrated rate x time).
-  double RemoveFlow(FlowId f, int64_t now);
+  double RemoveFlow(FlowId f, Duration now);
   // Moves a flow to other resources (it keeps its remaining bytes and level).
-  void Reroute(FlowId f, std::span<const ResourceId> resources, int64_t now);
+  void Reroute(FlowId f, std::span<const ResourceId> resources, Duration now);
 
   // Recomputes dirty rates (as of `now`: the time of the last change) and returns the earliest
-  // finish time of any flow (kNever if none can finish: no flows or all at rate 0).
-  int64_t NextFinishTime(int64_t now);
+  // finish time of any flow (Duration::Infinite() if none can finish: no flows or all at
+  // rate 0).
+  Duration NextFinishTime(Duration now);
 
   // Finishes every flow whose finish time is <= `now`, in (finish time, add order) order, calling
   // `done(tag, transmitted_bytes)` for each. Call NextFinishTime first.
   template <typename Fn>
-  void PopFinished(int64_t now, Fn&& done) {
+  void PopFinished(Duration now, Fn&& done) {
     while (true) {
       const FlowId f = PopNextFinished(now);
       if (f == kNoFlow) break;
@@ -100,7 +104,7 @@ class FluidNetwork {
   }
 
   // Remaining bytes of an active flow at `now` (>= the time of its last rate change).
-  double Remaining(FlowId f, int64_t now) const;
+  double Remaining(FlowId f, Duration now) const;
   double Rate(FlowId f) const { return flows_[f].rate; }
   int Level(FlowId f) const { return flows_[f].level; }
   uint64_t Tag(FlowId f) const { return flows_[f].tag; }
@@ -108,9 +112,9 @@ class FluidNetwork {
   std::span<const ResourceId> Resources(FlowId f) const { return flows_[f].resources.span(); }
   size_t active_flows() const { return active_; }
 
-  // Moves the clock of every flow and pending finish event `delta` ns later (fast-forward).
+  // Moves the clock of every flow and pending finish event `delta` later (fast-forward).
   // REQUIRES: no pending change (call NextFinishTime first).
-  void ShiftTime(int64_t delta);
+  void ShiftTime(Duration delta);
 
   // Reference mode for tests and benchmarks: every recomputation re-rates the whole connected
   // component (per level) of the changes, as the simulator did before issue #13.
@@ -168,8 +172,8 @@ class FluidNetwork {
     InlineList<uint32_t> positions;  // Index of this flow in resources_[r].flows.
     double remaining = 0;            // Bytes left at `last`.
     double transmitted = 0;          // Bytes sent up to `last`.
-    int64_t last = 0;                // Time of the last settle.
-    int64_t finish = kNever;
+    Duration last;                   // Time of the last settle.
+    Duration finish = Duration::Infinite();
     uint64_t order = 0;  // Add order (tie-break).
     uint64_t tag = 0;
   };
@@ -225,7 +229,7 @@ class FluidNetwork {
   // An entry of the finish-event heap: one per flow with a finite finish time (the flow knows
   // its position, so a rate change moves its entry instead of adding a stale one).
   struct Event {
-    int64_t time;
+    Duration time;
     uint64_t order;
     FlowId flow;
   };
@@ -255,17 +259,17 @@ class FluidNetwork {
   void MarkFromLevel(int level, ResourceId r);  // `level` and every lower level on r.
   void Attach(FlowId f);
   void Detach(FlowId f);
-  void Settle(Flow& flow, int64_t now);
-  void Schedule(FlowId f, int64_t now);
-  void Recompute(int64_t now);
-  void ProcessLevel(LevelWork& work, int64_t now);
+  void Settle(Flow& flow, Duration now);
+  void Schedule(FlowId f, Duration now);
+  void Recompute(Duration now);
+  void ProcessLevel(LevelWork& work, Duration now);
   void JoinSet(FlowId f, int level);
   void ExpandToComponent(int level);
   bool SmallComponent(int level, size_t limit);
   void Solve(int level);
   bool Check(int level);
-  void Apply(int level, int64_t now);
-  FlowId PopNextFinished(int64_t now);
+  void Apply(int level, Duration now);
+  FlowId PopNextFinished(Duration now);
   void Release(FlowId f);
   // The indexed min-heap of finish events on (time, order).
   bool EventBefore(const Event& a, const Event& b) const {
