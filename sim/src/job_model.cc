@@ -71,7 +71,7 @@ void JobModel::StartIteration(uint32_t j) {
   s.comm_done = false;
   s.outstanding = 0;
   s.flows.clear();
-  std::fill(s.iter_peer_bytes.begin(), s.iter_peer_bytes.end(), 0);
+  if (s.profiler) s.profiler->BeginIteration(ProfilerTime());
   Push(s.comm_start, j, JobEventKind::kCommStart);
   listener_.OnIterationStart(j);
 }
@@ -99,6 +99,7 @@ void JobModel::OnComputeDone(uint32_t j) {
   s.computing = false;
   s.compute_busy += s.compute_end - s.iter_start;
   metrics_.AddBusy(s.iter_start, s.compute_end, s.gpus);
+  if (s.profiler) s.profiler->ComputeEnd(ProfilerTime());
   MaybeEndIteration(j);
 }
 
@@ -116,7 +117,9 @@ void JobModel::OnCommStart(uint32_t j) {
     }
     metrics_.Sent(run.bytes);
     s.bytes_sent += run.bytes;
-    if (f < s.peer_of.size()) s.iter_peer_bytes[s.peer_of[f]] += s.plan_flows[f].bytes.count();
+    if (s.profiler && f < s.peer_of.size()) {
+      s.profiler->CommStart(ProfilerTime(), s.peer_of[f], s.plan_flows[f].bytes.count());
+    }
     run.epoch = epoch_;
     run.status = FlowStatus::kInNetwork;
     run.id = net.AddFlow(s.plan_resources[f], s.level, run.bytes, clock_.Now(),
@@ -164,6 +167,7 @@ void JobModel::OnDeliver(uint32_t j, uint32_t f) {
   run.status = FlowStatus::kDone;
   if (run.epoch != epoch_) --old_in_flight_;
   metrics_.Delivered(run.bytes);
+  if (s.profiler && f < s.peer_of.size()) s.profiler->CommEnd(ProfilerTime(), s.peer_of[f]);
   if (--s.outstanding == 0) {
     s.comm_done = true;
     MaybeEndIteration(j);
@@ -180,6 +184,7 @@ void JobModel::MaybeEndIteration(uint32_t j) {
     Depart(j, /*at_horizon=*/false);
     return;
   }
+  if (s.profiler) s.profiler->EndIteration(ProfilerTime());
   listener_.OnIterationEnd(j);
   StartIteration(j);
 }

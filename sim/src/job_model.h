@@ -17,11 +17,11 @@
 #include <optional>
 #include <vector>
 
+#include "client_profiler.h"
 #include "crux/core/control_types.h"
 #include "crux/core/job.h"
 #include "crux/core/units.h"
 #include "crux/sim/fluid_network.h"
-#include "crux/sim/profiler_model.h"
 #include "crux/sim/simulator.h"
 #include "engine/event_queue.h"
 #include "engine/sim_clock.h"
@@ -107,12 +107,12 @@ struct JobState {
   // plan_flows[f] carries own_flows[f] on the path in force: the assignment's pin for its NIC
   // pair, else the default path.
   std::vector<core::FlowPlan> own_flows;
-  std::vector<bool> pinned;              // plan_flows[f] follows a pinned path.
-  std::vector<uint32_t> peer_of;         // Flow -> index into the profiler's peers.
-  std::vector<int64_t> iter_peer_bytes;  // Bytes per peer started in the current iteration.
-  bool assigned = false;                 // An assignment is in force.
+  std::vector<bool> pinned;       // plan_flows[f] follows a pinned path.
+  std::vector<uint32_t> peer_of;  // Flow -> the client's PeerId of its NIC pair.
+  bool assigned = false;          // An assignment is in force.
   core::JobPhase phase = core::JobPhase::kRegistered;  // Of the assignment in force.
-  std::optional<ProfilerModel> profiler;
+  // The client library's profiler, fed by the job model with the iteration's events.
+  std::optional<ClientProfiler> profiler;
   uint32_t reports = 0;
 };
 
@@ -173,6 +173,8 @@ class JobModel {
   void OnDeliver(uint32_t j, uint32_t f);
   void MaybeEndIteration(uint32_t j);
   void AccountFlowBits(uint32_t j, FluidNetwork::FlowId id, double transmitted);
+  // The time the jobs' profilers see: simulated time minus the time fast-forward jumped.
+  Duration ProfilerTime() const { return clock_.Now() - result_.fast_forwarded; }
   void Push(Duration at, uint32_t j, JobEventKind kind, uint32_t flow = 0);
 
   const engine::SimClock& clock_;

@@ -206,6 +206,7 @@ void PlanHost::Arrive(uint32_t j) {
     // No route on either fabric (the policy would refuse it too): only its compute runs.
     s.own_flows.clear();
   }
+  // The job's client declares one peer per NIC pair it sends on (AddPeer), in flow order.
   std::vector<std::pair<core::NodeId, core::NodeId>> peers;
   std::unordered_map<uint64_t, uint32_t> peer_index;
   s.peer_of.assign(s.own_flows.size(), 0);
@@ -216,7 +217,6 @@ void PlanHost::Arrive(uint32_t j) {
     if (inserted) peers.emplace_back(fp.src, fp.dst);
     s.peer_of[f] = it->second;
   }
-  s.iter_peer_bytes.assign(peers.size(), 0);
   s.profiler.emplace(options_.control.profiler, std::move(peers), s.job->spec.flops_per_iteration);
   s.assigned = false;
   s.phase = core::JobPhase::kRegistered;
@@ -228,18 +228,7 @@ void PlanHost::Arrive(uint32_t j) {
 void PlanHost::ReportIteration(uint32_t j) {
   JobState& s = jobs_->job(j);
   if (!s.profiler) return;
-  IterationSample smp;
-  smp.period_ns = std::max<int64_t>(1, (clock_.Now() - s.iter_start).nanos());
-  smp.compute_ns = std::max<int64_t>(1, s.compute.nanos());
-  bool sent = false;
-  for (int64_t b : s.iter_peer_bytes) sent = sent || b > 0;
-  smp.overlap_start = sent ? std::clamp(static_cast<double>((s.comm_start - s.iter_start).nanos()) /
-                                            static_cast<double>(smp.compute_ns),
-                                        0.0, 1.0)
-                           : 1.0;
-  smp.peer_bytes = s.iter_peer_bytes;
-  const uint32_t done = static_cast<uint32_t>(std::min<int64_t>(s.iterations, UINT32_MAX));
-  std::optional<core::JobProfile> p = s.profiler->AddIteration(smp, done);
+  std::optional<core::JobProfile> p = s.profiler->TakeReport();
   if (!p) return;
   ++s.reports;
   ++result_.profile_reports;

@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "client_profiler.h"
 #include "crux/core/ids.h"
 #include "engine/event_queue.h"
 #include "engine/sim_clock.h"
@@ -361,7 +362,7 @@ Status ValidateSimInput(const core::Topology& topo, const std::vector<SimJob>& j
   }
   if (options.gpus_per_host < 1) return core::InvalidArgumentError("gpus_per_host: must be >= 1");
   CRUX_RETURN_IF_ERROR(core::ValidateControlLoopOptions(options.control.loop));
-  CRUX_RETURN_IF_ERROR(ValidateProfilerModelOptions(options.control.profiler));
+  CRUX_RETURN_IF_ERROR(internal::ValidateClientProfilerOptions(options.control.profiler));
   CRUX_RETURN_IF_ERROR(core::ValidatePlannerOptions(options.policy.planner));
   std::unordered_map<std::string, size_t> ids;
   for (size_t i = 0; i < jobs.size(); ++i) {
