@@ -104,7 +104,7 @@ struct ControlOptions {
   //   at every arrival, departure and link event, at that instant; a failed re-plan keeps every
   //   job's previous plan. No registration, no profiling phase, no debounce.
   bool oracle = false;
-  core::ControlLoopOptions loop;  // cruxd's defaults (configs/cruxd.yaml).
+  core::ControlLoopOptions loop;   // cruxd's defaults (configs/cruxd.yaml).
   ClientProfilerOptions profiler;  // The client library's defaults (docs/client.md).
 };
 
