@@ -15,6 +15,7 @@ CRUX_DEB_PACKAGES=(
   gnuplot-nox
   libhiredis-dev redis-server libjemalloc-dev
   pybind11-dev python3-dev python3-torch python3-pytest libibverbs-dev
+  dpkg-dev file
 )
 
 missing=()

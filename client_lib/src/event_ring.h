@@ -1,6 +1,10 @@
-// EventRing: a bounded multi-producer queue of hot-path events (Vyukov's bounded MPMC array
-// queue). Storage is allocated once at construction; TryPush/TryPop never allocate, never
-// block and never take a lock (one CAS per operation in the uncontended case).
+// BoundedQueue<T>: a bounded multi-producer queue of hot-path records (Vyukov's bounded MPMC
+// array queue). Storage is allocated once at construction; TryPush/TryPop never allocate, never
+// block and never take a lock (one CAS per operation in the uncontended case). T must be
+// trivially copyable.
+//
+// EventRing is the client's queue of hot-path events; the NCCL profiler plugin
+// (nccl_profiler/) queues its own records in a BoundedQueue.
 //
 // Thread-safety: any number of producers and consumers. The client uses many producers (the
 // training threads, DDP hook threads) and one consumer (the background thread).
@@ -11,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 
 namespace crux::client::internal {
 
@@ -31,15 +36,18 @@ struct Event {
   EventKind kind = EventKind::kIterationBegin;
 };
 
-class EventRing {
+template <typename T>
+class BoundedQueue {
+  static_assert(std::is_trivially_copyable_v<T>);
+
  public:
   // `capacity` is rounded up to a power of two, at least 2.
-  explicit EventRing(size_t capacity);
-  EventRing(const EventRing&) = delete;
-  EventRing& operator=(const EventRing&) = delete;
+  explicit BoundedQueue(size_t capacity);
+  BoundedQueue(const BoundedQueue&) = delete;
+  BoundedQueue& operator=(const BoundedQueue&) = delete;
 
-  // False when full (the event is not stored).
-  bool TryPush(const Event& e) {
+  // False when full (the record is not stored).
+  bool TryPush(const T& e) {
     size_t pos = enqueue_pos_.load(std::memory_order_relaxed);
     for (;;) {
       Cell& cell = cells_[pos & mask_];
@@ -60,7 +68,7 @@ class EventRing {
   }
 
   // False when empty.
-  bool TryPop(Event* out) {
+  bool TryPop(T* out) {
     size_t pos = dequeue_pos_.load(std::memory_order_relaxed);
     for (;;) {
       Cell& cell = cells_[pos & mask_];
@@ -85,7 +93,7 @@ class EventRing {
  private:
   struct Cell {
     std::atomic<size_t> seq;
-    Event event;
+    T event;
   };
   size_t mask_;
   std::unique_ptr<Cell[]> cells_;
@@ -93,13 +101,16 @@ class EventRing {
   alignas(64) std::atomic<size_t> dequeue_pos_{0};
 };
 
-inline EventRing::EventRing(size_t capacity) {
+template <typename T>
+BoundedQueue<T>::BoundedQueue(size_t capacity) {
   size_t c = 2;
   while (c < capacity) c <<= 1;
   mask_ = c - 1;
   cells_ = std::make_unique<Cell[]>(c);
   for (size_t i = 0; i < c; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
 }
+
+using EventRing = BoundedQueue<Event>;
 
 }  // namespace crux::client::internal
 

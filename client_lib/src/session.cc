@@ -116,6 +116,7 @@ void Session::SendHeartbeat(core::Duration now) {
   hb->set_seq(++heartbeat_seq_);
   hb->set_applied_epoch(current_ ? applied_epoch_ : 0);
   hb->set_applied_state_id(current_ ? applied_state_id_ : 0);
+  if (options_.host_part) *hb->mutable_host_part() = *options_.host_part;
   // The schedule counts from the send, so a slow reply does not stretch it.
   next_heartbeat_at_ = now + HeartbeatInterval();
   Send(now, Kind::kHeartbeat, std::move(req));
@@ -123,7 +124,10 @@ void Session::SendHeartbeat(core::Duration now) {
 
 void Session::SendReport(core::Duration now) {
   v1::Envelope req = protocol::NewEnvelope();
-  *req.mutable_profile_report() = MakeProfileReport(options_.job_id, *pending_);
+  v1::ProfileReport* r = req.mutable_profile_report();
+  *r = MakeProfileReport(options_.job_id, *pending_);
+  r->MergeFrom(report_extra_);
+  if (options_.host_part) *r->mutable_host_part() = *options_.host_part;
   InFlight& f = Send(now, Kind::kReport, std::move(req));
   f.profile_generation = pending_generation_;
   f.profile = *pending_;
@@ -133,6 +137,7 @@ void Session::SendEndJob(core::Duration now) {
   v1::Envelope req = protocol::NewEnvelope();
   req.mutable_end_job()->set_job_id(options_.job_id);
   req.mutable_end_job()->set_reason("client closed");
+  if (options_.host_part) *req.mutable_end_job()->mutable_host_part() = *options_.host_part;
   Send(now, Kind::kEndJob, std::move(req));
 }
 
@@ -163,8 +168,9 @@ std::vector<v1::Envelope> Session::TakeOutgoing() {
   return out;
 }
 
-void Session::SetProfile(core::Duration now, Profile profile) {
+void Session::SetProfile(core::Duration now, Profile profile, v1::ProfileReport extra) {
   pending_ = std::move(profile);
+  report_extra_ = std::move(extra);
   ++pending_generation_;
   Pump(now);
 }

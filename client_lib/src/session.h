@@ -56,6 +56,9 @@ struct SessionOptions {
   core::BackoffOptions backoff;                                  // Re-registration schedule.
   core::Duration default_lease = core::Duration::Millis(15000);  // When the reply grants 0.
   bool end_job_on_close = true;
+  // crux-hostd: the session speaks for one host's part of the job; added to every Heartbeat,
+  // ProfileReport and EndJob (the registration carries it in `registration`).
+  std::optional<v1::HostPart> host_part;
 };
 
 // The session options of a client: registration from the options, backoff from
@@ -87,7 +90,9 @@ class Session {
   // A transport error that is not tied to one message (e.g. receiving failed): last_error.
   void OnTransportError(const core::Status& error);
   // A profile due for the daemon; replaces a pending one that was not acknowledged yet.
-  void SetProfile(core::Duration now, Profile profile);
+  // `extra` (crux-hostd: the per-communicator traffic) is merged into this and every later
+  // report until the next SetProfile.
+  void SetProfile(core::Duration now, Profile profile, v1::ProfileReport extra = {});
   // Starts closing (see the file comment). Idempotent.
   void Close(core::Duration now);
 
@@ -162,6 +167,7 @@ class Session {
   uint64_t heartbeat_seq_ = 0;
 
   std::optional<Profile> pending_;
+  v1::ProfileReport report_extra_;
   uint64_t pending_generation_ = 0;
   std::optional<Profile> last_reported_;
 

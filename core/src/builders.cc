@@ -536,21 +536,33 @@ Result<Topology> BuildHpn(const HpnParams& p) {
                                 ")");
   }
   CRUX_RETURN_IF_ERROR(CheckAtLeast(Field(kKind, "aggs_per_plane"), p.aggs_per_plane, 1));
+  CRUX_RETURN_IF_ERROR(CheckAtLeast(Field(kKind, "pods"), p.pods, 1));
+  CRUX_RETURN_IF_ERROR(CheckAtLeast(Field(kKind, "cores_per_plane"), p.cores_per_plane, 0));
+  if (p.pods > 1 && p.cores_per_plane < 1) {
+    return InvalidArgumentError("hpn.cores_per_plane: must be >= 1 with more than one pod (got " +
+                                std::to_string(p.cores_per_plane) + ")");
+  }
   CRUX_RETURN_IF_ERROR(CheckGbps(Field(kKind, "nic_port_gbps"), p.nic_port_gbps));
   CRUX_RETURN_IF_ERROR(CheckGbps(Field(kKind, "tor_agg_gbps"), p.tor_agg_gbps));
+  CRUX_RETURN_IF_ERROR(CheckGbps(Field(kKind, "agg_core_gbps"), p.agg_core_gbps));
   CRUX_RETURN_IF_ERROR(CheckGbps(Field(kKind, "pcie_gbps"), p.pcie_gbps));
   CRUX_RETURN_IF_ERROR(CheckLatencyUs(Field(kKind, "link_latency_us"), p.link_latency_us));
-  const int64_t hosts = Mul(p.segments, p.hosts_per_segment);
+  const int64_t segments = Mul(p.pods, p.segments);
+  const int64_t hosts = Mul(segments, p.hosts_per_segment);
   const int64_t nic_count = Mul(hosts, p.rails);
-  const int64_t num_tors = Mul(Mul(p.segments, p.rails), p.planes);
-  const int64_t num_aggs = Mul(p.planes, p.aggs_per_plane);
+  const int64_t num_tors = Mul(Mul(segments, p.rails), p.planes);
+  const int64_t aggs_per_pod = Mul(p.planes, p.aggs_per_plane);
+  const int64_t num_aggs = Mul(p.pods, aggs_per_pod);
+  const int64_t num_cores = Mul(p.planes, p.cores_per_plane);
   CRUX_RETURN_IF_ERROR(
-      CheckSize(kKind, Add(Add(hosts, nic_count), Add(num_tors, num_aggs)),
-                Add(Mul(nic_count, 1 + p.planes), Mul(num_tors, p.aggs_per_plane))));
+      CheckSize(kKind, Add(Add(hosts, nic_count), Add(Add(num_tors, num_aggs), num_cores)),
+                Add(Add(Mul(nic_count, 1 + p.planes), Mul(num_tors, p.aggs_per_plane)),
+                    Mul(num_aggs, p.cores_per_plane))));
 
   const Bandwidth pcie = Bandwidth::Gbps(p.pcie_gbps);
   const Bandwidth port_bw = Bandwidth::Gbps(p.nic_port_gbps);
   const Bandwidth tor_agg_bw = Bandwidth::Gbps(p.tor_agg_gbps);
+  const Bandwidth agg_core_bw = Bandwidth::Gbps(p.agg_core_gbps);
   const Duration lat = LatencyFromUs(p.link_latency_us);
   Topology topo;
   CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> nic_ids, AddHosts(topo, hosts, p.rails, p.rails));
@@ -558,6 +570,10 @@ Result<Topology> BuildHpn(const HpnParams& p) {
                         AddSwitches(topo, "tor", num_tors, NodeKind::kTor));
   CRUX_ASSIGN_OR_RETURN(const std::vector<NodeId> aggs,
                         AddSwitches(topo, "agg", num_aggs, NodeKind::kAgg));
+  std::vector<NodeId> cores;
+  if (num_cores > 0) {
+    CRUX_ASSIGN_OR_RETURN(cores, AddSwitches(topo, "core", num_cores, NodeKind::kCore));
+  }
   for (int64_t h = 0; h < hosts; ++h) {
     const int64_t segment = h / p.hosts_per_segment;
     for (int64_t r = 0; r < p.rails; ++r) {
@@ -569,12 +585,22 @@ Result<Topology> BuildHpn(const HpnParams& p) {
       }
     }
   }
+  const int64_t tors_per_pod = Mul(Mul(p.segments, p.rails), p.planes);
   for (int64_t t = 0; t < num_tors; ++t) {
+    const int64_t pod = t / tors_per_pod;
     const int64_t plane = t % p.planes;
     for (int64_t a = 0; a < p.aggs_per_plane; ++a) {
+      const int64_t agg = (pod * p.planes + plane) * p.aggs_per_plane + a;
       CRUX_RETURN_IF_ERROR(AddCables(topo, tors[static_cast<size_t>(t)],
-                                     aggs[static_cast<size_t>(plane * p.aggs_per_plane + a)],
-                                     tor_agg_bw, lat));
+                                     aggs[static_cast<size_t>(agg)], tor_agg_bw, lat));
+    }
+  }
+  for (int64_t agg = 0; agg < num_aggs && num_cores > 0; ++agg) {
+    const int64_t plane = (agg / p.aggs_per_plane) % p.planes;
+    for (int64_t c = 0; c < p.cores_per_plane; ++c) {
+      CRUX_RETURN_IF_ERROR(AddCables(topo, aggs[static_cast<size_t>(agg)],
+                                     cores[static_cast<size_t>(plane * p.cores_per_plane + c)],
+                                     agg_core_bw, lat));
     }
   }
   return topo;

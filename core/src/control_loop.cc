@@ -81,6 +81,9 @@ Status ValidateControlLoopOptions(const ControlLoopOptions& o) {
       o.replan_threshold_pct > 1000) {
     return InvalidArgumentError("control.replan_threshold_pct: must be in [0, 1000]");
   }
+  if (o.reoptimize_interval < Duration::Zero()) {
+    return InvalidArgumentError("control.reoptimize_interval: must be >= 0");
+  }
   if (o.profiling_samples < 1) {
     return InvalidArgumentError("control.profiling_samples: must be >= 1");
   }
@@ -152,46 +155,101 @@ Result<std::optional<JobSpec>> BuildJobSpec(const Topology& topo, const LoopJob&
   return std::optional<JobSpec>(std::move(s));
 }
 
+namespace {
+
+AssignmentHeader MakeHeader(const PlanningJob& job, const JobPlan* plan) {
+  AssignmentHeader h;
+  h.job_id = job.id;
+  h.phase = job.phase;
+  h.dscp = job.dscp;
+  h.traffic_class = TrafficClassFor(job.dscp);
+  h.nccl_env = NcclEnvFor(job.dscp);
+  h.level = 0;  // Newcomers: the temporary top level.
+  if (plan != nullptr && job.phase == JobPhase::kScheduled) h.level = plan->level;
+  return h;
+}
+
+// The one mapping of a planned flow to a pin, and its comparison (keep the two together: the
+// static_assert fails when FlowPin gains a field).
+struct FlowPinFields {
+  NodeId src_nic;
+  NodeId dst_nic;
+  uint16_t udp_sport;
+  std::vector<LinkId> path;
+};
+static_assert(sizeof(FlowPin) == sizeof(FlowPinFields), "FlowPin changed: update PinOf, IsPinOf");
+FlowPin PinOf(const FlowPlan& f) {
+  FlowPin p;
+  p.src_nic = f.src;
+  p.dst_nic = f.dst;
+  p.udp_sport = f.udp_sport.value_or(0);
+  p.path = f.path;
+  return p;
+}
+bool IsPinOf(const FlowPin& p, const FlowPlan& f) {
+  return p.src_nic == f.src && p.dst_nic == f.dst && p.udp_sport == f.udp_sport.value_or(0) &&
+         p.path == f.path;
+}
+
+// The plan in force as seeds for a stable policy without state (RunPlan). Spans point into
+// `applied`, which the snapshot holds for the run.
+std::vector<PlanSeed> SeedsOf(const AppliedPlan& applied) {
+  std::vector<PlanSeed> seeds;
+  seeds.reserve(applied.size());
+  for (const auto& [id, entry] : applied) {
+    const Assignment& a = entry->assignment;
+    PlanSeed seed;
+    seed.id = id;
+    // A newcomer's level is the temporary top level, not one the planner chose.
+    if (a.phase == JobPhase::kScheduled) seed.level = a.level;
+    seed.flows.reserve(a.flows.size());
+    for (const FlowPin& f : a.flows) seed.flows.push_back({f.src_nic, f.dst_nic, f.path});
+    seeds.push_back(std::move(seed));
+  }
+  return seeds;
+}
+
+}  // namespace
+
 Assignment MakeAssignment(const PlanningJob& job, const JobPlan* plan) {
   Assignment a;
-  a.job_id = job.id;
-  a.phase = job.phase;
-  a.dscp = job.dscp;
-  a.traffic_class = TrafficClassFor(job.dscp);
-  a.nccl_env = NcclEnvFor(job.dscp);
-  a.level = 0;  // Newcomers: the temporary top level.
+  static_cast<AssignmentHeader&>(a) = MakeHeader(job, plan);
   if (plan == nullptr) return a;
-  if (job.phase == JobPhase::kScheduled) a.level = plan->level;
   a.flows.reserve(plan->flows.size());
-  for (const FlowPlan& f : plan->flows) {
-    FlowPin p;
-    p.src_nic = f.src;
-    p.dst_nic = f.dst;
-    p.udp_sport = f.udp_sport.value_or(0);
-    p.path = f.path;
-    a.flows.push_back(std::move(p));
-  }
+  for (const FlowPlan& f : plan->flows) a.flows.push_back(PinOf(f));
   return a;
 }
 
-std::vector<QosJob> QosJobsOf(const Topology& topo, const std::vector<Assignment>& desired) {
+bool IsAssignmentOf(const Assignment& a, const PlanningJob& job, const JobPlan* plan) {
+  const size_t flows = plan != nullptr ? plan->flows.size() : 0;
+  if (a.flows.size() != flows) return false;
+  for (size_t f = 0; f < flows; ++f) {
+    if (!IsPinOf(a.flows[f], plan->flows[f])) return false;
+  }
+  return static_cast<const AssignmentHeader&>(a) == MakeHeader(job, plan);
+}
+
+std::vector<QosJob> QosJobsOf(const Topology& topo, const std::vector<const Assignment*>& jobs) {
   std::vector<QosJob> out;
-  out.reserve(desired.size());
-  for (const Assignment& a : desired) {
+  out.reserve(jobs.size());
+  std::vector<uint32_t> seen(topo.num_nodes(), 0);  // Job number + 1 that listed the switch.
+  for (const Assignment* a : jobs) {
     QosJob q;
-    q.id = a.job_id;
-    q.dscp = static_cast<int>(a.dscp);
-    q.level = a.level;
-    for (const FlowPin& f : a.flows) {
+    q.id = a->job_id;
+    q.dscp = static_cast<int>(a->dscp);
+    q.level = a->level;
+    const uint32_t stamp = static_cast<uint32_t>(out.size()) + 1;
+    for (const FlowPin& f : a->flows) {
       for (LinkId l : f.path) {
         if (l.value() >= topo.num_links()) continue;
         for (NodeId n : {topo.link(l).src, topo.link(l).dst}) {
-          if (IsNetworkSwitch(topo.node(n).kind)) q.switches.push_back(n);
+          if (seen[n.value()] == stamp || !IsNetworkSwitch(topo.node(n).kind)) continue;
+          seen[n.value()] = stamp;
+          q.switches.push_back(n);
         }
       }
     }
-    std::sort(q.switches.begin(), q.switches.end());
-    q.switches.erase(std::unique(q.switches.begin(), q.switches.end()), q.switches.end());
+    std::sort(q.switches.begin(), q.switches.end());  // A few switches, for a stable order.
     out.push_back(std::move(q));
   }
   return out;
@@ -201,6 +259,21 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
                     const Clock& clock) {
   const Duration start = clock.Now();
   PlanOutcome out;
+  static const AppliedPlan kNone;
+  const AppliedPlan& applied = snap.applied ? *snap.applied : kNone;
+  // A stable policy without state continues the plan in force; a re-optimisation forgets it.
+  const auto seed = [&] {
+    if (policy.WantsSeed() && !applied.empty()) {
+      policy.Seed(SeedsOf(applied));
+      out.seeded = true;
+    }
+  };
+  if (snap.reoptimize) {
+    policy.Reoptimize();
+    out.reoptimized = true;
+  } else {
+    seed();
+  }
   std::vector<JobSpec> specs;
   std::vector<size_t> spec_job;  // specs[i] is snap.jobs[spec_job[i]].
   for (size_t i = 0; i < snap.jobs.size(); ++i) {
@@ -217,6 +290,7 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
     specs.push_back(*j.spec);
     spec_job.push_back(i);
   }
+  const Duration t_schedule = clock.Now();
   Result<Plan> plan = policy.Schedule(specs);
   if (!plan.ok()) {
     // Find the jobs the planner refuses on their own (e.g. no path left) and plan the others.
@@ -233,6 +307,10 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
     }
     specs = std::move(kept);
     spec_job = std::move(kept_job);
+    // The trials replaced what the policy kept: start again from the plan in force (or from
+    // scratch, for a re-optimisation).
+    policy.Reoptimize();
+    if (!snap.reoptimize) seed();
     plan = policy.Schedule(specs);
   }
   if (!plan.ok()) {
@@ -241,32 +319,39 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
     return out;
   }
   out.plan = std::move(plan).value();
+  const Duration t_assign = clock.Now();
+  out.schedule_time = t_assign - t_schedule;
+  if (const ReplanStats* stats = policy.last_replan()) out.replan = *stats;
   std::vector<const JobPlan*> job_plan(snap.jobs.size(), nullptr);
   for (size_t k = 0; k < spec_job.size(); ++k) {
     out.planned.push_back(specs[k].id);
     job_plan[spec_job[k]] = &out.plan.jobs[k];
   }
-  out.desired.reserve(snap.jobs.size());
-  for (size_t i = 0; i < snap.jobs.size(); ++i) {
-    out.desired.push_back(MakeAssignment(snap.jobs[i], job_plan[i]));
-  }
-  // Diff against what was in force when the snapshot was taken (both sorted by id).
-  static const AppliedPlan kNone;
-  const AppliedPlan& applied = snap.applied ? *snap.applied : kNone;
+  // Diff against what was in force when the snapshot was taken (both sorted by id): an applied
+  // assignment that is still what the plan says is kept as it is (not rebuilt).
+  std::vector<const Assignment*> current(snap.jobs.size(), nullptr);
   auto it = applied.begin();
-  for (const Assignment& a : out.desired) {
-    while (it != applied.end() && it->first < a.job_id) out.removed.push_back((it++)->first);
-    if (it != applied.end() && it->first == a.job_id) {
-      if (!(it->second->assignment == a)) out.changed.push_back(a);
-      ++it;
-    } else {
-      out.changed.push_back(a);
+  for (size_t i = 0; i < snap.jobs.size(); ++i) {
+    const PlanningJob& job = snap.jobs[i];
+    while (it != applied.end() && it->first < job.id) out.removed.push_back((it++)->first);
+    const AppliedAssignment* old = nullptr;
+    if (it != applied.end() && it->first == job.id) old = (it++)->second.get();
+    if (old != nullptr && IsAssignmentOf(old->assignment, job, job_plan[i])) {
+      current[i] = &old->assignment;
+      continue;
     }
+    auto a = std::make_shared<AppliedAssignment>();
+    a->assignment = MakeAssignment(job, job_plan[i]);
+    a->epoch = snap.epoch + 1;
+    current[i] = &a->assignment;
+    out.changed.push_back(std::move(a));
   }
   for (; it != applied.end(); ++it) out.removed.push_back(it->first);
+  const Duration t_qos = clock.Now();
+  out.assign_time = t_qos - t_assign;
   if (snap.qos) {
     Result<std::map<std::string, SwitchQosState>> states =
-        ComputeDesiredQos(*snap.qos, topo, QosJobsOf(topo, out.desired));
+        ComputeDesiredQos(*snap.qos, topo, QosJobsOf(topo, current));
     if (!states.ok()) {
       out.status = states.status().WithContext("switch QoS");
       out.planning_time = clock.Now() - start;
@@ -280,7 +365,9 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
     out.qos_states =
         std::make_shared<const std::map<std::string, SwitchQosState>>(std::move(states).value());
   }
-  out.planning_time = clock.Now() - start;
+  const Duration end = clock.Now();
+  out.qos_time = end - t_qos;
+  out.planning_time = end - start;
   return out;
 }
 
@@ -406,7 +493,15 @@ std::optional<Duration> ControlLoop::due() const {
     at = t;
   }
   if (retry_at_) at = at ? std::min(*at, *retry_at_) : *retry_at_;
+  if (const std::optional<Duration> r = ReoptimizeAt()) at = at ? std::min(*at, *r) : *r;
   return at;
+}
+
+std::optional<Duration> ControlLoop::ReoptimizeAt() const {
+  if (options_.reoptimize_interval <= Duration::Zero() || !last_reoptimize_ || jobs_.empty()) {
+    return std::nullopt;
+  }
+  return *last_reoptimize_ + options_.reoptimize_interval;
 }
 
 std::shared_ptr<PlanningSnapshot> ControlLoop::Snapshot() const {
@@ -445,6 +540,14 @@ std::shared_ptr<const PlanningSnapshot> ControlLoop::StartPlan() {
     snap->reason += r;
   }
   if (snap->reason.empty() && retry_at_) snap->reason = "retry after a failed commit";
+  if (!last_reoptimize_) {
+    last_reoptimize_ = now;  // The first run starts the interval (after a restart it continues
+                             // the plan in force: see RunPlan).
+  } else if (const std::optional<Duration> r = ReoptimizeAt(); r && now >= *r) {
+    snap->reoptimize = true;
+    last_reoptimize_ = now;
+    snap->reason += std::string(snap->reason.empty() ? "" : ", ") + "re-optimisation";
+  }
   reasons_.clear();
   requested_ = false;
   requested_at_.reset();
@@ -459,9 +562,9 @@ ApplyBatch ControlLoop::FinishPlan(const PlanningSnapshot& snap, const PlanOutco
   b.run = snap.run;
   b.epoch = epoch_;
   if (!outcome.status.ok()) return b;
-  for (const Assignment& a : outcome.changed) {
-    if (!jobs_.count(a.job_id)) continue;  // Left while the run was in flight.
-    b.changed.push_back(std::make_shared<const AppliedAssignment>(AppliedAssignment{a, 0}));
+  for (const auto& a : outcome.changed) {
+    if (!jobs_.count(a->assignment.job_id)) continue;  // Left while the run was in flight.
+    b.changed.push_back(a);
   }
   for (const std::string& id : outcome.removed) {
     if (applied_->count(id)) b.removed.push_back(id);  // Not already dropped by RemoveJob.
@@ -472,7 +575,8 @@ ApplyBatch ControlLoop::FinishPlan(const PlanningSnapshot& snap, const PlanOutco
       !b.changed.empty() || !b.removed.empty() || (qos_established && !b.qos_changed.empty());
   if (b.advances_epoch) {
     b.epoch = epoch_ + 1;
-    for (auto& a : b.changed) {
+    for (auto& a : b.changed) {  // Stamped snap.epoch + 1 by RunPlan: the same unless restored.
+      if (a->epoch == b.epoch) continue;
       auto stamped = std::make_shared<AppliedAssignment>(*a);
       stamped->epoch = b.epoch;
       a = std::move(stamped);

@@ -33,6 +33,25 @@ std::vector<LinkId> PathSet::Path(size_t i) const {
   return out;
 }
 
+std::optional<size_t> PathSet::IndexOf(std::span<const LinkId> path) const {
+  if (path.size() != static_cast<size_t>(hops_)) return std::nullopt;
+  for (const Segment& s : segments_) {
+    const size_t mid = s.mid != nullptr ? static_cast<size_t>(s.mid->hops) : 0;
+    if (s.head.size() + mid + s.tail.size() != path.size()) continue;
+    if (!std::equal(s.head.begin(), s.head.end(), path.begin())) continue;
+    if (!std::equal(s.tail.begin(), s.tail.end(), path.end() - static_cast<long>(s.tail.size()))) {
+      continue;
+    }
+    if (mid == 0) return s.first_index;
+    const LinkId* want = path.data() + s.head.size();
+    for (size_t k = 0; k < s.count; ++k) {
+      const LinkId* p = s.mid->links.data() + k * mid;
+      if (std::equal(p, p + mid, want)) return s.first_index + k;
+    }
+  }
+  return std::nullopt;
+}
+
 PathFinder::PathFinder(const Topology& topo) : topo_(topo) {
   name_hash_.reserve(topo.num_nodes());
   for (const Node& n : topo.nodes()) name_hash_.push_back(StableHash(n.name.data(), n.name.size()));

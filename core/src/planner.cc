@@ -42,6 +42,9 @@ Status ValidatePlannerOptions(const PlannerOptions& o) {
     return InvalidArgumentError("dag_edges_per_job: must be >= -1 (-1 = every edge; got " +
                                 std::to_string(o.dag_edges_per_job) + ")");
   }
+  if (o.stable && !o.incremental) {
+    return InvalidArgumentError("stable: requires incremental re-planning");
+  }
   if (!(std::isfinite(o.gpu_peak_flops) && o.gpu_peak_flops > 0)) {
     return InvalidArgumentError("gpu_peak_flops: must be > 0 and finite");
   }
@@ -234,6 +237,262 @@ std::vector<std::vector<int>> DagComponents(const ContentionDag& dag, std::vecto
   return comps;
 }
 
+// Stable mode's stage 4 (PlannerOptions::stable): gives each job that is not `kept` (in rank
+// order, highest first) a level in [lo, hi], lo = the lowest level of its higher-priority DAG
+// neighbours placed so far, hi = the highest of its lower-priority ones, maximising the weight of
+// its edges cut (endpoints on different levels); ties go to the highest level (smallest block),
+// as compression aligns blocks to the top. Jobs without edges get block 0. A job with lo > hi
+// (a higher-priority neighbour sits below a lower-priority one: legal while they do not share a
+// link, but no level between them is left) is repaired with as few moves as possible: either it
+// takes `lo` and the lower-priority jobs above it are pushed down to it (transitively along the
+// DAG), or it takes `hi` and the higher-priority ones below it are pushed up; the option moving
+// fewer placed jobs wins (both keep every edge monotone; levels stay in [0, levels)). Components
+// marked 1 in comp_state (compressed exactly later) are skipped; components with inserted jobs
+// are 2. `block` holds the kept jobs' blocks on entry and every job's on return.
+void InsertLevels(const ContentionDag& dag, const std::vector<int>& rank,
+                  const std::vector<uint8_t>& kept, const std::vector<int>& comp_of, int levels,
+                  std::vector<int>& block, std::vector<uint8_t>& comp_state, ReplanStats& stats) {
+  const size_t n = kept.size();
+  std::vector<int> slot(n, -1);  // Index of a new job in `adj`.
+  std::vector<int> fresh;
+  for (size_t v = 0; v < n; ++v) {
+    if (kept[v]) continue;
+    slot[v] = static_cast<int>(fresh.size());
+    fresh.push_back(static_cast<int>(v));
+  }
+  if (fresh.empty()) return;
+  struct Adjacent {
+    std::vector<std::pair<int, double>> up;    // Higher-priority neighbours (edge into v).
+    std::vector<std::pair<int, double>> down;  // Lower-priority neighbours (edge out of v).
+  };
+  std::vector<Adjacent> adj(fresh.size());
+  for (const DagEdge& e : dag.edges) {
+    if (const int s = slot[static_cast<size_t>(e.to)]; s >= 0) {
+      adj[static_cast<size_t>(s)].up.emplace_back(e.from, e.weight);
+    }
+    if (const int s = slot[static_cast<size_t>(e.from)]; s >= 0) {
+      adj[static_cast<size_t>(s)].down.emplace_back(e.to, e.weight);
+    }
+  }
+  std::sort(fresh.begin(), fresh.end(), [&rank](int a, int b) {
+    return rank[static_cast<size_t>(a)] < rank[static_cast<size_t>(b)];
+  });
+  std::vector<uint8_t> placed(kept.begin(), kept.end());
+  // Whole-DAG adjacency for repairs, built at the first one.
+  std::vector<size_t> out_start, in_start;
+  std::vector<int> out_to, in_from;
+  const auto build_adjacency = [&] {
+    out_start.assign(n + 1, 0);
+    in_start.assign(n + 1, 0);
+    for (const DagEdge& e : dag.edges) {
+      ++out_start[static_cast<size_t>(e.from) + 1];
+      ++in_start[static_cast<size_t>(e.to) + 1];
+    }
+    for (size_t v = 0; v < n; ++v) {
+      out_start[v + 1] += out_start[v];
+      in_start[v + 1] += in_start[v];
+    }
+    out_to.resize(dag.edges.size());
+    in_from.resize(dag.edges.size());
+    std::vector<size_t> o(out_start.begin(), out_start.end() - 1);
+    std::vector<size_t> i(in_start.begin(), in_start.end() - 1);
+    for (const DagEdge& e : dag.edges) {
+      out_to[o[static_cast<size_t>(e.from)]++] = e.to;
+      in_from[i[static_cast<size_t>(e.to)]++] = e.from;
+    }
+  };
+  // Moves placed jobs reachable from `v` (down: along out-edges, their blocks raised to at least
+  // `b`; up: along in-edges, lowered to at most `b`) so that v can take block b. Returns the
+  // moved jobs with their old blocks (undo in reverse order).
+  std::vector<std::pair<int, int>> moves;
+  std::vector<std::pair<int, int>> queue;
+  const auto push = [&](int v, int b, bool down) {
+    moves.clear();
+    queue.clear();
+    queue.emplace_back(v, b);
+    while (!queue.empty()) {
+      const auto [x, bx] = queue.back();
+      queue.pop_back();
+      const size_t xi = static_cast<size_t>(x);
+      const auto& start = down ? out_start : in_start;
+      const auto& next = down ? out_to : in_from;
+      for (size_t k = start[xi]; k < start[xi + 1]; ++k) {
+        const int y = next[k];
+        const size_t yi = static_cast<size_t>(y);
+        if (!placed[yi] || y == v) continue;
+        const bool violates = down ? block[yi] < bx : block[yi] > bx;
+        if (!violates) continue;
+        moves.emplace_back(y, block[yi]);
+        block[yi] = bx;
+        queue.emplace_back(y, bx);
+      }
+    }
+  };
+  const auto undo = [&] {
+    for (auto it = moves.rbegin(); it != moves.rend(); ++it) {
+      block[static_cast<size_t>(it->first)] = it->second;
+    }
+  };
+  std::vector<double> above(static_cast<size_t>(levels), 0);  // Weight from up-neighbours at b.
+  std::vector<double> below(static_cast<size_t>(levels), 0);  // Weight to down-neighbours at b.
+  for (int v : fresh) {
+    const size_t vi = static_cast<size_t>(v);
+    const int c = comp_of[vi];
+    if (c < 0) {  // No edges: the top level, as compression places isolated jobs.
+      block[vi] = 0;
+      placed[vi] = 1;
+      ++stats.levels_inserted;
+      continue;
+    }
+    if (comp_state[static_cast<size_t>(c)] == 1) continue;  // Compressed exactly anyway.
+    const Adjacent& a = adj[static_cast<size_t>(slot[vi])];
+    int lo = 0;
+    int hi = levels - 1;
+    std::fill(above.begin(), above.end(), 0.0);
+    std::fill(below.begin(), below.end(), 0.0);
+    for (const auto& [u, w] : a.up) {
+      if (!placed[static_cast<size_t>(u)]) continue;
+      const int b = block[static_cast<size_t>(u)];
+      lo = std::max(lo, b);
+      above[static_cast<size_t>(b)] += w;
+    }
+    for (const auto& [d, w] : a.down) {
+      if (!placed[static_cast<size_t>(d)]) continue;
+      const int b = block[static_cast<size_t>(d)];
+      hi = std::min(hi, b);
+      below[static_cast<size_t>(b)] += w;
+    }
+    if (lo > hi) {
+      if (out_start.empty()) build_adjacency();
+      push(v, lo, /*down=*/true);
+      const size_t down_moves = moves.size();
+      undo();
+      push(v, hi, /*down=*/false);
+      if (moves.size() > down_moves) {
+        undo();
+        push(v, lo, /*down=*/true);
+        block[vi] = lo;
+      } else {
+        block[vi] = hi;
+      }
+      stats.levels_moved += static_cast<int>(moves.size());
+      placed[vi] = 1;
+      ++stats.insertions_repaired;
+      ++stats.levels_inserted;
+      continue;
+    }
+    // cut(b) = weight of up-neighbours on levels < b + weight of down-neighbours on levels > b.
+    double up_before = 0;  // Sum of above[0..b).
+    double down_after = 0;
+    for (int b = lo + 1; b < levels; ++b) down_after += below[static_cast<size_t>(b)];
+    for (int b = 0; b < lo; ++b) up_before += above[static_cast<size_t>(b)];
+    int best = lo;
+    double best_cut = -1;
+    for (int b = lo; b <= hi; ++b) {
+      const double cut = up_before + down_after;
+      if (cut > best_cut) {
+        best_cut = cut;
+        best = b;
+      }
+      up_before += above[static_cast<size_t>(b)];
+      if (b + 1 < levels) down_after -= below[static_cast<size_t>(b + 1)];
+    }
+    block[vi] = best;
+    placed[vi] = 1;
+    ++stats.levels_inserted;
+  }
+}
+
+// Per link, the positions of the jobs whose routed links use it (each job once per link).
+std::vector<std::vector<int>> LinkMembers(const std::vector<std::vector<LinkId>>& links,
+                                          size_t num_links) {
+  std::vector<std::vector<int>> members(num_links);
+  for (size_t j = 0; j < links.size(); ++j) {
+    for (LinkId l : links[j]) {
+      std::vector<int>& m = members[l.value()];
+      if (m.empty() || m.back() != static_cast<int>(j)) m.push_back(static_cast<int>(j));
+    }
+  }
+  return members;
+}
+
+// Stable runs' stage 4 input (PlannerOptions::stable): the contention DAG of the new job list,
+// patched from the previous one instead of rebuilt (BuildContentionDag visits every pair of jobs
+// on every shared link: ~0.5 s for the 1.7M edges of 10,000 jobs on an HPN pod). Kept jobs keep
+// their links and their relative rank in a stable run, so the edges between them carry over,
+// renumbered (new_of_old is monotone: kept jobs keep their relative input order); the edges of
+// the other jobs are found through the per-link member lists. Equal to BuildContentionDag on the
+// new list (tests/core/stable_planner_test.cc checks it). `members` (the previous positions,
+// LinkMembers of the previous list) is updated to the new ones.
+ContentionDag PatchContentionDag(const ContentionDag& old_dag, const std::vector<int>& new_of_old,
+                                 const std::vector<uint8_t>& kept,
+                                 const std::vector<std::vector<LinkId>>& links,
+                                 const std::vector<int>& rank,
+                                 const std::vector<Intensity>& intensity,
+                                 std::vector<std::vector<int>>& members) {
+  const size_t n = kept.size();
+  for (std::vector<int>& m : members) {  // Renumber; drop jobs that are gone.
+    size_t w = 0;
+    for (int old : m) {
+      const int now = new_of_old[static_cast<size_t>(old)];
+      if (now >= 0) m[w++] = now;
+    }
+    m.resize(w);
+  }
+  std::vector<uint8_t> touched(members.size(), 0);
+  for (size_t j = 0; j < n; ++j) {
+    if (kept[j]) continue;
+    for (LinkId l : links[j]) {
+      std::vector<int>& m = members[l.value()];
+      if (!m.empty() && m.back() == static_cast<int>(j)) continue;
+      m.push_back(static_cast<int>(j));
+      touched[l.value()] = 1;
+    }
+  }
+  for (size_t l = 0; l < members.size(); ++l) {
+    if (touched[l]) std::sort(members[l].begin(), members[l].end());
+  }
+  ContentionDag dag;
+  dag.num_nodes = static_cast<int>(n);
+  std::vector<DagEdge> carried;
+  carried.reserve(old_dag.edges.size());
+  for (const DagEdge& e : old_dag.edges) {
+    const int a = new_of_old[static_cast<size_t>(e.from)];
+    const int b = new_of_old[static_cast<size_t>(e.to)];
+    if (a >= 0 && b >= 0) carried.push_back(DagEdge{a, b, e.weight});
+  }
+  std::vector<DagEdge> added;
+  std::vector<int> stamp(n, -1);
+  std::vector<int> link_seen(members.size(), -1);
+  for (size_t v = 0; v < n; ++v) {
+    if (kept[v]) continue;
+    const int iv = static_cast<int>(v);
+    for (LinkId l : links[v]) {
+      if (link_seen[l.value()] == iv) continue;  // links[v] repeats a link once per flow hop.
+      link_seen[l.value()] = iv;
+      for (int u : members[l.value()]) {
+        const size_t ui = static_cast<size_t>(u);
+        // A pair of two new jobs is found from the first of them.
+        if (u == iv || stamp[ui] == iv || (!kept[ui] && u < iv)) continue;
+        stamp[ui] = iv;
+        if (rank[ui] < rank[v]) {
+          added.push_back(DagEdge{u, iv, intensity[ui]});
+        } else {
+          added.push_back(DagEdge{iv, u, intensity[v]});
+        }
+      }
+    }
+  }
+  const auto by_ends = [](const DagEdge& x, const DagEdge& y) {
+    return x.from != y.from ? x.from < y.from : x.to < y.to;
+  };
+  std::sort(added.begin(), added.end(), by_ends);
+  dag.edges.resize(carried.size() + added.size());
+  std::merge(carried.begin(), carried.end(), added.begin(), added.end(), dag.edges.begin(),
+             by_ends);
+  return dag;
+}
+
 }  // namespace
 
 // State kept across incremental runs (PlannerOptions::incremental, docs/algorithms.md §8).
@@ -260,7 +519,10 @@ struct Planner::IncrementalState {
   };
 
   // ---- The previous plan ----
-  bool valid = false;                          // False: no previous plan (everything is new).
+  bool valid = false;  // False: no previous plan (everything is new).
+  // Stable mode only: the previous plan's whole contention DAG and LinkMembers of `links`.
+  ContentionDag dag;
+  std::vector<std::vector<int>> link_members;
   std::vector<Job> jobs;                       // In the previous input order.
   std::vector<std::vector<LinkId>> links;      // RoutedLinks of each job (the DAG's input).
   std::unordered_map<std::string, int> index;  // Job id -> position in `jobs`.
@@ -353,7 +615,18 @@ size_t Planner::PortKeyHash::operator()(const PortKey& k) const {
       Mix64((static_cast<uint64_t>(k.src) << 32 | k.dst) ^ Mix64(k.path_index + 1)));
 }
 
-void Planner::ResetIncrementalState() { state_.reset(); }
+void Planner::ResetIncrementalState() {
+  state_.reset();
+  seeds_.clear();
+}
+
+void Planner::Seed(std::vector<PlanSeed> seeds) {
+  if (WantsSeed()) seeds_ = std::move(seeds);
+}
+
+bool Planner::WantsSeed() const {
+  return options_.incremental && options_.stable && (state_ == nullptr || !state_->valid);
+}
 
 CompressionOptions Planner::MakeCompressionOptions(int usable_levels) const {
   CompressionOptions copt;
@@ -526,6 +799,13 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
   ReplanStats stats;
   stats.jobs = static_cast<int>(n);
   if (!st.valid) stats.full_replan = "first plan";
+  // A stable first plan may start from the plan in force (Seed).
+  std::unordered_map<std::string_view, const PlanSeed*> seed_of;
+  const std::vector<PlanSeed> seeds = std::move(seeds_);
+  seeds_.clear();
+  if (options_.stable && !st.valid) {
+    for (const PlanSeed& seed : seeds) seed_of.emplace(seed.id, &seed);
+  }
 
   // ---- 0. match with the previous plan; expand the traffic of new and changed jobs ----
   std::vector<int> prev(n, -1);  // Position in st.jobs of the same, unchanged job.
@@ -613,6 +893,46 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
     ++i;
   }
 
+  // Stable mode: the jobs that keep their paths and their levels (kept jobs in a stable run,
+  // seeded jobs in a seeded first plan) and those levels as blocks.
+  std::vector<uint8_t> keep_paths(n, 0);
+  std::vector<uint8_t> keep_level(n, 0);
+  std::vector<int> kept_block(n, 0);
+  const int usable_levels =
+      options_.levels - options_.reserved_high_levels - options_.reserved_low_levels;
+  for (size_t j = 0; !seed_of.empty() && j < n; ++j) {
+    const auto it = seed_of.find(next[j].spec.id);
+    if (it == seed_of.end()) continue;
+    const PlanSeed& seed = *it->second;
+    JobRouting& r = next[j].routing;
+    if (seed.flows.size() != r.flows.size()) continue;
+    std::vector<size_t> choice(r.flows.size());
+    bool ok = true;
+    for (size_t f = 0; ok && f < r.flows.size(); ++f) {
+      const PlanSeed::Flow& sf = seed.flows[f];
+      ok = sf.src == r.flows[f].src && sf.dst == r.flows[f].dst;
+      std::optional<size_t> index;
+      if (ok) index = r.paths[f]->IndexOf(sf.path);
+      ok = ok && index.has_value();
+      if (ok) choice[f] = *index;
+    }
+    if (!ok) continue;
+    r.choice = std::move(choice);
+    FlowRoutingOrder(r, next[j].flow_order);
+    keep_paths[j] = 1;
+    ++stats.seeded_paths;
+    if (seed.level.has_value()) {
+      const int b = *seed.level - options_.reserved_high_levels;
+      if (b >= 0 && b < usable_levels) {
+        keep_level[j] = 1;
+        kept_block[j] = b;
+        ++stats.seeded_levels;
+      }
+    }
+  }
+  const bool seeded_run = stats.seeded_paths > 0;
+  if (seeded_run) stats.full_replan = "first plan (seeded)";
+
   // ---- 2. priority ----
   std::vector<PriorityInput> prio(n);
   for (size_t j = 0; j < n; ++j) prio[j] = next[j].prio;
@@ -622,6 +942,7 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
                                                    prev[static_cast<size_t>(ref)] == st.reference);
   stats.reference_changed = st.valid && !same_ref;
   std::vector<double> priority(n);
+  std::vector<double> k_values(n);
   for (size_t j = 0; j < n; ++j) {
     Job& job = next[j];
     if (!kept[j] || !same_ref) {
@@ -633,11 +954,12 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
       }
       job.plan.k = k;
     }
+    k_values[j] = job.plan.k;
     priority[j] = PriorityValue(job.prio, job.plan.k);
   }
   std::vector<int> rank;
   std::vector<int> rank_order;
-  RankByPriority(prio, priority, rank, rank_order);
+  RankByPriority(prio, k_values, priority, rank, rank_order);
   for (size_t j = 0; j < n; ++j) {
     JobPlan& jp = next[j].plan;
     jp.priority = priority[j];
@@ -666,6 +988,25 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
       last = next[j].path_pos;
     }
   }
+  // Stable mode: kept jobs keep paths and levels, unless the reference changed (every k_j, so
+  // the rank order of kept jobs may change) or kept jobs' path order changed: then stages 3-4
+  // are redone for everyone, from scratch (the previous choices and levels are not those of a
+  // full re-plan, so nothing of them can be reused exactly).
+  bool stable_run = seeded_run;
+  bool all_dirty = redo_all;
+  if (options_.stable && !redo_all) {
+    if (same_ref && !search_all) {
+      stable_run = true;
+      for (size_t j = 0; j < n; ++j) {
+        keep_paths[j] = keep_level[j] = kept[j];
+        kept_block[j] = next[j].block;
+      }
+    } else {
+      stats.full_replan = same_ref ? "path order of kept jobs changed" : "reference changed";
+      search_all = true;
+      all_dirty = true;
+    }
+  }
   // Jobs of the previous plan that are gone (or changed), by their old turn.
   std::vector<std::pair<int, size_t>> gone;
   for (size_t o = 0; o < old_n; ++o) {
@@ -676,10 +1017,23 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
   std::vector<uint8_t> moved(n, 0);  // Kept jobs whose chosen paths changed.
   std::vector<size_t> old_choice;
   size_t next_gone = 0;
+  // Stable runs search only the jobs that do not keep their paths; the loads of kept jobs after
+  // the last of them are read by no one and not committed.
+  size_t searched_until = 0;
+  if (stable_run) {
+    for (size_t p = 0; p < n; ++p) {
+      if (!keep_paths[order[p]]) searched_until = p + 1;
+    }
+  }
   for (size_t p = 0; p < n; ++p) {
     const size_t j = order[p];
     Job& job = next[j];
     job.routing.iterations_per_sec = 1.0 / job.plan.period.ToSeconds();
+    if (stable_run && keep_paths[j]) {  // Keeps its paths; later jobs see its load.
+      if (p < searched_until) CommitJobPaths(job.routing, job.flow_order, st.load);
+      job.path_pos = static_cast<int>(p);
+      continue;
+    }
     if (!search_all && kept[j]) {
       // Loads of jobs that came before this one in the previous run and are gone now.
       for (; next_gone < gone.size() && gone[next_gone].first < job.path_pos; ++next_gone) {
@@ -724,7 +1078,23 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
   plan.reference_job = ref;
   std::vector<Intensity> intensity(n);
   for (size_t j = 0; j < n; ++j) intensity[j] = next[j].plan.intensity;
-  plan.dag = BuildContentionDag(next_links, rank, intensity, topo_.num_links());
+  std::vector<std::vector<int>> link_members;  // Stable mode: LinkMembers(next_links).
+  // Patching costs what the new jobs' edges cost; past a quarter of the jobs new, rebuilding is
+  // as cheap.
+  size_t num_fresh = 0;
+  for (size_t j = 0; j < n; ++j) num_fresh += kept[j] ? 0 : 1;
+  if (stable_run && !seeded_run && num_fresh * 4 <= n) {
+    std::vector<int> new_of_old(old_n, -1);
+    for (size_t j = 0; j < n; ++j) {
+      if (kept[j]) new_of_old[static_cast<size_t>(prev[j])] = static_cast<int>(j);
+    }
+    link_members = std::move(st.link_members);
+    plan.dag =
+        PatchContentionDag(st.dag, new_of_old, kept, next_links, rank, intensity, link_members);
+  } else {
+    plan.dag = BuildContentionDag(next_links, rank, intensity, topo_.num_links());
+    if (options_.stable) link_members = LinkMembers(next_links, topo_.num_links());
+  }
   std::vector<int> comp_of;
   const std::vector<std::vector<int>> comps = DagComponents(plan.dag, comp_of);
   stats.components = static_cast<int>(comps.size());
@@ -732,7 +1102,13 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
   std::vector<int> by_rank;
   for (size_t c = 0; c < comps.size(); ++c) {
     const std::vector<int>& members = comps[c];
-    bool clean = !redo_all;
+    if (stable_run) {  // Kept levels stay; the others are inserted below.
+      for (int v : members) {
+        if (!keep_level[static_cast<size_t>(v)]) dirty[c] = 2;
+      }
+      continue;
+    }
+    bool clean = !all_dirty;
     // The same members as one previous component, none new or moved, at the same position
     // among the components (the position seeds the component's random orders).
     const int old_comp = clean ? next[static_cast<size_t>(members[0])].component : -1;
@@ -755,21 +1131,38 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
     dirty[c] = !clean;
   }
   std::vector<int> block(n, 0);
+  if (stable_run) {
+    // Kept levels stay, even for jobs without edges now (no churn). Between two kept jobs an
+    // edge is unchanged in a stable run (same paths, same relative rank), but not always after
+    // a seed (the ranks are new): a component where kept levels contradict the DAG is
+    // compressed again. The other jobs are inserted.
+    for (size_t v = 0; v < n; ++v) {
+      if (keep_level[v]) block[v] = kept_block[v];
+    }
+    for (const DagEdge& e : plan.dag.edges) {
+      const size_t a = static_cast<size_t>(e.from);
+      const size_t b = static_cast<size_t>(e.to);
+      if (keep_level[a] && keep_level[b] && block[a] > block[b]) {
+        dirty[static_cast<size_t>(comp_of[a])] = 1;
+      }
+    }
+    InsertLevels(plan.dag, rank, keep_level, comp_of, plan.usable_levels, block, dirty, stats);
+  }
   std::vector<int> local(n, -1);
   ContentionDag sub;
   CompressionOptions copt = MakeCompressionOptions(plan.usable_levels);
   for (size_t v = 0; v < n; ++v) {
     const int c = comp_of[v];
     if (c < 0) continue;
-    if (!dirty[static_cast<size_t>(c)]) {
-      block[v] = next[v].block;
+    if (dirty[static_cast<size_t>(c)] != 1) {
+      if (!stable_run) block[v] = next[v].block;
       continue;
     }
     local[v] = sub.num_nodes++;
     copt.component_index.push_back(c);
   }
   for (size_t c = 0; c < comps.size(); ++c) {
-    if (!dirty[c]) continue;
+    if (dirty[c] != 1) continue;
     ++stats.components_compressed;
     stats.jobs_compressed += static_cast<int>(comps[c].size());
   }
@@ -789,6 +1182,8 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
   }
   plan.cut_weight = CutWeight(plan.dag, block);  // What CompressPriorities reports for the DAG.
   for (const DagEdge& e : plan.dag.edges) plan.total_edge_weight += e.weight;
+  ContentionDag whole_dag;  // Stable mode keeps it for the next run's patch.
+  if (options_.stable) whole_dag = plan.dag;
   LimitOutEdges(plan.dag, rank, options_.dag_edges_per_job);
   const Duration t_compress = clock_->Now();
 
@@ -814,6 +1209,8 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
   }
   st.jobs = std::move(next);
   st.links = std::move(next_links);
+  st.dag = std::move(whole_dag);
+  st.link_members = std::move(link_members);
   st.index.clear();
   st.index.reserve(n);
   for (size_t j = 0; j < n; ++j) st.index.emplace(st.jobs[j].spec.id, static_cast<int>(j));

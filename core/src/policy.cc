@@ -27,6 +27,9 @@ Result<std::unique_ptr<SchedulingPolicy>> MakePolicy(std::string_view name, cons
                                 "' (valid: " + valid + ")");
   }
   CRUX_RETURN_IF_ERROR(ValidatePlannerOptions(options.planner).WithContext("policy options"));
+  if (options.stable && !options.incremental) {
+    return InvalidArgumentError("policy options: stable: requires incremental re-planning");
+  }
   if (clock == nullptr) clock = &SteadyClock::Instance();
   return policies::Make(name, topo, options, clock);
 }

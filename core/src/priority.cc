@@ -20,8 +20,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <numeric>
+#include <string>
 #include <vector>
 
 namespace crux::core {
@@ -261,19 +263,84 @@ PairOutcome SimulatePair(const PairJob& a, const PairJob& b, bool a_first,
   return out;
 }
 
-double CorrectionFactor(const PairJob& j, const PairJob& r, const PairSimOptions& options) {
+std::string_view PairFindingName(PairFinding f) {
+  switch (f) {
+    case PairFinding::kNoInteraction:
+      return "no_interaction";
+    case PairFinding::kRatio:
+      return "ratio";
+    case PairFinding::kOnlyJobGains:
+      return "only_job_gains";
+    case PairFinding::kOnlyRefGains:
+      return "only_reference_gains";
+  }
+  return "no_interaction";
+}
+
+Correction CompareWithReference(const PairJob& j, const PairJob& r, const PairSimOptions& options) {
+  Correction c;
   const PairOutcome j_first = SimulatePair(j, r, /*a_first=*/true, options);
   const PairOutcome r_first = SimulatePair(j, r, /*a_first=*/false, options);
-  if (!(j_first.window_s > 0) || !(r_first.window_s > 0)) return 1.0;
+  if (!(j_first.window_s > 0) || !(r_first.window_s > 0)) return c;
   // Rates (seconds of transmission per second of window) so that a capped, shorter window
   // still compares like with like; with equal windows this is the header's formula scaled.
   double ds_j = j_first.transmit_a_s / j_first.window_s - r_first.transmit_a_s / r_first.window_s;
   double ds_r = r_first.transmit_b_s / r_first.window_s - j_first.transmit_b_s / j_first.window_s;
   if (!(ds_j > kRateNoise)) ds_j = 0;  // Also maps NaN to 0.
   if (!(ds_r > kRateNoise)) ds_r = 0;
-  if (ds_r == 0) return ds_j > 0 ? kMaxCorrection : 1.0;
-  const double k = ds_j / ds_r;
-  return std::clamp(k, 1.0 / kMaxCorrection, kMaxCorrection);
+  c.gain_job = ds_j;
+  c.loss_reference = ds_r;
+  if (ds_j == 0 && ds_r == 0) return c;
+  // A side whose change is below 1/kMaxCorrection of the other's counts as gaining nothing:
+  // the ratio would leave the bounds.
+  if (ds_r * kMaxCorrection <= ds_j) {
+    c.k = kMaxCorrection;
+    c.finding = PairFinding::kOnlyJobGains;
+  } else if (ds_j * kMaxCorrection <= ds_r) {
+    c.k = 1.0 / kMaxCorrection;
+    c.finding = PairFinding::kOnlyRefGains;
+  } else {
+    c.k = ds_j / ds_r;
+    c.finding = PairFinding::kRatio;
+  }
+  return c;
+}
+
+double CorrectionFactor(const PairJob& j, const PairJob& r, const PairSimOptions& options) {
+  return CompareWithReference(j, r, options).k;
+}
+
+int CorrectionTier(double k) {
+  if (!std::isfinite(k)) return 0;
+  if (k >= kMaxCorrection) return 1;
+  if (k <= 1.0 / kMaxCorrection) return -1;
+  return 0;
+}
+
+std::string DescribeCorrection(double k, bool is_reference) {
+  if (is_reference) return "reference job (k = 1 by definition)";
+  if (!std::isfinite(k) || !(k > 0)) return "unknown";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.3g", k);
+  switch (CorrectionTier(k)) {
+    case 1:
+      return std::string(buf) +
+             " (bound): going first gains this job link time while the reference job loses "
+             "none, so it ranks above every job with an ordinary k";
+    case -1:
+      return std::string(buf) +
+             " (bound): going first gains this job no link time while the reference job would "
+             "lose some, so it ranks below every job with an ordinary k";
+    default:
+      break;
+  }
+  if (k == 1.0) {
+    return std::string(buf) +
+           ": neither order changes the link time of this job or the reference job, or both "
+           "change equally";
+  }
+  return std::string(buf) + ": going first gains this job " + buf +
+         " s of link time per second the reference job loses";
 }
 
 namespace {
@@ -324,20 +391,27 @@ double PriorityValue(const PriorityInput& job, double k) {
   return FiniteNonNeg(k * SanitisedIntensity(job));
 }
 
-void RankByPriority(const std::vector<PriorityInput>& jobs, const std::vector<double>& priority,
-                    std::vector<int>& rank, std::vector<int>& order) {
+void RankByPriority(const std::vector<PriorityInput>& jobs, const std::vector<double>& k,
+                    const std::vector<double>& priority, std::vector<int>& rank,
+                    std::vector<int>& order) {
   const int n = static_cast<int>(jobs.size());
   rank.assign(n, 0);
   order.resize(n);
   std::vector<double> intensity(n, 0.0);
-  for (int i = 0; i < n; ++i) intensity[i] = SanitisedIntensity(jobs[i]);
+  std::vector<int> tier(n, 0);
+  for (int i = 0; i < n; ++i) {
+    intensity[i] = SanitisedIntensity(jobs[i]);
+    tier[i] = jobs[i].has_traffic ? CorrectionTier(k[i]) : 0;
+  }
 
-  // Total order. Jobs with traffic first; P descending, where P values within a relative
-  // 1e-12 of their sorted neighbour form one tie group (grouping a sorted sequence keeps the
-  // comparator a strict weak ordering); inside a group I desc, GPUs desc, index asc.
+  // Total order. Jobs with traffic first; tier descending; P descending, where P values within
+  // a relative 1e-12 of their sorted neighbour (in the same tier) form one tie group (grouping a
+  // sorted sequence keeps the comparator a strict weak ordering); inside a group I desc, GPUs
+  // desc, index asc.
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int x, int y) {
     if (jobs[x].has_traffic != jobs[y].has_traffic) return jobs[x].has_traffic;
+    if (tier[x] != tier[y]) return tier[x] > tier[y];
     if (priority[x] != priority[y]) return priority[x] > priority[y];
     return x < y;
   });
@@ -352,6 +426,7 @@ void RankByPriority(const std::vector<PriorityInput>& jobs, const std::vector<do
       const int prev = order[stop - 1];
       const int cur = order[stop];
       if (jobs[prev].has_traffic != jobs[cur].has_traffic) break;
+      if (tier[prev] != tier[cur]) break;
       const double p = priority[prev];
       const double q = priority[cur];
       if (p - q > kPriorityRelEps * std::max(std::abs(p), std::abs(q))) break;
@@ -376,7 +451,7 @@ PriorityAssignment AssignPriorities(const std::vector<PriorityInput>& jobs,
     if (i != ref) out.k[i] = CorrectionFactor(jobs[i].timing, jobs[ref].timing, options);
     out.priority[i] = PriorityValue(jobs[i], out.k[i]);
   }
-  RankByPriority(jobs, out.priority, out.rank, out.order);
+  RankByPriority(jobs, out.k, out.priority, out.rank, out.order);
   return out;
 }
 

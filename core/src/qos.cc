@@ -369,8 +369,18 @@ Result<std::map<std::string, SwitchQosState>> ComputeDesiredQos(const QosConfig&
   }
   if (config.pfc) base.pfc_enable.assign(lossless.begin(), lossless.end());
 
-  std::map<NodeId, std::vector<const QosJob*>> by_switch;
-  for (const QosJob& j : jobs) {
+  // Per switch, the jobs crossing it, in id order (the order of `jobs` when it is sorted, as
+  // the control loop's are; sorted here otherwise): their names need no set.
+  std::vector<const QosJob*> ordered;
+  ordered.reserve(jobs.size());
+  for (const QosJob& j : jobs) ordered.push_back(&j);
+  const auto by_id = [](const QosJob* a, const QosJob* b) { return a->id < b->id; };
+  if (!std::is_sorted(ordered.begin(), ordered.end(), by_id)) {
+    std::sort(ordered.begin(), ordered.end(), by_id);
+  }
+  std::vector<std::vector<const QosJob*>> by_switch(topo.num_nodes());
+  for (const QosJob* jp : ordered) {
+    const QosJob& j = *jp;
     if (!pool.count(j.dscp)) {
       return InvalidArgumentError("job '" + j.id + "' dscp: " + std::to_string(j.dscp) +
                                   " is not in qos.dscp_pool");
@@ -384,8 +394,8 @@ Result<std::map<std::string, SwitchQosState>> ComputeDesiredQos(const QosConfig&
         return InvalidArgumentError("job '" + j.id + "' switches: node " +
                                     std::to_string(s.value()) + " is not a network switch");
       }
-      auto& v = by_switch[s];
-      if (v.empty() || v.back() != &j) v.push_back(&j);
+      auto& v = by_switch[s.value()];
+      if (v.empty() || v.back() != &j) v.push_back(&j);  // j's repeats are consecutive.
     }
   }
 
@@ -396,17 +406,17 @@ Result<std::map<std::string, SwitchQosState>> ComputeDesiredQos(const QosConfig&
     if (!IsNetworkSwitch(node.kind)) continue;
     SwitchQosState s = base;
     s.switch_name = node.name;
-    auto it = by_switch.find(id);
-    if (it != by_switch.end()) {
+    const std::vector<const QosJob*>& crossing = by_switch[n];
+    if (!crossing.empty()) {
       std::map<int, int> best_level;  // dscp -> highest-priority (lowest) level crossing here.
-      std::set<std::string> names;
-      for (const QosJob* j : it->second) {
-        names.insert(j->id);
+      s.jobs.reserve(crossing.size());
+      for (const QosJob* j : crossing) {
+        // Ids are unique in a plan; a repeated id (two entries for one job) is listed once.
+        if (s.jobs.empty() || s.jobs.back() != j->id) s.jobs.push_back(j->id);
         auto [b, inserted] = best_level.emplace(j->dscp, j->level);
         if (!inserted) b->second = std::min(b->second, j->level);
       }
       for (const auto& [dscp, level] : best_level) s.dscp_to_tc[dscp] = LevelTc(config, level);
-      s.jobs.assign(names.begin(), names.end());
     }
     out.emplace(node.name, std::move(s));
   }

@@ -328,13 +328,17 @@ v1::Envelope AdminService::SetLink(uint64_t rid, const v1::SetLinkRequest& r) {
   }
   for (core::LinkId id : *changed) {
     const std::string name = ctx_->topo.Name(id);
-    core::Status s =
-        ctx_->topo.health(id) == core::LinkHealth::kUp
-            ? ctx_->store->DeleteLinkOverride(name)
-            : ctx_->store->PutLinkOverride({name, StoredHealth(ctx_->topo.health(id)),
-                                            ctx_->topo.current().link(id).capacity.ToBitsPerSec(),
-                                            ctx_->loop->UnixMs()});
-    (void)ctx_->store_health.Stored(s, "link_override");
+    std::optional<LinkOverride> put;  // nullopt: back to up, the override is deleted.
+    if (ctx_->topo.health(id) != core::LinkHealth::kUp) {
+      put =
+          LinkOverride{name, StoredHealth(ctx_->topo.health(id)),
+                       ctx_->topo.current().link(id).capacity.ToBitsPerSec(), ctx_->loop->UnixMs()};
+    }
+    ctx_->writer->Submit(
+        [name, put](Store& store) {
+          return put ? store.PutLinkOverride(*put) : store.DeleteLinkOverride(name);
+        },
+        [this](core::Status s) { (void)ctx_->store_health.Stored(std::move(s), "link_override"); });
   }
   std::vector<double> load;
   std::vector<uint32_t> jobs;
@@ -368,7 +372,8 @@ void AdminService::DryRun(uint64_t rid, const std::string& peer) {
     out->set_replan_ms(run.replan_ms);
     // Against what is in force now (the snapshot's applied plan).
     const core::AppliedPlan& applied = *run.snapshot->applied;
-    for (const core::Assignment& a : r.changed) {
+    for (const auto& entry : r.changed) {
+      const core::Assignment& a = entry->assignment;
       auto it = applied.find(a.job_id);
       v1::PlanChange* c = out->add_changes();
       c->set_job_id(a.job_id);

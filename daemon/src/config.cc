@@ -206,10 +206,15 @@ const std::vector<Field<DaemonConfig>>& ConfigFields() {
        .member = CFG(planner.gpu_peak_tflops),
        .unit = "TFLOP/s",
        .reals = RealRange::AboveAtMost(0, 1e6)},
+      {.path = "planner.stable", .member = CFG(planner.stable)},
       {.path = "debounce_ms",
        .member = CFG(debounce_ms),
        .unit = "ms",
        .ints = IntRange::Closed(0, 60000)},
+      {.path = "reoptimize_interval_ms",
+       .member = CFG(reoptimize_interval_ms),
+       .unit = "ms",
+       .ints = IntRange::Closed(0, 86400000)},
       {.path = "min_replan_interval_ms",
        .member = CFG(min_replan_interval_ms),
        .unit = "ms",
@@ -708,6 +713,10 @@ core::PlannerOptions ToPlannerOptions(const PlannerConfig& p) {
   o.topo_orders = p.topo_orders;
   o.seed = p.seed;
   o.gpu_peak_flops = p.gpu_peak_tflops * 1e12;
+  // The crux policy re-plans incrementally (core::PolicyOptions::incremental, its default); said
+  // here too so that the options validate with `stable`.
+  o.incremental = true;
+  o.stable = p.stable;
   return o;
 }
 

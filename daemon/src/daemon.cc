@@ -106,6 +106,8 @@ core::ControlLoopOptions LoopOptions(const DaemonConfig& c) {
   core::ControlLoopOptions o;
   o.debounce = core::Duration::Millis(c.debounce_ms);
   o.min_replan_interval = core::Duration::Millis(c.min_replan_interval_ms);
+  o.reoptimize_interval =
+      c.planner.stable ? core::Duration::Millis(c.reoptimize_interval_ms) : core::Duration::Zero();
   o.replan_threshold_pct = c.replan_threshold_pct;
   o.profiling_samples = c.profiling_samples;
   o.qos = c.qos;
@@ -143,6 +145,8 @@ Daemon::Daemon(const DaemonConfig& config, core::Topology topology, std::string 
                    TypedQueue<protocol::Inbound>::ItemHandler(
                        [this](protocol::Inbound in) { ProcessAdmin(in); })) {
   if (plan_in_background) worker_ = std::make_unique<WorkerThread>();
+  ctx_.writer = std::make_unique<StoreWriter>(store, loop, plan_in_background);
+  ctx_.flush_planned = [this] { gateway_.FlushPlanned(); };
   PlanHost::Executor executor;
   if (plan_in_background) {
     executor = [this](WorkerThread::CancellableWork work) { worker_->Post(std::move(work)); };
@@ -154,7 +158,8 @@ Daemon::Daemon(const DaemonConfig& config, core::Topology topology, std::string 
 
 Daemon::~Daemon() {
   FlushProfiles();
-  worker_.reset();  // Cancel and join a run in flight before the state it reports to goes.
+  worker_.reset();      // Cancel and join a run in flight before the state it reports to goes.
+  ctx_.writer.reset();  // Runs every write submitted (the profiles above included), then joins.
 }
 
 core::Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
@@ -207,13 +212,13 @@ core::Status Daemon::Restore() {
   for (const StoredJob& s : jobs) {
     v1::RegisterJob reg;
     core::JobDemand demand;
-    Refusal bad;
+    protocol::ProtocolError bad;
     if (!reg.ParseFromString(s.registration) || reg.job_id() != s.job_id) {
       bad = {v1::ERROR_CODE_INTERNAL, "stored registration does not parse"};
     } else {
       bad = protocol::DemandFromProto(reg, topo, &demand);
     }
-    if (Refused(bad)) {
+    if (protocol::Failed(bad)) {
       ++ctx_.quarantined_jobs;
       spdlog::error("stored job {} not restored (kept in the state file, quarantined): {}",
                     s.job_id, bad.message);
@@ -228,7 +233,8 @@ core::Status Daemon::Restore() {
         spdlog::error("job {}: stored {} profile does not parse; dropped", s.job_id, what);
         return std::nullopt;
       }
-      if (Refusal pbad = protocol::ProfileFromProto(p, topo, demand, &prof); Refused(pbad)) {
+      if (protocol::ProtocolError pbad = protocol::ProfileFromProto(p, topo, demand, &prof);
+          protocol::Failed(pbad)) {
         spdlog::error("job {}: stored {} profile does not fit the topology ({}); dropped", s.job_id,
                       what, pbad.message);
         return std::nullopt;

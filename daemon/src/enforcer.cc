@@ -22,21 +22,21 @@ Refusal CheckSwitchCapabilities(const v1::SwitchCapabilities& caps, const core::
   }
   const std::string field = "switch_hello.capabilities";
   if (static_cast<int>(caps.queues()) <= top_queue) {
-    return {v1::ERROR_CODE_UNSUPPORTED,
+    return {RefusalCode::kUnsupported,
             field + ".queues: switch '" + switch_name + "' has " + std::to_string(caps.queues()) +
                 " queues per port, but the qos configuration uses queue " +
                 std::to_string(top_queue) + " (needs " + std::to_string(top_queue + 1) +
                 "); give cruxd a qos block that fits the smallest switch"};
   }
   if (qos.jobs_strict && !caps.strict_priority()) {
-    return {v1::ERROR_CODE_UNSUPPORTED,
+    return {RefusalCode::kUnsupported,
             field + ".strict_priority: switch '" + switch_name +
                 "' has no strict-priority scheduling, which qos.jobs_strict needs"};
   }
   if (needs_dwrr && !caps.dwrr()) {
-    return {v1::ERROR_CODE_UNSUPPORTED, field + ".dwrr: switch '" + switch_name +
-                                            "' has no DWRR scheduling, which the qos "
-                                            "configuration's weighted classes need"};
+    return {RefusalCode::kUnsupported, field + ".dwrr: switch '" + switch_name +
+                                           "' has no DWRR scheduling, which the qos "
+                                           "configuration's weighted classes need"};
   }
   return {};
 }
@@ -132,7 +132,7 @@ Refusal Enforcer::OnHello(const v1::SwitchHello& h, const std::string& peer, int
 Refusal Enforcer::OnApplied(const v1::SwitchApplied& a, const std::string& peer, int64_t unix_ms) {
   auto it = switches_.find(a.switch_name());
   if (it == switches_.end()) {
-    return {v1::ERROR_CODE_NOT_FOUND,
+    return {RefusalCode::kNotFound,
             "switch_applied.switch_name: '" + a.switch_name() + "' has not sent a SwitchHello"};
   }
   SwitchEntry& e = it->second;

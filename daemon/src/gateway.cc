@@ -21,7 +21,44 @@ std::string MetricKind(v1::ErrorCode code) {
 
 }  // namespace
 
+// The one mapping of the modules' refusals to wire errors.
+protocol::ProtocolError ToWire(const Refusal& r) {
+  v1::ErrorCode code = v1::ERROR_CODE_INTERNAL;
+  switch (r.code) {
+    case RefusalCode::kNone:
+      code = v1::ERROR_CODE_UNSPECIFIED;
+      break;
+    case RefusalCode::kInvalidArgument:
+      code = v1::ERROR_CODE_INVALID_ARGUMENT;
+      break;
+    case RefusalCode::kNotFound:
+      code = v1::ERROR_CODE_NOT_FOUND;
+      break;
+    case RefusalCode::kUnknownJob:
+      code = v1::ERROR_CODE_UNKNOWN_JOB;
+      break;
+    case RefusalCode::kConflict:
+      code = v1::ERROR_CODE_CONFLICT;
+      break;
+    case RefusalCode::kPermissionDenied:
+      code = v1::ERROR_CODE_PERMISSION_DENIED;
+      break;
+    case RefusalCode::kResourceExhausted:
+      code = v1::ERROR_CODE_RESOURCE_EXHAUSTED;
+      break;
+    case RefusalCode::kUnsupported:
+      code = v1::ERROR_CODE_UNSUPPORTED;
+      break;
+  }
+  return {code, r.message, r.reason};
+}
+
 v1::Envelope Gateway::Refuse(const std::string& endpoint, uint64_t request_id, const Refusal& r) {
+  return Refuse(endpoint, request_id, ToWire(r));
+}
+
+v1::Envelope Gateway::Refuse(const std::string& endpoint, uint64_t request_id,
+                             const protocol::ProtocolError& r) {
   if (ctx_->metrics) ctx_->metrics->AddError(endpoint, MetricKind(r.code));
   if (!r.reason.empty()) ctx_->refusals.Count(r.reason);
   spdlog::debug("{} request {} refused: {} {}", endpoint, request_id,
@@ -62,6 +99,11 @@ void Gateway::HandleOne(const protocol::Inbound& in) {
 
 void Gateway::EndBatch() {
   CommitRegistrations();
+  SendDeferred();
+  ctx_->plans->Kick();
+}
+
+void Gateway::SendDeferred() {
   auto assignments = std::move(deferred_assignments_);
   deferred_assignments_.clear();
   for (const auto& [peer, id] : assignments) {
@@ -74,34 +116,43 @@ void Gateway::EndBatch() {
   for (auto& [peer, msg] : deferred) {
     if (ctx_->client_sender) (void)ctx_->client_sender(peer, msg);
   }
-  ctx_->plans->Kick();
 }
 
 void Gateway::CommitRegistrations() {
   if (held_.empty()) return;
-  std::vector<HeldRegistration> held = std::move(held_);
-  std::vector<StoredJob> rows = std::move(held_rows_);
+  auto held = std::make_shared<std::vector<HeldRegistration>>(std::move(held_));
+  auto rows = std::make_shared<const std::vector<StoredJob>>(std::move(held_rows_));
   held_.clear();
   held_rows_.clear();
   held_ids_.clear();
-  const bool stored = ctx_->store_health.Stored(ctx_->store->UpsertJobs(rows), "upsert_job").ok();
-  for (HeldRegistration& h : held) {
-    if (!stored) {
-      // Undo: a registration that is not persisted is not acknowledged.
-      if (!h.known) ctx_->tracker.Remove(h.job_id);
-      Reply(h.peer, h.request_id,
-            Refuse("client", h.request_id,
-                   {v1::ERROR_CODE_UNAVAILABLE, "register_job: state could not be persisted"}));
-      continue;
-    }
-    if (h.known) {
-      DeferAssignment(h.peer, h.job_id);
-    } else if (const JobSession* j = ctx_->tracker.Find(h.job_id)) {
-      ctx_->plans->loop().AddJob(j->demand, j->dscp);
-      spdlog::info("job {} registered ({} hosts, dscp {})", h.job_id, h.placement, j->dscp);
-    }
-    Reply(h.peer, h.request_id, h.reply);
-  }
+  // Answered when the rows are durable (the writer's thread; inline in tests).
+  ctx_->writer->Submit(
+      [rows](Store& store) { return store.UpsertJobs(*rows); },
+      [this, held](core::Status status) {
+        const bool stored = ctx_->store_health.Stored(std::move(status), "upsert_job").ok();
+        for (HeldRegistration& h : *held) {
+          if (!stored) {
+            // Undo: a registration that is not persisted is not acknowledged.
+            if (!h.known) ctx_->tracker.Remove(h.job_id);
+            Reply(h.peer, h.request_id,
+                  Refuse("client", h.request_id,
+                         protocol::ProtocolError{v1::ERROR_CODE_UNAVAILABLE,
+                                                 "register_job: state could not be persisted"}));
+            continue;
+          }
+          if (h.known) {
+            DeferAssignment(h.peer, h.job_id);
+          } else if (const JobSession* j = ctx_->tracker.Find(h.job_id)) {
+            ctx_->plans->loop().AddJob(j->demand, j->dscp);
+            spdlog::info("job {} registered ({} hosts, dscp {})", h.job_id, h.placement, j->dscp);
+          }
+          Reply(h.peer, h.request_id, h.reply);
+        }
+        if (ctx_->writer->threaded()) {  // Inline: EndBatch does the rest.
+          SendDeferred();
+          ctx_->plans->Kick();
+        }
+      });
 }
 
 void Gateway::DeferAssignment(const std::string& peer, const std::string& job_id) {
@@ -110,7 +161,7 @@ void Gateway::DeferAssignment(const std::string& peer, const std::string& job_id
   deferred_assignments_.emplace_back(peer, job_id);
 }
 
-Refusal Gateway::Authorise(const protocol::Inbound& in) const {
+protocol::ProtocolError Gateway::Authorise(const protocol::Inbound& in) const {
   if (!ctx_->grants) return {};
   const v1::Envelope& m = in.msg;
   auto it = ctx_->grants->find(in.user_id);
@@ -151,7 +202,9 @@ Refusal Gateway::Authorise(const protocol::Inbound& in) const {
 
 std::optional<v1::Envelope> Gateway::Handle(const protocol::Inbound& in) {
   const v1::Envelope& m = in.msg;
-  if (Refusal bad = Authorise(in); Refused(bad)) return Refuse("client", m.request_id(), bad);
+  if (protocol::ProtocolError bad = Authorise(in); protocol::Failed(bad)) {
+    return Refuse("client", m.request_id(), bad);
+  }
   switch (m.body_case()) {
     case v1::Envelope::kRegisterJob:
       return OnRegister(in);
@@ -192,7 +245,8 @@ StoredJob Gateway::ToStored(const JobSession& j) const {
 std::optional<v1::Envelope> Gateway::OnRegister(const protocol::Inbound& in) {
   const v1::RegisterJob& r = in.msg.register_job();
   core::JobDemand demand;
-  if (Refusal bad = protocol::DemandFromProto(r, ctx_->topo.nominal(), &demand); Refused(bad)) {
+  if (protocol::ProtocolError bad = protocol::DemandFromProto(r, ctx_->topo.nominal(), &demand);
+      protocol::Failed(bad)) {
     return Refuse("client", in.msg.request_id(), bad);
   }
   bool known = false;
@@ -226,31 +280,19 @@ v1::Envelope Gateway::OnProfile(const protocol::Inbound& in) {
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
   const JobSession& j = *ctx_->tracker.Find(p.job_id());
   core::JobProfile profile;
-  if (Refusal bad_profile = protocol::ProfileFromProto(p, ctx_->topo.nominal(), j.demand, &profile,
-                                                       &peer_names_[p.job_id()]);
-      Refused(bad_profile)) {
+  if (protocol::ProtocolError bad_profile = protocol::ProfileFromProto(
+          p, ctx_->topo.nominal(), j.demand, &profile, &peer_names_[p.job_id()]);
+      protocol::Failed(bad_profile)) {
     return Refuse("client", in.msg.request_id(), bad_profile);
   }
   const core::ReportVerdict v = ctx_->plans->loop().ReportProfile(p.job_id(), profile);
-  if (v.phase_changed || v.plan_changed) {
-    // The phase is derived from the stored profile at restart, and a restart plans from the
-    // stored planned profile: both are written at once (significant reports only).
-    ctx_->dirty_profiles.erase(p.job_id());
-    const std::string blob = p.SerializeAsString();
-    core::Status s =
-        ctx_->store->PutProfile(p.job_id(), blob, v.plan_changed ? blob : "", ctx_->loop->UnixMs());
-    if (s.ok() && v.phase_changed) s = ctx_->store->UpsertJob(ToStored(j));
-    if (ctx_->store_health.Stored(s, "put_profile").ok()) {
-      planned_dirty_.erase(p.job_id());
-    } else {
-      ctx_->dirty_profiles.insert(p.job_id());  // Retried by FlushProfiles.
-      if (v.plan_changed) planned_dirty_.insert(p.job_id());
-    }
-    if (v.phase_changed) {
-      spdlog::info("job {} is now {}", p.job_id(), core::JobPhaseName(v.phase));
-    }
-  } else {
-    ctx_->dirty_profiles.insert(p.job_id());  // FlushProfiles (batched, ~1 s).
+  // Stored by the next flush (about a second, or before the next plan's write for a planned
+  // profile or a phase: FlushPlanned), never one write per report.
+  ctx_->dirty_profiles.insert(p.job_id());
+  if (v.plan_changed) planned_dirty_.insert(p.job_id());
+  if (v.phase_changed) {
+    state_dirty_.insert(p.job_id());
+    spdlog::info("job {} is now {}", p.job_id(), core::JobPhaseName(v.phase));
   }
   return protocol::MakeAck(in.msg.request_id(), p.job_id());
 }
@@ -322,10 +364,11 @@ void Gateway::JobGone(const std::string& id, const std::string& reason) {
   spdlog::info("job {} gone: {}", id, reason);
   ctx_->dirty_profiles.erase(id);
   planned_dirty_.erase(id);
+  state_dirty_.erase(id);
   peer_names_.erase(id);
   ctx_->tracker.Remove(id);
-  (void)ctx_->store_health.Stored(ctx_->store->DeleteJob(id), "delete_job");
   std::shared_ptr<const core::AppliedAssignment> was = ctx_->plans->loop().RemoveJob(id, reason);
+  std::optional<AuditRow> audit;
   if (was) {
     AuditRow a;
     a.ts_ms = ctx_->loop->UnixMs();
@@ -334,41 +377,84 @@ void Gateway::JobGone(const std::string& id, const std::string& reason) {
     a.old_level = was->assignment.level;
     a.new_level = -1;
     a.reason = reason.substr(0, 1000);
-    (void)ctx_->store_health.Stored(ctx_->store->ApplyPlan(a.epoch, {}, {id}, {a}), "apply_plan");
+    audit = std::move(a);
   }
+  ctx_->writer->Submit(
+      [id, audit](Store& store) {
+        core::Status s = store.DeleteJob(id);
+        if (s.ok() && audit) s = store.ApplyPlan(audit->epoch, {}, {id}, {*audit});
+        return s;
+      },
+      [this](core::Status s) { (void)ctx_->store_health.Stored(std::move(s), "delete_job"); });
   ctx_->plans->Kick();
 }
 
 size_t Gateway::FlushProfiles(size_t max_rows) {
   if (ctx_->dirty_profiles.empty()) return 0;
-  const core::Topology& topo = ctx_->topo.nominal();
-  std::vector<std::pair<std::string, std::string>> batch;
-  batch.reserve(std::min(max_rows, ctx_->dirty_profiles.size()));
-  size_t taken = 0;
-  auto it = ctx_->dirty_profiles.begin();
-  for (; it != ctx_->dirty_profiles.end() && taken < max_rows; ++it, ++taken) {
-    const std::string& id = *it;
-    const core::LoopJob* j = ctx_->plans->loop().Find(id);
-    if (!j || !j->profile) continue;
-    const std::string latest = protocol::ProfileToProto(id, *j->profile, topo).SerializeAsString();
-    if (planned_dirty_.count(id) && j->planned) {
-      // An earlier immediate write failed: the planned profile goes with it.
-      const std::string planned =
-          protocol::ProfileToProto(id, *j->planned, topo).SerializeAsString();
-      if (ctx_->store_health
-              .Stored(ctx_->store->PutProfile(id, latest, planned, ctx_->loop->UnixMs()),
-                      "put_profile")
-              .ok()) {
-        planned_dirty_.erase(id);
-      }
-      continue;
-    }
-    batch.emplace_back(id, latest);
+  std::vector<std::string> ids;
+  ids.reserve(std::min(max_rows, ctx_->dirty_profiles.size()));
+  for (auto it = ctx_->dirty_profiles.begin();
+       it != ctx_->dirty_profiles.end() && ids.size() < max_rows; ++it) {
+    ids.push_back(*it);
   }
-  ctx_->dirty_profiles.erase(ctx_->dirty_profiles.begin(), it);
-  (void)ctx_->store_health.Stored(ctx_->store->PutProfiles(batch, ctx_->loop->UnixMs()),
-                                  "put_profiles");
+  Flush(ids);
   return ctx_->dirty_profiles.size();
+}
+
+void Gateway::FlushPlanned() {
+  std::set<std::string> ids = planned_dirty_;
+  ids.insert(state_dirty_.begin(), state_dirty_.end());
+  if (!ids.empty()) Flush(std::vector<std::string>(ids.begin(), ids.end()));
+}
+
+void Gateway::Flush(const std::vector<std::string>& ids) {
+  const core::Topology& topo = ctx_->topo.nominal();
+  auto profiles = std::make_shared<std::vector<ProfileRow>>();
+  auto jobs = std::make_shared<std::vector<StoredJob>>();
+  auto planned = std::make_shared<std::vector<std::string>>();
+  auto states = std::make_shared<std::vector<std::string>>();
+  profiles->reserve(ids.size());
+  for (const std::string& id : ids) {
+    const core::LoopJob* j = ctx_->plans->loop().Find(id);
+    const bool with_planned = planned_dirty_.erase(id) > 0;
+    const bool with_state = state_dirty_.erase(id) > 0;
+    ctx_->dirty_profiles.erase(id);
+    if (j == nullptr || !j->profile) continue;
+    ProfileRow row;
+    row.job_id = id;
+    row.report = protocol::ProfileToProto(id, *j->profile, topo).SerializeAsString();
+    if (with_planned && j->planned) {
+      row.planned = protocol::ProfileToProto(id, *j->planned, topo).SerializeAsString();
+      planned->push_back(id);
+    }
+    profiles->push_back(std::move(row));
+    if (with_state) {
+      if (const JobSession* s = ctx_->tracker.Find(id)) {
+        jobs->push_back(ToStored(*s));
+        states->push_back(id);
+      }
+    }
+  }
+  if (profiles->empty()) return;
+  ctx_->writer->Submit(
+      [profiles, jobs, now = ctx_->loop->UnixMs()](Store& store) {
+        core::Status s = store.PutProfiles(*profiles, now);
+        if (s.ok() && !jobs->empty()) s = store.UpsertJobs(*jobs);
+        return s;
+      },
+      [this, profiles, planned, states](core::Status s) {
+        if (ctx_->store_health.Stored(std::move(s), "put_profiles").ok()) return;
+        // Marked dirty again (jobs still here), retried by the next flush.
+        for (const ProfileRow& r : *profiles) {
+          if (ctx_->plans->loop().Find(r.job_id)) ctx_->dirty_profiles.insert(r.job_id);
+        }
+        for (const std::string& id : *planned) {
+          if (ctx_->plans->loop().Find(id)) planned_dirty_.insert(id);
+        }
+        for (const std::string& id : *states) {
+          if (ctx_->plans->loop().Find(id)) state_dirty_.insert(id);
+        }
+      });
 }
 
 }  // namespace crux::daemon

@@ -7,7 +7,7 @@ namespace crux::daemon {
 namespace {
 
 Refusal Ok() { return {}; }
-Refusal Refuse(v1::ErrorCode code, std::string msg, std::string reason = "") {
+Refusal Refuse(RefusalCode code, std::string msg, std::string reason = "") {
   return {code, std::move(msg), std::move(reason)};
 }
 
@@ -32,7 +32,7 @@ void JobTracker::SetOptions(const Options& o) {
 Refusal JobTracker::CheckOwner(const JobSession& j, const std::string& user_id,
                                const std::string& field) const {
   if (!j.user_id.empty() && j.user_id != user_id) {
-    return Refuse(v1::ERROR_CODE_PERMISSION_DENIED,
+    return Refuse(RefusalCode::kPermissionDenied,
                   field + ": job '" + j.demand.id + "' was registered by another CURVE key",
                   "job_owner");
   }
@@ -41,14 +41,14 @@ Refusal JobTracker::CheckOwner(const JobSession& j, const std::string& user_id,
 
 Refusal JobTracker::CheckQuota(const std::string& peer, const std::string& user_id) const {
   if (options_.max_jobs > 0 && jobs_.size() >= options_.max_jobs) {
-    return Refuse(v1::ERROR_CODE_RESOURCE_EXHAUSTED,
+    return Refuse(RefusalCode::kResourceExhausted,
                   "register_job: cruxd already has " + std::to_string(jobs_.size()) +
                       " jobs (limits.max_jobs)",
                   "quota");
   }
   if (options_.max_jobs_per_connection > 0 &&
       JobsOfPeer(peer) >= options_.max_jobs_per_connection) {
-    return Refuse(v1::ERROR_CODE_RESOURCE_EXHAUSTED,
+    return Refuse(RefusalCode::kResourceExhausted,
                   "register_job: this connection already speaks for " +
                       std::to_string(JobsOfPeer(peer)) + " jobs (limits.max_jobs_per_connection)",
                   "quota");
@@ -57,7 +57,7 @@ Refusal JobTracker::CheckQuota(const std::string& peer, const std::string& user_
     auto it = jobs_per_key_.find(user_id);
     const uint32_t n = it == jobs_per_key_.end() ? 0 : it->second;
     if (n >= options_.max_jobs_per_key) {
-      return Refuse(v1::ERROR_CODE_RESOURCE_EXHAUSTED,
+      return Refuse(RefusalCode::kResourceExhausted,
                     "register_job: this CURVE key already registered " + std::to_string(n) +
                         " jobs (limits.max_jobs_per_key)",
                     "quota");
@@ -102,7 +102,7 @@ Refusal JobTracker::Register(const core::JobDemand& demand, const std::string& p
     JobSession& j = it->second;
     if (Refusal bad = CheckOwner(j, user_id, "register_job.job_id"); Refused(bad)) return bad;
     if (!(j.demand.placement == demand.placement)) {
-      return Refuse(v1::ERROR_CODE_CONFLICT,
+      return Refuse(RefusalCode::kConflict,
                     "register_job.placement: job '" + demand.id +
                         "' is already registered with a different placement (end it first)");
     }
@@ -117,7 +117,7 @@ Refusal JobTracker::Register(const core::JobDemand& demand, const std::string& p
   // Newcomers sit on the temporary top level 0 until planned.
   core::Result<int> colour = pool_.Acquire(demand.id, 0);
   if (!colour.ok()) {
-    return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
+    return Refuse(RefusalCode::kInvalidArgument,
                   "register_job.job_id: " + std::string(colour.status().message()));
   }
   JobSession j;
@@ -138,7 +138,7 @@ Refusal JobTracker::Touch(const std::string& job_id, const std::string& peer,
                           int64_t unix_ms) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) {
-    return Refuse(v1::ERROR_CODE_UNKNOWN_JOB,
+    return Refuse(RefusalCode::kUnknownJob,
                   field + ": job '" + job_id + "' is not registered (register again)");
   }
   JobSession& j = it->second;
@@ -146,7 +146,7 @@ Refusal JobTracker::Touch(const std::string& job_id, const std::string& peer,
   if (j.peer.empty()) {
     SetPeer(j, peer);  // Restored job: its first message binds the connection.
   } else if (j.peer != peer) {
-    return Refuse(v1::ERROR_CODE_PERMISSION_DENIED,
+    return Refuse(RefusalCode::kPermissionDenied,
                   field + ": job '" + job_id +
                       "' is bound to another connection (the one that registered it); "
                       "re-register from this connection to move it",

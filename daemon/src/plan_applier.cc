@@ -24,14 +24,23 @@ void PlanApplier::Publish(const PlanRun& run) {
   ctx_->view = std::move(view);
 }
 
-void PlanApplier::Apply(PlanRun run) {
+void PlanApplier::Finish(const PlanRun& run, size_t changed, double ms, const std::string& steps) {
+  ctx_->plans->RunFinished();
+  if (ms >= 50) {
+    spdlog::info("committing run {} ({} changed) took {:.1f} ms on the loop ({})",
+                 run.snapshot->run, changed, ms, steps);
+  }
+}
+
+void PlanApplier::Apply(PlanRun run_value) {
   const auto apply_start = std::chrono::steady_clock::now();
+  auto run = std::make_shared<PlanRun>(std::move(run_value));
   core::ControlLoop& loop = ctx_->plans->loop();
-  const core::PlanningSnapshot& snap = *run.snapshot;
-  const core::PlanOutcome& outcome = *run.outcome;
+  const core::PlanningSnapshot& snap = *run->snapshot;
+  const core::PlanOutcome& outcome = *run->outcome;
   ++ctx_->replans;
-  ctx_->last_replan_ms = run.replan_ms;
-  if (ctx_->metrics) ctx_->metrics->ObserveReplan(run.replan_ms / 1000.0, outcome.status.ok());
+  ctx_->last_replan_ms = run->replan_ms;
+  if (ctx_->metrics) ctx_->metrics->ObserveReplan(run->replan_ms / 1000.0, outcome.status.ok());
   // Where the loop's time goes (logged when a commit takes >= 50 ms).
   auto last = apply_start;
   std::string steps;
@@ -41,17 +50,13 @@ void PlanApplier::Apply(PlanRun run) {
                          std::chrono::duration<double, std::milli>(now - last).count());
     last = now;
   };
-  core::ApplyBatch batch = loop.FinishPlan(snap, outcome);
+  auto batch = std::make_shared<const core::ApplyBatch>(loop.FinishPlan(snap, outcome));
   step("finish");
   auto finish = [&] {
-    ctx_->plans->RunFinished();
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - apply_start)
-            .count();
-    if (ms >= 50) {
-      spdlog::info("committing run {} ({} changed) took {:.1f} ms on the loop ({})", snap.run,
-                   batch.changed.size(), ms, steps);
-    }
+    Finish(*run, batch->changed.size(),
+           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - apply_start)
+               .count(),
+           steps);
   };
   if (!outcome.status.ok()) {
     spdlog::error("re-plan ({}) failed: {}; keeping epoch {}", snap.reason,
@@ -62,53 +67,54 @@ void PlanApplier::Apply(PlanRun run) {
   }
   for (const auto& [id, why] : outcome.excluded) spdlog::warn("job {} not planned: {}", id, why);
   if (ctx_->config.dry_run) {
-    if (!batch.changed.empty() || !batch.removed.empty()) {
+    if (!batch->changed.empty() || !batch->removed.empty()) {
       spdlog::info(
           "dry_run: re-plan ({}) would push {} changed assignments as epoch {} ({:.2f} ms)",
-          snap.reason, batch.changed.size(), batch.epoch, run.replan_ms);
-      for (const auto& a : batch.changed) {
+          snap.reason, batch->changed.size(), batch->epoch, run->replan_ms);
+      for (const auto& a : batch->changed) {
         const core::AppliedAssignment* old = loop.Applied(a->assignment.job_id);
         spdlog::info("dry_run:   {} level {} -> {}", a->assignment.job_id,
                      old ? old->assignment.level : -1, a->assignment.level);
       }
     }
     loop.Commit(core::ApplyBatch{});  // Nothing is applied in a dry run.
-    Publish(run);
+    Publish(*run);
     finish();
     return;
   }
-  if (batch.empty()) {
+  if (batch->empty()) {
     spdlog::debug("re-plan ({}) {:.2f} ms: nothing changed, epoch stays {}", snap.reason,
-                  run.replan_ms, loop.epoch());
-    loop.Commit(batch);
-    ctx_->enforcer.Commit(batch.qos, batch.qos_changed);  // The first state after a start.
-    Publish(run);
+                  run->replan_ms, loop.epoch());
+    loop.Commit(*batch);
+    ctx_->enforcer.Commit(batch->qos, batch->qos_changed);  // The first state after a start.
+    Publish(*run);
     finish();
     return;
   }
   // Store rows: serialized on the worker for snap.epoch + 1; again here only if the epoch moved.
   std::map<std::string, PlanRow*> prepared;
-  if (batch.epoch == snap.epoch + 1) {
-    for (PlanRow& r : run.rows) prepared[r.job_id] = &r;
+  std::vector<PlanRow>& run_rows = run->rows;  // Moved from: not read again.
+  if (batch->epoch == snap.epoch + 1) {
+    for (PlanRow& r : run_rows) prepared[r.job_id] = &r;
   }
   const core::Topology& names = ctx_->topo.nominal();
-  std::vector<PlanRow> rows;
+  auto rows = std::make_shared<std::vector<PlanRow>>();
   std::vector<AuditRow> audit;
-  rows.reserve(batch.changed.size());
+  rows->reserve(batch->changed.size());
   const int64_t now_ms = ctx_->loop->UnixMs();
-  for (const auto& a : batch.changed) {
+  for (const auto& a : batch->changed) {
     const std::string& id = a->assignment.job_id;
     auto p = prepared.find(id);
     if (p != prepared.end()) {
-      rows.push_back(std::move(*p->second));  // run.rows is not read again.
+      rows->push_back(std::move(*p->second));
     } else {
-      rows.push_back({id, a->assignment.level, a->assignment.dscp, batch.epoch,
-                      protocol::AssignmentToProto(*a, names).SerializeAsString()});
+      rows->push_back({id, a->assignment.level, a->assignment.dscp, batch->epoch,
+                       protocol::AssignmentToProto(*a, names).SerializeAsString()});
     }
     const core::AppliedAssignment* old = loop.Applied(id);
     AuditRow row;
     row.ts_ms = now_ms;
-    row.epoch = batch.epoch;
+    row.epoch = batch->epoch;
     row.job_id = id;
     row.old_level = old ? old->assignment.level : -1;
     row.new_level = a->assignment.level;
@@ -116,45 +122,75 @@ void PlanApplier::Apply(PlanRun run) {
     audit.push_back(std::move(row));
   }
   step("rows");
-  if (batch.advances_epoch) {
-    if (core::Status s = ctx_->store_health.Stored(
-            ctx_->store->ApplyPlan(batch.epoch, rows, batch.removed, audit), "apply_plan");
-        !s.ok()) {
-      spdlog::error("re-plan ({}) not applied: epoch stays {} until the store works again",
-                    snap.reason, loop.epoch());
-      loop.CommitFailed();
-      finish();
-      return;
-    }
+  if (!batch->advances_epoch) {
+    Commit(run, batch, rows, 0);
+    finish();
+    return;
   }
-  step("store");
-  loop.Commit(batch);
-  step("commit");
+  // The planned profiles this run used are written first (FIFO), then the plan, off the loop.
+  if (ctx_->flush_planned) ctx_->flush_planned();
+  const auto submitted = std::chrono::steady_clock::now();
+  ctx_->writer->Submit(
+      [rows, removed = batch->removed, audit = std::move(audit), epoch = batch->epoch](
+          Store& store) { return store.ApplyPlan(epoch, *rows, removed, audit); },
+      [this, run, batch, rows, submitted](core::Status s) {
+        const double store_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - submitted)
+                .count();
+        if (!ctx_->store_health.Stored(std::move(s), "apply_plan").ok()) {
+          spdlog::error("re-plan ({}) not applied: epoch stays {} until the store works again",
+                        run->snapshot->reason, ctx_->plans->loop().epoch());
+          ctx_->plans->loop().CommitFailed();
+          Finish(*run, batch->changed.size(), 0, "");
+          return;
+        }
+        const auto start = std::chrono::steady_clock::now();
+        Commit(run, batch, rows, store_ms);
+        Finish(*run, batch->changed.size(),
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                   .count(),
+               fmt::format("after the store write of {:.1f} ms", store_ms));
+      });
+  step("submit");
+  if (!ctx_->writer->threaded()) return;  // Inline: done already ran (and finished the run).
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - apply_start)
+          .count();
+  if (ms >= 50) {
+    spdlog::info("preparing run {} ({} changed) took {:.1f} ms on the loop ({})", snap.run,
+                 batch->changed.size(), ms, steps);
+  }
+}
+
+void PlanApplier::Commit(std::shared_ptr<const PlanRun> run,
+                         std::shared_ptr<const core::ApplyBatch> batch,
+                         std::shared_ptr<std::vector<PlanRow>> rows, double store_ms) {
+  core::ControlLoop& loop = ctx_->plans->loop();
+  loop.Commit(*batch);
   auto pushes = std::make_shared<Pushes>();
-  pushes->reserve(batch.changed.size());
-  for (size_t i = 0; i < batch.changed.size(); ++i) {
-    const auto& a = batch.changed[i];
+  pushes->reserve(batch->changed.size());
+  for (size_t i = 0; i < batch->changed.size(); ++i) {
+    const auto& a = batch->changed[i];
     const std::string& id = a->assignment.job_id;
     ctx_->tracker.SetLevel(id, a->assignment.level);
     if (const JobSession* j = ctx_->tracker.Find(id)) {
-      // rows[i] is batch.changed[i]'s store row: the serialized assignment the push carries.
-      pushes->push_back({j->peer, a, std::move(rows[i].assignment)});
+      // (*rows)[i] is batch->changed[i]'s store row: the serialized assignment the push carries.
+      pushes->push_back({j->peer, a, std::move((*rows)[i].assignment)});
     }
   }
   const size_t pushed = PushChunk(std::move(pushes), 0);
-  step("push");
-  ctx_->enforcer.Commit(batch.qos, batch.qos_changed);
-  step("switches");
+  ctx_->enforcer.Commit(batch->qos, batch->qos_changed);
   if (ctx_->metrics) ctx_->metrics->SetEpoch(loop.epoch());
+  const core::PlanOutcome& o = *run->outcome;
   spdlog::info(
       "epoch {}: {} assignments changed ({} pushed at once, the rest in chunks), {} removed, "
-      "QoS changed on {} switches; "
-      "re-plan ({}) {:.2f} ms",
-      loop.epoch(), batch.changed.size(), pushed, batch.removed.size(), batch.qos_changed.size(),
-      snap.reason, run.replan_ms);
-  Publish(run);
-  step("publish");
-  finish();
+      "QoS changed on {} switches; re-plan ({}) {:.2f} ms on the worker (schedule {:.1f}, "
+      "assignments {:.1f}, QoS {:.1f}){}{}, store {:.1f} ms",
+      loop.epoch(), batch->changed.size(), pushed, batch->removed.size(), batch->qos_changed.size(),
+      run->snapshot->reason, run->replan_ms, o.schedule_time.ToMillis(), o.assign_time.ToMillis(),
+      o.qos_time.ToMillis(), o.reoptimized ? ", re-optimised" : "",
+      o.seeded ? ", seeded from the plan in force" : "", store_ms);
+  Publish(*run);
 }
 
 size_t PlanApplier::PushChunk(std::shared_ptr<const Pushes> pushes, size_t from) {

@@ -21,6 +21,7 @@ PlanRun PlanEngine::Run(std::shared_ptr<const core::PlanningSnapshot> snap,
     core::PolicyOptions po;
     po.planner = options;
     po.resolve_ports = true;  // The daemon pins flows: clients need their UDP source ports.
+    po.stable = options.stable;
     auto policy = core::MakePolicy("crux", *topo, po);
     if (!policy.ok()) {
       policy_.reset();
@@ -35,12 +36,11 @@ PlanRun PlanEngine::Run(std::shared_ptr<const core::PlanningSnapshot> snap,
   }
   *outcome = core::RunPlan(*policy_, *topo, *snap, core::SteadyClock::Instance());
   if (rows && outcome->status.ok()) {
-    const uint64_t epoch = snap->epoch + 1;
     run.rows.reserve(outcome->changed.size());
-    for (const core::Assignment& a : outcome->changed) {
-      const core::AppliedAssignment applied{a, epoch};
-      run.rows.push_back({a.job_id, a.level, a.dscp, epoch,
-                          protocol::AssignmentToProto(applied, *topo).SerializeAsString()});
+    for (const auto& applied : outcome->changed) {  // Stamped snapshot->epoch + 1.
+      const core::Assignment& a = applied->assignment;
+      run.rows.push_back({a.job_id, a.level, a.dscp, applied->epoch,
+                          protocol::AssignmentToProto(*applied, *topo).SerializeAsString()});
     }
   }
   run.outcome = std::move(outcome);
@@ -102,7 +102,15 @@ void PlanHost::Kick() {
   armed_for_ = *due;
   const uint64_t generation = ++generation_;
   const core::Duration wait = std::max(core::Duration::Zero(), *due - loop_->Now());
-  loop_->RunAfter(wait, [this, generation] { Fire(generation); });
+  // Through the mailbox: a timer that fires after the host is gone does nothing.
+  loop_->RunAfter(wait, [mailbox = mailbox_, generation] {
+    PlanHost* host = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mailbox->mu);
+      host = mailbox->host;
+    }
+    if (host) host->Fire(generation);
+  });
 }
 
 void PlanHost::Fire(uint64_t generation) {

@@ -209,24 +209,26 @@ class SqliteStore final : public Store {
     return Status::Ok();
   }
 
-  Status PutProfiles(const std::vector<std::pair<std::string, std::string>>& reports,
-                     int64_t now_ms) override {
-    if (reports.empty()) return Status::Ok();
+  Status PutProfiles(const std::vector<ProfileRow>& rows, int64_t now_ms) override {
+    if (rows.empty()) return Status::Ok();
     CRUX_RETURN_IF_ERROR(Begin());
     Stmt* st = Prepared(
-        "INSERT INTO profiles(job_id, report, updated_ms) VALUES(?1, ?2, ?3) "
+        "INSERT INTO profiles(job_id, report, updated_ms, planned) VALUES(?1, ?2, ?3, ?4) "
         "ON CONFLICT(job_id) DO UPDATE SET report = excluded.report, "
-        "updated_ms = excluded.updated_ms");
+        "updated_ms = excluded.updated_ms, "
+        "planned = CASE WHEN length(excluded.planned) > 0 THEN excluded.planned "
+        "ELSE profiles.planned END");
     if (!st) {
       Status s = SqlError(db_, "prepare profiles");
       Rollback();
       return s;
     }
-    for (const auto& [job_id, report] : reports) {
-      const int rc = st->Text(1, job_id).Blob(2, report).Int(3, now_ms).Step();
+    for (const ProfileRow& r : rows) {
+      const int rc =
+          st->Text(1, r.job_id).Blob(2, r.report).Int(3, now_ms).Blob(4, r.planned).Step();
       st->Reset();
       if (rc != SQLITE_DONE) {
-        Status s = SqlError(db_, "put profile " + job_id);
+        Status s = SqlError(db_, "put profile " + r.job_id);
         Rollback();
         return s;
       }

@@ -192,6 +192,43 @@ core::Status ValidateError(const v1::Error& m, std::string_view field) {
   return CheckText(m.message(), kMaxTextLength, Field(f, "message"));
 }
 
+// crux-hostd's host part (client.proto HostPart), when present.
+Status CheckHostPart(const v1::HostPart& h, const Field& f) {
+  CRUX_RETURN_IF_ERROR(CheckId(h.host(), Field(f, "host")));
+  if (h.hosts_expected() > kMaxPlacementHosts) {
+    return Bad(Field(f, "hosts_expected"), "must be at most " + std::to_string(kMaxPlacementHosts));
+  }
+  if (h.local_ranks() > kMaxGpusPerHost) {
+    return Bad(Field(f, "local_ranks"), "must be at most " + std::to_string(kMaxGpusPerHost));
+  }
+  return Status::Ok();
+}
+
+Status CheckCommTraffic(const v1::CommTraffic& c, const Field& f) {
+  constexpr uint32_t kMaxRanks = 1u << 24;
+  if (c.nranks() < 1 || c.nranks() > kMaxRanks) {
+    return Bad(Field(f, "nranks"), "must be 1-" + std::to_string(kMaxRanks));
+  }
+  CRUX_RETURN_IF_ERROR(CheckCount(c.local_ranks_size(), kMaxGpusPerHost, Field(f, "local_ranks")));
+  for (int i = 0; i < c.local_ranks_size(); ++i) {
+    if (c.local_ranks(i) >= c.nranks()) {
+      return Bad(Field(Field(f, "local_ranks"), static_cast<size_t>(i)), "must be < nranks");
+    }
+  }
+  const Field bytes_field(f, "bytes");
+  CRUX_RETURN_IF_ERROR(CheckCount(c.bytes_size(), kMaxPeers, bytes_field));
+  for (int i = 0; i < c.bytes_size(); ++i) {
+    const v1::RankPeerBytes& b = c.bytes(i);
+    const Field bf(bytes_field, static_cast<size_t>(i));
+    if (b.rank() >= c.nranks()) return Bad(Field(bf, "rank"), "must be < nranks");
+    if (b.peer_rank() < -1 || b.peer_rank() >= static_cast<int64_t>(c.nranks())) {
+      return Bad(Field(bf, "peer_rank"), "must be -1 or < nranks");
+    }
+    CRUX_RETURN_IF_ERROR(CheckMaxU64(b.bytes(), kMaxBytesPerIteration, Field(bf, "bytes")));
+  }
+  return Status::Ok();
+}
+
 core::Status ValidateRegisterJob(const v1::RegisterJob& m, std::string_view field) {
   const Field f(field);
   CRUX_RETURN_IF_ERROR(CheckId(m.job_id(), Field(f, "job_id")));
@@ -241,6 +278,12 @@ core::Status ValidateRegisterJob(const v1::RegisterJob& m, std::string_view fiel
                                          std::to_string(kMaxLeaseMs) + " (got " +
                                          std::to_string(m.lease_ms()) + ")");
   }
+  if (m.has_host_part()) {
+    CRUX_RETURN_IF_ERROR(CheckHostPart(m.host_part(), Field(f, "host_part")));
+    if (m.placement_size() != 1 || m.placement(0).host() != m.host_part().host()) {
+      return Bad(Field(f, "host_part.host"), "a host part's placement must be that one host");
+    }
+  }
   return CheckText(m.model(), kMaxShortText, Field(f, "model"));
 }
 
@@ -285,16 +328,28 @@ core::Status ValidateProfileReport(const v1::ProfileReport& m, std::string_view 
                                                   std::to_string(m.compression_ratio()) + ")");
   }
   if (m.samples() < 1) return Bad(Field(f, "samples"), "must be >= 1");
+  if (m.has_host_part()) CRUX_RETURN_IF_ERROR(CheckHostPart(m.host_part(), Field(f, "host_part")));
+  CRUX_RETURN_IF_ERROR(CheckCount(m.comms_size(), kMaxPeers, Field(f, "comms")));
+  for (int i = 0; i < m.comms_size(); ++i) {
+    CRUX_RETURN_IF_ERROR(
+        CheckCommTraffic(m.comms(i), Field(Field(f, "comms"), static_cast<size_t>(i))));
+  }
   return CheckMaxU64(m.bytes_per_iteration(), kMaxBytesPerIteration,
                      Field(f, "bytes_per_iteration"));
 }
 
 core::Status ValidateHeartbeat(const v1::Heartbeat& m, std::string_view field) {
+  if (m.has_host_part()) {
+    CRUX_RETURN_IF_ERROR(CheckHostPart(m.host_part(), Field(Field(field), "host_part")));
+  }
   return CheckId(m.job_id(), Field(field, "job_id"));
 }
 
 core::Status ValidateEndJob(const v1::EndJob& m, std::string_view field) {
   CRUX_RETURN_IF_ERROR(CheckId(m.job_id(), Field(field, "job_id")));
+  if (m.has_host_part()) {
+    CRUX_RETURN_IF_ERROR(CheckHostPart(m.host_part(), Field(Field(field), "host_part")));
+  }
   return CheckText(m.reason(), kMaxTextLength, Field(field, "reason"));
 }
 

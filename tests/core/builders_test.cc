@@ -573,6 +573,57 @@ TEST(BuildersTest, HpnSmallPodCountsAndDualPlaneWiring) {
   EXPECT_EQ(t->link(*up).capacity, Bandwidth::Gbps(400));
 }
 
+TEST(BuildersTest, HpnPodsUnderACoreTier) {
+  // 2 pods x 2 segments x 2 hosts, 2 rails, 2 planes, 3 Aggs per plane, 2 cores per plane.
+  HpnParams p;
+  p.pods = 2;
+  p.segments = 2;
+  p.hosts_per_segment = 2;
+  p.rails = 2;
+  p.aggs_per_plane = 3;
+  p.cores_per_plane = 2;
+  p.agg_core_gbps = 100;
+  Result<Topology> t = BuildHpn(p);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->hosts().size(), 8u);
+  // ToRs: 4 segments x 2 rails x 2 planes; Aggs: 2 pods x 2 planes x 3; cores: 2 planes x 2.
+  size_t tors = 0;
+  size_t aggs = 0;
+  size_t cores = 0;
+  for (const Node& n : t->nodes()) {
+    tors += n.kind == NodeKind::kTor;
+    aggs += n.kind == NodeKind::kAgg;
+    cores += n.kind == NodeKind::kCore;
+  }
+  EXPECT_EQ(tors, 16u);
+  EXPECT_EQ(aggs, 12u);
+  EXPECT_EQ(cores, 4u);
+  // Pod 1's plane-1 ToR of segment 2 (tor ((2 * 2 + 0) * 2 + 1) = tor9) reaches pod 1's plane-1
+  // Aggs (j = (1 * 2 + 1) * 3 + a = agg9..agg11) only; agg9 reaches the plane-1 cores.
+  const NodeId tor9 = *t->FindNode("tor9");
+  std::set<std::string> up;
+  for (LinkId l : t->OutLinks(tor9)) {
+    if (t->node(t->link(l).dst).kind == NodeKind::kAgg) up.insert(t->node(t->link(l).dst).name);
+  }
+  EXPECT_EQ(up, (std::set<std::string>{"agg9", "agg10", "agg11"}));
+  std::set<std::string> core_up;
+  for (LinkId l : t->OutLinks(*t->FindNode("agg9"))) {
+    if (t->node(t->link(l).dst).kind == NodeKind::kCore) {
+      core_up.insert(t->node(t->link(l).dst).name);
+      EXPECT_EQ(t->link(l).capacity, Bandwidth::Gbps(100));
+    }
+  }
+  EXPECT_EQ(core_up, (std::set<std::string>{"core2", "core3"}));
+  // More than one pod needs a core tier; the defaults add none.
+  p.pods = 2;
+  p.cores_per_plane = 0;
+  EXPECT_NE(BuildHpn(p).status().message().find("cores_per_plane: must be >= 1"),
+            std::string::npos);
+  Result<Topology> one = BuildHpn(SmallHpn());
+  ASSERT_TRUE(one.ok());
+  for (const Node& n : one->nodes()) EXPECT_NE(n.kind, NodeKind::kCore);
+}
+
 TEST(BuildersTest, HpnSmallPodPathCounts) {
   const HpnParams p = SmallHpn();
   Result<Topology> t = BuildHpn(p);

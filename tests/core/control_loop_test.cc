@@ -236,8 +236,9 @@ TEST_F(ControlLoopTest, InvalidJobsAreExcludedWithTheirReasonAndTheRestIsPlanned
   EXPECT_EQ(o.planned, std::vector<std::string>{"a"});
   ASSERT_EQ(o.excluded.count("b"), 1u);
   EXPECT_FALSE(o.excluded.at("b").empty());
-  ASSERT_EQ(o.desired.size(), 2u);
-  EXPECT_TRUE(o.desired[1].flows.empty());
+  ASSERT_EQ(o.changed.size(), 2u);  // Both new; b gets an assignment without flows.
+  EXPECT_EQ(o.changed[1]->assignment.job_id, "b");
+  EXPECT_TRUE(o.changed[1]->assignment.flows.empty());
 }
 
 TEST_F(ControlLoopTest, BuildJobSpecUsesThePlannedProfile) {
@@ -292,6 +293,118 @@ TEST_F(ControlLoopTest, SwitchStatesAreDecidedByTheLoopWithTheirOwnEpochs) {
   ASSERT_EQ(batches.size(), 1u);
   EXPECT_TRUE(batches[0].empty());
   EXPECT_EQ(loop_->epoch(), 2u);
+}
+
+// A stable policy: the loop's re-optimisation timer and the restart seed.
+class StableControlLoopTest : public ControlLoopTest {
+ protected:
+  void SetUp() override {
+    ControlLoopTest::SetUp();
+    policy_ = MakeStable();
+    options_.reoptimize_interval = Duration::Seconds(600);
+    loop_ = std::make_unique<ControlLoop>(&clock_, topo_.get(), options_);
+  }
+  std::unique_ptr<SchedulingPolicy> MakeStable() {
+    PolicyOptions po;
+    po.resolve_ports = true;
+    po.stable = true;
+    auto policy = MakePolicy("crux", *topo_, po, &clock_);
+    EXPECT_TRUE(policy.ok()) << policy.status().ToString();
+    return std::move(policy).value();
+  }
+  void Converge() {
+    loop_->AddJob(Demand("a", {0, 4}), 10);
+    loop_->AddJob(Demand("b", {1, 5}), 12);
+    loop_->AddJob(Demand("c", {2, 6}, 3'000'000'000), 14);
+    Advance(kDebounce);
+    loop_->ReportProfile("a", Profile(100, 10, true));
+    loop_->ReportProfile("b", Profile(40, 10, true));
+    loop_->ReportProfile("c", Profile(300, 10, true));
+    Advance(kDebounce);
+  }
+};
+
+TEST_F(StableControlLoopTest, TheLoopReoptimisesEveryIntervalCountedFromTheFirstRun) {
+  Converge();  // First run at t = 30 ms starts the interval.
+  ASSERT_TRUE(loop_->due().has_value());
+  EXPECT_EQ(*loop_->due(), kDebounce + Duration::Seconds(600));
+  EXPECT_EQ(loop_->StartPlan(), nullptr);
+  clock_.Set(*loop_->due());
+  auto snap = loop_->StartPlan();
+  ASSERT_NE(snap, nullptr);
+  EXPECT_TRUE(snap->reoptimize);
+  EXPECT_NE(snap->reason.find("re-optimisation"), std::string::npos) << snap->reason;
+  PlanOutcome o = RunPlan(*policy_, *topo_, *snap, clock_);
+  ASSERT_TRUE(o.status.ok());
+  EXPECT_TRUE(o.reoptimized);
+  ASSERT_TRUE(o.replan.has_value());
+  EXPECT_EQ(o.replan->full_replan, "first plan") << "a re-optimisation plans from scratch";
+  loop_->Commit(loop_->FinishPlan(*snap, o));
+  EXPECT_EQ(*loop_->due(), clock_.Now() + Duration::Seconds(600));
+  // Ordinary runs in between are not re-optimisations.
+  loop_->ReportProfile("a", Profile(200, 20, true));
+  clock_.Advance(kDebounce);
+  snap = loop_->StartPlan();
+  ASSERT_NE(snap, nullptr);
+  EXPECT_FALSE(snap->reoptimize);
+}
+
+TEST_F(StableControlLoopTest, NoJobsNoReoptimisationAndZeroIsNever) {
+  EXPECT_FALSE(loop_->due().has_value());
+  options_.reoptimize_interval = Duration::Zero();
+  loop_->SetOptions(options_);
+  Converge();
+  EXPECT_FALSE(loop_->due().has_value());
+  options_.reoptimize_interval = Duration::Millis(-1);
+  EXPECT_NE(ValidateControlLoopOptions(options_).message().find("reoptimize_interval"),
+            std::string::npos);
+}
+
+TEST_F(StableControlLoopTest, ANewPolicyIsSeededWithThePlanInForceAndChangesNothing) {
+  Converge();
+  loop_->AddJob(Demand("d", {3, 7}), 18);
+  loop_->ReportProfile("d", Profile(80, 10, true));
+  Advance(kDebounce);
+  const uint64_t epoch = loop_->epoch();
+  policy_ = MakeStable();  // A restart, or a new topology version: no state of its own.
+  loop_->Invalidate("restart");
+  clock_.Advance(kDebounce);
+  auto snap = loop_->StartPlan();
+  ASSERT_NE(snap, nullptr);
+  PlanOutcome o = RunPlan(*policy_, *topo_, *snap, clock_);
+  ASSERT_TRUE(o.status.ok());
+  EXPECT_TRUE(o.seeded);
+  ASSERT_TRUE(o.replan.has_value());
+  EXPECT_EQ(o.replan->seeded_paths, 4);
+  EXPECT_TRUE(o.changed.empty()) << "the seeded plan is the plan in force";
+  ApplyBatch b = loop_->FinishPlan(*snap, o);
+  EXPECT_TRUE(b.empty());
+  loop_->Commit(b);
+  EXPECT_EQ(loop_->epoch(), epoch);
+}
+
+TEST_F(ControlLoopTest, AnAppliedAssignmentThatIsStillPlannedIsReusedNotRebuilt) {
+  loop_->AddJob(Demand("a", {0, 4}), 10);
+  loop_->AddJob(Demand("b", {1, 5}), 12);
+  Advance(kDebounce);
+  const auto before_a = loop_->applied().at("a");
+  const auto before_b = loop_->applied().at("b");
+  loop_->ReportProfile("b", Profile(40, 10, true));  // b moves to its own level.
+  auto batches = Advance(kDebounce);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(loop_->applied().at("a"), before_a) << "same entry, not a copy";
+  EXPECT_NE(loop_->applied().at("b"), before_b);
+  EXPECT_EQ(loop_->applied().at("b")->epoch, loop_->epoch());
+  // IsAssignmentOf is the comparison the reuse rests on: any field that differs breaks it.
+  PlanningJob job{"a", 10, JobPhase::kRegistered, nullptr, ""};
+  const Assignment none = MakeAssignment(job, nullptr);
+  EXPECT_TRUE(IsAssignmentOf(none, job, nullptr));
+  Assignment other = none;
+  other.nccl_env["X"] = "1";
+  EXPECT_FALSE(IsAssignmentOf(other, job, nullptr));
+  other = none;
+  other.flows.push_back({});
+  EXPECT_FALSE(IsAssignmentOf(other, job, nullptr));
 }
 
 TEST_F(ControlLoopTest, OptionsAreValidatedWithTheFieldName) {

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace crux::core {
@@ -340,16 +342,131 @@ TEST(PriorityAssignTest, IsDeterministicAndAPermutation) {
     EXPECT_EQ(sorted[i], i);
     EXPECT_EQ(p1.order[p1.rank[i]], i);
   }
-  // Consistency of the order with P.
+  // Consistency of the order with (tier of k, P).
   for (size_t r = 1; r < p1.order.size(); ++r) {
     const int x = p1.order[r - 1];
     const int y = p1.order[r];
     if (jobs[x].has_traffic == jobs[y].has_traffic) {
-      EXPECT_GE(p1.priority[x], p1.priority[y] * (1 - 1e-12));
+      const int tx = CorrectionTier(p1.k[x]);
+      const int ty = CorrectionTier(p1.k[y]);
+      EXPECT_GE(tx, ty);
+      if (tx == ty) {
+        EXPECT_GE(p1.priority[x], p1.priority[y] * (1 - 1e-12));
+      }
     } else {
       EXPECT_TRUE(jobs[x].has_traffic);
     }
   }
+}
+
+// ---- Bounded corrections (issue #16 item 5) ----
+
+TEST(PriorityCorrectionFactorTest, HiddenReferenceGivesTheUpperBoundAsAFinding) {
+  // r's 0.5 s of communication starts halfway through its 3 s compute: behind j it still has
+  // 1 s of slack, so it loses nothing; j (no overlap) gains link time by going first.
+  const PairJob j = Job(1.0, 1.0);
+  const PairJob r = Job(3.0, 0.5, 0.5);
+  const Correction c = CompareWithReference(j, r);
+  EXPECT_EQ(c.finding, PairFinding::kOnlyJobGains);
+  EXPECT_EQ(c.k, kMaxCorrection);
+  EXPECT_GT(c.gain_job, 0.0);
+  EXPECT_EQ(c.loss_reference, 0.0);
+  EXPECT_EQ(CorrectionTier(c.k), 1);
+  EXPECT_EQ(CorrectionFactor(j, r), c.k);
+  // The other way round j is the one that loses nothing by yielding.
+  const Correction back = CompareWithReference(r, j);
+  EXPECT_EQ(back.finding, PairFinding::kOnlyRefGains);
+  EXPECT_EQ(back.k, 1.0 / kMaxCorrection);
+  EXPECT_EQ(CorrectionTier(back.k), -1);
+}
+
+TEST(PriorityCorrectionFactorTest, RatiosAndNoInteractionAreNamed) {
+  const Correction ex1 = CompareWithReference(kExample1Job2, kExample1Job1);
+  EXPECT_EQ(ex1.finding, PairFinding::kRatio);
+  EXPECT_NEAR(ex1.k, ex1.gain_job / ex1.loss_reference, 1e-12);
+  EXPECT_EQ(CorrectionTier(ex1.k), 0);
+  EXPECT_EQ(CompareWithReference(Job(1.0, 0.0), kExample1Job1).finding,
+            PairFinding::kNoInteraction);
+  EXPECT_EQ(PairFindingName(PairFinding::kOnlyJobGains), "only_job_gains");
+}
+
+TEST(PriorityRankTest, TiersOfKComeBeforePriority) {
+  // Job 1 has a 10^4 times higher intensity than job 2, but job 2's comparison with the
+  // reference (job 0) found that only job 2 gains (k = max): it ranks first although its
+  // P = 1e3 * 1 is below job 1's 0.5 * 1e4. Job 3 (k = min) ranks after every ordinary k,
+  // although its P is above job 0's.
+  const PairJob t = Job(1.0, 0.5, 0.5);
+  const std::vector<PriorityInput> jobs = {Input(t, 1.0, 1e9, 8), Input(t, 1e4, 1e6, 8),
+                                           Input(t, 1.0, 1e6, 8), Input(t, 1e4, 1e6, 8)};
+  const std::vector<double> k = {1.0, 0.5, kMaxCorrection, 1.0 / kMaxCorrection};
+  std::vector<double> p(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) p[i] = PriorityValue(jobs[i], k[i]);
+  std::vector<int> rank;
+  std::vector<int> order;
+  RankByPriority(jobs, k, p, rank, order);
+  EXPECT_EQ(order, (std::vector<int>{2, 1, 0, 3}));
+  EXPECT_LT(p[2], p[1]);
+  EXPECT_GT(p[3], p[0]);
+}
+
+TEST(PriorityAssignTest, BoundedCorrectionKeepsTheOrderOfTheFormerGuard) {
+  // The former rule: k = dS_j / dS_r clamped to [1e-6, 1e6], k = 1e6 when only j gains, one
+  // order by P. With intensities within a factor 10 (so that 1e6 always dominated), both
+  // rules give the same ranks on random pairs, unless a ratio falls strictly between the new
+  // bound and the old one, where the old order followed an arbitrary clamp.
+  std::mt19937 rng(16);
+  std::uniform_real_distribution<double> secs(0.05, 3.0);
+  std::uniform_real_distribution<double> frac(0.0, 1.0);
+  std::uniform_real_distribution<double> intensity(1.0, 10.0);
+  int compared = 0;
+  int bounded = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<PriorityInput> jobs;
+    for (int i = 0; i < 6; ++i) {
+      jobs.push_back(Input(Job(secs(rng), secs(rng), frac(rng)), intensity(rng), 1e6, 8));
+    }
+    const PriorityAssignment now = AssignPriorities(jobs);
+    std::vector<double> old_k(jobs.size(), 1.0);
+    std::vector<double> old_p(jobs.size(), 0.0);
+    bool between = false;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (static_cast<int>(i) != now.reference) {
+        const Correction c = CompareWithReference(jobs[i].timing, jobs[now.reference].timing);
+        if (c.loss_reference == 0) {
+          old_k[i] = c.gain_job > 0 ? 1e6 : 1.0;
+        } else {
+          const double ratio = c.gain_job / c.loss_reference;
+          between = between || (ratio > kMaxCorrection && ratio < 1e6) ||
+                    (ratio < 1.0 / kMaxCorrection && ratio > 1e-6);
+          old_k[i] = std::clamp(ratio, 1e-6, 1e6);
+        }
+        bounded += CorrectionTier(now.k[i]) != 0;
+      }
+      old_p[i] = old_k[i] * jobs[i].intensity;
+    }
+    if (between) continue;
+    // The old order: P descending, ties as today (no ties occur with random inputs).
+    std::vector<int> old_order(jobs.size());
+    std::iota(old_order.begin(), old_order.end(), 0);
+    std::stable_sort(old_order.begin(), old_order.end(),
+                     [&](int x, int y) { return old_p[x] > old_p[y]; });
+    EXPECT_EQ(now.order, old_order) << "trial " << trial;
+    ++compared;
+  }
+  EXPECT_GE(compared, 30);
+  EXPECT_GT(bounded, 0);  // The cases the change is about do occur.
+}
+
+TEST(PriorityDescribeTest, SaysWhatThePairComparisonFound) {
+  EXPECT_EQ(DescribeCorrection(1.5),
+            "1.5: going first gains this job 1.5 s of link time per second the reference job "
+            "loses");
+  EXPECT_EQ(DescribeCorrection(1.0, /*is_reference=*/true), "reference job (k = 1 by definition)");
+  EXPECT_NE(DescribeCorrection(kMaxCorrection).find("ranks above every job"), std::string::npos);
+  EXPECT_NE(DescribeCorrection(1e6).find("(bound)"), std::string::npos);
+  EXPECT_NE(DescribeCorrection(1.0 / kMaxCorrection).find("ranks below every job"),
+            std::string::npos);
+  EXPECT_EQ(DescribeCorrection(std::nan("")), "unknown");
 }
 
 TEST(PriorityAssignTest, ExtremeInputsGiveFiniteOutputs) {

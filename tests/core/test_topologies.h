@@ -23,7 +23,7 @@ namespace crux::core::testing {
 // Unwraps a Result, aborting the test binary with the error if it is not OK. Only for fixture
 // construction, where a failure means the test itself is broken.
 template <typename T>
-T Must(Result<T> r, const char* what) {
+T Must(Result<T> r, const char* what = "fixture") {
   if (!r.ok()) {
     std::fprintf(stderr, "test fixture: %s failed: %s\n", what, r.status().ToString().c_str());
     std::abort();

@@ -34,18 +34,18 @@ TEST(SwitchCapabilitiesTest, TheQosConfigMustFitTheSwitch) {
   EXPECT_FALSE(Refused(CheckSwitchCapabilities(Caps(0, false, false, false), qos, "tor0")));
 
   Refusal r = CheckSwitchCapabilities(Caps(4, true, true, true), qos, "tor0");
-  EXPECT_EQ(r.code, v1::ERROR_CODE_UNSUPPORTED);
+  EXPECT_EQ(r.code, RefusalCode::kUnsupported);
   EXPECT_THAT(r.message, HasSubstr("switch_hello.capabilities.queues: switch 'tor0' has 4 queues"));
   EXPECT_THAT(r.message, HasSubstr("uses queue 6 (needs 7)"));
   r = CheckSwitchCapabilities(Caps(7, true, true, true), qos, "tor0");
   EXPECT_FALSE(Refused(r)) << r.message;  // Exactly enough.
 
   r = CheckSwitchCapabilities(Caps(8, false, true, true), qos, "tor1");
-  EXPECT_EQ(r.code, v1::ERROR_CODE_UNSUPPORTED);
+  EXPECT_EQ(r.code, RefusalCode::kUnsupported);
   EXPECT_THAT(r.message, HasSubstr(".strict_priority: switch 'tor1'"));
 
   r = CheckSwitchCapabilities(Caps(8, true, false, true), qos, "tor1");
-  EXPECT_EQ(r.code, v1::ERROR_CODE_UNSUPPORTED);
+  EXPECT_EQ(r.code, RefusalCode::kUnsupported);
   EXPECT_THAT(r.message, HasSubstr(".dwrr"));
 
   // A configuration without weighted classes does not need DWRR.
@@ -220,7 +220,7 @@ TEST_F(EnforcerTest, AFailedApplyIsKeptUntilASuccessAndBlocksNoPush) {
 
   v1::SwitchApplied stranger = ok;
   stranger.set_switch_name("tor9");
-  EXPECT_EQ(enforcer_->OnApplied(stranger, "a9", 1800).code, v1::ERROR_CODE_NOT_FOUND);
+  EXPECT_EQ(enforcer_->OnApplied(stranger, "a9", 1800).code, RefusalCode::kNotFound);
 }
 
 TEST_F(EnforcerTest, CapabilitiesAreCheckedAtHelloAndPfcIsLeftAloneWithoutIt) {
@@ -230,7 +230,7 @@ TEST_F(EnforcerTest, CapabilitiesAreCheckedAtHelloAndPfcIsLeftAloneWithoutIt) {
   v1::SwitchHello small = Hello("tor1", 0);
   small.mutable_capabilities()->set_queues(4);
   const Refusal r = enforcer_->OnHello(small, "a1", 1000, &returning, &push);
-  EXPECT_EQ(r.code, v1::ERROR_CODE_UNSUPPORTED);
+  EXPECT_EQ(r.code, RefusalCode::kUnsupported);
   EXPECT_EQ(enforcer_->switch_count(), 0u);  // A refusal records nothing.
   EXPECT_FALSE(push.has_value());
 

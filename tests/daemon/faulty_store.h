@@ -55,8 +55,7 @@ class FaultyStore final : public Store {
     if (Fails("PutProfile")) return Injected("PutProfile");
     return base_->PutProfile(id, r, planned, now_ms);
   }
-  core::Status PutProfiles(const std::vector<std::pair<std::string, std::string>>& r,
-                           int64_t now_ms) override {
+  core::Status PutProfiles(const std::vector<ProfileRow>& r, int64_t now_ms) override {
     if (Fails("PutProfiles")) return Injected("PutProfiles");
     return base_->PutProfiles(r, now_ms);
   }

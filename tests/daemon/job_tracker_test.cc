@@ -77,14 +77,14 @@ TEST(JobTrackerTest, ReRegistrationIsIdempotentMovesTheConnectionAndRefusesConfl
 
   // Another placement: CONFLICT, nothing changes.
   r = t.Register(Demand("a", 6), "p2", "keyA", Duration::Millis(800), 11, &known);
-  EXPECT_EQ(r.code, v1::ERROR_CODE_CONFLICT);
+  EXPECT_EQ(r.code, RefusalCode::kConflict);
   EXPECT_THAT(r.message, HasSubstr("register_job.placement"));
   EXPECT_EQ(t.Find("a")->demand, Demand("a"));
   EXPECT_EQ(t.Find("a")->deadline, Duration::Millis(1700));
 
   // Another CURVE key: PERMISSION_DENIED "job_owner", nothing changes.
   r = t.Register(Demand("a"), "p3", "keyB", Duration::Millis(900), 12, &known);
-  EXPECT_EQ(r.code, v1::ERROR_CODE_PERMISSION_DENIED);
+  EXPECT_EQ(r.code, RefusalCode::kPermissionDenied);
   EXPECT_EQ(r.reason, "job_owner");
   EXPECT_EQ(t.Find("a")->peer, "p2");
 }
@@ -95,16 +95,16 @@ TEST(JobTrackerTest, MessagesAreBoundToTheRegisteringConnectionAndKey) {
   ASSERT_FALSE(Refused(t.Register(Demand("a"), "p1", "keyA", Duration::Zero(), 0, &known)));
 
   Refusal r = t.Touch("nope", "p1", "keyA", "heartbeat.job_id", Duration::Zero(), 0);
-  EXPECT_EQ(r.code, v1::ERROR_CODE_UNKNOWN_JOB);
+  EXPECT_EQ(r.code, RefusalCode::kUnknownJob);
   EXPECT_THAT(r.message, HasSubstr("heartbeat.job_id: job 'nope' is not registered"));
 
   r = t.Touch("a", "p2", "keyA", "heartbeat.job_id", Duration::Millis(500), 1);
-  EXPECT_EQ(r.code, v1::ERROR_CODE_PERMISSION_DENIED);
+  EXPECT_EQ(r.code, RefusalCode::kPermissionDenied);
   EXPECT_EQ(r.reason, "connection");
   EXPECT_EQ(t.Find("a")->deadline, Duration::Millis(1000));  // Not renewed by a refusal.
 
   r = t.Touch("a", "p1", "keyB", "profile_report.job_id", Duration::Millis(500), 1);
-  EXPECT_EQ(r.code, v1::ERROR_CODE_PERMISSION_DENIED);
+  EXPECT_EQ(r.code, RefusalCode::kPermissionDenied);
   EXPECT_EQ(r.reason, "job_owner");
 
   r = t.Touch("a", "p1", "keyA", "heartbeat.job_id", Duration::Millis(500), 77);
@@ -130,7 +130,7 @@ TEST(JobTrackerTest, QuotasRefuseNewJobsOnlyAndChangeNothing) {
   ASSERT_FALSE(Refused(t.Register(Demand("b", 2), "p1", "k1", Duration::Zero(), 0, &known)));
   // Per connection.
   Refusal r = t.Register(Demand("c", 4), "p1", "k1", Duration::Zero(), 0, &known);
-  EXPECT_EQ(r.code, v1::ERROR_CODE_RESOURCE_EXHAUSTED);
+  EXPECT_EQ(r.code, RefusalCode::kResourceExhausted);
   EXPECT_EQ(r.reason, "quota");
   EXPECT_THAT(r.message, HasSubstr("limits.max_jobs_per_connection"));
   EXPECT_EQ(t.Find("c"), nullptr);
@@ -140,12 +140,12 @@ TEST(JobTrackerTest, QuotasRefuseNewJobsOnlyAndChangeNothing) {
   // Per key.
   ASSERT_FALSE(Refused(t.Register(Demand("c", 4), "p2", "k1", Duration::Zero(), 0, &known)));
   r = t.Register(Demand("d", 6), "p3", "k1", Duration::Zero(), 0, &known);
-  EXPECT_EQ(r.code, v1::ERROR_CODE_RESOURCE_EXHAUSTED);
+  EXPECT_EQ(r.code, RefusalCode::kResourceExhausted);
   EXPECT_THAT(r.message, HasSubstr("limits.max_jobs_per_key"));
   // In all.
   ASSERT_FALSE(Refused(t.Register(Demand("d", 6), "p3", "k2", Duration::Zero(), 0, &known)));
   r = t.Register(Demand("e", 8), "p4", "k3", Duration::Zero(), 0, &known);
-  EXPECT_EQ(r.code, v1::ERROR_CODE_RESOURCE_EXHAUSTED);
+  EXPECT_EQ(r.code, RefusalCode::kResourceExhausted);
   EXPECT_THAT(r.message, HasSubstr("limits.max_jobs"));
   EXPECT_EQ(t.jobs().size(), 4u);
   // Removing a job frees its place under every quota.
@@ -212,7 +212,7 @@ TEST(JobTrackerTest, SetOptionsKeepsThePoolAndAppliesTheRest) {
   bool known = false;
   ASSERT_FALSE(Refused(t.Register(Demand("a"), "p", "", Duration::Zero(), 0, &known)));
   EXPECT_EQ(t.Register(Demand("b", 4), "p", "", Duration::Zero(), 0, &known).code,
-            v1::ERROR_CODE_RESOURCE_EXHAUSTED);
+            RefusalCode::kResourceExhausted);
   // An invalid pool falls back to {0} (documented in the header).
   JobTracker::Options bad;
   bad.dscp_pool = {};

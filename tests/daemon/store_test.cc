@@ -108,29 +108,39 @@ TEST_F(StoreTest, BatchedProfilesAndLargePlansAreOneTransactionEach) {
   auto s = OpenSqliteStore(path_);
   ASSERT_TRUE(s.ok());
   Store& st = **s;
-  std::vector<std::pair<std::string, std::string>> profiles;
+  std::vector<ProfileRow> profiles;
   std::vector<PlanRow> rows;
   std::vector<AuditRow> audit;
   for (int i = 0; i < 500; ++i) {
     const std::string id = "j" + std::to_string(i);
     ASSERT_TRUE(st.UpsertJob({id, "", "reg", 10, 1, 2, 1, "", ""}).ok());
-    profiles.emplace_back(id, "p1-" + id);
+    profiles.push_back({id, "p1-" + id, i == 2 ? "planned-" + id : ""});
     rows.push_back({id, i % 7, 10, 3, "asg-" + id});
     audit.push_back({1, 3, id, -1, i % 7, "bulk"});
   }
   ASSERT_TRUE(st.PutProfiles(profiles, 100).ok());
   ASSERT_TRUE(st.PutProfiles({}, 100).ok());
-  profiles.resize(2);
-  profiles[1].second = "p2-j1";  // Upsert: replaces.
+  profiles.resize(3);
+  profiles[1].report = "p2-j1";  // Upsert: replaces.
+  profiles[1].planned = "planned-j1";
+  profiles[2].report = "p2-j2";  // No planned profile: the stored one stays.
+  profiles[2].planned = "";
   ASSERT_TRUE(st.PutProfiles(profiles, 200).ok());
   ASSERT_TRUE(st.ApplyPlan(3, rows, {}, audit).ok());
   ASSERT_TRUE(st.ApplyPlan(4, {}, {"j0", "j1"}, {}).ok());
   auto jobs = st.LoadJobs().value();
   ASSERT_EQ(jobs.size(), 500u);
   std::map<std::string, std::string> by_id;
-  for (const StoredJob& j : jobs) by_id[j.job_id] = j.profile;
+  std::map<std::string, std::string> planned;
+  for (const StoredJob& j : jobs) {
+    by_id[j.job_id] = j.profile;
+    planned[j.job_id] = j.planned_profile;
+  }
   EXPECT_EQ(by_id["j0"], "p1-j0");
   EXPECT_EQ(by_id["j1"], "p2-j1");
+  EXPECT_EQ(planned["j1"], "planned-j1");
+  EXPECT_EQ(by_id["j2"], "p2-j2");
+  EXPECT_EQ(planned["j2"], "planned-j2");
   EXPECT_EQ(by_id["j499"], "p1-j499");
   auto plan = st.LoadPlan().value();
   ASSERT_EQ(plan.size(), 498u);

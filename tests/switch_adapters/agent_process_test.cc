@@ -108,9 +108,8 @@ TEST(AgentUnitTest, SystemdAnalyzeVerifyPasses) {
   // Same file name; ExecStart -> the built binary (verify checks that it exists).
   const fs::path unit = dir.path() / "crux-switch-agent.service";
   const std::string text = ReadFile(kUnit);
-  const std::string rewritten =
-      std::regex_replace(text, std::regex("ExecStart=/usr/local/bin/crux-switch-agent"),
-                         "ExecStart=" + kAgent.string());
+  const std::string rewritten = std::regex_replace(
+      text, std::regex("ExecStart=/usr/bin/crux-switch-agent"), "ExecStart=" + kAgent.string());
   ASSERT_NE(rewritten, text);
   WriteFile(unit, rewritten);
   const CommandResult r =

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "crux/core/priority.h"
 #include "crux/core/text.h"
 #include "crux/protocol/convert.h"
 
@@ -67,6 +68,19 @@ std::string FormatLevel(int32_t level) { return level < 0 ? "-" : std::to_string
 std::string FormatNumber(double value) {
   if (!std::isfinite(value)) return Printf("%g", value);
   return Printf("%.3g", value);
+}
+
+// k_j for the jobs table: the number, or "max"/"min" at the bounds, where it is a finding of the
+// pair comparison rather than a ratio (core/priority.h; explained under the table).
+std::string FormatCorrection(double k) {
+  switch (core::CorrectionTier(k)) {
+    case 1:
+      return "max";
+    case -1:
+      return "min";
+    default:
+      return FormatNumber(k);
+  }
 }
 
 std::string FormatPercent(double fraction) {
@@ -419,15 +433,33 @@ std::string RenderJobsTable(const v1::ListJobsReply& reply) {
                {"DSCP", true},
                {"EPOCH", true},
                {"PERIOD", true}});
+  bool at_max = false;
+  bool at_min = false;
   for (const v1::JobSummary& j : reply.jobs()) {
+    const int tier = j.rank() < 0 ? 0 : core::CorrectionTier(j.k());
+    at_max = at_max || tier > 0;
+    at_min = at_min || tier < 0;
     table.AddRow({j.job_id(), j.tenant().empty() ? "-" : j.tenant(),
                   protocol::JobStateName(j.state()), std::to_string(j.gpus()),
-                  std::to_string(j.hosts()), FormatSi(j.intensity(), "FLOP/s"), FormatNumber(j.k()),
-                  FormatSi(j.priority(), ""), j.rank() < 0 ? "-" : std::to_string(j.rank()),
-                  FormatLevel(j.level()), std::to_string(j.dscp()), std::to_string(j.epoch()),
+                  std::to_string(j.hosts()), FormatSi(j.intensity(), "FLOP/s"),
+                  FormatCorrection(j.k()), FormatSi(j.priority(), ""),
+                  j.rank() < 0 ? "-" : std::to_string(j.rank()), FormatLevel(j.level()),
+                  std::to_string(j.dscp()), std::to_string(j.epoch()),
                   j.period_ms() > 0 ? FormatMillis(j.period_ms()) : "-"});
   }
-  return table.Render();
+  std::string out = table.Render();
+  // What the bounds mean (core/priority.h): the order is by tier, then by P.
+  if (at_max) {
+    out +=
+        "K max: going first gains the job link time while the reference job loses none "
+        "(pair comparison); it ranks above every job with a numeric K, whatever P says.\n";
+  }
+  if (at_min) {
+    out +=
+        "K min: going first gains the job no link time while the reference job would lose "
+        "some; it ranks below every job with a numeric K, whatever P says.\n";
+  }
+  return out;
 }
 
 std::string RenderJobDetailText(const v1::JobDetail& d) {
@@ -445,7 +477,7 @@ std::string RenderJobDetailText(const v1::JobDetail& d) {
       << FormatSi(d.work_flops(), "FLOP") << " / t_j " << FormatMillis(d.comm_time_ms());
   if (!d.bottleneck().empty()) out << " (bottleneck " << E(d.bottleneck()) << ")";
   out << "\n";
-  out << "  k_j            " << FormatNumber(s.k()) << "\n";
+  out << "  k_j            " << core::DescribeCorrection(s.k(), d.reference()) << "\n";
   out << "  priority P_j   " << FormatSi(s.priority(), "") << " = k_j * I_j"
       << (d.reference() ? " (reference job)" : "") << "\n";
   out << "  rank / level   " << (s.rank() < 0 ? "-" : std::to_string(s.rank())) << " / "

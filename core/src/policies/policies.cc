@@ -250,12 +250,17 @@ class CruxPolicy final : public SchedulingPolicy {
       : planner_(topo, CruxOptions(options), clock) {}
   std::string_view name() const override { return "crux"; }
   Result<Plan> Schedule(const std::vector<JobSpec>& jobs) override { return planner_.Run(jobs); }
+  void Reoptimize() override { planner_.ResetIncrementalState(); }
+  bool WantsSeed() const override { return planner_.WantsSeed(); }
+  void Seed(std::vector<PlanSeed> seeds) override { planner_.Seed(std::move(seeds)); }
+  const ReplanStats* last_replan() const override { return &planner_.last_replan(); }
 
  private:
   static PlannerOptions CruxOptions(const PolicyOptions& options) {
     PlannerOptions o = options.planner;
     o.resolve_ports = options.resolve_ports;
     o.incremental = options.incremental;
+    o.stable = options.stable;
     return o;
   }
   Planner planner_;

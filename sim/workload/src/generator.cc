@@ -40,9 +40,39 @@ std::string JobId(size_t i) {
   return "j" + n;
 }
 
+// The classes of the options' mix (lingjun-2023: one class per size_mix entry).
+std::vector<MixClass> ClassesOf(const GeneratorOptions& o) {
+  if (o.mix == kLlm2025Mix) return Llm2025Classes();
+  std::vector<MixClass> out;
+  for (const auto& [g, w] : o.size_mix) out.push_back(MixClass{"", w, {g}, {}});
+  return out;
+}
+
 }  // namespace
 
+std::vector<std::string> MixNames() {
+  return {std::string(kLingjun2023Mix), std::string(kLlm2025Mix)};
+}
+
+std::vector<MixClass> Llm2025Classes() {
+  return {
+      {"legacy-1", 0.555, {1}, {}},
+      {"legacy-2-4", 0.10, {2, 4}, {}},
+      {"legacy-8", 0.28, {8}, {}},
+      {"legacy-16-64", 0.025, {16, 32, 64}, {}},
+      {"dense-mid", 0.025, {64, 128, 256}, {"llama3_8b_fsdp_h100", "llama3_70b_h100"}},
+      {"dense-large", 0.010, {256, 512}, {"llama31_405b_mbridge_h100", "llama3_405b_h100"}},
+      {"moe-cross-host", 0.005, {1024}, {"deepseek_v3_h800"}},
+  };
+}
+
 Status ValidateGeneratorOptions(const GeneratorOptions& o) {
+  const std::vector<std::string> mixes = MixNames();
+  if (std::find(mixes.begin(), mixes.end(), o.mix) == mixes.end()) {
+    return InvalidArgumentError("mix: unknown mix '" + o.mix +
+                                "' (known: " + std::string(kLingjun2023Mix) + ", " +
+                                std::string(kLlm2025Mix) + ")");
+  }
   if (!Finite(o.days) || !(o.days > 0) || o.days > kMaxGeneratorDays) {
     return InvalidArgumentError("days: must be > 0 and <= " + Num(kMaxGeneratorDays));
   }
@@ -75,6 +105,9 @@ Status ValidateGeneratorOptions(const GeneratorOptions& o) {
   if (!Finite(o.scatter_probability) || o.scatter_probability < 0 || o.scatter_probability > 1) {
     return InvalidArgumentError("scatter_probability: must be in [0, 1]");
   }
+  if (!Finite(o.spill_probability) || o.spill_probability < 0 || o.spill_probability > 1) {
+    return InvalidArgumentError("spill_probability: must be in [0, 1]");
+  }
   if (!Finite(o.min_duration_s) || !(o.min_duration_s > 0) || !Finite(o.max_duration_s) ||
       o.max_duration_s < o.min_duration_s) {
     return InvalidArgumentError("min_duration_s/max_duration_s: need 0 < min <= max");
@@ -89,10 +122,15 @@ double ExpectedGpuSecondsPerJob(const GeneratorOptions& o) {
   constexpr double kLo = -8.0;
   constexpr double kHi = 8.0;
   const double dz = (kHi - kLo) / kSteps;
+  // Per size: the class weight spread uniformly over the class's sizes.
+  std::vector<std::pair<int, double>> sizes;
+  for (const MixClass& c : ClassesOf(o)) {
+    for (int g : c.gpus) sizes.emplace_back(g, c.weight / static_cast<double>(c.gpus.size()));
+  }
   double weight_sum = 0;
-  for (const auto& [g, w] : o.size_mix) weight_sum += w;
+  for (const auto& [g, w] : sizes) weight_sum += w;
   double total = 0;
-  for (const auto& [g, w] : o.size_mix) {
+  for (const auto& [g, w] : sizes) {
     if (w <= 0) continue;
     const double factor = 1.0 + o.size_duration_slope * std::log2(static_cast<double>(g));
     double mean_d = 0;
@@ -124,25 +162,43 @@ Result<std::vector<TraceJob>> GenerateTrace(const GeneratorOptions& options,
   if (placer != nullptr && topo == nullptr) {
     return InvalidArgumentError("generator: a placer needs its topology");
   }
-  // Models per size.
-  std::map<int, std::vector<const ModelProfile*>> eligible;
-  for (const auto& [g, w] : options.size_mix) {
-    std::vector<const ModelProfile*>& list = eligible[g];
-    for (const ModelProfile& m : models.models()) {
-      if (m.min_gpus <= g && g <= m.max_gpus) list.push_back(&m);
+  // Models per class and size.
+  const std::vector<MixClass> classes = ClassesOf(options);
+  std::vector<std::map<int, std::vector<const ModelProfile*>>> eligible(classes.size());
+  for (size_t c = 0; c < classes.size(); ++c) {
+    const MixClass& mc = classes[c];
+    for (const std::string& name : mc.models) {
+      if (models.Find(name) == nullptr) {
+        return InvalidArgumentError("mix " + options.mix + ": class " + mc.name + ": model '" +
+                                    name + "' is not in the catalog");
+      }
     }
-    if (list.empty() && w > 0) {
-      return InvalidArgumentError("models: no model accepts " + std::to_string(g) +
-                                  " GPUs (min_gpus/max_gpus)");
-    }
-    if (placer != nullptr && g > placer->total_gpus() && w > 0) {
-      return InvalidArgumentError("size_mix: " + std::to_string(g) +
-                                  "-GPU jobs do not fit the topology (" +
-                                  std::to_string(placer->total_gpus()) + " GPUs)");
+    for (int g : mc.gpus) {
+      std::vector<const ModelProfile*>& list = eligible[c][g];
+      if (mc.models.empty()) {
+        for (const ModelProfile& m : models.models()) {
+          if (!m.hybrid && m.AcceptsGpus(g)) list.push_back(&m);
+        }
+      } else {
+        for (const std::string& name : mc.models) {
+          const ModelProfile* m = models.Find(name);
+          if (m->AcceptsGpus(g)) list.push_back(m);
+        }
+      }
+      if (list.empty() && mc.weight > 0) {
+        return InvalidArgumentError("models: no model accepts " + std::to_string(g) +
+                                    " GPUs (min_gpus/max_gpus)" +
+                                    (mc.name.empty() ? "" : " in class " + mc.name));
+      }
+      if (placer != nullptr && g > placer->total_gpus() && mc.weight > 0) {
+        return InvalidArgumentError("size_mix: " + std::to_string(g) +
+                                    "-GPU jobs do not fit the topology (" +
+                                    std::to_string(placer->total_gpus()) + " GPUs)");
+      }
     }
   }
   double weight_sum = 0;
-  for (const auto& [g, w] : options.size_mix) weight_sum += w;
+  for (const MixClass& c : classes) weight_sum += c.weight;
 
   core::Rng rng(core::Mix64(options.seed ^ 0x7261636547656e31ULL));
   const double span = options.days * 86400.0;
@@ -157,20 +213,23 @@ Result<std::vector<TraceJob>> GenerateTrace(const GeneratorOptions& options,
     j.id = JobId(jobs.size() + 1);
     j.arrival_s = std::round(t * 1000.0) / 1000.0;  // Millisecond resolution.
     double pick = rng.UniformDouble() * weight_sum;
-    j.gpus = options.size_mix.back().first;
-    for (const auto& [g, w] : options.size_mix) {
-      if (pick < w) {
-        j.gpus = g;
+    size_t cls = classes.size() - 1;
+    for (size_t c = 0; c < classes.size(); ++c) {
+      if (pick < classes[c].weight) {
+        cls = c;
         break;
       }
-      pick -= w;
+      pick -= classes[c].weight;
     }
+    const std::vector<int>& sizes = classes[cls].gpus;
+    // One size: no draw, so that the lingjun-2023 mix draws exactly as before the mixes.
+    j.gpus = sizes.size() == 1 ? sizes[0] : sizes[rng.Uniform(sizes.size())];
     const double z = Normal(rng);
     double d = options.median_duration_s * std::exp(options.duration_sigma * z) *
                (1.0 + options.size_duration_slope * std::log2(static_cast<double>(j.gpus)));
     d = std::clamp(d, options.min_duration_s, options.max_duration_s);
     j.duration_s = std::round(d);
-    const std::vector<const ModelProfile*>& list = eligible[j.gpus];
+    const std::vector<const ModelProfile*>& list = eligible[cls][j.gpus];
     j.model = list[rng.Uniform(list.size())]->name;
     jobs.push_back(std::move(j));
   }
@@ -181,19 +240,24 @@ Result<std::vector<TraceJob>> GenerateTrace(const GeneratorOptions& options,
     std::priority_queue<Running, std::vector<Running>, std::greater<Running>> running;
     std::vector<Placement> placements(jobs.size());
     core::Rng scatter_rng(core::Mix64(options.seed ^ 0x5363617474657231ULL));
+    core::Rng spill_rng(core::Mix64(options.seed ^ 0x5370696c6c526e67ULL));
     double clock = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
       TraceJob& j = jobs[i];
       clock = std::max(clock, j.arrival_s);
       const bool scatter = options.scatter_probability > 0 && j.gpus > placer->gpus_per_host() &&
                            scatter_rng.UniformDouble() < options.scatter_probability;
+      const bool spill = !scatter && options.spill_probability > 0 &&
+                         j.gpus > placer->gpus_per_host() &&
+                         spill_rng.UniformDouble() < options.spill_probability;
       while (true) {
         while (!running.empty() && running.top().first <= clock) {
           placer->Release(placements[running.top().second]);
           running.pop();
         }
-        Result<Placement> p =
-            scatter ? placer->PlaceScattered(j.gpus, scatter_rng) : placer->Place(j.gpus);
+        Result<Placement> p = scatter ? placer->PlaceScattered(j.gpus, scatter_rng)
+                              : spill ? placer->PlaceSpilled(j.gpus)
+                                      : placer->Place(j.gpus);
         if (p.ok()) {
           placements[i] = *p;
           break;

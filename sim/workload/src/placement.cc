@@ -123,22 +123,70 @@ Result<Placement> Placer::PlaceScattered(int gpus, core::Rng& rng) {
   }
   whole.resize(static_cast<size_t>(n));
   std::sort(whole.begin(), whole.end());
+  return ReserveWholeHosts(whole);
+}
+
+Result<Placement> Placer::ReserveWholeHosts(const std::vector<int>& host_indices) {
   Placement out;
-  out.gpus_per_host = g;
+  out.gpus_per_host = gpus_per_host_;
   bool one_tor = true;
   bool one_agg = true;
-  for (int h : whole) {
+  const int first = host_indices.front();
+  for (int h : host_indices) {
     out.hosts.push_back(hosts_[static_cast<size_t>(h)]);
-    one_tor = one_tor && tor_of_[static_cast<size_t>(h)] == tor_of_[static_cast<size_t>(whole[0])];
-    one_agg =
-        one_agg && agg_of_tor_[static_cast<size_t>(tor_of_[static_cast<size_t>(h)])] ==
-                       agg_of_tor_[static_cast<size_t>(tor_of_[static_cast<size_t>(whole[0])])];
+    one_tor = one_tor && tor_of_[static_cast<size_t>(h)] == tor_of_[static_cast<size_t>(first)];
+    one_agg = one_agg && agg_of_tor_[static_cast<size_t>(tor_of_[static_cast<size_t>(h)])] ==
+                             agg_of_tor_[static_cast<size_t>(tor_of_[static_cast<size_t>(first)])];
   }
   out.level = one_tor   ? PlacementLevel::kSameTor
               : one_agg ? PlacementLevel::kSameAgg
                         : PlacementLevel::kAnywhere;
   CRUX_RETURN_IF_ERROR(Reserve(out));
   return out;
+}
+
+Result<Placement> Placer::PlaceSpilled(int gpus) {
+  const int g = gpus_per_host_;
+  if (gpus <= g || gpus % g != 0) return Place(gpus);  // One host, or Place's own error.
+  const int n = gpus / g;
+  std::vector<int> tor_free(tor_hosts_.size(), 0);
+  std::vector<int> agg_free(static_cast<size_t>(num_agg_groups_), 0);
+  int total = 0;
+  for (size_t i = 0; i < hosts_.size(); ++i) {
+    if (free_[i] != g) continue;
+    ++tor_free[static_cast<size_t>(tor_of_[i])];
+    ++agg_free[static_cast<size_t>(agg_of_tor_[static_cast<size_t>(tor_of_[i])])];
+    ++total;
+  }
+  if (total < n) {
+    return core::FailedPreconditionError("not enough whole free hosts for " + std::to_string(gpus) +
+                                         " GPUs (need " + std::to_string(n) + ", " +
+                                         std::to_string(total) + " free)");
+  }
+  // Fullest Agg group first, inside it the fullest ToR group first (fewest whole free hosts,
+  // ties in group order); hosts in host order.
+  std::vector<int> tors;
+  for (size_t t = 0; t < tor_free.size(); ++t) {
+    if (tor_free[t] > 0) tors.push_back(static_cast<int>(t));
+  }
+  std::stable_sort(tors.begin(), tors.end(), [&](int a, int b) {
+    const int ga = agg_of_tor_[static_cast<size_t>(a)];
+    const int gb = agg_of_tor_[static_cast<size_t>(b)];
+    const int fa = agg_free[static_cast<size_t>(ga)];
+    const int fb = agg_free[static_cast<size_t>(gb)];
+    if (fa != fb) return fa < fb;
+    if (ga != gb) return ga < gb;
+    return tor_free[static_cast<size_t>(a)] < tor_free[static_cast<size_t>(b)];
+  });
+  std::vector<int> order;
+  for (int t : tors) {
+    const std::vector<int>& hs = tor_hosts_[static_cast<size_t>(t)];
+    order.insert(order.end(), hs.begin(), hs.end());
+  }
+  std::vector<NodeId> chosen = TakeWholeHosts(order, n);
+  std::vector<int> indices;
+  for (NodeId h : chosen) indices.push_back(index_of_node_[h.value()]);
+  return ReserveWholeHosts(indices);
 }
 
 Result<Placement> Placer::Place(int gpus) {

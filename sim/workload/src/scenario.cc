@@ -17,9 +17,10 @@ using textio::ErrorAt;
 namespace {
 
 Status ParseGenerate(const textio::YamlNode& n, const std::string& path, Scenario* s) {
-  CRUX_RETURN_IF_ERROR(textio::CheckMap(n, path,
-                                        {"seed", "days", "mean_interarrival_s", "median_duration_s",
-                                         "duration_sigma", "place", "load", "scatter"}));
+  CRUX_RETURN_IF_ERROR(
+      textio::CheckMap(n, path,
+                       {"seed", "days", "mean_interarrival_s", "median_duration_s",
+                        "duration_sigma", "place", "load", "scatter", "spill", "mix"}));
   GeneratorOptions g;
   int64_t seed = static_cast<int64_t>(g.seed);
   CRUX_RETURN_IF_ERROR(
@@ -38,6 +39,15 @@ Status ParseGenerate(const textio::YamlNode& n, const std::string& path, Scenari
   CRUX_RETURN_IF_ERROR(textio::OptionalBool(n, path, "place", &s->generate_place));
   CRUX_RETURN_IF_ERROR(internal::ReadReal(n, path, "scatter", false,
                                           textio::RealRange::Closed(0, 1), &g.scatter_probability));
+  CRUX_RETURN_IF_ERROR(internal::ReadReal(n, path, "spill", false, textio::RealRange::Closed(0, 1),
+                                          &g.spill_probability));
+  CRUX_RETURN_IF_ERROR(internal::ReadText(n, path, "mix", false, &g.mix));
+  const std::vector<std::string> mixes = MixNames();
+  if (std::find(mixes.begin(), mixes.end(), g.mix) == mixes.end()) {
+    return ErrorAt(
+        n.Get("mix"), path + ".mix",
+        "unknown mix " + internal::Shown(g.mix) + " (known: " + mixes[0] + ", " + mixes[1] + ")");
+  }
   if (n.Has("load")) {
     double load = 1;
     CRUX_RETURN_IF_ERROR(

@@ -207,7 +207,9 @@ Result<std::vector<SimJob>> TraceToSimJobs(const std::vector<TraceJob>& trace,
     holding[i] = true;
     running.emplace(ends[i], i);
     SimJob& j = out[i];
-    j.spec = MakeJobSpec(*profile[i], t.id, p.hosts, p.gpus_per_host);
+    Result<core::JobSpec> spec = MakeJobSpecOn(topo, *profile[i], t.id, p.hosts, p.gpus_per_host);
+    if (!spec.ok()) return spec.status().WithContext(where(t));
+    j.spec = *std::move(spec);
     j.arrival = Duration::Seconds(t.arrival_s);
     if (t.duration_s) j.duration = Duration::Seconds(*t.duration_s);
     j.iterations = t.iterations;

@@ -173,6 +173,43 @@ TEST(PlacementTest, ScatteredPlacementTakesRandomWholeFreeHostsAcrossTors) {
   EXPECT_THAT(a->PlaceScattered(12, r).status().message(), HasSubstr("multiple of 8"));
 }
 
+TEST(PlacementTest, SpilledPlacementFillsTheFullestDomainsFirst) {
+  const core::Topology t = TwoPods();  // 16 hosts, 4 per ToR, 2 ToRs per pod.
+  core::Result<Placer> p = Placer::Create(t, 8);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p->Place(8).ok());  // host0.
+  // 5 hosts: pod 0 (7 whole free) is fuller than pod 1 (8); inside it tor0 (3 free) before tor1
+  // (4): hosts 1-3, then spill into tor1.
+  core::Result<Placement> a = p->PlaceSpilled(40);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(Names(t, *a), (std::vector<std::string>{"host1", "host2", "host3", "host4", "host5"}));
+  EXPECT_EQ(a->level, PlacementLevel::kSameAgg);
+  // Pod 0 has host6-7 left: a 2-host job fills them (one ToR).
+  core::Result<Placement> b = p->PlaceSpilled(16);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(Names(t, *b), (std::vector<std::string>{"host6", "host7"}));
+  EXPECT_EQ(b->level, PlacementLevel::kSameTor);
+  // Pod 1: equal ToRs, the first in group order.
+  core::Result<Placement> c = p->PlaceSpilled(24);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(Names(t, *c), (std::vector<std::string>{"host8", "host9", "host10"}));
+  // Place would now put a 2-host job whole in tor3; spilling fills tor2's last host first, so
+  // the job shares tor2 (and its uplinks) with the previous one.
+  core::Result<Placer> q = Placer::Create(t, 8);
+  ASSERT_TRUE(q.ok());
+  for (const Placement* done : {&*a, &*b, &*c}) ASSERT_TRUE(q->Reserve(*done).ok());
+  ASSERT_TRUE(q->Reserve(Placement{{t.hosts()[0]}, 8, PlacementLevel::kSameHost}).ok());
+  EXPECT_EQ(Names(t, *q->Place(16)), (std::vector<std::string>{"host12", "host13"}));
+  core::Result<Placement> d = p->PlaceSpilled(16);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(Names(t, *d), (std::vector<std::string>{"host11", "host12"}));
+  EXPECT_EQ(d->level, PlacementLevel::kSameAgg);
+  // Jobs of one host as Place; errors as Place.
+  EXPECT_EQ(p->PlaceSpilled(4)->hosts.size(), 1u);
+  EXPECT_THAT(p->PlaceSpilled(12).status().message(), HasSubstr("multiple of 8"));
+  EXPECT_THAT(p->PlaceSpilled(64).status().message(), HasSubstr("not enough whole free hosts"));
+}
+
 TEST(PlacementTest, DualTorPairIsOneTorGroup) {
   core::Clos3Params params;
   params.dual_tor = true;

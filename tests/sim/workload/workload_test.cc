@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -69,6 +70,91 @@ TEST(FabricsTest, CruxSimulatedFabricsHaveThePaperShapes) {
     EXPECT_EQ(links, 8u) << f;
   }
   EXPECT_GE(Load("crux_dualtor3.yaml").hosts().size(), 847u);
+}
+
+// Oversubscription of every switch of `kind` towards the tier above: down / up capacity.
+std::set<double> Oversubscription(const core::Topology& t, core::NodeKind kind,
+                                  core::NodeKind up_kind) {
+  std::set<double> out;
+  for (size_t i = 0; i < t.num_nodes(); ++i) {
+    const core::NodeId n(static_cast<uint32_t>(i));
+    if (t.node(n).kind != kind) continue;
+    double down = 0;
+    double up = 0;
+    for (core::LinkId l : t.OutLinks(n)) {
+      const double bps = t.link(l).capacity.ToBitsPerSec();
+      (t.node(t.link(l).dst).kind == up_kind ? up : down) += bps;
+    }
+    out.insert(std::round(down / up * 1000) / 1000);
+  }
+  return out;
+}
+
+TEST(FabricsTest, Issue16FabricsHaveTheirOversubscription) {
+  // Meta-like: racks of 2 hosts at 1:1, pods under a 1:7 (or 1:1) aggregation tier. HPN-like:
+  // rail-optimised dual-plane segments at 1:1 under a 15:1 (or 1:1) core tier.
+  struct Fabric {
+    const char* file;
+    size_t gpus;
+    size_t tors;
+    size_t aggs;
+    size_t cores;
+    double agg_core;       // Down / up capacity of every Agg.
+    size_t hosts_per_tor;  // Hosts per ToR group (a rack, or an HPN segment).
+    size_t hosts_per_pod;
+  };
+  for (const Fabric& f : {Fabric{"meta_like_os7.yaml", 2688, 168, 32, 32, 7.0, 2, 84},
+                          Fabric{"meta_like_os1.yaml", 2688, 168, 32, 32, 1.0, 2, 84},
+                          Fabric{"hpn_2pod_os15.yaml", 3072, 96, 32, 8, 15.0, 64, 192},
+                          Fabric{"hpn_2pod_os1.yaml", 3072, 96, 32, 8, 1.0, 64, 192}}) {
+    const core::Topology t = Load(f.file);
+    EXPECT_EQ(t.hosts().size() * 8, f.gpus) << f.file;
+    EXPECT_EQ(t.NicsOf(t.hosts()[0]).size(), 8u) << f.file;
+    EXPECT_EQ(CountKind(t, core::NodeKind::kTor), f.tors) << f.file;
+    EXPECT_EQ(CountKind(t, core::NodeKind::kAgg), f.aggs) << f.file;
+    EXPECT_EQ(CountKind(t, core::NodeKind::kCore), f.cores) << f.file;
+    EXPECT_EQ(Oversubscription(t, core::NodeKind::kTor, core::NodeKind::kAgg),
+              std::set<double>{1.0})
+        << f.file;
+    EXPECT_EQ(Oversubscription(t, core::NodeKind::kAgg, core::NodeKind::kCore),
+              std::set<double>{f.agg_core})
+        << f.file;
+    // The placement tiers: ToR group, then pod (Agg group).
+    core::Result<Placer> p = Placer::Create(t, 8);
+    ASSERT_TRUE(p.ok());
+    const auto& h = t.hosts();
+    EXPECT_EQ(p->tor_group(h[0]), p->tor_group(h[f.hosts_per_tor - 1])) << f.file;
+    EXPECT_NE(p->tor_group(h[0]), p->tor_group(h[f.hosts_per_tor])) << f.file;
+    EXPECT_EQ(p->agg_group(h[0]), p->agg_group(h[f.hosts_per_pod - 1])) << f.file;
+    EXPECT_NE(p->agg_group(h[0]), p->agg_group(h[f.hosts_per_pod])) << f.file;
+  }
+}
+
+TEST(WorkloadTest, HybridTraceRowsBecomeExplicitFlowJobs) {
+  const core::Topology topo = Load("meta_like_os7.yaml");
+  const ModelCatalog models = Models();
+  TraceJob moe;
+  moe.id = "dsv3";
+  moe.gpus = 1024;
+  moe.duration_s = 3600;
+  moe.model = "deepseek_v3_h800";
+  TraceJob small;
+  small.id = "rn";
+  small.gpus = 8;
+  small.iterations = 100;
+  small.model = "resnet50";
+  core::Result<std::vector<SimJob>> jobs = TraceToSimJobs({moe, small}, models, topo, 8);
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  const core::JobSpec& j = (*jobs)[0].spec;
+  EXPECT_EQ(j.pattern, core::TrafficPattern::kExplicit);
+  EXPECT_EQ(j.gpus(), 1024);
+  EXPECT_FALSE(j.flows.empty());
+  EXPECT_TRUE(j.flops_per_iteration.has_value());
+  EXPECT_EQ((*jobs)[1].spec.pattern, core::TrafficPattern::kRingAllReduce);
+  // A size the profile does not run on names the line and the job.
+  moe.gpus = 512;
+  EXPECT_THAT(TraceToSimJobs({moe}, models, topo, 8).status().message(),
+              HasSubstr("job dsv3: model 'deepseek_v3_h800' does not run on 512 GPUs"));
 }
 
 TEST(WorkloadTest, TraceRowsBecomeSimJobs) {
@@ -318,6 +404,13 @@ TEST(ScenarioTest, ParsesOptionsAndRejectsBadFiles) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   EXPECT_EQ(loaded->generate_load, 0.8);
   EXPECT_TRUE(loaded->generate_place);
+  EXPECT_EQ(loaded->generate->mix, "lingjun-2023");
+  EXPECT_EQ(loaded->generate->spill_probability, 0);
+  core::Result<Scenario> mixed = ParseScenario(
+      "scenario: {topology: t.yaml, generate: {mix: llm-2025, spill: 0.6, place: true}}", "");
+  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+  EXPECT_EQ(mixed->generate->mix, "llm-2025");
+  EXPECT_EQ(mixed->generate->spill_probability, 0.6);
   struct Case {
     const char* yaml;
     const char* error;
@@ -347,6 +440,10 @@ TEST(ScenarioTest, ParsesOptionsAndRejectsBadFiles) {
       {"scenario: {topology: t.yaml, jobs: j.yaml, oracle: yes please}",
        "scenario.oracle: must be true or false"},
       {"scenario: [", "invalid YAML"},
+      {"scenario: {topology: t.yaml, generate: {mix: llm-2099}}",
+       "scenario.generate.mix: unknown mix 'llm-2099' (known: lingjun-2023, llm-2025)"},
+      {"scenario: {topology: t.yaml, generate: {spill: 2}}",
+       "scenario.generate.spill: must be in [0, 1]"},
       // Issue #10, item 13: every policy must be known (run used to ignore all but the first).
       {"scenario: {topology: t.yaml, jobs: j.yaml, policies: [crux, nosuch]}",
        "scenario.policies[1]: unknown policy 'nosuch' (known: "},

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "crux/core/priority.h"
 #include "crux/core/text.h"
 
 namespace crux::cruxctl {
@@ -223,6 +224,46 @@ TEST(TextTest, JobsTableHasOneRowPerJob) {
   EXPECT_NE(lines[1].find("150T FLOP/s"), std::string::npos);
   EXPECT_EQ(lines[2].rfind("b ", 0), 0u);
   EXPECT_NE(lines[2].find(" - "), std::string::npos);  // Unranked job: "-" for rank/level.
+}
+
+TEST(TextTest, JobsTableShowsBoundedCorrectionsAsFindings) {
+  // k_j at its bounds is what the pair comparison found, not a ratio (core/priority.h): the
+  // table says "max"/"min" and explains the order under the table; P stays k_j * I_j.
+  v1::ListJobsReply reply;
+  *reply.add_jobs() = Summary("hidden-ref", 1, 1);
+  v1::JobSummary* top = reply.add_jobs();
+  *top = Summary("exposed", 0, 0);
+  top->set_k(core::kMaxCorrection);
+  top->set_priority(core::kMaxCorrection * 1.5e14);
+  const std::string text = RenderJobsTable(reply);
+  const auto lines = Lines(text);
+  ASSERT_EQ(lines.size(), 4u) << text;  // Header, 2 rows, one legend line.
+  EXPECT_NE(lines[2].find(" max "), std::string::npos) << text;
+  EXPECT_NE(lines[2].find("150P"), std::string::npos) << text;  // 1e3 x 150T, not 1.5e20.
+  EXPECT_EQ(lines[3].rfind("K max: ", 0), 0u) << text;
+  EXPECT_EQ(text.find("K min"), std::string::npos) << text;
+  // An older daemon's 1e6 guard is shown the same way.
+  top->set_k(1e6);
+  EXPECT_NE(Lines(RenderJobsTable(reply))[2].find(" max "), std::string::npos);
+  top->set_k(1.0 / core::kMaxCorrection);
+  EXPECT_NE(RenderJobsTable(reply).find("K min: "), std::string::npos);
+  // Ordinary factors keep their number and add no legend.
+  top->set_k(2.5);
+  EXPECT_EQ(Lines(RenderJobsTable(reply)).size(), 3u);
+}
+
+TEST(TextTest, JobDetailSaysWhatThePairComparisonFound) {
+  v1::JobDetail d = Detail();
+  d.mutable_summary()->set_k(core::kMaxCorrection);
+  std::string text = RenderJobDetailText(d);
+  EXPECT_NE(text.find("k_j            1e+03 (bound): going first gains this job link time "
+                      "while the reference job loses none"),
+            std::string::npos)
+      << text;
+  d.set_reference(true);
+  d.mutable_summary()->set_k(1.0);
+  text = RenderJobDetailText(d);
+  EXPECT_NE(text.find("k_j            reference job"), std::string::npos) << text;
 }
 
 TEST(TextTest, LinksAndSetLink) {

@@ -141,10 +141,11 @@ Result<core::Topology> ParseFatTree(const textio::YamlNode& n) {
 }
 
 Result<core::Topology> ParseHpn(const textio::YamlNode& n) {
-  CRUX_RETURN_IF_ERROR(textio::CheckMap(
-      n, kPath,
-      {"kind", "segments", "hosts_per_segment", "rails", "planes", "aggs_per_plane",
-       "nic_port_gbps", "tor_agg_gbps", "pcie_gbps", "link_latency_us"}));
+  CRUX_RETURN_IF_ERROR(
+      textio::CheckMap(n, kPath,
+                       {"kind", "segments", "hosts_per_segment", "rails", "planes",
+                        "aggs_per_plane", "nic_port_gbps", "tor_agg_gbps", "pcie_gbps",
+                        "link_latency_us", "pods", "cores_per_plane", "agg_core_gbps"}));
   core::HpnParams p;
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "segments", 1, &p.segments));
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "hosts_per_segment", 1, &p.hosts_per_segment));
@@ -163,6 +164,10 @@ Result<core::Topology> ParseHpn(const textio::YamlNode& n) {
       OptionalReal(n, kPath, "pcie_gbps", textio::RealRange::Positive(), &p.pcie_gbps));
   CRUX_RETURN_IF_ERROR(OptionalReal(n, kPath, "link_latency_us", textio::RealRange::NonNegative(),
                                     &p.link_latency_us));
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "pods", 1, &p.pods));
+  CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "cores_per_plane", 0, &p.cores_per_plane));
+  CRUX_RETURN_IF_ERROR(
+      OptionalReal(n, kPath, "agg_core_gbps", textio::RealRange::Positive(), &p.agg_core_gbps));
   return FromBuilder("hpn", core::BuildHpn(p));
 }
 

@@ -107,6 +107,12 @@ Result<Topology> BuildFatTree(const FatTreeParams& p);
 // pair has 2 x 60 = 120 equal-cost paths, a same-segment same-rail pair 2.
 // ToRs are named tor<i> with i = (segment * rails + rail) * planes + plane; Aggs agg<j> with
 // j = plane * aggs_per_plane + a.
+// Several pods under a core tier (pods > 1 or cores_per_plane > 0; HPN §4.3: dual-plane in the
+// core too, aggregation to core 15:1): `segments` is then per pod, segment numbers run over all
+// pods (segment = pod * segments + s, in the ToR names above), Agg j = (pod * planes + plane) *
+// aggs_per_plane + a, and every plane-p Agg of every pod connects to every plane-p core
+// core<k>, k = plane * cores_per_plane + c, at agg_core_gbps. With the defaults (1 pod, no
+// core) the topology is exactly the single pod above.
 struct HpnParams {
   int segments = 15;            // >= 1.
   int hosts_per_segment = 128;  // >= 1 (active hosts; HPN's 8 backup hosts are not modelled).
@@ -117,6 +123,9 @@ struct HpnParams {
   double tor_agg_gbps = 400;
   double pcie_gbps = 512;
   double link_latency_us = 1.0;
+  int pods = 1;             // >= 1; more than one needs cores_per_plane >= 1.
+  int cores_per_plane = 0;  // >= 0; 0 = no core tier.
+  double agg_core_gbps = 400;
 };
 Result<Topology> BuildHpn(const HpnParams& p);
 

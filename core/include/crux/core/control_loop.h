@@ -19,6 +19,11 @@
 //     planner computed for it (reserved_high_levels keeps scheduled jobs below it).
 //   * Planner refusal (RunPlan): if the planner refuses the whole set, each job is tried alone;
 //     the ones refused alone are excluded (with the reason) and the rest is planned without them.
+//   * Re-optimisation (`reoptimize_interval`): with a stable policy (PlannerOptions::stable)
+//     plans keep jobs' paths and levels between events and drift from the best plan; every
+//     reoptimize_interval a run re-optimises (snapshot.reoptimize: the policy forgets what it
+//     kept). A policy without state of its own (new after a restart or a topology change) is
+//     seeded with the plan in force (RunPlan), so it continues that plan instead.
 //   * Diff: the assignments a run produces are compared, whole, with the applied ones; if any
 //     changed or disappeared, the epoch advances by one and the changed ones carry it. Jobs that
 //     left while the run was in flight are not applied again.
@@ -77,6 +82,8 @@ struct ControlLoopOptions {
   BackoffOptions retry = {.initial = Duration::Millis(1000), .max = Duration::Millis(30000)};
   // Switch QoS decisions (above); nullopt: none (the simulator). Must pass ValidateQosConfig.
   std::optional<QosConfig> qos;
+  // How often a run re-optimises (above), counted from the first run; >= 0, 0 = never.
+  Duration reoptimize_interval = Duration::Zero();
 
   friend bool operator==(const ControlLoopOptions&, const ControlLoopOptions&) = default;
 };
@@ -125,6 +132,7 @@ struct PlanningSnapshot {
   std::shared_ptr<const AppliedPlan> applied;     // In force when the snapshot was taken.
   std::optional<QosConfig> qos;                   // ControlLoopOptions::qos.
   std::shared_ptr<const AppliedQos> qos_applied;  // null: no switch state computed yet.
+  bool reoptimize = false;                        // Plan from scratch (reoptimize_interval).
 };
 
 // What one run produced. Computed by RunPlan on the worker.
@@ -133,14 +141,25 @@ struct PlanOutcome {
   Plan plan;      // For `planned` (plan.jobs[i] is job planned[i]).
   std::vector<std::string> planned;
   std::map<std::string, std::string> excluded;  // Job -> why it was left out.
-  std::vector<Assignment> desired;              // One per snapshot job, sorted by id.
-  std::vector<Assignment> changed;              // desired != the snapshot's applied one.
-  std::vector<std::string> removed;             // Applied at snapshot time, not desired now.
+  // The assignments that differ from the snapshot's applied ones (new jobs included), sorted by
+  // id, stamped with the epoch they get if the run is applied next: snap.epoch + 1. A job whose
+  // applied assignment is still what the plan says is not rebuilt.
+  std::vector<std::shared_ptr<const AppliedAssignment>> changed;
+  std::vector<std::string> removed;  // Applied at snapshot time, not desired now.
+  // What the policy recomputed (when it says: the `crux` policy), and how the run started.
+  std::optional<ReplanStats> replan;
+  bool reoptimized = false;  // snap.reoptimize: planned from scratch.
+  bool seeded = false;       // The policy had no state and started from the applied plan.
   // With snap.qos: every switch's desired state and the switches whose device state differs
   // from snap.qos_applied (all of them when there was none).
   std::shared_ptr<const std::map<std::string, SwitchQosState>> qos_states;
   std::vector<std::string> qos_changed;
-  Duration planning_time;  // Measured with the clock RunPlan was given.
+  // Measured with the clock RunPlan was given: the whole run, and its parts (the policy's
+  // Schedule calls, building and diffing the assignments, the switch states).
+  Duration planning_time;
+  Duration schedule_time;
+  Duration assign_time;
+  Duration qos_time;
 };
 
 // The rules of one run: plans the snapshot's jobs with `policy` (planner refusal handling
@@ -153,9 +172,11 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
 
 // The assignment of one job from its plan (nullptr: the job was not planned: no flows, level 0).
 Assignment MakeAssignment(const PlanningJob& job, const JobPlan* plan);
+// Whether `a` is MakeAssignment(job, plan), without building the flows.
+bool IsAssignmentOf(const Assignment& a, const PlanningJob& job, const JobPlan* plan);
 
 // The QoS view of a run's jobs: colour, level in force, switches their pinned flows cross.
-std::vector<QosJob> QosJobsOf(const Topology& topo, const std::vector<Assignment>& desired);
+std::vector<QosJob> QosJobsOf(const Topology& topo, const std::vector<const Assignment*>& jobs);
 
 // What the host must make durable and push after a run.
 struct ApplyBatch {
@@ -237,6 +258,8 @@ class ControlLoop {
   JobPhase PhaseFor(const JobProfile& p) const;
   void Request(std::string_view reason);
   void RebuildSpec(LoopJob& job) const;
+  // When the next re-optimisation is due (nullopt: never, or no job).
+  std::optional<Duration> ReoptimizeAt() const;
   // The applied plan for writing: in place when nobody else holds it, else a copy (copy on
   // write, so snapshots and published views stay immutable).
   AppliedPlan& MutableApplied();
@@ -254,6 +277,7 @@ class ControlLoop {
   bool requested_ = false;
   std::optional<Duration> requested_at_;  // First request of the pending burst.
   std::optional<Duration> last_start_;
+  std::optional<Duration> last_reoptimize_;  // Start of the current reoptimize_interval.
   std::optional<Duration> retry_at_;
   bool in_flight_ = false;
   uint64_t runs_ = 0;

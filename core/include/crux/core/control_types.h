@@ -101,16 +101,23 @@ struct FlowPin {
   friend bool operator==(const FlowPin&, const FlowPin&) = default;
 };
 
-// What a job must do: its level (in force: the temporary top level while not scheduled), its
-// colour and the NIC settings derived from it, and its pinned flows.
-struct Assignment {
+// Everything of an Assignment but its flows: compared on its own where building the flows
+// just to compare them would cost (a re-plan of 10,000 jobs keeps most assignments).
+struct AssignmentHeader {
   std::string job_id;
   JobPhase phase = JobPhase::kRegistered;
-  int level = 0;               // 0 = highest.
-  uint32_t dscp = 0;           // The job's colour (0-63).
-  uint32_t traffic_class = 0;  // IB traffic class byte = dscp << 2 (ECN bits 0).
-  std::vector<FlowPin> flows;
+  int level = 0;                                // 0 = highest.
+  uint32_t dscp = 0;                            // The job's colour (0-63).
+  uint32_t traffic_class = 0;                   // IB traffic class byte = dscp << 2 (ECN bits 0).
   std::map<std::string, std::string> nccl_env;  // NCCL_IB_TC = traffic_class.
+
+  friend bool operator==(const AssignmentHeader&, const AssignmentHeader&) = default;
+};
+
+// What a job must do: its level (in force: the temporary top level while not scheduled), its
+// colour and the NIC settings derived from it, and its pinned flows.
+struct Assignment : AssignmentHeader {
+  std::vector<FlowPin> flows;
 
   friend bool operator==(const Assignment&, const Assignment&) = default;
 };

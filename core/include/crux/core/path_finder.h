@@ -19,6 +19,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -71,6 +73,11 @@ class PathSet {
 
   // Path i as a vector of directed links. REQUIRES: i < size().
   std::vector<LinkId> Path(size_t i) const;
+
+  // The index of `path` in this set, or nullopt when it is not one of its paths (e.g. a link of
+  // it went down, or it belongs to another node pair). O(segments + paths of the matching
+  // segment x hops), no allocation.
+  std::optional<size_t> IndexOf(std::span<const LinkId> path) const;
 
  private:
   friend class PathFinder;

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -78,6 +79,23 @@ struct PlannerOptions {
   // runs (the peak is unchanged); this bounds what the returned Plan holds (the 10,000-job clique
   // of docs/algorithms.md §5: 690 MB of edges with -1, 5 MB with 32).
   int dag_edges_per_job = -1;
+  // Stable re-planning (requires `incremental`; docs/algorithms.md §9). false (default): every
+  // incremental Run returns exactly the full re-plan, so one arrival may move the paths and
+  // levels of many other jobs (least-congested choices cascade down the intensity order, and a
+  // changed component is compressed again). true: after the first plan, a Run keeps what it can
+  // of the previous one. Jobs whose spec is unchanged keep their paths, ports and levels; new and
+  // changed jobs get their paths by the same greedy search at their turn in the intensity order
+  // (seeing the load of the jobs before them) and a level by greedy insertion into the kept
+  // levels: the level in the range the DAG allows (no higher-priority neighbour below it, no
+  // lower-priority neighbour above it) that maximises the weight of its cut edges; when no such
+  // level is left, the fewest placed jobs are pushed up or down to make one. A changed reference
+  // job (every k_j changes) or a changed path order of kept jobs re-plans everything, with the
+  // full re-plan's result; a seed whose levels contradict the new DAG has those components
+  // compressed again. The plan drifts from the full
+  // re-plan's as events accumulate (tests/core/stable_planner_test.cc and
+  // bench/stable_replan_bench.cc measure the gap): ResetIncrementalState re-optimises (the next
+  // Run is a full plan), which cruxd does every ControlLoopOptions::reoptimize_interval.
+  bool stable = false;
 
   friend bool operator==(const PlannerOptions&, const PlannerOptions&) = default;
 };
@@ -170,7 +188,8 @@ struct ReplanStats {
   // Empty when the state of the previous Run was used; otherwise why everything was recomputed:
   // "incremental off", "first plan" (no state, e.g. after an error or ResetIncrementalState),
   // "input order of kept jobs changed" (profiles and k_j are still reused: only the order-
-  // dependent stages 3-4 are redone for everyone).
+  // dependent stages 3-4 are redone for everyone); with PlannerOptions::stable also "reference
+  // changed" and "path order of kept jobs changed" (stages 3-4 redone, the full re-plan's result).
   std::string full_replan;
   int jobs = 0;
   int added = 0;     // Ids not in the previous plan.
@@ -184,7 +203,29 @@ struct ReplanStats {
   int components = 0;              // Contention-DAG components (jobs with at least one edge).
   int components_compressed = 0;   // Components compressed again (the others kept their levels).
   int jobs_compressed = 0;         // Jobs in those components.
+  // PlannerOptions::stable: new and changed jobs given a level by greedy insertion, insertions
+  // that found no free level and moved placed jobs to make one (planner.cc InsertLevels), and how
+  // many placed jobs those repairs moved (the others kept their levels).
+  int levels_inserted = 0;
+  int insertions_repaired = 0;
+  int levels_moved = 0;
+  // A seeded first plan (Planner::Seed): jobs that kept their seeded paths, and their levels.
+  int seeded_paths = 0;
+  int seeded_levels = 0;
   friend bool operator==(const ReplanStats&, const ReplanStats&) = default;
+};
+
+// A job's plan in force, for a stable planner's warm start (Planner::Seed): its level and the
+// path of each of its flows. Non-owning: the spans must stay valid until the next Run returns.
+struct PlanSeed {
+  struct Flow {
+    NodeId src;
+    NodeId dst;
+    std::span<const LinkId> path;
+  };
+  std::string id;
+  std::optional<int> level;  // nullopt: none to keep (e.g. a newcomer on a temporary level).
+  std::vector<Flow> flows;   // In the order of the job's FlowPlans.
 };
 
 class Planner {
@@ -208,8 +249,19 @@ class Planner {
   const ReplanStats& last_replan() const { return stats_; }
 
   // Drops the incremental state (PlannerOptions::incremental): the next Run recomputes
-  // everything. Path and port caches are kept.
+  // everything. Path and port caches are kept. Drops pending seeds too.
   void ResetIncrementalState();
+
+  // Stable mode's warm start (PlannerOptions::stable), e.g. after a restart or a topology change,
+  // when the plan in force came from an earlier Planner: the next Run, if it has no state of its
+  // own (first plan), keeps the seeded paths of every job whose spec gives the same flows (source
+  // and destination, in order) and whose every seeded path is still one of its equal-cost paths,
+  // and the seeded level where the contention DAG allows it (a component where it does not is
+  // compressed again); the other jobs get paths and levels as new jobs in a stable run. Without
+  // stable mode, or when the planner has state, the seeds are ignored. Consumed by the next Run.
+  void Seed(std::vector<PlanSeed> seeds);
+  // True when a Seed would be used by the next Run (stable mode, no state).
+  bool WantsSeed() const;
 
  private:
   struct IncrementalState;  // planner.cc.
@@ -247,6 +299,7 @@ class Planner {
   std::unordered_map<PortKey, std::optional<uint16_t>, PortKeyHash> port_cache_;
 
   std::unique_ptr<IncrementalState> state_;  // Null until the first incremental Run.
+  std::vector<PlanSeed> seeds_;              // Seed(), for the next Run.
   ReplanStats stats_;
 };
 

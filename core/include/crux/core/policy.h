@@ -52,6 +52,9 @@ struct PolicyOptions {
   // previous successful one touch, with the same result as a full re-plan (only Plan::timing
   // differs; tests/core/incremental_planner_test.cc checks it on random event sequences).
   bool incremental = true;
+  // `crux` only: stable re-planning (PlannerOptions::stable; `planner.stable` is ignored):
+  // kept jobs keep their paths and levels between re-optimisations. Requires `incremental`.
+  bool stable = false;
 };
 
 class SchedulingPolicy {
@@ -70,6 +73,18 @@ class SchedulingPolicy {
   // standalone values (I_j, t_j, period are always filled in). Deterministic for a given
   // input and seed. Errors: invalid jobs (message names the job and field).
   virtual Result<Plan> Schedule(const std::vector<JobSpec>& jobs) = 0;
+
+  // ---- State kept across Schedule calls (the `crux` policy; the others keep none) ----
+  // The next Schedule plans from scratch, without what earlier calls kept (caches that do not
+  // change results, such as paths and ports, stay). For a stable policy this re-optimises.
+  virtual void Reoptimize() {}
+  // True when the next Schedule would start from the plan in force if given one (a stable
+  // `crux` policy without state, e.g. new after a restart or a topology change); see Seed.
+  virtual bool WantsSeed() const { return false; }
+  // The plan in force, for the next Schedule (Planner::Seed). Ignored unless WantsSeed().
+  virtual void Seed(std::vector<PlanSeed> /*seeds*/) {}
+  // What the last successful Schedule recomputed (nullptr: the policy does not say).
+  virtual const ReplanStats* last_replan() const { return nullptr; }
 };
 
 // The names accepted by MakePolicy, in the order above.

@@ -51,6 +51,10 @@ struct PlannerConfig {
   int topo_orders = 10;  // m of Algorithm 1, [1, 1000].
   uint64_t seed = 1;
   double gpu_peak_tflops = 312;  // Per GPU, TFLOP/s, in (0, 1e6].
+  // Stable re-planning (core::PlannerOptions::stable): between re-optimisations
+  // (reoptimize_interval_ms) an event re-plans only the jobs it touches; the others keep
+  // their paths, ports and levels. false: every re-plan is the best plan (may move many jobs).
+  bool stable = true;
 };
 
 // Quotas on registrations (docs/daemon.md "Identities, roles and quotas"); 0 = no limit. A
@@ -76,9 +80,12 @@ struct DaemonConfig {
   PlannerConfig planner;
   int64_t debounce_ms = 30;            // [0, 60000].
   int64_t min_replan_interval_ms = 0;  // Between the starts of two re-plans, [0, 600000].
-  int64_t lease_ms = 15000;            // Default lease, [100, 86400000].
-  int64_t max_lease_ms = 600000;       // Upper bound on leases clients ask for.
-  uint32_t profiling_samples = 20;     // Samples for a profile to count as converged, >= 1.
+  // With planner.stable: a re-plan from scratch every this many ms (the plan drifts from the best
+  // one as events accumulate), [0, 86400000]; 0 = never.
+  int64_t reoptimize_interval_ms = 600000;
+  int64_t lease_ms = 15000;         // Default lease, [100, 86400000].
+  int64_t max_lease_ms = 600000;    // Upper bound on leases clients ask for.
+  uint32_t profiling_samples = 20;  // Samples for a profile to count as converged, >= 1.
   // Hysteresis: a profile report counts for planning (re-plan, possible push) only when a figure
   // moves by more than this percentage of the planned value (JobTracker). [0, 1000]; 0 = every
   // report re-plans.

@@ -29,6 +29,7 @@
 #include "crux/daemon/metrics.h"
 #include "crux/daemon/plan_host.h"
 #include "crux/daemon/store.h"
+#include "crux/daemon/store_writer.h"
 #include "crux/daemon/topology_manager.h"
 #include "crux/protocol/curve.h"
 
@@ -90,6 +91,12 @@ struct DaemonContext {
   JobTracker tracker;
   Enforcer enforcer;
   std::unique_ptr<PlanHost> plans;  // Made by Daemon (it needs the done callback).
+  // Every store write after start-up (Daemon::Restore reads and writes the store directly,
+  // before the first Submit). Made by Daemon.
+  std::unique_ptr<StoreWriter> writer;
+  // Submits the planned profiles and job phases not stored yet (Gateway::FlushPlanned): the
+  // applier calls it before a plan's store write, so a restart plans from what was planned.
+  std::function<void()> flush_planned;
   StoreHealth store_health;
   RefusalBook refusals;
   uint64_t state_id = 0;

@@ -49,14 +49,21 @@ class Gateway {
   // A job is gone (EndJob, lease expired): sessions, store, control loop.
   void JobGone(const std::string& id, const std::string& reason);
 
-  // Writes the profiles reported since the last flush in one transaction (runs every second
-  // and at destruction; a report that changes a job's phase or planned profile is written at
-  // once, so a kill -9 loses at most ~1 s of reports that changed nothing for planning).
-  // `max_rows` bounds one call (the loop flushes in chunks so that a 10,000-job pod never
-  // blocks it for a whole flush); returns how many are still dirty.
+  // Submits the profiles reported since the last flush to the store writer, in one
+  // transaction: latest profiles, planned profiles and job phases (runs every second and at
+  // destruction; the applier also flushes the planned profiles and phases before a plan's write,
+  // FlushPlanned, so a restart plans from what was planned; a kill -9 loses at most ~1 s of
+  // reports). `max_rows` bounds one call (the loop serialises rows in chunks, so that a 10,000-job
+  // pod never holds it for a whole flush); returns how many are still dirty. A failed write
+  // marks its jobs dirty again.
   size_t FlushProfiles(size_t max_rows = SIZE_MAX);
+  // Submits every planned profile and job phase not stored yet.
+  void FlushPlanned();
 
   // The reply for a refusal: counted (errors by kind; security refusals by reason).
+  v1::Envelope Refuse(const std::string& endpoint, uint64_t request_id,
+                      const protocol::ProtocolError& r);
+  // A domain module's refusal, as the wire error it maps to (ToWire).
   v1::Envelope Refuse(const std::string& endpoint, uint64_t request_id, const Refusal& r);
 
  private:
@@ -66,10 +73,14 @@ class Gateway {
   void EndBatch();
   // Persists the held registrations in one transaction and sends their replies.
   void CommitRegistrations();
+  // Sends the pushes the handled messages caused.
+  void SendDeferred();
+  // Submits the rows of `ids` (erased from the dirty sets; marked again on failure).
+  void Flush(const std::vector<std::string>& ids);
   void Reply(const std::string& peer, uint64_t request_id, const v1::Envelope& reply);
   // The reply, or nullopt when it is held (a registration waiting for the group commit).
   std::optional<v1::Envelope> Handle(const protocol::Inbound& in);
-  Refusal Authorise(const protocol::Inbound& in) const;
+  protocol::ProtocolError Authorise(const protocol::Inbound& in) const;
   std::optional<v1::Envelope> OnRegister(const protocol::Inbound& in);
   v1::Envelope OnProfile(const protocol::Inbound& in);
   v1::Envelope OnHeartbeat(const protocol::Inbound& in);
@@ -84,7 +95,8 @@ class Gateway {
   // Pushes caused by the message being handled: (peer, job id) assignments and raw envelopes.
   std::vector<std::pair<std::string, std::string>> deferred_assignments_;
   std::vector<std::pair<std::string, v1::Envelope>> deferred_;
-  std::set<std::string> planned_dirty_;  // Planned profiles whose immediate write failed.
+  std::set<std::string> planned_dirty_;  // Jobs whose planned profile is not stored yet.
+  std::set<std::string> state_dirty_;    // Jobs whose phase (job row) is not stored yet.
   // Per job: the NIC names of its last report and their nodes (protocol::ProfileFromProto).
   std::unordered_map<std::string, protocol::PeerNameCache> peer_names_;
   // Registrations accepted in memory, waiting for the group commit (CommitRegistrations).

@@ -29,7 +29,7 @@
 #include "crux/core/control_types.h"
 #include "crux/core/qos.h"
 #include "crux/core/units.h"
-#include "crux/protocol/codec.h"
+#include "crux/daemon/refusal.h"
 
 namespace crux::daemon {
 
@@ -44,10 +44,6 @@ struct JobSession {
   int64_t last_seen_ms = 0;
   uint64_t acked_epoch = 0;  // Last epoch the client acked.
 };
-
-// OK when code == ERROR_CODE_UNSPECIFIED.
-using Refusal = protocol::ProtocolError;
-inline bool Refused(const Refusal& r) { return r.code != v1::ERROR_CODE_UNSPECIFIED; }
 
 class JobTracker {
  public:

@@ -12,6 +12,9 @@
 // burst (messages run between chunks). A chunk skips an assignment that a later epoch has
 // replaced meanwhile (that epoch pushes its own).
 //
+// The store write runs on the StoreWriter's thread; the run stays in flight meanwhile and the
+// rest (commit, pushes, publish) happens when it is done, so the loop never waits for SQLite.
+//
 // Thread-safety: loop thread only.
 #ifndef CRUX_DAEMON_PLAN_APPLIER_H_
 #define CRUX_DAEMON_PLAN_APPLIER_H_
@@ -43,6 +46,10 @@ class PlanApplier {
   using Pushes = std::vector<Push>;
 
   void Publish(const PlanRun& run);
+  // After the batch is durable (or when it needed no store write): commit, push, publish.
+  void Commit(std::shared_ptr<const PlanRun> run, std::shared_ptr<const core::ApplyBatch> batch,
+              std::shared_ptr<std::vector<PlanRow>> rows, double store_ms);
+  void Finish(const PlanRun& run, size_t changed, double ms, const std::string& steps);
   // Pushes pushes[from, from + kPushChunk) and posts the rest; returns how many were sent.
   size_t PushChunk(std::shared_ptr<const Pushes> pushes, size_t from);
 

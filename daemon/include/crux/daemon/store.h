@@ -41,6 +41,12 @@ struct StoredJob {
   std::string planned_profile = {};
 };
 
+struct ProfileRow {
+  std::string job_id;
+  std::string report;   // Serialized crux.v1.ProfileReport: the latest.
+  std::string planned;  // The profile the planner uses now; empty: unchanged.
+};
+
 struct PlanRow {
   std::string job_id;
   int level = 0;
@@ -87,10 +93,9 @@ class Store {
   // `planned`: the profile the planner now uses (empty: unchanged).
   virtual core::Status PutProfile(const std::string& job_id, const std::string& report,
                                   const std::string& planned, int64_t now_ms) = 0;
-  // Many profiles (job id, serialized report) in one transaction (cruxd batches the per-report
-  // writes: one write per report would cap ingestion at SQLite's commit rate).
-  virtual core::Status PutProfiles(const std::vector<std::pair<std::string, std::string>>& reports,
-                                   int64_t now_ms) = 0;
+  // Many profiles in one transaction, all or none (cruxd batches the per-report writes: one
+  // write per report would cap ingestion at SQLite's commit rate).
+  virtual core::Status PutProfiles(const std::vector<ProfileRow>& rows, int64_t now_ms) = 0;
   // Deletes the job, its profile and its plan row.
   virtual core::Status DeleteJob(const std::string& job_id) = 0;
   virtual core::Result<std::vector<StoredJob>> LoadJobs() = 0;

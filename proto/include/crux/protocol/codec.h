@@ -37,6 +37,8 @@ struct ProtocolError {
   // counted and logged under (docs/protocol.md "Refusals"); "" for ordinary errors. Not sent.
   std::string reason = {};
 };
+// True when `e` is an error (code != ERROR_CODE_UNSPECIFIED).
+inline bool Failed(const ProtocolError& e) { return e.code != v1::ERROR_CODE_UNSPECIFIED; }
 
 // Serialises `msg` as one frame. Does not check the size: callers that must not emit oversize
 // frames use EncodeChecked (the transports do).

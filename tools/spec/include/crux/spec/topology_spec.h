@@ -15,7 +15,8 @@
 //            agg_core_gbps, dual_tor
 //   fattree: k, link_gbps (nics_per_host, if given, must be 1)
 //   hpn:     segments, hosts_per_segment, rails, planes, aggs_per_plane, nic_port_gbps,
-//            tor_agg_gbps, pcie_gbps, link_latency_us
+//            tor_agg_gbps, pcie_gbps, link_latency_us, pods, cores_per_plane, agg_core_gbps
+//            (segments per pod; cores_per_plane 0 = no core tier)
 //   lingjun: path (CSV, relative to the YAML file's directory; default: the shipped
 //            configs/topologies/lingjun/topo.csv, looked up next to the YAML file first and then
 //            in the source tree's configs/), grouping (asw | psw_asw), tor_psw_gbps,

@@ -7,6 +7,10 @@
 //     has > 30 concurrent jobs on > 1,000 GPUs;
 //   * each job gets a model whose [min_gpus, max_gpus] holds its size (uniform among those),
 //     so the >= 128-GPU jobs are the GPT / LLaMA variants, as in the paper.
+// That is the `lingjun-2023` mix (the default), drawn from the single-pattern profiles of the
+// catalog. The `llm-2025` mix (GeneratorOptions::mix) draws job classes instead: mostly small
+// legacy jobs, a few mid-size and large dense LLM jobs, and a rare cross-host MoE job, on the
+// hybrid profiles of configs/models.yaml (Llm2025Classes says which, and why).
 // When given a Placer (the real Lingjun topo.csv hosts), jobs are placed at arrival by the
 // placement policy (placement.h); a job that does not fit waits (FIFO) until enough GPUs free
 // up, and its arrival_s is then its start time (the simulator does not model queueing).
@@ -20,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -35,6 +40,33 @@ namespace crux::sim::workload {
 // typo cannot make the generator run until memory is exhausted.
 inline constexpr double kMaxGeneratorDays = 3650;
 inline constexpr int64_t kMaxGeneratedJobs = 10'000'000;
+
+inline constexpr std::string_view kLingjun2023Mix = "lingjun-2023";
+inline constexpr std::string_view kLlm2025Mix = "llm-2025";
+// The mixes GeneratorOptions::mix accepts.
+std::vector<std::string> MixNames();
+
+// One class of a mix: a share of the jobs, the sizes they draw from (uniformly) and the models
+// they draw from (uniformly among those accepting the size; empty: every single-pattern model
+// of the catalog, in catalog order).
+struct MixClass {
+  std::string name;
+  double weight = 0;
+  std::vector<int> gpus;
+  std::vector<std::string> models;
+};
+
+// The llm-2025 classes. Sources (workloads-2025.md §5) and what is assumed:
+//   * Acme (NSDI'24): the median job has 1 GPU and "less than 7% of jobs request over 8 GPUs"
+//     [S]; pre-training jobs are 0.9-3.2% of jobs but 69.5-94% of GPU time; mean job size 5.7
+//     (Seren) to 26.8 (Kalos) GPUs [D]. Here: 93.5% of jobs on <= 8 GPUs, 55.5% on 1 GPU, 4%
+//     LLM pre-training jobs (>= 64 GPUs), mean 16.7 GPUs.
+//   * The split among the <= 8-GPU sizes, among the LLM classes, and the class sizes are
+//     assumptions (no published split): dense mid-size jobs (Llama 3 8B FSDP, Llama 3 70B)
+//     on 64-256 GPUs, large dense jobs (Llama 3.1 405B) on 256-512 GPUs, and 0.5% DeepSeek-V3
+//     cross-host MoE jobs on 1,024 GPUs, which are what saturates NICs (workloads-2025.md §6).
+//   * Small legacy jobs keep the lingjun-2023 profiles (A100 timings).
+std::vector<MixClass> Llm2025Classes();
 
 struct GeneratorOptions {
   uint64_t seed = 1;
@@ -57,6 +89,15 @@ struct GeneratorOptions {
   // Crux §2.2 / Fig. 6 reports 36.3% of jobs (51% of GPUs) may contend on the real cluster;
   // docs/evaluation.md calibrates this value against that statistic.
   double scatter_probability = 0;
+  // Pack-then-spill (only with a Placer): each job larger than one host that is not scattered
+  // is, with this probability, placed by Placer::PlaceSpilled (fullest domain first, spilling
+  // across ToR groups and pods) instead of Place (the tightest domain that holds it whole).
+  // In [0, 1]; its own random stream, so 0 gives the traces of earlier versions.
+  // docs/sim-workloads.md calibrates it against Crux's 51% of GPUs that may contend.
+  double spill_probability = 0;
+  // The job mix: kLingjun2023Mix (size_mix over the single-pattern profiles) or kLlm2025Mix
+  // (Llm2025Classes; size_mix is then not used).
+  std::string mix = std::string(kLingjun2023Mix);
 };
 
 core::Status ValidateGeneratorOptions(const GeneratorOptions& o);

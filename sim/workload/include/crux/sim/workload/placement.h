@@ -51,6 +51,13 @@ class Placer {
   // whole free hosts of the cluster (ignoring ToR/Agg groups), in host order (its ring order).
   // `level` reports the tightest group that happens to hold them. Same errors as Place.
   core::Result<Placement> PlaceScattered(int gpus, core::Rng& rng);
+  // Pack-then-spill, the way a busy scheduler that keeps empty domains free for large jobs
+  // fragments a cluster: a job of at most G GPUs is placed as by Place; a larger one takes whole
+  // free hosts from the fullest Agg group that has any, inside it from the fullest ToR group
+  // first, and spills what does not fit into the next fullest ToR group, then Agg group (tier
+  // by tier). Jobs placed so share ToR groups (and their uplinks) with their neighbours, where
+  // Place would have chosen a group that holds them whole. Deterministic. Same errors as Place.
+  core::Result<Placement> PlaceSpilled(int gpus);
   // Reserves a given placement (e.g. from a trace). kFailedPrecondition if a host lacks the
   // GPUs, kInvalidArgument for a node that is not a host.
   core::Status Reserve(const Placement& p);
@@ -68,6 +75,8 @@ class Placer {
  private:
   Placer() = default;
   std::vector<core::NodeId> TakeWholeHosts(const std::vector<int>& host_indices, int n) const;
+  // Reserves whole hosts (indices into hosts_, in ring order) and reports the tightest group.
+  core::Result<Placement> ReserveWholeHosts(const std::vector<int>& host_indices);
 
   int gpus_per_host_ = 8;
   int free_total_ = 0;

@@ -1,0 +1,70 @@
+// crux-hostd's configuration: /etc/crux/hostd.yaml (the unit's --config), strict YAML through
+// textio (unknown keys, bad values and duplicates are errors naming the key and line).
+//
+//   host: host3                        # topology host name (default: the short hostname)
+//   daemon: tcp://cruxd.example:7450   # cruxd's client endpoint (required)
+//   insecure: false                    # true: plain TCP (labs only); else the two keys below
+//   server_key: /etc/crux/cruxd.pub    # cruxd's public key file (curve.h format)
+//   client_key: /etc/crux/hostd.key    # this agent's key pair (0600)
+//   socket: /run/crux/hostd.sock       # the ranks' host-protocol socket
+//   nics:                              # this host's NICs: topology name, RDMA device, address
+//     - {name: host3/nic0, device: mlx5_0, address: 10.0.3.1}
+//   nic_addresses: /etc/crux/nic-addresses.yaml   # optional: every NIC of the cluster,
+//                                      # "address: topology NIC name" (to resolve remote GIDs)
+//   register_delay_ms: 1000            # wait for a job's local ranks before registering it
+//   end_delay_ms: 30000                # a job whose ranks all left ends after this
+//   lease_ms: 0                        # requested lease (0: cruxd's default)
+//   call_timeout_ms: 2000
+//
+// Addresses are IPv4 (the RoCEv2 GID ::ffff:a.b.c.d) or GID / IPv6 text; kept canonical
+// (host_protocol.h FormatGid).
+//
+// Thread-safety: value type; functions are pure except LoadHostdConfig (reads files).
+#ifndef CRUX_HOSTD_CONFIG_H_
+#define CRUX_HOSTD_CONFIG_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "crux/core/status.h"
+
+namespace crux::hostd {
+
+struct NicConfig {
+  std::string name;     // Topology NIC name, e.g. "host3/nic0".
+  std::string device;   // RDMA device, e.g. "mlx5_0".
+  std::string address;  // Canonical GID text ("" = unknown).
+  friend bool operator==(const NicConfig&, const NicConfig&) = default;
+};
+
+struct HostdConfig {
+  std::string host;
+  std::string daemon_endpoint;
+  bool insecure = false;
+  std::string server_key_file;
+  std::string client_key_file;
+  std::string socket = "/run/crux/hostd.sock";
+  std::vector<NicConfig> nics;
+  std::string nic_addresses_file;
+  // Canonical GID -> topology NIC name: this host's NICs plus nic_addresses_file's.
+  std::map<std::string, std::string> nic_by_address;
+  int64_t register_delay_ms = 1000;
+  int64_t end_delay_ms = 30000;
+  uint32_t lease_ms = 0;
+  int64_t call_timeout_ms = 2000;
+  friend bool operator==(const HostdConfig&, const HostdConfig&) = default;
+};
+
+// Parses the YAML text (`origin` names it in errors). Relative file names resolve against
+// `base_dir`. The nic_addresses file is read when given.
+core::Result<HostdConfig> ParseHostdConfig(std::string_view yaml, const std::string& base_dir);
+core::Result<HostdConfig> LoadHostdConfig(const std::string& path);
+// The nic_addresses file: a map "address: topology NIC name".
+core::Result<std::map<std::string, std::string>> ParseNicAddresses(std::string_view yaml);
+
+}  // namespace crux::hostd
+
+#endif  // CRUX_HOSTD_CONFIG_H_

@@ -1,0 +1,141 @@
+// HostAgent: crux-hostd's logic, sans I/O (no socket, no clock, no thread). One per host.
+//
+// Inputs: local connections from the ranks' plugin and shim (opened, a host-protocol message,
+// closed; each with the peer's pid and uid), the daemon's replies and pushes, the time (Tick).
+// Outputs: envelopes for cruxd (TakeToDaemon: one connection for the whole host, every job
+// multiplexed on it) and host-protocol messages for local connections (TakeToLocal). The driver
+// (hostd_server.h) does the I/O; the unit tests script everything.
+//
+// What it does:
+//  * Processes. A rank's plugin and shim connect separately; both are keyed by the peer's pid,
+//    so the shim gets its job's pins even when only the plugin knows the job id (comm-hash rule).
+//  * Jobs. A job is the set of local processes naming the same job id. All processes of a job
+//    must belong to one uid (the first one's; others are refused and logged), so a user cannot
+//    read or steer another user's job through the agent.
+//  * Registration. register_delay_ms after the job's first process appeared (its other local
+//    ranks arrive meanwhile) the job gets a session (client_lib's sans-I/O Session) that
+//    registers it with placement = this host (GPUs = local ranks, NICs = the configured ones) and
+//    a HostPart (host, hosts expected = the largest nNodes of its communicators, local ranks).
+//    The placement is fixed from then on (a changed placement would be refused by cruxd).
+//  * Profiles. The ranks' RankProfiles are merged into one host-part profile: period, compute
+//    and communication time are the medians over ranks, bytes per iteration the sum, plus the
+//    per-communicator traffic (CommTraffic: local ranks, bytes per rank and peer rank). It is
+//    reported when first available and again when the period or bytes move by more than 10 % or
+//    the peer split appears.
+//  * Assignments. Each applied assignment becomes a PinTable (traffic class; per flow whose
+//    source NIC is local and whose destination NIC's address is known (nic_addresses): local
+//    device, remote GID, UDP source port) sent to every shim of the job, now and on every later
+//    shim connection. Fail-static: when cruxd is away the last table stays (the session keeps
+//    its assignment and re-registers with backoff).
+//  * End. end_delay_ms after a job's last process left, the session ends the job (EndJob).
+//    Stopping the agent ends nothing: cruxd's lease expires if the host is really gone.
+//  * Probes. Registered HostProbes (probe.h) run on their own schedule; their last results are
+//    part of the status. This is the seam for host-side fault-localisation probes.
+//
+// Thread-safety: none; one owner thread. Times passed in must not decrease.
+#ifndef CRUX_HOSTD_HOST_AGENT_H_
+#define CRUX_HOSTD_HOST_AGENT_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "crux/core/units.h"
+#include "crux/hostd/config.h"
+#include "crux/hostd/host_protocol.h"
+#include "crux/hostd/probe.h"
+#include "crux/v1/envelope.pb.h"
+
+namespace crux::client::internal {
+class Session;
+}
+
+namespace crux::hostd {
+
+using ConnId = uint64_t;
+
+struct HostAgentCounters {
+  uint64_t local_messages = 0;
+  uint64_t bad_local_messages = 0;
+  uint64_t refused_uid = 0;       // A process claiming a job owned by another uid.
+  uint64_t unresolved_flows = 0;  // Assignment flows whose remote NIC has no known address.
+  uint64_t pin_tables_sent = 0;
+  uint64_t daemon_messages = 0;
+  uint64_t stray_daemon_messages = 0;  // Replies / pushes matching no job.
+};
+
+class HostAgent {
+ public:
+  explicit HostAgent(HostdConfig config, uint64_t seed = 1);
+  ~HostAgent();
+  HostAgent(const HostAgent&) = delete;
+  HostAgent& operator=(const HostAgent&) = delete;
+
+  void AddProbe(std::unique_ptr<HostProbe> probe);
+
+  // --- Inputs.
+  void OnLocalConnected(ConnId conn, pid_t pid, uid_t uid, core::Duration now);
+  void OnLocalMessage(ConnId conn, const Message& message, core::Duration now);
+  void OnLocalBadMessage(ConnId conn, const core::Status& error);
+  void OnLocalClosed(ConnId conn, core::Duration now);
+  void OnDaemonMessage(const v1::Envelope& message, core::Duration now, int64_t unix_now_ns);
+  // The transport refused `message` (an envelope from TakeToDaemon).
+  void OnDaemonSendFailed(const v1::Envelope& message, const core::Status& error,
+                          core::Duration now);
+  void Tick(core::Duration now);
+
+  // --- Outputs.
+  std::vector<v1::Envelope> TakeToDaemon();
+  std::vector<std::pair<ConnId, Message>> TakeToLocal();
+  core::Duration NextWakeup() const;
+
+  // --- State.
+  // The agent's view as a JSON object (crux-hostd --status; the StatusReply).
+  std::string StatusJson() const;
+  const HostAgentCounters& counters() const { return counters_; }
+  size_t jobs() const { return jobs_.size(); }
+
+ private:
+  struct Process;
+  struct Job;
+
+  Process& ProcessOf(pid_t pid, uid_t uid, core::Duration now);
+  void AttachJob(Process& p, const std::string& job_id, core::Duration now);
+  void DetachJob(Process& p, core::Duration now);
+  void MaybeStartSession(Job& j, core::Duration now);
+  void UpdateProfile(Job& j, core::Duration now);
+  void SendPins(Job& j, std::optional<ConnId> only = std::nullopt);
+  PinTable BuildPins(const Job& j);
+  void Pump(Job& j, core::Duration now);
+  void RunProbes(core::Duration now);
+
+  HostdConfig config_;
+  uint64_t seed_;
+  std::map<ConnId, pid_t> conns_;
+  std::map<pid_t, std::unique_ptr<Process>> processes_;
+  std::map<std::string, std::unique_ptr<Job>> jobs_;
+  // Request ids on the shared connection: ours -> (job, the session's own id).
+  std::map<uint64_t, std::pair<std::string, uint64_t>> requests_;
+  uint64_t next_request_id_ = 0;
+  std::vector<v1::Envelope> to_daemon_;
+  std::vector<std::pair<ConnId, Message>> to_local_;
+  struct ProbeSlot {
+    std::unique_ptr<HostProbe> probe;
+    core::Duration next;
+    std::optional<ProbeResult> last;
+  };
+  std::vector<ProbeSlot> probes_;
+  HostAgentCounters counters_;
+  std::string last_error_;
+};
+
+}  // namespace crux::hostd
+
+#endif  // CRUX_HOSTD_HOST_AGENT_H_

@@ -1,0 +1,618 @@
+#include "crux/hostd/host_agent.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "session.h"  // client_lib/src: the sans-I/O protocol session.
+
+namespace crux::hostd {
+namespace {
+
+constexpr size_t kMaxRepinErrors = 8;
+constexpr double kResendChange = 0.10;
+
+template <typename T>
+T Median(std::vector<T> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+bool Moved(double now, double before) {
+  if (before <= 0) return now > 0;
+  return std::abs(now - before) / before > kResendChange;
+}
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+struct HostAgent::Process {
+  pid_t pid = -1;
+  uid_t uid = 0;
+  std::string job_id;
+  std::string job_source;
+  std::string abi;
+  std::set<ConnId> conns;
+  std::set<ConnId> verbs_conns;
+  std::map<uint64_t, CommInfo> comms;
+  std::optional<RankProfile> profile;
+  std::optional<PluginStats> stats;
+  std::map<std::pair<std::string, uint32_t>, QpInfo> qps;
+  std::optional<PinAck> last_ack;
+  std::deque<RepinResult> repin_errors;
+  uint64_t repins_ok = 0;
+};
+
+struct HostAgent::Job {
+  std::string id;
+  uid_t uid = 0;
+  std::set<pid_t> pids;
+  core::Duration first_seen;
+  std::optional<core::Duration> empty_since;
+  std::unique_ptr<client::internal::Session> session;
+  uint32_t registered_ranks = 0;
+  uint32_t hosts_expected = 0;
+  std::optional<client::Profile> sent_profile;
+  std::set<std::tuple<uint64_t, uint32_t, int32_t>> sent_keys;
+  std::optional<client::Assignment> assignment;
+  PinTable pins;
+};
+
+HostAgent::HostAgent(HostdConfig config, uint64_t seed) : config_(std::move(config)), seed_(seed) {}
+HostAgent::~HostAgent() = default;
+
+void HostAgent::AddProbe(std::unique_ptr<HostProbe> probe) {
+  probes_.push_back({std::move(probe), core::Duration::Zero(), std::nullopt});
+}
+
+HostAgent::Process& HostAgent::ProcessOf(pid_t pid, uid_t uid, core::Duration /*now*/) {
+  auto& slot = processes_[pid];
+  if (!slot) {
+    slot = std::make_unique<Process>();
+    slot->pid = pid;
+    slot->uid = uid;
+  }
+  return *slot;
+}
+
+void HostAgent::OnLocalConnected(ConnId conn, pid_t pid, uid_t uid, core::Duration now) {
+  conns_[conn] = pid;
+  ProcessOf(pid, uid, now).conns.insert(conn);
+}
+
+void HostAgent::AttachJob(Process& p, const std::string& job_id, core::Duration now) {
+  if (!p.job_id.empty()) {
+    if (p.job_id != job_id) {
+      ++counters_.bad_local_messages;
+      last_error_ = "process " + std::to_string(p.pid) + " changed its job id from '" + p.job_id +
+                    "' to '" + job_id + "' (ignored)";
+    }
+    return;
+  }
+  auto& slot = jobs_[job_id];
+  if (!slot) {
+    slot = std::make_unique<Job>();
+    slot->id = job_id;
+    slot->uid = p.uid;
+    slot->first_seen = now;
+  }
+  Job& j = *slot;
+  if (j.uid != p.uid) {
+    ++counters_.refused_uid;
+    last_error_ = "process " + std::to_string(p.pid) + " (uid " + std::to_string(p.uid) +
+                  ") claims job '" + job_id + "' of uid " + std::to_string(j.uid) + " (refused)";
+    return;
+  }
+  p.job_id = job_id;
+  j.pids.insert(p.pid);
+  j.empty_since.reset();
+  if (j.assignment) {
+    for (ConnId c : p.verbs_conns) SendPins(j, c);
+  }
+}
+
+void HostAgent::DetachJob(Process& p, core::Duration now) {
+  auto it = jobs_.find(p.job_id);
+  if (it == jobs_.end()) return;
+  it->second->pids.erase(p.pid);
+  if (it->second->pids.empty()) it->second->empty_since = now;
+}
+
+void HostAgent::OnLocalMessage(ConnId conn, const Message& message, core::Duration now) {
+  auto c = conns_.find(conn);
+  if (c == conns_.end()) return;
+  auto pit = processes_.find(c->second);
+  if (pit == processes_.end()) return;
+  Process& p = *pit->second;
+  ++counters_.local_messages;
+  if (const auto* h = std::get_if<Hello>(&message)) {
+    p.abi = h->abi;
+    if (h->role == Role::kVerbs) p.verbs_conns.insert(conn);
+    if (!h->job_id.empty()) {
+      p.job_source = h->job_source;
+      AttachJob(p, h->job_id, now);
+    }
+    if (h->role == Role::kVerbs && !p.job_id.empty()) {
+      auto j = jobs_.find(p.job_id);
+      if (j != jobs_.end() && j->second->assignment) SendPins(*j->second, conn);
+    }
+  } else if (const auto* ci = std::get_if<CommInfo>(&message)) {
+    p.comms[ci->hash] = *ci;
+  } else if (const auto* rp = std::get_if<RankProfile>(&message)) {
+    AttachJob(p, rp->job_id, now);
+    if (p.job_id == rp->job_id) {
+      p.profile = *rp;
+      auto j = jobs_.find(p.job_id);
+      if (j != jobs_.end()) UpdateProfile(*j->second, now);
+    }
+  } else if (const auto* st = std::get_if<PluginStats>(&message)) {
+    p.stats = *st;
+  } else if (const auto* q = std::get_if<QpInfo>(&message)) {
+    p.qps[{q->device, q->qpn}] = *q;
+  } else if (const auto* g = std::get_if<QpGone>(&message)) {
+    p.qps.erase({g->device, g->qpn});
+  } else if (const auto* r = std::get_if<RepinResult>(&message)) {
+    if (r->ok) {
+      ++p.repins_ok;
+      auto known = p.qps.find({r->device, r->qpn});
+      if (known != p.qps.end()) {
+        known->second.sport = r->sport;
+        known->second.pinned = true;
+      }
+    } else {
+      p.repin_errors.push_back(*r);
+      if (p.repin_errors.size() > kMaxRepinErrors) p.repin_errors.pop_front();
+    }
+  } else if (const auto* a = std::get_if<PinAck>(&message)) {
+    p.last_ack = *a;
+  } else if (std::holds_alternative<StatusRequest>(message)) {
+    to_local_.emplace_back(conn, StatusReply{StatusJson()});
+  } else {
+    ++counters_.bad_local_messages;
+    last_error_ = "process " + std::to_string(p.pid) + " sent a message meant for the ranks";
+  }
+}
+
+void HostAgent::OnLocalBadMessage(ConnId conn, const core::Status& error) {
+  ++counters_.bad_local_messages;
+  auto c = conns_.find(conn);
+  last_error_ =
+      "process " + std::to_string(c == conns_.end() ? -1 : c->second) + ": " + error.message();
+}
+
+void HostAgent::OnLocalClosed(ConnId conn, core::Duration now) {
+  auto c = conns_.find(conn);
+  if (c == conns_.end()) return;
+  const pid_t pid = c->second;
+  conns_.erase(c);
+  auto pit = processes_.find(pid);
+  if (pit == processes_.end()) return;
+  Process& p = *pit->second;
+  p.conns.erase(conn);
+  p.verbs_conns.erase(conn);
+  if (!p.conns.empty()) return;
+  DetachJob(p, now);
+  processes_.erase(pit);
+}
+
+void HostAgent::MaybeStartSession(Job& j, core::Duration now) {
+  if (j.session || j.pids.empty()) return;
+  if (now < j.first_seen + core::Duration::Millis(config_.register_delay_ms)) return;
+  uint32_t hosts = 0;
+  for (pid_t pid : j.pids) {
+    for (const auto& [hash, ci] : processes_[pid]->comms) {
+      hosts = std::max(hosts, static_cast<uint32_t>(ci.nnodes));
+    }
+  }
+  j.hosts_expected = hosts;
+  j.registered_ranks = static_cast<uint32_t>(j.pids.size());
+  client::internal::SessionOptions o;
+  o.job_id = j.id;
+  v1::RegisterJob& r = o.registration;
+  r.set_job_id(j.id);
+  auto* h = r.add_placement();
+  h->set_host(config_.host);
+  h->set_gpus(std::max<uint32_t>(1, j.registered_ranks));
+  for (const NicConfig& n : config_.nics) {
+    auto* nic = h->add_nics();
+    nic->set_name(n.name);
+    nic->set_address(n.address);
+  }
+  r.set_model("nccl");
+  r.set_lease_ms(config_.lease_ms);
+  v1::HostPart part;
+  part.set_host(config_.host);
+  part.set_hosts_expected(hosts);
+  part.set_local_ranks(j.registered_ranks);
+  *r.mutable_host_part() = part;
+  o.host_part = part;
+  o.call_timeout = core::Duration::Millis(config_.call_timeout_ms);
+  o.backoff.initial = core::Duration::Millis(100);
+  o.backoff.max = core::Duration::Millis(10000);
+  o.backoff.multiplier = 2;
+  o.backoff.jitter = 0.2;
+  o.backoff.seed = seed_ ^ std::hash<std::string>()(j.id);
+  o.end_job_on_close = true;
+  j.session = std::make_unique<client::internal::Session>(std::move(o));
+  j.session->Start(now);
+  j.sent_profile.reset();
+  j.sent_keys.clear();
+  UpdateProfile(j, now);
+  Pump(j, now);
+}
+
+void HostAgent::UpdateProfile(Job& j, core::Duration now) {
+  if (!j.session) return;  // Merged once the session exists.
+  std::vector<int64_t> period, comm, compute;
+  uint32_t samples = 0;
+  bool first = true;
+  uint64_t total = 0;
+  std::map<uint64_t, v1::CommTraffic> comms;
+  std::set<std::tuple<uint64_t, uint32_t, int32_t>> keys;
+  for (pid_t pid : j.pids) {
+    const Process& p = *processes_[pid];
+    if (!p.profile || !p.profile->converged) continue;
+    const RankProfile& rp = *p.profile;
+    period.push_back(rp.period_ns);
+    comm.push_back(rp.comm_ns);
+    compute.push_back(rp.compute_ns);
+    samples = first ? rp.samples : std::min(samples, rp.samples);
+    first = false;
+    for (const CommBytes& cb : rp.comms) {
+      auto ci = p.comms.find(cb.hash);
+      if (ci == p.comms.end()) continue;  // CommInfo always comes first; a gap is transient.
+      v1::CommTraffic& t = comms[cb.hash];
+      t.set_comm_hash(cb.hash);
+      t.set_nranks(static_cast<uint32_t>(ci->second.nranks));
+      t.set_nnodes(static_cast<uint32_t>(ci->second.nnodes));
+      const auto rank = static_cast<uint32_t>(ci->second.rank);
+      t.add_local_ranks(rank);
+      total += cb.bytes;
+      if (cb.peers.empty()) {
+        auto* b = t.add_bytes();
+        b->set_rank(rank);
+        b->set_peer_rank(-1);
+        b->set_bytes(cb.bytes);
+        keys.emplace(cb.hash, rank, -1);
+      }
+      for (const PeerBytes& pb : cb.peers) {
+        auto* b = t.add_bytes();
+        b->set_rank(rank);
+        b->set_peer_rank(pb.peer_rank);
+        b->set_bytes(pb.bytes);
+        keys.emplace(cb.hash, rank, pb.peer_rank);
+      }
+    }
+  }
+  if (period.empty()) return;
+  client::Profile prof;
+  prof.iteration_period_ns = std::max<int64_t>(1, Median(period));
+  prof.comm_time_ns = Median(comm);
+  prof.compute_time_ns = std::max<int64_t>(1, Median(compute));
+  prof.overlap_start = 1;
+  prof.bytes_per_iteration = total;
+  prof.samples = std::max<uint32_t>(1, samples);
+  prof.converged = true;
+  prof.detected = true;
+  if (j.sent_profile && keys == j.sent_keys &&
+      !Moved(static_cast<double>(prof.iteration_period_ns),
+             static_cast<double>(j.sent_profile->iteration_period_ns)) &&
+      !Moved(static_cast<double>(prof.bytes_per_iteration),
+             static_cast<double>(j.sent_profile->bytes_per_iteration))) {
+    return;
+  }
+  v1::ProfileReport extra;
+  for (auto& [hash, t] : comms) *extra.add_comms() = std::move(t);
+  j.sent_profile = prof;
+  j.sent_keys = std::move(keys);
+  j.session->SetProfile(now, prof, std::move(extra));
+  Pump(j, now);
+}
+
+PinTable HostAgent::BuildPins(const Job& j) {
+  PinTable t;
+  t.job_id = j.id;
+  if (!j.assignment) return t;
+  const client::Assignment& a = *j.assignment;
+  t.epoch = a.epoch;
+  t.state_id = a.state_id;
+  t.traffic_class = static_cast<int>(a.traffic_class);
+  std::map<std::string, std::string> address_of;
+  for (const auto& [addr, name] : config_.nic_by_address) address_of.emplace(name, addr);
+  for (const client::FlowPin& f : a.flows) {
+    if (f.udp_sport == 0) continue;
+    const NicConfig* local = nullptr;
+    for (const NicConfig& n : config_.nics) {
+      if (n.name == f.src_nic) local = &n;
+    }
+    if (local == nullptr) continue;  // Another host's flow.
+    auto remote = address_of.find(f.dst_nic);
+    if (remote == address_of.end()) {
+      ++counters_.unresolved_flows;
+      last_error_ = "flow " + f.src_nic + " -> " + f.dst_nic + ": no address known for " +
+                    f.dst_nic + " (nic_addresses)";
+      continue;
+    }
+    if (t.pins.size() >= kMaxPins) break;
+    t.pins.push_back({local->device, remote->second, f.udp_sport});
+  }
+  return t;
+}
+
+void HostAgent::SendPins(Job& j, std::optional<ConnId> only) {
+  if (only) {
+    to_local_.emplace_back(*only, j.pins);
+    ++counters_.pin_tables_sent;
+    return;
+  }
+  for (pid_t pid : j.pids) {
+    for (ConnId c : processes_[pid]->verbs_conns) {
+      to_local_.emplace_back(c, j.pins);
+      ++counters_.pin_tables_sent;
+    }
+  }
+}
+
+void HostAgent::Pump(Job& j, core::Duration now) {
+  if (!j.session) return;
+  for (v1::Envelope& e : j.session->TakeOutgoing()) {
+    if (e.request_id() != 0) {
+      const uint64_t id = ++next_request_id_;
+      requests_[id] = {j.id, e.request_id()};
+      e.set_request_id(id);
+    }
+    to_daemon_.push_back(std::move(e));
+  }
+  (void)now;
+}
+
+void HostAgent::OnDaemonMessage(const v1::Envelope& message, core::Duration now,
+                                int64_t unix_now_ns) {
+  ++counters_.daemon_messages;
+  Job* job = nullptr;
+  v1::Envelope m = message;
+  if (m.request_id() != 0) {
+    auto r = requests_.find(m.request_id());
+    if (r == requests_.end()) {
+      ++counters_.stray_daemon_messages;
+      return;
+    }
+    auto j = jobs_.find(r->second.first);
+    m.set_request_id(r->second.second);
+    requests_.erase(r);
+    if (j == jobs_.end()) return;
+    job = j->second.get();
+  } else if (m.has_assignment()) {
+    auto j = jobs_.find(m.assignment().job_id());
+    if (j == jobs_.end()) {
+      ++counters_.stray_daemon_messages;
+      return;
+    }
+    job = j->second.get();
+  } else {
+    ++counters_.stray_daemon_messages;
+    return;
+  }
+  if (!job->session) return;
+  std::optional<client::Assignment> a = job->session->OnMessage(now, m, unix_now_ns);
+  if (a) {
+    job->assignment = *a;
+    job->pins = BuildPins(*job);
+    SendPins(*job);
+    job->session->FinishApply(core::Status::Ok());
+  }
+  Pump(*job, now);
+}
+
+void HostAgent::OnDaemonSendFailed(const v1::Envelope& message, const core::Status& error,
+                                   core::Duration now) {
+  v1::Envelope m = message;
+  std::string job_id;
+  if (m.request_id() != 0) {
+    auto r = requests_.find(m.request_id());
+    if (r == requests_.end()) return;
+    job_id = r->second.first;
+    m.set_request_id(r->second.second);
+    requests_.erase(r);
+  } else if (m.has_ack()) {
+    job_id = m.ack().job_id();
+  }
+  auto j = jobs_.find(job_id);
+  if (j == jobs_.end() || !j->second->session) return;
+  j->second->session->OnSendFailed(now, m, error);
+  Pump(*j->second, now);
+}
+
+void HostAgent::Tick(core::Duration now) {
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    Job& j = *it->second;
+    MaybeStartSession(j, now);
+    const bool ended =
+        j.empty_since && now >= *j.empty_since + core::Duration::Millis(config_.end_delay_ms);
+    if (j.session) {
+      if (ended) j.session->Close(now);
+      j.session->Tick(now);
+      Pump(j, now);
+      if (j.session->Done()) {
+        it = jobs_.erase(it);
+        continue;
+      }
+    } else if (ended) {
+      it = jobs_.erase(it);
+      continue;
+    }
+    ++it;
+  }
+  // Requests whose session gave up (timed out, job gone) never get their reply routed.
+  if (requests_.size() > 4 * (jobs_.size() + 1)) {
+    for (auto r = requests_.begin(); r != requests_.end();) {
+      auto j = jobs_.find(r->second.first);
+      r = (j == jobs_.end()) ? requests_.erase(r) : std::next(r);
+    }
+    while (requests_.size() > 4 * (jobs_.size() + 1)) requests_.erase(requests_.begin());
+  }
+  RunProbes(now);
+}
+
+void HostAgent::RunProbes(core::Duration now) {
+  if (probes_.empty()) return;
+  ProbeContext ctx;
+  ctx.config = &config_;
+  ctx.now = now;
+  bool built = false;
+  for (ProbeSlot& s : probes_) {
+    if (now < s.next) continue;
+    if (!built) {
+      for (const auto& [pid, p] : processes_) {
+        for (const auto& [key, q] : p->qps) ctx.qps.push_back(q);
+      }
+      for (const auto& [id, j] : jobs_) ctx.pins[id] = j->pins;
+      built = true;
+    }
+    s.last = s.probe->Run(ctx);
+    s.next = now + s.probe->interval();
+  }
+}
+
+std::vector<v1::Envelope> HostAgent::TakeToDaemon() { return std::exchange(to_daemon_, {}); }
+
+std::vector<std::pair<ConnId, Message>> HostAgent::TakeToLocal() {
+  return std::exchange(to_local_, {});
+}
+
+core::Duration HostAgent::NextWakeup() const {
+  core::Duration next = core::Duration::Infinite();
+  for (const auto& [id, j] : jobs_) {
+    if (j->session) {
+      next = std::min(next, j->session->NextWakeup());
+    } else if (!j->pids.empty()) {
+      next = std::min(next, j->first_seen + core::Duration::Millis(config_.register_delay_ms));
+    }
+    if (j->empty_since) {
+      next = std::min(next, *j->empty_since + core::Duration::Millis(config_.end_delay_ms));
+    }
+  }
+  for (const ProbeSlot& s : probes_) next = std::min(next, s.next);
+  return next;
+}
+
+std::string HostAgent::StatusJson() const {
+  using nlohmann::json;
+  json jobs = json::array();
+  for (const auto& [id, j] : jobs_) {
+    json ranks = json::array();
+    uint64_t qps = 0, pinned = 0, repin_errors = 0;
+    for (pid_t pid : j->pids) {
+      const Process& p = *processes_.at(pid);
+      json r = {{"pid", p.pid}, {"abi", p.abi}, {"job_source", p.job_source}};
+      json comms = json::array();
+      for (const auto& [hash, ci] : p.comms) {
+        comms.push_back({{"comm", Hex(hash)},
+                         {"rank", ci.rank},
+                         {"nranks", ci.nranks},
+                         {"nnodes", ci.nnodes},
+                         {"alive", ci.alive}});
+      }
+      r["comms"] = comms;
+      if (p.profile) {
+        json pc = json::array();
+        for (const CommBytes& cb : p.profile->comms) {
+          json peers = json::array();
+          for (const PeerBytes& pb : cb.peers) peers.push_back({pb.peer_rank, pb.bytes});
+          pc.push_back({{"comm", Hex(cb.hash)}, {"bytes", cb.bytes}, {"peers", peers}});
+        }
+        r["profile"] = {{"period_ns", p.profile->period_ns},
+                        {"comm_ns", p.profile->comm_ns},
+                        {"samples", p.profile->samples},
+                        {"converged", p.profile->converged},
+                        {"comms", pc}};
+      }
+      if (p.stats) {
+        r["stats"] = {{"events", p.stats->events},
+                      {"dropped", p.stats->dropped},
+                      {"collectives", p.stats->collectives},
+                      {"sampled_windows", p.stats->sampled_windows}};
+      }
+      if (p.last_ack) {
+        r["pins_ack"] = {
+            {"epoch", p.last_ack->epoch}, {"ok", p.last_ack->ok}, {"error", p.last_ack->error}};
+      }
+      json errs = json::array();
+      for (const RepinResult& e : p.repin_errors) {
+        errs.push_back({{"qpn", e.qpn}, {"sport", e.sport}, {"error", e.error}});
+      }
+      r["repin_errors"] = errs;
+      r["repins_ok"] = p.repins_ok;
+      qps += p.qps.size();
+      for (const auto& [k, q] : p.qps) pinned += q.pinned ? 1 : 0;
+      repin_errors += p.repin_errors.size();
+      ranks.push_back(std::move(r));
+    }
+    json job = {{"job_id", id},
+                {"local_ranks", j->pids.size()},
+                {"registered_ranks", j->registered_ranks},
+                {"hosts_expected", j->hosts_expected},
+                {"ranks", ranks},
+                {"qps", qps},
+                {"pinned_qps", pinned},
+                {"repin_errors", repin_errors}};
+    if (j->session) {
+      const auto& st = j->session->stats();
+      job["registered"] = j->session->registered();
+      job["reports_sent"] = st.reports_sent;
+      job["registrations"] = st.registrations;
+      job["register_failures"] = st.register_failures;
+      job["last_error"] = st.last_error;
+    } else {
+      job["registered"] = false;
+    }
+    if (j->sent_profile) {
+      job["profile"] = {{"period_ns", j->sent_profile->iteration_period_ns},
+                        {"compute_ns", j->sent_profile->compute_time_ns},
+                        {"comm_ns", j->sent_profile->comm_time_ns},
+                        {"bytes_per_iteration", j->sent_profile->bytes_per_iteration},
+                        {"samples", j->sent_profile->samples}};
+    }
+    if (j->assignment) {
+      job["assignment"] = {
+          {"epoch", j->assignment->epoch},        {"state_id", Hex(j->assignment->state_id)},
+          {"dscp", j->assignment->dscp},          {"traffic_class", j->assignment->traffic_class},
+          {"flows", j->assignment->flows.size()}, {"pins", j->pins.pins.size()}};
+    }
+    jobs.push_back(std::move(job));
+  }
+  json probes = json::array();
+  for (const ProbeSlot& s : probes_) {
+    json p = {{"name", std::string(s.probe->name())}};
+    if (s.last) {
+      p["ok"] = s.last->ok;
+      p["summary"] = s.last->summary;
+      p["data"] = s.last->data;
+    }
+    probes.push_back(std::move(p));
+  }
+  json c = {{"local_messages", counters_.local_messages},
+            {"bad_local_messages", counters_.bad_local_messages},
+            {"refused_uid", counters_.refused_uid},
+            {"unresolved_flows", counters_.unresolved_flows},
+            {"pin_tables_sent", counters_.pin_tables_sent},
+            {"daemon_messages", counters_.daemon_messages},
+            {"stray_daemon_messages", counters_.stray_daemon_messages}};
+  json out = {{"host", config_.host},
+              {"daemon", config_.daemon_endpoint},
+              {"processes", processes_.size()},
+              {"jobs", jobs},
+              {"probes", probes},
+              {"counters", c},
+              {"last_error", last_error_}};
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace crux::hostd

@@ -1,0 +1,61 @@
+// crux-hostd's config: the shipped example parses; mistakes are errors naming key and line.
+#include "crux/hostd/config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "crux/textio/file.h"
+
+namespace crux::hostd {
+namespace {
+
+TEST(HostdConfigTest, ShippedExampleParses) {
+  auto c = LoadHostdConfig(std::string(CRUX_SOURCE_DIR) + "/hostd/hostd.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->host, "host0");
+  EXPECT_EQ(c->daemon_endpoint, "tcp://cruxd:7450");
+  EXPECT_TRUE(c->insecure);
+  ASSERT_EQ(c->nics.size(), 2u);
+  EXPECT_EQ(c->nics[1], (NicConfig{"host0/nic1", "mlx5_1", "::ffff:10.0.1.1"}));
+  EXPECT_EQ(c->nic_by_address.at("::ffff:10.0.0.1"), "host0/nic0");
+}
+
+TEST(HostdConfigTest, NicAddressesFileJoinsTheMap) {
+  const std::string dir = ::testing::TempDir();
+  ASSERT_TRUE(
+      textio::WriteTextFile(dir + "/addr.yaml", "10.0.3.1: host3/nic0\n\"fe80::5\": host5/nic1\n")
+          .ok());
+  auto c = ParseHostdConfig(
+      "host: host0\ndaemon: tcp://x:1\ninsecure: true\nnic_addresses: addr.yaml\n", dir);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->nic_by_address.at("::ffff:10.0.3.1"), "host3/nic0");
+  EXPECT_EQ(c->nic_by_address.at("fe80::5"), "host5/nic1");
+}
+
+TEST(HostdConfigTest, MistakesNameTheKey) {
+  auto err = [](const std::string& yaml) {
+    auto c = ParseHostdConfig(yaml, "/");
+    EXPECT_FALSE(c.ok()) << yaml;
+    return c.status().message();
+  };
+  EXPECT_NE(err("host: h\n").find("daemon: missing required key"), std::string::npos);
+  EXPECT_NE(err("host: h\ndaemon: tcp://x:1\n").find("server_key and client_key are required"),
+            std::string::npos);
+  EXPECT_NE(err("host: h\ndaemon: tcp://x:1\ninsecure: true\nsocks: /x\n").find("unknown key"),
+            std::string::npos);
+  EXPECT_NE(err("host: h\ndaemon: tcp://x:1\ninsecure: true\nnics:\n  - {name: g/nic0, "
+                "device: mlx5_0}\n")
+                .find("nics[0].name: must be a NIC of host 'h'"),
+            std::string::npos);
+  EXPECT_NE(err("host: h\ndaemon: tcp://x:1\ninsecure: true\nnics:\n  - {name: h/nic0, "
+                "device: mlx5_0, address: 10.0.0}\n")
+                .find("nics[0].address"),
+            std::string::npos);
+  EXPECT_NE(err("host: h\ndaemon: tcp://x:1\ninsecure: true\nregister_delay_ms: -1\n")
+                .find("register_delay_ms"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace crux::hostd

@@ -1,0 +1,288 @@
+// HostAgent with scripted ranks, daemon replies and time (no socket, no clock, no thread).
+#include "crux/hostd/host_agent.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace crux::hostd {
+namespace {
+
+using core::Duration;
+
+Duration Ms(int64_t ms) { return Duration::Millis(ms); }
+
+HostdConfig Config() {
+  HostdConfig c;
+  c.host = "host1";
+  c.daemon_endpoint = "tcp://cruxd:7450";
+  c.insecure = true;
+  c.nics = {{"host1/nic0", "mlx5_0", "::ffff:10.0.1.1"}};
+  c.nic_by_address = {{"::ffff:10.0.1.1", "host1/nic0"}, {"::ffff:10.0.2.1", "host2/nic0"}};
+  c.register_delay_ms = 100;
+  c.end_delay_ms = 500;
+  c.call_timeout_ms = 200;
+  return c;
+}
+
+RankProfile Profile(int peer, uint64_t bytes) {
+  RankProfile p;
+  p.job_id = "job-a";
+  p.period_ns = 100'000'000;
+  p.comm_ns = 20'000'000;
+  p.compute_ns = 80'000'000;
+  p.samples = 6;
+  p.converged = true;
+  p.comms = {{0xC0, bytes, {{peer, bytes}}}};
+  return p;
+}
+
+class HostAgentTest : public ::testing::Test {
+ protected:
+  void Rank(ConnId conn, pid_t pid, int rank, Role role = Role::kProfiler, uid_t uid = 1000,
+            const std::string& job = "job-a") {
+    agent_.OnLocalConnected(conn, pid, uid, now_);
+    agent_.OnLocalMessage(conn, Hello{role, pid, job, job.empty() ? "" : "CRUX_JOB_ID", "v6"},
+                          now_);
+    if (role == Role::kProfiler) {
+      agent_.OnLocalMessage(conn, CommInfo{0xC0, rank, 4, 2, "", true}, now_);
+    }
+  }
+
+  // Advances to `t`, ticking; returns what went to cruxd.
+  std::vector<v1::Envelope> At(Duration t) {
+    now_ = t;
+    agent_.Tick(now_);
+    return agent_.TakeToDaemon();
+  }
+
+  void Reply(const v1::Envelope& request, v1::Envelope reply) {
+    reply.set_protocol_version(1);
+    reply.set_request_id(request.request_id());
+    agent_.OnDaemonMessage(reply, now_, 0);
+  }
+  void Register(const v1::Envelope& request) {
+    v1::Envelope r;
+    r.mutable_register_job_reply()->set_job_id(request.register_job().job_id());
+    r.mutable_register_job_reply()->set_lease_ms(3000);
+    Reply(request, r);
+  }
+  void AckOk(const v1::Envelope& request) {
+    v1::Envelope r;
+    r.mutable_ack()->set_ok(true);
+    Reply(request, r);
+  }
+
+  // Registers job-a with ranks 0 and 1 (pids 100, 101) and answers the registration.
+  void RegisterTwoRanks() {
+    Rank(1, 100, 0);
+    Rank(2, 101, 1);
+    ASSERT_TRUE(At(Ms(50)).empty());
+    auto out = At(Ms(100));
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_TRUE(out[0].has_register_job());
+    Register(out[0]);
+    agent_.TakeToDaemon();
+  }
+
+  v1::Envelope Push(uint64_t epoch) {
+    v1::Envelope e;
+    e.set_protocol_version(1);
+    auto* a = e.mutable_assignment();
+    a->set_job_id("job-a");
+    a->set_epoch(epoch);
+    a->set_state_id(7);
+    a->set_dscp(26);
+    a->set_traffic_class(104);
+    a->set_state(v1::JOB_STATE_SCHEDULED);
+    auto flow = [&](const char* s, const char* d, uint32_t port) {
+      auto* f = a->add_flows();
+      f->set_src_nic(s);
+      f->set_dst_nic(d);
+      f->set_udp_sport(port);
+    };
+    flow("host1/nic0", "host2/nic0", 0xC123);
+    flow("host1/nic0", "host9/nic0", 0xC200);  // No known address: unresolved.
+    flow("host2/nic0", "host1/nic0", 0xC300);  // Another host's flow.
+    flow("host1/nic0", "host2/nic0", 0);       // Unpinned.
+    return e;
+  }
+
+  Duration now_;
+  HostAgent agent_{Config()};
+};
+
+TEST_F(HostAgentTest, RegistersTheHostPartAfterTheDelay) {
+  Rank(1, 100, 0);
+  Rank(2, 101, 1);
+  EXPECT_TRUE(At(Ms(99)).empty());
+  auto out = At(Ms(100));
+  ASSERT_EQ(out.size(), 1u);
+  const v1::RegisterJob& r = out[0].register_job();
+  EXPECT_NE(out[0].request_id(), 0u);
+  EXPECT_EQ(r.job_id(), "job-a");
+  ASSERT_EQ(r.placement_size(), 1);
+  EXPECT_EQ(r.placement(0).host(), "host1");
+  EXPECT_EQ(r.placement(0).gpus(), 2u);
+  ASSERT_EQ(r.placement(0).nics_size(), 1);
+  EXPECT_EQ(r.placement(0).nics(0).name(), "host1/nic0");
+  EXPECT_EQ(r.placement(0).nics(0).address(), "::ffff:10.0.1.1");
+  EXPECT_EQ(r.host_part().host(), "host1");
+  EXPECT_EQ(r.host_part().hosts_expected(), 2u);
+  EXPECT_EQ(r.host_part().local_ranks(), 2u);
+}
+
+TEST_F(HostAgentTest, MergesTheRanksProfilesIntoOneHostReport) {
+  RegisterTwoRanks();
+  agent_.OnLocalMessage(1, Profile(1, 150'000'000), now_);
+  auto out = agent_.TakeToDaemon();
+  ASSERT_EQ(out.size(), 1u);  // The first rank's profile is reported at once.
+  AckOk(out[0]);
+  agent_.OnLocalMessage(2, Profile(2, 150'000'000), now_);
+  out = agent_.TakeToDaemon();
+  ASSERT_EQ(out.size(), 1u);  // The peer split changed: re-reported.
+  const v1::ProfileReport& p = out[0].profile_report();
+  EXPECT_EQ(p.job_id(), "job-a");
+  EXPECT_EQ(p.iteration_period_ns(), 100'000'000u);
+  EXPECT_EQ(p.compute_time_ns(), 80'000'000u);
+  EXPECT_EQ(p.bytes_per_iteration(), 300'000'000u);
+  EXPECT_TRUE(p.converged());
+  EXPECT_EQ(p.host_part().host(), "host1");
+  ASSERT_EQ(p.comms_size(), 1);
+  const v1::CommTraffic& c = p.comms(0);
+  EXPECT_EQ(c.comm_hash(), 0xC0u);
+  EXPECT_EQ(c.nranks(), 4u);
+  EXPECT_EQ(c.nnodes(), 2u);
+  ASSERT_EQ(c.local_ranks_size(), 2);
+  ASSERT_EQ(c.bytes_size(), 2);
+  EXPECT_EQ(c.bytes(0).rank(), 0u);
+  EXPECT_EQ(c.bytes(0).peer_rank(), 1);
+  EXPECT_EQ(c.bytes(1).rank(), 1u);
+  EXPECT_EQ(c.bytes(1).peer_rank(), 2);
+  EXPECT_EQ(c.bytes(1).bytes(), 150'000'000u);
+  AckOk(out[0]);
+  // A small change is not re-reported; a large one is.
+  RankProfile small = Profile(2, 160'000'000);
+  agent_.OnLocalMessage(2, small, now_);
+  EXPECT_TRUE(agent_.TakeToDaemon().empty());
+  RankProfile large = Profile(2, 400'000'000);
+  agent_.OnLocalMessage(2, large, now_);
+  EXPECT_EQ(agent_.TakeToDaemon().size(), 1u);
+}
+
+TEST_F(HostAgentTest, AssignmentBecomesAPinTableForEveryShimAndStaysWhenCruxdIsAway) {
+  RegisterTwoRanks();
+  Rank(3, 100, 0, Role::kVerbs, 1000, "");  // pid 100's shim: knows no job id itself.
+  agent_.OnDaemonMessage(Push(2), now_, 0);
+  auto local = agent_.TakeToLocal();
+  ASSERT_EQ(local.size(), 1u);
+  EXPECT_EQ(local[0].first, 3u);
+  const auto& t = std::get<PinTable>(local[0].second);
+  EXPECT_EQ(t.job_id, "job-a");
+  EXPECT_EQ(t.epoch, 2u);
+  EXPECT_EQ(t.state_id, 7u);
+  EXPECT_EQ(t.traffic_class, 104);
+  ASSERT_EQ(t.pins.size(), 1u);
+  EXPECT_EQ(t.pins[0], (Pin{"mlx5_0", "::ffff:10.0.2.1", 0xC123}));
+  EXPECT_EQ(agent_.counters().unresolved_flows, 1u);
+  auto acks = agent_.TakeToDaemon();
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].request_id(), 0u);
+  EXPECT_EQ(acks[0].ack().epoch(), 2u);
+  EXPECT_TRUE(acks[0].ack().ok());
+
+  // cruxd goes away: requests time out, the session re-registers with backoff...
+  for (int i = 1; i <= 40; ++i) At(now_ + Ms(250));
+  // ...and a shim connecting meanwhile still gets the last table (fail static).
+  Rank(4, 101, 1, Role::kVerbs, 1000, "");
+  local = agent_.TakeToLocal();
+  ASSERT_EQ(local.size(), 1u);
+  EXPECT_EQ(local[0].first, 4u);
+  EXPECT_EQ(std::get<PinTable>(local[0].second).epoch, 2u);
+  // A stale push (same state, older epoch) changes nothing.
+  agent_.OnDaemonMessage(Push(1), now_, 0);
+  EXPECT_TRUE(agent_.TakeToLocal().empty());
+}
+
+TEST_F(HostAgentTest, ProcessesOfAnotherUidCannotJoinAJob) {
+  Rank(1, 100, 0);
+  Rank(9, 200, 0, Role::kProfiler, 2000);
+  EXPECT_EQ(agent_.counters().refused_uid, 1u);
+  auto out = At(Ms(100));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].register_job().placement(0).gpus(), 1u);
+  auto status = nlohmann::json::parse(agent_.StatusJson());
+  EXPECT_NE(status["last_error"].get<std::string>().find("claims job 'job-a' of uid 1000"),
+            std::string::npos);
+}
+
+TEST_F(HostAgentTest, JobEndsAfterItsRanksLeft) {
+  RegisterTwoRanks();
+  agent_.OnLocalClosed(1, now_);
+  agent_.OnLocalClosed(2, now_);
+  EXPECT_EQ(agent_.NextWakeup(), Ms(100) + Ms(500));
+  auto out = At(Ms(599));
+  for (const auto& e : out) EXPECT_FALSE(e.has_end_job());
+  out = At(Ms(600));
+  ASSERT_FALSE(out.empty());
+  ASSERT_TRUE(out.back().has_end_job());
+  EXPECT_EQ(out.back().end_job().host_part().host(), "host1");
+  AckOk(out.back());
+  At(Ms(601));
+  EXPECT_EQ(agent_.jobs(), 0u);
+}
+
+TEST_F(HostAgentTest, RepliesAreRoutedToTheirJobOnTheSharedConnection) {
+  Rank(1, 100, 0);
+  Rank(2, 300, 0, Role::kProfiler, 1000, "job-b");
+  auto out = At(Ms(100));
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_NE(out[0].request_id(), out[1].request_id());
+  // Answer job-b first; an unknown request id is stray.
+  const v1::Envelope& b = out[0].register_job().job_id() == "job-b" ? out[0] : out[1];
+  Register(b);
+  v1::Envelope stray;
+  stray.set_request_id(999);
+  stray.mutable_ack()->set_ok(true);
+  agent_.OnDaemonMessage(stray, now_, 0);
+  EXPECT_EQ(agent_.counters().stray_daemon_messages, 1u);
+  auto status = nlohmann::json::parse(agent_.StatusJson());
+  for (const auto& j : status["jobs"]) {
+    EXPECT_EQ(j["registered"].get<bool>(), j["job_id"] == "job-b") << j.dump();
+  }
+}
+
+class CountingProbe : public HostProbe {
+ public:
+  std::string_view name() const override { return "count"; }
+  Duration interval() const override { return Ms(1000); }
+  ProbeResult Run(const ProbeContext& ctx) override {
+    ++runs;
+    return {true, std::to_string(ctx.qps.size()) + " qps", {{"runs", std::to_string(runs)}}};
+  }
+  int runs = 0;
+};
+
+TEST_F(HostAgentTest, ProbesRunOnTheirScheduleAndShowInTheStatus) {
+  auto probe = std::make_unique<CountingProbe>();
+  CountingProbe* p = probe.get();
+  agent_.AddProbe(std::move(probe));
+  Rank(3, 100, 0, Role::kVerbs, 1000, "job-a");
+  agent_.OnLocalMessage(3, QpInfo{"mlx5_0", 1, 0x10, 0x20, "::ffff:10.0.2.1", 0, 0, false}, now_);
+  At(Ms(0));
+  At(Ms(500));
+  At(Ms(1000));
+  EXPECT_EQ(p->runs, 2);
+  agent_.OnLocalConnected(7, 555, 1000, now_);
+  agent_.OnLocalMessage(7, StatusRequest{}, now_);
+  auto local = agent_.TakeToLocal();
+  ASSERT_EQ(local.size(), 1u);
+  auto status = nlohmann::json::parse(std::get<StatusReply>(local[0].second).json);
+  EXPECT_EQ(status["host"], "host1");
+  EXPECT_EQ(status["probes"][0]["name"], "count");
+  EXPECT_EQ(status["probes"][0]["summary"], "1 qps");
+}
+
+}  // namespace
+}  // namespace crux::hostd
