@@ -48,7 +48,27 @@ ClientProfiler::ClientProfiler(const ClientProfilerOptions& options,
                                std::vector<std::pair<core::NodeId, core::NodeId>> peers,
                                std::optional<core::Flops> flops)
     : profiler_(ToClient(options), flops ? flops->value() : 0.0, /*peak_flops_total=*/0.0),
-      peers_(std::move(peers)) {}
+      peers_(std::move(peers)),
+      change_threshold_(options.change_threshold) {}
+
+bool ClientProfiler::Quiet(double margin) const {
+  if (!settled() || !last_report_) return false;
+  const double limit = margin * change_threshold_;
+  auto near = [limit](double x, double reported) {
+    return reported > 0 ? std::abs(x - reported) <= limit * reported : x <= 0;
+  };
+  for (const client::internal::IterationSample& s : profiler_.window()) {
+    if (!near(static_cast<double>(s.period_ns),
+              static_cast<double>(last_report_->iteration_period_ns)) ||
+        !near(static_cast<double>(s.compute_ns),
+              static_cast<double>(last_report_->compute_time_ns)) ||
+        !near(static_cast<double>(s.bytes),
+              static_cast<double>(last_report_->bytes_per_iteration))) {
+      return false;
+    }
+  }
+  return true;
+}
 
 void ClientProfiler::Consume(client::internal::EventKind kind, core::Duration t, uint32_t peer,
                              uint64_t bytes) {
@@ -81,6 +101,7 @@ std::optional<core::JobProfile> ClientProfiler::TakeReport() {
   std::vector<client::PeerId> index;
   std::optional<client::Profile> p = profiler_.TakeReport(&index);
   if (!p) return std::nullopt;
+  last_report_ = *p;
   // What MakeProfileReport puts on the wire and ProfileFromProto makes of it.
   core::JobProfile prof;
   prof.compute_time = core::Duration::Nanos(std::max<int64_t>(1, p->compute_time_ns));

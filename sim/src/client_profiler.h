@@ -53,6 +53,10 @@ class ClientProfiler {
   std::optional<core::JobProfile> TakeReport();
   // No report can be half-way (reported, no change being confirmed).
   bool settled() const { return profiler_.settled(); }
+  // Settled, and every sample in the profiler's window (period, compute time, bytes) is within
+  // `margin` x change_threshold of the last report: as long as the job's iterations stay like
+  // these, no window median can move far enough for another report.
+  bool Quiet(double margin) const;
 
  private:
   void Consume(client::internal::EventKind kind, core::Duration t, uint32_t peer = 0,
@@ -60,6 +64,8 @@ class ClientProfiler {
 
   client::internal::Profiler profiler_;
   std::vector<std::pair<core::NodeId, core::NodeId>> peers_;
+  double change_threshold_;
+  std::optional<client::Profile> last_report_;
 };
 
 }  // namespace crux::sim::internal

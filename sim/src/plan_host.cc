@@ -8,6 +8,11 @@
 namespace crux::sim::internal {
 namespace {
 
+// ProfilersSettled: iterations of the current regime, and the share of the change threshold,
+// after which a profiler whose window is near its last report cannot report again.
+constexpr int64_t kQuietIterations = 3;
+constexpr double kQuietMargin = 0.5;
+
 uint64_t PairKey(core::NodeId x, core::NodeId y) {
   return (static_cast<uint64_t>(x.value()) << 32) | y.value();
 }
@@ -243,15 +248,20 @@ std::optional<core::Duration> PlanHost::due() const {
 }
 
 // Fast-forward skips iterations, which the profilers would otherwise see: a jump waits until
-// no report can be under way (each profiler reported and confirms no change) and every
-// profiler's window holds only samples of the current regime (so a plan change has shown up
-// in the medians). Approximate: a window median that would drift within a steady state is
+// no report can be under way (each profiler reported and confirms no change), and until each
+// profiler's window holds only samples of the current regime (so a plan change has shown up in
+// the medians) - or, after at least 3 iterations of it, until every sample in the window is
+// within half the change threshold of the last report (then no median of such samples can move
+// by the threshold). Approximate: a window median that would drift within a steady state is
 // missed.
 bool PlanHost::ProfilersSettled() const {
   const int64_t window = std::max<uint32_t>(options_.control.profiler.window, 3);
   for (const JobState& s : jobs_->jobs()) {
     if (s.status != JobStatus::kRunning || !s.profiler) continue;
-    if (!s.profiler->settled() || s.epoch_iterations < window) return false;
+    if (!s.profiler->settled()) return false;
+    if (s.epoch_iterations >= window) continue;
+    if (s.epoch_iterations >= kQuietIterations && s.profiler->Quiet(kQuietMargin)) continue;
+    return false;
   }
   return true;
 }

@@ -139,6 +139,36 @@ TEST(ClientProfilerTest, AChangeIsNotSettledUntilItIsConfirmed) {
   EXPECT_FALSE(p.settled());
 }
 
+// Quiet (the fast-forward's early gate, plan_host.cc): settled, and every sample of the window
+// within margin x the 20 % change threshold of the last report.
+TEST(ClientProfilerTest, QuietWhenEverySampleOfTheWindowIsNearTheLastReport) {
+  ClientProfiler p({}, kPeers, std::nullopt);
+  Job job(&p);
+  EXPECT_FALSE(p.Quiet(0.5));  // Nothing reported yet.
+  for (int i = 0; i < 3; ++i) job.Iterate(100);
+  ASSERT_TRUE(p.settled());
+  EXPECT_TRUE(p.Quiet(0.5));
+  // 108 ms: within 10 % (half the threshold) of the reported 100 ms.
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(job.Iterate(108));
+  EXPECT_TRUE(p.Quiet(0.5));
+  // One iteration 15 % off: below the threshold (no report), but not within half of it. The
+  // client measures a period from one iteration start to the next, so it is in the window after
+  // the following iteration.
+  EXPECT_FALSE(job.Iterate(115));
+  EXPECT_FALSE(job.Iterate(100));
+  EXPECT_TRUE(p.settled());
+  EXPECT_FALSE(p.Quiet(0.5));
+  EXPECT_TRUE(p.Quiet(1.0));
+  // It stays not quiet while that sample is in the window (10 samples).
+  for (int i = 0; i < 9; ++i) job.Iterate(100);
+  EXPECT_FALSE(p.Quiet(0.5));
+  job.Iterate(100);
+  EXPECT_TRUE(p.Quiet(0.5));
+  // Bytes count too: 1,800 bytes, 20 % more than reported.
+  job.Iterate(100, 1300, 500);  // 1,800 bytes: 20 % more.
+  EXPECT_FALSE(p.Quiet(0.5));
+}
+
 TEST(ClientProfilerTest, PeersWhoseMedianIsZeroAreLeftOut) {
   ClientProfiler p({}, kPeers, std::nullopt);
   Job job(&p);
