@@ -25,6 +25,7 @@
 
 namespace {
 
+using crux::core::Duration;
 using crux::sim::FluidNetwork;
 using R = FluidNetwork::ResourceId;
 
@@ -37,14 +38,14 @@ double RandomBytes(std::mt19937_64& rng) {
 // engine. One benchmark iteration = one instant with flow events; items = flow starts + finishes.
 void RunChurn(benchmark::State& state, FluidNetwork& net,
               const std::vector<std::vector<R>>& paths_by_tag, std::mt19937_64& rng) {
-  int64_t now = 0;
+  Duration now;
   uint64_t events = 0;
   // Pending restarts: (time, tag), a min-heap.
-  std::vector<std::pair<int64_t, uint64_t>> restarts;
+  std::vector<std::pair<Duration, uint64_t>> restarts;
   auto later = [](const auto& a, const auto& b) { return a > b; };
   for (auto _ : state) {
-    const int64_t t_finish = net.NextFinishTime(now);
-    const int64_t t_start = restarts.empty() ? FluidNetwork::kNever : restarts.front().first;
+    const Duration t_finish = net.NextFinishTime(now);
+    const Duration t_start = restarts.empty() ? Duration::Infinite() : restarts.front().first;
     if (t_start < t_finish) {
       now = t_start;
       while (!restarts.empty() && restarts.front().first == now) {
@@ -59,7 +60,7 @@ void RunChurn(benchmark::State& state, FluidNetwork& net,
     now = t_finish;
     net.PopFinished(now, [&](uint64_t tag, double) {
       ++events;
-      restarts.emplace_back(now + static_cast<int64_t>(rng() % 50'000), tag);
+      restarts.emplace_back(now + Duration::Nanos(static_cast<int64_t>(rng() % 50'000)), tag);
       std::push_heap(restarts.begin(), restarts.end(), later);
     });
   }
@@ -68,6 +69,12 @@ void RunChurn(benchmark::State& state, FluidNetwork& net,
   state.counters["flows_rerated_per_recompute"] =
       static_cast<double>(net.stats().flows_visited) /
       static_cast<double>(net.stats().recomputations ? net.stats().recomputations : 1);
+  const double recomputations =
+      static_cast<double>(net.stats().recomputations ? net.stats().recomputations : 1);
+  state.counters["solves_per_recompute"] = static_cast<double>(net.stats().solves) / recomputations;
+  state.counters["scans_per_recompute"] = static_cast<double>(net.stats().scans) / recomputations;
+  state.counters["rates_changed_per_recompute"] =
+      static_cast<double>(net.stats().rates_changed) / recomputations;
 }
 
 void BM_FluidClustered(benchmark::State& state) {
@@ -82,7 +89,7 @@ void BM_FluidClustered(benchmark::State& state) {
   for (int f = 0; f < flows; ++f) {
     // Each flow: its group's shared link plus a private access link.
     paths[f] = {links[f % groups], net.AddResource(200e9)};
-    net.AddFlow(paths[f], f % 2, RandomBytes(rng), 0, static_cast<uint64_t>(f));
+    net.AddFlow(paths[f], f % 2, RandomBytes(rng), Duration::Zero(), static_cast<uint64_t>(f));
   }
   RunChurn(state, net, paths, rng);
 }
@@ -106,7 +113,7 @@ void BM_FluidRandom(benchmark::State& state) {
     int b = static_cast<int>(rng() % hosts);
     if (b == a) b = (a + 1) % hosts;
     paths[f] = {up[a], spine_links[rng() % spine_links.size()], down[b]};
-    net.AddFlow(paths[f], f % 2, RandomBytes(rng), 0, static_cast<uint64_t>(f));
+    net.AddFlow(paths[f], f % 2, RandomBytes(rng), Duration::Zero(), static_cast<uint64_t>(f));
   }
   RunChurn(state, net, paths, rng);
 }

@@ -69,6 +69,9 @@ class Profiler {
 
   uint64_t iterations() const { return iterations_; }
   bool marked_mode() const { return marked_; }
+  // No report can be half-way: the first one was taken and no change is being confirmed (the
+  // simulator's fast-forward waits for this before skipping iterations).
+  bool settled() const { return reported_ && changed_run_ == 0; }
   const std::deque<IterationSample>& window() const { return window_; }
 
  private:

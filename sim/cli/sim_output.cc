@@ -281,6 +281,12 @@ json SummaryJson(const sim::SimResult& r, const RunInfo& info) {
   j["epochs"] = r.epochs;
   j["excluded"] = r.excluded;
   j["wall_s"] = Finite(r.wall_s);
+  j["engine"] = {{"flow_events", r.flow_events},
+                 {"peak_active_flows", r.peak_active_flows},
+                 {"fast_forward_jumps", r.fast_forward_jumps},
+                 {"fast_forward_approximate", r.fast_forward_approximate},
+                 {"fast_forward_carried", r.fast_forward_carried},
+                 {"fast_forwarded_s", Finite(r.fast_forwarded.ToSeconds())}};
   j["bytes_sent"] = Finite(r.bytes_sent);
   j["bytes_delivered"] = Finite(r.bytes_delivered);
   j["bytes_in_flight"] = Finite(r.bytes_in_flight);

@@ -9,6 +9,9 @@
 //                    "profiling_s", "profile_reports", "levels": [{"t_s", "phase", "level"}]}],
 //                    "link_class_utilization": {class: u}, "events", "replans",
 //                    "replan_failures", "profile_reports", "epochs", "excluded", "wall_s",
+//                    "engine": {"flow_events", "peak_active_flows", "fast_forward_jumps",
+//                    "fast_forward_approximate", "fast_forward_carried", "fast_forwarded_s"}
+//                    (docs/simulator.md section 6),
 //                    "bytes_sent", "bytes_delivered", "bytes_in_flight", "mean_jct_s",
 //                    "p99_jct_s", "mean_slowdown", "mean_profiling_s", "horizon_s",
 //                    "control": {"mode": "loop" | "oracle", "debounce_ms",

@@ -39,12 +39,6 @@ void LoopHost::RemoveJob(const std::string& id, std::string_view reason) {
 
 void LoopHost::Invalidate(std::string_view reason) { loop_.Invalidate(reason); }
 
-std::optional<int64_t> LoopHost::due_ns() const {
-  const std::optional<core::Duration> due = loop_.due();
-  if (!due) return std::nullopt;
-  return due->nanos();
-}
-
 LoopRun LoopHost::Run(core::SchedulingPolicy& policy, const core::Topology& topo) {
   LoopRun run;
   std::shared_ptr<const core::PlanningSnapshot> snap = loop_.StartPlan();

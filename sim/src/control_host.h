@@ -4,7 +4,7 @@
 // The host loop is the one control_loop.h documents, in virtual time:
 //   on every event:        AddJob / Report / RemoveJob / Invalidate (arrival, iteration end,
 //                          departure, link event);
-//   the engine schedules   due_ns() as an event;
+//   the engine schedules   due() as an event;
 //   at that event:         Run(): StartPlan, RunPlan on the same thread (planning takes zero
 //                          simulated time: the clock does not move while it runs), FinishPlan,
 //                          Commit (the simulator has no store, so a commit never fails).
@@ -31,17 +31,6 @@
 
 namespace crux::sim::internal {
 
-// core::Clock reading the engine's simulated time (integer nanoseconds since the start of the
-// run). `now_ns` must outlive the clock.
-class SimClock final : public core::Clock {
- public:
-  explicit SimClock(const int64_t* now_ns) : now_(now_ns) {}
-  core::Duration Now() const override { return core::Duration::Nanos(*now_); }
-
- private:
-  const int64_t* now_;
-};
-
 // The registration cruxd would receive for `job`: its placement (every host with the job's
 // GPUs per host, all of the host's NICs), traffic pattern and collective size S (before
 // compression: the client registers the logical size), W_j if the spec has it. No
@@ -60,8 +49,9 @@ struct LoopRun {
 
 class LoopHost {
  public:
-  // REQUIRES: ValidateControlLoopOptions(options).ok(); `clock` and `nominal` (the topology
-  // registrations are resolved against) outlive the host.
+  // REQUIRES: ValidateControlLoopOptions(options).ok(); `clock` (the simulated clock,
+  // engine/sim_clock.h) and `nominal` (the topology registrations are resolved against) outlive
+  // the host.
   LoopHost(const core::Clock* clock, const core::Topology* nominal,
            const core::ControlLoopOptions& options);
 
@@ -72,11 +62,11 @@ class LoopHost {
   void RemoveJob(const std::string& id, std::string_view reason);
   void Invalidate(std::string_view reason);
 
-  // When the next run is due (simulated ns), if one is requested.
-  std::optional<int64_t> due_ns() const;
+  // When the next run is due (simulated time), if one is requested.
+  std::optional<core::Duration> due() const { return loop_.due(); }
 
   // Runs the due plan with `policy` (made for `topo`) and commits it. REQUIRES: a run is due
-  // (due_ns() <= now). Core's JobDemand has no fixed_rank, so BuildJobSpec cannot carry it:
+  // (due() <= now). Core's JobDemand has no fixed_rank, so BuildJobSpec cannot carry it:
   // the ranks of `fixed` are put back into the snapshot's specs before RunPlan (a copy; the
   // loop's own snapshot is untouched).
   LoopRun Run(core::SchedulingPolicy& policy, const core::Topology& topo);

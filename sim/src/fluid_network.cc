@@ -11,6 +11,26 @@ constexpr double kNanosPerSec = 1e9;
 // Rates closer than this (relative) are the same rate: the flow keeps its finish event. Keeps
 // re-computations of an unchanged allocation from churning events through rounding noise.
 constexpr double kSameRate = 1e-12;
+// The checks of the max-min conditions accept this much (relative to the resource's capacity,
+// plus an absolute floor in bits/s): far above the rounding noise of a sum of rates, far below
+// any rate difference that matters. A flow's rate is within 2x this of its max-min rate.
+constexpr double kTolerance = 1e-10;
+constexpr double kAbsTolerance = 1e-6;
+// Water-filling runs per level and recomputation before S becomes the whole connected
+// component (which always passes the checks): bounds the cost of a long chain of small
+// expansions.
+constexpr int kMaxRounds = 16;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A new generation of a visit marker: `stamp` advances; when it wraps around, every item's
+// marker is cleared once.
+template <typename Item>
+void NextStamp(uint32_t& stamp, std::vector<Item>& items, uint32_t Item::*marker) {
+  if (++stamp == 0) {
+    for (Item& item : items) item.*marker = 0;
+    stamp = 1;
+  }
+}
 
 }  // namespace
 
@@ -18,48 +38,94 @@ FluidNetwork::ResourceId FluidNetwork::AddResource(double capacity_bps) {
   Resource r;
   r.capacity = std::max(0.0, capacity_bps);
   resources_.push_back(std::move(r));
+  marks_.emplace_back();
   return static_cast<ResourceId>(resources_.size() - 1);
+}
+
+FluidNetwork::LevelInfo* FluidNetwork::Info(ResourceId r, int level) {
+  for (LevelInfo& li : resources_[r].levels) {
+    if (li.level == level) return &li;
+    if (li.level > level) break;
+  }
+  return nullptr;
+}
+
+FluidNetwork::LevelInfo& FluidNetwork::AddInfo(ResourceId r, int level) {
+  std::vector<LevelInfo>& levels = resources_[r].levels;
+  size_t i = 0;
+  while (i < levels.size() && levels[i].level < level) ++i;  // A handful of entries.
+  if (i < levels.size() && levels[i].level == level) return levels[i];
+  LevelInfo li;
+  li.level = level;
+  return *levels.insert(levels.begin() + static_cast<std::ptrdiff_t>(i), li);
+}
+
+double FluidNetwork::CapacityAt(const Resource& res, int level) const {
+  double cap = res.capacity;
+  for (const LevelInfo& li : res.levels) {
+    if (li.level >= level) break;
+    cap -= li.load;
+  }
+  return cap;
+}
+
+double FluidNetwork::Tolerance(const Resource& res) const {
+  return kTolerance * res.capacity + kAbsTolerance;
+}
+
+FluidNetwork::LevelWork& FluidNetwork::Work(int level) {
+  LevelWork* spare = nullptr;
+  for (LevelWork& w : work_) {
+    if (w.level == level) return w;
+    if (spare == nullptr && w.empty()) spare = &w;
+  }
+  if (spare != nullptr) {
+    spare->level = level;
+    return *spare;
+  }
+  work_.emplace_back();
+  work_.back().level = level;
+  return work_.back();
+}
+
+void FluidNetwork::MarkResource(int level, ResourceId r) {
+  if (last_work_ >= work_.size() || work_[last_work_].level != level) {
+    last_work_ = static_cast<size_t>(&Work(level) - work_.data());
+  }
+  work_[last_work_].resources.push_back(r);
+  pending_ = true;
+}
+
+void FluidNetwork::MarkFromLevel(int level, ResourceId r) {
+  for (const LevelInfo& li : resources_[r].levels) {
+    if (li.level >= level && li.flows > 0) MarkResource(li.level, r);
+  }
 }
 
 void FluidNetwork::SetCapacity(ResourceId r, double capacity_bps) {
   resources_[r].capacity = std::max(0.0, capacity_bps);
-  NoteChange(0, 0.0);  // Every level on it may change.
-  MarkDirty(r);
-}
-
-void FluidNetwork::MarkDirty(ResourceId r) {
-  Resource& res = resources_[r];
-  if (!res.dirty) {
-    res.dirty = true;
-    dirty_.push_back(r);
-  }
-}
-
-void FluidNetwork::NoteChange(int level, double removed_rate) {
-  if (level < dirty_level_) {
-    dirty_level_ = level;
-    dirty_threshold_ = removed_rate;
-  } else if (level == dirty_level_) {
-    dirty_threshold_ = std::min(dirty_threshold_, removed_rate);
-  }
+  MarkFromLevel(0, r);  // Every level on it may change.
 }
 
 void FluidNetwork::Attach(FlowId f) {
   Flow& flow = flows_[f];
-  NoteChange(flow.level, 0.0);
   flow.positions.resize(flow.resources.size());
-  for (size_t i = 0; i < flow.resources.size(); ++i) {
-    Resource& res = resources_[flow.resources[i]];
+  for (uint32_t i = 0; i < flow.resources.size(); ++i) {
+    const ResourceId r = flow.resources[i];
+    Resource& res = resources_[r];
     flow.positions[i] = static_cast<uint32_t>(res.flows.size());
     res.flows.push_back(f);
-    MarkDirty(flow.resources[i]);
+    ++AddInfo(r, flow.level).flows;
   }
+  flow.bottleneck = kNoResource;
+  Work(flow.level).flows.push_back(f);
+  pending_ = true;
 }
 
 void FluidNetwork::Detach(FlowId f) {
   Flow& flow = flows_[f];
-  NoteChange(flow.level, std::max(0.0, flow.rate));
-  for (size_t i = 0; i < flow.resources.size(); ++i) {
+  const double old_rate = std::max(0.0, flow.rate);
+  for (uint32_t i = 0; i < flow.resources.size(); ++i) {
     const ResourceId r = flow.resources[i];
     Resource& res = resources_[r];
     const uint32_t pos = flow.positions[i];
@@ -68,19 +134,32 @@ void FluidNetwork::Detach(FlowId f) {
     res.flows.pop_back();
     if (moved != f) {
       Flow& other = flows_[moved];
-      for (size_t k = 0; k < other.resources.size(); ++k) {
+      for (uint32_t k = 0; k < other.resources.size(); ++k) {
         if (other.resources[k] == r) {
           other.positions[k] = pos;
           break;
         }
       }
     }
-    MarkDirty(r);
+    LevelInfo* li = Info(r, flow.level);
+    assert(li != nullptr);
+    li->load -= old_rate;
+    if (flow.bottleneck == r) --li->bottlenecked;
+    if (--li->flows == 0) {  // The entry stays (the level comes back with the next phase).
+      li->load = 0;
+      li->max_rate_ub = 0;
+    }
+    // The resource has more room for this level and the lower ones: only flows bottlenecked
+    // here can gain (elsewhere neither feasibility nor any bottleneck changes).
+    for (const LevelInfo& x : res.levels) {
+      if (x.level >= flow.level && x.bottlenecked > 0) MarkResource(x.level, r);
+    }
   }
+  flow.bottleneck = kNoResource;
 }
 
 FluidNetwork::FlowId FluidNetwork::AddFlow(std::span<const ResourceId> resources, int level,
-                                           double bytes, int64_t now, uint64_t tag) {
+                                           double bytes, Duration now, uint64_t tag) {
   assert(!resources.empty() && bytes > 0 && level >= 0);
   FlowId f;
   if (!free_.empty()) {
@@ -89,18 +168,18 @@ FluidNetwork::FlowId FluidNetwork::AddFlow(std::span<const ResourceId> resources
   } else {
     f = static_cast<FlowId>(flows_.size());
     flows_.emplace_back();
+    heap_pos_.push_back(kNotInHeap);
   }
   Flow& flow = flows_[f];
-  flow.resources.assign(resources.begin(), resources.end());
+  flow.resources.assign(resources);
   flow.remaining = bytes;
   flow.transmitted = 0;
   flow.rate = -1;  // "Unknown": the next recomputation always schedules it.
   flow.last = now;
-  flow.finish = kNever;
+  flow.finish = Duration::Infinite();
   flow.order = next_order_++;
   flow.tag = tag;
-  ++flow.version;
-  flow.stamp = 0;
+  flow.in_set = 0;
   flow.level = level;
   flow.active = true;
   ++active_;
@@ -108,273 +187,516 @@ FluidNetwork::FlowId FluidNetwork::AddFlow(std::span<const ResourceId> resources
   return f;
 }
 
-void FluidNetwork::Settle(Flow& flow, int64_t now) {
+void FluidNetwork::Settle(Flow& flow, Duration now) {
   if (now > flow.last && flow.rate > 0) {
-    const double sent = std::min(
-        flow.remaining, flow.rate * static_cast<double>(now - flow.last) / 8.0 / kNanosPerSec);
+    const double sent =
+        std::min(flow.remaining,
+                 flow.rate * static_cast<double>((now - flow.last).nanos()) / 8.0 / kNanosPerSec);
     flow.remaining -= sent;
     flow.transmitted += sent;
   }
   if (now > flow.last) flow.last = now;
 }
 
-double FluidNetwork::Remaining(FlowId f, int64_t now) const {
+double FluidNetwork::Remaining(FlowId f, Duration now) const {
   const Flow& flow = flows_[f];
   if (now <= flow.last || flow.rate <= 0) return flow.remaining;
-  const double sent = flow.rate * static_cast<double>(now - flow.last) / 8.0 / kNanosPerSec;
+  const double sent =
+      flow.rate * static_cast<double>((now - flow.last).nanos()) / 8.0 / kNanosPerSec;
   return std::max(0.0, flow.remaining - sent);
 }
 
-double FluidNetwork::RemoveFlow(FlowId f, int64_t now) {
+double FluidNetwork::RemoveFlow(FlowId f, Duration now) {
   Flow& flow = flows_[f];
   Settle(flow, now);
   const double transmitted = flow.transmitted;
   Detach(f);
+  EventErase(f);
   flow.active = false;
-  ++flow.version;
   free_.push_back(f);
   --active_;
   return transmitted;
 }
 
-void FluidNetwork::Reroute(FlowId f, std::span<const ResourceId> resources, int64_t now) {
+void FluidNetwork::Reroute(FlowId f, std::span<const ResourceId> resources, Duration now) {
   Settle(flows_[f], now);
   Detach(f);
   Flow& flow = flows_[f];
-  flow.resources.assign(resources.begin(), resources.end());
+  flow.resources.assign(resources);
   flow.rate = -1;
-  flow.finish = kNever;
-  ++flow.version;
+  flow.finish = Duration::Infinite();
+  EventErase(f);
   Attach(f);
 }
 
-void FluidNetwork::Schedule(FlowId f, int64_t now) {
-  Flow& flow = flows_[f];
-  ++flow.version;
-  if (flow.rate <= 0) {
-    flow.finish = kNever;
-    return;
-  }
-  const double dt = std::ceil(flow.remaining * 8.0 * kNanosPerSec / flow.rate);
-  if (!(dt < 4e18)) {
-    flow.finish = kNever;
-    return;
-  }
-  flow.finish = now + static_cast<int64_t>(dt);
-  events_.push_back(Event{flow.finish, flow.order, f, flow.version});
-  std::push_heap(events_.begin(), events_.end(), EventAfter());
+void FluidNetwork::EventPlace(uint32_t pos, const Event& e) {
+  events_[pos] = e;
+  heap_pos_[e.flow] = pos;
 }
 
-void FluidNetwork::Recompute(int64_t now) {
-  if (dirty_.empty()) return;
-  if (++stamp_ == 0) {  // Wrapped: clear every marker once.
-    for (Flow& fl : flows_) fl.stamp = 0;
-    for (Resource& r : resources_) r.stamp = 0;
-    stamp_ = 1;
+// A 4-ary heap: half the depth of a binary one, so a pop moves half as many entries (each
+// move also updates the moved flow's heap_pos_).
+void FluidNetwork::EventUp(uint32_t pos) {
+  const Event e = events_[pos];
+  while (pos > 0) {
+    const uint32_t parent = (pos - 1) / 4;
+    if (!EventBefore(e, events_[parent])) break;
+    EventPlace(pos, events_[parent]);
+    pos = parent;
   }
-  comp_flows_.clear();
-  comp_resources_.clear();
-  for (ResourceId r : dirty_) {
-    resources_[r].dirty = false;
-    if (resources_[r].stamp != stamp_) {
-      resources_[r].stamp = stamp_;
-      comp_resources_.push_back(r);
+  EventPlace(pos, e);
+}
+
+void FluidNetwork::EventDown(uint32_t pos) {
+  const Event e = events_[pos];
+  const uint32_t n = static_cast<uint32_t>(events_.size());
+  while (true) {
+    const uint32_t first = 4 * pos + 1;
+    if (first >= n) break;
+    uint32_t best = first;
+    const uint32_t last = std::min(first + 4, n);
+    for (uint32_t c = first + 1; c < last; ++c) {
+      if (EventBefore(events_[c], events_[best])) best = c;
     }
+    if (!EventBefore(events_[best], e)) break;
+    EventPlace(pos, events_[best]);
+    pos = best;
   }
-  dirty_.clear();
-  // Flows that provably keep their rates are "fixed": they are not re-rated, the component does
-  // not grow through them, and their rates are subtracted from the capacities. Two rules:
-  //  * strict priority: flows above the highest level that changed never see lower levels;
-  //  * at that level, when the only changes were removals: in progressive filling every
-  //    saturation below the smallest removed rate happens exactly as before the removal (a
-  //    removed flow's links saturate no earlier than its rate), so flows frozen below it keep
-  //    their rates.
-  const int changed_level = dirty_level_;
-  const double threshold = dirty_threshold_ * (1 - 1e-9);
-  dirty_level_ = std::numeric_limits<int>::max();
-  dirty_threshold_ = 0;
-  // The connected component of the dirty resources (flows sharing resources, transitively).
-  for (size_t i = 0; i < comp_resources_.size(); ++i) {
-    const Resource& res = resources_[comp_resources_[i]];
-    for (FlowId f : res.flows) {
-      Flow& flow = flows_[f];
-      if (flow.stamp == stamp_ || flow.level < changed_level) continue;
-      if (flow.level == changed_level && flow.rate >= 0 && flow.rate < threshold) continue;
-      flow.stamp = stamp_;
-      comp_flows_.push_back(f);
-      for (ResourceId r2 : flow.resources) {
-        if (resources_[r2].stamp != stamp_) {
-          resources_[r2].stamp = stamp_;
-          comp_resources_.push_back(r2);
-        }
-      }
-    }
+  EventPlace(pos, e);
+}
+
+void FluidNetwork::EventErase(FlowId f) {
+  const uint32_t pos = heap_pos_[f];
+  if (pos == kNotInHeap) return;
+  heap_pos_[f] = kNotInHeap;
+  const Event moved = events_.back();
+  events_.pop_back();
+  if (pos == events_.size()) return;  // It was the last entry.
+  EventPlace(pos, moved);
+  if (pos > 0 && EventBefore(moved, events_[(pos - 1) / 4])) {
+    EventUp(pos);
+  } else {
+    EventDown(pos);
   }
-  if (comp_flows_.empty()) return;
+}
+
+void FluidNetwork::Schedule(FlowId f, Duration now) {
+  Flow& flow = flows_[f];
+  double dt = flow.rate > 0 ? std::ceil(flow.remaining * 8.0 * kNanosPerSec / flow.rate) : kInf;
+  if (!(dt < 4e18)) {
+    flow.finish = Duration::Infinite();
+    EventErase(f);
+    return;
+  }
+  const Duration old_finish = flow.finish;
+  flow.finish = now + Duration::Nanos(static_cast<int64_t>(dt));
+  const uint32_t pos = heap_pos_[f];
+  if (pos == kNotInHeap) {
+    heap_pos_[f] = static_cast<uint32_t>(events_.size());
+    events_.push_back(Event{flow.finish, flow.order, f});
+    EventUp(heap_pos_[f]);
+    return;
+  }
+  events_[pos].time = flow.finish;
+  if (flow.finish < old_finish) {
+    EventUp(pos);
+  } else {
+    EventDown(pos);
+  }
+}
+
+void FluidNetwork::Recompute(Duration now) {
+  if (!pending_) return;
+  pending_ = false;
   ++stats_.recomputations;
-  stats_.flows_visited += comp_flows_.size();
+  while (true) {
+    // The highest pending level (lowest number) first: its result is the capacity the lower
+    // levels share. Processing a level only adds work to lower ones.
+    LevelWork* next = nullptr;
+    for (LevelWork& w : work_) {
+      if (!w.empty() && (next == nullptr || w.level < next->level)) next = &w;
+    }
+    if (next == nullptr) break;
+    scratch_work_.level = next->level;
+    scratch_work_.resources.swap(next->resources);
+    scratch_work_.flows.swap(next->flows);
+    ProcessLevel(scratch_work_, now);
+    scratch_work_.resources.clear();
+    scratch_work_.flows.clear();
+  }
+}
 
-  // Group by level (stable: discovery order inside a level, which is deterministic). Counting
-  // sort when the level range is small, as it is with hardware levels.
-  int min_level = flows_[comp_flows_[0]].level;
-  int max_level = min_level;
-  for (FlowId f : comp_flows_) {
-    min_level = std::min(min_level, flows_[f].level);
-    max_level = std::max(max_level, flows_[f].level);
+void FluidNetwork::JoinSet(FlowId f, int level) {
+  Flow& flow = flows_[f];
+  flow.in_set = set_stamp_;
+  set_.push_back(f);
+  if (flow.bottleneck != kNoResource) {
+    LevelInfo* li = Info(flow.bottleneck, level);
+    if (li != nullptr) --li->bottlenecked;
+    flow.bottleneck = kNoResource;
   }
-  if (min_level != max_level) {
-    const size_t range = static_cast<size_t>(max_level - min_level) + 1;
-    if (range <= 4 * comp_flows_.size() + 64) {
-      level_count_.assign(range + 1, 0);
-      for (FlowId f : comp_flows_) ++level_count_[flows_[f].level - min_level + 1];
-      for (size_t l = 1; l <= range; ++l) level_count_[l] += level_count_[l - 1];
-      sorted_.resize(comp_flows_.size());
-      for (FlowId f : comp_flows_) sorted_[level_count_[flows_[f].level - min_level]++] = f;
-      comp_flows_.swap(sorted_);
-    } else {
-      std::stable_sort(comp_flows_.begin(), comp_flows_.end(),
-                       [this](FlowId a, FlowId b) { return flows_[a].level < flows_[b].level; });
-    }
-  }
-  for (ResourceId r : comp_resources_) {
-    Resource& res = resources_[r];
-    res.residual = res.capacity;
-    for (FlowId f : res.flows) {
-      if (flows_[f].stamp != stamp_) res.residual -= std::max(0.0, flows_[f].rate);  // Fixed.
-    }
-  }
-  for (FlowId f : comp_flows_) {
-    flows_[f].frozen = false;
-    flows_[f].new_rate = 0;
-  }
+}
 
-  // Level by level, highest first: progressive filling on what the higher levels left.
-  size_t i = 0;
-  while (i < comp_flows_.size()) {
-    const int level = flows_[comp_flows_[i]].level;
-    size_t j = i;
-    if (++level_stamp_ == 0) {
-      for (Resource& r : resources_) r.level_stamp = 0;
-      level_stamp_ = 1;
-    }
-    level_resources_.clear();
-    while (j < comp_flows_.size() && flows_[comp_flows_[j]].level == level) {
-      for (ResourceId r : flows_[comp_flows_[j]].resources) {
-        Resource& res = resources_[r];
-        if (res.level_stamp != level_stamp_) {
-          res.level_stamp = level_stamp_;
-          res.count = 0;
-          level_resources_.push_back(r);
-        }
-        ++res.count;
-      }
-      ++j;
-    }
-    heap_.clear();
-    for (ResourceId r : level_resources_) {
-      const Resource& res = resources_[r];
-      heap_.push_back(ShareEntry{std::max(0.0, res.residual) / res.count, r});
-    }
-    std::make_heap(heap_.begin(), heap_.end(), ShareAfter());
-    while (!heap_.empty()) {
-      std::pop_heap(heap_.begin(), heap_.end(), ShareAfter());
-      const ShareEntry e = heap_.back();
-      heap_.pop_back();
-      Resource& res = resources_[e.r];
-      if (res.count <= 0) continue;
-      const double share = std::max(0.0, res.residual) / res.count;
-      // Freezing a flow at the current minimum share never lowers another resource's share, so
-      // an entry is never above its resource's share: a stale entry is re-queued with the
-      // current share, and an up-to-date one at the top is the true minimum.
-      if (share > e.share) {
-        heap_.push_back(ShareEntry{share, e.r});
-        std::push_heap(heap_.begin(), heap_.end(), ShareAfter());
-        continue;
-      }
-      for (FlowId f : res.flows) {
-        Flow& flow = flows_[f];
-        if (flow.level != level || flow.frozen) continue;
-        flow.frozen = true;
-        flow.new_rate = share;
-        for (ResourceId r2 : flow.resources) {
-          Resource& res2 = resources_[r2];
-          res2.residual -= share;
-          --res2.count;
-        }
+void FluidNetwork::ProcessLevel(LevelWork& work, Duration now) {
+  const int level = work.level;
+  NextStamp(set_stamp_, flows_, &Flow::in_set);
+  NextStamp(dirty_stamp_, marks_, &Marks::dirty_stamp);
+  set_.clear();
+  for (FlowId f : work.flows) {
+    const Flow& flow = flows_[f];
+    if (flow.active && flow.level == level && flow.in_set != set_stamp_) JoinSet(f, level);
+  }
+  changed_.clear();
+  for (ResourceId r : work.resources) {
+    Marks& m = marks_[r];
+    if (m.dirty_stamp == dirty_stamp_) continue;
+    m.dirty_stamp = dirty_stamp_;
+    changed_.push_back(r);
+  }
+  if (full_recompute_) {
+    for (ResourceId r : changed_) {
+      for (FlowId f : resources_[r].flows) {
+        const Flow& flow = flows_[f];
+        if (flow.level == level && flow.in_set != set_stamp_) JoinSet(f, level);
       }
     }
-    i = j;
+    ExpandToComponent(level);
+    Solve(level);
+    Apply(level, now);
+    return;
   }
+  // A small connected component is recomputed whole: one water-filling, exact without checks
+  // (the local rounds pay off on large components only).
+  // After a search that found a large component, the next ones are skipped for a while
+  // (doubling up to 64 recomputations): in one giant component they would never succeed.
+  if (small_component_ > 0 && skip_small_ == 0) {
+    if (SmallComponent(level, 4 * set_.size() + small_component_)) {
+      small_backoff_ = 0;
+      for (FlowId g : component_) {
+        if (flows_[g].in_set != set_stamp_) JoinSet(g, level);
+      }
+      Solve(level);
+      Apply(level, now);
+      return;
+    }
+    small_backoff_ = std::min<uint32_t>(64, std::max<uint32_t>(1, 2 * small_backoff_));
+    skip_small_ = small_backoff_;
+  } else if (skip_small_ > 0) {
+    --skip_small_;
+  }
+  int rounds = 0;
+  while (true) {
+    Solve(level);
+    if (!Check(level)) break;
+    if (++rounds >= kMaxRounds) ExpandToComponent(level);
+  }
+  Apply(level, now);
+}
 
-  for (FlowId f : comp_flows_) {
-    Flow& flow = flows_[f];
-    const double old_rate = flow.rate;
-    const double new_rate = flow.new_rate;
-    if (old_rate >= 0 &&
-        std::abs(new_rate - old_rate) <= kSameRate * std::max(old_rate, new_rate)) {
+// S becomes every flow of the level connected to it through shared resources.
+void FluidNetwork::ExpandToComponent(int level) {
+  NextStamp(solve_stamp_, marks_, &Marks::solve_stamp);
+  for (size_t i = 0; i < set_.size(); ++i) {
+    const FlowId f = set_[i];
+    for (ResourceId r : flows_[f].resources) {
+      Marks& m = marks_[r];
+      if (m.solve_stamp == solve_stamp_) continue;
+      m.solve_stamp = solve_stamp_;
+      for (FlowId g : resources_[r].flows) {
+        const Flow& other = flows_[g];
+        if (other.level == level && other.in_set != set_stamp_) JoinSet(g, level);
+      }
+    }
+  }
+}
+
+// The flows of the level connected (through resources) to S or to a changed resource, into
+// component_, if there are at most `limit` of them; false as soon as there are more.
+bool FluidNetwork::SmallComponent(int level, size_t limit) {
+  NextStamp(visit_stamp_, flows_, &Flow::visit);
+  NextStamp(solve_stamp_, marks_, &Marks::solve_stamp);
+  component_.clear();
+  auto reach = [&](FlowId g) {
+    Flow& flow = flows_[g];
+    if (flow.level != level || flow.visit == visit_stamp_) return true;
+    flow.visit = visit_stamp_;
+    component_.push_back(g);
+    return component_.size() <= limit;
+  };
+  auto scan = [&](ResourceId r) {
+    Marks& m = marks_[r];
+    if (m.solve_stamp == solve_stamp_) return true;
+    m.solve_stamp = solve_stamp_;
+    const std::vector<FlowId>& flows = resources_[r].flows;
+    if (flows.size() > limit) return false;
+    for (FlowId g : flows) {
+      if (!reach(g)) return false;
+    }
+    return true;
+  };
+  for (FlowId f : set_) {
+    if (!reach(f)) return false;
+  }
+  for (ResourceId r : changed_) {
+    if (!scan(r)) return false;
+  }
+  for (size_t i = 0; i < component_.size(); ++i) {
+    for (ResourceId r : flows_[component_[i]].resources) {
+      if (!scan(r)) return false;
+    }
+  }
+  return true;
+}
+
+// Water-filling of S on what the fixed flows (every other flow of the level) and the higher
+// levels leave: the new rate and bottleneck of every S flow, and per touched resource the sums
+// the checks need.
+void FluidNetwork::Solve(int level) {
+  NextStamp(solve_stamp_, marks_, &Marks::solve_stamp);
+  solve_flows_.clear();
+  solve_resources_.clear();
+  solve_flow_res_.clear();
+  if (set_.empty()) return;
+  ++stats_.solves;
+  stats_.flows_visited += set_.size();
+  for (FlowId f : set_) {
+    const Flow& flow = flows_[f];
+    SolveFlow sf;
+    sf.id = f;
+    sf.old_rate = std::max(0.0, flow.rate);
+    sf.begin = static_cast<uint32_t>(solve_flow_res_.size());
+    for (ResourceId r : flow.resources) {
+      Marks& m = marks_[r];
+      if (m.solve_stamp != solve_stamp_) {
+        m.solve_stamp = solve_stamp_;
+        m.solve_index = static_cast<uint32_t>(solve_resources_.size());
+        SolveResource& fresh = solve_resources_.emplace_back();
+        fresh.id = r;
+      }
+      SolveResource& sr = solve_resources_[m.solve_index];
+      ++sr.count;
+      sr.set_old += sf.old_rate;
+      solve_flow_res_.push_back(m.solve_index);
+    }
+    sf.end = static_cast<uint32_t>(solve_flow_res_.size());
+    solve_flows_.push_back(sf);
+  }
+  uint32_t offset = 0;
+  heap_.clear();
+  for (uint32_t d = 0; d < solve_resources_.size(); ++d) {
+    SolveResource& sr = solve_resources_[d];
+    sr.begin = offset;
+    offset += static_cast<uint32_t>(sr.count);
+    const Resource& res = resources_[sr.id];
+    // One pass over the levels: the capacity the higher ones leave, and this level's entry
+    // (every S flow is on the resource: it exists).
+    double cap = res.capacity;
+    const LevelInfo* li = res.levels.data();
+    while (li->level < level) {
+      cap -= li->load;
+      ++li;
+    }
+    sr.info = static_cast<int>(li - res.levels.data());
+    sr.capacity = cap;
+    // With every flow of the level here in S, nothing is fixed (exactly; no drift).
+    const double fixed_load = sr.count == li->flows ? 0.0 : li->load - sr.set_old;
+    sr.residual = cap - fixed_load;
+    sr.unfrozen = sr.count;
+    heap_.push_back(ShareEntry{std::max(0.0, sr.residual) / sr.unfrozen, d});
+  }
+  solve_res_flows_.resize(offset);
+  for (uint32_t i = 0; i < solve_flows_.size(); ++i) {
+    const SolveFlow& sf = solve_flows_[i];
+    for (uint32_t k = sf.begin; k < sf.end; ++k) {
+      SolveResource& sr = solve_resources_[solve_flow_res_[k]];
+      solve_res_flows_[sr.begin + sr.fill++] = i;
+    }
+  }
+  std::make_heap(heap_.begin(), heap_.end(), ShareAfter());
+  size_t unfrozen = solve_flows_.size();
+  while (unfrozen > 0 && !heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), ShareAfter());
+    const ShareEntry e = heap_.back();
+    heap_.pop_back();
+    SolveResource& sr = solve_resources_[e.r];
+    if (sr.unfrozen <= 0) continue;
+    const double share = std::max(0.0, sr.residual) / sr.unfrozen;
+    // Freezing a flow at the current minimum share never lowers another resource's share, so
+    // an entry is never above its resource's share: a stale entry is re-queued with the
+    // current share, and an up-to-date one at the top is the true minimum.
+    if (share > e.share) {
+      heap_.push_back(ShareEntry{share, e.r});
+      std::push_heap(heap_.begin(), heap_.end(), ShareAfter());
       continue;
     }
-    Settle(flow, now);
-    flow.rate = new_rate;
-    ++stats_.rates_changed;
-    Schedule(f, now);
+    sr.froze = share;
+    const uint32_t end = sr.begin + static_cast<uint32_t>(sr.count);
+    for (uint32_t k = sr.begin; k < end; ++k) {
+      SolveFlow& sf = solve_flows_[solve_res_flows_[k]];
+      if (sf.frozen) continue;
+      sf.frozen = true;
+      --unfrozen;
+      sf.new_rate = share;
+      sf.bottleneck = e.r;
+      for (uint32_t j = sf.begin; j < sf.end; ++j) {
+        SolveResource& sr2 = solve_resources_[solve_flow_res_[j]];
+        sr2.residual -= share;
+        --sr2.unfrozen;
+        sr2.set_new += share;
+        sr2.set_max = std::max(sr2.set_max, share);
+      }
+    }
   }
-  MaybeCompactEvents();
 }
 
-void FluidNetwork::MaybeCompactEvents() {
-  if (events_.size() <= 4 * active_ + 4096) return;
-  std::erase_if(events_, [this](const Event& e) {
-    const Flow& flow = flows_[e.flow];
-    return !flow.active || flow.version != e.version;
-  });
-  std::make_heap(events_.begin(), events_.end(), EventAfter());
+// Checks the max-min conditions of the tentative allocation (S at its new rates, every other
+// flow of the level at its old rate) on the resources S touched and the resources a change
+// touched; elsewhere nothing changed. Every fixed flow that breaks one joins S. Returns whether
+// any did (then water-filling runs again).
+//  1. Feasible: the level's load fits the capacity the higher levels leave.
+//  2. A fixed flow bottlenecked here still has its bottleneck: the resource is still saturated
+//     and no S flow gets more (S flows that froze here froze at the same share).
+//  3. An S flow that froze here gets at least as much as every fixed flow on it.
+bool FluidNetwork::Check(int level) {
+  NextStamp(check_stamp_, marks_, &Marks::check_stamp);
+  bool added = false;
+  // `sr`: the resource's solve data, or null when S does not touch it.
+  auto check = [&](ResourceId r, const SolveResource* sr) {
+    LevelInfo* li = sr != nullptr ? &resources_[r].levels[sr->info] : Info(r, level);
+    if (li == nullptr) return;
+    if (li->flows <= (sr != nullptr ? sr->count : 0)) return;  // No fixed flow of the level.
+    const double cap = sr != nullptr ? sr->capacity : CapacityAt(resources_[r], level);
+    const double tol = Tolerance(resources_[r]);
+    const double load = li->load + (sr != nullptr ? sr->set_new - sr->set_old : 0.0);
+    const double set_max = sr != nullptr ? sr->set_max : 0.0;
+    const double froze = sr != nullptr ? sr->froze : -1.0;
+    const bool over = load > cap + tol;
+    const bool unseat = li->bottlenecked > 0 && (load < cap - tol || set_max > li->share + tol ||
+                                                 (froze >= 0 && std::abs(froze - li->share) > tol));
+    const double above = froze >= 0 && li->max_rate_ub > froze + tol ? froze + tol : kInf;
+    if (!over && !unseat && above == kInf) return;
+    ++stats_.scans;
+    Resource& res = resources_[r];
+    double exact_load = 0;
+    double fixed_max = 0;
+    for (FlowId g : res.flows) {
+      const Flow& other = flows_[g];
+      if (other.level != level) continue;
+      const double rate = std::max(0.0, other.rate);
+      exact_load += rate;
+      if (other.in_set == set_stamp_) continue;
+      if ((over && rate > 0) || (unseat && other.bottleneck == r) || rate > above) {
+        JoinSet(g, level);
+        added = true;
+        continue;
+      }
+      fixed_max = std::max(fixed_max, rate);
+    }
+    // The walk refreshes the bookkeeping: the exact load (no drift from incremental updates)
+    // and the bound of the fixed flows' rates (S flows add theirs when applied).
+    li->load = exact_load;
+    li->max_rate_ub = fixed_max;
+  };
+  for (const SolveResource& sr : solve_resources_) {
+    marks_[sr.id].check_stamp = check_stamp_;
+    check(sr.id, &sr);
+  }
+  for (ResourceId r : changed_) {
+    Marks& m = marks_[r];
+    if (m.check_stamp == check_stamp_) continue;
+    m.check_stamp = check_stamp_;
+    check(r, nullptr);
+  }
+  return added;
 }
 
-int64_t FluidNetwork::NextFinishTime(int64_t now) {
+// The converged allocation of the level takes effect: rates, finish events, bottlenecks and
+// loads; lower levels are checked where this level's load changed.
+void FluidNetwork::Apply(int level, Duration now) {
+  // A resource with fixed bottlenecked flows keeps their share (the S flows that froze there
+  // are within the tolerance of it); otherwise its share is the one S froze at. Deltas of load
+  // and the rate bound are gathered per resource, then applied once.
+  for (SolveResource& sr : solve_resources_) {
+    LevelInfo& li = resources_[sr.id].levels[sr.info];
+    if (sr.froze >= 0 && li.bottlenecked == 0) li.share = sr.froze;
+    sr.set_new = 0;  // Reused: the load delta.
+    sr.set_max = 0;  // Reused: the largest rate.
+    sr.fill = 0;     // Reused: flows that now have it as bottleneck.
+  }
+  for (SolveFlow& sf : solve_flows_) {
+    Flow& flow = flows_[sf.id];
+    SolveResource& bn = solve_resources_[sf.bottleneck];
+    ++bn.fill;
+    flow.bottleneck = bn.id;
+    const double old_rate = flow.rate;
+    const bool keep = old_rate >= 0 && std::abs(sf.new_rate - old_rate) <=
+                                           kSameRate * std::max(old_rate, sf.new_rate);
+    const double delta = keep ? 0.0 : sf.new_rate - sf.old_rate;
+    const double rate = keep ? old_rate : sf.new_rate;
+    for (uint32_t j = sf.begin; j < sf.end; ++j) {
+      SolveResource& sr = solve_resources_[solve_flow_res_[j]];
+      sr.set_new += delta;
+      sr.set_max = std::max(sr.set_max, rate);
+    }
+    if (!keep) {
+      Settle(flow, now);
+      flow.rate = sf.new_rate;
+      ++stats_.rates_changed;
+      Schedule(sf.id, now);
+    }
+  }
+  for (const SolveResource& sr : solve_resources_) {
+    Resource& res = resources_[sr.id];
+    LevelInfo& li = res.levels[sr.info];
+    li.bottlenecked += static_cast<int>(sr.fill);
+    li.load += sr.set_new;
+    li.max_rate_ub = std::max(li.max_rate_ub, sr.set_max);
+    if (sr.set_new == 0) continue;
+    // The lower levels see a new capacity here. Only where Check would act on it (with no S
+    // flow of theirs here: infeasible, or bottlenecked flows no longer saturated) is there
+    // anything to do; a lower level that gets S flows here checks the resource anyway.
+    const double tol = Tolerance(res);
+    double cap = res.capacity;
+    for (const LevelInfo& lower : res.levels) {
+      if (lower.level > level &&
+          (lower.load > cap + tol || (lower.bottlenecked > 0 && lower.load < cap - tol))) {
+        MarkResource(lower.level, sr.id);
+      }
+      cap -= lower.load;
+    }
+  }
+}
+
+core::Duration FluidNetwork::NextFinishTime(Duration now) {
   Recompute(now);
-  while (!events_.empty()) {
-    const Event& top = events_.front();
-    const Flow& flow = flows_[top.flow];
-    if (flow.active && flow.version == top.version) return top.time;
-    std::pop_heap(events_.begin(), events_.end(), EventAfter());
-    events_.pop_back();
-  }
-  return kNever;
+  return events_.empty() ? Duration::Infinite() : events_.front().time;
 }
 
-FluidNetwork::FlowId FluidNetwork::PopNextFinished(int64_t now) {
-  while (!events_.empty()) {
-    const Event top = events_.front();
-    Flow& flow = flows_[top.flow];
-    const bool valid = flow.active && flow.version == top.version;
-    if (valid && top.time > now) return kNoFlow;
-    std::pop_heap(events_.begin(), events_.end(), EventAfter());
-    events_.pop_back();
-    if (!valid) continue;
-    flow.transmitted += flow.remaining;
-    flow.remaining = 0;
-    flow.last = top.time;
-    return top.flow;
-  }
-  return kNoFlow;
+FluidNetwork::FlowId FluidNetwork::PopNextFinished(Duration now) {
+  if (events_.empty() || events_.front().time > now) return kNoFlow;
+  const FlowId f = events_.front().flow;
+  Flow& flow = flows_[f];
+  EventErase(f);
+  flow.transmitted += flow.remaining;
+  flow.remaining = 0;
+  flow.last = flow.finish;
+  return f;
 }
 
 void FluidNetwork::Release(FlowId f) {
   Detach(f);
   Flow& flow = flows_[f];
   flow.active = false;
-  ++flow.version;
   free_.push_back(f);
   --active_;
   ++stats_.finished;
 }
 
-void FluidNetwork::ShiftTime(int64_t delta) {
+void FluidNetwork::ShiftTime(Duration delta) {
   for (Flow& flow : flows_) {
     if (!flow.active) continue;
     flow.last += delta;
-    if (flow.finish != kNever) flow.finish += delta;
+    if (!flow.finish.IsInfinite()) flow.finish += delta;
   }
   for (Event& e : events_) e.time += delta;  // A uniform shift keeps the heap order.
 }

@@ -10,15 +10,19 @@
 namespace crux::sim {
 namespace {
 
+using core::Duration;
 using R = FluidNetwork::ResourceId;
-constexpr int64_t kSec = 1'000'000'000;
+constexpr Duration kT0 = Duration::Zero();
+Duration Sec(double s) { return Duration::Seconds(s); }
+Duration Ns(int64_t ns) { return Duration::Nanos(ns); }
 
 // Runs the network until `until` and returns tag -> finish time.
-std::map<uint64_t, int64_t> Drain(FluidNetwork& net, int64_t now, int64_t until = INT64_MAX) {
-  std::map<uint64_t, int64_t> done;
+std::map<uint64_t, Duration> Drain(FluidNetwork& net, Duration now,
+                                   Duration until = Duration::Infinite()) {
+  std::map<uint64_t, Duration> done;
   while (true) {
-    const int64_t t = net.NextFinishTime(now);
-    if (t == FluidNetwork::kNever || t > until) break;
+    const Duration t = net.NextFinishTime(now);
+    if (t.IsInfinite() || t > until) break;
     now = t;
     net.PopFinished(t, [&](uint64_t tag, double) { done[tag] = t; });
   }
@@ -29,24 +33,24 @@ TEST(FluidNetworkTest, SingleFlowTakesSizeOverCapacity) {
   FluidNetwork net;
   const R link = net.AddResource(1e9);
   const std::vector<R> path = {link};
-  net.AddFlow(path, 0, 125e6, 0, 7);  // 1 Gbit over 1 Gbps.
-  auto done = Drain(net, 0);
+  net.AddFlow(path, 0, 125e6, kT0, 7);  // 1 Gbit over 1 Gbps.
+  auto done = Drain(net, kT0);
   ASSERT_EQ(done.count(7), 1u);
-  EXPECT_EQ(done[7], kSec);
+  EXPECT_EQ(done[7], Sec(1));
   EXPECT_EQ(net.active_flows(), 0u);
 }
 
 TEST(FluidNetworkTest, EqualFlowsShareALinkAndTheSurvivorSpeedsUp) {
   FluidNetwork net;
   const std::vector<R> path = {net.AddResource(1e9)};
-  const auto a = net.AddFlow(path, 0, 125e6, 0, 1);  // 1 Gbit.
-  const auto b = net.AddFlow(path, 0, 250e6, 0, 2);  // 2 Gbit.
-  ASSERT_EQ(net.NextFinishTime(0), 2 * kSec);        // Each at 0.5 Gbps.
+  const auto a = net.AddFlow(path, 0, 125e6, kT0, 1);  // 1 Gbit.
+  const auto b = net.AddFlow(path, 0, 250e6, kT0, 2);  // 2 Gbit.
+  ASSERT_EQ(net.NextFinishTime(kT0), Sec(2));          // Each at 0.5 Gbps.
   EXPECT_DOUBLE_EQ(net.Rate(a), 0.5e9);
   EXPECT_DOUBLE_EQ(net.Rate(b), 0.5e9);
-  auto done = Drain(net, 0);
-  EXPECT_EQ(done[1], 2 * kSec);
-  EXPECT_EQ(done[2], 3 * kSec);  // 1 Gbit left at full rate.
+  auto done = Drain(net, kT0);
+  EXPECT_EQ(done[1], Sec(2));
+  EXPECT_EQ(done[2], Sec(3));  // 1 Gbit left at full rate.
 }
 
 TEST(FluidNetworkTest, MaxMinFairnessGivesTheUnusedShareToUnconstrainedFlows) {
@@ -55,10 +59,10 @@ TEST(FluidNetworkTest, MaxMinFairnessGivesTheUnusedShareToUnconstrainedFlows) {
   const R a = net.AddResource(10e9);
   const R b = net.AddResource(4e9);
   const std::vector<R> p1 = {a}, p2 = {a, b}, p3 = {b};
-  const auto f1 = net.AddFlow(p1, 0, 1e12, 0, 1);
-  const auto f2 = net.AddFlow(p2, 0, 1e12, 0, 2);
-  const auto f3 = net.AddFlow(p3, 0, 1e12, 0, 3);
-  net.NextFinishTime(0);
+  const auto f1 = net.AddFlow(p1, 0, 1e12, kT0, 1);
+  const auto f2 = net.AddFlow(p2, 0, 1e12, kT0, 2);
+  const auto f3 = net.AddFlow(p3, 0, 1e12, kT0, 3);
+  net.NextFinishTime(kT0);
   EXPECT_NEAR(net.Rate(f1), 8e9, 1);
   EXPECT_NEAR(net.Rate(f2), 2e9, 1);
   EXPECT_NEAR(net.Rate(f3), 2e9, 1);
@@ -67,15 +71,15 @@ TEST(FluidNetworkTest, MaxMinFairnessGivesTheUnusedShareToUnconstrainedFlows) {
 TEST(FluidNetworkTest, StrictPriorityStarvesTheLowerLevelUntilTheHigherOneLeaves) {
   FluidNetwork net;
   const std::vector<R> path = {net.AddResource(1e9)};
-  const auto low = net.AddFlow(path, 3, 125e6, 0, 1);
-  const auto high = net.AddFlow(path, 0, 125e6, 0, 2);
-  net.NextFinishTime(0);
+  const auto low = net.AddFlow(path, 3, 125e6, kT0, 1);
+  const auto high = net.AddFlow(path, 0, 125e6, kT0, 2);
+  net.NextFinishTime(kT0);
   EXPECT_DOUBLE_EQ(net.Rate(high), 1e9);
   EXPECT_EQ(net.Rate(low), 0.0);
-  EXPECT_DOUBLE_EQ(net.Remaining(low, kSec / 2), 125e6);  // Nothing moved.
-  auto done = Drain(net, 0);
-  EXPECT_EQ(done[2], kSec);
-  EXPECT_EQ(done[1], 2 * kSec);
+  EXPECT_DOUBLE_EQ(net.Remaining(low, Sec(0.5)), 125e6);  // Nothing moved.
+  auto done = Drain(net, kT0);
+  EXPECT_EQ(done[2], Sec(1));
+  EXPECT_EQ(done[1], Sec(2));
 }
 
 TEST(FluidNetworkTest, LowerLevelGetsWhatTheHigherLevelCannotUse) {
@@ -85,9 +89,9 @@ TEST(FluidNetworkTest, LowerLevelGetsWhatTheHigherLevelCannotUse) {
   const R shared = net.AddResource(10e9);
   const R narrow = net.AddResource(3e9);
   const std::vector<R> hp = {shared, narrow}, lp = {shared};
-  const auto high = net.AddFlow(hp, 0, 1e12, 0, 1);
-  const auto low = net.AddFlow(lp, 1, 1e12, 0, 2);
-  net.NextFinishTime(0);
+  const auto high = net.AddFlow(hp, 0, 1e12, kT0, 1);
+  const auto low = net.AddFlow(lp, 1, 1e12, kT0, 2);
+  net.NextFinishTime(kT0);
   EXPECT_NEAR(net.Rate(high), 3e9, 1);
   EXPECT_NEAR(net.Rate(low), 7e9, 1);
 }
@@ -96,13 +100,13 @@ TEST(FluidNetworkTest, CapacityZeroStallsAndRecoveryResumes) {
   FluidNetwork net;
   const R link = net.AddResource(1e9);
   const std::vector<R> path = {link};
-  const auto f = net.AddFlow(path, 0, 125e6, 0, 1);
-  EXPECT_EQ(net.NextFinishTime(0), kSec);
+  const auto f = net.AddFlow(path, 0, 125e6, kT0, 1);
+  EXPECT_EQ(net.NextFinishTime(kT0), Sec(1));
   net.SetCapacity(link, 0);  // Down at 0.5 s.
-  EXPECT_EQ(net.NextFinishTime(kSec / 2), FluidNetwork::kNever);
-  EXPECT_NEAR(net.Remaining(f, 5 * kSec), 62.5e6, 1);
+  EXPECT_EQ(net.NextFinishTime(Sec(0.5)), Duration::Infinite());
+  EXPECT_NEAR(net.Remaining(f, Sec(5)), 62.5e6, 1);
   net.SetCapacity(link, 1e9);  // Up at 5 s: 0.5 s of transfer left.
-  EXPECT_EQ(net.NextFinishTime(5 * kSec), 5 * kSec + kSec / 2);
+  EXPECT_EQ(net.NextFinishTime(Sec(5)), Sec(5.5));
 }
 
 TEST(FluidNetworkTest, RerouteKeepsTheRemainingBytes) {
@@ -110,39 +114,39 @@ TEST(FluidNetworkTest, RerouteKeepsTheRemainingBytes) {
   const R a = net.AddResource(1e9);
   const R b = net.AddResource(2e9);
   const std::vector<R> pa = {a}, pb = {b};
-  const auto f = net.AddFlow(pa, 0, 250e6, 0, 1);  // 2 Gbit: 2 s on a.
-  net.NextFinishTime(0);
-  net.Reroute(f, pb, kSec);  // 1 Gbit left, at 2 Gbps: 0.5 s.
-  EXPECT_EQ(net.NextFinishTime(kSec), kSec + kSec / 2);
+  const auto f = net.AddFlow(pa, 0, 250e6, kT0, 1);  // 2 Gbit: 2 s on a.
+  net.NextFinishTime(kT0);
+  net.Reroute(f, pb, Sec(1));  // 1 Gbit left, at 2 Gbps: 0.5 s.
+  EXPECT_EQ(net.NextFinishTime(Sec(1)), Sec(1.5));
 }
 
 TEST(FluidNetworkTest, TransmittedBytesAddUp) {
   FluidNetwork net;
   const std::vector<R> path = {net.AddResource(1e9)};
-  const auto a = net.AddFlow(path, 0, 125e6, 0, 1);
-  net.AddFlow(path, 0, 125e6, 0, 2);
-  net.NextFinishTime(0);
+  const auto a = net.AddFlow(path, 0, 125e6, kT0, 1);
+  net.AddFlow(path, 0, 125e6, kT0, 2);
+  net.NextFinishTime(kT0);
   // At 1 s each has sent 0.5 Gbit = 62.5 MB.
-  EXPECT_NEAR(net.RemoveFlow(a, kSec), 62.5e6, 1);
+  EXPECT_NEAR(net.RemoveFlow(a, Sec(1)), 62.5e6, 1);
   double sent = 0;
-  int64_t now = kSec;
+  Duration now = Sec(1);
   while (true) {
-    const int64_t t = net.NextFinishTime(now);
-    if (t == FluidNetwork::kNever) break;
+    const Duration t = net.NextFinishTime(now);
+    if (t.IsInfinite()) break;
     now = t;
     net.PopFinished(t, [&](uint64_t, double bytes) { sent = bytes; });
   }
   EXPECT_DOUBLE_EQ(sent, 125e6);
-  EXPECT_EQ(now, kSec + kSec / 2);
+  EXPECT_EQ(now, Sec(1.5));
 }
 
 TEST(FluidNetworkTest, ShiftTimeMovesFinishEvents) {
   FluidNetwork net;
   const std::vector<R> path = {net.AddResource(1e9)};
-  net.AddFlow(path, 0, 125e6, 0, 1);
-  EXPECT_EQ(net.NextFinishTime(0), kSec);
-  net.ShiftTime(10 * kSec);
-  EXPECT_EQ(net.NextFinishTime(10 * kSec), 11 * kSec);
+  net.AddFlow(path, 0, 125e6, kT0, 1);
+  EXPECT_EQ(net.NextFinishTime(kT0), Sec(1));
+  net.ShiftTime(Sec(10));
+  EXPECT_EQ(net.NextFinishTime(Sec(10)), Sec(11));
 }
 
 // Reference allocation: per level, repeatedly freeze the flows of the resource with the
@@ -190,6 +194,7 @@ TEST(FluidNetworkTest, IncrementalRatesMatchAFullRecomputationUnderRandomChurn) 
   std::mt19937 rng(3);
   for (int trial = 0; trial < 20; ++trial) {
     FluidNetwork net;
+    if (trial % 2 == 0) net.set_small_component(0);  // The local recomputation only.
     const int nr = 12;
     std::vector<double> caps;
     for (int r = 0; r < nr; ++r) {
@@ -200,7 +205,7 @@ TEST(FluidNetworkTest, IncrementalRatesMatchAFullRecomputationUnderRandomChurn) 
     std::vector<int> levels;
     std::vector<bool> alive;
     std::vector<FluidNetwork::FlowId> ids;
-    int64_t now = 0;
+    Duration now;
     for (int step = 0; step < 60; ++step) {
       const int op = static_cast<int>(rng() % 4);
       if (op <= 1 || paths.empty()) {  // Add.
@@ -225,8 +230,8 @@ TEST(FluidNetworkTest, IncrementalRatesMatchAFullRecomputationUnderRandomChurn) 
         caps[r] = 1e9 * (rng() % 6);  // Sometimes 0.
         net.SetCapacity(r, caps[r]);
       }
-      now += 1000;
-      net.NextFinishTime(now - 1000);
+      now += Ns(1000);
+      net.NextFinishTime(now - Ns(1000));
       const std::vector<double> expect = ReferenceRates(caps, paths, levels, alive);
       for (size_t f = 0; f < paths.size(); ++f) {
         if (!alive[f]) continue;
@@ -237,12 +242,12 @@ TEST(FluidNetworkTest, IncrementalRatesMatchAFullRecomputationUnderRandomChurn) 
   }
 }
 
-// The same with flows that finish on their own: removal-only batches take the incremental path
-// that keeps flows frozen below the smallest removed rate.
+// The same with flows that finish on their own.
 TEST(FluidNetworkTest, IncrementalRatesMatchAFullRecomputationWhenFlowsFinish) {
   std::mt19937 rng(9);
   for (int trial = 0; trial < 20; ++trial) {
     FluidNetwork net;
+    if (trial % 2 == 0) net.set_small_component(0);  // The local recomputation only.
     const int nr = 10;
     std::vector<double> caps;
     for (int r = 0; r < nr; ++r) {
@@ -253,15 +258,15 @@ TEST(FluidNetworkTest, IncrementalRatesMatchAFullRecomputationWhenFlowsFinish) {
     std::vector<int> levels;
     std::vector<bool> alive;
     std::vector<FluidNetwork::FlowId> ids;
-    auto check = [&](int64_t t) {
+    auto check = [&](Duration t) {
       const std::vector<double> expect = ReferenceRates(caps, paths, levels, alive);
       for (size_t f = 0; f < paths.size(); ++f) {
         if (!alive[f]) continue;
         ASSERT_NEAR(net.Rate(ids[f]), expect[f], 1e-6 * std::max(1e3, expect[f]))
-            << "trial " << trial << " t " << t << " flow " << f;
+            << "trial " << trial << " t " << t.nanos() << " flow " << f;
       }
     };
-    int64_t now = 0;
+    Duration now;
     for (int step = 0; step < 40; ++step) {
       // Start 1-3 flows of 10 kB..1 MB, then let 50 us pass, checking after every finish.
       const int starts = 1 + static_cast<int>(rng() % 3);
@@ -280,9 +285,9 @@ TEST(FluidNetworkTest, IncrementalRatesMatchAFullRecomputationWhenFlowsFinish) {
       }
       net.NextFinishTime(now);
       check(now);
-      const int64_t until = now + 50'000;
+      const Duration until = now + Ns(50'000);
       while (true) {
-        const int64_t t = net.NextFinishTime(now);
+        const Duration t = net.NextFinishTime(now);
         if (t > until) break;
         now = t;
         net.PopFinished(t, [&](uint64_t tag, double) { alive[tag] = false; });
@@ -292,6 +297,194 @@ TEST(FluidNetworkTest, IncrementalRatesMatchAFullRecomputationWhenFlowsFinish) {
       now = until;
     }
   }
+}
+
+// ---- Issue #13: the local recomputation against full recomputations and the reference ----
+
+// A two-tier fabric as in bench/sim_engine_bench (host uplink, spine link, host downlink): every
+// flow is transitively coupled to every other, so each change's connected component is the
+// whole network, while only a few flows' rates change.
+struct Fabric {
+  std::vector<double> caps;
+  std::vector<R> up, down, spine;
+  void Build(std::mt19937& rng, int hosts, int spines, std::vector<FluidNetwork*> nets) {
+    auto add = [&](double cap) {
+      caps.push_back(cap);
+      R id = 0;
+      for (FluidNetwork* n : nets) id = n->AddResource(cap);
+      return id;
+    };
+    for (int h = 0; h < hosts; ++h) {
+      up.push_back(add(1e9 * (20 + rng() % 80)));
+      down.push_back(add(1e9 * (20 + rng() % 80)));
+    }
+    for (int s = 0; s < spines; ++s) spine.push_back(add(1e9 * (50 + rng() % 350)));
+  }
+  std::vector<R> RandomPath(std::mt19937& rng) const {
+    const size_t a = rng() % up.size();
+    size_t b = rng() % down.size();
+    if (rng() % 8 == 0) return {up[a], down[b]};  // Some flows skip the spines.
+    return {up[a], spine[rng() % spine.size()], down[b]};
+  }
+};
+
+// Every change at an instant applied together (as the engine batches a collective), then the
+// incremental allocation (local recomputation only on even trials, the default mix of small
+// components and local recomputation on odd ones) is compared with a full recomputation of the
+// same state, and both with the brute-force reference; time moves on so that rates also drive
+// Remaining().
+TEST(FluidNetworkTest, IncrementalMatchesFullRecomputationOnACoupledFabricUnderBatchedChanges) {
+  std::mt19937 rng(13);
+  for (int trial = 0; trial < 4; ++trial) {
+    FluidNetwork inc, full;
+    if (trial % 2 == 0) inc.set_small_component(0);
+    full.set_full_recompute(true);
+    Fabric fab;
+    fab.Build(rng, 24, 6, {&inc, &full});
+    std::vector<std::vector<R>> paths;
+    std::vector<int> levels;
+    std::vector<bool> alive;
+    std::vector<FluidNetwork::FlowId> ids_inc, ids_full;
+    Duration now;
+    for (int step = 0; step < 60; ++step) {
+      const int ops = 1 + static_cast<int>(rng() % 12);
+      for (int k = 0; k < ops; ++k) {
+        const int op = static_cast<int>(rng() % 10);
+        if (op < 6 || paths.empty()) {
+          paths.push_back(fab.RandomPath(rng));
+          levels.push_back(static_cast<int>(rng() % 4));
+          alive.push_back(true);
+          const double bytes = 1e15;
+          ids_inc.push_back(inc.AddFlow(paths.back(), levels.back(), bytes, now, paths.size() - 1));
+          ids_full.push_back(
+              full.AddFlow(paths.back(), levels.back(), bytes, now, paths.size() - 1));
+        } else if (op < 8) {
+          const size_t f = rng() % paths.size();
+          if (!alive[f]) continue;
+          EXPECT_NEAR(inc.RemoveFlow(ids_inc[f], now), full.RemoveFlow(ids_full[f], now),
+                      1e-6 * std::max(1.0, inc.Remaining(ids_inc[f], now)));
+          alive[f] = false;
+        } else if (op == 8) {
+          const size_t f = rng() % paths.size();
+          if (!alive[f]) continue;
+          paths[f] = fab.RandomPath(rng);
+          inc.Reroute(ids_inc[f], paths[f], now);
+          full.Reroute(ids_full[f], paths[f], now);
+        } else {
+          const R r = static_cast<R>(rng() % fab.caps.size());
+          fab.caps[r] = rng() % 5 == 0 ? 0.0 : 1e9 * (10 + rng() % 300);
+          inc.SetCapacity(r, fab.caps[r]);
+          full.SetCapacity(r, fab.caps[r]);
+        }
+      }
+      inc.NextFinishTime(now);
+      full.NextFinishTime(now);
+      const std::vector<double> expect = ReferenceRates(fab.caps, paths, levels, alive);
+      for (size_t f = 0; f < paths.size(); ++f) {
+        if (!alive[f]) continue;
+        const double tol = 1e-7 * std::max(1e6, expect[f]);
+        ASSERT_NEAR(inc.Rate(ids_inc[f]), full.Rate(ids_full[f]), tol)
+            << "trial " << trial << " step " << step << " flow " << f;
+        ASSERT_NEAR(inc.Rate(ids_inc[f]), expect[f], tol)
+            << "trial " << trial << " step " << step << " flow " << f;
+      }
+      now += Ns(1 + static_cast<int64_t>(rng() % 100'000));
+      for (size_t f = 0; f < paths.size(); ++f) {
+        if (!alive[f]) continue;
+        ASSERT_NEAR(inc.Remaining(ids_inc[f], now), full.Remaining(ids_full[f], now), 1e-6 * 1e15);
+      }
+    }
+  }
+}
+
+// Flows that finish on their own, several levels, on the coupled fabric: after every instant
+// the incremental rates are the max-min ones, and the next finish is where the rates put it.
+TEST(FluidNetworkTest, IncrementalRatesAreMaxMinWhileFlowsFinishOnACoupledFabric) {
+  std::mt19937 rng(21);
+  for (int trial = 0; trial < 4; ++trial) {
+    FluidNetwork net;
+    if (trial % 2 == 0) net.set_small_component(0);  // The local recomputation only.
+    Fabric fab;
+    fab.Build(rng, 16, 4, {&net});
+    std::vector<std::vector<R>> paths;
+    std::vector<int> levels;
+    std::vector<bool> alive;
+    std::vector<FluidNetwork::FlowId> ids;
+    Duration now;
+    auto check = [&](Duration t) {
+      const std::vector<double> expect = ReferenceRates(fab.caps, paths, levels, alive);
+      for (size_t f = 0; f < paths.size(); ++f) {
+        if (!alive[f]) continue;
+        ASSERT_NEAR(net.Rate(ids[f]), expect[f], 1e-7 * std::max(1e6, expect[f]))
+            << "trial " << trial << " t " << t.nanos() << " flow " << f;
+      }
+    };
+    for (int step = 0; step < 40; ++step) {
+      // A collective: 1-12 flows start together.
+      const int starts = 1 + static_cast<int>(rng() % 12);
+      const int level = static_cast<int>(rng() % 3);
+      for (int k = 0; k < starts; ++k) {
+        paths.push_back(fab.RandomPath(rng));
+        levels.push_back(level);
+        alive.push_back(true);
+        ids.push_back(net.AddFlow(paths.back(), level,
+                                  1e5 + static_cast<double>(rng() % 10'000'000), now,
+                                  paths.size() - 1));
+      }
+      net.NextFinishTime(now);
+      check(now);
+      const Duration until = now + Ns(200'000);
+      while (true) {
+        const Duration t = net.NextFinishTime(now);
+        if (t > until) break;
+        ASSERT_GE(t, now);
+        now = t;
+        int finished = 0;
+        net.PopFinished(t, [&](uint64_t tag, double) {
+          alive[tag] = false;
+          ++finished;
+        });
+        ASSERT_GT(finished, 0);
+        net.NextFinishTime(now);
+        check(now);
+      }
+      now = until;
+    }
+  }
+}
+
+// The point of the local recomputation: on one coupled component (every flow shares a host
+// link with flows of other spine links), a change re-rates about the flows whose bottleneck it
+// moves (here those of one spine link), not the component.
+TEST(FluidNetworkTest, AChangeReratesOnlyTheFlowsWhoseBottleneckItMoves) {
+  std::mt19937 rng(5);
+  FluidNetwork net;
+  std::vector<R> up, down, spine;
+  for (int h = 0; h < 256; ++h) {
+    up.push_back(net.AddResource(400e9));
+    down.push_back(net.AddResource(400e9));
+  }
+  for (int s = 0; s < 16; ++s) spine.push_back(net.AddResource(100e9));
+  std::vector<FluidNetwork::FlowId> ids;
+  for (int f = 0; f < 4000; ++f) {
+    const std::vector<R> path = {up[rng() % up.size()], spine[rng() % spine.size()],
+                                 down[rng() % down.size()]};
+    ids.push_back(net.AddFlow(path, 0, 1e15, kT0, static_cast<uint64_t>(f)));
+  }
+  net.NextFinishTime(kT0);
+  const FluidNetwork::Stats before = net.stats();
+  for (int k = 0; k < 100; ++k) {
+    net.RemoveFlow(ids[static_cast<size_t>(k) * 37], Ns(k + 1));
+    net.NextFinishTime(Ns(k + 1));
+  }
+  const FluidNetwork::Stats& after = net.stats();
+  const double changes = static_cast<double>(after.recomputations - before.recomputations);
+  const double visited = static_cast<double>(after.flows_visited - before.flows_visited) / changes;
+  const double rerated = static_cast<double>(after.rates_changed - before.rates_changed) / changes;
+  // About 4000 / 16 = 250 flows share a spine link and all of them speed up; the component is
+  // all 4000 flows.
+  EXPECT_GT(rerated, 150.0);
+  EXPECT_LT(visited, 400.0);
 }
 
 }  // namespace

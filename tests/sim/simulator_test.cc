@@ -327,6 +327,29 @@ TEST(SimulatorTest, FastForwardMatchesFullSimulation) {
   }
 }
 
+// Jobs with commensurate periods (0.3 s and 0.5 s standalone, sharing the 1 Gbps link at one
+// level) settle into a joint cycle of three anchor iterations: fast-forward recognises it as
+// exactly periodic (no approximate group) and jumps, and matches the full simulation.
+TEST(SimulatorTest, FastForwardRecognisesAJointCycleOfCommensuratePeriods) {
+  const Topology topo = TwoHosts();
+  const std::vector<SimJob> jobs = {PairJob(topo, "a", 0.2, 0.1), PairJob(topo, "b", 0.4, 0.1)};
+  SimOptions o = BaseOptions(600);
+  o.fast_forward = false;
+  const SimResult full = RunSim(topo, "ecmp", jobs, o);
+  o.fast_forward = true;
+  const SimResult fast = RunSim(topo, "ecmp", jobs, o);
+  EXPECT_GT(fast.fast_forward_jumps, 0u);
+  EXPECT_EQ(fast.fast_forward_approximate, 0u);
+  EXPECT_GT(fast.fast_forwarded, Duration::Seconds(500));
+  EXPECT_NEAR(fast.gpu_utilization, full.gpu_utilization, 1e-3);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_NEAR(fast.jobs[i].iterations, full.jobs[i].iterations, 2) << jobs[i].spec.id;
+  }
+  // a runs 5 iterations per 3 of b (the anchor): the cycle is 3 anchor iterations long, so a
+  // snapshot matches one 3 anchor iterations back, not the previous one.
+  EXPECT_NEAR(3.0 * full.jobs[0].iterations, 5.0 * full.jobs[1].iterations, 5.0);
+}
+
 // Random workloads (sizes, patterns, overlaps, arrivals, durations, iteration counts) under
 // several policies: fast-forward stays within a small tolerance of the full simulation.
 TEST(SimulatorTest, FastForwardMatchesFullSimulationOnRandomWorkloads) {

@@ -98,6 +98,8 @@ TEST_F(SimCliTest, RunWritesSummaryCsvsAndPlots) {
   }
   EXPECT_GT(s["events"].get<uint64_t>(), 0u);
   EXPECT_TRUE(s["wall_s"].is_number());
+  EXPECT_TRUE(s["engine"]["fast_forwarded_s"].is_number());
+  EXPECT_GT(s["engine"]["flow_events"].get<uint64_t>(), 0u);
   EXPECT_TRUE(s["link_class_utilization"].is_object());
   EXPECT_FALSE(s["link_class_utilization"].empty());
   core::Result<std::string> ts = sim::workload::ReadTextFile(P("run/timeseries.csv"));

@@ -3,20 +3,37 @@
 // A set of resources (directed links, or private copies of links) with capacities in bits per
 // second, and flows that each cross a fixed list of resources at one priority level. Rates are
 // allocated per resource with strict priority between levels (0 = highest) and max-min
-// fairness within a level: progressive filling (water-filling) level by level, from the highest
-// down, on the capacity the higher levels left over. A flow drains its bytes at its rate; its
-// finish time is the next instant (rounded up to the nanosecond) at which its remaining bytes
-// reach zero.
+// fairness within a level: the allocation progressive filling (water-filling) computes level by
+// level, from the highest down, on the capacity the higher levels left over. A flow drains its
+// bytes at its rate; its finish time is the next instant (rounded up to the nanosecond) at which
+// its remaining bytes reach zero.
 //
-// Incrementality: adding, removing or re-routing a flow and changing a capacity only mark the
-// resources involved dirty. The next call to NextFinishTime() recomputes the rates of the
-// connected component (flows that transitively share a resource) of the dirty resources, once
-// for every change made since the previous call; flows outside it keep their rates and their
-// scheduled finish. Finish events are lazy: a flow whose rate changes gets a new event and a
-// new version; stale events are skipped when popped.
+// Incrementality (docs/simulator.md, section 1): adding, removing or re-routing a flow and
+// changing a capacity only record the change. The next call to NextFinishTime() brings the
+// allocation up to date once for every change made since the previous call (all the flows a
+// collective starts at one instant cost one recomputation). It does not re-rate the whole
+// connected component of the change. Per level, from the highest changed level down, it
+// re-runs water-filling on a set S of flows whose rates may change (the new flows, then flows a
+// check found out of place) with the rates of every other flow held fixed, and checks the
+// result against the characterisation of the max-min allocation (Bertsekas and Gallager): it is
+// feasible and every flow has a bottleneck, a saturated resource on which no flow of its level
+// gets more. Only resources S touches or a change touched are checked; each check is O(1) with
+// per-resource, per-level bookkeeping (load, flows whose bottleneck it is, their common rate, an
+// upper bound of the rates on it), and a resource's flows are scanned only when a check needs
+// them. Flows that fail a check join S and water-filling runs again; when the checks pass the
+// allocation is the max-min one (it is unique), up to a tolerance of 1e-10 of a resource's
+// capacity that bounds the error and does not accumulate. Levels below a changed one are checked
+// on the resources whose higher-level load changed. A small component (up to ~200 flows) is
+// recomputed whole instead, which is cheaper there. set_full_recompute(true) re-rates the whole
+// connected component of every change (the reference the tests compare against).
 //
-// Times are int64 nanoseconds on the caller's clock; `now` arguments must never decrease between
-// calls (except through ShiftTime, which moves every flow's clock at once).
+// Finish events live in an indexed heap, one entry per flow: a flow whose rate changes moves its
+// entry. Flows whose new rate is within 1e-12 (relative) of the old one keep their rate and
+// finish time.
+//
+// Times are core::Duration since the start of the caller's clock; `now` arguments must never
+// decrease between calls (except through ShiftTime, which moves every flow's clock at once).
+// Bytes and rates are fluid quantities (double bytes, double bits per second).
 //
 // Determinism: identical call sequences give identical results (ties in finish time are broken
 // by the order in which flows were added).
@@ -25,10 +42,13 @@
 #ifndef CRUX_SIM_FLUID_NETWORK_H_
 #define CRUX_SIM_FLUID_NETWORK_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <span>
 #include <vector>
+
+#include "crux/core/units.h"
 
 namespace crux::sim {
 
@@ -36,14 +56,16 @@ class FluidNetwork {
  public:
   using ResourceId = int32_t;
   using FlowId = uint32_t;  // A slot; reused after the flow finishes or is removed.
-  static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+  using Duration = core::Duration;
 
   // Statistics for benchmarks and tests.
   struct Stats {
-    uint64_t recomputations = 0;  // Component recomputations (one per NextFinishTime with work).
-    uint64_t flows_visited = 0;   // Flows whose rate was recomputed, summed over them.
+    uint64_t recomputations = 0;  // NextFinishTime calls that had changes to apply.
+    uint64_t flows_visited = 0;   // Flows re-rated by water-filling, summed over every solve.
     uint64_t rates_changed = 0;   // Flows whose rate actually changed (new finish event).
     uint64_t finished = 0;        // Flows that finished.
+    uint64_t solves = 0;          // Water-filling runs (a level may need more than one).
+    uint64_t scans = 0;           // Resources whose flow list a check had to walk.
   };
 
   // Adds a resource of `capacity_bps` (>= 0; 0 = down: its flows get rate 0 and wait).
@@ -55,21 +77,22 @@ class FluidNetwork {
 
   // Starts a flow of `bytes` (> 0) over `resources` (non-empty, valid ids, no duplicates) at
   // `level` (>= 0, 0 = highest) at time `now`. `tag` is returned when it finishes.
-  FlowId AddFlow(std::span<const ResourceId> resources, int level, double bytes, int64_t now,
+  FlowId AddFlow(std::span<const ResourceId> resources, int level, double bytes, Duration now,
                  uint64_t tag);
   // Removes a flow before it finishes. Returns the bytes it transmitted (integrated rate x time).
-  double RemoveFlow(FlowId f, int64_t now);
+  double RemoveFlow(FlowId f, Duration now);
   // Moves a flow to other resources (it keeps its remaining bytes and level).
-  void Reroute(FlowId f, std::span<const ResourceId> resources, int64_t now);
+  void Reroute(FlowId f, std::span<const ResourceId> resources, Duration now);
 
   // Recomputes dirty rates (as of `now`: the time of the last change) and returns the earliest
-  // finish time of any flow (kNever if none can finish: no flows or all at rate 0).
-  int64_t NextFinishTime(int64_t now);
+  // finish time of any flow (Duration::Infinite() if none can finish: no flows or all at
+  // rate 0).
+  Duration NextFinishTime(Duration now);
 
   // Finishes every flow whose finish time is <= `now`, in (finish time, add order) order, calling
   // `done(tag, transmitted_bytes)` for each. Call NextFinishTime first.
   template <typename Fn>
-  void PopFinished(int64_t now, Fn&& done) {
+  void PopFinished(Duration now, Fn&& done) {
     while (true) {
       const FlowId f = PopNextFinished(now);
       if (f == kNoFlow) break;
@@ -81,100 +104,212 @@ class FluidNetwork {
   }
 
   // Remaining bytes of an active flow at `now` (>= the time of its last rate change).
-  double Remaining(FlowId f, int64_t now) const;
+  double Remaining(FlowId f, Duration now) const;
   double Rate(FlowId f) const { return flows_[f].rate; }
   int Level(FlowId f) const { return flows_[f].level; }
   uint64_t Tag(FlowId f) const { return flows_[f].tag; }
   bool IsActive(FlowId f) const { return f < flows_.size() && flows_[f].active; }
-  std::span<const ResourceId> Resources(FlowId f) const { return flows_[f].resources; }
+  std::span<const ResourceId> Resources(FlowId f) const { return flows_[f].resources.span(); }
   size_t active_flows() const { return active_; }
 
-  // Moves the clock of every flow and pending finish event `delta` ns later (fast-forward).
-  // REQUIRES: no dirty state (call NextFinishTime first).
-  void ShiftTime(int64_t delta);
+  // Moves the clock of every flow and pending finish event `delta` later (fast-forward).
+  // REQUIRES: no pending change (call NextFinishTime first).
+  void ShiftTime(Duration delta);
+
+  // Reference mode for tests and benchmarks: every recomputation re-rates the whole connected
+  // component (per level) of the changes, as the simulator did before issue #13.
+  void set_full_recompute(bool on) { full_recompute_ = on; }
+  // Connected components of at most this many flows (plus four per new or re-routed flow) are
+  // recomputed whole, without the local checks (cheaper when small). 0 makes every
+  // recomputation local (tests).
+  void set_small_component(size_t flows) { small_component_ = flows; }
 
   const Stats& stats() const { return stats_; }
 
  private:
   static constexpr FlowId kNoFlow = std::numeric_limits<FlowId>::max();
+  static constexpr ResourceId kNoResource = -1;
+  static constexpr uint32_t kNotInHeap = std::numeric_limits<uint32_t>::max();
+
+  // A short list kept inline (paths have a handful of hops); longer ones on the heap.
+  template <typename T>
+  class InlineList {
+   public:
+    static constexpr uint32_t kInline = 8;
+    void assign(std::span<const T> v) {
+      size_ = static_cast<uint32_t>(v.size());
+      if (size_ > kInline) heap_.assign(v.begin(), v.end());
+      std::copy(v.begin(), v.end(), data());
+    }
+    void resize(uint32_t n) {
+      size_ = n;
+      if (n > kInline) heap_.resize(n);
+    }
+    uint32_t size() const { return size_; }
+    T* data() { return size_ > kInline ? heap_.data() : inline_; }
+    const T* data() const { return size_ > kInline ? heap_.data() : inline_; }
+    T& operator[](uint32_t i) { return data()[i]; }
+    const T& operator[](uint32_t i) const { return data()[i]; }
+    const T* begin() const { return data(); }
+    const T* end() const { return data() + size_; }
+    std::span<const T> span() const { return {data(), size_}; }
+
+   private:
+    uint32_t size_ = 0;
+    T inline_[kInline] = {};
+    std::vector<T> heap_;
+  };
 
   struct Flow {
-    // Hot fields (component search and water-filling) first, to share cache lines.
-    std::vector<ResourceId> resources;
-    double rate = 0;      // Bits per second.
-    double new_rate = 0;  // Scratch for the recomputation.
-    uint32_t stamp = 0;   // Component visit marker.
+    // Fields water-filling reads first, to share cache lines.
+    double rate = 0;      // Bits per second; -1 = not computed yet (new or re-routed).
+    uint32_t in_set = 0;  // == set_stamp_: member of S of the level being processed.
+    uint32_t visit = 0;   // == visit_stamp_: reached by SmallComponent.
     int level = 0;
+    InlineList<ResourceId> resources;
+    ResourceId bottleneck = kNoResource;  // Where water-filling froze it.
     bool active = false;
-    bool frozen = false;  // Scratch for water-filling.
-    uint32_t version = 0;
-    std::vector<uint32_t> positions;  // Index of this flow in resources_[r].flows.
-    double remaining = 0;             // Bytes left at `last`.
-    double transmitted = 0;           // Bytes sent up to `last`.
-    int64_t last = 0;                 // Time of the last settle.
-    int64_t finish = kNever;
+    InlineList<uint32_t> positions;  // Index of this flow in resources_[r].flows.
+    double remaining = 0;            // Bytes left at `last`.
+    double transmitted = 0;          // Bytes sent up to `last`.
+    Duration last;                   // Time of the last settle.
+    Duration finish = Duration::Infinite();
     uint64_t order = 0;  // Add order (tie-break).
     uint64_t tag = 0;
+  };
+  // Bookkeeping of the flows of one level on one resource.
+  struct LevelInfo {
+    int level = 0;
+    int flows = 0;           // Flows of the level on the resource.
+    int bottlenecked = 0;    // Of them, those whose bottleneck is this resource.
+    double load = 0;         // Sum of their rates.
+    double share = 0;        // The rate of every flow bottlenecked here.
+    double max_rate_ub = 0;  // >= the rate of every flow of the level on the resource.
   };
   struct Resource {
     double capacity = 0;
     std::vector<FlowId> flows;
-    double residual = 0;  // Scratch.
-    int count = 0;        // Scratch: unfrozen flows of the current level.
-    uint32_t stamp = 0;   // Component visit marker.
-    uint32_t level_stamp = 0;
-    bool dirty = false;
+    // Sorted by level; one entry per level that had flows here (kept when they leave: the
+    // same levels come back every iteration).
+    std::vector<LevelInfo> levels;
   };
+  // Markers of the level being processed, apart from Resource (a small, dense array that the
+  // solve's inner loops touch instead of the resources themselves).
+  struct Marks {
+    uint32_t solve_stamp = 0;
+    uint32_t solve_index = 0;  // Index in solve_resources_ when solve_stamp matches.
+    uint32_t check_stamp = 0;
+    uint32_t dirty_stamp = 0;
+  };
+  // Water-filling works on dense copies of S and of the resources S touches (cache locality:
+  // the flows and resources of a solve are scattered over the whole network).
+  struct SolveFlow {
+    FlowId id;
+    uint32_t begin;  // Its resources: solve_flow_res_[begin, end) (indexes of solve_resources_).
+    uint32_t end;
+    uint32_t bottleneck = 0;  // Index of the resource it froze at.
+    double old_rate = 0;      // max(0, rate).
+    double new_rate = 0;
+    bool frozen = false;
+  };
+  struct SolveResource {
+    ResourceId id = 0;
+    int info = 0;   // Index of the level's LevelInfo in the resource's `levels`.
+    int count = 0;  // S flows on it.
+    int unfrozen = 0;
+    uint32_t begin = 0;  // Its S flows: solve_res_flows_[begin, begin + count).
+    uint32_t fill = 0;
+    double capacity = 0;  // What the higher levels leave.
+    double residual = 0;
+    double set_old = 0;  // Sum of the old rates of its S flows.
+    double set_new = 0;  // Sum of their new rates.
+    double set_max = 0;  // Largest new rate of its S flows.
+    double froze = -1;   // Share at which S flows froze here (-1: none).
+  };
+  // An entry of the finish-event heap: one per flow with a finite finish time (the flow knows
+  // its position, so a rate change moves its entry instead of adding a stale one).
   struct Event {
-    int64_t time;
+    Duration time;
     uint64_t order;
     FlowId flow;
-    uint32_t version;
-  };
-  struct EventAfter {
-    bool operator()(const Event& a, const Event& b) const {
-      return a.time != b.time ? a.time > b.time : a.order > b.order;
-    }
   };
   struct ShareEntry {
     double share;
-    ResourceId r;
+    uint32_t r;  // Index in solve_resources_.
   };
   struct ShareAfter {
     bool operator()(const ShareEntry& a, const ShareEntry& b) const {
       return a.share != b.share ? a.share > b.share : a.r > b.r;
     }
   };
+  // Pending work of one level: resources whose state changed, flows to (re)compute.
+  struct LevelWork {
+    int level = 0;
+    std::vector<ResourceId> resources;
+    std::vector<FlowId> flows;
+    bool empty() const { return resources.empty() && flows.empty(); }
+  };
 
-  void MarkDirty(ResourceId r);
-  void NoteChange(int level, double removed_rate);
+  LevelInfo* Info(ResourceId r, int level);
+  LevelInfo& AddInfo(ResourceId r, int level);
+  double CapacityAt(const Resource& res, int level) const;
+  double Tolerance(const Resource& res) const;
+  LevelWork& Work(int level);
+  void MarkResource(int level, ResourceId r);
+  void MarkFromLevel(int level, ResourceId r);  // `level` and every lower level on r.
   void Attach(FlowId f);
   void Detach(FlowId f);
-  void Settle(Flow& flow, int64_t now);
-  void Schedule(FlowId f, int64_t now);
-  void Recompute(int64_t now);
-  FlowId PopNextFinished(int64_t now);
+  void Settle(Flow& flow, Duration now);
+  void Schedule(FlowId f, Duration now);
+  void Recompute(Duration now);
+  void ProcessLevel(LevelWork& work, Duration now);
+  void JoinSet(FlowId f, int level);
+  void ExpandToComponent(int level);
+  bool SmallComponent(int level, size_t limit);
+  void Solve(int level);
+  bool Check(int level);
+  void Apply(int level, Duration now);
+  FlowId PopNextFinished(Duration now);
   void Release(FlowId f);
-  void MaybeCompactEvents();
+  // The indexed min-heap of finish events on (time, order).
+  bool EventBefore(const Event& a, const Event& b) const {
+    return a.time != b.time ? a.time < b.time : a.order < b.order;
+  }
+  void EventPlace(uint32_t pos, const Event& e);
+  void EventUp(uint32_t pos);
+  void EventDown(uint32_t pos);
+  void EventErase(FlowId f);
 
   std::vector<Resource> resources_;
+  std::vector<Marks> marks_;  // Parallel to resources_.
   std::vector<Flow> flows_;
   std::vector<FlowId> free_;
-  std::vector<Event> events_;  // Min-heap on (time, order) via EventAfter.
-  std::vector<ResourceId> dirty_;
-  int dirty_level_ = std::numeric_limits<int>::max();  // Highest level (lowest number) changed.
-  double dirty_threshold_ = 0;  // Smallest rate removed at dirty_level_ (0 after any addition).
+  std::vector<Event> events_;       // Indexed min-heap on (time, order).
+  std::vector<uint32_t> heap_pos_;  // Per flow slot: its index in events_ (or kNotInHeap).
+  std::vector<LevelWork> work_;
+  size_t last_work_ = 0;  // Hint: the entry MarkResource used last.
+  bool pending_ = false;
+  bool full_recompute_ = false;
+  size_t small_component_ = 192;
+  uint32_t small_backoff_ = 0;  // Component searches to skip after the next failure.
+  uint32_t skip_small_ = 0;     // Component searches left to skip.
   size_t active_ = 0;
   uint64_t next_order_ = 0;
-  uint32_t stamp_ = 0;
-  uint32_t level_stamp_ = 0;
+  uint32_t set_stamp_ = 0;
+  uint32_t visit_stamp_ = 0;
+  uint32_t solve_stamp_ = 0;
+  uint32_t check_stamp_ = 0;
+  uint32_t dirty_stamp_ = 0;
   // Scratch buffers reused across recomputations.
-  std::vector<FlowId> comp_flows_;
-  std::vector<ResourceId> comp_resources_;
-  std::vector<ResourceId> level_resources_;
+  std::vector<FlowId> set_;          // S of the level being processed.
+  std::vector<FlowId> component_;    // SmallComponent's result.
+  std::vector<ResourceId> changed_;  // Resources of the level's pending work.
+  std::vector<SolveFlow> solve_flows_;
+  std::vector<SolveResource> solve_resources_;
+  std::vector<uint32_t> solve_flow_res_;
+  std::vector<uint32_t> solve_res_flows_;
   std::vector<ShareEntry> heap_;
-  std::vector<uint32_t> level_count_;
-  std::vector<FlowId> sorted_;
+  LevelWork scratch_work_;
   Stats stats_;
 };
 

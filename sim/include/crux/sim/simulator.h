@@ -12,11 +12,12 @@
 //     iteration's compute waits for the previous iteration's communication. A job ends after its
 //     duration or iteration count, or at the horizon.
 //   - Plans reach the jobs through core::ControlLoop, cruxd's control loop, hosted in virtual time
-//     (ControlOptions): a job registers at its arrival, runs on the temporary top level until its
-//     simulated profiler (profiler_model.h) reports a converged profile, and the loop's debounce,
-//     minimum interval and hysteresis decide when plans run. ControlOptions::oracle instead plans
-//     every running job from its true spec at once at every arrival, departure and link event
-//     (the behaviour before issue #11, the paper's idealisation).
+//     (ControlOptions): a job registers at its arrival, runs on the temporary top level until the
+//     client library's profiler, fed with its simulated iteration events, reports a converged
+//     profile, and the loop's debounce, minimum interval and hysteresis decide when plans run.
+//     ControlOptions::oracle instead plans every running job from its true spec at once at
+//     every arrival, departure and link event (the behaviour before issue #11, the paper's
+//     idealisation).
 //   - Deterministic for a seed.
 //
 // Thread-safety: Simulate is re-entrant (no globals); the inputs must not change during a call.
@@ -40,7 +41,6 @@
 #include "crux/core/status.h"
 #include "crux/core/topology.h"
 #include "crux/core/units.h"
-#include "crux/sim/profiler_model.h"
 
 namespace crux::sim {
 
@@ -78,11 +78,25 @@ struct Progress {
   double wall_s = 0;    // Wall time so far.
 };
 
+// The reporting rule of the client library's profiler (crux::client::ProfilerOptions, marked
+// mode; docs/client.md) that simulated jobs run with. Defaults: the client's.
+struct ClientProfilerOptions {
+  uint32_t window = 10;                   // Samples the profile is the median of, >= 3.
+  uint32_t converge_min_iterations = 3;   // Earliest first report, >= 2.
+  uint32_t converge_max_iterations = 10;  // First report at this count at the latest, >= 1.
+  double stable_spread = 0.10;            // Early convergence: every sample within this.
+  double change_threshold = 0.20;         // Re-report when period/compute/bytes move by more...
+  uint32_t change_persistence = 3;        // ... in this many consecutive candidates, >= 1.
+
+  friend bool operator==(const ClientProfilerOptions&, const ClientProfilerOptions&) = default;
+};
+
 // How plans reach the jobs (docs/simulator.md, section 3).
 struct ControlOptions {
   // false (default): core::ControlLoop, unchanged, on a clock that reads simulated time. A job
   //   registers at its arrival (core::JobDemand: placement, pattern and collective size S, W_j
-  //   if known), reports profiles as the client library would (`profiler`), and runs under the
+  //   if known), reports profiles through the client library's own Profiler fed with its
+  //   iteration events (`profiler`), and runs under the
   //   assignment the loop last committed for it (level, pinned paths; before its first one on
   //   ECMP paths below every job level). Plans run when the loop says (`loop`: debounce,
   //   minimum interval, hysteresis, newcomer top level), in zero simulated time.
@@ -90,8 +104,8 @@ struct ControlOptions {
   //   at every arrival, departure and link event, at that instant; a failed re-plan keeps every
   //   job's previous plan. No registration, no profiling phase, no debounce.
   bool oracle = false;
-  core::ControlLoopOptions loop;  // cruxd's defaults (configs/cruxd.yaml).
-  ProfilerModelOptions profiler;  // The client library's defaults (docs/client.md).
+  core::ControlLoopOptions loop;   // cruxd's defaults (configs/cruxd.yaml).
+  ClientProfilerOptions profiler;  // The client library's defaults (docs/client.md).
 };
 
 struct SimOptions {
@@ -109,8 +123,9 @@ struct SimOptions {
   // group period of the full simulation per jump (docs/simulator.md). Off = full simulation.
   bool fast_forward = true;
   // Groups of interacting jobs whose state never repeats exactly (quasi-periodic contention) are
-  // still fast-forwarded when their per-job rates (compute, iterations, bytes per second) over
-  // two consecutive windows of 16 anchor iterations agree within this relative tolerance.
+  // still fast-forwarded when their per-job rates over the two halves of the last k anchor
+  // iterations (k = 64 or 32) agree: compute time per second within this relative
+  // tolerance, iterations and bytes per second within it plus one iteration per half.
   // 0 = exact periodicity only. In [0, 1).
   double fast_forward_tolerance = 0.01;
   // Time-series sampling period (> 0; at most kMaxSamples samples over the horizon).
@@ -193,6 +208,7 @@ struct SimResult {
   uint64_t excluded = 0;                  // Control loop: jobs left out of a run (summed).
   uint64_t fast_forward_jumps = 0;        // Steady-state jumps taken.
   uint64_t fast_forward_approximate = 0;  // Groups accepted as steady by rate agreement.
+  uint64_t fast_forward_carried = 0;      // Steady groups a re-plan left unchanged (kept).
   Duration fast_forwarded;                // Simulated time covered by jumps instead of events.
   Duration simulated;                     // Time the run reached (the horizon).
 };

@@ -1,0 +1,116 @@
+// The policy and control-loop host (docs/simulator.md, section 3): how plans reach the
+// simulated jobs. It owns the policy (made by the PolicyFactory on the simulator's copy of the
+// topology and the simulated clock) and writes each job's plan in force (level, flows on
+// fabric resources, time shift) into the job model.
+//
+//   oracle        Replan(): every running job planned from its true JobSpec at once.
+//   control loop  cruxd's core::ControlLoop (control_host.h): jobs register at arrival (Arrive),
+//                 run on their default (hash ECMP) routes below every job level, report
+//                 profiles from their simulated profiler (ReportIteration), leave (Remove); the
+//                 loop's due runs (RunDue) commit assignments: pinned paths and levels.
+//
+// Link events change the host's topology (SetLink) and make the policy stale (rebuilt before
+// the next plan); flows stuck on a down link move to a usable planned path (RerouteStalled).
+//
+// Internal to crux::sim. Thread-safety: none.
+#ifndef CRUX_SIM_SRC_PLAN_HOST_H_
+#define CRUX_SIM_SRC_PLAN_HOST_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "control_host.h"
+#include "crux/core/policy.h"
+#include "crux/core/status.h"
+#include "crux/core/topology.h"
+#include "crux/sim/simulator.h"
+#include "engine/sim_clock.h"
+#include "fabric.h"
+#include "job_model.h"
+
+namespace crux::sim::internal {
+
+class PlanHost {
+ public:
+  // `nominal`, `factory`, `options`, `clock` and `result` outlive the host.
+  PlanHost(const core::Topology& nominal, const PolicyFactory& factory,
+           const std::vector<SimJob>& jobs, const SimOptions& options,
+           const engine::SimClock& clock, SimResult& result);
+
+  // Makes the policy (the fabric needs to know whether it isolates jobs). Call first.
+  core::Status Init();
+  bool isolates_jobs() const { return isolate_; }
+  // The fabric and job model it writes plans into. Call once, after Init().
+  void Bind(Fabric* fabric, JobModel* jobs);
+
+  bool oracle() const { return oracle_; }
+
+  // ---- Oracle ----
+  // Plans every running job now. A failed re-plan keeps every job's previous plan (error only
+  // when a job that never had one cannot run).
+  core::Status Replan();
+
+  // ---- Control loop ----
+  // Job `j` arrives: it runs at once on its default routes below every job level.
+  void Arrive(uint32_t j);
+  // An iteration of `j` ended: its profiler's sample, and the report if one is due.
+  void ReportIteration(uint32_t j);
+  // `j` left before the horizon.
+  void Remove(uint32_t j);
+  // When the loop's next run is due, if one is requested.
+  std::optional<core::Duration> due() const;
+  // Runs the due plan in zero simulated time. `changed`: an assignment or a time shift changed
+  // (the groups of interacting jobs may be different).
+  core::Status RunDue(bool* changed);
+  // Every profiler reported and confirms no change, and has `window` samples of the current
+  // regime (JobState::epoch_iterations): no report can be half-way.
+  bool ProfilersSettled() const;
+  // After a link event: flows without a pin follow the fabric's hash routing at once.
+  void RefreshDefaults();
+  bool defaults_stale() const { return defaults_stale_; }
+  uint64_t epochs() const { return loop_ ? loop_->loop().epoch() : 0; }
+
+  // ---- Both ----
+  // Link `l` (one direction) now has `capacity` (0: down).
+  void SetLink(core::LinkId l, core::Bandwidth capacity);
+  // A link event happened (after SetLink of both directions).
+  void OnLinkEvent();
+  // Flows in flight on a down link whose job has a usable path for them now move onto it.
+  void RerouteStalled();
+
+ private:
+  core::Status MakePolicy();
+  bool RouteAlone(uint32_t j);
+  void SetPlanFlows(uint32_t j, const core::Assignment* a);
+  void ApplyTimeShift(JobState& s, core::Duration shift);
+  void NoteLevel(uint32_t j, core::JobPhase phase, int level);
+
+  const core::Topology& nominal_;  // As given (no link event applied).
+  core::Topology topo_;            // Our copy: link events change it.
+  const PolicyFactory& factory_;
+  const SimOptions& options_;
+  const engine::SimClock& clock_;
+  SimResult& result_;
+  const bool oracle_;
+  Fabric* fabric_ = nullptr;
+  JobModel* jobs_ = nullptr;
+
+  std::unique_ptr<core::SchedulingPolicy> policy_;
+  bool isolate_ = false;
+  bool policy_stale_ = false;
+  // Control loop.
+  std::unique_ptr<LoopHost> loop_;
+  std::unique_ptr<core::SchedulingPolicy> ecmp_;          // Default routes (hash ECMP, job alone).
+  std::unique_ptr<core::SchedulingPolicy> nominal_ecmp_;  // The same on `nominal_`.
+  bool ecmp_stale_ = false;
+  bool defaults_stale_ = false;  // A link event changed the routes of unpinned flows.
+  std::unordered_map<std::string, uint32_t> index_of_;
+};
+
+}  // namespace crux::sim::internal
+
+#endif  // CRUX_SIM_SRC_PLAN_HOST_H_
