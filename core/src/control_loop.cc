@@ -94,6 +94,7 @@ Status ValidateControlLoopOptions(const ControlLoopOptions& o) {
     return InvalidArgumentError("control.retry: " + s.message());
   }
   if (o.qos) CRUX_RETURN_IF_ERROR(ValidateQosConfig(*o.qos));
+  CRUX_RETURN_IF_ERROR(ValidateFaultOptions(o.faults));
   return Status::Ok();
 }
 
@@ -191,13 +192,26 @@ bool IsPinOf(const FlowPin& p, const FlowPlan& f) {
          p.path == f.path;
 }
 
-// The plan in force as seeds for a stable policy without state (RunPlan). Spans point into
+// Whether a pinned flow of `a` crosses one of `links` (sorted).
+bool Crosses(const Assignment& a, const std::vector<LinkId>& links) {
+  if (links.empty()) return false;
+  for (const FlowPin& f : a.flows) {
+    for (LinkId l : f.path) {
+      if (std::binary_search(links.begin(), links.end(), l)) return true;
+    }
+  }
+  return false;
+}
+
+// The plan in force as seeds for a stable policy without state (RunPlan), except the jobs that
+// cross a link whose health changed (`unseat`, sorted): they are planned afresh. Spans point into
 // `applied`, which the snapshot holds for the run.
-std::vector<PlanSeed> SeedsOf(const AppliedPlan& applied) {
+std::vector<PlanSeed> SeedsOf(const AppliedPlan& applied, const std::vector<LinkId>& unseat) {
   std::vector<PlanSeed> seeds;
   seeds.reserve(applied.size());
   for (const auto& [id, entry] : applied) {
     const Assignment& a = entry->assignment;
+    if (Crosses(a, unseat)) continue;
     PlanSeed seed;
     seed.id = id;
     // A newcomer's level is the temporary top level, not one the planner chose.
@@ -264,7 +278,7 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
   // A stable policy without state continues the plan in force; a re-optimisation forgets it.
   const auto seed = [&] {
     if (policy.WantsSeed() && !applied.empty()) {
-      policy.Seed(SeedsOf(applied));
+      policy.Seed(SeedsOf(applied, snap.unseat_links));
       out.seeded = true;
     }
   };
@@ -376,13 +390,15 @@ ControlLoop::ControlLoop(const Clock* clock, const Topology* topo, ControlLoopOp
       topo_(topo),
       options_(std::move(options)),
       applied_(std::make_shared<AppliedPlan>()),
-      retry_(options_.retry) {}
+      retry_(options_.retry),
+      faults_(options_.faults) {}
 
 void ControlLoop::SetOptions(const ControlLoopOptions& options) {
   const bool retry_changed = !(options.retry == options_.retry);
   const bool specs_changed = options.assumed_compute_time != options_.assumed_compute_time;
   options_ = options;
   if (retry_changed) retry_ = ExponentialBackoff(options_.retry);
+  if (!(faults_.options() == options_.faults)) faults_.SetOptions(options_.faults);
   if (specs_changed) {
     for (auto& [id, job] : jobs_) RebuildSpec(job);
   }
@@ -451,6 +467,7 @@ ReportVerdict ControlLoop::ReportProfile(const std::string& id, const JobProfile
 std::shared_ptr<const AppliedAssignment> ControlLoop::RemoveJob(const std::string& id,
                                                                 std::string_view reason) {
   if (jobs_.erase(id) == 0) return nullptr;
+  faults_.ForgetJob(id);
   std::shared_ptr<const AppliedAssignment> was;
   auto it = applied_->find(id);
   if (it != applied_->end()) {
@@ -462,6 +479,32 @@ std::shared_ptr<const AppliedAssignment> ControlLoop::RemoveJob(const std::strin
 }
 
 void ControlLoop::Invalidate(std::string_view reason) { Request(reason); }
+
+void ControlLoop::ObserveLinkState(const LinkStateSignal& s) {
+  faults_.OnLinkState(s, clock_->Now());
+}
+
+void ControlLoop::ObserveCounters(const CounterSignal& s) { faults_.OnCounters(s, clock_->Now()); }
+
+void ControlLoop::ObserveFlows(const std::string& job_id, const std::vector<FlowSample>& samples) {
+  if (!jobs_.count(job_id)) return;
+  faults_.OnFlows(job_id, samples, clock_->Now());
+}
+
+void ControlLoop::SetLinkAdmin(LinkId link, AdminLinkState state) {
+  faults_.SetAdmin(link, state, clock_->Now());
+}
+
+void ControlLoop::ClearLinkAdmin(LinkId link) { faults_.ClearAdmin(link, clock_->Now()); }
+
+std::vector<LinkDecision> ControlLoop::EvaluateFaults() {
+  std::vector<LinkDecision> decisions = faults_.Evaluate(clock_->Now(), *topo_, *applied_);
+  for (const LinkDecision& d : decisions) {
+    unseat_[d.link] = ++unseat_seq_;
+    Request("link " + d.reason);
+  }
+  return decisions;
+}
 
 void ControlLoop::RestoreJob(JobDemand demand, uint32_t dscp, std::optional<JobProfile> profile,
                              std::optional<JobProfile> planned) {
@@ -520,6 +563,8 @@ std::shared_ptr<PlanningSnapshot> ControlLoop::Snapshot() const {
   snap->applied = applied_;
   snap->qos = options_.qos;
   snap->qos_applied = qos_;
+  for (const auto& [l, seq] : unseat_) snap->unseat_links.push_back(l);
+  snap->unseat_seq = unseat_seq_;
   return snap;
 }
 
@@ -562,6 +607,8 @@ ApplyBatch ControlLoop::FinishPlan(const PlanningSnapshot& snap, const PlanOutco
   b.run = snap.run;
   b.epoch = epoch_;
   if (!outcome.status.ok()) return b;
+  b.unseated = snap.unseat_links;
+  b.unseat_seq = snap.unseat_seq;
   for (const auto& a : outcome.changed) {
     if (!jobs_.count(a->assignment.job_id)) continue;  // Left while the run was in flight.
     b.changed.push_back(a);
@@ -608,6 +655,11 @@ void ControlLoop::Commit(const ApplyBatch& batch) {
     }
   }
   if (batch.advances_epoch) epoch_ = batch.epoch;
+  // Those links' jobs are re-planned now (links that changed again since stay).
+  for (LinkId l : batch.unseated) {
+    auto it = unseat_.find(l);
+    if (it != unseat_.end() && it->second <= batch.unseat_seq) unseat_.erase(it);
+  }
 }
 
 void ControlLoop::CommitFailed() {
