@@ -497,6 +497,10 @@ void ControlLoop::SetLinkAdmin(LinkId link, AdminLinkState state) {
 
 void ControlLoop::ClearLinkAdmin(LinkId link) { faults_.ClearAdmin(link, clock_->Now()); }
 
+void ControlLoop::RestoreLinkAdmin(LinkId link, AdminLinkState state) {
+  faults_.RestoreAdmin(link, state, clock_->Now());
+}
+
 std::vector<LinkDecision> ControlLoop::EvaluateFaults() {
   std::vector<LinkDecision> decisions = faults_.Evaluate(clock_->Now(), *topo_, *applied_);
   for (const LinkDecision& d : decisions) {

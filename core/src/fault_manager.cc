@@ -151,6 +151,14 @@ void FaultManager::SetAdmin(LinkId link, AdminLinkState state, Duration /*now*/)
   urgent_ = true;
 }
 
+void FaultManager::RestoreAdmin(LinkId link, AdminLinkState state, Duration now) {
+  LinkState& s = State(link);
+  s.admin = state;
+  s.eff_health = state.health;
+  s.eff_fraction = state.health == LinkHealth::kDegraded ? state.capacity_fraction : 1.0;
+  s.eff_since = now;
+}
+
 void FaultManager::ClearAdmin(LinkId link, Duration /*now*/) {
   auto it = links_.find(link);
   if (it == links_.end() || !it->second.admin) return;

@@ -240,6 +240,8 @@ class ControlLoop {
   // Admin pins (cruxctl set-link): in force until ClearLinkAdmin hands the link back.
   void SetLinkAdmin(LinkId link, AdminLinkState state);
   void ClearLinkAdmin(LinkId link);
+  // Restart: a stored pin the host already applied to its topology.
+  void RestoreLinkAdmin(LinkId link, AdminLinkState state);
   // Applies the rules now (over the applied plan): the links whose effective health changed,
   // for the host to apply to its topology before the next plan. Each change asks for a plan
   // that re-plans the jobs crossing the link (see Link health above).

@@ -199,6 +199,8 @@ class FaultManager {
   // ---- admin ----
   void SetAdmin(LinkId link, AdminLinkState state, Duration now);
   void ClearAdmin(LinkId link, Duration now);
+  // Start-up: a stored pin that the host already applied to its topology (no decision, no event).
+  void RestoreAdmin(LinkId link, AdminLinkState state, Duration now);
   std::optional<AdminLinkState> admin(LinkId link) const;
 
   // ---- decisions ----

@@ -88,6 +88,10 @@ class Gateway {
   v1::Envelope OnAck(const protocol::Inbound& in);
   v1::Envelope OnSwitchHello(const protocol::Inbound& in);
   v1::Envelope OnSwitchApplied(const protocol::Inbound& in);
+  // Port telemetry (issue #14): link-state and counter signals for the fault manager.
+  v1::Envelope OnSwitchTelemetry(const protocol::Inbound& in);
+  // A heartbeat's per-flow stats: flow samples for the fault manager.
+  void ObserveFlows(const v1::Heartbeat& h);
   StoredJob ToStored(const JobSession& j) const;
   void DeferAssignment(const std::string& peer, const std::string& job_id);
 
@@ -111,6 +115,7 @@ class Gateway {
   std::vector<HeldRegistration> held_;
   std::vector<StoredJob> held_rows_;
   std::set<std::string> held_ids_;
+  std::set<std::string> ignored_ports_;  // Telemetry ports already logged as unplaceable.
 };
 
 }  // namespace crux::daemon
