@@ -242,9 +242,13 @@ std::vector<std::vector<int>> DagComponents(const ContentionDag& dag, std::vecto
 // neighbours placed so far, hi = the highest of its lower-priority ones, maximising the weight of
 // its edges cut (endpoints on different levels); ties go to the highest level (smallest block),
 // as compression aligns blocks to the top. Jobs without edges get block 0. A job with lo > hi
-// (its kept neighbours leave no valid level) marks its component for exact compression
-// (comp_state[c] = 1); components with inserted jobs are 2. `block` holds the kept jobs' blocks
-// on entry and every job's on return (those of components marked 1 are recomputed later).
+// (a higher-priority neighbour sits below a lower-priority one: legal while they do not share a
+// link, but no level between them is left) is repaired with as few moves as possible: either it
+// takes `lo` and the lower-priority jobs above it are pushed down to it (transitively along the
+// DAG), or it takes `hi` and the higher-priority ones below it are pushed up; the option moving
+// fewer placed jobs wins (both keep every edge monotone; levels stay in [0, levels)). Components
+// marked 1 in comp_state (compressed exactly later) are skipped; components with inserted jobs
+// are 2. `block` holds the kept jobs' blocks on entry and every job's on return.
 void InsertLevels(const ContentionDag& dag, const std::vector<int>& rank,
                   const std::vector<uint8_t>& kept, const std::vector<int>& comp_of, int levels,
                   std::vector<int>& block, std::vector<uint8_t>& comp_state, ReplanStats& stats) {
@@ -274,6 +278,61 @@ void InsertLevels(const ContentionDag& dag, const std::vector<int>& rank,
     return rank[static_cast<size_t>(a)] < rank[static_cast<size_t>(b)];
   });
   std::vector<uint8_t> placed(kept.begin(), kept.end());
+  // Whole-DAG adjacency for repairs, built at the first one.
+  std::vector<size_t> out_start, in_start;
+  std::vector<int> out_to, in_from;
+  const auto build_adjacency = [&] {
+    out_start.assign(n + 1, 0);
+    in_start.assign(n + 1, 0);
+    for (const DagEdge& e : dag.edges) {
+      ++out_start[static_cast<size_t>(e.from) + 1];
+      ++in_start[static_cast<size_t>(e.to) + 1];
+    }
+    for (size_t v = 0; v < n; ++v) {
+      out_start[v + 1] += out_start[v];
+      in_start[v + 1] += in_start[v];
+    }
+    out_to.resize(dag.edges.size());
+    in_from.resize(dag.edges.size());
+    std::vector<size_t> o(out_start.begin(), out_start.end() - 1);
+    std::vector<size_t> i(in_start.begin(), in_start.end() - 1);
+    for (const DagEdge& e : dag.edges) {
+      out_to[o[static_cast<size_t>(e.from)]++] = e.to;
+      in_from[i[static_cast<size_t>(e.to)]++] = e.from;
+    }
+  };
+  // Moves placed jobs reachable from `v` (down: along out-edges, their blocks raised to at least
+  // `b`; up: along in-edges, lowered to at most `b`) so that v can take block b. Returns the
+  // moved jobs with their old blocks (undo in reverse order).
+  std::vector<std::pair<int, int>> moves;
+  std::vector<std::pair<int, int>> queue;
+  const auto push = [&](int v, int b, bool down) {
+    moves.clear();
+    queue.clear();
+    queue.emplace_back(v, b);
+    while (!queue.empty()) {
+      const auto [x, bx] = queue.back();
+      queue.pop_back();
+      const size_t xi = static_cast<size_t>(x);
+      const auto& start = down ? out_start : in_start;
+      const auto& next = down ? out_to : in_from;
+      for (size_t k = start[xi]; k < start[xi + 1]; ++k) {
+        const int y = next[k];
+        const size_t yi = static_cast<size_t>(y);
+        if (!placed[yi] || y == v) continue;
+        const bool violates = down ? block[yi] < bx : block[yi] > bx;
+        if (!violates) continue;
+        moves.emplace_back(y, block[yi]);
+        block[yi] = bx;
+        queue.emplace_back(y, bx);
+      }
+    }
+  };
+  const auto undo = [&] {
+    for (auto it = moves.rbegin(); it != moves.rend(); ++it) {
+      block[static_cast<size_t>(it->first)] = it->second;
+    }
+  };
   std::vector<double> above(static_cast<size_t>(levels), 0);  // Weight from up-neighbours at b.
   std::vector<double> below(static_cast<size_t>(levels), 0);  // Weight to down-neighbours at b.
   for (int v : fresh) {
@@ -304,8 +363,22 @@ void InsertLevels(const ContentionDag& dag, const std::vector<int>& rank,
       below[static_cast<size_t>(b)] += w;
     }
     if (lo > hi) {
-      comp_state[static_cast<size_t>(c)] = 1;
-      ++stats.insertions_refused;
+      if (out_start.empty()) build_adjacency();
+      push(v, lo, /*down=*/true);
+      const size_t down_moves = moves.size();
+      undo();
+      push(v, hi, /*down=*/false);
+      if (moves.size() > down_moves) {
+        undo();
+        push(v, lo, /*down=*/true);
+        block[vi] = lo;
+      } else {
+        block[vi] = hi;
+      }
+      stats.levels_moved += static_cast<int>(moves.size());
+      placed[vi] = 1;
+      ++stats.insertions_repaired;
+      ++stats.levels_inserted;
       continue;
     }
     // cut(b) = weight of up-neighbours on levels < b + weight of down-neighbours on levels > b.
@@ -944,12 +1017,20 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
   std::vector<uint8_t> moved(n, 0);  // Kept jobs whose chosen paths changed.
   std::vector<size_t> old_choice;
   size_t next_gone = 0;
+  // Stable runs search only the jobs that do not keep their paths; the loads of kept jobs after
+  // the last of them are read by no one and not committed.
+  size_t searched_until = 0;
+  if (stable_run) {
+    for (size_t p = 0; p < n; ++p) {
+      if (!keep_paths[order[p]]) searched_until = p + 1;
+    }
+  }
   for (size_t p = 0; p < n; ++p) {
     const size_t j = order[p];
     Job& job = next[j];
     job.routing.iterations_per_sec = 1.0 / job.plan.period.ToSeconds();
     if (stable_run && keep_paths[j]) {  // Keeps its paths; later jobs see its load.
-      CommitJobPaths(job.routing, job.flow_order, st.load);
+      if (p < searched_until) CommitJobPaths(job.routing, job.flow_order, st.load);
       job.path_pos = static_cast<int>(p);
       continue;
     }

@@ -152,7 +152,7 @@ void RunStableSequence(const Fabric& fabric, const PlannerOptions& options, uint
       ++drift.full_runs;
     } else {
       ++drift.stable_runs;
-      drift.refused += s.insertions_refused;
+      drift.refused += s.insertions_repaired;
       drift.inserted += s.levels_inserted;
       for (size_t j = 0; j < jobs.size(); ++j) {
         const JobSpec& spec = jobs[j];
@@ -171,7 +171,7 @@ void RunStableSequence(const Fabric& fabric, const PlannerOptions& options, uint
         const JobPlan& before = last_plan.at(spec.id);
         const JobPlan& now = got->jobs[j];
         EXPECT_TRUE(SameFlows(before, now)) << spec.id << " moved in a stable run";
-        if (s.insertions_refused == 0) {
+        if (s.insertions_repaired == 0) {
           EXPECT_EQ(before.level, now.level) << spec.id << " changed level in a stable run";
         }
         if (!SameFlows(before, now) || before.level != now.level) ++drift.kept_moved_stable;
@@ -221,7 +221,7 @@ TEST(StablePlannerTest, RandomEventSequencesKeepKeptJobsAndStayValid) {
   EXPECT_GT(drift.inserted, 0);
   EXPECT_GT(drift.refused, 0);
   std::printf(
-      "stable: %d runs (%d stable, %d full), %d levels inserted, %d insertions refused; kept "
+      "stable: %d runs (%d stable, %d full), %d levels inserted, %d insertions repaired; kept "
       "jobs %d: %d moved (stable) vs %d in the full re-plans; mean cut fraction %.4f stable vs "
       "%.4f full\n",
       drift.runs, drift.stable_runs, drift.full_runs, drift.inserted, drift.refused,
@@ -258,7 +258,7 @@ TEST(StablePlannerTest, AnArrivalTouchesOnlyTheNewcomer) {
   EXPECT_EQ(s.profiled, 1);
   for (size_t j = 0; j + 1 < jobs.size(); ++j) {
     EXPECT_TRUE(SameFlows(before->jobs[j], after->jobs[j])) << jobs[j].id;
-    if (s.insertions_refused == 0) {
+    if (s.insertions_repaired == 0) {
       EXPECT_EQ(before->jobs[j].level, after->jobs[j].level);
     }
   }

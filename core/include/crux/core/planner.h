@@ -87,10 +87,11 @@ struct PlannerOptions {
   // changed jobs get their paths by the same greedy search at their turn in the intensity order
   // (seeing the load of the jobs before them) and a level by greedy insertion into the kept
   // levels: the level in the range the DAG allows (no higher-priority neighbour below it, no
-  // lower-priority neighbour above it) that maximises the weight of its cut edges. Two cases
-  // recompute more: a component where no such range exists is compressed again, exactly (its
-  // members may move); a changed reference job (every k_j changes) or a changed path order of
-  // kept jobs re-plans everything, with the full re-plan's result. The plan drifts from the full
+  // lower-priority neighbour above it) that maximises the weight of its cut edges; when no such
+  // level is left, the fewest placed jobs are pushed up or down to make one. A changed reference
+  // job (every k_j changes) or a changed path order of kept jobs re-plans everything, with the
+  // full re-plan's result; a seed whose levels contradict the new DAG has those components
+  // compressed again. The plan drifts from the full
   // re-plan's as events accumulate (tests/core/stable_planner_test.cc and
   // bench/stable_replan_bench.cc measure the gap): ResetIncrementalState re-optimises (the next
   // Run is a full plan), which cruxd does every ControlLoopOptions::reoptimize_interval.
@@ -202,11 +203,12 @@ struct ReplanStats {
   int components = 0;              // Contention-DAG components (jobs with at least one edge).
   int components_compressed = 0;   // Components compressed again (the others kept their levels).
   int jobs_compressed = 0;         // Jobs in those components.
-  // PlannerOptions::stable: new and changed jobs given a level by greedy insertion (the others
-  // of those components kept theirs), and components compressed again because an insertion had
-  // no valid level (counted in components_compressed too).
+  // PlannerOptions::stable: new and changed jobs given a level by greedy insertion, insertions
+  // that found no free level and moved placed jobs to make one (planner.cc InsertLevels), and how
+  // many placed jobs those repairs moved (the others kept their levels).
   int levels_inserted = 0;
-  int insertions_refused = 0;
+  int insertions_repaired = 0;
+  int levels_moved = 0;
   // A seeded first plan (Planner::Seed): jobs that kept their seeded paths, and their levels.
   int seeded_paths = 0;
   int seeded_levels = 0;
