@@ -60,6 +60,7 @@ nlohmann::json RunSummary::ToJson() {
           {"assignments", assignments},
           {"assignments_stale", assignments_stale},
           {"state_resets", state_resets},
+          {"faulted_flow_reports", faulted_flow_reports},
           {"acks_sent", acks_sent},
           {"timeouts", timeouts},
           {"send_failures", send_failures},
@@ -86,6 +87,7 @@ nlohmann::json RunSummary::ToWireJson() const {
           {"assignments", assignments},
           {"assignments_stale", assignments_stale},
           {"state_resets", state_resets},
+          {"faulted_flow_reports", faulted_flow_reports},
           {"acks_sent", acks_sent},
           {"timeouts", timeouts},
           {"send_failures", send_failures},
@@ -131,6 +133,8 @@ core::Result<RunSummary> RunSummary::FromWireJson(const nlohmann::json& j) {
     s.assignments_stale = j.at(field).get<uint64_t>();
     field = "state_resets";
     s.state_resets = j.at(field).get<uint64_t>();
+    field = "faulted_flow_reports";
+    s.faulted_flow_reports = j.value(field, uint64_t{0});
     field = "acks_sent";
     s.acks_sent = j.at(field).get<uint64_t>();
     field = "timeouts";
@@ -173,6 +177,7 @@ void RunSummary::Merge(const RunSummary& o) {
   assignments += o.assignments;
   assignments_stale += o.assignments_stale;
   state_resets += o.state_resets;
+  faulted_flow_reports += o.faulted_flow_reports;
   acks_sent += o.acks_sent;
   timeouts += o.timeouts;
   send_failures += o.send_failures;

@@ -71,8 +71,9 @@ struct RunSummary {
   // Pushes applied only because their state_id differed from the applied one (the daemon's
   // state was reset: a new epoch sequence) although their epoch was not above the applied one.
   uint64_t state_resets = 0;
-  uint64_t acks_sent = 0;  // Acks of pushes.
-  uint64_t timeouts = 0;   // Requests without a reply within the timeout.
+  uint64_t faulted_flow_reports = 0;  // Flow stats slowed or cut by a --fault.
+  uint64_t acks_sent = 0;             // Acks of pushes.
+  uint64_t timeouts = 0;              // Requests without a reply within the timeout.
   uint64_t send_failures = 0;
   std::map<std::string, uint64_t> errors;  // Error replies by code name.
   LatencyRecorder push_latency;            // Assignment receipt - Assignment.sent_unix_ns.
