@@ -344,6 +344,7 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
   // Diff against what was in force when the snapshot was taken (both sorted by id): an applied
   // assignment that is still what the plan says is kept as it is (not rebuilt).
   std::vector<const Assignment*> current(snap.jobs.size(), nullptr);
+  std::vector<std::shared_ptr<AppliedAssignment>> fresh(snap.jobs.size());  // Changed ones.
   auto it = applied.begin();
   for (size_t i = 0; i < snap.jobs.size(); ++i) {
     const PlanningJob& job = snap.jobs[i];
@@ -356,11 +357,40 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
     }
     auto a = std::make_shared<AppliedAssignment>();
     a->assignment = MakeAssignment(job, job_plan[i]);
+    a->assignment.probes = old != nullptr ? old->assignment.probes : std::vector<FlowPin>{};
     a->epoch = snap.epoch + 1;
     current[i] = &a->assignment;
-    out.changed.push_back(std::move(a));
+    fresh[i] = std::move(a);
   }
   for (; it != applied.end(); ++it) out.removed.push_back(it->first);
+  {
+    // Probes over the links the new plan's flows leave uncovered (none when probing is off); a
+    // kept assignment whose probes change is re-issued.
+    ProbeDesign design;
+    if (snap.probes) {
+      PathFinder paths(topo);
+      const HashEcmpModel ecmp(0);  // The planner's source-port model (planner.h).
+      design = DesignProbes(topo, current, paths, ecmp, *snap.probes);
+    }
+    for (size_t i = 0; i < snap.jobs.size(); ++i) {
+      auto p = design.probes.find(snap.jobs[i].id);
+      std::vector<FlowPin> want =
+          p != design.probes.end() ? std::move(p->second) : std::vector<FlowPin>{};
+      if (current[i] == nullptr || current[i]->probes == want) continue;
+      if (!fresh[i]) {
+        auto a = std::make_shared<AppliedAssignment>();
+        a->assignment = *current[i];
+        a->epoch = snap.epoch + 1;
+        current[i] = &a->assignment;
+        fresh[i] = std::move(a);
+      }
+      fresh[i]->assignment.probes = std::move(want);
+    }
+    if (snap.probes) out.probe_design = std::make_shared<const ProbeDesign>(std::move(design));
+  }
+  for (auto& a : fresh) {
+    if (a) out.changed.push_back(std::move(a));
+  }
   const Duration t_qos = clock.Now();
   out.assign_time = t_qos - t_assign;
   if (snap.qos) {
@@ -569,6 +599,7 @@ std::shared_ptr<PlanningSnapshot> ControlLoop::Snapshot() const {
   snap->qos_applied = qos_;
   for (const auto& [l, seq] : unseat_) snap->unseat_links.push_back(l);
   snap->unseat_seq = unseat_seq_;
+  if (options_.faults.probes.enabled) snap->probes = options_.faults.probes;
   return snap;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <tuple>
 #include <utility>
 
 namespace crux::core {
@@ -71,9 +72,12 @@ Status ValidateFaultOptions(const FaultOptions& o) {
     return InvalidArgumentError("faults.lambda: must be >= 0");
   }
   const std::pair<const char*, Duration> positive[] = {
-      {"evidence_window", o.evidence_window},       {"evaluate_interval", o.evaluate_interval},
-      {"baseline_half_life", o.baseline_half_life}, {"min_dwell", o.min_dwell},
-      {"stable_decay", o.stable_decay},             {"downtime_half_life", o.downtime_half_life},
+      {"evidence_window", o.evidence_window},
+      {"evaluate_interval", o.evaluate_interval},
+      {"baseline_half_life", o.baseline_half_life},
+      {"min_dwell", o.min_dwell},
+      {"stable_decay", o.stable_decay},
+      {"downtime_half_life", o.downtime_half_life},
       {"quarantine_downtime", o.quarantine_downtime}};
   for (const auto& [name, d] : positive) {
     if (d <= Duration::Zero()) {
@@ -98,7 +102,7 @@ Status ValidateFaultOptions(const FaultOptions& o) {
     return InvalidArgumentError("faults.capacity_hysteresis: must be in [0, 1)");
   }
   if (o.max_events < 1) return InvalidArgumentError("faults.max_events: must be >= 1");
-  return Status::Ok();
+  return ValidateProbeOptions(o.probes);
 }
 
 FaultManager::FaultManager(FaultOptions options) : options_(std::move(options)) {}
@@ -127,7 +131,8 @@ void FaultManager::OnCounters(const CounterSignal& s, Duration now) {
 void FaultManager::OnFlows(const std::string& job_id, const std::vector<FlowSample>& samples,
                            Duration now) {
   for (const FlowSample& f : samples) {
-    FlowRecord& r = flows_[FlowKey{job_id, f.src_nic.value(), f.dst_nic.value(), f.probe}];
+    FlowRecord& r = flows_[FlowKey{job_id, f.src_nic.value(), f.dst_nic.value(), f.probe,
+                                   f.probe ? f.udp_sport : 0u}];
     r.sample = f;
     r.at = now;
     if (f.bytes.count() > 0 && f.transfer_time > Duration::Zero()) {
@@ -142,7 +147,7 @@ void FaultManager::OnFlows(const std::string& job_id, const std::vector<FlowSamp
 }
 
 void FaultManager::ForgetJob(const std::string& job_id) {
-  auto it = flows_.lower_bound(FlowKey{job_id, 0, 0, false});
+  auto it = flows_.lower_bound(FlowKey{job_id, 0, 0, false, 0});
   while (it != flows_.end() && it->first.job == job_id) it = flows_.erase(it);
 }
 
@@ -254,6 +259,7 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
   std::vector<const std::pair<const FlowKey, FlowRecord>*> obs_flow;
   const std::string* pins_of = nullptr;  // The job `pins` indexes (flows_ is sorted by job).
   std::map<std::pair<uint32_t, uint32_t>, const FlowPin*> pins;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, const FlowPin*> probe_pins;
   for (const auto& entry : flows_) {
     const auto& [key, rec] = entry;
     if (rec.at < window_start) continue;
@@ -262,15 +268,28 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
     if (pins_of == nullptr || *pins_of != key.job) {
       pins_of = &key.job;
       pins.clear();
+      probe_pins.clear();
       if (auto a = applied.find(key.job); a != applied.end()) {
         for (const FlowPin& p : a->second->assignment.flows) {
           pins.emplace(std::make_pair(p.src_nic.value(), p.dst_nic.value()), &p);
         }
+        for (const FlowPin& p : a->second->assignment.probes) {
+          probe_pins.emplace(
+              std::make_tuple(p.src_nic.value(), p.dst_nic.value(), uint32_t{p.udp_sport}), &p);
+        }
       }
     }
-    auto found = pins.find({f.src_nic.value(), f.dst_nic.value()});
-    if (found == pins.end()) continue;
-    const FlowPin* pin = found->second;
+    const FlowPin* pin = nullptr;
+    if (key.probe) {
+      // A probe of a list no longer in force (re-designed with a new plan) is skipped.
+      auto found = probe_pins.find({f.src_nic.value(), f.dst_nic.value(), key.sport});
+      if (found == probe_pins.end()) continue;
+      pin = found->second;
+    } else {
+      auto found = pins.find({f.src_nic.value(), f.dst_nic.value()});
+      if (found == pins.end()) continue;
+      pin = found->second;
+    }
     if (pin->path.empty()) continue;
     if (f.udp_sport != 0 && pin->udp_sport != 0 && f.udp_sport != pin->udp_sport) continue;
     PathObservation o;
@@ -282,7 +301,14 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
       const double rate = f.transfer_time > Duration::Zero()
                               ? f.bytes.ToBits() / f.transfer_time.ToSeconds()
                               : rec.baseline_bps;
-      o.rate_ratio = rec.baseline_bps > 0 ? std::clamp(rate / rec.baseline_bps, 0.0, 1.0) : 1.0;
+      double baseline = rec.baseline_bps;
+      if (key.probe) {
+        // A probe's expectation is also its pair's flow's best rate: a probe designed onto an
+        // already degraded link must not take the degraded rate for its normal.
+        auto flow = flows_.find(FlowKey{key.job, key.src, key.dst, false, 0});
+        if (flow != flows_.end()) baseline = std::max(baseline, flow->second.baseline_bps);
+      }
+      o.rate_ratio = baseline > 0 ? std::clamp(rate / baseline, 0.0, 1.0) : 1.0;
     }
     obs.push_back(std::move(o));
     obs_flow.push_back(&entry);
@@ -311,9 +337,9 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
                          NodeName(nominal, rec.sample.src_nic) + "->" +
                          NodeName(nominal, rec.sample.dst_nic) + " (sport " +
                          std::to_string(rec.sample.udp_sport) + "): ";
-      line += obs[i].failed ? "no progress, " + std::to_string(rec.sample.errors) +
-                                  " transport errors"
-                            : Pct(obs[i].rate_ratio) + " of its best rate";
+      line += obs[i].failed
+                  ? "no progress, " + std::to_string(rec.sample.errors) + " transport errors"
+                  : Pct(obs[i].rate_ratio) + " of its best rate";
       lines.push_back(std::move(line));
     }
     if (s.evidence.size() > kShown) {
@@ -345,8 +371,8 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
                      std::to_string(c.errors) + " errors, " + std::to_string(c.discards) +
                      " discards in " + Num(c.interval.ToSeconds()) + " s; pfc pause " +
                      std::to_string(c.pfc_pause) + ", queue drops " +
-                     std::to_string(c.queue_drops) + ", ecn marks " +
-                     std::to_string(c.ecn_marks) + ")";
+                     std::to_string(c.queue_drops) + ", ecn marks " + std::to_string(c.ecn_marks) +
+                     ")";
     }
     // Tomography signal.
     const Suspect* tomo = nullptr;
@@ -362,8 +388,8 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
                     " for it; no healthy flow crosses it";
       } else {
         tomo_text = "least squares: it delivers ~" + Pct(tomo->estimate) + " of its rate (" +
-                    std::to_string(tomo->evidence.size()) + " slow flows of jobs " + jobs +
-                    ", " + std::to_string(tomo->healthy) + " healthy)";
+                    std::to_string(tomo->evidence.size()) + " slow flows of jobs " + jobs + ", " +
+                    std::to_string(tomo->healthy) + " healthy)";
       }
       if (tomo->ambiguous) {
         tomo_text += "; the flows cannot tell it apart from another link";
@@ -403,7 +429,8 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
       s.evidence = tomo_lines;
     }
 
-    const int cmp = Compare(want, want_fraction, s.health, s.fraction, options_.capacity_hysteresis);
+    const int cmp =
+        Compare(want, want_fraction, s.health, s.fraction, options_.capacity_hysteresis);
     bool changed = false;
     if (cmp > 0) {
       if (s.health == LinkHealth::kUp) {

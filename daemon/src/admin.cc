@@ -300,8 +300,8 @@ void AdminService::AddFaultReasoning(const std::string& job_id, v1::JobDetail* d
   const core::FaultEvent& last = *events.front();
   std::string text = " Its flows crossed link " + ctx_->topo.Name(last.link) + " when it went " +
                      std::string(core::LinkHealthName(last.to)) + " (" +
-                     (last.automatic ? "automatic: " : "admin") + (last.automatic ? last.reason : "") +
-                     "), so it was re-planned around it";
+                     (last.automatic ? "automatic: " : "admin") +
+                     (last.automatic ? last.reason : "") + "), so it was re-planned around it";
   text += events.size() > 1 ? " (" + std::to_string(events.size()) + " link changes so far)." : ".";
   d->set_explanation(d->explanation() + text);
 }
@@ -396,7 +396,6 @@ v1::Envelope AdminService::SetLink(uint64_t rid, const v1::SetLinkRequest& r) {
   }
   return e;
 }
-
 
 v1::Envelope AdminService::ListFaults(uint64_t rid) const {
   const core::FaultManager& fm = ctx_->plans->loop().faults();

@@ -322,6 +322,23 @@ const std::vector<Field<DaemonConfig>>& ConfigFields() {
        .member = CFG(faults.quarantine_downtime_ms),
        .unit = "ms",
        .ints = IntRange::Closed(1, 86400000)},
+      {.path = "faults.probes", .member = CFG(faults.probes)},
+      {.path = "faults.probes_per_job",
+       .member = CFG(faults.probes_per_job),
+       .unit = "probes",
+       .ints = IntRange::Closed(0, 64)},
+      {.path = "faults.max_probes",
+       .member = CFG(faults.max_probes),
+       .unit = "probes",
+       .ints = IntRange::Closed(0, 100000)},
+      {.path = "faults.probe_interval_ms",
+       .member = CFG(faults.probe_interval_ms),
+       .unit = "ms",
+       .ints = IntRange::Closed(100, 3600000)},
+      {.path = "faults.probe_bytes",
+       .member = CFG(faults.probe_bytes),
+       .unit = "bytes",
+       .ints = IntRange::Closed(64, 16777216)},
   };
   return kFields;
 }

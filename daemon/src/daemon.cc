@@ -123,6 +123,11 @@ core::ControlLoopOptions LoopOptions(const DaemonConfig& c) {
   o.faults.max_hold = core::Duration::Millis(f.max_hold_ms);
   o.faults.stable_decay = core::Duration::Millis(f.stable_decay_ms);
   o.faults.quarantine_downtime = core::Duration::Millis(f.quarantine_downtime_ms);
+  o.faults.probes.enabled = f.probes;
+  o.faults.probes.max_per_job = f.probes_per_job;
+  o.faults.probes.max_total = f.max_probes;
+  o.faults.probes.interval = core::Duration::Millis(f.probe_interval_ms);
+  o.faults.probes.size = core::Bytes::Of(f.probe_bytes);
   return o;
 }
 

@@ -111,10 +111,9 @@ core::Result<std::vector<core::LinkId>> FaultService::SetAdmin(const std::string
     const LinkOverride row{ctx_->topo.Name(id), StoredHealth(health),
                            health == core::LinkHealth::kDegraded ? capacity_bps : 0,
                            ctx_->loop->UnixMs()};
-    ctx_->writer->Submit([row](Store& store) { return store.PutLinkOverride(row); },
-                         [this](core::Status s) {
-                           (void)ctx_->store_health.Stored(std::move(s), "link_override");
-                         });
+    ctx_->writer->Submit(
+        [row](Store& store) { return store.PutLinkOverride(row); },
+        [this](core::Status s) { (void)ctx_->store_health.Stored(std::move(s), "link_override"); });
   }
   std::vector<core::LinkId> changed = Apply(loop.EvaluateFaults());
   Kick();
@@ -127,10 +126,9 @@ core::Result<std::vector<core::LinkId>> FaultService::HandBack(const std::string
   for (core::LinkId id : ids) {
     loop.ClearLinkAdmin(id);
     const std::string link = ctx_->topo.Name(id);
-    ctx_->writer->Submit([link](Store& store) { return store.DeleteLinkOverride(link); },
-                         [this](core::Status s) {
-                           (void)ctx_->store_health.Stored(std::move(s), "link_override");
-                         });
+    ctx_->writer->Submit(
+        [link](Store& store) { return store.DeleteLinkOverride(link); },
+        [this](core::Status s) { (void)ctx_->store_health.Stored(std::move(s), "link_override"); });
   }
   std::vector<core::LinkId> changed = Apply(loop.EvaluateFaults());
   Kick();
@@ -145,8 +143,7 @@ void FaultService::RestoreAdmin(const LinkOverride& o) {
     core::AdminLinkState st;
     st.health = *health;
     if (*health == core::LinkHealth::kDegraded) {
-      st.capacity_fraction =
-          o.capacity_bps / ctx_->topo.nominal().link(id).capacity.ToBitsPerSec();
+      st.capacity_fraction = o.capacity_bps / ctx_->topo.nominal().link(id).capacity.ToBitsPerSec();
     }
     ctx_->plans->loop().RestoreLinkAdmin(id, st);
   }

@@ -387,8 +387,7 @@ void Gateway::ObserveFlows(const v1::Heartbeat& h) {
 v1::Envelope Gateway::OnSwitchTelemetry(const protocol::Inbound& in) {
   const v1::SwitchTelemetry& t = in.msg.switch_telemetry();
   protocol::TelemetrySignals signals;
-  if (protocol::ProtocolError bad =
-          protocol::TelemetryFromProto(t, ctx_->topo.nominal(), &signals);
+  if (protocol::ProtocolError bad = protocol::TelemetryFromProto(t, ctx_->topo.nominal(), &signals);
       protocol::Failed(bad)) {
     return Refuse("client", in.msg.request_id(), bad);
   }

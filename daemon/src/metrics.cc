@@ -101,8 +101,9 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   store_healthy_->Set(1);
   link_changes_ = &BuildCounter()
                        .Name("crux_link_changes_total")
-                       .Help("Changes of a directed link's health in force, by source (automatic "
-                             "fault handling or an admin pin) and new health.")
+                       .Help(
+                           "Changes of a directed link's health in force, by source (automatic "
+                           "fault handling or an admin pin) and new health.")
                        .Register(*registry_);
   links_not_up_ = &BuildGauge()
                        .Name("crux_links_not_up")

@@ -97,13 +97,13 @@ core::Result<std::vector<core::LinkId>> TopologyManager::Set(const std::string& 
   return changed;
 }
 
-bool TopologyManager::SetEffective(core::LinkId id, core::LinkHealth health,
-                                   double capacity_bps) {
+bool TopologyManager::SetEffective(core::LinkId id, core::LinkHealth health, double capacity_bps) {
   if (!id.valid() || id.value() >= nominal_.num_links()) return false;
   const double nominal = nominal_.link(id).capacity.ToBitsPerSec();
-  State s{health, health == core::LinkHealth::kDegraded
-                      ? std::clamp(std::isfinite(capacity_bps) ? capacity_bps : nominal, 1.0, nominal)
-                      : 0};
+  State s{health,
+          health == core::LinkHealth::kDegraded
+              ? std::clamp(std::isfinite(capacity_bps) ? capacity_bps : nominal, 1.0, nominal)
+              : 0};
   auto it = overrides_.find(id);
   const bool same = (it == overrides_.end() && health == core::LinkHealth::kUp) ||
                     (it != overrides_.end() && it->second.health == s.health &&

@@ -308,6 +308,45 @@ core::Result<core::LinkHealth> LinkHealthFromProto(v1::LinkHealth h) {
   }
 }
 
+namespace {
+
+// A pinned flow or probe (v1::FlowAssignment, v1::ProbeTarget: the same fields) on the wire.
+template <typename P>
+void PinToProto(const core::FlowPin& f, const core::Topology& topo, P* out) {
+  out->set_src_nic(NameOf(topo, f.src_nic));
+  out->set_dst_nic(NameOf(topo, f.dst_nic));
+  out->set_udp_sport(f.udp_sport);
+  if (f.path.empty() || f.path.front().value() >= topo.num_links()) return;
+  out->add_path(NameOf(topo, topo.link(f.path.front()).src));
+  for (core::LinkId l : f.path) {
+    out->add_path(l.value() < topo.num_links() ? NameOf(topo, topo.link(l).dst) : "?");
+  }
+}
+
+template <typename P>
+core::Result<core::FlowPin> PinFromProto(const P& f, const core::Topology& topo,
+                                         const std::string& field) {
+  core::FlowPin pin;
+  CRUX_ASSIGN_OR_RETURN(pin.src_nic, topo.FindNode(f.src_nic()));
+  CRUX_ASSIGN_OR_RETURN(pin.dst_nic, topo.FindNode(f.dst_nic()));
+  pin.udp_sport = static_cast<uint16_t>(f.udp_sport());
+  for (int h = 1; h < f.path_size(); ++h) {
+    core::Result<core::NodeId> from = topo.FindNode(f.path(h - 1));
+    core::Result<core::NodeId> to = topo.FindNode(f.path(h));
+    if (!from.ok() || !to.ok()) {
+      return core::NotFoundError(field + ".path: hop '" + f.path(h) + "' is not in the topology");
+    }
+    core::Result<core::LinkId> link = topo.FindLink(*from, *to);
+    if (!link.ok()) {
+      return core::NotFoundError(field + ".path: no link " + f.path(h - 1) + "->" + f.path(h));
+    }
+    pin.path.push_back(*link);
+  }
+  return pin;
+}
+
+}  // namespace
+
 v1::Assignment AssignmentToProto(const core::AppliedAssignment& applied,
                                  const core::Topology& topo) {
   const core::Assignment& a = applied.assignment;
@@ -320,18 +359,8 @@ v1::Assignment AssignmentToProto(const core::AppliedAssignment& applied,
   p.set_state(JobPhaseToProto(a.phase));
   for (const auto& [k, v] : a.nccl_env) (*p.mutable_nccl_env())[k] = v;
   p.mutable_flows()->Reserve(static_cast<int>(a.flows.size()));
-  for (const core::FlowPin& f : a.flows) {
-    v1::FlowAssignment* fa = p.add_flows();
-    fa->set_src_nic(NameOf(topo, f.src_nic));
-    fa->set_dst_nic(NameOf(topo, f.dst_nic));
-    fa->set_udp_sport(f.udp_sport);
-    if (f.path.empty()) continue;
-    if (f.path.front().value() >= topo.num_links()) continue;
-    fa->add_path(NameOf(topo, topo.link(f.path.front()).src));
-    for (core::LinkId l : f.path) {
-      fa->add_path(l.value() < topo.num_links() ? NameOf(topo, topo.link(l).dst) : "?");
-    }
-  }
+  for (const core::FlowPin& f : a.flows) PinToProto(f, topo, p.add_flows());
+  for (const core::FlowPin& f : a.probes) PinToProto(f, topo, p.add_probes());
   return p;
 }
 
@@ -356,25 +385,16 @@ core::Result<core::AppliedAssignment> AssignmentFromProto(const v1::Assignment& 
   }
   for (const auto& [k, v] : p.nccl_env()) a.nccl_env[k] = v;
   for (int i = 0; i < p.flows_size(); ++i) {
-    const v1::FlowAssignment& f = p.flows(i);
-    const std::string field = "assignment.flows[" + std::to_string(i) + "]";
-    core::FlowPin pin;
-    CRUX_ASSIGN_OR_RETURN(pin.src_nic, topo.FindNode(f.src_nic()));
-    CRUX_ASSIGN_OR_RETURN(pin.dst_nic, topo.FindNode(f.dst_nic()));
-    pin.udp_sport = static_cast<uint16_t>(f.udp_sport());
-    for (int h = 1; h < f.path_size(); ++h) {
-      core::Result<core::NodeId> from = topo.FindNode(f.path(h - 1));
-      core::Result<core::NodeId> to = topo.FindNode(f.path(h));
-      if (!from.ok() || !to.ok()) {
-        return core::NotFoundError(field + ".path: hop '" + f.path(h) + "' is not in the topology");
-      }
-      core::Result<core::LinkId> link = topo.FindLink(*from, *to);
-      if (!link.ok()) {
-        return core::NotFoundError(field + ".path: no link " + f.path(h - 1) + "->" + f.path(h));
-      }
-      pin.path.push_back(*link);
-    }
+    CRUX_ASSIGN_OR_RETURN(
+        core::FlowPin pin,
+        PinFromProto(p.flows(i), topo, "assignment.flows[" + std::to_string(i) + "]"));
     a.flows.push_back(std::move(pin));
+  }
+  for (int i = 0; i < p.probes_size(); ++i) {
+    CRUX_ASSIGN_OR_RETURN(
+        core::FlowPin pin,
+        PinFromProto(p.probes(i), topo, "assignment.probes[" + std::to_string(i) + "]"));
+    a.probes.push_back(std::move(pin));
   }
   return out;
 }
@@ -385,15 +405,16 @@ ProtocolError TelemetryFromProto(const v1::SwitchTelemetry& t, const core::Topol
                                  TelemetrySignals* out) {
   core::Result<core::NodeId> sw = topo.FindNode(t.switch_name());
   if (!sw.ok() || !core::IsNetworkSwitch(topo.node(*sw).kind)) {
-    return Refuse(v1::ERROR_CODE_UNKNOWN_HOST, "switch_telemetry.switch_name: '" +
-                                                   t.switch_name() +
+    return Refuse(v1::ERROR_CODE_UNKNOWN_HOST, "switch_telemetry.switch_name: '" + t.switch_name() +
                                                    "' is not a switch of the topology");
   }
   TelemetrySignals sig;
   for (const v1::PortStatus& p : t.ports()) {
     if (p.neighbor().empty()) {
-      sig.ignored.push_back(p.port() + ": no neighbour (set the agent's --neighbors or CONFIG_DB "
-                                       "DEVICE_NEIGHBOR|" + p.port() + ")");
+      sig.ignored.push_back(p.port() +
+                            ": no neighbour (set the agent's --neighbors or CONFIG_DB "
+                            "DEVICE_NEIGHBOR|" +
+                            p.port() + ")");
       continue;
     }
     core::Result<core::NodeId> nb = topo.FindNode(p.neighbor());
@@ -408,7 +429,7 @@ ProtocolError TelemetryFromProto(const v1::SwitchTelemetry& t, const core::Topol
                             t.switch_name());
       continue;
     }
-    const core::LinkId egress = *out_link;                // switch -> neighbour.
+    const core::LinkId egress = *out_link;                   // switch -> neighbour.
     const core::LinkId ingress = topo.link(egress).reverse;  // neighbour -> switch.
     const std::string source =
         "switch " + t.switch_name() + " port " + p.port() + " (to " + p.neighbor() + ")";
@@ -419,8 +440,8 @@ ProtocolError TelemetryFromProto(const v1::SwitchTelemetry& t, const core::Topol
     }
     if (p.has_counters() && p.counters().interval_ns() > 0) {
       const v1::PortCounters& c = p.counters();
-      const core::Duration interval =
-          core::Duration::Nanos(static_cast<int64_t>(std::min<uint64_t>(c.interval_ns(), 1ULL << 62)));
+      const core::Duration interval = core::Duration::Nanos(
+          static_cast<int64_t>(std::min<uint64_t>(c.interval_ns(), 1ULL << 62)));
       core::CounterSignal in;
       in.link = ingress;
       in.interval = interval;
@@ -447,8 +468,7 @@ ProtocolError TelemetryFromProto(const v1::SwitchTelemetry& t, const core::Topol
 
 std::vector<core::FlowSample> FlowSamplesFromProto(const v1::Heartbeat& h,
                                                    const core::Topology& topo,
-                                                   const core::JobDemand& demand,
-                                                   size_t* skipped) {
+                                                   const core::JobDemand& demand, size_t* skipped) {
   std::vector<core::FlowSample> out;
   size_t bad = 0;
   auto on_job_host = [&demand](core::NodeId host) {

@@ -193,12 +193,13 @@ Status CheckFlowStats(const v1::FlowStats& s, const Field& f) {
   CRUX_RETURN_IF_ERROR(CheckId(s.src_nic(), Field(f, "src_nic")));
   CRUX_RETURN_IF_ERROR(CheckId(s.dst_nic(), Field(f, "dst_nic")));
   if (s.udp_sport() > 65535) {
-    return Bad(Field(f, "udp_sport"), "must be 0-65535 (got " + std::to_string(s.udp_sport()) + ")");
+    return Bad(Field(f, "udp_sport"),
+               "must be 0-65535 (got " + std::to_string(s.udp_sport()) + ")");
   }
   CRUX_RETURN_IF_ERROR(CheckMaxU64(s.bytes(), kMaxBytesPerIteration, Field(f, "bytes")));
   if (s.window_ns() == 0 || s.window_ns() > kMaxIterationNs) {
-    return Bad(Field(f, "window_ns"), "must be > 0 and at most one day (got " +
-                                          std::to_string(s.window_ns()) + ")");
+    return Bad(Field(f, "window_ns"),
+               "must be > 0 and at most one day (got " + std::to_string(s.window_ns()) + ")");
   }
   if (s.transfer_time_ns() > s.window_ns()) {
     return Bad(Field(f, "transfer_time_ns"), "must be <= window_ns");
@@ -211,8 +212,8 @@ Status CheckFlowStats(const v1::FlowStats& s, const Field& f) {
 
 Status CheckPortCounters(const v1::PortCounters& c, const Field& f) {
   if (c.interval_ns() == 0 || c.interval_ns() > kMaxIterationNs) {
-    return Bad(Field(f, "interval_ns"), "must be > 0 and at most one day (got " +
-                                            std::to_string(c.interval_ns()) + ")");
+    return Bad(Field(f, "interval_ns"),
+               "must be > 0 and at most one day (got " + std::to_string(c.interval_ns()) + ")");
   }
   return Status::Ok();
 }
@@ -234,7 +235,8 @@ core::Status ValidateSwitchTelemetry(const v1::SwitchTelemetry& m, std::string_v
     if (!v1::PortOperStatus_IsValid(p.oper_status())) {
       return Bad(Field(pf, "oper_status"), "unknown value " + std::to_string(p.oper_status()));
     }
-    if (p.has_counters()) CRUX_RETURN_IF_ERROR(CheckPortCounters(p.counters(), Field(pf, "counters")));
+    if (p.has_counters())
+      CRUX_RETURN_IF_ERROR(CheckPortCounters(p.counters(), Field(pf, "counters")));
   }
   return Status::Ok();
 }
@@ -587,7 +589,8 @@ core::Status ValidateSetLinkRequest(const v1::SetLinkRequest& m, std::string_vie
   }
   if (m.automatic()) {
     if (m.health() != v1::LINK_HEALTH_UNSPECIFIED || m.capacity_bps() != 0) {
-      return Bad(Field(f, "automatic"), "hands the link back: health and capacity_bps must be unset");
+      return Bad(Field(f, "automatic"),
+                 "hands the link back: health and capacity_bps must be unset");
     }
     return Status::Ok();
   }

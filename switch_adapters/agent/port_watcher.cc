@@ -88,7 +88,7 @@ void PortWatcher::Loop() {
     return core::Duration::Nanos(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
   };
-  core::Duration next_counters;  // Zero: the first reading has counters.
+  core::Duration next_counters;   // Zero: the first reading has counters.
   core::Duration next_neighbors;  // Zero: read at once (--neighbors entries win over them).
   bool logged_error = false;
   while (true) {

@@ -75,8 +75,8 @@ class PortTracker {
 class PortWatcher {
  public:
   struct Options {
-    core::Duration state_poll = core::Duration::Millis(250);      // > 0.
-    core::Duration counter_poll = core::Duration::Millis(1000);   // > 0.
+    core::Duration state_poll = core::Duration::Millis(250);     // > 0.
+    core::Duration counter_poll = core::Duration::Millis(1000);  // > 0.
     core::Duration neighbor_refresh = core::Duration::Millis(60000);
     std::map<std::string, std::string> neighbors;  // --neighbors (port -> node).
     size_t max_queued = 64;                        // Reports kept while the loop does not take.

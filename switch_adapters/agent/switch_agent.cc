@@ -353,10 +353,10 @@ void SwitchAgent::SendTelemetry() {
     if (reply->has_error()) {
       ++counters_.telemetry_refused;
       const v1::ErrorCode code = reply->error().code();
-      spdlog::warn("cruxd refused port telemetry: {}{}",
-                   protocol::StatusFromError(reply->error()).ToString(),
-                   code == v1::ERROR_CODE_MALFORMED ? " (an older cruxd?) - none until the next hello"
-                                                    : "");
+      spdlog::warn(
+          "cruxd refused port telemetry: {}{}",
+          protocol::StatusFromError(reply->error()).ToString(),
+          code == v1::ERROR_CODE_MALFORMED ? " (an older cruxd?) - none until the next hello" : "");
       if (code == v1::ERROR_CODE_MALFORMED) telemetry_off_ = true;
       if (code == v1::ERROR_CODE_NOT_FOUND) next_hello_ = clock_.Now();
       return;

@@ -96,11 +96,11 @@ struct AgentCounters {
   uint64_t applies_failed = 0;
   uint64_t reconciles = 0;  // Successful reconciles (re-applies of an applied state).
   uint64_t reconciles_failed = 0;
-  uint64_t drift_repairs = 0;   // Reconciles that found and repaired drift.
-  uint64_t drifted_fields = 0;  // Sum of the fields they repaired.
-  uint64_t bad_pushes = 0;      // Refused before reaching the device.
-  uint64_t stale_pushes = 0;    // Ignored: epoch not above the accepted one, same state_id.
-  uint64_t reconnects = 0;      // Daemon away -> back transitions.
+  uint64_t drift_repairs = 0;      // Reconciles that found and repaired drift.
+  uint64_t drifted_fields = 0;     // Sum of the fields they repaired.
+  uint64_t bad_pushes = 0;         // Refused before reaching the device.
+  uint64_t stale_pushes = 0;       // Ignored: epoch not above the accepted one, same state_id.
+  uint64_t reconnects = 0;         // Daemon away -> back transitions.
   uint64_t telemetry_sent = 0;     // SwitchTelemetry reports cruxd acknowledged.
   uint64_t telemetry_refused = 0;  // Reports cruxd answered with an error.
 };

@@ -266,7 +266,8 @@ Backend SonicBackend() {
     CRUX_ASSIGN_OR_RETURN(o.counters_db, ParamInt(c, "counters-db", o.counters_db, 0, 15));
     CRUX_ASSIGN_OR_RETURN(o.config_db, ParamInt(c, "redis-db", o.config_db, 0, 15));
     CRUX_ASSIGN_OR_RETURN(o.ports, ParamList(c, "ports"));
-    if (o.ports.empty()) return core::InvalidArgumentError("--ports: required by the sonic backend");
+    if (o.ports.empty())
+      return core::InvalidArgumentError("--ports: required by the sonic backend");
     CRUX_ASSIGN_OR_RETURN(auto monitor, SonicPortMonitor::Create(std::move(o)));
     return std::unique_ptr<PortMonitor>(std::move(monitor));
   };

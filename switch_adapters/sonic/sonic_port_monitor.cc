@@ -21,11 +21,13 @@ RedisEndpoint WithDb(RedisEndpoint e, int db) {
 // The port counter fields read per port, in this order (see PortFields()).
 const std::vector<std::string>& PortFields() {
   static const std::vector<std::string> kFields = [] {
-    std::vector<std::string> f = {
-        "SAI_PORT_STAT_IF_IN_ERRORS",     "SAI_PORT_STAT_IF_IN_DISCARDS",
-        "SAI_PORT_STAT_IF_OUT_ERRORS",    "SAI_PORT_STAT_IF_OUT_DISCARDS",
-        "SAI_PORT_STAT_IF_IN_FEC_NOT_CORRECTABLE_FRAMES",
-        "SAI_PORT_STAT_IF_IN_UCAST_PKTS", "SAI_PORT_STAT_IF_OUT_UCAST_PKTS"};
+    std::vector<std::string> f = {"SAI_PORT_STAT_IF_IN_ERRORS",
+                                  "SAI_PORT_STAT_IF_IN_DISCARDS",
+                                  "SAI_PORT_STAT_IF_OUT_ERRORS",
+                                  "SAI_PORT_STAT_IF_OUT_DISCARDS",
+                                  "SAI_PORT_STAT_IF_IN_FEC_NOT_CORRECTABLE_FRAMES",
+                                  "SAI_PORT_STAT_IF_IN_UCAST_PKTS",
+                                  "SAI_PORT_STAT_IF_OUT_UCAST_PKTS"};
     for (int p = 0; p < kPriorities; ++p) {
       f.push_back("SAI_PORT_STAT_PFC_" + std::to_string(p) + "_RX_PKTS");
     }
@@ -56,7 +58,8 @@ Result<uint64_t> Counter(const RedisReply& r, const std::string& key, const std:
 // HGETALL's flat reply as a map.
 std::map<std::string, std::string> HashOf(const RedisReply& r) {
   std::map<std::string, std::string> out;
-  for (size_t i = 0; i + 1 < r.elements.size(); i += 2) out[r.elements[i].str] = r.elements[i + 1].str;
+  for (size_t i = 0; i + 1 < r.elements.size(); i += 2)
+    out[r.elements[i].str] = r.elements[i + 1].str;
   return out;
 }
 
@@ -180,9 +183,8 @@ Result<std::vector<PortReading>> SonicPortMonitor::ReadPorts(bool with_counters)
     } else if (reading.counters && r.elements.size() == 2) {
       CRUX_ASSIGN_OR_RETURN(uint64_t drops,
                             Counter(r.elements[0], slots[k].key, "SAI_QUEUE_STAT_DROPPED_PACKETS"));
-      CRUX_ASSIGN_OR_RETURN(
-          uint64_t ecn,
-          Counter(r.elements[1], slots[k].key, "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS"));
+      CRUX_ASSIGN_OR_RETURN(uint64_t ecn, Counter(r.elements[1], slots[k].key,
+                                                  "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS"));
       reading.counters->queue_drops += drops;
       reading.counters->ecn_marked += ecn;
     }

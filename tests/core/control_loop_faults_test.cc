@@ -49,9 +49,8 @@ class ControlLoopFaultsTest : public ::testing::Test {
     for (const LinkDecision& d : decisions) {
       current_->SetLinkUp(d.link, d.health != LinkHealth::kDown);
       const double cap = nominal_->link(d.link).capacity.ToBitsPerSec() * d.capacity_fraction;
-      ASSERT_TRUE(current_
-                      ->SetLinkCapacity(d.link, Bandwidth::BitsPerSec(static_cast<int64_t>(cap)))
-                      .ok());
+      ASSERT_TRUE(
+          current_->SetLinkCapacity(d.link, Bandwidth::BitsPerSec(static_cast<int64_t>(cap))).ok());
     }
     if (!decisions.empty()) NewPolicy();  // A new topology version: a new (seeded) policy.
   }
@@ -65,10 +64,10 @@ class ControlLoopFaultsTest : public ::testing::Test {
     }
   }
 
-  void Jobs() {
-    // 12 two-host jobs across ToRs.
+  void Jobs(int n = 12) {
+    // n two-host jobs across ToRs.
     ASSERT_EQ(nominal_->hosts().size(), 16u);
-    for (int j = 0; j < 12; ++j) {
+    for (int j = 0; j < n; ++j) {
       JobDemand d;
       d.id = "job" + std::to_string(10 + j);
       d.placement.push_back({nominal_->hosts()[static_cast<size_t>(j)], 8, {}});
@@ -126,22 +125,33 @@ class ControlLoopFaultsTest : public ::testing::Test {
     }
     return out;
   }
-  // Every pinned flow reports `gbps`, except those crossing `slow` (slow_gbps).
+  // Every pinned flow (and probe) reports `gbps`, except those crossing `slow` (slow_gbps).
   void ReportFlows(LinkId slow, double gbps, double slow_gbps) {
     for (const auto& [id, a] : loop_->applied()) {
       std::vector<FlowSample> samples;
-      for (const FlowPin& p : a->assignment.flows) {
-        const bool crosses = std::find(p.path.begin(), p.path.end(), slow) != p.path.end();
-        FlowSample s;
-        s.src_nic = p.src_nic;
-        s.dst_nic = p.dst_nic;
-        s.udp_sport = p.udp_sport;
-        s.transfer_time = Duration::Millis(50);
-        s.bytes = Bytes::Of(static_cast<int64_t>((crosses ? slow_gbps : gbps) * 1e9 / 8 * 0.05));
-        samples.push_back(s);
+      for (const bool probe : {false, true}) {
+        for (const FlowPin& p : probe ? a->assignment.probes : a->assignment.flows) {
+          const bool crosses = std::find(p.path.begin(), p.path.end(), slow) != p.path.end();
+          FlowSample s;
+          s.src_nic = p.src_nic;
+          s.dst_nic = p.dst_nic;
+          s.udp_sport = p.udp_sport;
+          s.probe = probe;
+          s.transfer_time = Duration::Millis(50);
+          s.bytes = Bytes::Of(static_cast<int64_t>((crosses ? slow_gbps : gbps) * 1e9 / 8 * 0.05));
+          samples.push_back(s);
+        }
       }
       loop_->ObserveFlows(id, samples);
     }
+  }
+  bool CrossedByProbe(LinkId l) const {
+    for (const auto& [id, a] : loop_->applied()) {
+      for (const FlowPin& p : a->assignment.probes) {
+        if (std::find(p.path.begin(), p.path.end(), l) != p.path.end()) return true;
+      }
+    }
+    return false;
   }
 
   FakeClock clock_;
@@ -196,6 +206,58 @@ TEST_F(ControlLoopFaultsTest, GrayLinkIsLocalisedDegradedAndOnlyItsJobsAreReplan
   for (const std::string& id : moved) EXPECT_TRUE(crossing.count(id)) << id << " moved";
   // Without the unseat rule the seeded policy would have kept every path across the link.
   EXPECT_LT(Crossing(link).size(), crossing.size());
+}
+
+TEST_F(ControlLoopFaultsTest, ProbesCoverTheUplinksNoFlowCrossesAndLocaliseAFaultThere) {
+  options_.faults.probes.enabled = true;
+  loop_ = std::make_unique<ControlLoop>(&clock_, nominal_.get(), options_);
+  Jobs(3);
+  std::vector<LinkId> probed_only;  // Uplinks only probes watch.
+  for (uint32_t i = 0; i < nominal_->num_links(); ++i) {
+    const Link& l = nominal_->link(LinkId(i));
+    if (IsNetworkSwitch(nominal_->node(l.src).kind) &&
+        IsNetworkSwitch(nominal_->node(l.dst).kind) && Crossing(LinkId(i)).empty() &&
+        CrossedByProbe(LinkId(i))) {
+      probed_only.push_back(LinkId(i));
+    }
+  }
+  size_t probes = 0;
+  for (const auto& [id, a] : loop_->applied()) {
+    EXPECT_LE(a->assignment.probes.size(), 4u) << id;
+    probes += a->assignment.probes.size();
+    for (const FlowPin& p : a->assignment.probes) {
+      EXPECT_NE(p.udp_sport, 0);
+      EXPECT_FALSE(p.path.empty());
+    }
+  }
+  ASSERT_GT(probes, 0u);
+  ASSERT_FALSE(probed_only.empty());
+  // A link two probes cross (coverage 2): their samples alone localise a gray fault there.
+  LinkId link;
+  for (LinkId l : probed_only) {
+    size_t n = 0;
+    for (const auto& [id, a] : loop_->applied()) {
+      for (const FlowPin& p : a->assignment.probes) {
+        n += std::count(p.path.begin(), p.path.end(), l);
+      }
+    }
+    if (n >= 2) link = l;
+  }
+  ASSERT_TRUE(link.valid()) << "no uplink with two probes";
+  ReportFlows(link, 100, 100);  // Baselines.
+  EXPECT_TRUE(loop_->EvaluateFaults().empty());
+  clock_.Advance(Duration::Millis(1000));
+  ReportFlows(link, 100, 25);
+  const std::vector<LinkDecision> d = loop_->EvaluateFaults();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].link, link);
+  EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+  ASSERT_FALSE(loop_->faults().events().empty());
+  bool by_probe = false;
+  for (const std::string& e : loop_->faults().events().back().evidence) {
+    by_probe = by_probe || e.find("probe of job") != std::string::npos;
+  }
+  EXPECT_TRUE(by_probe) << d[0].reason;
 }
 
 }  // namespace

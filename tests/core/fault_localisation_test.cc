@@ -44,9 +44,8 @@ TEST(VoteHardFaultsTest, CutLinkCollectsTheVotesHealthyFlowsExonerateTheRest) {
 
 TEST(VoteHardFaultsTest, TwoCutLinksAreBothFoundByReVoting) {
   const std::vector<PathObservation> obs = {
-      Obs({1, 5}, 0, true), Obs({2, 5}, 0, true), Obs({3, 5}, 0, true),
-      Obs({1, 9}, 0, true), Obs({4, 9}, 0, true), Obs({1, 2}),
-      Obs({3, 4}),
+      Obs({1, 5}, 0, true), Obs({2, 5}, 0, true), Obs({3, 5}, 0, true), Obs({1, 9}, 0, true),
+      Obs({4, 9}, 0, true), Obs({1, 2}),          Obs({3, 4}),
   };
   const std::vector<Suspect> s = VoteHardFaults(obs, {});
   EXPECT_EQ(LinksOf(s), (std::set<uint32_t>{5, 9}));
@@ -57,10 +56,9 @@ TEST(VoteHardFaultsTest, NoLinkQualifiesBelowMinFlowsOrWhenEveryLinkIsExonerated
   // One failed flow only.
   EXPECT_TRUE(VoteHardFaults(std::vector{Obs({1, 2}, 0, true), Obs({3})}, {}).empty());
   // Two failed flows whose links healthy flows all cross (the failure is elsewhere, e.g. a host).
-  EXPECT_TRUE(
-      VoteHardFaults(std::vector{Obs({1, 2}, 0, true), Obs({1, 2}, 0, true), Obs({1}), Obs({2})},
-                     {})
-          .empty());
+  EXPECT_TRUE(VoteHardFaults(
+                  std::vector{Obs({1, 2}, 0, true), Obs({1, 2}, 0, true), Obs({1}), Obs({2})}, {})
+                  .empty());
   LocalisationOptions one;
   one.min_flows = 1;
   EXPECT_EQ(LinksOf(VoteHardFaults(std::vector{Obs({1, 2}, 0, true), Obs({1})}, one)),
@@ -141,8 +139,8 @@ TEST(GrayFaultsTest, RandomClosMatricesLocaliseTheDegradedLinkOnly) {
       uint32_t dst = static_cast<uint32_t>(rng.Uniform(kHosts));
       if (dst / kHostsPerTor == src / kHostsPerTor) dst = (dst + kHostsPerTor) % kHosts;
       const uint32_t a = static_cast<uint32_t>(rng.Uniform(kAggs));
-      PathObservation o = Obs({src, up(src / kHostsPerTor, a), down(a, dst / kHostsPerTor),
-                               kHosts + dst});
+      PathObservation o =
+          Obs({src, up(src / kHostsPerTor, a), down(a, dst / kHostsPerTor), kHosts + dst});
       const bool crosses = std::count(o.links.begin(), o.links.end(), LinkId(bad)) > 0;
       const double noise = 0.9 + 0.1 * rng.UniformDouble();  // Healthy flows: 90-100 %.
       o.rate_ratio = crosses ? fraction * noise : noise;
@@ -156,8 +154,8 @@ TEST(GrayFaultsTest, RandomClosMatricesLocaliseTheDegradedLinkOnly) {
       continue;
     }
     const std::vector<Suspect> s = GrayFaults(obs, {});
-    const bool named = !s.empty() && std::fabs(s[0].estimate - fraction) < 0.1 &&
-                       LinksOf(s).count(bad) > 0;
+    const bool named =
+        !s.empty() && std::fabs(s[0].estimate - fraction) < 0.1 && LinksOf(s).count(bad) > 0;
     if (named && s.size() == 1) {
       ++correct;
     } else if (named && std::all_of(s.begin(), s.end(), [&](const Suspect& x) {

@@ -13,7 +13,6 @@
 namespace crux::core {
 namespace {
 
-
 // Four ToRs x two Aggs x two hosts (one NIC each); jobs pinned by hand, every flow crossing one
 // named Agg.
 class FaultManagerTest : public ::testing::Test {
@@ -132,7 +131,7 @@ TEST_F(FaultManagerTest, LinkFlappingEverySecondForAMinuteChangesTwice) {
     changes += static_cast<int>(Eval(m).size()) / 2;
     now_ += Duration::Millis(500);
   }
-  EXPECT_EQ(changes, 1);  // Down once, held down while it flaps.
+  EXPECT_EQ(changes, 1);          // Down once, held down while it flaps.
   for (int t = 0; t < 40; ++t) {  // Quiet (up) for 20 s.
     changes += static_cast<int>(Eval(m).size()) / 2;
     now_ += Duration::Millis(500);
@@ -156,7 +155,8 @@ TEST_F(FaultManagerTest, SlowFlapsBackOffAndQuarantineByDowntime) {
     const int phase = t % 60;
     if (phase == 0) PortState(m, "tor0", "agg0", false);
     if (phase == 10) PortState(m, "tor0", "agg0", true);
-    if (auto due = m.NextDue(); due && *due <= now_) changes += static_cast<int>(Eval(m).size()) / 2;
+    if (auto due = m.NextDue(); due && *due <= now_)
+      changes += static_cast<int>(Eval(m).size()) / 2;
     now_ += Duration::Millis(100);
   }
   // Hold 2 s < 5 s quiet: up; then 4 s: up; then 8 s > 5 s: held down for the rest.

@@ -26,8 +26,8 @@ namespace crux::switch_adapters {
 namespace {
 
 using core::Duration;
-using ::testing::HasSubstr;
 using testing::FakeDaemon;
+using ::testing::HasSubstr;
 using testing::RedisServer;
 
 std::unique_ptr<SonicPortMonitor> Monitor(const RedisServer& r, std::vector<std::string> ports) {
@@ -110,13 +110,14 @@ TEST(PortTrackerTest, ReportsFirstReadingStateChangesAndCounterDeltas) {
   ASSERT_TRUE(first.has_value());
   EXPECT_TRUE(first->state_changed);
   EXPECT_EQ(first->ports[0].neighbor, "agg0");
-  EXPECT_EQ(first->ports[1].neighbor, "tor9");  // --neighbors wins.
+  EXPECT_EQ(first->ports[1].neighbor, "tor9");      // --neighbors wins.
   EXPECT_FALSE(first->ports[0].delta.has_value());  // No previous counters.
   // The same state without counters: nothing to report.
   EXPECT_FALSE(t.Observe({{"Ethernet0", true, {}}, {"Ethernet4", true, {}}}, Duration::Millis(1250))
                    .has_value());
   // A port goes down: reported at once.
-  auto down = t.Observe({{"Ethernet0", true, {}}, {"Ethernet4", false, {}}}, Duration::Millis(1500));
+  auto down =
+      t.Observe({{"Ethernet0", true, {}}, {"Ethernet4", false, {}}}, Duration::Millis(1500));
   ASSERT_TRUE(down.has_value());
   EXPECT_TRUE(down->state_changed);
   EXPECT_EQ(down->ports[1].oper_up, false);
@@ -124,8 +125,8 @@ TEST(PortTrackerTest, ReportsFirstReadingStateChangesAndCounterDeltas) {
   PortCounterValues c2 = c1;
   c2.in_errors = 25;
   c2.out_discards = 1;
-  auto counters = t.Observe({{"Ethernet0", true, c2}, {"Ethernet4", false, {}}},
-                            Duration::Millis(2000));
+  auto counters =
+      t.Observe({{"Ethernet0", true, c2}, {"Ethernet4", false, {}}}, Duration::Millis(2000));
   ASSERT_TRUE(counters.has_value());
   EXPECT_FALSE(counters->state_changed);
   ASSERT_TRUE(counters->ports[0].delta.has_value());
@@ -141,7 +142,8 @@ TEST(PortMonitorRegistryTest, OnlyBackendsWithAMonitorCanWatchPorts) {
   EXPECT_THAT(BuiltinBackends().CreateMonitor("file", c).status().message(),
               HasSubstr("backend 'file' cannot watch ports"));
   c.params = {{"ports", "Ethernet0"}, {"redis-socket", "/nonexistent"}, {"appl-db", "16"}};
-  EXPECT_THAT(BuiltinBackends().CreateMonitor("sonic", c).status().message(), HasSubstr("--appl-db"));
+  EXPECT_THAT(BuiltinBackends().CreateMonitor("sonic", c).status().message(),
+              HasSubstr("--appl-db"));
   c.params = {{"ports", "Ethernet0"}, {"redis-socket", "/nonexistent"}};
   EXPECT_TRUE(BuiltinBackends().CreateMonitor("sonic", c).ok());
 }

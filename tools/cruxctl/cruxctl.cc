@@ -205,7 +205,8 @@ int RunSetLink(const CruxctlEnvironment& env, const Options& o, std::ostream& ou
   v1::LinkHealth health = v1::LINK_HEALTH_UNSPECIFIED;
   const bool automatic = o.health == "auto";
   if (automatic) {
-    if (o.capacity_given) return Fail(err, kExitUsage, "set-link: --capacity-gbps only applies to degraded");
+    if (o.capacity_given)
+      return Fail(err, kExitUsage, "set-link: --capacity-gbps only applies to degraded");
   } else if (o.health == "up") {
     health = v1::LINK_HEALTH_UP;
   } else if (o.health == "down") {

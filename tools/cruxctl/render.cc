@@ -285,16 +285,11 @@ nlohmann::json ToJson(const v1::JobDetail& d) {
   }
   nlohmann::json faults = nlohmann::json::array();
   for (const v1::FaultEvent& e : d.faults()) faults.push_back(ToJson(e));
-  return {{"summary", ToJson(d.summary())},
-          {"faults", faults},
-          {"hosts", StringArray(d.hosts())},
-          {"work_flops", d.work_flops()},
-          {"comm_time_ms", d.comm_time_ms()},
-          {"bottleneck", d.bottleneck()},
-          {"reference", d.reference()},
-          {"model", d.model()},
-          {"explanation", d.explanation()},
-          {"flows", flows},
+  return {{"summary", ToJson(d.summary())},   {"faults", faults},
+          {"hosts", StringArray(d.hosts())},  {"work_flops", d.work_flops()},
+          {"comm_time_ms", d.comm_time_ms()}, {"bottleneck", d.bottleneck()},
+          {"reference", d.reference()},       {"model", d.model()},
+          {"explanation", d.explanation()},   {"flows", flows},
           {"contends_with", contends}};
 }
 
@@ -643,8 +638,8 @@ std::string RenderSwitchesTable(const v1::ListSwitchesReply& reply) {
 
 std::string RenderFaultsText(const v1::ListFaultsReply& reply) {
   std::ostringstream out;
-  out << "Automatic fault handling: " << (reply.automatic() ? "on" : "off (suspects only)")
-      << ", " << reply.evaluations() << " evaluations.\n";
+  out << "Automatic fault handling: " << (reply.automatic() ? "on" : "off (suspects only)") << ", "
+      << reply.evaluations() << " evaluations.\n";
   Table table({{"LINK"},
                {"HEALTH"},
                {"BY"},

@@ -149,6 +149,9 @@ struct PlanningSnapshot {
   // cross them (RunPlan). Sorted.
   std::vector<LinkId> unseat_links;
   uint64_t unseat_seq = 0;  // The loop's link-change count when the snapshot was taken.
+  // ControlLoopOptions::faults.probes when enabled: RunPlan designs the jobs' probes
+  // (fault_probes.h) over the new plan and puts them in the assignments.
+  std::optional<ProbeOptions> probes;
 };
 
 // What one run produced. Computed by RunPlan on the worker.
@@ -170,6 +173,8 @@ struct PlanOutcome {
   // from snap.qos_applied (all of them when there was none).
   std::shared_ptr<const std::map<std::string, SwitchQosState>> qos_states;
   std::vector<std::string> qos_changed;
+  // With snap.probes: the probe design (coverage included) the assignments carry.
+  std::shared_ptr<const ProbeDesign> probe_design;
   // Measured with the clock RunPlan was given: the whole run, and its parts (the policy's
   // Schedule calls, building and diffing the assignments, the switch states).
   Duration planning_time;
@@ -180,7 +185,8 @@ struct PlanOutcome {
 
 // The rules of one run: plans the snapshot's jobs with `policy` (planner refusal handling
 // above), builds every job's Assignment (newcomer rule, colour, traffic class, NCCL settings,
-// pinned flows), diffs them against snap.applied and, with snap.qos, computes the switch states.
+// pinned flows, and with snap.probes the probes over the links no flow covers), diffs them
+// against snap.applied and, with snap.qos, computes the switch states.
 // `policy` must have been made for `topo` (the current topology, link health applied). Never
 // throws for bad input; the status says what failed.
 PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const PlanningSnapshot& snap,

@@ -55,6 +55,7 @@
 
 #include "crux/core/control_types.h"
 #include "crux/core/fault_localisation.h"
+#include "crux/core/fault_probes.h"
 #include "crux/core/status.h"
 #include "crux/core/topology.h"
 #include "crux/core/units.h"
@@ -87,6 +88,8 @@ struct FaultOptions {
   Duration downtime_half_life = Duration::Millis(600000);
   Duration quarantine_downtime = Duration::Millis(60000);
   size_t max_events = 256;  // Event log length, >= 1.
+  // Probes over the links no live flow covers (fault_probes.h), designed with every plan.
+  ProbeOptions probes;
 
   friend bool operator==(const FaultOptions&, const FaultOptions&) = default;
 };
@@ -108,10 +111,10 @@ struct LinkStateSignal {
 // in_* counters belong to the direction into the switch, out_* to the direction out of it).
 struct CounterSignal {
   LinkId link;
-  Duration interval;        // > 0.
-  uint64_t errors = 0;      // IF_IN_ERRORS / IF_OUT_ERRORS, FEC uncorrectable frames.
-  uint64_t discards = 0;    // IF_IN_DISCARDS / IF_OUT_DISCARDS.
-  uint64_t pfc_pause = 0;   // PFC pause frames (informational: congestion, not a fault).
+  Duration interval;         // > 0.
+  uint64_t errors = 0;       // IF_IN_ERRORS / IF_OUT_ERRORS, FEC uncorrectable frames.
+  uint64_t discards = 0;     // IF_IN_DISCARDS / IF_OUT_DISCARDS.
+  uint64_t pfc_pause = 0;    // PFC pause frames (informational: congestion, not a fault).
   uint64_t queue_drops = 0;  // Queue drops (informational).
   uint64_t ecn_marks = 0;    // ECN-marked packets (informational).
   std::string source;
@@ -121,11 +124,11 @@ struct CounterSignal {
 struct FlowSample {
   NodeId src_nic;
   NodeId dst_nic;
-  uint16_t udp_sport = 0;   // The source port it used (0: unknown); must match the pin.
-  Bytes bytes;              // Delivered in the window.
-  Duration transfer_time;   // Time spent transferring them (> 0 when bytes > 0).
-  uint64_t errors = 0;      // Transport errors (timeouts, retransmission exhaustion).
-  bool probe = false;       // A probe (its path is the assignment's probe pin).
+  uint16_t udp_sport = 0;  // The source port it used (0: unknown); must match the pin.
+  Bytes bytes;             // Delivered in the window.
+  Duration transfer_time;  // Time spent transferring them (> 0 when bytes > 0).
+  uint64_t errors = 0;     // Transport errors (timeouts, retransmission exhaustion).
+  bool probe = false;      // A probe (its path is the assignment's probe pin with udp_sport).
 };
 
 // An admin pin.
@@ -176,9 +179,9 @@ struct LinkFaultView {
   bool suspect = false;               // A current suspect (tomography or counters).
   bool ambiguous = false;
   bool port_down = false;
-  Duration hold;            // Current hold time.
-  double downtime_s = 0;    // Decayed downtime score, seconds.
-  uint64_t changes = 0;     // Automatic changes so far.
+  Duration hold;          // Current hold time.
+  double downtime_s = 0;  // Decayed downtime score, seconds.
+  uint64_t changes = 0;   // Automatic changes so far.
 };
 
 class FaultManager {
@@ -247,7 +250,7 @@ class FaultManager {
     // Damping.
     Duration hold;
     bool hold_set = false;
-    std::optional<Duration> last_bad;       // Last evaluation with a fault signal.
+    std::optional<Duration> last_bad;  // Last evaluation with a fault signal.
     Duration last_at_current;  // Last evaluation whose signals were at least as bad as `health`.
     std::optional<Duration> last_recovery;  // Last automatic return to up.
     double downtime_s = 0;
@@ -259,6 +262,7 @@ class FaultManager {
     uint32_t src = 0;
     uint32_t dst = 0;
     bool probe = false;
+    uint32_t sport = 0;  // Probes only (a pair may have several probes); 0 for flows.
     friend auto operator<=>(const FlowKey&, const FlowKey&) = default;
   };
   struct FlowRecord {

@@ -48,8 +48,8 @@ class FaultService {
   // cruxctl set-link LINK HEALTH: pins the named link(s) ("a->b", "a-b"); persisted. Returns the
   // directed links whose health in force changed (already applied). Errors: kNotFound (no such
   // link), kInvalidArgument (DEGRADED capacity out of range), naming the field.
-  core::Result<std::vector<core::LinkId>> SetAdmin(const std::string& name,
-                                                   core::LinkHealth health, double capacity_bps);
+  core::Result<std::vector<core::LinkId>> SetAdmin(const std::string& name, core::LinkHealth health,
+                                                   double capacity_bps);
   // cruxctl set-link LINK auto: hands the link(s) back to automatic control; the persisted pin
   // is deleted. Returns the links whose health in force changed.
   core::Result<std::vector<core::LinkId>> HandBack(const std::string& name);

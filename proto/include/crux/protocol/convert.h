@@ -14,9 +14,9 @@
 #include "crux/core/status.h"
 #include "crux/core/topology.h"
 #include "crux/protocol/codec.h"
+#include "crux/v1/admin.pb.h"
 #include "crux/v1/client.pb.h"
 #include "crux/v1/common.pb.h"
-#include "crux/v1/admin.pb.h"
 #include "crux/v1/switch.pb.h"
 
 namespace crux::protocol {
@@ -99,8 +99,7 @@ ProtocolError TelemetryFromProto(const v1::SwitchTelemetry& t, const core::Topol
 // *skipped (the heartbeat itself stays valid: it is the job's keep-alive).
 std::vector<core::FlowSample> FlowSamplesFromProto(const v1::Heartbeat& h,
                                                    const core::Topology& topo,
-                                                   const core::JobDemand& demand,
-                                                   size_t* skipped);
+                                                   const core::JobDemand& demand, size_t* skipped);
 // The inverse (for tests and the load generator): names from `topo`, the window given.
 v1::FlowStats FlowStatsToProto(const core::FlowSample& s, core::Duration window,
                                const core::Topology& topo);

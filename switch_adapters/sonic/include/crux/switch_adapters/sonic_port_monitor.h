@@ -4,7 +4,8 @@
 //   APPL_DB (db 0)      PORT_TABLE:<port>            oper_status "up" / "down" (portsorch writes
 //                                                    it on SAI port_state_change: event-driven)
 //   COUNTERS_DB (db 2)  COUNTERS_PORT_NAME_MAP       <port> -> port counter OID
-//                       COUNTERS:<port oid>          SAI_PORT_STAT_IF_IN_ERRORS, ..._IF_IN_DISCARDS,
+//                       COUNTERS:<port oid>          SAI_PORT_STAT_IF_IN_ERRORS,
+//                       ..._IF_IN_DISCARDS,
 //                                                    ..._IF_OUT_ERRORS, ..._IF_OUT_DISCARDS,
 //                                                    ..._IF_IN_FEC_NOT_CORRECTABLE_FRAMES,
 //                                                    SAI_PORT_STAT_PFC_<0..7>_RX_PKTS / _TX_PKTS,
