@@ -118,6 +118,11 @@ void FaultManager::OnLinkState(const LinkStateSignal& s, Duration now) {
   LinkState& st = State(s.link);
   AccrueDowntime(st, now);
   if (st.port_down != !s.up) urgent_ = true;
+  // The fault lasted until now: the hold (quiet time before recovery) starts here, not at the
+  // last evaluation that saw the port down.
+  if (st.port_down && s.up && st.health != LinkHealth::kUp) {
+    st.last_at_current = std::max(st.last_at_current, now);
+  }
   st.port_down = !s.up;
   st.port_source = s.source;
 }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <set>
 
+#include "crux/core/fault_probes.h"
 #include "crux/protocol/codec.h"
 #include "crux/protocol/convert.h"
 
@@ -422,6 +423,43 @@ v1::Envelope AdminService::ListFaults(uint64_t rid) const {
     f->set_hold_s(v.hold.ToSeconds());
     f->set_downtime_s(v.downtime_s);
     f->set_changes(v.changes);
+  }
+  // Coverage of the watched links by the applied flows and probes.
+  {
+    const core::Topology& topo = ctx_->topo.current();
+    std::vector<char> by_flow(topo.num_links(), 0);
+    std::vector<char> by_probe(topo.num_links(), 0);
+    uint32_t probes = 0;
+    for (const auto& [id, a] : ctx_->plans->loop().applied()) {
+      for (const core::FlowPin& f : a->assignment.flows) {
+        for (core::LinkId l : f.path) {
+          if (l.value() < by_flow.size()) by_flow[l.value()] = 1;
+        }
+      }
+      for (const core::FlowPin& f : a->assignment.probes) {
+        ++probes;
+        for (core::LinkId l : f.path) {
+          if (l.value() < by_probe.size()) by_probe[l.value()] = 1;
+        }
+      }
+    }
+    uint32_t flow_covered = 0, probe_covered = 0, unwatched = 0;
+    const std::vector<core::LinkId> watched = core::WatchedLinks(topo);
+    for (core::LinkId l : watched) {
+      if (by_flow[l.value()]) {
+        ++flow_covered;
+      } else if (by_probe[l.value()]) {
+        ++probe_covered;
+      } else {
+        if (++unwatched <= 100) out->add_unwatched(ctx_->topo.Name(l));
+      }
+    }
+    out->set_watched_links(static_cast<uint32_t>(watched.size()));
+    out->set_flow_covered(flow_covered);
+    out->set_probe_covered(probe_covered);
+    out->set_unwatched_total(unwatched);
+    out->set_probes(probes);
+    out->set_probing(fm.options().probes.enabled);
   }
   const auto& events = fm.events();
   for (auto it = events.rbegin(); it != events.rend(); ++it) {

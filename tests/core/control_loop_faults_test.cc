@@ -145,6 +145,20 @@ class ControlLoopFaultsTest : public ::testing::Test {
       loop_->ObserveFlows(id, samples);
     }
   }
+  // Baselines at 100 Gb/s, then the flows and probes crossing `link` at 25 Gb/s: the one
+  // decision that follows (degraded).
+  LinkDecision Degrade(LinkId link) {
+    ReportFlows(link, 100, 100);
+    EXPECT_TRUE(loop_->EvaluateFaults().empty());
+    clock_.Advance(Duration::Millis(1000));
+    ReportFlows(link, 100, 25);
+    const std::vector<LinkDecision> d = loop_->EvaluateFaults();
+    EXPECT_EQ(d.size(), 1u);
+    if (d.empty()) return {};
+    EXPECT_EQ(d[0].link, link);
+    EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+    return d[0];
+  }
   bool CrossedByProbe(LinkId l) const {
     for (const auto& [id, a] : loop_->applied()) {
       for (const FlowPin& p : a->assignment.probes) {
@@ -189,17 +203,11 @@ TEST_F(ControlLoopFaultsTest, GrayLinkIsLocalisedDegradedAndOnlyItsJobsAreReplan
   const LinkId link = BusiestUplink();
   const std::set<std::string> crossing = Crossing(link);
   ASSERT_GE(crossing.size(), 2u);
-  ReportFlows(link, 100, 100);  // Baselines.
-  EXPECT_TRUE(loop_->EvaluateFaults().empty());
-  clock_.Advance(Duration::Millis(1000));
-  ReportFlows(link, 100, 25);
-  const std::vector<LinkDecision> d = loop_->EvaluateFaults();
-  ASSERT_EQ(d.size(), 1u);
-  EXPECT_EQ(d[0].link, link);
-  EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
-  EXPECT_NEAR(d[0].capacity_fraction, 0.25, 0.05);
+  const LinkDecision d = Degrade(link);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_NEAR(d.capacity_fraction, 0.25, 0.05);
   const auto before = Snapshot();
-  Apply(d);
+  Apply({d});
   Plan();
   const std::set<std::string> moved = Moved(before);
   EXPECT_FALSE(moved.empty());
@@ -244,20 +252,14 @@ TEST_F(ControlLoopFaultsTest, ProbesCoverTheUplinksNoFlowCrossesAndLocaliseAFaul
     if (n >= 2) link = l;
   }
   ASSERT_TRUE(link.valid()) << "no uplink with two probes";
-  ReportFlows(link, 100, 100);  // Baselines.
-  EXPECT_TRUE(loop_->EvaluateFaults().empty());
-  clock_.Advance(Duration::Millis(1000));
-  ReportFlows(link, 100, 25);
-  const std::vector<LinkDecision> d = loop_->EvaluateFaults();
-  ASSERT_EQ(d.size(), 1u);
-  EXPECT_EQ(d[0].link, link);
-  EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+  const LinkDecision d = Degrade(link);
+  ASSERT_FALSE(HasFailure());
   ASSERT_FALSE(loop_->faults().events().empty());
   bool by_probe = false;
   for (const std::string& e : loop_->faults().events().back().evidence) {
     by_probe = by_probe || e.find("probe of job") != std::string::npos;
   }
-  EXPECT_TRUE(by_probe) << d[0].reason;
+  EXPECT_TRUE(by_probe) << d.reason;
 }
 
 }  // namespace

@@ -122,6 +122,26 @@ TEST_F(FaultManagerTest, PortDownIsDownAtOnceAndUpOnlyAfterTheDwell) {
   EXPECT_NE(d[0].reason.find("recovered"), std::string::npos) << d[0].reason;
 }
 
+TEST_F(FaultManagerTest, TheHoldCountsFromWhenThePortCameBackUp) {
+  FaultOptions o;  // min_dwell 5 s.
+  FaultManager m(o);
+  StandardJobs();
+  PortState(m, "tor0", "agg0", false);
+  ASSERT_EQ(Eval(m).size(), 2u);
+  // Down for 4 s with no evaluation in between (nothing is due before the hold), then up.
+  now_ += Duration::Millis(4000);
+  PortState(m, "tor0", "agg0", true);
+  EXPECT_TRUE(Eval(m).empty());
+  // 5 s after it went down, but only 1 s after it came back: still down.
+  now_ += Duration::Millis(1000);
+  EXPECT_TRUE(Eval(m).empty());
+  EXPECT_EQ(m.effective(L("tor0", "agg0")), LinkHealth::kDown);
+  EXPECT_EQ(m.NextDue(), now_ + Duration::Millis(4000));
+  now_ += Duration::Millis(4000);
+  EXPECT_EQ(Eval(m).size(), 2u);
+  EXPECT_EQ(m.effective(L("tor0", "agg0")), LinkHealth::kUp);
+}
+
 TEST_F(FaultManagerTest, LinkFlappingEverySecondForAMinuteChangesTwice) {
   FaultManager m(FaultOptions{});
   StandardJobs();

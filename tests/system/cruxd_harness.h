@@ -26,6 +26,15 @@
 #ifndef CRUX_LOADGEN_BINARY
 #define CRUX_LOADGEN_BINARY CRUX_BINARY_DIR "/tools/loadgen/crux-loadgen"
 #endif
+#ifndef CRUX_SWITCH_AGENT_BINARY
+#define CRUX_SWITCH_AGENT_BINARY CRUX_BINARY_DIR "/switch_adapters/crux-switch-agent"
+#endif
+#ifndef CRUX_REDIS_SERVER_BINARY
+#define CRUX_REDIS_SERVER_BINARY "/usr/bin/redis-server"
+#endif
+#ifndef CRUX_REDIS_CLI_BINARY
+#define CRUX_REDIS_CLI_BINARY "/usr/bin/redis-cli"
+#endif
 
 namespace crux::system_test {
 

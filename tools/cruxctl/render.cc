@@ -340,6 +340,14 @@ nlohmann::json ToJson(const v1::ListFaultsReply& reply) {
   for (const v1::FaultEvent& e : reply.events()) events.push_back(ToJson(e));
   return {{"automatic", reply.automatic()},
           {"evaluations", reply.evaluations()},
+          {"coverage",
+           {{"watched_links", reply.watched_links()},
+            {"flow_covered", reply.flow_covered()},
+            {"probe_covered", reply.probe_covered()},
+            {"probes", reply.probes()},
+            {"probing", reply.probing()},
+            {"unwatched", StringArray(reply.unwatched())},
+            {"unwatched_total", reply.unwatched_total()}}},
           {"links", links},
           {"events", events}};
 }
@@ -639,7 +647,22 @@ std::string RenderSwitchesTable(const v1::ListSwitchesReply& reply) {
 std::string RenderFaultsText(const v1::ListFaultsReply& reply) {
   std::ostringstream out;
   out << "Automatic fault handling: " << (reply.automatic() ? "on" : "off (suspects only)") << ", "
-      << reply.evaluations() << " evaluations.\n";
+      << reply.evaluations() << " evaluations.\n"
+      << "Watched links: " << reply.watched_links() << " (" << reply.flow_covered()
+      << " crossed by flows, " << reply.probe_covered() << " by probes only, "
+      << reply.unwatched_total() << " by neither); " << reply.probes() << " probes"
+      << (reply.probing() ? "" : " (probing off)") << ".\n";
+  if (reply.unwatched_total() > 0) {
+    out << "Not watched:";
+    constexpr int kShown = 8;
+    for (int i = 0; i < reply.unwatched_size() && i < kShown; ++i) {
+      out << " " << E(reply.unwatched(i));
+    }
+    if (reply.unwatched_total() > kShown) {
+      out << " ... (+" << reply.unwatched_total() - kShown << ", see --json)";
+    }
+    out << "\n";
+  }
   Table table({{"LINK"},
                {"HEALTH"},
                {"BY"},
