@@ -400,7 +400,11 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
         tomo_text += "; the flows cannot tell it apart from another link";
       }
     }
-    const bool tomo_usable = tomo && (!tomo->ambiguous || counters_bad);
+    // Tomography acts only on a suspect the previous evaluation saw too (score > 0 is from
+    // there): right after a fault starts, jobs that have not reported since still show healthy
+    // samples over the faulty link, which can shift the blame to a neighbour for one round.
+    const bool confirmed = s.score > 0;
+    const bool tomo_usable = tomo && confirmed && (!tomo->ambiguous || counters_bad);
     s.suspect = tomo != nullptr || counters_bad;
     s.ambiguous = tomo && tomo->ambiguous;
     s.score = tomo ? tomo->score : 0;
@@ -430,7 +434,9 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
       s.last_bad = now;
     } else if (s.suspect) {
       // Suspected but not acted on (ambiguous): keep what was seen for cruxctl faults.
-      s.reason = "suspect (no change): " + tomo_text;
+      s.reason = std::string(confirmed ? "suspect (no change): "
+                                       : "suspect (to be confirmed at the next evaluation): ") +
+                 tomo_text;
       s.evidence = tomo_lines;
     }
 

@@ -152,6 +152,9 @@ class ControlLoopFaultsTest : public ::testing::Test {
     EXPECT_TRUE(loop_->EvaluateFaults().empty());
     clock_.Advance(Duration::Millis(1000));
     ReportFlows(link, 100, 25);
+    EXPECT_TRUE(loop_->EvaluateFaults().empty());  // A suspect, confirmed at the next round.
+    clock_.Advance(Duration::Millis(1000));
+    ReportFlows(link, 100, 25);
     const std::vector<LinkDecision> d = loop_->EvaluateFaults();
     EXPECT_EQ(d.size(), 1u);
     if (d.empty()) return {};

@@ -26,9 +26,10 @@
 //     pinned paths) must mark tor0->agg0 (and agg0->tor0 when enough flows cross that direction)
 //     degraded, automatically, and no other link may be marked or suspected at any poll
 //     (measured: the fault's start as crux-loadgen logs it to cruxd's `since` of the degraded
-//     state; the goal is <= 10 s). With faults.probes on, once the jobs moved off the cable the
-//     probes crux-loadgen simulates over it keep it degraded (it is not handed back healthy
-//     while still slow), and `cruxctl faults` shows the probe coverage.
+//     state; the goal is <= 10 s). Another link may be a suspect only while ambiguous (the fresh
+//     samples cannot tell it apart from the faulty one; that changes nothing). The cable is not
+//     handed back healthy while still slow (flows left on it or, with faults.probes on, probes
+//     designed over it keep accusing it); `cruxctl faults` shows the coverage.
 //
 // Measured numbers are printed (the goals are reported, not asserted tightly: the
 // assertions' bounds are loose enough for a loaded 2-core CI machine). Every wait polls with a
@@ -430,7 +431,7 @@ TEST_F(FaultsE2eTest, GrayLinkFromTheFlowsIsLocalised) {
   // Poll cruxctl faults for 10 s (the goal) after the fault started: every link ever marked or
   // suspected, and when the faulty one was first marked.
   const std::set<std::string> faulty = {"tor0->agg0", "agg0->tor0"};
-  std::set<std::string> marked, suspected;
+  std::set<std::string> marked, suspected, ambiguous;
   std::optional<int64_t> detected_ms;
   json last;
   // Until 10 s after the fault, or 4 s after the detection (the re-plan, the probes designed
@@ -448,7 +449,12 @@ TEST_F(FaultsE2eTest, GrayLinkFromTheFlowsIsLocalised) {
           until = std::min(until, UnixMs() + 4000);
         }
       }
-      if (l["suspect"].get<bool>() && suspected.insert(name).second && !faulty.count(name)) {
+      // Another link may be a suspect only while the fresh samples cannot tell it apart from the
+      // faulty one (identical columns of the routing matrix: ambiguous, which changes nothing).
+      if (l["suspect"].get<bool>() && !faulty.count(name) && !l["ambiguous"].get<bool>()) {
+        suspected.insert(name);
+      }
+      if (l["suspect"].get<bool>() && !faulty.count(name) && ambiguous.insert(name).second) {
         std::cout << "suspect " << name << ": " << l.dump() << "\n";
       }
     }
@@ -470,11 +476,11 @@ TEST_F(FaultsE2eTest, GrayLinkFromTheFlowsIsLocalised) {
   EXPECT_GT(last["capacity_bps"].get<double>(), 0.15 * 400e9) << last.dump();
   EXPECT_LT(last["capacity_bps"].get<double>(), 0.5 * 400e9) << last.dump();
   for (const std::string& m : marked) EXPECT_TRUE(faulty.count(m)) << m << " marked";
-  for (const std::string& s : suspected) EXPECT_TRUE(faulty.count(s)) << s << " suspected";
+  for (const std::string& s : suspected) ADD_FAILURE() << s << " suspected, not ambiguous";
 
-  // Once the flows moved off the degraded cable, probes (faults.probes, simulated by
-  // crux-loadgen through the same fault) watch it: it is not handed back as healthy while it is
-  // still slow.
+  // The cable stays degraded while it is still slow: the flows left on it, or (when the
+  // re-plan moved every flow off it) the probes designed over it (faults.probes, simulated by
+  // crux-loadgen through the same fault), keep accusing it.
   const json end = Json({"faults"});
   const json& cov = end.value("coverage", json::object());
   std::string states;
@@ -485,7 +491,6 @@ TEST_F(FaultsE2eTest, GrayLinkFromTheFlowsIsLocalised) {
   std::cout << "at the end: " << states
             << "; jobs crossing the cable: " << JobsCrossing("tor0", "agg0").size() << "; coverage "
             << cov.dump() << "\n";
-  EXPECT_GT(cov.value("probes", 0u), 0u) << cov.dump();
   EXPECT_EQ(Health(Faults(), "tor0->agg0"), "degraded") << end.dump(2);
 }
 

@@ -17,7 +17,10 @@
 //     estimated fraction of its rate; counters alone: counter_capacity_fraction), never below
 //     min_capacity_fraction of nominal;
 //   * a suspect that the observations cannot tell apart from another link (ambiguous) changes
-//     nothing unless counters single it out; it is shown (cruxctl faults) for probes to resolve.
+//     nothing unless counters single it out; it is shown (cruxctl faults) for probes to resolve;
+//   * tomography acts only on a suspect that two consecutive evaluations (evaluate_interval
+//     apart) agree on: right after a fault starts, jobs that have not reported since still show
+//     healthy samples over the faulty link, which can shift the blame to a neighbour for a round.
 // Worse states apply at once. A better state (recovery, or a higher capacity estimate) applies
 // only once the link has been free of every fault signal for its hold time:
 //   * hold = min_dwell for a first fault; a new fault within `stable_decay` of the last
