@@ -38,6 +38,17 @@
 
 namespace crux::system_test {
 
+// The binary of a switch end-to-end test (cruxd, cruxctl, crux-loadgen, crux-switch-agent,
+// redis-server, redis-cli) that is not there, or "" when all are.
+inline std::string MissingSwitchE2eBinary() {
+  for (const char* bin :
+       {CRUXD_BINARY, CRUXCTL_BINARY, CRUX_LOADGEN_BINARY, CRUX_SWITCH_AGENT_BINARY,
+        CRUX_REDIS_SERVER_BINARY, CRUX_REDIS_CLI_BINARY}) {
+    if (!fs::exists(bin)) return bin;
+  }
+  return "";
+}
+
 class CruxdHarness {
  public:
   explicit CruxdHarness(const fs::path& dir) : dir_(dir) {

@@ -96,10 +96,8 @@ bool PathCrosses(const json& path, const std::string& a, const std::string& b) {
 class FaultsE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* bin :
-         {CRUXD_BINARY, CRUXCTL_BINARY, CRUX_LOADGEN_BINARY, CRUX_SWITCH_AGENT_BINARY,
-          CRUX_REDIS_SERVER_BINARY, CRUX_REDIS_CLI_BINARY}) {
-      if (!fs::exists(bin)) GTEST_SKIP() << bin << " is not available";
+    if (const std::string missing = MissingSwitchE2eBinary(); !missing.empty()) {
+      GTEST_SKIP() << missing << " is not available";
     }
     ASSERT_FALSE(dir_.path().empty());
     cruxd_ = std::make_unique<CruxdHarness>(dir_.path());

@@ -93,10 +93,8 @@ struct Switch {
 class SwitchE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* bin :
-         {CRUXD_BINARY, CRUXCTL_BINARY, CRUX_LOADGEN_BINARY, CRUX_SWITCH_AGENT_BINARY,
-          CRUX_REDIS_SERVER_BINARY, CRUX_REDIS_CLI_BINARY}) {
-      if (!fs::exists(bin)) GTEST_SKIP() << bin << " is not available";
+    if (const std::string missing = MissingSwitchE2eBinary(); !missing.empty()) {
+      GTEST_SKIP() << missing << " is not available";
     }
     ASSERT_FALSE(dir_.path().empty());
     state_dir_ = dir_.path() / "state";

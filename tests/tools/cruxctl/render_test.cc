@@ -177,9 +177,9 @@ v1::JobDetail Detail() {
 
 TEST(JsonTest, JobDetailNestsSummaryFlowsAndContention) {
   const nlohmann::json j = ToJson(Detail());
-  EXPECT_EQ(Keys(j),
-            (std::set<std::string>{"summary", "hosts", "work_flops", "comm_time_ms", "bottleneck",
-                                   "reference", "model", "explanation", "flows", "contends_with"}));
+  EXPECT_EQ(Keys(j), (std::set<std::string>{"summary", "hosts", "work_flops", "comm_time_ms",
+                                            "bottleneck", "reference", "model", "explanation",
+                                            "flows", "contends_with", "faults"}));
   EXPECT_EQ(j["summary"]["job_id"], "llm");
   EXPECT_EQ(j["hosts"], nlohmann::json::array({"host0", "host1"}));
   ASSERT_EQ(j["flows"].size(), 1u);
@@ -284,7 +284,7 @@ TEST(TextTest, LinksAndSetLink) {
   EXPECT_EQ(j["links"][0]["health"], "degraded");
   EXPECT_EQ(Keys(j["links"][0]),
             (std::set<std::string>{"name", "health", "capacity_bps", "nominal_bps", "load_bps",
-                                   "utilization", "jobs"}));
+                                   "utilization", "jobs", "admin", "reason"}));
   v1::SetLinkReply set;
   *set.add_changed() = *l;
   EXPECT_EQ(ToJson(set)["changed"][0]["name"], "tor0->agg1");

@@ -34,12 +34,14 @@ core::Result<LinkFault> ParseLinkFault(std::string_view spec, const core::Topolo
   std::string_view fraction = rest;
   std::string_view after;
   std::string_view duration;
+  bool has_duration = false;
   if (size_t at = rest.find('@'); at != std::string_view::npos) {
     fraction = rest.substr(0, at);
     after = rest.substr(at + 1);
     if (size_t plus = after.find('+'); plus != std::string_view::npos) {
       duration = after.substr(plus + 1);
       after = after.substr(0, plus);
+      has_duration = true;
     }
   }
   CRUX_ASSIGN_OR_RETURN(f.rate_fraction, Number(fraction, where + ": FRACTION"));
@@ -51,7 +53,7 @@ core::Result<LinkFault> ParseLinkFault(std::string_view spec, const core::Topolo
     if (s < 0 || s > 1e7) return core::InvalidArgumentError(where + ": AFTER_S must be >= 0");
     f.after = core::Duration::Seconds(s);
   }
-  if (!duration.empty()) {
+  if (has_duration) {
     CRUX_ASSIGN_OR_RETURN(double s, Number(duration, where + ": DURATION_S"));
     if (s <= 0 || s > 1e7) return core::InvalidArgumentError(where + ": DURATION_S must be > 0");
     f.duration = core::Duration::Seconds(s);
