@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <utility>
 
 namespace crux::core {
@@ -492,6 +493,30 @@ ReportVerdict ControlLoop::ReportProfile(const std::string& id, const JobProfile
     Request("profile of " + id);
   }
   return v;
+}
+
+void ControlLoop::UpdateDemand(JobDemand demand) {
+  auto it = jobs_.find(demand.id);
+  if (it == jobs_.end()) return;
+  LoopJob& j = it->second;
+  std::set<uint32_t> hosts;
+  for (const PlacementHost& h : demand.placement) hosts.insert(h.host.value());
+  auto on_job = [&](NodeId n) {
+    if (!n.valid() || n.value() >= topo_->num_nodes()) return false;
+    return hosts.count(topo_->node(n).host.value()) > 0;  // A host owns itself.
+  };
+  for (std::optional<JobProfile>* p : {&j.profile, &j.planned}) {
+    if (!*p) continue;
+    auto& peers = (*p)->peers;
+    peers.erase(std::remove_if(peers.begin(), peers.end(),
+                               [&](const PeerTraffic& t) {
+                                 return !on_job(t.local_nic) || !on_job(t.remote_nic);
+                               }),
+                peers.end());
+  }
+  j.demand = std::move(demand);
+  RebuildSpec(j);
+  Request("placement of " + it->first);
 }
 
 std::shared_ptr<const AppliedAssignment> ControlLoop::RemoveJob(const std::string& id,

@@ -199,6 +199,40 @@ v1::Envelope AdminService::ListJobs(uint64_t rid) {
   return e;
 }
 
+void AdminService::AddParts(const std::string& id, const JobSession& j, v1::JobDetail* d) const {
+  const core::Topology& names = ctx_->topo.nominal();
+  const core::Duration now = ctx_->loop->Now();
+  for (const auto& [host, part] : j.parts) {
+    v1::JobPart* p = d->add_parts();
+    p->set_host(names.node(host).name);
+    p->set_gpus(part.placement.gpus);
+    p->set_local_ranks(part.info.local_ranks);
+    p->set_hosts_expected(part.info.hosts_expected);
+    p->set_connected(!part.peer.empty() && now < part.deadline);
+    p->set_last_seen_ms(static_cast<uint64_t>(part.last_seen_ms));
+    p->set_acked_epoch(part.acked_epoch);
+    if (const PartReportEntry* e = ctx_->parts.Find(id, host)) {
+      p->set_last_report_ms(static_cast<uint64_t>(e->received_ms));
+      p->set_samples(e->report.profile.samples);
+      p->set_period_ms(e->report.profile.iteration_period.ToMillis());
+      p->set_converged(e->report.profile.converged);
+      p->set_comms(static_cast<uint32_t>(e->report.comms.size()));
+    }
+  }
+  if (const core::HostPartMergeStats* st = ctx_->parts.LastStats(id)) {
+    v1::JobMerge* m = d->mutable_merge();
+    m->set_parts(st->parts);
+    m->set_parts_reporting(st->parts_reporting);
+    m->set_hosts_expected(st->hosts_expected);
+    m->set_complete(st->complete);
+    m->set_cross_host_bytes(static_cast<uint64_t>(st->cross_host.count()));
+    m->set_same_host_bytes(static_cast<uint64_t>(st->same_host.count()));
+    m->set_unsplit_bytes(static_cast<uint64_t>(st->unsplit.count()));
+    m->set_unattributed_bytes(static_cast<uint64_t>(st->unattributed.count()));
+    m->set_conflicting_ranks(st->conflicting_ranks);
+  }
+}
+
 v1::Envelope AdminService::Job(uint64_t rid, const v1::JobRequest& req) {
   const JobSession* j = ctx_->tracker.Find(req.job_id());
   if (!j) {
@@ -212,6 +246,7 @@ v1::Envelope AdminService::Job(uint64_t rid, const v1::JobRequest& req) {
   const core::Topology& names = ctx_->topo.nominal();
   for (const auto& p : j->demand.placement) d->add_hosts(names.node(p.host).name);
   d->set_model(j->demand.model);
+  if (j->parted()) AddParts(req.job_id(), *j, d);
   const int index = PlanIndex(req.job_id());
   const int level = d->summary().level();
   const DaemonView& view = *ctx_->view;

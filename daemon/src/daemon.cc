@@ -229,6 +229,9 @@ core::Status Daemon::Restore() {
     ctx_.faults->RestoreAdmin(o);
   }
   CRUX_ASSIGN_OR_RETURN(auto jobs, store->LoadJobs());
+  CRUX_ASSIGN_OR_RETURN(std::vector<StoredPart> stored_parts, store->LoadJobParts());
+  std::map<std::string, std::vector<StoredPart>> parts_of;
+  for (StoredPart& p : stored_parts) parts_of[p.job_id].push_back(std::move(p));
   const core::Duration now = ctx_.loop->Now();
   for (const StoredJob& s : jobs) {
     v1::RegisterJob reg;
@@ -262,8 +265,6 @@ core::Status Daemon::Restore() {
       }
       return prof;
     };
-    std::optional<core::JobProfile> latest = profile_of(s.profile, "latest");
-    std::optional<core::JobProfile> planned = profile_of(s.planned_profile, "planned");
     bool recoloured = false;
     if (core::Status st = ctx_.tracker.Restore(demand, s.dscp, s.owner, s.registered_ms,
                                                s.last_seen_ms, now, &recoloured);
@@ -274,6 +275,12 @@ core::Status Daemon::Restore() {
       continue;
     }
     const JobSession& session = *ctx_.tracker.Find(s.job_id);
+    if (auto parts = parts_of.find(s.job_id); parts != parts_of.end()) {
+      RestoreParts(parts->second);
+      demand = session.demand;  // The union of the restored parts.
+    }
+    std::optional<core::JobProfile> latest = profile_of(s.profile, "latest");
+    std::optional<core::JobProfile> planned = profile_of(s.planned_profile, "planned");
     loop.RestoreJob(demand, session.dscp, std::move(latest), std::move(planned));
     if (recoloured) {
       spdlog::warn("job {}: stored DSCP {} is not in qos.dscp_pool any more; new colour {}",
@@ -315,6 +322,57 @@ core::Status Daemon::Restore() {
   ctx_.view = std::move(view);
   if (ctx_.metrics) ctx_.metrics->SetEpoch(epoch);
   return core::Status::Ok();
+}
+
+void Daemon::RestoreParts(const std::vector<StoredPart>& rows) {
+  const core::Topology& topo = ctx_.topo.nominal();
+  const core::Duration now = ctx_.loop->Now();
+  std::vector<const StoredPart*> restored;
+  for (const StoredPart& p : rows) {
+    v1::RegisterJob reg;
+    core::JobDemand part;
+    protocol::ProtocolError bad;
+    if (!reg.ParseFromString(p.registration) || reg.job_id() != p.job_id || !reg.has_host_part() ||
+        reg.placement_size() != 1) {
+      bad = {v1::ERROR_CODE_INTERNAL, "stored part registration does not parse"};
+    } else {
+      bad = protocol::DemandFromProto(reg, topo, &part);
+    }
+    core::Status st =
+        protocol::Failed(bad)
+            ? core::InvalidArgumentError(bad.message)
+            : ctx_.tracker.RestorePart(part, protocol::HostPartInfoFromProto(reg.host_part()),
+                                       p.owner, p.registered_ms, p.last_seen_ms, now);
+    if (!st.ok()) {
+      spdlog::error("job {}: stored part on {} not restored (kept in the state file): {}", p.job_id,
+                    p.host, st.ToString());
+      continue;
+    }
+    restored.push_back(&p);
+  }
+  // Reports after every part, against the union placement.
+  const JobSession* j = rows.empty() ? nullptr : ctx_.tracker.Find(rows.front().job_id);
+  if (j == nullptr || !j->parted()) return;
+  for (const StoredPart* p : restored) {
+    if (p->report.empty()) continue;
+    const core::NodeId host = *topo.FindNode(p->host);
+    v1::ProfileReport report;
+    core::HostPartReport part_report;
+    protocol::ProtocolError bad;
+    if (!report.ParseFromString(p->report)) {
+      bad = {v1::ERROR_CODE_INTERNAL, "does not parse"};
+    } else {
+      bad = protocol::PartReportFromProto(report, topo, j->demand, host, &part_report);
+    }
+    if (protocol::Failed(bad)) {
+      spdlog::error("job {}: stored report of the part on {} dropped: {}", p->job_id, p->host,
+                    bad.message);
+      continue;
+    }
+    ctx_.parts.Set(p->job_id, host, std::move(part_report), 0);
+  }
+  (void)ctx_.parts.Merge(*j, topo);  // The statistics for cruxctl; the loop gets the stored
+                                     // merged profiles.
 }
 
 void Daemon::Start() {
@@ -367,6 +425,7 @@ void Daemon::ScheduleLagProbe() {
 }
 
 void Daemon::SweepLeases() {
+  gateway_.PartsExpired(ctx_.tracker.ExpireParts(ctx_.loop->Now()));
   for (const std::string& id : ctx_.tracker.Expire(ctx_.loop->Now())) {
     // The session is already gone; the rest of JobGone (store, control loop) still applies.
     gateway_.JobGone(id, "lease expired");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 
 #include "crux/protocol/codec.h"
 #include "crux/protocol/convert.h"
@@ -99,6 +100,7 @@ void Gateway::HandleOne(const protocol::Inbound& in) {
 
 void Gateway::EndBatch() {
   CommitRegistrations();
+  MergeDue();
   SendDeferred();
   ctx_->plans->Kick();
 }
@@ -107,7 +109,13 @@ void Gateway::SendDeferred() {
   auto assignments = std::move(deferred_assignments_);
   deferred_assignments_.clear();
   for (const auto& [peer, id] : assignments) {
-    if (const core::AppliedAssignment* a = ctx_->plans->loop().Applied(id)) {
+    const core::AppliedAssignment* a = ctx_->plans->loop().Applied(id);
+    if (a == nullptr) continue;
+    // A host part gets its host's cut of the assignment (PartAssignment).
+    const core::NodeId host = ctx_->tracker.PartOf(id, peer);
+    if (host.valid()) {
+      ctx_->enforcer.Push(peer, PartAssignment(*a, ctx_->topo.nominal(), host));
+    } else {
       ctx_->enforcer.Push(peer, *a);
     }
   }
@@ -121,26 +129,37 @@ void Gateway::SendDeferred() {
 void Gateway::CommitRegistrations() {
   if (held_.empty()) return;
   auto held = std::make_shared<std::vector<HeldRegistration>>(std::move(held_));
-  auto rows = std::make_shared<const std::vector<StoredJob>>(std::move(held_rows_));
+  auto rows = std::make_shared<const std::vector<PendingJobRow>>(std::move(held_rows_));
+  auto part_rows = std::make_shared<const std::vector<StoredPart>>(std::move(held_part_rows_));
   held_.clear();
   held_rows_.clear();
+  held_part_rows_.clear();
   held_ids_.clear();
   // Answered when the rows are durable (the writer's thread; inline in tests).
   ctx_->writer->Submit(
-      [rows](Store& store) { return store.UpsertJobs(*rows); },
+      [rows, part_rows, topo = ctx_->topo.shared_nominal()](Store& store) {
+        return part_rows->empty() ? store.UpsertJobs(Materialize(*rows, *topo))
+                                  : store.PutJobParts(Materialize(*rows, *topo), *part_rows, {});
+      },
       [this, held](core::Status status) {
         const bool stored = ctx_->store_health.Stored(std::move(status), "upsert_job").ok();
         for (HeldRegistration& h : *held) {
           if (!stored) {
             // Undo: a registration that is not persisted is not acknowledged.
-            if (!h.known) ctx_->tracker.Remove(h.job_id);
+            if (!h.known) {
+              ctx_->tracker.Remove(h.job_id);
+            } else if (h.part.new_part) {
+              (void)ctx_->tracker.RemovePart(h.job_id, h.part_host);
+            }
             Reply(h.peer, h.request_id,
                   Refuse("client", h.request_id,
                          protocol::ProtocolError{v1::ERROR_CODE_UNAVAILABLE,
                                                  "register_job: state could not be persisted"}));
             continue;
           }
-          if (h.known) {
+          if (h.part_host.valid()) {
+            PartRegistered(h);
+          } else if (h.known) {
             DeferAssignment(h.peer, h.job_id);
           } else if (const JobSession* j = ctx_->tracker.Find(h.job_id)) {
             ctx_->plans->loop().AddJob(j->demand, j->dscp);
@@ -149,6 +168,7 @@ void Gateway::CommitRegistrations() {
           Reply(h.peer, h.request_id, h.reply);
         }
         if (ctx_->writer->threaded()) {  // Inline: EndBatch does the rest.
+          MergeDue();
           SendDeferred();
           ctx_->plans->Kick();
         }
@@ -234,22 +254,35 @@ std::optional<v1::Envelope> Gateway::Handle(const protocol::Inbound& in) {
   }
 }
 
-StoredJob Gateway::ToStored(const JobSession& j) const {
-  StoredJob s;
+Gateway::PendingJobRow Gateway::ToStored(const JobSession& j) const {
+  PendingJobRow p;
+  StoredJob& s = p.row;
   s.job_id = j.demand.id;
   s.tenant = j.demand.tenant;
-  s.registration = protocol::DemandToProto(j.demand, ctx_->topo.nominal()).SerializeAsString();
   s.dscp = j.dscp;
   s.registered_ms = j.registered_ms;
   s.last_seen_ms = j.last_seen_ms;
   const core::LoopJob* lj = ctx_->plans->loop().Find(j.demand.id);
   s.state = protocol::JobPhaseToProto(lj ? lj->phase : core::JobPhase::kRegistered);
   s.owner = j.user_id;
-  return s;
+  p.demand = j.demand;
+  return p;
+}
+
+std::vector<StoredJob> Gateway::Materialize(const std::vector<PendingJobRow>& rows,
+                                            const core::Topology& topo) {
+  std::vector<StoredJob> out;
+  out.reserve(rows.size());
+  for (const PendingJobRow& p : rows) {
+    out.push_back(p.row);
+    out.back().registration = protocol::DemandToProto(p.demand, topo).SerializeAsString();
+  }
+  return out;
 }
 
 std::optional<v1::Envelope> Gateway::OnRegister(const protocol::Inbound& in) {
   const v1::RegisterJob& r = in.msg.register_job();
+  if (r.has_host_part()) return OnRegisterPart(in);
   core::JobDemand demand;
   if (protocol::ProtocolError bad = protocol::DemandFromProto(r, ctx_->topo.nominal(), &demand);
       protocol::Failed(bad)) {
@@ -281,6 +314,9 @@ std::optional<v1::Envelope> Gateway::OnRegister(const protocol::Inbound& in) {
 
 v1::Envelope Gateway::OnProfile(const protocol::Inbound& in) {
   const v1::ProfileReport& p = in.msg.profile_report();
+  if (p.has_host_part()) {
+    if (std::optional<v1::Envelope> reply = OnPartProfile(in)) return *std::move(reply);
+  }
   Refusal bad = ctx_->tracker.Touch(p.job_id(), in.peer, in.user_id, "profile_report.job_id",
                                     ctx_->loop->Now(), ctx_->loop->UnixMs());
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
@@ -291,24 +327,57 @@ v1::Envelope Gateway::OnProfile(const protocol::Inbound& in) {
       protocol::Failed(bad_profile)) {
     return Refuse("client", in.msg.request_id(), bad_profile);
   }
-  const core::ReportVerdict v = ctx_->plans->loop().ReportProfile(p.job_id(), profile);
+  Reported(p.job_id(), profile);
+  return protocol::MakeAck(in.msg.request_id(), p.job_id());
+}
+
+void Gateway::Reported(const std::string& id, const core::JobProfile& profile) {
+  const core::ReportVerdict v = ctx_->plans->loop().ReportProfile(id, profile);
   // Stored by the next flush (about a second, or before the next plan's write for a planned
   // profile or a phase: FlushPlanned), never one write per report.
-  ctx_->dirty_profiles.insert(p.job_id());
-  if (v.plan_changed) planned_dirty_.insert(p.job_id());
+  ctx_->dirty_profiles.insert(id);
+  if (v.plan_changed) planned_dirty_.insert(id);
   if (v.phase_changed) {
-    state_dirty_.insert(p.job_id());
-    spdlog::info("job {} is now {}", p.job_id(), core::JobPhaseName(v.phase));
+    state_dirty_.insert(id);
+    spdlog::debug("job {} is now {}", id, core::JobPhaseName(v.phase));
   }
-  return protocol::MakeAck(in.msg.request_id(), p.job_id());
+}
+
+protocol::ProtocolError Gateway::TouchJob(const protocol::Inbound& in, const std::string& job_id,
+                                          const v1::HostPart* part, const std::string& field,
+                                          core::NodeId* part_host) {
+  *part_host = core::NodeId();
+  Refusal bad;
+  if (part != nullptr) {
+    core::Result<core::NodeId> host = ctx_->topo.nominal().FindNode(part->host());
+    if (!host.ok() || ctx_->topo.nominal().node(*host).kind != core::NodeKind::kHost) {
+      return {v1::ERROR_CODE_UNKNOWN_HOST,
+              field + ": host_part.host '" + part->host() + "' is not a host of the topology"};
+    }
+    bad = ctx_->tracker.TouchPart(job_id, *host, in.peer, in.user_id, field, ctx_->loop->Now(),
+                                  ctx_->loop->UnixMs());
+  } else {
+    bad = ctx_->tracker.Touch(job_id, in.peer, in.user_id, field, ctx_->loop->Now(),
+                              ctx_->loop->UnixMs());
+  }
+  if (Refused(bad)) return ToWire(bad);
+  *part_host = ctx_->tracker.PartOf(job_id, in.peer);
+  return {};
 }
 
 v1::Envelope Gateway::OnHeartbeat(const protocol::Inbound& in) {
   const v1::Heartbeat& h = in.msg.heartbeat();
-  Refusal bad = ctx_->tracker.Touch(h.job_id(), in.peer, in.user_id, "heartbeat.job_id",
-                                    ctx_->loop->Now(), ctx_->loop->UnixMs());
-  if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
-  ctx_->tracker.Acked(h.job_id(), h.applied_epoch());
+  core::NodeId part;
+  if (protocol::ProtocolError bad = TouchJob(
+          in, h.job_id(), h.has_host_part() ? &h.host_part() : nullptr, "heartbeat.job_id", &part);
+      protocol::Failed(bad)) {
+    return Refuse("client", in.msg.request_id(), bad);
+  }
+  if (part.valid()) {
+    ctx_->tracker.AckedPart(h.job_id(), part, h.applied_epoch());
+  } else {
+    ctx_->tracker.Acked(h.job_id(), h.applied_epoch());
+  }
   if (h.flows_size() > 0) ObserveFlows(h);
   uint64_t epoch = 0;
   if (const core::AppliedAssignment* a = ctx_->plans->loop().Applied(h.job_id())) {
@@ -321,19 +390,33 @@ v1::Envelope Gateway::OnHeartbeat(const protocol::Inbound& in) {
 
 v1::Envelope Gateway::OnEndJob(const protocol::Inbound& in) {
   const v1::EndJob& e = in.msg.end_job();
-  Refusal bad = ctx_->tracker.Touch(e.job_id(), in.peer, in.user_id, "end_job.job_id",
-                                    ctx_->loop->Now(), ctx_->loop->UnixMs());
-  if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
-  JobGone(e.job_id(), e.reason().empty() ? "ended" : "ended: " + e.reason());
+  core::NodeId part;
+  if (protocol::ProtocolError bad = TouchJob(
+          in, e.job_id(), e.has_host_part() ? &e.host_part() : nullptr, "end_job.job_id", &part);
+      protocol::Failed(bad)) {
+    return Refuse("client", in.msg.request_id(), bad);
+  }
+  const std::string reason = e.reason().empty() ? "ended" : "ended: " + e.reason();
+  if (part.valid()) {
+    EndPart(e.job_id(), part, reason);
+  } else {
+    JobGone(e.job_id(), reason);
+  }
   return protocol::MakeAck(in.msg.request_id(), e.job_id());
 }
 
 v1::Envelope Gateway::OnAck(const protocol::Inbound& in) {
   const v1::Ack& a = in.msg.ack();
-  Refusal bad = ctx_->tracker.Touch(a.job_id(), in.peer, in.user_id, "ack.job_id",
-                                    ctx_->loop->Now(), ctx_->loop->UnixMs());
-  if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
-  if (a.ok()) ctx_->tracker.Acked(a.job_id(), a.epoch());
+  core::NodeId part;
+  if (protocol::ProtocolError bad = TouchJob(in, a.job_id(), nullptr, "ack.job_id", &part);
+      protocol::Failed(bad)) {
+    return Refuse("client", in.msg.request_id(), bad);
+  }
+  if (a.ok() && part.valid()) {
+    ctx_->tracker.AckedPart(a.job_id(), part, a.epoch());
+  } else if (a.ok()) {
+    ctx_->tracker.Acked(a.job_id(), a.epoch());
+  }
   if (ctx_->metrics) ctx_->metrics->AddAck(a.ok());
   if (!a.ok()) {
     spdlog::warn("job {} could not apply epoch {}: {}", a.job_id(), a.epoch(), a.error());
@@ -410,6 +493,11 @@ void Gateway::JobGone(const std::string& id, const std::string& reason) {
   planned_dirty_.erase(id);
   state_dirty_.erase(id);
   peer_names_.erase(id);
+  ctx_->parts.EraseJob(id);
+  merge_due_.erase(id);
+  next_merge_.erase(id);
+  parts_dirty_.erase(parts_dirty_.lower_bound({id, core::NodeId(0)}),
+                     parts_dirty_.lower_bound({id, core::NodeId()}));
   ctx_->tracker.Remove(id);
   std::shared_ptr<const core::AppliedAssignment> was = ctx_->plans->loop().RemoveJob(id, reason);
   std::optional<AuditRow> audit;
@@ -452,26 +540,32 @@ void Gateway::FlushPlanned() {
 }
 
 void Gateway::Flush(const std::vector<std::string>& ids) {
-  const core::Topology& topo = ctx_->topo.nominal();
-  auto profiles = std::make_shared<std::vector<ProfileRow>>();
-  auto jobs = std::make_shared<std::vector<StoredJob>>();
+  // The loop only copies the core profiles; they are serialized on the store thread (at 10K jobs
+  // serializing on the loop held it for ~0.4 s before each plan write).
+  struct Pending {
+    std::string job_id;
+    core::JobProfile report;
+    std::optional<core::JobProfile> planned;
+  };
+  auto pending = std::make_shared<std::vector<Pending>>();
+  auto jobs = std::make_shared<std::vector<PendingJobRow>>();
   auto planned = std::make_shared<std::vector<std::string>>();
   auto states = std::make_shared<std::vector<std::string>>();
-  profiles->reserve(ids.size());
+  auto parts = std::make_shared<std::vector<StoredPart>>();
+  pending->reserve(ids.size());
   for (const std::string& id : ids) {
     const core::LoopJob* j = ctx_->plans->loop().Find(id);
     const bool with_planned = planned_dirty_.erase(id) > 0;
     const bool with_state = state_dirty_.erase(id) > 0;
     ctx_->dirty_profiles.erase(id);
+    TakeDirtyParts(id, parts.get());
     if (j == nullptr || !j->profile) continue;
-    ProfileRow row;
-    row.job_id = id;
-    row.report = protocol::ProfileToProto(id, *j->profile, topo).SerializeAsString();
+    Pending row{id, *j->profile, std::nullopt};
     if (with_planned && j->planned) {
-      row.planned = protocol::ProfileToProto(id, *j->planned, topo).SerializeAsString();
+      row.planned = *j->planned;
       planned->push_back(id);
     }
-    profiles->push_back(std::move(row));
+    pending->push_back(std::move(row));
     if (with_state) {
       if (const JobSession* s = ctx_->tracker.Find(id)) {
         jobs->push_back(ToStored(*s));
@@ -479,18 +573,42 @@ void Gateway::Flush(const std::vector<std::string>& ids) {
       }
     }
   }
-  if (profiles->empty()) return;
+  if (pending->empty() && parts->empty()) return;
+  auto profiles = std::make_shared<std::vector<std::string>>();  // Job ids, for a retry.
+  profiles->reserve(pending->size());
+  for (const Pending& p : *pending) profiles->push_back(p.job_id);
   ctx_->writer->Submit(
-      [profiles, jobs, now = ctx_->loop->UnixMs()](Store& store) {
-        core::Status s = store.PutProfiles(*profiles, now);
-        if (s.ok() && !jobs->empty()) s = store.UpsertJobs(*jobs);
+      [pending, jobs, parts, topo = ctx_->topo.shared_nominal(),
+       now = ctx_->loop->UnixMs()](Store& store) {
+        std::vector<ProfileRow> rows;
+        rows.reserve(pending->size());
+        for (const Pending& p : *pending) {
+          ProfileRow row;
+          row.job_id = p.job_id;
+          row.report = protocol::ProfileToProto(p.job_id, p.report, *topo).SerializeAsString();
+          if (p.planned) {
+            row.planned = protocol::ProfileToProto(p.job_id, *p.planned, *topo).SerializeAsString();
+          }
+          rows.push_back(std::move(row));
+        }
+        core::Status s = store.PutProfiles(rows, now);
+        if (s.ok() && !jobs->empty()) s = store.UpsertJobs(Materialize(*jobs, *topo));
+        if (s.ok() && !parts->empty()) s = store.PutJobParts({}, *parts, {});
         return s;
       },
-      [this, profiles, planned, states](core::Status s) {
+      [this, profiles, planned, states, parts](core::Status s) {
         if (ctx_->store_health.Stored(std::move(s), "put_profiles").ok()) return;
+        for (const StoredPart& p : *parts) {
+          const JobSession* j = ctx_->tracker.Find(p.job_id);
+          auto host = ctx_->topo.nominal().FindNode(p.host);
+          if (j != nullptr && host.ok() && j->parts.count(*host)) {
+            parts_dirty_.insert({p.job_id, *host});
+            ctx_->dirty_profiles.insert(p.job_id);
+          }
+        }
         // Marked dirty again (jobs still here), retried by the next flush.
-        for (const ProfileRow& r : *profiles) {
-          if (ctx_->plans->loop().Find(r.job_id)) ctx_->dirty_profiles.insert(r.job_id);
+        for (const std::string& id : *profiles) {
+          if (ctx_->plans->loop().Find(id)) ctx_->dirty_profiles.insert(id);
         }
         for (const std::string& id : *planned) {
           if (ctx_->plans->loop().Find(id)) planned_dirty_.insert(id);

@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "crux/daemon/part_profiles.h"
 #include "crux/protocol/convert.h"
 
 namespace crux::daemon {
@@ -175,7 +176,14 @@ void PlanApplier::Commit(std::shared_ptr<const PlanRun> run,
     ctx_->tracker.SetLevel(id, a->assignment.level);
     if (const JobSession* j = ctx_->tracker.Find(id)) {
       // (*rows)[i] is batch->changed[i]'s store row: the serialized assignment the push carries.
-      pushes->push_back({j->peer, a, std::move((*rows)[i].assignment)});
+      // A multi-host job's parts get their host's cut of it (PartAssignments).
+      if (!j->parted()) {
+        pushes->push_back({j->peer, a, std::move((*rows)[i].assignment)});
+      } else {
+        for (auto& [peer, cut] : PartAssignments(*j, *a, ctx_->topo.nominal())) {
+          pushes->push_back({std::move(peer), a, "", std::move(cut)});
+        }
+      }
     }
   }
   const size_t pushed = PushChunk(std::move(pushes), 0);
@@ -201,7 +209,9 @@ size_t PlanApplier::PushChunk(std::shared_ptr<const Pushes> pushes, size_t from)
     const Push& p = (*pushes)[i];
     // Still the assignment in force (a later epoch may have replaced or removed it)?
     if (loop.Applied(p.assignment->assignment.job_id) != p.assignment.get()) continue;
-    if (ctx_->enforcer.Push(p.peer, *p.assignment, p.serialized)) ++sent;
+    const bool ok = p.cut ? ctx_->enforcer.Push(p.peer, *p.cut)
+                          : ctx_->enforcer.Push(p.peer, *p.assignment, p.serialized);
+    if (ok) ++sent;
   }
   if (end < pushes->size()) {
     ctx_->loop->Post([this, pushes = std::move(pushes), end] { PushChunk(pushes, end); });

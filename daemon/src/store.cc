@@ -238,9 +238,9 @@ class SqliteStore final : public Store {
 
   Status DeleteJob(const std::string& job_id) override {
     CRUX_RETURN_IF_ERROR(Begin());
-    static constexpr const char* kDeletes[] = {"DELETE FROM profiles WHERE job_id = ?1",
-                                               "DELETE FROM plan WHERE job_id = ?1",
-                                               "DELETE FROM jobs WHERE job_id = ?1"};
+    static constexpr const char* kDeletes[] = {
+        "DELETE FROM profiles WHERE job_id = ?1", "DELETE FROM plan WHERE job_id = ?1",
+        "DELETE FROM job_parts WHERE job_id = ?1", "DELETE FROM jobs WHERE job_id = ?1"};
     for (const char* sql : kDeletes) {
       Stmt* st = Prepared(sql);
       const int rc = st ? st->Text(1, job_id).Step() : SQLITE_ERROR;
@@ -278,6 +278,40 @@ class SqliteStore final : public Store {
       out.push_back(std::move(j));
     }
     if (rc != SQLITE_DONE) return SqlError(db_, "load jobs");
+    return out;
+  }
+
+  Status PutJobParts(const std::vector<StoredJob>& jobs, const std::vector<StoredPart>& parts,
+                     const std::vector<PartKey>& removed) override {
+    if (jobs.empty() && parts.empty() && removed.empty()) return Status::Ok();
+    CRUX_RETURN_IF_ERROR(Begin());
+    Status s = PutJobPartsLocked(jobs, parts, removed);
+    if (!s.ok()) {
+      Rollback();
+      return s;
+    }
+    return Commit();
+  }
+
+  Result<std::vector<StoredPart>> LoadJobParts() override {
+    Stmt st(db_,
+            "SELECT job_id, host, registration, owner, registered_ms, last_seen_ms, report "
+            "FROM job_parts ORDER BY job_id, host");
+    if (!st.ok()) return SqlError(db_, "prepare load job_parts");
+    std::vector<StoredPart> out;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      StoredPart p;
+      p.job_id = st.ColText(0);
+      p.host = st.ColText(1);
+      p.registration = st.ColBlob(2);
+      p.owner = st.ColText(3);
+      p.registered_ms = st.ColInt(4);
+      p.last_seen_ms = st.ColInt(5);
+      p.report = st.ColBlob(6);
+      out.push_back(std::move(p));
+    }
+    if (rc != SQLITE_DONE) return SqlError(db_, "load job_parts");
     return out;
   }
 
@@ -418,6 +452,43 @@ class SqliteStore final : public Store {
     return PutMeta("epoch", std::to_string(epoch));
   }
 
+  Status PutJobPartsLocked(const std::vector<StoredJob>& jobs, const std::vector<StoredPart>& parts,
+                           const std::vector<PartKey>& removed) {
+    if (!jobs.empty()) {
+      Stmt* st = Prepared(kUpsertJobSql);
+      if (!st) return SqlError(db_, "prepare job");
+      for (const StoredJob& j : jobs) CRUX_RETURN_IF_ERROR(StepUpsertJob(st, j));
+    }
+    if (!parts.empty()) {
+      Stmt* st = Prepared(
+          "INSERT INTO job_parts(job_id, host, registration, owner, registered_ms, last_seen_ms, "
+          "report, updated_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?6) "
+          "ON CONFLICT(job_id, host) DO UPDATE SET registration = excluded.registration, "
+          "owner = excluded.owner, registered_ms = excluded.registered_ms, "
+          "last_seen_ms = excluded.last_seen_ms, "
+          "report = CASE WHEN length(excluded.report) > 0 THEN excluded.report "
+          "ELSE job_parts.report END, "
+          "updated_ms = excluded.updated_ms");
+      if (!st) return SqlError(db_, "prepare job_parts");
+      for (const StoredPart& p : parts) {
+        st->Text(1, p.job_id).Text(2, p.host).Blob(3, p.registration).Text(4, p.owner);
+        const int rc = st->Int(5, p.registered_ms).Int(6, p.last_seen_ms).Blob(7, p.report).Step();
+        st->Reset();
+        if (rc != SQLITE_DONE) return SqlError(db_, "upsert part " + p.job_id + "@" + p.host);
+      }
+    }
+    if (!removed.empty()) {
+      Stmt* st = Prepared("DELETE FROM job_parts WHERE job_id = ?1 AND host = ?2");
+      if (!st) return SqlError(db_, "prepare delete part");
+      for (const PartKey& k : removed) {
+        const int rc = st->Text(1, k.job_id).Text(2, k.host).Step();
+        st->Reset();
+        if (rc != SQLITE_DONE) return SqlError(db_, "delete part " + k.job_id + "@" + k.host);
+      }
+    }
+    return Status::Ok();
+  }
+
   static constexpr const char* kUpsertJobSql =
       "INSERT INTO jobs(job_id, tenant, registration, dscp, registered_ms, last_seen_ms, state, "
       "owner) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(job_id) DO UPDATE SET tenant = "
@@ -542,6 +613,12 @@ const std::vector<std::string>& StoreMigrations() {
       "ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';",
       // v4: the profile the planner uses (hysteresis), so a restart plans from the same inputs.
       "ALTER TABLE profiles ADD COLUMN planned BLOB NOT NULL DEFAULT x'';",
+      // v5: host parts of multi-host jobs (crux-hostd), each with its latest report.
+      "CREATE TABLE job_parts(job_id TEXT NOT NULL, host TEXT NOT NULL, "
+      "  registration BLOB NOT NULL, owner TEXT NOT NULL DEFAULT '', "
+      "  registered_ms INTEGER NOT NULL, last_seen_ms INTEGER NOT NULL, "
+      "  report BLOB NOT NULL DEFAULT x'', updated_ms INTEGER NOT NULL DEFAULT 0, "
+      "  PRIMARY KEY(job_id, host));",
   };
   return kMigrations;
 }
@@ -587,6 +664,14 @@ Status CheckOpen(sqlite3* db, const std::string& path) {
   if (*version == 0 || crux_tables < 6) {
     return Unhealthy(path, "has no Crux schema (user_version " + std::to_string(*version) + ", " +
                                std::to_string(crux_tables) + " of the 6 Crux tables)");
+  }
+  if (*version >= 5) {  // v5 added job_parts.
+    Stmt parts(db,
+               "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'job_parts'");
+    if (!parts.ok() || parts.Step() != SQLITE_ROW || parts.ColInt(0) != 1) {
+      return Unhealthy(
+          path, "has schema version " + std::to_string(*version) + " but no job_parts table (v5)");
+    }
   }
   Stmt check(db, "PRAGMA quick_check(5)");
   if (!check.ok()) {

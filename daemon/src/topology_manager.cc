@@ -6,11 +6,13 @@
 namespace crux::daemon {
 
 TopologyManager::TopologyManager(core::Topology topology, std::string source)
-    : nominal_(topology), current_(std::move(topology)), source_(std::move(source)) {}
+    : nominal_(std::make_shared<const core::Topology>(topology)),
+      current_(std::move(topology)),
+      source_(std::move(source)) {}
 
 std::string TopologyManager::Name(core::LinkId id) const {
-  const core::Link& l = nominal_.link(id);
-  return nominal_.node(l.src).name + "->" + nominal_.node(l.dst).name;
+  const core::Link& l = nominal_->link(id);
+  return nominal_->node(l.src).name + "->" + nominal_->node(l.dst).name;
 }
 
 core::Result<std::vector<core::LinkId>> TopologyManager::Resolve(const std::string& name) const {
@@ -27,8 +29,8 @@ core::Result<std::vector<core::LinkId>> TopologyManager::Resolve(const std::stri
   } else {
     // "a-b": node names may contain '-', so try every split point.
     for (size_t i = name.find('-'); i != std::string::npos; i = name.find('-', i + 1)) {
-      auto x = nominal_.FindNode(name.substr(0, i));
-      auto y = nominal_.FindNode(name.substr(i + 1));
+      auto x = nominal_->FindNode(name.substr(0, i));
+      auto y = nominal_->FindNode(name.substr(i + 1));
       if (x.ok() && y.ok()) {
         a = name.substr(0, i);
         b = name.substr(i + 1);
@@ -41,20 +43,20 @@ core::Result<std::vector<core::LinkId>> TopologyManager::Resolve(const std::stri
                                  "': expected 'a->b' or 'a-b' with two topology nodes");
     }
   }
-  auto x = nominal_.FindNode(a);
+  auto x = nominal_->FindNode(a);
   if (!x.ok()) return core::NotFoundError("link '" + name + "': no node '" + a + "'");
-  auto y = nominal_.FindNode(b);
+  auto y = nominal_->FindNode(b);
   if (!y.ok()) return core::NotFoundError("link '" + name + "': no node '" + b + "'");
-  auto l = nominal_.FindLink(*x, *y);
+  auto l = nominal_->FindLink(*x, *y);
   if (!l.ok())
     return core::NotFoundError("link '" + name + "': " + a + " and " + b + " are not adjacent");
   std::vector<core::LinkId> out = {*l};
-  if (both) out.push_back(nominal_.link(*l).reverse);
+  if (both) out.push_back(nominal_->link(*l).reverse);
   return out;
 }
 
 void TopologyManager::Apply(core::LinkId id, const State& s) {
-  const core::Link& nom = nominal_.link(id);
+  const core::Link& nom = nominal_->link(id);
   current_.SetLinkUp(id, s.health != core::LinkHealth::kDown);
   core::Bandwidth cap = nom.capacity;
   if (s.health == core::LinkHealth::kDegraded) {
@@ -74,7 +76,7 @@ core::Result<std::vector<core::LinkId>> TopologyManager::Set(const std::string& 
   CRUX_ASSIGN_OR_RETURN(auto ids, Resolve(name));
   if (health == core::LinkHealth::kDegraded) {
     for (core::LinkId id : ids) {
-      const double nominal = nominal_.link(id).capacity.ToBitsPerSec();
+      const double nominal = nominal_->link(id).capacity.ToBitsPerSec();
       if (!std::isfinite(capacity_bps) || capacity_bps < 1 || capacity_bps > nominal) {
         return core::InvalidArgumentError(
             "set_link_request.capacity_bps: DEGRADED needs 0 < capacity_bps <= nominal (" +
@@ -134,7 +136,7 @@ core::Status TopologyManager::Restore(const LinkOverride& o) {
   CRUX_ASSIGN_OR_RETURN(const core::LinkHealth health, HealthFromStored(o.health));
   for (core::LinkId id : ids) {
     if (health == core::LinkHealth::kDegraded &&
-        !(o.capacity_bps >= 1 && o.capacity_bps <= nominal_.link(id).capacity.ToBitsPerSec())) {
+        !(o.capacity_bps >= 1 && o.capacity_bps <= nominal_->link(id).capacity.ToBitsPerSec())) {
       return core::InvalidArgumentError("link_state." + o.link + ": bad capacity");
     }
     Apply(id, State{health, o.capacity_bps});

@@ -585,6 +585,12 @@ std::string HostAgent::StatusJson() const {
           {"epoch", j->assignment->epoch},        {"state_id", Hex(j->assignment->state_id)},
           {"dscp", j->assignment->dscp},          {"traffic_class", j->assignment->traffic_class},
           {"flows", j->assignment->flows.size()}, {"pins", j->pins.pins.size()}};
+      // What the shims enforce: this host's flows (device, remote GID, UDP source port).
+      json pins = json::array();
+      for (const Pin& p : j->pins.pins) {
+        pins.push_back({{"device", p.device}, {"remote_gid", p.remote_gid}, {"sport", p.sport}});
+      }
+      job["pin_table"] = std::move(pins);
     }
     jobs.push_back(std::move(job));
   }

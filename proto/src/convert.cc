@@ -271,6 +271,76 @@ v1::ProfileReport ProfileToProto(const std::string& job_id, const core::JobProfi
   return r;
 }
 
+ProtocolError PartReportFromProto(const v1::ProfileReport& p, const core::Topology& topo,
+                                  const core::JobDemand& demand, core::NodeId part_host,
+                                  core::HostPartReport* out) {
+  core::HostPartReport r;
+  if (ProtocolError bad = ProfileFromProto(p, topo, demand, &r.profile); Failed(bad)) return bad;
+  for (size_t i = 0; i < r.profile.peers.size(); ++i) {
+    const core::NodeId nic = r.profile.peers[i].local_nic;
+    if (topo.node(nic).host != part_host) {
+      return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT, "profile_report.peers[" + std::to_string(i) +
+                                                         "].local_nic: '" + topo.node(nic).name +
+                                                         "' is not on the part's host '" +
+                                                         NameOf(topo, part_host) + "'");
+    }
+  }
+  r.comms.reserve(static_cast<size_t>(p.comms_size()));
+  for (const v1::CommTraffic& c : p.comms()) {
+    core::CommTraffic t;
+    t.comm_hash = c.comm_hash();
+    t.nranks = c.nranks();
+    t.nnodes = c.nnodes();
+    t.local_ranks.assign(c.local_ranks().begin(), c.local_ranks().end());
+    t.bytes.reserve(static_cast<size_t>(c.bytes_size()));
+    for (const v1::RankPeerBytes& b : c.bytes()) {
+      t.bytes.push_back({b.rank(), b.peer_rank(),
+                         core::Bytes::Of(static_cast<int64_t>(
+                             std::min<uint64_t>(b.bytes(), uint64_t{1} << 62)))});
+    }
+    r.comms.push_back(std::move(t));
+  }
+  *out = std::move(r);
+  return {};
+}
+
+v1::ProfileReport PartReportToProto(const std::string& job_id, core::NodeId part_host,
+                                    const core::HostPartReport& r, const core::Topology& topo) {
+  v1::ProfileReport p = ProfileToProto(job_id, r.profile, topo);
+  p.mutable_host_part()->set_host(NameOf(topo, part_host));
+  for (const core::CommTraffic& t : r.comms) {
+    v1::CommTraffic* c = p.add_comms();
+    c->set_comm_hash(t.comm_hash);
+    c->set_nranks(t.nranks);
+    c->set_nnodes(t.nnodes);
+    for (uint32_t rank : t.local_ranks) c->add_local_ranks(rank);
+    for (const core::RankPeerBytes& b : t.bytes) {
+      v1::RankPeerBytes* o = c->add_bytes();
+      o->set_rank(b.rank);
+      o->set_peer_rank(b.peer_rank);
+      o->set_bytes(static_cast<uint64_t>(std::max<int64_t>(0, b.bytes.count())));
+    }
+  }
+  return p;
+}
+
+v1::RegisterJob PartRegistrationToProto(const core::JobDemand& job, const core::PlacementHost& part,
+                                        const core::HostPartInfo& info,
+                                        const core::Topology& topo) {
+  core::JobDemand d = job;
+  d.placement = {part};
+  v1::RegisterJob r = DemandToProto(d, topo);
+  v1::HostPart* h = r.mutable_host_part();
+  h->set_host(NameOf(topo, part.host));
+  h->set_hosts_expected(info.hosts_expected);
+  h->set_local_ranks(info.local_ranks);
+  return r;
+}
+
+core::HostPartInfo HostPartInfoFromProto(const v1::HostPart& h) {
+  return {h.hosts_expected(), h.local_ranks()};
+}
+
 v1::JobState JobPhaseToProto(core::JobPhase p) {
   switch (p) {
     case core::JobPhase::kRegistered:

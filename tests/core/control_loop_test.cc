@@ -132,6 +132,40 @@ TEST_F(ControlLoopTest, ProfilesMoveThePhaseAndHysteresisFiltersJitter) {
   EXPECT_GE(loop_->epoch(), epoch);
 }
 
+// A multi-host job's host part leaves (core/host_parts.h): the registration shrinks, peers to the
+// host that left disappear from both profiles, the job keeps its phase and is planned again.
+TEST_F(ControlLoopTest, UpdateDemandDropsPeersOffTheJobsHostsAndReplans) {
+  loop_->AddJob(Demand("a", {0, 4, 8}), 10);
+  JobProfile p = Profile(100, 10, true);
+  const NodeId n0 = topo_->NicsOf(topo_->hosts()[0]).front();
+  const NodeId n4 = topo_->NicsOf(topo_->hosts()[4]).front();
+  const NodeId n8 = topo_->NicsOf(topo_->hosts()[8]).front();
+  p.peers = {{n0, n4, Bytes::Of(100)}, {n4, n8, Bytes::Of(200)}, {n8, n0, Bytes::Of(300)}};
+  loop_->ReportProfile("a", p);
+  auto batches = Advance(kDebounce);
+  ASSERT_EQ(batches.size(), 1u);
+  ASSERT_EQ(batches[0].changed.size(), 1u);
+  EXPECT_EQ(batches[0].changed[0]->assignment.flows.size(), 3u);
+
+  loop_->UpdateDemand(Demand("a", {0, 4}));
+  const LoopJob* j = loop_->Find("a");
+  ASSERT_NE(j, nullptr);
+  EXPECT_EQ(j->demand.placement.size(), 2u);
+  EXPECT_EQ(j->phase, JobPhase::kScheduled);
+  ASSERT_TRUE(j->profile && j->planned);
+  EXPECT_EQ(j->profile->peers, (std::vector<PeerTraffic>{{n0, n4, Bytes::Of(100)}}));
+  EXPECT_EQ(j->planned->peers, j->profile->peers);
+  ASSERT_TRUE(loop_->due().has_value()) << "the new placement asks for a plan";
+  batches = Advance(kDebounce);
+  ASSERT_EQ(batches.size(), 1u);
+  ASSERT_EQ(batches[0].changed.size(), 1u);
+  ASSERT_EQ(batches[0].changed[0]->assignment.flows.size(), 1u);
+  EXPECT_EQ(batches[0].changed[0]->assignment.flows[0].src_nic, n0);
+
+  loop_->UpdateDemand(Demand("unknown", {0}));  // Ignored.
+  EXPECT_EQ(loop_->Find("unknown"), nullptr);
+}
+
 TEST_F(ControlLoopTest, AnUnchangedPlanKeepsTheEpoch) {
   loop_->AddJob(Demand("a", {0, 4}), 10);
   loop_->AddJob(Demand("b", {1, 5}), 12);

@@ -67,6 +67,15 @@ class FaultyStore final : public Store {
     if (FailsRead("LoadJobs")) return Injected("LoadJobs");
     return base_->LoadJobs();
   }
+  core::Status PutJobParts(const std::vector<StoredJob>& jobs, const std::vector<StoredPart>& parts,
+                           const std::vector<PartKey>& removed) override {
+    if (Fails("PutJobParts")) return Injected("PutJobParts");
+    return base_->PutJobParts(jobs, parts, removed);
+  }
+  core::Result<std::vector<StoredPart>> LoadJobParts() override {
+    if (FailsRead("LoadJobParts")) return Injected("LoadJobParts");
+    return base_->LoadJobParts();
+  }
   core::Status ApplyPlan(uint64_t epoch, const std::vector<PlanRow>& changed,
                          const std::vector<std::string>& removed,
                          const std::vector<AuditRow>& audit) override {

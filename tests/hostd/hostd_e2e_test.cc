@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -30,15 +31,21 @@ class Hostd {
   Hostd(const fs::path& dir, const std::string& host, const std::string& endpoint) {
     socket_ = (dir / (host + ".sock")).string();
     const fs::path config = dir / (host + ".yaml");
-    const std::string nic = host == "host0" ? "10.0.0.1" : "10.0.1.1";
+    // Every host's nic0 has the address 10.0.<host number>.1, and every agent knows them all.
+    const fs::path addresses = dir / "nic-addresses.yaml";
+    WriteFile(addresses, "10.0.0.1: host0/nic0\n10.0.1.1: host1/nic0\n10.0.4.1: host4/nic0\n");
     WriteFile(config, "host: " + host + "\ndaemon: " + endpoint +
                           "\ninsecure: true\nsocket: " + socket_ + "\nnics:\n  - {name: " + host +
-                          "/nic0, device: mlx5_0, address: " + nic +
-                          "}\nregister_delay_ms: 300\nend_delay_ms: 500\ncall_timeout_ms: 1000\n");
+                          "/nic0, device: mlx5_0, address: " + AddressOf(host) +
+                          "}\nnic_addresses: " + addresses.string() +
+                          "\nregister_delay_ms: 300\nend_delay_ms: 500\ncall_timeout_ms: 1000\n");
     ok_ = child_.Start({CRUX_HOSTD_BINARY, "--config", config.string()}, dir / (host + ".out"),
                        dir / (host + ".err"));
     ok_ = ok_ && WaitUntil([&] { return hostd::QueryStatus(socket_, 500).ok(); },
                            std::chrono::seconds(10));
+  }
+  static std::string AddressOf(const std::string& host) {
+    return "10.0." + host.substr(4) + ".1";  // "hostN".
   }
   bool ok() const { return ok_; }
   const std::string& socket() const { return socket_; }
@@ -232,22 +239,22 @@ TEST_F(HostdE2eTest, SingleHostJobReachesCruxdAndItsAssignmentReachesTheShim) {
   EXPECT_EQ(r1.Wait(std::chrono::seconds(30)), 0) << r1.Stderr();
 }
 
-// A 4-rank job on two hosts (two ranks each, one crux-hostd per host, sampling windows on):
-// both agents converge to the period and the real per-peer bytes (the ring's inter-node hops
-// 1 -> 2 and 3 -> 0 carry the traffic). cruxd does not merge host parts yet (issue #17 item 4):
-// one part registers the job, the other is refused with CONFLICT and retries; when the ranks
-// leave, the registered part ends the job.
-TEST_F(HostdE2eTest, MultiHostJobConvergesOnEveryHost) {
+// A 4-rank job on two hosts under different ToRs (two ranks each, one crux-hostd per host,
+// sampling windows on): both agents converge to the period and the real per-peer bytes (the
+// ring's inter-node hops 1 -> 2 and 3 -> 0 carry the traffic); cruxd merges the two parts into
+// one job whose flows carry exactly those bytes between the hosts' NICs (issue #17 item 4), and
+// each agent gets its host's cut of the assignment and pins its flow.
+TEST_F(HostdE2eTest, MultiHostJobIsMergedByCruxdAndPinnedOnEveryHost) {
   Hostd h0(dir_.path(), "host0", cruxd_.endpoint());
-  Hostd h1(dir_.path(), "host1", cruxd_.endpoint());
+  Hostd h4(dir_.path(), "host4", cruxd_.endpoint());
   ASSERT_TRUE(h0.ok()) << h0.Log();
-  ASSERT_TRUE(h1.ok()) << h1.Log();
+  ASSERT_TRUE(h4.ok()) << h4.Log();
   const std::vector<std::string> env = {"CRUX_JOB_ID=e2e-multi", "CRUX_NCCL_SAMPLE_EVERY_MS=100",
                                         "CRUX_NCCL_SAMPLE_MS=200"};
   ChildProcess ranks[4];
   for (int r = 0; r < 4; ++r) {
     ASSERT_TRUE(StartRank(ranks[r], RankArgs(r % 2 ? "v6" : "v4", r, 4, 2, 60, 15, 2500),
-                          r < 2 ? h0.socket() : h1.socket(), env));
+                          r < 2 ? h0.socket() : h4.socket(), env));
   }
   auto converged = [](const json& job) {
     if (job.is_null() || job["ranks"].size() != 2) return false;
@@ -260,17 +267,17 @@ TEST_F(HostdE2eTest, MultiHostJobConvergesOnEveryHost) {
     }
     return true;
   };
-  json j0, j1;
+  json j0, j4;
   ASSERT_TRUE(WaitUntil(
       [&] {
         j0 = h0.Job("e2e-multi");
-        j1 = h1.Job("e2e-multi");
-        return converged(j0) && converged(j1);
+        j4 = h4.Job("e2e-multi");
+        return converged(j0) && converged(j4);
       },
       std::chrono::seconds(20), std::chrono::milliseconds(100)))
       << j0.dump() << "\n"
-      << j1.dump();
-  for (const json& job : {j0, j1}) {
+      << j4.dump();
+  for (const json& job : {j0, j4}) {
     EXPECT_EQ(job["hosts_expected"], 2);
     for (const auto& r : job["ranks"]) {
       EXPECT_NEAR(r["profile"]["period_ns"].get<double>(), 100e6, 2e6) << r.dump();
@@ -285,18 +292,75 @@ TEST_F(HostdE2eTest, MultiHostJobConvergesOnEveryHost) {
       }
     }
   }
-  // cruxd holds one part; the other agent's registration is refused until parts are merged.
-  const bool first0 = j0.value("registered", false);
-  const bool first1 = j1.value("registered", false);
-  EXPECT_NE(first0, first1) << j0.dump() << "\n" << j1.dump();
-  const json& refused = first0 ? j1 : j0;
-  EXPECT_NE(refused["last_error"].get<std::string>().find("CONFLICT"), std::string::npos)
-      << refused.dump();
-  json detail = cruxd_.CruxctlJson({"job", "e2e-multi"});
-  EXPECT_EQ(detail["hosts"], json::array({first0 ? "host0" : "host1"})) << detail.dump();
+
+  // cruxd: one job made of both parts; its flows are the merged per-peer bytes of every rank.
+  auto flow_bytes = [](const json& detail, const std::string& src, const std::string& dst) {
+    for (const auto& f : detail["flows"]) {
+      if (f["src_nic"] == src && f["dst_nic"] == dst) return f["bytes"].get<double>();
+    }
+    return -1.0;
+  };
+  json detail;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const CommandResult r =
+            cruxd_.Cruxctl({"--json", "job", "e2e-multi"}, std::chrono::milliseconds(2000));
+        if (r.exit_code != 0) return false;
+        json d = json::parse(r.out, nullptr, false);
+        if (d.is_discarded() || !d.contains("merge")) return false;
+        detail = d;
+        return d["merge"]["complete"] == true && d["flows"].size() == 2 &&
+               std::abs(flow_bytes(d, "host0/nic0", "host4/nic0") - 150e6) < 3e6 &&
+               std::abs(flow_bytes(d, "host4/nic0", "host0/nic0") - 150e6) < 3e6;
+      },
+      std::chrono::seconds(15), std::chrono::milliseconds(200)))
+      << detail.dump() << "\n"
+      << h0.Status().dump() << "\n"
+      << h4.Status().dump();
+  EXPECT_EQ(detail["hosts"], json::array({"host0", "host4"})) << detail.dump();
+  EXPECT_EQ(detail["summary"]["gpus"], 4);
+  EXPECT_EQ(detail["summary"]["state"], "scheduled") << detail.dump();
+  ASSERT_EQ(detail["parts"].size(), 2u);
+  for (const auto& p : detail["parts"]) {
+    EXPECT_TRUE(p["connected"].get<bool>()) << p.dump();
+    EXPECT_EQ(p["local_ranks"], 2);
+    EXPECT_GT(p["last_report_ms"].get<double>(), 0);
+  }
+  EXPECT_NEAR(detail["merge"]["cross_host_bytes"].get<double>(), 300e6, 6e6);
+  EXPECT_EQ(detail["merge"]["conflicting_ranks"], 0);
+  uint16_t sport[2] = {0, 0};  // host0 -> host4, host4 -> host0.
+  for (const auto& f : detail["flows"]) {
+    (f["src_nic"] == "host0/nic0" ? sport[0] : sport[1]) = f["udp_sport"].get<uint16_t>();
+  }
+  EXPECT_NE(sport[0], 0);
+  EXPECT_NE(sport[1], 0);
+
+  // Both agents registered their part once (no refusal), got the job's assignment cut to their
+  // host (the flow that leaves its own NIC), and each pins that flow.
+  const int epoch = detail["summary"]["epoch"].get<int>();
+  auto pinned = [&](const Hostd& h, const std::string& remote, uint16_t port, json* job) {
+    *job = h.Job("e2e-multi");
+    if (job->is_null() || !job->contains("assignment")) return false;
+    const json& pins = (*job)["pin_table"];
+    return (*job)["assignment"]["epoch"].get<int>() >= epoch && pins.size() == 1 &&
+           pins[0]["remote_gid"] == *hostd::CanonicalGid(Hostd::AddressOf(remote)) &&
+           pins[0]["sport"] == port && pins[0]["device"] == "mlx5_0";
+  };
+  EXPECT_TRUE(
+      WaitUntil([&] { return pinned(h0, "host4", sport[0], &j0); }, std::chrono::seconds(10)))
+      << j0.dump();
+  EXPECT_TRUE(
+      WaitUntil([&] { return pinned(h4, "host0", sport[1], &j4); }, std::chrono::seconds(10)))
+      << j4.dump();
+  for (const json& job : {j0, j4}) {
+    EXPECT_TRUE(job["registered"].get<bool>()) << job.dump();
+    EXPECT_EQ(job["registrations"], 1) << job.dump();
+    EXPECT_EQ(job["register_failures"], 0) << job.dump();
+    EXPECT_EQ(job["assignment"]["flows"], 1) << "only the host's own flows";
+  }
 
   for (auto& r : ranks) EXPECT_EQ(r.Wait(std::chrono::seconds(30)), 0) << r.Stderr();
-  // Ranks gone + end_delay_ms: the registered part ends the job.
+  // Ranks gone + end_delay_ms: each agent ends its part; the job goes with the last one.
   EXPECT_TRUE(WaitUntil([&] { return cruxd_.CruxctlJson({"jobs"})["jobs"].empty(); },
                         std::chrono::seconds(15)))
       << cruxd_.CruxctlJson({"jobs"}).dump();

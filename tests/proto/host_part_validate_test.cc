@@ -1,6 +1,9 @@
 // Validation of the host-part fields crux-hostd adds (client.proto HostPart, CommTraffic).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "crux/protocol/validate.h"
@@ -100,6 +103,17 @@ TEST(HostPartValidateTest, BadCommTrafficIsRefusedByField) {
   e = Report();
   e.mutable_profile_report()->mutable_comms(0)->mutable_bytes(1)->set_bytes(uint64_t{1} << 51);
   EXPECT_NE(Error(e).find("profile_report.comms[0].bytes[1].bytes"), std::string::npos) << Error(e);
+}
+
+TEST(HostPartValidateTest, NonFiniteFiguresOfAPartReportAreRefused) {
+  v1::Envelope e = Report();
+  e.mutable_profile_report()->set_overlap_start(std::nan(""));
+  EXPECT_NE(Error(e).find("profile_report.overlap_start: must be finite"), std::string::npos)
+      << Error(e);
+  e = Report();
+  e.mutable_profile_report()->set_flops_per_iteration(std::numeric_limits<double>::infinity());
+  EXPECT_NE(Error(e).find("profile_report.flops_per_iteration: must be finite"), std::string::npos)
+      << Error(e);
 }
 
 }  // namespace

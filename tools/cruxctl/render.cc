@@ -266,6 +266,40 @@ nlohmann::json ToJson(const v1::ListJobsReply& reply) {
   return {{"jobs", jobs}};
 }
 
+namespace {
+
+// A multi-host job's parts and merge (JobDetail.parts / .merge).
+void AddPartsJson(const v1::JobDetail& d, nlohmann::json* out) {
+  nlohmann::json parts = nlohmann::json::array();
+  for (const v1::JobPart& p : d.parts()) {
+    parts.push_back({{"host", p.host()},
+                     {"gpus", p.gpus()},
+                     {"local_ranks", p.local_ranks()},
+                     {"hosts_expected", p.hosts_expected()},
+                     {"connected", p.connected()},
+                     {"last_seen_ms", p.last_seen_ms()},
+                     {"acked_epoch", p.acked_epoch()},
+                     {"last_report_ms", p.last_report_ms()},
+                     {"samples", p.samples()},
+                     {"period_ms", p.period_ms()},
+                     {"converged", p.converged()},
+                     {"comms", p.comms()}});
+  }
+  (*out)["parts"] = parts;
+  const v1::JobMerge& m = d.merge();
+  (*out)["merge"] = {{"parts", m.parts()},
+                     {"parts_reporting", m.parts_reporting()},
+                     {"hosts_expected", m.hosts_expected()},
+                     {"complete", m.complete()},
+                     {"cross_host_bytes", m.cross_host_bytes()},
+                     {"same_host_bytes", m.same_host_bytes()},
+                     {"unsplit_bytes", m.unsplit_bytes()},
+                     {"unattributed_bytes", m.unattributed_bytes()},
+                     {"conflicting_ranks", m.conflicting_ranks()}};
+}
+
+}  // namespace
+
 nlohmann::json ToJson(const v1::JobDetail& d) {
   nlohmann::json flows = nlohmann::json::array();
   for (const v1::FlowDetail& f : d.flows()) {
@@ -285,12 +319,14 @@ nlohmann::json ToJson(const v1::JobDetail& d) {
   }
   nlohmann::json faults = nlohmann::json::array();
   for (const v1::FaultEvent& e : d.faults()) faults.push_back(ToJson(e));
-  return {{"summary", ToJson(d.summary())},   {"faults", faults},
-          {"hosts", StringArray(d.hosts())},  {"work_flops", d.work_flops()},
-          {"comm_time_ms", d.comm_time_ms()}, {"bottleneck", d.bottleneck()},
-          {"reference", d.reference()},       {"model", d.model()},
-          {"explanation", d.explanation()},   {"flows", flows},
-          {"contends_with", contends}};
+  nlohmann::json out = {{"summary", ToJson(d.summary())},   {"faults", faults},
+                        {"hosts", StringArray(d.hosts())},  {"work_flops", d.work_flops()},
+                        {"comm_time_ms", d.comm_time_ms()}, {"bottleneck", d.bottleneck()},
+                        {"reference", d.reference()},       {"model", d.model()},
+                        {"explanation", d.explanation()},   {"flows", flows},
+                        {"contends_with", contends}};
+  if (d.parts_size() > 0) AddPartsJson(d, &out);
+  return out;
 }
 
 nlohmann::json ToJson(const v1::LinkInfo& l) {
@@ -509,6 +545,45 @@ std::string RenderJobsTable(const v1::ListJobsReply& reply) {
   return out;
 }
 
+namespace {
+
+// A multi-host job's parts: one row per host, and how the profile was merged.
+std::string RenderParts(const v1::JobDetail& d) {
+  std::ostringstream out;
+  const v1::JobMerge& m = d.merge();
+  out << "\nHost parts (" << d.parts_size() << " of " << m.hosts_expected() << " hosts expected; "
+      << m.parts_reporting() << " reporting; merge " << (m.complete() ? "complete" : "incomplete")
+      << "):\n";
+  Table parts({{"HOST"},
+               {"RANKS", true},
+               {"CONNECTION"},
+               {"LAST SEEN"},
+               {"ACKED", true},
+               {"LAST REPORT"},
+               {"PERIOD", true},
+               {"SAMPLES", true}});
+  for (const v1::JobPart& p : d.parts()) {
+    parts.AddRow(
+        {p.host(), std::to_string(p.local_ranks()), p.connected() ? "connected" : "not connected",
+         FormatUnixMillis(p.last_seen_ms()), std::to_string(p.acked_epoch()),
+         p.last_report_ms() > 0 ? FormatUnixMillis(p.last_report_ms())
+                                : (p.samples() > 0 ? "restored" : "none"),
+         p.samples() > 0 ? FormatMillis(p.period_ms()) : "-", std::to_string(p.samples())});
+  }
+  out << parts.Render();
+  out << "  bytes/iter     " << FormatBytes(m.cross_host_bytes()) << " between hosts (the flows), "
+      << FormatBytes(m.same_host_bytes()) << " within hosts (dropped)\n"
+      << "                 " << FormatBytes(m.unsplit_bytes()) << " not split over peers yet, "
+      << FormatBytes(m.unattributed_bytes()) << " to ranks of no reporting part";
+  if (m.conflicting_ranks() > 0) {
+    out << "; " << m.conflicting_ranks() << " ranks claimed by two parts (ignored)";
+  }
+  out << "\n";
+  return out.str();
+}
+
+}  // namespace
+
 std::string RenderJobDetailText(const v1::JobDetail& d) {
   const v1::JobSummary& s = d.summary();
   std::ostringstream out;
@@ -540,6 +615,8 @@ std::string RenderJobDetailText(const v1::JobDetail& d) {
   if (!d.explanation().empty()) {
     out << "\nWhy level " << FormatLevel(s.level()) << ":\n  " << E(d.explanation()) << "\n";
   }
+
+  if (d.parts_size() > 0) out << RenderParts(d);
 
   out << "\nFlows (" << d.flows_size() << "):\n";
   Table flows({{"SRC"}, {"DST"}, {"BYTES", true}, {"SPORT", true}, {"PATHS", true}, {"PATH"}});

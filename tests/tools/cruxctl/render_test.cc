@@ -204,6 +204,43 @@ TEST(TextTest, JobDetailExplainsEverything) {
   }
 }
 
+TEST(TextTest, MultiHostJobShowsItsPartsAndTheMerge) {
+  v1::JobDetail d = Detail();
+  EXPECT_EQ(RenderJobDetailText(d).find("Host parts"), std::string::npos) << "a whole job";
+  EXPECT_FALSE(ToJson(d).contains("parts"));
+  for (const char* host : {"host0", "host1"}) {
+    v1::JobPart* p = d.add_parts();
+    p->set_host(host);
+    p->set_local_ranks(8);
+    p->set_hosts_expected(2);
+    p->set_connected(std::string(host) == "host0");
+    p->set_last_seen_ms(1764000000000);
+    p->set_acked_epoch(7);
+    p->set_samples(std::string(host) == "host0" ? 12 : 0);
+    p->set_period_ms(100);
+  }
+  v1::JobMerge* m = d.mutable_merge();
+  m->set_parts(2);
+  m->set_parts_reporting(1);
+  m->set_hosts_expected(2);
+  m->set_cross_host_bytes(300 << 20);
+  m->set_unattributed_bytes(150 << 20);
+  m->set_conflicting_ranks(1);
+  const std::string text = RenderJobDetailText(d);
+  for (const char* needle :
+       {"Host parts (2 of 2 hosts expected; 1 reporting; merge incomplete)", "not connected",
+        "connected", "300MiB between hosts", "150MiB to ranks of no reporting part",
+        "1 ranks claimed by two parts"}) {
+    EXPECT_NE(text.find(needle), std::string::npos) << "missing \"" << needle << "\" in:\n" << text;
+  }
+  const nlohmann::json j = ToJson(d);
+  ASSERT_EQ(j["parts"].size(), 2u);
+  EXPECT_EQ(j["parts"][0]["host"], "host0");
+  EXPECT_EQ(j["parts"][1]["connected"], false);
+  EXPECT_EQ(j["merge"]["complete"], false);
+  EXPECT_EQ(j["merge"]["unattributed_bytes"], 150u << 20);
+}
+
 TEST(TextTest, LongContentionLinkListsAreShortenedInTextOnly) {
   v1::JobDetail d = Detail();
   v1::Contention* c = d.mutable_contends_with(0);

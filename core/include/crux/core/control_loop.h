@@ -231,6 +231,11 @@ class ControlLoop {
   void AddJob(JobDemand demand, uint32_t dscp);
   // A report for a known job (unknown ids are ignored). See Hysteresis and Lifecycle.
   ReportVerdict ReportProfile(const std::string& id, const JobProfile& profile);
+  // A known job's registration changed (unknown ids are ignored): a multi-host job's host part
+  // joined or left (core/host_parts.h). The job keeps its colour, phase and applied assignment;
+  // peers of its profiles that are no longer on one of its hosts are dropped, its spec is
+  // rebuilt and a plan is requested. REQUIRES: demand.id known, checked against the topology.
+  void UpdateDemand(JobDemand demand);
   // The job is gone (ended, lease expired). Unknown ids are ignored. Its applied assignment is
   // dropped at once (returned, if it had one) and a plan is requested.
   std::shared_ptr<const AppliedAssignment> RemoveJob(const std::string& id,

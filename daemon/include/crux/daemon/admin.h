@@ -50,6 +50,8 @@ class AdminService {
   v1::Envelope Status(uint64_t rid) const;
   v1::Envelope ListJobs(uint64_t rid);
   v1::Envelope Job(uint64_t rid, const v1::JobRequest& r);
+  // A multi-host job's parts and merge statistics (JobDetail.parts, .merge).
+  void AddParts(const std::string& id, const JobSession& j, v1::JobDetail* d) const;
   v1::Envelope ListLinks(uint64_t rid, const v1::ListLinksRequest& r);
   v1::Envelope SetLink(uint64_t rid, const v1::SetLinkRequest& r);
   void DryRun(uint64_t rid, const std::string& peer);

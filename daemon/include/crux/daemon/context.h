@@ -28,6 +28,7 @@
 #include "crux/daemon/fault_service.h"
 #include "crux/daemon/job_tracker.h"
 #include "crux/daemon/metrics.h"
+#include "crux/daemon/part_profiles.h"
 #include "crux/daemon/plan_host.h"
 #include "crux/daemon/store.h"
 #include "crux/daemon/store_writer.h"
@@ -90,6 +91,7 @@ struct DaemonContext {
   Metrics* metrics;
   TopologyManager topo;
   JobTracker tracker;
+  PartProfiles parts;  // Host parts' latest reports (multi-host jobs).
   Enforcer enforcer;
   std::unique_ptr<PlanHost> plans;  // Made by Daemon (it needs the done callback).
   // Automatic link health and admin pins (fault_service.h). Made by Daemon, after `plans`.

@@ -131,6 +131,9 @@ class Daemon {
   Daemon(const DaemonConfig& config, core::Topology topology, std::string topology_source,
          Store* store, EventLoop* loop, Metrics* metrics, bool plan_in_background);
   core::Status Restore();
+  // Restore: the stored host parts of one restored job (rows of one job id) and their reports.
+  // A part that does not parse or fit is logged and left in the state file.
+  void RestoreParts(const std::vector<StoredPart>& rows);
   void ScheduleSweep();
   void ScheduleRefresh();
   void ScheduleLagProbe();

@@ -40,8 +40,10 @@ class PlanApplier {
  private:
   struct Push {
     std::string peer;
-    std::shared_ptr<const core::AppliedAssignment> assignment;
+    std::shared_ptr<const core::AppliedAssignment> assignment;  // In force when queued.
     std::string serialized;  // Its store row (AssignmentToProto, serialized): sent as is.
+    // A multi-host job's part: what is sent instead (its host's cut; `serialized` empty).
+    std::shared_ptr<const core::AppliedAssignment> cut = nullptr;
   };
   using Pushes = std::vector<Push>;
 

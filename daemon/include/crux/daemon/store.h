@@ -1,7 +1,7 @@
 // Persistent daemon state behind an interface: the SQLite implementation (WAL, schema version in
 // PRAGMA user_version, forward-only migrations) is what cruxd runs; tests open it on temp files.
 //
-// Tables (schema v4):
+// Tables (schema v5):
 //   meta(key, value)                        topology source, epoch, state_id, ...
 //   jobs(job_id, tenant, registration, dscp, registered_ms, last_seen_ms, state, owner)
 //                                           registration = serialized crux.v1.RegisterJob
@@ -10,6 +10,10 @@
 //   plan(job_id, level, dscp, epoch, assignment)   applied plan (serialized crux.v1.Assignment)
 //   link_state(link, health, capacity_bps, updated_ms)   admin overrides
 //   audit(id, ts_ms, epoch, job_id, old_level, new_level, reason)   plan changes
+//   job_parts(job_id, host, registration, owner, registered_ms, last_seen_ms, report,
+//             updated_ms)                   host parts of multi-host jobs (v5): the part's own
+//                                           serialized crux.v1.RegisterJob (its host, HostPart)
+//                                           and latest crux.v1.ProfileReport (comms)
 //
 // Thread-safety: a Store is used from one thread (the daemon's event loop).
 #ifndef CRUX_DAEMON_STORE_H_
@@ -55,6 +59,25 @@ struct PlanRow {
   std::string assignment;  // Serialized crux.v1.Assignment.
 };
 
+// One host's part of a multi-host job (docs/daemon.md "Multi-host jobs"). The job's row in
+// `jobs` holds the union of its parts' placements; the parts are the truth on restore.
+struct StoredPart {
+  std::string job_id;
+  std::string host;          // Topology host name.
+  std::string registration;  // Serialized crux.v1.RegisterJob: the part's host only, host_part set.
+  std::string owner;         // CURVE key that registered the part ("" without CURVE).
+  int64_t registered_ms = 0;
+  int64_t last_seen_ms = 0;
+  // Serialized crux.v1.ProfileReport (host_part, comms): the part's latest report. Empty on a
+  // write: keep the stored one (a registration); empty on a load: none yet.
+  std::string report = {};
+};
+
+struct PartKey {
+  std::string job_id;
+  std::string host;
+};
+
 struct LinkOverride {
   std::string link;  // "a->b" (one direction).
   int health = 0;    // StoredHealth (the crux.v1.LinkHealth numbers: 1 up, 2 degraded, 3 down).
@@ -96,9 +119,18 @@ class Store {
   // Many profiles in one transaction, all or none (cruxd batches the per-report writes: one
   // write per report would cap ingestion at SQLite's commit rate).
   virtual core::Status PutProfiles(const std::vector<ProfileRow>& rows, int64_t now_ms) = 0;
-  // Deletes the job, its profile and its plan row.
+  // Deletes the job, its profile, its host parts and its plan row.
   virtual core::Status DeleteJob(const std::string& job_id) = 0;
   virtual core::Result<std::vector<StoredJob>> LoadJobs() = 0;
+
+  // Host parts (schema v5), in one transaction, all or none: upserts `jobs` (like UpsertJobs:
+  // the union placement of a job whose parts changed) and `parts` (an empty report keeps the
+  // stored one), deletes `removed` parts.
+  virtual core::Status PutJobParts(const std::vector<StoredJob>& jobs,
+                                   const std::vector<StoredPart>& parts,
+                                   const std::vector<PartKey>& removed) = 0;
+  // Every stored part, by job id then host.
+  virtual core::Result<std::vector<StoredPart>> LoadJobParts() = 0;
 
   // One transaction: upserts `changed`, deletes `removed`, appends `audit`, stores the epoch.
   virtual core::Status ApplyPlan(uint64_t epoch, const std::vector<PlanRow>& changed,

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,10 @@ class TopologyManager {
   TopologyManager(core::Topology topology, std::string source);
 
   const core::Topology& current() const { return current_; }  // With health applied.
-  const core::Topology& nominal() const { return nominal_; }
+  const core::Topology& nominal() const { return *nominal_; }
+  // The nominal graph never changes after construction: the returned pointer may be read from
+  // any thread (e.g. to serialize names on the store thread) for as long as it is held.
+  std::shared_ptr<const core::Topology> shared_nominal() const { return nominal_; }
   const std::string& source() const { return source_; }
   uint64_t version() const { return version_; }
 
@@ -60,7 +64,7 @@ class TopologyManager {
   };
   void Apply(core::LinkId id, const State& s);
 
-  core::Topology nominal_;
+  std::shared_ptr<const core::Topology> nominal_;  // Immutable.
   core::Topology current_;
   std::string source_;
   std::map<core::LinkId, State> overrides_;

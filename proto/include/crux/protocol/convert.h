@@ -10,6 +10,7 @@
 
 #include "crux/core/control_types.h"
 #include "crux/core/fault_manager.h"
+#include "crux/core/host_parts.h"
 #include "crux/core/qos.h"
 #include "crux/core/status.h"
 #include "crux/core/topology.h"
@@ -61,6 +62,22 @@ ProtocolError ProfileFromProto(const v1::ProfileReport& p, const core::Topology&
 v1::RegisterJob DemandToProto(const core::JobDemand& d, const core::Topology& topo);
 v1::ProfileReport ProfileToProto(const std::string& job_id, const core::JobProfile& p,
                                  const core::Topology& topo);
+
+// ---- host parts of multi-host jobs (core/host_parts.h; crux-hostd's reports) ----
+// A part's report: ProfileFromProto against the job's `demand` (the union of its parts; no
+// cache), the local NIC of every explicit peer on `part_host` (a part reports only what leaves
+// its own host), and its communicators. Field validation (validate.h) is assumed done.
+ProtocolError PartReportFromProto(const v1::ProfileReport& p, const core::Topology& topo,
+                                  const core::JobDemand& demand, core::NodeId part_host,
+                                  core::HostPartReport* out);
+// Inverse, for the store: the report with host_part.host set.
+v1::ProfileReport PartReportToProto(const std::string& job_id, core::NodeId part_host,
+                                    const core::HostPartReport& r, const core::Topology& topo);
+// A part's registration, for the store: the job's fields (`job`), placement = `part` only, and
+// the HostPart. DemandFromProto of it gives the part back (placement[0]).
+v1::RegisterJob PartRegistrationToProto(const core::JobDemand& job, const core::PlacementHost& part,
+                                        const core::HostPartInfo& info, const core::Topology& topo);
+core::HostPartInfo HostPartInfoFromProto(const v1::HostPart& h);
 
 v1::JobState JobPhaseToProto(core::JobPhase p);
 v1::LinkHealth LinkHealthToProto(core::LinkHealth h);
