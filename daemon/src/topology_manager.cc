@@ -100,8 +100,8 @@ core::Result<std::vector<core::LinkId>> TopologyManager::Set(const std::string& 
 }
 
 bool TopologyManager::SetEffective(core::LinkId id, core::LinkHealth health, double capacity_bps) {
-  if (!id.valid() || id.value() >= nominal_.num_links()) return false;
-  const double nominal = nominal_.link(id).capacity.ToBitsPerSec();
+  if (!id.valid() || id.value() >= nominal_->num_links()) return false;
+  const double nominal = nominal_->link(id).capacity.ToBitsPerSec();
   State s{health,
           health == core::LinkHealth::kDegraded
               ? std::clamp(std::isfinite(capacity_bps) ? capacity_bps : nominal, 1.0, nominal)
