@@ -95,6 +95,7 @@ Status ValidateControlLoopOptions(const ControlLoopOptions& o) {
     return InvalidArgumentError("control.retry: " + s.message());
   }
   if (o.qos) CRUX_RETURN_IF_ERROR(ValidateQosConfig(*o.qos));
+  CRUX_RETURN_IF_ERROR(ValidateFaultOptions(o.faults));
   return Status::Ok();
 }
 
@@ -192,13 +193,26 @@ bool IsPinOf(const FlowPin& p, const FlowPlan& f) {
          p.path == f.path;
 }
 
-// The plan in force as seeds for a stable policy without state (RunPlan). Spans point into
+// Whether a pinned flow of `a` crosses one of `links` (sorted).
+bool Crosses(const Assignment& a, const std::vector<LinkId>& links) {
+  if (links.empty()) return false;
+  for (const FlowPin& f : a.flows) {
+    for (LinkId l : f.path) {
+      if (std::binary_search(links.begin(), links.end(), l)) return true;
+    }
+  }
+  return false;
+}
+
+// The plan in force as seeds for a stable policy without state (RunPlan), except the jobs that
+// cross a link whose health changed (`unseat`, sorted): they are planned afresh. Spans point into
 // `applied`, which the snapshot holds for the run.
-std::vector<PlanSeed> SeedsOf(const AppliedPlan& applied) {
+std::vector<PlanSeed> SeedsOf(const AppliedPlan& applied, const std::vector<LinkId>& unseat) {
   std::vector<PlanSeed> seeds;
   seeds.reserve(applied.size());
   for (const auto& [id, entry] : applied) {
     const Assignment& a = entry->assignment;
+    if (Crosses(a, unseat)) continue;
     PlanSeed seed;
     seed.id = id;
     // A newcomer's level is the temporary top level, not one the planner chose.
@@ -265,7 +279,7 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
   // A stable policy without state continues the plan in force; a re-optimisation forgets it.
   const auto seed = [&] {
     if (policy.WantsSeed() && !applied.empty()) {
-      policy.Seed(SeedsOf(applied));
+      policy.Seed(SeedsOf(applied, snap.unseat_links));
       out.seeded = true;
     }
   };
@@ -331,6 +345,7 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
   // Diff against what was in force when the snapshot was taken (both sorted by id): an applied
   // assignment that is still what the plan says is kept as it is (not rebuilt).
   std::vector<const Assignment*> current(snap.jobs.size(), nullptr);
+  std::vector<std::shared_ptr<AppliedAssignment>> fresh(snap.jobs.size());  // Changed ones.
   auto it = applied.begin();
   for (size_t i = 0; i < snap.jobs.size(); ++i) {
     const PlanningJob& job = snap.jobs[i];
@@ -343,11 +358,40 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
     }
     auto a = std::make_shared<AppliedAssignment>();
     a->assignment = MakeAssignment(job, job_plan[i]);
+    a->assignment.probes = old != nullptr ? old->assignment.probes : std::vector<FlowPin>{};
     a->epoch = snap.epoch + 1;
     current[i] = &a->assignment;
-    out.changed.push_back(std::move(a));
+    fresh[i] = std::move(a);
   }
   for (; it != applied.end(); ++it) out.removed.push_back(it->first);
+  {
+    // Probes over the links the new plan's flows leave uncovered (none when probing is off); a
+    // kept assignment whose probes change is re-issued.
+    ProbeDesign design;
+    if (snap.probes) {
+      PathFinder paths(topo);
+      const HashEcmpModel ecmp(0);  // The planner's source-port model (planner.h).
+      design = DesignProbes(topo, current, paths, ecmp, *snap.probes);
+    }
+    for (size_t i = 0; i < snap.jobs.size(); ++i) {
+      auto p = design.probes.find(snap.jobs[i].id);
+      std::vector<FlowPin> want =
+          p != design.probes.end() ? std::move(p->second) : std::vector<FlowPin>{};
+      if (current[i] == nullptr || current[i]->probes == want) continue;
+      if (!fresh[i]) {
+        auto a = std::make_shared<AppliedAssignment>();
+        a->assignment = *current[i];
+        a->epoch = snap.epoch + 1;
+        current[i] = &a->assignment;
+        fresh[i] = std::move(a);
+      }
+      fresh[i]->assignment.probes = std::move(want);
+    }
+    if (snap.probes) out.probe_design = std::make_shared<const ProbeDesign>(std::move(design));
+  }
+  for (auto& a : fresh) {
+    if (a) out.changed.push_back(std::move(a));
+  }
   const Duration t_qos = clock.Now();
   out.assign_time = t_qos - t_assign;
   if (snap.qos) {
@@ -377,13 +421,15 @@ ControlLoop::ControlLoop(const Clock* clock, const Topology* topo, ControlLoopOp
       topo_(topo),
       options_(std::move(options)),
       applied_(std::make_shared<AppliedPlan>()),
-      retry_(options_.retry) {}
+      retry_(options_.retry),
+      faults_(options_.faults) {}
 
 void ControlLoop::SetOptions(const ControlLoopOptions& options) {
   const bool retry_changed = !(options.retry == options_.retry);
   const bool specs_changed = options.assumed_compute_time != options_.assumed_compute_time;
   options_ = options;
   if (retry_changed) retry_ = ExponentialBackoff(options_.retry);
+  if (!(faults_.options() == options_.faults)) faults_.SetOptions(options_.faults);
   if (specs_changed) {
     for (auto& [id, job] : jobs_) RebuildSpec(job);
   }
@@ -476,6 +522,7 @@ void ControlLoop::UpdateDemand(JobDemand demand) {
 std::shared_ptr<const AppliedAssignment> ControlLoop::RemoveJob(const std::string& id,
                                                                 std::string_view reason) {
   if (jobs_.erase(id) == 0) return nullptr;
+  faults_.ForgetJob(id);
   std::shared_ptr<const AppliedAssignment> was;
   auto it = applied_->find(id);
   if (it != applied_->end()) {
@@ -487,6 +534,36 @@ std::shared_ptr<const AppliedAssignment> ControlLoop::RemoveJob(const std::strin
 }
 
 void ControlLoop::Invalidate(std::string_view reason) { Request(reason); }
+
+void ControlLoop::ObserveLinkState(const LinkStateSignal& s) {
+  faults_.OnLinkState(s, clock_->Now());
+}
+
+void ControlLoop::ObserveCounters(const CounterSignal& s) { faults_.OnCounters(s, clock_->Now()); }
+
+void ControlLoop::ObserveFlows(const std::string& job_id, const std::vector<FlowSample>& samples) {
+  if (!jobs_.count(job_id)) return;
+  faults_.OnFlows(job_id, samples, clock_->Now());
+}
+
+void ControlLoop::SetLinkAdmin(LinkId link, AdminLinkState state) {
+  faults_.SetAdmin(link, state, clock_->Now());
+}
+
+void ControlLoop::ClearLinkAdmin(LinkId link) { faults_.ClearAdmin(link, clock_->Now()); }
+
+void ControlLoop::RestoreLinkAdmin(LinkId link, AdminLinkState state) {
+  faults_.RestoreAdmin(link, state, clock_->Now());
+}
+
+std::vector<LinkDecision> ControlLoop::EvaluateFaults() {
+  std::vector<LinkDecision> decisions = faults_.Evaluate(clock_->Now(), *topo_, *applied_);
+  for (const LinkDecision& d : decisions) {
+    unseat_[d.link] = ++unseat_seq_;
+    Request("link " + d.reason);
+  }
+  return decisions;
+}
 
 void ControlLoop::RestoreJob(JobDemand demand, uint32_t dscp, std::optional<JobProfile> profile,
                              std::optional<JobProfile> planned) {
@@ -545,6 +622,9 @@ std::shared_ptr<PlanningSnapshot> ControlLoop::Snapshot() const {
   snap->applied = applied_;
   snap->qos = options_.qos;
   snap->qos_applied = qos_;
+  for (const auto& [l, seq] : unseat_) snap->unseat_links.push_back(l);
+  snap->unseat_seq = unseat_seq_;
+  if (options_.faults.probes.enabled) snap->probes = options_.faults.probes;
   return snap;
 }
 
@@ -587,6 +667,8 @@ ApplyBatch ControlLoop::FinishPlan(const PlanningSnapshot& snap, const PlanOutco
   b.run = snap.run;
   b.epoch = epoch_;
   if (!outcome.status.ok()) return b;
+  b.unseated = snap.unseat_links;
+  b.unseat_seq = snap.unseat_seq;
   for (const auto& a : outcome.changed) {
     if (!jobs_.count(a->assignment.job_id)) continue;  // Left while the run was in flight.
     b.changed.push_back(a);
@@ -633,6 +715,11 @@ void ControlLoop::Commit(const ApplyBatch& batch) {
     }
   }
   if (batch.advances_epoch) epoch_ = batch.epoch;
+  // Those links' jobs are re-planned now (links that changed again since stay).
+  for (LinkId l : batch.unseated) {
+    auto it = unseat_.find(l);
+    if (it != unseat_.end() && it->second <= batch.unseat_seq) unseat_.erase(it);
+  }
 }
 
 void ControlLoop::CommitFailed() {

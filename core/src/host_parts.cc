@@ -201,6 +201,12 @@ std::map<NodeId, Assignment> SplitAssignmentByHost(const Assignment& a, const To
     }
     last->flows.push_back(f);
   }
+  // Probes (fault_probes.h) go to the host that sends them, like flows.
+  for (const FlowPin& p : a.probes) {
+    if (!p.src_nic.valid() || p.src_nic.value() >= topo.num_nodes()) continue;
+    auto it = out.find(topo.node(p.src_nic).host);
+    if (it != out.end()) it->second.probes.push_back(p);
+  }
   return out;
 }
 

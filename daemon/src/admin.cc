@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <set>
 
+#include "crux/core/fault_probes.h"
 #include "crux/protocol/codec.h"
 #include "crux/protocol/convert.h"
 
@@ -18,6 +19,27 @@ std::string Fmt(double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.3g", v);
   return buf;
+}
+
+uint64_t UnixMsAt(const DaemonContext& ctx, core::Duration at) {
+  const int64_t ms = ctx.loop->UnixMs() - (ctx.loop->Now() - at).nanos() / 1000000;
+  return ms > 0 ? static_cast<uint64_t>(ms) : 0;
+}
+
+v1::FaultEvent FaultEventToProto(const DaemonContext& ctx, const core::FaultEvent& e) {
+  v1::FaultEvent out;
+  out.set_at_unix_ms(UnixMsAt(ctx, e.at));
+  out.set_link(ctx.topo.Name(e.link));
+  out.set_from(protocol::LinkHealthToProto(e.from));
+  out.set_to(protocol::LinkHealthToProto(e.to));
+  const double nominal = ctx.topo.nominal().link(e.link).capacity.ToBitsPerSec();
+  out.set_capacity_bps(e.to == core::LinkHealth::kDown ? 0 : nominal * e.capacity_fraction);
+  out.set_automatic(e.automatic);
+  out.set_reason(e.reason.substr(0, 4000));
+  for (const std::string& ev : e.evidence) out.add_evidence(ev.substr(0, 4000));
+  constexpr size_t kMaxJobs = 200;
+  for (size_t i = 0; i < e.jobs.size() && i < kMaxJobs; ++i) out.add_jobs(e.jobs[i]);
+  return out;
 }
 
 std::set<uint32_t> JobLinks(const core::JobPlan& jp) {
@@ -78,6 +100,8 @@ void AdminService::Process(const protocol::Inbound& in) {
       return DryRun(rid, in.peer);
     case v1::Envelope::kListSwitchesRequest:
       return Reply(in.peer, ListSwitches(rid));
+    case v1::Envelope::kListFaultsRequest:
+      return Reply(in.peer, ListFaults(rid));
     default:
       return Reply(in.peer,
                    gateway_->Refuse("admin", rid,
@@ -237,6 +261,7 @@ v1::Envelope AdminService::Job(uint64_t rid, const v1::JobRequest& req) {
           "is not planned: it gets the temporary top level 0 and no pinned paths.";
     }
     d->set_explanation(why);
+    AddFaultReasoning(req.job_id(), d);
     return e;
   }
   const core::Plan& plan = view.outcome->plan;
@@ -296,7 +321,25 @@ v1::Envelope AdminService::Job(uint64_t rid, const v1::JobRequest& req) {
            Fmt(plan.cut_weight) + " of " + Fmt(plan.total_edge_weight) + ").";
   }
   d->set_explanation(why);
+  AddFaultReasoning(req.job_id(), d);
   return e;
+}
+
+void AdminService::AddFaultReasoning(const std::string& job_id, v1::JobDetail* d) const {
+  const std::vector<const core::FaultEvent*> events =
+      ctx_->plans->loop().faults().EventsForJob(job_id);
+  if (events.empty()) return;
+  constexpr size_t kShown = 10;
+  for (size_t i = 0; i < events.size() && i < kShown; ++i) {
+    *d->add_faults() = FaultEventToProto(*ctx_, *events[i]);
+  }
+  const core::FaultEvent& last = *events.front();
+  std::string text = " Its flows crossed link " + ctx_->topo.Name(last.link) + " when it went " +
+                     std::string(core::LinkHealthName(last.to)) + " (" +
+                     (last.automatic ? "automatic: " : "admin") +
+                     (last.automatic ? last.reason : "") + "), so it was re-planned around it";
+  text += events.size() > 1 ? " (" + std::to_string(events.size()) + " link changes so far)." : ".";
+  d->set_explanation(d->explanation() + text);
 }
 
 void AdminService::LinkLoads(std::vector<double>* load, std::vector<uint32_t>* jobs) const {
@@ -330,6 +373,15 @@ v1::LinkInfo AdminService::LinkInfoFor(core::LinkId id, const std::vector<double
   i.set_load_bps(load[id.value()]);
   i.set_utilization(cap > 0 ? load[id.value()] / cap : 0);
   i.set_jobs(jobs[id.value()]);
+  const core::FaultManager& fm = ctx_->plans->loop().faults();
+  if (fm.admin(id)) {
+    i.set_admin(true);
+    i.set_reason("admin");
+  } else if (health != core::LinkHealth::kUp) {
+    for (const core::LinkFaultView& v : fm.Links()) {
+      if (v.link == id) i.set_reason(v.reason.substr(0, 4000));
+    }
+  }
   return i;
 }
 
@@ -348,47 +400,105 @@ v1::Envelope AdminService::ListLinks(uint64_t rid, const v1::ListLinksRequest& r
 }
 
 v1::Envelope AdminService::SetLink(uint64_t rid, const v1::SetLinkRequest& r) {
-  core::Result<core::LinkHealth> health = protocol::LinkHealthFromProto(r.health());
-  if (!health.ok()) {
-    return gateway_->Refuse(
-        "admin", rid,
-        {v1::ERROR_CODE_INVALID_ARGUMENT, "set_link_request.health: must be UP, DEGRADED or DOWN"});
+  core::Result<std::vector<core::LinkId>> changed = core::InternalError("not run");
+  std::string what;
+  if (r.automatic()) {
+    changed = ctx_->faults->HandBack(r.link());
+    what = "handed back to automatic control";
+  } else {
+    core::Result<core::LinkHealth> health = protocol::LinkHealthFromProto(r.health());
+    if (!health.ok()) {
+      return gateway_->Refuse("admin", rid,
+                              {v1::ERROR_CODE_INVALID_ARGUMENT,
+                               "set_link_request.health: must be UP, DEGRADED or DOWN"});
+    }
+    changed = ctx_->faults->SetAdmin(r.link(), *health, r.capacity_bps());
+    what = "pinned " + std::string(core::LinkHealthName(*health));
   }
-  auto changed = ctx_->topo.Set(r.link(), *health, r.capacity_bps());
   if (!changed.ok()) {
     const v1::ErrorCode code = changed.status().code() == core::StatusCode::kNotFound
                                    ? v1::ERROR_CODE_NOT_FOUND
                                    : v1::ERROR_CODE_INVALID_ARGUMENT;
     return gateway_->Refuse("admin", rid, {code, changed.status().message()});
   }
-  for (core::LinkId id : *changed) {
-    const std::string name = ctx_->topo.Name(id);
-    std::optional<LinkOverride> put;  // nullopt: back to up, the override is deleted.
-    if (ctx_->topo.health(id) != core::LinkHealth::kUp) {
-      put =
-          LinkOverride{name, StoredHealth(ctx_->topo.health(id)),
-                       ctx_->topo.current().link(id).capacity.ToBitsPerSec(), ctx_->loop->UnixMs()};
-    }
-    ctx_->writer->Submit(
-        [name, put](Store& store) {
-          return put ? store.PutLinkOverride(*put) : store.DeleteLinkOverride(name);
-        },
-        [this](core::Status s) { (void)ctx_->store_health.Stored(std::move(s), "link_override"); });
-  }
+  spdlog::info("admin: link {} {} ({} directions changed)", r.link(), what, changed->size());
   std::vector<double> load;
   std::vector<uint32_t> jobs;
   LinkLoads(&load, &jobs);
   v1::Envelope e = protocol::NewEnvelope(rid);
+  e.mutable_set_link_reply();  // A reply body even when nothing changed.
   for (core::LinkId id : *changed) {
     *e.mutable_set_link_reply()->add_changed() = LinkInfoFor(id, load, jobs);
   }
-  e.mutable_set_link_reply();  // A reply body even when nothing changed.
-  if (!changed->empty()) {
-    spdlog::info("link {} set to {} ({} directions changed)", r.link(),
-                 core::LinkHealthName(*health), changed->size());
-    ctx_->plans->loop().Invalidate("link " + r.link() + " " +
-                                   std::string(core::LinkHealthName(*health)));
-    ctx_->plans->Kick();
+  return e;
+}
+
+v1::Envelope AdminService::ListFaults(uint64_t rid) const {
+  const core::FaultManager& fm = ctx_->plans->loop().faults();
+  v1::Envelope e = protocol::NewEnvelope(rid);
+  v1::ListFaultsReply* out = e.mutable_list_faults_reply();
+  out->set_automatic(fm.options().automatic);
+  out->set_evaluations(fm.evaluations());
+  const core::Topology& nominal = ctx_->topo.nominal();
+  for (const core::LinkFaultView& v : fm.Links()) {
+    v1::FaultInfo* f = out->add_links();
+    f->set_link(ctx_->topo.Name(v.link));
+    f->set_health(protocol::LinkHealthToProto(v.effective));
+    const double cap = nominal.link(v.link).capacity.ToBitsPerSec();
+    f->set_capacity_bps(v.effective == core::LinkHealth::kDown ? 0 : cap * v.effective_fraction);
+    f->set_automatic(protocol::LinkHealthToProto(v.automatic));
+    f->set_admin(v.admin.has_value());
+    f->set_suspect(v.suspect);
+    f->set_ambiguous(v.ambiguous);
+    f->set_score(v.score);
+    f->set_reason(v.reason.substr(0, 4000));
+    for (const std::string& ev : v.evidence) f->add_evidence(ev.substr(0, 4000));
+    f->set_since_unix_ms(UnixMsAt(*ctx_, v.since));
+    f->set_port_down(v.port_down);
+    f->set_hold_s(v.hold.ToSeconds());
+    f->set_downtime_s(v.downtime_s);
+    f->set_changes(v.changes);
+  }
+  // Coverage of the watched links by the applied flows and probes.
+  {
+    const core::Topology& topo = ctx_->topo.current();
+    std::vector<char> by_flow(topo.num_links(), 0);
+    std::vector<char> by_probe(topo.num_links(), 0);
+    uint32_t probes = 0;
+    for (const auto& [id, a] : ctx_->plans->loop().applied()) {
+      for (const core::FlowPin& f : a->assignment.flows) {
+        for (core::LinkId l : f.path) {
+          if (l.value() < by_flow.size()) by_flow[l.value()] = 1;
+        }
+      }
+      for (const core::FlowPin& f : a->assignment.probes) {
+        ++probes;
+        for (core::LinkId l : f.path) {
+          if (l.value() < by_probe.size()) by_probe[l.value()] = 1;
+        }
+      }
+    }
+    uint32_t flow_covered = 0, probe_covered = 0, unwatched = 0;
+    const std::vector<core::LinkId> watched = core::WatchedLinks(topo);
+    for (core::LinkId l : watched) {
+      if (by_flow[l.value()]) {
+        ++flow_covered;
+      } else if (by_probe[l.value()]) {
+        ++probe_covered;
+      } else {
+        if (++unwatched <= 100) out->add_unwatched(ctx_->topo.Name(l));
+      }
+    }
+    out->set_watched_links(static_cast<uint32_t>(watched.size()));
+    out->set_flow_covered(flow_covered);
+    out->set_probe_covered(probe_covered);
+    out->set_unwatched_total(unwatched);
+    out->set_probes(probes);
+    out->set_probing(fm.options().probes.enabled);
+  }
+  const auto& events = fm.events();
+  for (auto it = events.rbegin(); it != events.rend(); ++it) {
+    *out->add_events() = FaultEventToProto(*ctx_, *it);
   }
   return e;
 }

@@ -328,6 +328,64 @@ const std::vector<Field<DaemonConfig>>& ConfigFields() {
        .unit = "s",
        .live = kRestart,
        .ints = IntRange::Closed(2, 300)},
+      {.path = "faults.automatic", .member = CFG(faults.automatic)},
+      {.path = "faults.evidence_window_ms",
+       .member = CFG(faults.evidence_window_ms),
+       .unit = "ms",
+       .ints = IntRange::Closed(100, 3600000)},
+      {.path = "faults.evaluate_interval_ms",
+       .member = CFG(faults.evaluate_interval_ms),
+       .unit = "ms",
+       .ints = IntRange::Closed(10, 600000)},
+      {.path = "faults.gray_ratio",
+       .member = CFG(faults.gray_ratio),
+       .unit = "fraction of a flow's best rate",
+       .reals = RealRange::Closed(0.01, 1)},
+      {.path = "faults.min_flows",
+       .member = CFG(faults.min_flows),
+       .unit = "flows",
+       .ints = IntRange::Closed(1, 100000)},
+      {.path = "faults.counter_errors_per_s",
+       .member = CFG(faults.counter_errors_per_s),
+       .unit = "errors+discards/s",
+       .reals = RealRange::Closed(0.001, 1e12)},
+      {.path = "faults.counter_capacity_fraction",
+       .member = CFG(faults.counter_capacity_fraction),
+       .unit = "fraction of nominal",
+       .reals = RealRange::Closed(0.01, 1)},
+      {.path = "faults.min_dwell_ms",
+       .member = CFG(faults.min_dwell_ms),
+       .unit = "ms",
+       .ints = IntRange::Closed(1, 86400000)},
+      {.path = "faults.max_hold_ms",
+       .member = CFG(faults.max_hold_ms),
+       .unit = "ms",
+       .ints = IntRange::Closed(1, 86400000)},
+      {.path = "faults.stable_decay_ms",
+       .member = CFG(faults.stable_decay_ms),
+       .unit = "ms",
+       .ints = IntRange::Closed(1, 86400000)},
+      {.path = "faults.quarantine_downtime_ms",
+       .member = CFG(faults.quarantine_downtime_ms),
+       .unit = "ms",
+       .ints = IntRange::Closed(1, 86400000)},
+      {.path = "faults.probes", .member = CFG(faults.probes)},
+      {.path = "faults.probes_per_job",
+       .member = CFG(faults.probes_per_job),
+       .unit = "probes",
+       .ints = IntRange::Closed(0, 64)},
+      {.path = "faults.max_probes",
+       .member = CFG(faults.max_probes),
+       .unit = "probes",
+       .ints = IntRange::Closed(0, 100000)},
+      {.path = "faults.probe_interval_ms",
+       .member = CFG(faults.probe_interval_ms),
+       .unit = "ms",
+       .ints = IntRange::Closed(100, 3600000)},
+      {.path = "faults.probe_bytes",
+       .member = CFG(faults.probe_bytes),
+       .unit = "bytes",
+       .ints = IntRange::Closed(64, 16777216)},
   };
   return kFields;
 }
@@ -629,6 +687,11 @@ Status ValidateConfig(const DaemonConfig& c) {
         std::to_string(c.lease_ms) + ")");
   }
   CRUX_RETURN_IF_ERROR(core::ValidateQosConfig(c.qos));
+  if (c.faults.max_hold_ms < c.faults.min_dwell_ms) {
+    return InvalidArgumentError("faults.max_hold_ms: must be >= faults.min_dwell_ms (got " +
+                                std::to_string(c.faults.max_hold_ms) + " < " +
+                                std::to_string(c.faults.min_dwell_ms) + ")");
+  }
   return Status::Ok();
 }
 

@@ -111,6 +111,23 @@ core::ControlLoopOptions LoopOptions(const DaemonConfig& c) {
   o.replan_threshold_pct = c.replan_threshold_pct;
   o.profiling_samples = c.profiling_samples;
   o.qos = c.qos;
+  const FaultsConfig& f = c.faults;
+  o.faults.automatic = f.automatic;
+  o.faults.evidence_window = core::Duration::Millis(f.evidence_window_ms);
+  o.faults.evaluate_interval = core::Duration::Millis(f.evaluate_interval_ms);
+  o.faults.localisation.gray_ratio = f.gray_ratio;
+  o.faults.localisation.min_flows = f.min_flows;
+  o.faults.counter_errors_per_s = f.counter_errors_per_s;
+  o.faults.counter_capacity_fraction = f.counter_capacity_fraction;
+  o.faults.min_dwell = core::Duration::Millis(f.min_dwell_ms);
+  o.faults.max_hold = core::Duration::Millis(f.max_hold_ms);
+  o.faults.stable_decay = core::Duration::Millis(f.stable_decay_ms);
+  o.faults.quarantine_downtime = core::Duration::Millis(f.quarantine_downtime_ms);
+  o.faults.probes.enabled = f.probes;
+  o.faults.probes.max_per_job = f.probes_per_job;
+  o.faults.probes.max_total = f.max_probes;
+  o.faults.probes.interval = core::Duration::Millis(f.probe_interval_ms);
+  o.faults.probes.size = core::Bytes::Of(f.probe_bytes);
   return o;
 }
 
@@ -154,10 +171,12 @@ Daemon::Daemon(const DaemonConfig& config, core::Topology topology, std::string 
   ctx_.plans = std::make_unique<PlanHost>(
       loop, &ctx_.topo, LoopOptions(config), ToPlannerOptions(config.planner),
       [this](PlanRun run) { applier_.Apply(std::move(run)); }, std::move(executor));
+  ctx_.faults = std::make_unique<FaultService>(&ctx_);
 }
 
 Daemon::~Daemon() {
   FlushProfiles();
+  ctx_.faults.reset();  // Its timers check that it is alive.
   worker_.reset();      // Cancel and join a run in flight before the state it reports to goes.
   ctx_.writer.reset();  // Runs every write submitted (the profiles above included), then joins.
 }
@@ -205,7 +224,9 @@ core::Status Daemon::Restore() {
   for (const LinkOverride& o : links) {
     if (core::Status s = ctx_.topo.Restore(o); !s.ok()) {
       spdlog::error("stored link state not applied (kept in the state file): {}", s.ToString());
+      continue;
     }
+    ctx_.faults->RestoreAdmin(o);
   }
   CRUX_ASSIGN_OR_RETURN(auto jobs, store->LoadJobs());
   CRUX_ASSIGN_OR_RETURN(std::vector<StoredPart> stored_parts, store->LoadJobParts());
@@ -458,6 +479,7 @@ std::vector<std::string> Daemon::Reload(const DaemonConfig& c) {
   ctx_.tracker.SetOptions(TrackerOptions(config));
   ctx_.enforcer.SetQosConfig(config.qos);
   ctx_.plans->loop().SetOptions(LoopOptions(config));
+  ctx_.faults->Kick();
   if (core::Status s = ctx_.plans->SetPlannerOptions(ToPlannerOptions(config.planner)); !s.ok()) {
     spdlog::error("planner options not applied: {}", s.ToString());
   }

@@ -192,7 +192,8 @@ protocol::ProtocolError Gateway::Authorise(const protocol::Inbound& in) const {
             "unauthorised_key"};
   }
   const protocol::KeyGrant& g = it->second;
-  const bool switch_message = m.has_switch_hello() || m.has_switch_applied();
+  const bool switch_message =
+      m.has_switch_hello() || m.has_switch_applied() || m.has_switch_telemetry();
   if (!switch_message) {
     if (g.role == protocol::KeyRole::kJob) return {};
     return {v1::ERROR_CODE_PERMISSION_DENIED,
@@ -200,9 +201,12 @@ protocol::ProtocolError Gateway::Authorise(const protocol::Inbound& in) const {
                 "); jobs need a job key (a *.pub directly in the authorised-keys directory)",
             "role"};
   }
-  const std::string& name =
-      m.has_switch_hello() ? m.switch_hello().switch_name() : m.switch_applied().switch_name();
-  const std::string field = m.has_switch_hello() ? "switch_hello" : "switch_applied";
+  const std::string& name = m.has_switch_hello()       ? m.switch_hello().switch_name()
+                            : m.has_switch_telemetry() ? m.switch_telemetry().switch_name()
+                                                       : m.switch_applied().switch_name();
+  const std::string field = m.has_switch_hello()       ? "switch_hello"
+                            : m.has_switch_telemetry() ? "switch_telemetry"
+                                                       : "switch_applied";
   if (g.role != protocol::KeyRole::kSwitch) {
     return {v1::ERROR_CODE_PERMISSION_DENIED,
             field + ": this CURVE key is a job key (" + g.name +
@@ -240,6 +244,8 @@ std::optional<v1::Envelope> Gateway::Handle(const protocol::Inbound& in) {
       return OnSwitchHello(in);
     case v1::Envelope::kSwitchApplied:
       return OnSwitchApplied(in);
+    case v1::Envelope::kSwitchTelemetry:
+      return OnSwitchTelemetry(in);
     default:
       return Refuse("client", m.request_id(),
                     {v1::ERROR_CODE_INVALID_ARGUMENT,
@@ -372,6 +378,7 @@ v1::Envelope Gateway::OnHeartbeat(const protocol::Inbound& in) {
   } else {
     ctx_->tracker.Acked(h.job_id(), h.applied_epoch());
   }
+  if (h.flows_size() > 0) ObserveFlows(h);
   uint64_t epoch = 0;
   if (const core::AppliedAssignment* a = ctx_->plans->loop().Applied(h.job_id())) {
     epoch = a->epoch;
@@ -441,6 +448,43 @@ v1::Envelope Gateway::OnSwitchApplied(const protocol::Inbound& in) {
   Refusal bad = ctx_->enforcer.OnApplied(in.msg.switch_applied(), in.peer, ctx_->loop->UnixMs());
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
   return protocol::MakeAck(in.msg.request_id(), "", in.msg.switch_applied().epoch());
+}
+
+void Gateway::ObserveFlows(const v1::Heartbeat& h) {
+  const JobSession* j = ctx_->tracker.Find(h.job_id());
+  if (j == nullptr) return;
+  size_t skipped = 0;
+  std::vector<core::FlowSample> samples =
+      protocol::FlowSamplesFromProto(h, ctx_->topo.nominal(), j->demand, &skipped);
+  if (skipped > 0) {
+    // The heartbeat still counts (it is the job's keep-alive); the flows are dropped.
+    if (ctx_->metrics) ctx_->metrics->AddError("client", "flow_stats", skipped);
+    spdlog::debug("job {}: {} flow stats name NICs outside the job or the topology; ignored",
+                  h.job_id(), skipped);
+  }
+  if (samples.empty()) return;
+  ctx_->plans->loop().ObserveFlows(h.job_id(), samples);
+  ctx_->faults->Kick();
+}
+
+v1::Envelope Gateway::OnSwitchTelemetry(const protocol::Inbound& in) {
+  const v1::SwitchTelemetry& t = in.msg.switch_telemetry();
+  protocol::TelemetrySignals signals;
+  if (protocol::ProtocolError bad = protocol::TelemetryFromProto(t, ctx_->topo.nominal(), &signals);
+      protocol::Failed(bad)) {
+    return Refuse("client", in.msg.request_id(), bad);
+  }
+  for (const std::string& why : signals.ignored) {
+    // Once per switch and port (a misconfigured agent sends the same every second).
+    if (ignored_ports_.insert(t.switch_name() + "/" + why).second) {
+      spdlog::warn("switch {}: telemetry for port {} ignored", t.switch_name(), why);
+    }
+  }
+  core::ControlLoop& loop = ctx_->plans->loop();
+  for (const core::LinkStateSignal& s : signals.states) loop.ObserveLinkState(s);
+  for (const core::CounterSignal& c : signals.counters) loop.ObserveCounters(c);
+  ctx_->faults->Kick();
+  return protocol::MakeAck(in.msg.request_id(), "", loop.epoch());
 }
 
 void Gateway::JobGone(const std::string& id, const std::string& reason) {

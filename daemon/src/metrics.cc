@@ -99,6 +99,17 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                         .Register(*registry_)
                         .Add({});
   store_healthy_->Set(1);
+  link_changes_ = &BuildCounter()
+                       .Name("crux_link_changes_total")
+                       .Help(
+                           "Changes of a directed link's health in force, by source (automatic "
+                           "fault handling or an admin pin) and new health.")
+                       .Register(*registry_);
+  links_not_up_ = &BuildGauge()
+                       .Name("crux_links_not_up")
+                       .Help("Directed links whose health in force is down or degraded.")
+                       .Register(*registry_);
+  SetLinksNotUp(0, 0);
 }
 
 Metrics::~Metrics() = default;
@@ -170,5 +181,13 @@ void Metrics::AddRefusal(const std::string& reason, uint64_t n) {
   if (n) auth_refused_->Add({{"reason", reason}}).Increment(static_cast<double>(n));
 }
 void Metrics::SetStoreHealthy(bool ok) { store_healthy_->Set(ok ? 1 : 0); }
+void Metrics::AddLinkChange(bool automatic, const std::string& health) {
+  link_changes_->Add({{"source", automatic ? "automatic" : "admin"}, {"health", health}})
+      .Increment();
+}
+void Metrics::SetLinksNotUp(int64_t down, int64_t degraded) {
+  links_not_up_->Add({{"health", "down"}}).Set(static_cast<double>(down));
+  links_not_up_->Add({{"health", "degraded"}}).Set(static_cast<double>(degraded));
+}
 
 }  // namespace crux::daemon

@@ -1,5 +1,6 @@
 #include "crux/daemon/topology_manager.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace crux::daemon {
@@ -96,6 +97,23 @@ core::Result<std::vector<core::LinkId>> TopologyManager::Set(const std::string& 
   }
   if (!changed.empty()) ++version_;
   return changed;
+}
+
+bool TopologyManager::SetEffective(core::LinkId id, core::LinkHealth health, double capacity_bps) {
+  if (!id.valid() || id.value() >= nominal_->num_links()) return false;
+  const double nominal = nominal_->link(id).capacity.ToBitsPerSec();
+  State s{health,
+          health == core::LinkHealth::kDegraded
+              ? std::clamp(std::isfinite(capacity_bps) ? capacity_bps : nominal, 1.0, nominal)
+              : 0};
+  auto it = overrides_.find(id);
+  const bool same = (it == overrides_.end() && health == core::LinkHealth::kUp) ||
+                    (it != overrides_.end() && it->second.health == s.health &&
+                     it->second.capacity_bps == s.capacity_bps);
+  if (same) return false;
+  Apply(id, s);
+  ++version_;
+  return true;
 }
 
 core::LinkHealth TopologyManager::health(core::LinkId id) const {

@@ -378,6 +378,45 @@ core::Result<core::LinkHealth> LinkHealthFromProto(v1::LinkHealth h) {
   }
 }
 
+namespace {
+
+// A pinned flow or probe (v1::FlowAssignment, v1::ProbeTarget: the same fields) on the wire.
+template <typename P>
+void PinToProto(const core::FlowPin& f, const core::Topology& topo, P* out) {
+  out->set_src_nic(NameOf(topo, f.src_nic));
+  out->set_dst_nic(NameOf(topo, f.dst_nic));
+  out->set_udp_sport(f.udp_sport);
+  if (f.path.empty() || f.path.front().value() >= topo.num_links()) return;
+  out->add_path(NameOf(topo, topo.link(f.path.front()).src));
+  for (core::LinkId l : f.path) {
+    out->add_path(l.value() < topo.num_links() ? NameOf(topo, topo.link(l).dst) : "?");
+  }
+}
+
+template <typename P>
+core::Result<core::FlowPin> PinFromProto(const P& f, const core::Topology& topo,
+                                         const std::string& field) {
+  core::FlowPin pin;
+  CRUX_ASSIGN_OR_RETURN(pin.src_nic, topo.FindNode(f.src_nic()));
+  CRUX_ASSIGN_OR_RETURN(pin.dst_nic, topo.FindNode(f.dst_nic()));
+  pin.udp_sport = static_cast<uint16_t>(f.udp_sport());
+  for (int h = 1; h < f.path_size(); ++h) {
+    core::Result<core::NodeId> from = topo.FindNode(f.path(h - 1));
+    core::Result<core::NodeId> to = topo.FindNode(f.path(h));
+    if (!from.ok() || !to.ok()) {
+      return core::NotFoundError(field + ".path: hop '" + f.path(h) + "' is not in the topology");
+    }
+    core::Result<core::LinkId> link = topo.FindLink(*from, *to);
+    if (!link.ok()) {
+      return core::NotFoundError(field + ".path: no link " + f.path(h - 1) + "->" + f.path(h));
+    }
+    pin.path.push_back(*link);
+  }
+  return pin;
+}
+
+}  // namespace
+
 v1::Assignment AssignmentToProto(const core::AppliedAssignment& applied,
                                  const core::Topology& topo) {
   const core::Assignment& a = applied.assignment;
@@ -390,18 +429,8 @@ v1::Assignment AssignmentToProto(const core::AppliedAssignment& applied,
   p.set_state(JobPhaseToProto(a.phase));
   for (const auto& [k, v] : a.nccl_env) (*p.mutable_nccl_env())[k] = v;
   p.mutable_flows()->Reserve(static_cast<int>(a.flows.size()));
-  for (const core::FlowPin& f : a.flows) {
-    v1::FlowAssignment* fa = p.add_flows();
-    fa->set_src_nic(NameOf(topo, f.src_nic));
-    fa->set_dst_nic(NameOf(topo, f.dst_nic));
-    fa->set_udp_sport(f.udp_sport);
-    if (f.path.empty()) continue;
-    if (f.path.front().value() >= topo.num_links()) continue;
-    fa->add_path(NameOf(topo, topo.link(f.path.front()).src));
-    for (core::LinkId l : f.path) {
-      fa->add_path(l.value() < topo.num_links() ? NameOf(topo, topo.link(l).dst) : "?");
-    }
-  }
+  for (const core::FlowPin& f : a.flows) PinToProto(f, topo, p.add_flows());
+  for (const core::FlowPin& f : a.probes) PinToProto(f, topo, p.add_probes());
   return p;
 }
 
@@ -426,27 +455,140 @@ core::Result<core::AppliedAssignment> AssignmentFromProto(const v1::Assignment& 
   }
   for (const auto& [k, v] : p.nccl_env()) a.nccl_env[k] = v;
   for (int i = 0; i < p.flows_size(); ++i) {
-    const v1::FlowAssignment& f = p.flows(i);
-    const std::string field = "assignment.flows[" + std::to_string(i) + "]";
-    core::FlowPin pin;
-    CRUX_ASSIGN_OR_RETURN(pin.src_nic, topo.FindNode(f.src_nic()));
-    CRUX_ASSIGN_OR_RETURN(pin.dst_nic, topo.FindNode(f.dst_nic()));
-    pin.udp_sport = static_cast<uint16_t>(f.udp_sport());
-    for (int h = 1; h < f.path_size(); ++h) {
-      core::Result<core::NodeId> from = topo.FindNode(f.path(h - 1));
-      core::Result<core::NodeId> to = topo.FindNode(f.path(h));
-      if (!from.ok() || !to.ok()) {
-        return core::NotFoundError(field + ".path: hop '" + f.path(h) + "' is not in the topology");
-      }
-      core::Result<core::LinkId> link = topo.FindLink(*from, *to);
-      if (!link.ok()) {
-        return core::NotFoundError(field + ".path: no link " + f.path(h - 1) + "->" + f.path(h));
-      }
-      pin.path.push_back(*link);
-    }
+    CRUX_ASSIGN_OR_RETURN(
+        core::FlowPin pin,
+        PinFromProto(p.flows(i), topo, "assignment.flows[" + std::to_string(i) + "]"));
     a.flows.push_back(std::move(pin));
   }
+  for (int i = 0; i < p.probes_size(); ++i) {
+    CRUX_ASSIGN_OR_RETURN(
+        core::FlowPin pin,
+        PinFromProto(p.probes(i), topo, "assignment.probes[" + std::to_string(i) + "]"));
+    a.probes.push_back(std::move(pin));
+  }
   return out;
+}
+
+// ---- faults ----
+
+ProtocolError TelemetryFromProto(const v1::SwitchTelemetry& t, const core::Topology& topo,
+                                 TelemetrySignals* out) {
+  core::Result<core::NodeId> sw = topo.FindNode(t.switch_name());
+  if (!sw.ok() || !core::IsNetworkSwitch(topo.node(*sw).kind)) {
+    return Refuse(v1::ERROR_CODE_UNKNOWN_HOST, "switch_telemetry.switch_name: '" + t.switch_name() +
+                                                   "' is not a switch of the topology");
+  }
+  TelemetrySignals sig;
+  for (const v1::PortStatus& p : t.ports()) {
+    if (p.neighbor().empty()) {
+      sig.ignored.push_back(p.port() +
+                            ": no neighbour (set the agent's --neighbors or CONFIG_DB "
+                            "DEVICE_NEIGHBOR|" +
+                            p.port() + ")");
+      continue;
+    }
+    core::Result<core::NodeId> nb = topo.FindNode(p.neighbor());
+    if (!nb.ok()) {
+      sig.ignored.push_back(p.port() + ": neighbour '" + p.neighbor() +
+                            "' is not a node of the topology");
+      continue;
+    }
+    core::Result<core::LinkId> out_link = topo.FindLink(*sw, *nb);
+    if (!out_link.ok()) {
+      sig.ignored.push_back(p.port() + ": neighbour '" + p.neighbor() + "' is not adjacent to " +
+                            t.switch_name());
+      continue;
+    }
+    const core::LinkId egress = *out_link;                   // switch -> neighbour.
+    const core::LinkId ingress = topo.link(egress).reverse;  // neighbour -> switch.
+    const std::string source =
+        "switch " + t.switch_name() + " port " + p.port() + " (to " + p.neighbor() + ")";
+    if (p.oper_status() != v1::PORT_OPER_STATUS_UNSPECIFIED) {
+      const bool up = p.oper_status() == v1::PORT_OPER_STATUS_UP;
+      sig.states.push_back({egress, up, source});
+      sig.states.push_back({ingress, up, source});
+    }
+    if (p.has_counters() && p.counters().interval_ns() > 0) {
+      const v1::PortCounters& c = p.counters();
+      const core::Duration interval = core::Duration::Nanos(
+          static_cast<int64_t>(std::min<uint64_t>(c.interval_ns(), 1ULL << 62)));
+      core::CounterSignal in;
+      in.link = ingress;
+      in.interval = interval;
+      in.errors = c.in_errors() + c.fec_uncorrectable();
+      in.discards = c.in_discards();
+      in.pfc_pause = c.pfc_tx_pause();
+      in.source = source + " rx";
+      core::CounterSignal eg;
+      eg.link = egress;
+      eg.interval = interval;
+      eg.errors = c.out_errors();
+      eg.discards = c.out_discards();
+      eg.pfc_pause = c.pfc_rx_pause();
+      eg.queue_drops = c.queue_drops();
+      eg.ecn_marks = c.ecn_marked();
+      eg.source = source + " tx";
+      sig.counters.push_back(std::move(in));
+      sig.counters.push_back(std::move(eg));
+    }
+  }
+  *out = std::move(sig);
+  return {};
+}
+
+std::vector<core::FlowSample> FlowSamplesFromProto(const v1::Heartbeat& h,
+                                                   const core::Topology& topo,
+                                                   const core::JobDemand& demand, size_t* skipped) {
+  std::vector<core::FlowSample> out;
+  size_t bad = 0;
+  auto on_job_host = [&demand](core::NodeId host) {
+    for (const core::PlacementHost& p : demand.placement) {
+      if (p.host == host) return true;
+    }
+    return false;
+  };
+  auto nic = [&topo](const std::string& name) -> std::optional<core::NodeId> {
+    core::Result<core::NodeId> n = topo.FindNode(name);
+    if (!n.ok()) return std::nullopt;
+    const core::NodeKind k = topo.node(*n).kind;
+    if (k != core::NodeKind::kNic && k != core::NodeKind::kHost) return std::nullopt;
+    return *n;
+  };
+  out.reserve(static_cast<size_t>(h.flows_size()));
+  for (const v1::FlowStats& f : h.flows()) {
+    const std::optional<core::NodeId> src = nic(f.src_nic());
+    const std::optional<core::NodeId> dst = nic(f.dst_nic());
+    if (!src || !dst || *src == *dst || !on_job_host(topo.node(*src).host)) {
+      ++bad;
+      continue;
+    }
+    core::FlowSample s;
+    s.src_nic = *src;
+    s.dst_nic = *dst;
+    s.udp_sport = static_cast<uint16_t>(f.udp_sport());
+    s.bytes = core::Bytes::Of(static_cast<int64_t>(std::min<uint64_t>(f.bytes(), 1ULL << 62)));
+    s.transfer_time = core::Duration::Nanos(
+        static_cast<int64_t>(std::min<uint64_t>(f.transfer_time_ns(), 1ULL << 62)));
+    s.errors = f.errors();
+    s.probe = f.probe();
+    out.push_back(s);
+  }
+  if (skipped != nullptr) *skipped = bad;
+  return out;
+}
+
+v1::FlowStats FlowStatsToProto(const core::FlowSample& s, core::Duration window,
+                               const core::Topology& topo) {
+  v1::FlowStats f;
+  f.set_src_nic(topo.node(s.src_nic).name);
+  f.set_dst_nic(topo.node(s.dst_nic).name);
+  f.set_udp_sport(s.udp_sport);
+  f.set_bytes(static_cast<uint64_t>(std::max<int64_t>(0, s.bytes.count())));
+  f.set_transfer_time_ns(static_cast<uint64_t>(std::max<int64_t>(0, s.transfer_time.nanos())));
+  f.set_errors(s.errors);
+  f.set_window_ns(static_cast<uint64_t>(std::max<int64_t>(1, window.nanos())));
+  f.set_probe(s.probe);
+  return f;
 }
 
 }  // namespace crux::protocol

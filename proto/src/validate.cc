@@ -167,6 +167,11 @@ Status CheckLinkInfo(const v1::LinkInfo& l, const Field& f) {
   return CheckFiniteNonNegative(l.utilization(), Field(f, "utilization"));
 }
 
+Status CheckFaultEvent(const v1::FaultEvent& e, const Field& f) {
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(e.capacity_bps(), Field(f, "capacity_bps")));
+  return CheckText(e.reason(), kMaxTextLength, Field(f, "reason"));
+}
+
 Status CheckJobDetail(const v1::JobDetail& d, const Field& f) {
   if (d.has_summary()) CRUX_RETURN_IF_ERROR(CheckJobSummary(d.summary(), Field(f, "summary")));
   CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(d.work_flops(), Field(f, "work_flops")));
@@ -176,12 +181,65 @@ Status CheckJobDetail(const v1::JobDetail& d, const Field& f) {
         CheckFinite(d.contends_with(i).weight(),
                     Field(Field(Field(f, "contends_with"), static_cast<size_t>(i)), "weight")));
   }
+  for (int i = 0; i < d.faults_size(); ++i) {
+    CRUX_RETURN_IF_ERROR(
+        CheckFaultEvent(d.faults(i), Field(Field(f, "faults"), static_cast<size_t>(i))));
+  }
+  return Status::Ok();
+}
+
+// One FlowStats of a heartbeat (issue #14).
+Status CheckFlowStats(const v1::FlowStats& s, const Field& f) {
+  CRUX_RETURN_IF_ERROR(CheckId(s.src_nic(), Field(f, "src_nic")));
+  CRUX_RETURN_IF_ERROR(CheckId(s.dst_nic(), Field(f, "dst_nic")));
+  if (s.udp_sport() > 65535) {
+    return Bad(Field(f, "udp_sport"),
+               "must be 0-65535 (got " + std::to_string(s.udp_sport()) + ")");
+  }
+  CRUX_RETURN_IF_ERROR(CheckMaxU64(s.bytes(), kMaxBytesPerIteration, Field(f, "bytes")));
+  if (s.window_ns() == 0 || s.window_ns() > kMaxIterationNs) {
+    return Bad(Field(f, "window_ns"),
+               "must be > 0 and at most one day (got " + std::to_string(s.window_ns()) + ")");
+  }
+  if (s.transfer_time_ns() > s.window_ns()) {
+    return Bad(Field(f, "transfer_time_ns"), "must be <= window_ns");
+  }
+  if (s.bytes() > 0 && s.transfer_time_ns() == 0) {
+    return Bad(Field(f, "transfer_time_ns"), "must be > 0 when bytes > 0");
+  }
+  return Status::Ok();
+}
+
+Status CheckPortCounters(const v1::PortCounters& c, const Field& f) {
+  if (c.interval_ns() == 0 || c.interval_ns() > kMaxIterationNs) {
+    return Bad(Field(f, "interval_ns"),
+               "must be > 0 and at most one day (got " + std::to_string(c.interval_ns()) + ")");
+  }
   return Status::Ok();
 }
 
 }  // namespace
 
 bool IsValidId(std::string_view id) { return IsValidName(id, false); }
+
+core::Status ValidateSwitchTelemetry(const v1::SwitchTelemetry& m, std::string_view field) {
+  const Field f(field);
+  CRUX_RETURN_IF_ERROR(CheckId(m.switch_name(), Field(f, "switch_name")));
+  CRUX_RETURN_IF_ERROR(CheckCount(m.ports_size(), kMaxPorts, Field(f, "ports")));
+  for (int i = 0; i < m.ports_size(); ++i) {
+    const v1::PortStatus& p = m.ports(i);
+    const Field ports(f, "ports");
+    const Field pf(ports, static_cast<size_t>(i));
+    CRUX_RETURN_IF_ERROR(CheckId(p.port(), Field(pf, "port")));
+    CRUX_RETURN_IF_ERROR(CheckOptionalId(p.neighbor(), Field(pf, "neighbor")));
+    if (!v1::PortOperStatus_IsValid(p.oper_status())) {
+      return Bad(Field(pf, "oper_status"), "unknown value " + std::to_string(p.oper_status()));
+    }
+    if (p.has_counters())
+      CRUX_RETURN_IF_ERROR(CheckPortCounters(p.counters(), Field(pf, "counters")));
+  }
+  return Status::Ok();
+}
 
 core::Status ValidateError(const v1::Error& m, std::string_view field) {
   const Field f(field);
@@ -342,6 +400,11 @@ core::Status ValidateHeartbeat(const v1::Heartbeat& m, std::string_view field) {
   if (m.has_host_part()) {
     CRUX_RETURN_IF_ERROR(CheckHostPart(m.host_part(), Field(Field(field), "host_part")));
   }
+  const Field flows(field, "flows");
+  CRUX_RETURN_IF_ERROR(CheckCount(m.flows_size(), kMaxFlows, flows));
+  for (int i = 0; i < m.flows_size(); ++i) {
+    CRUX_RETURN_IF_ERROR(CheckFlowStats(m.flows(i), Field(flows, static_cast<size_t>(i))));
+  }
   return CheckId(m.job_id(), Field(field, "job_id"));
 }
 
@@ -386,6 +449,22 @@ core::Status ValidateAssignment(const v1::Assignment& m, std::string_view field)
     CRUX_RETURN_IF_ERROR(CheckCount(fl.path_size(), kMaxPathHops, Field(ff, "path")));
     for (int j = 0; j < fl.path_size(); ++j) {
       CRUX_RETURN_IF_ERROR(CheckId(fl.path(j), Field(Field(ff, "path"), static_cast<size_t>(j))));
+    }
+  }
+  CRUX_RETURN_IF_ERROR(CheckCount(m.probes_size(), kMaxFlows, Field(f, "probes")));
+  for (int i = 0; i < m.probes_size(); ++i) {
+    const v1::ProbeTarget& p = m.probes(i);
+    const Field probes(f, "probes");
+    const Field pf(probes, static_cast<size_t>(i));
+    CRUX_RETURN_IF_ERROR(CheckId(p.src_nic(), Field(pf, "src_nic")));
+    CRUX_RETURN_IF_ERROR(CheckId(p.dst_nic(), Field(pf, "dst_nic")));
+    if (p.udp_sport() > 65535) {
+      return Bad(Field(pf, "udp_sport"),
+                 "must be 0-65535 (got " + std::to_string(p.udp_sport()) + ")");
+    }
+    CRUX_RETURN_IF_ERROR(CheckCount(p.path_size(), kMaxPathHops, Field(pf, "path")));
+    for (int j = 0; j < p.path_size(); ++j) {
+      CRUX_RETURN_IF_ERROR(CheckId(p.path(j), Field(Field(pf, "path"), static_cast<size_t>(j))));
     }
   }
   if (!v1::JobState_IsValid(m.state())) {
@@ -508,8 +587,15 @@ core::Status ValidateSetLinkRequest(const v1::SetLinkRequest& m, std::string_vie
     return Bad(Field(f, "link"), "invalid link name " + Quote(m.link()) +
                                      " (expected \"a->b\" or \"a-b\" of node names)");
   }
+  if (m.automatic()) {
+    if (m.health() != v1::LINK_HEALTH_UNSPECIFIED || m.capacity_bps() != 0) {
+      return Bad(Field(f, "automatic"),
+                 "hands the link back: health and capacity_bps must be unset");
+    }
+    return Status::Ok();
+  }
   if (m.health() == v1::LINK_HEALTH_UNSPECIFIED || !v1::LinkHealth_IsValid(m.health())) {
-    return Bad(Field(f, "health"), "must be UP, DEGRADED or DOWN");
+    return Bad(Field(f, "health"), "must be UP, DEGRADED or DOWN (or automatic)");
   }
   CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(m.capacity_bps(), Field(f, "capacity_bps")));
   if (m.capacity_bps() > kMaxBps) return Bad(Field(f, "capacity_bps"), "too large (at most 1e15)");
@@ -546,6 +632,21 @@ core::Status Validate(const v1::Envelope& msg) {
       return ValidateSwitchQosState(msg.switch_state());
     case E::kSwitchApplied:
       return ValidateSwitchApplied(msg.switch_applied());
+    case E::kSwitchTelemetry:
+      return ValidateSwitchTelemetry(msg.switch_telemetry());
+    case E::kListFaultsRequest:
+      return Status::Ok();
+    case E::kListFaultsReply:
+      for (int i = 0; i < msg.list_faults_reply().events_size(); ++i) {
+        CRUX_RETURN_IF_ERROR(
+            CheckFaultEvent(msg.list_faults_reply().events(i),
+                            Field("list_faults_reply.events", static_cast<size_t>(i))));
+      }
+      for (const v1::FaultInfo& l : msg.list_faults_reply().links()) {
+        CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(l.capacity_bps(), "list_faults_reply.links"));
+        CRUX_RETURN_IF_ERROR(CheckFinite(l.score(), "list_faults_reply.links"));
+      }
+      return Status::Ok();
     case E::kStatusRequest:
     case E::kListJobsRequest:
     case E::kPlanDryRunRequest:

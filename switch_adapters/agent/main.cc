@@ -60,6 +60,20 @@ int main(int argc, char** argv) {
   app.add_option("--client-key", client_key, "own secret key file (.key, mode 0600)");
   app.add_flag("--insecure", insecure, "plain ZeroMQ without CURVE (labs only)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
+  // Port telemetry (issue #14, docs/faults.md).
+  bool watch_ports = false;
+  int port_poll_ms = 250, counter_poll_ms = 1000;
+  std::vector<std::string> neighbors;
+  app.add_flag("--watch-ports", watch_ports,
+               "Report port state and counter deltas to cruxd (backends with a port monitor)");
+  app.add_option("--port-poll-ms", port_poll_ms, "Port state poll period (--watch-ports)")
+      ->check(CLI::Range(10, 60000));
+  app.add_option("--counter-poll-ms", counter_poll_ms, "Counter poll period (--watch-ports)")
+      ->check(CLI::Range(100, 600000));
+  app.add_option("--neighbors", neighbors,
+                 "PORT=NODE,...: topology node at the other end of each port (default: the "
+                 "device's, e.g. CONFIG_DB DEVICE_NEIGHBOR)")
+      ->delimiter(',');
 
   // Every backend's parameters, as options (a name shared by two backends is one option).
   std::map<std::string, std::string> values;
@@ -113,6 +127,25 @@ int main(int argc, char** argv) {
   }
   auto adapter = backends.Create(backend, config);
   if (!adapter.ok()) return bad(adapter.status().ToString());
+  std::unique_ptr<sa::PortMonitor> monitor;
+  if (watch_ports) {
+    auto m = backends.CreateMonitor(backend, config);
+    if (!m.ok()) return bad("--watch-ports: " + m.status().message());
+    monitor = std::move(m).value();
+    sa::PortWatcher::Options w;
+    w.state_poll = Duration::Millis(port_poll_ms);
+    w.counter_poll = Duration::Millis(counter_poll_ms);
+    for (const std::string& item : neighbors) {
+      const size_t eq = item.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+        return bad("--neighbors: expected PORT=NODE (got '" + item + "')");
+      }
+      w.neighbors[item.substr(0, eq)] = item.substr(eq + 1);
+    }
+    options.watch_ports = w;
+  } else if (!neighbors.empty()) {
+    return bad("--neighbors: only with --watch-ports");
+  }
   if (crux::core::Status h = (*adapter)->Health(); !h.ok()) {
     spdlog::warn("backend {} not healthy yet (the agent retries): {}", backend, h.ToString());
   }
@@ -129,6 +162,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   {
     sa::SwitchAgent agent(options, ctx, **adapter);
+    if (monitor) agent.SetPortMonitor(std::move(monitor));
     if (crux::core::Status s = agent.Start(); !s.ok()) return bad(s.ToString());
     std::signal(SIGINT, OnSignal);
     std::signal(SIGTERM, OnSignal);

@@ -68,6 +68,12 @@ Status SwitchAgent::Start() {
   caps_ = adapter_.capabilities();
   CRUX_ASSIGN_OR_RETURN(client_, protocol::DealerClient::Connect(ctx_, options_.client));
   worker_ = std::make_unique<DeviceWorker>(adapter_);
+  if (options_.watch_ports) {
+    if (!monitor_) {
+      return core::FailedPreconditionError("agent.watch_ports: the backend has no port monitor");
+    }
+    watcher_ = std::make_unique<PortWatcher>(std::move(monitor_), *options_.watch_ports);
+  }
   next_hello_ = clock_.Now();
   return Status::Ok();
 }
@@ -129,6 +135,7 @@ void SwitchAgent::SendHello() {
     return;
   }
   ++counters_.hellos_acked;
+  telemetry_off_ = false;
   if (!connected_) {
     ++counters_.reconnects;
     spdlog::info("connected to cruxd at {} as switch {} (applied epoch {}, state id {})",
@@ -299,6 +306,7 @@ Status SwitchAgent::RunOnce() {
   }
   TakeDeviceOutcome();
   MaybeStartDeviceWork();
+  SendTelemetry();
   // Wait for a message, but not past the next hello or device timer (a device call in progress is
   // picked up at the next poll).
   const Duration now = clock_.Now();
@@ -317,6 +325,68 @@ Status SwitchAgent::RunOnce() {
   }
   // Late replies (acks of earlier calls) and other bodies are ignored.
   return Status::Ok();
+}
+
+void SwitchAgent::SendTelemetry() {
+  if (!watcher_) return;
+  std::vector<TelemetryReport> reports = watcher_->Take();
+  if (reports.empty() || telemetry_off_ || fatal_) return;
+  // While cruxd is away only the newest report matters (every report has every port's state).
+  if (!connected_) reports.erase(reports.begin(), reports.end() - 1);
+  for (const TelemetryReport& r : reports) {
+    v1::Envelope env = protocol::NewEnvelope();
+    v1::SwitchTelemetry* t = env.mutable_switch_telemetry();
+    t->set_switch_name(options_.switch_name);
+    t->set_seq(++telemetry_seq_);
+    for (const PortReport& p : r.ports) {
+      v1::PortStatus* ps = t->add_ports();
+      ps->set_port(p.port);
+      ps->set_neighbor(p.neighbor);
+      ps->set_oper_status(!p.oper_up   ? v1::PORT_OPER_STATUS_UNSPECIFIED
+                          : *p.oper_up ? v1::PORT_OPER_STATUS_UP
+                                       : v1::PORT_OPER_STATUS_DOWN);
+      if (p.delta && p.interval > Duration::Zero()) {
+        v1::PortCounters* c = ps->mutable_counters();
+        c->set_interval_ns(static_cast<uint64_t>(p.interval.nanos()));
+        c->set_in_errors(p.delta->in_errors);
+        c->set_in_discards(p.delta->in_discards);
+        c->set_out_errors(p.delta->out_errors);
+        c->set_out_discards(p.delta->out_discards);
+        c->set_fec_uncorrectable(p.delta->fec_uncorrectable);
+        c->set_pfc_rx_pause(p.delta->pfc_rx_pause);
+        c->set_pfc_tx_pause(p.delta->pfc_tx_pause);
+        c->set_queue_drops(p.delta->queue_drops);
+        c->set_ecn_marked(p.delta->ecn_marked);
+        c->set_in_packets(p.delta->in_packets);
+        c->set_out_packets(p.delta->out_packets);
+      }
+    }
+    Result<v1::Envelope> reply = client_->Call(env, options_.call_timeout);
+    if (!reply.ok()) {
+      MarkAway(reply.status().message());
+      return;
+    }
+    if (reply->has_error()) {
+      ++counters_.telemetry_refused;
+      const v1::ErrorCode code = reply->error().code();
+      spdlog::warn(
+          "cruxd refused port telemetry: {}{}",
+          protocol::StatusFromError(reply->error()).ToString(),
+          code == v1::ERROR_CODE_MALFORMED ? " (an older cruxd?) - none until the next hello" : "");
+      if (code == v1::ERROR_CODE_MALFORMED) telemetry_off_ = true;
+      if (code == v1::ERROR_CODE_NOT_FOUND) next_hello_ = clock_.Now();
+      return;
+    }
+    ++counters_.telemetry_sent;
+    if (r.state_changed) {
+      std::string states;
+      for (const PortReport& p : r.ports) {
+        states += (states.empty() ? "" : ", ") + p.port + " " +
+                  (!p.oper_up ? "?" : (*p.oper_up ? "up" : "down"));
+      }
+      spdlog::info("port state reported: {}", states);
+    }
+  }
 }
 
 Status SwitchAgent::Run(const std::atomic<bool>& stop) {

@@ -27,6 +27,10 @@
 //     core::ExponentialBackoff (`daemon_backoff`); the device keeps its state and the reconciler
 //     keeps it there. A SwitchApplied answered NOT_FOUND (a restarted cruxd that has not seen our
 //     hello yet) triggers a hello at once.
+//   * Port telemetry (issue #14, with a PortMonitor and `watch_ports`): a PortWatcher thread
+//     polls the ports (port_watcher.h); the loop sends its reports as SwitchTelemetry while cruxd
+//     answers (the newest report only after an absence: states are complete in every report). A
+//     cruxd that refuses the message (an older one: MALFORMED) gets none until the next hello.
 //   * Fatal configuration: a hello refused with UNKNOWN_HOST (not a switch of cruxd's topology) or
 //     PERMISSION_DENIED (this agent's key may not speak for the switch) is not retried. RunOnce()
 //     returns kFailedPrecondition, fatal() holds the reason, and crux-switch-agent exits with
@@ -54,6 +58,7 @@
 #include "crux/switch_adapters/adapter.h"
 #include "crux/v1/switch.pb.h"
 #include "device_worker.h"
+#include "port_watcher.h"
 
 namespace crux::switch_adapters {
 
@@ -77,7 +82,9 @@ struct AgentOptions {
   // Re-apply of the applied state (drift repair). > 0.
   core::Duration reconcile_period = core::Duration::Millis(10000);
   core::Duration poll = core::Duration::Millis(100);  // Longest wait of one RunOnce().
-  std::string agent_version = "crux-switch-agent/0.2";
+  std::string agent_version = "crux-switch-agent/0.3";
+  // Port telemetry (needs SetPortMonitor); nullopt: none.
+  std::optional<PortWatcher::Options> watch_ports;
 };
 
 // Errors name the option ("agent.switch_name: required", "agent.device_backoff.max: ...").
@@ -100,6 +107,8 @@ struct AgentCounters {
   // deposed leader); never reported to cruxd as SwitchApplied, only counted, logged and sent in
   // the hellos (`cruxctl switches`).
   uint64_t stale_term_refused = 0;
+  uint64_t telemetry_sent = 0;     // SwitchTelemetry reports cruxd acknowledged.
+  uint64_t telemetry_refused = 0;  // Reports cruxd answered with an error.
 };
 
 class SwitchAgent {
@@ -109,8 +118,10 @@ class SwitchAgent {
               const core::Clock& clock = core::SteadyClock::Instance());
   ~SwitchAgent();  // Waits for a device call in progress (bounded by the backend's timeouts).
 
-  // Validates the options, reads the capabilities, starts the device thread and creates the
-  // DEALER socket (connects in the background).
+  // Port telemetry source (before Start; with options.watch_ports).
+  void SetPortMonitor(std::unique_ptr<PortMonitor> monitor) { monitor_ = std::move(monitor); }
+  // Validates the options, reads the capabilities, starts the device thread (and the port
+  // watcher) and creates the DEALER socket (connects in the background).
   core::Status Start();
   // One step: a due hello, the outcome of a finished device call (reported), a due device apply
   // (retry or reconcile) handed to the device thread, then up to `poll` waiting for one message.
@@ -149,6 +160,8 @@ class SwitchAgent {
   void MaybeStartDeviceWork();
   void Report(v1::Envelope env);
   void MarkAway(const std::string& why);
+  // Sends the port watcher's reports (see the file comment).
+  void SendTelemetry();
 
   AgentOptions options_;
   protocol::TransportContext& ctx_;
@@ -174,6 +187,10 @@ class SwitchAgent {
   std::optional<InFlight> in_flight_;
   uint64_t next_job_id_ = 0;
   AgentCounters counters_;
+  std::unique_ptr<PortMonitor> monitor_;  // Handed to the watcher at Start.
+  bool telemetry_off_ = false;            // cruxd refused telemetry; until the next hello.
+  uint64_t telemetry_seq_ = 0;
+  std::unique_ptr<PortWatcher> watcher_;
   std::unique_ptr<DeviceWorker> worker_;  // Last: destroyed (joined) first.
 };
 

@@ -70,6 +70,21 @@ std::vector<std::string> BackendRegistry::Names() const {
 
 core::Result<std::unique_ptr<SwitchAdapter>> BackendRegistry::Create(
     std::string_view name, const BackendConfig& config) const {
+  CRUX_ASSIGN_OR_RETURN(const Backend* b, Checked(name, config));
+  return b->create(config);
+}
+
+core::Result<std::unique_ptr<PortMonitor>> BackendRegistry::CreateMonitor(
+    std::string_view name, const BackendConfig& config) const {
+  CRUX_ASSIGN_OR_RETURN(const Backend* b, Checked(name, config));
+  if (!b->create_monitor) {
+    return core::FailedPreconditionError("backend '" + b->name + "' cannot watch ports");
+  }
+  return b->create_monitor(config);
+}
+
+core::Result<const Backend*> BackendRegistry::Checked(std::string_view name,
+                                                      const BackendConfig& config) const {
   const Backend* b = Find(name);
   if (b == nullptr) {
     return core::NotFoundError("backend '" + std::string(name) +
@@ -89,7 +104,7 @@ core::Result<std::unique_ptr<SwitchAdapter>> BackendRegistry::Create(
           " backend (its parameters: " + (names.empty() ? "none" : Join(names)) + ")");
     }
   }
-  return b->create(config);
+  return b;
 }
 
 std::string ParamString(const BackendConfig& c, const std::string& name,

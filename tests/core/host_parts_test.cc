@@ -314,7 +314,7 @@ TEST_F(HostPartsTest, NonFiniteFiguresAreLeftOutAndHugeBytesSaturate) {
   EXPECT_EQ(MergeHostParts({Part(0, &host0_), Part(2, &host2_)}).profile->overlap_start, 0.0);
 }
 
-TEST_F(HostPartsTest, EachHostGetsTheHeaderAndTheFlowsLeavingItsNics) {
+TEST_F(HostPartsTest, EachHostGetsTheHeaderAndTheFlowsAndProbesLeavingItsNics) {
   Assignment a;
   a.job_id = "ring";
   a.phase = JobPhase::kScheduled;
@@ -327,6 +327,7 @@ TEST_F(HostPartsTest, EachHostGetsTheHeaderAndTheFlowsLeavingItsNics) {
              {c_.nic[0][1], c_.nic[1][0], 0, {}},
              {c_.nic[1][0], c_.nic[0][0], 49155, {}},
              {NodeId(), c_.nic[0][0], 1, {}}};  // No source: nobody's.
+  a.probes = {{c_.nic[2][0], c_.nic[0][1], 50000, {}}, {c_.nic[1][0], c_.nic[2][0], 50001, {}}};
   const std::map<NodeId, Assignment> cut =
       SplitAssignmentByHost(a, c_.topo, {c_.host[2], c_.host[0], c_.host[3], c_.host[0]});
   ASSERT_EQ(cut.size(), 3u);  // host1 was not asked for.
@@ -337,6 +338,9 @@ TEST_F(HostPartsTest, EachHostGetsTheHeaderAndTheFlowsLeavingItsNics) {
   EXPECT_EQ(cut.at(c_.host[0]).flows, (std::vector<FlowPin>{a.flows[0], a.flows[2]}));
   EXPECT_EQ(cut.at(c_.host[2]).flows, std::vector<FlowPin>{a.flows[1]});
   EXPECT_TRUE(cut.at(c_.host[3]).flows.empty()) << "a host without flows gets the header";
+  // Probes go to the host that sends them (host1 was not asked for).
+  EXPECT_EQ(cut.at(c_.host[2]).probes, std::vector<FlowPin>{a.probes[0]});
+  EXPECT_TRUE(cut.at(c_.host[0]).probes.empty());
   EXPECT_TRUE(SplitAssignmentByHost(a, c_.topo, {}).empty());
 }
 

@@ -38,7 +38,8 @@ class FakeDaemon {
         (void)server_->Send(in.peer, protocol::MakeError(in.msg.request_id(), *hello_error,
                                                          "switch_hello.switch_name: 'tor0' is "
                                                          "not a switch of the topology"));
-      } else if (in.msg.has_switch_hello() || in.msg.has_switch_applied()) {
+      } else if (in.msg.has_switch_hello() || in.msg.has_switch_applied() ||
+                 in.msg.has_switch_telemetry()) {
         peer_ = in.peer;
         peers_.push_back(in.peer);
         (void)server_->Send(in.peer, protocol::MakeAck(in.msg.request_id()));
@@ -66,6 +67,13 @@ class FakeDaemon {
     std::vector<v1::SwitchApplied> out;
     for (const auto& e : Received()) {
       if (e.has_switch_applied()) out.push_back(e.switch_applied());
+    }
+    return out;
+  }
+  std::vector<v1::SwitchTelemetry> Telemetry() {
+    std::vector<v1::SwitchTelemetry> out;
+    for (const auto& e : Received()) {
+      if (e.has_switch_telemetry()) out.push_back(e.switch_telemetry());
     }
     return out;
   }

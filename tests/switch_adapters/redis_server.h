@@ -120,6 +120,34 @@ class RedisServer {
     return out;
   }
 
+  // ---- SONiC port state and counters (issue #14): what portsorch, the flex counters and the
+  // minigraph write, so tests inject faults on a real server (failures-ha.md A6 keys).
+  // APPL_DB (0) PORT_TABLE:<port> oper_status ("up" / "down").
+  void SetPortOperStatus(const std::string& port, const std::string& status) const {
+    Cmd({"HSET", "PORT_TABLE:" + port, "oper_status", status, "admin_status", "up"}, 0);
+  }
+  // COUNTERS_DB (2) COUNTERS_PORT_NAME_MAP <port> -> <oid>, COUNTERS_QUEUE_NAME_MAP
+  // <port>:<queue> -> <oid>.
+  void MapPortCounters(const std::string& port, const std::string& oid) const {
+    Cmd({"HSET", "COUNTERS_PORT_NAME_MAP", port, oid}, 2);
+  }
+  void MapQueueCounters(const std::string& port, int queue, const std::string& oid) const {
+    Cmd({"HSET", "COUNTERS_QUEUE_NAME_MAP", port + ":" + std::to_string(queue), oid}, 2);
+  }
+  // COUNTERS_DB (2) COUNTERS:<oid> fields (SAI_PORT_STAT_IF_IN_ERRORS, ...), as decimal strings.
+  void SetCounters(const std::string& oid, const std::map<std::string, uint64_t>& fields) const {
+    std::vector<std::string> args = {"HSET", "COUNTERS:" + oid};
+    for (const auto& [k, v] : fields) {
+      args.push_back(k);
+      args.push_back(std::to_string(v));
+    }
+    Cmd(args, 2);
+  }
+  // CONFIG_DB (4) DEVICE_NEIGHBOR|<port> name.
+  void SetNeighbor(const std::string& port, const std::string& name) const {
+    Cmd({"HSET", "DEVICE_NEIGHBOR|" + port, "name", name, "port", "Ethernet0"}, 4);
+  }
+
   // Calls of `command` since the last CONFIG RESETSTAT (INFO commandstats).
   long Calls(const std::string& command) const {
     std::vector<std::string> v = Cmd({"INFO", "commandstats"});

@@ -26,8 +26,28 @@
 #ifndef CRUX_LOADGEN_BINARY
 #define CRUX_LOADGEN_BINARY CRUX_BINARY_DIR "/tools/loadgen/crux-loadgen"
 #endif
+#ifndef CRUX_SWITCH_AGENT_BINARY
+#define CRUX_SWITCH_AGENT_BINARY CRUX_BINARY_DIR "/switch_adapters/crux-switch-agent"
+#endif
+#ifndef CRUX_REDIS_SERVER_BINARY
+#define CRUX_REDIS_SERVER_BINARY "/usr/bin/redis-server"
+#endif
+#ifndef CRUX_REDIS_CLI_BINARY
+#define CRUX_REDIS_CLI_BINARY "/usr/bin/redis-cli"
+#endif
 
 namespace crux::system_test {
+
+// The binary of a switch end-to-end test (cruxd, cruxctl, crux-loadgen, crux-switch-agent,
+// redis-server, redis-cli) that is not there, or "" when all are.
+inline std::string MissingSwitchE2eBinary() {
+  for (const char* bin :
+       {CRUXD_BINARY, CRUXCTL_BINARY, CRUX_LOADGEN_BINARY, CRUX_SWITCH_AGENT_BINARY,
+        CRUX_REDIS_SERVER_BINARY, CRUX_REDIS_CLI_BINARY}) {
+    if (!fs::exists(bin)) return bin;
+  }
+  return "";
+}
 
 class CruxdHarness {
  public:

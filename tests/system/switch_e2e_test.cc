@@ -40,26 +40,8 @@
 #include <thread>
 #include <vector>
 
+#include "cruxd_harness.h"  // The binaries' paths.
 #include "process_util.h"
-
-#ifndef CRUXD_BINARY
-#define CRUXD_BINARY CRUX_BINARY_DIR "/daemon/cruxd"
-#endif
-#ifndef CRUXCTL_BINARY
-#define CRUXCTL_BINARY CRUX_BINARY_DIR "/tools/cruxctl/cruxctl"
-#endif
-#ifndef CRUX_LOADGEN_BINARY
-#define CRUX_LOADGEN_BINARY CRUX_BINARY_DIR "/tools/loadgen/crux-loadgen"
-#endif
-#ifndef CRUX_SWITCH_AGENT_BINARY
-#define CRUX_SWITCH_AGENT_BINARY CRUX_BINARY_DIR "/switch_adapters/crux-switch-agent"
-#endif
-#ifndef CRUX_REDIS_SERVER_BINARY
-#define CRUX_REDIS_SERVER_BINARY "/usr/bin/redis-server"
-#endif
-#ifndef CRUX_REDIS_CLI_BINARY
-#define CRUX_REDIS_CLI_BINARY "/usr/bin/redis-cli"
-#endif
 
 namespace crux::system_test {
 namespace {
@@ -111,10 +93,8 @@ struct Switch {
 class SwitchE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* bin :
-         {CRUXD_BINARY, CRUXCTL_BINARY, CRUX_LOADGEN_BINARY, CRUX_SWITCH_AGENT_BINARY,
-          CRUX_REDIS_SERVER_BINARY, CRUX_REDIS_CLI_BINARY}) {
-      if (!fs::exists(bin)) GTEST_SKIP() << bin << " is not available";
+    if (const std::string missing = MissingSwitchE2eBinary(); !missing.empty()) {
+      GTEST_SKIP() << missing << " is not available";
     }
     ASSERT_FALSE(dir_.path().empty());
     state_dir_ = dir_.path() / "state";

@@ -203,7 +203,11 @@ int RunLinks(const CruxctlEnvironment& env, const Options& o, std::ostream& out,
 int RunSetLink(const CruxctlEnvironment& env, const Options& o, std::ostream& out,
                std::ostream& err) {
   v1::LinkHealth health = v1::LINK_HEALTH_UNSPECIFIED;
-  if (o.health == "up") {
+  const bool automatic = o.health == "auto";
+  if (automatic) {
+    if (o.capacity_given)
+      return Fail(err, kExitUsage, "set-link: --capacity-gbps only applies to degraded");
+  } else if (o.health == "up") {
     health = v1::LINK_HEALTH_UP;
   } else if (o.health == "down") {
     health = v1::LINK_HEALTH_DOWN;
@@ -211,7 +215,7 @@ int RunSetLink(const CruxctlEnvironment& env, const Options& o, std::ostream& ou
     health = v1::LINK_HEALTH_DEGRADED;
   } else {
     return Fail(err, kExitUsage,
-                "set-link: HEALTH must be up, down or degraded (got \"" + o.health + "\")");
+                "set-link: HEALTH must be up, down, degraded or auto (got \"" + o.health + "\")");
   }
   if (health == v1::LINK_HEALTH_DEGRADED && !o.capacity_given) {
     return Fail(err, kExitUsage, "set-link: --capacity-gbps is required with degraded");
@@ -223,6 +227,7 @@ int RunSetLink(const CruxctlEnvironment& env, const Options& o, std::ostream& ou
   v1::SetLinkRequest* set = request.mutable_set_link_request();
   set->set_link(o.link);
   set->set_health(health);
+  set->set_automatic(automatic);
   if (o.capacity_given) set->set_capacity_bps(o.capacity_gbps * 1e9);
   if (core::Status s = protocol::ValidateSetLinkRequest(*set, "set-link"); !s.ok()) {
     return Fail(err, kExitUsage, s.message());
@@ -255,6 +260,23 @@ int RunPlan(const CruxctlEnvironment& env, const Options& o, std::ostream& out, 
     PrintJson(out, ToJson(reply.plan_dry_run_reply()));
   } else {
     out << RenderPlanDryRunText(reply.plan_dry_run_reply());
+  }
+  return kExitOk;
+}
+
+int RunFaults(const CruxctlEnvironment& env, const Options& o, std::ostream& out,
+              std::ostream& err) {
+  v1::Envelope request;
+  request.mutable_list_faults_request();
+  v1::Envelope reply;
+  if (int rc = Exchange(env, o, request, v1::Envelope::kListFaultsReply, &reply, err);
+      rc != kExitOk) {
+    return rc;
+  }
+  if (o.json) {
+    PrintJson(out, ToJson(reply.list_faults_reply()));
+  } else {
+    out << RenderFaultsText(reply.list_faults_reply());
   }
   return kExitOk;
 }
@@ -383,15 +405,20 @@ int RunCruxctl(int argc, const char* const* argv, std::ostream& out, std::ostrea
   job->add_option("ID", o.job_id, "Job id")->required();
   CLI::App* links = app.add_subcommand("links", "Link health and committed load");
   links->add_flag("--all", o.all_links, "Every link, not only loaded or unhealthy ones");
-  CLI::App* set_link = app.add_subcommand("set-link", "Mark a link up, down or degraded");
+  CLI::App* set_link = app.add_subcommand(
+      "set-link",
+      "Pin a link up, down or degraded (automatic fault handling no longer changes it), or hand "
+      "it back with auto");
   set_link->add_option("LINK", o.link, "\"a->b\" (one direction) or \"a-b\" (both)")->required();
-  set_link->add_option("HEALTH", o.health, "up | down | degraded")->required();
+  set_link->add_option("HEALTH", o.health, "up | down | degraded | auto")->required();
   CLI::Option* capacity =
       set_link->add_option("--capacity-gbps", o.capacity_gbps, "Remaining capacity (degraded)")
           ->check(kFinitePositive);
   CLI::App* plan = app.add_subcommand("plan", "Re-plan without applying (--dry-run)");
   plan->add_flag("--dry-run", o.dry_run, "Only show what would change (required)");
   CLI::App* switches = app.add_subcommand("switches", "Switch agents and their QoS state");
+  CLI::App* faults = app.add_subcommand(
+      "faults", "Suspect and unhealthy links: score, evidence, state, since, automatic or admin");
   CLI::App* keygen = app.add_subcommand("keygen", "Create a CurveZMQ key pair (no daemon needed)");
   keygen->add_option("--out-dir", o.out_dir, "Directory for NAME.key and NAME.pub")->required();
   keygen->add_option("--name", o.key_name, "Base name of the key files (default: client)");
@@ -417,6 +444,7 @@ int RunCruxctl(int argc, const char* const* argv, std::ostream& out, std::ostrea
   if (*set_link) return RunSetLink(env, o, out, err);
   if (*plan) return RunPlan(env, o, out, err);
   if (*switches) return RunSwitches(env, o, out, err);
+  if (*faults) return RunFaults(env, o, out, err);
   if (*keygen) return RunKeygen(o, out, err);
   return Fail(err, kExitUsage, "no command given (try --help)");
 }

@@ -338,15 +338,13 @@ nlohmann::json ToJson(const v1::JobDetail& d) {
                         {"weight", c.weight()},
                         {"above", c.above()}});
   }
-  nlohmann::json out = {{"summary", ToJson(d.summary())},
-                        {"hosts", StringArray(d.hosts())},
-                        {"work_flops", d.work_flops()},
-                        {"comm_time_ms", d.comm_time_ms()},
-                        {"bottleneck", d.bottleneck()},
-                        {"reference", d.reference()},
-                        {"model", d.model()},
-                        {"explanation", d.explanation()},
-                        {"flows", flows},
+  nlohmann::json faults = nlohmann::json::array();
+  for (const v1::FaultEvent& e : d.faults()) faults.push_back(ToJson(e));
+  nlohmann::json out = {{"summary", ToJson(d.summary())},   {"faults", faults},
+                        {"hosts", StringArray(d.hosts())},  {"work_flops", d.work_flops()},
+                        {"comm_time_ms", d.comm_time_ms()}, {"bottleneck", d.bottleneck()},
+                        {"reference", d.reference()},       {"model", d.model()},
+                        {"explanation", d.explanation()},   {"flows", flows},
                         {"contends_with", contends}};
   if (d.parts_size() > 0) AddPartsJson(d, &out);
   return out;
@@ -359,7 +357,56 @@ nlohmann::json ToJson(const v1::LinkInfo& l) {
           {"nominal_bps", l.nominal_bps()},
           {"load_bps", l.load_bps()},
           {"utilization", l.utilization()},
-          {"jobs", l.jobs()}};
+          {"jobs", l.jobs()},
+          {"admin", l.admin()},
+          {"reason", l.reason()}};
+}
+
+nlohmann::json ToJson(const v1::FaultEvent& e) {
+  return {{"at_unix_ms", e.at_unix_ms()},
+          {"link", e.link()},
+          {"from", LinkHealthName(e.from())},
+          {"to", LinkHealthName(e.to())},
+          {"capacity_bps", e.capacity_bps()},
+          {"automatic", e.automatic()},
+          {"reason", e.reason()},
+          {"evidence", StringArray(e.evidence())},
+          {"jobs", StringArray(e.jobs())}};
+}
+
+nlohmann::json ToJson(const v1::ListFaultsReply& reply) {
+  nlohmann::json links = nlohmann::json::array();
+  for (const v1::FaultInfo& f : reply.links()) {
+    links.push_back({{"link", f.link()},
+                     {"health", LinkHealthName(f.health())},
+                     {"capacity_bps", f.capacity_bps()},
+                     {"automatic_health", LinkHealthName(f.automatic())},
+                     {"admin", f.admin()},
+                     {"suspect", f.suspect()},
+                     {"ambiguous", f.ambiguous()},
+                     {"score", f.score()},
+                     {"reason", f.reason()},
+                     {"evidence", StringArray(f.evidence())},
+                     {"since_unix_ms", f.since_unix_ms()},
+                     {"port_down", f.port_down()},
+                     {"hold_s", f.hold_s()},
+                     {"downtime_s", f.downtime_s()},
+                     {"changes", f.changes()}});
+  }
+  nlohmann::json events = nlohmann::json::array();
+  for (const v1::FaultEvent& e : reply.events()) events.push_back(ToJson(e));
+  return {{"automatic", reply.automatic()},
+          {"evaluations", reply.evaluations()},
+          {"coverage",
+           {{"watched_links", reply.watched_links()},
+            {"flow_covered", reply.flow_covered()},
+            {"probe_covered", reply.probe_covered()},
+            {"probes", reply.probes()},
+            {"probing", reply.probing()},
+            {"unwatched", StringArray(reply.unwatched())},
+            {"unwatched_total", reply.unwatched_total()}}},
+          {"links", links},
+          {"events", events}};
 }
 
 nlohmann::json ToJson(const v1::ListLinksReply& reply) {
@@ -632,6 +679,14 @@ std::string RenderJobDetailText(const v1::JobDetail& d) {
                        std::to_string(c.links_size()), links});
   }
   out << contention.Render();
+  if (d.faults_size() > 0) {
+    out << "\nLink changes that re-routed it (" << d.faults_size() << ", newest first):\n";
+    for (const v1::FaultEvent& e : d.faults()) {
+      out << "  " << FormatUnixMillis(e.at_unix_ms()) << "  " << E(e.link()) << " "
+          << LinkHealthName(e.from()) << " -> " << LinkHealthName(e.to())
+          << (e.automatic() ? " (automatic)" : " (admin)") << "\n    " << E(e.reason()) << "\n";
+    }
+  }
   return out.str();
 }
 
@@ -640,6 +695,7 @@ namespace {
 Table LinksTable() {
   return Table({{"LINK"},
                 {"HEALTH"},
+                {"BY"},
                 {"CAPACITY", true},
                 {"NOMINAL", true},
                 {"LOAD", true},
@@ -648,7 +704,8 @@ Table LinksTable() {
 }
 
 void AddLinkRow(Table& table, const v1::LinkInfo& l) {
-  table.AddRow({l.name(), LinkHealthName(l.health()), FormatSi(l.capacity_bps(), "b/s"),
+  const std::string by = l.admin() ? "admin" : (l.health() == v1::LINK_HEALTH_UP ? "-" : "auto");
+  table.AddRow({l.name(), LinkHealthName(l.health()), by, FormatSi(l.capacity_bps(), "b/s"),
                 FormatSi(l.nominal_bps(), "b/s"), FormatSi(l.load_bps(), "b/s"),
                 FormatPercent(l.utilization()), std::to_string(l.jobs())});
 }
@@ -705,6 +762,68 @@ std::string RenderSwitchesTable(const v1::ListSwitchesReply& reply) {
                   s.last_error().empty() ? "-" : s.last_error()});
   }
   return table.Render();
+}
+
+std::string RenderFaultsText(const v1::ListFaultsReply& reply) {
+  std::ostringstream out;
+  out << "Automatic fault handling: " << (reply.automatic() ? "on" : "off (suspects only)") << ", "
+      << reply.evaluations() << " evaluations.\n"
+      << "Watched links: " << reply.watched_links() << " (" << reply.flow_covered()
+      << " crossed by flows, " << reply.probe_covered() << " by probes only, "
+      << reply.unwatched_total() << " by neither); " << reply.probes() << " probes"
+      << (reply.probing() ? "" : " (probing off)") << ".\n";
+  if (reply.unwatched_total() > 0) {
+    out << "Not watched:";
+    constexpr int kShown = 8;
+    for (int i = 0; i < reply.unwatched_size() && i < kShown; ++i) {
+      out << " " << E(reply.unwatched(i));
+    }
+    if (reply.unwatched_total() > kShown) {
+      out << " ... (+" << reply.unwatched_total() - kShown << ", see --json)";
+    }
+    out << "\n";
+  }
+  Table table({{"LINK"},
+               {"HEALTH"},
+               {"BY"},
+               {"SINCE"},
+               {"CAPACITY", true},
+               {"AUTO"},
+               {"SUSPECT"},
+               {"SCORE", true},
+               {"HOLD", true},
+               {"DOWNTIME", true},
+               {"CHANGES", true}});
+  for (const v1::FaultInfo& f : reply.links()) {
+    const std::string by =
+        f.admin() ? "admin" : (f.health() == v1::LINK_HEALTH_UP ? "-" : "automatic");
+    table.AddRow({f.link(), LinkHealthName(f.health()), by, FormatUnixMillis(f.since_unix_ms()),
+                  FormatSi(f.capacity_bps(), "b/s"), LinkHealthName(f.automatic()),
+                  f.suspect() ? (f.ambiguous() ? "ambiguous" : "yes") : "no",
+                  f.suspect() ? FormatNumber(f.score()) : "-", FormatMillis(f.hold_s() * 1000),
+                  FormatMillis(f.downtime_s() * 1000), std::to_string(f.changes())});
+  }
+  out << (reply.links_size() == 0 ? "No suspect, no pinned or unhealthy link.\n" : table.Render());
+  for (const v1::FaultInfo& f : reply.links()) {
+    if (f.reason().empty() && f.evidence_size() == 0) continue;
+    out << "\n" << E(f.link()) << ": " << E(f.reason()) << "\n";
+    for (const std::string& e : f.evidence()) out << "    " << E(e) << "\n";
+  }
+  if (reply.events_size() > 0) {
+    out << "\nRecent changes (newest first):\n";
+    constexpr int kShown = 20;
+    for (int i = 0; i < reply.events_size() && i < kShown; ++i) {
+      const v1::FaultEvent& e = reply.events(i);
+      out << "  " << FormatUnixMillis(e.at_unix_ms()) << "  " << E(e.link()) << " "
+          << LinkHealthName(e.from()) << " -> " << LinkHealthName(e.to())
+          << (e.automatic() ? " (automatic)" : " (admin)") << ", " << e.jobs_size()
+          << " job(s) crossed it\n    " << E(e.reason()) << "\n";
+    }
+    if (reply.events_size() > kShown) {
+      out << "  ... " << reply.events_size() - kShown << " more (see --json)\n";
+    }
+  }
+  return out.str();
 }
 
 }  // namespace crux::cruxctl

@@ -100,6 +100,8 @@ nlohmann::json ToJson(const v1::ListLinksReply& reply);
 nlohmann::json ToJson(const v1::SetLinkReply& reply);
 nlohmann::json ToJson(const v1::PlanDryRunReply& reply);
 nlohmann::json ToJson(const v1::ListSwitchesReply& reply);
+nlohmann::json ToJson(const v1::FaultEvent& event);
+nlohmann::json ToJson(const v1::ListFaultsReply& reply);
 // The printed form of a JSON document (see the contract above); no trailing newline.
 std::string DumpJson(const nlohmann::json& doc);
 
@@ -111,6 +113,9 @@ std::string RenderLinksTable(const v1::ListLinksReply& reply);
 std::string RenderSetLinkText(const v1::SetLinkReply& reply);
 std::string RenderPlanDryRunText(const v1::PlanDryRunReply& reply);
 std::string RenderSwitchesTable(const v1::ListSwitchesReply& reply);
+// cruxctl faults: the links (state, since, automatic or admin, score, reason, evidence) and the
+// recent changes.
+std::string RenderFaultsText(const v1::ListFaultsReply& reply);
 
 }  // namespace crux::cruxctl
 

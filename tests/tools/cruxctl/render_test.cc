@@ -177,9 +177,9 @@ v1::JobDetail Detail() {
 
 TEST(JsonTest, JobDetailNestsSummaryFlowsAndContention) {
   const nlohmann::json j = ToJson(Detail());
-  EXPECT_EQ(Keys(j),
-            (std::set<std::string>{"summary", "hosts", "work_flops", "comm_time_ms", "bottleneck",
-                                   "reference", "model", "explanation", "flows", "contends_with"}));
+  EXPECT_EQ(Keys(j), (std::set<std::string>{"summary", "hosts", "work_flops", "comm_time_ms",
+                                            "bottleneck", "reference", "model", "explanation",
+                                            "flows", "contends_with", "faults"}));
   EXPECT_EQ(j["summary"]["job_id"], "llm");
   EXPECT_EQ(j["hosts"], nlohmann::json::array({"host0", "host1"}));
   ASSERT_EQ(j["flows"].size(), 1u);
@@ -321,7 +321,7 @@ TEST(TextTest, LinksAndSetLink) {
   EXPECT_EQ(j["links"][0]["health"], "degraded");
   EXPECT_EQ(Keys(j["links"][0]),
             (std::set<std::string>{"name", "health", "capacity_bps", "nominal_bps", "load_bps",
-                                   "utilization", "jobs"}));
+                                   "utilization", "jobs", "admin", "reason"}));
   v1::SetLinkReply set;
   *set.add_changed() = *l;
   EXPECT_EQ(ToJson(set)["changed"][0]["name"], "tor0->agg1");
@@ -631,6 +631,105 @@ TEST(TextTest, SwitchesTableKeepsOldColumnsAndAddsSyncDriftCapabilities) {
   EXPECT_NE(lines[1].find("  4  "), std::string::npos) << lines[1];  // Drift repairs.
   EXPECT_NE(lines[2].find("apply failed: queue 7 busy"), std::string::npos) << lines[2];
   EXPECT_EQ(lines[2].rfind("tor1", 0), 0u);
+}
+
+v1::ListFaultsReply FaultsReply() {
+  v1::ListFaultsReply r;
+  r.set_automatic(true);
+  r.set_evaluations(42);
+  r.set_watched_links(24);
+  r.set_flow_covered(16);
+  r.set_probe_covered(4);
+  r.set_probes(3);
+  r.set_probing(true);
+  r.set_unwatched_total(4);
+  for (const char* l : {"host3/nic0->tor1", "tor1->host3/nic0", "host1/nic0->tor0", "x"}) {
+    r.add_unwatched(l);
+  }
+  v1::FaultInfo* f = r.add_links();
+  f->set_link("tor0->agg0");
+  f->set_health(v1::LINK_HEALTH_DEGRADED);
+  f->set_capacity_bps(120e9);
+  f->set_automatic(v1::LINK_HEALTH_DEGRADED);
+  f->set_suspect(true);
+  f->set_score(0.7);
+  f->set_reason("one signal: least squares: it delivers ~30% of its rate");
+  f->add_evidence("flow of job lg-1 host0/nic0->host4/nic0 (sport 49152): 30% of its best rate");
+  f->set_since_unix_ms(1700000000000);
+  f->set_hold_s(5);
+  f->set_changes(1);
+  v1::FaultInfo* pinned = r.add_links();
+  pinned->set_link("tor1->agg1");
+  pinned->set_health(v1::LINK_HEALTH_DOWN);
+  pinned->set_automatic(v1::LINK_HEALTH_UP);
+  pinned->set_admin(true);
+  v1::FaultEvent* e = r.add_events();
+  e->set_at_unix_ms(1700000000000);
+  e->set_link("tor0->agg0");
+  e->set_from(v1::LINK_HEALTH_UP);
+  e->set_to(v1::LINK_HEALTH_DEGRADED);
+  e->set_capacity_bps(120e9);
+  e->set_automatic(true);
+  e->set_reason("tor0->agg0 degraded (30% of nominal): one signal: least squares");
+  e->add_jobs("lg-1");
+  return r;
+}
+
+TEST(JsonTest, FaultsHaveDocumentedKeys) {
+  const nlohmann::json j = ToJson(FaultsReply());
+  EXPECT_EQ(Keys(j),
+            (std::set<std::string>{"automatic", "evaluations", "coverage", "links", "events"}));
+  EXPECT_EQ(Keys(j["coverage"]),
+            (std::set<std::string>{"watched_links", "flow_covered", "probe_covered", "probes",
+                                   "probing", "unwatched", "unwatched_total"}));
+  EXPECT_EQ(j["coverage"]["unwatched"].size(), 4u);
+  ASSERT_EQ(j["links"].size(), 2u);
+  EXPECT_EQ(j["links"][0]["health"], "degraded");
+  EXPECT_EQ(j["links"][0]["automatic_health"], "degraded");
+  EXPECT_EQ(j["links"][1]["admin"], true);
+  EXPECT_EQ(j["links"][1]["automatic_health"], "up");
+  ASSERT_EQ(j["events"].size(), 1u);
+  EXPECT_EQ(j["events"][0]["to"], "degraded");
+  EXPECT_EQ(j["events"][0]["jobs"], nlohmann::json::array({"lg-1"}));
+}
+
+TEST(TextTest, FaultsShowStateWhoReasonEvidenceCoverageAndChanges) {
+  const std::string text = RenderFaultsText(FaultsReply());
+  EXPECT_NE(text.find("Automatic fault handling: on, 42 evaluations."), std::string::npos) << text;
+  EXPECT_NE(text.find("Watched links: 24 (16 crossed by flows, 4 by probes only, 4 by neither); "
+                      "3 probes."),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Not watched: host3/nic0->tor1"), std::string::npos) << text;
+  EXPECT_NE(text.find("automatic"), std::string::npos) << text;
+  EXPECT_NE(text.find("admin"), std::string::npos) << text;
+  EXPECT_NE(text.find("tor0->agg0: one signal: least squares"), std::string::npos) << text;
+  EXPECT_NE(text.find("    flow of job lg-1"), std::string::npos) << text;
+  EXPECT_NE(text.find("tor0->agg0 up -> degraded (automatic), 1 job(s) crossed it"),
+            std::string::npos)
+      << text;
+  v1::ListFaultsReply empty;
+  EXPECT_NE(RenderFaultsText(empty).find("No suspect, no pinned or unhealthy link."),
+            std::string::npos);
+  EXPECT_NE(RenderFaultsText(empty).find("(probing off)"), std::string::npos);
+}
+
+TEST(TextTest, JobDetailListsTheLinkChangesThatReroutedIt) {
+  v1::JobDetail d;
+  *d.mutable_summary() = Summary("lg-1", 1, 0);
+  v1::FaultEvent* e = d.add_faults();
+  e->set_at_unix_ms(1700000000000);
+  e->set_link("tor0->agg0");
+  e->set_from(v1::LINK_HEALTH_UP);
+  e->set_to(v1::LINK_HEALTH_DOWN);
+  e->set_automatic(true);
+  e->set_reason("tor0->agg0 down: link state: switch tor0 port Ethernet0 oper_status down");
+  const std::string text = RenderJobDetailText(d);
+  EXPECT_NE(text.find("Link changes that re-routed it (1, newest first):"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("tor0->agg0 up -> down (automatic)"), std::string::npos) << text;
+  EXPECT_NE(text.find("oper_status down"), std::string::npos) << text;
+  EXPECT_EQ(ToJson(d)["faults"][0]["reason"], e->reason());
 }
 
 }  // namespace

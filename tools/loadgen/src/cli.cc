@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "crux/core/text.h"
+#include "crux/loadgen/flow_model.h"
 #include "crux/loadgen/runner.h"
 #include "crux/loadgen/workload.h"
 #include "crux/protocol/curve.h"
@@ -186,6 +187,9 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   uint64_t seed = 1;
   double jitter_pct = 2;
   std::string prefix = "lg";
+  bool flow_stats = false;
+  double flow_gbps = 100;
+  std::vector<std::string> fault_specs;
   app.add_option("--endpoint", endpoint, "cruxd client endpoint")->capture_default_str();
   app.add_option("--server-key", server_key, "daemon public key file (.pub) for CurveZMQ");
   app.add_option("--client-key", client_key, "own secret key file (.key, mode 0600)");
@@ -217,6 +221,19 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   app.add_flag("--end-jobs", end_jobs, "send EndJob for every job at the end");
   app.add_flag("--json", json, "print the summary as JSON");
   app.add_flag("--quiet", quiet, "no progress lines");
+  app.add_flag("--flow-stats", flow_stats,
+               "report every pinned flow's bytes, transfer time and transport errors with the "
+               "heartbeats (docs/faults.md)");
+  app.add_option("--flow-gbps", flow_gbps, "line rate of the simulated flows (--flow-stats)")
+      ->capture_default_str();
+  uint64_t probe_bytes = 65536;
+  app.add_option("--probe-bytes", probe_bytes,
+                 "bytes each probe of an assignment sends per heartbeat (--flow-stats)")
+      ->capture_default_str();
+  app.add_option("--fault", fault_specs,
+                 "LINK:FRACTION[@AFTER_S[+DURATION_S]]: slow (FRACTION of the rate) or cut (0) the "
+                 "flows whose pinned path crosses LINK ('a->b' or 'a-b'), from AFTER_S for "
+                 "DURATION_S (default: to the end); implies --flow-stats; repeatable");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -262,6 +279,19 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
 
   auto topo = spec::LoadTopologyFile(topology);
   if (!topo.ok()) return bad("--topology: " + topo.status().message());
+
+  if (!(flow_gbps > 0 && flow_gbps <= 1e6)) return bad("--flow-gbps: must be in (0, 1e6]");
+  for (const std::string& spec : fault_specs) {
+    auto f = ParseLinkFault(spec, *topo);
+    if (!f.ok()) return bad(f.status().message());
+    options.faults.push_back(*f);
+  }
+  options.flow_stats = flow_stats || !options.faults.empty();
+  options.flow_gbps = flow_gbps;
+  if (probe_bytes < 1 || probe_bytes > (uint64_t{1} << 30)) {
+    return bad("--probe-bytes: must be 1-1073741824");
+  }
+  options.probe_bytes = probe_bytes;
 
   WorkloadOptions wo;
   wo.jobs = jobs;

@@ -51,6 +51,9 @@ struct Sim {
   core::Duration heartbeat_interval;
   TimePoint retry_register_at{};
   core::ExponentialBackoff register_backoff;  // Between registration attempts.
+  // The applied assignment's pinned flows and the start of the current flow-stats window.
+  std::vector<PinnedFlow> flows;
+  TimePoint flows_since{};
   size_t reports_outstanding = 0;
   // Why the job is not registered (last refusal's code name, "TIMEOUT", "SEND_FAILED"), and the
   // daemon's message; empty while nothing went wrong.
@@ -152,6 +155,8 @@ class Engine {
     const TimePoint end = options_.duration > core::Duration::Zero() ? start + Ns(options_.duration)
                                                                      : TimePoint::max();
     const TimePoint register_deadline = std::min(end, start + Ns(options_.register_timeout));
+    start_ = start;
+    fault_active_.assign(options_.faults.size(), false);
     for (size_t i = 0; i < sims_.size(); ++i) SendRegister(i, start);
 
     TimePoint measure_start{};
@@ -183,6 +188,7 @@ class Engine {
       // daemon forgot (UNKNOWN_JOB, e.g. after a state reset) is re-registering: not the end.
       if (measuring && summary_.registered == 0 && unresolved() == 0) break;
 
+      LogFaults(now);
       // Due reports / heartbeats.
       while (!due_.empty() && due_.top().at <= now) {
         Due d = due_.top();
@@ -317,6 +323,38 @@ class Engine {
     }
   }
 
+  core::Duration SinceStart(TimePoint now) const {
+    return core::Duration::Nanos(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(now - start_).count());
+  }
+
+  // One log line when a fault starts and when it ends (with the wall clock, for measurements).
+  void LogFaults(TimePoint now) {
+    for (size_t k = 0; k < options_.faults.size(); ++k) {
+      const bool active = Active(options_.faults[k], SinceStart(now));
+      if (active == fault_active_[k]) continue;
+      fault_active_[k] = active;
+      Log(std::string("fault ") + (active ? "active" : "over") + ": " +
+          DescribeFault(options_.faults[k]) + " (unix ms " + std::to_string(UnixNowNs() / 1000000) +
+          ")");
+    }
+  }
+
+  // The pinned flows' stats since the previous heartbeat that carried them.
+  void AddFlowStats(Sim& s, v1::Heartbeat* hb, TimePoint now) {
+    if (s.flows.empty() || s.flows_since == TimePoint{} || now <= s.flows_since) return;
+    const core::Duration window = core::Duration::Nanos(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(now - s.flows_since).count());
+    const core::Duration since = SinceStart(now);
+    for (const PinnedFlow& f : s.flows) {
+      const double factor = FaultFactor(f, options_.faults, since);
+      if (factor < 1) ++summary_.faulted_flow_reports;
+      *hb->add_flows() = FlowStatsFor(f, window, s.job->period, options_.flow_gbps, factor, rng_,
+                                      options_.profile_jitter);
+    }
+    s.flows_since = now;
+  }
+
   void SendHeartbeat(size_t i, TimePoint now) {
     Sim& s = sims_[i];
     v1::Envelope msg = protocol::NewEnvelope();
@@ -325,6 +363,7 @@ class Engine {
     hb->set_seq(++s.heartbeat_seq);
     hb->set_applied_epoch(s.applied_epoch);
     hb->set_applied_state_id(s.applied_state_id);
+    if (options_.flow_stats || !options_.faults.empty()) AddFlowStats(s, hb, now);
     if (SendRequest(i, Kind::kHeartbeat, std::move(msg), now)) ++summary_.heartbeats_sent;
   }
 
@@ -468,6 +507,13 @@ class Engine {
         if (!newer) ++summary_.state_resets;
         s.applied_epoch = a.epoch();
         s.applied_state_id = a.state_id();
+        if (options_.flow_stats || !options_.faults.empty()) {
+          // A new window on the new paths (a partial one on the old paths is dropped).
+          s.flows = PinnedFlows(a, *s.job);
+          for (PinnedFlow& p : PinnedProbes(a, options_.probe_bytes))
+            s.flows.push_back(std::move(p));
+          s.flows_since = Clock::now();
+        }
       } else {
         ++summary_.assignments_stale;
       }
@@ -607,6 +653,8 @@ class Engine {
   std::set<std::string> logged_refusals_;  // Error codes already logged (LogRefusal).
   bool measuring_ = false;
   uint64_t error_total_ = 0;
+  TimePoint start_{};
+  std::vector<bool> fault_active_;
 };
 
 }  // namespace

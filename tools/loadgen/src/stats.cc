@@ -62,6 +62,7 @@ nlohmann::json RunSummary::ToJson() {
           {"state_resets", state_resets},
           {"stale_term_refused", stale_term_refused},
           {"highest_term", highest_term},
+          {"faulted_flow_reports", faulted_flow_reports},
           {"acks_sent", acks_sent},
           {"timeouts", timeouts},
           {"send_failures", send_failures},
@@ -90,6 +91,7 @@ nlohmann::json RunSummary::ToWireJson() const {
           {"state_resets", state_resets},
           {"stale_term_refused", stale_term_refused},
           {"highest_term", highest_term},
+          {"faulted_flow_reports", faulted_flow_reports},
           {"acks_sent", acks_sent},
           {"timeouts", timeouts},
           {"send_failures", send_failures},
@@ -138,6 +140,8 @@ core::Result<RunSummary> RunSummary::FromWireJson(const nlohmann::json& j) {
     // Optional (workers of an older build send none).
     s.stale_term_refused = j.value("stale_term_refused", uint64_t{0});
     s.highest_term = j.value("highest_term", uint64_t{0});
+    field = "faulted_flow_reports";
+    s.faulted_flow_reports = j.value(field, uint64_t{0});
     field = "acks_sent";
     s.acks_sent = j.at(field).get<uint64_t>();
     field = "timeouts";
@@ -182,6 +186,7 @@ void RunSummary::Merge(const RunSummary& o) {
   state_resets += o.state_resets;
   stale_term_refused += o.stale_term_refused;
   highest_term = std::max(highest_term, o.highest_term);
+  faulted_flow_reports += o.faulted_flow_reports;
   acks_sent += o.acks_sent;
   timeouts += o.timeouts;
   send_failures += o.send_failures;

@@ -27,6 +27,15 @@
 //   * Diff: the assignments a run produces are compared, whole, with the applied ones; if any
 //     changed or disappeared, the epoch advances by one and the changed ones carry it. Jobs that
 //     left while the run was in flight are not applied again.
+//   * Link health (FaultManager, fault_manager.h: the decision rules, hysteresis and flap
+//     damping): link-state, counter and flow signals go in (ObserveLinkState / ObserveCounters /
+//     ObserveFlows), EvaluateFaults (at faults_due()) applies the rules over the applied plan's
+//     routing matrix and returns the links whose health changed; the host applies them to its
+//     topology (a new topology version: a new policy, seeded with the plan in force) and the
+//     loop asks for a plan. The next run re-plans only the jobs whose pinned paths cross a
+//     changed link: their seeds are dropped (PlanningSnapshot::unseat_links), every other job
+//     keeps its paths and level (a down link drops out of the equal-cost sets anyway; a degraded
+//     one would otherwise keep its jobs).
 //   * Switch QoS (when the options carry a QosConfig): each run computes every switch's desired
 //     state (core::ComputeDesiredQos over the jobs' colours, levels in force and the switches
 //     their pinned flows cross) and the switches whose state changed; a change advances the epoch
@@ -63,6 +72,7 @@
 #include "crux/core/backoff.h"
 #include "crux/core/clock.h"
 #include "crux/core/control_types.h"
+#include "crux/core/fault_manager.h"
 #include "crux/core/job.h"
 #include "crux/core/planner.h"
 #include "crux/core/policy.h"
@@ -84,6 +94,8 @@ struct ControlLoopOptions {
   std::optional<QosConfig> qos;
   // How often a run re-optimises (above), counted from the first run; >= 0, 0 = never.
   Duration reoptimize_interval = Duration::Zero();
+  // Automatic link health (FaultManager).
+  FaultOptions faults;
 
   friend bool operator==(const ControlLoopOptions&, const ControlLoopOptions&) = default;
 };
@@ -133,6 +145,13 @@ struct PlanningSnapshot {
   std::optional<QosConfig> qos;                   // ControlLoopOptions::qos.
   std::shared_ptr<const AppliedQos> qos_applied;  // null: no switch state computed yet.
   bool reoptimize = false;                        // Plan from scratch (reoptimize_interval).
+  // Links whose health changed since the plan in force: a seeded policy re-plans the jobs that
+  // cross them (RunPlan). Sorted.
+  std::vector<LinkId> unseat_links;
+  uint64_t unseat_seq = 0;  // The loop's link-change count when the snapshot was taken.
+  // ControlLoopOptions::faults.probes when enabled: RunPlan designs the jobs' probes
+  // (fault_probes.h) over the new plan and puts them in the assignments.
+  std::optional<ProbeOptions> probes;
 };
 
 // What one run produced. Computed by RunPlan on the worker.
@@ -154,6 +173,8 @@ struct PlanOutcome {
   // from snap.qos_applied (all of them when there was none).
   std::shared_ptr<const std::map<std::string, SwitchQosState>> qos_states;
   std::vector<std::string> qos_changed;
+  // With snap.probes: the probe design (coverage included) the assignments carry.
+  std::shared_ptr<const ProbeDesign> probe_design;
   // Measured with the clock RunPlan was given: the whole run, and its parts (the policy's
   // Schedule calls, building and diffing the assignments, the switch states).
   Duration planning_time;
@@ -164,7 +185,8 @@ struct PlanOutcome {
 
 // The rules of one run: plans the snapshot's jobs with `policy` (planner refusal handling
 // above), builds every job's Assignment (newcomer rule, colour, traffic class, NCCL settings,
-// pinned flows), diffs them against snap.applied and, with snap.qos, computes the switch states.
+// pinned flows, and with snap.probes the probes over the links no flow covers), diffs them
+// against snap.applied and, with snap.qos, computes the switch states.
 // `policy` must have been made for `topo` (the current topology, link health applied). Never
 // throws for bad input; the status says what failed.
 PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const PlanningSnapshot& snap,
@@ -189,6 +211,8 @@ struct ApplyBatch {
   // (to push, stamped `epoch`).
   std::shared_ptr<const AppliedQos> qos;
   std::vector<std::string> qos_changed;
+  std::vector<LinkId> unseated;  // The snapshot's unseat_links (cleared from the loop on Commit).
+  uint64_t unseat_seq = 0;
   bool empty() const { return changed.empty() && removed.empty() && qos_changed.empty(); }
 };
 
@@ -218,6 +242,24 @@ class ControlLoop {
                                                      std::string_view reason);
   // Something else a plan depends on changed (link health, planner options).
   void Invalidate(std::string_view reason);
+
+  // ---- link health (FaultManager) ----
+  // Signals: recorded; EvaluateFaults decides. Flow samples of unknown jobs are ignored.
+  void ObserveLinkState(const LinkStateSignal& s);
+  void ObserveCounters(const CounterSignal& s);
+  void ObserveFlows(const std::string& job_id, const std::vector<FlowSample>& samples);
+  // Admin pins (cruxctl set-link): in force until ClearLinkAdmin hands the link back.
+  void SetLinkAdmin(LinkId link, AdminLinkState state);
+  void ClearLinkAdmin(LinkId link);
+  // Restart: a stored pin the host already applied to its topology.
+  void RestoreLinkAdmin(LinkId link, AdminLinkState state);
+  // Applies the rules now (over the applied plan): the links whose effective health changed,
+  // for the host to apply to its topology before the next plan. Each change asks for a plan
+  // that re-plans the jobs crossing the link (see Link health above).
+  std::vector<LinkDecision> EvaluateFaults();
+  // When EvaluateFaults should run (absolute Clock time; nullopt: nothing pending).
+  std::optional<Duration> faults_due() const { return faults_.NextDue(); }
+  const FaultManager& faults() const { return faults_; }
 
   // ---- restart ----
   // Puts back a stored job (its phase follows from `profile`), its applied assignment and the
@@ -287,6 +329,10 @@ class ControlLoop {
   bool in_flight_ = false;
   uint64_t runs_ = 0;
   ExponentialBackoff retry_;
+  FaultManager faults_;
+  // Links changed since the plan in force, with the change count when each last changed.
+  std::map<LinkId, uint64_t> unseat_;
+  uint64_t unseat_seq_ = 0;
 };
 
 }  // namespace crux::core

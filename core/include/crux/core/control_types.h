@@ -118,6 +118,9 @@ struct AssignmentHeader {
 // colour and the NIC settings derived from it, and its pinned flows.
 struct Assignment : AssignmentHeader {
   std::vector<FlowPin> flows;
+  // Probes the job's hosts send with its DSCP over links no live flow covers (fault_probes.h;
+  // empty unless faults.probes are on).
+  std::vector<FlowPin> probes;
 
   friend bool operator==(const Assignment&, const Assignment&) = default;
 };

@@ -133,8 +133,9 @@ HostPartMerge MergeHostParts(const std::vector<HostPartInput>& parts);
 
 // The assignment of a multi-host job cut per host: for every host of `hosts` (duplicates
 // collapse), `a`'s header and the flows whose source NIC is on that host, in `a`'s order (a host
-// without flows gets the header alone). Flows of hosts not in `hosts` (or whose source NIC is not
-// a node of `topo`) are in no entry. O(flows + hosts log hosts).
+// without flows gets the header alone); probes likewise go to their source NIC's host. Flows of
+// hosts not in `hosts` (or whose source NIC is not a node of `topo`) are in no entry.
+// O(flows + probes + hosts log hosts).
 std::map<NodeId, Assignment> SplitAssignmentByHost(const Assignment& a, const Topology& topo,
                                                    const std::vector<NodeId>& hosts);
 

@@ -1,8 +1,9 @@
 // AdminService: the local admin endpoint (cruxctl). Reads the DaemonView the PlanApplier
 // publishes at each commit (the applied plan, the last run's outcome and topology: immutable,
 // so a reply never sees half a commit) plus the live sessions and switch registry. Requests:
-// status, jobs, job explain, links, set-link, plan --dry-run (on the planner's worker, replied to
-// asynchronously), switches. Every request gets exactly one reply.
+// status, jobs, job explain (with the link changes that re-routed the job), links, set-link (admin
+// pins; `automatic` hands a link back: fault_service.h), plan --dry-run (on the planner's worker,
+// replied to asynchronously), switches, faults. Every request gets exactly one reply.
 //
 // Thread-safety: loop thread only.
 #ifndef CRUX_DAEMON_ADMIN_H_
@@ -55,6 +56,10 @@ class AdminService {
   v1::Envelope SetLink(uint64_t rid, const v1::SetLinkRequest& r);
   void DryRun(uint64_t rid, const std::string& peer);
   v1::Envelope ListSwitches(uint64_t rid) const;
+  // cruxctl faults: the fault manager's links (suspects, states, pins) and its event log.
+  v1::Envelope ListFaults(uint64_t rid) const;
+  // The link changes that touched the job (cruxctl job ID): JobDetail.faults and a sentence.
+  void AddFaultReasoning(const std::string& job_id, v1::JobDetail* d) const;
   void Reply(const std::string& peer, const v1::Envelope& reply) const;
 
   v1::JobSummary Summary(const std::string& id, const JobSession& j);

@@ -83,6 +83,27 @@ struct HaConfig {
 // "a,b , c" -> {"a", "b", "c"} (blanks trimmed, empty items dropped).
 std::vector<std::string> SplitEndpointList(const std::string& list);
 
+// Automatic failure detection and handling (docs/faults.md; core::FaultOptions). [live]
+struct FaultsConfig {
+  bool automatic = true;  // false: suspects are shown (cruxctl faults), links change only by admin.
+  int64_t evidence_window_ms = 10000;      // Flow samples / counter readings older are ignored.
+  int64_t evaluate_interval_ms = 1000;     // Evaluation cadence for flow and counter data.
+  double gray_ratio = 0.8;                 // A flow below this fraction of its best rate is slow.
+  int min_flows = 2;                       // Unhealthy flows a suspect needs.
+  double counter_errors_per_s = 10;        // Errors + discards per second on a port direction.
+  double counter_capacity_fraction = 0.5;  // Capacity of a link only counters accuse.
+  int64_t min_dwell_ms = 5000;             // Hold of a first fault (quiet time before recovery).
+  int64_t max_hold_ms = 300000;            // Back-off cap for a flapping link.
+  int64_t stable_decay_ms = 60000;         // Hold doubles on a fault within this of a recovery.
+  int64_t quarantine_downtime_ms = 60000;  // Decayed downtime above which the hold is max_hold_ms.
+  // Probes over the links no live flow covers (core/fault_probes.h), in the jobs' assignments.
+  bool probes = false;
+  int probes_per_job = 4;
+  int max_probes = 256;
+  int64_t probe_interval_ms = 1000;  // Each probe once per interval.
+  int64_t probe_bytes = 65536;       // Per probe message.
+};
+
 struct DaemonConfig {
   // Where the config came from ("<built-in defaults>" or the file path).
   std::string source = "<built-in defaults>";
@@ -117,6 +138,7 @@ struct DaemonConfig {
   // qos.dscp_pool (not both). [live, except qos.dscp_pool: restart]
   core::QosConfig qos;
   HaConfig ha;
+  FaultsConfig faults;
 
   // The directory `topology` is relative to ("" = working directory).
   std::string base_dir;

@@ -25,6 +25,7 @@
 #include "crux/daemon/config.h"
 #include "crux/daemon/enforcer.h"
 #include "crux/daemon/event_loop.h"
+#include "crux/daemon/fault_service.h"
 #include "crux/daemon/job_tracker.h"
 #include "crux/daemon/metrics.h"
 #include "crux/daemon/part_profiles.h"
@@ -93,6 +94,8 @@ struct DaemonContext {
   PartProfiles parts;  // Host parts' latest reports (multi-host jobs).
   Enforcer enforcer;
   std::unique_ptr<PlanHost> plans;  // Made by Daemon (it needs the done callback).
+  // Automatic link health and admin pins (fault_service.h). Made by Daemon, after `plans`.
+  std::unique_ptr<FaultService> faults;
   // Every store write after start-up (Daemon::Restore reads and writes the store directly,
   // before the first Submit). Made by Daemon.
   std::unique_ptr<StoreWriter> writer;

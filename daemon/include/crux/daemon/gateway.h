@@ -102,6 +102,10 @@ class Gateway {
   v1::Envelope OnAck(const protocol::Inbound& in);
   v1::Envelope OnSwitchHello(const protocol::Inbound& in);
   v1::Envelope OnSwitchApplied(const protocol::Inbound& in);
+  // Port telemetry (issue #14): link-state and counter signals for the fault manager.
+  v1::Envelope OnSwitchTelemetry(const protocol::Inbound& in);
+  // A heartbeat's per-flow stats: flow samples for the fault manager.
+  void ObserveFlows(const v1::Heartbeat& h);
   // A job row whose `registration` is left empty: it is serialized from `demand` on the store
   // thread (Materialize), never on the loop.
   struct PendingJobRow {
@@ -179,6 +183,7 @@ class Gateway {
   std::vector<PendingJobRow> held_rows_;
   std::vector<StoredPart> held_part_rows_;
   std::set<std::string> held_ids_;
+  std::set<std::string> ignored_ports_;  // Telemetry ports already logged as unplaceable.
 };
 
 }  // namespace crux::daemon

@@ -64,6 +64,10 @@ class Metrics {
   // Security refusals by reason (crux_auth_refused_total{reason}).
   void AddRefusal(const std::string& reason, uint64_t n = 1);
   void SetStoreHealthy(bool ok);
+  // Link health in force changed (crux_link_changes_total{source="automatic"|"admin",health}),
+  // and the links not up now (crux_links_not_up{health="down"|"degraded"}).
+  void AddLinkChange(bool automatic, const std::string& health);
+  void SetLinksNotUp(int64_t down, int64_t degraded);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -88,6 +92,8 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* queue_depth_;
   prometheus::Family<prometheus::Counter>* auth_refused_;
   prometheus::Gauge* store_healthy_;
+  prometheus::Family<prometheus::Counter>* link_changes_;
+  prometheus::Family<prometheus::Gauge>* links_not_up_;
 };
 
 }  // namespace crux::daemon

@@ -42,6 +42,11 @@ class TopologyManager {
   core::Result<std::vector<core::LinkId>> Set(const std::string& name, core::LinkHealth health,
                                               double capacity_bps);
 
+  // Sets the health in force of one directed link (the fault service's decisions, admin pins
+  // included). DEGRADED: capacity_bps is clamped to [1, nominal]. Returns whether anything
+  // changed (then version() moved).
+  bool SetEffective(core::LinkId id, core::LinkHealth health, double capacity_bps);
+
   core::LinkHealth health(core::LinkId id) const;
   size_t links_not_up() const { return overrides_.size(); }
   // Current overrides, for persistence (one row per directed link).

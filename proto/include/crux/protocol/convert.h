@@ -9,11 +9,13 @@
 #include <string>
 
 #include "crux/core/control_types.h"
+#include "crux/core/fault_manager.h"
 #include "crux/core/host_parts.h"
 #include "crux/core/qos.h"
 #include "crux/core/status.h"
 #include "crux/core/topology.h"
 #include "crux/protocol/codec.h"
+#include "crux/v1/admin.pb.h"
 #include "crux/v1/client.pb.h"
 #include "crux/v1/common.pb.h"
 #include "crux/v1/switch.pb.h"
@@ -90,6 +92,34 @@ v1::Assignment AssignmentToProto(const core::AppliedAssignment& a, const core::T
 // job gets a fresh assignment).
 core::Result<core::AppliedAssignment> AssignmentFromProto(const v1::Assignment& a,
                                                           const core::Topology& topo);
+
+// ---- faults (issue #14, docs/faults.md) ----
+
+// A switch's port telemetry as fault-manager signals. Each port with a neighbour is placed on
+// the topology link switch <-> neighbour: its oper_status gives one LinkStateSignal per
+// direction; its counters two CounterSignals (in_* errors/discards and FEC uncorrectable frames
+// on neighbour->switch, out_* errors/discards, queue drops and ECN marks on switch->neighbour;
+// PFC pause frames received on switch->neighbour, sent on neighbour->switch). Errors: the switch
+// is not a switch of `topo` (UNKNOWN_HOST). A port whose neighbour is empty, unknown or not
+// adjacent is not an error (the rest of the report still counts): it is named in *ignored
+// ("Ethernet8: neighbour 'agg9' is not a node of the topology").
+struct TelemetrySignals {
+  std::vector<core::LinkStateSignal> states;
+  std::vector<core::CounterSignal> counters;
+  std::vector<std::string> ignored;
+};
+ProtocolError TelemetryFromProto(const v1::SwitchTelemetry& t, const core::Topology& topo,
+                                 TelemetrySignals* out);
+
+// A heartbeat's per-flow stats as fault-manager samples. Flows whose NICs are not nodes of
+// `topo`, or whose source NIC is not on one of `demand`'s hosts, are skipped and counted in
+// *skipped (the heartbeat itself stays valid: it is the job's keep-alive).
+std::vector<core::FlowSample> FlowSamplesFromProto(const v1::Heartbeat& h,
+                                                   const core::Topology& topo,
+                                                   const core::JobDemand& demand, size_t* skipped);
+// The inverse (for tests and the load generator): names from `topo`, the window given.
+v1::FlowStats FlowStatsToProto(const core::FlowSample& s, core::Duration window,
+                               const core::Topology& topo);
 
 }  // namespace crux::protocol
 

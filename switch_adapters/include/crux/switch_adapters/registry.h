@@ -21,6 +21,7 @@
 
 #include "crux/core/status.h"
 #include "crux/switch_adapters/adapter.h"
+#include "crux/switch_adapters/port_monitor.h"
 
 namespace crux::switch_adapters {
 
@@ -43,6 +44,10 @@ struct Backend {
   std::string summary;  // One line for --help.
   std::vector<BackendParam> params;
   std::function<core::Result<std::unique_ptr<SwitchAdapter>>(const BackendConfig&)> create;
+  // Optional: a monitor of the switch's ports (port_monitor.h) from the same parameters; null
+  // when the backend cannot watch ports.
+  std::function<core::Result<std::unique_ptr<PortMonitor>>(const BackendConfig&)> create_monitor =
+      nullptr;
 };
 
 class BackendRegistry {
@@ -60,8 +65,14 @@ class BackendRegistry {
   // does not take ("--state-dir: not a parameter of the sonic backend"); then the factory's own.
   core::Result<std::unique_ptr<SwitchAdapter>> Create(std::string_view name,
                                                       const BackendConfig& config) const;
+  // The backend's port monitor, checked like Create. kFailedPrecondition when the backend cannot
+  // watch ports ("backend 'file' cannot watch ports").
+  core::Result<std::unique_ptr<PortMonitor>> CreateMonitor(std::string_view name,
+                                                           const BackendConfig& config) const;
 
  private:
+  // The backend, after the checks Create describes.
+  core::Result<const Backend*> Checked(std::string_view name, const BackendConfig& config) const;
   std::vector<Backend> backends_;
 };
 

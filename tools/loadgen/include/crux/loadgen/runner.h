@@ -9,7 +9,9 @@
 // ProfileReports every `report_interval` (first one staggered uniformly in the interval; with
 // report_interval 0 it keeps `inflight` reports outstanding back to back: the benchmark mode)
 // and Heartbeats every `heartbeat_interval` (0: a third of the granted lease), carrying the
-// applied epoch and state id. Assignment pushes are applied when their epoch is above the
+// applied epoch and state id (and, with flow_stats, every pinned flow's bytes, transfer time and
+// transport errors since the previous heartbeat; faults slow or cut the flows whose pinned path
+// crosses a named link: flow_model.h). Assignment pushes are applied when their epoch is above the
 // applied one or their state_id differs from the applied one (the daemon's state was reset),
 // answered with an Ack, and their latency measured as local wall clock minus
 // Assignment.sent_unix_ns (when the daemon sets it; same host or synchronised clocks).
@@ -32,6 +34,7 @@
 
 #include "crux/core/status.h"
 #include "crux/core/units.h"
+#include "crux/loadgen/flow_model.h"
 #include "crux/loadgen/stats.h"
 #include "crux/loadgen/workload.h"
 #include "crux/protocol/curve.h"
@@ -59,6 +62,12 @@ struct LoadGenOptions {
   uint64_t seed = 1;             // Profile jitter and staggering.
   double profile_jitter = 0.02;  // Relative noise on reported times (SynthesizeProfile).
   core::Duration progress_interval = core::Duration::Millis(5000);
+  // Per-flow stats on every heartbeat and the fault mode (flow_model.h). `faults` implies
+  // flow_stats.
+  bool flow_stats = false;
+  double flow_gbps = 100;         // The flows' line rate, > 0.
+  uint64_t probe_bytes = 65536;   // Per probe and heartbeat window (Assignment.probes), > 0.
+  std::vector<LinkFault> faults;  // Times count from the start of the run.
   std::function<void(const std::string&)> log;  // Progress lines; may be empty.
 };
 

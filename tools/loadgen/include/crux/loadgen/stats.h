@@ -75,8 +75,9 @@ struct RunSummary {
   // that job (a deposed leader), and the highest term seen by any job.
   uint64_t stale_term_refused = 0;
   uint64_t highest_term = 0;
-  uint64_t acks_sent = 0;  // Acks of pushes.
-  uint64_t timeouts = 0;   // Requests without a reply within the timeout.
+  uint64_t faulted_flow_reports = 0;  // Flow stats slowed or cut by a --fault.
+  uint64_t acks_sent = 0;             // Acks of pushes.
+  uint64_t timeouts = 0;              // Requests without a reply within the timeout.
   uint64_t send_failures = 0;
   std::map<std::string, uint64_t> errors;  // Error replies by code name.
   LatencyRecorder push_latency;            // Assignment receipt - Assignment.sent_unix_ns.

@@ -1,0 +1,211 @@
+#include "crux/switch_adapters/sonic_port_monitor.h"
+
+#include <algorithm>
+#include <charconv>
+#include <utility>
+
+namespace crux::switch_adapters {
+namespace {
+
+using core::Result;
+using core::Status;
+
+constexpr int kRefreshEvery = 60;  // Counter reads between name-map refreshes.
+constexpr int kPriorities = 8;
+
+RedisEndpoint WithDb(RedisEndpoint e, int db) {
+  e.db = db;
+  return e;
+}
+
+// The port counter fields read per port, in this order (see PortFields()).
+const std::vector<std::string>& PortFields() {
+  static const std::vector<std::string> kFields = [] {
+    std::vector<std::string> f = {"SAI_PORT_STAT_IF_IN_ERRORS",
+                                  "SAI_PORT_STAT_IF_IN_DISCARDS",
+                                  "SAI_PORT_STAT_IF_OUT_ERRORS",
+                                  "SAI_PORT_STAT_IF_OUT_DISCARDS",
+                                  "SAI_PORT_STAT_IF_IN_FEC_NOT_CORRECTABLE_FRAMES",
+                                  "SAI_PORT_STAT_IF_IN_UCAST_PKTS",
+                                  "SAI_PORT_STAT_IF_OUT_UCAST_PKTS"};
+    for (int p = 0; p < kPriorities; ++p) {
+      f.push_back("SAI_PORT_STAT_PFC_" + std::to_string(p) + "_RX_PKTS");
+    }
+    for (int p = 0; p < kPriorities; ++p) {
+      f.push_back("SAI_PORT_STAT_PFC_" + std::to_string(p) + "_TX_PKTS");
+    }
+    return f;
+  }();
+  return kFields;
+}
+
+// A counter value: a decimal string; nil (absent) is 0. Anything else is an error naming the key.
+Result<uint64_t> Counter(const RedisReply& r, const std::string& key, const std::string& field) {
+  if (r.type == RedisReply::Type::kNil) return uint64_t{0};
+  if (r.type != RedisReply::Type::kString) {
+    return core::FailedPreconditionError("COUNTERS_DB " + key + " " + field + ": not a string");
+  }
+  uint64_t v = 0;
+  const char* end = r.str.data() + r.str.size();
+  auto [ptr, ec] = std::from_chars(r.str.data(), end, v);
+  if (r.str.empty() || ec != std::errc() || ptr != end) {
+    return core::FailedPreconditionError("COUNTERS_DB " + key + " " + field + ": '" + r.str +
+                                         "' is not a counter");
+  }
+  return v;
+}
+
+// HGETALL's flat reply as a map.
+std::map<std::string, std::string> HashOf(const RedisReply& r) {
+  std::map<std::string, std::string> out;
+  for (size_t i = 0; i + 1 < r.elements.size(); i += 2)
+    out[r.elements[i].str] = r.elements[i + 1].str;
+  return out;
+}
+
+Status ErrorReply(const RedisReply& r, const std::string& what) {
+  if (r.is_error()) return core::FailedPreconditionError(what + ": " + r.str);
+  return Status::Ok();
+}
+
+}  // namespace
+
+SonicPortMonitor::SonicPortMonitor(SonicMonitorOptions options)
+    : options_(std::move(options)),
+      appl_(WithDb(options_.endpoint, options_.appl_db)),
+      counters_(WithDb(options_.endpoint, options_.counters_db)),
+      config_(WithDb(options_.endpoint, options_.config_db)) {}
+
+Result<std::unique_ptr<SonicPortMonitor>> SonicPortMonitor::Create(SonicMonitorOptions options) {
+  if (options.ports.empty()) return core::InvalidArgumentError("sonic.ports: must not be empty");
+  for (int db : {options.appl_db, options.counters_db, options.config_db}) {
+    if (db < 0 || db > 15) return core::InvalidArgumentError("sonic: database ids must be 0-15");
+  }
+  CRUX_RETURN_IF_ERROR(ValidateRedisEndpoint(options.endpoint));
+  return std::unique_ptr<SonicPortMonitor>(new SonicPortMonitor(std::move(options)));
+}
+
+Status SonicPortMonitor::RefreshNameMaps() {
+  CRUX_ASSIGN_OR_RETURN(std::vector<RedisReply> r,
+                        counters_.Pipeline({{"HGETALL", "COUNTERS_PORT_NAME_MAP"},
+                                            {"HGETALL", "COUNTERS_QUEUE_NAME_MAP"}},
+                                           /*replay_if_stale=*/true));
+  CRUX_RETURN_IF_ERROR(ErrorReply(r[0], "COUNTERS_DB COUNTERS_PORT_NAME_MAP"));
+  CRUX_RETURN_IF_ERROR(ErrorReply(r[1], "COUNTERS_DB COUNTERS_QUEUE_NAME_MAP"));
+  port_oid_ = HashOf(r[0]);
+  queue_oids_.clear();
+  for (const auto& [name, oid] : HashOf(r[1])) {
+    const size_t colon = name.rfind(':');  // "Ethernet0:3".
+    if (colon == std::string::npos) continue;
+    queue_oids_[name.substr(0, colon)].push_back(oid);
+  }
+  reads_since_refresh_ = 0;
+  return Status::Ok();
+}
+
+Result<std::vector<PortReading>> SonicPortMonitor::ReadPorts(bool with_counters) {
+  std::vector<std::vector<std::string>> cmds;
+  for (const std::string& p : options_.ports) {
+    cmds.push_back({"HGET", "PORT_TABLE:" + p, "oper_status"});
+  }
+  CRUX_ASSIGN_OR_RETURN(std::vector<RedisReply> states, appl_.Pipeline(cmds, true));
+  std::vector<PortReading> out;
+  for (size_t i = 0; i < options_.ports.size(); ++i) {
+    PortReading r;
+    r.port = options_.ports[i];
+    CRUX_RETURN_IF_ERROR(ErrorReply(states[i], "APPL_DB PORT_TABLE:" + r.port));
+    if (states[i].type == RedisReply::Type::kString) {
+      if (states[i].str == "up") r.oper_up = true;
+      if (states[i].str == "down") r.oper_up = false;
+    }
+    out.push_back(std::move(r));
+  }
+  if (!with_counters) return out;
+
+  const bool missing = std::any_of(options_.ports.begin(), options_.ports.end(),
+                                   [&](const std::string& p) { return !port_oid_.count(p); });
+  if (missing || ++reads_since_refresh_ >= kRefreshEvery) CRUX_RETURN_IF_ERROR(RefreshNameMaps());
+  cmds.clear();
+  struct Slot {
+    size_t reading;
+    bool queue;
+    std::string key;
+  };
+  std::vector<Slot> slots;
+  const std::vector<std::string>& fields = PortFields();
+  for (size_t i = 0; i < options_.ports.size(); ++i) {
+    auto it = port_oid_.find(options_.ports[i]);
+    if (it == port_oid_.end()) continue;
+    std::vector<std::string> cmd = {"HMGET", "COUNTERS:" + it->second};
+    cmd.insert(cmd.end(), fields.begin(), fields.end());
+    cmds.push_back(std::move(cmd));
+    slots.push_back({i, false, "COUNTERS:" + it->second});
+    auto q = queue_oids_.find(options_.ports[i]);
+    if (q == queue_oids_.end()) continue;
+    for (const std::string& oid : q->second) {
+      cmds.push_back({"HMGET", "COUNTERS:" + oid, "SAI_QUEUE_STAT_DROPPED_PACKETS",
+                      "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS"});
+      slots.push_back({i, true, "COUNTERS:" + oid});
+    }
+  }
+  if (cmds.empty()) return out;
+  CRUX_ASSIGN_OR_RETURN(std::vector<RedisReply> replies, counters_.Pipeline(cmds, true));
+  for (size_t k = 0; k < slots.size(); ++k) {
+    const RedisReply& r = replies[k];
+    CRUX_RETURN_IF_ERROR(ErrorReply(r, "COUNTERS_DB " + slots[k].key));
+    PortReading& reading = out[slots[k].reading];
+    if (!slots[k].queue) {
+      if (std::all_of(r.elements.begin(), r.elements.end(),
+                      [](const RedisReply& e) { return e.type == RedisReply::Type::kNil; })) {
+        continue;  // No counters written for this OID yet.
+      }
+      if (r.elements.size() != fields.size()) {
+        return core::FailedPreconditionError("COUNTERS_DB " + slots[k].key +
+                                             ": unexpected HMGET reply");
+      }
+      std::vector<uint64_t> v(fields.size());
+      for (size_t f = 0; f < fields.size(); ++f) {
+        CRUX_ASSIGN_OR_RETURN(v[f], Counter(r.elements[f], slots[k].key, fields[f]));
+      }
+      PortCounterValues c;
+      c.in_errors = v[0];
+      c.in_discards = v[1];
+      c.out_errors = v[2];
+      c.out_discards = v[3];
+      c.fec_uncorrectable = v[4];
+      c.in_packets = v[5];
+      c.out_packets = v[6];
+      for (int p = 0; p < kPriorities; ++p) {
+        c.pfc_rx_pause += v[7 + static_cast<size_t>(p)];
+        c.pfc_tx_pause += v[7 + kPriorities + static_cast<size_t>(p)];
+      }
+      reading.counters = c;
+    } else if (reading.counters && r.elements.size() == 2) {
+      CRUX_ASSIGN_OR_RETURN(uint64_t drops,
+                            Counter(r.elements[0], slots[k].key, "SAI_QUEUE_STAT_DROPPED_PACKETS"));
+      CRUX_ASSIGN_OR_RETURN(uint64_t ecn, Counter(r.elements[1], slots[k].key,
+                                                  "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS"));
+      reading.counters->queue_drops += drops;
+      reading.counters->ecn_marked += ecn;
+    }
+  }
+  return out;
+}
+
+Result<std::map<std::string, std::string>> SonicPortMonitor::Neighbors() {
+  std::vector<std::vector<std::string>> cmds;
+  for (const std::string& p : options_.ports) {
+    cmds.push_back({"HGET", "DEVICE_NEIGHBOR|" + p, "name"});
+  }
+  CRUX_ASSIGN_OR_RETURN(std::vector<RedisReply> r, config_.Pipeline(cmds, true));
+  std::map<std::string, std::string> out;
+  for (size_t i = 0; i < options_.ports.size(); ++i) {
+    CRUX_RETURN_IF_ERROR(ErrorReply(r[i], "CONFIG_DB DEVICE_NEIGHBOR|" + options_.ports[i]));
+    if (r[i].type == RedisReply::Type::kString && !r[i].str.empty()) {
+      out[options_.ports[i]] = r[i].str;
+    }
+  }
+  return out;
+}
+
+}  // namespace crux::switch_adapters
