@@ -4,8 +4,11 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <string>
 #include <unordered_map>
 #include <utility>
+
+#include "crux/core/traffic_model.h"
 
 namespace crux::core {
 namespace {
@@ -52,6 +55,26 @@ std::vector<NodeId> PartNics(const Topology& topo, const PlacementHost& p) {
   return {p.host};
 }
 
+Status CheckLocalSlots(const HostPartReport& r, uint32_t host_gpus) {
+  for (size_t i = 0; i < r.comms.size(); ++i) {
+    const CommTraffic& c = r.comms[i];
+    const std::string field = "comms[" + std::to_string(i) + "].local_slots";
+    if (!c.local_slots.empty() && c.local_slots.size() != c.local_ranks.size()) {
+      return InvalidArgumentError(field + ": " + std::to_string(c.local_slots.size()) +
+                                  " slots for " + std::to_string(c.local_ranks.size()) +
+                                  " local_ranks (must be as many, or none)");
+    }
+    for (size_t k = 0; k < c.local_slots.size(); ++k) {
+      if (host_gpus > 0 && c.local_slots[k] >= host_gpus) {
+        return InvalidArgumentError(
+            field + "[" + std::to_string(k) + "]: " + std::to_string(c.local_slots[k]) +
+            " is not a GPU of the host (" + std::to_string(host_gpus) + " GPUs)");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 HostPartMerge MergeHostParts(const std::vector<HostPartInput>& unordered) {
   HostPartMerge out;
   HostPartMergeStats& st = out.stats;
@@ -83,17 +106,31 @@ HostPartMerge MergeHostParts(const std::vector<HostPartInput>& unordered) {
   for (size_t i = 0; i < parts.size(); ++i) {
     const HostPartInput& p = *parts[i];
     if (p.report == nullptr || p.nics.empty()) continue;
+    auto claim = [&](uint64_t comm, uint32_t rank, NodeId nic) {
+      auto [it, added] = owner.try_emplace(RankKey{comm, rank}, Owner{i, nic});
+      if (!added && it->second.part != i && it->second.part != kConflict) {
+        it->second.part = kConflict;
+        ++st.conflicting_ranks;
+      }
+    };
     for (const CommTraffic& c : p.report->comms) {
+      // Slots (checked by CheckLocalSlots; a report that fails it falls back): the rail rule.
+      const bool slotted = p.gpus > 0 && !c.local_slots.empty() &&
+                           c.local_slots.size() == c.local_ranks.size() &&
+                           std::all_of(c.local_slots.begin(), c.local_slots.end(),
+                                       [&p](uint32_t s) { return s < p.gpus; });
+      if (slotted) {
+        for (size_t k = 0; k < c.local_ranks.size(); ++k) {
+          claim(c.comm_hash, c.local_ranks[k],
+                p.nics[GpuNicIndex(c.local_slots[k], p.gpus, p.nics.size())]);
+        }
+        continue;
+      }
       local.assign(c.local_ranks.begin(), c.local_ranks.end());
       std::sort(local.begin(), local.end());
       local.erase(std::unique(local.begin(), local.end()), local.end());
       for (size_t k = 0; k < local.size(); ++k) {
-        auto [it, added] = owner.try_emplace(RankKey{c.comm_hash, local[k]},
-                                             Owner{i, p.nics[k * p.nics.size() / local.size()]});
-        if (!added && it->second.part != i && it->second.part != kConflict) {
-          it->second.part = kConflict;
-          ++st.conflicting_ranks;
-        }
+        claim(c.comm_hash, local[k], p.nics[k * p.nics.size() / local.size()]);
       }
     }
   }

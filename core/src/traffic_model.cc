@@ -630,8 +630,17 @@ Status ValidateNetwork(const HostNetwork& net) {
   return Status::Ok();
 }
 
+}  // namespace
+
+size_t GpuNicIndex(uint32_t gpu, uint32_t gpus, size_t nics) {
+  return static_cast<size_t>(uint64_t{gpu} * nics / gpus);
+}
+
+namespace {
+
 int NicOf(int gpu, int gpus_per_host, int nics) {
-  return static_cast<int>(static_cast<int64_t>(gpu) * nics / gpus_per_host);
+  return static_cast<int>(GpuNicIndex(
+      static_cast<uint32_t>(gpu), static_cast<uint32_t>(gpus_per_host), static_cast<size_t>(nics)));
 }
 
 // Bytes per NIC and direction: [host * nics + nic] for egress, then the same for ingress.

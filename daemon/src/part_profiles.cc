@@ -40,6 +40,7 @@ core::HostPartMerge PartProfiles::Merge(const JobSession& j, const core::Topolog
     in.host = host;
     in.nics = core::PartNics(topo, part.placement);
     in.hosts_expected = part.info.hosts_expected;
+    in.gpus = static_cast<uint32_t>(topo.host_gpus(host));
     auto r = parts.reports.find(host);
     if (r != parts.reports.end()) in.report = &r->second.report;
     inputs.push_back(std::move(in));

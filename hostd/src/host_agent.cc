@@ -39,6 +39,7 @@ struct HostAgent::Process {
   std::string job_id;
   std::string job_source;
   std::string abi;
+  int local_slot = -1;  // Hello.local_slot of its plugin (-1: not known).
   std::set<ConnId> conns;
   std::set<ConnId> verbs_conns;
   std::map<uint64_t, CommInfo> comms;
@@ -134,6 +135,7 @@ void HostAgent::OnLocalMessage(ConnId conn, const Message& message, core::Durati
   ++counters_.local_messages;
   if (const auto* h = std::get_if<Hello>(&message)) {
     p.abi = h->abi;
+    if (h->local_slot >= 0) p.local_slot = h->local_slot;
     if (h->role == Role::kVerbs) p.verbs_conns.insert(conn);
     if (!h->job_id.empty()) {
       p.job_source = h->job_source;
@@ -256,6 +258,7 @@ void HostAgent::UpdateProfile(Job& j, core::Duration now) {
   uint64_t total = 0;
   std::map<uint64_t, v1::CommTraffic> comms;
   std::set<std::tuple<uint64_t, uint32_t, int32_t>> keys;
+  std::set<uint64_t> unslotted;  // Communicators with a rank of unknown slot: no slots at all.
   for (pid_t pid : j.pids) {
     const Process& p = *processes_[pid];
     if (!p.profile || !p.profile->converged) continue;
@@ -274,6 +277,11 @@ void HostAgent::UpdateProfile(Job& j, core::Duration now) {
       t.set_nnodes(static_cast<uint32_t>(ci->second.nnodes));
       const auto rank = static_cast<uint32_t>(ci->second.rank);
       t.add_local_ranks(rank);
+      if (p.local_slot >= 0) {
+        t.add_local_slots(static_cast<uint32_t>(p.local_slot));
+      } else {
+        unslotted.insert(cb.hash);
+      }
       total += cb.bytes;
       if (cb.peers.empty()) {
         auto* b = t.add_bytes();
@@ -309,7 +317,10 @@ void HostAgent::UpdateProfile(Job& j, core::Duration now) {
     return;
   }
   v1::ProfileReport extra;
-  for (auto& [hash, t] : comms) *extra.add_comms() = std::move(t);
+  for (auto& [hash, t] : comms) {
+    if (unslotted.contains(hash)) t.clear_local_slots();
+    *extra.add_comms() = std::move(t);
+  }
   j.sent_profile = prof;
   j.sent_keys = std::move(keys);
   j.session->SetProfile(now, prof, std::move(extra));
@@ -511,7 +522,10 @@ std::string HostAgent::StatusJson() const {
     uint64_t qps = 0, pinned = 0, repin_errors = 0;
     for (pid_t pid : j->pids) {
       const Process& p = *processes_.at(pid);
-      json r = {{"pid", p.pid}, {"abi", p.abi}, {"job_source", p.job_source}};
+      json r = {{"pid", p.pid},
+                {"abi", p.abi},
+                {"job_source", p.job_source},
+                {"local_slot", p.local_slot}};
       json comms = json::array();
       for (const auto& [hash, ci] : p.comms) {
         comms.push_back({{"comm", Hex(hash)},

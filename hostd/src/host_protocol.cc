@@ -142,8 +142,9 @@ class Reader {
 };
 
 json EncodeBody(const Hello& m) {
-  return {{"type", "hello"},    {"role", RoleName(m.role)},   {"pid", m.pid},
-          {"job_id", m.job_id}, {"job_source", m.job_source}, {"abi", m.abi}};
+  return {{"type", "hello"},           {"role", RoleName(m.role)},   {"pid", m.pid},
+          {"job_id", m.job_id},        {"job_source", m.job_source}, {"abi", m.abi},
+          {"local_slot", m.local_slot}};
 }
 json EncodeBody(const CommInfo& m) {
   return {{"type", "comm"},     {"comm", HashText(m.hash)}, {"rank", m.rank},  {"nranks", m.nranks},
@@ -225,6 +226,7 @@ core::Result<Message> DecodeBody(const json& j, const std::string& type) {
     }
     m.job_source = r.Str("job_source", false, 64);
     m.abi = r.Str("abi", false, 32);
+    m.local_slot = static_cast<int>(r.Int("local_slot", -1, kMaxLocalSlot, false, -1));
     if (!r.status().ok()) return r.status();
     return Message(std::move(m));
   }

@@ -1,6 +1,7 @@
 #include "crux/hostd/job_id.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace crux::hostd {
 
@@ -30,6 +31,17 @@ std::optional<JobIdentity> JobIdFromEnvironment(const GetEnv& getenv) {
     return JobIdentity{SanitizeJobId("torchelastic-" + v), "TORCHELASTIC_RUN_ID"};
   }
   return std::nullopt;
+}
+
+int LocalSlotFromEnvironment(const GetEnv& getenv) {
+  for (const char* name : {"LOCAL_RANK", "SLURM_LOCALID"}) {
+    const char* v = getenv(name);
+    if (v == nullptr || *v < '0' || *v > '9') continue;
+    char* end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    if (*end == '\0' && x >= 0 && x <= 1023) return static_cast<int>(x);
+  }
+  return -1;
 }
 
 JobIdentity JobIdFromCommHash(uint64_t world_comm_hash) {

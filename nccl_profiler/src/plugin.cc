@@ -241,6 +241,7 @@ class Plugin {
     h.job_id = job.id;
     h.job_source = job.source;
     h.abi = abi;
+    h.local_slot = hostd::LocalSlotFromEnvironment([](const char* n) { return std::getenv(n); });
     if (!link.Send(hostd::Message(h)).ok()) return;
     for (const auto& c : aggregator_.comms()) {
       if (!link.Send(hostd::Message(c)).ok()) return;

@@ -292,6 +292,7 @@ ProtocolError PartReportFromProto(const v1::ProfileReport& p, const core::Topolo
     t.nranks = c.nranks();
     t.nnodes = c.nnodes();
     t.local_ranks.assign(c.local_ranks().begin(), c.local_ranks().end());
+    t.local_slots.assign(c.local_slots().begin(), c.local_slots().end());
     t.bytes.reserve(static_cast<size_t>(c.bytes_size()));
     for (const v1::RankPeerBytes& b : c.bytes()) {
       t.bytes.push_back({b.rank(), b.peer_rank(),
@@ -299,6 +300,10 @@ ProtocolError PartReportFromProto(const v1::ProfileReport& p, const core::Topolo
                              std::min<uint64_t>(b.bytes(), uint64_t{1} << 62)))});
     }
     r.comms.push_back(std::move(t));
+  }
+  if (core::Status bad = core::CheckLocalSlots(r, static_cast<uint32_t>(topo.host_gpus(part_host)));
+      !bad.ok()) {
+    return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT, "profile_report." + bad.message());
   }
   *out = std::move(r);
   return {};
@@ -314,6 +319,7 @@ v1::ProfileReport PartReportToProto(const std::string& job_id, core::NodeId part
     c->set_nranks(t.nranks);
     c->set_nnodes(t.nnodes);
     for (uint32_t rank : t.local_ranks) c->add_local_ranks(rank);
+    for (uint32_t slot : t.local_slots) c->add_local_slots(slot);
     for (const core::RankPeerBytes& b : t.bytes) {
       v1::RankPeerBytes* o = c->add_bytes();
       o->set_rank(b.rank);

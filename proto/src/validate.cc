@@ -273,6 +273,15 @@ Status CheckCommTraffic(const v1::CommTraffic& c, const Field& f) {
       return Bad(Field(Field(f, "local_ranks"), static_cast<size_t>(i)), "must be < nranks");
     }
   }
+  if (c.local_slots_size() != 0 && c.local_slots_size() != c.local_ranks_size()) {
+    return Bad(Field(f, "local_slots"), "must be empty or as many as local_ranks");
+  }
+  for (int i = 0; i < c.local_slots_size(); ++i) {
+    if (c.local_slots(i) >= kMaxGpusPerHost) {
+      return Bad(Field(Field(f, "local_slots"), static_cast<size_t>(i)),
+                 "must be < " + std::to_string(kMaxGpusPerHost));
+    }
+  }
   const Field bytes_field(f, "bytes");
   CRUX_RETURN_IF_ERROR(CheckCount(c.bytes_size(), kMaxPeers, bytes_field));
   for (int i = 0; i < c.bytes_size(); ++i) {

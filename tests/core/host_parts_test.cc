@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "test_topologies.h"
@@ -342,6 +344,142 @@ TEST_F(HostPartsTest, EachHostGetsTheHeaderAndTheFlowsAndProbesLeavingItsNics) {
   EXPECT_EQ(cut.at(c_.host[2]).probes, std::vector<FlowPin>{a.probes[0]});
   EXPECT_TRUE(cut.at(c_.host[0]).probes.empty());
   EXPECT_TRUE(SplitAssignmentByHost(a, c_.topo, {}).empty());
+}
+
+// Hosts of 8 GPUs with `nics` NICs each, for the rail cases: the merge needs only the host and
+// its NICs in order, the GPU count comes from the topology (host_gpus).
+struct RailHosts {
+  Topology topo;
+  std::vector<NodeId> host;
+  std::vector<std::vector<NodeId>> nic;
+};
+RailHosts MakeRailHosts(const std::vector<int>& nics) {
+  RailHosts r;
+  for (size_t h = 0; h < nics.size(); ++h) {
+    r.host.push_back(testing::AddHost(r.topo, "h" + std::to_string(h)));
+    r.topo.SetHostGpus(r.host.back(), 8);
+    r.nic.emplace_back();
+    for (int k = 0; k < nics[h]; ++k) r.nic.back().push_back(testing::AddNic(r.topo, r.host[h], k));
+  }
+  return r;
+}
+HostPartInput RailPart(const RailHosts& r, size_t h, const HostPartReport* report) {
+  HostPartInput in;
+  in.host = r.host[h];
+  in.nics = r.nic[h];
+  in.gpus = static_cast<uint32_t>(r.topo.host_gpus(r.host[h]));
+  in.hosts_expected = static_cast<uint32_t>(r.host.size());
+  in.report = report;
+  return in;
+}
+// Communicator `hash` with one local rank in local slot `slot` (-1: not reported).
+CommTraffic OneRank(uint64_t hash, uint32_t nranks, uint32_t rank, int slot,
+                    std::vector<RankPeerBytes> bytes) {
+  CommTraffic c = Comm(hash, nranks, {rank}, std::move(bytes));
+  if (slot >= 0) c.local_slots = {static_cast<uint32_t>(slot)};
+  return c;
+}
+using NicPairs = std::map<std::pair<NodeId, NodeId>, int64_t>;
+NicPairs PairsOf(const JobProfile& p) {
+  NicPairs out;
+  for (const PeerTraffic& t : p.peers) out[{t.local_nic, t.remote_nic}] += t.bytes.count();
+  return out;
+}
+
+TEST(HostPartsRailTest, EightRailRingsOfOneRankPerHostLandOnEightNics) {
+  // Two hosts of 8 GPUs and 8 NICs; 8 rail rings (tensor parallelism 8, data parallelism over
+  // the hosts): ring g has rank 0 on GPU g of h0 and rank 1 on GPU g of h1. Rank 0 sends 100 + g,
+  // rank 1 sends 200 + g. GPU g uses NIC g * 8 / 8 = g on both hosts.
+  const RailHosts r = MakeRailHosts({8, 8});
+  std::vector<CommTraffic> a, b;
+  for (int g = 0; g < 8; ++g) {
+    a.push_back(OneRank(0x100 + g, 2, 0, g, {B(0, 1, 100 + g)}));
+    b.push_back(OneRank(0x100 + g, 2, 1, g, {B(1, 0, 200 + g)}));
+  }
+  const HostPartReport ra = Report(10, 20, 3, a), rb = Report(10, 20, 3, b);
+  const HostPartMerge m = MergeHostParts({RailPart(r, 0, &ra), RailPart(r, 1, &rb)});
+  ASSERT_TRUE(m.profile.has_value());
+  NicPairs want;
+  for (int g = 0; g < 8; ++g) {
+    want[{r.nic[0][g], r.nic[1][g]}] = 100 + g;
+    want[{r.nic[1][g], r.nic[0][g]}] = 200 + g;
+  }
+  EXPECT_EQ(PairsOf(*m.profile), want);
+  EXPECT_EQ(m.profile->peers.size(), 16u);
+  EXPECT_EQ(m.stats.cross_host, Bytes::Of(8 * 300 + 2 * 28));
+  EXPECT_EQ(m.stats.unattributed, Bytes::Of(0));
+
+  // The same reports without slots (older senders): every ring is the first of one local rank,
+  // so all of it is h0/nic0 <-> h1/nic0, today's rule.
+  std::vector<CommTraffic> a0 = a, b0 = b;
+  for (CommTraffic& c : a0) c.local_slots.clear();
+  for (CommTraffic& c : b0) c.local_slots.clear();
+  const HostPartReport ra0 = Report(10, 20, 3, a0), rb0 = Report(10, 20, 3, b0);
+  const HostPartMerge old = MergeHostParts({RailPart(r, 0, &ra0), RailPart(r, 1, &rb0)});
+  EXPECT_EQ(PairsOf(*old.profile), (NicPairs{{{r.nic[0][0], r.nic[1][0]}, 800 + 28},
+                                             {{r.nic[1][0], r.nic[0][0]}, 1600 + 28}}));
+}
+
+TEST(HostPartsRailTest, OldAndNewSendersMixAndSlotsFollowTheRailRule) {
+  // h0: 8 NICs, slots (new); h1: 8 NICs, no slots (old); h2: 4 NICs, slots: GPU g -> NIC
+  // g * 4 / 8 = g / 2. Ring g (3 ranks): 0 on h0/GPU g, 1 on h1, 2 on h2/GPU g; 0 -> 1: 10,
+  // 1 -> 2: 20, 2 -> 0: 30.
+  const RailHosts r = MakeRailHosts({8, 8, 4});
+  std::vector<CommTraffic> a, b, c;
+  for (int g = 0; g < 8; ++g) {
+    a.push_back(OneRank(0x200 + g, 3, 0, g, {B(0, 1, 10)}));
+    b.push_back(OneRank(0x200 + g, 3, 1, -1, {B(1, 2, 20)}));
+    c.push_back(OneRank(0x200 + g, 3, 2, g, {B(2, 0, 30)}));
+  }
+  const HostPartReport ra = Report(10, 20, 3, a), rb = Report(10, 20, 3, b),
+                       rc = Report(10, 20, 3, c);
+  const HostPartMerge m =
+      MergeHostParts({RailPart(r, 0, &ra), RailPart(r, 1, &rb), RailPart(r, 2, &rc)});
+  ASSERT_TRUE(m.profile.has_value());
+  NicPairs want;
+  for (int g = 0; g < 8; ++g) {
+    want[{r.nic[0][g], r.nic[1][0]}] = 10;      // Old h1: its only local rank -> nic0.
+    want[{r.nic[2][g / 2], r.nic[0][g]}] = 30;  // h2's GPUs 2k, 2k+1 share nic k.
+  }
+  for (int k = 0; k < 4; ++k) want[{r.nic[1][0], r.nic[2][k]}] = 2 * 20;  // Rings 2k, 2k+1.
+  EXPECT_EQ(PairsOf(*m.profile), want);
+  EXPECT_EQ(m.profile->peers.size(), 8u + 8u + 4u);
+  EXPECT_EQ(m.stats.cross_host, Bytes::Of(8 * 60));
+  EXPECT_TRUE(m.stats.complete);
+
+  // A host whose GPU count is unknown (0) does not use slots: h0 falls back to rank order.
+  HostPartInput unknown = RailPart(r, 0, &ra);
+  unknown.gpus = 0;
+  const HostPartMerge u = MergeHostParts({unknown, RailPart(r, 1, &rb), RailPart(r, 2, &rc)});
+  EXPECT_EQ(PairsOf(*u.profile).count({r.nic[0][0], r.nic[1][0]}), 1u);
+  EXPECT_EQ(PairsOf(*u.profile).at({r.nic[0][0], r.nic[1][0]}), 8 * 10);
+}
+
+TEST(HostPartsRailTest, BadSlotsAreRefusedNamingTheField) {
+  HostPartReport ok = Report(
+      10, 20, 3, {OneRank(1, 2, 0, 7, {}), OneRank(2, 2, 0, -1, {}), Comm(3, 4, {0, 1}, {})});
+  ok.comms[2].local_slots = {3, 4};
+  EXPECT_TRUE(CheckLocalSlots(ok, 8).ok());
+  EXPECT_TRUE(CheckLocalSlots(ok, 0).ok());  // GPU count unknown: not checked.
+
+  HostPartReport bad = ok;
+  bad.comms[1].local_slots = {8};  // GPUs 0-7.
+  const Status s = CheckLocalSlots(bad, 8);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "comms[1].local_slots[0]: 8 is not a GPU of the host (8 GPUs)");
+  EXPECT_TRUE(CheckLocalSlots(bad, 16).ok());
+
+  HostPartReport uneven = ok;
+  uneven.comms[2].local_slots = {3};
+  EXPECT_EQ(CheckLocalSlots(uneven, 8).message(),
+            "comms[2].local_slots: 1 slots for 2 local_ranks (must be as many, or none)");
+
+  // Should a bad slot reach the merge anyway, its communicator falls back to rank order.
+  const RailHosts r = MakeRailHosts({8, 8});
+  const HostPartReport ra = Report(10, 20, 3, {OneRank(9, 2, 0, 8, {B(0, 1, 5)})});
+  const HostPartReport rb = Report(10, 20, 3, {OneRank(9, 2, 1, 3, {})});
+  const HostPartMerge m = MergeHostParts({RailPart(r, 0, &ra), RailPart(r, 1, &rb)});
+  EXPECT_EQ(PairsOf(*m.profile), (NicPairs{{{r.nic[0][0], r.nic[1][3]}, 5}}));
 }
 
 TEST_F(HostPartsTest, PartNicsFromPlacementTopologyOrHost) {

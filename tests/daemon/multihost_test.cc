@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "daemon_test_util.h"
@@ -253,6 +254,45 @@ TEST_F(MultiHostTest, APartSpeaksOnlyForItselfAndBadPartsDisturbNobody) {
   ReportRing();  // The good parts still work.
   Advance(kDebounce);
   EXPECT_EQ(daemon_->control().Find("ring")->phase, core::JobPhase::kScheduled);
+}
+
+TEST_F(MultiHostTest, ARailRankLandsOnTheNicOfItsGpuAndABadSlotIsRefused) {
+  // A rail communicator of one rank per host (tensor parallelism 8 inside the host): rank 0 on
+  // GPU 5 of host0, rank 1 on GPU 6 of host4. Hosts of the embedded Clos: 8 GPUs, 2 NICs, so
+  // GPU g uses NIC g * 2 / 8: both ranks on nic1 (today's rank-order rule would say nic0).
+  for (const auto& [agent, host] : {std::pair{"agent0", "host0"}, std::pair{"agent4", "host4"}}) {
+    v1::Envelope reg = RegisterPart("rail", host);
+    reg.mutable_register_job()->mutable_placement(0)->clear_nics();  // All of the host's NICs.
+    ASSERT_TRUE(Client(agent, reg).has_register_job_reply());
+  }
+  auto report = [](const std::string& host, uint32_t rank, uint32_t slot) {
+    v1::Envelope e = PartReport("rail", host, 40, {rank}, {{rank, 1 - rank, 150}});
+    e.mutable_profile_report()->mutable_comms(0)->set_nranks(2);
+    e.mutable_profile_report()->mutable_comms(0)->add_local_slots(slot);
+    return e;
+  };
+  ASSERT_TRUE(Client("agent0", report("host0", 0, 5)).has_ack());
+  ASSERT_TRUE(Client("agent4", report("host4", 1, 6)).has_ack());
+  Advance(kDebounce);
+  const v1::JobDetail d = Detail("rail");
+  std::map<std::pair<std::string, std::string>, uint64_t> flows;
+  for (const v1::FlowDetail& f : d.flows()) flows[{f.src_nic(), f.dst_nic()}] = f.bytes();
+  EXPECT_EQ(flows, (std::map<std::pair<std::string, std::string>, uint64_t>{
+                       {{"host0/nic1", "host4/nic1"}, 150 * kMB},
+                       {{"host4/nic1", "host0/nic1"}, 150 * kMB}}))
+      << d.DebugString();
+  EXPECT_EQ(LastAssignment("agent0").flows(0).src_nic(), "host0/nic1");
+
+  // GPU 8 of an 8-GPU host: refused naming the field; the part's previous report stays.
+  v1::Envelope r = Client("agent0", report("host0", 0, 8));
+  ASSERT_TRUE(r.has_error()) << r.DebugString();
+  EXPECT_EQ(r.error().code(), v1::ERROR_CODE_INVALID_ARGUMENT);
+  EXPECT_THAT(r.error().message(),
+              HasSubstr("profile_report.comms[0].local_slots[0]: 8 is not a GPU of the host "
+                        "(8 GPUs)"));
+  Advance(kDebounce);
+  EXPECT_EQ(Detail("rail").flows_size(), 2);
+  EXPECT_EQ(Detail("rail").flows(0).src_nic(), "host0/nic1");
 }
 
 TEST_F(MultiHostTest, AnEndedPartLeavesAndTheJobEndsWithItsLast) {

@@ -171,6 +171,56 @@ TEST_F(HostAgentTest, MergesTheRanksProfilesIntoOneHostReport) {
   EXPECT_EQ(agent_.TakeToDaemon().size(), 1u);
 }
 
+TEST_F(HostAgentTest, ReportsEachRanksLocalSlotFromItsPluginsHello) {
+  // Rank 1 runs on GPU 6 (pid 101), rank 0 on GPU 3 (pid 100): slots follow local_ranks.
+  auto hello = [&](ConnId conn, pid_t pid, int rank, int slot) {
+    agent_.OnLocalConnected(conn, pid, 1000, now_);
+    agent_.OnLocalMessage(conn, Hello{Role::kProfiler, pid, "job-a", "CRUX_JOB_ID", "v6", slot},
+                          now_);
+    agent_.OnLocalMessage(conn, CommInfo{0xC0, rank, 4, 2, "", true}, now_);
+  };
+  hello(1, 100, 0, 3);
+  hello(2, 101, 1, 6);
+  auto out = At(Ms(100));
+  ASSERT_EQ(out.size(), 1u);
+  Register(out[0]);
+  agent_.TakeToDaemon();
+  agent_.OnLocalMessage(1, Profile(1, 150'000'000), now_);
+  out = agent_.TakeToDaemon();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].profile_report().comms(0).local_slots_size(), 1);
+  AckOk(out[0]);
+  agent_.OnLocalMessage(2, Profile(2, 150'000'000), now_);
+  out = agent_.TakeToDaemon();
+  ASSERT_EQ(out.size(), 1u);
+  const v1::CommTraffic& c = out[0].profile_report().comms(0);
+  ASSERT_EQ(c.local_ranks_size(), 2);
+  ASSERT_EQ(c.local_slots_size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(c.local_slots(i), c.local_ranks(i) == 0 ? 3u : 6u) << "rank " << c.local_ranks(i);
+  }
+  const std::string status = agent_.StatusJson();
+  EXPECT_NE(status.find(R"("local_slot":6)"), std::string::npos) << status;
+}
+
+TEST_F(HostAgentTest, ACommunicatorWithARankOfUnknownSlotReportsNoSlots) {
+  RegisterTwoRanks();  // Hellos without a slot (older plugins).
+  // pid 100 says its slot on a second connection; pid 101 never does.
+  agent_.OnLocalConnected(4, 100, 1000, now_);
+  agent_.OnLocalMessage(4, Hello{Role::kProfiler, 100, "job-a", "CRUX_JOB_ID", "v6", 2}, now_);
+  agent_.OnLocalMessage(1, Profile(1, 150'000'000), now_);
+  auto out = agent_.TakeToDaemon();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].profile_report().comms(0).local_slots_size(), 1) << "rank 0 alone: known";
+  AckOk(out[0]);
+  agent_.OnLocalMessage(2, Profile(2, 150'000'000), now_);
+  out = agent_.TakeToDaemon();
+  ASSERT_EQ(out.size(), 1u);
+  const v1::CommTraffic& c = out[0].profile_report().comms(0);
+  EXPECT_EQ(c.local_ranks_size(), 2);
+  EXPECT_EQ(c.local_slots_size(), 0) << "pid 101's slot is not known";
+}
+
 TEST_F(HostAgentTest, AssignmentBecomesAPinTableForEveryShimAndStaysWhenCruxdIsAway) {
   RegisterTwoRanks();
   Rank(3, 100, 0, Role::kVerbs, 1000, "");  // pid 100's shim: knows no job id itself.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <variant>
 
 namespace crux::hostd {
 namespace {
@@ -26,6 +27,7 @@ TEST(HostProtocolTest, EveryMessageRoundTrips) {
   t.pins = {{"mlx5_0", "::ffff:10.0.1.2", 0xC123}};
   const std::vector<Message> all = {
       Hello{Role::kVerbs, 4242, "job-1", "SLURM_JOB_ID", "IBVERBS_1.1"},
+      Hello{Role::kProfiler, 4243, "job-1", "SLURM_JOB_ID", "v5", 7},
       CommInfo{0xABCDEF0123456789ull, 3, 8, 2, "dp", false},
       p,
       PluginStats{10, 1, 5, 2},
@@ -54,6 +56,13 @@ TEST(HostProtocolTest, BadMessagesNameTheField) {
   EXPECT_NE(
       err(R"({"v":1,"type":"hello","role":"verbs","pid":5,"job_id":"a b"})").find("hello.job_id"),
       std::string::npos);
+  EXPECT_NE(err(R"({"v":1,"type":"hello","role":"profiler","pid":5,"local_slot":1024})")
+                .find("hello.local_slot: must be in [-1, 1023]"),
+            std::string::npos);
+  // An older plugin sends no slot: not known.
+  auto old = Decode(R"({"v":1,"type":"hello","role":"profiler","pid":5})");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(std::get<Hello>(*old).local_slot, -1);
   EXPECT_NE(err(R"({"v":1,"type":"comm","comm":"0x1","rank":4,"nranks":4,"nnodes":1})")
                 .find("comm.rank: must be < nranks"),
             std::string::npos);

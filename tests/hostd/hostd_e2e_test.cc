@@ -12,7 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "../system/cruxd_harness.h"
 #include "../verbs_shim/fake_ibverbs.h"
@@ -253,8 +255,12 @@ TEST_F(HostdE2eTest, MultiHostJobIsMergedByCruxdAndPinnedOnEveryHost) {
                                         "CRUX_NCCL_SAMPLE_MS=200"};
   ChildProcess ranks[4];
   for (int r = 0; r < 4; ++r) {
+    // Each rank's local slot (GPU r % 2 of its host) as a launcher sets it; the agents report it
+    // and cruxd checks it against the host's 8 GPUs (one configured NIC: all on nic0).
+    std::vector<std::string> rank_env = env;
+    rank_env.push_back("LOCAL_RANK=" + std::to_string(r % 2));
     ASSERT_TRUE(StartRank(ranks[r], RankArgs(r % 2 ? "v6" : "v4", r, 4, 2, 60, 15, 2500),
-                          r < 2 ? h0.socket() : h4.socket(), env));
+                          r < 2 ? h0.socket() : h4.socket(), rank_env));
   }
   auto converged = [](const json& job) {
     if (job.is_null() || job["ranks"].size() != 2) return false;
@@ -327,6 +333,14 @@ TEST_F(HostdE2eTest, MultiHostJobIsMergedByCruxdAndPinnedOnEveryHost) {
     EXPECT_GT(p["last_report_ms"].get<double>(), 0);
   }
   EXPECT_NEAR(detail["merge"]["cross_host_bytes"].get<double>(), 300e6, 6e6);
+  for (Hostd* h : {&h0, &h4}) {
+    const json st = h->Status();
+    std::set<int> slots;
+    for (const auto& job : st["jobs"]) {
+      for (const auto& rank : job["ranks"]) slots.insert(rank["local_slot"].get<int>());
+    }
+    EXPECT_EQ(slots, (std::set<int>{0, 1})) << st.dump();
+  }
   EXPECT_EQ(detail["merge"]["conflicting_ranks"], 0);
   uint16_t sport[2] = {0, 0};  // host0 -> host4, host4 -> host0.
   for (const auto& f : detail["flows"]) {

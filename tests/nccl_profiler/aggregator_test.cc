@@ -52,6 +52,25 @@ TEST(JobIdTest, RuleAndSanitizing) {
   EXPECT_EQ(SanitizeJobId(""), "job");
 }
 
+TEST(JobIdTest, LocalSlotFromLocalRankElseSlurmLocalId) {
+  std::map<std::string, std::string> env;
+  auto get = [&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  EXPECT_EQ(hostd::LocalSlotFromEnvironment(get), -1);
+  env["SLURM_LOCALID"] = "3";
+  EXPECT_EQ(hostd::LocalSlotFromEnvironment(get), 3);
+  env["LOCAL_RANK"] = "6";
+  EXPECT_EQ(hostd::LocalSlotFromEnvironment(get), 6);
+  env["LOCAL_RANK"] = "6x";  // Not a number: the next variable.
+  EXPECT_EQ(hostd::LocalSlotFromEnvironment(get), 3);
+  env["SLURM_LOCALID"] = "1024";  // Out of range: not known.
+  EXPECT_EQ(hostd::LocalSlotFromEnvironment(get), -1);
+  env["LOCAL_RANK"] = "-1";
+  EXPECT_EQ(hostd::LocalSlotFromEnvironment(get), -1);
+}
+
 TEST(RecorderTest, RecordsTasksKernelsAndSendsOnly) {
   Recorder rec(16);
   int comm = 0;

@@ -105,6 +105,25 @@ TEST(HostPartValidateTest, BadCommTrafficIsRefusedByField) {
   EXPECT_NE(Error(e).find("profile_report.comms[0].bytes[1].bytes"), std::string::npos) << Error(e);
 }
 
+TEST(HostPartValidateTest, LocalSlotsAreOptionalOnePerLocalRankAndBounded) {
+  v1::Envelope e = Report();
+  EXPECT_TRUE(Validate(e).ok());  // An older sender: no slots.
+  e.mutable_profile_report()->mutable_comms(0)->add_local_slots(6);
+  e.mutable_profile_report()->mutable_comms(0)->add_local_slots(7);
+  EXPECT_TRUE(Validate(e).ok()) << Error(e);
+  e.mutable_profile_report()->mutable_comms(0)->add_local_slots(0);
+  EXPECT_NE(Error(e).find("profile_report.comms[0].local_slots: must be empty or as many as "
+                          "local_ranks"),
+            std::string::npos)
+      << Error(e);
+  e = Report();
+  e.mutable_profile_report()->mutable_comms(0)->add_local_slots(0);
+  e.mutable_profile_report()->mutable_comms(0)->add_local_slots(1024);
+  EXPECT_NE(Error(e).find("profile_report.comms[0].local_slots[1]: must be < 1024"),
+            std::string::npos)
+      << Error(e);
+}
+
 TEST(HostPartValidateTest, NonFiniteFiguresOfAPartReportAreRefused) {
   v1::Envelope e = Report();
   e.mutable_profile_report()->set_overlap_start(std::nan(""));

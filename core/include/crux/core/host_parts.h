@@ -13,10 +13,14 @@
 //   * Rank -> host: (communicator, rank) belongs to the part that lists it among its local ranks.
 //     A rank two parts claim belongs to neither (counted in conflicting_ranks), so a confused or
 //     bad part cannot take another part's ranks.
-//   * Rank -> NIC: the part's NICs in order; the k-th of a communicator's n local ranks on the
-//     host (by rank number) uses NIC floor(k * nics / n): rail-aligned GPU/NIC affinity (8 GPUs on
-//     8 NICs: one each; on 4 NICs: two per NIC). The plugin does not report which NIC a rank's
-//     QPs use, so this is the assumption.
+//   * Rank -> NIC: the part's NICs in order. A communicator that reports each local rank's slot
+//     (local_slots: the process's local GPU index) on a host whose GPU count is known maps slot
+//     s to NIC GpuNicIndex(s, gpus, nics), the rail rule every part of Crux uses (traffic_model.h):
+//     a rail ring of one rank per host lands on the NIC of the GPU the rank runs on. Without slots
+//     (an older sender) or GPU count, the k-th of the communicator's n local ranks on the host (by
+//     rank number) uses NIC floor(k * nics / n), which is right only when the communicator spans
+//     every GPU of the host. Neither knows which NIC a rank's QPs really use (the plugin does
+//     not see it), so both are assumptions.
 //   * Bytes: each split RankPeerBytes of a rank the part owns goes to its peer's host: another
 //     host -> bytes of the NIC pair (summed); the same host -> dropped (NVLink / shared memory,
 //     never on the network); a peer rank no part owns (its part has not reported or registered) ->
@@ -50,6 +54,7 @@
 
 #include "crux/core/control_types.h"
 #include "crux/core/ids.h"
+#include "crux/core/status.h"
 #include "crux/core/topology.h"
 #include "crux/core/units.h"
 
@@ -70,7 +75,10 @@ struct CommTraffic {
   uint32_t nranks = 0;
   uint32_t nnodes = 0;
   std::vector<uint32_t> local_ranks;  // The communicator's ranks on this host.
-  std::vector<RankPeerBytes> bytes;   // Of local ranks.
+  // local_slots[i]: the local slot (GPU index on the host) of local_ranks[i]; empty: not
+  // reported (an older sender, or a rank whose slot crux-hostd does not know).
+  std::vector<uint32_t> local_slots;
+  std::vector<RankPeerBytes> bytes;  // Of local ranks.
 
   friend bool operator==(const CommTraffic&, const CommTraffic&) = default;
 };
@@ -97,6 +105,7 @@ struct HostPartInput {
   NodeId host;
   std::vector<NodeId> nics;  // PartNics: in order, non-empty.
   uint32_t hosts_expected = 0;
+  uint32_t gpus = 0;  // GPUs of the host (Topology::host_gpus); 0 = unknown: slots are not used.
   const HostPartReport* report = nullptr;  // Latest accepted report; null: none yet.
 };
 
@@ -126,6 +135,11 @@ struct HostPartMerge {
 // the topology, else the host node itself (a topology without NIC nodes). REQUIRES: p.host is a
 // host of `topo`.
 std::vector<NodeId> PartNics(const Topology& topo, const PlacementHost& p);
+
+// Checks a part's local slots against its host: per communicator, local_slots empty or as many
+// as local_ranks, and each slot < host_gpus when that is known (> 0). Errors (kInvalidArgument)
+// name the field, e.g. "comms[2].local_slots[0]: 9 is not a GPU of the host (8 GPUs)".
+Status CheckLocalSlots(const HostPartReport& r, uint32_t host_gpus);
 
 // The job's profile from its parts (see the file comment). `parts` in any order (the result does
 // not depend on it); the profile's peers are sorted by (local, remote) NIC.

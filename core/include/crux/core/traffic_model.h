@@ -344,6 +344,11 @@ Result<IterationSummary> SummarizeIteration(const IterationModel& m, const HostN
 // with TimeIteration(m, net, s).iteration shows what the single-overlap formula loses.
 Duration SingleOverlapIteration(const IterationSummary& s, double bandwidth_scale);
 
+// The rail-aligned GPU -> NIC rule every part of Crux uses: GPU `gpu` of a host with `gpus` GPUs
+// uses NIC floor(gpu * nics / gpus) of its `nics` NICs (in Topology::NicsOf order): 8 GPUs on 8
+// NICs one each, on 4 NICs two per NIC. REQUIRES: gpu < gpus, nics >= 1. Returns an index < nics.
+size_t GpuNicIndex(uint32_t gpu, uint32_t gpus, size_t nics);
+
 // Maps the rail flows of every op (all instances) onto `hosts` (the job's hosts, in rank
 // order) of `topo`: GPU g of a host -> NIC g * N / G of its N NICs (the host itself when it
 // has none), summed per (src NIC, dst NIC) pair, in a deterministic order. These are the

@@ -44,6 +44,7 @@ inline constexpr const char* kDefaultSocketPath = "/run/crux/hostd.sock";
 inline constexpr size_t kMaxPins = 2048;  // Per PinTable.
 inline constexpr size_t kMaxCommsPerProfile = 256;
 inline constexpr size_t kMaxPeersPerComm = 1024;
+inline constexpr int kMaxLocalSlot = 1023;  // Hello.local_slot: a GPU index (cruxd: < 1024 GPUs).
 
 // $CRUX_HOSTD_SOCKET when set and non-empty, else kDefaultSocketPath.
 std::string HostdSocketPath();
@@ -56,6 +57,10 @@ struct Hello {
   std::string job_id;      // Empty: not known yet (the plugin resolves it at its first report).
   std::string job_source;  // "CRUX_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "comm_hash".
   std::string abi;         // Profiler ABI NCCL picked ("v6"), or the shim's verbs version.
+  // The process's local slot on the host (its local GPU index: LOCAL_RANK, else SLURM_LOCALID);
+  // -1: not known (older plugins do not send it). crux-hostd reports it as the slot of the
+  // process's ranks (CommTraffic.local_slots), which cruxd maps to the GPU's NIC.
+  int local_slot = -1;
   friend bool operator==(const Hello&, const Hello&) = default;
 };
 

@@ -38,6 +38,11 @@ std::optional<JobIdentity> JobIdFromEnvironment(const GetEnv& getenv);
 JobIdentity JobIdFromCommHash(uint64_t world_comm_hash);
 // The valid job id closest to `raw` (see the file comment); "job" for an empty string.
 std::string SanitizeJobId(std::string_view raw);
+// The process's local slot on its host (its local GPU index), for Hello.local_slot: LOCAL_RANK
+// (torchrun, Megatron launchers), else SLURM_LOCALID (srun), when it is a decimal integer
+// 0-1023; else -1 (not known). NCCL's profiler ABIs (v4, v5) do not pass the CUDA device to
+// the plugin, so the launcher's environment is what the plugin has.
+int LocalSlotFromEnvironment(const GetEnv& getenv);
 // A character job ids may hold: [A-Za-z0-9._:/-] (the wire protocol's rule).
 bool IsJobIdChar(char c);
 
