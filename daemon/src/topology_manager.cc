@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "crux/core/link_name.h"
+
 namespace crux::daemon {
 
 TopologyManager::TopologyManager(core::Topology topology, std::string source)
@@ -16,42 +18,9 @@ std::string TopologyManager::Name(core::LinkId id) const {
 }
 
 core::Result<std::vector<core::LinkId>> TopologyManager::Resolve(const std::string& name) const {
-  std::string a;
-  std::string b;
-  bool both = false;
-  if (size_t p = name.find("<->"); p != std::string::npos) {
-    a = name.substr(0, p);
-    b = name.substr(p + 3);
-    both = true;
-  } else if (size_t q = name.find("->"); q != std::string::npos) {
-    a = name.substr(0, q);
-    b = name.substr(q + 2);
-  } else {
-    // "a-b": node names may contain '-', so try every split point.
-    for (size_t i = name.find('-'); i != std::string::npos; i = name.find('-', i + 1)) {
-      auto x = nominal_->FindNode(name.substr(0, i));
-      auto y = nominal_->FindNode(name.substr(i + 1));
-      if (x.ok() && y.ok()) {
-        a = name.substr(0, i);
-        b = name.substr(i + 1);
-        both = true;
-        break;
-      }
-    }
-    if (a.empty()) {
-      return core::NotFoundError("link '" + name +
-                                 "': expected 'a->b' or 'a-b' with two topology nodes");
-    }
-  }
-  auto x = nominal_->FindNode(a);
-  if (!x.ok()) return core::NotFoundError("link '" + name + "': no node '" + a + "'");
-  auto y = nominal_->FindNode(b);
-  if (!y.ok()) return core::NotFoundError("link '" + name + "': no node '" + b + "'");
-  auto l = nominal_->FindLink(*x, *y);
-  if (!l.ok())
-    return core::NotFoundError("link '" + name + "': " + a + " and " + b + " are not adjacent");
-  std::vector<core::LinkId> out = {*l};
-  if (both) out.push_back(nominal_->link(*l).reverse);
+  CRUX_ASSIGN_OR_RETURN(core::LinkName l, core::ParseLinkName(*nominal_, name));
+  std::vector<core::LinkId> out = {l.link};
+  if (l.both) out.push_back(nominal_->link(l.link).reverse);
   return out;
 }
 

@@ -7,6 +7,8 @@
 #include <map>
 #include <utility>
 
+#include "crux/core/link_name.h"
+
 namespace crux::loadgen {
 namespace {
 
@@ -58,30 +60,16 @@ core::Result<LinkFault> ParseLinkFault(std::string_view spec, const core::Topolo
     if (s <= 0 || s > 1e7) return core::InvalidArgumentError(where + ": DURATION_S must be > 0");
     f.duration = core::Duration::Seconds(s);
   }
-  // "a->b", or "a-b" (node names may contain '-': try every split).
-  auto adjacent = [&](std::string_view a, std::string_view b) {
-    auto x = topo.FindNode(a);
-    auto y = topo.FindNode(b);
-    return x.ok() && y.ok() && topo.FindLink(*x, *y).ok();
-  };
-  if (size_t arrow = link.find("->"); arrow != std::string_view::npos) {
-    f.from = std::string(link.substr(0, arrow));
-    f.to = std::string(link.substr(arrow + 2));
-  } else {
-    for (size_t i = link.find('-'); i != std::string_view::npos; i = link.find('-', i + 1)) {
-      if (adjacent(link.substr(0, i), link.substr(i + 1))) {
-        f.from = std::string(link.substr(0, i));
-        f.to = std::string(link.substr(i + 1));
-        f.both = true;
-        break;
-      }
-    }
-  }
-  if (f.from.empty() || !adjacent(f.from, f.to)) {
+  core::Result<core::LinkName> name = core::ParseLinkName(topo, link);
+  if (!name.ok()) {
     return core::InvalidArgumentError(where +
-                                      ": LINK must be 'a->b' or 'a-b' of two adjacent nodes of "
-                                      "the topology");
+                                      ": LINK must be 'a->b' or 'a-b' of two adjacent "
+                                      "nodes of the topology (" +
+                                      name.status().message() + ")");
   }
+  f.from = name->from;
+  f.to = name->to;
+  f.both = name->both;
   return f;
 }
 
