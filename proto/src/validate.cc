@@ -409,7 +409,8 @@ core::Status ValidateHeartbeat(const v1::Heartbeat& m, std::string_view field) {
   if (m.has_host_part()) {
     CRUX_RETURN_IF_ERROR(CheckHostPart(m.host_part(), Field(Field(field), "host_part")));
   }
-  const Field flows(field, "flows");
+  const Field root(field);  // Named: `flows` points at it (a temporary would die here).
+  const Field flows(root, "flows");
   CRUX_RETURN_IF_ERROR(CheckCount(m.flows_size(), kMaxFlows, flows));
   for (int i = 0; i < m.flows_size(); ++i) {
     CRUX_RETURN_IF_ERROR(CheckFlowStats(m.flows(i), Field(flows, static_cast<size_t>(i))));

@@ -234,6 +234,19 @@ TEST(ValidateTest, HeartbeatEndJobAckErrorBadValues) {
       hb, [](auto& m) { m.mutable_heartbeat()->set_job_id(""); }, "heartbeat.job_id");
   ExpectInvalid(
       hb, [](auto& m) { m.mutable_heartbeat()->set_job_id("\x01"); }, "heartbeat.job_id");
+  // Flow stats (fuzz defect 7: the path of a flow's field named a destroyed parent).
+  v1::FlowStats* fs = hb.mutable_heartbeat()->add_flows();
+  fs->set_src_nic("host0/nic0");
+  fs->set_dst_nic("host1/nic0");
+  fs->set_bytes(1000);
+  fs->set_window_ns(1000000);
+  fs->set_transfer_time_ns(500000);
+  ExpectInvalid(
+      hb, [](auto& m) { m.mutable_heartbeat()->mutable_flows(0)->set_bytes(uint64_t{1} << 51); },
+      "heartbeat.flows[0].bytes");
+  ExpectInvalid(
+      hb, [](auto& m) { m.mutable_heartbeat()->mutable_flows(0)->set_window_ns(0); },
+      "heartbeat.flows[0].window_ns");
 
   v1::Envelope end = NewEnvelope(1);
   end.mutable_end_job()->set_job_id("job-a");
