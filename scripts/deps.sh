@@ -16,7 +16,7 @@ CRUX_DEB_PACKAGES=(
   libhiredis-dev redis-server libjemalloc-dev
   libcurl4-openssl-dev etcd-server etcd-client
   pybind11-dev python3-dev python3-torch python3-pytest libibverbs-dev
-  dpkg-dev file
+  dpkg-dev file time
 )
 
 missing=()

@@ -78,6 +78,8 @@ struct RunFlags {
   std::optional<double> min_replan_interval_ms;
   std::optional<double> replan_threshold_pct;
   std::optional<int> reserved_high_levels;
+  bool no_stable = false;                       // Full re-plans (planner.stable off).
+  std::optional<double> reoptimize_interval_s;  // Stable mode's re-optimisation period.
   std::string out;
 };
 
@@ -87,6 +89,8 @@ struct GenFlags {
   double mean_interarrival_s = 240;
   std::optional<double> load;  // Offered load (fraction of --topology's GPUs); sets the gap.
   double scatter = 0;          // GeneratorOptions::scatter_probability.
+  double spill = 0;            // GeneratorOptions::spill_probability.
+  std::string mix;             // GeneratorOptions::mix; empty: the default (lingjun-2023).
   std::string models;
   std::string topology;
   int gpus_per_host = 8;
@@ -138,6 +142,13 @@ void AddRunFlags(CLI::App* cmd, RunFlags* f, bool compare) {
                   "Levels above scheduled jobs (default: 1 with the control loop, as cruxd; 0 "
                   "with --oracle)")
       ->check(CLI::Range(0, 63));
+  cmd->add_flag("--no-stable", f->no_stable,
+                "Control loop: every re-plan is the best plan (planner.stable off; cruxd's "
+                "default is stable re-planning)");
+  cmd->add_option("--reoptimize-interval-s", f->reoptimize_interval_s,
+                  "Control loop, stable mode: re-plan from scratch this often (default 600, as "
+                  "cruxd's reoptimize_interval_ms; 0 = never)")
+      ->check(CLI::Range(0.0, 1e9));
   cmd->add_flag("--no-plots", f->no_plots, "Skip the gnuplot PNGs");
   cmd->add_flag("--quiet", f->quiet, "No progress on stderr");
   cmd->add_option("--out", f->out, "Output directory")->required();
@@ -304,10 +315,24 @@ std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std
   o.policy.planner.seed = f.seed.value_or(sc.seed.value_or(1));
   o.policy.planner.resolve_ports = false;
   o.control.oracle = f.oracle || sc.oracle.value_or(false);
-  if (o.control.oracle && (f.debounce_ms || f.min_replan_interval_ms || f.replan_threshold_pct)) {
+  if (o.control.oracle && (f.debounce_ms || f.min_replan_interval_ms || f.replan_threshold_pct ||
+                           f.no_stable || f.reoptimize_interval_s)) {
     return Failure{kExitUsage,
-                   "--debounce-ms, --min-replan-interval-ms, --replan-threshold-pct: control loop "
-                   "options; the oracle has no control loop"};
+                   "--debounce-ms, --min-replan-interval-ms, --replan-threshold-pct, --no-stable, "
+                   "--reoptimize-interval-s: control loop options; the oracle has no control loop"};
+  }
+  if (f.no_stable && f.reoptimize_interval_s) {
+    return Failure{kExitUsage,
+                   "--reoptimize-interval-s: only with stable re-planning (drop "
+                   "--no-stable)"};
+  }
+  // cruxd's defaults (sim::ControlOptions: planner.stable true, reoptimize_interval_ms 600000):
+  // between re-optimisations an event re-plans only the jobs it touches, the others keep their
+  // paths and levels. Only `crux` has a stable mode; the oracle plans every job from scratch at
+  // every event, the best plan.
+  o.control.stable = !o.control.oracle && !f.no_stable;
+  if (f.reoptimize_interval_s) {
+    o.control.loop.reoptimize_interval = core::Duration::Seconds(*f.reoptimize_interval_s);
   }
   // cruxd keeps level 0 for profiling newcomers (configs/cruxd.yaml: reserved_high_levels 1);
   // the oracle has no newcomers.
@@ -384,6 +409,9 @@ std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std
   p->info.debounce_ms = o.control.loop.debounce.ToSeconds() * 1e3;
   p->info.min_replan_interval_ms = o.control.loop.min_replan_interval.ToSeconds() * 1e3;
   p->info.replan_threshold_pct = o.control.loop.replan_threshold_pct;
+  p->info.stable = o.control.stable;
+  p->info.reoptimize_interval_s =
+      o.control.stable ? o.control.loop.reoptimize_interval.ToSeconds() : 0.0;
   p->info.seed = o.policy.planner.seed;
   p->info.horizon_s = horizon;
   return std::nullopt;
@@ -414,13 +442,14 @@ int DoRun(const RunFlags& f, std::ostream& out, std::ostream& err) {
   if (auto e = SimulateOne(p, p.policies[0], &r, err, f.quiet)) return Fail(err, *e);
   core::Status w = WriteRunOutputs(r, p.info, f.out, !f.no_plots);
   if (!w.ok()) return Fail(err, {kExitSimulation, w.message()});
-  char line[256];
+  char line[512];
   std::snprintf(line, sizeof(line),
-                "policy %s: gpu_utilization %.4f, cluster_utilization %.4f, %zu jobs, mean JCT "
-                "%.1f s, mean slowdown %.4f, mean profiling %.2f s, %llu events, %.2f s wall, "
+                "policy %s: gpu_utilization %.4f, work_utilization %.4f, cluster_utilization %.4f, "
+                "%zu jobs, mean JCT %.1f s, mean slowdown %.4f, mean profiling %.2f s, %llu "
+                "events, %.2f s wall, "
                 "%s\n",
-                r.policy.c_str(), r.gpu_utilization, r.cluster_utilization, r.jobs.size(),
-                MeanJct(r), MeanSlowdown(r), MeanProfiling(r),
+                r.policy.c_str(), r.gpu_utilization, r.work_utilization, r.cluster_utilization,
+                r.jobs.size(), MeanJct(r), MeanSlowdown(r), MeanProfiling(r),
                 static_cast<unsigned long long>(r.events), r.wall_s,
                 r.oracle ? "oracle" : "control loop");
   out << line;
@@ -451,10 +480,12 @@ int DoGenTrace(const GenFlags& f, std::ostream& out, std::ostream& err) {
   g.days = f.days;
   g.mean_interarrival_s = f.mean_interarrival_s;
   g.scatter_probability = f.scatter;
+  g.spill_probability = f.spill;
+  if (!f.mix.empty()) g.mix = f.mix;
   core::Status valid = wl::ValidateGeneratorOptions(g);
   if (!valid.ok()) return Fail(err, {kExitUsage, "--" + valid.message()});
-  if ((f.load || f.scatter > 0) && f.topology.empty()) {
-    return Fail(err, {kExitUsage, "--load/--scatter: need --topology to place on"});
+  if ((f.load || f.scatter > 0 || f.spill > 0) && f.topology.empty()) {
+    return Fail(err, {kExitUsage, "--load/--scatter/--spill: need --topology to place on"});
   }
   core::Result<wl::ModelCatalog> models =
       wl::LoadModelsFile(f.models.empty() ? DefaultModelsPath() : f.models);
@@ -535,6 +566,11 @@ int RunSimCli(int argc, const char* const* argv, std::ostream& out, std::ostream
     gt->add_option("--scatter", gen.scatter,
                    "Probability a multi-host job is placed on random free hosts (0..1)")
         ->check(CLI::Range(0.0, 1.0));
+    gt->add_option("--spill", gen.spill,
+                   "Probability a packed multi-host job is placed pack-then-spill across tiers "
+                   "(0..1; docs/sim-workloads.md calibrates 0.6)")
+        ->check(CLI::Range(0.0, 1.0));
+    gt->add_option("--mix", gen.mix, "Job mix: lingjun-2023 (default) or llm-2025");
     gt->add_option("--models", gen.models, "Model profiles YAML (default: shipped)");
     gt->add_option("--topology", gen.topology, "Place jobs on this topology's hosts");
     gt->add_option("--gpus-per-host", gen.gpus_per_host, "GPUs per host for placement")

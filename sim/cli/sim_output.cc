@@ -194,6 +194,8 @@ json ControlJson(const sim::SimResult& r, const RunInfo& info) {
     c["debounce_ms"] = Finite(info.debounce_ms);
     c["min_replan_interval_ms"] = Finite(info.min_replan_interval_ms);
     c["replan_threshold_pct"] = Finite(info.replan_threshold_pct);
+    c["stable"] = info.stable;
+    c["reoptimize_interval_s"] = Finite(info.reoptimize_interval_s);
   }
   return c;
 }
@@ -241,6 +243,7 @@ json SummaryJson(const sim::SimResult& r, const RunInfo& info) {
   json j;
   j["policy"] = r.policy;
   j["gpu_utilization"] = Finite(r.gpu_utilization);
+  j["work_utilization"] = Finite(r.work_utilization);
   j["cluster_utilization"] = Finite(r.cluster_utilization);
   json jobs = json::array();
   for (const sim::JobResult& x : r.jobs) {
@@ -257,6 +260,7 @@ json SummaryJson(const sim::SimResult& r, const RunInfo& info) {
     const auto s = Slowdown(x);
     o["slowdown"] = s ? json(Finite(*s)) : json(nullptr);
     o["compute_busy_s"] = Finite(x.compute_busy.ToSeconds());
+    o["flops_per_compute_s"] = Finite(x.flops_per_compute_s);
     o["level"] = x.level;
     o["scheduled_s"] = x.scheduled ? json(Finite(x.scheduled->ToSeconds())) : json(nullptr);
     o["profiling_s"] = Finite(x.profiling.ToSeconds());
@@ -324,8 +328,8 @@ Status WriteCompareOutputs(const std::vector<sim::SimResult>& results, const Run
   CRUX_RETURN_IF_ERROR(EnsureDir(dir));
   json all = json::array();
   std::string csv =
-      "policy,gpu_utilization,cluster_utilization,ratio_to_ideal,mean_jct_s,"
-      "p99_jct_s,mean_slowdown,mean_profiling_s,events,wall_s\n";
+      "policy,gpu_utilization,work_utilization,cluster_utilization,ratio_to_ideal,"
+      "work_ratio_to_ideal,mean_jct_s,p99_jct_s,mean_slowdown,mean_profiling_s,events,wall_s\n";
   const sim::SimResult* ideal = nullptr;
   for (const sim::SimResult& r : results) {
     if (r.policy == "ideal") ideal = &r;
@@ -335,11 +339,16 @@ Status WriteCompareOutputs(const std::vector<sim::SimResult>& results, const Run
     const double ratio = ideal != nullptr && ideal->gpu_utilization > 0
                              ? r.gpu_utilization / ideal->gpu_utilization
                              : 0;
+    const double work_ratio = ideal != nullptr && ideal->work_utilization > 0
+                                  ? r.work_utilization / ideal->work_utilization
+                                  : 0;
     json o;
     o["policy"] = r.policy;
     o["gpu_utilization"] = Finite(r.gpu_utilization);
+    o["work_utilization"] = Finite(r.work_utilization);
     o["cluster_utilization"] = Finite(r.cluster_utilization);
     o["ratio_to_ideal"] = ideal != nullptr ? json(Finite(ratio)) : json(nullptr);
+    o["work_ratio_to_ideal"] = ideal != nullptr ? json(Finite(work_ratio)) : json(nullptr);
     o["mean_jct_s"] = Finite(MeanJct(r));
     o["p99_jct_s"] = Finite(P99Jct(r));
     o["mean_slowdown"] = Finite(MeanSlowdown(r));
@@ -347,9 +356,10 @@ Status WriteCompareOutputs(const std::vector<sim::SimResult>& results, const Run
     o["events"] = r.events;
     o["wall_s"] = Finite(r.wall_s);
     all.push_back(std::move(o));
-    csv += r.policy + "," + Num(r.gpu_utilization) + "," + Num(r.cluster_utilization) + "," +
-           (ideal != nullptr ? Num(ratio) : "") + "," + Num(MeanJct(r)) + "," + Num(P99Jct(r)) +
-           "," + Num(MeanSlowdown(r)) + "," + Num(MeanProfiling(r)) + "," +
+    csv += r.policy + "," + Num(r.gpu_utilization) + "," + Num(r.work_utilization) + "," +
+           Num(r.cluster_utilization) + "," + (ideal != nullptr ? Num(ratio) : "") + "," +
+           (ideal != nullptr ? Num(work_ratio) : "") + "," + Num(MeanJct(r)) + "," +
+           Num(P99Jct(r)) + "," + Num(MeanSlowdown(r)) + "," + Num(MeanProfiling(r)) + "," +
            std::to_string(r.events) + "," + Num(r.wall_s) + "\n";
     series.emplace_back(r.policy, Path(dir, r.policy));
   }
@@ -376,9 +386,9 @@ std::string CompareTable(const std::vector<sim::SimResult>& results) {
   }
   std::ostringstream out;
   char line[256];
-  std::snprintf(line, sizeof(line), "%-12s %9s %9s %9s %12s %12s %9s %9s %12s %9s\n", "policy",
-                "gpu_util", "clus_util", "vs_ideal", "mean_jct_s", "p99_jct_s", "mean_slow",
-                "prof_s", "events", "wall_s");
+  std::snprintf(line, sizeof(line), "%-12s %9s %9s %9s %9s %12s %12s %9s %9s %12s %9s\n", "policy",
+                "gpu_util", "work_util", "clus_util", "vs_ideal", "mean_jct_s", "p99_jct_s",
+                "mean_slow", "prof_s", "events", "wall_s");
   out << line;
   for (const sim::SimResult& r : results) {
     std::string ratio = "-";
@@ -387,11 +397,12 @@ std::string CompareTable(const std::vector<sim::SimResult>& results) {
       std::snprintf(b, sizeof(b), "%.3f", r.gpu_utilization / ideal->gpu_utilization);
       ratio = b;
     }
-    std::snprintf(
-        line, sizeof(line), "%-12s %9.4f %9.4f %9s %12.1f %12.1f %9.4f %9.2f %12llu %9.2f\n",
-        r.policy.c_str(), Finite(r.gpu_utilization), Finite(r.cluster_utilization), ratio.c_str(),
-        MeanJct(r), P99Jct(r), Finite(MeanSlowdown(r)), Finite(MeanProfiling(r)),
-        static_cast<unsigned long long>(r.events), Finite(r.wall_s));
+    std::snprintf(line, sizeof(line),
+                  "%-12s %9.4f %9.4f %9.4f %9s %12.1f %12.1f %9.4f %9.2f %12llu %9.2f\n",
+                  r.policy.c_str(), Finite(r.gpu_utilization), Finite(r.work_utilization),
+                  Finite(r.cluster_utilization), ratio.c_str(), MeanJct(r), P99Jct(r),
+                  Finite(MeanSlowdown(r)), Finite(MeanProfiling(r)),
+                  static_cast<unsigned long long>(r.events), Finite(r.wall_s));
     out << line;
   }
   return out.str();

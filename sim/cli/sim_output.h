@@ -15,7 +15,8 @@
 //                    "bytes_sent", "bytes_delivered", "bytes_in_flight", "mean_jct_s",
 //                    "p99_jct_s", "mean_slowdown", "mean_profiling_s", "horizon_s",
 //                    "control": {"mode": "loop" | "oracle", "debounce_ms",
-//                    "min_replan_interval_ms", "replan_threshold_pct"},
+//                    "min_replan_interval_ms", "replan_threshold_pct", "stable",
+//                    "reoptimize_interval_s"},
 //                    "reserved_high_levels", ...}
 //   D/timeseries.csv t_s,gpu_utilization,cluster_utilization,running_jobs
 //   D/jobs.csv       id,model,gpus,arrival_s,finish_s,iterations,jct_s,mean_iteration_s,
@@ -49,6 +50,8 @@ struct RunInfo {
   double debounce_ms = 0;
   double min_replan_interval_ms = 0;
   double replan_threshold_pct = 0;
+  bool stable = false;               // Stable re-planning (crux only; see --no-stable).
+  double reoptimize_interval_s = 0;  // Its re-optimisation period; 0 = never or not stable.
   uint64_t seed = 0;
   double horizon_s = 0;
 };

@@ -47,7 +47,9 @@ core::Status PlanHost::Init() {
   result_.policy = std::string(policy_->name());
   result_.oracle = oracle_;
   if (!oracle_) {
-    loop_ = std::make_unique<LoopHost>(&clock_, &nominal_, options_.control.loop);
+    core::ControlLoopOptions loop = options_.control.loop;
+    if (!options_.control.stable) loop.reoptimize_interval = Duration::Zero();
+    loop_ = std::make_unique<LoopHost>(&clock_, &nominal_, loop);
     ecmp_stale_ = true;
   }
   return core::Status::Ok();

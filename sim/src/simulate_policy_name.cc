@@ -16,7 +16,9 @@ core::Result<SimResult> Simulate(const core::Topology& topo, const std::string& 
     CRUX_ASSIGN_OR_RETURN(auto probe, core::MakePolicy(policy, topo, options.policy, &probe_clock));
     (void)probe;
   }
-  const core::PolicyOptions policy_options = options.policy;
+  core::PolicyOptions policy_options = options.policy;
+  // cruxd's stable re-planning under the control loop (ControlOptions::stable).
+  policy_options.stable = !options.control.oracle && options.control.stable;
   // The engine passes its simulated-time clock: the policy reads virtual time only.
   PolicyFactory factory = [policy, policy_options](const core::Topology& t,
                                                    const core::Clock& clock) {

@@ -296,6 +296,8 @@ void Engine::BuildResult() {
   r.simulated = options_.horizon;
   double busy = 0;
   double life = 0;
+  double work = 0;
+  double work_life = 0;
   for (const JobState& s : jobs_->jobs()) {
     JobResult jr;
     jr.id = s.job->spec.id;
@@ -311,6 +313,12 @@ void Engine::BuildResult() {
     }
     jr.standalone_iteration = s.standalone.value_or(Duration::Zero());
     jr.compute_busy = s.compute_busy;
+    const double compute_s = s.job->spec.compute_time.ToSeconds();
+    jr.flops_per_compute_s =
+        compute_s > 0
+            ? core::WorkPerIteration(s.job->spec, options_.policy.planner.gpu_peak_flops).value() /
+                  compute_s
+            : 0;
     jr.level = s.level == internal::kBestEffortLevel ? -1 : s.level;
     jr.scheduled = s.scheduled_at;
     if (s.arrival < horizon_) {
@@ -320,9 +328,12 @@ void Engine::BuildResult() {
     jr.levels = s.level_log;
     busy += static_cast<double>(s.gpus) * static_cast<double>(s.compute_busy.nanos());
     life += static_cast<double>(s.gpus) * static_cast<double>(jr.jct.nanos());
+    work += jr.flops_per_compute_s * s.compute_busy.ToSeconds();
+    work_life += jr.flops_per_compute_s * jr.jct.ToSeconds();
     r.jobs.push_back(std::move(jr));
   }
   r.gpu_utilization = life > 0 ? busy / life : 0;
+  r.work_utilization = work_life > 0 ? work / work_life : 0;
   const int64_t total_gpus = metrics_->total_gpus();
   r.cluster_utilization =
       total_gpus > 0

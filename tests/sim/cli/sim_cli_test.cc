@@ -20,6 +20,7 @@
 
 #include "crux/core/policy.h"
 #include "crux/sim/workload/file_io.h"
+#include "crux/sim/workload/models.h"
 #include "crux/sim/workload/trace.h"
 #include "sim_cli.h"
 
@@ -221,6 +222,86 @@ TEST_F(SimCliTest, GenTraceLoadAndScatterSetTheGapAndFragmentPlacement) {
   EXPECT_GT(h["share_gpus_may_contend"].get<double>(), 0.5);
 }
 
+TEST_F(SimCliTest, GenTraceMixAndSpillSelectTheLlm2025MixAndSpillPlacement) {
+  const std::string topo = (kConfigs / "topologies/crux_clos2_2k_os1.yaml").string();
+  const CliResult llm = Cli({"gen-trace", "--days", "2", "--load", "0.58", "--mix", "llm-2025",
+                             "--spill", "0.6", "--topology", topo, "--out", P("llm.csv")});
+  ASSERT_EQ(llm.code, 0) << llm.err;
+  core::Result<std::vector<sim::workload::TraceJob>> t = sim::workload::LoadTraceFile(P("llm.csv"));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  // llm-2025 draws 2024-2026 hybrid profiles for its large classes; lingjun-2023 never does.
+  core::Result<sim::workload::ModelCatalog> models =
+      sim::workload::LoadModelsFile((kConfigs / "models.yaml").string());
+  ASSERT_TRUE(models.ok()) << models.status().ToString();
+  const auto hybrid = [&](const std::vector<sim::workload::TraceJob>& jobs) {
+    return std::count_if(jobs.begin(), jobs.end(), [&](const sim::workload::TraceJob& j) {
+      const sim::workload::ModelProfile* m = models->Find(j.model);
+      return m != nullptr && m->hybrid.has_value();
+    });
+  };
+  EXPECT_GT(hybrid(*t), 0);
+  const CliResult old = Cli({"gen-trace", "--days", "2", "--load", "0.58", "--spill", "0.6",
+                             "--topology", topo, "--out", P("old.csv")});
+  ASSERT_EQ(old.code, 0) << old.err;
+  core::Result<std::vector<sim::workload::TraceJob>> o = sim::workload::LoadTraceFile(P("old.csv"));
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(hybrid(*o), 0);
+  // Spill puts multi-host jobs across ToRs: some may contend (packing alone gives 0 here).
+  EXPECT_GT(nlohmann::json::parse(old.out)["share_gpus_may_contend"].get<double>(), 0.05);
+  // Errors name the flag.
+  const CliResult bad = Cli({"gen-trace", "--days", "1", "--mix", "nosuch", "--out", P("x.csv")});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--mix: unknown mix 'nosuch'"));
+  const CliResult unplaced =
+      Cli({"gen-trace", "--days", "1", "--spill", "0.5", "--out", P("y.csv")});
+  EXPECT_EQ(unplaced.code, 2);
+  EXPECT_THAT(unplaced.err, HasSubstr("--spill: need --topology"));
+}
+
+TEST_F(SimCliTest, ControlLoopIsStableByDefaultAndRecordsItsMode) {
+  const std::vector<std::string> base = {
+      "run",
+      "--topology",
+      (kConfigs / "topologies/example_explicit.yaml").string(),
+      "--jobs",
+      (kConfigs / "scenarios/jobs/example1_short_first.yaml").string(),
+      "--horizon-s",
+      "200",
+      "--no-plots",
+      "--quiet"};
+  auto with = [&](std::vector<std::string> extra, const std::string& out) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    a.insert(a.end(), {"--out", P(out)});
+    return Cli(a);
+  };
+  const CliResult def = with({}, "def");
+  ASSERT_EQ(def.code, 0) << def.err;
+  const nlohmann::json d = ReadJson(P("def/summary.json"));
+  EXPECT_EQ(d["control"]["mode"], "loop");
+  EXPECT_EQ(d["control"]["stable"], true);
+  EXPECT_DOUBLE_EQ(d["control"]["reoptimize_interval_s"].get<double>(), 600);
+  EXPECT_THAT(def.out, HasSubstr("work_utilization"));
+  // Without flops_per_iteration every job has the same FLOP/s per GPU: both metrics agree.
+  EXPECT_NEAR(d["work_utilization"].get<double>(), d["gpu_utilization"].get<double>(), 1e-9);
+  for (const auto& j : d["jobs"]) EXPECT_GT(j["flops_per_compute_s"].get<double>(), 0);
+  const CliResult full = with({"--no-stable"}, "full");
+  ASSERT_EQ(full.code, 0) << full.err;
+  const nlohmann::json f = ReadJson(P("full/summary.json"));
+  EXPECT_EQ(f["control"]["stable"], false);
+  EXPECT_DOUBLE_EQ(f["control"]["reoptimize_interval_s"].get<double>(), 0);
+  const CliResult every = with({"--reoptimize-interval-s", "60"}, "every");
+  ASSERT_EQ(every.code, 0) << every.err;
+  EXPECT_DOUBLE_EQ(
+      ReadJson(P("every/summary.json"))["control"]["reoptimize_interval_s"].get<double>(), 60);
+  const CliResult both = with({"--no-stable", "--reoptimize-interval-s", "60"}, "both");
+  EXPECT_EQ(both.code, 2);
+  EXPECT_THAT(both.err, HasSubstr("--reoptimize-interval-s: only with stable re-planning"));
+  const CliResult oracle = with({"--oracle", "--no-stable"}, "oracle");
+  EXPECT_EQ(oracle.code, 2);
+  EXPECT_THAT(oracle.err, HasSubstr("the oracle has no control loop"));
+}
+
 TEST_F(SimCliTest, OverlapStartOverrideExposesCommunication) {
   const std::string trace = P("t.csv");
   ASSERT_TRUE(sim::workload::WriteTextFile(trace, std::string(sim::workload::kTraceHeader) +
@@ -269,7 +350,8 @@ TEST_F(SimCliTest, BadInputExitsTwoWithAMessage) {
       {{"compare", "--topology", topo, "--jobs", jobs, "--policies", "crux,nope", "--out", P("o")},
        "--policies: unknown policy 'nope'"},
       {{"gen-trace", "--days", "0", "--out", P("x.csv")}, "--days"},
-      {{"gen-trace", "--load", "0.5", "--out", P("x.csv")}, "--load/--scatter: need --topology"},
+      {{"gen-trace", "--load", "0.5", "--out", P("x.csv")},
+       "--load/--scatter/--spill: need --topology"},
       {{"gen-trace", "--scatter", "2", "--out", P("x.csv")}, "--scatter"},
       {{"run", "--topology", topo, "--jobs", jobs, "--overlap-start", "0.5", "--out", P("o")},
        "--overlap-start: only for traces"},

@@ -104,8 +104,23 @@ struct ControlOptions {
   //   at every arrival, departure and link event, at that instant; a failed re-plan keeps every
   //   job's previous plan. No registration, no profiling phase, no debounce.
   bool oracle = false;
-  core::ControlLoopOptions loop;   // cruxd's defaults (configs/cruxd.yaml).
+  // Stable re-planning, cruxd's default (configs/cruxd.yaml planner.stable: true): between
+  // re-optimisations (loop.reoptimize_interval) an event re-plans only the jobs it touches, the
+  // others keep their paths and levels. Applies to the control loop only (the oracle plans every
+  // job from scratch at every event) and to the policy made by name (Simulate(topo, "crux", ...)
+  // sets core::PolicyOptions::stable; only `crux` has a stable mode). false: every re-plan is the
+  // best plan, and loop.reoptimize_interval is not used.
+  bool stable = true;
+  core::ControlLoopOptions loop = CruxdLoopDefaults();  // cruxd's defaults (configs/cruxd.yaml).
   ClientProfilerOptions profiler;  // The client library's defaults (docs/client.md).
+
+  // core::ControlLoopOptions with cruxd's shipped values where they differ from core's
+  // (reoptimize_interval_ms: 600000).
+  static core::ControlLoopOptions CruxdLoopDefaults() {
+    core::ControlLoopOptions o;
+    o.reoptimize_interval = Duration::Seconds(600);
+    return o;
+  }
 };
 
 struct SimOptions {
@@ -157,7 +172,10 @@ struct JobResult {
   Duration mean_iteration;         // Mean iteration time over completed iterations.
   Duration standalone_iteration;   // The policy-independent standalone period (Planner).
   Duration compute_busy;           // Time its GPUs spent computing.
-  int level = 0;                   // Last level in force (-1: it never had an assignment).
+  // Its FLOP rate while computing: W_j / compute time per iteration (core::WorkPerIteration over
+  // JobSpec::compute_time), FLOP/s. Weighs the job in SimResult::work_utilization.
+  double flops_per_compute_s = 0;
+  int level = 0;  // Last level in force (-1: it never had an assignment).
   // When the job was first scheduled: the first plan in force for it carried its converged
   // profile (control loop: phase kScheduled). Oracle: its arrival. Absent: never (it left or the
   // run ended first).
@@ -183,6 +201,12 @@ struct SimResult {
   // Sum over jobs of gpus * compute_busy / sum over jobs of gpus * lifetime (lifetime = from
   // arrival to finish, or to the horizon). In [0, 1].
   double gpu_utilization = 0;
+  // What Crux maximises: work (FLOPs) done, as a share of the work the jobs would do if their
+  // GPUs computed for their whole lifetime: sum over jobs of flops_per_compute_s * compute_busy
+  // / sum of flops_per_compute_s * lifetime. gpu_utilization weighs each job's busy share by
+  // its GPUs, this by its FLOP rate; they agree when every job gets the same FLOP/s per GPU
+  // (e.g. no job gives flops_per_iteration). In [0, 1].
+  double work_utilization = 0;
   // Sum over jobs of gpus * compute_busy / (GPUs in the topology * horizon).
   double cluster_utilization = 0;
   std::vector<JobResult> jobs;  // In input order.

@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""Tables of the Fig. 23-style evaluation (scripts/eval_fig23.sh; docs/evaluation.md).
+
+  eval_table.py DIR             one scenario: DIR/<policy>/summary.json -> markdown table
+  eval_table.py --headline OUT  every OUT/<scenario>/: crux vs each policy, both metrics
+
+Both utilisations of summary.json are shown (docs/sim-workloads.md, "Two utilisations"):
+gpu = GPU busy time / allocated GPU time (the paper's metric), work = FLOPs done / FLOPs the
+jobs' GPUs could have done (what Crux maximises). Slowdowns are per job: mean iteration /
+standalone iteration.
+"""
+import json
+import os
+import sys
+
+ORDER = ["crux", "crux-ps-pa", "crux-pa", "ecmp", "sincronia", "taccl", "cassini", "ideal"]
+
+
+def load(d):
+    runs = {}
+    for p in sorted(os.listdir(d)):
+        f = os.path.join(d, p, "summary.json")
+        if not os.path.isfile(f):
+            continue
+        with open(f) as fh:
+            s = json.load(fh)
+        cpu = None
+        t = os.path.join(d, p, "time.txt")
+        if os.path.isfile(t):
+            parts = open(t).read().split()
+            try:
+                cpu = float(parts[-3]) + float(parts[-2])
+            except (ValueError, IndexError):
+                cpu = None
+        s["_cpu_s"] = cpu
+        runs[p] = s
+    return dict(sorted(runs.items(), key=lambda kv: (ORDER.index(kv[0]) if kv[0] in ORDER
+                                                       else len(ORDER), kv[0])))
+
+
+def pct(xs, q):
+    if not xs:
+        return 0.0
+    xs = sorted(xs)
+    k = max(0, min(len(xs) - 1, int(round(q * len(xs) + 0.5)) - 1))
+    return xs[k]
+
+
+def slowdowns(s):
+    return [j["slowdown"] for j in s.get("jobs", []) if j.get("slowdown") is not None]
+
+
+def table(d):
+    runs = load(d)
+    if not runs:
+        return f"(no runs in {d})\n"
+    ideal = runs.get("ideal")
+    crux = runs.get("crux")
+    any_s = next(iter(runs.values()))
+    lines = [f"Scenario `{os.path.basename(os.path.normpath(d))}`: {len(any_s.get('jobs', []))} "
+             f"jobs, horizon {any_s.get('horizon_s', 0) / 3600:.1f} h, "
+             f"control {any_s.get('control', {}).get('mode', '?')}.", "",
+             "| policy | GPU util | work util | GPU vs ideal | work vs ideal | crux / it (GPU) "
+             "| crux / it (work) | mean slowdown | p99 slowdown | jobs slowed > 1% | events "
+             "| CPU s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for p, s in runs.items():
+        g, w = s["gpu_utilization"], s.get("work_utilization", float("nan"))
+        sl = slowdowns(s)
+        def ratio(a, b):
+            return f"{a / b:.3f}" if b else "-"
+        cpu = f"{s['_cpu_s']:.0f}" if s["_cpu_s"] is not None else "-"
+        lines.append(
+            f"| {p} | {g:.4f} | {w:.4f} | "
+            f"{ratio(g, ideal['gpu_utilization']) if ideal else '-'} | "
+            f"{ratio(w, ideal['work_utilization']) if ideal else '-'} | "
+            f"{ratio(crux['gpu_utilization'], g) if crux else '-'} | "
+            f"{ratio(crux['work_utilization'], w) if crux else '-'} | "
+            f"{(sum(sl) / len(sl)) if sl else 0:.4f} | {pct(sl, 0.99):.3f} | "
+            f"{sum(1 for x in sl if x > 1.01)} | {s.get('events', 0):,} | {cpu} |")
+    return "\n".join(lines) + "\n"
+
+
+def headline(out):
+    rows = ["| scenario | crux GPU util | crux work util | crux / ideal (GPU, work) | "
+            "best baseline (GPU) | crux / best baseline (GPU, work) | crux / ecmp (GPU, work) "
+            "| crux / sincronia (GPU, work) | crux / cassini (GPU, work) |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for name in sorted(os.listdir(out)):
+        d = os.path.join(out, name)
+        if not os.path.isdir(d):
+            continue
+        runs = load(d)
+        if "crux" not in runs:
+            continue
+        c = runs["crux"]
+
+        def pair(p):
+            if p not in runs:
+                return "-"
+            r = runs[p]
+            w = r.get("work_utilization", 0)
+            return (f"{c['gpu_utilization'] / r['gpu_utilization']:.3f}, "
+                    f"{c['work_utilization'] / w:.3f}" if r["gpu_utilization"] and w else "-")
+        base = {p: r for p, r in runs.items() if p not in ("crux", "ideal")}
+        best = max(base, key=lambda p: base[p]["gpu_utilization"]) if base else None
+        rows.append(f"| {name} | {c['gpu_utilization']:.4f} | {c['work_utilization']:.4f} | "
+                    f"{pair('ideal')} | {best or '-'} | {pair(best) if best else '-'} | "
+                    f"{pair('ecmp')} | {pair('sincronia')} | {pair('cassini')} |")
+    return "\n".join(rows) + "\n"
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--headline":
+        sys.stdout.write(headline(argv[2]))
+    elif len(argv) == 2:
+        sys.stdout.write(table(argv[1]))
+    else:
+        sys.stderr.write(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
