@@ -33,7 +33,8 @@ core::Result<std::vector<SimJob>> LoadJobsWorkload(const std::string& path,
 core::Status CheckHostCapacity(const std::vector<SimJob>& jobs, const core::Topology& topo,
                                int gpus_per_host);
 
-// Trace rows -> SimJobs, in trace order. Each row's model must be in `models` and its hosts in
+// Trace rows -> SimJobs, in trace order. Rows of hybrid profiles carry their multi-phase
+// iteration (SimJob::iteration, HybridIteration) besides its single-overlap summary (spec). Each row's model must be in `models` and its hosts in
 // `topo`. Every host has `gpus_per_host` GPUs. Jobs are taken in arrival order; a job holds its
 // hosts' GPUs from arrival until arrival + duration_s, or arrival + iterations x compute time
 // (a lower bound of its real end), or forever when it has neither, and then releases them. Rows
