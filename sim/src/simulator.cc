@@ -357,8 +357,8 @@ Status ValidatePhases(const SimJob& j) {
     }
     total += seg.duration;
     if (total > kMaxSimTime) {
-      return core::InvalidArgumentError("iteration: segments longer than " +
-                                        Num(kMaxSimSeconds) + " s");
+      return core::InvalidArgumentError("iteration: segments longer than " + Num(kMaxSimSeconds) +
+                                        " s");
     }
   }
   if (total <= Duration::Zero()) {
@@ -377,7 +377,8 @@ Status ValidatePhases(const SimJob& j) {
       if (f.src_host < 0 || f.src_host >= hosts || f.dst_host < 0 || f.dst_host >= hosts ||
           f.src_gpu < 0 || f.src_gpu >= m.layout.gpus_per_host || f.dst_gpu < 0 ||
           f.dst_gpu >= m.layout.gpus_per_host || f.bytes.count() < 0) {
-        return core::InvalidArgumentError(oc + ": a rail flow names a host or GPU the job does "
+        return core::InvalidArgumentError(oc +
+                                          ": a rail flow names a host or GPU the job does "
                                           "not have");
       }
     }

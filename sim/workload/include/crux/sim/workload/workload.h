@@ -33,8 +33,7 @@ core::Result<std::vector<SimJob>> LoadJobsWorkload(const std::string& path,
 core::Status CheckHostCapacity(const std::vector<SimJob>& jobs, const core::Topology& topo,
                                int gpus_per_host);
 
-// Trace rows -> SimJobs, in trace order. Rows of hybrid profiles carry their multi-phase
-// iteration (SimJob::iteration, HybridIteration) besides its single-overlap summary (spec). Each row's model must be in `models` and its hosts in
+// Trace rows -> SimJobs, in trace order. Each row's model must be in `models` and its hosts in
 // `topo`. Every host has `gpus_per_host` GPUs. Jobs are taken in arrival order; a job holds its
 // hosts' GPUs from arrival until arrival + duration_s, or arrival + iterations x compute time
 // (a lower bound of its real end), or forever when it has neither, and then releases them. Rows
@@ -46,6 +45,8 @@ core::Status CheckHostCapacity(const std::vector<SimJob>& jobs, const core::Topo
 //    held by line 2: job a (8 GPUs, until t=100 s) (...)"
 // and a placement of more GPUs per host than gpus_per_host, or no room for an unplaced job, is
 // an error too (the simulator does not queue jobs; the generator does, see generator.h).
+// Rows of hybrid profiles carry their multi-phase iteration (SimJob::iteration, HybridIteration)
+// besides its single-overlap summary (spec); jobs of one profile and size share one model.
 core::Result<std::vector<SimJob>> TraceToSimJobs(const std::vector<TraceJob>& trace,
                                                  const ModelCatalog& models,
                                                  const core::Topology& topo, int gpus_per_host);
