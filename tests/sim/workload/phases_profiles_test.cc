@@ -135,8 +135,8 @@ double EngineIteration(const ModelProfile& m, int gpus, Duration alpha, double* 
 
 TEST(PhasesProfilesTest, EngineMatchesTimeIterationAloneOnAnEmptyFabric) {
   // deepseek_v3_h800 starts 12.7 M flows per iteration at its smallest size (1024 GPUs, EP64
-  // over 8 nodes); it runs in the disabled test below.
-  constexpr int64_t kMaxFlows = 1'000'000;
+  // over 8 nodes): about 6 s of this test on the shared 2-core machine.
+  constexpr int64_t kMaxFlows = 20'000'000;
   int ran = 0;
   for (const Case& c : SmallCases()) {
     if (c.flows > kMaxFlows) continue;
@@ -149,7 +149,7 @@ TEST(PhasesProfilesTest, EngineMatchesTimeIterationAloneOnAnEmptyFabric) {
     EXPECT_NEAR(engine, reference, 1e-6 * reference) << c.profile->name;
     ++ran;
   }
-  EXPECT_GE(ran, 10);
+  EXPECT_GE(ran, 11);
 }
 
 // With the default 1 us per hop, every transfer on the critical path arrives 2 us later: a few
@@ -167,19 +167,6 @@ TEST(PhasesProfilesTest, PerHopLatencyAddsLittleToTheReference) {
     EXPECT_GE(engine, reference * (1 - 1e-9)) << c.profile->name;
     EXPECT_LE(engine, reference * 1.001) << c.profile->name;
   }
-}
-
-// 12.7 M flows per iteration: minutes on this machine. Run by hand with
-// --gtest_also_run_disabled_tests --gtest_filter='*DeepSeekV3H800*'.
-TEST(PhasesProfilesTest, DISABLED_DeepSeekV3H800MatchesTimeIteration) {
-  const ModelProfile* m = Shipped().Find("deepseek_v3_h800");
-  ASSERT_NE(m, nullptr);
-  double reference = 0;
-  double busy = 0;
-  const double engine = EngineIteration(*m, 1024, Duration::Zero(), &reference, &busy);
-  std::printf("deepseek_v3_h800 1024 GPUs: engine %.6f s, TimeIteration %.6f s\n", engine,
-              reference);
-  EXPECT_NEAR(engine, reference, 1e-6 * reference);
 }
 
 }  // namespace
