@@ -318,7 +318,7 @@ void Engine::BuildResult() {
     }
     jr.profile_reports = s.reports;
     jr.levels = s.level_log;
-    if (s.phases) ++r.phase_jobs;
+    if (s.phases && s.arrival < horizon_) ++r.phase_jobs;
     busy += static_cast<double>(s.gpus) * static_cast<double>(s.compute_busy.nanos());
     life += static_cast<double>(s.gpus) * static_cast<double>(jr.jct.nanos());
     r.jobs.push_back(std::move(jr));

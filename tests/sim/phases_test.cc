@@ -305,6 +305,27 @@ TEST(PhasesTest, FastForwardMatchesTheFullSimulation) {
               ff.fast_forwarded.ToSeconds());
 }
 
+// Through cruxd's control loop: the jobs register on their single-overlap summary, run on
+// default routes, report profiles from the phases their simulated profiler sees, get planned;
+// bytes are conserved and every job keeps iterating.
+TEST(PhasesTest, ControlLoopRunsPhaseJobs) {
+  const Topology topo = Fabric();
+  const core::IterationModel m = MoeModel();
+  std::vector<SimJob> jobs = {Job(topo, "moe-a", m, "h0", "h2"), Job(topo, "moe-b", m, "h1", "h3")};
+  jobs[1].arrival = Duration::Seconds(100);
+  SimOptions o = Options(400);
+  o.control.oracle = false;
+  o.policy.planner.reserved_high_levels = 1;
+  const SimResult r = RunSim(topo, jobs, o, "crux");
+  ASSERT_EQ(r.jobs.size(), 2u);
+  EXPECT_GT(r.profile_reports, 0u);
+  for (const JobResult& jr : r.jobs) {
+    EXPECT_GT(jr.iterations, 15) << jr.id;
+    EXPECT_TRUE(jr.scheduled.has_value()) << jr.id;
+  }
+  EXPECT_NEAR(r.bytes_sent, r.bytes_delivered + r.bytes_in_flight, 1);
+}
+
 // Input checks: a layout whose hosts differ from the placement, a rail flow to a host the job
 // does not have, and an op chained after one that starts too late (the iteration deadlocks).
 TEST(PhasesTest, BadIterationModelsAreRefused) {

@@ -215,7 +215,7 @@ struct SimResult {
   uint64_t flow_events = 0;               // Of `events`: flow finishes and deliveries.
   uint64_t replan_failures = 0;           // Re-plans that failed (the previous plan was kept).
   bool oracle = false;                    // ControlOptions::oracle of the run.
-  uint64_t phase_jobs = 0;                // Jobs run phase by phase (SimJob::iteration).
+  uint64_t phase_jobs = 0;                // Jobs run phase by phase that arrived in the run.
   uint64_t profile_reports = 0;           // Control loop: profiles reported by the jobs.
   uint64_t epochs = 0;                    // Control loop: plans that changed an assignment.
   uint64_t excluded = 0;                  // Control loop: jobs left out of a run (summed).
