@@ -70,6 +70,7 @@ struct RunFlags {
   std::optional<double> overlap_start;  // Overrides every model's overlap_start (traces only).
   std::optional<double> load;           // Overrides the scenario's generate load / gap.
   bool no_fast_forward = false;
+  bool single_overlap = false;
   bool no_plots = false;
   bool quiet = false;
   // Control loop (sim::ControlOptions).
@@ -127,6 +128,9 @@ void AddRunFlags(CLI::App* cmd, RunFlags* f, bool compare) {
                   "Offered load for a scenario's generated trace (fraction of GPUs, (0, 4])");
   cmd->add_flag("--no-fast-forward", f->no_fast_forward,
                 "Simulate every flow (no steady-state jump)");
+  cmd->add_flag("--single-overlap", f->single_overlap,
+                "Run hybrid (multi-phase) jobs as their single-overlap summary: one compute "
+                "block, one communication block (default: their phases)");
   cmd->add_flag("--oracle", f->oracle,
                 "Plan every job from its true profile at once at every event (no control loop: "
                 "no registration, profiling phase or debounce)");
@@ -383,6 +387,7 @@ std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std
   }
   o.horizon = core::Duration::Seconds(horizon);
   o.fast_forward = f.no_fast_forward ? false : sc.fast_forward.value_or(true);
+  o.single_overlap = f.single_overlap;
   o.gpus_per_host = gpus_per_host;
   o.sample_interval =
       core::Duration::Seconds(f.sample_interval_s.value_or(std::max(1.0, horizon / 500.0)));

@@ -290,7 +290,8 @@ json SummaryJson(const sim::SimResult& r, const RunInfo& info) {
                  {"fast_forward_jumps", r.fast_forward_jumps},
                  {"fast_forward_approximate", r.fast_forward_approximate},
                  {"fast_forward_carried", r.fast_forward_carried},
-                 {"fast_forwarded_s", Finite(r.fast_forwarded.ToSeconds())}};
+                 {"fast_forwarded_s", Finite(r.fast_forwarded.ToSeconds())},
+                 {"phase_jobs", r.phase_jobs}};
   j["bytes_sent"] = Finite(r.bytes_sent);
   j["bytes_delivered"] = Finite(r.bytes_delivered);
   j["bytes_in_flight"] = Finite(r.bytes_in_flight);

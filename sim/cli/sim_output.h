@@ -10,8 +10,9 @@
 //                    "link_class_utilization": {class: u}, "events", "replans",
 //                    "replan_failures", "profile_reports", "epochs", "excluded", "wall_s",
 //                    "engine": {"flow_events", "peak_active_flows", "fast_forward_jumps",
-//                    "fast_forward_approximate", "fast_forward_carried", "fast_forwarded_s"}
-//                    (docs/simulator.md section 6),
+//                    "fast_forward_approximate", "fast_forward_carried", "fast_forwarded_s",
+//                    "phase_jobs" (jobs run phase by phase; 0 with --single-overlap)}
+//                    (docs/simulator.md sections 2, 6),
 //                    "bytes_sent", "bytes_delivered", "bytes_in_flight", "mean_jct_s",
 //                    "p99_jct_s", "mean_slowdown", "mean_profiling_s", "horizon_s",
 //                    "control": {"mode": "loop" | "oracle", "debounce_ms",

@@ -178,8 +178,9 @@ SteadyStateDetector::Snapshot SteadyStateDetector::TakeSnapshot(const Group& g) 
     js.comm_start_left = s.comm_started ? Duration::Zero() : s.comm_start - now;
     js.comm_done = s.comm_done;
     js.pending_shift = s.pending_shift;
-    for (const FlowRun& run : s.flows) {
+    auto add_flow = [&](const FlowRun& run) {
       js.flow_status.push_back(static_cast<uint8_t>(run.status));
+      js.flow_size.push_back(run.size);
       if (run.status == FlowStatus::kInNetwork) {
         js.flow_value.push_back(net.Remaining(run.id, now));
       } else if (run.status == FlowStatus::kDelivering) {
@@ -187,6 +188,28 @@ SteadyStateDetector::Snapshot SteadyStateDetector::TakeSnapshot(const Group& g) 
       } else {
         js.flow_value.push_back(0);
       }
+    };
+    if (s.phases) {
+      const PhaseRun& r = s.phase_run;
+      js.compute_left = r.running >= 0 ? r.seg_end - now : Duration::Zero();
+      js.comm_start_left = r.held ? s.comm_start - now : Duration::Zero();
+      js.comm_done = r.ended;
+      js.phase_state = {r.running, r.last_ended};
+      for (const PhaseRun::Op& o : r.ops) {
+        js.phase_state.insert(js.phase_state.end(),
+                              {o.released, o.completed, o.deferred, o.issued, o.done});
+      }
+      std::vector<std::pair<uint64_t, uint32_t>> live;
+      for (uint32_t f = 0; f < s.flows.size(); ++f) {
+        if (s.flows[f].status != FlowStatus::kDone) live.emplace_back(s.flows[f].key, f);
+      }
+      std::sort(live.begin(), live.end());
+      for (const auto& [key, f] : live) {
+        js.flow_key.push_back(key);
+        add_flow(s.flows[f]);
+      }
+    } else {
+      for (const FlowRun& run : s.flows) add_flow(run);
     }
     js.iterations = s.iterations;
     js.progress = static_cast<double>(s.iterations);
@@ -198,7 +221,8 @@ SteadyStateDetector::Snapshot SteadyStateDetector::TakeSnapshot(const Group& g) 
     js.iteration_time_sum = s.iteration_time_sum;
     // The compute phase under way counts up to now (compute_busy grows only when a phase
     // ends, which would quantise the rates of approximately steady groups).
-    js.compute_busy = s.compute_busy + (s.computing ? now - s.iter_start : Duration::Zero());
+    const Duration compute_from = s.phases ? s.phase_run.seg_start : s.iter_start;
+    js.compute_busy = s.compute_busy + (s.computing ? now - compute_from : Duration::Zero());
     js.bytes_sent = s.bytes_sent;
     js.class_bits = s.class_bits;
     snap.snaps.push_back(std::move(js));
@@ -214,17 +238,17 @@ bool SteadyStateDetector::Matches(const Group& g, const Snapshot& a, const Snaps
     const JobSnap& x = a.snaps[k];
     const JobSnap& y = b.snaps[k];
     if (x.computing != y.computing || x.comm_started != y.comm_started ||
-        x.comm_done != y.comm_done || x.flow_status != y.flow_status) {
+        x.comm_done != y.comm_done || x.flow_status != y.flow_status || x.flow_key != y.flow_key ||
+        x.phase_state != y.phase_state) {
       return false;
     }
     if (!close(x.phase, y.phase) || !close(x.compute_left, y.compute_left) ||
         !close(x.comm_start_left, y.comm_start_left) || !close(x.pending_shift, y.pending_shift)) {
       return false;
     }
-    const std::vector<core::FlowPlan>& flows = jobs_.jobs()[g.jobs[k]].plan_flows;
     for (size_t f = 0; f < x.flow_value.size(); ++f) {
       if (x.flow_status[f] == static_cast<uint8_t>(FlowStatus::kInNetwork)) {
-        const double bytes = f < flows.size() ? flows[f].bytes.ToDouble() : 1.0;
+        const double bytes = x.flow_size[f];
         if (std::abs(x.flow_value[f] - y.flow_value[f]) > std::max(1.0, 1e-6 * bytes)) {
           return false;
         }

@@ -70,6 +70,11 @@ class SteadyStateDetector {
     bool comm_done = false;
     std::vector<uint8_t> flow_status;
     std::vector<double> flow_value;  // Remaining bytes, or ns to delivery.
+    std::vector<double> flow_size;   // Planned bytes.
+    // Phase-level jobs: only flows not done, by FlowRun::key (slots are reused in an order that
+    // depends on history), and the iteration machine (segment, per-op counters).
+    std::vector<uint64_t> flow_key;
+    std::vector<int64_t> phase_state;
     int64_t iterations = 0;
     // Continuous: iterations plus the part of the one under way, in units of the job's mean
     // iteration so far (for the rates of approximately steady groups).

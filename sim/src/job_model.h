@@ -1,9 +1,16 @@
 // The job model (docs/simulator.md, section 2): the state of every simulated job and its
-// iteration machine. An iteration computes for compute_time; its communication phase starts
-// round(overlap_start x compute) after the iteration start (plus a pending CASSINI shift) with
-// every flow of the plan in force; the iteration ends when compute and every flow are done
-// (delivered h x alpha after the last byte left) and the next one starts right then. A job ends
-// after its duration (a cluster event), its iteration count, or at the horizon.
+// iteration machines.
+//   single-overlap (classic jobs, and every job with SimOptions::single_overlap): an iteration
+//     computes for compute_time; its communication phase starts round(overlap_start x compute)
+//     after the iteration start (plus a pending CASSINI shift) with every flow of the plan in
+//     force; the iteration ends when compute and every flow are done (delivered h x alpha after
+//     the last byte left) and the next one starts right then.
+//   phases (jobs with a core::IterationModel, SimJob::iteration): the iteration's segments run
+//     in order; each op's instances are released by its pacing once its issue segment ended
+//     (and its after_op completed); each instance's rail flows go on the plan's path of their
+//     NIC pair at the job's level; a segment starts when the previous one ended and every op
+//     that names it in needed_before completed. The iteration ends with its last segment.
+// A job ends after its duration (a cluster event), its iteration count, or at the horizon.
 //
 // The plan in force (plan_flows / plan_resources / level) is written by the plan host
 // (plan_host.h); the fast-forward detector (fast_forward.h) reads the timeline and writes the
@@ -14,12 +21,16 @@
 #define CRUX_SIM_SRC_JOB_MODEL_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "client_profiler.h"
 #include "crux/core/control_types.h"
 #include "crux/core/job.h"
+#include "crux/core/topology.h"
+#include "crux/core/traffic_model.h"
 #include "crux/core/units.h"
 #include "crux/sim/fluid_network.h"
 #include "crux/sim/simulator.h"
@@ -39,13 +50,63 @@ inline constexpr int kBestEffortLevel = 1'000'000;
 
 enum class FlowStatus : uint8_t { kInNetwork, kDelivering, kDone };
 
-// One flow of a job's current communication phase.
+// One flow of a job's current communication phase (single-overlap: flow f of the plan; phases:
+// a slot, reused once its flow is done, holding one rail flow of one op instance).
 struct FlowRun {
   FluidNetwork::FlowId id = 0;
   FlowStatus status = FlowStatus::kDone;
-  Duration deliver_at;  // kDelivering: when its last byte arrives.
-  double bytes = 0;     // Planned; once out of the network, the bytes it carried.
-  uint32_t epoch = 0;   // The plan epoch it was started in (JobModel::epoch()).
+  Duration deliver_at;     // kDelivering: when its last byte arrives.
+  double bytes = 0;        // Planned; once out of the network, the bytes it carried.
+  double size = 0;         // Planned bytes.
+  uint32_t epoch = 0;      // The plan epoch it was started in (JobModel::epoch()).
+  uint32_t plan_flow = 0;  // The plan flow whose path it takes (plan_flows / plan_resources).
+  uint32_t instance = 0;   // Phases: slot of its instance (PhaseRun::instances).
+  uint64_t key = 0;        // Phases: (op, instance number, rail flow), for snapshots.
+};
+
+// The constant part of a phase-level job: its iteration model and what follows from it.
+struct PhaseModel {
+  struct PacedWindow {
+    int op = 0;
+    Duration offset;  // Window compute before the segment.
+  };
+  const core::IterationModel* model = nullptr;
+  std::vector<std::vector<uint64_t>> pairs;   // Per op, per rail flow: src NIC << 32 | dst NIC.
+  std::vector<Duration> window;               // Per op: compute of its window.
+  std::vector<int> waiting;                   // Per segment (and the end): ops it waits for.
+  std::vector<std::vector<int>> issue_after;  // [segment + 1]: ops issued after it.
+  std::vector<std::vector<PacedWindow>> paced_in;  // Per segment: paced ops whose window has it.
+  std::vector<std::vector<int>> dependents;        // Per op: ops chained after it (after_op).
+  int last_busy = -1;                              // Last busy segment (ComputeEnd for profilers).
+};
+
+// The state of a phase-level job's current iteration.
+struct PhaseRun {
+  struct Op {
+    int released = 0;
+    int completed = 0;
+    int deferred = 0;  // Paced releases due while it was not ready (after_op).
+    bool issued = false;
+    bool done = false;
+  };
+  struct Instance {
+    uint32_t op = 0;
+    int outstanding = 0;
+  };
+  int running = -1;  // The segment running (-1: none).
+  int last_ended = -1;
+  bool ended = false;  // Every segment ended: the iteration is over.
+  bool held = false;   // A pending time shift delays the first segment (until comm_start).
+  Duration seg_start;
+  Duration seg_end;
+  std::vector<int> waiting;
+  std::vector<Op> ops;
+  std::vector<Instance> instances;  // Slots; free ones are in free_instances.
+  std::vector<uint32_t> free_instances;
+  std::vector<uint32_t> free_flows;  // Slots of JobState::flows that are done.
+  // Plan flows per NIC pair (src << 32 | dst), rebuilt when the plan changed.
+  std::unordered_map<uint64_t, std::vector<uint32_t>> pair_flows;
+  uint64_t pair_version = ~uint64_t{0};
 };
 
 enum class JobStatus : uint8_t { kWaiting, kRunning, kDone };
@@ -73,8 +134,13 @@ struct JobState {
   bool comm_done = false;
   int outstanding = 0;
   std::vector<FlowRun> flows;
-  // The plan in force (applies to communication phases that start after it was made).
+  // Phases (null: single-overlap). compute is then the busy time per iteration.
+  std::shared_ptr<const PhaseModel> phases;
+  PhaseRun phase_run;
+  // The plan in force (applies to communication phases that start after it was made; phases:
+  // to instances released after it was made).
   bool planned = false;
+  uint64_t plan_version = 0;  // Bumped by the plan host whenever plan_flows change.
   int level = 0;
   std::vector<core::FlowPlan> plan_flows;
   std::vector<std::vector<ResourceId>> plan_resources;
@@ -116,12 +182,12 @@ struct JobState {
   uint32_t reports = 0;
 };
 
-enum class JobEventKind : uint8_t { kComputeDone, kCommStart, kDeliver };
+enum class JobEventKind : uint8_t { kComputeDone, kCommStart, kDeliver, kSegmentEnd, kRelease };
 
 struct JobEvent {
   uint32_t job = 0;
-  uint32_t gen = 0;  // The job's iteration generation when scheduled; stale otherwise.
-  uint32_t flow = 0;
+  uint32_t gen = 0;   // The job's iteration generation when scheduled; stale otherwise.
+  uint32_t flow = 0;  // kDeliver: the flow; kRelease: the op.
   JobEventKind kind = JobEventKind::kComputeDone;
 };
 
@@ -140,7 +206,8 @@ class JobListener {
 class JobModel {
  public:
   // `jobs`, `clock`, `fabric`, `metrics`, `result` and `listener` outlive the model.
-  JobModel(const std::vector<SimJob>& jobs, const SimOptions& options,
+  // `topo` maps the rail flows of phase-level jobs onto NICs.
+  JobModel(const core::Topology& topo, const std::vector<SimJob>& jobs, const SimOptions& options,
            const engine::SimClock& clock, Fabric& fabric, Metrics& metrics, SimResult& result,
            JobListener& listener);
 
@@ -172,6 +239,20 @@ class JobModel {
   void OnCommStart(uint32_t j);
   void OnDeliver(uint32_t j, uint32_t f);
   void MaybeEndIteration(uint32_t j);
+  void EndIteration(uint32_t j);
+  // Phases.
+  void StartPhases(uint32_t j);
+  void TryStartSegment(uint32_t j);
+  void StartSegment(uint32_t j, int seg);
+  void EndSegment(uint32_t j);
+  void SegmentEnded(uint32_t j, int seg);
+  bool OpReady(const JobState& s, int op) const;
+  void IssueOp(uint32_t j, int op);
+  void ReleaseDue(uint32_t j, int op);
+  void ReleaseInstance(uint32_t j, int op);
+  void CompleteInstance(uint32_t j, int op);
+  void FlowDone(uint32_t j, uint32_t f);
+  const std::vector<uint32_t>* PlanFlowsFor(JobState& s, uint64_t pair);
   void AccountFlowBits(uint32_t j, FluidNetwork::FlowId id, double transmitted);
   // The time the jobs' profilers see: simulated time minus the time fast-forward jumped.
   Duration ProfilerTime() const { return clock_.Now() - result_.fast_forwarded; }

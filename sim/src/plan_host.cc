@@ -119,6 +119,7 @@ core::Status PlanHost::Replan() {
     if (!s.standalone) s.standalone = s.period;
     NoteLevel(idx[k], core::JobPhase::kScheduled, s.level);
     s.plan_flows = std::move(jp.flows);
+    ++s.plan_version;
     s.plan_resources.assign(s.plan_flows.size(), {});
     for (size_t f = 0; f < s.plan_flows.size(); ++f) {
       for (core::LinkId l : s.plan_flows[f].path) {
@@ -135,9 +136,9 @@ void PlanHost::RerouteStalled() {
   FluidNetwork& net = fabric_->net();
   for (JobState& s : js) {
     if (s.status != JobStatus::kRunning) continue;
-    for (size_t f = 0; f < s.flows.size(); ++f) {
-      FlowRun& run = s.flows[f];
+    for (FlowRun& run : s.flows) {
       if (run.status != FlowStatus::kInNetwork) continue;
+      const size_t f = run.plan_flow;  // The plan flow whose path it took.
       if (!fabric_->Stalled(net.Resources(run.id)) || f >= s.plan_resources.size()) continue;
       const std::vector<ResourceId>& path = s.plan_resources[f];
       if (!path.empty() && !fabric_->Stalled(path)) {
@@ -192,6 +193,7 @@ void PlanHost::SetPlanFlows(uint32_t j, const core::Assignment* a) {
   std::unordered_map<uint64_t, size_t> used;
   const size_t n = s.own_flows.size();
   s.plan_flows = s.own_flows;
+  ++s.plan_version;
   s.pinned.assign(n, false);
   s.plan_resources.assign(n, {});
   for (size_t f = 0; f < n; ++f) {

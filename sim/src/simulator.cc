@@ -108,7 +108,7 @@ Status Engine::Init() {
   CRUX_RETURN_IF_ERROR(host_.Init());
   fabric_.emplace(topo_, host_.isolates_jobs());
   metrics_.emplace(topo_, horizon_, options_.sample_interval, options_.gpus_per_host);
-  jobs_.emplace(jobs_in_, options_, clock_, *fabric_, *metrics_, result_, *this);
+  jobs_.emplace(topo_, jobs_in_, options_, clock_, *fabric_, *metrics_, result_, *this);
   ff_.emplace(options_, clock_, *jobs_, *fabric_, *metrics_, result_);
   host_.Bind(&*fabric_, &*jobs_);
   for (size_t j = 0; j < jobs_in_.size(); ++j) {
@@ -326,6 +326,7 @@ void Engine::BuildResult() {
     }
     jr.profile_reports = s.reports;
     jr.levels = s.level_log;
+    if (s.phases && s.arrival < horizon_) ++r.phase_jobs;
     busy += static_cast<double>(s.gpus) * static_cast<double>(s.compute_busy.nanos());
     life += static_cast<double>(s.gpus) * static_cast<double>(jr.jct.nanos());
     work += jr.flops_per_compute_s * s.compute_busy.ToSeconds();
@@ -342,6 +343,63 @@ void Engine::BuildResult() {
   metrics_->Fill(r);
   r.epochs = host_.epochs();
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
+}
+
+// A job's multi-phase iteration fits its placement and can run: rail flows between its hosts
+// and local GPUs, windows and dependencies that TimeIteration accepts (an op starts after the
+// segment it is issued after and before the one that waits for it; after_op names an earlier
+// op), and some compute (an iteration takes time).
+Status ValidatePhases(const SimJob& j) {
+  const core::IterationModel& m = *j.iteration;
+  const int hosts = static_cast<int>(j.spec.hosts.size());
+  if (m.layout.hosts() != hosts) {
+    return core::InvalidArgumentError("iteration: the layout needs " +
+                                      std::to_string(m.layout.hosts()) + " hosts (got " +
+                                      std::to_string(hosts) + ")");
+  }
+  if (m.layout.gpus_per_host < 1) {
+    return core::InvalidArgumentError("iteration: layout.gpus_per_host must be >= 1");
+  }
+  Duration total;
+  for (const core::ComputeSegment& seg : m.segments) {
+    if (seg.duration < Duration::Zero() || seg.duration > kMaxSimTime) {
+      return core::InvalidArgumentError("iteration: segment '" + seg.name +
+                                        "': duration must be >= 0 and <= " + Num(kMaxSimSeconds) +
+                                        " s");
+    }
+    total += seg.duration;
+    if (total > kMaxSimTime) {
+      return core::InvalidArgumentError("iteration: segments longer than " + Num(kMaxSimSeconds) +
+                                        " s");
+    }
+  }
+  if (total <= Duration::Zero()) {
+    return core::InvalidArgumentError("iteration: its segments must take some time");
+  }
+  const int n_seg = static_cast<int>(m.segments.size());
+  for (size_t i = 0; i < m.ops.size(); ++i) {
+    const core::CommOp& o = m.ops[i];
+    const std::string oc = "iteration: ops[" + std::to_string(i) + "] (" + o.name + ")";
+    if (o.issue_after < -1 || o.issue_after >= n_seg || o.needed_before <= o.issue_after ||
+        o.needed_before > n_seg || o.after_op < -1 || o.after_op >= static_cast<int>(i) ||
+        o.instances < 1 || o.instances > core::kMaxOpInstances) {
+      return core::InvalidArgumentError(oc + ": bad window, dependency or instance count");
+    }
+    for (const core::RailFlow& f : o.flows) {
+      if (f.src_host < 0 || f.src_host >= hosts || f.dst_host < 0 || f.dst_host >= hosts ||
+          f.src_gpu < 0 || f.src_gpu >= m.layout.gpus_per_host || f.dst_gpu < 0 ||
+          f.dst_gpu >= m.layout.gpus_per_host || f.bytes.count() < 0) {
+        return core::InvalidArgumentError(oc +
+                                          ": a rail flow names a host or GPU the job does "
+                                          "not have");
+      }
+    }
+  }
+  // An op chained after one that starts too late deadlocks the iteration: the reference timing
+  // finds it.
+  core::Result<core::IterationTiming> t = core::TimeIteration(m, core::HostNetwork{});
+  if (!t.ok()) return t.status().WithContext("iteration");
+  return Status::Ok();
 }
 
 }  // namespace
@@ -410,6 +468,7 @@ Status ValidateSimInput(const core::Topology& topo, const std::vector<SimJob>& j
       return core::InvalidArgumentError(ctx + ": iterations: must be >= 1 (got " +
                                         std::to_string(*j.iterations) + ")");
     }
+    if (j.iteration) CRUX_RETURN_IF_ERROR(ValidatePhases(j).WithContext(ctx));
   }
   for (size_t i = 0; i < link_events.size(); ++i) {
     const LinkEvent& e = link_events[i];

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <queue>
 
@@ -150,6 +151,8 @@ Result<std::vector<SimJob>> TraceToSimJobs(const std::vector<TraceJob>& trace,
   using Running = std::pair<double, size_t>;  // (end time, trace index)
   std::priority_queue<Running, std::vector<Running>, std::greater<Running>> running;
   std::vector<Placement> placements(trace.size());
+  std::map<std::pair<const ModelProfile*, int>, std::shared_ptr<const core::IterationModel>>
+      iterations;
   std::vector<double> ends(trace.size(), kForever);
   std::vector<bool> holding(trace.size(), false);
   for (size_t i : order) {
@@ -210,6 +213,18 @@ Result<std::vector<SimJob>> TraceToSimJobs(const std::vector<TraceJob>& trace,
     Result<core::JobSpec> spec = MakeJobSpecOn(topo, *profile[i], t.id, p.hosts, p.gpus_per_host);
     if (!spec.ok()) return spec.status().WithContext(where(t));
     j.spec = *std::move(spec);
+    if (profile[i]->hybrid) {
+      // The phases the engine runs (the spec is their single-overlap summary); one model per
+      // profile and size, shared by the jobs that run it.
+      const int gpus = p.gpus_per_host * static_cast<int>(p.hosts.size());
+      std::shared_ptr<const core::IterationModel>& model = iterations[{profile[i], gpus}];
+      if (model == nullptr) {
+        Result<core::IterationModel> it = HybridIteration(*profile[i], gpus);
+        if (!it.ok()) return it.status().WithContext(where(t));
+        model = std::make_shared<const core::IterationModel>(*std::move(it));
+      }
+      j.iteration = model;
+    }
     j.arrival = Duration::Seconds(t.arrival_s);
     if (t.duration_s) j.duration = Duration::Seconds(*t.duration_s);
     j.iterations = t.iterations;

@@ -40,6 +40,7 @@
 #include "crux/core/policy.h"
 #include "crux/core/status.h"
 #include "crux/core/topology.h"
+#include "crux/core/traffic_model.h"
 #include "crux/core/units.h"
 
 namespace crux::sim {
@@ -61,6 +62,13 @@ struct SimJob {
   std::optional<Duration> duration;   // Runs this long after arrival (> 0).
   std::optional<int64_t> iterations;  // Or this many iterations (>= 1).
   std::string model;                  // Model profile name, informational ("" if none).
+  // The job's multi-phase iteration (core/traffic_model.h; hybrid profiles), or null. When set
+  // (and SimOptions::single_overlap is off) the engine runs its phases (docs/simulator.md,
+  // section 2): segments on the job's GPUs, each op's instances released by its pacing, their
+  // rail flows on the plan's path of their NIC pair. `spec` is then its single-overlap summary
+  // (core::SingleOverlapJobSpec): what the planner sees (W_j, flows per NIC pair, t_j), and what
+  // runs with single_overlap. layout.hosts() must equal spec.hosts.size().
+  std::shared_ptr<const core::IterationModel> iteration;
 };
 
 // A scheduled link capacity change (failure: capacity 0; degradation: lower capacity;
@@ -143,6 +151,10 @@ struct SimOptions {
   // tolerance, iterations and bytes per second within it plus one iteration per half.
   // 0 = exact periodicity only. In [0, 1).
   double fast_forward_tolerance = 0.01;
+  // Jobs with a multi-phase iteration (SimJob::iteration) run their single-overlap summary
+  // (SimJob::spec: one compute block, one communication block from overlap_start) instead of
+  // their phases: the model the engine had before, kept to compare the two.
+  bool single_overlap = false;
   // Time-series sampling period (> 0; at most kMaxSamples samples over the horizon).
   Duration sample_interval = Duration::Seconds(60);
   // Called now and then (at most ~once per wall second) when set.
@@ -227,6 +239,7 @@ struct SimResult {
   uint64_t flow_events = 0;               // Of `events`: flow finishes and deliveries.
   uint64_t replan_failures = 0;           // Re-plans that failed (the previous plan was kept).
   bool oracle = false;                    // ControlOptions::oracle of the run.
+  uint64_t phase_jobs = 0;                // Jobs run phase by phase that arrived in the run.
   uint64_t profile_reports = 0;           // Control loop: profiles reported by the jobs.
   uint64_t epochs = 0;                    // Control loop: plans that changed an assignment.
   uint64_t excluded = 0;                  // Control loop: jobs left out of a run (summed).

@@ -45,6 +45,8 @@ core::Status CheckHostCapacity(const std::vector<SimJob>& jobs, const core::Topo
 //    held by line 2: job a (8 GPUs, until t=100 s) (...)"
 // and a placement of more GPUs per host than gpus_per_host, or no room for an unplaced job, is
 // an error too (the simulator does not queue jobs; the generator does, see generator.h).
+// Rows of hybrid profiles carry their multi-phase iteration (SimJob::iteration, HybridIteration)
+// besides its single-overlap summary (spec); jobs of one profile and size share one model.
 core::Result<std::vector<SimJob>> TraceToSimJobs(const std::vector<TraceJob>& trace,
                                                  const ModelCatalog& models,
                                                  const core::Topology& topo, int gpus_per_host);
