@@ -3,6 +3,10 @@
 
   eval_table.py DIR             one scenario: DIR/<policy>/summary.json -> markdown table
   eval_table.py --headline OUT  every OUT/<scenario>/: crux vs each policy, both metrics
+  eval_table.py --plots DIR PNG_PREFIX
+                                gnuplot PNGs of one scenario: PNG_PREFIX-utilization.png (GPU
+                                utilisation over time, one curve per policy) and
+                                PNG_PREFIX-slowdown-cdf.png (per-job slowdown CDF)
 
 Both utilisations of summary.json are shown (docs/sim-workloads.md, "Two utilisations"):
 gpu = GPU busy time / allocated GPU time (the paper's metric), work = FLOPs done / FLOPs the
@@ -13,6 +17,8 @@ import json
 import os
 import sys
 
+# Baselines (the paper's comparison set); crux-ps-pa and crux-pa are ablations of Crux itself.
+BASELINES = ["ecmp", "sincronia", "taccl", "cassini"]
 ORDER = ["crux", "crux-ps-pa", "crux-pa", "ecmp", "sincronia", "taccl", "cassini", "ideal"]
 
 
@@ -102,7 +108,7 @@ def headline(out):
             w = r.get("work_utilization", 0)
             return (f"{c['gpu_utilization'] / r['gpu_utilization']:.3f}, "
                     f"{c['work_utilization'] / w:.3f}" if r["gpu_utilization"] and w else "-")
-        base = {p: r for p, r in runs.items() if p not in ("crux", "ideal")}
+        base = {p: r for p, r in runs.items() if p in BASELINES}
         best = max(base, key=lambda p: base[p]["gpu_utilization"]) if base else None
         rows.append(f"| {name} | {c['gpu_utilization']:.4f} | {c['work_utilization']:.4f} | "
                     f"{pair('ideal')} | {best or '-'} | {pair(best) if best else '-'} | "
@@ -110,8 +116,43 @@ def headline(out):
     return "\n".join(rows) + "\n"
 
 
+def plots(d, prefix):
+    import subprocess
+    runs = load(d)
+    name = os.path.basename(os.path.normpath(d))
+    gp = ["set terminal pngcairo size 900,480 noenhanced", "set datafile separator ','",
+          "set key outside right", "set grid"]
+    util = []
+    cdf = []
+    floor = 1.0  # Most jobs are single-host (slowdown 1): zoom on the CDF's upper part.
+    for i, p in enumerate(runs):
+        ts = os.path.join(d, p, "timeseries.csv")
+        sl = os.path.join(d, p, "slowdown.csv")
+        if os.path.isfile(ts):
+            util.append(f"'{ts}' skip 1 using ($1/3600):2 with lines lw 2 dt {i % 5 + 1} "
+                        f"title '{p}'")
+        if os.path.isfile(sl):
+            vals = [float(r.split(",")[2]) for r in open(sl).read().splitlines()[1:] if r]
+            n = max(1, len(vals))
+            floor = min(floor, 1 - sum(1 for v in vals if v > 1.0005) / n)
+            cdf.append(f"'{sl}' skip 1 using 3:(1-($1-1)/{n}.0) with steps lw 2 dt {i % 5 + 1} "
+                       f"title '{p}'")
+    gp += [f"set output '{prefix}-utilization.png'",
+           f"set title '{name}: GPU utilisation of running jobs over time'",
+           "set xlabel 'simulated time (h)'", "set ylabel 'GPU utilisation'",
+           "set yrange [0:1.05]", "plot " + ", ".join(util or ["[0:1] NaN title 'no data'"]),
+           f"set output '{prefix}-slowdown-cdf.png'",
+           f"set title '{name}: per-job slowdown (mean / standalone iteration)'",
+           "set xlabel 'slowdown'", "set ylabel 'fraction of jobs with slowdown <= x'",
+           f"set yrange [{max(0.0, floor - 0.02):.3f}:1.002]", "set logscale x",
+           "plot " + ", ".join(cdf or ["[1:2] NaN title 'no data'"]), "unset output"]
+    subprocess.run(["gnuplot"], input="\n".join(gp) + "\n", text=True, check=True)
+
+
 def main(argv):
-    if len(argv) == 3 and argv[1] == "--headline":
+    if len(argv) == 4 and argv[1] == "--plots":
+        plots(argv[2], argv[3])
+    elif len(argv) == 3 and argv[1] == "--headline":
         sys.stdout.write(headline(argv[2]))
     elif len(argv) == 2:
         sys.stdout.write(table(argv[1]))
