@@ -30,6 +30,31 @@ uint16_t EcmpSourcePort(uint64_t seed, std::string_view job_id, size_t flow_inde
   return static_cast<uint16_t>(range.min + h % span);
 }
 
+Duration RoutedCommTime(const Topology& topo, const JobRouting& routing) {
+  std::unordered_map<uint32_t, double> bits;
+  for (size_t f = 0; f < routing.flows.size(); ++f) {
+    const double b = routing.flows[f].bytes.ToDouble() * 8.0;
+    routing.paths[f]->ForEachLink(routing.choice[f], [&](LinkId l) { bits[l.value()] += b; });
+  }
+  double t = 0;
+  for (const auto& [l, b] : bits) {
+    t = std::max(t, b / topo.link(LinkId(l)).capacity.ToBitsPerSec());
+  }
+  return Duration::Seconds(t);
+}
+
+PriorityInput RetimedPriorityInput(const PriorityInput& standalone, Flops work, Duration comm) {
+  const double t = comm.ToSeconds();
+  if (!(t > 0) || !standalone.has_traffic) return standalone;
+  PriorityInput in = standalone;
+  in.timing.comm = comm;
+  const double c = in.timing.compute.ToSeconds();
+  const double period = std::max(c, in.timing.overlap_start * c + t);
+  in.bytes_per_sec = period > 0 ? in.bytes_per_iteration / period : 0.0;
+  in.intensity = work.value() / t;
+  return in;
+}
+
 namespace {
 
 // Everything a policy decides on, after stages 0-1.
@@ -171,6 +196,28 @@ class BasePolicy : public SchedulingPolicy {
     return prio;
   }
 
+  // The routed variants' priorities: Crux's rule (AssignPriorities) on every job's timing on
+  // its current paths (RoutedCommTime, RetimedPriorityInput) instead of its standalone one.
+  // JobPlan::intensity and comm_time stay standalone (identical across policies); k, P, rank
+  // and the reference come from the routed inputs, so P_j = k_j * W_j / t_j(routed).
+  PriorityAssignment RoutedPriorities(Work& w) const {
+    std::vector<PriorityInput> in(w.prio_in.size());
+    for (size_t j = 0; j < in.size(); ++j) {
+      in[j] = RetimedPriorityInput(w.prio_in[j], w.plan.jobs[j].work,
+                                   RoutedCommTime(topo_, w.routing[j]));
+    }
+    PriorityAssignment prio = AssignPriorities(in, popts().pair_sim);
+    w.plan.reference_job = prio.reference;
+    for (size_t j = 0; j < w.plan.jobs.size(); ++j) {
+      JobPlan& jp = w.plan.jobs[j];
+      jp.k = prio.k[j];
+      jp.priority = prio.priority[j];
+      jp.rank = prio.rank[j];
+      jp.reference = static_cast<int>(j) == prio.reference;
+    }
+    return prio;
+  }
+
   // Contention DAG over the current paths and ranks, Algorithm 1 onto the usable levels
   // (planner stage 4).
   Status Compress(Work& w) const {
@@ -289,6 +336,34 @@ class CruxPaPolicy final : public BasePolicy {
   Status Decide(Work& w) override {
     CruxPriorities(w);
     CRUX_RETURN_IF_ERROR(RouteEcmp(w));
+    return Compress(w);
+  }
+};
+
+// `crux-routed`: Crux's pipeline with the pair comparison on the routed timings: paths chosen
+// jointly in decreasing I_j (stage 3, as the planner with PathOrder::kIntensity), then k_j, P_j
+// and the order from every job's communication time on those paths, then compression.
+class CruxRoutedPolicy final : public BasePolicy {
+ public:
+  using BasePolicy::BasePolicy;
+
+ protected:
+  Status Decide(Work& w) override {
+    CRUX_RETURN_IF_ERROR(RouteJointly(w, CruxPathOrder(w, nullptr)));
+    RoutedPriorities(w);
+    return Compress(w);
+  }
+};
+
+// `crux-pa-routed`: ECMP hash paths; priorities as `crux-routed` on those paths; compression.
+class CruxPaRoutedPolicy final : public BasePolicy {
+ public:
+  using BasePolicy::BasePolicy;
+
+ protected:
+  Status Decide(Work& w) override {
+    CRUX_RETURN_IF_ERROR(RouteEcmp(w));
+    RoutedPriorities(w);
     return Compress(w);
   }
 };
@@ -471,6 +546,8 @@ Result<std::unique_ptr<SchedulingPolicy>> Make(std::string_view name, const Topo
   std::unique_ptr<SchedulingPolicy> p;
   if (n == "crux-ps-pa") p = std::make_unique<CruxPsPaPolicy>(n, topo, options, clock);
   if (n == "crux-pa") p = std::make_unique<CruxPaPolicy>(n, topo, options, clock);
+  if (n == "crux-routed") p = std::make_unique<CruxRoutedPolicy>(n, topo, options, clock);
+  if (n == "crux-pa-routed") p = std::make_unique<CruxPaRoutedPolicy>(n, topo, options, clock);
   if (n == "ecmp") p = std::make_unique<EcmpPolicy>(n, topo, options, clock);
   if (n == "sincronia") p = std::make_unique<SincroniaPolicy>(n, topo, options, clock);
   if (n == "taccl") p = std::make_unique<TacclPolicy>(n, topo, options, clock);

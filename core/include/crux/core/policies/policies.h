@@ -14,7 +14,9 @@
 
 #include "crux/core/clock.h"
 #include "crux/core/ecmp.h"
+#include "crux/core/path_selection.h"
 #include "crux/core/policy.h"
+#include "crux/core/priority.h"
 #include "crux/core/status.h"
 #include "crux/core/topology.h"
 
@@ -80,6 +82,19 @@ struct CassiniOptions {
 std::vector<double> CassiniShifts(const std::vector<CassiniJob>& jobs,
                                   const std::vector<double>& capacity_bps,
                                   const CassiniOptions& options = {});
+
+// ---- Routed timing (`crux-routed`, `crux-pa-routed`; docs/policies.md) ----
+
+// Seconds the job's communication of one iteration needs on its routed paths when it runs
+// alone on them: max over links of (bits of the job's own flows on the link / capacity). On
+// the standalone paths this is the profiled t_j; on ECMP paths whose flows collide it is
+// larger. REQUIRES: routing.paths/choice filled.
+Duration RoutedCommTime(const Topology& topo, const JobRouting& routing);
+
+// The priority input of a job whose communication needs `comm` per iteration (instead of the
+// standalone t_j): timing.comm = comm, bytes per second over the period max(c, o*c + comm),
+// I_j = work / comm. A job with comm <= 0 keeps its input (no traffic stays no traffic).
+PriorityInput RetimedPriorityInput(const PriorityInput& standalone, Flops work, Duration comm);
 
 // ---- ECMP ----
 
