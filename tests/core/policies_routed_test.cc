@@ -1,0 +1,178 @@
+// The routed variants `crux-routed` and `crux-pa-routed` (docs/policies.md): Crux's pair
+// comparison run on each job's communication time on its routed paths. Hand-computed cases for
+// RoutedCommTime, RetimedPriorityInput and the decision they change (docs/evaluation.md §11).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "crux/core/path_finder.h"
+#include "crux/core/planner.h"
+#include "crux/core/policies/policies.h"
+#include "crux/core/policy.h"
+#include "crux/core/priority.h"
+#include "test_topologies.h"
+
+namespace crux::core {
+namespace {
+
+using ::crux::core::policies::RetimedPriorityInput;
+using ::crux::core::policies::RoutedCommTime;
+using ::crux::core::testing::Clos2Small;
+using ::crux::core::testing::MakeClos2Small;
+using ::crux::core::testing::Must;
+
+constexpr int64_t kGB = 1'000'000'000;
+
+// Index of the path of `paths` that uses link `l`.
+size_t PathVia(const PathSet& paths, LinkId l) {
+  for (size_t i = 0; i < paths.size(); ++i) {
+    bool uses = false;
+    paths.ForEachLink(i, [&](LinkId x) { uses = uses || x == l; });
+    if (uses) return i;
+  }
+  ADD_FAILURE() << "no path via link " << l.value();
+  return 0;
+}
+
+// host0 -> host2 over both NICs, 1 GB per flow (8 Gb), every link 100 Gbps.
+JobRouting TwoFlows(const Clos2Small& c, PathFinder& finder, int agg_a, int agg_b) {
+  JobRouting r;
+  r.flows = {{c.nic[0][0], c.nic[2][0], Bytes::Of(kGB)},
+             {c.nic[0][1], c.nic[2][1], Bytes::Of(kGB)}};
+  for (const FlowDemand& f : r.flows) r.paths.push_back(Must(finder.Paths(f.src, f.dst), "Paths"));
+  r.choice = {PathVia(*r.paths[0], c.tor_agg[0][agg_a]), PathVia(*r.paths[1], c.tor_agg[0][agg_b])};
+  return r;
+}
+
+TEST(RoutedCommTimeTest, IsTheMostLoadedLinkOfTheJobsOwnFlows) {
+  const Clos2Small c = MakeClos2Small();
+  PathFinder finder(c.topo);
+  // Distinct Aggs: every link carries one flow, 8 Gb / 100 Gbps = 80 ms.
+  EXPECT_NEAR(RoutedCommTime(c.topo, TwoFlows(c, finder, 0, 1)).ToSeconds(), 0.08, 1e-12);
+  // Both through agg0 (an ECMP collision): tor0 -> agg0 carries 16 Gb, 160 ms.
+  EXPECT_NEAR(RoutedCommTime(c.topo, TwoFlows(c, finder, 0, 0)).ToSeconds(), 0.16, 1e-12);
+}
+
+TEST(RetimedPriorityInputTest, RecomputesPeriodRateAndIntensity) {
+  PriorityInput in;
+  in.timing = PairJob{Duration::Seconds(1.0), Duration::Seconds(0.5), 0.5};
+  in.intensity = 2e12;  // W / t = 1e12 / 0.5.
+  in.bytes_per_iteration = 4e9;
+  in.bytes_per_sec = 4e9;  // Standalone period max(1, 0.5 + 0.5) = 1 s.
+  in.gpus = 8;
+  in.has_traffic = true;
+  const PriorityInput out = RetimedPriorityInput(in, Flops::Of(1e12), Duration::Seconds(1.5));
+  EXPECT_EQ(out.timing.comm, Duration::Seconds(1.5));
+  EXPECT_EQ(out.timing.compute, in.timing.compute);
+  EXPECT_EQ(out.timing.overlap_start, 0.5);
+  EXPECT_DOUBLE_EQ(out.bytes_per_sec, 2e9);  // Period max(1, 0.5 + 1.5) = 2 s.
+  EXPECT_DOUBLE_EQ(out.intensity, 1e12 / 1.5);
+  EXPECT_EQ(out.gpus, 8);
+  EXPECT_TRUE(out.has_traffic);
+  // No routed time, or no traffic: unchanged.
+  EXPECT_EQ(RetimedPriorityInput(in, Flops::Of(1e12), Duration::Zero()).timing.comm,
+            in.timing.comm);
+  PriorityInput silent;
+  EXPECT_FALSE(RetimedPriorityInput(silent, Flops::Of(1e12), Duration::Seconds(1)).has_traffic);
+}
+
+// The 4:1 mechanism in miniature (docs/evaluation.md §11); both jobs do the same work per
+// iteration. Reference r: compute 1 s, its communication ready at 0.8 s; standalone it needs
+// 0.2 s (period 1 s, link busy [0.8, 1) of every period, no slack), on its ECMP paths 1.2 s
+// (period 2 s, busy [0.8, 2)). Job j: compute 0.7 s, ready at 0.35 s, needs 0.1 s, so it has
+// 0.35 s from ready to the end of its compute; I_j = 2 I_r standalone and 12 I_r routed.
+//  - Standalone, r first: r holds the link for at most 0.2 s at a time, so j always finds its
+//    0.1 s before its compute ends: j loses nothing (dS_j = 0). j first: modulo 1 s, j's
+//    transmissions start at 0.05, 0.15, 0.35, 0.45, 0.55, 0.75, 0.85 (periods 0.7 and 1 s), which
+//    leave no free 0.2 s for r, so r keeps being preempted and, without slack, slows down
+//    (dS_r > 0). Crux finds "only the reference gains": k_j = 1e-3, j ranks below r whatever the
+//    intensities.
+//  - Routed, r first: r now holds the link for 1.2 s at a time, longer than j's 0.35 s, so j
+//    waits for r's compute gaps and completes fewer iterations than its 1 / 0.7 per second
+//    (dS_j > 0, at most 0.1 / 0.7). The finding is a ratio, and with I_j = 12 I_r, j ranks above
+//    r.
+struct MiniPair {
+  PriorityInput r, j;
+};
+
+MiniPair MakeMiniPair() {
+  MiniPair m;
+  const double work = 1e12;
+  m.r.timing = PairJob{Duration::Seconds(1), Duration::Seconds(0.2), 0.8};
+  m.r.intensity = work / 0.2;
+  m.r.bytes_per_iteration = 6e9;
+  m.r.bytes_per_sec = 6e9;
+  m.r.gpus = 8;
+  m.r.has_traffic = true;
+  m.j.timing = PairJob{Duration::Seconds(0.7), Duration::Seconds(0.1), 0.5};
+  m.j.intensity = work / 0.1;
+  m.j.bytes_per_iteration = 1e9;
+  m.j.bytes_per_sec = 1e9 / 0.7;
+  m.j.gpus = 8;
+  m.j.has_traffic = true;
+  return m;
+}
+
+TEST(RoutedPrioritiesTest, StandaloneTimingPutsTheHiddenJobBelowTheReference) {
+  const MiniPair m = MakeMiniPair();
+  const Correction c = CompareWithReference(m.j.timing, m.r.timing);
+  EXPECT_EQ(c.finding, PairFinding::kOnlyRefGains);
+  EXPECT_EQ(c.gain_job, 0.0);
+  EXPECT_GT(c.loss_reference, 0.0);
+  const PriorityAssignment a = AssignPriorities({m.r, m.j});
+  EXPECT_EQ(a.reference, 0);
+  EXPECT_EQ(a.rank[1], 1);  // j below r although I_j = 2 I_r.
+}
+
+TEST(RoutedPrioritiesTest, RoutedTimingPutsTheStarvedJobAboveTheReference) {
+  const MiniPair m = MakeMiniPair();
+  const PriorityInput r = RetimedPriorityInput(m.r, Flops::Of(1e12), Duration::Seconds(1.2));
+  const PriorityInput j = RetimedPriorityInput(m.j, Flops::Of(1e12), Duration::Seconds(0.1));
+  EXPECT_DOUBLE_EQ(j.intensity, 12 * r.intensity);
+  const Correction c = CompareWithReference(j.timing, r.timing);
+  EXPECT_EQ(c.finding, PairFinding::kRatio);
+  EXPECT_GT(c.gain_job, 0.0);
+  EXPECT_LE(c.gain_job, 0.1 / 0.7);
+  EXPECT_GT(c.loss_reference, 0.0);
+  const PriorityAssignment a = AssignPriorities({r, j});
+  EXPECT_EQ(a.reference, 0);
+  EXPECT_EQ(a.rank[1], 0);  // k_j * 12 I_r > I_r.
+  EXPECT_GT(a.priority[1], a.priority[0]);
+}
+
+// Without collisions the routed times are the standalone ones and `crux-routed` decides as
+// `crux` does (two single-flow jobs, Crux's paths).
+TEST(CruxRoutedPolicyTest, EqualsCruxWithoutSelfCollisions) {
+  const Clos2Small c = MakeClos2Small();
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 2; ++i) {
+    JobSpec s;
+    s.id = i == 0 ? "slow" : "fast";
+    s.hosts = {c.host[1 - i], c.host[3 - i]};
+    s.gpus_per_host = 1;
+    s.compute_time = Duration::Millis(100);
+    s.flops_per_iteration = Flops::Of(i == 0 ? 1e12 : 1e13);
+    s.pattern = TrafficPattern::kExplicit;
+    s.flows = {{c.nic[1 - i][0], c.nic[3 - i][0], Bytes::Of(kGB)}};
+    jobs.push_back(s);
+  }
+  PolicyOptions o;
+  o.planner.levels = 2;
+  const Plan crux = Must(Must(MakePolicy("crux", c.topo, o), "Make")->Schedule(jobs), "crux");
+  const Plan routed =
+      Must(Must(MakePolicy("crux-routed", c.topo, o), "Make")->Schedule(jobs), "routed");
+  ASSERT_EQ(routed.jobs.size(), crux.jobs.size());
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    EXPECT_EQ(routed.jobs[j].rank, crux.jobs[j].rank);
+    EXPECT_EQ(routed.jobs[j].level, crux.jobs[j].level);
+    EXPECT_EQ(routed.jobs[j].k, crux.jobs[j].k);
+    EXPECT_DOUBLE_EQ(routed.jobs[j].priority, crux.jobs[j].priority);
+    EXPECT_EQ(routed.jobs[j].flows[0].path, crux.jobs[j].flows[0].path);
+  }
+  EXPECT_EQ(routed.reference_job, crux.reference_job);
+}
+
+}  // namespace
+}  // namespace crux::core
