@@ -30,17 +30,77 @@ uint16_t EcmpSourcePort(uint64_t seed, std::string_view job_id, size_t flow_inde
   return static_cast<uint16_t>(range.min + h % span);
 }
 
-Duration RoutedCommTime(const Topology& topo, const JobRouting& routing) {
-  std::unordered_map<uint32_t, double> bits;
+std::vector<LinkShare> JobLinkShares(const Topology& topo, const JobRouting& routing) {
+  std::unordered_map<uint32_t, LinkShare> by_link;
   for (size_t f = 0; f < routing.flows.size(); ++f) {
-    const double b = routing.flows[f].bytes.ToDouble() * 8.0;
-    routing.paths[f]->ForEachLink(routing.choice[f], [&](LinkId l) { bits[l.value()] += b; });
+    const double bits = routing.flows[f].bytes.ToDouble() * 8.0;
+    routing.paths[f]->ForEachLink(routing.choice[f], [&](LinkId l) {
+      LinkShare& s = by_link[l.value()];
+      s.link = l.value();
+      s.seconds += bits / topo.link(l).capacity.ToBitsPerSec();
+      ++s.flows;
+    });
   }
+  std::vector<LinkShare> out;
+  out.reserve(by_link.size());
+  for (const auto& [l, share] : by_link) out.push_back(share);
+  std::sort(out.begin(), out.end(),
+            [](const LinkShare& x, const LinkShare& y) { return x.link < y.link; });
+  return out;
+}
+
+Duration RoutedCommTime(const Topology& topo, const JobRouting& routing) {
   double t = 0;
-  for (const auto& [l, b] : bits) {
-    t = std::max(t, b / topo.link(LinkId(l)).capacity.ToBitsPerSec());
-  }
+  for (const LinkShare& s : JobLinkShares(topo, routing)) t = std::max(t, s.seconds);
   return Duration::Seconds(t);
+}
+
+double CommBudgetSeconds(const PairJob& timing) {
+  const double c = std::max(0.0, timing.compute.ToSeconds());
+  const double o = std::clamp(timing.overlap_start, 0.0, 1.0);
+  return std::max((1 - o) * c, std::max(0.0, timing.comm.ToSeconds()));
+}
+
+bool PriorityCannotHelp(const std::vector<LinkShare>& u, double budget_u_s,
+                        const std::vector<LinkShare>& v) {
+  size_t i = 0;
+  size_t k = 0;
+  while (i < u.size() && k < v.size()) {
+    if (u[i].link < v[k].link) {
+      ++i;
+    } else if (v[k].link < u[i].link) {
+      ++k;
+    } else {
+      const LinkShare& a = u[i];
+      const double nu = std::max(1, a.flows);
+      const double nv = std::max(0, v[k].flows);
+      if (a.seconds * (nu + nv) / nu > budget_u_s) return false;
+      ++i;
+      ++k;
+    }
+  }
+  return true;
+}
+
+void LiftGuardedLevels(const ContentionDag& dag, const std::vector<uint8_t>& guarded,
+                       const std::vector<int>& rank, std::vector<int>& level) {
+  const size_t n = static_cast<size_t>(dag.num_nodes);
+  std::vector<std::vector<size_t>> in(n);  // Edge indices into each node.
+  for (size_t e = 0; e < dag.edges.size(); ++e) in[dag.edges[e].to].push_back(e);
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return rank[a] < rank[b]; });
+  for (int v : order) {
+    bool lift = false;
+    int target = 0;
+    for (size_t e : in[v]) {
+      const int x = dag.edges[e].from;
+      if (guarded[e] && level[x] < level[v]) lift = true;
+      const bool keep_cut = !guarded[e] && level[x] < level[v];
+      target = std::max(target, keep_cut ? level[x] + 1 : level[x]);
+    }
+    if (lift && target < level[v]) level[v] = target;
+  }
 }
 
 PriorityInput RetimedPriorityInput(const PriorityInput& standalone, Flops work, Duration comm) {
@@ -196,11 +256,11 @@ class BasePolicy : public SchedulingPolicy {
     return prio;
   }
 
-  // The routed variants' priorities: Crux's rule (AssignPriorities) on every job's timing on
-  // its current paths (RoutedCommTime, RetimedPriorityInput) instead of its standalone one.
-  // JobPlan::intensity and comm_time stay standalone (identical across policies); k, P, rank
-  // and the reference come from the routed inputs, so P_j = k_j * W_j / t_j(routed).
-  PriorityAssignment RoutedPriorities(Work& w) const {
+  // The guarded variants' priorities (policies.h, change 1): Crux's rule (AssignPriorities) on
+  // every job's timing on its current paths. JobPlan::intensity and comm_time stay standalone
+  // (identical across policies); k, P, rank and the reference come from the routed inputs, so
+  // P_j = k_j * W_j / t_j(routed). Returns the routed inputs.
+  std::vector<PriorityInput> RoutedPriorities(Work& w) const {
     std::vector<PriorityInput> in(w.prio_in.size());
     for (size_t j = 0; j < in.size(); ++j) {
       in[j] = RetimedPriorityInput(w.prio_in[j], w.plan.jobs[j].work,
@@ -215,12 +275,17 @@ class BasePolicy : public SchedulingPolicy {
       jp.rank = prio.rank[j];
       jp.reference = static_cast<int>(j) == prio.reference;
     }
-    return prio;
+    return in;
   }
 
   // Contention DAG over the current paths and ranks, Algorithm 1 onto the usable levels
   // (planner stage 4).
-  Status Compress(Work& w) const {
+  Status Compress(Work& w) const { return Compress(w, nullptr); }
+
+  // With `routed` (the guarded variants, policies.h change 2): edges on which strict priority
+  // cannot help the higher job (PriorityCannotHelp on the routed timings) weigh 0 in the
+  // compression, and LiftGuardedLevels lifts their lower job afterwards.
+  Status Compress(Work& w, const std::vector<PriorityInput>* routed) const {
     const size_t n = w.plan.jobs.size();
     std::vector<std::vector<LinkId>> job_links(n);
     std::vector<Intensity> intensity(n);
@@ -236,7 +301,26 @@ class BasePolicy : public SchedulingPolicy {
     copt.topo_orders = popts().topo_orders;
     copt.seed = popts().seed;
     copt.max_exact_nodes = popts().max_exact_component;
+    std::vector<uint8_t> guarded;
+    if (routed != nullptr) {
+      std::vector<std::vector<LinkShare>> shares(n);
+      for (size_t j = 0; j < n; ++j) shares[j] = JobLinkShares(topo_, w.routing[j]);
+      guarded.resize(w.plan.dag.edges.size());
+      for (size_t e = 0; e < guarded.size(); ++e) {
+        DagEdge& edge = w.plan.dag.edges[e];
+        const auto u = static_cast<size_t>(edge.from);
+        const auto v = static_cast<size_t>(edge.to);
+        guarded[e] =
+            PriorityCannotHelp(shares[u], CommBudgetSeconds((*routed)[u].timing), shares[v]) ? 1
+                                                                                             : 0;
+        if (guarded[e]) edge.weight = 0;
+      }
+    }
     CRUX_ASSIGN_OR_RETURN(Compression comp, CompressPriorities(w.plan.dag, copt));
+    if (routed != nullptr) {
+      LiftGuardedLevels(w.plan.dag, guarded, rank, comp.level);
+      comp.cut_weight = CutWeight(w.plan.dag, comp.level);
+    }
     w.plan.cut_weight = comp.cut_weight;
     w.plan.total_edge_weight = 0;
     for (const DagEdge& e : w.plan.dag.edges) w.plan.total_edge_weight += e.weight;
@@ -340,31 +424,30 @@ class CruxPaPolicy final : public BasePolicy {
   }
 };
 
-// `crux-routed`: Crux's pipeline with the pair comparison on the routed timings: paths chosen
-// jointly in decreasing I_j (stage 3, as the planner with PathOrder::kIntensity), then k_j, P_j
-// and the order from every job's communication time on those paths, then compression.
-class CruxRoutedPolicy final : public BasePolicy {
+// `crux-guard`: Crux's paths (chosen jointly in decreasing I_j, as the planner with
+// PathOrder::kIntensity), then the guarded priorities and compression (policies.h).
+class CruxGuardPolicy final : public BasePolicy {
  public:
   using BasePolicy::BasePolicy;
 
  protected:
   Status Decide(Work& w) override {
     CRUX_RETURN_IF_ERROR(RouteJointly(w, CruxPathOrder(w, nullptr)));
-    RoutedPriorities(w);
-    return Compress(w);
+    const std::vector<PriorityInput> routed = RoutedPriorities(w);
+    return Compress(w, &routed);
   }
 };
 
-// `crux-pa-routed`: ECMP hash paths; priorities as `crux-routed` on those paths; compression.
-class CruxPaRoutedPolicy final : public BasePolicy {
+// `crux-pa-guard`: ECMP hash paths, then the guarded priorities and compression.
+class CruxPaGuardPolicy final : public BasePolicy {
  public:
   using BasePolicy::BasePolicy;
 
  protected:
   Status Decide(Work& w) override {
     CRUX_RETURN_IF_ERROR(RouteEcmp(w));
-    RoutedPriorities(w);
-    return Compress(w);
+    const std::vector<PriorityInput> routed = RoutedPriorities(w);
+    return Compress(w, &routed);
   }
 };
 
@@ -546,8 +629,8 @@ Result<std::unique_ptr<SchedulingPolicy>> Make(std::string_view name, const Topo
   std::unique_ptr<SchedulingPolicy> p;
   if (n == "crux-ps-pa") p = std::make_unique<CruxPsPaPolicy>(n, topo, options, clock);
   if (n == "crux-pa") p = std::make_unique<CruxPaPolicy>(n, topo, options, clock);
-  if (n == "crux-routed") p = std::make_unique<CruxRoutedPolicy>(n, topo, options, clock);
-  if (n == "crux-pa-routed") p = std::make_unique<CruxPaRoutedPolicy>(n, topo, options, clock);
+  if (n == "crux-guard") p = std::make_unique<CruxGuardPolicy>(n, topo, options, clock);
+  if (n == "crux-pa-guard") p = std::make_unique<CruxPaGuardPolicy>(n, topo, options, clock);
   if (n == "ecmp") p = std::make_unique<EcmpPolicy>(n, topo, options, clock);
   if (n == "sincronia") p = std::make_unique<SincroniaPolicy>(n, topo, options, clock);
   if (n == "taccl") p = std::make_unique<TacclPolicy>(n, topo, options, clock);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "crux/core/clock.h"
+#include "crux/core/compression.h"
 #include "crux/core/ecmp.h"
 #include "crux/core/path_selection.h"
 #include "crux/core/policy.h"
@@ -83,18 +84,62 @@ std::vector<double> CassiniShifts(const std::vector<CassiniJob>& jobs,
                                   const std::vector<double>& capacity_bps,
                                   const CassiniOptions& options = {});
 
-// ---- Routed timing (`crux-routed`, `crux-pa-routed`; docs/policies.md) ----
+// ---- The guarded variants `crux-guard` and `crux-pa-guard` (docs/policies.md) ----
+//
+// Two changes to Crux's priority stage, both from the plan's own numbers (nothing tuned):
+//  1. Routed timing: the pair comparison, the reference and P_j use each job's communication
+//     time on the paths it is given (RoutedCommTime), not on its standalone paths. On ECMP paths
+//     whose flows collide a job's transmission takes longer, which changes what the pair
+//     comparison finds (docs/evaluation.md §11: a reference stretched 2x blocks a hidden job).
+//  2. Levels only where strict priority can help: for a contention edge u -> v (u ranked above
+//     v), if u's communication on every link it shares with v would still end within u's
+//     budget when v's flows share those links fairly (PriorityCannotHelp), strict priority
+//     gains u nothing there and can only starve v, so v is lifted to u's level
+//     (LiftGuardedLevels) wherever the other edges allow.
+
+// What one job sends over one directed link per iteration.
+struct LinkShare {
+  uint32_t link = 0;
+  double seconds = 0;  // Bits of the job's flows over the link / capacity.
+  int flows = 0;       // The job's flows over the link.
+  friend bool operator==(const LinkShare&, const LinkShare&) = default;
+};
+
+// Per link the job's routed flows use, sorted by link id. REQUIRES: routing.paths/choice set.
+std::vector<LinkShare> JobLinkShares(const Topology& topo, const JobRouting& routing);
 
 // Seconds the job's communication of one iteration needs on its routed paths when it runs
-// alone on them: max over links of (bits of the job's own flows on the link / capacity). On
-// the standalone paths this is the profiled t_j; on ECMP paths whose flows collide it is
-// larger. REQUIRES: routing.paths/choice filled.
+// alone on them: the largest LinkShare::seconds. On the standalone paths this is the profiled
+// t_j; on ECMP paths whose flows collide it is larger. REQUIRES: routing.paths/choice filled.
 Duration RoutedCommTime(const Topology& topo, const JobRouting& routing);
 
 // The priority input of a job whose communication needs `comm` per iteration (instead of the
 // standalone t_j): timing.comm = comm, bytes per second over the period max(c, o*c + comm),
 // I_j = work / comm. A job with comm <= 0 keeps its input (no traffic stays no traffic).
 PriorityInput RetimedPriorityInput(const PriorityInput& standalone, Flops work, Duration comm);
+
+// Budget of a job's communication: from the moment it is ready (o * c into the iteration) to the
+// end of the iteration, max((1 - o) * c, comm) with the timing's comm. Sending within it costs
+// the job nothing.
+double CommBudgetSeconds(const PairJob& timing);
+
+// True if strict priority of u over v cannot shorten u's iterations: on every link both use,
+// u's share of the link under max-min with v's flows, at least n_u / (n_u + n_v) of it, lets u
+// send its bits within `budget_u_s`: seconds_u * (n_u + n_v) / n_u <= budget_u_s. (Pairwise: a
+// third job on the link is not counted.) Links used by one of them only are ignored; no shared
+// link -> true. Both lists sorted by link.
+bool PriorityCannotHelp(const std::vector<LinkShare>& u, double budget_u_s,
+                        const std::vector<LinkShare>& v);
+
+// Post-pass of a compression (levels relative to the first job level, valid for `dag`): every
+// node v with at least one guarded in-edge from a node above it moves up to the highest level
+// that keeps every in-edge valid and every unguarded in-edge that was cut still cut: the max
+// over in-edges x -> v of level[x] (guarded, or unguarded and not cut) or level[x] + 1
+// (unguarded and cut), if that is above v's level. Nodes are visited in rank order (the DAG's
+// topological order), so the result is valid and no unguarded edge loses its cut.
+// REQUIRES: guarded.size() == dag.edges.size(), rank a permutation, level valid for dag.
+void LiftGuardedLevels(const ContentionDag& dag, const std::vector<uint8_t>& guarded,
+                       const std::vector<int>& rank, std::vector<int>& level);
 
 // ---- ECMP ----
 

@@ -1,4 +1,4 @@
-// The routed variants `crux-routed` and `crux-pa-routed` (docs/policies.md): Crux's pair
+// The routed variants `crux-guard` and `crux-pa-guard` (docs/policies.md): Crux's pair
 // comparison run on each job's communication time on its routed paths. Hand-computed cases for
 // RoutedCommTime, RetimedPriorityInput and the decision they change (docs/evaluation.md §11).
 #include <gmock/gmock.h>
@@ -142,7 +142,7 @@ TEST(RoutedPrioritiesTest, RoutedTimingPutsTheStarvedJobAboveTheReference) {
   EXPECT_GT(a.priority[1], a.priority[0]);
 }
 
-// Without collisions the routed times are the standalone ones and `crux-routed` decides as
+// Without collisions the routed times are the standalone ones and `crux-guard` decides as
 // `crux` does (two single-flow jobs, Crux's paths).
 TEST(CruxRoutedPolicyTest, EqualsCruxWithoutSelfCollisions) {
   const Clos2Small c = MakeClos2Small();
@@ -162,7 +162,7 @@ TEST(CruxRoutedPolicyTest, EqualsCruxWithoutSelfCollisions) {
   o.planner.levels = 2;
   const Plan crux = Must(Must(MakePolicy("crux", c.topo, o), "Make")->Schedule(jobs), "crux");
   const Plan routed =
-      Must(Must(MakePolicy("crux-routed", c.topo, o), "Make")->Schedule(jobs), "routed");
+      Must(Must(MakePolicy("crux-guard", c.topo, o), "Make")->Schedule(jobs), "routed");
   ASSERT_EQ(routed.jobs.size(), crux.jobs.size());
   for (size_t j = 0; j < jobs.size(); ++j) {
     EXPECT_EQ(routed.jobs[j].rank, crux.jobs[j].rank);
