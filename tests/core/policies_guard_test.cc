@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "crux/core/compression.h"
 #include "crux/core/path_finder.h"
 #include "crux/core/planner.h"
 #include "crux/core/policies/policies.h"
@@ -17,6 +18,11 @@
 namespace crux::core {
 namespace {
 
+using ::crux::core::policies::CommBudgetSeconds;
+using ::crux::core::policies::JobLinkShares;
+using ::crux::core::policies::LiftGuardedLevels;
+using ::crux::core::policies::LinkShare;
+using ::crux::core::policies::PriorityCannotHelp;
 using ::crux::core::policies::RetimedPriorityInput;
 using ::crux::core::policies::RoutedCommTime;
 using ::crux::core::testing::Clos2Small;
@@ -53,6 +59,84 @@ TEST(RoutedCommTimeTest, IsTheMostLoadedLinkOfTheJobsOwnFlows) {
   EXPECT_NEAR(RoutedCommTime(c.topo, TwoFlows(c, finder, 0, 1)).ToSeconds(), 0.08, 1e-12);
   // Both through agg0 (an ECMP collision): tor0 -> agg0 carries 16 Gb, 160 ms.
   EXPECT_NEAR(RoutedCommTime(c.topo, TwoFlows(c, finder, 0, 0)).ToSeconds(), 0.16, 1e-12);
+}
+
+TEST(JobLinkSharesTest, CountsSecondsAndFlowsPerLink) {
+  const Clos2Small c = MakeClos2Small();
+  PathFinder finder(c.topo);
+  const std::vector<LinkShare> shares = JobLinkShares(c.topo, TwoFlows(c, finder, 0, 0));
+  bool found = false;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    if (i > 0) {
+      EXPECT_LT(shares[i - 1].link, shares[i].link);
+    }
+    if (shares[i].link == c.tor_agg[0][0].value()) {
+      found = true;
+      EXPECT_EQ(shares[i].flows, 2);
+      EXPECT_NEAR(shares[i].seconds, 0.16, 1e-12);
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(CommBudgetSecondsTest, IsReadyToIterationEnd) {
+  // Hidden: compute 1 s, ready at 0.4 s, 0.1 s of communication -> 0.6 s of budget.
+  EXPECT_DOUBLE_EQ(CommBudgetSeconds(PairJob{Duration::Seconds(1), Duration::Seconds(0.1), 0.4}),
+                   0.6);
+  // Exposed: 0.9 s of communication from 0.4 s -> the budget is the communication itself.
+  EXPECT_DOUBLE_EQ(CommBudgetSeconds(PairJob{Duration::Seconds(1), Duration::Seconds(0.9), 0.4}),
+                   0.9);
+}
+
+// u sends 0.2 s on link 7 (one flow) and 0.5 s on link 9; v shares link 7 only.
+TEST(PriorityCannotHelpTest, HandComputedShares) {
+  const std::vector<LinkShare> u = {{7, 0.2, 1}, {9, 0.5, 2}};
+  // v with one flow on link 7: u gets half, 0.4 s <= budget 0.5 -> priority cannot help u.
+  EXPECT_TRUE(PriorityCannotHelp(u, 0.5, {{3, 1.0, 1}, {7, 0.3, 1}}));
+  // v with three flows on link 7: u gets a quarter, 0.8 s > 0.5 -> it may help.
+  EXPECT_FALSE(PriorityCannotHelp(u, 0.5, {{7, 0.3, 3}}));
+  // Budget 0.3: even half the link is too little (0.4 s).
+  EXPECT_FALSE(PriorityCannotHelp(u, 0.3, {{7, 0.3, 1}}));
+  // v shares link 9, where u has two flows against v's two: 0.5 * 4 / 2 = 1.0 > 0.9.
+  EXPECT_FALSE(PriorityCannotHelp(u, 0.9, {{9, 0.1, 2}}));
+  EXPECT_TRUE(PriorityCannotHelp(u, 1.0, {{9, 0.1, 2}}));
+  // No shared link.
+  EXPECT_TRUE(PriorityCannotHelp(u, 0.0, {{8, 5.0, 1}}));
+}
+
+// DAG over ranks 0..3 (node = rank): 0 -> 1 guarded, 0 -> 2 unguarded, 1 -> 3 guarded,
+// 2 -> 3 unguarded. Compression gave levels 0, 1, 1, 2.
+//  - node 1: guarded in-edge from level 0 -> lifted to level 0 (no other in-edge).
+//  - node 2: only an unguarded in-edge -> stays at 1.
+//  - node 3: guarded from node 1 (now 0), unguarded and cut from node 2 (level 1) -> the highest
+//    level that keeps 2 -> 3 cut is 2: stays at 2.
+// With 2 -> 3 not cut (node 2 at level 2 as well), node 3 may rise to level 2 only: unchanged.
+// Dropping edge 2 -> 3 lets node 3 rise to node 1's level 0.
+TEST(LiftGuardedLevelsTest, HandComputedDag) {
+  ContentionDag dag;
+  dag.num_nodes = 4;
+  dag.edges = {{0, 1, 1.0}, {0, 2, 1.0}, {1, 3, 1.0}, {2, 3, 1.0}};
+  const std::vector<int> rank = {0, 1, 2, 3};
+  std::vector<int> level = {0, 1, 1, 2};
+  LiftGuardedLevels(dag, {1, 0, 1, 0}, rank, level);
+  EXPECT_EQ(level, (std::vector<int>{0, 0, 1, 2}));
+  EXPECT_TRUE(IsValidCompression(dag, level, 3));
+
+  level = {0, 1, 2, 2};
+  LiftGuardedLevels(dag, {1, 0, 1, 0}, rank, level);
+  EXPECT_EQ(level, (std::vector<int>{0, 0, 2, 2}));
+
+  ContentionDag three = dag;
+  three.edges = {{0, 1, 1.0}, {0, 2, 1.0}, {1, 3, 1.0}};
+  level = {0, 1, 1, 2};
+  LiftGuardedLevels(three, {1, 0, 1}, rank, level);
+  EXPECT_EQ(level, (std::vector<int>{0, 0, 1, 0}));
+  EXPECT_TRUE(IsValidCompression(three, level, 3));
+
+  // Nothing guarded: unchanged.
+  level = {0, 1, 1, 2};
+  LiftGuardedLevels(dag, {0, 0, 0, 0}, rank, level);
+  EXPECT_EQ(level, (std::vector<int>{0, 1, 1, 2}));
 }
 
 TEST(RetimedPriorityInputTest, RecomputesPeriodRateAndIntensity) {
@@ -144,7 +228,7 @@ TEST(RoutedPrioritiesTest, RoutedTimingPutsTheStarvedJobAboveTheReference) {
 
 // Without collisions the routed times are the standalone ones and `crux-guard` decides as
 // `crux` does (two single-flow jobs, Crux's paths).
-TEST(CruxRoutedPolicyTest, EqualsCruxWithoutSelfCollisions) {
+TEST(CruxGuardPolicyTest, EqualsCruxWithoutSelfCollisions) {
   const Clos2Small c = MakeClos2Small();
   std::vector<JobSpec> jobs;
   for (int i = 0; i < 2; ++i) {
