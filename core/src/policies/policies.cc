@@ -249,6 +249,8 @@ class BasePolicy : public SchedulingPolicy {
     for (size_t j = 0; j < w.plan.jobs.size(); ++j) {
       JobPlan& jp = w.plan.jobs[j];
       jp.k = prio.k[j];
+      jp.pair_gain = prio.correction[j].gain_job;
+      jp.pair_loss = prio.correction[j].loss_reference;
       jp.priority = prio.priority[j];
       jp.rank = prio.rank[j];
       jp.reference = static_cast<int>(j) == prio.reference;
@@ -271,6 +273,8 @@ class BasePolicy : public SchedulingPolicy {
     for (size_t j = 0; j < w.plan.jobs.size(); ++j) {
       JobPlan& jp = w.plan.jobs[j];
       jp.k = prio.k[j];
+      jp.pair_gain = prio.correction[j].gain_job;
+      jp.pair_loss = prio.correction[j].loss_reference;
       jp.priority = prio.priority[j];
       jp.rank = prio.rank[j];
       jp.reference = static_cast<int>(j) == prio.reference;

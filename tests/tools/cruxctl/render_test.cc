@@ -297,10 +297,22 @@ TEST(TextTest, JobDetailSaysWhatThePairComparisonFound) {
                       "while the reference job loses none"),
             std::string::npos)
       << text;
+  // The numbers behind it: 12 ms/s gained, nothing lost (the bound).
+  d.set_reference_job("big-ring");
+  d.set_pair_gain(0.012);
+  d.set_pair_loss(0.0);
+  text = RenderJobDetailText(d);
+  EXPECT_NE(text.find("pair vs big-ring  going first: this job gains 12ms/s of link time, the "
+                      "reference loses 0ms/s"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(ToJson(d)["pair_gain"], 0.012);
+  EXPECT_EQ(ToJson(d)["reference_job"], "big-ring");
   d.set_reference(true);
   d.mutable_summary()->set_k(1.0);
   text = RenderJobDetailText(d);
   EXPECT_NE(text.find("k_j            reference job"), std::string::npos) << text;
+  EXPECT_EQ(text.find("pair vs"), std::string::npos) << text;
 }
 
 TEST(TextTest, LinksAndSetLink) {
