@@ -25,6 +25,7 @@ using ::crux::core::policies::LinkShare;
 using ::crux::core::policies::PriorityCannotHelp;
 using ::crux::core::policies::RetimedPriorityInput;
 using ::crux::core::policies::RoutedCommTime;
+using ::crux::core::policies::StrictOrderPays;
 using ::crux::core::testing::Clos2Small;
 using ::crux::core::testing::MakeClos2Small;
 using ::crux::core::testing::Must;
@@ -106,11 +107,10 @@ TEST(PriorityCannotHelpTest, HandComputedShares) {
 
 // DAG over ranks 0..3 (node = rank): 0 -> 1 guarded, 0 -> 2 unguarded, 1 -> 3 guarded,
 // 2 -> 3 unguarded. Compression gave levels 0, 1, 1, 2.
-//  - node 1: guarded in-edge from level 0 -> lifted to level 0 (no other in-edge).
-//  - node 2: only an unguarded in-edge -> stays at 1.
-//  - node 3: guarded from node 1 (now 0), unguarded and cut from node 2 (level 1) -> the highest
-//    level that keeps 2 -> 3 cut is 2: stays at 2.
-// With 2 -> 3 not cut (node 2 at level 2 as well), node 3 may rise to level 2 only: unchanged.
+//  - node 1: guarded in-edge from level 0 -> up to level 0.
+//  - node 2: unguarded and cut from level 0 -> stays at 1 (level[0] + 1).
+//  - node 3: guarded from node 1 (now 0), unguarded and cut from node 2 (level 1) -> 2: stays.
+// From levels 0, 1, 2, 2 node 2 rises to 1 (as high as its cut allows), then node 3 stays at 2.
 // Dropping edge 2 -> 3 lets node 3 rise to node 1's level 0.
 TEST(LiftGuardedLevelsTest, HandComputedDag) {
   ContentionDag dag;
@@ -124,7 +124,7 @@ TEST(LiftGuardedLevelsTest, HandComputedDag) {
 
   level = {0, 1, 2, 2};
   LiftGuardedLevels(dag, {1, 0, 1, 0}, rank, level);
-  EXPECT_EQ(level, (std::vector<int>{0, 0, 2, 2}));
+  EXPECT_EQ(level, (std::vector<int>{0, 0, 1, 2}));
 
   ContentionDag three = dag;
   three.edges = {{0, 1, 1.0}, {0, 2, 1.0}, {1, 3, 1.0}};
@@ -133,10 +133,11 @@ TEST(LiftGuardedLevelsTest, HandComputedDag) {
   EXPECT_EQ(level, (std::vector<int>{0, 0, 1, 0}));
   EXPECT_TRUE(IsValidCompression(three, level, 3));
 
-  // Nothing guarded: unchanged.
-  level = {0, 1, 1, 2};
+  // Nothing guarded: every cut is kept, nodes only rise to them (node 3 from 5 to 2).
+  level = {0, 1, 1, 5};
   LiftGuardedLevels(dag, {0, 0, 0, 0}, rank, level);
   EXPECT_EQ(level, (std::vector<int>{0, 1, 1, 2}));
+  EXPECT_EQ(CutWeight(dag, level), 4.0);
 }
 
 TEST(RetimedPriorityInputTest, RecomputesPeriodRateAndIntensity) {
@@ -162,21 +163,22 @@ TEST(RetimedPriorityInputTest, RecomputesPeriodRateAndIntensity) {
   EXPECT_FALSE(RetimedPriorityInput(silent, Flops::Of(1e12), Duration::Seconds(1)).has_traffic);
 }
 
-// The 4:1 mechanism in miniature (docs/evaluation.md §11); both jobs do the same work per
-// iteration. Reference r: compute 1 s, its communication ready at 0.8 s; standalone it needs
-// 0.2 s (period 1 s, link busy [0.8, 1) of every period, no slack), on its ECMP paths 1.2 s
-// (period 2 s, busy [0.8, 2)). Job j: compute 0.7 s, ready at 0.35 s, needs 0.1 s, so it has
-// 0.35 s from ready to the end of its compute; I_j = 2 I_r standalone and 12 I_r routed.
+// The 4:1 mechanism in miniature (docs/evaluation.md §11); both jobs have 8 GPUs and do the
+// same work per iteration. Reference r: compute 1 s, its communication ready at 0.8 s;
+// standalone it needs 0.2 s (period 1 s, link busy [0.8, 1) of every period, no slack), on its
+// ECMP paths 1.2 s (period 2 s, busy [0.8, 2)). Job j: compute 0.7 s, ready at 0.35 s, needs
+// 0.1 s, so it has 0.35 s from ready to the end of its compute; I_j = 2 I_r.
 //  - Standalone, r first: r holds the link for at most 0.2 s at a time, so j always finds its
 //    0.1 s before its compute ends: j loses nothing (dS_j = 0). j first: modulo 1 s, j's
 //    transmissions start at 0.05, 0.15, 0.35, 0.45, 0.55, 0.75, 0.85 (periods 0.7 and 1 s), which
 //    leave no free 0.2 s for r, so r keeps being preempted and, without slack, slows down
 //    (dS_r > 0). Crux finds "only the reference gains": k_j = 1e-3, j ranks below r whatever the
-//    intensities.
-//  - Routed, r first: r now holds the link for 1.2 s at a time, longer than j's 0.35 s, so j
-//    waits for r's compute gaps and completes fewer iterations than its 1 / 0.7 per second
-//    (dS_j > 0, at most 0.1 / 0.7). The finding is a ratio, and with I_j = 12 I_r, j ranks above
-//    r.
+//    intensities, and on these timings r first is indeed worth more computation.
+//  - Routed, r first: r holds the link for 1.2 s at a time, longer than j's 0.35 s, so j waits
+//    for r's compute gaps and completes at most one iteration per gap (about 1 per second
+//    instead of 1 / 0.7). j first costs r at most a few 0.1 s preemptions per 2 s period. So on
+//    the routed timings, r first is worth less computation than j first: the guard keeps the two
+//    on one level.
 struct MiniPair {
   PriorityInput r, j;
 };
@@ -210,20 +212,18 @@ TEST(RoutedPrioritiesTest, StandaloneTimingPutsTheHiddenJobBelowTheReference) {
   EXPECT_EQ(a.rank[1], 1);  // j below r although I_j = 2 I_r.
 }
 
-TEST(RoutedPrioritiesTest, RoutedTimingPutsTheStarvedJobAboveTheReference) {
+TEST(StrictOrderPaysTest, StandaloneYesRoutedNo) {
   const MiniPair m = MakeMiniPair();
+  EXPECT_TRUE(StrictOrderPays(m.r.timing, 8, m.j.timing, 8));
   const PriorityInput r = RetimedPriorityInput(m.r, Flops::Of(1e12), Duration::Seconds(1.2));
-  const PriorityInput j = RetimedPriorityInput(m.j, Flops::Of(1e12), Duration::Seconds(0.1));
-  EXPECT_DOUBLE_EQ(j.intensity, 12 * r.intensity);
-  const Correction c = CompareWithReference(j.timing, r.timing);
-  EXPECT_EQ(c.finding, PairFinding::kRatio);
-  EXPECT_GT(c.gain_job, 0.0);
-  EXPECT_LE(c.gain_job, 0.1 / 0.7);
-  EXPECT_GT(c.loss_reference, 0.0);
-  const PriorityAssignment a = AssignPriorities({r, j});
-  EXPECT_EQ(a.reference, 0);
-  EXPECT_EQ(a.rank[1], 0);  // k_j * 12 I_r > I_r.
-  EXPECT_GT(a.priority[1], a.priority[0]);
+  EXPECT_FALSE(StrictOrderPays(r.timing, 8, m.j.timing, 8));
+  EXPECT_TRUE(StrictOrderPays(m.j.timing, 8, r.timing, 8));  // The other order would pay.
+  // The GPUs weigh the computation: with 64 GPUs on r, r first pays again.
+  EXPECT_TRUE(StrictOrderPays(r.timing, 64, m.j.timing, 8));
+  // Jobs that do not interact: no gain either way.
+  const PairJob quiet{Duration::Seconds(1), Duration::Zero(), 1.0};
+  EXPECT_FALSE(StrictOrderPays(quiet, 8, m.j.timing, 8));
+  EXPECT_FALSE(StrictOrderPays(m.j.timing, 8, quiet, 8));
 }
 
 // Without collisions the routed times are the standalone ones and `crux-guard` decides as
@@ -256,6 +256,54 @@ TEST(CruxGuardPolicyTest, EqualsCruxWithoutSelfCollisions) {
     EXPECT_EQ(routed.jobs[j].flows[0].path, crux.jobs[j].flows[0].path);
   }
   EXPECT_EQ(routed.reference_job, crux.reference_job);
+}
+
+// The j00069 mechanism (docs/evaluation.md §11) through the whole policy. "exposed": two 1 GB
+// flows host1/nic0 -> host3/nic0, compute 0.1 s, no overlap: its bottleneck is its own NIC
+// link (16 Gb / 100 Gbps = 0.16 s, period 0.26 s). "hidden": two 100 MB flows from host0's two
+// NICs to host2's, compute 1 s, ready after 0.2 s. The four tor0 -> tor1 flows need the three
+// Aggs, so one uplink carries a flow of each. Crux ranks exposed first (hidden gains nothing in
+// the pair comparison) and puts hidden one level below. On the shared uplink exposed sends 8 Gb
+// = 0.08 s; with hidden's one flow beside its one flow it would still take 0.16 s <= its budget
+// (0.16 s, all of it exposed), so strict priority cannot help it there: crux-guard keeps Crux's
+// order but puts both on one level.
+TEST(CruxGuardPolicyTest, SameLevelWhereThePriorityCannotHelp) {
+  const Clos2Small c = MakeClos2Small();
+  JobSpec exposed;
+  exposed.id = "exposed";
+  exposed.hosts = {c.host[1], c.host[3]};
+  exposed.gpus_per_host = 8;
+  exposed.compute_time = Duration::Millis(100);
+  exposed.overlap_start = 1.0;
+  exposed.pattern = TrafficPattern::kExplicit;
+  exposed.flows = {{c.nic[1][0], c.nic[3][0], Bytes::Of(kGB)},
+                   {c.nic[1][0], c.nic[3][0], Bytes::Of(kGB)}};
+  JobSpec hidden;
+  hidden.id = "hidden";
+  hidden.hosts = {c.host[0], c.host[2]};
+  hidden.gpus_per_host = 8;
+  hidden.compute_time = Duration::Seconds(1);
+  hidden.overlap_start = 0.2;
+  hidden.pattern = TrafficPattern::kExplicit;
+  hidden.flows = {{c.nic[0][0], c.nic[2][0], Bytes::Of(kGB / 10)},
+                  {c.nic[0][1], c.nic[2][1], Bytes::Of(kGB / 10)}};
+  const std::vector<JobSpec> jobs = {exposed, hidden};
+  PolicyOptions o;
+  o.planner.levels = 4;
+  const Plan crux = Must(Must(MakePolicy("crux", c.topo, o), "Make")->Schedule(jobs), "crux");
+  const Plan guard =
+      Must(Must(MakePolicy("crux-guard", c.topo, o), "Make")->Schedule(jobs), "guard");
+  ASSERT_EQ(crux.dag.edges.size(), 1u);  // They share an uplink.
+  EXPECT_EQ(crux.jobs[0].rank, 0);
+  EXPECT_LT(crux.jobs[0].level, crux.jobs[1].level);
+  ASSERT_EQ(guard.dag.edges.size(), 1u);
+  EXPECT_EQ(guard.jobs[0].rank, 0);  // Crux's order...
+  EXPECT_EQ(guard.jobs[1].rank, 1);
+  EXPECT_EQ(guard.jobs[0].k, crux.jobs[0].k);
+  EXPECT_EQ(guard.jobs[1].k, crux.jobs[1].k);
+  EXPECT_EQ(guard.jobs[0].level, guard.jobs[1].level);  // ...on one level.
+  EXPECT_EQ(guard.dag.edges[0].weight, 0.0);            // A guarded edge.
+  EXPECT_EQ(guard.cut_weight, 0.0);
 }
 
 }  // namespace

@@ -82,6 +82,17 @@ bool PriorityCannotHelp(const std::vector<LinkShare>& u, double budget_u_s,
   return true;
 }
 
+bool StrictOrderPays(const PairJob& u, int gpus_u, const PairJob& v, int gpus_v,
+                     const PairSimOptions& options) {
+  const auto value = [&](const PairOutcome& o) {
+    if (!(o.window_s > 0)) return 0.0;
+    return (std::max(0, gpus_u) * o.compute_a_s + std::max(0, gpus_v) * o.compute_b_s) / o.window_s;
+  };
+  const double u_first = value(SimulatePair(u, v, /*a_first=*/true, options));
+  const double v_first = value(SimulatePair(u, v, /*a_first=*/false, options));
+  return u_first > v_first * (1 + 1e-9);
+}
+
 void LiftGuardedLevels(const ContentionDag& dag, const std::vector<uint8_t>& guarded,
                        const std::vector<int>& rank, std::vector<int>& level) {
   const size_t n = static_cast<size_t>(dag.num_nodes);
@@ -91,15 +102,13 @@ void LiftGuardedLevels(const ContentionDag& dag, const std::vector<uint8_t>& gua
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int a, int b) { return rank[a] < rank[b]; });
   for (int v : order) {
-    bool lift = false;
     int target = 0;
     for (size_t e : in[v]) {
       const int x = dag.edges[e].from;
-      if (guarded[e] && level[x] < level[v]) lift = true;
       const bool keep_cut = !guarded[e] && level[x] < level[v];
       target = std::max(target, keep_cut ? level[x] + 1 : level[x]);
     }
-    if (lift && target < level[v]) level[v] = target;
+    level[v] = std::min(level[v], target);
   }
 }
 
@@ -258,26 +267,13 @@ class BasePolicy : public SchedulingPolicy {
     return prio;
   }
 
-  // The guarded variants' priorities (policies.h, change 1): Crux's rule (AssignPriorities) on
-  // every job's timing on its current paths. JobPlan::intensity and comm_time stay standalone
-  // (identical across policies); k, P, rank and the reference come from the routed inputs, so
-  // P_j = k_j * W_j / t_j(routed). Returns the routed inputs.
-  std::vector<PriorityInput> RoutedPriorities(Work& w) const {
+  // Every job's priority input with its communication timed on its current paths (the
+  // guarded variants, policies.h).
+  std::vector<PriorityInput> RoutedInputs(const Work& w) const {
     std::vector<PriorityInput> in(w.prio_in.size());
     for (size_t j = 0; j < in.size(); ++j) {
       in[j] = RetimedPriorityInput(w.prio_in[j], w.plan.jobs[j].work,
                                    RoutedCommTime(topo_, w.routing[j]));
-    }
-    PriorityAssignment prio = AssignPriorities(in, popts().pair_sim);
-    w.plan.reference_job = prio.reference;
-    for (size_t j = 0; j < w.plan.jobs.size(); ++j) {
-      JobPlan& jp = w.plan.jobs[j];
-      jp.k = prio.k[j];
-      jp.pair_gain = prio.correction[j].gain_job;
-      jp.pair_loss = prio.correction[j].loss_reference;
-      jp.priority = prio.priority[j];
-      jp.rank = prio.rank[j];
-      jp.reference = static_cast<int>(j) == prio.reference;
     }
     return in;
   }
@@ -286,8 +282,8 @@ class BasePolicy : public SchedulingPolicy {
   // (planner stage 4).
   Status Compress(Work& w) const { return Compress(w, nullptr); }
 
-  // With `routed` (the guarded variants, policies.h change 2): edges on which strict priority
-  // cannot help the higher job (PriorityCannotHelp on the routed timings) weigh 0 in the
+  // With `routed` (the guarded variants, policies.h): edges on which strict priority is not
+  // predicted to pay (StrictOrderPays, PriorityCannotHelp on the routed timings) weigh 0 in the
   // compression, and LiftGuardedLevels lifts their lower job afterwards.
   Status Compress(Work& w, const std::vector<PriorityInput>* routed) const {
     const size_t n = w.plan.jobs.size();
@@ -314,9 +310,11 @@ class BasePolicy : public SchedulingPolicy {
         DagEdge& edge = w.plan.dag.edges[e];
         const auto u = static_cast<size_t>(edge.from);
         const auto v = static_cast<size_t>(edge.to);
-        guarded[e] =
-            PriorityCannotHelp(shares[u], CommBudgetSeconds((*routed)[u].timing), shares[v]) ? 1
-                                                                                             : 0;
+        const PriorityInput& ru = (*routed)[u];
+        const PriorityInput& rv = (*routed)[v];
+        const bool pays = !PriorityCannotHelp(shares[u], CommBudgetSeconds(ru.timing), shares[v]) &&
+                          StrictOrderPays(ru.timing, ru.gpus, rv.timing, rv.gpus, popts().pair_sim);
+        guarded[e] = pays ? 0 : 1;
         if (guarded[e]) edge.weight = 0;
       }
     }
@@ -428,29 +426,31 @@ class CruxPaPolicy final : public BasePolicy {
   }
 };
 
-// `crux-guard`: Crux's paths (chosen jointly in decreasing I_j, as the planner with
-// PathOrder::kIntensity), then the guarded priorities and compression (policies.h).
+// `crux-guard`: Crux's priorities and paths (chosen jointly in decreasing I_j, or by rank with
+// PathOrder::kPriority, as the planner), then the guarded compression (policies.h).
 class CruxGuardPolicy final : public BasePolicy {
  public:
   using BasePolicy::BasePolicy;
 
  protected:
   Status Decide(Work& w) override {
-    CRUX_RETURN_IF_ERROR(RouteJointly(w, CruxPathOrder(w, nullptr)));
-    const std::vector<PriorityInput> routed = RoutedPriorities(w);
+    const PriorityAssignment prio = CruxPriorities(w);
+    CRUX_RETURN_IF_ERROR(RouteJointly(w, CruxPathOrder(w, &prio.rank)));
+    const std::vector<PriorityInput> routed = RoutedInputs(w);
     return Compress(w, &routed);
   }
 };
 
-// `crux-pa-guard`: ECMP hash paths, then the guarded priorities and compression.
+// `crux-pa-guard`: Crux's priorities, ECMP hash paths, then the guarded compression.
 class CruxPaGuardPolicy final : public BasePolicy {
  public:
   using BasePolicy::BasePolicy;
 
  protected:
   Status Decide(Work& w) override {
+    CruxPriorities(w);
     CRUX_RETURN_IF_ERROR(RouteEcmp(w));
-    const std::vector<PriorityInput> routed = RoutedPriorities(w);
+    const std::vector<PriorityInput> routed = RoutedInputs(w);
     return Compress(w, &routed);
   }
 };

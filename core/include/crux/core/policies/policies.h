@@ -86,16 +86,19 @@ std::vector<double> CassiniShifts(const std::vector<CassiniJob>& jobs,
 
 // ---- The guarded variants `crux-guard` and `crux-pa-guard` (docs/policies.md) ----
 //
-// Two changes to Crux's priority stage, both from the plan's own numbers (nothing tuned):
-//  1. Routed timing: the pair comparison, the reference and P_j use each job's communication
-//     time on the paths it is given (RoutedCommTime), not on its standalone paths. On ECMP paths
-//     whose flows collide a job's transmission takes longer, which changes what the pair
-//     comparison finds (docs/evaluation.md §11: a reference stretched 2x blocks a hidden job).
-//  2. Levels only where strict priority can help: for a contention edge u -> v (u ranked above
-//     v), if u's communication on every link it shares with v would still end within u's
-//     budget when v's flows share those links fairly (PriorityCannotHelp), strict priority
-//     gains u nothing there and can only starve v, so v is lifted to u's level
-//     (LiftGuardedLevels) wherever the other edges allow.
+// Crux's own priorities (k_j, P_j, the order), and levels only where strict priority is
+// predicted to pay. For a contention edge u -> v (u ranked above v) the compression may put v
+// below u only if both tests below say strict priority can help; otherwise the edge is
+// "guarded": it weighs 0 in the compression and LiftGuardedLevels puts v on u's level wherever
+// the other edges allow (fair sharing between the two). Both tests use each job's timing on the
+// paths it is given (RoutedCommTime): on ECMP paths a job's own flows can collide and its
+// transmission takes longer than on its standalone paths.
+//  1. StrictOrderPays: the pair simulation (SimulatePair) of u and v on their routed timings
+//     gives more GPU-weighted computation with u first than with v first.
+//  2. !PriorityCannotHelp: on some link u shares with v, u's share of the link under max-min
+//     with v's flows would not let it send its bits within its budget (the pair simulation
+//     assumes the shared link carries each job's whole t_j; a job whose bottleneck is another
+//     link gains nothing from priority on this one).
 
 // What one job sends over one directed link per iteration.
 struct LinkShare {
@@ -131,12 +134,20 @@ double CommBudgetSeconds(const PairJob& timing);
 bool PriorityCannotHelp(const std::vector<LinkShare>& u, double budget_u_s,
                         const std::vector<LinkShare>& v);
 
+// True if strict priority of u over v yields more GPU-weighted computation than the reverse in
+// the pair simulation: gpus_u * compute_u + gpus_v * compute_v per second of the measurement
+// window, u first against v first, by more than a relative 1e-9 (a tie is no gain).
+bool StrictOrderPays(const PairJob& u, int gpus_u, const PairJob& v, int gpus_v,
+                     const PairSimOptions& options = {});
+
 // Post-pass of a compression (levels relative to the first job level, valid for `dag`): every
-// node v with at least one guarded in-edge from a node above it moves up to the highest level
-// that keeps every in-edge valid and every unguarded in-edge that was cut still cut: the max
-// over in-edges x -> v of level[x] (guarded, or unguarded and not cut) or level[x] + 1
-// (unguarded and cut), if that is above v's level. Nodes are visited in rank order (the DAG's
-// topological order), so the result is valid and no unguarded edge loses its cut.
+// node v moves up to the highest level that keeps every in-edge valid and every unguarded
+// in-edge that was cut still cut: the max over in-edges x -> v of level[x] (guarded, or
+// unguarded and not cut) or level[x] + 1 (unguarded and cut); 0 without in-edges. Nodes are
+// visited in rank order (the DAG's topological order), so the result is valid, no unguarded edge
+// loses its cut, and a guarded edge stays cut only where an unguarded path forces it. (The
+// compression is indifferent to how deep a node goes below its cut in-edges; this pass keeps
+// every node as high as those allow, so guarded successors can join it.)
 // REQUIRES: guarded.size() == dag.edges.size(), rank a permutation, level valid for dag.
 void LiftGuardedLevels(const ContentionDag& dag, const std::vector<uint8_t>& guarded,
                        const std::vector<int>& rank, std::vector<int>& level);
