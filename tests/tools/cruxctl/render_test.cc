@@ -177,9 +177,10 @@ v1::JobDetail Detail() {
 
 TEST(JsonTest, JobDetailNestsSummaryFlowsAndContention) {
   const nlohmann::json j = ToJson(Detail());
-  EXPECT_EQ(Keys(j), (std::set<std::string>{"summary", "hosts", "work_flops", "comm_time_ms",
-                                            "bottleneck", "reference", "model", "explanation",
-                                            "flows", "contends_with", "faults"}));
+  EXPECT_EQ(Keys(j),
+            (std::set<std::string>{"summary", "hosts", "work_flops", "comm_time_ms", "bottleneck",
+                                   "reference", "model", "explanation", "flows", "contends_with",
+                                   "faults", "pair_gain", "pair_loss", "reference_job"}));
   EXPECT_EQ(j["summary"]["job_id"], "llm");
   EXPECT_EQ(j["hosts"], nlohmann::json::array({"host0", "host1"}));
   ASSERT_EQ(j["flows"].size(), 1u);
