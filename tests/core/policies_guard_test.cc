@@ -25,6 +25,7 @@ using ::crux::core::policies::LinkShare;
 using ::crux::core::policies::PriorityCannotHelp;
 using ::crux::core::policies::RetimedPriorityInput;
 using ::crux::core::policies::RoutedCommTime;
+using ::crux::core::policies::SimulatePairFair;
 using ::crux::core::policies::StrictOrderPays;
 using ::crux::core::testing::Clos2Small;
 using ::crux::core::testing::MakeClos2Small;
@@ -173,12 +174,13 @@ TEST(RetimedPriorityInputTest, RecomputesPeriodRateAndIntensity) {
 //    transmissions start at 0.05, 0.15, 0.35, 0.45, 0.55, 0.75, 0.85 (periods 0.7 and 1 s), which
 //    leave no free 0.2 s for r, so r keeps being preempted and, without slack, slows down
 //    (dS_r > 0). Crux finds "only the reference gains": k_j = 1e-3, j ranks below r whatever the
-//    intensities, and on these timings r first is indeed worth more computation.
+//    intensities. On these timings r first is indeed worth more computation than one level,
+//    where r waits for half of each of j's transmissions that fall into its own.
 //  - Routed, r first: r holds the link for 1.2 s at a time, longer than j's 0.35 s, so j waits
 //    for r's compute gaps and completes at most one iteration per gap (about 1 per second
-//    instead of 1 / 0.7). j first costs r at most a few 0.1 s preemptions per 2 s period. So on
-//    the routed timings, r first is worth less computation than j first: the guard keeps the two
-//    on one level.
+//    instead of 1 / 0.7). On one level j's 0.1 s takes at most 0.2 s, within its 0.35 s, and r
+//    loses half of it per overlap. So on the routed timings strict priority is worth less
+//    computation than one level: the guard keeps the two on one level.
 struct MiniPair {
   PriorityInput r, j;
 };
@@ -212,14 +214,41 @@ TEST(RoutedPrioritiesTest, StandaloneTimingPutsTheHiddenJobBelowTheReference) {
   EXPECT_EQ(a.rank[1], 1);  // j below r although I_j = 2 I_r.
 }
 
+// Fair sharing by hand. Two jobs, compute 1 s, communication ready at once: with 0.5 s each
+// they share the link for 1 s at half rate, done exactly when compute ends (no loss); with 1 s
+// each they need 2 s, so each computes half the time and sends at half rate throughout.
+TEST(SimulatePairFairTest, HandComputedShares) {
+  const PairJob half{Duration::Seconds(1), Duration::Seconds(0.5), 0.0};
+  PairOutcome o = SimulatePairFair(half, half);
+  ASSERT_GT(o.window_s, 0.0);
+  EXPECT_NEAR(o.compute_a_s / o.window_s, 1.0, 1e-9);
+  EXPECT_NEAR(o.compute_b_s / o.window_s, 1.0, 1e-9);
+  EXPECT_NEAR(o.transmit_a_s / o.window_s, 0.5, 1e-9);
+  const PairJob full{Duration::Seconds(1), Duration::Seconds(1), 0.0};
+  o = SimulatePairFair(full, full);
+  ASSERT_GT(o.window_s, 0.0);
+  EXPECT_NEAR(o.compute_a_s / o.window_s, 0.5, 1e-9);
+  EXPECT_NEAR(o.compute_b_s / o.window_s, 0.5, 1e-9);
+  EXPECT_NEAR(o.transmit_b_s / o.window_s, 0.5, 1e-9);
+  // Against a job that never transmits, a job runs as alone: period max(1, 0.5 + 1) = 1.5 s.
+  const PairJob quiet{Duration::Seconds(1), Duration::Zero(), 1.0};
+  const PairJob late{Duration::Seconds(1), Duration::Seconds(1), 0.5};
+  o = SimulatePairFair(late, quiet);
+  EXPECT_NEAR(o.compute_a_s / o.window_s, 1.0 / 1.5, 1e-9);
+  EXPECT_NEAR(o.compute_b_s / o.window_s, 1.0, 1e-9);
+  // Strict priority gains nothing over fair sharing in the first two cases: no gain, no levels.
+  EXPECT_FALSE(StrictOrderPays(half, 8, half, 8));
+  EXPECT_FALSE(StrictOrderPays(full, 8, full, 8));  // 1 + 0 = 0.5 + 0.5.
+}
+
 TEST(StrictOrderPaysTest, StandaloneYesRoutedNo) {
   const MiniPair m = MakeMiniPair();
   EXPECT_TRUE(StrictOrderPays(m.r.timing, 8, m.j.timing, 8));
   const PriorityInput r = RetimedPriorityInput(m.r, Flops::Of(1e12), Duration::Seconds(1.2));
   EXPECT_FALSE(StrictOrderPays(r.timing, 8, m.j.timing, 8));
-  EXPECT_TRUE(StrictOrderPays(m.j.timing, 8, r.timing, 8));  // The other order would pay.
-  // The GPUs weigh the computation: with 64 GPUs on r, r first pays again.
-  EXPECT_TRUE(StrictOrderPays(r.timing, 64, m.j.timing, 8));
+  // j above r does not pay either: on one level j's 0.1 s at half rate (0.2 s) still fits its
+  // 0.35 s, and r waits for half of it instead of all of it.
+  EXPECT_FALSE(StrictOrderPays(m.j.timing, 8, r.timing, 8));
   // Jobs that do not interact: no gain either way.
   const PairJob quiet{Duration::Seconds(1), Duration::Zero(), 1.0};
   EXPECT_FALSE(StrictOrderPays(quiet, 8, m.j.timing, 8));

@@ -2,6 +2,7 @@
 // expansion and standalone profiling, planner.h) so that I_j, t_j and periods are identical
 // across policies; they differ only in paths, ranks, levels and time shifts.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <numeric>
@@ -82,15 +83,104 @@ bool PriorityCannotHelp(const std::vector<LinkShare>& u, double budget_u_s,
   return true;
 }
 
+PairOutcome SimulatePairFair(const PairJob& a, const PairJob& b, const PairSimOptions& options) {
+  struct Timing {
+    double c = 0, ready = 0, t = 0, p = 0;
+  };
+  const auto timing = [](const PairJob& j) {
+    Timing x;
+    x.c = std::max(0.0, j.compute.ToSeconds());
+    x.t = std::max(0.0, j.comm.ToSeconds());
+    const double o = std::isfinite(j.overlap_start) ? std::clamp(j.overlap_start, 0.0, 1.0) : 1.0;
+    x.ready = o * x.c;
+    x.p = std::max(x.c, x.ready + x.t);
+    return x;
+  };
+  const Timing tm[2] = {timing(a), timing(b)};
+  PairOutcome out;
+  const double slow = std::max(tm[0].p, tm[1].p);
+  const double ws = std::max(0, options.warmup_periods) * slow;
+  const double we = ws + std::max(0, options.measure_periods) * slow;
+  if (!(slow > 0) || !(we > ws)) return out;
+  struct State {
+    double start = 0;      // Of the current iteration.
+    double rem = 0;        // Seconds of exclusive link time still to send.
+    bool started = false;  // Communication ready.
+    bool done = false;     // Communication sent.
+  };
+  State st[2];
+  double compute[2] = {0, 0};
+  double sent[2] = {0, 0};
+  const auto begin = [&](int i, double now) {
+    st[i] = State{now, tm[i].t, false, false};
+    compute[i] += std::max(0.0, std::min(now + tm[i].c, we) - std::max(now, ws));
+  };
+  begin(0, 0.0);
+  begin(1, 0.0);
+  double now = 0;
+  constexpr double kEps = 1e-12;
+  int events = 0;
+  while (now < we && events < options.max_events) {
+    ++events;
+    for (int i = 0; i < 2; ++i) {  // Settle every change at `now` (ready, sent, next iteration).
+      for (int guard = 0; guard < 4; ++guard) {
+        State& x = st[i];
+        if (!x.started && now >= x.start + tm[i].ready - kEps) {
+          x.started = true;
+          if (!(x.rem > kEps)) x.done = true;
+        }
+        if (x.started && !x.done && !(x.rem > kEps)) x.done = true;
+        if (x.done && now >= x.start + tm[i].c - kEps && now > x.start) {
+          begin(i, now);
+          continue;
+        }
+        break;
+      }
+    }
+    const bool active[2] = {st[0].started && !st[0].done, st[1].started && !st[1].done};
+    const double rate = active[0] && active[1] ? 0.5 : 1.0;
+    double next = we;
+    for (int i = 0; i < 2; ++i) {
+      const State& x = st[i];
+      if (!x.started) {
+        next = std::min(next, x.start + tm[i].ready);
+      } else if (!x.done) {
+        next = std::min(next, now + x.rem / rate);
+      } else {
+        next = std::min(next, std::max(now, x.start + tm[i].c));
+      }
+    }
+    if (!(next > now)) next = now + kEps;  // Below the resolution of `now`: step on.
+    const double lo = std::max(now, ws);
+    const double hi = std::min(next, we);
+    for (int i = 0; i < 2; ++i) {
+      if (!active[i]) continue;
+      st[i].rem -= rate * (next - now);
+      if (hi > lo) sent[i] += rate * (hi - lo);
+    }
+    now = next;
+  }
+  const double end = std::min(now, we);
+  if (!(end > ws)) return out;
+  out.window_s = end - ws;
+  // Compute was booked per iteration up to `we`; scale down when the event cap stopped early.
+  const double scale = end < we ? out.window_s / (we - ws) : 1.0;
+  out.compute_a_s = compute[0] * scale;
+  out.compute_b_s = compute[1] * scale;
+  out.transmit_a_s = sent[0];
+  out.transmit_b_s = sent[1];
+  return out;
+}
+
 bool StrictOrderPays(const PairJob& u, int gpus_u, const PairJob& v, int gpus_v,
                      const PairSimOptions& options) {
   const auto value = [&](const PairOutcome& o) {
     if (!(o.window_s > 0)) return 0.0;
     return (std::max(0, gpus_u) * o.compute_a_s + std::max(0, gpus_v) * o.compute_b_s) / o.window_s;
   };
-  const double u_first = value(SimulatePair(u, v, /*a_first=*/true, options));
-  const double v_first = value(SimulatePair(u, v, /*a_first=*/false, options));
-  return u_first > v_first * (1 + 1e-9);
+  const double strict = value(SimulatePair(u, v, /*a_first=*/true, options));
+  const double fair = value(SimulatePairFair(u, v, options));
+  return strict > fair * (1 + 1e-9);
 }
 
 void LiftGuardedLevels(const ContentionDag& dag, const std::vector<uint8_t>& guarded,

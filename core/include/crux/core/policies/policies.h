@@ -93,8 +93,8 @@ std::vector<double> CassiniShifts(const std::vector<CassiniJob>& jobs,
 // the other edges allow (fair sharing between the two). Both tests use each job's timing on the
 // paths it is given (RoutedCommTime): on ECMP paths a job's own flows can collide and its
 // transmission takes longer than on its standalone paths.
-//  1. StrictOrderPays: the pair simulation (SimulatePair) of u and v on their routed timings
-//     gives more GPU-weighted computation with u first than with v first.
+//  1. StrictOrderPays: the pair simulation of u and v on their routed timings gives more
+//     GPU-weighted computation with u first (SimulatePair) than on one level (SimulatePairFair).
 //  2. !PriorityCannotHelp: on some link u shares with v, u's share of the link under max-min
 //     with v's flows would not let it send its bits within its budget (the pair simulation
 //     assumes the shared link carries each job's whole t_j; a job whose bottleneck is another
@@ -134,9 +134,18 @@ double CommBudgetSeconds(const PairJob& timing);
 bool PriorityCannotHelp(const std::vector<LinkShare>& u, double budget_u_s,
                         const std::vector<LinkShare>& v);
 
-// True if strict priority of u over v yields more GPU-weighted computation than the reverse in
-// the pair simulation: gpus_u * compute_u + gpus_v * compute_v per second of the measurement
-// window, u first against v first, by more than a relative 1e-9 (a tie is no gain).
+// The pair of SimulatePair on one link shared max-min fairly instead of by strict priority:
+// while both transmit each gets half the link, otherwise the one transmitting gets all of it.
+// Same iteration model, windows and PairOutcome fields (a = first argument); an event is one
+// change of state of either job, and options.max_events caps them (the window then ends where
+// the simulation stopped). Deterministic.
+PairOutcome SimulatePairFair(const PairJob& a, const PairJob& b,
+                             const PairSimOptions& options = {});
+
+// True if strict priority of u over v yields more GPU-weighted computation than sharing one
+// level (max-min) in the pair simulations: gpus_u * compute_u + gpus_v * compute_v per second
+// of the measurement window, SimulatePair(u first) against SimulatePairFair, by more than a
+// relative 1e-9 (a tie is no gain).
 bool StrictOrderPays(const PairJob& u, int gpus_u, const PairJob& v, int gpus_v,
                      const PairSimOptions& options = {});
 
