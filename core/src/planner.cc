@@ -701,6 +701,8 @@ Result<Plan> Planner::RunFull(const std::vector<JobSpec>& specs) {
   for (size_t j = 0; j < n; ++j) {
     JobPlan& jp = plan.jobs[j];
     jp.k = prio.k[j];
+    jp.pair_gain = prio.correction[j].gain_job;
+    jp.pair_loss = prio.correction[j].loss_reference;
     jp.priority = prio.priority[j];
     jp.rank = prio.rank[j];
     jp.reference = static_cast<int>(j) == prio.reference;
@@ -946,13 +948,15 @@ Result<Plan> Planner::RunIncremental(const std::vector<JobSpec>& specs) {
   for (size_t j = 0; j < n; ++j) {
     Job& job = next[j];
     if (!kept[j] || !same_ref) {
-      double k = 1.0;
+      Correction c;
       if (job.prio.has_traffic && static_cast<int>(j) != ref) {
-        k = CorrectionFactor(job.prio.timing, prio[static_cast<size_t>(ref)].timing,
-                             options_.pair_sim);
+        c = CompareWithReference(job.prio.timing, prio[static_cast<size_t>(ref)].timing,
+                                 options_.pair_sim);
         ++stats.corrections;
       }
-      job.plan.k = k;
+      job.plan.k = c.k;
+      job.plan.pair_gain = c.gain_job;
+      job.plan.pair_loss = c.loss_reference;
     }
     k_values[j] = job.plan.k;
     priority[j] = PriorityValue(job.prio, job.plan.k);

@@ -443,12 +443,16 @@ PriorityAssignment AssignPriorities(const std::vector<PriorityInput>& jobs,
   const int n = static_cast<int>(jobs.size());
   PriorityAssignment out;
   out.k.assign(n, 1.0);
+  out.correction.assign(n, Correction{});
   out.priority.assign(n, 0.0);
   const int ref = SelectReference(jobs);
   out.reference = ref;
   for (int i = 0; i < n; ++i) {
     if (!jobs[i].has_traffic) continue;
-    if (i != ref) out.k[i] = CorrectionFactor(jobs[i].timing, jobs[ref].timing, options);
+    if (i != ref) {
+      out.correction[i] = CompareWithReference(jobs[i].timing, jobs[ref].timing, options);
+      out.k[i] = out.correction[i].k;
+    }
     out.priority[i] = PriorityValue(jobs[i], out.k[i]);
   }
   RankByPriority(jobs, out.k, out.priority, out.rank, out.order);

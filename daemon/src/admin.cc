@@ -271,6 +271,11 @@ v1::Envelope AdminService::Job(uint64_t rid, const v1::JobRequest& req) {
   d->set_comm_time_ms(jp.comm_time.ToMillis());
   if (jp.bottleneck.valid()) d->set_bottleneck(ctx_->topo.Name(jp.bottleneck));
   d->set_reference(jp.reference);
+  d->set_pair_gain(jp.pair_gain);
+  d->set_pair_loss(jp.pair_loss);
+  if (plan.reference_job >= 0 && static_cast<size_t>(plan.reference_job) < plan.jobs.size()) {
+    d->set_reference_job(plan.jobs[static_cast<size_t>(plan.reference_job)].id);
+  }
   for (const core::FlowPlan& f : jp.flows) {
     v1::FlowDetail* fd = d->add_flows();
     fd->set_src_nic(topo.node(f.src).name);

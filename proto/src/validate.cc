@@ -176,6 +176,9 @@ Status CheckJobDetail(const v1::JobDetail& d, const Field& f) {
   if (d.has_summary()) CRUX_RETURN_IF_ERROR(CheckJobSummary(d.summary(), Field(f, "summary")));
   CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(d.work_flops(), Field(f, "work_flops")));
   CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(d.comm_time_ms(), Field(f, "comm_time_ms")));
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(d.pair_gain(), Field(f, "pair_gain")));
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(d.pair_loss(), Field(f, "pair_loss")));
+  CRUX_RETURN_IF_ERROR(CheckOptionalId(d.reference_job(), Field(f, "reference_job")));
   for (int i = 0; i < d.contends_with_size(); ++i) {
     CRUX_RETURN_IF_ERROR(
         CheckFinite(d.contends_with(i).weight(),

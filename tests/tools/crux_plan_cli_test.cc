@@ -191,6 +191,26 @@ TEST_F(CruxPlanCliTest, NoPortsLeavesFlowsUnpinned) {
   }
 }
 
+// --policy runs any registry policy (docs/policies.md); `crux` stays the planner. The jobs carry
+// what the pair comparison found.
+TEST_F(CruxPlanCliTest, PolicyFlagRunsARegistryPolicy) {
+  const json crux = json::parse(RunWith(kClosTopo, kClosJobs, "--no-ports").out);
+  const RunResult r = RunWith(kClosTopo, kClosJobs, "--no-ports --policy crux-pa-guard");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json guard = json::parse(r.out);
+  ASSERT_EQ(guard["jobs"].size(), crux["jobs"].size());
+  for (size_t i = 0; i < crux["jobs"].size(); ++i) {
+    const json& a = crux["jobs"][i];
+    const json& b = guard["jobs"][i];
+    EXPECT_EQ(b["id"], a["id"]);
+    EXPECT_EQ(b["rank"], a["rank"]);  // crux-pa-guard keeps Crux's priorities.
+    EXPECT_EQ(b["k"], a["k"]);
+    EXPECT_EQ(b["pair_gain"], a["pair_gain"]);
+    EXPECT_EQ(b["pair_loss"], a["pair_loss"]);
+    EXPECT_GE(a["pair_gain"].get<double>(), 0.0);
+  }
+}
+
 TEST_F(CruxPlanCliTest, TableFormatPrintsATable) {
   const RunResult r = RunWith(kClosTopo, kClosJobs, "--format table");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -237,6 +257,7 @@ TEST_F(CruxPlanCliTest, BadFlagsAreUsageErrors) {
                 {"--gpu-peak-tflops: must be a finite number > 0 (got -5)"});
   ExpectFailure(RunWith(kClosTopo, kClosJobs, "--seed -1"), 2, {"--seed"});
   ExpectFailure(RunWith(kClosTopo, kClosJobs, "--bogus 1"), 2, {"--bogus"});
+  ExpectFailure(RunWith(kClosTopo, kClosJobs, "--policy varys"), 2, {"--policy"});
   ExpectFailure(Run("--jobs " + Quote(kClosJobs)), 2, {"--topology"});
   // All levels reserved: rejected by the planner's option check, naming the flag.
   ExpectFailure(RunWith(kClosTopo, kClosJobs, "--levels 2 --reserved-high 1 --reserved-low 1"), 2,

@@ -340,11 +340,19 @@ nlohmann::json ToJson(const v1::JobDetail& d) {
   }
   nlohmann::json faults = nlohmann::json::array();
   for (const v1::FaultEvent& e : d.faults()) faults.push_back(ToJson(e));
-  nlohmann::json out = {{"summary", ToJson(d.summary())},   {"faults", faults},
-                        {"hosts", StringArray(d.hosts())},  {"work_flops", d.work_flops()},
-                        {"comm_time_ms", d.comm_time_ms()}, {"bottleneck", d.bottleneck()},
-                        {"reference", d.reference()},       {"model", d.model()},
-                        {"explanation", d.explanation()},   {"flows", flows},
+  nlohmann::json out = {{"summary", ToJson(d.summary())},
+                        {"faults", faults},
+                        {"hosts", StringArray(d.hosts())},
+                        {"work_flops", d.work_flops()},
+                        {"comm_time_ms", d.comm_time_ms()},
+                        {"bottleneck", d.bottleneck()},
+                        {"reference", d.reference()},
+                        {"model", d.model()},
+                        {"pair_gain", d.pair_gain()},
+                        {"pair_loss", d.pair_loss()},
+                        {"reference_job", d.reference_job()},
+                        {"explanation", d.explanation()},
+                        {"flows", flows},
                         {"contends_with", contends}};
   if (d.parts_size() > 0) AddPartsJson(d, &out);
   return out;
@@ -639,6 +647,12 @@ std::string RenderJobDetailText(const v1::JobDetail& d) {
   if (!d.bottleneck().empty()) out << " (bottleneck " << E(d.bottleneck()) << ")";
   out << "\n";
   out << "  k_j            " << core::DescribeCorrection(s.k(), d.reference()) << "\n";
+  if (!d.reference() && !d.reference_job().empty() && s.rank() >= 0) {
+    // The numbers behind k_j (core/priority.h): link time per second of the pair simulation.
+    out << "  pair vs " << E(d.reference_job()) << "  going first: this job gains "
+        << FormatMillis(d.pair_gain() * 1e3) << "/s of link time, the reference loses "
+        << FormatMillis(d.pair_loss() * 1e3) << "/s\n";
+  }
   out << "  priority P_j   " << FormatSi(s.priority(), "") << " = k_j * I_j"
       << (d.reference() ? " (reference job)" : "") << "\n";
   out << "  rank / level   " << (s.rank() < 0 ? "-" : std::to_string(s.rank())) << " / "

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <new>
 #include <sstream>
 #include <string>
@@ -14,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "crux/core/policy.h"
 #include "crux/core/text.h"
 #include "crux/spec/jobs_spec.h"
 #include "crux/spec/plan_output.h"
@@ -106,6 +108,9 @@ int ParseFlags(int argc, const char* const* argv, PlanCliOptions* options, std::
       ->check(kFinitePositive);
   app.add_option("--path-order", path_order, "Order in which jobs pick their paths")
       ->check(CLI::IsMember({"intensity", "priority"}));
+  app.add_option("--policy", options->policy,
+                 "Scheduling policy (core registry, docs/policies.md); crux is the planner")
+      ->check(CLI::IsMember(core::PolicyNames()));
   app.add_flag("--no-ports", no_ports, "Skip the UDP source-port search (all flows unpinned)");
   app.add_option("--max-edges-per-job", options->json.max_edges_per_job,
                  "Contention edges listed in the JSON dag.edges per higher-priority job (the "
@@ -167,8 +172,22 @@ int RunPlan(const PlanCliOptions& options, std::string* output, std::string* err
     *error = jobs.status().message();
     return kExitUsage;
   }
-  core::Planner planner(*topo, options.planner);
-  core::Result<core::Plan> plan = planner.Run(spec::JobSpecs(*jobs));
+  core::Result<core::Plan> plan = core::InternalError("no plan");
+  if (options.policy == "crux") {
+    core::Planner planner(*topo, options.planner);
+    plan = planner.Run(spec::JobSpecs(*jobs));
+  } else {
+    core::PolicyOptions po;
+    po.planner = options.planner;
+    po.resolve_ports = options.planner.resolve_ports;
+    core::Result<std::unique_ptr<core::SchedulingPolicy>> policy =
+        core::MakePolicy(options.policy, *topo, po);
+    if (!policy.ok()) {
+      *error = "--policy: " + policy.status().message();
+      return kExitUsage;
+    }
+    plan = (*policy)->Schedule(spec::JobSpecs(*jobs));
+  }
   if (!plan.ok()) {
     *error = plan.status().WithContext("planning failed").message();
     return kExitPlanning;

@@ -52,7 +52,8 @@ struct PlanCliOptions {
   std::string jobs_path;
   OutputFormat format = OutputFormat::kJson;
   core::PlannerOptions planner;
-  spec::PlanJsonOptions json;  // --max-edges-per-job.
+  std::string policy = "crux";  // --policy: a core::PolicyNames() entry; crux = the Planner.
+  spec::PlanJsonOptions json;   // --max-edges-per-job.
 };
 
 // Loads both files, plans, and renders. On error returns the exit code and sets *error.

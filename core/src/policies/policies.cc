@@ -2,6 +2,7 @@
 // expansion and standalone profiling, planner.h) so that I_j, t_j and periods are identical
 // across policies; they differ only in paths, ranks, levels and time shifts.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <numeric>
@@ -28,6 +29,189 @@ uint16_t EcmpSourcePort(uint64_t seed, std::string_view job_id, size_t flow_inde
             Mix64(static_cast<uint64_t>(flow_index) + 1));
   const uint64_t span = static_cast<uint64_t>(range.max) - range.min + 1;
   return static_cast<uint16_t>(range.min + h % span);
+}
+
+std::vector<LinkShare> JobLinkShares(const Topology& topo, const JobRouting& routing) {
+  std::unordered_map<uint32_t, LinkShare> by_link;
+  for (size_t f = 0; f < routing.flows.size(); ++f) {
+    const double bits = routing.flows[f].bytes.ToDouble() * 8.0;
+    routing.paths[f]->ForEachLink(routing.choice[f], [&](LinkId l) {
+      LinkShare& s = by_link[l.value()];
+      s.link = l.value();
+      s.seconds += bits / topo.link(l).capacity.ToBitsPerSec();
+      ++s.flows;
+    });
+  }
+  std::vector<LinkShare> out;
+  out.reserve(by_link.size());
+  for (const auto& [l, share] : by_link) out.push_back(share);
+  std::sort(out.begin(), out.end(),
+            [](const LinkShare& x, const LinkShare& y) { return x.link < y.link; });
+  return out;
+}
+
+Duration RoutedCommTime(const Topology& topo, const JobRouting& routing) {
+  double t = 0;
+  for (const LinkShare& s : JobLinkShares(topo, routing)) t = std::max(t, s.seconds);
+  return Duration::Seconds(t);
+}
+
+double CommBudgetSeconds(const PairJob& timing) {
+  const double c = std::max(0.0, timing.compute.ToSeconds());
+  const double o = std::clamp(timing.overlap_start, 0.0, 1.0);
+  return std::max((1 - o) * c, std::max(0.0, timing.comm.ToSeconds()));
+}
+
+bool PriorityCannotHelp(const std::vector<LinkShare>& u, double budget_u_s,
+                        const std::vector<LinkShare>& v) {
+  size_t i = 0;
+  size_t k = 0;
+  while (i < u.size() && k < v.size()) {
+    if (u[i].link < v[k].link) {
+      ++i;
+    } else if (v[k].link < u[i].link) {
+      ++k;
+    } else {
+      const LinkShare& a = u[i];
+      const double nu = std::max(1, a.flows);
+      const double nv = std::max(0, v[k].flows);
+      if (a.seconds * (nu + nv) / nu > budget_u_s) return false;
+      ++i;
+      ++k;
+    }
+  }
+  return true;
+}
+
+PairOutcome SimulatePairFair(const PairJob& a, const PairJob& b, const PairSimOptions& options) {
+  struct Timing {
+    double c = 0, ready = 0, t = 0, p = 0;
+  };
+  const auto timing = [](const PairJob& j) {
+    Timing x;
+    x.c = std::max(0.0, j.compute.ToSeconds());
+    x.t = std::max(0.0, j.comm.ToSeconds());
+    const double o = std::isfinite(j.overlap_start) ? std::clamp(j.overlap_start, 0.0, 1.0) : 1.0;
+    x.ready = o * x.c;
+    x.p = std::max(x.c, x.ready + x.t);
+    return x;
+  };
+  const Timing tm[2] = {timing(a), timing(b)};
+  PairOutcome out;
+  const double slow = std::max(tm[0].p, tm[1].p);
+  const double ws = std::max(0, options.warmup_periods) * slow;
+  const double we = ws + std::max(0, options.measure_periods) * slow;
+  if (!(slow > 0) || !(we > ws)) return out;
+  struct State {
+    double start = 0;      // Of the current iteration.
+    double rem = 0;        // Seconds of exclusive link time still to send.
+    bool started = false;  // Communication ready.
+    bool done = false;     // Communication sent.
+  };
+  State st[2];
+  double compute[2] = {0, 0};
+  double sent[2] = {0, 0};
+  const auto begin = [&](int i, double now) {
+    st[i] = State{now, tm[i].t, false, false};
+    compute[i] += std::max(0.0, std::min(now + tm[i].c, we) - std::max(now, ws));
+  };
+  begin(0, 0.0);
+  begin(1, 0.0);
+  double now = 0;
+  constexpr double kEps = 1e-12;
+  int events = 0;
+  while (now < we && events < options.max_events) {
+    ++events;
+    for (int i = 0; i < 2; ++i) {  // Settle every change at `now` (ready, sent, next iteration).
+      for (int guard = 0; guard < 4; ++guard) {
+        State& x = st[i];
+        if (!x.started && now >= x.start + tm[i].ready - kEps) {
+          x.started = true;
+          if (!(x.rem > kEps)) x.done = true;
+        }
+        if (x.started && !x.done && !(x.rem > kEps)) x.done = true;
+        if (x.done && now >= x.start + tm[i].c - kEps && now > x.start) {
+          begin(i, now);
+          continue;
+        }
+        break;
+      }
+    }
+    const bool active[2] = {st[0].started && !st[0].done, st[1].started && !st[1].done};
+    const double rate = active[0] && active[1] ? 0.5 : 1.0;
+    double next = we;
+    for (int i = 0; i < 2; ++i) {
+      const State& x = st[i];
+      if (!x.started) {
+        next = std::min(next, x.start + tm[i].ready);
+      } else if (!x.done) {
+        next = std::min(next, now + x.rem / rate);
+      } else {
+        next = std::min(next, std::max(now, x.start + tm[i].c));
+      }
+    }
+    if (!(next > now)) next = now + kEps;  // Below the resolution of `now`: step on.
+    const double lo = std::max(now, ws);
+    const double hi = std::min(next, we);
+    for (int i = 0; i < 2; ++i) {
+      if (!active[i]) continue;
+      st[i].rem -= rate * (next - now);
+      if (hi > lo) sent[i] += rate * (hi - lo);
+    }
+    now = next;
+  }
+  const double end = std::min(now, we);
+  if (!(end > ws)) return out;
+  out.window_s = end - ws;
+  // Compute was booked per iteration up to `we`; scale down when the event cap stopped early.
+  const double scale = end < we ? out.window_s / (we - ws) : 1.0;
+  out.compute_a_s = compute[0] * scale;
+  out.compute_b_s = compute[1] * scale;
+  out.transmit_a_s = sent[0];
+  out.transmit_b_s = sent[1];
+  return out;
+}
+
+bool StrictOrderPays(const PairJob& u, int gpus_u, const PairJob& v, int gpus_v,
+                     const PairSimOptions& options) {
+  const auto value = [&](const PairOutcome& o) {
+    if (!(o.window_s > 0)) return 0.0;
+    return (std::max(0, gpus_u) * o.compute_a_s + std::max(0, gpus_v) * o.compute_b_s) / o.window_s;
+  };
+  const double strict = value(SimulatePair(u, v, /*a_first=*/true, options));
+  const double fair = value(SimulatePairFair(u, v, options));
+  return strict > fair * (1 + 1e-9);
+}
+
+void LiftGuardedLevels(const ContentionDag& dag, const std::vector<uint8_t>& guarded,
+                       const std::vector<int>& rank, std::vector<int>& level) {
+  const size_t n = static_cast<size_t>(dag.num_nodes);
+  std::vector<std::vector<size_t>> in(n);  // Edge indices into each node.
+  for (size_t e = 0; e < dag.edges.size(); ++e) in[dag.edges[e].to].push_back(e);
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return rank[a] < rank[b]; });
+  for (int v : order) {
+    int target = 0;
+    for (size_t e : in[v]) {
+      const int x = dag.edges[e].from;
+      const bool keep_cut = !guarded[e] && level[x] < level[v];
+      target = std::max(target, keep_cut ? level[x] + 1 : level[x]);
+    }
+    level[v] = std::min(level[v], target);
+  }
+}
+
+PriorityInput RetimedPriorityInput(const PriorityInput& standalone, Flops work, Duration comm) {
+  const double t = comm.ToSeconds();
+  if (!(t > 0) || !standalone.has_traffic) return standalone;
+  PriorityInput in = standalone;
+  in.timing.comm = comm;
+  const double c = in.timing.compute.ToSeconds();
+  const double period = std::max(c, in.timing.overlap_start * c + t);
+  in.bytes_per_sec = period > 0 ? in.bytes_per_iteration / period : 0.0;
+  in.intensity = work.value() / t;
+  return in;
 }
 
 namespace {
@@ -164,6 +348,8 @@ class BasePolicy : public SchedulingPolicy {
     for (size_t j = 0; j < w.plan.jobs.size(); ++j) {
       JobPlan& jp = w.plan.jobs[j];
       jp.k = prio.k[j];
+      jp.pair_gain = prio.correction[j].gain_job;
+      jp.pair_loss = prio.correction[j].loss_reference;
       jp.priority = prio.priority[j];
       jp.rank = prio.rank[j];
       jp.reference = static_cast<int>(j) == prio.reference;
@@ -171,9 +357,25 @@ class BasePolicy : public SchedulingPolicy {
     return prio;
   }
 
+  // Every job's priority input with its communication timed on its current paths (the
+  // guarded variants, policies.h).
+  std::vector<PriorityInput> RoutedInputs(const Work& w) const {
+    std::vector<PriorityInput> in(w.prio_in.size());
+    for (size_t j = 0; j < in.size(); ++j) {
+      in[j] = RetimedPriorityInput(w.prio_in[j], w.plan.jobs[j].work,
+                                   RoutedCommTime(topo_, w.routing[j]));
+    }
+    return in;
+  }
+
   // Contention DAG over the current paths and ranks, Algorithm 1 onto the usable levels
   // (planner stage 4).
-  Status Compress(Work& w) const {
+  Status Compress(Work& w) const { return Compress(w, nullptr); }
+
+  // With `routed` (the guarded variants, policies.h): edges on which strict priority is not
+  // predicted to pay (StrictOrderPays, PriorityCannotHelp on the routed timings) weigh 0 in the
+  // compression, and LiftGuardedLevels lifts their lower job afterwards.
+  Status Compress(Work& w, const std::vector<PriorityInput>* routed) const {
     const size_t n = w.plan.jobs.size();
     std::vector<std::vector<LinkId>> job_links(n);
     std::vector<Intensity> intensity(n);
@@ -189,7 +391,28 @@ class BasePolicy : public SchedulingPolicy {
     copt.topo_orders = popts().topo_orders;
     copt.seed = popts().seed;
     copt.max_exact_nodes = popts().max_exact_component;
+    std::vector<uint8_t> guarded;
+    if (routed != nullptr) {
+      std::vector<std::vector<LinkShare>> shares(n);
+      for (size_t j = 0; j < n; ++j) shares[j] = JobLinkShares(topo_, w.routing[j]);
+      guarded.resize(w.plan.dag.edges.size());
+      for (size_t e = 0; e < guarded.size(); ++e) {
+        DagEdge& edge = w.plan.dag.edges[e];
+        const auto u = static_cast<size_t>(edge.from);
+        const auto v = static_cast<size_t>(edge.to);
+        const PriorityInput& ru = (*routed)[u];
+        const PriorityInput& rv = (*routed)[v];
+        const bool pays = !PriorityCannotHelp(shares[u], CommBudgetSeconds(ru.timing), shares[v]) &&
+                          StrictOrderPays(ru.timing, ru.gpus, rv.timing, rv.gpus, popts().pair_sim);
+        guarded[e] = pays ? 0 : 1;
+        if (guarded[e]) edge.weight = 0;
+      }
+    }
     CRUX_ASSIGN_OR_RETURN(Compression comp, CompressPriorities(w.plan.dag, copt));
+    if (routed != nullptr) {
+      LiftGuardedLevels(w.plan.dag, guarded, rank, comp.level);
+      comp.cut_weight = CutWeight(w.plan.dag, comp.level);
+    }
     w.plan.cut_weight = comp.cut_weight;
     w.plan.total_edge_weight = 0;
     for (const DagEdge& e : w.plan.dag.edges) w.plan.total_edge_weight += e.weight;
@@ -290,6 +513,35 @@ class CruxPaPolicy final : public BasePolicy {
     CruxPriorities(w);
     CRUX_RETURN_IF_ERROR(RouteEcmp(w));
     return Compress(w);
+  }
+};
+
+// `crux-guard`: Crux's priorities and paths (chosen jointly in decreasing I_j, or by rank with
+// PathOrder::kPriority, as the planner), then the guarded compression (policies.h).
+class CruxGuardPolicy final : public BasePolicy {
+ public:
+  using BasePolicy::BasePolicy;
+
+ protected:
+  Status Decide(Work& w) override {
+    const PriorityAssignment prio = CruxPriorities(w);
+    CRUX_RETURN_IF_ERROR(RouteJointly(w, CruxPathOrder(w, &prio.rank)));
+    const std::vector<PriorityInput> routed = RoutedInputs(w);
+    return Compress(w, &routed);
+  }
+};
+
+// `crux-pa-guard`: Crux's priorities, ECMP hash paths, then the guarded compression.
+class CruxPaGuardPolicy final : public BasePolicy {
+ public:
+  using BasePolicy::BasePolicy;
+
+ protected:
+  Status Decide(Work& w) override {
+    CruxPriorities(w);
+    CRUX_RETURN_IF_ERROR(RouteEcmp(w));
+    const std::vector<PriorityInput> routed = RoutedInputs(w);
+    return Compress(w, &routed);
   }
 };
 
@@ -471,6 +723,8 @@ Result<std::unique_ptr<SchedulingPolicy>> Make(std::string_view name, const Topo
   std::unique_ptr<SchedulingPolicy> p;
   if (n == "crux-ps-pa") p = std::make_unique<CruxPsPaPolicy>(n, topo, options, clock);
   if (n == "crux-pa") p = std::make_unique<CruxPaPolicy>(n, topo, options, clock);
+  if (n == "crux-guard") p = std::make_unique<CruxGuardPolicy>(n, topo, options, clock);
+  if (n == "crux-pa-guard") p = std::make_unique<CruxPaGuardPolicy>(n, topo, options, clock);
   if (n == "ecmp") p = std::make_unique<EcmpPolicy>(n, topo, options, clock);
   if (n == "sincronia") p = std::make_unique<SincroniaPolicy>(n, topo, options, clock);
   if (n == "taccl") p = std::make_unique<TacclPolicy>(n, topo, options, clock);

@@ -177,9 +177,10 @@ v1::JobDetail Detail() {
 
 TEST(JsonTest, JobDetailNestsSummaryFlowsAndContention) {
   const nlohmann::json j = ToJson(Detail());
-  EXPECT_EQ(Keys(j), (std::set<std::string>{"summary", "hosts", "work_flops", "comm_time_ms",
-                                            "bottleneck", "reference", "model", "explanation",
-                                            "flows", "contends_with", "faults"}));
+  EXPECT_EQ(Keys(j),
+            (std::set<std::string>{"summary", "hosts", "work_flops", "comm_time_ms", "bottleneck",
+                                   "reference", "model", "explanation", "flows", "contends_with",
+                                   "faults", "pair_gain", "pair_loss", "reference_job"}));
   EXPECT_EQ(j["summary"]["job_id"], "llm");
   EXPECT_EQ(j["hosts"], nlohmann::json::array({"host0", "host1"}));
   ASSERT_EQ(j["flows"].size(), 1u);
@@ -297,10 +298,22 @@ TEST(TextTest, JobDetailSaysWhatThePairComparisonFound) {
                       "while the reference job loses none"),
             std::string::npos)
       << text;
+  // The numbers behind it: 12 ms/s gained, nothing lost (the bound).
+  d.set_reference_job("big-ring");
+  d.set_pair_gain(0.012);
+  d.set_pair_loss(0.0);
+  text = RenderJobDetailText(d);
+  EXPECT_NE(text.find("pair vs big-ring  going first: this job gains 12ms/s of link time, the "
+                      "reference loses 0ms/s"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(ToJson(d)["pair_gain"], 0.012);
+  EXPECT_EQ(ToJson(d)["reference_job"], "big-ring");
   d.set_reference(true);
   d.mutable_summary()->set_k(1.0);
   text = RenderJobDetailText(d);
   EXPECT_NE(text.find("k_j            reference job"), std::string::npos) << text;
+  EXPECT_EQ(text.find("pair vs"), std::string::npos) << text;
 }
 
 TEST(TextTest, LinksAndSetLink) {

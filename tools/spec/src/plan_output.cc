@@ -144,6 +144,8 @@ json JobToJson(const core::Plan& plan, size_t index, const EdgeSelection& sel,
   j["bytes_per_sec"] = Finite(job.bytes_per_sec);
   j["intensity"] = Finite(job.intensity);
   j["k"] = Finite(job.k);
+  j["pair_gain"] = Finite(job.pair_gain);
+  j["pair_loss"] = Finite(job.pair_loss);
   j["priority"] = Finite(job.priority);
   j["rank"] = job.rank;
   j["level"] = job.level;

@@ -123,9 +123,15 @@ struct JobPlan {
   double bytes_per_sec = 0;  // Standalone traffic rate.
   Intensity intensity = 0;   // I_j (FLOP/s).
   double k = 1;              // Correction factor.
-  double priority = 0;       // P_j.
-  int rank = 0;              // 0 = highest priority.
-  int level = 0;             // Hardware level, 0 = highest.
+  // What the pair comparison with the reference found (core/priority.h Correction; 0 for the
+  // reference and for jobs without traffic): seconds of link time per second this job gains by
+  // going first, and the reference loses by yielding. k = pair_gain / pair_loss unless a bound
+  // or kNoInteraction applies.
+  double pair_gain = 0;
+  double pair_loss = 0;
+  double priority = 0;  // P_j.
+  int rank = 0;         // 0 = highest priority.
+  int level = 0;        // Hardware level, 0 = highest.
   bool reference = false;
   // Delay of the job's communication phases relative to its natural schedule, in [0, period)
   // (CASSINI's time shift; zero for every other policy).

@@ -9,6 +9,9 @@
 //               compression onto K levels.
 //   crux-ps-pa  paths + priorities, no compression: every job its own level (unlimited levels).
 //   crux-pa     Crux priorities and compression, but ECMP (hash) paths.
+//   crux-guard  crux's priorities and paths; a contention edge gets separate levels only where
+//               strict priority is predicted to pay on the routed timings (policies.h).
+//   crux-pa-guard  the same guard on crux-pa (ECMP hash paths).
 //   ecmp        ECMP hash paths, one level for everyone.
 //   sincronia   ECMP paths; BSSI order over links-as-ports, level = max(K - 1 - rank, 0) counted
 //               from the lowest level (the top K-1 ranks get distinct levels, the rest share the

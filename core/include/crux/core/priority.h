@@ -123,11 +123,12 @@ struct PriorityInput {
 };
 
 struct PriorityAssignment {
-  int reference = -1;            // Index of the reference job; -1 if no job has traffic.
-  std::vector<double> k;         // Per job.
-  std::vector<double> priority;  // P_j, per job.
-  std::vector<int> rank;         // Per job; a permutation of 0..n-1.
-  std::vector<int> order;        // order[rank] = job index.
+  int reference = -1;                  // Index of the reference job; -1 if no job has traffic.
+  std::vector<double> k;               // Per job.
+  std::vector<Correction> correction;  // Per job: what the pair comparison found (k = .k).
+  std::vector<double> priority;        // P_j, per job.
+  std::vector<int> rank;               // Per job; a permutation of 0..n-1.
+  std::vector<int> order;              // order[rank] = job index.
 };
 
 PriorityAssignment AssignPriorities(const std::vector<PriorityInput>& jobs,
