@@ -262,10 +262,12 @@ std::vector<ReportedFlow> JobModel::TakeFlowSamples(uint32_t j, Duration stall_t
     FlowWindow& w = WindowOf(s, f);
     w.bytes += delta;
     w.time += now - run.reported_at;
-    // Less than a byte in the window: no progress (a transport would time out and retry).
+    // Less than a byte in the window: no progress. A transport times out only when its packets
+    // are lost, i.e. on a link that is physically down; a flow starved by higher levels or
+    // congestion is paused (lossless RoCE with PFC) and reports nothing.
     if (delta >= 1.0) {
       run.progress_at = now;
-    } else if (now - run.progress_at >= stall_timeout) {
+    } else if (now - run.progress_at >= stall_timeout && fabric_.Stalled(net.Resources(run.id))) {
       ++w.errors;
     }
     run.reported = moved;
