@@ -99,9 +99,8 @@ json FaultReportJson(const core::Topology& topo, const std::vector<FaultModeRun>
         json x;
         x["index"] = o.index;
         x["kind"] = std::string(sim::FaultKindName(fr.fault.kind));
-        x["target"] = fr.fault.kind == sim::FaultKind::kTorDown
-                          ? topo.node(fr.fault.node).name
-                          : LinkStr(topo, fr.fault.link);
+        x["target"] = fr.fault.kind == sim::FaultKind::kTorDown ? topo.node(fr.fault.node).name
+                                                                : LinkStr(topo, fr.fault.link);
         if (fr.fault.kind == sim::FaultKind::kLinkGray) x["fraction"] = fr.fault.fraction;
         x["start_s"] = fr.fault.at.ToSeconds();
         x["duration_s"] = fr.fault.duration.ToSeconds();
@@ -179,9 +178,8 @@ std::string FaultReportMarkdown(const json& rep) {
          F(m["cluster_utilization"].get<double>(), "%.4f") + " | " +
          std::to_string(c["injected"].get<size_t>()) + " | " +
          std::to_string(c["observable"].get<size_t>()) + " | " +
-         std::to_string(c["detected"].get<size_t>()) + " | " +
-         F(c["precision"].get<double>()) + " | " + F(c["recall"].get<double>()) + " | " +
-         F(c["raw_recall"].get<double>()) + " | " +
+         std::to_string(c["detected"].get<size_t>()) + " | " + F(c["precision"].get<double>()) +
+         " | " + F(c["recall"].get<double>()) + " | " + F(c["raw_recall"].get<double>()) + " | " +
          F(c["localisation_accuracy"].get<double>()) + " | " +
          F(c["detection_mean_s"].get<double>(), "%.2f") + " / " +
          F(c["detection_p50_s"].get<double>(), "%.2f") + " / " +

@@ -85,8 +85,7 @@ core::Result<std::vector<InjectedFault>> GenerateFaults(const core::Topology& to
   if (o.spacing <= Duration::Zero()) return core::InvalidArgumentError("spacing: must be > 0");
   if (o.min_duration <= Duration::Zero() || o.max_duration < o.min_duration ||
       o.max_duration >= o.spacing) {
-    return core::InvalidArgumentError(
-        "min_duration/max_duration: need 0 < min <= max < spacing");
+    return core::InvalidArgumentError("min_duration/max_duration: need 0 < min <= max < spacing");
   }
   const double wsum = o.link_down + o.link_gray + o.tor_down;
   if (o.link_down < 0 || o.link_gray < 0 || o.tor_down < 0 || !(wsum > 0)) {
@@ -101,7 +100,8 @@ core::Result<std::vector<InjectedFault>> GenerateFaults(const core::Topology& to
     const core::Link& l = topo.link(core::LinkId(static_cast<uint32_t>(i)));
     const bool sw = core::IsNetworkSwitch(topo.node(l.src).kind) ||
                     core::IsNetworkSwitch(topo.node(l.dst).kind);
-    if (sw && l.src.value() < l.dst.value()) cables.push_back(core::LinkId(static_cast<uint32_t>(i)));
+    if (sw && l.src.value() < l.dst.value())
+      cables.push_back(core::LinkId(static_cast<uint32_t>(i)));
   }
   for (size_t n = 0; n < topo.num_nodes(); ++n) {
     if (topo.node(core::NodeId(static_cast<uint32_t>(n))).kind == core::NodeKind::kTor) {
@@ -113,7 +113,7 @@ core::Result<std::vector<InjectedFault>> GenerateFaults(const core::Topology& to
   for (uint32_t i = 0; i < o.count; ++i) {
     InjectedFault f;
     const double k = Uniform(rng) * wsum;
-    f.kind = k < o.link_down               ? FaultKind::kLinkDown
+    f.kind = k < o.link_down                 ? FaultKind::kLinkDown
              : k < o.link_down + o.link_gray ? FaultKind::kLinkGray
                                              : FaultKind::kTorDown;
     const int64_t dmin = o.min_duration.nanos();
@@ -183,8 +183,7 @@ core::Result<std::vector<InjectedFault>> ParseFaultsCsv(std::string_view text,
     } else if (f[1] == "tor_down") {
       x.kind = FaultKind::kTorDown;
     } else {
-      return core::InvalidArgumentError(ctx +
-                                        " (kind): must be link_down, link_gray or tor_down");
+      return core::InvalidArgumentError(ctx + " (kind): must be link_down, link_gray or tor_down");
     }
     if (f[2] == "busy") {
       x.busy = true;
@@ -296,26 +295,23 @@ FaultScore ScoreFaults(const std::vector<FaultRecord>& faults,
     if (o.localised) ++sc.localised;
     sc.outcomes.push_back(o);
   }
-  sc.precision = sc.decisions > 0 ? static_cast<double>(sc.true_decisions) /
-                                        static_cast<double>(sc.decisions)
-                                  : 1.0;
-  sc.recall = sc.observable > 0 ? static_cast<double>(sc.detected_observable) /
-                                      static_cast<double>(sc.observable)
-                                : 0.0;
-  sc.raw_recall = sc.injected > 0 ? static_cast<double>(sc.detected) /
-                                        static_cast<double>(sc.injected)
-                                  : 0.0;
-  sc.accuracy = sc.detected > 0 ? static_cast<double>(sc.localised) /
-                                      static_cast<double>(sc.detected)
-                                : 0.0;
+  sc.precision = sc.decisions > 0
+                     ? static_cast<double>(sc.true_decisions) / static_cast<double>(sc.decisions)
+                     : 1.0;
+  sc.recall = sc.observable > 0
+                  ? static_cast<double>(sc.detected_observable) / static_cast<double>(sc.observable)
+                  : 0.0;
+  sc.raw_recall =
+      sc.injected > 0 ? static_cast<double>(sc.detected) / static_cast<double>(sc.injected) : 0.0;
+  sc.accuracy =
+      sc.detected > 0 ? static_cast<double>(sc.localised) / static_cast<double>(sc.detected) : 0.0;
   if (!times.empty()) {
     std::sort(times.begin(), times.end());
     double sum = 0;
     for (double t : times) sum += t;
     sc.detect_mean_s = sum / static_cast<double>(times.size());
     auto pct = [&](double p) {
-      const size_t k = static_cast<size_t>(
-          std::ceil(p * static_cast<double>(times.size())) - 1);
+      const size_t k = static_cast<size_t>(std::ceil(p * static_cast<double>(times.size())) - 1);
       return times[std::min(k, times.size() - 1)];
     };
     sc.detect_p50_s = pct(0.5);

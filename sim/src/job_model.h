@@ -131,12 +131,12 @@ struct JobState {
   // plan_flows[f] carries own_flows[f] on the path in force: the assignment's pin for its NIC
   // pair, else the default path.
   std::vector<core::FlowPlan> own_flows;
-  std::vector<bool> pinned;       // plan_flows[f] follows a pinned path.
-  std::vector<bool> report_flow;  // plan_flows[f] is on the first pin of its NIC pair.
-  std::vector<uint16_t> plan_sport;  // The pin's UDP source port (0: none).
+  std::vector<bool> pinned;               // plan_flows[f] follows a pinned path.
+  std::vector<bool> report_flow;          // plan_flows[f] is on the first pin of its NIC pair.
+  std::vector<uint16_t> plan_sport;       // The pin's UDP source port (0: none).
   std::map<uint64_t, FlowWindow> window;  // Per NIC pair: the heartbeat window (telemetry).
-  std::vector<uint32_t> peer_of;  // Flow -> the client's PeerId of its NIC pair.
-  bool assigned = false;          // An assignment is in force.
+  std::vector<uint32_t> peer_of;          // Flow -> the client's PeerId of its NIC pair.
+  bool assigned = false;                  // An assignment is in force.
   core::JobPhase phase = core::JobPhase::kRegistered;  // Of the assignment in force.
   // The client library's profiler, fed by the job model with the iteration's events.
   std::optional<ClientProfiler> profiler;

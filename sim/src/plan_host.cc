@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <utility>
 
 #include "num_text.h"
@@ -341,16 +339,6 @@ void PlanHost::OnLinkEvent() {
 
 void PlanHost::ObserveFlows(uint32_t j, const std::vector<core::FlowSample>& samples) {
   if (!loop_ || samples.empty()) return;
-  if (std::getenv("CRUX_FAULT_DEBUG2")) {
-    for (const core::FlowSample& x : samples) {
-      std::fprintf(stderr, "t=%.3f job %s %s->%s bytes=%ld time=%.4f rate=%.2fG err=%lu\n",
-                   clock_.Now().ToSeconds(), jobs_->job(j).job->spec.id.c_str(),
-                   nominal_.node(x.src_nic).name.c_str(), nominal_.node(x.dst_nic).name.c_str(),
-                   (long)x.bytes.count(), x.transfer_time.ToSeconds(),
-                   x.transfer_time.ToSeconds() > 0 ? x.bytes.ToBits() / x.transfer_time.ToSeconds() / 1e9 : 0.0,
-                   (unsigned long)x.errors);
-    }
-  }
   loop_->mutable_loop().ObserveFlows(jobs_->job(j).job->spec.id, samples);
 }
 
@@ -366,14 +354,6 @@ std::optional<core::Duration> PlanHost::faults_due() const {
 std::vector<core::LinkDecision> PlanHost::EvaluateFaults() {
   if (!loop_) return {};
   std::vector<core::LinkDecision> decisions = loop_->mutable_loop().EvaluateFaults();
-  if (std::getenv("CRUX_FAULT_DEBUG")) {
-    for (const core::LinkFaultView& v : loop_->loop().faults().Links()) {
-      std::fprintf(stderr, "t=%.3f %s eff=%d suspect=%d amb=%d score=%.2f %s\n",
-                   clock_.Now().ToSeconds(), nominal_.LinkName(v.link).c_str(),
-                   (int)v.effective, v.suspect, v.ambiguous, v.score, v.reason.c_str());
-      for (const std::string& e : v.evidence) std::fprintf(stderr, "    %s\n", e.c_str());
-    }
-  }
   if (decisions.empty()) return decisions;
   if (health_.empty()) health_.assign(nominal_.num_links(), core::LinkHealth::kUp);
   for (const core::LinkDecision& d : decisions) {
@@ -381,9 +361,8 @@ std::vector<core::LinkDecision> PlanHost::EvaluateFaults() {
     if (d.health == core::LinkHealth::kDown) {
       SetLink(d.link, core::Bandwidth::BitsPerSec(0));
     } else if (d.health == core::LinkHealth::kDegraded) {
-      SetLink(d.link,
-              core::Bandwidth::BitsPerSec(std::max<int64_t>(
-                  1, std::llround(nominal.ToBitsPerSec() * d.capacity_fraction))));
+      SetLink(d.link, core::Bandwidth::BitsPerSec(std::max<int64_t>(
+                          1, std::llround(nominal.ToBitsPerSec() * d.capacity_fraction))));
     } else {
       SetLink(d.link, nominal);
     }

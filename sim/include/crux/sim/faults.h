@@ -42,8 +42,8 @@ struct InjectedFault {
   Duration at;        // Start, >= 0.
   Duration duration;  // > 0.
   FaultKind kind = FaultKind::kLinkDown;
-  core::LinkId link;  // Link kinds.
-  core::NodeId node;  // kTorDown.
+  core::LinkId link;    // Link kinds.
+  core::NodeId node;    // kTorDown.
   double fraction = 0;  // kLinkGray: capacity in force as a fraction of nominal, (0, 1).
   bool busy = false;
 
@@ -65,7 +65,7 @@ struct FaultSimOptions {
   // long after it ends. false: tomography (flows) alone.
   bool switch_signals = true;
   Duration switch_delay = Duration::Millis(250);  // >= 0.
-  uint64_t seed = 1;                               // Busy-target choices.
+  uint64_t seed = 1;                              // Busy-target choices.
 
   bool enabled() const { return flow_reports || !faults.empty(); }
 };
@@ -76,8 +76,8 @@ core::Status ValidateFaultSimOptions(const core::Topology& topo, const FaultSimO
 
 // What happened to one injected fault during a run.
 struct FaultRecord {
-  InjectedFault fault;             // As given (busy: with the target picked).
-  bool injected = false;           // false: a busy fault that found no target (or past horizon).
+  InjectedFault fault;              // As given (busy: with the target picked).
+  bool injected = false;            // false: a busy fault that found no target (or past horizon).
   std::vector<core::LinkId> links;  // Every directed link it took down or slowed.
   // A pinned flow of a job was in the network over one of `links` while the fault was in force.
   bool crossed_by_flow = false;
@@ -99,7 +99,7 @@ struct LinkDecisionRecord {
 struct FaultGenOptions {
   uint32_t count = 200;
   uint64_t seed = 1;
-  Duration start = Duration::Seconds(600);  // First slot begins here.
+  Duration start = Duration::Seconds(600);   // First slot begins here.
   Duration spacing = Duration::Seconds(60);  // One fault per slot of this length, > 0.
   Duration min_duration = Duration::Seconds(15);
   Duration max_duration = Duration::Seconds(40);  // <= spacing.
@@ -128,13 +128,13 @@ std::string FormatFaultsCsv(const std::vector<InjectedFault>& faults, const core
 // ---- scoring ----
 
 struct FaultOutcome {
-  size_t index = 0;                  // Into the run's fault records.
-  bool observable = false;           // Crossed by a flow, or a hard fault with switch signals.
-  bool detected = false;             // An automatic non-up decision on one of its links in time.
-  Duration detection_time;           // First such decision - start.
-  bool localised = false;            // Detected, and no wrong link decided while it was on.
-  uint32_t false_suspects = 0;       // Wrong links decided non-up while it was on.
-  double estimate = 1;               // Gray: the fraction of the first correct decision.
+  size_t index = 0;             // Into the run's fault records.
+  bool observable = false;      // Crossed by a flow, or a hard fault with switch signals.
+  bool detected = false;        // An automatic non-up decision on one of its links in time.
+  Duration detection_time;      // First such decision - start.
+  bool localised = false;       // Detected, and no wrong link decided while it was on.
+  uint32_t false_suspects = 0;  // Wrong links decided non-up while it was on.
+  double estimate = 1;          // Gray: the fraction of the first correct decision.
 };
 
 struct FaultScore {

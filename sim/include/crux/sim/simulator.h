@@ -219,7 +219,7 @@ struct SimResult {
   // change the control loop decided (and the simulator applied to the planner's topology).
   std::vector<FaultRecord> fault_records;
   std::vector<LinkDecisionRecord> link_decisions;
-  uint64_t flow_reports = 0;      // Heartbeat rounds with flow samples.
+  uint64_t flow_reports = 0;       // Heartbeat rounds with flow samples.
   uint64_t fault_evaluations = 0;  // EvaluateFaults calls.
 };
 
