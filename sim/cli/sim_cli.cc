@@ -474,6 +474,12 @@ int DoFaults(RunFlags f, const FaultFlags& ff, std::ostream& out, std::ostream& 
   if (!f.horizon_s) {
     f.horizon_s = ff.start_s + (static_cast<double>(ff.count) + 1) * ff.spacing_s;
   }
+  for (const std::string& mode : SplitCommas(ff.modes)) {
+    if (mode != "none" && mode != "manual" && mode != "auto" && mode != "tomography") {
+      return Fail(err, {kExitUsage, "--modes: unknown mode '" + core::EscapeForTerminal(mode) +
+                                        "' (none, manual, auto, tomography)"});
+    }
+  }
   Prepared p;
   if (auto e = Prepare(f, /*compare=*/false, &p, err)) return Fail(err, *e);
   if (p.options.control.oracle) {
