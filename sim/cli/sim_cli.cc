@@ -475,9 +475,10 @@ int DoFaults(RunFlags f, const FaultFlags& ff, std::ostream& out, std::ostream& 
     f.horizon_s = ff.start_s + (static_cast<double>(ff.count) + 1) * ff.spacing_s;
   }
   for (const std::string& mode : SplitCommas(ff.modes)) {
-    if (mode != "none" && mode != "manual" && mode != "auto" && mode != "tomography") {
+    if (mode != "none" && mode != "manual" && mode != "auto" && mode != "tomography" &&
+        mode != "tomography1") {
       return Fail(err, {kExitUsage, "--modes: unknown mode '" + core::EscapeForTerminal(mode) +
-                                        "' (none, manual, auto, tomography)"});
+                                        "' (none, manual, auto, tomography, tomography1)"});
     }
   }
   Prepared p;
@@ -538,8 +539,11 @@ int DoFaults(RunFlags f, const FaultFlags& ff, std::ostream& out, std::ostream& 
       o.faults.faults = faults;
       o.faults.switch_signals = false;
     } else {
-      return Fail(err, {kExitUsage, "--modes: unknown mode '" + core::EscapeForTerminal(mode) +
-                                        "' (none, manual, auto, tomography)"});
+      r.description =
+          "faults, automatic handling, flow tomography only, localisation.min_flows = 1";
+      o.faults.faults = faults;
+      o.faults.switch_signals = false;
+      o.control.loop.faults.localisation.min_flows = 1;
     }
     r.faults = !o.faults.faults.empty();
     r.switch_signals = o.faults.switch_signals && r.faults;
@@ -551,8 +555,9 @@ int DoFaults(RunFlags f, const FaultFlags& ff, std::ostream& out, std::ostream& 
                         res.status().WithContext("simulation (" + mode + ")").message()});
     }
     r.result = std::move(*res);
-    r.score =
-        sim::ScoreFaults(r.result.fault_records, r.result.link_decisions, r.switch_signals, grace);
+    r.score = sim::ScoreFaults(
+        r.result.fault_records, r.result.link_decisions, r.switch_signals, grace,
+        static_cast<uint32_t>(std::max(1, o.control.loop.faults.localisation.min_flows)));
     runs.push_back(std::move(r));
   }
   nlohmann::json setup;
@@ -690,7 +695,8 @@ int RunSimCli(int argc, const char* const* argv, std::ostream& out, std::ostream
                    "No progress this long = a transport error (1000)")
         ->check(CLI::PositiveNumber);
     fc->add_option("--grace-s", ff.grace_s, "A decision this long after a fault ends counts (5)");
-    fc->add_option("--modes", ff.modes, "Runs: none,manual,auto,tomography (default all)");
+    fc->add_option("--modes", ff.modes,
+                   "Runs: none,manual,auto,tomography,tomography1 (default: the first four)");
     CLI::App* gt = app.add_subcommand("gen-trace", "Generate a Lingjun-calibrated trace CSV");
     gt->add_option("--seed", gen.seed, "Seed");
     gt->add_option("--days", gen.days, "Trace span in days")->check(CLI::PositiveNumber);

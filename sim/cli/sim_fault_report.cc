@@ -1,5 +1,6 @@
 #include "sim_fault_report.h"
 
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -27,6 +28,9 @@ json ScoreJson(const sim::FaultScore& s) {
   j["observable"] = s.observable;
   j["detected"] = s.detected;
   j["detected_observable"] = s.detected_observable;
+  j["localisable"] = s.localisable;
+  j["detected_localisable"] = s.detected_localisable;
+  j["recall_localisable"] = s.recall_localisable;
   j["localised"] = s.localised;
   j["decisions"] = s.decisions;
   j["true_decisions"] = s.true_decisions;
@@ -44,7 +48,8 @@ json ScoreJson(const sim::FaultScore& s) {
 
 // Per-kind breakdown of the outcomes.
 json KindsJson(const FaultModeRun& r) {
-  std::map<std::string, std::array<size_t, 4>> k;  // injected, observable, detected, localised
+  // injected, observable, detected, localised, >= 2 flows on a link
+  std::map<std::string, std::array<size_t, 5>> k;
   std::map<std::string, double> tsum;
   for (const sim::FaultOutcome& o : r.score.outcomes) {
     const std::string name(sim::FaultKindName(r.result.fault_records[o.index].fault.kind));
@@ -53,6 +58,7 @@ json KindsJson(const FaultModeRun& r) {
     a[1] += o.observable;
     a[2] += o.detected;
     a[3] += o.localised;
+    a[4] += r.result.fault_records[o.index].max_flows_per_link >= 2;
     if (o.detected) tsum[name] += o.detection_time.ToSeconds();
   }
   json j = json::object();
@@ -61,6 +67,7 @@ json KindsJson(const FaultModeRun& r) {
                {"observable", a[1]},
                {"detected", a[2]},
                {"localised", a[3]},
+               {"two_flows_on_a_link", a[4]},
                {"detection_mean_s", a[2] > 0 ? tsum[name] / static_cast<double>(a[2]) : 0.0}};
   }
   return j;
@@ -105,6 +112,7 @@ json FaultReportJson(const core::Topology& topo, const std::vector<FaultModeRun>
         x["start_s"] = fr.fault.at.ToSeconds();
         x["duration_s"] = fr.fault.duration.ToSeconds();
         x["crossed_by_flow"] = fr.crossed_by_flow;
+        x["max_flows_per_link"] = fr.max_flows_per_link;
         x["observable"] = o.observable;
         x["detected"] = o.detected;
         if (o.detected) {
@@ -147,17 +155,18 @@ json FaultReportJson(const core::Topology& topo, const std::vector<FaultModeRun>
 
 std::string FaultReportTable(const std::vector<FaultModeRun>& runs) {
   std::string s =
-      "mode        gpu_util  cluster_util  faults  observable  detected  precision  recall  "
-      "raw_recall  accuracy  det_mean_s  det_p50_s  det_p99_s  decisions\n";
+      "mode          gpu_util  cluster_util  faults  observable  detected  precision  recall  "
+      "recall_loc  raw_recall  accuracy  det_mean_s  det_p50_s  det_p99_s  decisions\n";
   for (const FaultModeRun& r : runs) {
     const sim::FaultScore& c = r.score;
     char line[512];
     std::snprintf(line, sizeof(line),
-                  "%-10s  %8.4f  %12.4f  %6zu  %10zu  %8zu  %9.4f  %6.4f  %10.4f  %8.4f  %10.2f  "
-                  "%9.2f  %9.2f  %9zu\n",
+                  "%-12s  %8.4f  %12.4f  %6zu  %10zu  %8zu  %9.4f  %6.4f  %10.4f  %10.4f  %8.4f  "
+                  "%10.2f  %9.2f  %9.2f  %9zu\n",
                   r.mode.c_str(), r.result.gpu_utilization, r.result.cluster_utilization,
-                  c.injected, c.observable, c.detected, c.precision, c.recall, c.raw_recall,
-                  c.accuracy, c.detect_mean_s, c.detect_p50_s, c.detect_p99_s, c.decisions);
+                  c.injected, c.observable, c.detected, c.precision, c.recall, c.recall_localisable,
+                  c.raw_recall, c.accuracy, c.detect_mean_s, c.detect_p50_s, c.detect_p99_s,
+                  c.decisions);
     s += line;
   }
   return s;
@@ -167,9 +176,10 @@ std::string FaultReportMarkdown(const json& rep) {
   std::string s = "# Fault injection report\n\n";
   s += "Setup: `" + rep["setup"].dump() + "`\n\n";
   s += "| mode | faults | switch signals | GPU util | cluster util | injected | observable | "
-       "detected | precision | recall (observable) | raw recall | localisation accuracy | "
+       "detected | precision | recall (observable) | recall (>= 2 flows or switch) | raw recall | "
+       "localisation accuracy | "
        "detection mean / p50 / p99 s | decisions | gray estimate error |\n";
-  s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const json& m : rep["modes"]) {
     const json& c = m["score"];
     s += "| " + m["mode"].get<std::string>() + " | " + (m["faults"].get<bool>() ? "yes" : "no") +
@@ -187,14 +197,15 @@ std::string FaultReportMarkdown(const json& rep) {
          std::to_string(c["decisions"].get<size_t>()) + " | " +
          F(c["gray_estimate_mean_abs_error"].get<double>()) + " |\n";
   }
-  s += "\nBy kind (detected / observable / injected, mean detection s):\n\n";
+  s += "\nBy kind (detected / observable / injected, >= 2 flows on a link, mean detection s):\n\n";
   for (const json& m : rep["modes"]) {
     if (!m.contains("by_kind")) continue;
     s += "* " + m["mode"].get<std::string>() + ":";
     for (const auto& [k, v] : m["by_kind"].items()) {
       s += " " + k + " " + std::to_string(v["detected"].get<size_t>()) + "/" +
            std::to_string(v["observable"].get<size_t>()) + "/" +
-           std::to_string(v["injected"].get<size_t>()) + " (" +
+           std::to_string(v["injected"].get<size_t>()) + ", " +
+           std::to_string(v["two_flows_on_a_link"].get<size_t>()) + " (" +
            F(v["detection_mean_s"].get<double>(), "%.2f") + " s);";
     }
     s += "\n";

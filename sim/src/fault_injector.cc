@@ -126,6 +126,8 @@ void FaultInjector::End(size_t i, Duration now, Fabric& fabric, Metrics& metrics
 
 void FaultInjector::Heartbeat(Duration now, JobModel& jobs, PlanHost& host) {
   ++result_.flow_reports;
+  // Per fault in force: the reported flows over each of its directed links this round.
+  std::map<std::pair<size_t, uint32_t>, uint32_t> per_link;
   for (uint32_t j = 0; j < jobs.jobs().size(); ++j) {
     JobState& s = jobs.job(j);
     if (s.status != JobStatus::kRunning || !s.profiler) continue;
@@ -137,18 +139,22 @@ void FaultInjector::Heartbeat(Duration now, JobModel& jobs, PlanHost& host) {
       // Observability: a reported flow crossed a link of a fault in force.
       for (size_t i : active_) {
         FaultRecord& r = result_.fault_records[i];
-        if (r.crossed_by_flow) continue;
         for (core::LinkId l : x.path) {
-          if (std::find(r.links.begin(), r.links.end(), l) != r.links.end()) {
+          if (std::find(r.links.begin(), r.links.end(), l) == r.links.end()) continue;
+          if (!r.crossed_by_flow) {
             r.crossed_by_flow = true;
             r.first_crossed = now;
-            break;
           }
+          ++per_link[{i, l.value()}];
         }
       }
       samples.push_back(x.sample);
     }
     host.ObserveFlows(j, samples);
+  }
+  for (const auto& [key, n] : per_link) {
+    FaultRecord& r = result_.fault_records[key.first];
+    r.max_flows_per_link = std::max(r.max_flows_per_link, n);
   }
 }
 

@@ -237,7 +237,7 @@ std::string FormatFaultsCsv(const std::vector<InjectedFault>& faults, const core
 
 FaultScore ScoreFaults(const std::vector<FaultRecord>& faults,
                        const std::vector<LinkDecisionRecord>& decisions, bool switch_signals,
-                       Duration grace) {
+                       Duration grace, uint32_t min_flows) {
   FaultScore sc;
   // Which faults are "on" (in force or within grace) for a link at a time.
   auto on = [&](const FaultRecord& r, Duration t) {
@@ -283,6 +283,12 @@ FaultScore ScoreFaults(const std::vector<FaultRecord>& faults,
     }
     o.localised = o.detected && o.false_suspects == 0;
     if (o.observable) ++sc.observable;
+    const bool localisable =
+        r.max_flows_per_link >= std::max<uint32_t>(1, min_flows) || (hard && switch_signals);
+    if (localisable) {
+      ++sc.localisable;
+      if (o.detected) ++sc.detected_localisable;
+    }
     if (o.detected) {
       ++sc.detected;
       if (o.observable) ++sc.detected_observable;
@@ -301,6 +307,9 @@ FaultScore ScoreFaults(const std::vector<FaultRecord>& faults,
   sc.recall = sc.observable > 0
                   ? static_cast<double>(sc.detected_observable) / static_cast<double>(sc.observable)
                   : 0.0;
+  sc.recall_localisable = sc.localisable > 0 ? static_cast<double>(sc.detected_localisable) /
+                                                   static_cast<double>(sc.localisable)
+                                             : 0.0;
   sc.raw_recall =
       sc.injected > 0 ? static_cast<double>(sc.detected) / static_cast<double>(sc.injected) : 0.0;
   sc.accuracy =

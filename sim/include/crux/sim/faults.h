@@ -82,6 +82,9 @@ struct FaultRecord {
   // A pinned flow of a job was in the network over one of `links` while the fault was in force.
   bool crossed_by_flow = false;
   Duration first_crossed;
+  // The most pinned flows one heartbeat reported over one directed link of the fault while it
+  // was in force: localisation needs LocalisationOptions::min_flows (2) on a link.
+  uint32_t max_flows_per_link = 0;
 };
 
 // One change of link health the control loop decided (and the simulator applied).
@@ -143,6 +146,11 @@ struct FaultScore {
   size_t observable = 0;
   size_t detected = 0;
   size_t detected_observable = 0;
+  // Observable by at least `min_flows` flows on one link (or a hard fault with switch signals):
+  // what the localisation can single out at all.
+  size_t localisable = 0;
+  size_t detected_localisable = 0;
+  double recall_localisable = 0;
   size_t localised = 0;
   size_t decisions = 0;       // Automatic decisions to down / degraded.
   size_t true_decisions = 0;  // ... on a link of a fault in force (or ended within `grace`).
@@ -158,7 +166,7 @@ struct FaultScore {
 // evidence lags the heartbeats).
 FaultScore ScoreFaults(const std::vector<FaultRecord>& faults,
                        const std::vector<LinkDecisionRecord>& decisions, bool switch_signals,
-                       Duration grace);
+                       Duration grace, uint32_t min_flows = 2);
 
 }  // namespace crux::sim
 
