@@ -555,6 +555,20 @@ int DoFaults(RunFlags f, const FaultFlags& ff, std::ostream& out, std::ostream& 
                         res.status().WithContext("simulation (" + mode + ")").message()});
     }
     r.result = std::move(*res);
+    // Busy targets are picked when each fault starts, from the pinned paths of that run; the
+    // first run with faults fixes them, and every later mode gets the same faults (resolved
+    // targets; faults that found no target are left out).
+    if (r.faults && std::any_of(faults.begin(), faults.end(),
+                                [](const sim::InjectedFault& x) { return x.busy; })) {
+      std::vector<sim::InjectedFault> resolved;
+      for (const sim::FaultRecord& fr : r.result.fault_records) {
+        if (!fr.injected) continue;
+        sim::InjectedFault x = fr.fault;
+        x.busy = false;
+        resolved.push_back(x);
+      }
+      faults = std::move(resolved);
+    }
     r.score = sim::ScoreFaults(
         r.result.fault_records, r.result.link_decisions, r.switch_signals, grace,
         static_cast<uint32_t>(std::max(1, o.control.loop.faults.localisation.min_flows)));
