@@ -339,20 +339,25 @@ void PlanHost::OnLinkEvent() {
 
 void PlanHost::ObserveFlows(uint32_t j, const std::vector<core::FlowSample>& samples) {
   if (!loop_ || samples.empty()) return;
+  faults_due_.reset();
   loop_->mutable_loop().ObserveFlows(jobs_->job(j).job->spec.id, samples);
 }
 
 void PlanHost::ObserveLinkState(const core::LinkStateSignal& s) {
-  if (loop_) loop_->mutable_loop().ObserveLinkState(s);
+  if (!loop_) return;
+  faults_due_.reset();
+  loop_->mutable_loop().ObserveLinkState(s);
 }
 
 std::optional<core::Duration> PlanHost::faults_due() const {
   if (!loop_) return std::nullopt;
-  return loop_->loop().faults_due();
+  if (!faults_due_) faults_due_ = loop_->loop().faults_due();
+  return *faults_due_;
 }
 
 std::vector<core::LinkDecision> PlanHost::EvaluateFaults() {
   if (!loop_) return {};
+  faults_due_.reset();
   std::vector<core::LinkDecision> decisions = loop_->mutable_loop().EvaluateFaults();
   if (decisions.empty()) return decisions;
   if (health_.empty()) health_.assign(nominal_.num_links(), core::LinkHealth::kUp);

@@ -123,6 +123,9 @@ class PlanHost {
   bool defaults_stale_ = false;  // A link event changed the routes of unpinned flows.
   std::unordered_map<std::string, uint32_t> index_of_;
   std::vector<core::LinkHealth> health_;  // Per directed link, as decided (fault injection).
+  // faults_due() (FaultManager::NextDue walks every link it knows; the engine asks at every
+  // event): recomputed only after a signal or an evaluation, the only things that change it.
+  mutable std::optional<std::optional<core::Duration>> faults_due_;
   size_t not_up_ = 0;
 };
 
