@@ -55,8 +55,10 @@ struct FaultSimOptions {
   std::vector<InjectedFault> faults;
   // Per-flow samples (core::FlowSample) with every job's heartbeat, every `report_interval`:
   // bytes each pinned flow delivered in the window and the time it spent transferring them; a
-  // flow in the network that made no progress for `stall_timeout` reports a transport error.
-  // On by default when `faults` is not empty; off, nothing of this file runs (a no-op).
+  // flow in the network that made no progress for `stall_timeout` while crossing a physically
+  // dead link reports a transport error. Off by default (crux-sim faults turns it on); with it
+  // off and no `faults`, nothing of this runs (a no-op). Faults without flow reports are seen
+  // by switch port state only.
   bool flow_reports = false;
   Duration report_interval = Duration::Millis(1000);  // > 0.
   Duration stall_timeout = Duration::Millis(1000);    // > 0.

@@ -18,6 +18,8 @@
 //     ControlOptions::oracle instead plans every running job from its true spec at once at
 //     every arrival, departure and link event (the behaviour before issue #11, the paper's
 //     idealisation).
+//   - Hidden faults (SimOptions::faults, crux/sim/faults.h): physical link faults the control loop
+//     must find from simulated per-flow heartbeats and switch port state (off by default).
 //   - Deterministic for a seed.
 //
 // Thread-safety: Simulate is re-entrant (no globals); the inputs must not change during a call.
