@@ -23,6 +23,8 @@
 #include "crux/sim/workload/trace.h"
 #include "crux/sim/workload/workload.h"
 #include "crux/spec/topology_spec.h"
+#include "crux/textio/file.h"
+#include "sim_fault_report.h"
 #include "sim_output.h"
 
 namespace crux::simcli {
@@ -82,6 +84,28 @@ struct RunFlags {
   bool no_stable = false;                       // Full re-plans (planner.stable off).
   std::optional<double> reoptimize_interval_s;  // Stable mode's re-optimisation period.
   std::string out;
+};
+
+// crux-sim faults (docs/fault-simulation.md).
+struct FaultFlags {
+  uint32_t count = 200;
+  std::optional<uint64_t> fault_seed;  // Default: --seed.
+  std::string file;                    // A faults CSV instead of generated ones.
+  double start_s = 3600;
+  double spacing_s = 60;
+  double min_duration_s = 15;
+  double max_duration_s = 40;
+  double link_down = 0.4;
+  double link_gray = 0.4;
+  double tor_down = 0.2;
+  double gray_min = 0.1;
+  double gray_max = 0.7;
+  bool uniform = false;
+  double switch_delay_ms = 250;
+  double report_interval_ms = 1000;
+  double stall_timeout_ms = 1000;
+  double grace_s = 5;
+  std::string modes = "none,manual,auto,tomography";
 };
 
 struct GenFlags {
@@ -479,6 +503,137 @@ int DoCompare(const RunFlags& f, std::ostream& out, std::ostream& err) {
   return kExitOk;
 }
 
+int DoFaults(RunFlags f, const FaultFlags& ff, std::ostream& out, std::ostream& err) {
+  // The horizon covers every fault slot (or the file's last fault) and one more slot.
+  if (!f.horizon_s) {
+    f.horizon_s = ff.start_s + (static_cast<double>(ff.count) + 1) * ff.spacing_s;
+  }
+  for (const std::string& mode : SplitCommas(ff.modes)) {
+    if (mode != "none" && mode != "manual" && mode != "auto" && mode != "tomography" &&
+        mode != "tomography1") {
+      return Fail(err, {kExitUsage, "--modes: unknown mode '" + core::EscapeForTerminal(mode) +
+                                        "' (none, manual, auto, tomography, tomography1)"});
+    }
+  }
+  Prepared p;
+  if (auto e = Prepare(f, /*compare=*/false, &p, err)) return Fail(err, *e);
+  if (p.options.control.oracle) {
+    return Fail(err, {kExitUsage, "--oracle: fault injection needs the control loop"});
+  }
+  std::vector<sim::InjectedFault> faults;
+  const uint64_t fault_seed = ff.fault_seed.value_or(p.options.policy.planner.seed);
+  if (!ff.file.empty()) {
+    core::Result<std::string> text = textio::ReadTextFile(ff.file);
+    if (!text.ok()) return Fail(err, {kExitUsage, text.status().message()});
+    core::Result<std::vector<sim::InjectedFault>> fs = sim::ParseFaultsCsv(*text, p.topo);
+    if (!fs.ok()) return Fail(err, {kExitUsage, fs.status().WithContext(ff.file).message()});
+    faults = std::move(*fs);
+  } else {
+    sim::FaultGenOptions g;
+    g.count = ff.count;
+    g.seed = fault_seed;
+    g.start = core::Duration::Seconds(ff.start_s);
+    g.spacing = core::Duration::Seconds(ff.spacing_s);
+    g.min_duration = core::Duration::Seconds(ff.min_duration_s);
+    g.max_duration = core::Duration::Seconds(ff.max_duration_s);
+    g.link_down = ff.link_down;
+    g.link_gray = ff.link_gray;
+    g.tor_down = ff.tor_down;
+    g.gray_min = ff.gray_min;
+    g.gray_max = ff.gray_max;
+    g.busy_targets = !ff.uniform;
+    core::Result<std::vector<sim::InjectedFault>> fs = sim::GenerateFaults(p.topo, g);
+    if (!fs.ok()) return Fail(err, {kExitUsage, "faults: " + fs.status().message()});
+    faults = std::move(*fs);
+  }
+  sim::FaultSimOptions base;
+  base.flow_reports = true;
+  base.report_interval = core::Duration::Seconds(ff.report_interval_ms / 1e3);
+  base.stall_timeout = core::Duration::Seconds(ff.stall_timeout_ms / 1e3);
+  base.switch_delay = core::Duration::Seconds(ff.switch_delay_ms / 1e3);
+  base.seed = fault_seed;
+  const core::Duration grace = core::Duration::Seconds(ff.grace_s);
+  std::vector<FaultModeRun> runs;
+  for (const std::string& mode : SplitCommas(ff.modes)) {
+    FaultModeRun r;
+    r.mode = mode;
+    sim::SimOptions o = p.options;
+    o.faults = base;
+    if (mode == "none") {
+      r.description = "no faults (flow reports on: every decision is a false positive)";
+    } else if (mode == "manual") {
+      r.description = "faults, faults.automatic=false (suspects shown, nothing re-routed)";
+      o.faults.faults = faults;
+      o.control.loop.faults.automatic = false;
+    } else if (mode == "auto") {
+      r.description = "faults, automatic handling, switch port state + flow tomography";
+      o.faults.faults = faults;
+    } else if (mode == "tomography") {
+      r.description = "faults, automatic handling, flow tomography only (no switch signals)";
+      o.faults.faults = faults;
+      o.faults.switch_signals = false;
+    } else {
+      r.description =
+          "faults, automatic handling, flow tomography only, localisation.min_flows = 1";
+      o.faults.faults = faults;
+      o.faults.switch_signals = false;
+      o.control.loop.faults.localisation.min_flows = 1;
+    }
+    r.faults = !o.faults.faults.empty();
+    r.switch_signals = o.faults.switch_signals && r.faults;
+    if (!f.quiet) err << kProgram << ": faults mode '" << mode << "'\n";
+    core::Result<sim::SimResult> res =
+        sim::Simulate(p.topo, p.policies[0], p.jobs, p.link_events, o);
+    if (!res.ok()) {
+      return Fail(err, {ExitCodeFor(res.status()),
+                        res.status().WithContext("simulation (" + mode + ")").message()});
+    }
+    r.result = std::move(*res);
+    // Busy targets are picked when each fault starts, from the pinned paths of that run; the
+    // first run with faults fixes them, and every later mode gets the same faults (resolved
+    // targets; faults that found no target are left out).
+    if (r.faults && std::any_of(faults.begin(), faults.end(),
+                                [](const sim::InjectedFault& x) { return x.busy; })) {
+      std::vector<sim::InjectedFault> resolved;
+      for (const sim::FaultRecord& fr : r.result.fault_records) {
+        if (!fr.injected) continue;
+        sim::InjectedFault x = fr.fault;
+        x.busy = false;
+        resolved.push_back(x);
+      }
+      faults = std::move(resolved);
+    }
+    r.score = sim::ScoreFaults(
+        r.result.fault_records, r.result.link_decisions, r.switch_signals, grace,
+        static_cast<uint32_t>(std::max(1, o.control.loop.faults.localisation.min_flows)));
+    runs.push_back(std::move(r));
+  }
+  nlohmann::json setup;
+  setup["topology"] = p.info.topology;
+  setup["workload"] = p.info.workload;
+  setup["policy"] = p.policies[0];
+  setup["seed"] = p.info.seed;
+  setup["fault_seed"] = fault_seed;
+  setup["horizon_s"] = p.info.horizon_s;
+  setup["faults"] = faults.size();
+  setup["faults_file"] = ff.file;
+  setup["targets"] = ff.file.empty() ? (ff.uniform ? "uniform" : "busy") : "file";
+  setup["start_s"] = ff.start_s;
+  setup["spacing_s"] = ff.spacing_s;
+  setup["duration_s"] = {ff.min_duration_s, ff.max_duration_s};
+  setup["mix"] = {
+      {"link_down", ff.link_down}, {"link_gray", ff.link_gray}, {"tor_down", ff.tor_down}};
+  setup["gray_fraction"] = {ff.gray_min, ff.gray_max};
+  setup["report_interval_ms"] = ff.report_interval_ms;
+  setup["stall_timeout_ms"] = ff.stall_timeout_ms;
+  setup["switch_delay_ms"] = ff.switch_delay_ms;
+  setup["grace_s"] = ff.grace_s;
+  core::Status w = WriteFaultReport(f.out, p.topo, runs, setup);
+  if (!w.ok()) return Fail(err, {kExitSimulation, w.message()});
+  out << FaultReportTable(runs);
+  return kExitOk;
+}
+
 int DoGenTrace(const GenFlags& f, std::ostream& out, std::ostream& err) {
   wl::GeneratorOptions g;
   g.seed = f.seed;
@@ -561,6 +716,37 @@ int RunSimCli(int argc, const char* const* argv, std::ostream& out, std::ostream
     AddRunFlags(run, &run_flags, false);
     CLI::App* compare = app.add_subcommand("compare", "Simulate several policies side by side");
     AddRunFlags(compare, &compare_flags, true);
+    RunFlags fault_run;
+    FaultFlags ff;
+    CLI::App* fc = app.add_subcommand(
+        "faults", "Inject hidden faults; score the control loop's detection (report.json/md)");
+    AddRunFlags(fc, &fault_run, false);
+    fc->add_option("--faults", ff.count, "Random faults to inject (default 200)");
+    fc->add_option("--fault-seed", ff.fault_seed, "Seed of the faults (default --seed)");
+    fc->add_option("--faults-file", ff.file,
+                   "Faults CSV (time_s,kind,target,fraction,duration_s) instead of random ones");
+    fc->add_option("--fault-start-s", ff.start_s, "First fault slot (default 3600)");
+    fc->add_option("--fault-spacing-s", ff.spacing_s, "One fault per slot of this length (60)")
+        ->check(CLI::PositiveNumber);
+    fc->add_option("--fault-min-duration-s", ff.min_duration_s, "Shortest fault (15)");
+    fc->add_option("--fault-max-duration-s", ff.max_duration_s, "Longest fault (40)");
+    fc->add_option("--mix", ff.link_down, "Weight of link_down (0.4)");
+    fc->add_option("--mix-gray", ff.link_gray, "Weight of link_gray (0.4)");
+    fc->add_option("--mix-tor", ff.tor_down, "Weight of tor_down (0.2)");
+    fc->add_option("--gray-min", ff.gray_min, "Least gray capacity fraction (0.1)");
+    fc->add_option("--gray-max", ff.gray_max, "Largest gray capacity fraction (0.7)");
+    fc->add_flag("--uniform", ff.uniform,
+                 "Targets uniformly among all switch cables / ToRs (default: among the busy "
+                 "ones at the fault's start)");
+    fc->add_option("--switch-delay-ms", ff.switch_delay_ms, "Port state delay (250)");
+    fc->add_option("--report-interval-ms", ff.report_interval_ms, "Heartbeat period (1000)")
+        ->check(CLI::PositiveNumber);
+    fc->add_option("--stall-timeout-ms", ff.stall_timeout_ms,
+                   "No progress this long = a transport error (1000)")
+        ->check(CLI::PositiveNumber);
+    fc->add_option("--grace-s", ff.grace_s, "A decision this long after a fault ends counts (5)");
+    fc->add_option("--modes", ff.modes,
+                   "Runs: none,manual,auto,tomography,tomography1 (default: the first four)");
     CLI::App* gt = app.add_subcommand("gen-trace", "Generate a Lingjun-calibrated trace CSV");
     gt->add_option("--seed", gen.seed, "Seed");
     gt->add_option("--days", gen.days, "Trace span in days")->check(CLI::PositiveNumber);
@@ -592,6 +778,7 @@ int RunSimCli(int argc, const char* const* argv, std::ostream& out, std::ostream
     }
     if (run->parsed()) return DoRun(run_flags, out, err);
     if (compare->parsed()) return DoCompare(compare_flags, out, err);
+    if (fc->parsed()) return DoFaults(fault_run, ff, out, err);
     return DoGenTrace(gen, out, err);
   } catch (const std::bad_alloc&) {
     // Memory is short: what the failed run held is freed by now, but writing the message may

@@ -6,6 +6,10 @@
 //                     [--link-events E.csv] [--no-plots] [--quiet] --out DIR
 //   crux-sim compare  ... --policies a,b,c ... --out DIR
 //   crux-sim run|compare --scenario SC.yaml [overrides] --out DIR
+//   crux-sim faults   (run flags) [--faults N] [--fault-seed S] [--faults-file F.csv] [--uniform]
+//                     [--modes none,manual,auto,tomography,tomography1] ... --out DIR
+//                     hidden faults scored against the control loop's decisions
+//                     (docs/fault-simulation.md): DIR/report.json, report.md, faults_<mode>.csv
 //   crux-sim gen-trace [--seed S] [--days D] [--mean-interarrival-s X] [--models M.yaml]
 //                     [--topology T.yaml [--gpus-per-host G]] --out TRACE.csv
 //

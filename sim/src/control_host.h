@@ -72,6 +72,8 @@ class LoopHost {
   LoopRun Run(core::SchedulingPolicy& policy, const core::Topology& topo);
 
   const core::ControlLoop& loop() const { return loop_; }
+  // Link health signals and decisions (fault injection): straight to the loop.
+  core::ControlLoop& mutable_loop() { return loop_; }
 
  private:
   const core::Clock* clock_;

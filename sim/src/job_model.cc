@@ -119,6 +119,8 @@ void JobModel::Shift(Duration d) {
     s.phase_run.seg_end += d;
     for (FlowRun& run : s.flows) {
       if (run.status == FlowStatus::kDelivering) run.deliver_at += d;
+      run.reported_at += d;
+      run.progress_at += d;
     }
   }
   events_.Shift(d);
@@ -211,6 +213,12 @@ void JobModel::OnCommStart(uint32_t j) {
     }
     run.epoch = epoch_;
     run.status = FlowStatus::kInNetwork;
+    if (telemetry_) {
+      run.report = f < s.report_flow.size() && s.report_flow[f];
+      run.reported = 0;
+      run.reported_at = clock_.Now();
+      run.progress_at = clock_.Now();
+    }
     run.id = net.AddFlow(s.plan_resources[f], s.level, run.bytes, clock_.Now(),
                          (static_cast<uint64_t>(j) << 32) | f);
     ++s.outstanding;
@@ -239,6 +247,13 @@ void JobModel::OnFlowFinished(uint64_t tag, double transmitted) {
   JobState& s = js_[j];
   FlowRun& run = s.flows[f];
   AccountFlowBits(j, run.id, transmitted);
+  if (telemetry_ && run.report) {
+    FlowWindow& w = WindowOf(s, run.plan_flow);
+    w.bytes += std::max(0.0, transmitted - run.reported);
+    w.time += clock_.Now() - run.reported_at;
+    run.reported = transmitted;
+    run.reported_at = clock_.Now();
+  }
   const int64_t hops = static_cast<int64_t>(fabric_.net().Resources(run.id).size());
   run.bytes = transmitted;
   if (alpha_ == Duration::Zero()) {
@@ -579,6 +594,66 @@ void JobModel::FlowDone(uint32_t j, uint32_t f) {
   if (--in.outstanding > 0) return;
   r.free_instances.push_back(inst);
   CompleteInstance(j, static_cast<int>(in.op));
+}
+
+FlowWindow& JobModel::WindowOf(JobState& s, uint32_t f) {
+  const core::FlowPlan& fp = s.plan_flows[f];
+  FlowWindow& w = s.window[(static_cast<uint64_t>(fp.src.value()) << 32) | fp.dst.value()];
+  w.src = fp.src;
+  w.dst = fp.dst;
+  w.sport = f < s.plan_sport.size() ? s.plan_sport[f] : 0;
+  if (w.path.empty()) w.path = fp.path;
+  return w;
+}
+
+std::vector<ReportedFlow> JobModel::TakeFlowSamples(uint32_t j, Duration stall_timeout) {
+  JobState& s = js_[j];
+  const Duration now = clock_.Now();
+  std::vector<ReportedFlow> out;
+  if (s.status != JobStatus::kRunning) {
+    s.window.clear();
+    return out;
+  }
+  FluidNetwork& net = fabric_.net();
+  for (uint32_t f = 0; f < s.flows.size(); ++f) {
+    FlowRun& run = s.flows[f];
+    if (!run.report || run.status != FlowStatus::kInNetwork ||
+        run.plan_flow >= s.plan_flows.size()) {
+      continue;
+    }
+    const double moved = std::max(0.0, run.bytes - net.Remaining(run.id, now));
+    const double delta = std::max(0.0, moved - run.reported);
+    FlowWindow& w = WindowOf(s, run.plan_flow);
+    w.bytes += delta;
+    w.time += now - run.reported_at;
+    // Less than a byte in the window: no progress. A transport times out only when its packets
+    // are lost, i.e. on a link that is physically down; a flow starved by higher levels or
+    // congestion is paused (lossless RoCE with PFC) and reports nothing.
+    if (delta >= 1.0) {
+      run.progress_at = now;
+    } else if (now - run.progress_at >= stall_timeout && fabric_.Stalled(net.Resources(run.id))) {
+      ++w.errors;
+    }
+    run.reported = moved;
+    run.reported_at = now;
+  }
+  for (auto& [key, w] : s.window) {
+    (void)key;
+    // A flow that moved nothing without timing out yet says nothing (starved for a moment by a
+    // higher level, or just started).
+    if (w.bytes < 1.0 && w.errors == 0) continue;
+    ReportedFlow r;
+    r.sample.src_nic = w.src;
+    r.sample.dst_nic = w.dst;
+    r.sample.udp_sport = w.sport;
+    r.sample.bytes = core::Bytes::Of(static_cast<int64_t>(w.bytes));
+    r.sample.transfer_time = w.bytes >= 1.0 ? std::max(w.time, Duration::Nanos(1)) : w.time;
+    r.sample.errors = w.errors;
+    r.path = std::move(w.path);
+    out.push_back(std::move(r));
+  }
+  s.window.clear();
+  return out;
 }
 
 }  // namespace crux::sim::internal

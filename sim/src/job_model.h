@@ -21,6 +21,7 @@
 #define CRUX_SIM_SRC_JOB_MODEL_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -62,6 +63,29 @@ struct FlowRun {
   uint32_t plan_flow = 0;  // The plan flow whose path it takes (plan_flows / plan_resources).
   uint32_t instance = 0;   // Phases: slot of its instance (PhaseRun::instances).
   uint64_t key = 0;        // Phases: (op, instance number, rail flow), for snapshots.
+  // Per-flow telemetry (SimOptions::faults.flow_reports): what the job's heartbeats report.
+  bool report = false;   // A sample of its NIC pair's pin (the first pin of the pair).
+  double reported = 0;   // Bytes already counted in a heartbeat window.
+  Duration reported_at;  // End of the part already counted.
+  Duration progress_at;  // Last heartbeat at which it had made progress (or its start).
+};
+
+// A job's per-flow report window for one NIC pair (its first pin): what core::FlowSample
+// carries, accumulated over the flows of the window.
+struct FlowWindow {
+  core::NodeId src;
+  core::NodeId dst;
+  uint16_t sport = 0;
+  double bytes = 0;
+  Duration time;  // Time its flows spent in the network in the window (summed over flows).
+  uint64_t errors = 0;
+  std::vector<core::LinkId> path;  // The pin's path when the window began.
+};
+
+// One sample of a heartbeat, with the path it was measured on.
+struct ReportedFlow {
+  core::FlowSample sample;
+  std::vector<core::LinkId> path;
 };
 
 // The constant part of a phase-level job: its iteration model and what follows from it.
@@ -173,9 +197,12 @@ struct JobState {
   // plan_flows[f] carries own_flows[f] on the path in force: the assignment's pin for its NIC
   // pair, else the default path.
   std::vector<core::FlowPlan> own_flows;
-  std::vector<bool> pinned;       // plan_flows[f] follows a pinned path.
-  std::vector<uint32_t> peer_of;  // Flow -> the client's PeerId of its NIC pair.
-  bool assigned = false;          // An assignment is in force.
+  std::vector<bool> pinned;               // plan_flows[f] follows a pinned path.
+  std::vector<bool> report_flow;          // plan_flows[f] is on the first pin of its NIC pair.
+  std::vector<uint16_t> plan_sport;       // The pin's UDP source port (0: none).
+  std::map<uint64_t, FlowWindow> window;  // Per NIC pair: the heartbeat window (telemetry).
+  std::vector<uint32_t> peer_of;          // Flow -> the client's PeerId of its NIC pair.
+  bool assigned = false;                  // An assignment is in force.
   core::JobPhase phase = core::JobPhase::kRegistered;  // Of the assignment in force.
   // The client library's profiler, fed by the job model with the iteration's events.
   std::optional<ClientProfiler> profiler;
@@ -225,6 +252,13 @@ class JobModel {
   // `j` leaves now (its duration ended, or the horizon): compute and flows are cut short.
   void Depart(uint32_t j, bool at_horizon);
 
+  // Per-flow telemetry on (SimOptions::faults.flow_reports).
+  void set_telemetry(bool on) { telemetry_ = on; }
+  // The heartbeat of `j` now: its window's samples (flows in the network contribute what they
+  // moved since the last heartbeat; one with no progress for `stall_timeout` reports an error),
+  // then a new window.
+  std::vector<ReportedFlow> TakeFlowSamples(uint32_t j, Duration stall_timeout);
+
   // A fast-forward jump: every running job's timeline and every pending job event `d` later.
   void Shift(Duration d);
 
@@ -254,6 +288,7 @@ class JobModel {
   void FlowDone(uint32_t j, uint32_t f);
   const std::vector<uint32_t>* PlanFlowsFor(JobState& s, uint64_t pair);
   void AccountFlowBits(uint32_t j, FluidNetwork::FlowId id, double transmitted);
+  FlowWindow& WindowOf(JobState& s, uint32_t f);
   // The time the jobs' profilers see: simulated time minus the time fast-forward jumped.
   Duration ProfilerTime() const { return clock_.Now() - result_.fast_forwarded; }
   void Push(Duration at, uint32_t j, JobEventKind kind, uint32_t flow = 0);
@@ -269,6 +304,7 @@ class JobModel {
   engine::EventQueue<JobEvent> events_;
   uint32_t epoch_ = 0;
   int64_t old_in_flight_ = 0;
+  bool telemetry_ = false;
 };
 
 }  // namespace crux::sim::internal

@@ -1,6 +1,7 @@
 #include "plan_host.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "num_text.h"
@@ -195,14 +196,20 @@ void PlanHost::SetPlanFlows(uint32_t j, const core::Assignment* a) {
   s.plan_flows = s.own_flows;
   ++s.plan_version;
   s.pinned.assign(n, false);
+  s.report_flow.assign(n, false);
+  s.plan_sport.assign(n, 0);
   s.plan_resources.assign(n, {});
   for (size_t f = 0; f < n; ++f) {
     core::FlowPlan& fp = s.plan_flows[f];
     const uint64_t k = PairKey(fp.src, fp.dst);
     auto it = pins.find(k);
     if (it != pins.end()) {
-      fp.path = it->second[used[k]++ % it->second.size()]->path;
+      const size_t pin = used[k]++ % it->second.size();
+      fp.path = it->second[pin]->path;
       s.pinned[f] = true;
+      // The fault manager matches a pair's samples to its first pin.
+      s.report_flow[f] = pin == 0;
+      s.plan_sport[f] = it->second[pin]->udp_sport;
     }
     for (core::LinkId l : fp.path) s.plan_resources[f].push_back(fabric_->ResourceFor(j, l));
   }
@@ -332,6 +339,51 @@ void PlanHost::OnLinkEvent() {
     loop_->Invalidate("link event");
     defaults_stale_ = true;
   }
+}
+
+void PlanHost::ObserveFlows(uint32_t j, const std::vector<core::FlowSample>& samples) {
+  if (!loop_ || samples.empty()) return;
+  faults_due_.reset();
+  loop_->mutable_loop().ObserveFlows(jobs_->job(j).job->spec.id, samples);
+}
+
+void PlanHost::ObserveLinkState(const core::LinkStateSignal& s) {
+  if (!loop_) return;
+  faults_due_.reset();
+  loop_->mutable_loop().ObserveLinkState(s);
+}
+
+std::optional<core::Duration> PlanHost::faults_due() const {
+  if (!loop_) return std::nullopt;
+  if (!faults_due_) faults_due_ = loop_->loop().faults_due();
+  return *faults_due_;
+}
+
+std::vector<core::LinkDecision> PlanHost::EvaluateFaults() {
+  if (!loop_) return {};
+  faults_due_.reset();
+  std::vector<core::LinkDecision> decisions = loop_->mutable_loop().EvaluateFaults();
+  if (decisions.empty()) return decisions;
+  if (health_.empty()) health_.assign(nominal_.num_links(), core::LinkHealth::kUp);
+  for (const core::LinkDecision& d : decisions) {
+    const core::Bandwidth nominal = nominal_.link(d.link).capacity;
+    if (d.health == core::LinkHealth::kDown) {
+      SetLink(d.link, core::Bandwidth::BitsPerSec(0));
+    } else if (d.health == core::LinkHealth::kDegraded) {
+      SetLink(d.link, core::Bandwidth::BitsPerSec(std::max<int64_t>(
+                          1, std::llround(nominal.ToBitsPerSec() * d.capacity_fraction))));
+    } else {
+      SetLink(d.link, nominal);
+    }
+    core::LinkHealth& h = health_[d.link.value()];
+    if (h != core::LinkHealth::kUp) --not_up_;
+    h = d.health;
+    if (h != core::LinkHealth::kUp) ++not_up_;
+  }
+  // The loop asked for a plan itself (and unseats the jobs crossing the changed links).
+  policy_stale_ = true;
+  defaults_stale_ = true;
+  return decisions;
 }
 
 }  // namespace crux::sim::internal

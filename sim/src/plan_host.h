@@ -82,6 +82,19 @@ class PlanHost {
   // Flows in flight on a down link whose job has a usable path for them now move onto it.
   void RerouteStalled();
 
+  // ---- Link health (control loop; fault injection, docs/fault-simulation.md) ----
+  // The signals cruxd's gateway would pass on, in simulated time.
+  void ObserveFlows(uint32_t j, const std::vector<core::FlowSample>& samples);
+  void ObserveLinkState(const core::LinkStateSignal& s);
+  // When the fault manager wants to evaluate (nullopt: nothing pending, or the oracle).
+  std::optional<core::Duration> faults_due() const;
+  // EvaluateFaults now; each decision is applied to the planner's topology as cruxd's
+  // FaultService does (down: down; degraded: nominal x fraction; up: nominal), which makes the
+  // policy and the default routes stale. Returns the decisions.
+  std::vector<core::LinkDecision> EvaluateFaults();
+  // Links whose health in force is not up (the loop's fault manager).
+  bool any_link_not_up() const { return not_up_ > 0; }
+
  private:
   core::Status MakePolicy();
   bool RouteAlone(uint32_t j);
@@ -109,6 +122,11 @@ class PlanHost {
   bool ecmp_stale_ = false;
   bool defaults_stale_ = false;  // A link event changed the routes of unpinned flows.
   std::unordered_map<std::string, uint32_t> index_of_;
+  std::vector<core::LinkHealth> health_;  // Per directed link, as decided (fault injection).
+  // faults_due() (FaultManager::NextDue walks every link it knows; the engine asks at every
+  // event): recomputed only after a signal or an evaluation, the only things that change it.
+  mutable std::optional<std::optional<core::Duration>> faults_due_;
+  size_t not_up_ = 0;
 };
 
 }  // namespace crux::sim::internal

@@ -27,6 +27,7 @@
 #include "engine/sim_clock.h"
 #include "fabric.h"
 #include "fast_forward.h"
+#include "fault_injector.h"
 #include "job_model.h"
 #include "metrics.h"
 #include "num_text.h"
@@ -73,6 +74,7 @@ class Engine final : public internal::JobListener {
   Status EndOfInstant();
   void Arrive(uint32_t j);
   void ApplyLinkEvent(const LinkEvent& e);
+  void EvaluateFaults();
   void FastForward();
   void StartPending();
   void MaybeProgress(bool force);
@@ -93,6 +95,8 @@ class Engine final : public internal::JobListener {
   std::optional<internal::JobModel> jobs_;
   std::optional<internal::SteadyStateDetector> ff_;
   engine::ClusterEvents cluster_;
+  std::optional<internal::FaultInjector> faults_;
+  std::optional<Duration> evaluated_at_;  // Last EvaluateFaults (at most one per instant).
 
   // Work left for the end of the instant: the oracle's re-plan, or (control loop) iteration
   // starts, regrouping, default routes.
@@ -111,6 +115,10 @@ Status Engine::Init() {
   jobs_.emplace(topo_, jobs_in_, options_, clock_, *fabric_, *metrics_, result_, *this);
   ff_.emplace(options_, clock_, *jobs_, *fabric_, *metrics_, result_);
   host_.Bind(&*fabric_, &*jobs_);
+  if (options_.faults.enabled()) {
+    jobs_->set_telemetry(options_.faults.flow_reports);
+    faults_.emplace(topo_, options_.faults, horizon_, result_);
+  }
   for (size_t j = 0; j < jobs_in_.size(); ++j) {
     const SimJob& in = jobs_in_[j];
     if (in.arrival >= horizon_) continue;  // Never runs.
@@ -194,6 +202,22 @@ void Engine::ApplyLinkEvent(const LinkEvent& e) {
   if (!host_.oracle()) regroup_needed_ = true;
 }
 
+// The fault manager's due evaluation; its decisions are applied to the planner's topology
+// (PlanHost::EvaluateFaults), never to the fabric (the physical links are the faults').
+void Engine::EvaluateFaults() {
+  evaluated_at_ = clock_.Now();
+  ++result_.fault_evaluations;
+  const std::vector<core::LinkDecision> decisions = host_.EvaluateFaults();
+  for (const core::LinkDecision& d : decisions) {
+    result_.link_decisions.push_back(
+        {clock_.Now(), d.link, d.health, d.capacity_fraction, d.automatic, d.reason});
+  }
+  if (!decisions.empty()) {
+    replan_needed_ = true;
+    regroup_needed_ = true;
+  }
+}
+
 void Engine::FastForward() {
   if (replan_needed_ || !to_start_.empty()) {
     ff_->ClearCheck();
@@ -201,6 +225,7 @@ void Engine::FastForward() {
   }
   Duration next = std::min(horizon_, cluster_.next_time());
   if (const std::optional<Duration> due = host_.due()) next = std::min(next, *due);
+  if (faults_) next = std::min(next, faults_->barrier(host_.any_link_not_up()));
   const Duration jump =
       ff_->Check(next, [this] { return host_.oracle() || host_.ProfilersSettled(); });
   if (jump <= Duration::Zero()) return;
@@ -236,7 +261,18 @@ core::Result<SimResult> Engine::Run() {
     const Duration t_flow = net.NextFinishTime(now);
     const Duration t_job = job_events.next_time();
     const Duration t_cl = cluster_.next_time();
-    const Duration t_other = std::min({t_flow, t_job, t_cl});
+    // Fault injection: fault events, heartbeats, and the fault manager's evaluations.
+    Duration t_fault = Duration::Infinite();
+    Duration t_eval = Duration::Infinite();
+    if (faults_) {
+      t_fault = faults_->next_time(now);
+      if (const std::optional<Duration> due = host_.faults_due()) {
+        if (!(evaluated_at_ && *evaluated_at_ == now && *due <= now)) {
+          t_eval = std::max(*due, now);
+        }
+      }
+    }
+    const Duration t_other = std::min({t_flow, t_job, t_cl, t_fault, t_eval});
     // The control loop's next run is an event too; it runs after the other events of its
     // instant (EndOfInstant), like the oracle's re-plan.
     Duration t_plan = Duration::Infinite();
@@ -266,6 +302,18 @@ core::Result<SimResult> Engine::Run() {
     }
     if (t_job == t) {
       if (jobs_->Handle(job_events.Pop())) ++result_.events;
+      continue;
+    }
+    if (t_cl != t) {
+      if (t_fault == t) {
+        if (faults_->Handle(t, *fabric_, *metrics_, *jobs_, host_)) {
+          ff_->FabricChanged();
+          regroup_needed_ = true;
+          replan_needed_ = true;
+        }
+        continue;
+      }
+      EvaluateFaults();
       continue;
     }
     ++result_.events;
@@ -431,6 +479,13 @@ Status ValidateSimInput(const core::Topology& topo, const std::vector<SimJob>& j
   }
   if (options.gpus_per_host < 1) return core::InvalidArgumentError("gpus_per_host: must be >= 1");
   CRUX_RETURN_IF_ERROR(core::ValidateControlLoopOptions(options.control.loop));
+  if (options.faults.enabled()) {
+    if (options.control.oracle) {
+      return core::InvalidArgumentError(
+          "faults: fault injection needs the control loop (the oracle has no fault manager)");
+    }
+    CRUX_RETURN_IF_ERROR(ValidateFaultSimOptions(topo, options.faults));
+  }
   CRUX_RETURN_IF_ERROR(internal::ValidateClientProfilerOptions(options.control.profiler));
   CRUX_RETURN_IF_ERROR(core::ValidatePlannerOptions(options.policy.planner));
   std::unordered_map<std::string, size_t> ids;

@@ -184,6 +184,44 @@ TEST_F(SimCliTest, LinkFailureSlowsTheJobThatCrossesIt) {
   EXPECT_THAT(bad.err, HasSubstr("line 2, column 3 (b): no link between 'sw0' and 'host3'"));
 }
 
+TEST_F(SimCliTest, FaultsWritesAReportPerModeAndRejectsUnknownModes) {
+  const std::string sc = (kConfigs / "scenarios/testbed_pair.yaml").string();
+  const CliResult r = Cli({"faults",
+                           "--scenario",
+                           sc,
+                           "--faults",
+                           "3",
+                           "--fault-start-s",
+                           "20",
+                           "--fault-spacing-s",
+                           "20",
+                           "--fault-min-duration-s",
+                           "5",
+                           "--fault-max-duration-s",
+                           "10",
+                           "--horizon-s",
+                           "100",
+                           "--modes",
+                           "none,manual,auto",
+                           "--quiet",
+                           "--out",
+                           P("faults")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("precision"));
+  const nlohmann::json rep = ReadJson(P("faults/report.json"));
+  ASSERT_EQ(rep["modes"].size(), 3u);
+  EXPECT_EQ(rep["modes"][0]["mode"], "none");
+  EXPECT_EQ(rep["modes"][0]["score"]["injected"], 0);
+  EXPECT_EQ(rep["modes"][1]["link_decisions"], 0);  // automatic off: nothing changes
+  EXPECT_EQ(rep["setup"]["faults"], 3);
+  EXPECT_TRUE(fs::exists(P("faults/report.md")));
+  EXPECT_TRUE(fs::exists(P("faults/faults_auto.csv")));
+  const CliResult bad = Cli({"faults", "--scenario", sc, "--faults", "1", "--horizon-s", "50",
+                             "--modes", "auto,sideways", "--quiet", "--out", P("bad")});
+  EXPECT_EQ(bad.code, kExitUsage);
+  EXPECT_THAT(bad.err, HasSubstr("--modes: unknown mode 'sideways'"));
+}
+
 TEST_F(SimCliTest, GenTraceWritesAParsableTraceAndStatistics) {
   const CliResult r = Cli({"gen-trace", "--days", "1", "--seed", "7", "--topology",
                            (kConfigs / "topologies/lingjun.yaml").string(), "--out", P("g.csv")});

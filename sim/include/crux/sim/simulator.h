@@ -18,6 +18,8 @@
 //     ControlOptions::oracle instead plans every running job from its true spec at once at
 //     every arrival, departure and link event (the behaviour before issue #11, the paper's
 //     idealisation).
+//   - Hidden faults (SimOptions::faults, crux/sim/faults.h): physical link faults the control loop
+//     must find from simulated per-flow heartbeats and switch port state (off by default).
 //   - Deterministic for a seed.
 //
 // Thread-safety: Simulate is re-entrant (no globals); the inputs must not change during a call.
@@ -42,6 +44,7 @@
 #include "crux/core/topology.h"
 #include "crux/core/traffic_model.h"
 #include "crux/core/units.h"
+#include "crux/sim/faults.h"
 
 namespace crux::sim {
 
@@ -162,6 +165,9 @@ struct SimOptions {
   // GPUs per host of the topology (the Topology does not record them), for
   // cluster_utilization: the cluster has hosts x gpus_per_host GPUs. >= 1.
   int gpus_per_host = 8;
+  // Hidden faults and the per-flow / switch signals about them (crux/sim/faults.h,
+  // docs/fault-simulation.md). Control loop only. Default: none, and nothing of it runs.
+  FaultSimOptions faults;
 };
 
 // A change of the level (or phase) in force for a job.
@@ -248,6 +254,12 @@ struct SimResult {
   uint64_t fast_forward_carried = 0;      // Steady groups a re-plan left unchanged (kept).
   Duration fast_forwarded;                // Simulated time covered by jumps instead of events.
   Duration simulated;                     // Time the run reached (the horizon).
+  // Fault injection (SimOptions::faults): what happened to each fault, and every link-health
+  // change the control loop decided (and the simulator applied to the planner's topology).
+  std::vector<FaultRecord> fault_records;
+  std::vector<LinkDecisionRecord> link_decisions;
+  uint64_t flow_reports = 0;       // Heartbeat rounds with flow samples.
+  uint64_t fault_evaluations = 0;  // EvaluateFaults calls.
 };
 
 // Makes the policy for a topology. Called once at the start and again after every link event

@@ -1,0 +1,254 @@
+// Hidden fault injection in crux-sim (docs/fault-simulation.md): a fault changes only the
+// physical links; the control loop's FaultManager learns of it from the simulated per-flow
+// heartbeats (and switch port state), and its decisions re-route the jobs.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "crux/core/builders.h"
+#include "crux/sim/faults.h"
+#include "crux/sim/simulator.h"
+
+namespace crux::sim {
+namespace {
+
+using core::Bytes;
+using core::Duration;
+using core::LinkHealth;
+using core::LinkId;
+using core::Topology;
+
+template <typename T>
+T Must(core::Result<T> r) {
+  if (!r.ok()) {
+    std::fprintf(stderr, "fixture failed: %s\n", r.status().ToString().c_str());
+    std::abort();
+  }
+  return std::move(r).value();
+}
+
+// Three ToRs, `aggs` Aggs, `hosts` hosts per ToR with one 100G NIC, uplinks at 1:1. (With two
+// ToRs, an uplink tor0 -> agg0 and the downlink agg0 -> tor1 carry exactly the same flows:
+// tomography cannot tell them apart, docs/fault-simulation.md; and with oversubscription,
+// congestion looks like a gray fault to rate tomography.)
+Topology Clos(int aggs = 2, int hosts = 4) {
+  core::Clos2Params p;
+  p.tors = 3;
+  p.aggs = aggs;
+  p.hosts_per_tor = hosts;
+  p.host.nics_per_host = 1;
+  p.host.nic_gbps = 100;
+  p.uplink_gbps = 100.0 * hosts / aggs;
+  return Must(core::BuildClos2(p));
+}
+
+SimJob RingJob(const Topology& topo, const std::string& id, std::vector<int> hosts,
+               double compute_s, double mbytes) {
+  SimJob j;
+  j.spec.id = id;
+  for (int h : hosts) j.spec.hosts.push_back(Must(topo.FindNode("host" + std::to_string(h))));
+  j.spec.gpus_per_host = 8;
+  j.spec.compute_time = Duration::Seconds(compute_s);
+  j.spec.overlap_start = 0.5;
+  j.spec.pattern = core::TrafficPattern::kRingAllReduce;
+  j.spec.pattern_bytes = Bytes::FromDouble(mbytes * 1e6);
+  return j;
+}
+
+// Jobs across every pair of ToRs: every ToR uplink carries pinned flows to two ToRs.
+std::vector<SimJob> Jobs(const Topology& topo) {
+  return {RingJob(topo, "a", {0, 4}, 0.2, 1500), RingJob(topo, "b", {1, 8}, 0.15, 1200),
+          RingJob(topo, "c", {5, 9}, 0.25, 1800), RingJob(topo, "d", {2, 6, 10}, 0.1, 900),
+          RingJob(topo, "e", {3, 11}, 0.2, 1000)};
+}
+
+SimOptions Options(double horizon_s) {
+  SimOptions o;
+  o.horizon = Duration::Seconds(horizon_s);
+  o.sample_interval = Duration::Seconds(horizon_s / 10);
+  o.policy.planner.levels = 4;
+  o.policy.planner.reserved_high_levels = 1;
+  o.faults.flow_reports = true;
+  return o;
+}
+
+LinkId Link(const Topology& topo, const std::string& a, const std::string& b) {
+  return Must(topo.FindLink(Must(topo.FindNode(a)), Must(topo.FindNode(b))));
+}
+
+SimResult RunFaults(const Topology& topo, const SimOptions& o,
+                    const std::vector<SimJob>& jobs = {}) {
+  core::Result<SimResult> r = Simulate(topo, "crux", jobs.empty() ? Jobs(topo) : jobs, {}, o);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : SimResult{};
+}
+
+std::string Dump(const Topology& topo, const SimResult& r) {
+  std::string s;
+  for (const LinkDecisionRecord& d : r.link_decisions) {
+    s += std::to_string(d.at.ToSeconds()) + " " + topo.LinkName(d.link) + " " +
+         std::string(core::LinkHealthName(d.health)) + " " + std::to_string(d.capacity_fraction) +
+         " " + d.reason + "\n";
+  }
+  return s;
+}
+
+InjectedFault Fault(FaultKind kind, LinkId link, double at_s, double dur_s, double frac = 0) {
+  InjectedFault f;
+  f.kind = kind;
+  f.link = link;
+  f.at = Duration::Seconds(at_s);
+  f.duration = Duration::Seconds(dur_s);
+  f.fraction = frac;
+  return f;
+}
+
+TEST(FaultInjectionTest, NoFaultsNoDecisions) {
+  const Topology topo = Clos();
+  SimOptions o = Options(120);
+  o.fast_forward = false;  // Every heartbeat simulated.
+  const SimResult r = RunFaults(topo, o);
+  EXPECT_GT(r.flow_reports, 100u);
+  EXPECT_GT(r.fault_evaluations, 0u);
+  EXPECT_TRUE(r.link_decisions.empty()) << Dump(topo, r);
+}
+
+TEST(FaultInjectionTest, HardLinkDownFoundByTomographyAloneAndJobsReRouted) {
+  const Topology topo = Clos();
+  SimOptions o = Options(120);
+  const LinkId l = Link(topo, "tor0", "agg0");
+  o.faults.faults = {Fault(FaultKind::kLinkDown, l, 30, 60)};
+  o.faults.switch_signals = false;
+  const SimResult r = RunFaults(topo, o);
+  ASSERT_EQ(r.fault_records.size(), 1u);
+  EXPECT_TRUE(r.fault_records[0].injected);
+  EXPECT_TRUE(r.fault_records[0].crossed_by_flow);
+  const FaultScore sc = ScoreFaults(r.fault_records, r.link_decisions, false, Duration::Seconds(5));
+  EXPECT_EQ(sc.detected, 1u) << Dump(topo, r);
+  // The first automatic decision is on the dead cable. (Re-routing its flows congests the other
+  // uplinks; rate tomography may then take that congestion for a gray fault: not asserted
+  // either way here, measured in docs/fault-simulation.md.)
+  ASSERT_FALSE(r.link_decisions.empty());
+  EXPECT_TRUE(r.link_decisions[0].link == l || r.link_decisions[0].link == topo.link(l).reverse);
+  EXPECT_NE(r.link_decisions[0].health, LinkHealth::kUp);
+  // Handled automatically, the jobs keep iterating through the fault: more iterations than
+  // with automatic handling off (where flows on the dead link wait for its repair).
+  SimOptions manual = o;
+  manual.control.loop.faults.automatic = false;
+  const SimResult m = RunFaults(topo, manual);
+  EXPECT_TRUE(m.link_decisions.empty()) << Dump(topo, m);
+  int64_t it_auto = 0;
+  int64_t it_manual = 0;
+  for (const JobResult& j : r.jobs) it_auto += j.iterations;
+  for (const JobResult& j : m.jobs) it_manual += j.iterations;
+  EXPECT_GT(it_auto, it_manual);
+  EXPECT_GT(r.gpu_utilization, m.gpu_utilization);
+}
+
+TEST(FaultInjectionTest, SwitchPortStateMarksTheLinkDownAfterItsDelay) {
+  const Topology topo = Clos();
+  SimOptions o = Options(120);
+  const LinkId l = Link(topo, "tor0", "agg0");
+  o.faults.faults = {Fault(FaultKind::kLinkDown, l, 30, 60)};
+  o.faults.switch_delay = Duration::Millis(250);
+  const SimResult r = RunFaults(topo, o);
+  const FaultScore sc = ScoreFaults(r.fault_records, r.link_decisions, true, Duration::Seconds(5));
+  ASSERT_EQ(sc.detected, 1u) << Dump(topo, r);
+  EXPECT_EQ(sc.outcomes[0].detection_time, Duration::Millis(250));
+  // Both directions down, later both up again (after the port came back and the hold).
+  int down = 0;
+  int up = 0;
+  for (const LinkDecisionRecord& d : r.link_decisions) {
+    if (d.link != l && d.link != topo.link(l).reverse) continue;
+    if (d.health == LinkHealth::kDown) ++down;
+    if (d.health == LinkHealth::kUp) {
+      ++up;
+      EXPECT_GT(d.at, Duration::Seconds(90));
+    }
+  }
+  EXPECT_EQ(down, 2);
+  EXPECT_EQ(up, 2);
+}
+
+// One Agg, two hosts per ToR, one job whose ring crosses tor0's uplink twice in each direction
+// (0 -> 2 and 1 -> 4 up, 2 -> 1 and 4 -> 0 down), so the gray cable is the one link all its
+// slow flows share. (Flows of one job: one level. Between jobs, strict priority gives the
+// higher level its full rate and only the lowest one slows down.)
+TEST(FaultInjectionTest, GrayLinkDegradedWithAnEstimateNearItsFraction) {
+  const Topology topo = Clos(/*aggs=*/1, /*hosts=*/2);
+  const std::vector<SimJob> jobs = {RingJob(topo, "a", {0, 2, 1, 4}, 0.2, 1500)};
+  SimOptions o = Options(120);
+  const LinkId l = Link(topo, "tor0", "agg0");
+  o.faults.faults = {Fault(FaultKind::kLinkGray, l, 30, 60, 0.5)};
+  const SimResult r = RunFaults(topo, o, jobs);
+  const FaultScore sc = ScoreFaults(r.fault_records, r.link_decisions, true, Duration::Seconds(5));
+  ASSERT_EQ(sc.detected, 1u) << Dump(topo, r);
+  EXPECT_EQ(sc.precision, 1.0) << Dump(topo, r);
+  EXPECT_NEAR(sc.outcomes[0].estimate, 0.5, 0.15) << Dump(topo, r);
+}
+
+TEST(FaultInjectionTest, SameSeedSameResult) {
+  const Topology topo = Clos();
+  SimOptions o = Options(200);
+  FaultGenOptions g;
+  g.count = 4;
+  g.seed = 7;
+  g.start = Duration::Seconds(20);
+  g.spacing = Duration::Seconds(40);
+  g.min_duration = Duration::Seconds(10);
+  g.max_duration = Duration::Seconds(20);
+  o.faults.faults = Must(GenerateFaults(topo, g));
+  EXPECT_EQ(o.faults.faults, Must(GenerateFaults(topo, g)));
+  const SimResult a = RunFaults(topo, o);
+  const SimResult b = RunFaults(topo, o);
+  ASSERT_EQ(a.link_decisions.size(), b.link_decisions.size());
+  for (size_t i = 0; i < a.link_decisions.size(); ++i) {
+    EXPECT_EQ(a.link_decisions[i].at, b.link_decisions[i].at);
+    EXPECT_EQ(a.link_decisions[i].link, b.link_decisions[i].link);
+  }
+  ASSERT_EQ(a.fault_records.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(a.fault_records[i].fault, b.fault_records[i].fault);
+    EXPECT_EQ(a.fault_records[i].links, b.fault_records[i].links);
+  }
+  EXPECT_EQ(a.gpu_utilization, b.gpu_utilization);
+  EXPECT_EQ(a.events, b.events);
+}
+
+TEST(FaultInjectionTest, FaultsCsvRoundTripsAndRejectsBadLines) {
+  const Topology topo = Clos();
+  const std::string csv =
+      "time_s,kind,target,fraction,duration_s\n"
+      "# comment\n"
+      "10,link_down,tor0-agg0,,5\n"
+      "20,link_gray,tor1->agg1,0.4,6\n"
+      "30,tor_down,tor1,,7\n"
+      "40,link_down,busy,,8\n";
+  const std::vector<InjectedFault> f = Must(ParseFaultsCsv(csv, topo));
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_EQ(f[1].kind, FaultKind::kLinkGray);
+  EXPECT_DOUBLE_EQ(f[1].fraction, 0.4);
+  EXPECT_TRUE(f[3].busy);
+  EXPECT_EQ(Must(ParseFaultsCsv(FormatFaultsCsv(f, topo), topo)).size(), 4u);
+  core::Result<std::vector<InjectedFault>> bad =
+      ParseFaultsCsv("time_s,kind,target,fraction,duration_s\n1,link_gray,tor0-agg0,1.5,2\n", topo);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line 2 (fraction)"), std::string::npos);
+  EXPECT_FALSE(
+      ParseFaultsCsv("time_s,kind,target,fraction,duration_s\n1,tor_down,agg0,,2\n", topo).ok());
+}
+
+TEST(FaultInjectionTest, FaultInjectionNeedsTheControlLoop) {
+  const Topology topo = Clos();
+  SimOptions o = Options(60);
+  o.control.oracle = true;
+  core::Result<SimResult> r = Simulate(topo, "crux", Jobs(topo), {}, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("faults"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace crux::sim
