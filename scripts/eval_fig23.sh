@@ -31,7 +31,7 @@ while (($#)); do
     *) scenarios+=("$1"); shift ;;
   esac
 done
-sim="$build/sim/cli/crux-sim"
+sim="${CRUX_SIM:-$build/sim/cli/crux-sim}"
 [[ -x $sim ]] || { echo "eval_fig23.sh: $sim not built" >&2; exit 2; }
 ((${#scenarios[@]})) || { echo "eval_fig23.sh: no scenario given" >&2; exit 2; }
 mkdir -p "$out"
