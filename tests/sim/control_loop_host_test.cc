@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/test_topologies.h"
 #include "crux/core/builders.h"
 #include "crux/core/policy.h"
 #include "crux/sim/simulator.h"
@@ -23,14 +24,7 @@ using core::JobPhase;
 using core::NodeId;
 using core::Topology;
 
-template <typename T>
-T Must(core::Result<T> r) {
-  if (!r.ok()) {
-    std::fprintf(stderr, "fixture failed: %s\n", r.status().ToString().c_str());
-    std::abort();
-  }
-  return std::move(r).value();
-}
+using core::testing::Must;
 
 Topology TwoHosts() {
   core::ExplicitParams p;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/test_topologies.h"
 #include "crux/core/builders.h"
 #include "crux/sim/faults.h"
 #include "crux/sim/simulator.h"
@@ -21,14 +22,7 @@ using core::LinkHealth;
 using core::LinkId;
 using core::Topology;
 
-template <typename T>
-T Must(core::Result<T> r) {
-  if (!r.ok()) {
-    std::fprintf(stderr, "fixture failed: %s\n", r.status().ToString().c_str());
-    std::abort();
-  }
-  return std::move(r).value();
-}
+using core::testing::Must;
 
 // Three ToRs, `aggs` Aggs, `hosts` hosts per ToR with one 100G NIC, uplinks at 1:1. (With two
 // ToRs, an uplink tor0 -> agg0 and the downlink agg0 -> tor1 carry exactly the same flows:

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/test_topologies.h"
 #include "crux/core/builders.h"
 #include "crux/core/traffic_model.h"
 #include "crux/sim/simulator.h"
@@ -25,14 +26,7 @@ using core::Duration;
 using core::NodeId;
 using core::Topology;
 
-template <typename T>
-T Must(core::Result<T> r) {
-  if (!r.ok()) {
-    std::fprintf(stderr, "fixture failed: %s\n", r.status().ToString().c_str());
-    std::abort();
-  }
-  return std::move(r).value();
-}
+using core::testing::Must;
 
 constexpr double kBytesPerSecond = 125e6;  // 1 Gbps.
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/test_topologies.h"
 #include "crux/core/builders.h"
 #include "crux/core/ids.h"
 #include "crux/core/priority.h"
@@ -26,14 +27,7 @@ using core::JobSpec;
 using core::NodeId;
 using core::Topology;
 
-template <typename T>
-T Must(core::Result<T> r) {
-  if (!r.ok()) {
-    std::fprintf(stderr, "fixture failed: %s\n", r.status().ToString().c_str());
-    std::abort();
-  }
-  return std::move(r).value();
-}
+using core::testing::Must;
 
 // Two hosts joined by one 1 Gbps cable (the digest's Example 1 fabric).
 Topology TwoHosts() {
