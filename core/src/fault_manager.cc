@@ -136,8 +136,25 @@ void FaultManager::OnCounters(const CounterSignal& s, Duration now) {
 void FaultManager::OnFlows(const std::string& job_id, const std::vector<FlowSample>& samples,
                            Duration now) {
   for (const FlowSample& f : samples) {
-    FlowRecord& r =
-        flows_[FlowKey{job_id, f.src_nic.value(), f.dst_nic.value(), f.probe, f.udp_sport}];
+    const FlowKey key{job_id, f.src_nic.value(), f.dst_nic.value(), f.probe, f.udp_sport};
+    auto [it, inserted] = flows_.try_emplace(key);
+    FlowRecord& r = it->second;
+    if (inserted && !f.probe) {
+      // A new port of a known pair (a re-pin): it starts from the pair's best recent rate, as
+      // one record per pair did, so a new path that is already slow still looks slow.
+      for (auto o = flows_.lower_bound(FlowKey{job_id, key.src, key.dst, false, 0});
+           o != flows_.end() && !o->first.probe && o->first.job == job_id &&
+           o->first.src == key.src && o->first.dst == key.dst;
+           ++o) {
+        if (o == it) continue;
+        const double d =
+            Decay(o->second.baseline_bps, now - o->second.baseline_at, options_.baseline_half_life);
+        if (d > r.baseline_bps) {
+          r.baseline_bps = d;
+          r.baseline_at = now;
+        }
+      }
+    }
     r.sample = f;
     r.at = now;
     if (f.bytes.count() > 0 && f.transfer_time > Duration::Zero()) {

@@ -384,6 +384,30 @@ TEST_F(FaultManagerTest, PortZeroSamplesAreTheFirstPinUnknownPortsAreSkipped) {
   }
 }
 
+// A re-pin (a new source port of a known pair) starts from the pair's best recent rate: moved
+// onto a path that is already slow, the flows look slow (a fresh baseline would take the slow
+// rate for normal and see nothing).
+TEST_F(FaultManagerTest, ARePinnedFlowKeepsItsPairsBestRateAsItsExpectation) {
+  FaultManager m(FaultOptions{});
+  AddJob("j0", {Pin(0, 2, 0, 50000), Pin(1, 4, 0, 50001)});
+  AddJob("j1", {Pin(0, 6, 0, 50002), Pin(1, 7, 0, 50003)});  // Healthy NIC uplinks of tor0.
+  AddJob("j2", {Pin(3, 2, 0, 50004), Pin(5, 4, 0, 50005)});  // Healthy downlinks to 2 and 4.
+  ReportAll(m, 100);
+  EXPECT_TRUE(Eval(m).empty());
+  // The plan moves j0 to agg1 (new ports), where tor0->agg1 delivers 30 %.
+  AddJob("j0", {Pin(0, 2, 1, 51000), Pin(1, 4, 1, 51001)});
+  std::vector<LinkDecision> d;
+  for (int round = 0; round < 2; ++round) {
+    now_ += Duration::Millis(1000);
+    ReportAll(m, 100, {"j0"}, 30);
+    d = Eval(m);
+  }
+  ASSERT_EQ(d.size(), 1u) << (d.empty() ? "" : d[0].reason);
+  EXPECT_EQ(d[0].link, L("tor0", "agg1"));
+  EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+  EXPECT_NEAR(d[0].capacity_fraction, 0.3, 0.03);
+}
+
 TEST_F(FaultManagerTest, AdminPinWinsAndAutoHandsTheLinkBack) {
   FaultManager m(FaultOptions{});
   StandardJobs();

@@ -202,8 +202,8 @@ class FaultManager {
   void OnLinkState(const LinkStateSignal& s, Duration now);
   void OnCounters(const CounterSignal& s, Duration now);
   // The samples of one job's report (replace that job's previous ones per flow: per job, NIC
-  // pair and source port). A flow's expected rate is the best recent rate of that key, so a
-  // flow re-pinned onto a new port starts a new baseline.
+  // pair and source port). A flow's expected rate is the best recent rate of that key; a new
+  // port of a known pair (a re-pin) starts from the best recent rate of the pair's other ports.
   void OnFlows(const std::string& job_id, const std::vector<FlowSample>& samples, Duration now);
   void ForgetJob(const std::string& job_id);
 
