@@ -136,8 +136,25 @@ void FaultManager::OnCounters(const CounterSignal& s, Duration now) {
 void FaultManager::OnFlows(const std::string& job_id, const std::vector<FlowSample>& samples,
                            Duration now) {
   for (const FlowSample& f : samples) {
-    FlowRecord& r = flows_[FlowKey{job_id, f.src_nic.value(), f.dst_nic.value(), f.probe,
-                                   f.probe ? f.udp_sport : 0u}];
+    const FlowKey key{job_id, f.src_nic.value(), f.dst_nic.value(), f.probe, f.udp_sport};
+    auto [it, inserted] = flows_.try_emplace(key);
+    FlowRecord& r = it->second;
+    if (inserted && !f.probe) {
+      // A new port of a known pair (a re-pin): it starts from the pair's best recent rate, as
+      // one record per pair did, so a new path that is already slow still looks slow.
+      for (auto o = flows_.lower_bound(FlowKey{job_id, key.src, key.dst, false, 0});
+           o != flows_.end() && !o->first.probe && o->first.job == job_id &&
+           o->first.src == key.src && o->first.dst == key.dst;
+           ++o) {
+        if (o == it) continue;
+        const double d =
+            Decay(o->second.baseline_bps, now - o->second.baseline_at, options_.baseline_half_life);
+        if (d > r.baseline_bps) {
+          r.baseline_bps = d;
+          r.baseline_at = now;
+        }
+      }
+    }
     r.sample = f;
     r.at = now;
     if (f.bytes.count() > 0 && f.transfer_time > Duration::Zero()) {
@@ -259,11 +276,15 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
   }
 
   // The routing matrix: every fresh sample whose flow is pinned in the applied plan, with the
-  // path it was measured on (a sample from another source port predates a re-route: skipped).
+  // path it was measured on. A sample is one row per pin: matched to the pin of its NIC pair
+  // with its source port (a sample from a port no pin of the pair uses predates a re-route:
+  // skipped); a sample with port 0 (unknown) goes to the pair's first pin, and so does any
+  // sample of a pair whose first pin has no port.
   std::vector<PathObservation> obs;
   std::vector<const std::pair<const FlowKey, FlowRecord>*> obs_flow;
   const std::string* pins_of = nullptr;  // The job `pins` indexes (flows_ is sorted by job).
-  std::map<std::pair<uint32_t, uint32_t>, const FlowPin*> pins;
+  std::map<std::pair<uint32_t, uint32_t>, const FlowPin*> first_pins;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, const FlowPin*> pins;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, const FlowPin*> probe_pins;
   for (const auto& entry : flows_) {
     const auto& [key, rec] = entry;
@@ -272,11 +293,16 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
     if (f.bytes.count() == 0 && f.errors == 0) continue;  // Idle: no information.
     if (pins_of == nullptr || *pins_of != key.job) {
       pins_of = &key.job;
+      first_pins.clear();
       pins.clear();
       probe_pins.clear();
       if (auto a = applied.find(key.job); a != applied.end()) {
         for (const FlowPin& p : a->second->assignment.flows) {
-          pins.emplace(std::make_pair(p.src_nic.value(), p.dst_nic.value()), &p);
+          first_pins.emplace(std::make_pair(p.src_nic.value(), p.dst_nic.value()), &p);
+          if (p.udp_sport != 0) {
+            pins.emplace(
+                std::make_tuple(p.src_nic.value(), p.dst_nic.value(), uint32_t{p.udp_sport}), &p);
+          }
         }
         for (const FlowPin& p : a->second->assignment.probes) {
           probe_pins.emplace(
@@ -291,12 +317,18 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
       if (found == probe_pins.end()) continue;
       pin = found->second;
     } else {
-      auto found = pins.find({f.src_nic.value(), f.dst_nic.value()});
-      if (found == pins.end()) continue;
-      pin = found->second;
+      auto exact = key.sport != 0 ? pins.find({key.src, key.dst, key.sport}) : pins.end();
+      if (exact != pins.end()) {
+        pin = exact->second;
+      } else {
+        auto first = first_pins.find({key.src, key.dst});
+        if (first == first_pins.end()) continue;
+        // Port 0 (unknown): the pair's first pin. A first pin without a port takes any sample.
+        if (key.sport != 0 && first->second->udp_sport != 0) continue;
+        pin = first->second;
+      }
     }
     if (pin->path.empty()) continue;
-    if (f.udp_sport != 0 && pin->udp_sport != 0 && f.udp_sport != pin->udp_sport) continue;
     PathObservation o;
     o.links = pin->path;
     if (f.bytes.count() == 0) {
@@ -308,10 +340,14 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
                               : rec.baseline_bps;
       double baseline = rec.baseline_bps;
       if (key.probe) {
-        // A probe's expectation is also its pair's flow's best rate: a probe designed onto an
+        // A probe's expectation is also its pair's flows' best rate: a probe designed onto an
         // already degraded link must not take the degraded rate for its normal.
-        auto flow = flows_.find(FlowKey{key.job, key.src, key.dst, false, 0});
-        if (flow != flows_.end()) baseline = std::max(baseline, flow->second.baseline_bps);
+        for (auto flow = flows_.lower_bound(FlowKey{key.job, key.src, key.dst, false, 0});
+             flow != flows_.end() && !flow->first.probe && flow->first.job == key.job &&
+             flow->first.src == key.src && flow->first.dst == key.dst;
+             ++flow) {
+          baseline = std::max(baseline, flow->second.baseline_bps);
+        }
       }
       o.rate_ratio = baseline > 0 ? std::clamp(rate / baseline, 0.0, 1.0) : 1.0;
     }

@@ -598,10 +598,11 @@ void JobModel::FlowDone(uint32_t j, uint32_t f) {
 
 FlowWindow& JobModel::WindowOf(JobState& s, uint32_t f) {
   const core::FlowPlan& fp = s.plan_flows[f];
-  FlowWindow& w = s.window[(static_cast<uint64_t>(fp.src.value()) << 32) | fp.dst.value()];
+  const uint16_t sport = f < s.plan_sport.size() ? s.plan_sport[f] : 0;
+  FlowWindow& w = s.window[{(static_cast<uint64_t>(fp.src.value()) << 32) | fp.dst.value(), sport}];
   w.src = fp.src;
   w.dst = fp.dst;
-  w.sport = f < s.plan_sport.size() ? s.plan_sport[f] : 0;
+  w.sport = sport;
   if (w.path.empty()) w.path = fp.path;
   return w;
 }

@@ -64,14 +64,14 @@ struct FlowRun {
   uint32_t instance = 0;   // Phases: slot of its instance (PhaseRun::instances).
   uint64_t key = 0;        // Phases: (op, instance number, rail flow), for snapshots.
   // Per-flow telemetry (SimOptions::faults.flow_reports): what the job's heartbeats report.
-  bool report = false;   // A sample of its NIC pair's pin (the first pin of the pair).
+  bool report = false;   // Reported in its pin's sample (JobState::report_flow).
   double reported = 0;   // Bytes already counted in a heartbeat window.
   Duration reported_at;  // End of the part already counted.
   Duration progress_at;  // Last heartbeat at which it had made progress (or its start).
 };
 
-// A job's per-flow report window for one NIC pair (its first pin): what core::FlowSample
-// carries, accumulated over the flows of the window.
+// A job's per-flow report window for one pin (NIC pair and UDP source port): what
+// core::FlowSample carries, accumulated over the flows on that pin in the window.
 struct FlowWindow {
   core::NodeId src;
   core::NodeId dst;
@@ -197,12 +197,14 @@ struct JobState {
   // plan_flows[f] carries own_flows[f] on the path in force: the assignment's pin for its NIC
   // pair, else the default path.
   std::vector<core::FlowPlan> own_flows;
-  std::vector<bool> pinned;               // plan_flows[f] follows a pinned path.
-  std::vector<bool> report_flow;          // plan_flows[f] is on the first pin of its NIC pair.
-  std::vector<uint16_t> plan_sport;       // The pin's UDP source port (0: none).
-  std::map<uint64_t, FlowWindow> window;  // Per NIC pair: the heartbeat window (telemetry).
-  std::vector<uint32_t> peer_of;          // Flow -> the client's PeerId of its NIC pair.
-  bool assigned = false;                  // An assignment is in force.
+  std::vector<bool> pinned;  // plan_flows[f] follows a pinned path.
+  // plan_flows[f] is reported: it is on a pin with a source port, or on its pair's first pin.
+  std::vector<bool> report_flow;
+  std::vector<uint16_t> plan_sport;  // The pin's UDP source port (0: none).
+  // Per pin (NIC pair, source port): the heartbeat window (telemetry).
+  std::map<std::pair<uint64_t, uint16_t>, FlowWindow> window;
+  std::vector<uint32_t> peer_of;  // Flow -> the client's PeerId of its NIC pair.
+  bool assigned = false;          // An assignment is in force.
   core::JobPhase phase = core::JobPhase::kRegistered;  // Of the assignment in force.
   // The client library's profiler, fed by the job model with the iteration's events.
   std::optional<ClientProfiler> profiler;

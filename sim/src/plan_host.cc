@@ -207,9 +207,11 @@ void PlanHost::SetPlanFlows(uint32_t j, const core::Assignment* a) {
       const size_t pin = used[k]++ % it->second.size();
       fp.path = it->second[pin]->path;
       s.pinned[f] = true;
-      // The fault manager matches a pair's samples to its first pin.
-      s.report_flow[f] = pin == 0;
+      // One sample per pin: the fault manager matches a sample to the pin of its pair with its
+      // source port (port 0: the pair's first pin, so a pin without a port other than the first
+      // is not reported).
       s.plan_sport[f] = it->second[pin]->udp_sport;
+      s.report_flow[f] = pin == 0 || s.plan_sport[f] != 0;
     }
     for (core::LinkId l : fp.path) s.plan_resources[f].push_back(fabric_->ResourceFor(j, l));
   }

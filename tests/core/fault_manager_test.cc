@@ -289,6 +289,125 @@ TEST_F(FaultManagerTest, RerouteClearsTheEvidenceAndTheLinkRecoversAfterItsHold)
   EXPECT_EQ(d[0].health, LinkHealth::kUp);
 }
 
+// Samples are keyed by source port: every pin of a NIC pair is its own row of the routing
+// matrix. Two pairs of one job, each with two pins (the first over agg1, the second over agg0):
+// the second pins cross the dead tor0->agg0 and fail, the first pins are healthy and exonerate
+// the NIC and ToR links the pairs share. With one sample per NIC pair (the first pin's), only
+// healthy rows would be seen and the dead link never found.
+TEST_F(FaultManagerTest, EveryPinOfAPairIsARowAndADeadLinkOnTheSecondPinsIsFound) {
+  FaultManager m(FaultOptions{});
+  AddJob("j0",
+         {Pin(0, 2, 1, 50000), Pin(0, 2, 0, 50001), Pin(1, 4, 1, 50002), Pin(1, 4, 0, 50003)});
+  auto report = [&](bool dead) {
+    std::vector<FlowSample> samples;
+    for (const FlowPin& p : applied_.at("j0")->assignment.flows) {
+      FlowSample f;
+      f.src_nic = p.src_nic;
+      f.dst_nic = p.dst_nic;
+      f.udp_sport = p.udp_sport;
+      const bool on_agg0 = p.path[1] == L("tor0", "agg0");
+      if (dead && on_agg0) {
+        f.errors = 3;
+      } else {
+        f.transfer_time = Duration::Millis(100);
+        f.bytes = Bytes::Of(static_cast<int64_t>(100e9 / 8 * 0.1));
+      }
+      samples.push_back(f);
+    }
+    m.OnFlows("j0", samples, now_);
+  };
+  report(false);
+  EXPECT_TRUE(Eval(m).empty());
+  now_ += Duration::Millis(1000);
+  report(true);
+  EXPECT_TRUE(Eval(m).empty());  // A suspect, to be confirmed by the next evaluation.
+  now_ += Duration::Millis(1000);
+  report(true);
+  const std::vector<LinkDecision> d = Eval(m);
+  ASSERT_EQ(d.size(), 1u) << (d.empty() ? "" : d[0].reason);
+  EXPECT_EQ(d[0].link, L("tor0", "agg0"));
+  EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+  EXPECT_NE(d[0].reason.find("2 failed flows"), std::string::npos) << d[0].reason;
+  EXPECT_EQ(m.events().back().jobs, (std::vector<std::string>{"j0"}));
+  // The evidence is the two second pins (their own source ports).
+  std::string evidence;
+  for (const std::string& e : m.events().back().evidence) evidence += e + "\n";
+  EXPECT_NE(evidence.find("(sport 50001)"), std::string::npos) << evidence;
+  EXPECT_NE(evidence.find("(sport 50003)"), std::string::npos) << evidence;
+  EXPECT_EQ(evidence.find("(sport 50000)"), std::string::npos) << evidence;
+}
+
+// Backward compatibility: a sample with source port 0 (unknown) is the pair's first pin; a
+// sample with a port no pin of the pair has predates the plan and is skipped.
+TEST_F(FaultManagerTest, PortZeroSamplesAreTheFirstPinUnknownPortsAreSkipped) {
+  AddJob("j0",
+         {Pin(0, 2, 0, 50000), Pin(0, 2, 1, 50001), Pin(1, 4, 0, 50002), Pin(1, 4, 1, 50003)});
+  AddJob("j1", {Pin(0, 3, 1, 50004), Pin(1, 5, 1, 50005)});  // Healthy, over tor0->agg1.
+  auto report = [&](FaultManager& m, uint16_t sport, bool dead) {
+    std::vector<FlowSample> samples;
+    for (const auto& [src, dst] : std::vector<std::pair<int, int>>{{0, 2}, {1, 4}}) {
+      FlowSample f;
+      f.src_nic = N("host" + std::to_string(src) + "/nic0");
+      f.dst_nic = N("host" + std::to_string(dst) + "/nic0");
+      f.udp_sport = sport;
+      if (dead) {
+        f.errors = 3;
+      } else {
+        f.transfer_time = Duration::Millis(100);
+        f.bytes = Bytes::Of(static_cast<int64_t>(100e9 / 8 * 0.1));
+      }
+      samples.push_back(f);
+    }
+    m.OnFlows("j0", samples, now_);
+    Report(m, "j1", 100);
+  };
+  for (const uint16_t sport : {uint16_t{0}, uint16_t{59999}}) {
+    FaultManager m(FaultOptions{});
+    now_ += Duration::Millis(1000);
+    report(m, sport, false);
+    Eval(m);
+    std::vector<LinkDecision> d;
+    for (int round = 0; round < 2; ++round) {
+      now_ += Duration::Millis(1000);
+      report(m, sport, true);
+      d = Eval(m);
+    }
+    if (sport == 0) {
+      // The first pins (over agg0) failed: tor0->agg0 is the only link both cross.
+      ASSERT_EQ(d.size(), 1u) << (d.empty() ? "" : d[0].reason);
+      EXPECT_EQ(d[0].link, L("tor0", "agg0"));
+      EXPECT_NE(d[0].reason.find("2 failed flows"), std::string::npos) << d[0].reason;
+    } else {
+      EXPECT_TRUE(d.empty()) << d[0].reason;
+      EXPECT_TRUE(m.Links().empty());
+    }
+  }
+}
+
+// A re-pin (a new source port of a known pair) starts from the pair's best recent rate: moved
+// onto a path that is already slow, the flows look slow (a fresh baseline would take the slow
+// rate for normal and see nothing).
+TEST_F(FaultManagerTest, ARePinnedFlowKeepsItsPairsBestRateAsItsExpectation) {
+  FaultManager m(FaultOptions{});
+  AddJob("j0", {Pin(0, 2, 0, 50000), Pin(1, 4, 0, 50001)});
+  AddJob("j1", {Pin(0, 6, 0, 50002), Pin(1, 7, 0, 50003)});  // Healthy NIC uplinks of tor0.
+  AddJob("j2", {Pin(3, 2, 0, 50004), Pin(5, 4, 0, 50005)});  // Healthy downlinks to 2 and 4.
+  ReportAll(m, 100);
+  EXPECT_TRUE(Eval(m).empty());
+  // The plan moves j0 to agg1 (new ports), where tor0->agg1 delivers 30 %.
+  AddJob("j0", {Pin(0, 2, 1, 51000), Pin(1, 4, 1, 51001)});
+  std::vector<LinkDecision> d;
+  for (int round = 0; round < 2; ++round) {
+    now_ += Duration::Millis(1000);
+    ReportAll(m, 100, {"j0"}, 30);
+    d = Eval(m);
+  }
+  ASSERT_EQ(d.size(), 1u) << (d.empty() ? "" : d[0].reason);
+  EXPECT_EQ(d[0].link, L("tor0", "agg1"));
+  EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+  EXPECT_NEAR(d[0].capacity_fraction, 0.3, 0.03);
+}
+
 TEST_F(FaultManagerTest, AdminPinWinsAndAutoHandsTheLinkBack) {
   FaultManager m(FaultOptions{});
   StandardJobs();

@@ -127,7 +127,10 @@ struct CounterSignal {
 struct FlowSample {
   NodeId src_nic;
   NodeId dst_nic;
-  uint16_t udp_sport = 0;  // The source port it used (0: unknown); must match the pin.
+  // The source port it used: the sample is matched to the pin of its NIC pair with this port
+  // (one sample per pin; a port no pin of the pair has is skipped as older than the plan).
+  // 0 (unknown): matched to the pair's first pin in the assignment (the pre-per-pin behaviour).
+  uint16_t udp_sport = 0;
   Bytes bytes;             // Delivered in the window.
   Duration transfer_time;  // Time spent transferring them (> 0 when bytes > 0).
   uint64_t errors = 0;     // Transport errors (timeouts, retransmission exhaustion).
@@ -198,7 +201,9 @@ class FaultManager {
   // ---- signals ----
   void OnLinkState(const LinkStateSignal& s, Duration now);
   void OnCounters(const CounterSignal& s, Duration now);
-  // The samples of one job's report (replace that job's previous ones per flow).
+  // The samples of one job's report (replace that job's previous ones per flow: per job, NIC
+  // pair and source port). A flow's expected rate is the best recent rate of that key; a new
+  // port of a known pair (a re-pin) starts from the best recent rate of the pair's other ports.
   void OnFlows(const std::string& job_id, const std::vector<FlowSample>& samples, Duration now);
   void ForgetJob(const std::string& job_id);
 
@@ -265,7 +270,9 @@ class FaultManager {
     uint32_t src = 0;
     uint32_t dst = 0;
     bool probe = false;
-    uint32_t sport = 0;  // Probes only (a pair may have several probes); 0 for flows.
+    // The sample's source port: a pair may have several pins (and probes), each its own row of
+    // the routing matrix. 0 (unknown): the pair's first pin.
+    uint32_t sport = 0;
     friend auto operator<=>(const FlowKey&, const FlowKey&) = default;
   };
   struct FlowRecord {
