@@ -189,7 +189,8 @@ std::string FaultReportMarkdown(const json& rep) {
          std::to_string(c["injected"].get<size_t>()) + " | " +
          std::to_string(c["observable"].get<size_t>()) + " | " +
          std::to_string(c["detected"].get<size_t>()) + " | " + F(c["precision"].get<double>()) +
-         " | " + F(c["recall"].get<double>()) + " | " + F(c["raw_recall"].get<double>()) + " | " +
+         " | " + F(c["recall"].get<double>()) + " | " + F(c["recall_localisable"].get<double>()) +
+         " | " + F(c["raw_recall"].get<double>()) + " | " +
          F(c["localisation_accuracy"].get<double>()) + " | " +
          F(c["detection_mean_s"].get<double>(), "%.2f") + " / " +
          F(c["detection_p50_s"].get<double>(), "%.2f") + " / " +
