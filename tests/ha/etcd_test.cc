@@ -113,10 +113,17 @@ TEST_F(EtcdTest, TxnRangeLeasesAndFailover) {
   ASSERT_TRUE(after.ok());
   EXPECT_TRUE(after->kvs.empty());
 
-  // The member in use dies: the next call moves to another one.
+  // The member in use dies: the next call moves to another one. While the survivors elect a
+  // new leader they answer 503 "leader changed" (UNAVAILABLE), which the gateway returns after
+  // trying each member once; callers (the election loop) retry on their own timers, as here.
   const std::string first = etcd->endpoint();
   cluster_.Kill(0);
   auto moved = etcd->Range(key, "");
+  for (int i = 0; i < 100 && !moved.ok() && moved.status().code() == core::StatusCode::kUnavailable;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    moved = etcd->Range(key, "");
+  }
   ASSERT_TRUE(moved.ok()) << moved.status().ToString();
   EXPECT_NE(etcd->endpoint(), first);
   EXPECT_EQ(moved->kvs.size(), 1u);
