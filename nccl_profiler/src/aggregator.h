@@ -90,8 +90,11 @@ class Aggregator {
     hostd::CommInfo info;
     bool have_offset = false;
     int64_t gpu_minus_host = 0;
-    uint64_t sampled_estimate = 0;  // Estimated bytes of the tasks started in windows.
-    uint64_t sampled_sent = 0;      // Proxy bytes sent (all windows).
+    // Estimated bytes of the tasks started in windows. Known bias: a task started near a
+    // window's end counts its whole estimate, while its proxy steps after the window are not
+    // seen, so the real/estimate ratio can be low by up to one task per window.
+    uint64_t sampled_estimate = 0;
+    uint64_t sampled_sent = 0;  // Proxy bytes sent (all windows).
     std::map<int, uint64_t> sent_to;
     std::map<int, uint64_t> p2p_to;  // Estimated p2p send bytes per peer.
   };
