@@ -119,11 +119,14 @@ TEST_F(EtcdTest, TxnRangeLeasesAndFailover) {
   const std::string first = etcd->endpoint();
   cluster_.Kill(0);
   auto moved = etcd->Range(key, "");
-  for (int i = 0; i < 100 && !moved.ok() && moved.status().code() == core::StatusCode::kUnavailable;
-       ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    moved = etcd->Range(key, "");
-  }
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        if (!moved.ok() && moved.status().code() == core::StatusCode::kUnavailable) {
+          moved = etcd->Range(key, "");
+        }
+        return moved.ok() || moved.status().code() != core::StatusCode::kUnavailable;
+      },
+      milliseconds(10000)));
   ASSERT_TRUE(moved.ok()) << moved.status().ToString();
   EXPECT_NE(etcd->endpoint(), first);
   EXPECT_EQ(moved->kvs.size(), 1u);
