@@ -6,10 +6,9 @@
 // 30 % profile changes: compute time and bytes scaled by 0.6-1.6), seeded. After every event a
 // stable planner (carrying its state across events; re-optimised every `reoptimize` events,
 // 0 = never) and a fresh full planner plan the same jobs. Per event and planner:
-//   cost     sum over jobs of W_j x (its most loaded link's load / capacity), the load of a
-//            link being the bytes per second of every flow pinned to it (flow bytes / period):
-//            what intensity-ordered path selection tries to keep low; lower is better;
-//   cut      the cut fraction of the compression (cut weight / total edge weight);
+//   cost     core::MeasurePlan's contention cost (plan_quality.h): sum over jobs of W_j x (its
+//            most loaded link's load / capacity); lower is better;
+//   cut      its cut fraction (cut weight / total edge weight);
 //   churn    jobs present before and after whose paths, ports or level changed.
 // Counters: cost_gap_mean / cost_gap_max (stable cost / full cost - 1), cut_stable / cut_full
 // (means), churn_stable / churn_full (mean jobs moved per event), insertions refused. The numbers
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "crux/core/builders.h"
+#include "crux/core/plan_quality.h"
 #include "crux/core/planner.h"
 #include "crux/core/random.h"
 
@@ -71,27 +71,6 @@ JobSpec RandomJob(Rng& rng, const Topology& topo, std::string id) {
   spec.pattern_bytes = Bytes::FromDouble(1e8 + 4.9e9 * rng.UniformDouble());
   spec.overlap_start = rng.UniformDouble();
   return spec;
-}
-
-double ContentionCost(const Topology& topo, const Plan& plan) {
-  std::vector<double> load(topo.num_links(), 0.0);
-  for (const JobPlan& jp : plan.jobs) {
-    const double per_sec = 1.0 / jp.period.ToSeconds();
-    for (const FlowPlan& f : jp.flows) {
-      for (LinkId l : f.path) load[l.value()] += f.bytes.ToDouble() * 8 * per_sec;
-    }
-  }
-  double cost = 0;
-  for (const JobPlan& jp : plan.jobs) {
-    double worst = 0;
-    for (const FlowPlan& f : jp.flows) {
-      for (LinkId l : f.path) {
-        worst = std::max(worst, load[l.value()] / topo.link(l).capacity.ToBitsPerSec());
-      }
-    }
-    cost += jp.work.value() * worst;
-  }
-  return cost;
 }
 
 struct Placed {
@@ -162,11 +141,13 @@ void BM_StableVsFull(benchmark::State& state) {
         return;
       }
       refused += stable.last_replan().insertions_repaired;
-      const double gap = ContentionCost(topo, *s) / ContentionCost(topo, *f) - 1;
+      const PlanQuality q_stable = MeasurePlan(topo, *s);
+      const PlanQuality q_full = MeasurePlan(topo, *f);
+      const double gap = q_stable.contention_cost / q_full.contention_cost - 1;
       gap_sum += gap;
       gap_max = std::max(gap_max, gap);
-      cut_stable += s->total_edge_weight > 0 ? s->cut_weight / s->total_edge_weight : 1;
-      cut_full += f->total_edge_weight > 0 ? f->cut_weight / f->total_edge_weight : 1;
+      cut_stable += q_stable.cut_fraction;
+      cut_full += q_full.cut_fraction;
       std::map<std::string, Placed> now_stable = Index(*s);
       std::map<std::string, Placed> now_full = Index(*f);
       churn_stable += Churn(last_stable, now_stable);

@@ -85,6 +85,9 @@ Status ValidateControlLoopOptions(const ControlLoopOptions& o) {
   if (o.reoptimize_interval < Duration::Zero()) {
     return InvalidArgumentError("control.reoptimize_interval: must be >= 0");
   }
+  if (!(o.reoptimize_min_gain >= 0 && o.reoptimize_min_gain < 1)) {
+    return InvalidArgumentError("control.reoptimize_min_gain: must be in [0, 1)");
+  }
   if (o.profiling_samples < 1) {
     return InvalidArgumentError("control.profiling_samples: must be >= 1");
   }
@@ -283,7 +286,9 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
       out.seeded = true;
     }
   };
-  if (snap.reoptimize) {
+  // A re-optimisation to weigh first continues the plan in force (as an ordinary run would).
+  const bool weigh = snap.reoptimize && snap.reoptimize_min_gain > 0 && !applied.empty();
+  if (snap.reoptimize && !weigh) {
     policy.Reoptimize();
     out.reoptimized = true;
   } else {
@@ -307,6 +312,38 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
   }
   const Duration t_schedule = clock.Now();
   Result<Plan> plan = policy.Schedule(specs);
+  if (weigh) {
+    out.reoptimized = true;
+    Result<Plan> in_force = std::move(plan);
+    policy.Reoptimize();
+    // Only a policy that keeps a plan of its own (stable) forgets something by re-optimising.
+    const bool stateful = policy.WantsSeed();
+    plan = policy.Schedule(specs);
+    if (stateful && in_force.ok() && plan.ok()) {
+      PlanOutcome::ReoptimizeVerdict v;
+      v.in_force = MeasurePlan(topo, *in_force);
+      v.fresh = MeasurePlan(topo, *plan);
+      v.adopted = ImprovesBy(v.fresh, v.in_force, snap.reoptimize_min_gain);
+      if (!v.adopted) {
+        // The plan in force stays: the policy continues it again (its state becomes that plan,
+        // levels included), so no job moves for a gain below the threshold.
+        std::vector<PlanSeed> seeds;
+        seeds.reserve(in_force->jobs.size());
+        for (const JobPlan& jp : in_force->jobs) {
+          PlanSeed kept;
+          kept.id = jp.id;
+          kept.level = jp.level;
+          kept.flows.reserve(jp.flows.size());
+          for (const FlowPlan& f : jp.flows) kept.flows.push_back({f.src, f.dst, f.path});
+          seeds.push_back(std::move(kept));
+        }
+        policy.Reoptimize();
+        policy.Seed(std::move(seeds));
+        plan = policy.Schedule(specs);  // The seeds' paths live in in_force, alive here.
+      }
+      out.reoptimize_verdict = v;
+    }
+  }
   if (!plan.ok()) {
     // Find the jobs the planner refuses on their own (e.g. no path left) and plan the others.
     std::vector<JobSpec> kept;
@@ -650,6 +687,7 @@ std::shared_ptr<const PlanningSnapshot> ControlLoop::StartPlan() {
                              // the plan in force: see RunPlan).
   } else if (const std::optional<Duration> r = ReoptimizeAt(); r && now >= *r) {
     snap->reoptimize = true;
+    snap->reoptimize_min_gain = options_.reoptimize_min_gain;
     last_reoptimize_ = now;
     snap->reason += std::string(snap->reason.empty() ? "" : ", ") + "re-optimisation";
   }

@@ -108,6 +108,7 @@ core::ControlLoopOptions LoopOptions(const DaemonConfig& c) {
   o.min_replan_interval = core::Duration::Millis(c.min_replan_interval_ms);
   o.reoptimize_interval =
       c.planner.stable ? core::Duration::Millis(c.reoptimize_interval_ms) : core::Duration::Zero();
+  o.reoptimize_min_gain = c.reoptimize_min_gain;
   o.replan_threshold_pct = c.replan_threshold_pct;
   o.profiling_samples = c.profiling_samples;
   o.qos = c.qos;

@@ -83,6 +83,7 @@ struct RunFlags {
   std::optional<int> reserved_high_levels;
   bool no_stable = false;                       // Full re-plans (planner.stable off).
   std::optional<double> reoptimize_interval_s;  // Stable mode's re-optimisation period.
+  std::optional<double> reoptimize_min_gain;    // What a re-optimisation must gain.
   std::string out;
 };
 
@@ -177,6 +178,11 @@ void AddRunFlags(CLI::App* cmd, RunFlags* f, bool compare) {
                   "Control loop, stable mode: re-plan from scratch this often (default 600, as "
                   "cruxd's reoptimize_interval_ms; 0 = never)")
       ->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--reoptimize-min-gain", f->reoptimize_min_gain,
+                  "Control loop, stable mode: a re-optimisation replaces the plan in force only "
+                  "if it lowers the contention cost by this fraction or raises the cut fraction "
+                  "by this much (default 0.01, as cruxd's reoptimize_min_gain; 0 = always)")
+      ->check(CLI::Range(0.0, 0.999999));
   cmd->add_flag("--no-plots", f->no_plots, "Skip the gnuplot PNGs");
   cmd->add_flag("--quiet", f->quiet, "No progress on stderr");
   cmd->add_option("--out", f->out, "Output directory")->required();
@@ -344,15 +350,16 @@ std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std
   o.policy.planner.resolve_ports = false;
   o.control.oracle = f.oracle || sc.oracle.value_or(false);
   if (o.control.oracle && (f.debounce_ms || f.min_replan_interval_ms || f.replan_threshold_pct ||
-                           f.no_stable || f.reoptimize_interval_s)) {
+                           f.no_stable || f.reoptimize_interval_s || f.reoptimize_min_gain)) {
     return Failure{kExitUsage,
                    "--debounce-ms, --min-replan-interval-ms, --replan-threshold-pct, --no-stable, "
-                   "--reoptimize-interval-s: control loop options; the oracle has no control loop"};
+                   "--reoptimize-interval-s, --reoptimize-min-gain: control loop options; the "
+                   "oracle has no control loop"};
   }
-  if (f.no_stable && f.reoptimize_interval_s) {
+  if (f.no_stable && (f.reoptimize_interval_s || f.reoptimize_min_gain)) {
     return Failure{kExitUsage,
-                   "--reoptimize-interval-s: only with stable re-planning (drop "
-                   "--no-stable)"};
+                   "--reoptimize-interval-s, --reoptimize-min-gain: only with stable re-planning "
+                   "(drop --no-stable)"};
   }
   // cruxd's defaults (sim::ControlOptions: planner.stable true, reoptimize_interval_ms 600000):
   // between re-optimisations an event re-plans only the jobs it touches, the others keep their
@@ -362,6 +369,7 @@ std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std
   if (f.reoptimize_interval_s) {
     o.control.loop.reoptimize_interval = core::Duration::Seconds(*f.reoptimize_interval_s);
   }
+  if (f.reoptimize_min_gain) o.control.loop.reoptimize_min_gain = *f.reoptimize_min_gain;
   // cruxd keeps level 0 for profiling newcomers (configs/cruxd.yaml: reserved_high_levels 1);
   // the oracle has no newcomers.
   const int default_reserved = !o.control.oracle && o.policy.planner.levels > 1 ? 1 : 0;
@@ -441,6 +449,7 @@ std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std
   p->info.stable = o.control.stable;
   p->info.reoptimize_interval_s =
       o.control.stable ? o.control.loop.reoptimize_interval.ToSeconds() : 0.0;
+  p->info.reoptimize_min_gain = o.control.stable ? o.control.loop.reoptimize_min_gain : 0.0;
   p->info.seed = o.policy.planner.seed;
   p->info.horizon_s = horizon;
   return std::nullopt;

@@ -196,6 +196,9 @@ json ControlJson(const sim::SimResult& r, const RunInfo& info) {
     c["replan_threshold_pct"] = Finite(info.replan_threshold_pct);
     c["stable"] = info.stable;
     c["reoptimize_interval_s"] = Finite(info.reoptimize_interval_s);
+    c["reoptimize_min_gain"] = Finite(info.reoptimize_min_gain);
+    c["reoptimizations"] = r.reoptimizations;
+    c["reoptimizations_adopted"] = r.reoptimizations_adopted;
   }
   return c;
 }

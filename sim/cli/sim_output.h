@@ -17,7 +17,8 @@
 //                    "p99_jct_s", "mean_slowdown", "mean_profiling_s", "horizon_s",
 //                    "control": {"mode": "loop" | "oracle", "debounce_ms",
 //                    "min_replan_interval_ms", "replan_threshold_pct", "stable",
-//                    "reoptimize_interval_s"},
+//                    "reoptimize_interval_s", "reoptimize_min_gain",
+//                    "reoptimizations", "reoptimizations_adopted"},
 //                    "reserved_high_levels", ...}
 //   D/timeseries.csv t_s,gpu_utilization,cluster_utilization,running_jobs
 //   D/jobs.csv       id,model,gpus,arrival_s,finish_s,iterations,jct_s,mean_iteration_s,
@@ -53,6 +54,7 @@ struct RunInfo {
   double replan_threshold_pct = 0;
   bool stable = false;               // Stable re-planning (crux only; see --no-stable).
   double reoptimize_interval_s = 0;  // Its re-optimisation period; 0 = never or not stable.
+  double reoptimize_min_gain = 0;    // What a re-optimisation must gain (0 when not stable).
   uint64_t seed = 0;
   double horizon_s = 0;
 };

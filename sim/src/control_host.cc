@@ -59,6 +59,10 @@ LoopRun LoopHost::Run(core::SchedulingPolicy& policy, const core::Topology& topo
     }
     outcome = core::RunPlan(policy, topo, *input, *clock_);
     run.planned = true;
+    if (outcome.reoptimize_verdict) {
+      run.reoptimize_weighed = true;
+      run.reoptimize_adopted = outcome.reoptimize_verdict->adopted;
+    }
   }
   run.status = outcome.status;
   run.excluded = outcome.excluded.size();

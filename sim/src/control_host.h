@@ -41,7 +41,10 @@ core::JobDemand DemandFor(const SimJob& job);
 // What one run changed.
 struct LoopRun {
   bool planned = false;  // The policy ran (false: no job to plan).
-  core::Status status;   // Of the plan (not OK: nothing changed, every job keeps its plan).
+  // A re-optimisation weighed against the plan in force, and whether its fresh plan was adopted.
+  bool reoptimize_weighed = false;
+  bool reoptimize_adopted = false;
+  core::Status status;  // Of the plan (not OK: nothing changed, every job keeps its plan).
   std::vector<core::AppliedAssignment> changed;                     // Now in force.
   std::vector<std::pair<std::string, core::Duration>> time_shifts;  // Of every planned job.
   size_t excluded = 0;  // Jobs left out by the planner-refusal rule.

@@ -301,6 +301,8 @@ core::Status PlanHost::RunDue(bool* changed) {
   if (run.planned) {
     ++result_.replans;
     if (!run.status.ok()) ++result_.replan_failures;
+    result_.reoptimizations += run.reoptimize_weighed ? 1 : 0;
+    result_.reoptimizations_adopted += run.reoptimize_adopted ? 1 : 0;
   }
   result_.excluded += run.excluded;
   for (const core::AppliedAssignment& aa : run.changed) {

@@ -2,11 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "crux/core/builders.h"
+#include "crux/core/plan_quality.h"
 #include "crux/core/policy.h"
 
 namespace crux::core {
@@ -417,6 +419,101 @@ TEST_F(StableControlLoopTest, ANewPolicyIsSeededWithThePlanInForceAndChangesNoth
   EXPECT_EQ(loop_->epoch(), epoch);
 }
 
+// The re-optimisation's adoption rule (reoptimize_min_gain): a fresh plan that gains less than
+// the minimum leaves the plan in force (no job moves); one that gains enough replaces it.
+TEST_F(StableControlLoopTest, AReoptimisationThatGainsNothingKeepsThePlanInForce) {
+  options_.reoptimize_min_gain = 0.01;
+  loop_->SetOptions(options_);
+  Converge();
+  const uint64_t epoch = loop_->epoch();
+  clock_.Set(*loop_->due());
+  auto snap = loop_->StartPlan();
+  ASSERT_NE(snap, nullptr);
+  ASSERT_TRUE(snap->reoptimize);
+  EXPECT_EQ(snap->reoptimize_min_gain, 0.01);
+  PlanOutcome o = RunPlan(*policy_, *topo_, *snap, clock_);
+  ASSERT_TRUE(o.status.ok()) << o.status.ToString();
+  EXPECT_TRUE(o.reoptimized);
+  ASSERT_TRUE(o.reoptimize_verdict.has_value());
+  // Nothing changed since the last plan: the fresh plan is no better than the plan in force.
+  EXPECT_FALSE(o.reoptimize_verdict->adopted);
+  EXPECT_EQ(o.reoptimize_verdict->fresh, o.reoptimize_verdict->in_force);
+  EXPECT_TRUE(o.changed.empty()) << "the plan in force stays";
+  loop_->Commit(loop_->FinishPlan(*snap, o));
+  EXPECT_EQ(loop_->epoch(), epoch);
+  // The policy continues the plan in force: the next ordinary run is seeded, not from scratch,
+  // and moves only the job that changed.
+  loop_->ReportProfile("a", Profile(200, 20, true));
+  auto batches = Advance(kDebounce);
+  ASSERT_EQ(batches.size(), 1u);
+  for (const auto& a : batches[0].changed) EXPECT_EQ(a->assignment.job_id, "a");
+}
+
+TEST_F(StableControlLoopTest, AReoptimisationThatGainsEnoughReplacesThePlanInForce) {
+  // Two ToRs joined by two aggregation switches; every link at the NICs' 200 Gbps, so two jobs
+  // on one ToR-Agg link are its most loaded link.
+  Clos2Params p;
+  p.tors = 2;
+  p.aggs = 2;
+  p.hosts_per_tor = 2;
+  p.uplink_gbps = 200;
+  auto full = BuildClos2(p);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  topo_ = std::make_unique<Topology>(std::move(full).value());
+  // While agg1 is down, both jobs can only take agg0.
+  Topology degraded = *topo_;
+  const NodeId agg1 = topo_->FindNode("agg1").value();
+  for (size_t l = 0; l < degraded.num_links(); ++l) {
+    const LinkId id(static_cast<uint32_t>(l));
+    if (degraded.link(id).src == agg1 || degraded.link(id).dst == agg1) {
+      degraded.SetLinkUp(id, false);
+    }
+  }
+  PolicyOptions po;
+  po.resolve_ports = true;
+  po.stable = true;
+  for (double min_gain : {0.99, 0.01}) {
+    SCOPED_TRACE(min_gain);
+    options_.reoptimize_min_gain = min_gain;
+    loop_ = std::make_unique<ControlLoop>(&clock_, topo_.get(), options_);
+    auto on_degraded = MakePolicy("crux", degraded, po, &clock_);
+    ASSERT_TRUE(on_degraded.ok()) << on_degraded.status().ToString();
+    policy_ = std::move(on_degraded).value();
+    clock_.Set(Duration::Zero());
+    loop_->AddJob(Demand("heavy", {0, 2}), 10);
+    loop_->AddJob(Demand("light", {1, 3}), 12);
+    Advance(kDebounce);
+    loop_->ReportProfile("heavy", Profile(300, 10, true));
+    loop_->ReportProfile("light", Profile(20, 10, true));
+    Advance(kDebounce);
+    // agg1 is back: a new policy for the full topology continues the plan in force (seeded).
+    policy_ = MakeStable();
+    loop_->Invalidate("link up");
+    Advance(kDebounce);
+    const auto heavy_before = loop_->applied().at("heavy");
+    const auto light_before = loop_->applied().at("light");
+    clock_.Set(*loop_->due());
+    auto snap = loop_->StartPlan();
+    ASSERT_NE(snap, nullptr);
+    ASSERT_TRUE(snap->reoptimize);
+    PlanOutcome o = RunPlan(*policy_, *topo_, *snap, clock_);
+    ASSERT_TRUE(o.status.ok()) << o.status.ToString();
+    ASSERT_TRUE(o.reoptimize_verdict.has_value());
+    const PlanOutcome::ReoptimizeVerdict& v = *o.reoptimize_verdict;
+    // Spread over both aggregation switches, no ToR-Agg link carries two jobs: the W_j-weighted
+    // load of the most loaded links falls (each job's worst link is its own NIC's).
+    EXPECT_LT(v.fresh.contention_cost, v.in_force.contention_cost * 0.99);
+    EXPECT_EQ(v.adopted, min_gain < 0.5)
+        << v.fresh.contention_cost << " vs " << v.in_force.contention_cost;
+    EXPECT_EQ(v.adopted, ImprovesBy(v.fresh, v.in_force, min_gain));
+    EXPECT_EQ(MeasurePlan(*topo_, o.plan), v.adopted ? v.fresh : v.in_force);
+    loop_->Commit(loop_->FinishPlan(*snap, o));
+    const bool moved = loop_->applied().at("heavy") != heavy_before ||
+                       loop_->applied().at("light") != light_before;
+    EXPECT_EQ(moved, v.adopted);
+  }
+}
+
 TEST_F(ControlLoopTest, AnAppliedAssignmentThatIsStillPlannedIsReusedNotRebuilt) {
   loop_->AddJob(Demand("a", {0, 4}), 10);
   loop_->AddJob(Demand("b", {1, 5}), 12);
@@ -448,6 +545,11 @@ TEST_F(ControlLoopTest, OptionsAreValidatedWithTheFieldName) {
   o = {};
   o.profiling_samples = 0;
   EXPECT_NE(ValidateControlLoopOptions(o).message().find("profiling_samples"), std::string::npos);
+  o = {};
+  o.reoptimize_min_gain = 1;
+  EXPECT_NE(ValidateControlLoopOptions(o).message().find("reoptimize_min_gain"), std::string::npos);
+  o.reoptimize_min_gain = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_FALSE(ValidateControlLoopOptions(o).ok());
   EXPECT_TRUE(ValidateControlLoopOptions({}).ok());
 }
 

@@ -328,13 +328,21 @@ TEST_F(SimCliTest, ControlLoopIsStableByDefaultAndRecordsItsMode) {
   const nlohmann::json f = ReadJson(P("full/summary.json"));
   EXPECT_EQ(f["control"]["stable"], false);
   EXPECT_DOUBLE_EQ(f["control"]["reoptimize_interval_s"].get<double>(), 0);
-  const CliResult every = with({"--reoptimize-interval-s", "60"}, "every");
+  EXPECT_DOUBLE_EQ(d["control"]["reoptimize_min_gain"].get<double>(), 0.01);
+  const CliResult every =
+      with({"--reoptimize-interval-s", "60", "--reoptimize-min-gain", "0"}, "every");
   ASSERT_EQ(every.code, 0) << every.err;
-  EXPECT_DOUBLE_EQ(
-      ReadJson(P("every/summary.json"))["control"]["reoptimize_interval_s"].get<double>(), 60);
+  const nlohmann::json e = ReadJson(P("every/summary.json"));
+  EXPECT_DOUBLE_EQ(e["control"]["reoptimize_interval_s"].get<double>(), 60);
+  EXPECT_DOUBLE_EQ(e["control"]["reoptimize_min_gain"].get<double>(), 0);
+  // Min gain 0: every re-optimisation takes the fresh plan without weighing it.
+  EXPECT_EQ(e["control"]["reoptimizations"].get<int>(), 0);
   const CliResult both = with({"--no-stable", "--reoptimize-interval-s", "60"}, "both");
   EXPECT_EQ(both.code, 2);
-  EXPECT_THAT(both.err, HasSubstr("--reoptimize-interval-s: only with stable re-planning"));
+  EXPECT_THAT(both.err, HasSubstr("--reoptimize-interval-s, --reoptimize-min-gain: only with "
+                                  "stable re-planning"));
+  const CliResult bad_gain = with({"--reoptimize-min-gain", "1"}, "bad_gain");
+  EXPECT_EQ(bad_gain.code, 2) << bad_gain.err;
   const CliResult oracle = with({"--oracle", "--no-stable"}, "oracle");
   EXPECT_EQ(oracle.code, 2);
   EXPECT_THAT(oracle.err, HasSubstr("the oracle has no control loop"));

@@ -22,8 +22,11 @@
 //   * Re-optimisation (`reoptimize_interval`): with a stable policy (PlannerOptions::stable)
 //     plans keep jobs' paths and levels between events and drift from the best plan; every
 //     reoptimize_interval a run re-optimises (snapshot.reoptimize: the policy forgets what it
-//     kept). A policy without state of its own (new after a restart or a topology change) is
-//     seeded with the plan in force (RunPlan), so it continues that plan instead.
+//     kept). With reoptimize_min_gain > 0 the fresh plan is weighed against the plan in force,
+//     continued (plan_quality.h), and adopted only if it gains at least that much; otherwise
+//     the policy is seeded with the plan in force again and no job moves. A policy without
+//     state of its own (new after a restart or a topology change) is seeded with the plan in
+//     force (RunPlan), so it continues that plan instead.
 //   * Diff: the assignments a run produces are compared, whole, with the applied ones; if any
 //     changed or disappeared, the epoch advances by one and the changed ones carry it. Jobs that
 //     left while the run was in flight are not applied again.
@@ -74,6 +77,7 @@
 #include "crux/core/control_types.h"
 #include "crux/core/fault_manager.h"
 #include "crux/core/job.h"
+#include "crux/core/plan_quality.h"
 #include "crux/core/planner.h"
 #include "crux/core/policy.h"
 #include "crux/core/qos.h"
@@ -94,6 +98,10 @@ struct ControlLoopOptions {
   std::optional<QosConfig> qos;
   // How often a run re-optimises (above), counted from the first run; >= 0, 0 = never.
   Duration reoptimize_interval = Duration::Zero();
+  // What a re-optimisation must gain to replace the plan in force (RunPlan; plan_quality.h):
+  // contention cost lower by this fraction, or cut fraction higher by this much. Otherwise the
+  // plan in force stays (no job moves). [0, 1); 0 = always take the fresh plan.
+  double reoptimize_min_gain = 0;
   // Automatic link health (FaultManager).
   FaultOptions faults;
 
@@ -145,6 +153,7 @@ struct PlanningSnapshot {
   std::optional<QosConfig> qos;                   // ControlLoopOptions::qos.
   std::shared_ptr<const AppliedQos> qos_applied;  // null: no switch state computed yet.
   bool reoptimize = false;                        // Plan from scratch (reoptimize_interval).
+  double reoptimize_min_gain = 0;                 // ControlLoopOptions::reoptimize_min_gain.
   // Links whose health changed since the plan in force: a seeded policy re-plans the jobs that
   // cross them (RunPlan). Sorted.
   std::vector<LinkId> unseat_links;
@@ -169,6 +178,16 @@ struct PlanOutcome {
   std::optional<ReplanStats> replan;
   bool reoptimized = false;  // snap.reoptimize: planned from scratch.
   bool seeded = false;       // The policy had no state and started from the applied plan.
+  // A re-optimisation weighed against the plan in force (snap.reoptimize_min_gain > 0 and a
+  // stable policy): both plans' quality, and whether the fresh one was adopted (else `plan` is
+  // the plan in force, continued, and the policy keeps it as its state).
+  struct ReoptimizeVerdict {
+    PlanQuality in_force;
+    PlanQuality fresh;
+    bool adopted = false;
+    friend bool operator==(const ReoptimizeVerdict&, const ReoptimizeVerdict&) = default;
+  };
+  std::optional<ReoptimizeVerdict> reoptimize_verdict;
   // With snap.qos: every switch's desired state and the switches whose device state differs
   // from snap.qos_applied (all of them when there was none).
   std::shared_ptr<const std::map<std::string, SwitchQosState>> qos_states;

@@ -122,6 +122,10 @@ struct DaemonConfig {
   // With planner.stable: a re-plan from scratch every this many ms (the plan drifts from the best
   // one as events accumulate), [0, 86400000]; 0 = never.
   int64_t reoptimize_interval_ms = 600000;
+  // What a re-optimisation must gain to replace the plan in force (core::ControlLoopOptions::
+  // reoptimize_min_gain): contention cost lower by this fraction or cut fraction higher by this
+  // much; otherwise no job moves. [0, 1); 0 = always take the fresh plan.
+  double reoptimize_min_gain = 0.01;
   int64_t lease_ms = 15000;         // Default lease, [100, 86400000].
   int64_t max_lease_ms = 600000;    // Upper bound on leases clients ask for.
   uint32_t profiling_samples = 20;  // Samples for a profile to count as converged, >= 1.

@@ -126,10 +126,11 @@ struct ControlOptions {
   ClientProfilerOptions profiler;  // The client library's defaults (docs/client.md).
 
   // core::ControlLoopOptions with cruxd's shipped values where they differ from core's
-  // (reoptimize_interval_ms: 600000).
+  // (reoptimize_interval_ms: 600000, reoptimize_min_gain: 0.01).
   static core::ControlLoopOptions CruxdLoopDefaults() {
     core::ControlLoopOptions o;
     o.reoptimize_interval = Duration::Seconds(600);
+    o.reoptimize_min_gain = 0.01;
     return o;
   }
 };
@@ -234,6 +235,10 @@ struct SimResult {
   std::vector<Sample> samples;
   uint64_t events = 0;   // Flow and job events processed.
   uint64_t replans = 0;  // Policy invocations.
+  // Control loop, stable mode: re-optimisations weighed against the plan in force
+  // (loop.reoptimize_min_gain > 0), and of them those whose fresh plan was adopted.
+  uint64_t reoptimizations = 0;
+  uint64_t reoptimizations_adopted = 0;
   double wall_s = 0;
   // Bytes accounting (conservation): every byte sent is delivered by the end unless its flow
   // was cut short by the horizon or a departure (then counted in bytes_in_flight).
