@@ -111,11 +111,10 @@ void FluidNetwork::Attach(FlowId f) {
   Flow& flow = flows_[f];
   flow.positions.resize(flow.resources.size());
   for (uint32_t i = 0; i < flow.resources.size(); ++i) {
-    const ResourceId r = flow.resources[i];
-    Resource& res = resources_[r];
-    flow.positions[i] = static_cast<uint32_t>(res.flows.size());
-    res.flows.push_back(f);
-    ++AddInfo(r, flow.level).flows;
+    LevelInfo& li = AddInfo(flow.resources[i], flow.level);
+    flow.positions[i] = static_cast<uint32_t>(li.members.size());
+    li.members.push_back(f);
+    ++li.flows;
   }
   flow.bottleneck = kNoResource;
   Work(flow.level).flows.push_back(f);
@@ -128,10 +127,12 @@ void FluidNetwork::Detach(FlowId f) {
   for (uint32_t i = 0; i < flow.resources.size(); ++i) {
     const ResourceId r = flow.resources[i];
     Resource& res = resources_[r];
+    LevelInfo* li = Info(r, flow.level);
+    assert(li != nullptr);
     const uint32_t pos = flow.positions[i];
-    const FlowId moved = res.flows.back();
-    res.flows[pos] = moved;
-    res.flows.pop_back();
+    const FlowId moved = li->members.back();
+    li->members[pos] = moved;
+    li->members.pop_back();
     if (moved != f) {
       Flow& other = flows_[moved];
       for (uint32_t k = 0; k < other.resources.size(); ++k) {
@@ -141,8 +142,6 @@ void FluidNetwork::Detach(FlowId f) {
         }
       }
     }
-    LevelInfo* li = Info(r, flow.level);
-    assert(li != nullptr);
     li->load -= old_rate;
     if (flow.bottleneck == r) --li->bottlenecked;
     if (--li->flows == 0) {  // The entry stays (the level comes back with the next phase).
@@ -355,9 +354,10 @@ void FluidNetwork::ProcessLevel(LevelWork& work, Duration now) {
   }
   if (full_recompute_) {
     for (ResourceId r : changed_) {
-      for (FlowId f : resources_[r].flows) {
-        const Flow& flow = flows_[f];
-        if (flow.level == level && flow.in_set != set_stamp_) JoinSet(f, level);
+      const LevelInfo* li = Info(r, level);
+      if (li == nullptr) continue;
+      for (FlowId f : li->members) {
+        if (flows_[f].in_set != set_stamp_) JoinSet(f, level);
       }
     }
     ExpandToComponent(level);
@@ -402,9 +402,10 @@ void FluidNetwork::ExpandToComponent(int level) {
       Marks& m = marks_[r];
       if (m.solve_stamp == solve_stamp_) continue;
       m.solve_stamp = solve_stamp_;
-      for (FlowId g : resources_[r].flows) {
-        const Flow& other = flows_[g];
-        if (other.level == level && other.in_set != set_stamp_) JoinSet(g, level);
+      const LevelInfo* li = Info(r, level);
+      if (li == nullptr) continue;
+      for (FlowId g : li->members) {
+        if (flows_[g].in_set != set_stamp_) JoinSet(g, level);
       }
     }
   }
@@ -427,9 +428,10 @@ bool FluidNetwork::SmallComponent(int level, size_t limit) {
     Marks& m = marks_[r];
     if (m.solve_stamp == solve_stamp_) return true;
     m.solve_stamp = solve_stamp_;
-    const std::vector<FlowId>& flows = resources_[r].flows;
-    if (flows.size() > limit) return false;
-    for (FlowId g : flows) {
+    const LevelInfo* li = Info(r, level);
+    if (li == nullptr) return true;
+    if (li->members.size() > limit) return false;
+    for (FlowId g : li->members) {
       if (!reach(g)) return false;
     }
     return true;
@@ -576,12 +578,10 @@ bool FluidNetwork::Check(int level) {
     const double above = froze >= 0 && li->max_rate_ub > froze + tol ? froze + tol : kInf;
     if (!over && !unseat && above == kInf) return;
     ++stats_.scans;
-    Resource& res = resources_[r];
     double exact_load = 0;
     double fixed_max = 0;
-    for (FlowId g : res.flows) {
+    for (FlowId g : li->members) {
       const Flow& other = flows_[g];
-      if (other.level != level) continue;
       const double rate = std::max(0.0, other.rate);
       exact_load += rate;
       if (other.in_set == set_stamp_) continue;

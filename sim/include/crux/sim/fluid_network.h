@@ -160,16 +160,18 @@ class FluidNetwork {
     std::vector<T> heap_;
   };
 
-  struct Flow {
-    // Fields water-filling reads first, to share cache lines.
+  // Aligned to a cache line, with the fields water-filling and the checks read (rate, stamps,
+  // level, bottleneck, the first resources) in its first 64 bytes: a scan of a resource's flows
+  // touches one line per flow.
+  struct alignas(64) Flow {
     double rate = 0;      // Bits per second; -1 = not computed yet (new or re-routed).
     uint32_t in_set = 0;  // == set_stamp_: member of S of the level being processed.
     uint32_t visit = 0;   // == visit_stamp_: reached by SmallComponent.
     int level = 0;
-    InlineList<ResourceId> resources;
     ResourceId bottleneck = kNoResource;  // Where water-filling froze it.
     bool active = false;
-    InlineList<uint32_t> positions;  // Index of this flow in resources_[r].flows.
+    InlineList<ResourceId> resources;
+    InlineList<uint32_t> positions;  // Index of this flow in its level's `members` on each.
     double remaining = 0;            // Bytes left at `last`.
     double transmitted = 0;          // Bytes sent up to `last`.
     Duration last;                   // Time of the last settle.
@@ -185,10 +187,12 @@ class FluidNetwork {
     double load = 0;         // Sum of their rates.
     double share = 0;        // The rate of every flow bottlenecked here.
     double max_rate_ub = 0;  // >= the rate of every flow of the level on the resource.
+    // The flows of the level on the resource (`flows` of them): what the checks and the
+    // component searches walk, which only ever look at one level.
+    std::vector<FlowId> members;
   };
   struct Resource {
     double capacity = 0;
-    std::vector<FlowId> flows;
     // Sorted by level; one entry per level that had flows here (kept when they leave: the
     // same levels come back every iteration).
     std::vector<LevelInfo> levels;
