@@ -671,6 +671,29 @@ std::shared_ptr<const PlanningSnapshot> ControlLoop::PeekSnapshot() const {
   return snap;
 }
 
+std::shared_ptr<const PlanningSnapshot> ControlLoop::PeekReoptimization() const {
+  std::shared_ptr<PlanningSnapshot> snap = Snapshot();
+  snap->reason = "dry run, re-optimisation";
+  snap->reoptimize = true;
+  snap->reoptimize_min_gain = options_.reoptimize_min_gain;
+  return snap;
+}
+
+bool ControlLoop::OnlyReoptimizationDue() const {
+  return !in_flight_ && !requested_ && !retry_at_ && ReoptimizeAt().has_value();
+}
+
+uint64_t ControlLoop::SkipReoptimizations(Duration until) {
+  uint64_t skipped = 0;
+  while (true) {
+    const std::optional<Duration> at = ReoptimizeAt();
+    if (!at || *at > until) break;
+    last_reoptimize_ = *at;
+    ++skipped;
+  }
+  return skipped;
+}
+
 std::shared_ptr<const PlanningSnapshot> ControlLoop::StartPlan() {
   const std::optional<Duration> when = due();
   const Duration now = clock_->Now();

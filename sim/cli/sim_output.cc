@@ -199,6 +199,7 @@ json ControlJson(const sim::SimResult& r, const RunInfo& info) {
     c["reoptimize_min_gain"] = Finite(info.reoptimize_min_gain);
     c["reoptimizations"] = r.reoptimizations;
     c["reoptimizations_adopted"] = r.reoptimizations_adopted;
+    c["reoptimizations_previewed"] = r.reoptimizations_previewed;
   }
   return c;
 }

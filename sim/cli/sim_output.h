@@ -18,7 +18,8 @@
 //                    "control": {"mode": "loop" | "oracle", "debounce_ms",
 //                    "min_replan_interval_ms", "replan_threshold_pct", "stable",
 //                    "reoptimize_interval_s", "reoptimize_min_gain",
-//                    "reoptimizations", "reoptimizations_adopted"},
+//                    "reoptimizations", "reoptimizations_adopted",
+//                    "reoptimizations_previewed"},
 //                    "reserved_high_levels", ...}
 //   D/timeseries.csv t_s,gpu_utilization,cluster_utilization,running_jobs
 //   D/jobs.csv       id,model,gpus,arrival_s,finish_s,iterations,jct_s,mean_iteration_s,

@@ -39,25 +39,48 @@ void LoopHost::RemoveJob(const std::string& id, std::string_view reason) {
 
 void LoopHost::Invalidate(std::string_view reason) { loop_.Invalidate(reason); }
 
+std::shared_ptr<const core::PlanningSnapshot> LoopHost::WithFixedRanks(
+    std::shared_ptr<const core::PlanningSnapshot> snap) const {
+  if (fixed_rank_.empty()) return snap;
+  auto patched = std::make_shared<core::PlanningSnapshot>(*snap);
+  for (core::PlanningJob& j : patched->jobs) {
+    auto it = fixed_rank_.find(j.id);
+    if (it == fixed_rank_.end() || j.spec == nullptr) continue;
+    auto spec = std::make_shared<core::JobSpec>(*j.spec);
+    spec->fixed_rank = it->second;
+    j.spec = std::move(spec);
+  }
+  return patched;
+}
+
+LoopRun LoopHost::PreviewReoptimization(core::SchedulingPolicy& fresh, const core::Topology& topo) {
+  LoopRun run;
+  std::shared_ptr<const core::PlanningSnapshot> snap = loop_.PeekReoptimization();
+  if (snap->jobs.empty()) return run;
+  const core::PlanOutcome outcome = core::RunPlan(fresh, topo, *WithFixedRanks(snap), *clock_);
+  run.planned = true;
+  run.status = outcome.status;
+  if (outcome.reoptimize_verdict) {
+    run.reoptimize_weighed = true;
+    run.reoptimize_adopted = outcome.reoptimize_verdict->adopted;
+  }
+  for (const auto& a : outcome.changed) run.changed.push_back(*a);
+  run.removed = outcome.removed.size();
+  if (outcome.status.ok()) {
+    for (size_t k = 0; k < outcome.planned.size() && k < outcome.plan.jobs.size(); ++k) {
+      run.time_shifts.emplace_back(outcome.planned[k], outcome.plan.jobs[k].time_shift);
+    }
+  }
+  return run;
+}
+
 LoopRun LoopHost::Run(core::SchedulingPolicy& policy, const core::Topology& topo) {
   LoopRun run;
   std::shared_ptr<const core::PlanningSnapshot> snap = loop_.StartPlan();
   if (snap == nullptr) return run;
   core::PlanOutcome outcome;
   if (!snap->jobs.empty()) {
-    std::shared_ptr<const core::PlanningSnapshot> input = snap;
-    if (!fixed_rank_.empty()) {
-      auto patched = std::make_shared<core::PlanningSnapshot>(*snap);
-      for (core::PlanningJob& j : patched->jobs) {
-        auto it = fixed_rank_.find(j.id);
-        if (it == fixed_rank_.end() || j.spec == nullptr) continue;
-        auto spec = std::make_shared<core::JobSpec>(*j.spec);
-        spec->fixed_rank = it->second;
-        j.spec = std::move(spec);
-      }
-      input = std::move(patched);
-    }
-    outcome = core::RunPlan(policy, topo, *input, *clock_);
+    outcome = core::RunPlan(policy, topo, *WithFixedRanks(snap), *clock_);
     run.planned = true;
     if (outcome.reoptimize_verdict) {
       run.reoptimize_weighed = true;

@@ -48,6 +48,7 @@ struct LoopRun {
   std::vector<core::AppliedAssignment> changed;                     // Now in force.
   std::vector<std::pair<std::string, core::Duration>> time_shifts;  // Of every planned job.
   size_t excluded = 0;  // Jobs left out by the planner-refusal rule.
+  size_t removed = 0;   // Applied assignments the run drops.
 };
 
 class LoopHost {
@@ -73,12 +74,21 @@ class LoopHost {
   // the ranks of `fixed` are put back into the snapshot's specs before RunPlan (a copy; the
   // loop's own snapshot is untouched).
   LoopRun Run(core::SchedulingPolicy& policy, const core::Topology& topo);
+  // What the loop's next re-optimisation would do if nothing changed until it is due: RunPlan
+  // over ControlLoop::PeekReoptimization() with `fresh`, a policy made for `topo` with no state
+  // of its own (a stable one is seeded with the plan in force, as the real run continues it).
+  // Commits nothing; `changed` lists what the run would change (`removed`: would drop).
+  LoopRun PreviewReoptimization(core::SchedulingPolicy& fresh, const core::Topology& topo);
 
   const core::ControlLoop& loop() const { return loop_; }
   // Link health signals and decisions (fault injection): straight to the loop.
   core::ControlLoop& mutable_loop() { return loop_; }
 
  private:
+  // `snap` with the fixed ranks put back (a copy), or `snap` itself when there are none.
+  std::shared_ptr<const core::PlanningSnapshot> WithFixedRanks(
+      std::shared_ptr<const core::PlanningSnapshot> snap) const;
+
   const core::Clock* clock_;
   core::ControlLoop loop_;
   std::unordered_map<std::string, int> fixed_rank_;

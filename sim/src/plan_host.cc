@@ -294,6 +294,37 @@ void PlanHost::RefreshDefaults() {
   RerouteStalled();
 }
 
+std::optional<core::Duration> PlanHost::jump_barrier(core::Duration limit) {
+  const std::optional<core::Duration> at = due();
+  if (!at || *at >= limit || policy_stale_ || !loop_->loop().OnlyReoptimizationDue()) return at;
+  const std::pair<uint64_t, uint64_t> key{loop_->loop().epoch(), loop_->loop().runs()};
+  if (preview_key_ != key) {
+    preview_key_ = key;
+    preview_keeps_ = PreviewKeepsPlan();
+  }
+  if (preview_keeps_) return std::nullopt;
+  return at;
+}
+
+bool PlanHost::PreviewKeepsPlan() {
+  core::Result<std::unique_ptr<core::SchedulingPolicy>> fresh = factory_(topo_, clock_);
+  if (!fresh.ok() || *fresh == nullptr) return false;
+  const LoopRun run = loop_->PreviewReoptimization(**fresh, topo_);
+  if (!run.status.ok() || !run.changed.empty() || run.removed > 0) return false;
+  for (const auto& [id, time_shift] : run.time_shifts) {
+    auto it = index_of_.find(id);
+    if (it == index_of_.end()) continue;
+    const JobState& s = jobs_->job(it->second);
+    if (s.status == JobStatus::kRunning && time_shift != s.applied_shift) return false;
+  }
+  return true;
+}
+
+void PlanHost::SkipKeptReoptimizations() {
+  if (!loop_ || !loop_->loop().OnlyReoptimizationDue()) return;
+  result_.reoptimizations_previewed += loop_->mutable_loop().SkipReoptimizations(clock_.Now());
+}
+
 core::Status PlanHost::RunDue(bool* changed) {
   *changed = false;
   if (policy_stale_) CRUX_RETURN_IF_ERROR(MakePolicy());

@@ -224,8 +224,10 @@ void Engine::FastForward() {
     return;
   }
   Duration next = std::min(horizon_, cluster_.next_time());
-  if (const std::optional<Duration> due = host_.due()) next = std::min(next, *due);
   if (faults_) next = std::min(next, faults_->barrier(host_.any_link_not_up()));
+  if (const std::optional<Duration> barrier = host_.jump_barrier(next)) {
+    next = std::min(next, *barrier);
+  }
   const Duration jump =
       ff_->Check(next, [this] { return host_.oracle() || host_.ProfilersSettled(); });
   if (jump <= Duration::Zero()) return;
@@ -234,6 +236,7 @@ void Engine::FastForward() {
   jobs_->Shift(jump);
   fabric_->net().ShiftTime(jump);
   clock_.Shift(jump);
+  host_.SkipKeptReoptimizations();
 }
 
 void Engine::MaybeProgress(bool force) {

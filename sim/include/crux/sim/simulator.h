@@ -239,6 +239,10 @@ struct SimResult {
   // (loop.reoptimize_min_gain > 0), and of them those whose fresh plan was adopted.
   uint64_t reoptimizations = 0;
   uint64_t reoptimizations_adopted = 0;
+  // Re-optimisations due inside fast-forward jumps that were not run: a preview before the jump
+  // showed the re-optimisation would change nothing, and nothing changes during a jump
+  // (PlanHost::jump_barrier). Counted apart from `reoptimizations`.
+  uint64_t reoptimizations_previewed = 0;
   double wall_s = 0;
   // Bytes accounting (conservation): every byte sent is delivered by the end unless its flow
   // was cut short by the horizon or a departure (then counted in bytes_in_flight).
