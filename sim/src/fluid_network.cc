@@ -24,6 +24,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // Flows ahead whose cache line a walk over a flow list requests early (the lists are in no
 // memory order; a flow is one cache line, Flow is aligned to it).
 constexpr size_t kPrefetch = 8;
+// Water-filling rounds that find the smallest fair share by a scan of S's resources before a
+// heap is built for the rest (a scan costs what building the heap does).
+constexpr int kScanRounds = 2;
 
 // A new generation of a visit marker: `stamp` advances; when it wraps around, every item's
 // marker is cleared once.
@@ -489,7 +492,6 @@ void FluidNetwork::Solve(int level) {
     solve_flows_.push_back(sf);
   }
   uint32_t offset = 0;
-  heap_.clear();
   for (uint32_t d = 0; d < solve_resources_.size(); ++d) {
     SolveResource& sr = solve_resources_[d];
     sr.begin = offset;
@@ -509,7 +511,6 @@ void FluidNetwork::Solve(int level) {
     const double fixed_load = sr.count == li->flows ? 0.0 : li->load - sr.set_old;
     sr.residual = cap - fixed_load;
     sr.unfrozen = sr.count;
-    heap_.push_back(ShareEntry{std::max(0.0, sr.residual) / sr.unfrozen, d});
   }
   solve_res_flows_.resize(offset);
   for (uint32_t i = 0; i < solve_flows_.size(); ++i) {
@@ -519,8 +520,54 @@ void FluidNetwork::Solve(int level) {
       solve_res_flows_[sr.begin + sr.fill++] = i;
     }
   }
-  std::make_heap(heap_.begin(), heap_.end(), ShareAfter());
   size_t unfrozen = solve_flows_.size();
+  // Every unfrozen flow of resource d freezes at `share`, d's current fair share (the minimum).
+  auto freeze = [&](uint32_t d, double share) {
+    SolveResource& sr = solve_resources_[d];
+    sr.froze = share;
+    const uint32_t end = sr.begin + static_cast<uint32_t>(sr.count);
+    for (uint32_t k = sr.begin; k < end; ++k) {
+      SolveFlow& sf = solve_flows_[solve_res_flows_[k]];
+      if (sf.frozen) continue;
+      sf.frozen = true;
+      --unfrozen;
+      sf.new_rate = share;
+      sf.bottleneck = d;
+      for (uint32_t j = sf.begin; j < sf.end; ++j) {
+        SolveResource& sr2 = solve_resources_[solve_flow_res_[j]];
+        sr2.residual -= share;
+        --sr2.unfrozen;
+        sr2.set_new += share;
+        sr2.set_max = std::max(sr2.set_max, share);
+      }
+    }
+  };
+  // Each round freezes the flows of the resource with the smallest fair share (ties: the first
+  // in solve_resources_). The first rounds find it by a scan: S usually shares one bottleneck
+  // (the resource a finish freed), which one round settles without building a heap.
+  for (int round = 0; unfrozen > 0 && round < kScanRounds; ++round) {
+    uint32_t best = 0;
+    double best_share = kInf;
+    for (uint32_t d = 0; d < solve_resources_.size(); ++d) {
+      const SolveResource& sr = solve_resources_[d];
+      if (sr.unfrozen <= 0) continue;
+      const double share = std::max(0.0, sr.residual) / sr.unfrozen;
+      if (share < best_share) {
+        best_share = share;
+        best = d;
+      }
+    }
+    if (best_share == kInf) break;
+    freeze(best, best_share);
+  }
+  if (unfrozen == 0) return;
+  // Then a heap of the fair shares, in the same order.
+  heap_.clear();
+  for (uint32_t d = 0; d < solve_resources_.size(); ++d) {
+    const SolveResource& sr = solve_resources_[d];
+    if (sr.unfrozen > 0) heap_.push_back(ShareEntry{std::max(0.0, sr.residual) / sr.unfrozen, d});
+  }
+  std::make_heap(heap_.begin(), heap_.end(), ShareAfter());
   while (unfrozen > 0 && !heap_.empty()) {
     std::pop_heap(heap_.begin(), heap_.end(), ShareAfter());
     const ShareEntry e = heap_.back();
@@ -536,23 +583,7 @@ void FluidNetwork::Solve(int level) {
       std::push_heap(heap_.begin(), heap_.end(), ShareAfter());
       continue;
     }
-    sr.froze = share;
-    const uint32_t end = sr.begin + static_cast<uint32_t>(sr.count);
-    for (uint32_t k = sr.begin; k < end; ++k) {
-      SolveFlow& sf = solve_flows_[solve_res_flows_[k]];
-      if (sf.frozen) continue;
-      sf.frozen = true;
-      --unfrozen;
-      sf.new_rate = share;
-      sf.bottleneck = e.r;
-      for (uint32_t j = sf.begin; j < sf.end; ++j) {
-        SolveResource& sr2 = solve_resources_[solve_flow_res_[j]];
-        sr2.residual -= share;
-        --sr2.unfrozen;
-        sr2.set_new += share;
-        sr2.set_max = std::max(sr2.set_max, share);
-      }
-    }
+    freeze(e.r, share);
   }
 }
 
