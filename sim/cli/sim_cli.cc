@@ -71,6 +71,7 @@ struct RunFlags {
   std::optional<int> gpus_per_host;
   std::optional<double> overlap_start;  // Overrides every model's overlap_start (traces only).
   std::optional<double> load;           // Overrides the scenario's generate load / gap.
+  std::optional<double> days;           // Overrides the scenario's generate days.
   bool no_fast_forward = false;
   bool single_overlap = false;
   bool no_plots = false;
@@ -151,6 +152,9 @@ void AddRunFlags(CLI::App* cmd, RunFlags* f, bool compare) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--load", f->load,
                   "Offered load for a scenario's generated trace (fraction of GPUs, (0, 4])");
+  cmd->add_option("--days", f->days,
+                  "Span of a scenario's generated trace in days (e.g. 14 for the two-week runs)")
+      ->check(CLI::Range(1e-6, 3650.0));
   cmd->add_flag("--no-fast-forward", f->no_fast_forward,
                 "Simulate every flow (no steady-state jump)");
   cmd->add_flag("--single-overlap", f->single_overlap,
@@ -239,6 +243,8 @@ std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std
     return Failure{kExitUsage, "--jobs or --trace: one is required (or --scenario)"};
   }
   if (f.load && !generate) return Failure{kExitUsage, "--load: needs a scenario that generates"};
+  if (f.days && !generate) return Failure{kExitUsage, "--days: needs a scenario that generates"};
+  if (f.days) generate->days = *f.days;
   if (f.overlap_start && !jobs_path.empty()) {
     return Failure{kExitUsage, "--overlap-start: only for traces (a jobs file has no models)"};
   }

@@ -184,6 +184,21 @@ TEST_F(SimCliTest, LinkFailureSlowsTheJobThatCrossesIt) {
   EXPECT_THAT(bad.err, HasSubstr("line 2, column 3 (b): no link between 'sw0' and 'host3'"));
 }
 
+// --days stretches a scenario's generated trace (the two-week runs of docs/evaluation.md).
+TEST_F(SimCliTest, DaysOverridesTheSpanOfAScenariosGeneratedTrace) {
+  const std::string sc = (kConfigs / "scenarios/llm2025_clos2_os1.yaml").string();
+  auto jobs_for = [&](const std::string& days, const std::string& out) {
+    const CliResult r = Cli({"run", "--scenario", sc, "--policy", "ideal", "--days", days,
+                             "--horizon-s", "60", "--quiet", "--no-plots", "--out", P(out)});
+    EXPECT_EQ(r.code, 0) << r.err;
+    return ReadJson(P(out + "/summary.json"))["jobs"].size();
+  };
+  const size_t short_trace = jobs_for("0.05", "d005");
+  const size_t longer_trace = jobs_for("0.2", "d02");
+  EXPECT_GT(short_trace, 0u);
+  EXPECT_GT(longer_trace, 2 * short_trace);
+}
+
 TEST_F(SimCliTest, FaultsWritesAReportPerModeAndRejectsUnknownModes) {
   const std::string sc = (kConfigs / "scenarios/testbed_pair.yaml").string();
   const CliResult r = Cli({"faults",
@@ -405,6 +420,8 @@ TEST_F(SimCliTest, BadInputExitsTwoWithAMessage) {
        "--overlap-start"},
       {{"run", "--topology", topo, "--jobs", jobs, "--load", "0.5", "--out", P("o")},
        "--load: needs a scenario that generates"},
+      {{"run", "--topology", topo, "--jobs", jobs, "--days", "14", "--out", P("o")},
+       "--days: needs a scenario that generates"},
       {{"gen-trace", "--models", P("missing.yaml"), "--out", P("x.csv")}, "missing.yaml"},
       {{"frobnicate"}, "error"},
   };
