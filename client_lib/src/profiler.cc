@@ -2,25 +2,31 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <utility>
+#include <vector>
 
 #include "period_detector.h"
 
 namespace crux::client::internal {
 namespace {
 
+// The median of `v` (the mean of the two middle values for an even count); reorders `v`.
 template <typename T>
-T MedianOf(std::vector<T> v) {
+T MedianOf(std::vector<T>& v) {
   if (v.empty()) return T{};
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  if (n % 2 == 1) return v[n / 2];
-  return static_cast<T>((v[n / 2 - 1] + v[n / 2]) / 2);
+  const size_t n = v.size();
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(n / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (n % 2 == 1) return *mid;
+  const T below = *std::max_element(v.begin(), mid);  // The middle value below: sorted v[n/2 - 1].
+  return static_cast<T>((below + *mid) / 2);
 }
 
 template <typename T>
 bool Stable(const std::vector<T>& v, double spread) {
-  T med = MedianOf(v);
+  std::vector<T> copy = v;
+  T med = MedianOf(copy);
   double m = static_cast<double>(med);
   for (T x : v) {
     double d = std::abs(static_cast<double>(x) - m);
@@ -193,6 +199,9 @@ Profile Profiler::MedianProfile(std::vector<PeerId>* peer_index) const {
   std::vector<int64_t> period, compute, comm;
   std::vector<double> overlap;
   std::vector<uint64_t> bytes;
+  for (auto* v : {&period, &compute, &comm}) v->reserve(window_.size());
+  overlap.reserve(window_.size());
+  bytes.reserve(window_.size());
   size_t peers = 0;
   for (const auto& s : window_) {
     period.push_back(s.period_ns);
@@ -210,8 +219,10 @@ Profile Profiler::MedianProfile(std::vector<PeerId>* peer_index) const {
   p.bytes_per_iteration = MedianOf(bytes);
   p.samples = static_cast<uint32_t>(window_.size());
   peer_index->clear();
+  std::vector<uint64_t> b;  // Reused per peer.
+  b.reserve(window_.size());
   for (size_t i = 0; i < peers; ++i) {
-    std::vector<uint64_t> b;
+    b.clear();
     for (const auto& s : window_) b.push_back(i < s.peer_bytes.size() ? s.peer_bytes[i] : 0);
     uint64_t med = MedianOf(b);
     if (med == 0) continue;

@@ -53,10 +53,7 @@ void SteadyStateDetector::BuildGroups() {
   for (JobState& s : js) s.group = -1;
   if (!options_.fast_forward) return;
   // Union-find over running jobs through the resources of their planned flows.
-  std::vector<uint32_t> running;
-  for (uint32_t j = 0; j < js.size(); ++j) {
-    if (js[j].status == JobStatus::kRunning) running.push_back(j);
-  }
+  const std::vector<uint32_t> running = jobs_.running();
   std::vector<size_t> parent(running.size());
   for (size_t i = 0; i < parent.size(); ++i) parent[i] = i;
   auto find = [&parent](size_t x) {
@@ -399,10 +396,9 @@ Duration SteadyStateDetector::Check(Duration next, const std::function<bool()>& 
   for (const Group& g : groups_) max_period = std::max(max_period, g.period.nanos());
   // Land at least two group periods before the next event: the approach is simulated.
   int64_t jump = (next - clock_.Now()).nanos() - 2 * max_period;
-  for (const JobState& s : jobs_.jobs()) {
-    if (s.status != JobStatus::kRunning || !s.iteration_limit || s.rate_iterations <= 0) {
-      continue;
-    }
+  for (uint32_t j : jobs_.running()) {
+    const JobState& s = jobs_.jobs()[j];
+    if (!s.iteration_limit || s.rate_iterations <= 0) continue;
     // Leave a couple of group periods' worth of iterations to be simulated.
     const double left = static_cast<double>(*s.iteration_limit - s.iterations) -
                         2.0 * s.rate_iterations * static_cast<double>(max_period) - 1.0;
@@ -422,8 +418,8 @@ Duration SteadyStateDetector::Check(Duration next, const std::function<bool()>& 
 void SteadyStateDetector::Credit(Duration jump) {
   const Duration now = clock_.Now();
   const double jd = static_cast<double>(jump.nanos());
-  for (JobState& s : jobs_.jobs()) {
-    if (s.status != JobStatus::kRunning) continue;
+  for (uint32_t j : jobs_.running()) {
+    JobState& s = jobs_.jobs()[j];
     const double x = jd * s.rate_iterations + s.iteration_credit;
     const double n = std::floor(x + 1e-9);  // k periods x m iterations is an integer.
     s.iteration_credit = x - n;

@@ -98,11 +98,16 @@ void JobModel::Push(Duration at, uint32_t j, JobEventKind kind, uint32_t flow) {
   events_.Push(at, JobEvent{j, js_[j].gen, flow, kind});
 }
 
+void JobModel::SetRunning(uint32_t j) {
+  js_[j].status = JobStatus::kRunning;
+  running_.insert(std::lower_bound(running_.begin(), running_.end(), j), j);
+}
+
 void JobModel::NewEpoch() {
   ++epoch_;
   old_in_flight_ = 0;
-  for (const JobState& s : js_) {
-    if (s.status != JobStatus::kRunning) continue;
+  for (uint32_t j : running_) {
+    const JobState& s = js_[j];
     for (const FlowRun& run : s.flows) {
       if (run.status != FlowStatus::kDone) ++old_in_flight_;
     }
@@ -110,8 +115,8 @@ void JobModel::NewEpoch() {
 }
 
 void JobModel::Shift(Duration d) {
-  for (JobState& s : js_) {
-    if (s.status != JobStatus::kRunning) continue;
+  for (uint32_t j : running_) {
+    JobState& s = js_[j];
     s.iter_start += d;
     s.compute_end += d;
     s.comm_start += d;
@@ -338,6 +343,7 @@ void JobModel::Depart(uint32_t j, bool at_horizon) {
     run.status = FlowStatus::kDone;
   }
   s.status = JobStatus::kDone;
+  running_.erase(std::lower_bound(running_.begin(), running_.end(), j));
   ++s.gen;  // Invalidates its pending events.
   if (!at_horizon) s.finish = end;
   metrics_.AddLifetime(s.arrival, end, s.gpus);

@@ -244,6 +244,11 @@ class JobModel {
   const std::vector<JobState>& jobs() const { return js_; }
   JobState& job(uint32_t j) { return js_[j]; }
   engine::EventQueue<JobEvent>& events() { return events_; }
+  // `j` arrived: it is running from now on. REQUIRES: `j` is waiting.
+  void SetRunning(uint32_t j);
+  // The running jobs, ascending: what the per-event loops walk (a two-week trace holds thousands
+  // of jobs, of which tens run at once).
+  const std::vector<uint32_t>& running() const { return running_; }
 
   // A new iteration of `j` at the current instant.
   void StartIteration(uint32_t j);
@@ -306,6 +311,7 @@ class JobModel {
   engine::EventQueue<JobEvent> events_;
   uint32_t epoch_ = 0;
   int64_t old_in_flight_ = 0;
+  std::vector<uint32_t> running_;  // Sorted.
   bool telemetry_ = false;
 };
 

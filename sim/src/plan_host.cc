@@ -218,8 +218,8 @@ void PlanHost::SetPlanFlows(uint32_t j, const core::Assignment* a) {
 }
 
 void PlanHost::Arrive(uint32_t j) {
+  jobs_->SetRunning(j);
   JobState& s = jobs_->job(j);
-  s.status = JobStatus::kRunning;
   if (!RouteAlone(j)) {
     // No route on either fabric (the policy would refuse it too): only its compute runs.
     s.own_flows.clear();
@@ -269,8 +269,9 @@ std::optional<core::Duration> PlanHost::due() const {
 // missed.
 bool PlanHost::ProfilersSettled() const {
   const int64_t window = std::max<uint32_t>(options_.control.profiler.window, 3);
-  for (const JobState& s : jobs_->jobs()) {
-    if (s.status != JobStatus::kRunning || !s.profiler) continue;
+  for (uint32_t j : jobs_->running()) {
+    const JobState& s = jobs_->jobs()[j];
+    if (!s.profiler) continue;
     if (!s.profiler->settled()) return false;
     if (s.epoch_iterations >= window) continue;
     if (s.epoch_iterations >= kQuietIterations && s.profiler->Quiet(kQuietMargin)) continue;

@@ -177,7 +177,7 @@ Status Engine::EndOfInstant() {
 
 void Engine::Arrive(uint32_t j) {
   if (host_.oracle()) {
-    jobs_->job(j).status = JobStatus::kRunning;
+    jobs_->SetRunning(j);
   } else {
     host_.Arrive(j);
     regroup_needed_ = true;
