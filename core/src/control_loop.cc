@@ -684,14 +684,14 @@ bool ControlLoop::OnlyReoptimizationDue() const {
 }
 
 uint64_t ControlLoop::SkipReoptimizations(Duration until) {
-  uint64_t skipped = 0;
-  while (true) {
-    const std::optional<Duration> at = ReoptimizeAt();
-    if (!at || *at > until) break;
-    last_reoptimize_ = *at;
-    ++skipped;
-  }
-  return skipped;
+  const std::optional<Duration> at = ReoptimizeAt();
+  if (!at || *at > until) return 0;
+  // Timers at `at`, at + interval, ... up to `until` (computed, not stepped: a short interval
+  // and a long jump would be billions of steps).
+  const int64_t interval = options_.reoptimize_interval.nanos();
+  const int64_t later = (until - *at).nanos() / interval;
+  last_reoptimize_ = *at + Duration::Nanos(later * interval);
+  return static_cast<uint64_t>(later) + 1;
 }
 
 std::shared_ptr<const PlanningSnapshot> ControlLoop::StartPlan() {
