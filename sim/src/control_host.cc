@@ -19,6 +19,28 @@ core::JobDemand DemandFor(const SimJob& job) {
   return d;
 }
 
+namespace {
+
+// What a run's outcome says, before its assignments are committed (`changed` is left empty).
+LoopRun FromOutcome(const core::PlanOutcome& outcome) {
+  LoopRun run;
+  run.planned = true;
+  run.status = outcome.status;
+  run.excluded = outcome.excluded.size();
+  if (outcome.reoptimize_verdict) {
+    run.reoptimize_weighed = true;
+    run.reoptimize_adopted = outcome.reoptimize_verdict->adopted;
+  }
+  if (outcome.status.ok()) {
+    for (size_t k = 0; k < outcome.planned.size() && k < outcome.plan.jobs.size(); ++k) {
+      run.time_shifts.emplace_back(outcome.planned[k], outcome.plan.jobs[k].time_shift);
+    }
+  }
+  return run;
+}
+
+}  // namespace
+
 LoopHost::LoopHost(const core::Clock* clock, const core::Topology* nominal,
                    const core::ControlLoopOptions& options)
     : clock_(clock), loop_(clock, nominal, options) {}
@@ -54,51 +76,28 @@ std::shared_ptr<const core::PlanningSnapshot> LoopHost::WithFixedRanks(
 }
 
 LoopRun LoopHost::PreviewReoptimization(core::SchedulingPolicy& fresh, const core::Topology& topo) {
-  LoopRun run;
   std::shared_ptr<const core::PlanningSnapshot> snap = loop_.PeekReoptimization();
-  if (snap->jobs.empty()) return run;
+  if (snap->jobs.empty()) return {};
   const core::PlanOutcome outcome = core::RunPlan(fresh, topo, *WithFixedRanks(snap), *clock_);
-  run.planned = true;
-  run.status = outcome.status;
-  if (outcome.reoptimize_verdict) {
-    run.reoptimize_weighed = true;
-    run.reoptimize_adopted = outcome.reoptimize_verdict->adopted;
-  }
+  LoopRun run = FromOutcome(outcome);
   for (const auto& a : outcome.changed) run.changed.push_back(*a);
   run.removed = outcome.removed.size();
-  if (outcome.status.ok()) {
-    for (size_t k = 0; k < outcome.planned.size() && k < outcome.plan.jobs.size(); ++k) {
-      run.time_shifts.emplace_back(outcome.planned[k], outcome.plan.jobs[k].time_shift);
-    }
-  }
   return run;
 }
 
 LoopRun LoopHost::Run(core::SchedulingPolicy& policy, const core::Topology& topo) {
-  LoopRun run;
   std::shared_ptr<const core::PlanningSnapshot> snap = loop_.StartPlan();
-  if (snap == nullptr) return run;
+  if (snap == nullptr) return {};
   core::PlanOutcome outcome;
-  if (!snap->jobs.empty()) {
-    outcome = core::RunPlan(policy, topo, *WithFixedRanks(snap), *clock_);
-    run.planned = true;
-    if (outcome.reoptimize_verdict) {
-      run.reoptimize_weighed = true;
-      run.reoptimize_adopted = outcome.reoptimize_verdict->adopted;
-    }
-  }
-  run.status = outcome.status;
-  run.excluded = outcome.excluded.size();
+  const bool planned = !snap->jobs.empty();
+  if (planned) outcome = core::RunPlan(policy, topo, *WithFixedRanks(snap), *clock_);
+  LoopRun run = FromOutcome(outcome);
+  run.planned = planned;
   const core::ApplyBatch batch = loop_.FinishPlan(*snap, outcome);
   loop_.Commit(batch);
   run.changed.reserve(batch.changed.size());
   for (const auto& a : batch.changed) {
     if (a != nullptr) run.changed.push_back(*a);
-  }
-  if (outcome.status.ok()) {
-    for (size_t k = 0; k < outcome.planned.size() && k < outcome.plan.jobs.size(); ++k) {
-      run.time_shifts.emplace_back(outcome.planned[k], outcome.plan.jobs[k].time_shift);
-    }
   }
   return run;
 }

@@ -53,7 +53,7 @@ void SteadyStateDetector::BuildGroups() {
   for (JobState& s : js) s.group = -1;
   if (!options_.fast_forward) return;
   // Union-find over running jobs through the resources of their planned flows.
-  const std::vector<uint32_t> running = jobs_.running();
+  const std::vector<uint32_t>& running = jobs_.running();
   std::vector<size_t> parent(running.size());
   for (size_t i = 0; i < parent.size(); ++i) parent[i] = i;
   auto find = [&parent](size_t x) {

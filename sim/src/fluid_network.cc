@@ -104,7 +104,7 @@ void FluidNetwork::MarkResource(int level, ResourceId r) {
 
 void FluidNetwork::MarkFromLevel(int level, ResourceId r) {
   for (const LevelInfo& li : resources_[r].levels) {
-    if (li.level >= level && li.flows > 0) MarkResource(li.level, r);
+    if (li.level >= level && !li.members.empty()) MarkResource(li.level, r);
   }
 }
 
@@ -120,7 +120,6 @@ void FluidNetwork::Attach(FlowId f) {
     LevelInfo& li = AddInfo(flow.resources[i], flow.level);
     flow.positions[i] = static_cast<uint32_t>(li.members.size());
     li.members.push_back(f);
-    ++li.flows;
   }
   flow.bottleneck = kNoResource;
   Work(flow.level).flows.push_back(f);
@@ -150,7 +149,7 @@ void FluidNetwork::Detach(FlowId f) {
     }
     li->load -= old_rate;
     if (flow.bottleneck == r) --li->bottlenecked;
-    if (--li->flows == 0) {  // The entry stays (the level comes back with the next phase).
+    if (li->members.empty()) {  // The entry stays (the level comes back with the next phase).
       li->load = 0;
       li->max_rate_ub = 0;
     }
@@ -508,7 +507,7 @@ void FluidNetwork::Solve(int level) {
     sr.info = static_cast<int>(li - res.levels.data());
     sr.capacity = cap;
     // With every flow of the level here in S, nothing is fixed (exactly; no drift).
-    const double fixed_load = sr.count == li->flows ? 0.0 : li->load - sr.set_old;
+    const double fixed_load = sr.count == li->size() ? 0.0 : li->load - sr.set_old;
     sr.residual = cap - fixed_load;
     sr.unfrozen = sr.count;
   }
@@ -602,7 +601,7 @@ bool FluidNetwork::Check(int level) {
   auto check = [&](ResourceId r, const SolveResource* sr) {
     LevelInfo* li = sr != nullptr ? &resources_[r].levels[sr->info] : Info(r, level);
     if (li == nullptr) return;
-    if (li->flows <= (sr != nullptr ? sr->count : 0)) return;  // No fixed flow of the level.
+    if (li->size() <= (sr != nullptr ? sr->count : 0)) return;  // No fixed flow of the level.
     const double cap = sr != nullptr ? sr->capacity : CapacityAt(resources_[r], level);
     const double tol = Tolerance(resources_[r]);
     const double load = li->load + (sr != nullptr ? sr->set_new - sr->set_old : 0.0);

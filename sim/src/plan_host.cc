@@ -307,16 +307,21 @@ std::optional<core::Duration> PlanHost::jump_barrier(core::Duration limit) {
   return at;
 }
 
+JobState* PlanHost::ShiftChanges(const std::string& id, core::Duration time_shift) {
+  auto it = index_of_.find(id);
+  if (it == index_of_.end()) return nullptr;
+  JobState& s = jobs_->job(it->second);
+  if (s.status != JobStatus::kRunning || time_shift == s.applied_shift) return nullptr;
+  return &s;
+}
+
 bool PlanHost::PreviewKeepsPlan() {
   core::Result<std::unique_ptr<core::SchedulingPolicy>> fresh = factory_(topo_, clock_);
   if (!fresh.ok() || *fresh == nullptr) return false;
   const LoopRun run = loop_->PreviewReoptimization(**fresh, topo_);
   if (!run.status.ok() || !run.changed.empty() || run.removed > 0) return false;
   for (const auto& [id, time_shift] : run.time_shifts) {
-    auto it = index_of_.find(id);
-    if (it == index_of_.end()) continue;
-    const JobState& s = jobs_->job(it->second);
-    if (s.status == JobStatus::kRunning && time_shift != s.applied_shift) return false;
+    if (ShiftChanges(id, time_shift) != nullptr) return false;
   }
   return true;
 }
@@ -353,11 +358,9 @@ core::Status PlanHost::RunDue(bool* changed) {
   // Core's Assignment has no time shift (cruxd cannot enforce CASSINI's shifts): the simulator
   // takes them from the run's JobPlans, for every planned job.
   for (const auto& [id, time_shift] : run.time_shifts) {
-    auto it = index_of_.find(id);
-    if (it == index_of_.end()) continue;
-    JobState& s = jobs_->job(it->second);
-    if (s.status != JobStatus::kRunning || time_shift == s.applied_shift) continue;
-    ApplyTimeShift(s, time_shift);
+    JobState* s = ShiftChanges(id, time_shift);
+    if (s == nullptr) continue;
+    ApplyTimeShift(*s, time_shift);
     *changed = true;
   }
   if (*changed) RerouteStalled();

@@ -111,6 +111,8 @@ class PlanHost {
  private:
   core::Status MakePolicy();
   bool PreviewKeepsPlan();
+  // The running job `id` if `time_shift` differs from the one it runs under, else null.
+  JobState* ShiftChanges(const std::string& id, core::Duration time_shift);
   bool RouteAlone(uint32_t j);
   void SetPlanFlows(uint32_t j, const core::Assignment* a);
   void ApplyTimeShift(JobState& s, core::Duration shift);

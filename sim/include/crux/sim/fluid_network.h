@@ -182,14 +182,14 @@ class FluidNetwork {
   // Bookkeeping of the flows of one level on one resource.
   struct LevelInfo {
     int level = 0;
-    int flows = 0;           // Flows of the level on the resource.
-    int bottlenecked = 0;    // Of them, those whose bottleneck is this resource.
+    int bottlenecked = 0;    // Of `members`, those whose bottleneck is this resource.
     double load = 0;         // Sum of their rates.
     double share = 0;        // The rate of every flow bottlenecked here.
     double max_rate_ub = 0;  // >= the rate of every flow of the level on the resource.
-    // The flows of the level on the resource (`flows` of them): what the checks and the
-    // component searches walk, which only ever look at one level.
+    // The flows of the level on the resource: what the checks and the component searches
+    // walk, which only ever look at one level.
     std::vector<FlowId> members;
+    int size() const { return static_cast<int>(members.size()); }
   };
   struct Resource {
     double capacity = 0;
