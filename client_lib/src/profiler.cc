@@ -173,7 +173,13 @@ void Profiler::FinishIteration(int64_t end_ns) {
     s.overlap_start = std::clamp(f, 0.0, 1.0);
   }
   s.bytes = bytes_;
-  s.peer_bytes = peer_bytes_;
+  // The sample that leaves the window lends its per-peer vector (no allocation per iteration).
+  const size_t cap = std::max<uint32_t>(options_.window, 3);
+  while (window_.size() >= cap) {
+    s.peer_bytes = std::move(window_.front().peer_bytes);
+    window_.pop_front();
+  }
+  s.peer_bytes.assign(peer_bytes_.begin(), peer_bytes_.end());
   bytes_ = 0;
   std::fill(peer_bytes_.begin(), peer_bytes_.end(), 0);
   union_ns_ = 0;
@@ -181,7 +187,6 @@ void Profiler::FinishIteration(int64_t end_ns) {
   in_iteration_ = false;
   ++iterations_;
   window_.push_back(std::move(s));
-  while (window_.size() > std::max<uint32_t>(options_.window, 3)) window_.pop_front();
   new_sample_ = true;
 }
 
@@ -317,7 +322,27 @@ std::optional<Profile> Profiler::TakeReport(std::vector<PeerId>* peer_index) {
   }
   if (!new_sample_) return std::nullopt;
   new_sample_ = false;
-  if (!reported_) {
+  if (reported_) {
+    // After the first report Decide() only looks at the medians of period, compute and bytes
+    // to see that nothing changed, which is the common case on every iteration: take those
+    // three first and build the full profile (overlap, per-peer medians) only for a change.
+    scratch_i64_.clear();
+    scratch_u64_.clear();
+    for (const auto& s : window_) scratch_i64_.push_back(s.period_ns);
+    Profile scalars;
+    scalars.iteration_period_ns = MedianOf(scratch_i64_);
+    scratch_i64_.clear();
+    for (const auto& s : window_) {
+      scratch_i64_.push_back(s.compute_ns);
+      scratch_u64_.push_back(s.bytes);
+    }
+    scalars.compute_time_ns = MedianOf(scratch_i64_);
+    scalars.bytes_per_iteration = MedianOf(scratch_u64_);
+    if (!Changed(scalars)) {
+      changed_run_ = 0;
+      return std::nullopt;
+    }
+  } else {
     const uint64_t n = iterations_;
     bool due = n >= options_.converge_max_iterations;
     if (!due && n >= std::max<uint32_t>(2, options_.converge_min_iterations)) {

@@ -111,6 +111,9 @@ class Profiler {
   Profile last_reported_;
   uint32_t changed_run_ = 0;
   bool new_sample_ = false;
+  // Reused by TakeReport's unchanged-profile check (no allocation per iteration).
+  std::vector<int64_t> scratch_i64_;
+  std::vector<uint64_t> scratch_u64_;
 
   // Detection mode.
   struct Transfer {

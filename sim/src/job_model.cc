@@ -557,6 +557,11 @@ void JobModel::ReleaseInstance(uint32_t j, int op) {
     run.key = (static_cast<uint64_t>(op) << 48) | (static_cast<uint64_t>(number) << 24) | k;
     run.epoch = epoch_;
     run.status = FlowStatus::kInNetwork;
+    if (telemetry_) {  // As OnCommStart: the flow reports in its pin's sample.
+      run.report = pf < s.report_flow.size() && s.report_flow[pf];
+      run.reported_at = now;
+      run.progress_at = now;
+    }
     metrics_.Sent(bytes);
     s.bytes_sent += bytes;
     if (s.profiler && pf < s.peer_of.size()) {

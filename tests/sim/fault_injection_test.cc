@@ -5,11 +5,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "../core/test_topologies.h"
 #include "crux/core/builders.h"
+#include "crux/core/traffic_model.h"
 #include "crux/sim/faults.h"
 #include "crux/sim/simulator.h"
 
@@ -140,6 +142,56 @@ TEST(FaultInjectionTest, HardLinkDownFoundByTomographyAloneAndJobsReRouted) {
   for (const JobResult& j : m.jobs) it_manual += j.iterations;
   EXPECT_GT(it_auto, it_manual);
   EXPECT_GT(r.gpu_utilization, m.gpu_utilization);
+}
+
+// `RingJob` as a phase-level job (SimJob::iteration): forward, then backward while its
+// data-parallel ring (host i -> host i+1) runs, needed by the end of the iteration.
+SimJob PhaseRingJob(const Topology& topo, const std::string& id, std::vector<int> hosts,
+                    double compute_s, double mbytes) {
+  core::IterationModel m;
+  const int n = static_cast<int>(hosts.size());
+  m.layout.dp = n;
+  m.layout.gpus_per_host = 1;
+  m.work = core::Flops::Of(1e15);
+  m.segments = {{"fwd", Duration::Seconds(compute_s / 2), true},
+                {"bwd", Duration::Seconds(compute_s / 2), true}};
+  core::CommOp op;
+  op.name = "dp.ring";
+  op.issue_after = 0;
+  op.needed_before = 2;
+  for (int i = 0; i < n; ++i)
+    op.flows.push_back({i, 0, (i + 1) % n, 0, Bytes::FromDouble(mbytes * 1e6)});
+  m.ops = {op};
+  std::vector<core::NodeId> nodes;
+  for (int h : hosts) nodes.push_back(Must(topo.FindNode("host" + std::to_string(h))));
+  SimJob j;
+  j.spec = Must(core::SingleOverlapJobSpec(topo, id, nodes, m));
+  j.iteration = std::make_shared<const core::IterationModel>(m);
+  return j;
+}
+
+// Phase-level jobs send the same per-flow heartbeats as single-overlap ones: their flows are
+// reported on their pins, and a dead cable is found from them alone.
+TEST(FaultInjectionTest, PhaseJobsReportFlowsAndAHardLinkDownIsFound) {
+  const Topology topo = Clos();
+  const std::vector<SimJob> jobs = {
+      PhaseRingJob(topo, "a", {0, 4}, 0.2, 1500), PhaseRingJob(topo, "b", {1, 8}, 0.15, 1200),
+      PhaseRingJob(topo, "c", {5, 9}, 0.25, 1800), PhaseRingJob(topo, "d", {2, 6, 10}, 0.1, 900),
+      PhaseRingJob(topo, "e", {3, 11}, 0.2, 1000)};
+  SimOptions o = Options(120);
+  const LinkId l = Link(topo, "tor0", "agg0");
+  o.faults.faults = {Fault(FaultKind::kLinkDown, l, 30, 60)};
+  o.faults.switch_signals = false;
+  const SimResult r = RunFaults(topo, o, jobs);
+  EXPECT_GT(r.flow_reports, 80u);
+  ASSERT_EQ(r.fault_records.size(), 1u);
+  EXPECT_TRUE(r.fault_records[0].crossed_by_flow);
+  EXPECT_GE(r.fault_records[0].max_flows_per_link, 2u);
+  const FaultScore sc = ScoreFaults(r.fault_records, r.link_decisions, false, Duration::Seconds(5));
+  EXPECT_EQ(sc.detected, 1u) << Dump(topo, r);
+  ASSERT_FALSE(r.link_decisions.empty());
+  EXPECT_TRUE(r.link_decisions[0].link == l || r.link_decisions[0].link == topo.link(l).reverse);
+  EXPECT_NE(r.link_decisions[0].health, LinkHealth::kUp);
 }
 
 TEST(FaultInjectionTest, SwitchPortStateMarksTheLinkDownAfterItsDelay) {
