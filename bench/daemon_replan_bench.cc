@@ -19,6 +19,7 @@
 //   (issue #11: trigger-to-last-push <= 1 s at 10,000 jobs; the sends are not in here).
 // BM_DaemonReplanOneArrival/N: warm; one newcomer registers with a converged profile and is
 //   planned, then leaves (untimed) so every iteration starts from the same state.
+// BM_DaemonReoptimize/N: warm; the re-optimisation timer fires and the run re-optimises (below).
 // N = 1,000 runs on configs/topologies/example_clos2.yaml, N = 10,000 on hpn_pod.yaml, as
 // bench_daemon.sh's two cases. Counters: worker_ms (PlanEngine::Run), loop_ms (FinishPlan +
 // Commit), plan stages of the core planner, changed assignments, flows.
@@ -91,13 +92,18 @@ const Workload& LoadgenWorkload(int jobs) {
   return cache->emplace(jobs, std::move(w)).first->second;
 }
 
-core::ControlLoopOptions DaemonLoopOptions() {
+// With `reoptimize`, cruxd's re-optimisation timer and min gain (daemon.cc: stable planners).
+core::ControlLoopOptions DaemonLoopOptions(bool reoptimize = false) {
   const daemon::DaemonConfig c;
   core::ControlLoopOptions o;
   o.debounce = core::Duration::Zero();
   o.replan_threshold_pct = c.replan_threshold_pct;
   o.profiling_samples = c.profiling_samples;
   o.qos = c.qos;
+  if (reoptimize) {
+    o.reoptimize_interval = core::Duration::Millis(c.reoptimize_interval_ms);
+    o.reoptimize_min_gain = c.reoptimize_min_gain;
+  }
   return o;
 }
 
@@ -121,9 +127,9 @@ uint32_t Dscp(int i) {
 // A daemon's control loop and worker on one workload.
 class Daemonish {
  public:
-  Daemonish(const Workload& w, int jobs, bool stable)
+  Daemonish(const Workload& w, int jobs, bool stable, bool reoptimize = false)
       : w_(w),
-        loop_(&clock_, w.topo.get(), DaemonLoopOptions()),
+        loop_(&clock_, w.topo.get(), DaemonLoopOptions(reoptimize)),
         options_(DaemonPlannerOptions(stable)) {
     for (int i = 0; i < jobs; ++i) {
       loop_.AddJob(w.demands[i], Dscp(i));
@@ -141,6 +147,8 @@ class Daemonish {
     double assign_ms = 0;
     double qos_ms = 0;
     core::ReplanStats replan;
+    bool reoptimized = false;  // The run was a re-optimisation ...
+    bool adopted = false;      // ... whose fresh plan was adopted.
   };
 
   // One run as cruxd does it (due now: debounce 0).
@@ -167,10 +175,19 @@ class Daemonish {
     t.prepare_ms = (o.planning_time - o.schedule_time - o.assign_time - o.qos_time).ToMillis();
     t.assign_ms = o.assign_time.ToMillis();
     t.qos_ms = o.qos_time.ToMillis();
+    t.reoptimized = o.reoptimized;
+    t.adopted = o.reoptimize_verdict.has_value() && o.reoptimize_verdict->adopted;
     return t;
   }
 
   core::ControlLoop& loop() { return loop_; }
+  // Moves the loop's clock to when its next run is due (the re-optimisation timer when nothing
+  // else is pending).
+  void AdvanceToDue() {
+    const std::optional<core::Duration> due = loop_.due();
+    if (!due) Die("nothing due");
+    if (*due > clock_.Now()) clock_.Set(*due);
+  }
 
  private:
   const Workload& w_;
@@ -208,7 +225,7 @@ void Report(benchmark::State& state, const Workload& w, const std::vector<Daemon
   state.counters["traffic_ms"] = traffic / n;
   state.counters["flows"] = static_cast<double>(w.flows);
   double edges = 0, searched = 0, compressed = 0, inserted = 0, refused = 0, prepare = 0,
-         assign = 0, qos = 0;
+         assign = 0, qos = 0, reoptimized = 0, adopted = 0;
   for (const auto& t : ts) {
     prepare += t.prepare_ms;
     assign += t.assign_ms;
@@ -218,7 +235,11 @@ void Report(benchmark::State& state, const Workload& w, const std::vector<Daemon
     compressed += t.replan.jobs_compressed;
     inserted += t.replan.levels_inserted;
     refused += t.replan.insertions_repaired;
+    reoptimized += t.reoptimized ? 1 : 0;
+    adopted += t.adopted ? 1 : 0;
   }
+  state.counters["reoptimized"] = reoptimized / n;
+  state.counters["adopted"] = adopted / n;
   state.counters["dag_edges"] = edges / n;
   state.counters["prepare_ms"] = prepare / n;
   state.counters["assign_ms"] = assign / n;
@@ -304,6 +325,31 @@ BENCHMARK(BM_DaemonReplanOneArrival)
     ->Args({10000, 1})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(6);
+
+// cruxd's periodic re-optimisation (stable planner, reoptimize_interval_ms, min gain 0.01):
+// warm; each iteration the clock moves to the timer and the run re-optimises. With the min gain
+// RunPlan plans the continued plan and a fresh one and weighs them; when it keeps the plan in
+// force it re-seeds the policy with it (a third Schedule). Counters as above, plus the share of
+// runs that re-optimised (1) and whose fresh plan was adopted.
+void BM_DaemonReoptimize(benchmark::State& state) {
+  const int jobs = static_cast<int>(state.range(0));
+  const Workload& w = LoadgenWorkload(jobs);
+  Daemonish d(w, jobs, /*stable=*/true, /*reoptimize=*/true);
+  d.Run();
+  std::vector<Daemonish::Times> ts;
+  for (auto _ : state) {
+    state.PauseTiming();
+    d.AdvanceToDue();
+    state.ResumeTiming();
+    ts.push_back(d.Run());
+  }
+  Report(state, w, ts);
+}
+BENCHMARK(BM_DaemonReoptimize)
+    ->Args({1000})
+    ->Args({10000})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(4);
 
 }  // namespace
 }  // namespace crux
