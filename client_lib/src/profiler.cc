@@ -190,6 +190,13 @@ void Profiler::FinishIteration(int64_t end_ns) {
   new_sample_ = true;
 }
 
+template <typename T>
+T Profiler::WindowMedian(T IterationSample::*field, std::vector<T>& scratch) const {
+  scratch.clear();
+  for (const IterationSample& s : window_) scratch.push_back(s.*field);
+  return MedianOf(scratch);
+}
+
 void Profiler::FillFlops(Profile* p) const {
   if (flops_ > 0) {
     p->flops_per_iteration = flops_;
@@ -326,18 +333,10 @@ std::optional<Profile> Profiler::TakeReport(std::vector<PeerId>* peer_index) {
     // After the first report Decide() only looks at the medians of period, compute and bytes
     // to see that nothing changed, which is the common case on every iteration: take those
     // three first and build the full profile (overlap, per-peer medians) only for a change.
-    scratch_i64_.clear();
-    scratch_u64_.clear();
-    for (const auto& s : window_) scratch_i64_.push_back(s.period_ns);
     Profile scalars;
-    scalars.iteration_period_ns = MedianOf(scratch_i64_);
-    scratch_i64_.clear();
-    for (const auto& s : window_) {
-      scratch_i64_.push_back(s.compute_ns);
-      scratch_u64_.push_back(s.bytes);
-    }
-    scalars.compute_time_ns = MedianOf(scratch_i64_);
-    scalars.bytes_per_iteration = MedianOf(scratch_u64_);
+    scalars.iteration_period_ns = WindowMedian(&IterationSample::period_ns, scratch_i64_);
+    scalars.compute_time_ns = WindowMedian(&IterationSample::compute_ns, scratch_i64_);
+    scalars.bytes_per_iteration = WindowMedian(&IterationSample::bytes, scratch_u64_);
     if (!Changed(scalars)) {
       changed_run_ = 0;
       return std::nullopt;

@@ -79,6 +79,9 @@ class Profiler {
   int64_t UnionSoFar(int64_t t) const;
   void FinishIteration(int64_t end_ns);
   Profile MedianProfile(std::vector<PeerId>* peer_index) const;
+  // The median of one field over the window, gathered in `scratch` (reused, no allocation).
+  template <typename T>
+  T WindowMedian(T IterationSample::*field, std::vector<T>& scratch) const;
   std::optional<Profile> DetectedProfile(std::vector<PeerId>* peer_index);
   bool Changed(const Profile& p) const;
   // Applies the reporting rules (first report, change persistence) to a candidate.

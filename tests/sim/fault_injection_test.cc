@@ -144,28 +144,26 @@ TEST(FaultInjectionTest, HardLinkDownFoundByTomographyAloneAndJobsReRouted) {
   EXPECT_GT(r.gpu_utilization, m.gpu_utilization);
 }
 
-// `RingJob` as a phase-level job (SimJob::iteration): forward, then backward while its
-// data-parallel ring (host i -> host i+1) runs, needed by the end of the iteration.
-SimJob PhaseRingJob(const Topology& topo, const std::string& id, std::vector<int> hosts,
-                    double compute_s, double mbytes) {
+// A `RingJob` as a phase-level job (SimJob::iteration) on the same hosts: forward, then backward
+// while a data-parallel ring (host i -> host i+1, the ring job's pattern bytes per flow) runs,
+// needed by the end of the iteration.
+SimJob AsPhaseJob(const Topology& topo, const SimJob& ring) {
+  const core::JobSpec& spec = ring.spec;
+  const int n = static_cast<int>(spec.hosts.size());
   core::IterationModel m;
-  const int n = static_cast<int>(hosts.size());
   m.layout.dp = n;
   m.layout.gpus_per_host = 1;
   m.work = core::Flops::Of(1e15);
-  m.segments = {{"fwd", Duration::Seconds(compute_s / 2), true},
-                {"bwd", Duration::Seconds(compute_s / 2), true}};
+  const Duration half = spec.compute_time * 0.5;
+  m.segments = {{"fwd", half, true}, {"bwd", half, true}};
   core::CommOp op;
   op.name = "dp.ring";
   op.issue_after = 0;
   op.needed_before = 2;
-  for (int i = 0; i < n; ++i)
-    op.flows.push_back({i, 0, (i + 1) % n, 0, Bytes::FromDouble(mbytes * 1e6)});
+  for (int i = 0; i < n; ++i) op.flows.push_back({i, 0, (i + 1) % n, 0, spec.pattern_bytes});
   m.ops = {op};
-  std::vector<core::NodeId> nodes;
-  for (int h : hosts) nodes.push_back(Must(topo.FindNode("host" + std::to_string(h))));
   SimJob j;
-  j.spec = Must(core::SingleOverlapJobSpec(topo, id, nodes, m));
+  j.spec = Must(core::SingleOverlapJobSpec(topo, spec.id, spec.hosts, m));
   j.iteration = std::make_shared<const core::IterationModel>(m);
   return j;
 }
@@ -174,10 +172,8 @@ SimJob PhaseRingJob(const Topology& topo, const std::string& id, std::vector<int
 // reported on their pins, and a dead cable is found from them alone.
 TEST(FaultInjectionTest, PhaseJobsReportFlowsAndAHardLinkDownIsFound) {
   const Topology topo = Clos();
-  const std::vector<SimJob> jobs = {
-      PhaseRingJob(topo, "a", {0, 4}, 0.2, 1500), PhaseRingJob(topo, "b", {1, 8}, 0.15, 1200),
-      PhaseRingJob(topo, "c", {5, 9}, 0.25, 1800), PhaseRingJob(topo, "d", {2, 6, 10}, 0.1, 900),
-      PhaseRingJob(topo, "e", {3, 11}, 0.2, 1000)};
+  std::vector<SimJob> jobs;
+  for (const SimJob& ring : Jobs(topo)) jobs.push_back(AsPhaseJob(topo, ring));
   SimOptions o = Options(120);
   const LinkId l = Link(topo, "tor0", "agg0");
   o.faults.faults = {Fault(FaultKind::kLinkDown, l, 30, 60)};
