@@ -37,4 +37,16 @@ Result<LinkName> ParseLinkName(const Topology& topo, std::string_view name) {
   return out;
 }
 
+std::string_view LinkHealthName(LinkHealth h) {
+  switch (h) {
+    case LinkHealth::kUp:
+      return "up";
+    case LinkHealth::kDegraded:
+      return "degraded";
+    case LinkHealth::kDown:
+      return "down";
+  }
+  return "unknown";
+}
+
 }  // namespace crux::core

@@ -317,28 +317,6 @@ size_t DscpPool::SharedJobs() const {
 
 // ---- Desired state ----
 
-std::vector<NodeId> SwitchesOnPaths(const Topology& topo, const JobPlan& job) {
-  std::set<NodeId> out;
-  for (const FlowPlan& f : job.flows) {
-    for (LinkId l : f.path) {
-      const Link& link = topo.link(l);
-      if (IsNetworkSwitch(topo.node(link.src).kind)) out.insert(link.src);
-      if (IsNetworkSwitch(topo.node(link.dst).kind)) out.insert(link.dst);
-    }
-  }
-  return {out.begin(), out.end()};
-}
-
-std::vector<QosJob> QosJobsFromPlan(const Topology& topo, const Plan& plan, const DscpPool& pool) {
-  std::vector<QosJob> out;
-  for (const JobPlan& j : plan.jobs) {
-    std::optional<int> dscp = pool.ColourOf(j.id);
-    if (!dscp) continue;
-    out.push_back(QosJob{j.id, *dscp, j.level, SwitchesOnPaths(topo, j)});
-  }
-  return out;
-}
-
 Result<std::map<std::string, SwitchQosState>> ComputeDesiredQos(const QosConfig& config,
                                                                 const Topology& topo,
                                                                 const std::vector<QosJob>& jobs) {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,26 @@ using ::crux::core::testing::MakeClos2Small;
 using ::crux::core::testing::Must;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+
+// The QoS jobs of `plan`'s coloured jobs, each with the network switches its flows cross (cruxd
+// builds the same from the assignments in force: QosJobsOf in control_loop.cc).
+std::vector<QosJob> QosJobsOfPlan(const Topology& topo, const Plan& plan, const DscpPool& pool) {
+  std::vector<QosJob> out;
+  for (const JobPlan& j : plan.jobs) {
+    std::optional<int> dscp = pool.ColourOf(j.id);
+    if (!dscp) continue;
+    std::set<NodeId> switches;
+    for (const FlowPlan& f : j.flows) {
+      for (LinkId l : f.path) {
+        for (NodeId n : {topo.link(l).src, topo.link(l).dst}) {
+          if (IsNetworkSwitch(topo.node(n).kind)) switches.insert(n);
+        }
+      }
+    }
+    out.push_back(QosJob{j.id, *dscp, j.level, {switches.begin(), switches.end()}});
+  }
+  return out;
+}
 
 // ---- Config validation ----
 
@@ -232,7 +254,7 @@ TEST_F(DesiredQosTest, JobColoursOnlyOnSwitchesOnTheirPaths) {
   DscpPool pool = Must(DscpPool::Create(config_.dscp_pool), "pool");
   ASSERT_EQ(*pool.Acquire("local", 0), 10);
   ASSERT_EQ(*pool.Acquire("cross", 0), 12);
-  std::vector<QosJob> jobs = QosJobsFromPlan(c_.topo, plan, pool);
+  std::vector<QosJob> jobs = QosJobsOfPlan(c_.topo, plan, pool);
   ASSERT_EQ(jobs.size(), 2u);
   EXPECT_THAT(jobs[0].switches, ElementsAre(c_.tor[0]));
   auto states = Must(ComputeDesiredQos(config_, c_.topo, jobs), "qos");

@@ -1,6 +1,6 @@
 // The control loop's domain model: what a job asked for (JobDemand), what it measured
-// (JobProfile), what the daemon decided for it (Assignment) and what is in force (AppliedPlan,
-// AppliedQos). Plain value types with defaulted operator==, so a field added later can never be
+// (JobProfile), what the daemon decided for it (Assignment) and what is in force (AppliedPlan;
+// the switches' AppliedQos is in qos.h). Plain value types with defaulted operator==, so a field added later can never be
 // left out of a comparison (a diff against the applied plan compares whole Assignments).
 //
 // These are the types cruxd's tracker, planner host and store codec work in, and the ones the
@@ -24,7 +24,6 @@
 
 #include "crux/core/ids.h"
 #include "crux/core/job.h"
-#include "crux/core/qos.h"
 #include "crux/core/units.h"
 
 namespace crux::core {
@@ -140,18 +139,6 @@ struct AppliedAssignment {
 // plan (handed to a planner thread, published to readers) costs one map of pointers, never a
 // copy of every job's flows.
 using AppliedPlan = std::map<std::string, std::shared_ptr<const AppliedAssignment>>;
-
-// Link health as the control plane sees it (admin overrides now, telemetry later).
-enum class LinkHealth { kUp, kDegraded, kDown };
-std::string_view LinkHealthName(LinkHealth h);  // "up", "degraded", "down".
-
-// The desired QoS state of every switch, and the epoch at which each last changed.
-struct AppliedQos {
-  std::map<std::string, SwitchQosState> states;
-  std::map<std::string, uint64_t> epochs;
-
-  friend bool operator==(const AppliedQos&, const AppliedQos&) = default;
-};
 
 }  // namespace crux::core
 

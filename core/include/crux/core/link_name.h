@@ -14,6 +14,10 @@
 
 namespace crux::core {
 
+// Link health as the control plane sees it (admin overrides, fault decisions).
+enum class LinkHealth { kUp, kDegraded, kDown };
+std::string_view LinkHealthName(LinkHealth h);  // "up", "degraded", "down".
+
 struct LinkName {
   std::string from;  // Node names as written.
   std::string to;

@@ -44,7 +44,6 @@
 #include <vector>
 
 #include "crux/core/ids.h"
-#include "crux/core/planner.h"
 #include "crux/core/status.h"
 #include "crux/core/topology.h"
 
@@ -185,6 +184,14 @@ class DscpPool {
   std::map<int, std::multiset<int>> member_levels_;
 };
 
+// The desired QoS state of every switch, and the epoch at which each last changed.
+struct AppliedQos {
+  std::map<std::string, SwitchQosState> states;
+  std::map<std::string, uint64_t> epochs;
+
+  friend bool operator==(const AppliedQos&, const AppliedQos&) = default;
+};
+
 // One job as the QoS computation sees it.
 struct QosJob {
   std::string id;
@@ -192,13 +199,6 @@ struct QosJob {
   int level = 0;                 // Current plan level.
   std::vector<NodeId> switches;  // Network switches its flows cross (any order, repeats ok).
 };
-
-// The network switches on the paths of `job`'s flows (sorted by id, unique).
-std::vector<NodeId> SwitchesOnPaths(const Topology& topo, const JobPlan& job);
-
-// QosJobs for the jobs of `plan` that hold a colour in `pool` (others are skipped: a job without
-// a colour cannot be mapped). Levels come from the plan.
-std::vector<QosJob> QosJobsFromPlan(const Topology& topo, const Plan& plan, const DscpPool& pool);
 
 // The desired state of every network switch of `topo`, keyed by switch name. On each switch a
 // job colour maps to the TC of the highest-priority job with that colour crossing it; colours
