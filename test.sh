@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up (Debian packages), checks formatting, builds the test preset (warnings are errors) and
+# Sets up (Debian packages), checks formatting and the layering rules (scripts/check_layers.py,
+# docs/architecture.md), builds the test preset (warnings are errors) and
 # runs every test through ctest, then the fuzz stage (scripts/fuzz.sh --ci: its own clang build in
 # build/fuzz-ci, every fuzz corpus replayed, each fuzzer run 8 s; docs/fuzzing.md; skipped with a
 # message when clang's libFuzzer is missing, or with CRUX_SKIP_FUZZ=1), then the ThreadSanitizer
@@ -14,6 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 scripts/deps.sh
 scripts/format_check.sh
+/usr/bin/python3 scripts/check_layers.py
 if [[ ${CI:-} == true ]]; then
   test_flags=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG")
 else

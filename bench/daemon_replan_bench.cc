@@ -33,8 +33,8 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/control_loop.h"
-#include "crux/core/random.h"
+#include "crux/core/base/random.h"
+#include "crux/core/control/control_loop.h"
 #include "crux/daemon/config.h"
 #include "crux/daemon/plan_host.h"
 #include "crux/loadgen/workload.h"

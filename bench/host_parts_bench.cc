@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/host_parts.h"
+#include "crux/core/model/host_parts.h"
 
 namespace crux::core {
 namespace {

@@ -21,9 +21,9 @@
 #include <optional>
 #include <vector>
 
-#include "crux/core/builders.h"
-#include "crux/core/planner.h"
-#include "crux/core/random.h"
+#include "crux/core/base/random.h"
+#include "crux/core/plan/planner.h"
+#include "crux/core/topology/builders.h"
 
 namespace crux::core {
 namespace {

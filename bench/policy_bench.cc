@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/builders.h"
-#include "crux/core/job.h"
-#include "crux/core/policy.h"
-#include "crux/core/random.h"
-#include "crux/core/topology.h"
+#include "crux/core/base/random.h"
+#include "crux/core/model/job.h"
+#include "crux/core/policies/policy.h"
+#include "crux/core/topology/builders.h"
+#include "crux/core/topology/topology.h"
 
 namespace crux::core {
 namespace {

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/builders.h"
+#include "crux/core/topology/builders.h"
 #include "crux/sim/fluid_network.h"
 #include "crux/sim/simulator.h"
 

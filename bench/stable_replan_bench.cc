@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/builders.h"
-#include "crux/core/plan_quality.h"
-#include "crux/core/planner.h"
-#include "crux/core/random.h"
+#include "crux/core/base/random.h"
+#include "crux/core/plan/plan_quality.h"
+#include "crux/core/plan/planner.h"
+#include "crux/core/topology/builders.h"
 
 namespace crux::core {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "crux/core/job.h"
+#include "crux/core/model/job.h"
 #include "crux/spec/jobs_spec.h"
 #include "crux/spec/topology_spec.h"
 #include "fuzz_util.h"

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "crux/core/builders.h"
+#include "crux/core/topology/builders.h"
 #include "crux/spec/lingjun_csv.h"
 #include "fuzz_util.h"
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "crux/core/job.h"
+#include "crux/core/model/job.h"
 #include "crux/sim/workload/models.h"
 #include "crux/spec/topology_spec.h"
 #include "fuzz_util.h"

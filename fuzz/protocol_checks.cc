@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 #include "crux/protocol/codec.h"
 #include "crux/protocol/convert.h"
 #include "crux/protocol/validate.h"

@@ -8,7 +8,7 @@
 #include <thread>
 #include <utility>
 
-#include "crux/core/clock.h"
+#include "crux/core/base/clock.h"
 #include "crux/protocol/client.h"
 #include "crux/protocol/codec.h"
 #include "crux/protocol/transport_context.h"

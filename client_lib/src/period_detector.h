@@ -25,7 +25,7 @@
 #include <optional>
 #include <vector>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 
 namespace crux::client::internal {
 

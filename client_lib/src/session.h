@@ -45,9 +45,9 @@
 #include <vector>
 
 #include "crux/client/client.h"
-#include "crux/core/backoff.h"
-#include "crux/core/status.h"
-#include "crux/core/units.h"
+#include "crux/core/base/backoff.h"
+#include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
 #include "crux/v1/envelope.pb.h"
 
 namespace crux::client::internal {

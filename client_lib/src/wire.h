@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "crux/client/client.h"
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 #include "crux/v1/envelope.pb.h"
 
 namespace crux::client::internal {

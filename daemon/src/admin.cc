@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <set>
 
-#include "crux/core/fault_probes.h"
+#include "crux/core/faults/fault_probes.h"
 #include "crux/protocol/codec.h"
 #include "crux/protocol/convert.h"
 

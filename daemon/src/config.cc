@@ -17,7 +17,7 @@
 #include <variant>
 #include <vector>
 
-#include "crux/core/ids.h"
+#include "crux/core/base/ids.h"
 #include "crux/textio/file.h"
 #include "crux/textio/number.h"
 #include "crux/textio/yaml.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "crux/core/link_name.h"
+#include "crux/core/topology/link_name.h"
 
 namespace crux::daemon {
 

@@ -5,8 +5,8 @@
 #include <set>
 #include <string>
 
-#include "crux/core/ids.h"
-#include "crux/core/text.h"
+#include "crux/core/base/ids.h"
+#include "crux/core/base/text.h"
 
 namespace crux::protocol {
 namespace {

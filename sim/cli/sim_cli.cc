@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/policy.h"
-#include "crux/core/text.h"
+#include "crux/core/base/text.h"
+#include "crux/core/policies/policy.h"
 #include "crux/sim/simulator.h"
 #include "crux/sim/workload/generator.h"
 #include "crux/sim/workload/link_events.h"

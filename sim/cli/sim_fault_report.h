@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
+#include "crux/core/base/status.h"
+#include "crux/core/topology/topology.h"
 #include "crux/sim/faults.h"
 #include "crux/sim/simulator.h"
 

@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 #include "crux/sim/simulator.h"
 
 namespace crux::simcli {

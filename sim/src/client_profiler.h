@@ -22,10 +22,10 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/control_types.h"
-#include "crux/core/ids.h"
-#include "crux/core/status.h"
-#include "crux/core/units.h"
+#include "crux/core/base/ids.h"
+#include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
+#include "crux/core/model/control_types.h"
 #include "crux/sim/simulator.h"
 #include "profiler.h"  // client_lib/src (crux_client_profiler).
 

@@ -21,12 +21,12 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/clock.h"
-#include "crux/core/control_loop.h"
-#include "crux/core/control_types.h"
-#include "crux/core/policy.h"
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
+#include "crux/core/base/clock.h"
+#include "crux/core/base/status.h"
+#include "crux/core/control/control_loop.h"
+#include "crux/core/model/control_types.h"
+#include "crux/core/policies/policy.h"
+#include "crux/core/topology/topology.h"
 #include "crux/sim/simulator.h"
 
 namespace crux::sim::internal {

@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "crux/core/topology.h"
+#include "crux/core/topology/topology.h"
 #include "crux/sim/fluid_network.h"
 
 namespace crux::sim::internal {

@@ -21,7 +21,7 @@
 #include <functional>
 #include <vector>
 
-#include "crux/core/units.h"
+#include "crux/core/base/units.h"
 #include "crux/sim/simulator.h"
 #include "engine/sim_clock.h"
 #include "fabric.h"

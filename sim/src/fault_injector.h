@@ -16,7 +16,7 @@
 #include <random>
 #include <vector>
 
-#include "crux/core/topology.h"
+#include "crux/core/topology/topology.h"
 #include "crux/sim/faults.h"
 #include "crux/sim/simulator.h"
 #include "fabric.h"

@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "crux/core/link_name.h"
+#include "crux/core/topology/link_name.h"
 #include "num_text.h"
 
 namespace crux::sim {

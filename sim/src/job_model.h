@@ -28,11 +28,11 @@
 #include <vector>
 
 #include "client_profiler.h"
-#include "crux/core/control_types.h"
-#include "crux/core/job.h"
-#include "crux/core/topology.h"
-#include "crux/core/traffic_model.h"
-#include "crux/core/units.h"
+#include "crux/core/base/units.h"
+#include "crux/core/model/control_types.h"
+#include "crux/core/model/job.h"
+#include "crux/core/model/traffic_model.h"
+#include "crux/core/topology/topology.h"
 #include "crux/sim/fluid_network.h"
 #include "crux/sim/simulator.h"
 #include "engine/event_queue.h"

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/topology.h"
-#include "crux/core/units.h"
+#include "crux/core/base/units.h"
+#include "crux/core/topology/topology.h"
 #include "crux/sim/simulator.h"
 
 namespace crux::sim::internal {

@@ -25,9 +25,10 @@
 #include <vector>
 
 #include "control_host.h"
-#include "crux/core/policy.h"
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
+#include "crux/core/base/status.h"
+#include "crux/core/policies/policy.h"
+#include "crux/core/topology/link_name.h"
+#include "crux/core/topology/topology.h"
 #include "crux/sim/simulator.h"
 #include "engine/sim_clock.h"
 #include "fabric.h"

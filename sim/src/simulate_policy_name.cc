@@ -1,6 +1,6 @@
 // Simulate by policy name: core::MakePolicy behind a PolicyFactory. Kept apart from the engine so
 // that a program using only the factory overload does not need the policy registry.
-#include "crux/core/clock.h"
+#include "crux/core/base/clock.h"
 #include "crux/sim/simulator.h"
 
 namespace crux::sim {

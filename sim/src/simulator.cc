@@ -22,7 +22,7 @@
 #include <utility>
 
 #include "client_profiler.h"
-#include "crux/core/ids.h"
+#include "crux/core/base/ids.h"
 #include "engine/event_queue.h"
 #include "engine/sim_clock.h"
 #include "fabric.h"

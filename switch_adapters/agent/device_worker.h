@@ -17,8 +17,8 @@
 #include <optional>
 #include <thread>
 
-#include "crux/core/qos.h"
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
+#include "crux/core/control/qos.h"
 #include "crux/switch_adapters/adapter.h"
 #include "crux/sync/thread_annotations.h"
 

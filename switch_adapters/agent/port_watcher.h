@@ -25,8 +25,8 @@
 #include <thread>
 #include <vector>
 
-#include "crux/core/clock.h"
-#include "crux/core/units.h"
+#include "crux/core/base/clock.h"
+#include "crux/core/base/units.h"
 #include "crux/switch_adapters/port_monitor.h"
 #include "crux/sync/thread_annotations.h"
 

@@ -48,11 +48,11 @@
 #include <optional>
 #include <string>
 
-#include "crux/core/backoff.h"
-#include "crux/core/clock.h"
-#include "crux/core/qos.h"
-#include "crux/core/status.h"
-#include "crux/core/units.h"
+#include "crux/core/base/backoff.h"
+#include "crux/core/base/clock.h"
+#include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
+#include "crux/core/control/qos.h"
 #include "crux/protocol/client.h"
 #include "crux/protocol/transport_context.h"
 #include "crux/switch_adapters/adapter.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/builders.h"
+#include "crux/core/topology/builders.h"
 
 namespace crux::daemon {
 namespace {

@@ -37,7 +37,7 @@ for f in usr/bin/cruxd usr/bin/cruxctl usr/bin/crux-switch-agent usr/bin/crux-ho
          etc/cruxd/cruxd.yaml etc/crux/hostd.yaml \
          usr/lib/$arch/crux/libnccl-profiler-crux.so usr/lib/$arch/crux/libcrux-verbs-shim.so \
          usr/lib/$arch/libcrux_client.so.0 usr/lib/$arch/libcrux_client.so \
-         usr/include/crux/client/client.h usr/include/crux/core/status.h \
+         usr/include/crux/client/client.h usr/include/crux/core/base/status.h \
          usr/lib/$arch/cmake/crux/cruxConfig.cmake usr/lib/$arch/pkgconfig/crux-client.pc \
          usr/lib/python3/dist-packages/crux/__init__.py; do
   [[ -e $root/$f ]] || fail "$f missing"

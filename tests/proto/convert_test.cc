@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "crux/core/builders.h"
+#include "crux/core/topology/builders.h"
 
 namespace crux::protocol {
 namespace {

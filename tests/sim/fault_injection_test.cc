@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "../core/test_topologies.h"
-#include "crux/core/builders.h"
-#include "crux/core/traffic_model.h"
+#include "crux/core/model/traffic_model.h"
+#include "crux/core/topology/builders.h"
 #include "crux/sim/faults.h"
 #include "crux/sim/simulator.h"
+#include "crux/testing/test_topologies.h"
 
 namespace crux::sim {
 namespace {

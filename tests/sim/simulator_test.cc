@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "../core/test_topologies.h"
-#include "crux/core/builders.h"
-#include "crux/core/ids.h"
-#include "crux/core/priority.h"
+#include "crux/core/base/ids.h"
+#include "crux/core/plan/priority.h"
+#include "crux/core/topology/builders.h"
+#include "crux/testing/test_topologies.h"
 
 namespace crux::sim {
 namespace {

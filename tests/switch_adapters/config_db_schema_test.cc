@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/qos.h"
-#include "crux/core/topology.h"
+#include "crux/core/control/qos.h"
+#include "crux/core/topology/topology.h"
 
 namespace crux::switch_adapters {
 namespace {

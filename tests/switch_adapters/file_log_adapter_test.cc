@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/qos.h"
-#include "crux/core/topology.h"
+#include "crux/core/control/qos.h"
+#include "crux/core/topology/topology.h"
 #include "crux/switch_adapters/file_adapter.h"
 #include "crux/switch_adapters/log_adapter.h"
 #include "crux/switch_adapters/state_json.h"

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <string>
 
-#include "crux/core/qos.h"
-#include "crux/core/topology.h"
+#include "crux/core/control/qos.h"
+#include "crux/core/topology/topology.h"
 #include "crux/switch_adapters/builtin_backends.h"
 #include "crux/switch_adapters/file_adapter.h"
 

@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/qos.h"
-#include "crux/core/topology.h"
+#include "crux/core/control/qos.h"
+#include "crux/core/topology/topology.h"
 #include "redis_server.h"
 
 #ifdef CRUX_WITH_SONIC

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/clock.h"
-#include "crux/core/qos.h"
-#include "crux/core/topology.h"
+#include "crux/core/base/clock.h"
+#include "crux/core/control/qos.h"
+#include "crux/core/topology/topology.h"
 #include "crux/protocol/codec.h"
 #include "crux/protocol/convert.h"
 #include "crux/protocol/server.h"

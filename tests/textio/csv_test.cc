@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "crux/core/text.h"
+#include "crux/core/base/text.h"
 
 namespace crux::textio {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "crux/core/text.h"
+#include "crux/core/base/text.h"
 
 namespace crux::textio {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/planner.h"
+#include "crux/core/plan/planner.h"
 #include "crux/spec/jobs_spec.h"
 #include "crux/spec/topology_spec.h"
 

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/planner.h"
+#include "crux/core/plan/planner.h"
 #include "crux/spec/jobs_spec.h"
 #include "crux/spec/plan_output.h"
 #include "crux/spec/topology_spec.h"

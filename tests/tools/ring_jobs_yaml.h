@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/random.h"
+#include "crux/core/base/random.h"
 
 namespace crux::testing_util {
 

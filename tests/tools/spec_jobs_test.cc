@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/builders.h"
-#include "crux/core/job.h"
+#include "crux/core/model/job.h"
+#include "crux/core/topology/builders.h"
 #include "crux/spec/jobs_spec.h"
 #include "crux/spec/topology_spec.h"
 

@@ -10,8 +10,8 @@
 #include <sstream>
 #include <string>
 
-#include "crux/core/builders.h"
-#include "crux/core/topology.h"
+#include "crux/core/topology/builders.h"
+#include "crux/core/topology/topology.h"
 
 namespace crux::spec {
 namespace {

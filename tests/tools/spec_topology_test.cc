@@ -8,8 +8,8 @@
 #include <fstream>
 #include <string>
 
-#include "crux/core/builders.h"
-#include "crux/core/topology.h"
+#include "crux/core/topology/builders.h"
+#include "crux/core/topology/topology.h"
 #include "crux/spec/topology_spec.h"
 
 namespace crux::spec {

@@ -1,6 +1,6 @@
 #include "crux/textio/csv.h"
 
-#include "crux/core/ids.h"
+#include "crux/core/base/ids.h"
 
 namespace crux::textio {
 namespace {

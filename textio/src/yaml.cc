@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "crux/core/text.h"
+#include "crux/core/base/text.h"
 #include "crux/textio/number.h"
 
 namespace crux::textio {

@@ -11,7 +11,7 @@
 #include <system_error>
 #include <utility>
 
-#include "crux/core/text.h"
+#include "crux/core/base/text.h"
 #include "crux/protocol/codec.h"
 #include "crux/protocol/curve.h"
 #include "crux/protocol/validate.h"

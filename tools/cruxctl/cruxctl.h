@@ -54,8 +54,8 @@
 #include <ostream>
 #include <string>
 
-#include "crux/core/status.h"
-#include "crux/core/units.h"
+#include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
 #include "crux/v1/envelope.pb.h"
 
 namespace crux::cruxctl {

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/priority.h"
-#include "crux/core/text.h"
+#include "crux/core/base/text.h"
+#include "crux/core/plan/priority.h"
 #include "crux/protocol/convert.h"
 
 namespace crux::cruxctl {

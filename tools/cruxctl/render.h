@@ -57,6 +57,7 @@
 #include <string>
 #include <vector>
 
+#include "crux/core/topology/link_name.h"
 #include "crux/v1/admin.pb.h"
 #include "crux/v1/common.pb.h"
 

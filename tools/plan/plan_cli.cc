@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/policy.h"
-#include "crux/core/text.h"
+#include "crux/core/base/text.h"
+#include "crux/core/policies/policy.h"
 #include "crux/spec/jobs_spec.h"
 #include "crux/spec/plan_output.h"
 #include "crux/spec/topology_spec.h"

@@ -33,8 +33,8 @@
 #include <ostream>
 #include <string>
 
-#include "crux/core/planner.h"
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
+#include "crux/core/plan/planner.h"
 #include "crux/spec/plan_output.h"
 
 namespace crux::plan {

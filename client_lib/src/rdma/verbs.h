@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "crux/client/export.h"
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 
 namespace crux::client::rdma {
 

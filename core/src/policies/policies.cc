@@ -11,12 +11,12 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/compression.h"
-#include "crux/core/path_selection.h"
-#include "crux/core/planner.h"
+#include "crux/core/base/random.h"
+#include "crux/core/plan/compression.h"
+#include "crux/core/plan/path_selection.h"
+#include "crux/core/plan/planner.h"
+#include "crux/core/plan/priority.h"
 #include "crux/core/policies/policies.h"
-#include "crux/core/priority.h"
-#include "crux/core/random.h"
 
 namespace crux::core::policies {
 

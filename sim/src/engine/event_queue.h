@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/units.h"
+#include "crux/core/base/units.h"
 
 namespace crux::sim::engine {
 

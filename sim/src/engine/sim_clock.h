@@ -5,8 +5,8 @@
 #ifndef CRUX_SIM_SRC_ENGINE_SIM_CLOCK_H_
 #define CRUX_SIM_SRC_ENGINE_SIM_CLOCK_H_
 
-#include "crux/core/clock.h"
-#include "crux/core/units.h"
+#include "crux/core/base/clock.h"
+#include "crux/core/base/units.h"
 
 namespace crux::sim::engine {
 

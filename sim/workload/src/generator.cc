@@ -8,7 +8,7 @@
 #include <queue>
 #include <string>
 
-#include "crux/core/random.h"
+#include "crux/core/base/random.h"
 
 namespace crux::sim::workload {
 

@@ -5,7 +5,7 @@
 #include <set>
 #include <utility>
 
-#include "crux/core/ids.h"
+#include "crux/core/base/ids.h"
 #include "crux/textio/file.h"
 #include "crux/textio/yaml.h"
 #include "text_checks.h"

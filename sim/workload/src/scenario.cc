@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "crux/core/policy.h"
+#include "crux/core/policies/policy.h"
 #include "crux/textio/file.h"
 #include "crux/textio/yaml.h"
 #include "text_checks.h"

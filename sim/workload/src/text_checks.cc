@@ -1,7 +1,7 @@
 #include "text_checks.h"
 
-#include "crux/core/ids.h"
-#include "crux/core/text.h"
+#include "crux/core/base/ids.h"
+#include "crux/core/base/text.h"
 
 namespace crux::sim::workload::internal {
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <string_view>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 #include "crux/textio/yaml.h"
 
 namespace crux::sim::workload::internal {

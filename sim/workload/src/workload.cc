@@ -7,7 +7,7 @@
 #include <numeric>
 #include <queue>
 
-#include "crux/core/ids.h"
+#include "crux/core/base/ids.h"
 #include "crux/sim/workload/placement.h"
 
 namespace crux::sim::workload {

@@ -1,6 +1,6 @@
 // Uses the installed libcrux_client.so the way an application would: the C++ API (including
-// crux::core::Status from the installed crux/core/status.h) and the C ABI. No daemon is needed:
-// the client starts and retries in the background (fail-static). Prints "consumer ok".
+// crux::core::Status from the installed crux/core/base/status.h) and the C ABI. No daemon is
+// needed: the client starts and retries in the background (fail-static). Prints "consumer ok".
 #include <cstdio>
 #include <string>
 

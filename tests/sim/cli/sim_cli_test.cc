@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/policy.h"
+#include "crux/core/policies/policy.h"
 #include "crux/sim/workload/file_io.h"
 #include "crux/sim/workload/models.h"
 #include "crux/sim/workload/trace.h"

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "../../core/test_topologies.h"
-#include "crux/core/builders.h"
-#include "crux/core/policy.h"
+#include "crux/core/policies/policy.h"
+#include "crux/core/topology/builders.h"
 #include "crux/sim/simulator.h"
+#include "crux/testing/test_topologies.h"
 
 namespace crux::sim {
 namespace {

@@ -8,8 +8,8 @@
 #include <map>
 #include <string>
 
-#include "crux/core/builders.h"
-#include "crux/core/traffic_model.h"
+#include "crux/core/model/traffic_model.h"
+#include "crux/core/topology/builders.h"
 #include "crux/sim/workload/models.h"
 #include "yaml_cases.h"
 

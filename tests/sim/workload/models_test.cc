@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "crux/core/job.h"
+#include "crux/core/model/job.h"
 #include "crux/sim/workload/models.h"
 #include "crux/spec/topology_spec.h"
 #include "yaml_cases.h"

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/builders.h"
-#include "crux/core/traffic_model.h"
+#include "crux/core/model/traffic_model.h"
+#include "crux/core/topology/builders.h"
 #include "crux/sim/simulator.h"
 #include "crux/sim/workload/models.h"
 

@@ -6,7 +6,7 @@
 #include <set>
 #include <string>
 
-#include "crux/core/builders.h"
+#include "crux/core/topology/builders.h"
 #include "crux/sim/workload/placement.h"
 #include "crux/spec/topology_spec.h"
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "crux/core/text.h"
+#include "crux/core/base/text.h"
 #include "crux/sim/workload/trace.h"
 
 namespace crux::sim::workload {

@@ -8,7 +8,7 @@
 #include <set>
 #include <string>
 
-#include "crux/core/text.h"
+#include "crux/core/base/text.h"
 #include "crux/sim/workload/scenario.h"
 #include "crux/sim/workload/workload.h"
 #include "crux/spec/topology_spec.h"

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/priority.h"
-#include "crux/core/text.h"
+#include "crux/core/base/text.h"
+#include "crux/core/plan/priority.h"
 
 namespace crux::cruxctl {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/random.h"
+#include "crux/core/base/random.h"
 #include "crux/protocol/validate.h"
 #include "crux/spec/topology_spec.h"
 

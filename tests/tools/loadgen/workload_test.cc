@@ -5,7 +5,7 @@
 #include <set>
 #include <string>
 
-#include "crux/core/builders.h"
+#include "crux/core/topology/builders.h"
 #include "crux/protocol/validate.h"
 #include "crux/spec/topology_spec.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/text.h"
+#include "crux/core/base/text.h"
 #include "crux/loadgen/flow_model.h"
 #include "crux/loadgen/runner.h"
 #include "crux/loadgen/workload.h"

@@ -7,7 +7,7 @@
 #include <map>
 #include <utility>
 
-#include "crux/core/link_name.h"
+#include "crux/core/topology/link_name.h"
 
 namespace crux::loadgen {
 namespace {

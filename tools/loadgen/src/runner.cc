@@ -15,9 +15,9 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/backoff.h"
-#include "crux/core/random.h"
-#include "crux/core/text.h"
+#include "crux/core/base/backoff.h"
+#include "crux/core/base/random.h"
+#include "crux/core/base/text.h"
 #include "crux/protocol/client.h"
 #include "crux/protocol/codec.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "crux/core/job.h"
+#include "crux/core/model/job.h"
 
 namespace crux::loadgen {
 namespace {

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/ids.h"
+#include "crux/core/base/ids.h"
 #include "crux/textio/file.h"
 #include "crux/textio/yaml.h"
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/ecmp.h"
-#include "crux/core/text.h"
+#include "crux/core/base/text.h"
+#include "crux/core/topology/ecmp.h"
 
 namespace crux::spec {
 namespace {

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/builders.h"
-#include "crux/core/ids.h"
+#include "crux/core/base/ids.h"
+#include "crux/core/topology/builders.h"
 #include "crux/spec/lingjun_csv.h"
 #include "crux/textio/file.h"
 #include "crux/textio/yaml.h"

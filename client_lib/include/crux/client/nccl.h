@@ -21,7 +21,7 @@
 
 #include "crux/client/client.h"
 #include "crux/client/export.h"
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 
 namespace crux::client {
 

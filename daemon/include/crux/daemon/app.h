@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 #include "crux/daemon/config.h"
 
 namespace crux::daemon {

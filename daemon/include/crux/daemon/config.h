@@ -30,9 +30,9 @@
 #include <string_view>
 #include <vector>
 
-#include "crux/core/planner.h"
-#include "crux/core/qos.h"
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
+#include "crux/core/control/qos.h"
+#include "crux/core/plan/planner.h"
 
 namespace crux::daemon {
 

@@ -20,8 +20,8 @@
 #include <set>
 #include <string>
 
-#include "crux/core/control_loop.h"
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
+#include "crux/core/control/control_loop.h"
 #include "crux/daemon/config.h"
 #include "crux/daemon/enforcer.h"
 #include "crux/daemon/event_loop.h"

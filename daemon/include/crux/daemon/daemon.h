@@ -34,7 +34,7 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/topology.h"
+#include "crux/core/topology/topology.h"
 #include "crux/daemon/admin.h"
 #include "crux/daemon/config.h"
 #include "crux/daemon/context.h"

@@ -33,10 +33,10 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/control_types.h"
-#include "crux/core/qos.h"
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
+#include "crux/core/base/status.h"
+#include "crux/core/control/qos.h"
+#include "crux/core/model/control_types.h"
+#include "crux/core/topology/topology.h"
 #include "crux/daemon/job_tracker.h"
 #include "crux/daemon/metrics.h"
 #include "crux/v1/envelope.pb.h"

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/units.h"
+#include "crux/core/base/units.h"
 #include "crux/sync/thread_annotations.h"
 
 namespace crux::daemon {

@@ -24,9 +24,10 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/control_types.h"
-#include "crux/core/fault_manager.h"
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
+#include "crux/core/faults/fault_manager.h"
+#include "crux/core/model/control_types.h"
+#include "crux/core/topology/link_name.h"
 
 namespace crux::daemon {
 

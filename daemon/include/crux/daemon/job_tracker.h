@@ -34,10 +34,10 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/control_types.h"
-#include "crux/core/host_parts.h"
-#include "crux/core/qos.h"
-#include "crux/core/units.h"
+#include "crux/core/base/units.h"
+#include "crux/core/control/qos.h"
+#include "crux/core/model/control_types.h"
+#include "crux/core/model/host_parts.h"
 #include "crux/daemon/refusal.h"
 
 namespace crux::daemon {

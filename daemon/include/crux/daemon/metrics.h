@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 #include "crux/sync/thread_annotations.h"
 
 namespace prometheus {

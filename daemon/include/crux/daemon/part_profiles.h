@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/host_parts.h"
-#include "crux/core/topology.h"
+#include "crux/core/model/host_parts.h"
+#include "crux/core/topology/topology.h"
 #include "crux/daemon/job_tracker.h"
 
 namespace crux::daemon {

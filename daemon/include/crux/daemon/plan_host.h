@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/clock.h"
-#include "crux/core/control_loop.h"
-#include "crux/core/planner.h"
-#include "crux/core/policy.h"
+#include "crux/core/base/clock.h"
+#include "crux/core/control/control_loop.h"
+#include "crux/core/plan/planner.h"
+#include "crux/core/policies/policy.h"
 #include "crux/daemon/event_loop.h"
 #include "crux/daemon/store.h"
 #include "crux/daemon/topology_manager.h"

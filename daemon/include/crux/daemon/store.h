@@ -25,8 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/control_types.h"
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
+#include "crux/core/model/control_types.h"
+#include "crux/core/topology/link_name.h"
 
 namespace crux::daemon {
 

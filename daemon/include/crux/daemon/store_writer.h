@@ -24,7 +24,7 @@
 #include <functional>
 #include <memory>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 #include "crux/daemon/event_loop.h"
 #include "crux/daemon/store.h"
 

@@ -15,9 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/control_types.h"
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
+#include "crux/core/base/status.h"
+#include "crux/core/model/control_types.h"
+#include "crux/core/topology/link_name.h"
+#include "crux/core/topology/topology.h"
 #include "crux/daemon/store.h"
 
 namespace crux::daemon {

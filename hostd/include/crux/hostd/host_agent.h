@@ -47,7 +47,7 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/units.h"
+#include "crux/core/base/units.h"
 #include "crux/hostd/config.h"
 #include "crux/hostd/host_protocol.h"
 #include "crux/hostd/probe.h"

@@ -34,7 +34,7 @@
 #include <variant>
 #include <vector>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 
 namespace crux::hostd {
 

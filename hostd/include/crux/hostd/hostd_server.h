@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 #include "crux/hostd/config.h"
 #include "crux/hostd/probe.h"
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 
 namespace crux::hostd {
 

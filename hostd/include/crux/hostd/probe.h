@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crux/core/units.h"
+#include "crux/core/base/units.h"
 #include "crux/hostd/config.h"
 #include "crux/hostd/host_protocol.h"
 

@@ -25,8 +25,8 @@
 #include <optional>
 #include <string>
 
-#include "crux/core/status.h"
-#include "crux/core/units.h"
+#include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
 #include "crux/protocol/curve.h"
 #include "crux/protocol/transport_context.h"
 #include "crux/v1/envelope.pb.h"

@@ -19,7 +19,7 @@
 #include <string>
 #include <string_view>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 #include "crux/v1/envelope.pb.h"
 
 namespace crux::protocol {

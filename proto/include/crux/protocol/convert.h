@@ -8,12 +8,13 @@
 #include <cstdint>
 #include <string>
 
-#include "crux/core/control_types.h"
-#include "crux/core/fault_manager.h"
-#include "crux/core/host_parts.h"
-#include "crux/core/qos.h"
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
+#include "crux/core/base/status.h"
+#include "crux/core/control/qos.h"
+#include "crux/core/faults/fault_manager.h"
+#include "crux/core/model/control_types.h"
+#include "crux/core/model/host_parts.h"
+#include "crux/core/topology/link_name.h"
+#include "crux/core/topology/topology.h"
 #include "crux/protocol/codec.h"
 #include "crux/v1/admin.pb.h"
 #include "crux/v1/client.pb.h"

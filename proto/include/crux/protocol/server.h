@@ -54,8 +54,8 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/status.h"
-#include "crux/core/units.h"
+#include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
 #include "crux/protocol/codec.h"
 #include "crux/protocol/curve.h"
 #include "crux/protocol/transport_context.h"

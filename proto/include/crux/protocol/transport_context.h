@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 
 namespace zmq {
 class context_t;

@@ -20,8 +20,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "crux/core/ids.h"
-#include "crux/core/status.h"
+#include "crux/core/base/ids.h"
+#include "crux/core/base/status.h"
 #include "crux/v1/envelope.pb.h"
 
 namespace crux::protocol {

@@ -20,11 +20,12 @@
 #include <string_view>
 #include <vector>
 
-#include "crux/core/control_types.h"
-#include "crux/core/ids.h"
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
-#include "crux/core/units.h"
+#include "crux/core/base/ids.h"
+#include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
+#include "crux/core/model/control_types.h"
+#include "crux/core/topology/link_name.h"
+#include "crux/core/topology/topology.h"
 
 namespace crux::sim {
 

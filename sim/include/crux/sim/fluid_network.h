@@ -48,7 +48,7 @@
 #include <span>
 #include <vector>
 
-#include "crux/core/units.h"
+#include "crux/core/base/units.h"
 
 namespace crux::sim {
 

@@ -35,15 +35,15 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/clock.h"
-#include "crux/core/control_loop.h"
-#include "crux/core/control_types.h"
-#include "crux/core/job.h"
-#include "crux/core/policy.h"
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
-#include "crux/core/traffic_model.h"
-#include "crux/core/units.h"
+#include "crux/core/base/clock.h"
+#include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
+#include "crux/core/control/control_loop.h"
+#include "crux/core/model/control_types.h"
+#include "crux/core/model/job.h"
+#include "crux/core/model/traffic_model.h"
+#include "crux/core/policies/policy.h"
+#include "crux/core/topology/topology.h"
 #include "crux/sim/faults.h"
 
 namespace crux::sim {

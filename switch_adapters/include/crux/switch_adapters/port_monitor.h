@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 
 namespace crux::switch_adapters {
 

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 #include "crux/switch_adapters/adapter.h"
 #include "crux/switch_adapters/port_monitor.h"
 

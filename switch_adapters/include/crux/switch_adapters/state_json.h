@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "crux/core/qos.h"
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
+#include "crux/core/control/qos.h"
 
 namespace crux::switch_adapters {
 

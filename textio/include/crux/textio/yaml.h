@@ -37,7 +37,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 
 namespace crux::textio {
 

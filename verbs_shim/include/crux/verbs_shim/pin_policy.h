@@ -21,7 +21,7 @@
 #include <string>
 #include <utility>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 #include "crux/hostd/host_protocol.h"
 
 namespace crux::verbs_shim {

@@ -12,14 +12,14 @@
 #include <string_view>
 #include <vector>
 
-#include "crux/core/clock.h"
-#include "crux/core/compression.h"
-#include "crux/core/ecmp.h"
-#include "crux/core/path_selection.h"
-#include "crux/core/policy.h"
-#include "crux/core/priority.h"
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
+#include "crux/core/base/clock.h"
+#include "crux/core/base/status.h"
+#include "crux/core/plan/compression.h"
+#include "crux/core/plan/path_selection.h"
+#include "crux/core/plan/priority.h"
+#include "crux/core/policies/policy.h"
+#include "crux/core/topology/ecmp.h"
+#include "crux/core/topology/topology.h"
 
 namespace crux::core::policies {
 

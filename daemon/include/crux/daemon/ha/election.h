@@ -34,8 +34,8 @@
 #include <thread>
 #include <vector>
 
-#include "crux/core/status.h"
-#include "crux/core/units.h"
+#include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
 #include "crux/daemon/ha/etcd.h"
 
 namespace crux::daemon::ha {

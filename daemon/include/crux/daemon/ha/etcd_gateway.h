@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/status.h"
-#include "crux/core/units.h"
+#include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
 #include "crux/daemon/ha/etcd.h"
 
 namespace crux::daemon::ha {

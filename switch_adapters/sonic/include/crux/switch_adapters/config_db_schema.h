@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/qos.h"
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
+#include "crux/core/control/qos.h"
 
 namespace crux::switch_adapters {
 

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/status.h"
-#include "crux/core/units.h"
+#include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
 
 struct redisContext;
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/units.h"
+#include "crux/core/base/units.h"
 #include "crux/switch_adapters/adapter.h"
 #include "crux/switch_adapters/config_db_schema.h"
 #include "crux/switch_adapters/redis_session.h"

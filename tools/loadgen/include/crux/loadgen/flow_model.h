@@ -26,10 +26,10 @@
 #include <string_view>
 #include <vector>
 
-#include "crux/core/random.h"
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
-#include "crux/core/units.h"
+#include "crux/core/base/random.h"
+#include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
+#include "crux/core/topology/topology.h"
 #include "crux/loadgen/workload.h"
 #include "crux/v1/client.pb.h"
 

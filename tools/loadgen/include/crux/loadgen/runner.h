@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/status.h"
-#include "crux/core/units.h"
+#include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
 #include "crux/loadgen/flow_model.h"
 #include "crux/loadgen/stats.h"
 #include "crux/loadgen/workload.h"

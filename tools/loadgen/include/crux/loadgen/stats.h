@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 
 namespace crux::loadgen {
 

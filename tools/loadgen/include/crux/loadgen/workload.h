@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/random.h"
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
-#include "crux/core/units.h"
+#include "crux/core/base/random.h"
+#include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
+#include "crux/core/topology/topology.h"
 #include "crux/v1/client.pb.h"
 
 namespace crux::loadgen {

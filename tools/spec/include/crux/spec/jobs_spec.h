@@ -40,9 +40,9 @@
 #include <string_view>
 #include <vector>
 
-#include "crux/core/job.h"
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
+#include "crux/core/base/status.h"
+#include "crux/core/model/job.h"
+#include "crux/core/topology/topology.h"
 
 namespace crux::spec {
 

@@ -13,9 +13,9 @@
 
 #include <string_view>
 
-#include "crux/core/builders.h"
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
+#include "crux/core/base/status.h"
+#include "crux/core/topology/builders.h"
+#include "crux/core/topology/topology.h"
 
 namespace crux::spec {
 

@@ -41,8 +41,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "crux/core/planner.h"
-#include "crux/core/topology.h"
+#include "crux/core/plan/planner.h"
+#include "crux/core/topology/topology.h"
 
 namespace crux::spec {
 

@@ -49,8 +49,8 @@
 #include <string>
 #include <string_view>
 
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
+#include "crux/core/base/status.h"
+#include "crux/core/topology/topology.h"
 
 namespace crux::spec {
 

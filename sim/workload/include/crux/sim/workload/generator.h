@@ -28,8 +28,8 @@
 #include <utility>
 #include <vector>
 
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
+#include "crux/core/base/status.h"
+#include "crux/core/topology/topology.h"
 #include "crux/sim/workload/models.h"
 #include "crux/sim/workload/placement.h"
 #include "crux/sim/workload/trace.h"

@@ -22,8 +22,8 @@
 #include <string_view>
 #include <vector>
 
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
+#include "crux/core/base/status.h"
+#include "crux/core/topology/topology.h"
 #include "crux/sim/simulator.h"
 
 namespace crux::sim::workload {

@@ -65,11 +65,11 @@
 #include <string_view>
 #include <vector>
 
-#include "crux/core/job.h"
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
-#include "crux/core/traffic_model.h"
-#include "crux/core/units.h"
+#include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
+#include "crux/core/model/job.h"
+#include "crux/core/model/traffic_model.h"
+#include "crux/core/topology/topology.h"
 
 namespace crux::sim::workload {
 

@@ -21,10 +21,10 @@
 
 #include <vector>
 
-#include "crux/core/ids.h"
-#include "crux/core/random.h"
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
+#include "crux/core/base/ids.h"
+#include "crux/core/base/random.h"
+#include "crux/core/base/status.h"
+#include "crux/core/topology/topology.h"
 
 namespace crux::sim::workload {
 

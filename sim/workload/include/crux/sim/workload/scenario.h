@@ -40,7 +40,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 #include "crux/sim/workload/generator.h"
 
 namespace crux::sim::workload {

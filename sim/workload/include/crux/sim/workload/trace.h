@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crux/core/status.h"
+#include "crux/core/base/status.h"
 
 namespace crux::sim::workload {
 

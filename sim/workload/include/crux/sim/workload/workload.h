@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "crux/core/status.h"
-#include "crux/core/topology.h"
+#include "crux/core/base/status.h"
+#include "crux/core/topology/topology.h"
 #include "crux/sim/simulator.h"
 #include "crux/sim/workload/models.h"
 #include "crux/sim/workload/trace.h"

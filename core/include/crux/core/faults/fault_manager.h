@@ -1,0 +1,304 @@
+// FaultManager: automatic link health from switch and job signals, with the decision rules,
+// hysteresis and flap damping (docs/faults.md). Pure: no I/O, no clock of its own (every input
+// carries `now`); core::ControlLoop owns one and drives it (control_loop.h), cruxd and crux-sim
+// host the loop.
+//
+// Signals (three tiers, failures-ha.md "Design implications" 2):
+//   * link state: a switch port's oper_status (SONiC APPL_DB PORT_TABLE) - direct evidence;
+//   * counters: error and discard deltas of a port direction (COUNTERS_DB), per second;
+//   * tomography: the flows' (and probes') achieved rate against their own recent best, over the
+//     routing matrix of the applied plan (fault_localisation.h: 007 voting for hard faults, the
+//     least-squares estimate for gray ones).
+//
+// Rules (Evaluate), per directed link:
+//   * a link-state "down" makes it DOWN at once;
+//   * two agreeing independent signals (tomography and counters on the same link) make it DOWN;
+//   * one signal alone only makes it DEGRADED, with the estimated capacity (tomography: the
+//     estimated fraction of its rate; counters alone: counter_capacity_fraction), never below
+//     min_capacity_fraction of nominal;
+//   * a suspect that the observations cannot tell apart from another link (ambiguous) changes
+//     nothing unless counters single it out; it is shown (cruxctl faults) for probes to resolve;
+//   * tomography acts only on a suspect that two consecutive evaluations (evaluate_interval
+//     apart) agree on: right after a fault starts, jobs that have not reported since still show
+//     healthy samples over the faulty link, which can shift the blame to a neighbour for a round.
+// Worse states apply at once. A better state (recovery, or a higher capacity estimate) applies
+// only once the link has been free of every fault signal for its hold time:
+//   * hold = min_dwell for a first fault; a new fault within `stable_decay` of the last
+//     recovery doubles it (up to max_hold); every stable_decay without a fault halves it back;
+//   * flaps are scored by downtime, not by count: a decayed sum of the time the link spent down
+//     (half-life downtime_half_life); above quarantine_downtime the hold is max_hold.
+//   So a link flapping faster than its hold stays down for the whole episode: two re-plans
+//   (down, then up once it has been quiet for the hold), and a link flapping slower than its
+//   hold costs at most 2 + 2 log2(max_hold / min_dwell) changes per episode.
+// A degraded capacity is re-estimated only when the estimate moves by more than
+// capacity_hysteresis (relative), so jitter in the flows' rates does not re-plan.
+//
+// Admin: SetAdmin pins a link's health (cruxctl set-link up|down|degraded): the automatic state
+// is still computed and shown, but the pinned one is in force until ClearAdmin (cruxctl set-link
+// ... auto) hands the link back. With `automatic` off, only admin pins change links.
+//
+// Every change of a link's effective health is returned by Evaluate as a LinkDecision (for the
+// host to apply to its topology, audit and re-plan) and kept in an event log with the reason,
+// the evidence and the jobs whose pinned flows crossed the link at that moment.
+//
+// Cost: a signal is O(1) (flows: O(flows of the report)); Evaluate is O(flow samples) when all
+// are healthy, plus the localisation of the unhealthy part of the matrix otherwise.
+//
+// Thread-safety: not thread-safe (one owner: the control loop's thread).
+#ifndef CRUX_CORE_FAULTS_FAULT_MANAGER_H_
+#define CRUX_CORE_FAULTS_FAULT_MANAGER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
+#include "crux/core/faults/fault_localisation.h"
+#include "crux/core/faults/fault_probes.h"
+#include "crux/core/model/control_types.h"
+#include "crux/core/topology/link_name.h"
+#include "crux/core/topology/topology.h"
+
+namespace crux::core {
+
+struct FaultOptions {
+  // false: signals are recorded and localised (shown), but links change only by admin pins.
+  bool automatic = true;
+  LocalisationOptions localisation;
+  // Flow samples and counter readings older than this are ignored. > 0.
+  Duration evidence_window = Duration::Millis(10000);
+  // Evaluate at most this often because of new flow or counter data (link-state events are
+  // evaluated at once). > 0.
+  Duration evaluate_interval = Duration::Millis(1000);
+  // Errors + discards per second on a port direction that count as a counter signal. > 0.
+  double counter_errors_per_s = 10;
+  // Capacity of a link that only counters accuse, as a fraction of nominal. (0, 1].
+  double counter_capacity_fraction = 0.5;
+  // Floor of an estimated capacity (a planner needs capacity > 0). (0, 1].
+  double min_capacity_fraction = 0.01;
+  // A degraded link's capacity changes only when the estimate moves by more than this (relative).
+  double capacity_hysteresis = 0.25;
+  // A flow's expected rate is its best recent rate, decaying with this half-life. > 0.
+  Duration baseline_half_life = Duration::Millis(600000);
+  // Damping (see the file comment). min_dwell > 0, max_hold >= min_dwell, others > 0.
+  Duration min_dwell = Duration::Millis(5000);
+  Duration max_hold = Duration::Millis(300000);
+  Duration stable_decay = Duration::Millis(60000);
+  Duration downtime_half_life = Duration::Millis(600000);
+  Duration quarantine_downtime = Duration::Millis(60000);
+  size_t max_events = 256;  // Event log length, >= 1.
+  // Probes over the links no live flow covers (fault_probes.h), designed with every plan.
+  ProbeOptions probes;
+
+  friend bool operator==(const FaultOptions&, const FaultOptions&) = default;
+};
+
+// kInvalidArgument naming the field ("faults.min_dwell: must be > 0").
+Status ValidateFaultOptions(const FaultOptions& o);
+
+// ---- signals ----
+
+// A port's operational state from a switch (both directions of the cable: the host sends one
+// signal per directed link).
+struct LinkStateSignal {
+  LinkId link;
+  bool up = true;
+  std::string source;  // "switch tor0 port Ethernet0 (to agg0)".
+};
+
+// Counter deltas of one direction of a link over `interval` (the switch's reading of its port:
+// in_* counters belong to the direction into the switch, out_* to the direction out of it).
+struct CounterSignal {
+  LinkId link;
+  Duration interval;         // > 0.
+  uint64_t errors = 0;       // IF_IN_ERRORS / IF_OUT_ERRORS, FEC uncorrectable frames.
+  uint64_t discards = 0;     // IF_IN_DISCARDS / IF_OUT_DISCARDS.
+  uint64_t pfc_pause = 0;    // PFC pause frames (informational: congestion, not a fault).
+  uint64_t queue_drops = 0;  // Queue drops (informational).
+  uint64_t ecn_marks = 0;    // ECN-marked packets (informational).
+  std::string source;
+};
+
+// One flow's (or probe's) measurement over the report window.
+struct FlowSample {
+  NodeId src_nic;
+  NodeId dst_nic;
+  // The source port it used: the sample is matched to the pin of its NIC pair with this port
+  // (one sample per pin; a port no pin of the pair has is skipped as older than the plan).
+  // 0 (unknown): matched to the pair's first pin in the assignment (the pre-per-pin behaviour).
+  uint16_t udp_sport = 0;
+  Bytes bytes;             // Delivered in the window.
+  Duration transfer_time;  // Time spent transferring them (> 0 when bytes > 0).
+  uint64_t errors = 0;     // Transport errors (timeouts, retransmission exhaustion).
+  bool probe = false;      // A probe (its path is the assignment's probe pin with udp_sport).
+};
+
+// An admin pin.
+struct AdminLinkState {
+  LinkHealth health = LinkHealth::kUp;
+  double capacity_fraction = 1;  // kDegraded: (0, 1].
+
+  friend bool operator==(const AdminLinkState&, const AdminLinkState&) = default;
+};
+
+// ---- outputs ----
+
+struct LinkDecision {
+  LinkId link;
+  LinkHealth health = LinkHealth::kUp;
+  double capacity_fraction = 1;  // Of nominal; 1 unless kDegraded.
+  bool automatic = true;         // false: an admin pin (or ClearAdmin handing back).
+  std::string reason;
+
+  friend bool operator==(const LinkDecision&, const LinkDecision&) = default;
+};
+
+struct FaultEvent {
+  Duration at;
+  LinkId link;
+  LinkHealth from = LinkHealth::kUp;
+  LinkHealth to = LinkHealth::kUp;
+  double capacity_fraction = 1;
+  bool automatic = true;
+  std::string reason;
+  std::vector<std::string> evidence;
+  std::vector<std::string> jobs;  // Whose pinned flows crossed the link when it changed.
+};
+
+// What the manager knows about one directed link (only links with a signal, a suspect, an admin
+// pin or a non-up state are kept).
+struct LinkFaultView {
+  LinkId link;
+  LinkHealth effective = LinkHealth::kUp;
+  double effective_fraction = 1;
+  LinkHealth automatic = LinkHealth::kUp;  // The automatic state (whatever the admin pinned).
+  double automatic_fraction = 1;
+  Duration since;  // The effective state's start.
+  std::optional<AdminLinkState> admin;
+  std::string reason;                 // Of the current automatic state (or the latest suspicion).
+  std::vector<std::string> evidence;  // Latest evidence lines.
+  double score = 0;                   // Suspect score: 007 votes or 1 - estimate.
+  bool suspect = false;               // A current suspect (tomography or counters).
+  bool ambiguous = false;
+  bool port_down = false;
+  Duration hold;          // Current hold time.
+  double downtime_s = 0;  // Decayed downtime score, seconds.
+  uint64_t changes = 0;   // Automatic changes so far.
+};
+
+class FaultManager {
+ public:
+  // REQUIRES: ValidateFaultOptions(options).ok().
+  explicit FaultManager(FaultOptions options);
+
+  void SetOptions(const FaultOptions& options);
+  const FaultOptions& options() const { return options_; }
+
+  // ---- signals ----
+  void OnLinkState(const LinkStateSignal& s, Duration now);
+  void OnCounters(const CounterSignal& s, Duration now);
+  // The samples of one job's report (replace that job's previous ones per flow: per job, NIC
+  // pair and source port). A flow's expected rate is the best recent rate of that key; a new
+  // port of a known pair (a re-pin) starts from the best recent rate of the pair's other ports.
+  void OnFlows(const std::string& job_id, const std::vector<FlowSample>& samples, Duration now);
+  void ForgetJob(const std::string& job_id);
+
+  // ---- admin ----
+  void SetAdmin(LinkId link, AdminLinkState state, Duration now);
+  void ClearAdmin(LinkId link, Duration now);
+  // Start-up: a stored pin that the host already applied to its topology (no decision, no event).
+  void RestoreAdmin(LinkId link, AdminLinkState state, Duration now);
+  std::optional<AdminLinkState> admin(LinkId link) const;
+
+  // ---- decisions ----
+  // Applies the rules at `now` over the signals, the applied plan (the routing matrix) and
+  // `nominal` (names, capacities); returns the links whose effective health changed.
+  std::vector<LinkDecision> Evaluate(Duration now, const Topology& nominal,
+                                     const AppliedPlan& applied);
+  // When Evaluate should run next (nullopt: nothing pending).
+  std::optional<Duration> NextDue() const;
+
+  // ---- views ----
+  LinkHealth effective(LinkId link) const;
+  double effective_fraction(LinkId link) const;
+  std::vector<LinkFaultView> Links() const;
+  const std::deque<FaultEvent>& events() const { return events_; }
+  // Events (newest first) that listed `job_id` among the jobs crossing the changed link.
+  std::vector<const FaultEvent*> EventsForJob(const std::string& job_id) const;
+  uint64_t evaluations() const { return evaluations_; }
+
+ private:
+  struct Counters {
+    CounterSignal last;
+    Duration at;
+  };
+  struct LinkState {
+    // Automatic state.
+    LinkHealth health = LinkHealth::kUp;
+    double fraction = 1;
+    Duration auto_since;
+    std::string reason;
+    std::vector<std::string> evidence;
+    // Effective state in force (what the host applied).
+    LinkHealth eff_health = LinkHealth::kUp;
+    double eff_fraction = 1;
+    Duration eff_since;
+    std::optional<AdminLinkState> admin;
+    // Signals.
+    bool port_down = false;
+    std::string port_source;
+    std::optional<Counters> counters;
+    bool suspect = false;
+    bool ambiguous = false;
+    double score = 0;
+    // Damping.
+    Duration hold;
+    bool hold_set = false;
+    std::optional<Duration> last_bad;  // Last evaluation with a fault signal.
+    Duration last_at_current;  // Last evaluation whose signals were at least as bad as `health`.
+    std::optional<Duration> last_recovery;  // Last automatic return to up.
+    double downtime_s = 0;
+    Duration downtime_at;
+    uint64_t changes = 0;
+  };
+  struct FlowKey {
+    std::string job;
+    uint32_t src = 0;
+    uint32_t dst = 0;
+    bool probe = false;
+    // The sample's source port: a pair may have several pins (and probes), each its own row of
+    // the routing matrix. 0 (unknown): the pair's first pin.
+    uint32_t sport = 0;
+    friend auto operator<=>(const FlowKey&, const FlowKey&) = default;
+  };
+  struct FlowRecord {
+    FlowSample sample;
+    Duration at;
+    double baseline_bps = 0;
+    Duration baseline_at;
+  };
+
+  LinkState& State(LinkId link);
+  void AccrueDowntime(LinkState& s, Duration now) const;
+  Duration NextHold(const LinkState& s, Duration now) const;
+  void Record(LinkId link, const LinkState& s, LinkHealth from, Duration now, bool automatic,
+              std::vector<std::string> jobs);
+
+  FaultOptions options_;
+  std::map<LinkId, LinkState> links_;
+  std::map<FlowKey, FlowRecord> flows_;
+  std::deque<FaultEvent> events_;
+  bool urgent_ = false;  // A link-state or admin change: evaluate at once.
+  bool dirty_ = false;   // New flow or counter data.
+  std::optional<Duration> last_eval_;
+  uint64_t evaluations_ = 0;
+};
+
+}  // namespace crux::core
+
+#endif  // CRUX_CORE_FAULTS_FAULT_MANAGER_H_

@@ -1,0 +1,369 @@
+// Multi-phase training iterations: what one iteration of a 2024-2026 LLM training job does on
+// the network, phase by phase, and how the planner's per-job summary follows from it.
+//
+// Today's core::JobSpec describes an iteration as one compute block and one communication
+// block that may start after overlap_start of the compute (Crux's model, priority.h). Hybrid
+// parallel jobs do not look like that: data-parallel rings burst at the start and the end of
+// the iteration, pipeline transfers trickle through the steady state, expert-parallel
+// all-to-alls burst at every MoE layer and micro-batch, context-parallel all-gathers sit on the
+// critical path. This header models an iteration as
+//   * a sequence of compute segments (busy GPU time, or idle time of the pipeline bubble), and
+//   * communication operations, each a collective over one parallel group, with its bytes on
+//     the wire (explicit dtype), the segment after which it may start, the segment that waits
+//     for it, and how its instances are released (all at once, or paced with the compute),
+// and derives from it the quantities Crux's planner uses (W_j, bytes per NIC and per link,
+// t_j) plus the single-overlap equivalent that today's engine and pair simulation consume.
+// docs/sim-workloads.md ("Multi-phase iterations") has the byte maths with their sources and
+// says what the single-overlap formula loses.
+//
+// ---- Placement and groups ----
+// Ranks are laid out on whole hosts of G GPUs in rank order (rank r on local GPU r % G of host
+// r / G of the job's host list), with the parallel dimensions nested innermost first in one of
+// two orders: Megatron-LM's tp-cp-dp-pp (default) or Llama 3's tp-cp-pp-dp (Llama 3 §3.3.2).
+// Expert parallelism is carved out of data parallelism (Megatron-Core, DeepSeek-V3): an EP
+// group is `ep` consecutive members of a DP group; the ranks holding the same expert shard
+// (expert data parallelism) are the DP members `ep` apart. A group's hosts are the distinct
+// hosts of its members in rank order; its local members are those on one host. Every
+// inter-host byte of this model travels rail-aligned: the j-th local member of a group on one
+// host talks to the j-th local member on another (NCCL rings per rail; PXN forwarding for
+// all-to-all; Megatron's scatter/gather for pipeline transfers). GPU g of a host uses NIC
+// g * N / G of its N NICs (IterationFlows, IterationNetwork).
+//
+// ---- Byte maths (per iteration; b = bytes per element of the op's wire dtype) ----
+// Ring collectives are hierarchical (reduce over NVLink first; workloads-2025.md §1.1): a group
+// with buffer S_g (elements held by every member before the collective) spread over H hosts
+// with k local members per host runs k inter-host rings, one per local member's rail, each
+// carrying S_g / k; each ring edge carries c (H - 1) / H of it, c = 2 for all-reduce and 1 for
+// reduce-scatter and all-gather. So a host sends c (H - 1) / H * S_g * b per group to the
+// next host of the ring (RingHostBytes). H = 1: nothing on the network.
+//   DP (sharding kNone):  all-reduce of the gradients, S_g = dense_params_per_rank (grad dtype).
+//   DP (kZero1: ZeRO-1/2, FSDP without reshard after forward): reduce-scatter of gradients
+//       (grad dtype) + all-gather of parameters (param dtype) = the bytes of one all-reduce
+//       when both dtypes are equal (ZeRO §7.2.1); Llama 3 reduce-scatters in FP32.
+//   DP (kZero3): all-gather in forward and again in backward + reduce-scatter: 1.5x (ZeRO
+//       §7.2.2). With cp > 1 the dense gradients are reduced over the cp x dp ranks (the
+//       distributed optimizer's group). Expert parameters (expert_params_per_rank) are synced
+//       the same way over the expert-data-parallel group (dp / ep members).
+//       Each DP op is split into dp_buckets equal buckets (see windows below).
+//   PP:  per micro-batch, per virtual chunk, per stage boundary, one transfer of
+//       pp_elements_per_transfer / tp elements per GPU each way (Megatron §3.2, §4.1: bsh/t with
+//       the scatter/gather optimisation): 2 m v transfers per GPU per iteration. With v > 1
+//       the last stage also sends to the first (interleaved schedule), m (v - 1) times.
+//   EP:  per MoE layer per micro-batch, four all-to-alls (dispatch and combine, forward and
+//       backward; DeepSeek-V3 §3.2.1). Each GPU sends ep_tokens_per_microbatch x ep_fanout
+//       copies of a hidden vector (ep_hidden elements); the copies spread uniformly over the
+//       EP group's members, so the share that leaves the host is (n - k) / n for n members with
+//       k on the host: (H - 1) / H when spread evenly. ep_fanout is the distinct destinations
+//       per token: nodes under node-limited routing with per-node dedup (DeepSeek-V3 §3.2.2),
+//       experts for plain top-k.
+//   CP:  per layer per micro-batch, an all-gather of K and V (cp_buffer_elements = sequence x
+//       2 x kv heads per TP rank x head dim) in forward and the matching reduce-scatter of dK,
+//       dV in backward (Llama 3 §3.3.2).
+//   TP:  only when a TP group spans hosts: per layer per micro-batch two all-reduces forward
+//       and two backward of tp_elements_per_layer (= b s h; Megatron §3.2: 8bsh(t-1)/t per
+//       layer per micro-batch per device).
+//
+// ---- Segments, windows and timing ----
+// Segments of one iteration, as seen by pipeline stage 0, the critical stage (first to start,
+// last to finish): fwd[1..K] (busy), bubble (idle), bwd[K..1] (busy), with K = dp_buckets, the
+// forward taking forward_share of the busy compute C, and the 1F1B bubble B = C (p - 1) / (v m)
+// (Megatron §2.2.1-2.2.2). Stage 0 idles between its forwards and its backwards while the last
+// micro-batch travels to the last stage and its gradient comes back (the GPipe-equivalent view
+// of 1F1B: same bubble; Megatron §2.2). Windows:
+//   DP gradient bucket i (reduce-scatter / all-reduce): after bwd[i], needed by the end of the
+//     iteration (optimizer step): the last one, after bwd[1], cannot be hidden (MegaScale §3.2).
+//   DP parameter all-gather bucket i (ZeRO-1/2 after the step, ZeRO-3 forward): from the
+//     iteration start, needed before fwd[i]: the first one is exposed (MegaScale §3.2). ZeRO-3
+//     backward all-gather bucket i: after the forward, needed before bwd[i].
+//   PP: the critical path through the pipeline crosses every boundary once forward (a chain of
+//     p - 1 single transfers after fwd[K], before the bubble) and once backward (a chain after
+//     the bubble, before bwd[K]); the other transfers are paced over the forward (activations)
+//     and backward (gradients) compute (MegaScale §3.2: only warm-up and cool-down exposed).
+//   EP: forward all-to-alls paced over the forward compute, backward ones over the backward
+//     (DualPipe-style overlap: hidden while they fit, DeepSeek-V3 §3.2.1).
+//   CP and cross-host TP: on the critical path by design, modelled as one exposed block before
+//     fwd[1] (forward) and before bwd[K] (backward).
+// A paced op of n instances releases instance i when i / n of its window's compute has run.
+// Standalone timing (TimeIteration) runs the segments in order; a segment starts when the
+// previous one ended and every op it waits for has completed. The job's transfers share its
+// NICs fairly (processor sharing): each transfer needs its busiest NIC's bytes / NIC bandwidth
+// of exclusive time, scaled by `bandwidth_scale`. What this leaves out: per-layer blocking of
+// CP and TP (one block has the same standalone cost), intra-host (NVLink) time, latency
+// (alpha) per transfer, and the other pipeline stages (stage 0 stands for all of them: its
+// timing sets the iteration; the bytes of every stage are in the flows).
+//
+// Thread-safety: pure functions; the types are values.
+#ifndef CRUX_CORE_MODEL_TRAFFIC_MODEL_H_
+#define CRUX_CORE_MODEL_TRAFFIC_MODEL_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "crux/core/base/ids.h"
+#include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
+#include "crux/core/model/job.h"
+#include "crux/core/topology/topology.h"
+
+namespace crux::core {
+
+// ---- Vocabulary ----
+
+enum class WireDtype { kFp8, kBf16, kFp16, kFp32 };
+int BytesPerElement(WireDtype d);             // 1, 2, 2, 4.
+std::string_view WireDtypeName(WireDtype d);  // "fp8", "bf16", "fp16", "fp32".
+Result<WireDtype> ParseWireDtype(std::string_view name);
+
+enum class ParallelAxis { kTp, kCp, kEp, kDp, kPp };
+std::string_view ParallelAxisName(ParallelAxis a);  // "tp", "cp", "ep", "dp", "pp".
+
+enum class Collective { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kSendRecv };
+std::string_view CollectiveName(Collective c);
+
+enum class DpSharding {
+  kNone,   // Plain data parallel: all-reduce of the gradients.
+  kZero1,  // ZeRO-1/2, FSDP without reshard: reduce-scatter gradients + all-gather parameters.
+  kZero3,  // ZeRO-3 / FSDP: all-gather forward + all-gather backward + reduce-scatter.
+};
+std::string_view DpShardingName(DpSharding s);  // "none", "zero1", "zero3".
+Result<DpSharding> ParseDpSharding(std::string_view name);
+
+enum class RankOrder {
+  kTpCpDpPp,  // Megatron-LM's default: pipeline stages outermost.
+  kTpCpPpDp,  // Llama 3 (§3.3.2): data parallel outermost.
+};
+
+// ---- Byte maths (hand-checkable building blocks) ----
+
+// Bytes one host sends to the next host of the ring, per group, for a hierarchical ring
+// collective of `buffer_elements` per member over `hosts` hosts: c (H - 1) / H * S_g * b.
+// REQUIRES: collective is all-reduce, reduce-scatter or all-gather; hosts >= 1.
+Bytes RingHostBytes(Collective c, double buffer_elements, int hosts, WireDtype dtype);
+
+// Share of a GPU's all-to-all copies that leave its host when they spread uniformly over
+// `members` group members of which `local` are on its host: (members - local) / members.
+double RemoteShare(int members, int local);
+
+// ---- Layout and recipe ----
+
+// Bounds ValidateRecipe enforces so that no input can make an iteration expensive to build or
+// time: GPUs per job, pipeline stages, and instances of one op (micro-batches x virtual chunks,
+// layers x micro-batches); dp_buckets x GPUs is at most 16 x kMaxIterationGpus.
+inline constexpr int kMaxIterationGpus = 65536;
+inline constexpr int kMaxPipelineStages = 1024;
+inline constexpr int kMaxOpInstances = 20000;
+
+struct ParallelLayout {
+  int tp = 1;
+  int cp = 1;
+  int pp = 1;
+  int dp = 1;
+  int ep = 1;  // Divides dp (experts are spread over ep consecutive DP members).
+  int vp = 1;  // Virtual pipeline chunks per rank (interleaved 1F1B), >= 1.
+  int gpus_per_host = 8;
+  RankOrder order = RankOrder::kTpCpDpPp;
+
+  int gpus() const { return tp * cp * pp * dp; }
+  int hosts() const { return (gpus() + gpus_per_host - 1) / gpus_per_host; }
+
+  friend bool operator==(const ParallelLayout&, const ParallelLayout&) = default;
+};
+
+// What a training job does per iteration. Element counts are logical (before the dtype);
+// counts "per micro-batch" are for one micro-batch of one pipeline. See the file comment.
+struct TrainingRecipe {
+  ParallelLayout layout;
+  int micro_batches = 1;  // m: micro-batches per pipeline per iteration (gradient accumulation).
+  Duration compute;       // C: busy GPU time of one stage per iteration (no bubble, no comm).
+  double forward_share = 1.0 / 3.0;  // Of C; backward ~ 2x forward.
+  int dp_buckets = 1;                // K >= 1: DP traffic buckets (and fwd/bwd chunks).
+  Flops work_per_gpu;                // Model FLOPs one GPU does per iteration (W_j / GPUs).
+
+  DpSharding sharding = DpSharding::kZero1;
+  double dense_params_per_rank = 0;   // Parameters one rank holds before DP sharding.
+  double expert_params_per_rank = 0;  // Expert parameters per rank (synced over dp / ep ranks).
+  WireDtype param_dtype = WireDtype::kBf16;
+  WireDtype grad_dtype = WireDtype::kBf16;
+
+  double pp_elements_per_transfer = 0;  // b s h per micro-batch (sent as 1/tp per GPU).
+  WireDtype pp_dtype = WireDtype::kBf16;
+
+  double moe_layers_per_rank = 0;       // MoE layers per pipeline rank (all chunks; may be a mean).
+  double ep_tokens_per_microbatch = 0;  // Tokens one GPU routes per MoE layer per micro-batch.
+  double ep_fanout = 0;                 // Destinations per token (nodes or experts).
+  double ep_hidden = 0;                 // Elements per routed token copy.
+  WireDtype ep_dispatch_dtype = WireDtype::kBf16;  // Forward dispatch (DeepSeek-V3: FP8).
+  WireDtype ep_combine_dtype = WireDtype::kBf16;   // Forward combine.
+  WireDtype ep_backward_dtype = WireDtype::kBf16;  // Both backward all-to-alls.
+
+  double layers_per_rank = 0;     // Transformer layers per pipeline rank (CP, TP).
+  double cp_buffer_elements = 0;  // K and V gathered per layer per micro-batch per GPU.
+  WireDtype cp_dtype = WireDtype::kBf16;
+  double tp_elements_per_layer = 0;  // b s h per micro-batch (cross-host TP only).
+  WireDtype tp_dtype = WireDtype::kBf16;
+};
+
+// Errors name the field ("layout.ep: must divide dp (got 3, dp 8)"); see the bounds above.
+Status ValidateRecipe(const TrainingRecipe& r);
+
+// ---- The iteration ----
+
+struct ComputeSegment {
+  std::string name;  // "fwd1", ..., "bubble", ..., "bwd1".
+  Duration duration;
+  bool busy = true;  // false: the GPUs idle by schedule (pipeline bubble).
+
+  friend bool operator==(const ComputeSegment&, const ComputeSegment&) = default;
+};
+
+// Inter-host bytes of one instance of an op, between local GPUs of two of the job's hosts
+// (indices into the job's host list), on the wire.
+struct RailFlow {
+  int src_host = 0;
+  int src_gpu = 0;
+  int dst_host = 0;
+  int dst_gpu = 0;
+  Bytes bytes;
+
+  friend bool operator==(const RailFlow&, const RailFlow&) = default;
+};
+
+enum class Pacing {
+  kBurst,  // Every instance is released at once when the op may start.
+  kPaced,  // Instance i is released when i / instances of the window's compute has run.
+};
+
+struct CommOp {
+  std::string name;  // "dp.rs.bucket1", "pp.fwd", "pp.fill3", "ep.dispatch.fwd", ...
+  ParallelAxis axis = ParallelAxis::kDp;
+  Collective collective = Collective::kAllReduce;
+  WireDtype dtype = WireDtype::kBf16;
+  int instances = 1;  // >= 1 identical transfers per iteration.
+  Pacing pacing = Pacing::kBurst;
+  int issue_after = -1;         // Segment after whose end it may start; -1: iteration start.
+  int needed_before = 0;        // Segment that waits for it; segments.size(): the iteration end.
+  int after_op = -1;            // Op that must complete first (-1: none). Precedes this op.
+  std::vector<RailFlow> flows;  // One instance.
+
+  friend bool operator==(const CommOp&, const CommOp&) = default;
+};
+
+struct IterationModel {
+  ParallelLayout layout;
+  Flops work;  // W_j per iteration, all GPUs.
+  std::vector<ComputeSegment> segments;
+  std::vector<CommOp> ops;  // Ops with no inter-host bytes are left out.
+
+  friend bool operator==(const IterationModel&, const IterationModel&) = default;
+};
+
+// Builds the iteration of `recipe` (file comment). Errors: ValidateRecipe's.
+Result<IterationModel> BuildIteration(const TrainingRecipe& recipe);
+
+// Inter-host bytes one iteration sends from the job's busiest NIC, per op (all instances), and
+// in total, for hosts with `nics_per_host` NICs.
+struct HostNetwork {
+  int nics_per_host = 8;                           // >= 1.
+  Bandwidth nic_bandwidth = Bandwidth::Gbps(400);  // Per NIC, > 0.
+
+  friend bool operator==(const HostNetwork&, const HostNetwork&) = default;
+};
+
+// Seconds of exclusive NIC time one instance of `op` needs at line rate: the bytes of its
+// busiest NIC / NIC bandwidth. REQUIRES: net valid.
+Duration InstanceWork(const IterationModel& m, const CommOp& op, const HostNetwork& net);
+
+// ---- Standalone timing ----
+
+struct OpSpan {
+  Duration first_release;  // When its first instance was released.
+  Duration end;            // When its last instance completed.
+
+  friend bool operator==(const OpSpan&, const OpSpan&) = default;
+};
+
+struct IterationTiming {
+  Duration iteration;  // Standalone iteration time.
+  Duration busy;       // Sum of busy segments.
+  Duration idle;       // Sum of idle (bubble) segments.
+  Duration exposed;    // iteration - busy - idle: time the GPUs wait for communication.
+  Duration network;    // Seconds of exclusive NIC time all transfers need (at scale 1).
+  std::vector<Duration> segment_start;
+  std::vector<OpSpan> ops;
+
+  friend bool operator==(const IterationTiming&, const IterationTiming&) = default;
+};
+
+// One iteration alone on a fabric that gives the job bandwidth_scale x its NICs' line rate
+// (1: standalone; 0.5: every transfer takes twice as long). Deterministic.
+// Errors: bad network or scale (<= 0 or not finite), an op referring to a bad segment or op.
+Result<IterationTiming> TimeIteration(const IterationModel& m, const HostNetwork& net,
+                                      double bandwidth_scale = 1.0);
+
+// The busy compute C at which the standalone iteration of `recipe` (its compute ignored) takes
+// `target` on `net`: how a measured or derived iteration time becomes the model's compute.
+// Errors: the communication and bubble alone exceed the target (the profile is inconsistent
+// with that network), or an invalid recipe.
+Result<Duration> CalibrateCompute(const TrainingRecipe& recipe, const HostNetwork& net,
+                                  Duration target);
+
+// ---- The planner's summary and the single-overlap equivalent ----
+
+// What Crux's planner and today's single-overlap job model see of the iteration:
+//   work: W_j.
+//   compute: c = busy + idle (the single-overlap model has no idle compute; the bubble is
+//     counted as compute, so the engine's busy time includes it).
+//   comm: t on the job's busiest NIC = its bytes per iteration / NIC bandwidth (with rails
+//     that are not the bottleneck, the planner's t_j = max_e M_{j,e} / B_e equals it).
+//   overlap_start: o such that the single-overlap iteration max(c, o c + t) equals the phase
+//     model's standalone iteration when communication is exposed; when it is hidden, o leaves
+//     the same slack to a uniform slow-down of communication as the phases do
+//     (o = 1 - stretch_slack t / c).
+//   stretch_slack: the largest factor s >= 1 by which every transfer can slow down before the
+//     phase model's iteration grows (1 when communication is already exposed).
+//   iteration: the phase model's standalone iteration.
+//   nic_bytes: bytes per iteration on the busiest NIC.
+struct IterationSummary {
+  Flops work;
+  Duration compute;
+  Duration comm;
+  double overlap_start = 1.0;
+  double stretch_slack = 1.0;
+  Duration iteration;
+  Duration busy;
+  Duration exposed;
+  Bytes nic_bytes;
+
+  friend bool operator==(const IterationSummary&, const IterationSummary&) = default;
+};
+
+Result<IterationSummary> SummarizeIteration(const IterationModel& m, const HostNetwork& net);
+
+// The single-overlap iteration time at bandwidth_scale s: max(c, o c + t / s). Comparing it
+// with TimeIteration(m, net, s).iteration shows what the single-overlap formula loses.
+Duration SingleOverlapIteration(const IterationSummary& s, double bandwidth_scale);
+
+// The rail-aligned GPU -> NIC rule every part of Crux uses: GPU `gpu` of a host with `gpus` GPUs
+// uses NIC floor(gpu * nics / gpus) of its `nics` NICs (in Topology::NicsOf order): 8 GPUs on 8
+// NICs one each, on 4 NICs two per NIC. REQUIRES: gpu < gpus, nics >= 1. Returns an index < nics.
+size_t GpuNicIndex(uint32_t gpu, uint32_t gpus, size_t nics);
+
+// Maps the rail flows of every op (all instances) onto `hosts` (the job's hosts, in rank
+// order) of `topo`: GPU g of a host -> NIC g * N / G of its N NICs (the host itself when it
+// has none), summed per (src NIC, dst NIC) pair, in a deterministic order. These are the
+// per-iteration bytes the planner routes (bytes per link follow from its paths).
+// Errors: hosts.size() != the layout's hosts, a node that is not a host.
+Result<std::vector<FlowDemand>> IterationFlows(const Topology& topo,
+                                               const std::vector<NodeId>& hosts,
+                                               const IterationModel& m);
+
+// The JobSpec today's planner and engine consume: explicit flows (IterationFlows), compute
+// time, overlap_start and W_j from SummarizeIteration with the NICs of `topo` (NIC bandwidth:
+// the first host's first NIC link). Errors: those of IterationFlows and SummarizeIteration.
+Result<JobSpec> SingleOverlapJobSpec(const Topology& topo, std::string id,
+                                     const std::vector<NodeId>& hosts, const IterationModel& m);
+
+}  // namespace crux::core
+
+#endif  // CRUX_CORE_MODEL_TRAFFIC_MODEL_H_

@@ -1,0 +1,597 @@
+#include "crux/core/faults/fault_manager.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <tuple>
+#include <utility>
+
+namespace crux::core {
+namespace {
+
+int Rank(LinkHealth h) {
+  switch (h) {
+    case LinkHealth::kUp:
+      return 0;
+    case LinkHealth::kDegraded:
+      return 1;
+    case LinkHealth::kDown:
+      return 2;
+  }
+  return 0;
+}
+
+// -1: `d` is better than `c`, 0: the same (within the capacity hysteresis), 1: worse.
+int Compare(LinkHealth d, double df, LinkHealth c, double cf, double hysteresis) {
+  if (Rank(d) != Rank(c)) return Rank(d) > Rank(c) ? 1 : -1;
+  if (d != LinkHealth::kDegraded) return 0;
+  if (df < cf * (1 - hysteresis)) return 1;
+  if (df > cf * (1 + hysteresis)) return -1;
+  return 0;
+}
+
+std::string WireName(const Topology& topo, LinkId id) {
+  if (!id.valid() || id.value() >= topo.num_links()) return "link#" + std::to_string(id.value());
+  const Link& l = topo.link(id);
+  return topo.node(l.src).name + "->" + topo.node(l.dst).name;
+}
+
+std::string NodeName(const Topology& topo, NodeId id) {
+  return id.valid() && id.value() < topo.num_nodes() ? topo.node(id).name
+                                                     : "node#" + std::to_string(id.value());
+}
+
+std::string Pct(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.0f%%", f * 100);
+  return buf;
+}
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g", v);
+  return buf;
+}
+
+double Decay(double value, Duration elapsed, Duration half_life) {
+  if (elapsed <= Duration::Zero()) return value;
+  return value * std::exp2(-(elapsed / half_life));
+}
+
+}  // namespace
+
+Status ValidateFaultOptions(const FaultOptions& o) {
+  const LocalisationOptions& l = o.localisation;
+  if (!(l.gray_ratio > 0 && l.gray_ratio <= 1)) {
+    return InvalidArgumentError("faults.gray_ratio: must be in (0, 1]");
+  }
+  if (l.min_flows < 1) return InvalidArgumentError("faults.min_flows: must be >= 1");
+  if (l.iterations < 1) return InvalidArgumentError("faults.iterations: must be >= 1");
+  if (!(l.lambda >= 0 && std::isfinite(l.lambda))) {
+    return InvalidArgumentError("faults.lambda: must be >= 0");
+  }
+  const std::pair<const char*, Duration> positive[] = {
+      {"evidence_window", o.evidence_window},
+      {"evaluate_interval", o.evaluate_interval},
+      {"baseline_half_life", o.baseline_half_life},
+      {"min_dwell", o.min_dwell},
+      {"stable_decay", o.stable_decay},
+      {"downtime_half_life", o.downtime_half_life},
+      {"quarantine_downtime", o.quarantine_downtime}};
+  for (const auto& [name, d] : positive) {
+    if (d <= Duration::Zero()) {
+      return InvalidArgumentError(std::string("faults.") + name + ": must be > 0");
+    }
+  }
+  if (o.max_hold < o.min_dwell) {
+    return InvalidArgumentError("faults.max_hold: must be >= faults.min_dwell");
+  }
+  if (!(o.counter_errors_per_s > 0 && std::isfinite(o.counter_errors_per_s))) {
+    return InvalidArgumentError("faults.counter_errors_per_s: must be > 0");
+  }
+  const std::pair<const char*, double> fractions[] = {
+      {"counter_capacity_fraction", o.counter_capacity_fraction},
+      {"min_capacity_fraction", o.min_capacity_fraction}};
+  for (const auto& [name, f] : fractions) {
+    if (!(f > 0 && f <= 1)) {
+      return InvalidArgumentError(std::string("faults.") + name + ": must be in (0, 1]");
+    }
+  }
+  if (!(o.capacity_hysteresis >= 0 && o.capacity_hysteresis < 1)) {
+    return InvalidArgumentError("faults.capacity_hysteresis: must be in [0, 1)");
+  }
+  if (o.max_events < 1) return InvalidArgumentError("faults.max_events: must be >= 1");
+  return ValidateProbeOptions(o.probes);
+}
+
+FaultManager::FaultManager(FaultOptions options) : options_(std::move(options)) {}
+
+void FaultManager::SetOptions(const FaultOptions& options) {
+  options_ = options;
+  urgent_ = true;  // `automatic` may have changed what is in force.
+}
+
+FaultManager::LinkState& FaultManager::State(LinkId link) { return links_[link]; }
+
+void FaultManager::OnLinkState(const LinkStateSignal& s, Duration now) {
+  LinkState& st = State(s.link);
+  AccrueDowntime(st, now);
+  if (st.port_down != !s.up) urgent_ = true;
+  // The fault lasted until now: the hold (quiet time before recovery) starts here, not at the
+  // last evaluation that saw the port down.
+  if (st.port_down && s.up && st.health != LinkHealth::kUp) {
+    st.last_at_current = std::max(st.last_at_current, now);
+  }
+  st.port_down = !s.up;
+  st.port_source = s.source;
+}
+
+void FaultManager::OnCounters(const CounterSignal& s, Duration now) {
+  if (s.interval <= Duration::Zero()) return;
+  State(s.link).counters = Counters{s, now};
+  dirty_ = true;
+}
+
+void FaultManager::OnFlows(const std::string& job_id, const std::vector<FlowSample>& samples,
+                           Duration now) {
+  for (const FlowSample& f : samples) {
+    const FlowKey key{job_id, f.src_nic.value(), f.dst_nic.value(), f.probe, f.udp_sport};
+    auto [it, inserted] = flows_.try_emplace(key);
+    FlowRecord& r = it->second;
+    if (inserted && !f.probe) {
+      // A new port of a known pair (a re-pin): it starts from the pair's best recent rate, as
+      // one record per pair did, so a new path that is already slow still looks slow.
+      for (auto o = flows_.lower_bound(FlowKey{job_id, key.src, key.dst, false, 0});
+           o != flows_.end() && !o->first.probe && o->first.job == job_id &&
+           o->first.src == key.src && o->first.dst == key.dst;
+           ++o) {
+        if (o == it) continue;
+        const double d =
+            Decay(o->second.baseline_bps, now - o->second.baseline_at, options_.baseline_half_life);
+        if (d > r.baseline_bps) {
+          r.baseline_bps = d;
+          r.baseline_at = now;
+        }
+      }
+    }
+    r.sample = f;
+    r.at = now;
+    if (f.bytes.count() > 0 && f.transfer_time > Duration::Zero()) {
+      const double rate = f.bytes.ToBits() / f.transfer_time.ToSeconds();
+      const double decayed =
+          Decay(r.baseline_bps, now - r.baseline_at, options_.baseline_half_life);
+      r.baseline_bps = std::max(rate, decayed);
+      r.baseline_at = now;
+    }
+  }
+  if (!samples.empty()) dirty_ = true;
+}
+
+void FaultManager::ForgetJob(const std::string& job_id) {
+  auto it = flows_.lower_bound(FlowKey{job_id, 0, 0, false, 0});
+  while (it != flows_.end() && it->first.job == job_id) it = flows_.erase(it);
+}
+
+void FaultManager::SetAdmin(LinkId link, AdminLinkState state, Duration /*now*/) {
+  State(link).admin = state;
+  urgent_ = true;
+}
+
+void FaultManager::RestoreAdmin(LinkId link, AdminLinkState state, Duration now) {
+  LinkState& s = State(link);
+  s.admin = state;
+  s.eff_health = state.health;
+  s.eff_fraction = state.health == LinkHealth::kDegraded ? state.capacity_fraction : 1.0;
+  s.eff_since = now;
+}
+
+void FaultManager::ClearAdmin(LinkId link, Duration /*now*/) {
+  auto it = links_.find(link);
+  if (it == links_.end() || !it->second.admin) return;
+  it->second.admin.reset();
+  urgent_ = true;
+}
+
+std::optional<AdminLinkState> FaultManager::admin(LinkId link) const {
+  auto it = links_.find(link);
+  return it == links_.end() ? std::nullopt : it->second.admin;
+}
+
+LinkHealth FaultManager::effective(LinkId link) const {
+  auto it = links_.find(link);
+  return it == links_.end() ? LinkHealth::kUp : it->second.eff_health;
+}
+
+double FaultManager::effective_fraction(LinkId link) const {
+  auto it = links_.find(link);
+  return it == links_.end() ? 1.0 : it->second.eff_fraction;
+}
+
+void FaultManager::AccrueDowntime(LinkState& s, Duration now) const {
+  if (now <= s.downtime_at) return;
+  const bool down = s.port_down || s.health == LinkHealth::kDown;
+  const double added = down ? (now - s.downtime_at).ToSeconds() : 0.0;
+  s.downtime_s = Decay(s.downtime_s, now - s.downtime_at, options_.downtime_half_life) + added;
+  s.downtime_at = now;
+}
+
+Duration FaultManager::NextHold(const LinkState& s, Duration now) const {
+  Duration hold = options_.min_dwell;
+  if (s.hold_set && s.last_recovery) {
+    const Duration quiet = now - *s.last_recovery;
+    if (quiet < options_.stable_decay) {
+      hold = std::min(s.hold + s.hold, options_.max_hold);  // Flapping: back off.
+    } else {
+      // Every stable_decay without a fault halves the hold back towards min_dwell.
+      const double halvings = std::floor(quiet / options_.stable_decay);
+      const double h = static_cast<double>(s.hold.nanos()) * std::exp2(-halvings);
+      hold = std::max(options_.min_dwell, Duration::Nanos(static_cast<int64_t>(h)));
+    }
+  }
+  if (s.downtime_s >= options_.quarantine_downtime.ToSeconds()) hold = options_.max_hold;
+  return hold;
+}
+
+std::optional<Duration> FaultManager::NextDue() const {
+  if (urgent_) return Duration::Zero();
+  std::optional<Duration> at;
+  auto earliest = [&](Duration t) { at = at ? std::min(*at, t) : t; };
+  if (dirty_) earliest(last_eval_ ? *last_eval_ + options_.evaluate_interval : Duration::Zero());
+  for (const auto& [id, s] : links_) {
+    // A link that may recover (or whose evidence expires) needs another look.
+    if (s.health != LinkHealth::kUp) earliest(s.last_at_current + s.hold);
+    if (s.suspect && last_eval_) earliest(*last_eval_ + options_.evaluate_interval);
+  }
+  return at;
+}
+
+void FaultManager::Record(LinkId link, const LinkState& s, LinkHealth from, Duration now,
+                          bool automatic, std::vector<std::string> jobs) {
+  FaultEvent e;
+  e.at = now;
+  e.link = link;
+  e.from = from;
+  e.to = s.eff_health;
+  e.capacity_fraction = s.eff_fraction;
+  e.automatic = automatic;
+  e.reason = automatic ? s.reason : "admin";
+  if (automatic) e.evidence = s.evidence;
+  e.jobs = std::move(jobs);
+  events_.push_back(std::move(e));
+  while (events_.size() > options_.max_events) events_.pop_front();
+}
+
+std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& nominal,
+                                                 const AppliedPlan& applied) {
+  ++evaluations_;
+  last_eval_ = now;
+  urgent_ = false;
+  dirty_ = false;
+  const Duration window_start = now - options_.evidence_window;
+
+  // Forget flows nobody reported for a long time (their baselines too).
+  for (auto it = flows_.begin(); it != flows_.end();) {
+    it = (now - it->second.at > options_.baseline_half_life) ? flows_.erase(it) : std::next(it);
+  }
+
+  // The routing matrix: every fresh sample whose flow is pinned in the applied plan, with the
+  // path it was measured on. A sample is one row per pin: matched to the pin of its NIC pair
+  // with its source port (a sample from a port no pin of the pair uses predates a re-route:
+  // skipped); a sample with port 0 (unknown) goes to the pair's first pin, and so does any
+  // sample of a pair whose first pin has no port.
+  std::vector<PathObservation> obs;
+  std::vector<const std::pair<const FlowKey, FlowRecord>*> obs_flow;
+  const std::string* pins_of = nullptr;  // The job `pins` indexes (flows_ is sorted by job).
+  std::map<std::pair<uint32_t, uint32_t>, const FlowPin*> first_pins;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, const FlowPin*> pins;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, const FlowPin*> probe_pins;
+  for (const auto& entry : flows_) {
+    const auto& [key, rec] = entry;
+    if (rec.at < window_start) continue;
+    const FlowSample& f = rec.sample;
+    if (f.bytes.count() == 0 && f.errors == 0) continue;  // Idle: no information.
+    if (pins_of == nullptr || *pins_of != key.job) {
+      pins_of = &key.job;
+      first_pins.clear();
+      pins.clear();
+      probe_pins.clear();
+      if (auto a = applied.find(key.job); a != applied.end()) {
+        for (const FlowPin& p : a->second->assignment.flows) {
+          first_pins.emplace(std::make_pair(p.src_nic.value(), p.dst_nic.value()), &p);
+          if (p.udp_sport != 0) {
+            pins.emplace(
+                std::make_tuple(p.src_nic.value(), p.dst_nic.value(), uint32_t{p.udp_sport}), &p);
+          }
+        }
+        for (const FlowPin& p : a->second->assignment.probes) {
+          probe_pins.emplace(
+              std::make_tuple(p.src_nic.value(), p.dst_nic.value(), uint32_t{p.udp_sport}), &p);
+        }
+      }
+    }
+    const FlowPin* pin = nullptr;
+    if (key.probe) {
+      // A probe of a list no longer in force (re-designed with a new plan) is skipped.
+      auto found = probe_pins.find({f.src_nic.value(), f.dst_nic.value(), key.sport});
+      if (found == probe_pins.end()) continue;
+      pin = found->second;
+    } else {
+      auto exact = key.sport != 0 ? pins.find({key.src, key.dst, key.sport}) : pins.end();
+      if (exact != pins.end()) {
+        pin = exact->second;
+      } else {
+        auto first = first_pins.find({key.src, key.dst});
+        if (first == first_pins.end()) continue;
+        // Port 0 (unknown): the pair's first pin. A first pin without a port takes any sample.
+        if (key.sport != 0 && first->second->udp_sport != 0) continue;
+        pin = first->second;
+      }
+    }
+    if (pin->path.empty()) continue;
+    PathObservation o;
+    o.links = pin->path;
+    if (f.bytes.count() == 0) {
+      o.failed = true;
+      o.rate_ratio = 0;
+    } else {
+      const double rate = f.transfer_time > Duration::Zero()
+                              ? f.bytes.ToBits() / f.transfer_time.ToSeconds()
+                              : rec.baseline_bps;
+      double baseline = rec.baseline_bps;
+      if (key.probe) {
+        // A probe's expectation is also its pair's flows' best rate: a probe designed onto an
+        // already degraded link must not take the degraded rate for its normal.
+        for (auto flow = flows_.lower_bound(FlowKey{key.job, key.src, key.dst, false, 0});
+             flow != flows_.end() && !flow->first.probe && flow->first.job == key.job &&
+             flow->first.src == key.src && flow->first.dst == key.dst;
+             ++flow) {
+          baseline = std::max(baseline, flow->second.baseline_bps);
+        }
+      }
+      o.rate_ratio = baseline > 0 ? std::clamp(rate / baseline, 0.0, 1.0) : 1.0;
+    }
+    obs.push_back(std::move(o));
+    obs_flow.push_back(&entry);
+  }
+  const LocalisationOptions& lo = options_.localisation;
+  std::vector<Suspect> suspects = VoteHardFaults(obs, lo);
+  {
+    std::set<LinkId> hard;
+    for (const Suspect& s : suspects) hard.insert(s.link);
+    for (Suspect& g : GrayFaults(obs, lo)) {
+      if (!hard.count(g.link)) suspects.push_back(std::move(g));
+    }
+  }
+  std::map<LinkId, const Suspect*> by_link;
+  for (const Suspect& s : suspects) by_link.emplace(s.link, &s);
+
+  auto describe_flows = [&](const Suspect& s) {
+    std::vector<std::string> lines;
+    std::set<std::string> jobs;
+    for (uint32_t i : s.evidence) jobs.insert(obs_flow[i]->first.job);
+    constexpr size_t kShown = 4;
+    for (size_t k = 0; k < s.evidence.size() && k < kShown; ++k) {
+      const uint32_t i = s.evidence[k];
+      const auto& [key, rec] = *obs_flow[i];
+      std::string line = std::string(key.probe ? "probe" : "flow") + " of job " + key.job + " " +
+                         NodeName(nominal, rec.sample.src_nic) + "->" +
+                         NodeName(nominal, rec.sample.dst_nic) + " (sport " +
+                         std::to_string(rec.sample.udp_sport) + "): ";
+      line += obs[i].failed
+                  ? "no progress, " + std::to_string(rec.sample.errors) + " transport errors"
+                  : Pct(obs[i].rate_ratio) + " of its best rate";
+      lines.push_back(std::move(line));
+    }
+    if (s.evidence.size() > kShown) {
+      lines.push_back("... and " + std::to_string(s.evidence.size() - kShown) + " more flows");
+    }
+    std::string jl;
+    for (const std::string& j : jobs) jl += (jl.empty() ? "" : ", ") + j;
+    return std::make_pair(jl, lines);
+  };
+
+  std::set<LinkId> touched;
+  for (const auto& [id, s] : links_) touched.insert(id);
+  for (const Suspect& s : suspects) touched.insert(s.link);
+
+  std::vector<LinkDecision> decisions;
+  for (LinkId id : touched) {
+    if (!id.valid() || id.value() >= nominal.num_links()) continue;
+    LinkState& s = State(id);
+    AccrueDowntime(s, now);
+    if (s.counters && s.counters->at < window_start) s.counters.reset();
+    // Counter signal.
+    bool counters_bad = false;
+    std::string counter_text;
+    if (s.counters) {
+      const CounterSignal& c = s.counters->last;
+      const double per_s = static_cast<double>(c.errors + c.discards) / c.interval.ToSeconds();
+      counters_bad = per_s >= options_.counter_errors_per_s;
+      counter_text = "counters: " + c.source + ": " + Num(per_s) + " errors+discards/s (" +
+                     std::to_string(c.errors) + " errors, " + std::to_string(c.discards) +
+                     " discards in " + Num(c.interval.ToSeconds()) + " s; pfc pause " +
+                     std::to_string(c.pfc_pause) + ", queue drops " +
+                     std::to_string(c.queue_drops) + ", ecn marks " + std::to_string(c.ecn_marks) +
+                     ")";
+    }
+    // Tomography signal.
+    const Suspect* tomo = nullptr;
+    if (auto it = by_link.find(id); it != by_link.end()) tomo = it->second;
+    std::string tomo_text;
+    std::vector<std::string> tomo_lines;
+    if (tomo) {
+      auto [jobs, lines] = describe_flows(*tomo);
+      tomo_lines = std::move(lines);
+      if (tomo->kind == SuspectKind::kHard) {
+        tomo_text = "007 voting: " + std::to_string(tomo->evidence.size()) +
+                    " failed flows (jobs " + jobs + ") vote " + Num(tomo->score) +
+                    " for it; no healthy flow crosses it";
+      } else {
+        tomo_text = "least squares: it delivers ~" + Pct(tomo->estimate) + " of its rate (" +
+                    std::to_string(tomo->evidence.size()) + " slow flows of jobs " + jobs + ", " +
+                    std::to_string(tomo->healthy) + " healthy)";
+      }
+      if (tomo->ambiguous) {
+        tomo_text += "; the flows cannot tell it apart from another link";
+      }
+    }
+    // Tomography acts only on a suspect the previous evaluation saw too (score > 0 is from
+    // there): right after a fault starts, jobs that have not reported since still show healthy
+    // samples over the faulty link, which can shift the blame to a neighbour for one round.
+    const bool confirmed = s.score > 0;
+    const bool tomo_usable = tomo && confirmed && (!tomo->ambiguous || counters_bad);
+    s.suspect = tomo != nullptr || counters_bad;
+    s.ambiguous = tomo && tomo->ambiguous;
+    s.score = tomo ? tomo->score : 0;
+
+    LinkHealth want = LinkHealth::kUp;
+    double want_fraction = 1;
+    std::string why;
+    std::vector<std::string> evidence;
+    if (s.port_down) {
+      want = LinkHealth::kDown;
+      why = "link state: " + s.port_source + " oper_status down";
+    } else if (tomo_usable && counters_bad) {
+      want = LinkHealth::kDown;
+      why = "two agreeing signals: " + tomo_text + "; " + counter_text;
+    } else if (tomo_usable) {
+      want = LinkHealth::kDegraded;
+      want_fraction = std::max(tomo->estimate, options_.min_capacity_fraction);
+      why = "one signal: " + tomo_text;
+    } else if (counters_bad) {
+      want = LinkHealth::kDegraded;
+      want_fraction = options_.counter_capacity_fraction;
+      why = "one signal: " + counter_text;
+    }
+    if (want != LinkHealth::kUp) {
+      evidence = tomo_lines;
+      if (!counter_text.empty()) evidence.push_back(counter_text);
+      s.last_bad = now;
+    } else if (s.suspect) {
+      // Suspected but not acted on (ambiguous): keep what was seen for cruxctl faults.
+      s.reason = std::string(confirmed ? "suspect (no change): "
+                                       : "suspect (to be confirmed at the next evaluation): ") +
+                 tomo_text;
+      s.evidence = tomo_lines;
+    }
+
+    const int cmp =
+        Compare(want, want_fraction, s.health, s.fraction, options_.capacity_hysteresis);
+    bool changed = false;
+    if (cmp > 0) {
+      if (s.health == LinkHealth::kUp) {
+        s.hold = NextHold(s, now);
+        s.hold_set = true;
+      }
+      changed = true;
+    } else if (cmp < 0) {
+      // Better (a recovery, or down -> degraded, or a higher capacity): only once the signals
+      // have stayed below the current state for the hold time.
+      if (now - s.last_at_current >= s.hold) {
+        changed = true;
+        if (want == LinkHealth::kUp) s.last_recovery = now;
+      }
+    } else {
+      s.last_at_current = now;
+    }
+    if (changed) {
+      AccrueDowntime(s, now);
+      s.health = want;
+      s.fraction = want == LinkHealth::kDegraded ? want_fraction : 1.0;
+      s.auto_since = now;
+      s.last_at_current = now;
+      s.reason = want == LinkHealth::kUp
+                     ? "recovered: no fault signal for " + Num(s.hold.ToSeconds()) + " s"
+                     : why;
+      s.evidence = std::move(evidence);
+      ++s.changes;
+    }
+
+    // What is in force.
+    LinkHealth eff = LinkHealth::kUp;
+    double eff_fraction = 1;
+    bool automatic = true;
+    if (s.admin) {
+      eff = s.admin->health;
+      eff_fraction = eff == LinkHealth::kDegraded ? s.admin->capacity_fraction : 1.0;
+      automatic = false;
+    } else if (options_.automatic) {
+      eff = s.health;
+      eff_fraction = s.fraction;
+    }
+    if (eff != s.eff_health || eff_fraction != s.eff_fraction) {
+      const LinkHealth from = s.eff_health;
+      const bool by_admin = !automatic || (s.eff_health != s.health && !changed);
+      s.eff_health = eff;
+      s.eff_fraction = eff_fraction;
+      s.eff_since = now;
+      // Jobs whose pinned flows cross the link now (their flows are the ones that move).
+      std::vector<std::string> jobs;
+      for (const auto& [job, entry] : applied) {
+        for (const FlowPin& p : entry->assignment.flows) {
+          if (std::find(p.path.begin(), p.path.end(), id) != p.path.end()) {
+            jobs.push_back(job);
+            break;
+          }
+        }
+      }
+      Record(id, s, from, now, !by_admin, jobs);
+      LinkDecision d;
+      d.link = id;
+      d.health = eff;
+      d.capacity_fraction = eff_fraction;
+      d.automatic = !by_admin;
+      d.reason = by_admin ? (s.admin ? "admin pinned it " + std::string(LinkHealthName(eff))
+                                     : "handed back to automatic control")
+                          : s.reason;
+      d.reason = WireName(nominal, id) + " " + std::string(LinkHealthName(eff)) +
+                 (eff == LinkHealth::kDegraded ? " (" + Pct(eff_fraction) + " of nominal)" : "") +
+                 ": " + d.reason;
+      decisions.push_back(std::move(d));
+    }
+  }
+  // Links that never faulted and carry no signal need no record.
+  for (auto it = links_.begin(); it != links_.end();) {
+    const LinkState& s = it->second;
+    const bool idle = !s.hold_set && !s.admin && !s.port_down && !s.counters && !s.suspect &&
+                      s.health == LinkHealth::kUp && s.eff_health == LinkHealth::kUp;
+    it = idle ? links_.erase(it) : std::next(it);
+  }
+  return decisions;
+}
+
+std::vector<LinkFaultView> FaultManager::Links() const {
+  std::vector<LinkFaultView> out;
+  for (const auto& [id, s] : links_) {
+    LinkFaultView v;
+    v.link = id;
+    v.effective = s.eff_health;
+    v.effective_fraction = s.eff_fraction;
+    v.automatic = s.health;
+    v.automatic_fraction = s.fraction;
+    v.since = s.eff_since;
+    v.admin = s.admin;
+    v.reason = s.reason;
+    v.evidence = s.evidence;
+    v.score = s.score;
+    v.suspect = s.suspect;
+    v.ambiguous = s.ambiguous;
+    v.port_down = s.port_down;
+    v.hold = s.hold_set ? s.hold : options_.min_dwell;
+    v.downtime_s = s.downtime_s;
+    v.changes = s.changes;
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<const FaultEvent*> FaultManager::EventsForJob(const std::string& job_id) const {
+  std::vector<const FaultEvent*> out;
+  for (auto it = events_.rbegin(); it != events_.rend(); ++it) {
+    if (std::find(it->jobs.begin(), it->jobs.end(), job_id) != it->jobs.end()) out.push_back(&*it);
+  }
+  return out;
+}
+
+}  // namespace crux::core

@@ -1,0 +1,472 @@
+#include "crux/core/faults/fault_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "crux/core/topology/builders.h"
+
+namespace crux::core {
+namespace {
+
+// Four ToRs x two Aggs x two hosts (one NIC each); jobs pinned by hand, every flow crossing one
+// named Agg.
+class FaultManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Clos2Params p;
+    p.tors = 4;
+    p.aggs = 2;
+    p.hosts_per_tor = 2;
+    p.host.nics_per_host = 1;
+    auto t = BuildClos2(p);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    topo_ = std::make_unique<Topology>(std::move(t).value());
+  }
+
+  NodeId N(const std::string& name) const { return topo_->FindNode(name).value(); }
+  LinkId L(const std::string& a, const std::string& b) const {
+    return topo_->FindLink(N(a), N(b)).value();
+  }
+  // host<s>/nic0 -> tor -> agg<agg> -> tor -> host<d>/nic0.
+  FlowPin Pin(int s, int d, int agg, uint16_t sport) const {
+    FlowPin f;
+    const std::string src = "host" + std::to_string(s) + "/nic0";
+    const std::string dst = "host" + std::to_string(d) + "/nic0";
+    const std::string ts = "tor" + std::to_string(s / 2);
+    const std::string td = "tor" + std::to_string(d / 2);
+    const std::string a = "agg" + std::to_string(agg);
+    f.src_nic = N(src);
+    f.dst_nic = N(dst);
+    f.udp_sport = sport;
+    f.path = {L(src, ts), L(ts, a), L(a, td), L(td, dst)};
+    return f;
+  }
+  void AddJob(const std::string& id, std::vector<FlowPin> flows) {
+    auto a = std::make_shared<AppliedAssignment>();
+    a->assignment.job_id = id;
+    a->assignment.flows = std::move(flows);
+    applied_[id] = a;
+  }
+  // Every pinned flow of `id` reports `rate` Gbps (0: no progress, with errors).
+  void Report(FaultManager& m, const std::string& id, double gbps) {
+    std::vector<FlowSample> samples;
+    for (const FlowPin& p : applied_.at(id)->assignment.flows) {
+      FlowSample f;
+      f.src_nic = p.src_nic;
+      f.dst_nic = p.dst_nic;
+      f.udp_sport = p.udp_sport;
+      if (gbps > 0) {
+        f.transfer_time = Duration::Millis(100);
+        f.bytes = Bytes::Of(static_cast<int64_t>(gbps * 1e9 / 8 * 0.1));
+      } else {
+        f.errors = 3;
+      }
+      samples.push_back(f);
+    }
+    m.OnFlows(id, samples, now_);
+  }
+  std::vector<LinkDecision> Eval(FaultManager& m) { return m.Evaluate(now_, *topo_, applied_); }
+  void PortState(FaultManager& m, const std::string& a, const std::string& b, bool up) {
+    m.OnLinkState({L(a, b), up, "switch " + a + " port EthernetX"}, now_);
+    m.OnLinkState({L(b, a), up, "switch " + a + " port EthernetX"}, now_);
+  }
+
+  // Jobs over agg0 and agg1; the tor0->agg0 link is crossed by j0 and j1 only.
+  void StandardJobs() {
+    AddJob("j0", {Pin(0, 2, 0, 50000), Pin(1, 4, 0, 50001)});  // tor0->agg0.
+    AddJob("j1", {Pin(0, 6, 0, 50002)});                       // tor0->agg0.
+    AddJob("j2", {Pin(2, 0, 0, 50003), Pin(3, 5, 0, 50004)});  // tor1->agg0, agg0->tor0/tor2.
+    AddJob("j3", {Pin(0, 3, 1, 50005), Pin(1, 7, 1, 50006)});  // tor0->agg1.
+    AddJob("j4", {Pin(4, 6, 0, 50007), Pin(5, 2, 0, 50008)});  // tor2->agg0, agg0->tor3/tor1.
+    AddJob("j5", {Pin(6, 1, 0, 50009), Pin(7, 3, 0, 50010)});  // tor3->agg0, agg0->tor0/tor1.
+  }
+  void ReportAll(FaultManager& m, double gbps, const std::set<std::string>& slow = {},
+                 double slow_gbps = 0) {
+    for (const auto& [id, a] : applied_) Report(m, id, slow.count(id) ? slow_gbps : gbps);
+  }
+
+  std::unique_ptr<Topology> topo_;
+  AppliedPlan applied_;
+  Duration now_ = Duration::Millis(1000);
+};
+
+TEST_F(FaultManagerTest, PortDownIsDownAtOnceAndUpOnlyAfterTheDwell) {
+  FaultOptions o;
+  FaultManager m(o);
+  StandardJobs();
+  PortState(m, "tor0", "agg0", false);
+  EXPECT_EQ(m.NextDue(), Duration::Zero());  // Link state: evaluate now.
+  std::vector<LinkDecision> d = Eval(m);
+  ASSERT_EQ(d.size(), 2u);  // Both directions.
+  for (const LinkDecision& x : d) {
+    EXPECT_EQ(x.health, LinkHealth::kDown);
+    EXPECT_TRUE(x.automatic);
+    EXPECT_NE(x.reason.find("link state"), std::string::npos) << x.reason;
+  }
+  const FaultEvent& e = m.events().back();
+  EXPECT_EQ(e.jobs, (std::vector<std::string>{"j2", "j5"}));  // agg0->tor0 carries j2, j5.
+  EXPECT_EQ(m.EventsForJob("j1").size(), 1u);                 // tor0->agg0.
+
+  now_ += Duration::Millis(500);
+  PortState(m, "tor0", "agg0", true);
+  EXPECT_TRUE(Eval(m).empty());  // Quiet for 0 s < min_dwell.
+  now_ += o.min_dwell;
+  d = Eval(m);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].health, LinkHealth::kUp);
+  EXPECT_NE(d[0].reason.find("recovered"), std::string::npos) << d[0].reason;
+}
+
+TEST_F(FaultManagerTest, TheHoldCountsFromWhenThePortCameBackUp) {
+  FaultOptions o;  // min_dwell 5 s.
+  FaultManager m(o);
+  StandardJobs();
+  PortState(m, "tor0", "agg0", false);
+  ASSERT_EQ(Eval(m).size(), 2u);
+  // Down for 4 s with no evaluation in between (nothing is due before the hold), then up.
+  now_ += Duration::Millis(4000);
+  PortState(m, "tor0", "agg0", true);
+  EXPECT_TRUE(Eval(m).empty());
+  // 5 s after it went down, but only 1 s after it came back: still down.
+  now_ += Duration::Millis(1000);
+  EXPECT_TRUE(Eval(m).empty());
+  EXPECT_EQ(m.effective(L("tor0", "agg0")), LinkHealth::kDown);
+  EXPECT_EQ(m.NextDue(), now_ + Duration::Millis(4000));
+  now_ += Duration::Millis(4000);
+  EXPECT_EQ(Eval(m).size(), 2u);
+  EXPECT_EQ(m.effective(L("tor0", "agg0")), LinkHealth::kUp);
+}
+
+TEST_F(FaultManagerTest, LinkFlappingEverySecondForAMinuteChangesTwice) {
+  FaultManager m(FaultOptions{});
+  StandardJobs();
+  int changes = 0;
+  for (int t = 0; t < 120; ++t) {  // Down 500 ms, up 500 ms, for 60 s.
+    PortState(m, "tor0", "agg0", t % 2 == 1);
+    changes += static_cast<int>(Eval(m).size()) / 2;
+    now_ += Duration::Millis(500);
+  }
+  EXPECT_EQ(changes, 1);          // Down once, held down while it flaps.
+  for (int t = 0; t < 40; ++t) {  // Quiet (up) for 20 s.
+    changes += static_cast<int>(Eval(m).size()) / 2;
+    now_ += Duration::Millis(500);
+  }
+  EXPECT_EQ(changes, 2);  // Up once, after the hold.
+  const auto links = m.Links();
+  ASSERT_FALSE(links.empty());
+  EXPECT_GT(links[0].downtime_s, 50);  // Scored by downtime: ~60 s down.
+}
+
+TEST_F(FaultManagerTest, SlowFlapsBackOffAndQuarantineByDowntime) {
+  FaultOptions o;
+  o.min_dwell = Duration::Millis(2000);
+  o.max_hold = Duration::Millis(64000);
+  FaultManager m(o);
+  StandardJobs();
+  // Down for 1 s every 6 s, for 10 minutes: each recovery needs a longer quiet time, until the
+  // link is held down.
+  int changes = 0;
+  for (int t = 0; t < 6000; ++t) {  // 100 ms steps.
+    const int phase = t % 60;
+    if (phase == 0) PortState(m, "tor0", "agg0", false);
+    if (phase == 10) PortState(m, "tor0", "agg0", true);
+    if (auto due = m.NextDue(); due && *due <= now_)
+      changes += static_cast<int>(Eval(m).size()) / 2;
+    now_ += Duration::Millis(100);
+  }
+  // Hold 2 s < 5 s quiet: up; then 4 s: up; then 8 s > 5 s: held down for the rest.
+  EXPECT_LE(changes, 2 + 2 * 5);  // 2 + 2 log2(max_hold / min_dwell).
+  EXPECT_LE(changes, 6);
+  EXPECT_EQ(m.effective(L("tor0", "agg0")), LinkHealth::kDown);
+}
+
+TEST_F(FaultManagerTest, GrayLinkFromSlowFlowsIsDegradedAtItsEstimateOthersStayUp) {
+  FaultManager m(FaultOptions{});
+  StandardJobs();
+  ReportAll(m, 100);  // Baselines.
+  EXPECT_TRUE(Eval(m).empty());
+  now_ += Duration::Millis(1000);
+  // tor0->agg0 delivers 30 %: j0 and j1 cross it. A suspect first, acted on once the next
+  // evaluation agrees.
+  ReportAll(m, 100, {"j0", "j1"}, 30);
+  EXPECT_TRUE(Eval(m).empty());
+  bool pending = false;
+  for (const LinkFaultView& v : m.Links()) {
+    pending = pending || (v.link == L("tor0", "agg0") &&
+                          v.reason.find("to be confirmed") != std::string::npos);
+  }
+  EXPECT_TRUE(pending);
+  now_ += Duration::Millis(1000);
+  ReportAll(m, 100, {"j0", "j1"}, 30);
+  const std::vector<LinkDecision> d = Eval(m);
+  ASSERT_EQ(d.size(), 1u) << (d.empty() ? "" : d[0].reason);
+  EXPECT_EQ(d[0].link, L("tor0", "agg0"));
+  EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+  EXPECT_NEAR(d[0].capacity_fraction, 0.3, 0.03);
+  EXPECT_NE(d[0].reason.find("one signal: least squares"), std::string::npos) << d[0].reason;
+  EXPECT_EQ(m.events().back().jobs, (std::vector<std::string>{"j0", "j1"}));
+  // The same evidence again re-plans nothing (within the capacity hysteresis).
+  now_ += Duration::Millis(1000);
+  ReportAll(m, 100, {"j0", "j1"}, 31);
+  EXPECT_TRUE(Eval(m).empty());
+}
+
+TEST_F(FaultManagerTest, TwoAgreeingSignalsMakeItDownOneSignalOnlyDegraded) {
+  FaultManager m(FaultOptions{});
+  StandardJobs();
+  ReportAll(m, 100);
+  Eval(m);
+  now_ += Duration::Millis(1000);
+  // Counters alone on agg1->tor1: degraded at counter_capacity_fraction.
+  m.OnCounters({L("agg1", "tor1"), Duration::Millis(1000), 500, 20, 0, 0, 0, "switch tor1 Eth8"},
+               now_);
+  // Flows alone on tor0->agg0 (hard: no progress) plus counters on the same link: down.
+  ReportAll(m, 100, {"j0", "j1"}, 0);
+  m.OnCounters({L("tor0", "agg0"), Duration::Millis(1000), 100, 0, 0, 0, 0, "switch agg0 Eth0"},
+               now_);
+  std::vector<LinkDecision> d = Eval(m);
+  std::map<LinkId, LinkDecision> by;
+  for (const auto& x : d) by[x.link] = x;
+  // Counters act at once; tomography once the next evaluation agrees. Until then the counters
+  // alone make tor0->agg0 degraded.
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(by[L("tor0", "agg0")].health, LinkHealth::kDegraded);
+  now_ += Duration::Millis(1000);
+  ReportAll(m, 100, {"j0", "j1"}, 0);
+  m.OnCounters({L("tor0", "agg0"), Duration::Millis(1000), 100, 0, 0, 0, 0, "switch agg0 Eth0"},
+               now_);
+  m.OnCounters({L("agg1", "tor1"), Duration::Millis(1000), 500, 20, 0, 0, 0, "switch tor1 Eth8"},
+               now_);
+  d = Eval(m);
+  ASSERT_EQ(d.size(), 1u);
+  for (const auto& x : d) by[x.link] = x;
+  EXPECT_EQ(by[L("tor0", "agg0")].health, LinkHealth::kDown);
+  EXPECT_NE(by[L("tor0", "agg0")].reason.find("two agreeing signals: 007"), std::string::npos)
+      << by[L("tor0", "agg0")].reason;
+  EXPECT_EQ(by[L("agg1", "tor1")].health, LinkHealth::kDegraded);
+  EXPECT_DOUBLE_EQ(by[L("agg1", "tor1")].capacity_fraction, 0.5);
+  // A hard fault from flows alone (no counters) is only degraded, at the floor capacity.
+  FaultManager m2(FaultOptions{});
+  ReportAll(m2, 100);
+  m2.Evaluate(now_, *topo_, applied_);
+  now_ += Duration::Millis(1000);
+  ReportAll(m2, 100, {"j0", "j1"}, 0);
+  EXPECT_TRUE(m2.Evaluate(now_, *topo_, applied_).empty());
+  now_ += Duration::Millis(1000);
+  ReportAll(m2, 100, {"j0", "j1"}, 0);
+  d = m2.Evaluate(now_, *topo_, applied_);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+  EXPECT_DOUBLE_EQ(d[0].capacity_fraction, FaultOptions{}.min_capacity_fraction);
+}
+
+TEST_F(FaultManagerTest, RerouteClearsTheEvidenceAndTheLinkRecoversAfterItsHold) {
+  FaultOptions o;
+  FaultManager m(o);
+  StandardJobs();
+  ReportAll(m, 100);
+  Eval(m);
+  now_ += Duration::Millis(1000);
+  ReportAll(m, 100, {"j0", "j1"}, 20);
+  EXPECT_TRUE(Eval(m).empty());
+  now_ += Duration::Millis(1000);
+  ReportAll(m, 100, {"j0", "j1"}, 20);
+  ASSERT_EQ(Eval(m).size(), 1u);
+  // The plan moves j0 and j1 to agg1 (new source ports): their old samples no longer match.
+  AddJob("j0", {Pin(0, 2, 1, 51000), Pin(1, 4, 1, 51001)});
+  AddJob("j1", {Pin(0, 6, 1, 51002)});
+  now_ += Duration::Millis(1000);
+  EXPECT_TRUE(Eval(m).empty());  // Hold not over.
+  now_ += o.min_dwell;
+  ReportAll(m, 100);
+  const std::vector<LinkDecision> d = Eval(m);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].health, LinkHealth::kUp);
+}
+
+// Samples are keyed by source port: every pin of a NIC pair is its own row of the routing
+// matrix. Two pairs of one job, each with two pins (the first over agg1, the second over agg0):
+// the second pins cross the dead tor0->agg0 and fail, the first pins are healthy and exonerate
+// the NIC and ToR links the pairs share. With one sample per NIC pair (the first pin's), only
+// healthy rows would be seen and the dead link never found.
+TEST_F(FaultManagerTest, EveryPinOfAPairIsARowAndADeadLinkOnTheSecondPinsIsFound) {
+  FaultManager m(FaultOptions{});
+  AddJob("j0",
+         {Pin(0, 2, 1, 50000), Pin(0, 2, 0, 50001), Pin(1, 4, 1, 50002), Pin(1, 4, 0, 50003)});
+  auto report = [&](bool dead) {
+    std::vector<FlowSample> samples;
+    for (const FlowPin& p : applied_.at("j0")->assignment.flows) {
+      FlowSample f;
+      f.src_nic = p.src_nic;
+      f.dst_nic = p.dst_nic;
+      f.udp_sport = p.udp_sport;
+      const bool on_agg0 = p.path[1] == L("tor0", "agg0");
+      if (dead && on_agg0) {
+        f.errors = 3;
+      } else {
+        f.transfer_time = Duration::Millis(100);
+        f.bytes = Bytes::Of(static_cast<int64_t>(100e9 / 8 * 0.1));
+      }
+      samples.push_back(f);
+    }
+    m.OnFlows("j0", samples, now_);
+  };
+  report(false);
+  EXPECT_TRUE(Eval(m).empty());
+  now_ += Duration::Millis(1000);
+  report(true);
+  EXPECT_TRUE(Eval(m).empty());  // A suspect, to be confirmed by the next evaluation.
+  now_ += Duration::Millis(1000);
+  report(true);
+  const std::vector<LinkDecision> d = Eval(m);
+  ASSERT_EQ(d.size(), 1u) << (d.empty() ? "" : d[0].reason);
+  EXPECT_EQ(d[0].link, L("tor0", "agg0"));
+  EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+  EXPECT_NE(d[0].reason.find("2 failed flows"), std::string::npos) << d[0].reason;
+  EXPECT_EQ(m.events().back().jobs, (std::vector<std::string>{"j0"}));
+  // The evidence is the two second pins (their own source ports).
+  std::string evidence;
+  for (const std::string& e : m.events().back().evidence) evidence += e + "\n";
+  EXPECT_NE(evidence.find("(sport 50001)"), std::string::npos) << evidence;
+  EXPECT_NE(evidence.find("(sport 50003)"), std::string::npos) << evidence;
+  EXPECT_EQ(evidence.find("(sport 50000)"), std::string::npos) << evidence;
+}
+
+// Backward compatibility: a sample with source port 0 (unknown) is the pair's first pin; a
+// sample with a port no pin of the pair has predates the plan and is skipped.
+TEST_F(FaultManagerTest, PortZeroSamplesAreTheFirstPinUnknownPortsAreSkipped) {
+  AddJob("j0",
+         {Pin(0, 2, 0, 50000), Pin(0, 2, 1, 50001), Pin(1, 4, 0, 50002), Pin(1, 4, 1, 50003)});
+  AddJob("j1", {Pin(0, 3, 1, 50004), Pin(1, 5, 1, 50005)});  // Healthy, over tor0->agg1.
+  auto report = [&](FaultManager& m, uint16_t sport, bool dead) {
+    std::vector<FlowSample> samples;
+    for (const auto& [src, dst] : std::vector<std::pair<int, int>>{{0, 2}, {1, 4}}) {
+      FlowSample f;
+      f.src_nic = N("host" + std::to_string(src) + "/nic0");
+      f.dst_nic = N("host" + std::to_string(dst) + "/nic0");
+      f.udp_sport = sport;
+      if (dead) {
+        f.errors = 3;
+      } else {
+        f.transfer_time = Duration::Millis(100);
+        f.bytes = Bytes::Of(static_cast<int64_t>(100e9 / 8 * 0.1));
+      }
+      samples.push_back(f);
+    }
+    m.OnFlows("j0", samples, now_);
+    Report(m, "j1", 100);
+  };
+  for (const uint16_t sport : {uint16_t{0}, uint16_t{59999}}) {
+    FaultManager m(FaultOptions{});
+    now_ += Duration::Millis(1000);
+    report(m, sport, false);
+    Eval(m);
+    std::vector<LinkDecision> d;
+    for (int round = 0; round < 2; ++round) {
+      now_ += Duration::Millis(1000);
+      report(m, sport, true);
+      d = Eval(m);
+    }
+    if (sport == 0) {
+      // The first pins (over agg0) failed: tor0->agg0 is the only link both cross.
+      ASSERT_EQ(d.size(), 1u) << (d.empty() ? "" : d[0].reason);
+      EXPECT_EQ(d[0].link, L("tor0", "agg0"));
+      EXPECT_NE(d[0].reason.find("2 failed flows"), std::string::npos) << d[0].reason;
+    } else {
+      EXPECT_TRUE(d.empty()) << d[0].reason;
+      EXPECT_TRUE(m.Links().empty());
+    }
+  }
+}
+
+// A re-pin (a new source port of a known pair) starts from the pair's best recent rate: moved
+// onto a path that is already slow, the flows look slow (a fresh baseline would take the slow
+// rate for normal and see nothing).
+TEST_F(FaultManagerTest, ARePinnedFlowKeepsItsPairsBestRateAsItsExpectation) {
+  FaultManager m(FaultOptions{});
+  AddJob("j0", {Pin(0, 2, 0, 50000), Pin(1, 4, 0, 50001)});
+  AddJob("j1", {Pin(0, 6, 0, 50002), Pin(1, 7, 0, 50003)});  // Healthy NIC uplinks of tor0.
+  AddJob("j2", {Pin(3, 2, 0, 50004), Pin(5, 4, 0, 50005)});  // Healthy downlinks to 2 and 4.
+  ReportAll(m, 100);
+  EXPECT_TRUE(Eval(m).empty());
+  // The plan moves j0 to agg1 (new ports), where tor0->agg1 delivers 30 %.
+  AddJob("j0", {Pin(0, 2, 1, 51000), Pin(1, 4, 1, 51001)});
+  std::vector<LinkDecision> d;
+  for (int round = 0; round < 2; ++round) {
+    now_ += Duration::Millis(1000);
+    ReportAll(m, 100, {"j0"}, 30);
+    d = Eval(m);
+  }
+  ASSERT_EQ(d.size(), 1u) << (d.empty() ? "" : d[0].reason);
+  EXPECT_EQ(d[0].link, L("tor0", "agg1"));
+  EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+  EXPECT_NEAR(d[0].capacity_fraction, 0.3, 0.03);
+}
+
+TEST_F(FaultManagerTest, AdminPinWinsAndAutoHandsTheLinkBack) {
+  FaultManager m(FaultOptions{});
+  StandardJobs();
+  PortState(m, "tor0", "agg0", false);
+  ASSERT_EQ(Eval(m).size(), 2u);
+  // The admin says up: in force although the port is down.
+  m.SetAdmin(L("tor0", "agg0"), {LinkHealth::kUp, 1}, now_);
+  std::vector<LinkDecision> d = Eval(m);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].health, LinkHealth::kUp);
+  EXPECT_FALSE(d[0].automatic);
+  EXPECT_EQ(m.effective(L("tor0", "agg0")), LinkHealth::kUp);
+  EXPECT_EQ(m.effective(L("agg0", "tor0")), LinkHealth::kDown);
+  // Handed back: the automatic state (down) is in force again.
+  now_ += Duration::Millis(100);
+  m.ClearAdmin(L("tor0", "agg0"), now_);
+  d = Eval(m);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].health, LinkHealth::kDown);
+  EXPECT_NE(d[0].reason.find("handed back"), std::string::npos) << d[0].reason;
+}
+
+TEST_F(FaultManagerTest, WithoutAutomaticHandlingSuspectsAreShownButNothingChanges) {
+  FaultOptions o;
+  o.automatic = false;
+  FaultManager m(o);
+  StandardJobs();
+  ReportAll(m, 100);
+  Eval(m);
+  now_ += Duration::Millis(1000);
+  ReportAll(m, 100, {"j0", "j1"}, 25);
+  PortState(m, "tor2", "agg1", false);
+  EXPECT_TRUE(Eval(m).empty());
+  now_ += Duration::Millis(1000);
+  ReportAll(m, 100, {"j0", "j1"}, 25);
+  EXPECT_TRUE(Eval(m).empty());
+  bool seen = false;
+  for (const LinkFaultView& v : m.Links()) {
+    if (v.link != L("tor0", "agg0")) continue;
+    seen = true;
+    EXPECT_TRUE(v.suspect);
+    EXPECT_EQ(v.automatic, LinkHealth::kDegraded);
+    EXPECT_EQ(v.effective, LinkHealth::kUp);
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST(FaultOptionsTest, ValidationNamesTheField) {
+  FaultOptions o;
+  EXPECT_TRUE(ValidateFaultOptions(o).ok());
+  o.min_dwell = Duration::Zero();
+  EXPECT_EQ(ValidateFaultOptions(o).message(), "faults.min_dwell: must be > 0");
+  o = {};
+  o.max_hold = Duration::Millis(1);
+  EXPECT_EQ(ValidateFaultOptions(o).message(), "faults.max_hold: must be >= faults.min_dwell");
+  o = {};
+  o.localisation.gray_ratio = 1.5;
+  EXPECT_EQ(ValidateFaultOptions(o).message(), "faults.gray_ratio: must be in (0, 1]");
+}
+
+}  // namespace
+}  // namespace crux::core
