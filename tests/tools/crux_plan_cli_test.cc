@@ -16,7 +16,7 @@
 #include <sstream>
 #include <string>
 
-#include "ring_jobs_yaml.h"
+#include "crux/testing/ring_jobs_yaml.h"
 
 #ifndef CRUX_PLAN_BINARY
 #define CRUX_PLAN_BINARY CRUX_BINARY_DIR "/tools/plan/crux-plan"

@@ -695,7 +695,7 @@ TEST(BuildersTest, HpnRejectsBadParameters) {
 
 // ---- lingjun ----
 // BuildLingjun takes parsed host rows; reading topo.csv (and the shipped 847-host file) is
-// tested with the parser, in tests/tools/spec_lingjun_test.cc.
+// tested with the parser, in tests/spec/spec_lingjun_test.cc.
 
 LingjunLayout Rows(std::initializer_list<std::array<const char*, 4>> rows) {
   LingjunLayout layout;

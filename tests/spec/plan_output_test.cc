@@ -17,7 +17,7 @@
 #include "crux/spec/jobs_spec.h"
 #include "crux/spec/plan_output.h"
 #include "crux/spec/topology_spec.h"
-#include "ring_jobs_yaml.h"
+#include "crux/testing/ring_jobs_yaml.h"
 
 namespace crux::spec {
 namespace {

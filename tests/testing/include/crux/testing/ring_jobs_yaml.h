@@ -2,8 +2,8 @@
 // host<hosts-1>, deterministic for a seed (the shape of tools/plan/scripts/gen_ring_jobs.py and
 // bench/planner_bench.cc). On a 16-host fabric almost every pair of jobs shares a link, so the
 // contention DAG has ~0.4 n^2 edges: the input of the issue #10 output-size attack.
-#ifndef CRUX_TESTS_TOOLS_RING_JOBS_YAML_H_
-#define CRUX_TESTS_TOOLS_RING_JOBS_YAML_H_
+#ifndef CRUX_TESTING_RING_JOBS_YAML_H_
+#define CRUX_TESTING_RING_JOBS_YAML_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -36,4 +36,4 @@ inline std::string RingJobsYaml(int n, int hosts = 16, uint64_t seed = 1) {
 
 }  // namespace crux::testing_util
 
-#endif  // CRUX_TESTS_TOOLS_RING_JOBS_YAML_H_
+#endif  // CRUX_TESTING_RING_JOBS_YAML_H_
