@@ -35,8 +35,8 @@
 
 #include "crux/core/base/random.h"
 #include "crux/core/control/control_loop.h"
-#include "crux/daemon/config.h"
-#include "crux/daemon/plan_host.h"
+#include "crux/daemon/config/config.h"
+#include "crux/daemon/control/control_host.h"
 #include "crux/loadgen/workload.h"
 #include "crux/protocol/convert.h"
 #include "crux/spec/topology_spec.h"

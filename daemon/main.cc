@@ -4,7 +4,7 @@
 #include <string>
 
 #include "allocator.h"
-#include "crux/daemon/app.h"
+#include "crux/daemon/app/app.h"
 
 int main(int argc, char** argv) {
   CLI::App cli{"cruxd: GPU-intensity-aware communication scheduling daemon"};

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "crux/daemon/config.h"
+#include "crux/daemon/config/config.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,13 +1,15 @@
 // crux::sim's engine: the event loop and the wiring of its parts. docs/simulator.md describes
 // the model and every choice made in it.
 //
-//   engine/sim_clock.h     simulated time (a core::Clock for the policy and the control loop)
-//   engine/event_queue.h   job events and cluster events
-//   fabric.h               the fluid network on the topology's links
-//   job_model.h            the jobs and their iteration machine
-//   plan_host.h            the policy and cruxd's control loop: plans into the jobs
-//   fast_forward.h         the steady-state detector and its jumps
-//   metrics.h              samples, link classes, byte accounting
+//   engine/sim_clock.h         simulated time (a core::Clock for the policy and the control loop)
+//   engine/event_queue.h       job events and cluster events
+//   network/fabric.h           the fluid network on the topology's links
+//   metrics/metrics.h          samples, link classes, byte accounting
+//   jobs/job_model.h           the jobs and their iteration machine
+//   control/control_host.h     cruxd's control loop, hosted in simulated time
+//   control/plan_applier.h     the policy and the loop's plans applied to the jobs
+//   steady/fast_forward.h      the steady-state detector and its jumps
+//   faults/fault_injector.h    hidden faults and the telemetry the loop sees of them
 #include "crux/sim/simulator.h"
 
 #include <algorithm>
@@ -21,17 +23,17 @@
 #include <unordered_map>
 #include <utility>
 
-#include "client_profiler.h"
+#include "control/plan_applier.h"
 #include "crux/core/base/ids.h"
 #include "engine/event_queue.h"
+#include "engine/num_text.h"
 #include "engine/sim_clock.h"
-#include "fabric.h"
-#include "fast_forward.h"
-#include "fault_injector.h"
-#include "job_model.h"
-#include "metrics.h"
-#include "num_text.h"
-#include "plan_host.h"
+#include "faults/fault_injector.h"
+#include "jobs/client_profiler.h"
+#include "jobs/job_model.h"
+#include "metrics/metrics.h"
+#include "network/fabric.h"
+#include "steady/fast_forward.h"
 
 namespace crux::sim {
 namespace {
@@ -89,7 +91,7 @@ class Engine final : public internal::JobListener {
 
   engine::SimClock clock_;
   SimResult result_;
-  internal::PlanHost host_;
+  internal::PlanApplier host_;
   std::optional<internal::Fabric> fabric_;
   std::optional<internal::Metrics> metrics_;
   std::optional<internal::JobModel> jobs_;
@@ -203,7 +205,7 @@ void Engine::ApplyLinkEvent(const LinkEvent& e) {
 }
 
 // The fault manager's due evaluation; its decisions are applied to the planner's topology
-// (PlanHost::EvaluateFaults), never to the fabric (the physical links are the faults').
+// (PlanApplier::EvaluateFaults), never to the fabric (the physical links are the faults').
 void Engine::EvaluateFaults() {
   evaluated_at_ = clock_.Now();
   ++result_.fault_evaluations;

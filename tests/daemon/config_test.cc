@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "crux/daemon/config.h"
+#include "crux/daemon/config/config.h"
 #include "crux/spec/topology_spec.h"
 
 namespace crux::daemon {

@@ -9,7 +9,7 @@
 #include <set>
 #include <string>
 
-#include "crux/daemon/daemon.h"
+#include "crux/daemon/app/daemon.h"
 #include "crux/spec/topology_spec.h"
 #include "daemon_test_util.h"
 

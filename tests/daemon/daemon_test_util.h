@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "crux/daemon/daemon.h"
-#include "crux/daemon/event_loop.h"
+#include "crux/daemon/app/daemon.h"
+#include "crux/daemon/runtime/event_loop.h"
 #include "crux/protocol/codec.h"
 #include "crux/protocol/server.h"
 #include "crux/spec/topology_spec.h"

@@ -1,7 +1,7 @@
 // Enforcer on its own (issue #12 items 3 and 6): switch capabilities, assignment pushes stamped
 // with the state id and send time, the switch registry (hello, applied, returning agents) and
 // what a commit pushes. The sender is a recording function; time is passed in.
-#include "crux/daemon/enforcer.h"
+#include "crux/daemon/state/enforcer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

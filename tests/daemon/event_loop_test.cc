@@ -1,7 +1,7 @@
 // The daemon's threading pieces: WorkerThread (order, cancellation, joined shutdown) and the
 // thread-safe Post of ManualEventLoop / TypedQueue. Run under ThreadSanitizer by the tsan preset
 // (./test.sh), which is what checks the hand-overs below for races.
-#include "crux/daemon/event_loop.h"
+#include "crux/daemon/runtime/event_loop.h"
 
 #include <gtest/gtest.h>
 

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "crux/daemon/store.h"
+#include "crux/daemon/store/store.h"
 
 namespace crux::daemon::testing {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "crux/daemon/job_tracker.h"
+#include "crux/daemon/state/job_tracker.h"
 
 namespace crux::daemon {
 namespace {

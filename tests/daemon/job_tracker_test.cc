@@ -1,6 +1,6 @@
 // JobTracker on its own (issue #12 item 6): registration, binding to connection and key, quotas,
 // leases, restore and colours. Time is passed in (loop time), never read.
-#include "crux/daemon/job_tracker.h"
+#include "crux/daemon/state/job_tracker.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -12,7 +12,7 @@
 #include <tuple>
 #include <vector>
 
-#include "crux/daemon/daemon.h"
+#include "crux/daemon/app/daemon.h"
 #include "daemon_test_util.h"
 
 namespace crux::daemon {

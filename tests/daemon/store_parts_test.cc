@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "crux/daemon/store.h"
+#include "crux/daemon/store/store.h"
 #include "daemon_test_util.h"
 
 namespace crux::daemon {

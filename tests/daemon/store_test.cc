@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "crux/daemon/store.h"
+#include "crux/daemon/store/store.h"
 
 namespace crux::daemon {
 namespace {

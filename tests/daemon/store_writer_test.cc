@@ -1,7 +1,7 @@
 // StoreWriter: the daemon's store writes on a thread of their own, in order, outcomes back on
 // the loop. Real SQLite files; the loop is a ManualEventLoop pumped by the test thread (its Post
 // is thread-safe), so the writer thread is real and the checks stay deterministic.
-#include "crux/daemon/store_writer.h"
+#include "crux/daemon/store/store_writer.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "crux/daemon/event_loop.h"
-#include "crux/daemon/store.h"
+#include "crux/daemon/runtime/event_loop.h"
+#include "crux/daemon/store/store.h"
 #include "faulty_store.h"
 
 namespace crux::daemon {

@@ -19,7 +19,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "crux/daemon/app.h"
+#include "crux/daemon/app/app.h"
 #include "crux/protocol/client.h"
 #include "crux/protocol/codec.h"
 #include "crux/protocol/curve.h"

@@ -1,6 +1,6 @@
 // TopologyManager on its own (issue #12 item 6): link names, health changes, versions,
 // persistence rows and restore.
-#include "crux/daemon/topology_manager.h"
+#include "crux/daemon/state/topology_manager.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

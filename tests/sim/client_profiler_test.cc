@@ -1,8 +1,8 @@
-// Simulated jobs report through the client library's own Profiler (sim/src/client_profiler.h):
+// Simulated jobs report through the client library's own Profiler (sim/src/jobs/client_profiler.h):
 // its rule (docs/client.md: first report once stable, >= 3 iterations within 10 % of the median,
 // or at 10 iterations at the latest; then only on a > 20 % change that lasts 3 candidates) on
 // simulated iteration events, and the profile cruxd receives (as the gateway converts it).
-#include "client_profiler.h"
+#include "jobs/client_profiler.h"
 
 #include <gtest/gtest.h>
 
@@ -139,7 +139,7 @@ TEST(ClientProfilerTest, AChangeIsNotSettledUntilItIsConfirmed) {
   EXPECT_FALSE(p.settled());
 }
 
-// Quiet (the fast-forward's early gate, plan_host.cc): settled, and every sample of the window
+// Quiet (the fast-forward's early gate, plan_applier.cc): settled, and every sample of the window
 // within margin x the 20 % change threshold of the last report.
 TEST(ClientProfilerTest, QuietWhenEverySampleOfTheWindowIsNearTheLastReport) {
   ClientProfiler p({}, kPeers, std::nullopt);

@@ -4,7 +4,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crux/sim/simulator.h"
+#include "crux/sim/sim_types.h"
 #include "crux/sim/workload/file_io.h"
 #include "crux/textio/csv.h"
 #include "crux/textio/number.h"

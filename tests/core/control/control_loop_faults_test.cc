@@ -1,6 +1,6 @@
 // The control loop's link-health rules end to end in core: signals -> EvaluateFaults -> the host
 // applies the decisions to its topology and plans with a fresh stable policy seeded from the plan
-// in force (as cruxd's PlanHost does per topology version) -> only the jobs whose pinned flows
+// in force (as cruxd's ControlHost does per topology version) -> only the jobs whose pinned flows
 // crossed the changed link move.
 #include <gtest/gtest.h>
 

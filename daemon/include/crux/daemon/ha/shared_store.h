@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "crux/daemon/ha/etcd.h"
-#include "crux/daemon/store.h"
+#include "crux/daemon/store/store.h"
 
 namespace crux::daemon::ha {
 

@@ -24,7 +24,7 @@
 
 #include "crux/core/base/status.h"
 #include "crux/core/topology/topology.h"
-#include "crux/sim/simulator.h"
+#include "crux/sim/sim_types.h"
 
 namespace crux::sim::workload {
 

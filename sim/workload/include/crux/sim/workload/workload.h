@@ -9,7 +9,7 @@
 
 #include "crux/core/base/status.h"
 #include "crux/core/topology/topology.h"
-#include "crux/sim/simulator.h"
+#include "crux/sim/sim_types.h"
 #include "crux/sim/workload/models.h"
 #include "crux/sim/workload/trace.h"
 #include "crux/spec/jobs_spec.h"

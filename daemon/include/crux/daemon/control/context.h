@@ -1,0 +1,127 @@
+// DaemonContext: cruxd's modules and the state they share, owned by Daemon and handed to its
+// services (Gateway, PlanApplier, AdminService). It is wiring, not logic: each module keeps its
+// own rules (JobTracker: sessions; ControlHost/core::ControlLoop: planning; Enforcer: pushes and
+// the switch registry; TopologyManager: link health), and the services only route between them.
+//
+// Also here, small helpers the services share:
+//   StoreHealth  - records the outcome of every store write (log, metric, listener, status).
+//   RefusalBook  - security refusals by reason (metric, status, rate-limited log).
+//   DaemonView   - what cruxctl reads: an immutable picture published at each commit.
+//
+// Thread-safety: loop thread only.
+#ifndef CRUX_DAEMON_CONTROL_CONTEXT_H_
+#define CRUX_DAEMON_CONTROL_CONTEXT_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "crux/core/base/status.h"
+#include "crux/core/control/control_loop.h"
+#include "crux/daemon/config/config.h"
+#include "crux/daemon/control/control_host.h"
+#include "crux/daemon/control/fault_service.h"
+#include "crux/daemon/runtime/event_loop.h"
+#include "crux/daemon/runtime/metrics.h"
+#include "crux/daemon/state/enforcer.h"
+#include "crux/daemon/state/job_tracker.h"
+#include "crux/daemon/state/part_profiles.h"
+#include "crux/daemon/state/topology_manager.h"
+#include "crux/daemon/store/store.h"
+#include "crux/daemon/store/store_writer.h"
+#include "crux/protocol/curve.h"
+
+namespace crux::daemon {
+
+inline constexpr const char* kCruxdVersion = "0.1.0";
+inline constexpr int64_t kRefusalLogEveryMs = 10000;
+
+class StoreHealth {
+ public:
+  explicit StoreHealth(Metrics* metrics) : metrics_(metrics) {}
+  // Called with "" when the store works again after a failure, else with the failure.
+  void SetListener(std::function<void(const std::string& error)> f) { listener_ = std::move(f); }
+  // Records the outcome of a write named `what` ("apply_plan"); returns `s`.
+  core::Status Stored(core::Status s, const char* what);
+  const std::string& error() const { return error_; }
+  bool ok() const { return error_.empty(); }
+
+ private:
+  Metrics* metrics_;
+  std::function<void(const std::string&)> listener_;
+  std::string error_;
+};
+
+class RefusalBook {
+ public:
+  explicit RefusalBook(Metrics* metrics) : metrics_(metrics) {}
+  void Count(const std::string& reason, uint64_t n = 1);
+  // Logs the reasons whose count moved, at most once per kRefusalLogEveryMs each.
+  void Log(int64_t now_ms);
+  const std::map<std::string, uint64_t>& counts() const { return counts_; }
+
+ private:
+  struct LogState {
+    uint64_t logged = 0;   // Count at the last log line.
+    int64_t last_ms = -1;  // Loop time of the last log line.
+  };
+  Metrics* metrics_;
+  std::map<std::string, uint64_t> counts_;
+  std::map<std::string, LogState> log_;
+};
+
+struct DaemonView {
+  uint64_t epoch = 0;
+  std::shared_ptr<const core::AppliedPlan> applied;
+  std::shared_ptr<const core::PlanOutcome> outcome;  // Of the last successful run (null: none).
+  std::shared_ptr<const core::Topology> topology;    // The one `outcome` was planned on.
+};
+
+struct DaemonContext {
+  DaemonContext(const DaemonConfig& config, core::Topology topology, std::string topology_source,
+                Store* store, EventLoop* loop, Metrics* metrics);
+
+  DaemonConfig config;
+  Store* store;
+  EventLoop* loop;
+  Metrics* metrics;
+  TopologyManager topo;
+  JobTracker tracker;
+  PartProfiles parts;  // Host parts' latest reports (multi-host jobs).
+  Enforcer enforcer;
+  std::unique_ptr<ControlHost> plans;  // Made by Daemon (it needs the done callback).
+  // Automatic link health and admin pins (fault_service.h). Made by Daemon, after `plans`.
+  std::unique_ptr<FaultService> faults;
+  // Every store write after start-up (Daemon::Restore reads and writes the store directly,
+  // before the first Submit). Made by Daemon.
+  std::unique_ptr<StoreWriter> writer;
+  // Submits the planned profiles and job phases not stored yet (Gateway::FlushPlanned): the
+  // applier calls it before a plan's store write, so a restart plans from what was planned.
+  std::function<void()> flush_planned;
+  StoreHealth store_health;
+  RefusalBook refusals;
+  uint64_t state_id = 0;
+  std::optional<protocol::KeyGrants> grants;  // Curve only.
+  size_t quarantined_jobs = 0;
+  std::set<std::string> dirty_profiles;  // Jobs whose latest profile is not stored yet.
+  std::shared_ptr<const DaemonView> view = std::make_shared<const DaemonView>();
+  core::Duration started;
+  uint64_t replans = 0;
+  double last_replan_ms = 0;
+
+  // Client endpoint sender (replies, pushes) and admin sender.
+  Sender client_sender;
+  Sender admin_sender;
+};
+
+// The job tracker, control loop and planner options a config asks for.
+JobTracker::Options TrackerOptions(const DaemonConfig& c);
+core::ControlLoopOptions LoopOptions(const DaemonConfig& c);
+
+}  // namespace crux::daemon
+
+#endif  // CRUX_DAEMON_CONTROL_CONTEXT_H_

@@ -1,0 +1,63 @@
+// PlanApplier: commits a finished run on the loop thread. The worker already did everything
+// heavy (planning, assignments, the diff, switch states, store rows: control_host.h); here the
+// control loop's FinishPlan filters the jobs that left meanwhile, the batch is made durable in
+// one store transaction (assignments, audit rows, the epoch), committed to the loop, pushed
+// (assignments to their jobs' connections, states to the changed switches) and published to
+// cruxctl as a new DaemonView. A batch that cannot be stored is not applied (nothing is pushed
+// with an epoch that is not durable) and the loop retries the run with backoff. With `dry_run`
+// the batch is only logged.
+//
+// Pushes go out in chunks of kPushChunk assignments: the first chunk at once, each further one as
+// a posted task of its own, so that a 10,000-job epoch does not hold the loop for the whole
+// burst (messages run between chunks). A chunk skips an assignment that a later epoch has
+// replaced meanwhile (that epoch pushes its own).
+//
+// The store write runs on the StoreWriter's thread; the run stays in flight meanwhile and the
+// rest (commit, pushes, publish) happens when it is done, so the loop never waits for SQLite.
+//
+// Thread-safety: loop thread only.
+#ifndef CRUX_DAEMON_CONTROL_PLAN_APPLIER_H_
+#define CRUX_DAEMON_CONTROL_PLAN_APPLIER_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "crux/daemon/control/context.h"
+#include "crux/daemon/control/control_host.h"
+
+namespace crux::daemon {
+
+class PlanApplier {
+ public:
+  explicit PlanApplier(DaemonContext* ctx) : ctx_(ctx) {}
+
+  void Apply(PlanRun run);
+
+  static constexpr size_t kPushChunk = 256;
+
+ private:
+  struct Push {
+    std::string peer;
+    std::shared_ptr<const core::AppliedAssignment> assignment;  // In force when queued.
+    std::string serialized;  // Its store row (AssignmentToProto, serialized): sent as is.
+    // A multi-host job's part: what is sent instead (its host's cut; `serialized` empty).
+    std::shared_ptr<const core::AppliedAssignment> cut = nullptr;
+  };
+  using Pushes = std::vector<Push>;
+
+  void Publish(const PlanRun& run);
+  // After the batch is durable (or when it needed no store write): commit, push, publish.
+  void Commit(std::shared_ptr<const PlanRun> run, std::shared_ptr<const core::ApplyBatch> batch,
+              std::shared_ptr<std::vector<PlanRow>> rows, double store_ms);
+  void Finish(const PlanRun& run, size_t changed, double ms, const std::string& steps);
+  // Pushes pushes[from, from + kPushChunk) and posts the rest; returns how many were sent.
+  size_t PushChunk(std::shared_ptr<const Pushes> pushes, size_t from);
+
+  DaemonContext* ctx_;
+};
+
+}  // namespace crux::daemon
+
+#endif  // CRUX_DAEMON_CONTROL_PLAN_APPLIER_H_

@@ -1,0 +1,101 @@
+// cruxd's Prometheus metrics (prometheus-cpp). Names follow the conventions: prefix crux_,
+// base units in the name, counters end in _total, low-cardinality labels only.
+//
+// Thread-safety: prometheus-cpp metrics are thread-safe (the pointers below are set by the
+// constructor and never change); the message-counter cache has its own lock. The Metrics object
+// is created before and destroyed after every module that uses it.
+#ifndef CRUX_DAEMON_RUNTIME_METRICS_H_
+#define CRUX_DAEMON_RUNTIME_METRICS_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "crux/core/base/status.h"
+#include "crux/sync/thread_annotations.h"
+
+namespace prometheus {
+class Registry;
+class Exposer;
+class Counter;
+class Gauge;
+class Histogram;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace crux::daemon {
+
+class Metrics {
+ public:
+  Metrics();
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // Starts the HTTP exporter on "host:port" ("127.0.0.1:0" picks a free port, see port()).
+  // Errors: kUnavailable when it cannot bind.
+  core::Status StartExposer(const std::string& listen);
+  int port() const;  // Bound port, 0 when not exposed.
+
+  // The exposition text (what /metrics serves).
+  std::string Serialize() const;
+
+  // --- updates (any thread) ---
+  void SetJobs(const std::map<std::string, int64_t>& by_state);
+  void SetClients(int64_t n);
+  void SetSwitches(int64_t n);
+  void SetEpoch(uint64_t epoch);
+  void ObserveReplan(double seconds, bool ok);
+  // Event-loop lag: time from posting work to its start (crux_event_loop_lag_seconds).
+  void ObserveLoopLag(double seconds);
+  void AddPushes(uint64_t sent, uint64_t failed);
+  void AddAck(bool ok);
+  // Errors by kind ("unknown_host", "unknown_job", "malformed", ...), endpoint "client"/"admin".
+  void AddError(const std::string& endpoint, const std::string& kind, uint64_t n = 1);
+  // Per message: the counter is looked up once per (endpoint, type) and cached (no label map
+  // built per message).
+  void AddMessage(std::string_view endpoint, std::string_view type)
+      CRUX_EXCLUDES(message_cache_mu_);
+  void SetQueueDepth(const std::string& queue, int64_t depth);
+  // Security refusals by reason (crux_auth_refused_total{reason}).
+  void AddRefusal(const std::string& reason, uint64_t n = 1);
+  void SetStoreHealthy(bool ok);
+  // Link health in force changed (crux_link_changes_total{source="automatic"|"admin",health}),
+  // and the links not up now (crux_links_not_up{health="down"|"degraded"}).
+  void AddLinkChange(bool automatic, const std::string& health);
+  void SetLinksNotUp(int64_t down, int64_t degraded);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  prometheus::Family<prometheus::Gauge>* jobs_;
+  prometheus::Gauge* clients_;
+  prometheus::Gauge* switches_;
+  prometheus::Gauge* epoch_;
+  prometheus::Histogram* replan_seconds_;
+  prometheus::Histogram* loop_lag_seconds_;
+  prometheus::Counter* replans_ok_;
+  prometheus::Counter* replans_failed_;
+  prometheus::Counter* pushes_;
+  prometheus::Counter* push_failures_;
+  prometheus::Counter* acks_ok_;
+  prometheus::Counter* acks_failed_;
+  prometheus::Family<prometheus::Counter>* errors_;
+  prometheus::Family<prometheus::Counter>* messages_;
+  Mutex message_cache_mu_;
+  std::map<std::string, std::map<std::string, prometheus::Counter*, std::less<>>, std::less<>>
+      message_cache_ CRUX_GUARDED_BY(message_cache_mu_);
+  prometheus::Family<prometheus::Gauge>* queue_depth_;
+  prometheus::Family<prometheus::Counter>* auth_refused_;
+  prometheus::Gauge* store_healthy_;
+  prometheus::Family<prometheus::Counter>* link_changes_;
+  prometheus::Family<prometheus::Gauge>* links_not_up_;
+};
+
+}  // namespace crux::daemon
+
+#endif  // CRUX_DAEMON_RUNTIME_METRICS_H_

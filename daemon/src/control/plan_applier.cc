@@ -1,0 +1,239 @@
+#include "crux/daemon/control/plan_applier.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "crux/daemon/state/part_profiles.h"
+#include "crux/protocol/convert.h"
+
+namespace crux::daemon {
+namespace {
+
+// ", fresh plan kept in force (cost -0.4 %, cut +0.000 < min gain)" and the like; empty unless
+// a re-optimisation was weighed against the plan in force.
+std::string ReoptimizeText(const core::PlanOutcome& o) {
+  if (!o.reoptimize_verdict) return "";
+  const core::PlanOutcome::ReoptimizeVerdict& v = *o.reoptimize_verdict;
+  const double cost = v.in_force.contention_cost > 0
+                          ? 100 * (v.fresh.contention_cost / v.in_force.contention_cost - 1)
+                          : 0.0;
+  return fmt::format(" ({}: cost {:+.2f} %, cut fraction {:+.4f})",
+                     v.adopted ? "fresh plan adopted" : "plan in force kept, gain below minimum",
+                     cost, v.fresh.cut_fraction - v.in_force.cut_fraction);
+}
+
+}  // namespace
+
+void PlanApplier::Publish(const PlanRun& run) {
+  auto view = std::make_shared<DaemonView>();
+  view->epoch = ctx_->plans->loop().epoch();
+  view->applied = ctx_->plans->loop().applied_ptr();
+  if (run.outcome && run.outcome->status.ok()) {
+    view->outcome = run.outcome;
+    view->topology = run.topology;
+  } else if (ctx_->view) {
+    view->outcome = ctx_->view->outcome;
+    view->topology = ctx_->view->topology;
+  }
+  ctx_->view = std::move(view);
+}
+
+void PlanApplier::Finish(const PlanRun& run, size_t changed, double ms, const std::string& steps) {
+  ctx_->plans->RunFinished();
+  if (ms >= 50) {
+    spdlog::info("committing run {} ({} changed) took {:.1f} ms on the loop ({})",
+                 run.snapshot->run, changed, ms, steps);
+  }
+}
+
+void PlanApplier::Apply(PlanRun run_value) {
+  const auto apply_start = std::chrono::steady_clock::now();
+  auto run = std::make_shared<PlanRun>(std::move(run_value));
+  core::ControlLoop& loop = ctx_->plans->loop();
+  const core::PlanningSnapshot& snap = *run->snapshot;
+  const core::PlanOutcome& outcome = *run->outcome;
+  ++ctx_->replans;
+  ctx_->last_replan_ms = run->replan_ms;
+  if (ctx_->metrics) ctx_->metrics->ObserveReplan(run->replan_ms / 1000.0, outcome.status.ok());
+  // Where the loop's time goes (logged when a commit takes >= 50 ms).
+  auto last = apply_start;
+  std::string steps;
+  auto step = [&](const char* what) {
+    const auto now = std::chrono::steady_clock::now();
+    steps += fmt::format("{}{} {:.1f}", steps.empty() ? "" : ", ", what,
+                         std::chrono::duration<double, std::milli>(now - last).count());
+    last = now;
+  };
+  auto batch = std::make_shared<const core::ApplyBatch>(loop.FinishPlan(snap, outcome));
+  step("finish");
+  auto finish = [&] {
+    Finish(*run, batch->changed.size(),
+           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - apply_start)
+               .count(),
+           steps);
+  };
+  if (!outcome.status.ok()) {
+    spdlog::error("re-plan ({}) failed: {}; keeping epoch {}", snap.reason,
+                  outcome.status.ToString(), loop.epoch());
+    loop.Commit(core::ApplyBatch{});  // Nothing to apply; the run is over.
+    finish();
+    return;
+  }
+  for (const auto& [id, why] : outcome.excluded) spdlog::warn("job {} not planned: {}", id, why);
+  if (ctx_->config.dry_run) {
+    if (!batch->changed.empty() || !batch->removed.empty()) {
+      spdlog::info(
+          "dry_run: re-plan ({}) would push {} changed assignments as epoch {} ({:.2f} ms)",
+          snap.reason, batch->changed.size(), batch->epoch, run->replan_ms);
+      for (const auto& a : batch->changed) {
+        const core::AppliedAssignment* old = loop.Applied(a->assignment.job_id);
+        spdlog::info("dry_run:   {} level {} -> {}", a->assignment.job_id,
+                     old ? old->assignment.level : -1, a->assignment.level);
+      }
+    }
+    loop.Commit(core::ApplyBatch{});  // Nothing is applied in a dry run.
+    Publish(*run);
+    finish();
+    return;
+  }
+  if (batch->empty()) {
+    spdlog::debug("re-plan ({}) {:.2f} ms: nothing changed, epoch stays {}", snap.reason,
+                  run->replan_ms, loop.epoch());
+    loop.Commit(*batch);
+    ctx_->enforcer.Commit(batch->qos, batch->qos_changed);  // The first state after a start.
+    Publish(*run);
+    finish();
+    return;
+  }
+  // Store rows: serialized on the worker for snap.epoch + 1; again here only if the epoch moved.
+  std::map<std::string, PlanRow*> prepared;
+  std::vector<PlanRow>& run_rows = run->rows;  // Moved from: not read again.
+  if (batch->epoch == snap.epoch + 1) {
+    for (PlanRow& r : run_rows) prepared[r.job_id] = &r;
+  }
+  const core::Topology& names = ctx_->topo.nominal();
+  auto rows = std::make_shared<std::vector<PlanRow>>();
+  std::vector<AuditRow> audit;
+  rows->reserve(batch->changed.size());
+  const int64_t now_ms = ctx_->loop->UnixMs();
+  for (const auto& a : batch->changed) {
+    const std::string& id = a->assignment.job_id;
+    auto p = prepared.find(id);
+    if (p != prepared.end()) {
+      rows->push_back(std::move(*p->second));
+    } else {
+      rows->push_back({id, a->assignment.level, a->assignment.dscp, batch->epoch,
+                       protocol::AssignmentToProto(*a, names).SerializeAsString()});
+    }
+    const core::AppliedAssignment* old = loop.Applied(id);
+    AuditRow row;
+    row.ts_ms = now_ms;
+    row.epoch = batch->epoch;
+    row.job_id = id;
+    row.old_level = old ? old->assignment.level : -1;
+    row.new_level = a->assignment.level;
+    row.reason = snap.reason.substr(0, 1000);
+    audit.push_back(std::move(row));
+  }
+  step("rows");
+  if (!batch->advances_epoch) {
+    Commit(run, batch, rows, 0);
+    finish();
+    return;
+  }
+  // The planned profiles this run used are written first (FIFO), then the plan, off the loop.
+  if (ctx_->flush_planned) ctx_->flush_planned();
+  const auto submitted = std::chrono::steady_clock::now();
+  ctx_->writer->Submit(
+      [rows, removed = batch->removed, audit = std::move(audit), epoch = batch->epoch](
+          Store& store) { return store.ApplyPlan(epoch, *rows, removed, audit); },
+      [this, run, batch, rows, submitted](core::Status s) {
+        const double store_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - submitted)
+                .count();
+        if (!ctx_->store_health.Stored(std::move(s), "apply_plan").ok()) {
+          spdlog::error("re-plan ({}) not applied: epoch stays {} until the store works again",
+                        run->snapshot->reason, ctx_->plans->loop().epoch());
+          ctx_->plans->loop().CommitFailed();
+          Finish(*run, batch->changed.size(), 0, "");
+          return;
+        }
+        const auto start = std::chrono::steady_clock::now();
+        Commit(run, batch, rows, store_ms);
+        Finish(*run, batch->changed.size(),
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                   .count(),
+               fmt::format("after the store write of {:.1f} ms", store_ms));
+      });
+  step("submit");
+  if (!ctx_->writer->threaded()) return;  // Inline: done already ran (and finished the run).
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - apply_start)
+          .count();
+  if (ms >= 50) {
+    spdlog::info("preparing run {} ({} changed) took {:.1f} ms on the loop ({})", snap.run,
+                 batch->changed.size(), ms, steps);
+  }
+}
+
+void PlanApplier::Commit(std::shared_ptr<const PlanRun> run,
+                         std::shared_ptr<const core::ApplyBatch> batch,
+                         std::shared_ptr<std::vector<PlanRow>> rows, double store_ms) {
+  core::ControlLoop& loop = ctx_->plans->loop();
+  loop.Commit(*batch);
+  auto pushes = std::make_shared<Pushes>();
+  pushes->reserve(batch->changed.size());
+  for (size_t i = 0; i < batch->changed.size(); ++i) {
+    const auto& a = batch->changed[i];
+    const std::string& id = a->assignment.job_id;
+    ctx_->tracker.SetLevel(id, a->assignment.level);
+    if (const JobSession* j = ctx_->tracker.Find(id)) {
+      // (*rows)[i] is batch->changed[i]'s store row: the serialized assignment the push carries.
+      // A multi-host job's parts get their host's cut of it (PartAssignments).
+      if (!j->parted()) {
+        pushes->push_back({j->peer, a, std::move((*rows)[i].assignment)});
+      } else {
+        for (auto& [peer, cut] : PartAssignments(*j, *a, ctx_->topo.nominal())) {
+          pushes->push_back({std::move(peer), a, "", std::move(cut)});
+        }
+      }
+    }
+  }
+  const size_t pushed = PushChunk(std::move(pushes), 0);
+  ctx_->enforcer.Commit(batch->qos, batch->qos_changed);
+  if (ctx_->metrics) ctx_->metrics->SetEpoch(loop.epoch());
+  const core::PlanOutcome& o = *run->outcome;
+  spdlog::info(
+      "epoch {}: {} assignments changed ({} pushed at once, the rest in chunks), {} removed, "
+      "QoS changed on {} switches; re-plan ({}) {:.2f} ms on the worker (schedule {:.1f}, "
+      "assignments {:.1f}, QoS {:.1f}){}{}{}, store {:.1f} ms",
+      loop.epoch(), batch->changed.size(), pushed, batch->removed.size(), batch->qos_changed.size(),
+      run->snapshot->reason, run->replan_ms, o.schedule_time.ToMillis(), o.assign_time.ToMillis(),
+      o.qos_time.ToMillis(), o.reoptimized ? ", re-optimised" : "", ReoptimizeText(o),
+      o.seeded ? ", seeded from the plan in force" : "", store_ms);
+  Publish(*run);
+}
+
+size_t PlanApplier::PushChunk(std::shared_ptr<const Pushes> pushes, size_t from) {
+  const size_t end = std::min(pushes->size(), from + kPushChunk);
+  size_t sent = 0;
+  const core::ControlLoop& loop = ctx_->plans->loop();
+  for (size_t i = from; i < end; ++i) {
+    const Push& p = (*pushes)[i];
+    // Still the assignment in force (a later epoch may have replaced or removed it)?
+    if (loop.Applied(p.assignment->assignment.job_id) != p.assignment.get()) continue;
+    const bool ok = p.cut ? ctx_->enforcer.Push(p.peer, *p.cut)
+                          : ctx_->enforcer.Push(p.peer, *p.assignment, p.serialized);
+    if (ok) ++sent;
+  }
+  if (end < pushes->size()) {
+    ctx_->loop->Post([this, pushes = std::move(pushes), end] { PushChunk(pushes, end); });
+  }
+  return sent;
+}
+
+}  // namespace crux::daemon

@@ -1,0 +1,210 @@
+// Gateway: the host parts of multi-host jobs (docs/daemon.md "Multi-host jobs"). crux-hostd
+// registers, reports, keeps alive and ends one host's part of a job over its own connection; the
+// job is the union of its parts, its profile the merge of their reports.
+#include <spdlog/spdlog.h>
+
+#include <set>
+#include <utility>
+
+#include "crux/daemon/rpc/gateway.h"
+#include "crux/protocol/codec.h"
+#include "crux/protocol/convert.h"
+
+namespace crux::daemon {
+
+std::optional<v1::Envelope> Gateway::OnRegisterPart(const protocol::Inbound& in) {
+  const v1::RegisterJob& r = in.msg.register_job();
+  const core::Topology& topo = ctx_->topo.nominal();
+  core::JobDemand demand;
+  if (protocol::ProtocolError bad = protocol::DemandFromProto(r, topo, &demand);
+      protocol::Failed(bad)) {
+    return Refuse("client", in.msg.request_id(), bad);
+  }
+  // Validation (validate.cc) made the placement the part's one host.
+  PartRegistration pr;
+  Refusal bad =
+      ctx_->tracker.RegisterPart(demand, protocol::HostPartInfoFromProto(r.host_part()), in.peer,
+                                 in.user_id, ctx_->loop->Now(), ctx_->loop->UnixMs(), &pr);
+  if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
+  const JobSession& j = *ctx_->tracker.Find(r.job_id());
+  const core::NodeId host = demand.placement.front().host;
+  const PartSession& part = j.parts.at(host);
+  HeldRegistration h;
+  h.peer = in.peer;
+  h.request_id = in.msg.request_id();
+  h.job_id = r.job_id();
+  h.known = !pr.new_job;
+  h.placement = j.demand.placement.size();
+  h.part_host = host;
+  h.part = pr;
+  h.reply = protocol::NewEnvelope(in.msg.request_id());
+  v1::RegisterJobReply* rr = h.reply.mutable_register_job_reply();
+  rr->set_job_id(r.job_id());
+  rr->set_lease_ms(static_cast<uint64_t>(part.lease.nanos() / 1000000));
+  rr->set_already_known(pr.already_known);
+  rr->set_dscp(j.dscp);
+  rr->set_merges_host_parts(true);
+  held_rows_.push_back(ToStored(j));
+  held_part_rows_.push_back(ToStoredPart(j, host));
+  held_ids_.insert(h.job_id);
+  held_.push_back(std::move(h));
+  return std::nullopt;  // Answered by CommitRegistrations.
+}
+
+void Gateway::PartRegistered(const HeldRegistration& h) {
+  const JobSession* j = ctx_->tracker.Find(h.job_id);
+  if (j == nullptr || !j->parts.count(h.part_host)) return;  // Gone meanwhile.
+  const std::string& host = ctx_->topo.nominal().node(h.part_host).name;
+  const PartSession& part = j->parts.at(h.part_host);
+  if (h.part.new_job) {
+    ctx_->plans->loop().AddJob(j->demand, j->dscp);
+    spdlog::info("job {} registered by its part on {} ({} ranks, {} hosts expected; dscp {})",
+                 h.job_id, host, part.info.local_ranks, part.info.hosts_expected, j->dscp);
+  } else {
+    // Also after a retried registration whose first store write failed: the loop follows the
+    // tracker.
+    SyncDemand(*j);
+    if (h.part.new_part) {
+      spdlog::info("job {}: part on {} joined ({} ranks; {} of {} hosts)", h.job_id, host,
+                   part.info.local_ranks, j->parts.size(), part.info.hosts_expected);
+    }
+    if (h.part.placement_changed) Remerge(h.job_id);
+  }
+  // Every part gets the assignment in force at once: a plan that does not change it (a job with
+  // no flows yet) pushes nothing.
+  DeferAssignment(h.peer, h.job_id);
+}
+
+std::optional<v1::Envelope> Gateway::OnPartProfile(const protocol::Inbound& in) {
+  const v1::ProfileReport& p = in.msg.profile_report();
+  const JobSession* known = ctx_->tracker.Find(p.job_id());
+  if (known == nullptr || !known->parted()) return std::nullopt;
+  core::NodeId host;
+  if (protocol::ProtocolError bad =
+          TouchJob(in, p.job_id(), &p.host_part(), "profile_report.job_id", &host);
+      protocol::Failed(bad)) {
+    return Refuse("client", in.msg.request_id(), bad);
+  }
+  const JobSession& j = *ctx_->tracker.Find(p.job_id());
+  core::HostPartReport report;
+  if (protocol::ProtocolError bad =
+          protocol::PartReportFromProto(p, ctx_->topo.nominal(), j.demand, host, &report);
+      protocol::Failed(bad)) {
+    return Refuse("client", in.msg.request_id(), bad);
+  }
+  ctx_->parts.Set(p.job_id(), host, std::move(report), ctx_->loop->UnixMs());
+  parts_dirty_.insert({p.job_id(), host});
+  ctx_->dirty_profiles.insert(p.job_id());  // The part's row is flushed with the job's.
+  Remerge(p.job_id());
+  return protocol::MakeAck(in.msg.request_id(), p.job_id());
+}
+
+void Gateway::Remerge(const std::string& id) { merge_due_.insert(id); }
+
+void Gateway::MergeDue() {
+  const core::Duration now = ctx_->loop->Now();
+  for (const std::string& id : std::exchange(merge_due_, {})) {
+    const JobSession* j = ctx_->tracker.Find(id);
+    if (j == nullptr || !j->parted()) continue;
+    auto next = next_merge_.find(id);
+    if (next != next_merge_.end() && now < next->second) {
+      if (merge_timers_.insert(id).second) {
+        ctx_->loop->RunAfter(next->second - now, [self = self_, id] {
+          Gateway* g = *self;
+          if (g == nullptr) return;
+          g->merge_timers_.erase(id);
+          g->merge_due_.insert(id);
+          g->MergeDue();
+          g->ctx_->plans->Kick();
+        });
+      }
+      continue;
+    }
+    core::HostPartMerge m = ctx_->parts.Merge(*j, ctx_->topo.nominal());
+    if (m.stats.entries > kEagerMergeEntries) {
+      next_merge_[id] = now + kBigMergeInterval;
+    } else {
+      next_merge_.erase(id);
+    }
+    if (m.profile) Reported(id, *m.profile);
+  }
+}
+
+void Gateway::SyncDemand(const JobSession& j) {
+  const core::LoopJob* lj = ctx_->plans->loop().Find(j.demand.id);
+  if (lj != nullptr && !(lj->demand == j.demand)) {
+    peer_names_.erase(j.demand.id);
+    ctx_->plans->loop().UpdateDemand(j.demand);
+  }
+}
+
+void Gateway::EndPart(const std::string& id, core::NodeId host, const std::string& reason) {
+  switch (ctx_->tracker.RemovePart(id, host)) {
+    case PartRemoval::kJob:
+      JobGone(id, reason + " (its last part, on " + ctx_->topo.nominal().node(host).name + ")");
+      return;
+    case PartRemoval::kPart:
+      PartGone(id, host, reason);
+      return;
+    case PartRemoval::kNone:
+      return;
+  }
+}
+
+void Gateway::PartsExpired(const std::vector<ExpiredPart>& parts) {
+  std::set<std::string> gone;
+  for (const ExpiredPart& p : parts) {
+    if (!p.job_gone) {
+      PartGone(p.job_id, p.host, "lease expired");
+    } else if (gone.insert(p.job_id).second) {
+      JobGone(p.job_id, "lease expired (every part)");
+    }
+  }
+  MergeDue();
+  ctx_->plans->Kick();
+}
+
+void Gateway::PartGone(const std::string& id, core::NodeId host, const std::string& reason) {
+  const std::string& name = ctx_->topo.nominal().node(host).name;
+  ctx_->parts.Erase(id, host);
+  parts_dirty_.erase({id, host});
+  const JobSession* j = ctx_->tracker.Find(id);
+  if (j == nullptr) return;
+  spdlog::info("job {}: part on {} left ({}); {} parts remain", id, name, reason, j->parts.size());
+  SyncDemand(*j);
+  Remerge(id);
+  state_dirty_.erase(id);  // Written now, with the part's removal.
+  ctx_->writer->Submit(
+      [row = ToStored(*j), key = PartKey{id, name}, topo = ctx_->topo.shared_nominal()](
+          Store& store) { return store.PutJobParts(Materialize({row}, *topo), {}, {key}); },
+      [this](core::Status s) { (void)ctx_->store_health.Stored(std::move(s), "put_job_parts"); });
+  ctx_->plans->Kick();
+}
+
+StoredPart Gateway::ToStoredPart(const JobSession& j, core::NodeId host) const {
+  const core::Topology& topo = ctx_->topo.nominal();
+  const PartSession& p = j.parts.at(host);
+  StoredPart s;
+  s.job_id = j.demand.id;
+  s.host = topo.node(host).name;
+  s.registration =
+      protocol::PartRegistrationToProto(j.demand, p.placement, p.info, topo).SerializeAsString();
+  s.owner = p.user_id;
+  s.registered_ms = p.registered_ms;
+  s.last_seen_ms = p.last_seen_ms;
+  if (const PartReportEntry* e = ctx_->parts.Find(j.demand.id, host)) {
+    s.report = protocol::PartReportToProto(j.demand.id, host, e->report, topo).SerializeAsString();
+  }
+  return s;
+}
+
+void Gateway::TakeDirtyParts(const std::string& id, std::vector<StoredPart>* rows) {
+  auto it = parts_dirty_.lower_bound({id, core::NodeId(0)});
+  while (it != parts_dirty_.end() && it->first == id) {
+    const JobSession* j = ctx_->tracker.Find(id);
+    if (j != nullptr && j->parts.count(it->second)) rows->push_back(ToStoredPart(*j, it->second));
+    it = parts_dirty_.erase(it);
+  }
+}
+
+}  // namespace crux::daemon

@@ -1,0 +1,193 @@
+#include "crux/daemon/runtime/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <exception>
+
+namespace crux::daemon {
+
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  using namespace prometheus;  // NOLINT(build/namespaces): builder-heavy block.
+  jobs_ =
+      &BuildGauge().Name("crux_jobs").Help("Jobs known to cruxd, by state.").Register(*registry_);
+  for (const char* s : {"registered", "profiling", "scheduled"}) jobs_->Add({{"state", s}});
+  clients_ = &BuildGauge()
+                  .Name("crux_clients")
+                  .Help("Client peers with a live job.")
+                  .Register(*registry_)
+                  .Add({});
+  switches_ = &BuildGauge()
+                   .Name("crux_switches")
+                   .Help("Switch agents that said hello.")
+                   .Register(*registry_)
+                   .Add({});
+  epoch_ = &BuildGauge()
+                .Name("crux_plan_epoch")
+                .Help("Epoch of the applied plan.")
+                .Register(*registry_)
+                .Add({});
+  replan_seconds_ =
+      &BuildHistogram()
+           .Name("crux_replan_duration_seconds")
+           .Help("Wall time of one re-plan (planner run, diff and persistence).")
+           .Register(*registry_)
+           .Add({}, Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                0.1, 0.25, 0.5, 1, 2.5, 5});
+  loop_lag_seconds_ =
+      &BuildHistogram()
+           .Name("crux_event_loop_lag_seconds")
+           .Help("Time from posting work to the event loop until it runs (probed every 100 ms).")
+           .Register(*registry_)
+           .Add({}, Histogram::BucketBoundaries{0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02,
+                                                0.05, 0.1, 0.25, 0.5, 1});
+  auto& replans = BuildCounter()
+                      .Name("crux_replans_total")
+                      .Help("Re-plans run, by result.")
+                      .Register(*registry_);
+  replans_ok_ = &replans.Add({{"result", "ok"}});
+  replans_failed_ = &replans.Add({{"result", "failed"}});
+  pushes_ = &BuildCounter()
+                 .Name("crux_pushes_total")
+                 .Help("Assignment pushes queued to clients.")
+                 .Register(*registry_)
+                 .Add({});
+  push_failures_ = &BuildCounter()
+                        .Name("crux_push_failures_total")
+                        .Help("Assignment pushes that could not be queued.")
+                        .Register(*registry_)
+                        .Add({});
+  auto& acks = BuildCounter()
+                   .Name("crux_acks_total")
+                   .Help("Assignment acks, by result.")
+                   .Register(*registry_);
+  acks_ok_ = &acks.Add({{"result", "ok"}});
+  acks_failed_ = &acks.Add({{"result", "failed"}});
+  errors_ = &BuildCounter()
+                 .Name("crux_errors_total")
+                 .Help("Requests refused with an error reply, by endpoint and kind.")
+                 .Register(*registry_);
+  messages_ = &BuildCounter()
+                   .Name("crux_messages_total")
+                   .Help("Messages handled, by endpoint and body type.")
+                   .Register(*registry_);
+  queue_depth_ = &BuildGauge()
+                      .Name("crux_queue_depth")
+                      .Help("Items waiting in the daemon's internal queues.")
+                      .Register(*registry_);
+  auth_refused_ = &BuildCounter()
+                       .Name("crux_auth_refused_total")
+                       .Help(
+                           "Connections and messages refused for security reasons, by reason "
+                           "(unauthorised_key, mechanism, handshake, identity, role, job_owner, "
+                           "connection, quota; docs/protocol.md).")
+                       .Register(*registry_);
+  for (const char* r : {"unauthorised_key", "mechanism", "handshake", "identity", "role",
+                        "job_owner", "connection", "quota"}) {
+    auth_refused_->Add({{"reason", r}});
+  }
+  store_healthy_ = &BuildGauge()
+                        .Name("crux_store_healthy")
+                        .Help(
+                            "1 while state writes succeed, 0 after a failed write (re-plans "
+                            "are not applied until the store works again).")
+                        .Register(*registry_)
+                        .Add({});
+  store_healthy_->Set(1);
+  link_changes_ = &BuildCounter()
+                       .Name("crux_link_changes_total")
+                       .Help(
+                           "Changes of a directed link's health in force, by source (automatic "
+                           "fault handling or an admin pin) and new health.")
+                       .Register(*registry_);
+  links_not_up_ = &BuildGauge()
+                       .Name("crux_links_not_up")
+                       .Help("Directed links whose health in force is down or degraded.")
+                       .Register(*registry_);
+  SetLinksNotUp(0, 0);
+}
+
+Metrics::~Metrics() = default;
+
+core::Status Metrics::StartExposer(const std::string& listen) {
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(listen, 2);
+    exposer_->RegisterCollectable(registry_);
+  } catch (const std::exception& e) {
+    exposer_.reset();
+    return core::UnavailableError("metrics_listen: cannot serve on " + listen + ": " + e.what());
+  }
+  return core::Status::Ok();
+}
+
+int Metrics::port() const {
+  if (!exposer_) return 0;
+  auto ports = exposer_->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
+std::string Metrics::Serialize() const {
+  prometheus::TextSerializer s;
+  return s.Serialize(registry_->Collect());
+}
+
+void Metrics::SetJobs(const std::map<std::string, int64_t>& by_state) {
+  for (const char* s : {"registered", "profiling", "scheduled"}) {
+    auto it = by_state.find(s);
+    jobs_->Add({{"state", s}}).Set(it == by_state.end() ? 0.0 : static_cast<double>(it->second));
+  }
+}
+void Metrics::SetClients(int64_t n) { clients_->Set(static_cast<double>(n)); }
+void Metrics::SetSwitches(int64_t n) { switches_->Set(static_cast<double>(n)); }
+void Metrics::SetEpoch(uint64_t e) { epoch_->Set(static_cast<double>(e)); }
+void Metrics::ObserveReplan(double seconds, bool ok) {
+  replan_seconds_->Observe(seconds);
+  (ok ? replans_ok_ : replans_failed_)->Increment();
+}
+void Metrics::ObserveLoopLag(double seconds) { loop_lag_seconds_->Observe(seconds); }
+void Metrics::AddPushes(uint64_t sent, uint64_t failed) {
+  if (sent) pushes_->Increment(static_cast<double>(sent));
+  if (failed) push_failures_->Increment(static_cast<double>(failed));
+}
+void Metrics::AddAck(bool ok) { (ok ? acks_ok_ : acks_failed_)->Increment(); }
+void Metrics::AddError(const std::string& endpoint, const std::string& kind, uint64_t n) {
+  if (n) errors_->Add({{"endpoint", endpoint}, {"kind", kind}}).Increment(static_cast<double>(n));
+}
+void Metrics::AddMessage(std::string_view endpoint, std::string_view type) {
+  prometheus::Counter* c = nullptr;
+  {
+    MutexLock lock(&message_cache_mu_);
+    auto e = message_cache_.find(endpoint);
+    if (e == message_cache_.end()) e = message_cache_.try_emplace(std::string(endpoint)).first;
+    auto t = e->second.find(type);
+    if (t == e->second.end()) {
+      c = &messages_->Add({{"endpoint", std::string(endpoint)}, {"type", std::string(type)}});
+      e->second.emplace(std::string(type), c);
+    } else {
+      c = t->second;
+    }
+  }
+  c->Increment();
+}
+void Metrics::SetQueueDepth(const std::string& queue, int64_t depth) {
+  queue_depth_->Add({{"queue", queue}}).Set(static_cast<double>(depth));
+}
+void Metrics::AddRefusal(const std::string& reason, uint64_t n) {
+  if (n) auth_refused_->Add({{"reason", reason}}).Increment(static_cast<double>(n));
+}
+void Metrics::SetStoreHealthy(bool ok) { store_healthy_->Set(ok ? 1 : 0); }
+void Metrics::AddLinkChange(bool automatic, const std::string& health) {
+  link_changes_->Add({{"source", automatic ? "automatic" : "admin"}, {"health", health}})
+      .Increment();
+}
+void Metrics::SetLinksNotUp(int64_t down, int64_t degraded) {
+  links_not_up_->Add({{"health", "down"}}).Set(static_cast<double>(down));
+  links_not_up_->Add({{"health", "degraded"}}).Set(static_cast<double>(degraded));
+}
+
+}  // namespace crux::daemon

@@ -1,0 +1,428 @@
+#include "control/plan_applier.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "engine/num_text.h"
+
+namespace crux::sim::internal {
+namespace {
+
+// ProfilersSettled: iterations of the current regime, and the share of the change threshold,
+// after which a profiler whose window is near its last report cannot report again.
+constexpr int64_t kQuietIterations = 3;
+constexpr double kQuietMargin = 0.5;
+
+uint64_t PairKey(core::NodeId x, core::NodeId y) {
+  return (static_cast<uint64_t>(x.value()) << 32) | y.value();
+}
+
+}  // namespace
+
+PlanApplier::PlanApplier(const core::Topology& nominal, const PolicyFactory& factory,
+                         const std::vector<SimJob>& jobs, const SimOptions& options,
+                         const engine::SimClock& clock, SimResult& result)
+    : nominal_(nominal),
+      topo_(nominal),
+      factory_(factory),
+      options_(options),
+      clock_(clock),
+      result_(result),
+      oracle_(options.control.oracle) {
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    index_of_.emplace(jobs[j].spec.id, static_cast<uint32_t>(j));
+  }
+}
+
+core::Status PlanApplier::MakePolicy() {
+  CRUX_ASSIGN_OR_RETURN(policy_, factory_(topo_, clock_));
+  if (policy_ == nullptr) return core::InternalError("policy factory returned null");
+  policy_stale_ = false;
+  return core::Status::Ok();
+}
+
+core::Status PlanApplier::Init() {
+  CRUX_RETURN_IF_ERROR(MakePolicy());
+  isolate_ = policy_->isolates_jobs();
+  result_.policy = std::string(policy_->name());
+  result_.oracle = oracle_;
+  if (!oracle_) {
+    core::ControlLoopOptions loop = options_.control.loop;
+    if (!options_.control.stable) loop.reoptimize_interval = Duration::Zero();
+    loop_ = std::make_unique<ControlHost>(&clock_, &nominal_, loop);
+    ecmp_stale_ = true;
+  }
+  return core::Status::Ok();
+}
+
+void PlanApplier::Bind(Fabric* fabric, JobModel* jobs) {
+  fabric_ = fabric;
+  jobs_ = jobs;
+}
+
+void PlanApplier::NoteLevel(uint32_t j, core::JobPhase phase, int level) {
+  JobState& s = jobs_->job(j);
+  if (phase == core::JobPhase::kScheduled && !s.scheduled_at) s.scheduled_at = clock_.Now();
+  if (!s.level_log.empty() && s.level_log.back().phase == phase &&
+      s.level_log.back().level == level) {
+    return;
+  }
+  s.level_log.push_back({clock_.Now(), phase, level});
+}
+
+// A new time shift (CASSINI) delays the next communication phase once by the difference to the
+// shift already applied, modulo the period (never negative).
+void PlanApplier::ApplyTimeShift(JobState& s, core::Duration shift) {
+  if (shift == s.applied_shift) return;
+  int64_t delta = (shift - s.applied_shift).nanos();
+  const int64_t period = s.period.nanos();
+  if (delta < 0 && period > 0) delta = ((delta % period) + period) % period;
+  s.pending_shift += core::Duration::Nanos(std::max<int64_t>(delta, 0));
+  s.applied_shift = shift;
+}
+
+core::Status PlanApplier::Replan() {
+  std::vector<JobState>& js = jobs_->jobs();
+  std::vector<core::JobSpec> specs;
+  std::vector<uint32_t> idx;
+  for (uint32_t j = 0; j < js.size(); ++j) {
+    if (js[j].status != JobStatus::kRunning) continue;
+    specs.push_back(js[j].job->spec);
+    idx.push_back(j);
+  }
+  if (specs.empty()) return core::Status::Ok();
+  if (policy_stale_) CRUX_RETURN_IF_ERROR(MakePolicy());
+  ++result_.replans;
+  core::Result<core::Plan> plan = policy_->Schedule(specs);
+  if (!plan.ok()) {
+    // Keep every job's previous plan; a job that never had one cannot run.
+    for (uint32_t j : idx) {
+      if (!js[j].planned) {
+        return plan.status().WithContext("re-plan at t=" + Num(clock_.Now().ToSeconds()) +
+                                         " s (job '" + js[j].job->spec.id + "' has no plan)");
+      }
+    }
+    ++result_.replan_failures;
+    return core::Status::Ok();
+  }
+  if (plan->jobs.size() != idx.size()) {
+    return core::InternalError("policy '" + result_.policy + "' returned " +
+                               std::to_string(plan->jobs.size()) + " job plans for " +
+                               std::to_string(idx.size()) + " jobs");
+  }
+  for (size_t k = 0; k < idx.size(); ++k) {
+    JobState& s = js[idx[k]];
+    core::JobPlan& jp = plan->jobs[k];
+    s.planned = true;
+    s.level = jp.level;
+    s.period = jp.period;
+    if (!s.standalone) s.standalone = s.period;
+    NoteLevel(idx[k], core::JobPhase::kScheduled, s.level);
+    s.plan_flows = std::move(jp.flows);
+    ++s.plan_version;
+    s.plan_resources.assign(s.plan_flows.size(), {});
+    for (size_t f = 0; f < s.plan_flows.size(); ++f) {
+      for (core::LinkId l : s.plan_flows[f].path) {
+        s.plan_resources[f].push_back(fabric_->ResourceFor(idx[k], l));
+      }
+    }
+    ApplyTimeShift(s, jp.time_shift);
+  }
+  return core::Status::Ok();
+}
+
+void PlanApplier::RerouteStalled() {
+  std::vector<JobState>& js = jobs_->jobs();
+  FluidNetwork& net = fabric_->net();
+  for (JobState& s : js) {
+    if (s.status != JobStatus::kRunning) continue;
+    for (FlowRun& run : s.flows) {
+      if (run.status != FlowStatus::kInNetwork) continue;
+      const size_t f = run.plan_flow;  // The plan flow whose path it took.
+      if (!fabric_->Stalled(net.Resources(run.id)) || f >= s.plan_resources.size()) continue;
+      const std::vector<ResourceId>& path = s.plan_resources[f];
+      if (!path.empty() && !fabric_->Stalled(path)) {
+        net.Reroute(run.id, path, clock_.Now());
+      }
+    }
+  }
+}
+
+// The job's own flows (ExpandTraffic of its true spec, on the wire) with their default paths:
+// what the `ecmp` policy routes for the job alone (hash ECMP), and its standalone period
+// (policy-independent, as in every plan). When the current fabric has no route for it (a link
+// event took its only path down), the routes on the nominal fabric: its traffic then waits on
+// the down link until a plan or a recovery moves it. False if neither exists.
+bool PlanApplier::RouteAlone(uint32_t j) {
+  JobState& s = jobs_->job(j);
+  auto route = [&](std::unique_ptr<core::SchedulingPolicy>& ecmp,
+                   const core::Topology& t) -> std::optional<core::JobPlan> {
+    if (ecmp == nullptr) {
+      core::Result<std::unique_ptr<core::SchedulingPolicy>> p =
+          core::MakePolicy("ecmp", t, options_.policy, &clock_);
+      if (!p.ok()) return std::nullopt;
+      ecmp = std::move(p).value();
+    }
+    core::Result<core::Plan> plan = ecmp->Schedule({s.job->spec});
+    if (!plan.ok() || plan->jobs.size() != 1) return std::nullopt;
+    return std::move(plan->jobs[0]);
+  };
+  if (ecmp_stale_) {
+    ecmp_.reset();
+    ecmp_stale_ = false;
+  }
+  std::optional<core::JobPlan> jp = route(ecmp_, topo_);
+  if (!jp) jp = route(nominal_ecmp_, nominal_);
+  if (!jp) return false;
+  s.period = jp->period;
+  if (!s.standalone) s.standalone = s.period;
+  s.own_flows = std::move(jp->flows);
+  return true;
+}
+
+// plan_flows / plan_resources from the job's own flows: each on the pinned path of `a` for its
+// NIC pair (the k-th flow of a pair on the k-th pin of that pair), else on its default path.
+void PlanApplier::SetPlanFlows(uint32_t j, const core::Assignment* a) {
+  JobState& s = jobs_->job(j);
+  std::unordered_map<uint64_t, std::vector<const core::FlowPin*>> pins;
+  if (a != nullptr) {
+    for (const core::FlowPin& p : a->flows) {
+      if (!p.path.empty()) pins[PairKey(p.src_nic, p.dst_nic)].push_back(&p);
+    }
+  }
+  std::unordered_map<uint64_t, size_t> used;
+  const size_t n = s.own_flows.size();
+  s.plan_flows = s.own_flows;
+  ++s.plan_version;
+  s.pinned.assign(n, false);
+  s.report_flow.assign(n, false);
+  s.plan_sport.assign(n, 0);
+  s.plan_resources.assign(n, {});
+  for (size_t f = 0; f < n; ++f) {
+    core::FlowPlan& fp = s.plan_flows[f];
+    const uint64_t k = PairKey(fp.src, fp.dst);
+    auto it = pins.find(k);
+    if (it != pins.end()) {
+      const size_t pin = used[k]++ % it->second.size();
+      fp.path = it->second[pin]->path;
+      s.pinned[f] = true;
+      // One sample per pin: the fault manager matches a sample to the pin of its pair with its
+      // source port (port 0: the pair's first pin, so a pin without a port other than the first
+      // is not reported).
+      s.plan_sport[f] = it->second[pin]->udp_sport;
+      s.report_flow[f] = pin == 0 || s.plan_sport[f] != 0;
+    }
+    for (core::LinkId l : fp.path) s.plan_resources[f].push_back(fabric_->ResourceFor(j, l));
+  }
+}
+
+void PlanApplier::Arrive(uint32_t j) {
+  jobs_->SetRunning(j);
+  JobState& s = jobs_->job(j);
+  if (!RouteAlone(j)) {
+    // No route on either fabric (the policy would refuse it too): only its compute runs.
+    s.own_flows.clear();
+  }
+  // The job's client declares one peer per NIC pair it sends on (AddPeer), in flow order.
+  std::vector<std::pair<core::NodeId, core::NodeId>> peers;
+  std::unordered_map<uint64_t, uint32_t> peer_index;
+  s.peer_of.assign(s.own_flows.size(), 0);
+  for (size_t f = 0; f < s.own_flows.size(); ++f) {
+    const core::FlowPlan& fp = s.own_flows[f];
+    auto [it, inserted] =
+        peer_index.emplace(PairKey(fp.src, fp.dst), static_cast<uint32_t>(peers.size()));
+    if (inserted) peers.emplace_back(fp.src, fp.dst);
+    s.peer_of[f] = it->second;
+  }
+  s.profiler.emplace(options_.control.profiler, std::move(peers), s.job->spec.flops_per_iteration);
+  s.assigned = false;
+  s.phase = core::JobPhase::kRegistered;
+  s.level = kBestEffortLevel;
+  SetPlanFlows(j, nullptr);
+  loop_->AddJob(*s.job);
+}
+
+void PlanApplier::ReportIteration(uint32_t j) {
+  JobState& s = jobs_->job(j);
+  if (!s.profiler) return;
+  std::optional<core::JobProfile> p = s.profiler->TakeReport();
+  if (!p) return;
+  ++s.reports;
+  ++result_.profile_reports;
+  loop_->Report(s.job->spec.id, *p);
+}
+
+void PlanApplier::Remove(uint32_t j) { loop_->RemoveJob(jobs_->job(j).job->spec.id, "ended"); }
+
+std::optional<core::Duration> PlanApplier::due() const {
+  if (!loop_) return std::nullopt;
+  return loop_->due();
+}
+
+// Fast-forward skips iterations, which the profilers would otherwise see: a jump waits until
+// no report can be under way (each profiler reported and confirms no change), and until each
+// profiler's window holds only samples of the current regime (so a plan change has shown up in
+// the medians) - or, after at least 3 iterations of it, until every sample in the window is
+// within half the change threshold of the last report (then no median of such samples can move
+// by the threshold). Approximate: a window median that would drift within a steady state is
+// missed.
+bool PlanApplier::ProfilersSettled() const {
+  const int64_t window = std::max<uint32_t>(options_.control.profiler.window, 3);
+  for (uint32_t j : jobs_->running()) {
+    const JobState& s = jobs_->jobs()[j];
+    if (!s.profiler) continue;
+    if (!s.profiler->settled()) return false;
+    if (s.epoch_iterations >= window) continue;
+    if (s.epoch_iterations >= kQuietIterations && s.profiler->Quiet(kQuietMargin)) continue;
+    return false;
+  }
+  return true;
+}
+
+void PlanApplier::RefreshDefaults() {
+  defaults_stale_ = false;
+  ecmp_stale_ = true;
+  std::vector<JobState>& js = jobs_->jobs();
+  for (uint32_t j = 0; j < js.size(); ++j) {
+    JobState& s = js[j];
+    if (s.status != JobStatus::kRunning || !s.profiler) continue;
+    if (std::all_of(s.pinned.begin(), s.pinned.end(), [](bool b) { return b; })) continue;
+    if (!RouteAlone(j)) continue;
+    const core::AppliedAssignment* applied = loop_->loop().Applied(s.job->spec.id);
+    SetPlanFlows(j, applied != nullptr ? &applied->assignment : nullptr);
+  }
+  RerouteStalled();
+}
+
+std::optional<core::Duration> PlanApplier::jump_barrier(core::Duration limit) {
+  const std::optional<core::Duration> at = due();
+  if (!at || *at >= limit || policy_stale_ || !loop_->loop().OnlyReoptimizationDue()) return at;
+  const std::pair<uint64_t, uint64_t> key{loop_->loop().epoch(), loop_->loop().runs()};
+  if (preview_key_ != key) {
+    preview_key_ = key;
+    preview_keeps_ = PreviewKeepsPlan();
+  }
+  if (preview_keeps_) return std::nullopt;
+  return at;
+}
+
+JobState* PlanApplier::ShiftChanges(const std::string& id, core::Duration time_shift) {
+  auto it = index_of_.find(id);
+  if (it == index_of_.end()) return nullptr;
+  JobState& s = jobs_->job(it->second);
+  if (s.status != JobStatus::kRunning || time_shift == s.applied_shift) return nullptr;
+  return &s;
+}
+
+bool PlanApplier::PreviewKeepsPlan() {
+  core::Result<std::unique_ptr<core::SchedulingPolicy>> fresh = factory_(topo_, clock_);
+  if (!fresh.ok() || *fresh == nullptr) return false;
+  const LoopRun run = loop_->PreviewReoptimization(**fresh, topo_);
+  if (!run.status.ok() || !run.changed.empty() || run.removed > 0) return false;
+  for (const auto& [id, time_shift] : run.time_shifts) {
+    if (ShiftChanges(id, time_shift) != nullptr) return false;
+  }
+  return true;
+}
+
+void PlanApplier::SkipKeptReoptimizations() {
+  if (!loop_ || !loop_->loop().OnlyReoptimizationDue()) return;
+  result_.reoptimizations_previewed += loop_->mutable_loop().SkipReoptimizations(clock_.Now());
+}
+
+core::Status PlanApplier::RunDue(bool* changed) {
+  *changed = false;
+  if (policy_stale_) CRUX_RETURN_IF_ERROR(MakePolicy());
+  const LoopRun run = loop_->Run(*policy_, topo_);
+  if (run.planned) {
+    ++result_.replans;
+    if (!run.status.ok()) ++result_.replan_failures;
+    result_.reoptimizations += run.reoptimize_weighed ? 1 : 0;
+    result_.reoptimizations_adopted += run.reoptimize_adopted ? 1 : 0;
+  }
+  result_.excluded += run.excluded;
+  for (const core::AppliedAssignment& aa : run.changed) {
+    auto it = index_of_.find(aa.assignment.job_id);
+    if (it == index_of_.end()) continue;
+    const uint32_t j = it->second;
+    JobState& s = jobs_->job(j);
+    if (s.status != JobStatus::kRunning) continue;
+    s.assigned = true;
+    s.phase = aa.assignment.phase;
+    s.level = aa.assignment.level;
+    SetPlanFlows(j, &aa.assignment);
+    NoteLevel(j, s.phase, s.level);
+    *changed = true;
+  }
+  // Core's Assignment has no time shift (cruxd cannot enforce CASSINI's shifts): the simulator
+  // takes them from the run's JobPlans, for every planned job.
+  for (const auto& [id, time_shift] : run.time_shifts) {
+    JobState* s = ShiftChanges(id, time_shift);
+    if (s == nullptr) continue;
+    ApplyTimeShift(*s, time_shift);
+    *changed = true;
+  }
+  if (*changed) RerouteStalled();
+  return core::Status::Ok();
+}
+
+void PlanApplier::SetLink(core::LinkId l, core::Bandwidth capacity) {
+  topo_.SetLinkUp(l, capacity.IsPositive());
+  if (capacity.IsPositive()) (void)topo_.SetLinkCapacity(l, capacity);  // Validated: > 0.
+}
+
+void PlanApplier::OnLinkEvent() {
+  policy_stale_ = true;
+  if (loop_) {
+    loop_->Invalidate("link event");
+    defaults_stale_ = true;
+  }
+}
+
+void PlanApplier::ObserveFlows(uint32_t j, const std::vector<core::FlowSample>& samples) {
+  if (!loop_ || samples.empty()) return;
+  faults_due_.reset();
+  loop_->mutable_loop().ObserveFlows(jobs_->job(j).job->spec.id, samples);
+}
+
+void PlanApplier::ObserveLinkState(const core::LinkStateSignal& s) {
+  if (!loop_) return;
+  faults_due_.reset();
+  loop_->mutable_loop().ObserveLinkState(s);
+}
+
+std::optional<core::Duration> PlanApplier::faults_due() const {
+  if (!loop_) return std::nullopt;
+  if (!faults_due_) faults_due_ = loop_->loop().faults_due();
+  return *faults_due_;
+}
+
+std::vector<core::LinkDecision> PlanApplier::EvaluateFaults() {
+  if (!loop_) return {};
+  faults_due_.reset();
+  std::vector<core::LinkDecision> decisions = loop_->mutable_loop().EvaluateFaults();
+  if (decisions.empty()) return decisions;
+  if (health_.empty()) health_.assign(nominal_.num_links(), core::LinkHealth::kUp);
+  for (const core::LinkDecision& d : decisions) {
+    const core::Bandwidth nominal = nominal_.link(d.link).capacity;
+    if (d.health == core::LinkHealth::kDown) {
+      SetLink(d.link, core::Bandwidth::BitsPerSec(0));
+    } else if (d.health == core::LinkHealth::kDegraded) {
+      SetLink(d.link, core::Bandwidth::BitsPerSec(std::max<int64_t>(
+                          1, std::llround(nominal.ToBitsPerSec() * d.capacity_fraction))));
+    } else {
+      SetLink(d.link, nominal);
+    }
+    core::LinkHealth& h = health_[d.link.value()];
+    if (h != core::LinkHealth::kUp) --not_up_;
+    h = d.health;
+    if (h != core::LinkHealth::kUp) ++not_up_;
+  }
+  // The loop asked for a plan itself (and unseats the jobs crossing the changed links).
+  policy_stale_ = true;
+  defaults_stale_ = true;
+  return decisions;
+}
+
+}  // namespace crux::sim::internal

@@ -1,0 +1,71 @@
+// Hidden faults in the simulated fabric and the signals the simulated world produces about them
+// (docs/fault-simulation.md; the public types are crux/sim/faults.h). A fault changes the
+// physical capacity of its links in the fluid network (Fabric) and nothing else: the planner's
+// topology (PlanApplier) learns about it only from the control loop's decisions, which come from
+//   * the jobs' heartbeats: every report_interval each running job reports its pinned flows'
+//     samples (JobModel::TakeFlowSamples) to the loop (PlanApplier::ObserveFlows);
+//   * the switches: for a hard fault, each of its directed links goes down (and later up)
+//     switch_delay after the fault starts (ends), when switch_signals is on.
+//
+// Internal to crux::sim. Thread-safety: none (owned by the engine).
+#ifndef CRUX_SIM_SRC_FAULTS_FAULT_INJECTOR_H_
+#define CRUX_SIM_SRC_FAULTS_FAULT_INJECTOR_H_
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "control/plan_applier.h"
+#include "crux/core/topology/topology.h"
+#include "crux/sim/faults.h"
+#include "crux/sim/sim_types.h"
+#include "jobs/job_model.h"
+#include "metrics/metrics.h"
+#include "network/fabric.h"
+
+namespace crux::sim::internal {
+
+class FaultInjector {
+ public:
+  // `topo` (nominal capacities), `options` and `result` (fault records go into
+  // result.fault_records) outlive the injector.
+  FaultInjector(const core::Topology& topo, const FaultSimOptions& options, Duration horizon,
+                SimResult& result);
+
+  // The next time something of ours is due (never before `now`).
+  Duration next_time(Duration now) const;
+  // The time a fast-forward jump must stop before: the next fault start, end or switch signal,
+  // and, while a fault is in force or `links_not_up` (a decision to undo), the next heartbeat
+  // (the samples then carry news; otherwise they repeat healthy ones, which a jump may skip).
+  Duration barrier(bool links_not_up) const;
+  // Everything due at `now`. Returns true if a physical capacity changed.
+  bool Handle(Duration now, Fabric& fabric, Metrics& metrics, JobModel& jobs, PlanApplier& host);
+
+ private:
+  enum class Kind : uint8_t { kStart, kEnd, kSwitch };
+  struct Ev {
+    Kind kind = Kind::kStart;
+    size_t fault = 0;
+    bool up = false;  // kSwitch.
+  };
+
+  void Start(size_t i, Duration now, Fabric& fabric, Metrics& metrics, JobModel& jobs);
+  void End(size_t i, Duration now, Fabric& fabric, Metrics& metrics);
+  void SetPhysical(core::LinkId l, Duration now, Fabric& fabric, Metrics& metrics);
+  void Heartbeat(Duration now, JobModel& jobs, PlanApplier& host);
+
+  const core::Topology& topo_;
+  const FaultSimOptions& options_;
+  SimResult& result_;
+  std::multimap<Duration, Ev> queue_;
+  Duration next_report_;
+  std::mt19937_64 rng_;
+  // Per directed link: the capacity fractions of the faults in force on it.
+  std::map<uint32_t, std::vector<double>> on_link_;
+  std::vector<size_t> active_;  // Faults in force.
+};
+
+}  // namespace crux::sim::internal
+
+#endif  // CRUX_SIM_SRC_FAULTS_FAULT_INJECTOR_H_

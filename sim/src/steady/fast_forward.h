@@ -1,0 +1,127 @@
+// Steady-state fast-forward (docs/simulator.md, section 6): a detector of steady regimes of
+// groups of interacting jobs, and the credit of a jump over them.
+//
+// Groups are jobs whose planned flows share resources, transitively: their dynamics are
+// independent of every other group's. Each group's anchor (its job with the longest standalone
+// period) takes a snapshot of the group at its iteration starts. A snapshot equal to an earlier
+// one (up to 63 anchor iterations back: commensurate periods) makes the group exactly periodic;
+// otherwise (contending jobs with incommensurate periods) it is taken as steady when its jobs'
+// rates over the two halves of the last 64 or 32 anchor iterations agree. When every group is
+// steady (and, with the control loop, no profiler report can be under way) the engine jumps to
+// shortly before the next event, each job credited its rates.
+//
+// A re-plan (BeginRegroup / EndRegroup) keeps what is known about a group whose jobs and plans
+// are unchanged (their dynamics are unchanged); a link event (FabricChanged) keeps nothing.
+//
+// Internal to crux::sim. Thread-safety: none.
+#ifndef CRUX_SIM_SRC_STEADY_FAST_FORWARD_H_
+#define CRUX_SIM_SRC_STEADY_FAST_FORWARD_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "crux/core/base/units.h"
+#include "crux/sim/sim_types.h"
+#include "engine/sim_clock.h"
+#include "jobs/job_model.h"
+#include "metrics/metrics.h"
+#include "network/fabric.h"
+
+namespace crux::sim::internal {
+
+class SteadyStateDetector {
+ public:
+  // Everything passed outlives the detector.
+  SteadyStateDetector(const SimOptions& options, const engine::SimClock& clock, JobModel& jobs,
+                      Fabric& fabric, Metrics& metrics, SimResult& result);
+
+  // Around a re-plan: BeginRegroup before the plans change (a new plan epoch: flows in flight
+  // now are old), EndRegroup after (the groups of the new plans; unchanged ones carried over).
+  void BeginRegroup();
+  void EndRegroup();
+  // A link event: capacities changed, no group carries over.
+  void FabricChanged() { fabric_changed_ = true; }
+
+  // Hook of the job model: `j` started an iteration.
+  void OnIterationStart(uint32_t j);
+  // A check is due at the end of the instant (a snapshot is pending, or a jump was waiting).
+  bool check_due() const { return check_; }
+  void ClearCheck() { check_ = false; }
+
+  // Takes the pending snapshots. When every group is steady, no flow of an earlier plan is in
+  // flight and `settled()` (no profiler report under way), returns the jump: whole periods of
+  // the slowest group, landing at least two of them before `next` (the next event that may
+  // change a plan) and before the last iterations of jobs with an iteration count. Zero: no
+  // jump now (checked again at an anchor iteration start).
+  core::Duration Check(core::Duration next, const std::function<bool()>& settled);
+  // Credits every running job its group's rates over `jump` (iterations, compute, bytes, link
+  // bits, samples). The engine then moves the whole state `jump` later.
+  void Credit(core::Duration jump);
+
+ private:
+  struct JobSnap {
+    core::Duration phase;  // now - iter_start.
+    core::Duration compute_left;
+    core::Duration comm_start_left;
+    core::Duration pending_shift;
+    bool computing = false;
+    bool comm_started = false;
+    bool comm_done = false;
+    std::vector<uint8_t> flow_status;
+    std::vector<double> flow_value;  // Remaining bytes, or ns to delivery.
+    std::vector<double> flow_size;   // Planned bytes.
+    // Phase-level jobs: only flows not done, by FlowRun::key (slots are reused in an order that
+    // depends on history), and the iteration machine (segment, per-op counters).
+    std::vector<uint64_t> flow_key;
+    std::vector<int64_t> phase_state;
+    int64_t iterations = 0;
+    // Continuous: iterations plus the part of the one under way, in units of the job's mean
+    // iteration so far (for the rates of approximately steady groups).
+    double progress = 0;
+    core::Duration iteration_time_sum;
+    // Continuous: compute phases done plus the one under way up to now.
+    core::Duration compute_busy;
+    double bytes_sent = 0;
+    std::vector<double> class_bits;
+  };
+  struct Snapshot {
+    core::Duration t;
+    std::vector<JobSnap> snaps;  // One per job of the group, in group order.
+  };
+  struct Group {
+    std::vector<uint32_t> jobs;  // Ascending.
+    uint32_t anchor = 0;         // Snapshots are taken when it starts an iteration.
+    int64_t anchor_iterations = 0;
+    bool pending = false;  // A snapshot is due at the end of this instant.
+    bool known = false;    // Steady: the rates of its jobs are set.
+    core::Duration period;
+    std::vector<Snapshot> snaps;
+  };
+
+  void BuildGroups();
+  uint64_t PlanFingerprint(uint32_t j) const;
+  void CheckGroup(Group& g);
+  Snapshot TakeSnapshot(const Group& g) const;
+  bool Matches(const Group& g, const Snapshot& a, const Snapshot& b, core::Duration period) const;
+  bool RatesAgree(const Group& g, const Snapshot& a, const Snapshot& b, const Snapshot& c) const;
+  void SetRates(Group& g, const Snapshot& from, const Snapshot& to, core::Duration period,
+                bool exact);
+
+  const SimOptions& options_;
+  const engine::SimClock& clock_;
+  JobModel& jobs_;
+  Fabric& fabric_;
+  Metrics& metrics_;
+  SimResult& result_;
+  std::vector<Group> groups_;
+  std::vector<Group> previous_groups_;  // From BeginRegroup to EndRegroup.
+  bool fabric_changed_ = false;         // Since the last EndRegroup: nothing carries over.
+  bool check_ = false;
+  bool blocked_ = false;             // Every group was steady but a jump had to wait.
+  std::vector<int> resource_owner_;  // Scratch for BuildGroups.
+};
+
+}  // namespace crux::sim::internal
+
+#endif  // CRUX_SIM_SRC_STEADY_FAST_FORWARD_H_
