@@ -262,30 +262,167 @@ void FaultManager::Record(LinkId link, const LinkState& s, LinkHealth from, Dura
   while (events_.size() > options_.max_events) events_.pop_front();
 }
 
+// ---- Evaluate and its steps ----
+
+// The routing matrix of one evaluation: row i is a fresh sample over the path it was measured
+// on (paths[i]) and the flow record it came from (flows[i], pointing into flows_, which does not
+// change until the evaluation ends).
+struct FaultManager::Observations {
+  std::vector<PathObservation> paths;
+  std::vector<const std::pair<const FlowKey, FlowRecord>*> flows;
+
+  // The jobs (sorted, ", "-separated) and the first few flows behind `s`, as evidence lines.
+  std::pair<std::string, std::vector<std::string>> Describe(const Suspect& s,
+                                                            const Topology& nominal) const;
+};
+
+// What every link's decision in one Evaluate call works from.
+struct FaultManager::Evaluation {
+  Duration now;
+  Duration window_start;  // Older evidence is ignored.
+  const Topology& nominal;
+  const AppliedPlan& applied;
+  const Observations& observations;
+  std::map<LinkId, const Suspect*> suspect_of;  // The localisation's suspects.
+};
+
+// One link's signals at this evaluation.
+struct FaultManager::LinkSignals {
+  bool counters_bad = false;
+  std::string counter_text;  // Empty: no fresh counter reading.
+  const Suspect* tomo = nullptr;
+  std::string tomo_text;
+  std::vector<std::string> tomo_lines;
+};
+
+// The automatic state the rules ask for, and why.
+struct FaultManager::Want {
+  LinkHealth health = LinkHealth::kUp;
+  double fraction = 1;
+  std::string why;
+  std::vector<std::string> evidence;
+};
+
+namespace {
+
+// The pins of one job's applied assignment, indexed the ways a sample is matched to them.
+class JobPins {
+ public:
+  void Load(const AppliedPlan& applied, const std::string& job) {
+    first_.clear();
+    pins_.clear();
+    probes_.clear();
+    auto a = applied.find(job);
+    if (a == applied.end()) return;
+    for (const FlowPin& p : a->second->assignment.flows) {
+      first_.emplace(std::make_pair(p.src_nic.value(), p.dst_nic.value()), &p);
+      if (p.udp_sport != 0) pins_.emplace(Key(p), &p);
+    }
+    for (const FlowPin& p : a->second->assignment.probes) probes_.emplace(Key(p), &p);
+  }
+
+  // The pin a sample of the NIC pair (src, dst) from source port `sport` was measured on, or
+  // null when it has none (see BuildObservations).
+  const FlowPin* Find(uint32_t src, uint32_t dst, uint32_t sport, bool probe) const {
+    if (probe) {
+      // A probe of a list no longer in force (re-designed with a new plan) has none.
+      auto found = probes_.find({src, dst, sport});
+      return found == probes_.end() ? nullptr : found->second;
+    }
+    auto exact = sport != 0 ? pins_.find({src, dst, sport}) : pins_.end();
+    if (exact != pins_.end()) return exact->second;
+    auto first = first_.find({src, dst});
+    if (first == first_.end()) return nullptr;
+    // Port 0 (unknown): the pair's first pin. A first pin without a port takes any sample.
+    if (sport != 0 && first->second->udp_sport != 0) return nullptr;
+    return first->second;
+  }
+
+ private:
+  using PinKey = std::tuple<uint32_t, uint32_t, uint32_t>;
+  static PinKey Key(const FlowPin& p) {
+    return std::make_tuple(p.src_nic.value(), p.dst_nic.value(), uint32_t{p.udp_sport});
+  }
+
+  std::map<std::pair<uint32_t, uint32_t>, const FlowPin*> first_;
+  std::map<PinKey, const FlowPin*> pins_;
+  std::map<PinKey, const FlowPin*> probes_;
+};
+
+// Hard faults by 007 voting, then gray ones by least squares on the links voting left alone.
+std::vector<Suspect> Localise(const std::vector<PathObservation>& obs,
+                              const LocalisationOptions& options) {
+  std::vector<Suspect> suspects = VoteHardFaults(obs, options);
+  std::set<LinkId> hard;
+  for (const Suspect& s : suspects) hard.insert(s.link);
+  for (Suspect& g : GrayFaults(obs, options)) {
+    if (!hard.count(g.link)) suspects.push_back(std::move(g));
+  }
+  return suspects;
+}
+
+// The jobs whose pinned flows cross `link` (their flows are the ones a change moves).
+std::vector<std::string> JobsCrossing(const AppliedPlan& applied, LinkId link) {
+  std::vector<std::string> jobs;
+  for (const auto& [job, entry] : applied) {
+    for (const FlowPin& p : entry->assignment.flows) {
+      if (std::find(p.path.begin(), p.path.end(), link) != p.path.end()) {
+        jobs.push_back(job);
+        break;
+      }
+    }
+  }
+  return jobs;
+}
+
+}  // namespace
+
 std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& nominal,
                                                  const AppliedPlan& applied) {
   ++evaluations_;
   last_eval_ = now;
   urgent_ = false;
   dirty_ = false;
+  ForgetStaleFlows(now);
   const Duration window_start = now - options_.evidence_window;
+  const Observations observations = BuildObservations(window_start, applied);
+  const std::vector<Suspect> suspects = Localise(observations.paths, options_.localisation);
+  Evaluation ev{.now = now,
+                .window_start = window_start,
+                .nominal = nominal,
+                .applied = applied,
+                .observations = observations,
+                .suspect_of = {}};
+  for (const Suspect& s : suspects) ev.suspect_of.emplace(s.link, &s);
 
-  // Forget flows nobody reported for a long time (their baselines too).
+  // Every link with a record or a suspicion, in id order (the order of the decisions).
+  std::set<LinkId> touched;
+  for (const auto& [id, s] : links_) touched.insert(id);
+  for (const Suspect& s : suspects) touched.insert(s.link);
+  std::vector<LinkDecision> decisions;
+  for (LinkId id : touched) {
+    if (!id.valid() || id.value() >= nominal.num_links()) continue;
+    if (std::optional<LinkDecision> d = DecideLink(id, ev)) decisions.push_back(std::move(*d));
+  }
+  PruneRecords();
+  return decisions;
+}
+
+void FaultManager::ForgetStaleFlows(Duration now) {
   for (auto it = flows_.begin(); it != flows_.end();) {
     it = (now - it->second.at > options_.baseline_half_life) ? flows_.erase(it) : std::next(it);
   }
+}
 
-  // The routing matrix: every fresh sample whose flow is pinned in the applied plan, with the
-  // path it was measured on. A sample is one row per pin: matched to the pin of its NIC pair
-  // with its source port (a sample from a port no pin of the pair uses predates a re-route:
-  // skipped); a sample with port 0 (unknown) goes to the pair's first pin, and so does any
-  // sample of a pair whose first pin has no port.
-  std::vector<PathObservation> obs;
-  std::vector<const std::pair<const FlowKey, FlowRecord>*> obs_flow;
-  const std::string* pins_of = nullptr;  // The job `pins` indexes (flows_ is sorted by job).
-  std::map<std::pair<uint32_t, uint32_t>, const FlowPin*> first_pins;
-  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, const FlowPin*> pins;
-  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, const FlowPin*> probe_pins;
+// A sample is one row per pin: matched to the pin of its NIC pair with its source port (a sample
+// from a port no pin of the pair uses predates a re-route: skipped); a sample with port 0
+// (unknown) goes to the pair's first pin, and so does any sample of a pair whose first pin has
+// no port.
+FaultManager::Observations FaultManager::BuildObservations(Duration window_start,
+                                                           const AppliedPlan& applied) const {
+  Observations obs;
+  JobPins pins;
+  const std::string* pins_of = nullptr;  // The job `pins` holds (flows_ is sorted by job).
   for (const auto& entry : flows_) {
     const auto& [key, rec] = entry;
     if (rec.at < window_start) continue;
@@ -293,42 +430,10 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
     if (f.bytes.count() == 0 && f.errors == 0) continue;  // Idle: no information.
     if (pins_of == nullptr || *pins_of != key.job) {
       pins_of = &key.job;
-      first_pins.clear();
-      pins.clear();
-      probe_pins.clear();
-      if (auto a = applied.find(key.job); a != applied.end()) {
-        for (const FlowPin& p : a->second->assignment.flows) {
-          first_pins.emplace(std::make_pair(p.src_nic.value(), p.dst_nic.value()), &p);
-          if (p.udp_sport != 0) {
-            pins.emplace(
-                std::make_tuple(p.src_nic.value(), p.dst_nic.value(), uint32_t{p.udp_sport}), &p);
-          }
-        }
-        for (const FlowPin& p : a->second->assignment.probes) {
-          probe_pins.emplace(
-              std::make_tuple(p.src_nic.value(), p.dst_nic.value(), uint32_t{p.udp_sport}), &p);
-        }
-      }
+      pins.Load(applied, key.job);
     }
-    const FlowPin* pin = nullptr;
-    if (key.probe) {
-      // A probe of a list no longer in force (re-designed with a new plan) is skipped.
-      auto found = probe_pins.find({f.src_nic.value(), f.dst_nic.value(), key.sport});
-      if (found == probe_pins.end()) continue;
-      pin = found->second;
-    } else {
-      auto exact = key.sport != 0 ? pins.find({key.src, key.dst, key.sport}) : pins.end();
-      if (exact != pins.end()) {
-        pin = exact->second;
-      } else {
-        auto first = first_pins.find({key.src, key.dst});
-        if (first == first_pins.end()) continue;
-        // Port 0 (unknown): the pair's first pin. A first pin without a port takes any sample.
-        if (key.sport != 0 && first->second->udp_sport != 0) continue;
-        pin = first->second;
-      }
-    }
-    if (pin->path.empty()) continue;
+    const FlowPin* pin = pins.Find(key.src, key.dst, key.sport, key.probe);
+    if (pin == nullptr || pin->path.empty()) continue;
     PathObservation o;
     o.links = pin->path;
     if (f.bytes.count() == 0) {
@@ -338,219 +443,208 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
       const double rate = f.transfer_time > Duration::Zero()
                               ? f.bytes.ToBits() / f.transfer_time.ToSeconds()
                               : rec.baseline_bps;
-      double baseline = rec.baseline_bps;
-      if (key.probe) {
-        // A probe's expectation is also its pair's flows' best rate: a probe designed onto an
-        // already degraded link must not take the degraded rate for its normal.
-        for (auto flow = flows_.lower_bound(FlowKey{key.job, key.src, key.dst, false, 0});
-             flow != flows_.end() && !flow->first.probe && flow->first.job == key.job &&
-             flow->first.src == key.src && flow->first.dst == key.dst;
-             ++flow) {
-          baseline = std::max(baseline, flow->second.baseline_bps);
-        }
-      }
+      const double baseline = ExpectedRate(key, rec);
       o.rate_ratio = baseline > 0 ? std::clamp(rate / baseline, 0.0, 1.0) : 1.0;
     }
-    obs.push_back(std::move(o));
-    obs_flow.push_back(&entry);
+    obs.paths.push_back(std::move(o));
+    obs.flows.push_back(&entry);
   }
-  const LocalisationOptions& lo = options_.localisation;
-  std::vector<Suspect> suspects = VoteHardFaults(obs, lo);
-  {
-    std::set<LinkId> hard;
-    for (const Suspect& s : suspects) hard.insert(s.link);
-    for (Suspect& g : GrayFaults(obs, lo)) {
-      if (!hard.count(g.link)) suspects.push_back(std::move(g));
-    }
+  return obs;
+}
+
+double FaultManager::ExpectedRate(const FlowKey& key, const FlowRecord& rec) const {
+  double baseline = rec.baseline_bps;
+  if (!key.probe) return baseline;
+  // A probe's expectation is also its pair's flows' best rate: a probe designed onto an already
+  // degraded link must not take the degraded rate for its normal.
+  for (auto flow = flows_.lower_bound(FlowKey{key.job, key.src, key.dst, false, 0});
+       flow != flows_.end() && !flow->first.probe && flow->first.job == key.job &&
+       flow->first.src == key.src && flow->first.dst == key.dst;
+       ++flow) {
+    baseline = std::max(baseline, flow->second.baseline_bps);
   }
-  std::map<LinkId, const Suspect*> by_link;
-  for (const Suspect& s : suspects) by_link.emplace(s.link, &s);
+  return baseline;
+}
 
-  auto describe_flows = [&](const Suspect& s) {
-    std::vector<std::string> lines;
-    std::set<std::string> jobs;
-    for (uint32_t i : s.evidence) jobs.insert(obs_flow[i]->first.job);
-    constexpr size_t kShown = 4;
-    for (size_t k = 0; k < s.evidence.size() && k < kShown; ++k) {
-      const uint32_t i = s.evidence[k];
-      const auto& [key, rec] = *obs_flow[i];
-      std::string line = std::string(key.probe ? "probe" : "flow") + " of job " + key.job + " " +
-                         NodeName(nominal, rec.sample.src_nic) + "->" +
-                         NodeName(nominal, rec.sample.dst_nic) + " (sport " +
-                         std::to_string(rec.sample.udp_sport) + "): ";
-      line += obs[i].failed
-                  ? "no progress, " + std::to_string(rec.sample.errors) + " transport errors"
-                  : Pct(obs[i].rate_ratio) + " of its best rate";
-      lines.push_back(std::move(line));
-    }
-    if (s.evidence.size() > kShown) {
-      lines.push_back("... and " + std::to_string(s.evidence.size() - kShown) + " more flows");
-    }
-    std::string jl;
-    for (const std::string& j : jobs) jl += (jl.empty() ? "" : ", ") + j;
-    return std::make_pair(jl, lines);
-  };
+std::pair<std::string, std::vector<std::string>> FaultManager::Observations::Describe(
+    const Suspect& s, const Topology& nominal) const {
+  std::vector<std::string> lines;
+  std::set<std::string> jobs;
+  for (uint32_t i : s.evidence) jobs.insert(flows[i]->first.job);
+  constexpr size_t kShown = 4;
+  for (size_t k = 0; k < s.evidence.size() && k < kShown; ++k) {
+    const uint32_t i = s.evidence[k];
+    const auto& [key, rec] = *flows[i];
+    std::string line = std::string(key.probe ? "probe" : "flow") + " of job " + key.job + " " +
+                       NodeName(nominal, rec.sample.src_nic) + "->" +
+                       NodeName(nominal, rec.sample.dst_nic) + " (sport " +
+                       std::to_string(rec.sample.udp_sport) + "): ";
+    line += paths[i].failed
+                ? "no progress, " + std::to_string(rec.sample.errors) + " transport errors"
+                : Pct(paths[i].rate_ratio) + " of its best rate";
+    lines.push_back(std::move(line));
+  }
+  if (s.evidence.size() > kShown) {
+    lines.push_back("... and " + std::to_string(s.evidence.size() - kShown) + " more flows");
+  }
+  std::string jl;
+  for (const std::string& j : jobs) jl += (jl.empty() ? "" : ", ") + j;
+  return std::make_pair(jl, lines);
+}
 
-  std::set<LinkId> touched;
-  for (const auto& [id, s] : links_) touched.insert(id);
-  for (const Suspect& s : suspects) touched.insert(s.link);
+std::optional<LinkDecision> FaultManager::DecideLink(LinkId id, const Evaluation& ev) {
+  LinkState& s = State(id);
+  AccrueDowntime(s, ev.now);
+  if (s.counters && s.counters->at < ev.window_start) s.counters.reset();
+  const LinkSignals sig = ReadSignals(id, s, ev);
+  // Tomography acts only on a suspect the previous evaluation saw too (score > 0 is from
+  // there): right after a fault starts, jobs that have not reported since still show healthy
+  // samples over the faulty link, which can shift the blame to a neighbour for one round.
+  const bool confirmed = s.score > 0;
+  const bool tomo_usable = sig.tomo && confirmed && (!sig.tomo->ambiguous || sig.counters_bad);
+  s.suspect = sig.tomo != nullptr || sig.counters_bad;
+  s.ambiguous = sig.tomo && sig.tomo->ambiguous;
+  s.score = sig.tomo ? sig.tomo->score : 0;
 
-  std::vector<LinkDecision> decisions;
-  for (LinkId id : touched) {
-    if (!id.valid() || id.value() >= nominal.num_links()) continue;
-    LinkState& s = State(id);
-    AccrueDowntime(s, now);
-    if (s.counters && s.counters->at < window_start) s.counters.reset();
-    // Counter signal.
-    bool counters_bad = false;
-    std::string counter_text;
-    if (s.counters) {
-      const CounterSignal& c = s.counters->last;
-      const double per_s = static_cast<double>(c.errors + c.discards) / c.interval.ToSeconds();
-      counters_bad = per_s >= options_.counter_errors_per_s;
-      counter_text = "counters: " + c.source + ": " + Num(per_s) + " errors+discards/s (" +
-                     std::to_string(c.errors) + " errors, " + std::to_string(c.discards) +
-                     " discards in " + Num(c.interval.ToSeconds()) + " s; pfc pause " +
-                     std::to_string(c.pfc_pause) + ", queue drops " +
-                     std::to_string(c.queue_drops) + ", ecn marks " + std::to_string(c.ecn_marks) +
-                     ")";
-    }
-    // Tomography signal.
-    const Suspect* tomo = nullptr;
-    if (auto it = by_link.find(id); it != by_link.end()) tomo = it->second;
-    std::string tomo_text;
-    std::vector<std::string> tomo_lines;
-    if (tomo) {
-      auto [jobs, lines] = describe_flows(*tomo);
-      tomo_lines = std::move(lines);
-      if (tomo->kind == SuspectKind::kHard) {
-        tomo_text = "007 voting: " + std::to_string(tomo->evidence.size()) +
-                    " failed flows (jobs " + jobs + ") vote " + Num(tomo->score) +
-                    " for it; no healthy flow crosses it";
-      } else {
-        tomo_text = "least squares: it delivers ~" + Pct(tomo->estimate) + " of its rate (" +
-                    std::to_string(tomo->evidence.size()) + " slow flows of jobs " + jobs + ", " +
-                    std::to_string(tomo->healthy) + " healthy)";
-      }
-      if (tomo->ambiguous) {
-        tomo_text += "; the flows cannot tell it apart from another link";
-      }
-    }
-    // Tomography acts only on a suspect the previous evaluation saw too (score > 0 is from
-    // there): right after a fault starts, jobs that have not reported since still show healthy
-    // samples over the faulty link, which can shift the blame to a neighbour for one round.
-    const bool confirmed = s.score > 0;
-    const bool tomo_usable = tomo && confirmed && (!tomo->ambiguous || counters_bad);
-    s.suspect = tomo != nullptr || counters_bad;
-    s.ambiguous = tomo && tomo->ambiguous;
-    s.score = tomo ? tomo->score : 0;
+  Want want = Rules(s, sig, tomo_usable);
+  if (want.health != LinkHealth::kUp) {
+    want.evidence = sig.tomo_lines;
+    if (!sig.counter_text.empty()) want.evidence.push_back(sig.counter_text);
+    s.last_bad = ev.now;
+  } else if (s.suspect) {
+    // Suspected but not acted on (ambiguous): keep what was seen for cruxctl faults.
+    s.reason = std::string(confirmed ? "suspect (no change): "
+                                     : "suspect (to be confirmed at the next evaluation): ") +
+               sig.tomo_text;
+    s.evidence = sig.tomo_lines;
+  }
+  const bool changed = ApplyDamped(s, std::move(want), ev.now);
+  return UpdateEffective(id, s, changed, ev);
+}
 
-    LinkHealth want = LinkHealth::kUp;
-    double want_fraction = 1;
-    std::string why;
-    std::vector<std::string> evidence;
-    if (s.port_down) {
-      want = LinkHealth::kDown;
-      why = "link state: " + s.port_source + " oper_status down";
-    } else if (tomo_usable && counters_bad) {
-      want = LinkHealth::kDown;
-      why = "two agreeing signals: " + tomo_text + "; " + counter_text;
-    } else if (tomo_usable) {
-      want = LinkHealth::kDegraded;
-      want_fraction = std::max(tomo->estimate, options_.min_capacity_fraction);
-      why = "one signal: " + tomo_text;
-    } else if (counters_bad) {
-      want = LinkHealth::kDegraded;
-      want_fraction = options_.counter_capacity_fraction;
-      why = "one signal: " + counter_text;
-    }
-    if (want != LinkHealth::kUp) {
-      evidence = tomo_lines;
-      if (!counter_text.empty()) evidence.push_back(counter_text);
-      s.last_bad = now;
-    } else if (s.suspect) {
-      // Suspected but not acted on (ambiguous): keep what was seen for cruxctl faults.
-      s.reason = std::string(confirmed ? "suspect (no change): "
-                                       : "suspect (to be confirmed at the next evaluation): ") +
-                 tomo_text;
-      s.evidence = tomo_lines;
-    }
+FaultManager::LinkSignals FaultManager::ReadSignals(LinkId id, const LinkState& s,
+                                                    const Evaluation& ev) const {
+  LinkSignals sig;
+  if (s.counters) {
+    const CounterSignal& c = s.counters->last;
+    const double per_s = static_cast<double>(c.errors + c.discards) / c.interval.ToSeconds();
+    sig.counters_bad = per_s >= options_.counter_errors_per_s;
+    sig.counter_text = "counters: " + c.source + ": " + Num(per_s) + " errors+discards/s (" +
+                       std::to_string(c.errors) + " errors, " + std::to_string(c.discards) +
+                       " discards in " + Num(c.interval.ToSeconds()) + " s; pfc pause " +
+                       std::to_string(c.pfc_pause) + ", queue drops " +
+                       std::to_string(c.queue_drops) + ", ecn marks " +
+                       std::to_string(c.ecn_marks) + ")";
+  }
+  auto it = ev.suspect_of.find(id);
+  if (it == ev.suspect_of.end()) return sig;
+  const Suspect& tomo = *it->second;
+  sig.tomo = &tomo;
+  auto [jobs, lines] = ev.observations.Describe(tomo, ev.nominal);
+  sig.tomo_lines = std::move(lines);
+  if (tomo.kind == SuspectKind::kHard) {
+    sig.tomo_text = "007 voting: " + std::to_string(tomo.evidence.size()) + " failed flows (jobs " +
+                    jobs + ") vote " + Num(tomo.score) + " for it; no healthy flow crosses it";
+  } else {
+    sig.tomo_text = "least squares: it delivers ~" + Pct(tomo.estimate) + " of its rate (" +
+                    std::to_string(tomo.evidence.size()) + " slow flows of jobs " + jobs + ", " +
+                    std::to_string(tomo.healthy) + " healthy)";
+  }
+  if (tomo.ambiguous) sig.tomo_text += "; the flows cannot tell it apart from another link";
+  return sig;
+}
 
-    const int cmp =
-        Compare(want, want_fraction, s.health, s.fraction, options_.capacity_hysteresis);
-    bool changed = false;
-    if (cmp > 0) {
-      if (s.health == LinkHealth::kUp) {
-        s.hold = NextHold(s, now);
-        s.hold_set = true;
-      }
+FaultManager::Want FaultManager::Rules(const LinkState& s, const LinkSignals& sig,
+                                       bool tomo_usable) const {
+  Want want;
+  if (s.port_down) {
+    want.health = LinkHealth::kDown;
+    want.why = "link state: " + s.port_source + " oper_status down";
+  } else if (tomo_usable && sig.counters_bad) {
+    want.health = LinkHealth::kDown;
+    want.why = "two agreeing signals: " + sig.tomo_text + "; " + sig.counter_text;
+  } else if (tomo_usable) {
+    want.health = LinkHealth::kDegraded;
+    want.fraction = std::max(sig.tomo->estimate, options_.min_capacity_fraction);
+    want.why = "one signal: " + sig.tomo_text;
+  } else if (sig.counters_bad) {
+    want.health = LinkHealth::kDegraded;
+    want.fraction = options_.counter_capacity_fraction;
+    want.why = "one signal: " + sig.counter_text;
+  }
+  return want;
+}
+
+bool FaultManager::ApplyDamped(LinkState& s, Want want, Duration now) {
+  const int cmp =
+      Compare(want.health, want.fraction, s.health, s.fraction, options_.capacity_hysteresis);
+  bool changed = false;
+  if (cmp > 0) {
+    if (s.health == LinkHealth::kUp) {
+      s.hold = NextHold(s, now);
+      s.hold_set = true;
+    }
+    changed = true;
+  } else if (cmp < 0) {
+    // Better (a recovery, or down -> degraded, or a higher capacity): only once the signals
+    // have stayed below the current state for the hold time.
+    if (now - s.last_at_current >= s.hold) {
       changed = true;
-    } else if (cmp < 0) {
-      // Better (a recovery, or down -> degraded, or a higher capacity): only once the signals
-      // have stayed below the current state for the hold time.
-      if (now - s.last_at_current >= s.hold) {
-        changed = true;
-        if (want == LinkHealth::kUp) s.last_recovery = now;
-      }
-    } else {
-      s.last_at_current = now;
+      if (want.health == LinkHealth::kUp) s.last_recovery = now;
     }
-    if (changed) {
-      AccrueDowntime(s, now);
-      s.health = want;
-      s.fraction = want == LinkHealth::kDegraded ? want_fraction : 1.0;
-      s.auto_since = now;
-      s.last_at_current = now;
-      s.reason = want == LinkHealth::kUp
-                     ? "recovered: no fault signal for " + Num(s.hold.ToSeconds()) + " s"
-                     : why;
-      s.evidence = std::move(evidence);
-      ++s.changes;
-    }
-
-    // What is in force.
-    LinkHealth eff = LinkHealth::kUp;
-    double eff_fraction = 1;
-    bool automatic = true;
-    if (s.admin) {
-      eff = s.admin->health;
-      eff_fraction = eff == LinkHealth::kDegraded ? s.admin->capacity_fraction : 1.0;
-      automatic = false;
-    } else if (options_.automatic) {
-      eff = s.health;
-      eff_fraction = s.fraction;
-    }
-    if (eff != s.eff_health || eff_fraction != s.eff_fraction) {
-      const LinkHealth from = s.eff_health;
-      const bool by_admin = !automatic || (s.eff_health != s.health && !changed);
-      s.eff_health = eff;
-      s.eff_fraction = eff_fraction;
-      s.eff_since = now;
-      // Jobs whose pinned flows cross the link now (their flows are the ones that move).
-      std::vector<std::string> jobs;
-      for (const auto& [job, entry] : applied) {
-        for (const FlowPin& p : entry->assignment.flows) {
-          if (std::find(p.path.begin(), p.path.end(), id) != p.path.end()) {
-            jobs.push_back(job);
-            break;
-          }
-        }
-      }
-      Record(id, s, from, now, !by_admin, jobs);
-      LinkDecision d;
-      d.link = id;
-      d.health = eff;
-      d.capacity_fraction = eff_fraction;
-      d.automatic = !by_admin;
-      d.reason = by_admin ? (s.admin ? "admin pinned it " + std::string(LinkHealthName(eff))
-                                     : "handed back to automatic control")
-                          : s.reason;
-      d.reason = WireName(nominal, id) + " " + std::string(LinkHealthName(eff)) +
-                 (eff == LinkHealth::kDegraded ? " (" + Pct(eff_fraction) + " of nominal)" : "") +
-                 ": " + d.reason;
-      decisions.push_back(std::move(d));
-    }
+  } else {
+    s.last_at_current = now;
   }
+  if (!changed) return false;
+  AccrueDowntime(s, now);
+  s.health = want.health;
+  s.fraction = want.health == LinkHealth::kDegraded ? want.fraction : 1.0;
+  s.auto_since = now;
+  s.last_at_current = now;
+  s.reason = want.health == LinkHealth::kUp
+                 ? "recovered: no fault signal for " + Num(s.hold.ToSeconds()) + " s"
+                 : want.why;
+  s.evidence = std::move(want.evidence);
+  ++s.changes;
+  return true;
+}
+
+std::optional<LinkDecision> FaultManager::UpdateEffective(LinkId id, LinkState& s,
+                                                          bool auto_changed, const Evaluation& ev) {
+  // What is in force: an admin pin, else the automatic state when automatic control is on.
+  LinkHealth eff = LinkHealth::kUp;
+  double eff_fraction = 1;
+  bool automatic = true;
+  if (s.admin) {
+    eff = s.admin->health;
+    eff_fraction = eff == LinkHealth::kDegraded ? s.admin->capacity_fraction : 1.0;
+    automatic = false;
+  } else if (options_.automatic) {
+    eff = s.health;
+    eff_fraction = s.fraction;
+  }
+  if (eff == s.eff_health && eff_fraction == s.eff_fraction) return std::nullopt;
+  const LinkHealth from = s.eff_health;
+  const bool by_admin = !automatic || (s.eff_health != s.health && !auto_changed);
+  s.eff_health = eff;
+  s.eff_fraction = eff_fraction;
+  s.eff_since = ev.now;
+  Record(id, s, from, ev.now, !by_admin, JobsCrossing(ev.applied, id));
+  LinkDecision d;
+  d.link = id;
+  d.health = eff;
+  d.capacity_fraction = eff_fraction;
+  d.automatic = !by_admin;
+  d.reason = by_admin ? (s.admin ? "admin pinned it " + std::string(LinkHealthName(eff))
+                                 : "handed back to automatic control")
+                      : s.reason;
+  d.reason = WireName(ev.nominal, id) + " " + std::string(LinkHealthName(eff)) +
+             (eff == LinkHealth::kDegraded ? " (" + Pct(eff_fraction) + " of nominal)" : "") +
+             ": " + d.reason;
+  return d;
+}
+
+void FaultManager::PruneRecords() {
   // Links that never faulted and carry no signal need no record.
   for (auto it = links_.begin(); it != links_.end();) {
     const LinkState& s = it->second;
@@ -558,7 +652,6 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
                       s.health == LinkHealth::kUp && s.eff_health == LinkHealth::kUp;
     it = idle ? links_.erase(it) : std::next(it);
   }
-  return decisions;
 }
 
 std::vector<LinkFaultView> FaultManager::Links() const {

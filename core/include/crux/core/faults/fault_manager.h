@@ -283,11 +283,42 @@ class FaultManager {
     Duration baseline_at;
   };
 
+  // Evaluate's working types (defined in fault_manager.cc).
+  struct Observations;  // The routing matrix.
+  struct Evaluation;    // What one Evaluate call decides from.
+  struct LinkSignals;   // One link's counter and tomography signals.
+  struct Want;          // The automatic state the rules ask for.
+
   LinkState& State(LinkId link);
   void AccrueDowntime(LinkState& s, Duration now) const;
   Duration NextHold(const LinkState& s, Duration now) const;
   void Record(LinkId link, const LinkState& s, LinkHealth from, Duration now, bool automatic,
               std::vector<std::string> jobs);
+
+  // ---- the steps of Evaluate, in order ----
+  // Drops the flows nobody reported for a baseline half-life (their baselines too).
+  void ForgetStaleFlows(Duration now);
+  // Every sample since `window_start` whose flow (or probe) is pinned in `applied`, with the
+  // path it was measured on.
+  Observations BuildObservations(Duration window_start, const AppliedPlan& applied) const;
+  // The rate a sample of `key` is measured against.
+  double ExpectedRate(const FlowKey& key, const FlowRecord& rec) const;
+  // Applies the rules to one link of the nominal topology: updates its automatic and effective
+  // state, and returns the decision when its effective health changed.
+  std::optional<LinkDecision> DecideLink(LinkId id, const Evaluation& ev);
+  LinkSignals ReadSignals(LinkId id, const LinkState& s, const Evaluation& ev) const;
+  // The rules (see the file comment); `tomo_usable`: a confirmed suspicion that counters back
+  // if the observations cannot single it out.
+  Want Rules(const LinkState& s, const LinkSignals& sig, bool tomo_usable) const;
+  // Moves the automatic state to `want` under the damping: worse at once, better only after
+  // the hold. Returns whether it moved.
+  bool ApplyDamped(LinkState& s, Want want, Duration now);
+  // Brings the effective state in line (admin pin, else the automatic state when automatic);
+  // records the event and returns the decision when it changed.
+  std::optional<LinkDecision> UpdateEffective(LinkId id, LinkState& s, bool auto_changed,
+                                              const Evaluation& ev);
+  // Drops the records of links that never faulted and carry no signal.
+  void PruneRecords();
 
   FaultOptions options_;
   std::map<LinkId, LinkState> links_;
