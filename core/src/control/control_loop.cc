@@ -207,29 +207,53 @@ std::vector<QosJob> QosJobsOf(const Topology& topo, const std::vector<const Assi
   return out;
 }
 
-PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const PlanningSnapshot& snap,
-                    const Clock& clock) {
-  const Duration start = clock.Now();
-  PlanOutcome out;
-  static const AppliedPlan kNone;
-  const AppliedPlan& applied = snap.applied ? *snap.applied : kNone;
-  // A stable policy without state continues the plan in force; a re-optimisation forgets it.
-  const auto seed = [&] {
-    if (policy.WantsSeed() && !applied.empty()) {
-      policy.Seed(SeedsOf(applied, snap.unseat_links));
-      out.seeded = true;
-    }
-  };
-  // A re-optimisation to weigh first continues the plan in force (as an ordinary run would).
-  const bool weigh = snap.reoptimize && snap.reoptimize_min_gain > 0 && !applied.empty();
-  if (snap.reoptimize && !weigh) {
+namespace {
+
+// ---- the steps of RunPlan, in order ----
+
+// The jobs a run plans: specs[k] is snap.jobs[job[k]].
+struct SpecList {
+  std::vector<JobSpec> specs;
+  std::vector<size_t> job;
+};
+
+// Every snapshot job's assignment after the run: current[i] is job i's (kept or fresh), fresh[i]
+// is set when it differs from the applied one (current[i] then points into it).
+struct RunAssignments {
+  std::vector<const Assignment*> current;
+  std::vector<std::shared_ptr<AppliedAssignment>> fresh;
+};
+
+// A re-optimisation to weigh against the plan in force (ScheduleWeighed) first continues that
+// plan, as an ordinary run would.
+bool WeighsReoptimization(const PlanningSnapshot& snap, const AppliedPlan& applied) {
+  return snap.reoptimize && snap.reoptimize_min_gain > 0 && !applied.empty();
+}
+
+// A stable policy without state continues the plan in force (SeedsOf).
+void SeedFromApplied(SchedulingPolicy& policy, const PlanningSnapshot& snap,
+                     const AppliedPlan& applied, PlanOutcome& out) {
+  if (policy.WantsSeed() && !applied.empty()) {
+    policy.Seed(SeedsOf(applied, snap.unseat_links));
+    out.seeded = true;
+  }
+}
+
+// A re-optimisation (not weighed) forgets the plan in force; any other run continues it.
+void StartPolicy(SchedulingPolicy& policy, const PlanningSnapshot& snap, const AppliedPlan& applied,
+                 PlanOutcome& out) {
+  if (snap.reoptimize && !WeighsReoptimization(snap, applied)) {
     policy.Reoptimize();
     out.reoptimized = true;
   } else {
-    seed();
+    SeedFromApplied(policy, snap, applied, out);
   }
-  std::vector<JobSpec> specs;
-  std::vector<size_t> spec_job;  // specs[i] is snap.jobs[spec_job[i]].
+}
+
+// The jobs with something to plan; a job whose spec could not be built or fails validation is
+// excluded with the reason.
+SpecList CollectSpecs(const Topology& topo, const PlanningSnapshot& snap, PlanOutcome& out) {
+  SpecList list;
   for (size_t i = 0; i < snap.jobs.size(); ++i) {
     const PlanningJob& j = snap.jobs[i];
     if (!j.spec_error.empty()) {
@@ -241,82 +265,98 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
       out.excluded[j.id] = v.message();
       continue;
     }
-    specs.push_back(*j.spec);
-    spec_job.push_back(i);
+    list.specs.push_back(*j.spec);
+    list.job.push_back(i);
   }
-  const Duration t_schedule = clock.Now();
+  return list;
+}
+
+// Seeds that make a policy continue `plan`, levels included. The seeds' paths point into `plan`.
+std::vector<PlanSeed> SeedsOfPlan(const Plan& plan) {
+  std::vector<PlanSeed> seeds;
+  seeds.reserve(plan.jobs.size());
+  for (const JobPlan& jp : plan.jobs) {
+    PlanSeed kept;
+    kept.id = jp.id;
+    kept.level = jp.level;
+    kept.flows.reserve(jp.flows.size());
+    for (const FlowPlan& f : jp.flows) kept.flows.push_back({f.src, f.dst, f.path});
+    seeds.push_back(std::move(kept));
+  }
+  return seeds;
+}
+
+// Schedules `specs`. A re-optimisation to weigh plans twice, continuing the plan in force and
+// afresh, and with a stable policy keeps the fresh plan only if it gains at least
+// snap.reoptimize_min_gain (out.reoptimize_verdict).
+Result<Plan> ScheduleWeighed(SchedulingPolicy& policy, const Topology& topo,
+                             const PlanningSnapshot& snap, const AppliedPlan& applied,
+                             const std::vector<JobSpec>& specs, PlanOutcome& out) {
   Result<Plan> plan = policy.Schedule(specs);
-  if (weigh) {
-    out.reoptimized = true;
-    Result<Plan> in_force = std::move(plan);
+  if (!WeighsReoptimization(snap, applied)) return plan;
+  out.reoptimized = true;
+  Result<Plan> in_force = std::move(plan);
+  policy.Reoptimize();
+  // Only a policy that keeps a plan of its own (stable) forgets something by re-optimising.
+  const bool stateful = policy.WantsSeed();
+  plan = policy.Schedule(specs);
+  if (!stateful || !in_force.ok() || !plan.ok()) return plan;
+  PlanOutcome::ReoptimizeVerdict v;
+  v.in_force = MeasurePlan(topo, *in_force);
+  v.fresh = MeasurePlan(topo, *plan);
+  v.adopted = ImprovesBy(v.fresh, v.in_force, snap.reoptimize_min_gain);
+  if (!v.adopted) {
+    // The plan in force stays: the policy continues it again (its state becomes that plan,
+    // levels included), so no job moves for a gain below the threshold.
     policy.Reoptimize();
-    // Only a policy that keeps a plan of its own (stable) forgets something by re-optimising.
-    const bool stateful = policy.WantsSeed();
-    plan = policy.Schedule(specs);
-    if (stateful && in_force.ok() && plan.ok()) {
-      PlanOutcome::ReoptimizeVerdict v;
-      v.in_force = MeasurePlan(topo, *in_force);
-      v.fresh = MeasurePlan(topo, *plan);
-      v.adopted = ImprovesBy(v.fresh, v.in_force, snap.reoptimize_min_gain);
-      if (!v.adopted) {
-        // The plan in force stays: the policy continues it again (its state becomes that plan,
-        // levels included), so no job moves for a gain below the threshold.
-        std::vector<PlanSeed> seeds;
-        seeds.reserve(in_force->jobs.size());
-        for (const JobPlan& jp : in_force->jobs) {
-          PlanSeed kept;
-          kept.id = jp.id;
-          kept.level = jp.level;
-          kept.flows.reserve(jp.flows.size());
-          for (const FlowPlan& f : jp.flows) kept.flows.push_back({f.src, f.dst, f.path});
-          seeds.push_back(std::move(kept));
-        }
-        policy.Reoptimize();
-        policy.Seed(std::move(seeds));
-        plan = policy.Schedule(specs);  // The seeds' paths live in in_force, alive here.
-      }
-      out.reoptimize_verdict = v;
+    policy.Seed(SeedsOfPlan(*in_force));
+    plan = policy.Schedule(specs);  // The seeds' paths live in in_force, alive here.
+  }
+  out.reoptimize_verdict = v;
+  return plan;
+}
+
+// After the planner refused the whole set: finds the jobs it refuses on their own (e.g. no path
+// left), excludes them with the reason and plans the others.
+Result<Plan> ScheduleWithoutRefused(SchedulingPolicy& policy, const PlanningSnapshot& snap,
+                                    const AppliedPlan& applied, SpecList& list, PlanOutcome& out) {
+  SpecList kept;
+  for (size_t k = 0; k < list.specs.size(); ++k) {
+    Result<Plan> alone = policy.Schedule({list.specs[k]});
+    if (alone.ok()) {
+      kept.specs.push_back(std::move(list.specs[k]));
+      kept.job.push_back(list.job[k]);
+    } else {
+      out.excluded[list.specs[k].id] = alone.status().message();
     }
   }
-  if (!plan.ok()) {
-    // Find the jobs the planner refuses on their own (e.g. no path left) and plan the others.
-    std::vector<JobSpec> kept;
-    std::vector<size_t> kept_job;
-    for (size_t k = 0; k < specs.size(); ++k) {
-      Result<Plan> alone = policy.Schedule({specs[k]});
-      if (alone.ok()) {
-        kept.push_back(std::move(specs[k]));
-        kept_job.push_back(spec_job[k]);
-      } else {
-        out.excluded[specs[k].id] = alone.status().message();
-      }
-    }
-    specs = std::move(kept);
-    spec_job = std::move(kept_job);
-    // The trials replaced what the policy kept: start again from the plan in force (or from
-    // scratch, for a re-optimisation).
-    policy.Reoptimize();
-    if (!snap.reoptimize) seed();
-    plan = policy.Schedule(specs);
-  }
-  if (!plan.ok()) {
-    out.status = plan.status();
-    out.planning_time = clock.Now() - start;
-    return out;
-  }
-  out.plan = std::move(plan).value();
-  const Duration t_assign = clock.Now();
-  out.schedule_time = t_assign - t_schedule;
-  if (const ReplanStats* stats = policy.last_replan()) out.replan = *stats;
+  list = std::move(kept);
+  // The trials replaced what the policy kept: start again from the plan in force (or from
+  // scratch, for a re-optimisation).
+  policy.Reoptimize();
+  if (!snap.reoptimize) SeedFromApplied(policy, snap, applied, out);
+  return policy.Schedule(list.specs);
+}
+
+// Lists the planned jobs (out.planned) and returns each snapshot job's plan (null: not planned).
+std::vector<const JobPlan*> PlansByJob(const PlanningSnapshot& snap, const SpecList& list,
+                                       PlanOutcome& out) {
   std::vector<const JobPlan*> job_plan(snap.jobs.size(), nullptr);
-  for (size_t k = 0; k < spec_job.size(); ++k) {
-    out.planned.push_back(specs[k].id);
-    job_plan[spec_job[k]] = &out.plan.jobs[k];
+  for (size_t k = 0; k < list.job.size(); ++k) {
+    out.planned.push_back(list.specs[k].id);
+    job_plan[list.job[k]] = &out.plan.jobs[k];
   }
-  // Diff against what was in force when the snapshot was taken (both sorted by id): an applied
-  // assignment that is still what the plan says is kept as it is (not rebuilt).
-  std::vector<const Assignment*> current(snap.jobs.size(), nullptr);
-  std::vector<std::shared_ptr<AppliedAssignment>> fresh(snap.jobs.size());  // Changed ones.
+  return job_plan;
+}
+
+// Diffs the plan against what was in force when the snapshot was taken (both sorted by id): an
+// applied assignment that is still what the plan says is kept as it is (not rebuilt); applied
+// jobs no longer in the snapshot go to out.removed.
+RunAssignments DiffAgainstApplied(const PlanningSnapshot& snap, const AppliedPlan& applied,
+                                  const std::vector<const JobPlan*>& job_plan, PlanOutcome& out) {
+  RunAssignments as;
+  as.current.assign(snap.jobs.size(), nullptr);
+  as.fresh.resize(snap.jobs.size());
   auto it = applied.begin();
   for (size_t i = 0; i < snap.jobs.size(); ++i) {
     const PlanningJob& job = snap.jobs[i];
@@ -324,62 +364,103 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
     const AppliedAssignment* old = nullptr;
     if (it != applied.end() && it->first == job.id) old = (it++)->second.get();
     if (old != nullptr && IsAssignmentOf(old->assignment, job, job_plan[i])) {
-      current[i] = &old->assignment;
+      as.current[i] = &old->assignment;
       continue;
     }
     auto a = std::make_shared<AppliedAssignment>();
     a->assignment = MakeAssignment(job, job_plan[i]);
     a->assignment.probes = old != nullptr ? old->assignment.probes : std::vector<FlowPin>{};
     a->epoch = snap.epoch + 1;
-    current[i] = &a->assignment;
-    fresh[i] = std::move(a);
+    as.current[i] = &a->assignment;
+    as.fresh[i] = std::move(a);
   }
   for (; it != applied.end(); ++it) out.removed.push_back(it->first);
-  {
-    // Probes over the links the new plan's flows leave uncovered (none when probing is off); a
-    // kept assignment whose probes change is re-issued.
-    ProbeDesign design;
-    if (snap.probes) {
-      PathFinder paths(topo);
-      const HashEcmpModel ecmp(0);  // The planner's source-port model (planner.h).
-      design = DesignProbes(topo, current, paths, ecmp, *snap.probes);
-    }
-    for (size_t i = 0; i < snap.jobs.size(); ++i) {
-      auto p = design.probes.find(snap.jobs[i].id);
-      std::vector<FlowPin> want =
-          p != design.probes.end() ? std::move(p->second) : std::vector<FlowPin>{};
-      if (current[i] == nullptr || current[i]->probes == want) continue;
-      if (!fresh[i]) {
-        auto a = std::make_shared<AppliedAssignment>();
-        a->assignment = *current[i];
-        a->epoch = snap.epoch + 1;
-        current[i] = &a->assignment;
-        fresh[i] = std::move(a);
-      }
-      fresh[i]->assignment.probes = std::move(want);
-    }
-    if (snap.probes) out.probe_design = std::make_shared<const ProbeDesign>(std::move(design));
+  return as;
+}
+
+// Probes over the links the new plan's flows leave uncovered (none when probing is off); a kept
+// assignment whose probes change is re-issued.
+void AttachProbes(const Topology& topo, const PlanningSnapshot& snap, RunAssignments& as,
+                  PlanOutcome& out) {
+  ProbeDesign design;
+  if (snap.probes) {
+    PathFinder paths(topo);
+    const HashEcmpModel ecmp(0);  // The planner's source-port model (planner.h).
+    design = DesignProbes(topo, as.current, paths, ecmp, *snap.probes);
   }
-  for (auto& a : fresh) {
+  for (size_t i = 0; i < snap.jobs.size(); ++i) {
+    auto p = design.probes.find(snap.jobs[i].id);
+    std::vector<FlowPin> want =
+        p != design.probes.end() ? std::move(p->second) : std::vector<FlowPin>{};
+    if (as.current[i] == nullptr || as.current[i]->probes == want) continue;
+    if (!as.fresh[i]) {
+      auto a = std::make_shared<AppliedAssignment>();
+      a->assignment = *as.current[i];
+      a->epoch = snap.epoch + 1;
+      as.current[i] = &a->assignment;
+      as.fresh[i] = std::move(a);
+    }
+    as.fresh[i]->assignment.probes = std::move(want);
+  }
+  if (snap.probes) out.probe_design = std::make_shared<const ProbeDesign>(std::move(design));
+}
+
+// With snap.qos: every switch's desired QoS state over the run's assignments, and the switches
+// whose device state differs from snap.qos_applied (all of them when there was none).
+Status DecideSwitchStates(const Topology& topo, const PlanningSnapshot& snap,
+                          const std::vector<const Assignment*>& current, PlanOutcome& out) {
+  if (!snap.qos) return Status::Ok();
+  Result<std::map<std::string, SwitchQosState>> states =
+      ComputeDesiredQos(*snap.qos, topo, QosJobsOf(topo, current));
+  if (!states.ok()) return states.status().WithContext("switch QoS");
+  if (snap.qos_applied) {
+    out.qos_changed = ChangedSwitches(snap.qos_applied->states, *states);
+  } else {
+    for (const auto& [name, st] : *states) out.qos_changed.push_back(name);
+  }
+  out.qos_states =
+      std::make_shared<const std::map<std::string, SwitchQosState>>(std::move(states).value());
+  return Status::Ok();
+}
+
+// A run that failed with `status`: what it decided before the failure stays in `out`.
+PlanOutcome Failed(PlanOutcome out, Status status, Duration planning_time) {
+  out.status = std::move(status);
+  out.planning_time = planning_time;
+  return out;
+}
+
+}  // namespace
+
+// The steps above, in order; the clock is read between them for the outcome's timings.
+PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const PlanningSnapshot& snap,
+                    const Clock& clock) {
+  const Duration start = clock.Now();
+  PlanOutcome out;
+  static const AppliedPlan kNone;
+  const AppliedPlan& applied = snap.applied ? *snap.applied : kNone;
+  StartPolicy(policy, snap, applied, out);
+  SpecList specs = CollectSpecs(topo, snap, out);
+
+  const Duration t_schedule = clock.Now();
+  Result<Plan> plan = ScheduleWeighed(policy, topo, snap, applied, specs.specs, out);
+  if (!plan.ok()) plan = ScheduleWithoutRefused(policy, snap, applied, specs, out);
+  if (!plan.ok()) return Failed(std::move(out), plan.status(), clock.Now() - start);
+  out.plan = std::move(plan).value();
+  const Duration t_assign = clock.Now();
+  out.schedule_time = t_assign - t_schedule;
+  if (const ReplanStats* stats = policy.last_replan()) out.replan = *stats;
+
+  const std::vector<const JobPlan*> job_plan = PlansByJob(snap, specs, out);
+  RunAssignments as = DiffAgainstApplied(snap, applied, job_plan, out);
+  AttachProbes(topo, snap, as, out);
+  for (auto& a : as.fresh) {
     if (a) out.changed.push_back(std::move(a));
   }
   const Duration t_qos = clock.Now();
   out.assign_time = t_qos - t_assign;
-  if (snap.qos) {
-    Result<std::map<std::string, SwitchQosState>> states =
-        ComputeDesiredQos(*snap.qos, topo, QosJobsOf(topo, current));
-    if (!states.ok()) {
-      out.status = states.status().WithContext("switch QoS");
-      out.planning_time = clock.Now() - start;
-      return out;
-    }
-    if (snap.qos_applied) {
-      out.qos_changed = ChangedSwitches(snap.qos_applied->states, *states);
-    } else {
-      for (const auto& [name, st] : *states) out.qos_changed.push_back(name);
-    }
-    out.qos_states =
-        std::make_shared<const std::map<std::string, SwitchQosState>>(std::move(states).value());
+  if (Status s = DecideSwitchStates(topo, snap, as.current, out); !s.ok()) {
+    return Failed(std::move(out), std::move(s), clock.Now() - start);
   }
   const Duration end = clock.Now();
   out.qos_time = end - t_qos;

@@ -165,8 +165,10 @@ struct PlanningSnapshot {
 
 // What one run produced. Computed by RunPlan on the worker.
 struct PlanOutcome {
-  Status status;  // Not OK: no plan (the error); nothing else is set.
-  Plan plan;      // For `planned` (plan.jobs[i] is job planned[i]).
+  // Not OK: the run failed (the error) and nothing of it is to be applied; what it found before
+  // failing (excluded, how it started, planning_time) is kept for reports.
+  Status status;
+  Plan plan;  // For `planned` (plan.jobs[i] is job planned[i]).
   std::vector<std::string> planned;
   std::map<std::string, std::string> excluded;  // Job -> why it was left out.
   // The assignments that differ from the snapshot's applied ones (new jobs included), sorted by
