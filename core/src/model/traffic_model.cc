@@ -390,38 +390,71 @@ Status ValidateRecipe(const TrainingRecipe& r) {
 
 // ---- BuildIteration ----
 
-Result<IterationModel> BuildIteration(const TrainingRecipe& r) {
-  CRUX_RETURN_IF_ERROR(ValidateRecipe(r));
+namespace {
+
+// The compute segments of stage 0 (file comment of the header): fwd1..fwdK, the bubble,
+// bwdK..bwd1.
+std::vector<ComputeSegment> BuildSegments(const TrainingRecipe& r) {
   const ParallelLayout& l = r.layout;
-  const Geometry g(l);
-  const Segments seg{r.dp_buckets};
   const int k = r.dp_buckets;
   const double m = r.micro_batches;
   const double v = l.vp;
-
-  IterationModel out;
-  out.layout = l;
-  out.work = Flops::Of(r.work_per_gpu.value() * l.gpus());
-
-  // Segments.
   const double c = r.compute.ToSeconds();
   const double bubble = l.pp > 1 ? c * (l.pp - 1) / (v * m) : 0.0;
+  std::vector<ComputeSegment> segments;
   for (int i = 1; i <= k; ++i) {
-    out.segments.push_back({Indexed("fwd", i), Duration::Seconds(c * r.forward_share / k), true});
+    segments.push_back({Indexed("fwd", i), Duration::Seconds(c * r.forward_share / k), true});
   }
-  out.segments.push_back({"bubble", Duration::Seconds(bubble), false});
+  segments.push_back({"bubble", Duration::Seconds(bubble), false});
   for (int i = k; i >= 1; --i) {
-    out.segments.push_back(
-        {Indexed("bwd", i), Duration::Seconds(c * (1 - r.forward_share) / k), true});
+    segments.push_back({Indexed("bwd", i), Duration::Seconds(c * (1 - r.forward_share) / k), true});
+  }
+  return segments;
+}
+
+// Collects the communication ops of one iteration, one parallelism at a time. The order of the
+// calls is part of the model: an op names the op it is chained after by index, and the timing
+// breaks ties between ops by index.
+class OpBuilder {
+ public:
+  // REQUIRES: ValidateRecipe(r) is OK. `r` outlives the builder.
+  explicit OpBuilder(const TrainingRecipe& r)
+      : r_(r),
+        l_(r.layout),
+        g_(r.layout),
+        seg_{r.dp_buckets},
+        k_(r.dp_buckets),
+        m_(r.micro_batches),
+        v_(r.layout.vp),
+        end_(seg_.count()) {}
+
+  // Per DP bucket, the gradient all-reduce (no sharding) or reduce-scatter and the parameter
+  // all-gathers (ZeRO): dense parameters over (cp, dp), experts over the expert-DP group.
+  void AddDataParallel();
+  // Per direction, the fill or drain chain of one transfer per stage boundary, then the
+  // steady-state transfers (and, interleaved, the last-to-first ones) paced with the compute.
+  void AddPipeline();
+  // The four all-to-alls of every MoE layer and micro-batch, paced with the compute.
+  void AddExpertParallel();
+  // The context-parallel all-gather and reduce-scatter, and the tensor-parallel all-reduces
+  // when a TP group spans hosts: exposed blocks before fwd[1] and bwd[K].
+  void AddContextAndTensor();
+
+  // The ops added so far, in the order they were added.
+  std::vector<CommOp> Take() && { return std::move(ops_); }
+
+ private:
+  // Keeps `op` unless it has no inter-host flows (the model leaves those out). Returns its index
+  // in the ops, or -1 when it was left out.
+  int Add(CommOp op) {
+    if (op.flows.empty()) return -1;
+    ops_.push_back(std::move(op));
+    return static_cast<int>(ops_.size()) - 1;
   }
 
-  auto add = [&](CommOp op) {
-    if (op.flows.empty()) return -1;
-    out.ops.push_back(std::move(op));
-    return static_cast<int>(out.ops.size()) - 1;
-  };
-  auto op = [](std::string name, ParallelAxis axis, Collective coll, WireDtype dtype, int instances,
-               Pacing pacing, int issue_after, int needed_before) {
+  // An op with no flows yet; instances below 1 count as 1.
+  static CommOp Op(std::string name, ParallelAxis axis, Collective coll, WireDtype dtype,
+                   int instances, Pacing pacing, int issue_after, int needed_before) {
     CommOp o;
     o.name = std::move(name);
     o.axis = axis;
@@ -432,189 +465,221 @@ Result<IterationModel> BuildIteration(const TrainingRecipe& r) {
     o.issue_after = issue_after;
     o.needed_before = needed_before;
     return o;
-  };
-  const int end = seg.count();
+  }
 
-  // ---- Data parallel: dense over (cp, dp), experts over the expert-DP group. ----
+  const TrainingRecipe& r_;
+  const ParallelLayout& l_;
+  const Geometry g_;
+  const Segments seg_;
+  // K, m and v of the header's formulas; m and v as doubles, as the byte maths uses them.
+  const int k_;
+  const double m_;
+  const double v_;
+  const int end_;  // needed_before of an op that the iteration's end waits for.
+  std::vector<CommOp> ops_;
+};
+
+void OpBuilder::AddDataParallel() {
   struct DpBuffer {
     const char* tag;
     double elements;
     std::vector<std::vector<int>> groups;
   };
   std::vector<DpBuffer> buffers;
-  if (r.dense_params_per_rank > 0) {
+  if (r_.dense_params_per_rank > 0) {
     buffers.push_back(
-        {"dp", r.dense_params_per_rank, g.Along({ParallelAxis::kCp, ParallelAxis::kDp})});
+        {"dp", r_.dense_params_per_rank, g_.Along({ParallelAxis::kCp, ParallelAxis::kDp})});
   }
-  if (r.expert_params_per_rank > 0) {
+  if (r_.expert_params_per_rank > 0) {
     // Same tp, cp, pp and expert shard (dp mod ep).
     buffers.push_back(
-        {"edp", r.expert_params_per_rank, g.GroupBy([&](int rank) {
-           return ((g.Coord(rank, ParallelAxis::kTp) * l.cp + g.Coord(rank, ParallelAxis::kCp)) *
-                       l.pp +
-                   g.Coord(rank, ParallelAxis::kPp)) *
-                      l.ep +
-                  g.Coord(rank, ParallelAxis::kDp) % l.ep;
+        {"edp", r_.expert_params_per_rank, g_.GroupBy([&](int rank) {
+           return ((g_.Coord(rank, ParallelAxis::kTp) * l_.cp + g_.Coord(rank, ParallelAxis::kCp)) *
+                       l_.pp +
+                   g_.Coord(rank, ParallelAxis::kPp)) *
+                      l_.ep +
+                  g_.Coord(rank, ParallelAxis::kDp) % l_.ep;
          })});
   }
   for (const DpBuffer& buf : buffers) {
-    const double per_bucket = buf.elements / k;
+    const double per_bucket = buf.elements / k_;
     auto flows = [&](Collective coll, WireDtype dtype) {
       std::vector<RailFlow> f;
-      for (const auto& group : buf.groups) AddRingFlows(g, group, coll, per_bucket, dtype, f);
+      for (const auto& group : buf.groups) AddRingFlows(g_, group, coll, per_bucket, dtype, f);
       return f;
     };
     const std::string t = buf.tag;
-    if (r.sharding == DpSharding::kNone) {
-      const std::vector<RailFlow> f = flows(Collective::kAllReduce, r.grad_dtype);
-      for (int i = 1; i <= k; ++i) {
-        CommOp o = op(t + ".ar.bucket" + std::to_string(i), ParallelAxis::kDp,
-                      Collective::kAllReduce, r.grad_dtype, 1, Pacing::kBurst, seg.bwd(i), end);
+    if (r_.sharding == DpSharding::kNone) {
+      const std::vector<RailFlow> f = flows(Collective::kAllReduce, r_.grad_dtype);
+      for (int i = 1; i <= k_; ++i) {
+        CommOp o = Op(t + ".ar.bucket" + std::to_string(i), ParallelAxis::kDp,
+                      Collective::kAllReduce, r_.grad_dtype, 1, Pacing::kBurst, seg_.bwd(i), end_);
         o.flows = f;
-        add(std::move(o));
+        Add(std::move(o));
       }
       continue;
     }
-    const std::vector<RailFlow> rs = flows(Collective::kReduceScatter, r.grad_dtype);
-    const std::vector<RailFlow> ag = flows(Collective::kAllGather, r.param_dtype);
-    for (int i = 1; i <= k; ++i) {
-      CommOp o = op(t + ".ag.bucket" + std::to_string(i), ParallelAxis::kDp, Collective::kAllGather,
-                    r.param_dtype, 1, Pacing::kBurst, -1, seg.fwd(i));
+    const std::vector<RailFlow> rs = flows(Collective::kReduceScatter, r_.grad_dtype);
+    const std::vector<RailFlow> ag = flows(Collective::kAllGather, r_.param_dtype);
+    for (int i = 1; i <= k_; ++i) {
+      CommOp o = Op(t + ".ag.bucket" + std::to_string(i), ParallelAxis::kDp, Collective::kAllGather,
+                    r_.param_dtype, 1, Pacing::kBurst, -1, seg_.fwd(i));
       o.flows = ag;
-      add(std::move(o));
+      Add(std::move(o));
     }
-    if (r.sharding == DpSharding::kZero3) {
-      for (int i = k; i >= 1; --i) {
+    if (r_.sharding == DpSharding::kZero3) {
+      for (int i = k_; i >= 1; --i) {
         CommOp o =
-            op(t + ".ag_bwd.bucket" + std::to_string(i), ParallelAxis::kDp, Collective::kAllGather,
-               r.param_dtype, 1, Pacing::kBurst, seg.fwd(k), seg.bwd(i));
+            Op(t + ".ag_bwd.bucket" + std::to_string(i), ParallelAxis::kDp, Collective::kAllGather,
+               r_.param_dtype, 1, Pacing::kBurst, seg_.fwd(k_), seg_.bwd(i));
         o.flows = ag;
-        add(std::move(o));
+        Add(std::move(o));
       }
     }
-    for (int i = k; i >= 1; --i) {
-      CommOp o = op(t + ".rs.bucket" + std::to_string(i), ParallelAxis::kDp,
-                    Collective::kReduceScatter, r.grad_dtype, 1, Pacing::kBurst, seg.bwd(i), end);
+    for (int i = k_; i >= 1; --i) {
+      CommOp o =
+          Op(t + ".rs.bucket" + std::to_string(i), ParallelAxis::kDp, Collective::kReduceScatter,
+             r_.grad_dtype, 1, Pacing::kBurst, seg_.bwd(i), end_);
       o.flows = rs;
-      add(std::move(o));
+      Add(std::move(o));
     }
   }
+}
 
-  // ---- Pipeline: one transfer per boundary in the fill and the drain, the rest paced. ----
-  if (l.pp > 1 && r.pp_elements_per_transfer > 0) {
-    const Bytes per_gpu =
-        Bytes::FromDouble(r.pp_elements_per_transfer / l.tp * BytesPerElement(r.pp_dtype));
-    const auto pipes = g.Along({ParallelAxis::kPp});
-    // Flows of boundary s -> s + 1 (forward) or s + 1 -> s (backward) of every pipeline.
-    auto boundary = [&](int s, bool forward) {
-      std::vector<RailFlow> f;
-      for (const auto& pipe : pipes) {
-        const int a = pipe[static_cast<size_t>(s)];
-        const int b = pipe[static_cast<size_t>((s + 1) % l.pp)];
-        const int src = forward ? a : b;
-        const int dst = forward ? b : a;
-        if (g.host(src) == g.host(dst) || per_gpu.count() <= 0) continue;
-        f.push_back(RailFlow{g.host(src), g.gpu(src), g.host(dst), g.gpu(dst), per_gpu});
-      }
-      return f;
-    };
-    const int per_boundary = static_cast<int>(m * v);
-    for (bool forward : {true, false}) {
-      const char* dir = forward ? "fwd" : "bwd";
-      // Fill (forward, before the bubble) or drain (backward, after it): a chain of single
-      // transfers, hop after hop, on stage 0's critical path.
-      int prev = -1;
-      for (int hop = 0; hop < l.pp - 1; ++hop) {
-        const int s = forward ? hop : l.pp - 2 - hop;
-        CommOp o = op(std::string("pp.") + (forward ? "fill" : "drain") + std::to_string(hop + 1),
-                      ParallelAxis::kPp, Collective::kSendRecv, r.pp_dtype, 1, Pacing::kBurst,
-                      forward ? seg.fwd(k) : seg.bubble(), forward ? seg.bubble() : seg.bwd(k));
-        o.after_op = prev;
-        o.flows = boundary(s, forward);
-        const int added = add(std::move(o));
-        if (added >= 0) prev = added;
-      }
-      // Steady state: the other m v - 1 transfers per boundary, paced with the compute.
-      std::vector<RailFlow> steady;
-      for (int s = 0; s + 1 < l.pp; ++s) {
-        const std::vector<RailFlow> f = boundary(s, forward);
-        steady.insert(steady.end(), f.begin(), f.end());
-      }
-      if (per_boundary > 1) {
-        CommOp o = op(std::string("pp.") + dir, ParallelAxis::kPp, Collective::kSendRecv,
-                      r.pp_dtype, per_boundary - 1, Pacing::kPaced, forward ? -1 : seg.bubble(),
-                      forward ? seg.bubble() : end);
-        o.flows = std::move(steady);
-        add(std::move(o));
-      }
-      if (l.vp > 1) {  // Interleaved: the last stage feeds the first, m (v - 1) times.
-        CommOp o = op(std::string("pp.") + dir + ".wrap", ParallelAxis::kPp, Collective::kSendRecv,
-                      r.pp_dtype, static_cast<int>(m * (v - 1)), Pacing::kPaced,
-                      forward ? -1 : seg.bubble(), forward ? seg.bubble() : end);
-        o.flows = boundary(l.pp - 1, forward);
-        add(std::move(o));
-      }
+void OpBuilder::AddPipeline() {
+  if (l_.pp <= 1 || !(r_.pp_elements_per_transfer > 0)) return;
+  const Bytes per_gpu =
+      Bytes::FromDouble(r_.pp_elements_per_transfer / l_.tp * BytesPerElement(r_.pp_dtype));
+  const auto pipes = g_.Along({ParallelAxis::kPp});
+  // Flows of boundary s -> s + 1 (forward) or s + 1 -> s (backward) of every pipeline.
+  auto boundary = [&](int s, bool forward) {
+    std::vector<RailFlow> f;
+    for (const auto& pipe : pipes) {
+      const int a = pipe[static_cast<size_t>(s)];
+      const int b = pipe[static_cast<size_t>((s + 1) % l_.pp)];
+      const int src = forward ? a : b;
+      const int dst = forward ? b : a;
+      if (g_.host(src) == g_.host(dst) || per_gpu.count() <= 0) continue;
+      f.push_back(RailFlow{g_.host(src), g_.gpu(src), g_.host(dst), g_.gpu(dst), per_gpu});
+    }
+    return f;
+  };
+  const int per_boundary = static_cast<int>(m_ * v_);
+  for (bool forward : {true, false}) {
+    const char* dir = forward ? "fwd" : "bwd";
+    // Fill (forward, before the bubble) or drain (backward, after it): a chain of single
+    // transfers, hop after hop, on stage 0's critical path.
+    int prev = -1;
+    for (int hop = 0; hop < l_.pp - 1; ++hop) {
+      const int s = forward ? hop : l_.pp - 2 - hop;
+      CommOp o = Op(std::string("pp.") + (forward ? "fill" : "drain") + std::to_string(hop + 1),
+                    ParallelAxis::kPp, Collective::kSendRecv, r_.pp_dtype, 1, Pacing::kBurst,
+                    forward ? seg_.fwd(k_) : seg_.bubble(), forward ? seg_.bubble() : seg_.bwd(k_));
+      o.after_op = prev;
+      o.flows = boundary(s, forward);
+      const int added = Add(std::move(o));
+      if (added >= 0) prev = added;
+    }
+    // Steady state: the other m v - 1 transfers per boundary, paced with the compute.
+    std::vector<RailFlow> steady;
+    for (int s = 0; s + 1 < l_.pp; ++s) {
+      const std::vector<RailFlow> f = boundary(s, forward);
+      steady.insert(steady.end(), f.begin(), f.end());
+    }
+    if (per_boundary > 1) {
+      CommOp o = Op(std::string("pp.") + dir, ParallelAxis::kPp, Collective::kSendRecv, r_.pp_dtype,
+                    per_boundary - 1, Pacing::kPaced, forward ? -1 : seg_.bubble(),
+                    forward ? seg_.bubble() : end_);
+      o.flows = std::move(steady);
+      Add(std::move(o));
+    }
+    if (l_.vp > 1) {  // Interleaved: the last stage feeds the first, m (v - 1) times.
+      CommOp o = Op(std::string("pp.") + dir + ".wrap", ParallelAxis::kPp, Collective::kSendRecv,
+                    r_.pp_dtype, static_cast<int>(m_ * (v_ - 1)), Pacing::kPaced,
+                    forward ? -1 : seg_.bubble(), forward ? seg_.bubble() : end_);
+      o.flows = boundary(l_.pp - 1, forward);
+      Add(std::move(o));
     }
   }
+}
 
-  // ---- Expert parallel all-to-alls, paced with the compute. ----
-  if (r.moe_layers_per_rank > 0 && r.ep_tokens_per_microbatch > 0 && r.ep_fanout > 0 &&
-      r.ep_hidden > 0 && l.ep > 1) {
-    // Same tp, cp, pp and block of ep consecutive DP ranks.
-    const auto ep_groups = g.GroupBy([&](int rank) {
-      return ((g.Coord(rank, ParallelAxis::kTp) * l.cp + g.Coord(rank, ParallelAxis::kCp)) * l.pp +
-              g.Coord(rank, ParallelAxis::kPp)) *
-                 (l.dp / l.ep) +
-             g.Coord(rank, ParallelAxis::kDp) / l.ep;
-    });
-    const double copies = r.ep_tokens_per_microbatch * r.ep_fanout * r.ep_hidden;
-    const int instances = static_cast<int>(std::llround(r.moe_layers_per_rank * m));
-    struct A2a {
-      const char* name;
-      WireDtype dtype;
-      bool forward;
-    };
-    for (const A2a& a : {A2a{"ep.dispatch.fwd", r.ep_dispatch_dtype, true},
-                         A2a{"ep.combine.fwd", r.ep_combine_dtype, true},
-                         A2a{"ep.combine.bwd", r.ep_backward_dtype, false},
-                         A2a{"ep.dispatch.bwd", r.ep_backward_dtype, false}}) {
-      CommOp o = op(a.name, ParallelAxis::kEp, Collective::kAllToAll, a.dtype, instances,
-                    Pacing::kPaced, a.forward ? -1 : seg.bubble(), a.forward ? seg.bubble() : end);
-      for (const auto& group : ep_groups) {
-        AddAllToAllFlows(g, group, copies * BytesPerElement(a.dtype), o.flows);
-      }
-      add(std::move(o));
-    }
+void OpBuilder::AddExpertParallel() {
+  if (!(r_.moe_layers_per_rank > 0 && r_.ep_tokens_per_microbatch > 0 && r_.ep_fanout > 0 &&
+        r_.ep_hidden > 0 && l_.ep > 1)) {
+    return;
   }
+  // Same tp, cp, pp and block of ep consecutive DP ranks.
+  const auto ep_groups = g_.GroupBy([&](int rank) {
+    return ((g_.Coord(rank, ParallelAxis::kTp) * l_.cp + g_.Coord(rank, ParallelAxis::kCp)) *
+                l_.pp +
+            g_.Coord(rank, ParallelAxis::kPp)) *
+               (l_.dp / l_.ep) +
+           g_.Coord(rank, ParallelAxis::kDp) / l_.ep;
+  });
+  const double copies = r_.ep_tokens_per_microbatch * r_.ep_fanout * r_.ep_hidden;
+  const int instances = static_cast<int>(std::llround(r_.moe_layers_per_rank * m_));
+  struct A2a {
+    const char* name;
+    WireDtype dtype;
+    bool forward;
+  };
+  for (const A2a& a : {A2a{"ep.dispatch.fwd", r_.ep_dispatch_dtype, true},
+                       A2a{"ep.combine.fwd", r_.ep_combine_dtype, true},
+                       A2a{"ep.combine.bwd", r_.ep_backward_dtype, false},
+                       A2a{"ep.dispatch.bwd", r_.ep_backward_dtype, false}}) {
+    CommOp o = Op(a.name, ParallelAxis::kEp, Collective::kAllToAll, a.dtype, instances,
+                  Pacing::kPaced, a.forward ? -1 : seg_.bubble(), a.forward ? seg_.bubble() : end_);
+    for (const auto& group : ep_groups) {
+      AddAllToAllFlows(g_, group, copies * BytesPerElement(a.dtype), o.flows);
+    }
+    Add(std::move(o));
+  }
+}
 
-  // ---- Context parallel and cross-host tensor parallel: exposed blocks. ----
-  const int layer_instances = static_cast<int>(std::llround(r.layers_per_rank * m));
-  if (l.cp > 1 && r.cp_buffer_elements > 0 && layer_instances > 0) {
-    const auto groups = g.Along({ParallelAxis::kCp});
+void OpBuilder::AddContextAndTensor() {
+  const int layer_instances = static_cast<int>(std::llround(r_.layers_per_rank * m_));
+  if (l_.cp > 1 && r_.cp_buffer_elements > 0 && layer_instances > 0) {
+    const auto groups = g_.Along({ParallelAxis::kCp});
     for (bool forward : {true, false}) {
       const Collective coll = forward ? Collective::kAllGather : Collective::kReduceScatter;
-      CommOp o = op(forward ? "cp.ag.fwd" : "cp.rs.bwd", ParallelAxis::kCp, coll, r.cp_dtype,
-                    layer_instances, Pacing::kBurst, forward ? -1 : seg.bubble(),
-                    forward ? seg.fwd(1) : seg.bwd(k));
+      CommOp o = Op(forward ? "cp.ag.fwd" : "cp.rs.bwd", ParallelAxis::kCp, coll, r_.cp_dtype,
+                    layer_instances, Pacing::kBurst, forward ? -1 : seg_.bubble(),
+                    forward ? seg_.fwd(1) : seg_.bwd(k_));
       for (const auto& group : groups) {
-        AddRingFlows(g, group, coll, r.cp_buffer_elements, r.cp_dtype, o.flows);
+        AddRingFlows(g_, group, coll, r_.cp_buffer_elements, r_.cp_dtype, o.flows);
       }
-      add(std::move(o));
+      Add(std::move(o));
     }
   }
-  if (l.tp > l.gpus_per_host && r.tp_elements_per_layer > 0 && layer_instances > 0) {
-    const auto groups = g.Along({ParallelAxis::kTp});
+  if (l_.tp > l_.gpus_per_host && r_.tp_elements_per_layer > 0 && layer_instances > 0) {
+    const auto groups = g_.Along({ParallelAxis::kTp});
     for (bool forward : {true, false}) {
-      CommOp o = op(forward ? "tp.ar.fwd" : "tp.ar.bwd", ParallelAxis::kTp, Collective::kAllReduce,
-                    r.tp_dtype, 2 * layer_instances, Pacing::kBurst, forward ? -1 : seg.bubble(),
-                    forward ? seg.fwd(1) : seg.bwd(k));
+      CommOp o = Op(forward ? "tp.ar.fwd" : "tp.ar.bwd", ParallelAxis::kTp, Collective::kAllReduce,
+                    r_.tp_dtype, 2 * layer_instances, Pacing::kBurst, forward ? -1 : seg_.bubble(),
+                    forward ? seg_.fwd(1) : seg_.bwd(k_));
       for (const auto& group : groups) {
-        AddRingFlows(g, group, Collective::kAllReduce, r.tp_elements_per_layer, r.tp_dtype,
+        AddRingFlows(g_, group, Collective::kAllReduce, r_.tp_elements_per_layer, r_.tp_dtype,
                      o.flows);
       }
-      add(std::move(o));
+      Add(std::move(o));
     }
   }
+}
+
+}  // namespace
+
+Result<IterationModel> BuildIteration(const TrainingRecipe& r) {
+  CRUX_RETURN_IF_ERROR(ValidateRecipe(r));
+  IterationModel out;
+  out.layout = r.layout;
+  out.work = Flops::Of(r.work_per_gpu.value() * r.layout.gpus());
+  out.segments = BuildSegments(r);
+  OpBuilder ops(r);
+  ops.AddDataParallel();
+  ops.AddPipeline();
+  ops.AddExpertParallel();
+  ops.AddContextAndTensor();
+  out.ops = std::move(ops).Take();
   return out;
 }
 

@@ -68,7 +68,7 @@
 //       and two backward of tp_elements_per_layer (= b s h; Megatron §3.2: 8bsh(t-1)/t per
 //       layer per micro-batch per device).
 //
-// ---- Segments, windows and timing ----
+// ---- Segments and windows ----
 // Segments of one iteration, as seen by pipeline stage 0, the critical stage (first to start,
 // last to finish): fwd[1..K] (busy), bubble (idle), bwd[K..1] (busy), with K = dp_buckets, the
 // forward taking forward_share of the busy compute C, and the 1F1B bubble B = C (p - 1) / (v m)
