@@ -25,6 +25,7 @@
 
 #include "control/plan_applier.h"
 #include "crux/core/base/ids.h"
+#include "crux/core/model/iteration_timing.h"
 #include "engine/event_queue.h"
 #include "engine/num_text.h"
 #include "engine/sim_clock.h"

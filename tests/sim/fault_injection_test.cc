@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "crux/core/model/iteration_summary.h"
 #include "crux/core/model/traffic_model.h"
 #include "crux/core/topology/builders.h"
 #include "crux/sim/faults.h"

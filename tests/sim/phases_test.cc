@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "crux/core/model/iteration_summary.h"
+#include "crux/core/model/iteration_timing.h"
 #include "crux/core/model/traffic_model.h"
 #include "crux/core/topology/builders.h"
 #include "crux/sim/simulator.h"

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "crux/core/base/ids.h"
+#include "crux/core/model/iteration_summary.h"
 #include "crux/textio/file.h"
 #include "crux/textio/yaml.h"
 #include "text_checks.h"

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "crux/core/model/iteration_summary.h"
+#include "crux/core/model/iteration_timing.h"
 #include "crux/core/topology/builders.h"
 #include "crux/testing/test_topologies.h"
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "crux/core/model/iteration_summary.h"
 #include "crux/core/model/traffic_model.h"
 #include "crux/core/topology/builders.h"
 #include "crux/sim/workload/models.h"

@@ -11,8 +11,13 @@
 //   * communication operations, each a collective over one parallel group, with its bytes on
 //     the wire (explicit dtype), the segment after which it may start, the segment that waits
 //     for it, and how its instances are released (all at once, or paced with the compute),
-// and derives from it the quantities Crux's planner uses (W_j, bytes per NIC and per link,
-// t_j) plus the single-overlap equivalent that today's engine and pair simulation consume.
+// and builds that iteration from a training recipe (BuildIteration). The later stages have
+// their own headers:
+//   iteration_timing.h   times the iteration on the job's NICs (TimeIteration) and fits the
+//                        recipe's compute to a measured iteration time (CalibrateCompute);
+//   iteration_summary.h  derives the quantities Crux's planner uses (W_j, bytes per NIC and per
+//                        link, t_j) plus the single-overlap equivalent that today's engine and
+//                        pair simulation consume.
 // docs/sim-workloads.md ("Multi-phase iterations") has the byte maths with their sources and
 // says what the single-overlap formula loses.
 //
@@ -27,7 +32,7 @@
 // inter-host byte of this model travels rail-aligned: the j-th local member of a group on one
 // host talks to the j-th local member on another (NCCL rings per rail; PXN forwarding for
 // all-to-all; Megatron's scatter/gather for pipeline transfers). GPU g of a host uses NIC
-// g * N / G of its N NICs (IterationFlows, IterationNetwork).
+// g * N / G of its N NICs (GpuNicIndex).
 //
 // ---- Byte maths (per iteration; b = bytes per element of the op's wire dtype) ----
 // Ring collectives are hierarchical (reduce over NVLink first; workloads-2025.md §1.1): a group
@@ -63,7 +68,7 @@
 //       and two backward of tp_elements_per_layer (= b s h; Megatron §3.2: 8bsh(t-1)/t per
 //       layer per micro-batch per device).
 //
-// ---- Segments, windows and timing ----
+// ---- Segments and windows ----
 // Segments of one iteration, as seen by pipeline stage 0, the critical stage (first to start,
 // last to finish): fwd[1..K] (busy), bubble (idle), bwd[K..1] (busy), with K = dp_buckets, the
 // forward taking forward_share of the busy compute C, and the 1F1B bubble B = C (p - 1) / (v m)
@@ -84,27 +89,20 @@
 //   CP and cross-host TP: on the critical path by design, modelled as one exposed block before
 //     fwd[1] (forward) and before bwd[K] (backward).
 // A paced op of n instances releases instance i when i / n of its window's compute has run.
-// Standalone timing (TimeIteration) runs the segments in order; a segment starts when the
-// previous one ended and every op it waits for has completed. The job's transfers share its
-// NICs fairly (processor sharing): each transfer needs its busiest NIC's bytes / NIC bandwidth
-// of exclusive time, scaled by `bandwidth_scale`. What this leaves out: per-layer blocking of
-// CP and TP (one block has the same standalone cost), intra-host (NVLink) time, latency
-// (alpha) per transfer, and the other pipeline stages (stage 0 stands for all of them: its
-// timing sets the iteration; the bytes of every stage are in the flows).
+// iteration_timing.h says how the segments and ops are timed, and what the timing leaves out.
 //
 // Thread-safety: pure functions; the types are values.
 #ifndef CRUX_CORE_MODEL_TRAFFIC_MODEL_H_
 #define CRUX_CORE_MODEL_TRAFFIC_MODEL_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "crux/core/base/ids.h"
 #include "crux/core/base/status.h"
 #include "crux/core/base/units.h"
-#include "crux/core/model/job.h"
-#include "crux/core/topology/topology.h"
 
 namespace crux::core {
 
@@ -261,108 +259,10 @@ struct IterationModel {
 // Builds the iteration of `recipe` (file comment). Errors: ValidateRecipe's.
 Result<IterationModel> BuildIteration(const TrainingRecipe& recipe);
 
-// Inter-host bytes one iteration sends from the job's busiest NIC, per op (all instances), and
-// in total, for hosts with `nics_per_host` NICs.
-struct HostNetwork {
-  int nics_per_host = 8;                           // >= 1.
-  Bandwidth nic_bandwidth = Bandwidth::Gbps(400);  // Per NIC, > 0.
-
-  friend bool operator==(const HostNetwork&, const HostNetwork&) = default;
-};
-
-// Seconds of exclusive NIC time one instance of `op` needs at line rate: the bytes of its
-// busiest NIC / NIC bandwidth. REQUIRES: net valid.
-Duration InstanceWork(const IterationModel& m, const CommOp& op, const HostNetwork& net);
-
-// ---- Standalone timing ----
-
-struct OpSpan {
-  Duration first_release;  // When its first instance was released.
-  Duration end;            // When its last instance completed.
-
-  friend bool operator==(const OpSpan&, const OpSpan&) = default;
-};
-
-struct IterationTiming {
-  Duration iteration;  // Standalone iteration time.
-  Duration busy;       // Sum of busy segments.
-  Duration idle;       // Sum of idle (bubble) segments.
-  Duration exposed;    // iteration - busy - idle: time the GPUs wait for communication.
-  Duration network;    // Seconds of exclusive NIC time all transfers need (at scale 1).
-  std::vector<Duration> segment_start;
-  std::vector<OpSpan> ops;
-
-  friend bool operator==(const IterationTiming&, const IterationTiming&) = default;
-};
-
-// One iteration alone on a fabric that gives the job bandwidth_scale x its NICs' line rate
-// (1: standalone; 0.5: every transfer takes twice as long). Deterministic.
-// Errors: bad network or scale (<= 0 or not finite), an op referring to a bad segment or op.
-Result<IterationTiming> TimeIteration(const IterationModel& m, const HostNetwork& net,
-                                      double bandwidth_scale = 1.0);
-
-// The busy compute C at which the standalone iteration of `recipe` (its compute ignored) takes
-// `target` on `net`: how a measured or derived iteration time becomes the model's compute.
-// Errors: the communication and bubble alone exceed the target (the profile is inconsistent
-// with that network), or an invalid recipe.
-Result<Duration> CalibrateCompute(const TrainingRecipe& recipe, const HostNetwork& net,
-                                  Duration target);
-
-// ---- The planner's summary and the single-overlap equivalent ----
-
-// What Crux's planner and today's single-overlap job model see of the iteration:
-//   work: W_j.
-//   compute: c = busy + idle (the single-overlap model has no idle compute; the bubble is
-//     counted as compute, so the engine's busy time includes it).
-//   comm: t on the job's busiest NIC = its bytes per iteration / NIC bandwidth (with rails
-//     that are not the bottleneck, the planner's t_j = max_e M_{j,e} / B_e equals it).
-//   overlap_start: o such that the single-overlap iteration max(c, o c + t) equals the phase
-//     model's standalone iteration when communication is exposed; when it is hidden, o leaves
-//     the same slack to a uniform slow-down of communication as the phases do
-//     (o = 1 - stretch_slack t / c).
-//   stretch_slack: the largest factor s >= 1 by which every transfer can slow down before the
-//     phase model's iteration grows (1 when communication is already exposed).
-//   iteration: the phase model's standalone iteration.
-//   nic_bytes: bytes per iteration on the busiest NIC.
-struct IterationSummary {
-  Flops work;
-  Duration compute;
-  Duration comm;
-  double overlap_start = 1.0;
-  double stretch_slack = 1.0;
-  Duration iteration;
-  Duration busy;
-  Duration exposed;
-  Bytes nic_bytes;
-
-  friend bool operator==(const IterationSummary&, const IterationSummary&) = default;
-};
-
-Result<IterationSummary> SummarizeIteration(const IterationModel& m, const HostNetwork& net);
-
-// The single-overlap iteration time at bandwidth_scale s: max(c, o c + t / s). Comparing it
-// with TimeIteration(m, net, s).iteration shows what the single-overlap formula loses.
-Duration SingleOverlapIteration(const IterationSummary& s, double bandwidth_scale);
-
 // The rail-aligned GPU -> NIC rule every part of Crux uses: GPU `gpu` of a host with `gpus` GPUs
 // uses NIC floor(gpu * nics / gpus) of its `nics` NICs (in Topology::NicsOf order): 8 GPUs on 8
 // NICs one each, on 4 NICs two per NIC. REQUIRES: gpu < gpus, nics >= 1. Returns an index < nics.
 size_t GpuNicIndex(uint32_t gpu, uint32_t gpus, size_t nics);
-
-// Maps the rail flows of every op (all instances) onto `hosts` (the job's hosts, in rank
-// order) of `topo`: GPU g of a host -> NIC g * N / G of its N NICs (the host itself when it
-// has none), summed per (src NIC, dst NIC) pair, in a deterministic order. These are the
-// per-iteration bytes the planner routes (bytes per link follow from its paths).
-// Errors: hosts.size() != the layout's hosts, a node that is not a host.
-Result<std::vector<FlowDemand>> IterationFlows(const Topology& topo,
-                                               const std::vector<NodeId>& hosts,
-                                               const IterationModel& m);
-
-// The JobSpec today's planner and engine consume: explicit flows (IterationFlows), compute
-// time, overlap_start and W_j from SummarizeIteration with the NICs of `topo` (NIC bandwidth:
-// the first host's first NIC link). Errors: those of IterationFlows and SummarizeIteration.
-Result<JobSpec> SingleOverlapJobSpec(const Topology& topo, std::string id,
-                                     const std::vector<NodeId>& hosts, const IterationModel& m);
 
 }  // namespace crux::core
 

@@ -67,6 +67,7 @@
 
 #include "crux/core/base/status.h"
 #include "crux/core/base/units.h"
+#include "crux/core/model/iteration_timing.h"
 #include "crux/core/model/job.h"
 #include "crux/core/model/traffic_model.h"
 #include "crux/core/topology/topology.h"
