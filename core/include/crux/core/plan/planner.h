@@ -282,7 +282,8 @@ class Planner {
   bool WantsSeed() const;
 
  private:
-  // The whole pipeline, keeping no state (PlannerOptions::incremental off).
+  // The whole pipeline from scratch (PlannerOptions::incremental off); only the path and port
+  // caches carry over from earlier runs.
   Result<Plan> RunFull(const std::vector<JobSpec>& jobs);
 
   const Topology& topo_;
