@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
+#include <ranges>
 #include <string>
 #include <utility>
 #include <vector>
@@ -123,6 +124,96 @@ struct Component {
   std::vector<double> in_weight;
 };
 
+// True when `c` is too large for the exact DP (CompressionOptions::max_exact_nodes, 0 = none
+// is): SolveCoarse solves it on the whole DAG's CSR.
+bool IsCoarse(const Component& c, int max_exact_nodes) {
+  return max_exact_nodes > 0 && c.n > max_exact_nodes;
+}
+
+// The weakly connected components of the DAG's nodes with at least one edge (union-find),
+// numbered by their smallest node; comp_edges[c] receives component c's edge count. Only the
+// components that are not IsCoarse get their local CSR. REQUIRES: edges validated, `csr` =
+// BuildOutCsr(dag).
+std::vector<Component> SplitComponents(const ContentionDag& dag, const OutCsr& csr,
+                                       int max_exact_nodes, std::vector<int64_t>& comp_edges) {
+  const size_t n = static_cast<size_t>(dag.num_nodes);
+  std::vector<int> parent(n);
+  std::iota(parent.begin(), parent.end(), 0);
+  // Walked per `from` node so that its root is looked up once, not once per edge.
+  std::vector<int> has_edge(n, 0);
+  for (size_t v = 0; v < n; ++v) {
+    if (csr.start[v] == csr.start[v + 1]) continue;
+    has_edge[v] = 1;
+    int ra = FindRoot(parent, static_cast<int>(v));
+    for (int64_t k = csr.start[v]; k < csr.start[v + 1]; ++k) {
+      const int to = dag.edges[static_cast<size_t>(csr.edge(k))].to;
+      has_edge[static_cast<size_t>(to)] = 1;
+      const int rb = FindRoot(parent, to);
+      if (ra != rb) {
+        parent[static_cast<size_t>(std::max(ra, rb))] = std::min(ra, rb);
+        ra = std::min(ra, rb);
+      }
+    }
+  }
+  std::vector<int> comp_of(n, -1);
+  std::vector<int> local_id(n, -1);
+  std::vector<Component> comps;
+  for (size_t v = 0; v < n; ++v) {
+    if (!has_edge[v]) continue;  // Isolated: in no component (it stays at level 0).
+    const size_t root = static_cast<size_t>(FindRoot(parent, static_cast<int>(v)));
+    if (comp_of[root] < 0) {
+      comp_of[root] = static_cast<int>(comps.size());
+      comps.emplace_back();
+    }
+    comp_of[v] = comp_of[root];
+    Component& c = comps[static_cast<size_t>(comp_of[v])];
+    local_id[v] = c.n++;
+    c.global.push_back(static_cast<int>(v));
+  }
+  // Components above the bound are solved by SolveCoarse on the global CSR; only the others get
+  // their own local CSR.
+  comp_edges.assign(comps.size(), 0);
+  for (Component& c : comps) {
+    if (IsCoarse(c, max_exact_nodes)) continue;
+    c.out_start.assign(static_cast<size_t>(c.n) + 1, 0);
+    c.in_start.assign(static_cast<size_t>(c.n) + 1, 0);
+  }
+  for (const DagEdge& e : dag.edges) {
+    const size_t ci = static_cast<size_t>(comp_of[static_cast<size_t>(e.from)]);
+    ++comp_edges[ci];
+    Component& c = comps[ci];
+    if (IsCoarse(c, max_exact_nodes)) continue;
+    ++c.out_start[static_cast<size_t>(local_id[static_cast<size_t>(e.from)]) + 1];
+    ++c.in_start[static_cast<size_t>(local_id[static_cast<size_t>(e.to)]) + 1];
+  }
+  std::vector<std::vector<int>> out_fill(comps.size());
+  std::vector<std::vector<int>> in_fill(comps.size());
+  for (size_t ci = 0; ci < comps.size(); ++ci) {
+    Component& c = comps[ci];
+    if (IsCoarse(c, max_exact_nodes)) continue;
+    std::partial_sum(c.out_start.begin(), c.out_start.end(), c.out_start.begin());
+    std::partial_sum(c.in_start.begin(), c.in_start.end(), c.in_start.begin());
+    c.out.resize(static_cast<size_t>(c.out_start.back()));
+    c.in_from.resize(static_cast<size_t>(c.in_start.back()));
+    c.in_weight.resize(static_cast<size_t>(c.in_start.back()));
+    out_fill[ci].assign(c.out_start.begin(), c.out_start.end() - 1);
+    in_fill[ci].assign(c.in_start.begin(), c.in_start.end() - 1);
+  }
+  for (const DagEdge& e : dag.edges) {
+    const size_t ci = static_cast<size_t>(comp_of[static_cast<size_t>(e.from)]);
+    Component& c = comps[ci];
+    if (IsCoarse(c, max_exact_nodes)) continue;
+    const int lf = local_id[static_cast<size_t>(e.from)];
+    const int lt = local_id[static_cast<size_t>(e.to)];
+    c.out[static_cast<size_t>(out_fill[ci][static_cast<size_t>(lf)]++)] = lt;
+    const size_t k = static_cast<size_t>(in_fill[ci][static_cast<size_t>(lt)]++);
+    c.in_from[k] = lf;
+    c.in_weight[k] = e.weight;
+  }
+
+  return comps;
+}
+
 // Solves Algorithm 1 on one component. Scratch buffers are reused across orders and components.
 class ComponentSolver {
  public:
@@ -149,10 +240,18 @@ class ComponentSolver {
     cost_.resize(ug * (ug + 1) / 2 + ug + 1);
     f_.resize(static_cast<size_t>(num_blocks + 1) * (ug + 1));
 
+    indegree_.resize(un);
+    const auto for_each_out = [&comp](int v, auto&& fn) {
+      for (int k = comp.out_start[static_cast<size_t>(v)];
+           k < comp.out_start[static_cast<size_t>(v) + 1]; ++k) {
+        fn(comp.out[static_cast<size_t>(k)]);
+      }
+    };
+
     double best = kNegInf;
     for (int t = 0; t < topo_orders; ++t) {
       Rng rng(Mix64(comp_seed + static_cast<uint64_t>(t)));
-      RandomTopologicalOrder(comp, rng);
+      RandomTopologicalOrder(std::views::iota(0, n), for_each_out, rng);
       BuildCost(comp, g);
       const double value = SplitDp(g, num_blocks);
       if (value > best) {  // Strict: ties keep the first order found.
@@ -182,62 +281,18 @@ class ComponentSolver {
     cost_.resize(ug * (ug + 1) / 2 + ug + 1);
     f_.resize(static_cast<size_t>(num_blocks + 1) * (ug + 1));
 
+    const auto for_each_out = [&dag, &csr](int v, auto&& fn) {
+      for (int64_t k = csr.start[static_cast<size_t>(v)]; k < csr.start[static_cast<size_t>(v) + 1];
+           ++k) {
+        fn(dag.edges[static_cast<size_t>(csr.edge(k))].to);
+      }
+    };
+
     double best = kNegInf;
     for (int t = 0; t < topo_orders; ++t) {
       Rng rng(Mix64(comp_seed + static_cast<uint64_t>(t)));
-      // Kahn's algorithm with a uniformly drawn ready node, as in RandomTopologicalOrder.
-      for (int v : nodes) indegree_[static_cast<size_t>(v)] = 0;
-      for (int v : nodes) {
-        for (int64_t k = csr.start[static_cast<size_t>(v)];
-             k < csr.start[static_cast<size_t>(v) + 1]; ++k) {
-          ++indegree_[static_cast<size_t>(dag.edges[static_cast<size_t>(csr.edge(k))].to)];
-        }
-      }
-      ready_.clear();
-      for (int v : nodes) {
-        if (indegree_[static_cast<size_t>(v)] == 0) ready_.push_back(v);
-      }
-      size_t next = 0;
-      while (!ready_.empty()) {
-        const size_t pick = static_cast<size_t>(rng.Uniform(ready_.size()));
-        std::swap(ready_[pick], ready_.back());
-        const int v = ready_.back();
-        ready_.pop_back();
-        pos_[static_cast<size_t>(v)] = static_cast<int>(next);
-        order_[next++] = v;
-        for (int64_t k = csr.start[static_cast<size_t>(v)];
-             k < csr.start[static_cast<size_t>(v) + 1]; ++k) {
-          const int w = dag.edges[static_cast<size_t>(csr.edge(k))].to;
-          if (--indegree_[static_cast<size_t>(w)] == 0) ready_.push_back(w);
-        }
-      }
-      // Cost over bucket boundaries. Column i + 1 first collects the weight W(q, i) of edges
-      // from bucket q < i into bucket i at its row q; the sweep then turns it in place into
-      // C(j, i + 1) = C(j, i) + sum_{q < j} W(q, i). O(E_c + g^2) per order.
-      std::fill(cost_.begin(),
-                cost_.begin() + static_cast<std::ptrdiff_t>(ColumnOffset(ug) + ug + 1), 0.0);
-      for (int v : nodes) {
-        const size_t from_bucket =
-            static_cast<size_t>(bucket_of_pos_[static_cast<size_t>(pos_[static_cast<size_t>(v)])]);
-        for (int64_t k = csr.start[static_cast<size_t>(v)];
-             k < csr.start[static_cast<size_t>(v) + 1]; ++k) {
-          const DagEdge& e = dag.edges[static_cast<size_t>(csr.edge(k))];
-          const size_t to_bucket = static_cast<size_t>(
-              bucket_of_pos_[static_cast<size_t>(pos_[static_cast<size_t>(e.to)])]);
-          if (from_bucket < to_bucket) cost_[ColumnOffset(to_bucket + 1) + from_bucket] += e.weight;
-        }
-      }
-      for (size_t i = 1; i <= ug; ++i) {
-        const double* prev_col = &cost_[ColumnOffset(i - 1)];
-        double* col = &cost_[ColumnOffset(i)];
-        double acc = 0.0;
-        for (size_t j = 0; j < i; ++j) {
-          const double w = col[j];
-          col[j] = prev_col[j] + acc;
-          acc += w;
-        }
-        col[i] = 0.0;
-      }
+      RandomTopologicalOrder(nodes, for_each_out, rng);
+      BuildCoarseCost(dag, csr, nodes, ug);
       const double value = SplitDp(buckets, num_blocks);
       if (value > best) {  // Strict: ties keep the first order found.
         best = value;
@@ -262,14 +317,20 @@ class ComponentSolver {
     }
   }
 
-  // Kahn's algorithm whose next node is drawn uniformly from the ready set.
-  void RandomTopologicalOrder(const Component& comp, Rng& rng) {
-    const size_t n = static_cast<size_t>(comp.n);
-    indegree_.assign(n, 0);
-    for (int to : comp.out) ++indegree_[static_cast<size_t>(to)];
+  // Kahn's algorithm whose next node is drawn uniformly from the ready set, over the nodes of
+  // `nodes` (a range of node ids; the first ready set is taken in its order): writes order_
+  // (position -> node) and pos_ (node -> position). for_each_out(v, fn) calls fn(w) for every
+  // out-neighbour w of v, in a fixed order. Both solvers draw their orders here, so that one
+  // seed gives one order however the component is stored. REQUIRES: indegree_ and pos_ cover
+  // every node id, order_ has room for every node; the caller checked acyclicity, so every node
+  // is placed.
+  template <typename Nodes, typename ForEachOut>
+  void RandomTopologicalOrder(const Nodes& nodes, const ForEachOut& for_each_out, Rng& rng) {
+    for (int v : nodes) indegree_[static_cast<size_t>(v)] = 0;
+    for (int v : nodes) for_each_out(v, [this](int w) { ++indegree_[static_cast<size_t>(w)]; });
     ready_.clear();
-    for (size_t v = 0; v < n; ++v) {
-      if (indegree_[v] == 0) ready_.push_back(static_cast<int>(v));
+    for (int v : nodes) {
+      if (indegree_[static_cast<size_t>(v)] == 0) ready_.push_back(v);
     }
     size_t next = 0;
     while (!ready_.empty()) {
@@ -279,13 +340,10 @@ class ComponentSolver {
       ready_.pop_back();
       pos_[static_cast<size_t>(v)] = static_cast<int>(next);
       order_[next++] = v;
-      for (int k = comp.out_start[static_cast<size_t>(v)];
-           k < comp.out_start[static_cast<size_t>(v) + 1]; ++k) {
-        const int w = comp.out[static_cast<size_t>(k)];
+      for_each_out(v, [this](int w) {
         if (--indegree_[static_cast<size_t>(w)] == 0) ready_.push_back(w);
-      }
+      });
     }
-    // The caller checked acyclicity, so every node was placed (next == n).
   }
 
   // Over bucket boundaries 0..g: C(j, i) = weight of edges from buckets [0, j) to buckets
@@ -313,6 +371,38 @@ class ComponentSolver {
         acc += diff_[j];
         diff_[j] = 0.0;
         col[j] = prev_col[j] + acc;
+      }
+      col[i] = 0.0;
+    }
+  }
+
+  // BuildCost for SolveCoarse, on global node ids over the whole DAG's CSR, `nodes` the
+  // component's. Column i + 1 first collects the weight W(q, i) of edges from bucket q < i into
+  // bucket i at its row q; the sweep then turns it in place into C(j, i + 1) = C(j, i) +
+  // sum_{q < j} W(q, i). O(E_c + g^2) per order.
+  void BuildCoarseCost(const ContentionDag& dag, const OutCsr& csr, const std::vector<int>& nodes,
+                       size_t ug) {
+    std::fill(cost_.begin(), cost_.begin() + static_cast<std::ptrdiff_t>(ColumnOffset(ug) + ug + 1),
+              0.0);
+    for (int v : nodes) {
+      const size_t from_bucket =
+          static_cast<size_t>(bucket_of_pos_[static_cast<size_t>(pos_[static_cast<size_t>(v)])]);
+      for (int64_t k = csr.start[static_cast<size_t>(v)]; k < csr.start[static_cast<size_t>(v) + 1];
+           ++k) {
+        const DagEdge& e = dag.edges[static_cast<size_t>(csr.edge(k))];
+        const size_t to_bucket = static_cast<size_t>(
+            bucket_of_pos_[static_cast<size_t>(pos_[static_cast<size_t>(e.to)])]);
+        if (from_bucket < to_bucket) cost_[ColumnOffset(to_bucket + 1) + from_bucket] += e.weight;
+      }
+    }
+    for (size_t i = 1; i <= ug; ++i) {
+      const double* prev_col = &cost_[ColumnOffset(i - 1)];
+      double* col = &cost_[ColumnOffset(i)];
+      double acc = 0.0;
+      for (size_t j = 0; j < i; ++j) {
+        const double w = col[j];
+        col[j] = prev_col[j] + acc;
+        acc += w;
       }
       col[i] = 0.0;
     }
@@ -602,83 +692,9 @@ Result<Compression> CompressPriorities(const ContentionDag& dag,
   Compression result;
   result.level.assign(n, 0);
 
-  // Weakly connected components (union-find), numbered by their smallest node.
-  std::vector<int> parent(n);
-  std::iota(parent.begin(), parent.end(), 0);
-  // Walked per `from` node so that its root is looked up once, not once per edge.
-  std::vector<int> has_edge(n, 0);
-  for (size_t v = 0; v < n; ++v) {
-    if (csr.start[v] == csr.start[v + 1]) continue;
-    has_edge[v] = 1;
-    int ra = FindRoot(parent, static_cast<int>(v));
-    for (int64_t k = csr.start[v]; k < csr.start[v + 1]; ++k) {
-      const int to = dag.edges[static_cast<size_t>(csr.edge(k))].to;
-      has_edge[static_cast<size_t>(to)] = 1;
-      const int rb = FindRoot(parent, to);
-      if (ra != rb) {
-        parent[static_cast<size_t>(std::max(ra, rb))] = std::min(ra, rb);
-        ra = std::min(ra, rb);
-      }
-    }
-  }
-  std::vector<int> comp_of(n, -1);
-  std::vector<int> local_id(n, -1);
-  std::vector<Component> comps;
-  for (size_t v = 0; v < n; ++v) {
-    if (!has_edge[v]) continue;  // Isolated jobs stay at level 0.
-    const size_t root = static_cast<size_t>(FindRoot(parent, static_cast<int>(v)));
-    if (comp_of[root] < 0) {
-      comp_of[root] = static_cast<int>(comps.size());
-      comps.emplace_back();
-    }
-    comp_of[v] = comp_of[root];
-    Component& c = comps[static_cast<size_t>(comp_of[v])];
-    local_id[v] = c.n++;
-    c.global.push_back(static_cast<int>(v));
-  }
-  // Components above the bound are solved by SolveCoarse on the global CSR; only the others get
-  // their own local CSR.
-  const auto coarse = [&options](const Component& c) {
-    return options.max_exact_nodes > 0 && c.n > options.max_exact_nodes;
-  };
-  std::vector<int64_t> comp_edges(comps.size(), 0);
-  for (Component& c : comps) {
-    if (coarse(c)) continue;
-    c.out_start.assign(static_cast<size_t>(c.n) + 1, 0);
-    c.in_start.assign(static_cast<size_t>(c.n) + 1, 0);
-  }
-  for (const DagEdge& e : dag.edges) {
-    const size_t ci = static_cast<size_t>(comp_of[static_cast<size_t>(e.from)]);
-    ++comp_edges[ci];
-    Component& c = comps[ci];
-    if (coarse(c)) continue;
-    ++c.out_start[static_cast<size_t>(local_id[static_cast<size_t>(e.from)]) + 1];
-    ++c.in_start[static_cast<size_t>(local_id[static_cast<size_t>(e.to)]) + 1];
-  }
-  std::vector<std::vector<int>> out_fill(comps.size());
-  std::vector<std::vector<int>> in_fill(comps.size());
-  for (size_t ci = 0; ci < comps.size(); ++ci) {
-    Component& c = comps[ci];
-    if (coarse(c)) continue;
-    std::partial_sum(c.out_start.begin(), c.out_start.end(), c.out_start.begin());
-    std::partial_sum(c.in_start.begin(), c.in_start.end(), c.in_start.begin());
-    c.out.resize(static_cast<size_t>(c.out_start.back()));
-    c.in_from.resize(static_cast<size_t>(c.in_start.back()));
-    c.in_weight.resize(static_cast<size_t>(c.in_start.back()));
-    out_fill[ci].assign(c.out_start.begin(), c.out_start.end() - 1);
-    in_fill[ci].assign(c.in_start.begin(), c.in_start.end() - 1);
-  }
-  for (const DagEdge& e : dag.edges) {
-    const size_t ci = static_cast<size_t>(comp_of[static_cast<size_t>(e.from)]);
-    Component& c = comps[ci];
-    if (coarse(c)) continue;
-    const int lf = local_id[static_cast<size_t>(e.from)];
-    const int lt = local_id[static_cast<size_t>(e.to)];
-    c.out[static_cast<size_t>(out_fill[ci][static_cast<size_t>(lf)]++)] = lt;
-    const size_t k = static_cast<size_t>(in_fill[ci][static_cast<size_t>(lt)]++);
-    c.in_from[k] = lf;
-    c.in_weight[k] = e.weight;
-  }
+  std::vector<int64_t> comp_edges;
+  const std::vector<Component> comps =
+      SplitComponents(dag, csr, options.max_exact_nodes, comp_edges);
 
   ComponentSolver solver;
   std::vector<int> block;
@@ -700,7 +716,7 @@ Result<Compression> CompressPriorities(const ContentionDag& dag,
       position = static_cast<uint64_t>(index);
     }
     const uint64_t comp_seed = Mix64(options.seed ^ Mix64(position));
-    if (coarse(c)) {
+    if (IsCoarse(c, options.max_exact_nodes)) {
       const int g = std::min(c.n, std::max(options.max_exact_nodes, options.levels));
       const double blocks = std::min(options.levels, g);
       const double per_order =

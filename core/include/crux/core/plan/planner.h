@@ -13,6 +13,10 @@
 //   5. ports:     a UDP source port per inter-host flow that pins it to its path (ecmp.h).
 // The result is deterministic for a given input and seed.
 //
+// Where the code is: planner.cc runs the stages above for a full plan; with
+// PlannerOptions::incremental, Run hands over to an IncrementalPlanner (incremental_planner.h),
+// which runs the same stages on what changed; the stages both share are in plan_stages.h.
+//
 // Thread-safety: a Planner is not thread-safe (it caches paths). The Topology, Clock and
 // resolver must outlive it; rebuild the Planner when the topology changes.
 #ifndef CRUX_CORE_PLAN_PLANNER_H_
@@ -92,7 +96,7 @@ struct PlannerOptions {
   // job (every k_j changes) or a changed path order of kept jobs re-plans everything, with the
   // full re-plan's result; a seed whose levels contradict the new DAG has those components
   // compressed again. The plan drifts from the full
-  // re-plan's as events accumulate (tests/core/stable_planner_test.cc and
+  // re-plan's as events accumulate (tests/core/policies/stable_planner_test.cc and
   // bench/stable_replan_bench.cc measure the gap): ResetIncrementalState re-optimises (the next
   // Run is a full plan), which cruxd does every ControlLoopOptions::reoptimize_interval.
   bool stable = false;
@@ -164,7 +168,8 @@ struct Plan {
 
 // ---- Stage helpers ----
 // The building blocks of Planner::Run, exposed so that the baseline policies (policy.h) run the
-// very same traffic expansion, profiling and flow bookkeeping as Crux.
+// very same traffic expansion, profiling and flow bookkeeping as Crux. Defined in plan_stages.cc
+// with the planner's other shared stages.
 
 // Stage 0: checks ids (non-empty is ValidateJob's job; duplicates -> kAlreadyExists) and expands
 // every job's traffic (routing[j].flows; paths/choice empty; iterations_per_sec = 1). Errors
@@ -210,8 +215,9 @@ struct ReplanStats {
   int components_compressed = 0;   // Components compressed again (the others kept their levels).
   int jobs_compressed = 0;         // Jobs in those components.
   // PlannerOptions::stable: new and changed jobs given a level by greedy insertion, insertions
-  // that found no free level and moved placed jobs to make one (planner.cc InsertLevels), and how
-  // many placed jobs those repairs moved (the others kept their levels).
+  // that found no free level and moved placed jobs to make one (LevelInserter,
+  // incremental_planner.cc), and how many placed jobs those repairs moved (the others kept their
+  // levels).
   int levels_inserted = 0;
   int insertions_repaired = 0;
   int levels_moved = 0;
@@ -234,12 +240,18 @@ struct PlanSeed {
   std::vector<Flow> flows;   // In the order of the job's FlowPlans.
 };
 
+class IncrementalPlanner;  // incremental_planner.h
+class SourcePortCache;     // plan_stages.h
+
 class Planner {
  public:
   // `resolver` may be null: a HashEcmpModel(seed 0) is used.
   Planner(const Topology& topo, PlannerOptions options,
           const Clock* clock = &SteadyClock::Instance(),
           const SourcePortResolver* resolver = nullptr);
+  // Not copyable or movable: the parts it owns hold references to its options and path finder.
+  Planner(const Planner&) = delete;
+  Planner& operator=(const Planner&) = delete;
   ~Planner();
 
   // Runs the pipeline. Errors: invalid options, an invalid job (message names the job and
@@ -270,42 +282,17 @@ class Planner {
   bool WantsSeed() const;
 
  private:
-  struct IncrementalState;  // planner.cc.
-
+  // The whole pipeline from scratch (PlannerOptions::incremental off); only the path and port
+  // caches carry over from earlier runs.
   Result<Plan> RunFull(const std::vector<JobSpec>& jobs);
-  Result<Plan> RunIncremental(const std::vector<JobSpec>& jobs);
-  // Stage 5 for one job: its FlowPlans (path, path index, UDP source port when resolve_ports).
-  // Adds the flows left unpinned to `unpinned`.
-  std::vector<FlowPlan> MakeFlowPlansWithPorts(const JobRouting& routing, int& unpinned);
-  CompressionOptions MakeCompressionOptions(int usable_levels) const;
 
   const Topology& topo_;
-  PlannerOptions options_;
+  const PlannerOptions options_;
   const Clock* clock_;
-  std::unique_ptr<SourcePortResolver> owned_resolver_;
-  const SourcePortResolver* resolver_;
   PathFinder finder_;
-
-  // Source ports already resolved, keyed by (src, dst, path index): a flow whose path did not
-  // change between two plans keeps its port without a new search (and without QP churn).
-  // "No port reaches this path" is remembered too (resolvers are immutable, see ecmp.h: build a
-  // new Planner after loading new probe results). Bounded: cleared past kMaxCachedPorts.
-  struct PortKey {
-    uint32_t src;
-    uint32_t dst;
-    uint64_t path_index;
-    friend bool operator==(const PortKey& a, const PortKey& b) {
-      return a.src == b.src && a.dst == b.dst && a.path_index == b.path_index;
-    }
-  };
-  struct PortKeyHash {
-    size_t operator()(const PortKey& k) const;
-  };
-  static constexpr size_t kMaxCachedPorts = 1 << 20;
-  std::unordered_map<PortKey, std::optional<uint16_t>, PortKeyHash> port_cache_;
-
-  std::unique_ptr<IncrementalState> state_;  // Null until the first incremental Run.
-  std::vector<PlanSeed> seeds_;              // Seed(), for the next Run.
+  std::unique_ptr<SourcePortCache> ports_;  // Stage 5, with the ports found so far.
+  // PlannerOptions::incremental only (null otherwise): runs the pipeline on what changed.
+  std::unique_ptr<IncrementalPlanner> incremental_;
   ReplanStats stats_;
 };
 
