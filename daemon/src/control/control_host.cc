@@ -153,11 +153,16 @@ void ControlHost::DryRun(DryRunCallback done) {
   std::shared_ptr<const core::Topology> topo = CurrentTopology();
   const uint64_t version = topology_copy_version_;
   const core::PlannerOptions options = planner_options_;
+  // An engine of its own, new each time: a stable policy continues the plan its last Schedule
+  // made, so a dry run on the real runs' engine would leave its plan behind for the next real
+  // run. A new policy has no plan of its own; RunPlan seeds it with the plan in force, which is
+  // what the real runs' policy continues too.
+  auto engine = std::make_shared<PlanEngine>();
   if (!executor_) {
-    done(engine_->Run(snap, topo, version, options, /*rows=*/false));
+    done(engine->Run(snap, topo, version, options, /*rows=*/false));
     return;
   }
-  executor_([engine = engine_, snap, topo, version, options, mailbox = mailbox_,
+  executor_([engine = std::move(engine), snap, topo, version, options, mailbox = mailbox_,
              done = std::move(done)](CancellationToken token) mutable {
     if (token.stop_requested()) return;
     auto run = std::make_shared<PlanRun>(engine->Run(snap, topo, version, options, false));

@@ -9,8 +9,10 @@
 //                 (each changed assignment serialized) - nothing on the loop but the commit.
 //   loop thread:  on_done(PlanRun) -> the PlanApplier (plan_applier.h) commits and pushes.
 //
-// Dry runs (`cruxctl plan --dry-run`) take the same worker path on a PeekSnapshot (they change
-// nothing) and reply through their callback on the loop thread.
+// Dry runs (`cruxctl plan --dry-run`) take the same worker path on a PeekSnapshot and reply
+// through their callback on the loop thread. They change nothing, the next real plan included:
+// each plans on a new engine whose policy starts from the plan in force, never on the real runs'
+// engine (a stable policy continues the plan of its last Schedule).
 //
 // Cancellation: work on the worker checks its CancellationToken (event_loop.h) before planning
 // and before delivering a result; a run cancelled at shutdown delivers nothing.
@@ -97,8 +99,8 @@ class ControlHost {
   core::Status SetPlannerOptions(const core::PlannerOptions& o);
   const core::PlannerOptions& planner_options() const { return planner_options_; }
 
-  // A dry run on the worker: `done` gets the outcome on the loop thread (never inline in the
-  // caller when an executor is set).
+  // A dry run on the worker, on an engine of its own (above): `done` gets the outcome on the loop
+  // thread (never inline in the caller when an executor is set).
   void DryRun(DryRunCallback done);
 
   uint64_t runs() const { return control_.runs(); }
