@@ -5,7 +5,7 @@
 #include <chrono>
 #include <utility>
 
-#include "crux/protocol/convert.h"
+#include "crux/daemon/store/store_codec.h"
 
 namespace crux::daemon {
 
@@ -36,11 +36,10 @@ PlanRun PlanEngine::Run(std::shared_ptr<const core::PlanningSnapshot> snap,
   }
   *outcome = core::RunPlan(*policy_, *topo, *snap, core::SteadyClock::Instance());
   if (rows && outcome->status.ok()) {
+    const StoreCodec codec(*topo);
     run.rows.reserve(outcome->changed.size());
     for (const auto& applied : outcome->changed) {  // Stamped snapshot->epoch + 1.
-      const core::Assignment& a = applied->assignment;
-      run.rows.push_back({a.job_id, a.level, a.dscp, applied->epoch,
-                          protocol::AssignmentToProto(*applied, *topo).SerializeAsString()});
+      run.rows.push_back(codec.EncodePlanRow(*applied));
     }
   }
   run.outcome = std::move(outcome);

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "crux/daemon/state/part_profiles.h"
-#include "crux/protocol/convert.h"
+#include "crux/daemon/store/store_codec.h"
 
 namespace crux::daemon {
 namespace {
@@ -115,7 +115,7 @@ void PlanApplier::Apply(PlanRun run_value) {
   if (batch->epoch == snap.epoch + 1) {
     for (PlanRow& r : run_rows) prepared[r.job_id] = &r;
   }
-  const core::Topology& names = ctx_->topo.nominal();
+  const StoreCodec codec(ctx_->topo.nominal());
   auto rows = std::make_shared<std::vector<PlanRow>>();
   std::vector<AuditRow> audit;
   rows->reserve(batch->changed.size());
@@ -126,8 +126,7 @@ void PlanApplier::Apply(PlanRun run_value) {
     if (p != prepared.end()) {
       rows->push_back(std::move(*p->second));
     } else {
-      rows->push_back({id, a->assignment.level, a->assignment.dscp, batch->epoch,
-                       protocol::AssignmentToProto(*a, names).SerializeAsString()});
+      rows->push_back(codec.EncodePlanRow(*a));  // a carries batch->epoch.
     }
     const core::AppliedAssignment* old = loop.Applied(id);
     AuditRow row;

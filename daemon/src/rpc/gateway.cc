@@ -6,6 +6,7 @@
 #include <cctype>
 #include <optional>
 
+#include "crux/daemon/store/store_codec.h"
 #include "crux/protocol/codec.h"
 #include "crux/protocol/convert.h"
 
@@ -263,7 +264,7 @@ Gateway::PendingJobRow Gateway::ToStored(const JobSession& j) const {
   s.registered_ms = j.registered_ms;
   s.last_seen_ms = j.last_seen_ms;
   const core::LoopJob* lj = ctx_->plans->loop().Find(j.demand.id);
-  s.state = protocol::JobPhaseToProto(lj ? lj->phase : core::JobPhase::kRegistered);
+  s.state = StoreCodec::EncodePhase(lj ? lj->phase : core::JobPhase::kRegistered);
   s.owner = j.user_id;
   p.demand = j.demand;
   return p;
@@ -271,11 +272,12 @@ Gateway::PendingJobRow Gateway::ToStored(const JobSession& j) const {
 
 std::vector<StoredJob> Gateway::Materialize(const std::vector<PendingJobRow>& rows,
                                             const core::Topology& topo) {
+  const StoreCodec codec(topo);
   std::vector<StoredJob> out;
   out.reserve(rows.size());
   for (const PendingJobRow& p : rows) {
     out.push_back(p.row);
-    out.back().registration = protocol::DemandToProto(p.demand, topo).SerializeAsString();
+    out.back().registration = codec.EncodeRegistration(p.demand);
   }
   return out;
 }
@@ -580,15 +582,14 @@ void Gateway::Flush(const std::vector<std::string>& ids) {
   ctx_->writer->Submit(
       [pending, jobs, parts, topo = ctx_->topo.shared_nominal(),
        now = ctx_->loop->UnixMs()](Store& store) {
+        const StoreCodec codec(*topo);
         std::vector<ProfileRow> rows;
         rows.reserve(pending->size());
         for (const Pending& p : *pending) {
           ProfileRow row;
           row.job_id = p.job_id;
-          row.report = protocol::ProfileToProto(p.job_id, p.report, *topo).SerializeAsString();
-          if (p.planned) {
-            row.planned = protocol::ProfileToProto(p.job_id, *p.planned, *topo).SerializeAsString();
-          }
+          row.report = codec.EncodeProfile(p.job_id, p.report);
+          if (p.planned) row.planned = codec.EncodeProfile(p.job_id, *p.planned);
           rows.push_back(std::move(row));
         }
         core::Status s = store.PutProfiles(rows, now);

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "crux/daemon/rpc/gateway.h"
+#include "crux/daemon/store/store_codec.h"
 #include "crux/protocol/codec.h"
 #include "crux/protocol/convert.h"
 
@@ -183,17 +184,17 @@ void Gateway::PartGone(const std::string& id, core::NodeId host, const std::stri
 
 StoredPart Gateway::ToStoredPart(const JobSession& j, core::NodeId host) const {
   const core::Topology& topo = ctx_->topo.nominal();
+  const StoreCodec codec(topo);
   const PartSession& p = j.parts.at(host);
   StoredPart s;
   s.job_id = j.demand.id;
   s.host = topo.node(host).name;
-  s.registration =
-      protocol::PartRegistrationToProto(j.demand, p.placement, p.info, topo).SerializeAsString();
+  s.registration = codec.EncodePartRegistration(j.demand, p.placement, p.info);
   s.owner = p.user_id;
   s.registered_ms = p.registered_ms;
   s.last_seen_ms = p.last_seen_ms;
   if (const PartReportEntry* e = ctx_->parts.Find(j.demand.id, host)) {
-    s.report = protocol::PartReportToProto(j.demand.id, host, e->report, topo).SerializeAsString();
+    s.report = codec.EncodePartReport(j.demand.id, host, e->report);
   }
   return s;
 }

@@ -132,10 +132,22 @@ class Daemon {
  private:
   Daemon(const DaemonConfig& config, core::Topology topology, std::string topology_source,
          Store* store, EventLoop* loop, Metrics* metrics, bool plan_in_background);
+  // Start-up (restore.cc): reads the store table by table, in this order. Errors: a store read
+  // (or the write of a recoloured job) failed; a row that does not fit is logged and skipped.
   core::Status Restore();
-  // Restore: the stored host parts of one restored job (rows of one job id) and their reports.
-  // A part that does not parse or fit is logged and left in the state file.
+  // The topology check, the state id; returns the stored epoch.
+  core::Result<uint64_t> RestoreMeta();
+  // The admin link pins; returns how many are stored.
+  core::Result<size_t> RestoreLinks();
+  // The jobs, their host parts and profiles; returns how many are stored.
+  core::Result<size_t> RestoreJobs();
+  // One stored job (`parts`: its stored host parts, null: a job registered whole).
+  core::Status RestoreJob(const StoredJob& row, const std::vector<StoredPart>* parts);
+  // The stored host parts of one restored job (rows of one job id) and their reports. A part
+  // that does not parse or fit is logged and left in the state file.
   void RestoreParts(const std::vector<StoredPart>& rows);
+  // The applied plan of the restored jobs, in force at `epoch`; returns how many were restored.
+  core::Result<size_t> RestorePlan(uint64_t epoch);
   void ScheduleSweep();
   void ScheduleRefresh();
   void ScheduleLagProbe();

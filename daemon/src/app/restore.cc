@@ -1,0 +1,179 @@
+// Daemon's start-up read of the store, table by table: the meta rows (topology check, state id,
+// epoch), the admin link pins, the jobs with their host parts and profiles, then the applied
+// plan. Every blob is decoded through the StoreCodec. What does not fit the topology is kept in
+// the store and not served (a wrong topology file given once must not lose state for good: it
+// comes back with the right topology).
+#include <spdlog/spdlog.h>
+
+#include <map>
+#include <utility>
+
+#include "crux/daemon/app/daemon.h"
+#include "crux/daemon/store/store_codec.h"
+
+namespace crux::daemon {
+
+core::Status Daemon::Restore() {
+  CRUX_ASSIGN_OR_RETURN(const uint64_t epoch, RestoreMeta());
+  CRUX_ASSIGN_OR_RETURN(const size_t links, RestoreLinks());
+  CRUX_ASSIGN_OR_RETURN(const size_t stored_jobs, RestoreJobs());
+  CRUX_ASSIGN_OR_RETURN(const size_t restored, RestorePlan(epoch));
+  if (stored_jobs > 0 || epoch > 0) {
+    spdlog::info("restored {} jobs, {} applied assignments, {} link overrides, epoch {}",
+                 ctx_.tracker.jobs().size(), restored, links, epoch);
+  }
+  if (ctx_.quarantined_jobs > 0) {
+    spdlog::error(
+        "{} stored jobs do not fit topology {} and are not served; they stay in the state file "
+        "and are restored by a start with a topology they fit (check the `topology` key)",
+        ctx_.quarantined_jobs, ctx_.topo.source());
+  }
+  auto view = std::make_shared<DaemonView>();
+  view->epoch = epoch;
+  view->applied = ctx_.plans->loop().applied_ptr();
+  ctx_.view = std::move(view);
+  if (ctx_.metrics) ctx_.metrics->SetEpoch(epoch);
+  return core::Status::Ok();
+}
+
+core::Result<uint64_t> Daemon::RestoreMeta() {
+  Store& store = *ctx_.store;
+  CRUX_ASSIGN_OR_RETURN(auto previous, store.GetMeta("topology_source"));
+  if (previous && *previous != ctx_.topo.source()) {
+    spdlog::warn("topology changed since the last run ('{}' -> '{}'); stored jobs are re-checked",
+                 *previous, ctx_.topo.source());
+  }
+  CRUX_RETURN_IF_ERROR(store.PutMeta("topology_source", ctx_.topo.source()));
+  CRUX_ASSIGN_OR_RETURN(ctx_.state_id, LoadStateId(store));
+  ctx_.enforcer.SetStateId(ctx_.state_id);
+  return store.LoadEpoch();
+}
+
+core::Result<size_t> Daemon::RestoreLinks() {
+  CRUX_ASSIGN_OR_RETURN(std::vector<LinkOverride> links, ctx_.store->LoadLinkOverrides());
+  for (const LinkOverride& o : links) {
+    if (core::Status s = ctx_.topo.Restore(o); !s.ok()) {
+      spdlog::error("stored link state not applied (kept in the state file): {}", s.ToString());
+      continue;
+    }
+    ctx_.faults->RestoreAdmin(o);
+  }
+  return links.size();
+}
+
+core::Result<size_t> Daemon::RestoreJobs() {
+  CRUX_ASSIGN_OR_RETURN(std::vector<StoredJob> jobs, ctx_.store->LoadJobs());
+  CRUX_ASSIGN_OR_RETURN(std::vector<StoredPart> stored_parts, ctx_.store->LoadJobParts());
+  std::map<std::string, std::vector<StoredPart>> parts_of;
+  for (StoredPart& p : stored_parts) parts_of[p.job_id].push_back(std::move(p));
+  for (const StoredJob& row : jobs) {
+    auto parts = parts_of.find(row.job_id);
+    CRUX_RETURN_IF_ERROR(RestoreJob(row, parts == parts_of.end() ? nullptr : &parts->second));
+  }
+  return jobs.size();
+}
+
+core::Status Daemon::RestoreJob(const StoredJob& row, const std::vector<StoredPart>* parts) {
+  const StoreCodec codec(ctx_.topo.nominal());
+  core::Result<core::JobDemand> demand = codec.DecodeRegistration(row);
+  if (!demand.ok()) {
+    ++ctx_.quarantined_jobs;
+    spdlog::error("stored job {} not restored (kept in the state file, quarantined): {}",
+                  row.job_id, demand.status().message());
+    return core::Status::Ok();
+  }
+  bool recoloured = false;
+  if (core::Status s = ctx_.tracker.Restore(*demand, row.dscp, row.owner, row.registered_ms,
+                                            row.last_seen_ms, ctx_.loop->Now(), &recoloured);
+      !s.ok()) {
+    ++ctx_.quarantined_jobs;
+    spdlog::error("stored job {} not restored (kept in the state file): {}", row.job_id,
+                  s.ToString());
+    return core::Status::Ok();
+  }
+  const JobSession& session = *ctx_.tracker.Find(row.job_id);
+  if (parts != nullptr) {
+    RestoreParts(*parts);
+    *demand = session.demand;  // The union of the restored parts.
+  }
+  // A profile that does not decode is dropped: the job reports again.
+  auto profile = [&](const std::string& blob, const char* what) {
+    std::optional<core::JobProfile> out;
+    if (blob.empty()) return out;
+    core::Result<core::JobProfile> p = codec.DecodeProfile(blob, *demand);
+    if (p.ok()) {
+      out = *std::move(p);
+    } else {
+      spdlog::error("job {}: stored {} profile {}; dropped", row.job_id, what,
+                    p.status().message());
+    }
+    return out;
+  };
+  std::optional<core::JobProfile> latest = profile(row.profile, "latest");
+  std::optional<core::JobProfile> planned = profile(row.planned_profile, "planned");
+  ctx_.plans->loop().RestoreJob(*demand, session.dscp, std::move(latest), std::move(planned));
+  if (recoloured) {
+    spdlog::warn("job {}: stored DSCP {} is not in qos.dscp_pool any more; new colour {}",
+                 row.job_id, row.dscp, session.dscp);
+    StoredJob again = row;
+    again.dscp = session.dscp;
+    CRUX_RETURN_IF_ERROR(ctx_.store->UpsertJob(again));
+  }
+  return core::Status::Ok();
+}
+
+void Daemon::RestoreParts(const std::vector<StoredPart>& rows) {
+  const core::Topology& topo = ctx_.topo.nominal();
+  const StoreCodec codec(topo);
+  const core::Duration now = ctx_.loop->Now();
+  std::vector<const StoredPart*> restored;
+  for (const StoredPart& p : rows) {
+    core::Result<StoreCodec::DecodedPart> part = codec.DecodePartRegistration(p);
+    core::Status s = part.ok() ? ctx_.tracker.RestorePart(part->demand, part->info, p.owner,
+                                                          p.registered_ms, p.last_seen_ms, now)
+                               : part.status();
+    if (!s.ok()) {
+      spdlog::error("job {}: stored part on {} not restored (kept in the state file): {}", p.job_id,
+                    p.host, s.ToString());
+      continue;
+    }
+    restored.push_back(&p);
+  }
+  // Reports after every part, against the union placement.
+  const JobSession* j = rows.empty() ? nullptr : ctx_.tracker.Find(rows.front().job_id);
+  if (j == nullptr || !j->parted()) return;
+  for (const StoredPart* p : restored) {
+    if (p->report.empty()) continue;
+    const core::NodeId host = *topo.FindNode(p->host);
+    core::Result<core::HostPartReport> report = codec.DecodePartReport(p->report, j->demand, host);
+    if (!report.ok()) {
+      spdlog::error("job {}: stored report of the part on {} dropped: {}", p->job_id, p->host,
+                    report.status().message());
+      continue;
+    }
+    ctx_.parts.Set(p->job_id, host, *std::move(report), 0);
+  }
+  (void)ctx_.parts.Merge(*j, topo);  // The statistics for cruxctl; the loop gets the stored
+                                     // merged profiles.
+}
+
+core::Result<size_t> Daemon::RestorePlan(uint64_t epoch) {
+  CRUX_ASSIGN_OR_RETURN(std::vector<PlanRow> plan, ctx_.store->LoadPlan());
+  const StoreCodec codec(ctx_.topo.nominal());
+  core::AppliedPlan applied;
+  for (const PlanRow& r : plan) {
+    if (!ctx_.tracker.Find(r.job_id)) continue;  // Not restored (quarantined): not served.
+    core::Result<core::AppliedAssignment> a = codec.DecodeAssignment(r.assignment);
+    if (!a.ok()) {
+      spdlog::warn("job {}: stored assignment {}; re-planned", r.job_id, a.status().message());
+      continue;
+    }
+    ctx_.tracker.SetLevel(r.job_id, a->assignment.level);
+    applied[r.job_id] = std::make_shared<const core::AppliedAssignment>(*std::move(a));
+  }
+  const size_t restored = applied.size();
+  ctx_.plans->loop().RestoreApplied(std::move(applied), epoch);
+  return restored;
+}
+
+}  // namespace crux::daemon
