@@ -45,29 +45,6 @@ int64_t SystemUnixNanos() {
 
 // ---- context helpers ----
 
-core::Status StoreHealth::Stored(core::Status s, const char* what) {
-  if (s.ok()) {
-    if (!error_.empty()) {
-      spdlog::info("store works again ({} succeeded; last failure was: {})", what, error_);
-      error_.clear();
-      if (metrics_) metrics_->SetStoreHealthy(true);
-      if (listener_) listener_("");
-    }
-    return s;
-  }
-  const std::string error = std::string(what) + ": " + s.ToString();
-  spdlog::error("store failed: {}", error);
-  if (metrics_) {
-    metrics_->AddError("store", what);
-    metrics_->SetStoreHealthy(false);
-  }
-  if (error != error_) {
-    error_ = error;
-    if (listener_) listener_(error_);
-  }
-  return s;
-}
-
 void RefusalBook::Count(const std::string& reason, uint64_t n) {
   if (n == 0) return;
   counts_[reason] += n;
@@ -168,13 +145,15 @@ Daemon::Daemon(const DaemonConfig& config, core::Topology topology, std::string 
   }
   ctx_.plans = std::make_unique<ControlHost>(
       loop, &ctx_.topo, LoopOptions(config), ToPlannerOptions(config.planner),
-      [this](PlanRun run) { applier_.Apply(std::move(run)); }, std::move(executor));
-  ctx_.faults = std::make_unique<FaultService>(&ctx_);
+      [this](PlanRun run) { applier_.Apply(std::move(run)); },
+      [this](const std::vector<core::LinkDecision>& decisions) { ctx_.faults->Apply(decisions); },
+      std::move(executor));
+  ctx_.faults = std::make_unique<FaultService>(ctx_.plans.get(), &ctx_.topo, loop, metrics,
+                                               ctx_.writer.get(), &ctx_.store_health);
 }
 
 Daemon::~Daemon() {
   FlushProfiles();
-  ctx_.faults.reset();  // Its timers check that it is alive.
   worker_.reset();      // Cancel and join a run in flight before the state it reports to goes.
   ctx_.writer.reset();  // Runs every write submitted (the profiles above included), then joins.
 }
@@ -209,8 +188,7 @@ void Daemon::Start() {
   ScheduleLagProbe();
   // The first plan computes the switches' desired state (and, after a restart, reproduces the
   // applied plan from the restored inputs).
-  ctx_.plans->loop().Invalidate(ctx_.tracker.jobs().empty() ? "start" : "restart");
-  ctx_.plans->Kick();
+  ctx_.plans->Invalidate(ctx_.tracker.jobs().empty() ? "start" : "restart");
   RefreshMetrics();
 }
 
@@ -306,16 +284,14 @@ std::vector<std::string> Daemon::Reload(const DaemonConfig& c) {
   config = next;
   ctx_.tracker.SetOptions(TrackerOptions(config));
   ctx_.enforcer.SetQosConfig(config.qos);
-  ctx_.plans->loop().SetOptions(LoopOptions(config));
-  ctx_.faults->Kick();
+  ctx_.plans->SetOptions(LoopOptions(config));
   if (core::Status s = ctx_.plans->SetPlannerOptions(ToPlannerOptions(config.planner)); !s.ok()) {
     spdlog::error("planner options not applied: {}", s.ToString());
   }
   spdlog::info("config reloaded from {} (dry_run {}, debounce {} ms, lease {} ms)", c.source,
                config.dry_run, config.debounce_ms, config.lease_ms);
   for (const auto& k : ignored) spdlog::warn("config key '{}' changed: needs a restart", k);
-  ctx_.plans->loop().Invalidate("config reload");
-  ctx_.plans->Kick();
+  ctx_.plans->Invalidate("config reload");
   return ignored;
 }
 

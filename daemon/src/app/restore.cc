@@ -111,7 +111,7 @@ core::Status Daemon::RestoreJob(const StoredJob& row, const std::vector<StoredPa
   };
   std::optional<core::JobProfile> latest = profile(row.profile, "latest");
   std::optional<core::JobProfile> planned = profile(row.planned_profile, "planned");
-  ctx_.plans->loop().RestoreJob(*demand, session.dscp, std::move(latest), std::move(planned));
+  ctx_.plans->RestoreJob(*demand, session.dscp, std::move(latest), std::move(planned));
   if (recoloured) {
     spdlog::warn("job {}: stored DSCP {} is not in qos.dscp_pool any more; new colour {}",
                  row.job_id, row.dscp, session.dscp);
@@ -172,7 +172,7 @@ core::Result<size_t> Daemon::RestorePlan(uint64_t epoch) {
     applied[r.job_id] = std::make_shared<const core::AppliedAssignment>(*std::move(a));
   }
   const size_t restored = applied.size();
-  ctx_.plans->loop().RestoreApplied(std::move(applied), epoch);
+  ctx_.plans->RestoreApplied(std::move(applied), epoch);
   return restored;
 }
 

@@ -43,7 +43,6 @@ void PlanApplier::Publish(const PlanRun& run) {
 }
 
 void PlanApplier::Finish(const PlanRun& run, size_t changed, double ms, const std::string& steps) {
-  ctx_->plans->RunFinished();
   if (ms >= 50) {
     spdlog::info("committing run {} ({} changed) took {:.1f} ms on the loop ({})",
                  run.snapshot->run, changed, ms, steps);
@@ -53,7 +52,8 @@ void PlanApplier::Finish(const PlanRun& run, size_t changed, double ms, const st
 void PlanApplier::Apply(PlanRun run_value) {
   const auto apply_start = std::chrono::steady_clock::now();
   auto run = std::make_shared<PlanRun>(std::move(run_value));
-  core::ControlLoop& loop = ctx_->plans->loop();
+  ControlHost& control = *ctx_->plans;
+  const core::ControlLoop& loop = control.loop();
   const core::PlanningSnapshot& snap = *run->snapshot;
   const core::PlanOutcome& outcome = *run->outcome;
   ++ctx_->replans;
@@ -68,7 +68,7 @@ void PlanApplier::Apply(PlanRun run_value) {
                          std::chrono::duration<double, std::milli>(now - last).count());
     last = now;
   };
-  auto batch = std::make_shared<const core::ApplyBatch>(loop.FinishPlan(snap, outcome));
+  auto batch = std::make_shared<const core::ApplyBatch>(control.FinishPlan(snap, outcome));
   step("finish");
   auto finish = [&] {
     Finish(*run, batch->changed.size(),
@@ -79,7 +79,7 @@ void PlanApplier::Apply(PlanRun run_value) {
   if (!outcome.status.ok()) {
     spdlog::error("re-plan ({}) failed: {}; keeping epoch {}", snap.reason,
                   outcome.status.ToString(), loop.epoch());
-    loop.Commit(core::ApplyBatch{});  // Nothing to apply; the run is over.
+    control.Commit(core::ApplyBatch{});  // Nothing to apply; the run is over.
     finish();
     return;
   }
@@ -95,7 +95,7 @@ void PlanApplier::Apply(PlanRun run_value) {
                      old ? old->assignment.level : -1, a->assignment.level);
       }
     }
-    loop.Commit(core::ApplyBatch{});  // Nothing is applied in a dry run.
+    control.Commit(core::ApplyBatch{});  // Nothing is applied in a dry run.
     Publish(*run);
     finish();
     return;
@@ -103,7 +103,7 @@ void PlanApplier::Apply(PlanRun run_value) {
   if (batch->empty()) {
     spdlog::debug("re-plan ({}) {:.2f} ms: nothing changed, epoch stays {}", snap.reason,
                   run->replan_ms, loop.epoch());
-    loop.Commit(*batch);
+    control.Commit(*batch);
     ctx_->enforcer.Commit(batch->qos, batch->qos_changed);  // The first state after a start.
     Publish(*run);
     finish();
@@ -157,7 +157,7 @@ void PlanApplier::Apply(PlanRun run_value) {
         if (!ctx_->store_health.Stored(std::move(s), "apply_plan").ok()) {
           spdlog::error("re-plan ({}) not applied: epoch stays {} until the store works again",
                         run->snapshot->reason, ctx_->plans->loop().epoch());
-          ctx_->plans->loop().CommitFailed();
+          ctx_->plans->CommitFailed();
           Finish(*run, batch->changed.size(), 0, "");
           return;
         }
@@ -182,8 +182,8 @@ void PlanApplier::Apply(PlanRun run_value) {
 void PlanApplier::Commit(std::shared_ptr<const PlanRun> run,
                          std::shared_ptr<const core::ApplyBatch> batch,
                          std::shared_ptr<std::vector<PlanRow>> rows, double store_ms) {
-  core::ControlLoop& loop = ctx_->plans->loop();
-  loop.Commit(*batch);
+  ctx_->plans->Commit(*batch);
+  const core::ControlLoop& loop = ctx_->plans->loop();
   auto pushes = std::make_shared<Pushes>();
   pushes->reserve(batch->changed.size());
   for (size_t i = 0; i < batch->changed.size(); ++i) {

@@ -103,7 +103,6 @@ void Gateway::EndBatch() {
   CommitRegistrations();
   MergeDue();
   SendDeferred();
-  ctx_->plans->Kick();
 }
 
 void Gateway::SendDeferred() {
@@ -163,7 +162,7 @@ void Gateway::CommitRegistrations() {
           } else if (h.known) {
             DeferAssignment(h.peer, h.job_id);
           } else if (const JobSession* j = ctx_->tracker.Find(h.job_id)) {
-            ctx_->plans->loop().AddJob(j->demand, j->dscp);
+            ctx_->plans->AddJob(j->demand, j->dscp);
             spdlog::info("job {} registered ({} hosts, dscp {})", h.job_id, h.placement, j->dscp);
           }
           Reply(h.peer, h.request_id, h.reply);
@@ -171,7 +170,6 @@ void Gateway::CommitRegistrations() {
         if (ctx_->writer->threaded()) {  // Inline: EndBatch does the rest.
           MergeDue();
           SendDeferred();
-          ctx_->plans->Kick();
         }
       });
 }
@@ -334,7 +332,7 @@ v1::Envelope Gateway::OnProfile(const protocol::Inbound& in) {
 }
 
 void Gateway::Reported(const std::string& id, const core::JobProfile& profile) {
-  const core::ReportVerdict v = ctx_->plans->loop().ReportProfile(id, profile);
+  const core::ReportVerdict v = ctx_->plans->ReportProfile(id, profile);
   // Stored by the next flush (about a second, or before the next plan's write for a planned
   // profile or a phase: FlushPlanned), never one write per report.
   ctx_->dirty_profiles.insert(id);
@@ -465,8 +463,7 @@ void Gateway::ObserveFlows(const v1::Heartbeat& h) {
                   h.job_id(), skipped);
   }
   if (samples.empty()) return;
-  ctx_->plans->loop().ObserveFlows(h.job_id(), samples);
-  ctx_->faults->Kick();
+  ctx_->plans->ObserveFlows(h.job_id(), samples);
 }
 
 v1::Envelope Gateway::OnSwitchTelemetry(const protocol::Inbound& in) {
@@ -482,11 +479,9 @@ v1::Envelope Gateway::OnSwitchTelemetry(const protocol::Inbound& in) {
       spdlog::warn("switch {}: telemetry for port {} ignored", t.switch_name(), why);
     }
   }
-  core::ControlLoop& loop = ctx_->plans->loop();
-  for (const core::LinkStateSignal& s : signals.states) loop.ObserveLinkState(s);
-  for (const core::CounterSignal& c : signals.counters) loop.ObserveCounters(c);
-  ctx_->faults->Kick();
-  return protocol::MakeAck(in.msg.request_id(), "", loop.epoch());
+  for (const core::LinkStateSignal& s : signals.states) ctx_->plans->ObserveLinkState(s);
+  for (const core::CounterSignal& c : signals.counters) ctx_->plans->ObserveCounters(c);
+  return protocol::MakeAck(in.msg.request_id(), "", ctx_->plans->loop().epoch());
 }
 
 void Gateway::JobGone(const std::string& id, const std::string& reason) {
@@ -501,7 +496,7 @@ void Gateway::JobGone(const std::string& id, const std::string& reason) {
   parts_dirty_.erase(parts_dirty_.lower_bound({id, core::NodeId(0)}),
                      parts_dirty_.lower_bound({id, core::NodeId()}));
   ctx_->tracker.Remove(id);
-  std::shared_ptr<const core::AppliedAssignment> was = ctx_->plans->loop().RemoveJob(id, reason);
+  std::shared_ptr<const core::AppliedAssignment> was = ctx_->plans->RemoveJob(id, reason);
   std::optional<AuditRow> audit;
   if (was) {
     AuditRow a;
@@ -520,7 +515,6 @@ void Gateway::JobGone(const std::string& id, const std::string& reason) {
         return s;
       },
       [this](core::Status s) { (void)ctx_->store_health.Stored(std::move(s), "delete_job"); });
-  ctx_->plans->Kick();
 }
 
 size_t Gateway::FlushProfiles(size_t max_rows) {

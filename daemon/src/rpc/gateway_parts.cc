@@ -58,7 +58,7 @@ void Gateway::PartRegistered(const HeldRegistration& h) {
   const std::string& host = ctx_->topo.nominal().node(h.part_host).name;
   const PartSession& part = j->parts.at(h.part_host);
   if (h.part.new_job) {
-    ctx_->plans->loop().AddJob(j->demand, j->dscp);
+    ctx_->plans->AddJob(j->demand, j->dscp);
     spdlog::info("job {} registered by its part on {} ({} ranks, {} hosts expected; dscp {})",
                  h.job_id, host, part.info.local_ranks, part.info.hosts_expected, j->dscp);
   } else {
@@ -116,7 +116,6 @@ void Gateway::MergeDue() {
           g->merge_timers_.erase(id);
           g->merge_due_.insert(id);
           g->MergeDue();
-          g->ctx_->plans->Kick();
         });
       }
       continue;
@@ -135,7 +134,7 @@ void Gateway::SyncDemand(const JobSession& j) {
   const core::LoopJob* lj = ctx_->plans->loop().Find(j.demand.id);
   if (lj != nullptr && !(lj->demand == j.demand)) {
     peer_names_.erase(j.demand.id);
-    ctx_->plans->loop().UpdateDemand(j.demand);
+    ctx_->plans->UpdateDemand(j.demand);
   }
 }
 
@@ -162,7 +161,6 @@ void Gateway::PartsExpired(const std::vector<ExpiredPart>& parts) {
     }
   }
   MergeDue();
-  ctx_->plans->Kick();
 }
 
 void Gateway::PartGone(const std::string& id, core::NodeId host, const std::string& reason) {
@@ -179,7 +177,6 @@ void Gateway::PartGone(const std::string& id, core::NodeId host, const std::stri
       [row = ToStored(*j), key = PartKey{id, name}, topo = ctx_->topo.shared_nominal()](
           Store& store) { return store.PutJobParts(Materialize({row}, *topo), {}, {key}); },
       [this](core::Status s) { (void)ctx_->store_health.Stored(std::move(s), "put_job_parts"); });
-  ctx_->plans->Kick();
 }
 
 StoredPart Gateway::ToStoredPart(const JobSession& j, core::NodeId host) const {

@@ -32,6 +32,7 @@
 #include "crux/daemon/state/part_profiles.h"
 #include "crux/daemon/state/topology_manager.h"
 #include "crux/daemon/store/store.h"
+#include "crux/daemon/store/store_health.h"
 #include "crux/daemon/store/store_writer.h"
 #include "crux/protocol/curve.h"
 
@@ -39,22 +40,6 @@ namespace crux::daemon {
 
 inline constexpr const char* kCruxdVersion = "0.1.0";
 inline constexpr int64_t kRefusalLogEveryMs = 10000;
-
-class StoreHealth {
- public:
-  explicit StoreHealth(Metrics* metrics) : metrics_(metrics) {}
-  // Called with "" when the store works again after a failure, else with the failure.
-  void SetListener(std::function<void(const std::string& error)> f) { listener_ = std::move(f); }
-  // Records the outcome of a write named `what` ("apply_plan"); returns `s`.
-  core::Status Stored(core::Status s, const char* what);
-  const std::string& error() const { return error_; }
-  bool ok() const { return error_.empty(); }
-
- private:
-  Metrics* metrics_;
-  std::function<void(const std::string&)> listener_;
-  std::string error_;
-};
 
 class RefusalBook {
  public:
@@ -94,7 +79,8 @@ struct DaemonContext {
   PartProfiles parts;  // Host parts' latest reports (multi-host jobs).
   Enforcer enforcer;
   std::unique_ptr<ControlHost> plans;  // Made by Daemon (it needs the done callback).
-  // Automatic link health and admin pins (fault_service.h). Made by Daemon, after `plans`.
+  // Applies the fault rules' decisions and the admin pins (fault_service.h). Made by Daemon,
+  // after `plans`.
   std::unique_ptr<FaultService> faults;
   // Every store write after start-up (Daemon::Restore reads and writes the store directly,
   // before the first Submit). Made by Daemon.
