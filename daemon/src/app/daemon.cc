@@ -138,7 +138,6 @@ Daemon::Daemon(const DaemonConfig& config, core::Topology topology, std::string 
                        [this](protocol::Inbound in) { ProcessAdmin(in); })) {
   if (plan_in_background) worker_ = std::make_unique<WorkerThread>();
   ctx_.writer = std::make_unique<StoreWriter>(store, loop, plan_in_background);
-  ctx_.flush_planned = [this] { gateway_.FlushPlanned(); };
   ControlHost::Executor executor;
   if (plan_in_background) {
     executor = [this](WorkerThread::CancellableWork work) { worker_->Post(std::move(work)); };
@@ -148,6 +147,11 @@ Daemon::Daemon(const DaemonConfig& config, core::Topology topology, std::string 
       [this](PlanRun run) { applier_.Apply(std::move(run)); },
       [this](const std::vector<core::LinkDecision>& decisions) { ctx_.faults->Apply(decisions); },
       std::move(executor));
+  ctx_.rows = std::make_unique<JobRows>(&ctx_.tracker, &ctx_.parts, &ctx_.plans->loop(),
+                                        &ctx_.topo.nominal());
+  ctx_.journal =
+      std::make_unique<JobJournal>(&ctx_.plans->loop(), ctx_.rows.get(), ctx_.topo.shared_nominal(),
+                                   loop, ctx_.writer.get(), &ctx_.store_health);
   ctx_.faults = std::make_unique<FaultService>(ctx_.plans.get(), &ctx_.topo, loop, metrics,
                                                ctx_.writer.get(), &ctx_.store_health);
 }
@@ -213,7 +217,7 @@ void Daemon::ScheduleRefresh() {
 void Daemon::FlushChunk() {
   // A chunk is one transaction of at most kFlushChunkRows rows (~10 ms); the next chunk is
   // posted behind the messages waiting meanwhile.
-  flushing_ = gateway_.FlushProfiles(kFlushChunkRows) > 0;
+  flushing_ = ctx_.journal->FlushProfiles(kFlushChunkRows) > 0;
   if (flushing_) ctx_.loop->Post([this] { FlushChunk(); });
 }
 

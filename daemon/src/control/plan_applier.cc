@@ -145,7 +145,7 @@ void PlanApplier::Apply(PlanRun run_value) {
     return;
   }
   // The planned profiles this run used are written first (FIFO), then the plan, off the loop.
-  if (ctx_->flush_planned) ctx_->flush_planned();
+  ctx_->journal->FlushPlanned();
   const auto submitted = std::chrono::steady_clock::now();
   ctx_->writer->Submit(
       [rows, removed = batch->removed, audit = std::move(audit), epoch = batch->epoch](

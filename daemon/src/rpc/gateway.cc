@@ -6,7 +6,6 @@
 #include <cctype>
 #include <optional>
 
-#include "crux/daemon/store/store_codec.h"
 #include "crux/protocol/codec.h"
 #include "crux/protocol/convert.h"
 
@@ -129,20 +128,11 @@ void Gateway::SendDeferred() {
 void Gateway::CommitRegistrations() {
   if (held_.empty()) return;
   auto held = std::make_shared<std::vector<HeldRegistration>>(std::move(held_));
-  auto rows = std::make_shared<const std::vector<PendingJobRow>>(std::move(held_rows_));
-  auto part_rows = std::make_shared<const std::vector<StoredPart>>(std::move(held_part_rows_));
   held_.clear();
-  held_rows_.clear();
-  held_part_rows_.clear();
   held_ids_.clear();
   // Answered when the rows are durable (the writer's thread; inline in tests).
-  ctx_->writer->Submit(
-      [rows, part_rows, topo = ctx_->topo.shared_nominal()](Store& store) {
-        return part_rows->empty() ? store.UpsertJobs(Materialize(*rows, *topo))
-                                  : store.PutJobParts(Materialize(*rows, *topo), *part_rows, {});
-      },
-      [this, held](core::Status status) {
-        const bool stored = ctx_->store_health.Stored(std::move(status), "upsert_job").ok();
+  ctx_->journal->StoreRegistrations(
+      std::exchange(held_rows_, {}), std::exchange(held_part_rows_, {}), [this, held](bool stored) {
         for (HeldRegistration& h : *held) {
           if (!stored) {
             // Undo: a registration that is not persisted is not acknowledged.
@@ -253,33 +243,6 @@ std::optional<v1::Envelope> Gateway::Handle(const protocol::Inbound& in) {
   }
 }
 
-Gateway::PendingJobRow Gateway::ToStored(const JobSession& j) const {
-  PendingJobRow p;
-  StoredJob& s = p.row;
-  s.job_id = j.demand.id;
-  s.tenant = j.demand.tenant;
-  s.dscp = j.dscp;
-  s.registered_ms = j.registered_ms;
-  s.last_seen_ms = j.last_seen_ms;
-  const core::LoopJob* lj = ctx_->plans->loop().Find(j.demand.id);
-  s.state = StoreCodec::EncodePhase(lj ? lj->phase : core::JobPhase::kRegistered);
-  s.owner = j.user_id;
-  p.demand = j.demand;
-  return p;
-}
-
-std::vector<StoredJob> Gateway::Materialize(const std::vector<PendingJobRow>& rows,
-                                            const core::Topology& topo) {
-  const StoreCodec codec(topo);
-  std::vector<StoredJob> out;
-  out.reserve(rows.size());
-  for (const PendingJobRow& p : rows) {
-    out.push_back(p.row);
-    out.back().registration = codec.EncodeRegistration(p.demand);
-  }
-  return out;
-}
-
 std::optional<v1::Envelope> Gateway::OnRegister(const protocol::Inbound& in) {
   const v1::RegisterJob& r = in.msg.register_job();
   if (r.has_host_part()) return OnRegisterPart(in);
@@ -306,7 +269,7 @@ std::optional<v1::Envelope> Gateway::OnRegister(const protocol::Inbound& in) {
   rr->set_lease_ms(static_cast<uint64_t>(j.lease.nanos() / 1000000));
   rr->set_already_known(known);
   rr->set_dscp(j.dscp);
-  held_rows_.push_back(ToStored(j));
+  held_rows_.push_back(ctx_->rows->JobOf(j));
   held_ids_.insert(h.job_id);
   held_.push_back(std::move(h));
   return std::nullopt;  // Answered by CommitRegistrations.
@@ -333,14 +296,10 @@ v1::Envelope Gateway::OnProfile(const protocol::Inbound& in) {
 
 void Gateway::Reported(const std::string& id, const core::JobProfile& profile) {
   const core::ReportVerdict v = ctx_->plans->ReportProfile(id, profile);
-  // Stored by the next flush (about a second, or before the next plan's write for a planned
-  // profile or a phase: FlushPlanned), never one write per report.
-  ctx_->dirty_profiles.insert(id);
-  if (v.plan_changed) planned_dirty_.insert(id);
-  if (v.phase_changed) {
-    state_dirty_.insert(id);
-    spdlog::debug("job {} is now {}", id, core::JobPhaseName(v.phase));
-  }
+  // Stored by the journal's next flush (about a second, or before the next plan's write for a
+  // planned profile or a phase), never one write per report.
+  ctx_->journal->Reported(id, v);
+  if (v.phase_changed) spdlog::debug("job {} is now {}", id, core::JobPhaseName(v.phase));
 }
 
 protocol::ProtocolError Gateway::TouchJob(const protocol::Inbound& in, const std::string& job_id,
@@ -486,15 +445,10 @@ v1::Envelope Gateway::OnSwitchTelemetry(const protocol::Inbound& in) {
 
 void Gateway::JobGone(const std::string& id, const std::string& reason) {
   spdlog::info("job {} gone: {}", id, reason);
-  ctx_->dirty_profiles.erase(id);
-  planned_dirty_.erase(id);
-  state_dirty_.erase(id);
   peer_names_.erase(id);
   ctx_->parts.EraseJob(id);
   merge_due_.erase(id);
   next_merge_.erase(id);
-  parts_dirty_.erase(parts_dirty_.lower_bound({id, core::NodeId(0)}),
-                     parts_dirty_.lower_bound({id, core::NodeId()}));
   ctx_->tracker.Remove(id);
   std::shared_ptr<const core::AppliedAssignment> was = ctx_->plans->RemoveJob(id, reason);
   std::optional<AuditRow> audit;
@@ -508,110 +462,7 @@ void Gateway::JobGone(const std::string& id, const std::string& reason) {
     a.reason = reason.substr(0, 1000);
     audit = std::move(a);
   }
-  ctx_->writer->Submit(
-      [id, audit](Store& store) {
-        core::Status s = store.DeleteJob(id);
-        if (s.ok() && audit) s = store.ApplyPlan(audit->epoch, {}, {id}, {*audit});
-        return s;
-      },
-      [this](core::Status s) { (void)ctx_->store_health.Stored(std::move(s), "delete_job"); });
-}
-
-size_t Gateway::FlushProfiles(size_t max_rows) {
-  if (ctx_->dirty_profiles.empty()) return 0;
-  std::vector<std::string> ids;
-  ids.reserve(std::min(max_rows, ctx_->dirty_profiles.size()));
-  for (auto it = ctx_->dirty_profiles.begin();
-       it != ctx_->dirty_profiles.end() && ids.size() < max_rows; ++it) {
-    ids.push_back(*it);
-  }
-  Flush(ids);
-  return ctx_->dirty_profiles.size();
-}
-
-void Gateway::FlushPlanned() {
-  std::set<std::string> ids = planned_dirty_;
-  ids.insert(state_dirty_.begin(), state_dirty_.end());
-  if (!ids.empty()) Flush(std::vector<std::string>(ids.begin(), ids.end()));
-}
-
-void Gateway::Flush(const std::vector<std::string>& ids) {
-  // The loop only copies the core profiles; they are serialized on the store thread (at 10K jobs
-  // serializing on the loop held it for ~0.4 s before each plan write).
-  struct Pending {
-    std::string job_id;
-    core::JobProfile report;
-    std::optional<core::JobProfile> planned;
-  };
-  auto pending = std::make_shared<std::vector<Pending>>();
-  auto jobs = std::make_shared<std::vector<PendingJobRow>>();
-  auto planned = std::make_shared<std::vector<std::string>>();
-  auto states = std::make_shared<std::vector<std::string>>();
-  auto parts = std::make_shared<std::vector<StoredPart>>();
-  pending->reserve(ids.size());
-  for (const std::string& id : ids) {
-    const core::LoopJob* j = ctx_->plans->loop().Find(id);
-    const bool with_planned = planned_dirty_.erase(id) > 0;
-    const bool with_state = state_dirty_.erase(id) > 0;
-    ctx_->dirty_profiles.erase(id);
-    TakeDirtyParts(id, parts.get());
-    if (j == nullptr || !j->profile) continue;
-    Pending row{id, *j->profile, std::nullopt};
-    if (with_planned && j->planned) {
-      row.planned = *j->planned;
-      planned->push_back(id);
-    }
-    pending->push_back(std::move(row));
-    if (with_state) {
-      if (const JobSession* s = ctx_->tracker.Find(id)) {
-        jobs->push_back(ToStored(*s));
-        states->push_back(id);
-      }
-    }
-  }
-  if (pending->empty() && parts->empty()) return;
-  auto profiles = std::make_shared<std::vector<std::string>>();  // Job ids, for a retry.
-  profiles->reserve(pending->size());
-  for (const Pending& p : *pending) profiles->push_back(p.job_id);
-  ctx_->writer->Submit(
-      [pending, jobs, parts, topo = ctx_->topo.shared_nominal(),
-       now = ctx_->loop->UnixMs()](Store& store) {
-        const StoreCodec codec(*topo);
-        std::vector<ProfileRow> rows;
-        rows.reserve(pending->size());
-        for (const Pending& p : *pending) {
-          ProfileRow row;
-          row.job_id = p.job_id;
-          row.report = codec.EncodeProfile(p.job_id, p.report);
-          if (p.planned) row.planned = codec.EncodeProfile(p.job_id, *p.planned);
-          rows.push_back(std::move(row));
-        }
-        core::Status s = store.PutProfiles(rows, now);
-        if (s.ok() && !jobs->empty()) s = store.UpsertJobs(Materialize(*jobs, *topo));
-        if (s.ok() && !parts->empty()) s = store.PutJobParts({}, *parts, {});
-        return s;
-      },
-      [this, profiles, planned, states, parts](core::Status s) {
-        if (ctx_->store_health.Stored(std::move(s), "put_profiles").ok()) return;
-        for (const StoredPart& p : *parts) {
-          const JobSession* j = ctx_->tracker.Find(p.job_id);
-          auto host = ctx_->topo.nominal().FindNode(p.host);
-          if (j != nullptr && host.ok() && j->parts.count(*host)) {
-            parts_dirty_.insert({p.job_id, *host});
-            ctx_->dirty_profiles.insert(p.job_id);
-          }
-        }
-        // Marked dirty again (jobs still here), retried by the next flush.
-        for (const std::string& id : *profiles) {
-          if (ctx_->plans->loop().Find(id)) ctx_->dirty_profiles.insert(id);
-        }
-        for (const std::string& id : *planned) {
-          if (ctx_->plans->loop().Find(id)) planned_dirty_.insert(id);
-        }
-        for (const std::string& id : *states) {
-          if (ctx_->plans->loop().Find(id)) state_dirty_.insert(id);
-        }
-      });
+  ctx_->journal->Delete(id, std::move(audit));
 }
 
 }  // namespace crux::daemon

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "crux/daemon/rpc/gateway.h"
-#include "crux/daemon/store/store_codec.h"
 #include "crux/protocol/codec.h"
 #include "crux/protocol/convert.h"
 
@@ -45,8 +44,8 @@ std::optional<v1::Envelope> Gateway::OnRegisterPart(const protocol::Inbound& in)
   rr->set_already_known(pr.already_known);
   rr->set_dscp(j.dscp);
   rr->set_merges_host_parts(true);
-  held_rows_.push_back(ToStored(j));
-  held_part_rows_.push_back(ToStoredPart(j, host));
+  held_rows_.push_back(ctx_->rows->JobOf(j));
+  held_part_rows_.push_back(ctx_->rows->PartOf(j, host));
   held_ids_.insert(h.job_id);
   held_.push_back(std::move(h));
   return std::nullopt;  // Answered by CommitRegistrations.
@@ -94,8 +93,7 @@ std::optional<v1::Envelope> Gateway::OnPartProfile(const protocol::Inbound& in) 
     return Refuse("client", in.msg.request_id(), bad);
   }
   ctx_->parts.Set(p.job_id(), host, std::move(report), ctx_->loop->UnixMs());
-  parts_dirty_.insert({p.job_id(), host});
-  ctx_->dirty_profiles.insert(p.job_id());  // The part's row is flushed with the job's.
+  ctx_->journal->PartReported(p.job_id(), host);
   Remerge(p.job_id());
   return protocol::MakeAck(in.msg.request_id(), p.job_id());
 }
@@ -164,45 +162,14 @@ void Gateway::PartsExpired(const std::vector<ExpiredPart>& parts) {
 }
 
 void Gateway::PartGone(const std::string& id, core::NodeId host, const std::string& reason) {
-  const std::string& name = ctx_->topo.nominal().node(host).name;
   ctx_->parts.Erase(id, host);
-  parts_dirty_.erase({id, host});
-  const JobSession* j = ctx_->tracker.Find(id);
-  if (j == nullptr) return;
-  spdlog::info("job {}: part on {} left ({}); {} parts remain", id, name, reason, j->parts.size());
-  SyncDemand(*j);
-  Remerge(id);
-  state_dirty_.erase(id);  // Written now, with the part's removal.
-  ctx_->writer->Submit(
-      [row = ToStored(*j), key = PartKey{id, name}, topo = ctx_->topo.shared_nominal()](
-          Store& store) { return store.PutJobParts(Materialize({row}, *topo), {}, {key}); },
-      [this](core::Status s) { (void)ctx_->store_health.Stored(std::move(s), "put_job_parts"); });
-}
-
-StoredPart Gateway::ToStoredPart(const JobSession& j, core::NodeId host) const {
-  const core::Topology& topo = ctx_->topo.nominal();
-  const StoreCodec codec(topo);
-  const PartSession& p = j.parts.at(host);
-  StoredPart s;
-  s.job_id = j.demand.id;
-  s.host = topo.node(host).name;
-  s.registration = codec.EncodePartRegistration(j.demand, p.placement, p.info);
-  s.owner = p.user_id;
-  s.registered_ms = p.registered_ms;
-  s.last_seen_ms = p.last_seen_ms;
-  if (const PartReportEntry* e = ctx_->parts.Find(j.demand.id, host)) {
-    s.report = codec.EncodePartReport(j.demand.id, host, e->report);
+  if (const JobSession* j = ctx_->tracker.Find(id)) {
+    spdlog::info("job {}: part on {} left ({}); {} parts remain", id,
+                 ctx_->topo.nominal().node(host).name, reason, j->parts.size());
+    SyncDemand(*j);
+    Remerge(id);
   }
-  return s;
-}
-
-void Gateway::TakeDirtyParts(const std::string& id, std::vector<StoredPart>* rows) {
-  auto it = parts_dirty_.lower_bound({id, core::NodeId(0)});
-  while (it != parts_dirty_.end() && it->first == id) {
-    const JobSession* j = ctx_->tracker.Find(id);
-    if (j != nullptr && j->parts.count(it->second)) rows->push_back(ToStoredPart(*j, it->second));
-    it = parts_dirty_.erase(it);
-  }
+  ctx_->journal->PartGone(id, host);  // With the job's row, its placement now.
 }
 
 }  // namespace crux::daemon

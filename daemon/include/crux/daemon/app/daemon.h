@@ -110,7 +110,7 @@ class Daemon {
   std::vector<std::string> Reload(const DaemonConfig& c);
 
   void SweepLeases();
-  void FlushProfiles() { gateway_.FlushProfiles(); }
+  void FlushProfiles() { ctx_.journal->FlushProfiles(); }
   void RefreshMetrics();
 
   // Introspection (loop thread).
@@ -151,7 +151,7 @@ class Daemon {
   void ScheduleSweep();
   void ScheduleRefresh();
   void ScheduleLagProbe();
-  // Writes the dirty profiles in chunks (Gateway::FlushProfiles), one posted task per chunk.
+  // Writes the dirty profiles in chunks (JobJournal::FlushProfiles), one posted task per chunk.
   void FlushChunk();
   static constexpr size_t kFlushChunkRows = 500;
   bool flushing_ = false;  // A chunked flush is under way.

@@ -28,9 +28,11 @@
 #include "crux/daemon/runtime/event_loop.h"
 #include "crux/daemon/runtime/metrics.h"
 #include "crux/daemon/state/enforcer.h"
+#include "crux/daemon/state/job_rows.h"
 #include "crux/daemon/state/job_tracker.h"
 #include "crux/daemon/state/part_profiles.h"
 #include "crux/daemon/state/topology_manager.h"
+#include "crux/daemon/store/job_journal.h"
 #include "crux/daemon/store/store.h"
 #include "crux/daemon/store/store_health.h"
 #include "crux/daemon/store/store_writer.h"
@@ -85,15 +87,15 @@ struct DaemonContext {
   // Every store write after start-up (Daemon::Restore reads and writes the store directly,
   // before the first Submit). Made by Daemon.
   std::unique_ptr<StoreWriter> writer;
-  // Submits the planned profiles and job phases not stored yet (Gateway::FlushPlanned): the
-  // applier calls it before a plan's store write, so a restart plans from what was planned.
-  std::function<void()> flush_planned;
+  // The job rows not stored yet and every write of a job's rows (job_journal.h), reading the
+  // rows through `rows`. Made by Daemon, after `plans` and `writer`.
+  std::unique_ptr<JobRows> rows;
+  std::unique_ptr<JobJournal> journal;
   StoreHealth store_health;
   RefusalBook refusals;
   uint64_t state_id = 0;
   std::optional<protocol::KeyGrants> grants;  // Curve only.
   size_t quarantined_jobs = 0;
-  std::set<std::string> dirty_profiles;  // Jobs whose latest profile is not stored yet.
   std::shared_ptr<const DaemonView> view = std::make_shared<const DaemonView>();
   core::Duration started;
   uint64_t replans = 0;
