@@ -20,50 +20,47 @@ core::Status Daemon::Restore() {
   CRUX_ASSIGN_OR_RETURN(const size_t restored, RestorePlan(epoch));
   if (stored_jobs > 0 || epoch > 0) {
     spdlog::info("restored {} jobs, {} applied assignments, {} link overrides, epoch {}",
-                 ctx_.tracker.jobs().size(), restored, links, epoch);
+                 tracker_.jobs().size(), restored, links, epoch);
   }
-  if (ctx_.quarantined_jobs > 0) {
+  if (quarantined_jobs_ > 0) {
     spdlog::error(
         "{} stored jobs do not fit topology {} and are not served; they stay in the state file "
         "and are restored by a start with a topology they fit (check the `topology` key)",
-        ctx_.quarantined_jobs, ctx_.topo.source());
+        quarantined_jobs_, topo_.source());
   }
-  auto view = std::make_shared<DaemonView>();
-  view->epoch = epoch;
-  view->applied = ctx_.plans->loop().applied_ptr();
-  ctx_.view = std::move(view);
-  if (ctx_.metrics) ctx_.metrics->SetEpoch(epoch);
+  applier_.PublishApplied();
+  if (metrics_) metrics_->SetEpoch(epoch);
   return core::Status::Ok();
 }
 
 core::Result<uint64_t> Daemon::RestoreMeta() {
-  Store& store = *ctx_.store;
+  Store& store = *store_;
   CRUX_ASSIGN_OR_RETURN(auto previous, store.GetMeta("topology_source"));
-  if (previous && *previous != ctx_.topo.source()) {
+  if (previous && *previous != topo_.source()) {
     spdlog::warn("topology changed since the last run ('{}' -> '{}'); stored jobs are re-checked",
-                 *previous, ctx_.topo.source());
+                 *previous, topo_.source());
   }
-  CRUX_RETURN_IF_ERROR(store.PutMeta("topology_source", ctx_.topo.source()));
-  CRUX_ASSIGN_OR_RETURN(ctx_.state_id, LoadStateId(store));
-  ctx_.enforcer.SetStateId(ctx_.state_id);
+  CRUX_RETURN_IF_ERROR(store.PutMeta("topology_source", topo_.source()));
+  CRUX_ASSIGN_OR_RETURN(const uint64_t state_id, LoadStateId(store));
+  enforcer_.SetStateId(state_id);
   return store.LoadEpoch();
 }
 
 core::Result<size_t> Daemon::RestoreLinks() {
-  CRUX_ASSIGN_OR_RETURN(std::vector<LinkOverride> links, ctx_.store->LoadLinkOverrides());
+  CRUX_ASSIGN_OR_RETURN(std::vector<LinkOverride> links, store_->LoadLinkOverrides());
   for (const LinkOverride& o : links) {
-    if (core::Status s = ctx_.topo.Restore(o); !s.ok()) {
+    if (core::Status s = topo_.Restore(o); !s.ok()) {
       spdlog::error("stored link state not applied (kept in the state file): {}", s.ToString());
       continue;
     }
-    ctx_.faults->RestoreAdmin(o);
+    faults_.RestoreAdmin(o);
   }
   return links.size();
 }
 
 core::Result<size_t> Daemon::RestoreJobs() {
-  CRUX_ASSIGN_OR_RETURN(std::vector<StoredJob> jobs, ctx_.store->LoadJobs());
-  CRUX_ASSIGN_OR_RETURN(std::vector<StoredPart> stored_parts, ctx_.store->LoadJobParts());
+  CRUX_ASSIGN_OR_RETURN(std::vector<StoredJob> jobs, store_->LoadJobs());
+  CRUX_ASSIGN_OR_RETURN(std::vector<StoredPart> stored_parts, store_->LoadJobParts());
   std::map<std::string, std::vector<StoredPart>> parts_of;
   for (StoredPart& p : stored_parts) parts_of[p.job_id].push_back(std::move(p));
   for (const StoredJob& row : jobs) {
@@ -74,24 +71,24 @@ core::Result<size_t> Daemon::RestoreJobs() {
 }
 
 core::Status Daemon::RestoreJob(const StoredJob& row, const std::vector<StoredPart>* parts) {
-  const StoreCodec codec(ctx_.topo.nominal());
+  const StoreCodec codec(topo_.nominal());
   core::Result<core::JobDemand> demand = codec.DecodeRegistration(row);
   if (!demand.ok()) {
-    ++ctx_.quarantined_jobs;
+    ++quarantined_jobs_;
     spdlog::error("stored job {} not restored (kept in the state file, quarantined): {}",
                   row.job_id, demand.status().message());
     return core::Status::Ok();
   }
   bool recoloured = false;
-  if (core::Status s = ctx_.tracker.Restore(*demand, row.dscp, row.owner, row.registered_ms,
-                                            row.last_seen_ms, ctx_.loop->Now(), &recoloured);
+  if (core::Status s = tracker_.Restore(*demand, row.dscp, row.owner, row.registered_ms,
+                                        row.last_seen_ms, loop_->Now(), &recoloured);
       !s.ok()) {
-    ++ctx_.quarantined_jobs;
+    ++quarantined_jobs_;
     spdlog::error("stored job {} not restored (kept in the state file): {}", row.job_id,
                   s.ToString());
     return core::Status::Ok();
   }
-  const JobSession& session = *ctx_.tracker.Find(row.job_id);
+  const JobSession& session = *tracker_.Find(row.job_id);
   if (parts != nullptr) {
     RestoreParts(*parts);
     *demand = session.demand;  // The union of the restored parts.
@@ -111,26 +108,26 @@ core::Status Daemon::RestoreJob(const StoredJob& row, const std::vector<StoredPa
   };
   std::optional<core::JobProfile> latest = profile(row.profile, "latest");
   std::optional<core::JobProfile> planned = profile(row.planned_profile, "planned");
-  ctx_.plans->RestoreJob(*demand, session.dscp, std::move(latest), std::move(planned));
+  control_.RestoreJob(*demand, session.dscp, std::move(latest), std::move(planned));
   if (recoloured) {
     spdlog::warn("job {}: stored DSCP {} is not in qos.dscp_pool any more; new colour {}",
                  row.job_id, row.dscp, session.dscp);
     StoredJob again = row;
     again.dscp = session.dscp;
-    CRUX_RETURN_IF_ERROR(ctx_.store->UpsertJob(again));
+    CRUX_RETURN_IF_ERROR(store_->UpsertJob(again));
   }
   return core::Status::Ok();
 }
 
 void Daemon::RestoreParts(const std::vector<StoredPart>& rows) {
-  const core::Topology& topo = ctx_.topo.nominal();
+  const core::Topology& topo = topo_.nominal();
   const StoreCodec codec(topo);
-  const core::Duration now = ctx_.loop->Now();
+  const core::Duration now = loop_->Now();
   std::vector<const StoredPart*> restored;
   for (const StoredPart& p : rows) {
     core::Result<StoreCodec::DecodedPart> part = codec.DecodePartRegistration(p);
-    core::Status s = part.ok() ? ctx_.tracker.RestorePart(part->demand, part->info, p.owner,
-                                                          p.registered_ms, p.last_seen_ms, now)
+    core::Status s = part.ok() ? tracker_.RestorePart(part->demand, part->info, p.owner,
+                                                      p.registered_ms, p.last_seen_ms, now)
                                : part.status();
     if (!s.ok()) {
       spdlog::error("job {}: stored part on {} not restored (kept in the state file): {}", p.job_id,
@@ -140,7 +137,7 @@ void Daemon::RestoreParts(const std::vector<StoredPart>& rows) {
     restored.push_back(&p);
   }
   // Reports after every part, against the union placement.
-  const JobSession* j = rows.empty() ? nullptr : ctx_.tracker.Find(rows.front().job_id);
+  const JobSession* j = rows.empty() ? nullptr : tracker_.Find(rows.front().job_id);
   if (j == nullptr || !j->parted()) return;
   for (const StoredPart* p : restored) {
     if (p->report.empty()) continue;
@@ -151,28 +148,28 @@ void Daemon::RestoreParts(const std::vector<StoredPart>& rows) {
                     report.status().message());
       continue;
     }
-    ctx_.parts.Set(p->job_id, host, *std::move(report), 0);
+    parts_.Set(p->job_id, host, *std::move(report), 0);
   }
-  (void)ctx_.parts.Merge(*j, topo);  // The statistics for cruxctl; the loop gets the stored
-                                     // merged profiles.
+  (void)parts_.Merge(*j, topo);  // The statistics for cruxctl; the loop gets the stored
+                                 // merged profiles.
 }
 
 core::Result<size_t> Daemon::RestorePlan(uint64_t epoch) {
-  CRUX_ASSIGN_OR_RETURN(std::vector<PlanRow> plan, ctx_.store->LoadPlan());
-  const StoreCodec codec(ctx_.topo.nominal());
+  CRUX_ASSIGN_OR_RETURN(std::vector<PlanRow> plan, store_->LoadPlan());
+  const StoreCodec codec(topo_.nominal());
   core::AppliedPlan applied;
   for (const PlanRow& r : plan) {
-    if (!ctx_.tracker.Find(r.job_id)) continue;  // Not restored (quarantined): not served.
+    if (!tracker_.Find(r.job_id)) continue;  // Not restored (quarantined): not served.
     core::Result<core::AppliedAssignment> a = codec.DecodeAssignment(r.assignment);
     if (!a.ok()) {
       spdlog::warn("job {}: stored assignment {}; re-planned", r.job_id, a.status().message());
       continue;
     }
-    ctx_.tracker.SetLevel(r.job_id, a->assignment.level);
+    tracker_.SetLevel(r.job_id, a->assignment.level);
     applied[r.job_id] = std::make_shared<const core::AppliedAssignment>(*std::move(a));
   }
   const size_t restored = applied.size();
-  ctx_.plans->RestoreApplied(std::move(applied), epoch);
+  control_.RestoreApplied(std::move(applied), epoch);
   return restored;
 }
 

@@ -30,16 +30,16 @@ std::string ReoptimizeText(const core::PlanOutcome& o) {
 
 void PlanApplier::Publish(const PlanRun& run) {
   auto view = std::make_shared<DaemonView>();
-  view->epoch = ctx_->plans->loop().epoch();
-  view->applied = ctx_->plans->loop().applied_ptr();
+  view->epoch = control_->loop().epoch();
+  view->applied = control_->loop().applied_ptr();
   if (run.outcome && run.outcome->status.ok()) {
     view->outcome = run.outcome;
     view->topology = run.topology;
-  } else if (ctx_->view) {
-    view->outcome = ctx_->view->outcome;
-    view->topology = ctx_->view->topology;
+  } else if (view_) {
+    view->outcome = view_->outcome;
+    view->topology = view_->topology;
   }
-  ctx_->view = std::move(view);
+  view_ = std::move(view);
 }
 
 void PlanApplier::Finish(const PlanRun& run, size_t changed, double ms, const std::string& steps) {
@@ -52,13 +52,13 @@ void PlanApplier::Finish(const PlanRun& run, size_t changed, double ms, const st
 void PlanApplier::Apply(PlanRun run_value) {
   const auto apply_start = std::chrono::steady_clock::now();
   auto run = std::make_shared<PlanRun>(std::move(run_value));
-  ControlHost& control = *ctx_->plans;
+  ControlHost& control = *control_;
   const core::ControlLoop& loop = control.loop();
   const core::PlanningSnapshot& snap = *run->snapshot;
   const core::PlanOutcome& outcome = *run->outcome;
-  ++ctx_->replans;
-  ctx_->last_replan_ms = run->replan_ms;
-  if (ctx_->metrics) ctx_->metrics->ObserveReplan(run->replan_ms / 1000.0, outcome.status.ok());
+  ++replans_;
+  last_replan_ms_ = run->replan_ms;
+  if (metrics_) metrics_->ObserveReplan(run->replan_ms / 1000.0, outcome.status.ok());
   // Where the loop's time goes (logged when a commit takes >= 50 ms).
   auto last = apply_start;
   std::string steps;
@@ -84,7 +84,7 @@ void PlanApplier::Apply(PlanRun run_value) {
     return;
   }
   for (const auto& [id, why] : outcome.excluded) spdlog::warn("job {} not planned: {}", id, why);
-  if (ctx_->config.dry_run) {
+  if (config_->dry_run) {
     if (!batch->changed.empty() || !batch->removed.empty()) {
       spdlog::info(
           "dry_run: re-plan ({}) would push {} changed assignments as epoch {} ({:.2f} ms)",
@@ -104,7 +104,7 @@ void PlanApplier::Apply(PlanRun run_value) {
     spdlog::debug("re-plan ({}) {:.2f} ms: nothing changed, epoch stays {}", snap.reason,
                   run->replan_ms, loop.epoch());
     control.Commit(*batch);
-    ctx_->enforcer.Commit(batch->qos, batch->qos_changed);  // The first state after a start.
+    enforcer_->Commit(batch->qos, batch->qos_changed);  // The first state after a start.
     Publish(*run);
     finish();
     return;
@@ -115,11 +115,11 @@ void PlanApplier::Apply(PlanRun run_value) {
   if (batch->epoch == snap.epoch + 1) {
     for (PlanRow& r : run_rows) prepared[r.job_id] = &r;
   }
-  const StoreCodec codec(ctx_->topo.nominal());
+  const StoreCodec codec(topo_->nominal());
   auto rows = std::make_shared<std::vector<PlanRow>>();
   std::vector<AuditRow> audit;
   rows->reserve(batch->changed.size());
-  const int64_t now_ms = ctx_->loop->UnixMs();
+  const int64_t now_ms = loop_->UnixMs();
   for (const auto& a : batch->changed) {
     const std::string& id = a->assignment.job_id;
     auto p = prepared.find(id);
@@ -145,19 +145,19 @@ void PlanApplier::Apply(PlanRun run_value) {
     return;
   }
   // The planned profiles this run used are written first (FIFO), then the plan, off the loop.
-  ctx_->journal->FlushPlanned();
+  journal_->FlushPlanned();
   const auto submitted = std::chrono::steady_clock::now();
-  ctx_->writer->Submit(
+  writer_->Submit(
       [rows, removed = batch->removed, audit = std::move(audit), epoch = batch->epoch](
           Store& store) { return store.ApplyPlan(epoch, *rows, removed, audit); },
       [this, run, batch, rows, submitted](core::Status s) {
         const double store_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - submitted)
                 .count();
-        if (!ctx_->store_health.Stored(std::move(s), "apply_plan").ok()) {
+        if (!store_health_->Stored(std::move(s), "apply_plan").ok()) {
           spdlog::error("re-plan ({}) not applied: epoch stays {} until the store works again",
-                        run->snapshot->reason, ctx_->plans->loop().epoch());
-          ctx_->plans->CommitFailed();
+                        run->snapshot->reason, control_->loop().epoch());
+          control_->CommitFailed();
           Finish(*run, batch->changed.size(), 0, "");
           return;
         }
@@ -169,7 +169,7 @@ void PlanApplier::Apply(PlanRun run_value) {
                fmt::format("after the store write of {:.1f} ms", store_ms));
       });
   step("submit");
-  if (!ctx_->writer->threaded()) return;  // Inline: done already ran (and finished the run).
+  if (!writer_->threaded()) return;  // Inline: done already ran (and finished the run).
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - apply_start)
           .count();
@@ -182,29 +182,29 @@ void PlanApplier::Apply(PlanRun run_value) {
 void PlanApplier::Commit(std::shared_ptr<const PlanRun> run,
                          std::shared_ptr<const core::ApplyBatch> batch,
                          std::shared_ptr<std::vector<PlanRow>> rows, double store_ms) {
-  ctx_->plans->Commit(*batch);
-  const core::ControlLoop& loop = ctx_->plans->loop();
+  control_->Commit(*batch);
+  const core::ControlLoop& loop = control_->loop();
   auto pushes = std::make_shared<Pushes>();
   pushes->reserve(batch->changed.size());
   for (size_t i = 0; i < batch->changed.size(); ++i) {
     const auto& a = batch->changed[i];
     const std::string& id = a->assignment.job_id;
-    ctx_->tracker.SetLevel(id, a->assignment.level);
-    if (const JobSession* j = ctx_->tracker.Find(id)) {
+    tracker_->SetLevel(id, a->assignment.level);
+    if (const JobSession* j = tracker_->Find(id)) {
       // (*rows)[i] is batch->changed[i]'s store row: the serialized assignment the push carries.
       // A multi-host job's parts get their host's cut of it (PartAssignments).
       if (!j->parted()) {
         pushes->push_back({j->peer, a, std::move((*rows)[i].assignment)});
       } else {
-        for (auto& [peer, cut] : PartAssignments(*j, *a, ctx_->topo.nominal())) {
+        for (auto& [peer, cut] : PartAssignments(*j, *a, topo_->nominal())) {
           pushes->push_back({std::move(peer), a, "", std::move(cut)});
         }
       }
     }
   }
   const size_t pushed = PushChunk(std::move(pushes), 0);
-  ctx_->enforcer.Commit(batch->qos, batch->qos_changed);
-  if (ctx_->metrics) ctx_->metrics->SetEpoch(loop.epoch());
+  enforcer_->Commit(batch->qos, batch->qos_changed);
+  if (metrics_) metrics_->SetEpoch(loop.epoch());
   const core::PlanOutcome& o = *run->outcome;
   spdlog::info(
       "epoch {}: {} assignments changed ({} pushed at once, the rest in chunks), {} removed, "
@@ -220,17 +220,17 @@ void PlanApplier::Commit(std::shared_ptr<const PlanRun> run,
 size_t PlanApplier::PushChunk(std::shared_ptr<const Pushes> pushes, size_t from) {
   const size_t end = std::min(pushes->size(), from + kPushChunk);
   size_t sent = 0;
-  const core::ControlLoop& loop = ctx_->plans->loop();
+  const core::ControlLoop& loop = control_->loop();
   for (size_t i = from; i < end; ++i) {
     const Push& p = (*pushes)[i];
     // Still the assignment in force (a later epoch may have replaced or removed it)?
     if (loop.Applied(p.assignment->assignment.job_id) != p.assignment.get()) continue;
-    const bool ok = p.cut ? ctx_->enforcer.Push(p.peer, *p.cut)
-                          : ctx_->enforcer.Push(p.peer, *p.assignment, p.serialized);
+    const bool ok = p.cut ? enforcer_->Push(p.peer, *p.cut)
+                          : enforcer_->Push(p.peer, *p.assignment, p.serialized);
     if (ok) ++sent;
   }
   if (end < pushes->size()) {
-    ctx_->loop->Post([this, pushes = std::move(pushes), end] { PushChunk(pushes, end); });
+    loop_->Post([this, pushes = std::move(pushes), end] { PushChunk(pushes, end); });
   }
   return sent;
 }

@@ -37,8 +37,20 @@
 #include <utility>
 #include <vector>
 
-#include "crux/daemon/control/context.h"
+#include "crux/daemon/config/config.h"
+#include "crux/daemon/control/control_host.h"
+#include "crux/daemon/rpc/refusal_book.h"
+#include "crux/daemon/runtime/event_loop.h"
+#include "crux/daemon/runtime/metrics.h"
+#include "crux/daemon/state/enforcer.h"
+#include "crux/daemon/state/job_rows.h"
+#include "crux/daemon/state/job_tracker.h"
+#include "crux/daemon/state/part_profiles.h"
+#include "crux/daemon/state/refusal.h"
+#include "crux/daemon/state/topology_manager.h"
+#include "crux/daemon/store/job_journal.h"
 #include "crux/protocol/convert.h"
+#include "crux/protocol/curve.h"
 #include "crux/protocol/server.h"
 #include "crux/v1/envelope.pb.h"
 
@@ -46,10 +58,33 @@ namespace crux::daemon {
 
 class Gateway {
  public:
-  explicit Gateway(DaemonContext* ctx) : ctx_(ctx) {}
+  // Every pointer must outlive the gateway; `metrics` may be null. `config` is the running one
+  // (dry_run is live); `control` gets the events, `journal` the rows to store, `rows` builds
+  // them.
+  Gateway(const DaemonConfig* config, EventLoop* loop, Metrics* metrics,
+          const TopologyManager* topo, JobTracker* tracker, PartProfiles* parts, Enforcer* enforcer,
+          ControlHost* control, JobJournal* journal, const JobRows* rows, RefusalBook* refusals)
+      : config_(config),
+        loop_(loop),
+        metrics_(metrics),
+        topo_(topo),
+        tracker_(tracker),
+        parts_(parts),
+        enforcer_(enforcer),
+        control_(control),
+        journal_(journal),
+        rows_(rows),
+        refusals_(refusals) {}
   ~Gateway() { *self_ = nullptr; }  // A timer firing later finds no gateway.
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
+
+  // Where replies and pushes of envelopes go (the client endpoint's Send). Set before the first
+  // message.
+  void SetSender(Sender s) { client_sender_ = std::move(s); }
+  // Curve only: what each authorised key may do (protocol::GrantsOf). Without grants (insecure
+  // mode) roles are not checked.
+  void SetKeyGrants(std::optional<protocol::KeyGrants> grants) { grants_ = std::move(grants); }
 
   // Handles one message: sends its reply, then the pushes it caused.
   void Process(const protocol::Inbound& in);
@@ -126,7 +161,20 @@ class Gateway {
   // The control loop's registration of the job follows the tracker's (a part joined or left).
   void SyncDemand(const JobSession& j);
 
-  DaemonContext* ctx_;
+  const DaemonConfig* config_;
+  EventLoop* loop_;
+  Metrics* metrics_;
+  const TopologyManager* topo_;
+  JobTracker* tracker_;
+  PartProfiles* parts_;
+  Enforcer* enforcer_;
+  ControlHost* control_;
+  JobJournal* journal_;
+  const JobRows* rows_;
+  RefusalBook* refusals_;
+  Sender client_sender_;
+  std::optional<protocol::KeyGrants> grants_;  // Curve only.
+  bool committing_ = false;                    // In CommitRegistrations' call of the journal.
   // Pushes caused by the message being handled: (peer, job id) assignments and raw envelopes.
   std::vector<std::pair<std::string, std::string>> deferred_assignments_;
   std::vector<std::pair<std::string, v1::Envelope>> deferred_;
