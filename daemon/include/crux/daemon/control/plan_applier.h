@@ -89,11 +89,37 @@ class PlanApplier {
   };
   using Pushes = std::vector<Push>;
 
-  void Publish(const PlanRun& run);
+  class StepTimer;  // The loop's time per step of a commit, logged when slow (plan_applier.cc).
+  // A batch's store rows: one plan row per changed assignment (in batch.changed's order) and one
+  // audit row each.
+  struct BatchRows {
+    std::shared_ptr<std::vector<PlanRow>> plan;
+    std::vector<AuditRow> audit;
+  };
+
+  // Apply's four ways, by what the run produced. Each ends the run (the control host's Commit or
+  // CommitFailed lets the next one start), ApplyChanged once its store write is done.
+  // The planner failed: nothing to apply.
+  void ApplyFailed(const PlanRun& run);
+  // config.dry_run: what would change is logged, nothing is applied.
+  void ApplyDryRun(const PlanRun& run, const core::ApplyBatch& batch);
+  // Nothing changed: the batch still establishes the switches' first state after a start.
+  void ApplyUnchanged(const PlanRun& run, const core::ApplyBatch& batch);
+  // Assignments or switch states changed: the rows are stored (when the epoch advances) and the
+  // batch committed after the write (OnStored), else committed at once.
+  void ApplyChanged(std::shared_ptr<PlanRun> run, std::shared_ptr<const core::ApplyBatch> batch,
+                    StepTimer& timer);
+  // The rows of `batch`: the plan rows the worker serialized are moved out of `run` (serialized
+  // again only if the epoch moved since its snapshot).
+  BatchRows RowsOf(PlanRun& run, const core::ApplyBatch& batch) const;
+  // The batch's store write is done (`s`, after `store_ms`): commit it, or have it retried.
+  void OnStored(core::Status s, double store_ms, std::shared_ptr<const PlanRun> run,
+                std::shared_ptr<const core::ApplyBatch> batch,
+                std::shared_ptr<std::vector<PlanRow>> rows);
   // After the batch is durable (or when it needed no store write): commit, push, publish.
   void Commit(std::shared_ptr<const PlanRun> run, std::shared_ptr<const core::ApplyBatch> batch,
               std::shared_ptr<std::vector<PlanRow>> rows, double store_ms);
-  void Finish(const PlanRun& run, size_t changed, double ms, const std::string& steps);
+  void Publish(const PlanRun& run);
   // Pushes pushes[from, from + kPushChunk) and posts the rest; returns how many were sent.
   size_t PushChunk(std::shared_ptr<const Pushes> pushes, size_t from);
 
