@@ -124,7 +124,7 @@ class Gateway {
   v1::Envelope OnAck(const protocol::Inbound& in);
   v1::Envelope OnSwitchHello(const protocol::Inbound& in);
   v1::Envelope OnSwitchApplied(const protocol::Inbound& in);
-  // Port telemetry (issue #14): link-state and counter signals for the fault manager.
+  // Port telemetry: link-state and counter signals for the fault manager.
   v1::Envelope OnSwitchTelemetry(const protocol::Inbound& in);
   // A heartbeat's per-flow stats: flow samples for the fault manager.
   void ObserveFlows(const v1::Heartbeat& h);
