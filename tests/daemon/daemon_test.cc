@@ -474,6 +474,78 @@ TEST_F(DaemonTest, AdminStatusJobsExplainLinksAndDryRun) {
   EXPECT_EQ(daemon_->epoch(), at);
 }
 
+// What a daemon has in force, per job: its level and each flow's source port and path.
+std::map<std::string, std::string> InForce(const Daemon& d) {
+  std::map<std::string, std::string> out;
+  for (const auto& [id, a] : d.applied()) {
+    std::string s = "level " + std::to_string(a->assignment.level) + ";";
+    for (const auto& f : a->assignment.flows) {
+      s += " " + std::to_string(f.udp_sport) + ":";
+      for (core::LinkId l : f.path) s += std::to_string(l.value()) + ",";
+    }
+    out[id] = s;
+  }
+  return out;
+}
+
+// Two jobs arrive one after the other (converged at once) and are planned in one run, on a
+// daemon of its own (its own clock and state file); with `dry_run`, cruxctl asks for a dry run
+// between the two arrivals. Returns what the run put in force.
+std::map<std::string, std::string> PlanTwoArrivals(const DaemonConfig& base, bool dry_run) {
+  const std::filesystem::path dir = TempDir(dry_run ? "arrivals_dry" : "arrivals");
+  std::map<std::string, std::string> in_force;
+  {
+    DaemonConfig config = base;
+    config.state_dir = dir.string();
+    auto store = OpenSqliteStore(DatabasePath(config));
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    auto topo = spec::ParseTopology(EmbeddedTopologyYaml(), "");
+    EXPECT_TRUE(topo.ok()) << topo.status().ToString();
+    ManualEventLoop loop;
+    Metrics metrics;
+    Capture client;
+    Capture admin;
+    auto d = Daemon::Create(config, std::move(topo).value(), "embedded:example_clos2", store->get(),
+                            &loop, &metrics);
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    Daemon& daemon = **d;
+    daemon.SetClientSender(
+        [&](const std::string& p, const v1::Envelope& m) { return client.Send(p, m); });
+    daemon.SetAdminSender(
+        [&](const std::string& p, const v1::Envelope& m) { return admin.Send(p, m); });
+    daemon.Start();
+    loop.Advance(kDebounce);  // The start run (no job yet).
+    daemon.ProcessClient(In("peer-x", Register("x", {"host2", "host4"}, 4000000000, 1)));
+    daemon.ProcessClient(In("peer-x", Profile("x", 87, 20, true, 2)));
+    if (dry_run) {
+      v1::Envelope dry = protocol::NewEnvelope(3);
+      dry.mutable_plan_dry_run_request();
+      daemon.ProcessAdmin(In("admin", dry));
+      auto replies = admin.Take();
+      EXPECT_EQ(replies.size(), 1u);
+      EXPECT_TRUE(!replies.empty() && replies[0].second.has_plan_dry_run_reply());
+    }
+    daemon.ProcessClient(In("peer-y", Register("y", {"host9", "host7"}, 4000000000, 4)));
+    daemon.ProcessClient(In("peer-y", Profile("y", 348, 20, true, 5)));
+    loop.Advance(kDebounce);
+    EXPECT_EQ(daemon.epoch(), 1u);
+    in_force = InForce(daemon);
+  }
+  std::filesystem::remove_all(dir);
+  return in_force;
+}
+
+// A dry run only looks: the next real run is the one it would have been without it. The stable
+// planner continues the plan its last Schedule made; had the dry run planned on the engine the
+// real runs use, x would have kept the level the dry run gave it alone, where the real run
+// levels x and y together.
+TEST_F(DaemonTest, DryRunDoesNotChangeTheNextRealPlan) {
+  ASSERT_TRUE(config_.planner.stable);
+  const std::map<std::string, std::string> without = PlanTwoArrivals(config_, false);
+  ASSERT_EQ(without.size(), 2u);
+  EXPECT_EQ(PlanTwoArrivals(config_, true), without);
+}
+
 // Test helpers for the switch tests.
 v1::Envelope Hello(const std::string& name, uint64_t applied_epoch, uint64_t rid = 4) {
   v1::Envelope e = protocol::NewEnvelope(rid);

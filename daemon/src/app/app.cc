@@ -20,9 +20,7 @@
 #include <system_error>
 
 #include "crux/daemon/app/daemon.h"
-#include "crux/daemon/ha/election.h"
-#include "crux/daemon/ha/etcd_gateway.h"
-#include "crux/daemon/ha/shared_store.h"
+#include "crux/daemon/ha/leadership.h"
 #include "crux/daemon/runtime/event_loop.h"
 #include "crux/daemon/runtime/metrics.h"
 #include "crux/daemon/store/store.h"
@@ -168,15 +166,14 @@ struct App::Impl {
   StoreOpenOptions store_options;
   // High availability (config.ha enabled): the campaign; the daemon, its store and the client
   // endpoint exist only while this instance leads.
-  std::unique_ptr<ha::LeaderElection> election;
-  std::string ha_instance;
+  std::unique_ptr<ha::Leadership> leadership;
   core::Duration started;
 
   core::Status StartDaemon();
-  core::Status StartElection();
-  void BecomeLeader(int64_t term);
+  // High availability: this instance leads in `term`, on the shared state `shared`.
+  core::Status Lead(int64_t term, std::unique_ptr<Store> shared);
+  // High availability: the admin endpoint while no daemon serves (a standby).
   void HandleAdmin(const protocol::Inbound& in);
-  void FillHa(v1::HaStatus* ha) const;
 
   void WaitSignal() {
     signals->async_wait([this](const boost::system::error_code& ec, int sig) {
@@ -189,7 +186,7 @@ struct App::Impl {
       spdlog::info("signal {}: shutting down", sig);
       Notify("STOPPING=1");
       // HA: resign first (the fence closes, the lease is revoked): a standby leads at once.
-      if (election) election->Resign();
+      if (leadership) leadership->Resign();
       loop.Stop();
     });
   }
@@ -246,7 +243,7 @@ App::App(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 App::~App() {
   if (!impl_) return;
-  impl_->election.reset();  // Joins the campaign thread: nothing more is posted to the loop.
+  impl_->leadership.reset();  // Joins the campaign thread: nothing more is posted to the loop.
   // Stop the transports before the daemon they deliver to.
   if (impl_->client_server) impl_->client_server->Stop();
   if (impl_->admin_server) impl_->admin_server->Stop();
@@ -266,139 +263,32 @@ core::Result<std::string> App::Check(const AppOptions& options) {
   return EffectiveConfigYaml(c);
 }
 
-// ---- High availability (docs/daemon.md "High availability") ----
+// ---- High availability (docs/daemon.md "High availability"; the campaign: ha/leadership.h) ----
 
-namespace {
-
-// Exit code of a deposed leader: systemd (Restart=on-failure) starts it again as a standby.
-constexpr int kExitDeposed = 75;  // EX_TEMPFAIL.
-
-std::string HostName() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "cruxd";
-  return buf;
-}
-
-}  // namespace
-
-core::Status App::Impl::StartElection() {
-  const HaConfig& h = config.ha;
-  ha_instance = h.instance.empty() ? HostName() : h.instance;
-  const core::Duration ttl = core::Duration::Millis(h.lease_ttl_s * 1000);
-  ha::GatewayOptions gw;
-  gw.endpoints = SplitEndpointList(h.etcd_endpoints);
-  gw.timeout = core::Duration::Nanos(ttl.nanos() / 6);  // A dead member costs < TTL/3 in all.
-  CRUX_ASSIGN_OR_RETURN(std::unique_ptr<ha::Etcd> etcd, ha::ConnectGateway(gw));
-  ha::ElectionOptions eo;
-  eo.prefix = "/crux/" + h.election;
-  eo.instance = ha_instance;
-  eo.client_endpoint = h.advertise_endpoint.empty() ? config.client_endpoint : h.advertise_endpoint;
-  eo.admin_endpoint = admin_server->endpoint();
-  eo.ttl = ttl;
-  eo.poll = core::Duration::Nanos(std::min<int64_t>(ttl.nanos() / 15, 200'000'000));
-  election = std::make_unique<ha::LeaderElection>(
-      eo, std::move(etcd),
-      [this](int64_t term) { loop.Post([this, term] { BecomeLeader(term); }); },
-      [this](const std::string& why) {
-        // On the campaign thread: the fence is already closed (MayAct() is false), so nothing
-        // more leaves the client endpoint; leave at once, like a kill -9 (which cruxd survives):
-        // no store write or push of this process can follow.
-        spdlog::error(
-            "ha: {} is deposed ({}); exiting with code {} so that it restarts as a "
-            "standby",
-            ha_instance, why, kExitDeposed);
-        spdlog::default_logger()->flush();
-        Notify("STOPPING=1\nSTATUS=deposed: " + why);
-        ::_exit(kExitDeposed);
-      });
-  return core::Status::Ok();
-}
-
-void App::Impl::BecomeLeader(int64_t term) {
-  if (daemon) return;
-  auto fail = [this](const core::Status& s) {
-    spdlog::error("ha: {} won the election but cannot serve: {}; resigning and exiting",
-                  ha_instance, s.ToString());
-    spdlog::default_logger()->flush();
-    if (election) election->Resign();
-    ::_exit(kExitDeposed);
-  };
-  spdlog::info("ha: {} is the leader (term {}); loading the shared state", ha_instance, term);
-  auto local = OpenSqliteStore(DatabasePath(config), store_options);
-  if (!local.ok()) return fail(local.status());
-  ha::GatewayOptions gw;
-  gw.endpoints = SplitEndpointList(config.ha.etcd_endpoints);
-  gw.timeout = core::Duration::Millis(config.ha.lease_ttl_s * 1000 / 3);
-  auto etcd = ha::ConnectGateway(gw);
-  if (!etcd.ok()) return fail(etcd.status());
-  auto shared = ha::SharedStore::Open(std::move(local).value(), std::move(etcd).value(),
-                                      {"/crux/" + config.ha.election, election->key(), term});
-  if (!shared.ok()) return fail(shared.status());
-  store = std::move(shared).value();
-  if (core::Status s = StartDaemon(); !s.ok()) return fail(s);
+core::Status App::Impl::Lead(int64_t term, std::unique_ptr<Store> shared) {
+  store = std::move(shared);
+  CRUX_RETURN_IF_ERROR(StartDaemon());
   daemon->SetTerm(static_cast<uint64_t>(term));
   protocol::RouterServer* as = admin_server.get();
   daemon->SetAdminSender([this, as](const std::string& peer, const v1::Envelope& e) {
     if (!e.has_status_reply()) return as->Send(peer, e);
     v1::Envelope with_ha = e;
-    FillHa(with_ha.mutable_status_reply()->mutable_ha());
+    leadership->FillStatus(with_ha.mutable_status_reply()->mutable_ha());
     return as->Send(peer, with_ha);
   });
   daemon->AddTransportCounters("admin", [as] { return as->counters(); });
   daemon->Start();
-  spdlog::info("ha: {} serving as leader, term {}: client endpoint {}, epoch {}", ha_instance, term,
-               client_server->endpoint(), daemon->epoch());
+  spdlog::info("ha: {} serving as leader, term {}: client endpoint {}, epoch {}",
+               leadership->instance(), term, client_server->endpoint(), daemon->epoch());
   Notify("STATUS=leader (term " + std::to_string(term) + "), serving " +
          std::to_string(daemon->tracker().jobs().size()) + " jobs");
-}
-
-void App::Impl::FillHa(v1::HaStatus* out) const {
-  if (!election) return;
-  const ha::ElectionView v = election->view();
-  out->set_instance(ha_instance);
-  out->set_role(ha::RoleName(v.role));
-  out->set_term(static_cast<uint64_t>(v.term));
-  out->set_leader(v.leader);
-  out->set_leader_endpoint(v.leader_client_endpoint);
-  out->set_etcd_error(v.last_error);
-  out->set_lease_ttl_s(static_cast<uint32_t>(config.ha.lease_ttl_s));
-  for (const ha::Member& mb : v.members) {
-    v1::HaMember* m = out->add_members();
-    m->set_instance(mb.instance);
-    m->set_client_endpoint(mb.client_endpoint);
-    m->set_admin_endpoint(mb.admin_endpoint);
-    m->set_revision(static_cast<uint64_t>(mb.create_revision));
-    m->set_role(mb.leader ? "leader" : "standby");
-  }
+  return core::Status::Ok();
 }
 
 void App::Impl::HandleAdmin(const protocol::Inbound& in) {
   if (daemon) return daemon->ProcessAdmin(in);
-  const uint64_t rid = in.msg.request_id();
-  if (in.msg.has_status_request()) {
-    v1::Envelope e = protocol::NewEnvelope(rid);
-    v1::StatusReply* s = e.mutable_status_reply();
-    s->set_version(kCruxdVersion);
-    s->set_uptime_ms(static_cast<uint64_t>((loop.Now() - started).nanos() / 1000000));
-    s->set_topology(topo_source);
-    s->set_state_path(DatabasePath(config));
-    s->set_store_ok(true);
-    s->set_dry_run(config.dry_run);
-    s->set_levels(static_cast<uint32_t>(config.planner.levels));
-    FillHa(s->mutable_ha());
-    (void)admin_server->Send(in.peer, e);
-    return;
-  }
-  const ha::ElectionView v = election ? election->view() : ha::ElectionView{};
-  std::string where = v.leader.empty() ? "no leader is known yet"
-                                       : "the leader is " + v.leader + " (client endpoint " +
-                                             v.leader_client_endpoint + ")";
-  for (const ha::Member& mb : v.members) {
-    if (mb.leader && !mb.admin_endpoint.empty()) where += ", admin endpoint " + mb.admin_endpoint;
-  }
-  (void)admin_server->Send(
-      in.peer, protocol::MakeError(rid, v1::ERROR_CODE_UNAVAILABLE,
-                                   "this cruxd (" + ha_instance + ") is a standby; " + where));
+  (void)admin_server->Send(in.peer,
+                           leadership->StandbyReply(in.msg, loop.Now() - started, topo_source));
 }
 
 // The daemon on `store` with the client endpoint bound and its senders wired (a single cruxd
@@ -432,7 +322,7 @@ core::Status App::Impl::StartDaemon() {
   protocol::RouterServer* cs = client_server.get();
   // HA fencing: nothing leaves the client endpoint (pushes to jobs and switch agents, replies)
   // once this instance may no longer act as the leader (LeaderElection::MayAct).
-  ha::LeaderElection* el = election.get();
+  const ha::Leadership* el = leadership.get();
   d->SetClientSender([cs, el](const std::string& peer, const v1::Envelope& m) {
     if (el != nullptr && !el->MayAct()) return core::UnavailableError("ha: fenced (not leading)");
     return cs->Send(peer, m);
@@ -505,6 +395,11 @@ core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
   } else {
     // A standby opens its state file only when it wins; check its health now (fail fast).
     if (!options.fresh_state) CRUX_RETURN_IF_ERROR(CheckSqliteStore(DatabasePath(c)));
+    Impl* m = impl.get();
+    impl->leadership = std::make_unique<ha::Leadership>(
+        c, impl->store_options, &impl->loop, [m](int64_t term, std::unique_ptr<Store> shared) {
+          return m->Lead(term, std::move(shared));
+        });
   }
 
   const std::string admin_ep = AdminEndpoint(c);
@@ -549,11 +444,12 @@ core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
   }
 
   if (c.ha.enabled()) {
-    CRUX_RETURN_IF_ERROR(impl->StartElection());
+    CRUX_RETURN_IF_ERROR(impl->leadership->Campaign(as->endpoint()));
     spdlog::info(
         "high availability: instance {} campaigning on etcd {} (election {}); admin "
         "endpoint {}; the client endpoint {} is bound once this instance leads",
-        impl->ha_instance, c.ha.etcd_endpoints, c.ha.election, as->endpoint(), c.client_endpoint);
+        impl->leadership->instance(), c.ha.etcd_endpoints, c.ha.election, as->endpoint(),
+        c.client_endpoint);
   } else {
     spdlog::info("client endpoint {} (curve {}), admin endpoint {}",
                  impl->client_server->endpoint(), c.curve.enabled ? "on" : "off", as->endpoint());

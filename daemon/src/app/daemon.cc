@@ -6,89 +6,13 @@
 #include <chrono>
 #include <utility>
 
-#include "crux/protocol/codec.h"
-#include "crux/protocol/convert.h"
-
 namespace crux::daemon {
 namespace {
-
-// Why each refusal reason happens, for the log.
-const char* RefusalMeaning(const std::string& reason) {
-  if (reason == "unauthorised_key") return "CURVE client keys not in the authorised keys";
-  if (reason == "mechanism") {
-    return "peers without CURVE (plain ZeroMQ) on the CURVE endpoint, or CURVE peers on a plain "
-           "one";
-  }
-  if (reason == "handshake") {
-    return "failed CURVE handshakes (a client using the wrong server public key, or a plain "
-           "client that hung up)";
-  }
-  if (reason == "identity") {
-    return "messages on a routing id bound to another CURVE key (an identity takeover attempt?)";
-  }
-  if (reason == "role") {
-    return "keys used outside their role (a job key as a switch agent, a switch key for another "
-           "switch or for a job)";
-  }
-  if (reason == "job_owner") return "keys speaking for a job another key registered";
-  if (reason == "connection") {
-    return "messages for a job from a connection other than the one that registered it";
-  }
-  if (reason == "quota") return "registrations beyond a job quota (limits.*)";
-  return "refusals";
-}
 
 int64_t SystemUnixNanos() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-}  // namespace
-
-// ---- context helpers ----
-
-core::Status StoreHealth::Stored(core::Status s, const char* what) {
-  if (s.ok()) {
-    if (!error_.empty()) {
-      spdlog::info("store works again ({} succeeded; last failure was: {})", what, error_);
-      error_.clear();
-      if (metrics_) metrics_->SetStoreHealthy(true);
-      if (listener_) listener_("");
-    }
-    return s;
-  }
-  const std::string error = std::string(what) + ": " + s.ToString();
-  spdlog::error("store failed: {}", error);
-  if (metrics_) {
-    metrics_->AddError("store", what);
-    metrics_->SetStoreHealthy(false);
-  }
-  if (error != error_) {
-    error_ = error;
-    if (listener_) listener_(error_);
-  }
-  return s;
-}
-
-void RefusalBook::Count(const std::string& reason, uint64_t n) {
-  if (n == 0) return;
-  counts_[reason] += n;
-  if (metrics_) metrics_->AddRefusal(reason, n);
-}
-
-void RefusalBook::Log(int64_t now_ms) {
-  for (const auto& [reason, total] : counts_) {
-    LogState& l = log_[reason];
-    if (total == l.logged) continue;
-    if (l.last_ms >= 0 && now_ms - l.last_ms < kRefusalLogEveryMs) continue;
-    spdlog::warn("refused {} {} (reason '{}'){}; {} since start", total - l.logged,
-                 RefusalMeaning(reason), reason,
-                 l.last_ms < 0 ? "" : fmt::format(" in the last {} s", (now_ms - l.last_ms) / 1000),
-                 total);
-    l.logged = total;
-    l.last_ms = now_ms;
-  }
 }
 
 JobTracker::Options TrackerOptions(const DaemonConfig& c) {
@@ -132,54 +56,55 @@ core::ControlLoopOptions LoopOptions(const DaemonConfig& c) {
   return o;
 }
 
-DaemonContext::DaemonContext(const DaemonConfig& c, core::Topology topology,
-                             std::string topology_source, Store* s, EventLoop* l, Metrics* m)
-    : config(c),
-      store(s),
-      loop(l),
-      metrics(m),
-      topo(std::move(topology), std::move(topology_source)),
-      tracker(TrackerOptions(c)),
-      enforcer(m, &topo.nominal(), SystemUnixNanos),
-      store_health(m),
-      refusals(m),
-      started(l->Now()) {
-  enforcer.SetQosConfig(c.qos);
-}
+}  // namespace
 
 // ---- Daemon ----
 
 Daemon::Daemon(const DaemonConfig& config, core::Topology topology, std::string topology_source,
                Store* store, EventLoop* loop, Metrics* metrics, bool plan_in_background)
-    : ctx_(config, std::move(topology), std::move(topology_source), store, loop, metrics),
-      gateway_(&ctx_),
-      applier_(&ctx_),
-      admin_(&ctx_, &gateway_, &lag_),
+    : config_(config),
+      store_(store),
+      loop_(loop),
+      metrics_(metrics),
+      topo_(std::move(topology), std::move(topology_source)),
+      tracker_(TrackerOptions(config)),
+      enforcer_(metrics, &topo_.nominal(), SystemUnixNanos),
+      store_health_(metrics),
+      refusals_(metrics),
+      writer_(std::make_unique<StoreWriter>(store, loop, plan_in_background)),
+      control_(
+          loop, &topo_, LoopOptions(config), ToPlannerOptions(config.planner),
+          [this](PlanRun run) { applier_.Apply(std::move(run)); },
+          [this](const std::vector<core::LinkDecision>& decisions) { faults_.Apply(decisions); },
+          plan_in_background ? ControlHost::Executor([this](WorkerThread::CancellableWork work) {
+            worker_->Post(std::move(work));
+          })
+                             : ControlHost::Executor()),
+      rows_(&tracker_, &parts_, &control_.loop(), &topo_.nominal()),
+      journal_(&control_.loop(), &rows_, topo_.shared_nominal(), loop, writer_.get(),
+               &store_health_),
+      faults_(&control_, &topo_, loop, metrics, writer_.get(), &store_health_),
+      applier_(&config_, loop, metrics, &topo_, &tracker_, &enforcer_, &control_, &journal_,
+               writer_.get(), &store_health_),
+      gateway_(&config_, loop, metrics, &topo_, &tracker_, &parts_, &enforcer_, &control_,
+               &journal_, &rows_, &refusals_),
+      admin_(&config_, loop, metrics, &topo_, &tracker_, &parts_, &enforcer_, &control_, &faults_,
+             &applier_, &store_health_, &refusals_, &gateway_, &lag_),
       client_queue_(
           "client", loop,
           TypedQueue<protocol::Inbound>::BatchHandler(
               [this](std::vector<protocol::Inbound> batch) { ProcessClientBatch(batch); })),
       admin_queue_("admin", loop,
                    TypedQueue<protocol::Inbound>::ItemHandler(
-                       [this](protocol::Inbound in) { ProcessAdmin(in); })) {
-  if (plan_in_background) worker_ = std::make_unique<WorkerThread>();
-  ctx_.writer = std::make_unique<StoreWriter>(store, loop, plan_in_background);
-  ctx_.flush_planned = [this] { gateway_.FlushPlanned(); };
-  ControlHost::Executor executor;
-  if (plan_in_background) {
-    executor = [this](WorkerThread::CancellableWork work) { worker_->Post(std::move(work)); };
-  }
-  ctx_.plans = std::make_unique<ControlHost>(
-      loop, &ctx_.topo, LoopOptions(config), ToPlannerOptions(config.planner),
-      [this](PlanRun run) { applier_.Apply(std::move(run)); }, std::move(executor));
-  ctx_.faults = std::make_unique<FaultService>(&ctx_);
+                       [this](protocol::Inbound in) { ProcessAdmin(in); })),
+      worker_(plan_in_background ? std::make_unique<WorkerThread>() : nullptr) {
+  enforcer_.SetQosConfig(config.qos);
 }
 
 Daemon::~Daemon() {
   FlushProfiles();
-  ctx_.faults.reset();  // Its timers check that it is alive.
-  worker_.reset();      // Cancel and join a run in flight before the state it reports to goes.
-  ctx_.writer.reset();  // Runs every write submitted (the profiles above included), then joins.
+  worker_.reset();  // Cancel and join a run in flight before the state it reports to goes.
+  writer_.reset();  // Runs every write submitted (the profiles above included), then joins.
 }
 
 core::Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
@@ -190,190 +115,21 @@ core::Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
   std::unique_ptr<Daemon> d(new Daemon(config, std::move(topology), std::move(topology_source),
                                        store, loop, metrics, plan_in_background));
   CRUX_RETURN_IF_ERROR(d->Restore());
+  d->admin_.SetQuarantinedJobs(d->quarantined_jobs_);
   return d;
 }
 
 void Daemon::SetClientSender(Sender s) {
-  ctx_.client_sender = s;
-  ctx_.enforcer.SetSender(std::move(s));
+  gateway_.SetSender(s);
+  enforcer_.SetSender(std::move(s));
 }
 
 void Daemon::SetWallClock(std::function<int64_t()> unix_ns) {
-  ctx_.enforcer.SetWallClock(std::move(unix_ns));
+  enforcer_.SetWallClock(std::move(unix_ns));
 }
 
 void Daemon::AddTransportCounters(const std::string& endpoint, CounterSource source) {
   counter_sources_.emplace_back(endpoint, std::move(source));
-}
-
-core::Status Daemon::Restore() {
-  Store* store = ctx_.store;
-  const core::Topology& topo = ctx_.topo.nominal();
-  core::ControlLoop& loop = ctx_.plans->loop();
-  CRUX_ASSIGN_OR_RETURN(auto previous, store->GetMeta("topology_source"));
-  if (previous && *previous != ctx_.topo.source()) {
-    spdlog::warn("topology changed since the last run ('{}' -> '{}'); stored jobs are re-checked",
-                 *previous, ctx_.topo.source());
-  }
-  CRUX_RETURN_IF_ERROR(store->PutMeta("topology_source", ctx_.topo.source()));
-  CRUX_ASSIGN_OR_RETURN(ctx_.state_id, LoadStateId(*store));
-  ctx_.enforcer.SetStateId(ctx_.state_id);
-  CRUX_ASSIGN_OR_RETURN(const uint64_t epoch, store->LoadEpoch());
-  CRUX_ASSIGN_OR_RETURN(auto links, store->LoadLinkOverrides());
-  // What does not fit the topology is kept in the store, never deleted: a wrong topology file
-  // given once must not lose state for good (it comes back with the right topology).
-  for (const LinkOverride& o : links) {
-    if (core::Status s = ctx_.topo.Restore(o); !s.ok()) {
-      spdlog::error("stored link state not applied (kept in the state file): {}", s.ToString());
-      continue;
-    }
-    ctx_.faults->RestoreAdmin(o);
-  }
-  CRUX_ASSIGN_OR_RETURN(auto jobs, store->LoadJobs());
-  CRUX_ASSIGN_OR_RETURN(std::vector<StoredPart> stored_parts, store->LoadJobParts());
-  std::map<std::string, std::vector<StoredPart>> parts_of;
-  for (StoredPart& p : stored_parts) parts_of[p.job_id].push_back(std::move(p));
-  const core::Duration now = ctx_.loop->Now();
-  for (const StoredJob& s : jobs) {
-    v1::RegisterJob reg;
-    core::JobDemand demand;
-    protocol::ProtocolError bad;
-    if (!reg.ParseFromString(s.registration) || reg.job_id() != s.job_id) {
-      bad = {v1::ERROR_CODE_INTERNAL, "stored registration does not parse"};
-    } else {
-      bad = protocol::DemandFromProto(reg, topo, &demand);
-    }
-    if (protocol::Failed(bad)) {
-      ++ctx_.quarantined_jobs;
-      spdlog::error("stored job {} not restored (kept in the state file, quarantined): {}",
-                    s.job_id, bad.message);
-      continue;
-    }
-    auto profile_of = [&](const std::string& blob,
-                          const char* what) -> std::optional<core::JobProfile> {
-      if (blob.empty()) return std::nullopt;
-      v1::ProfileReport p;
-      core::JobProfile prof;
-      if (!p.ParseFromString(blob)) {
-        spdlog::error("job {}: stored {} profile does not parse; dropped", s.job_id, what);
-        return std::nullopt;
-      }
-      if (protocol::ProtocolError pbad = protocol::ProfileFromProto(p, topo, demand, &prof);
-          protocol::Failed(pbad)) {
-        spdlog::error("job {}: stored {} profile does not fit the topology ({}); dropped", s.job_id,
-                      what, pbad.message);
-        return std::nullopt;
-      }
-      return prof;
-    };
-    bool recoloured = false;
-    if (core::Status st = ctx_.tracker.Restore(demand, s.dscp, s.owner, s.registered_ms,
-                                               s.last_seen_ms, now, &recoloured);
-        !st.ok()) {
-      ++ctx_.quarantined_jobs;
-      spdlog::error("stored job {} not restored (kept in the state file): {}", s.job_id,
-                    st.ToString());
-      continue;
-    }
-    const JobSession& session = *ctx_.tracker.Find(s.job_id);
-    if (auto parts = parts_of.find(s.job_id); parts != parts_of.end()) {
-      RestoreParts(parts->second);
-      demand = session.demand;  // The union of the restored parts.
-    }
-    std::optional<core::JobProfile> latest = profile_of(s.profile, "latest");
-    std::optional<core::JobProfile> planned = profile_of(s.planned_profile, "planned");
-    loop.RestoreJob(demand, session.dscp, std::move(latest), std::move(planned));
-    if (recoloured) {
-      spdlog::warn("job {}: stored DSCP {} is not in qos.dscp_pool any more; new colour {}",
-                   s.job_id, s.dscp, session.dscp);
-      StoredJob again = s;
-      again.dscp = session.dscp;
-      CRUX_RETURN_IF_ERROR(store->UpsertJob(again));
-    }
-  }
-  CRUX_ASSIGN_OR_RETURN(auto plan, store->LoadPlan());
-  core::AppliedPlan applied;
-  for (const PlanRow& r : plan) {
-    v1::Assignment a;
-    if (!ctx_.tracker.Find(r.job_id) || !a.ParseFromString(r.assignment)) continue;
-    core::Result<core::AppliedAssignment> converted = protocol::AssignmentFromProto(a, topo);
-    if (!converted.ok()) {
-      spdlog::warn("job {}: stored assignment does not fit the topology ({}); re-planned", r.job_id,
-                   converted.status().ToString());
-      continue;
-    }
-    ctx_.tracker.SetLevel(r.job_id, converted->assignment.level);
-    applied[r.job_id] = std::make_shared<const core::AppliedAssignment>(*std::move(converted));
-  }
-  const size_t restored = applied.size();
-  loop.RestoreApplied(std::move(applied), epoch);
-  if (!jobs.empty() || epoch > 0) {
-    spdlog::info("restored {} jobs, {} applied assignments, {} link overrides, epoch {}",
-                 ctx_.tracker.jobs().size(), restored, links.size(), epoch);
-  }
-  if (ctx_.quarantined_jobs > 0) {
-    spdlog::error(
-        "{} stored jobs do not fit topology {} and are not served; they stay in the state file "
-        "and are restored by a start with a topology they fit (check the `topology` key)",
-        ctx_.quarantined_jobs, ctx_.topo.source());
-  }
-  auto view = std::make_shared<DaemonView>();
-  view->epoch = epoch;
-  view->applied = loop.applied_ptr();
-  ctx_.view = std::move(view);
-  if (ctx_.metrics) ctx_.metrics->SetEpoch(epoch);
-  return core::Status::Ok();
-}
-
-void Daemon::RestoreParts(const std::vector<StoredPart>& rows) {
-  const core::Topology& topo = ctx_.topo.nominal();
-  const core::Duration now = ctx_.loop->Now();
-  std::vector<const StoredPart*> restored;
-  for (const StoredPart& p : rows) {
-    v1::RegisterJob reg;
-    core::JobDemand part;
-    protocol::ProtocolError bad;
-    if (!reg.ParseFromString(p.registration) || reg.job_id() != p.job_id || !reg.has_host_part() ||
-        reg.placement_size() != 1) {
-      bad = {v1::ERROR_CODE_INTERNAL, "stored part registration does not parse"};
-    } else {
-      bad = protocol::DemandFromProto(reg, topo, &part);
-    }
-    core::Status st =
-        protocol::Failed(bad)
-            ? core::InvalidArgumentError(bad.message)
-            : ctx_.tracker.RestorePart(part, protocol::HostPartInfoFromProto(reg.host_part()),
-                                       p.owner, p.registered_ms, p.last_seen_ms, now);
-    if (!st.ok()) {
-      spdlog::error("job {}: stored part on {} not restored (kept in the state file): {}", p.job_id,
-                    p.host, st.ToString());
-      continue;
-    }
-    restored.push_back(&p);
-  }
-  // Reports after every part, against the union placement.
-  const JobSession* j = rows.empty() ? nullptr : ctx_.tracker.Find(rows.front().job_id);
-  if (j == nullptr || !j->parted()) return;
-  for (const StoredPart* p : restored) {
-    if (p->report.empty()) continue;
-    const core::NodeId host = *topo.FindNode(p->host);
-    v1::ProfileReport report;
-    core::HostPartReport part_report;
-    protocol::ProtocolError bad;
-    if (!report.ParseFromString(p->report)) {
-      bad = {v1::ERROR_CODE_INTERNAL, "does not parse"};
-    } else {
-      bad = protocol::PartReportFromProto(report, topo, j->demand, host, &part_report);
-    }
-    if (protocol::Failed(bad)) {
-      spdlog::error("job {}: stored report of the part on {} dropped: {}", p->job_id, p->host,
-                    bad.message);
-      continue;
-    }
-    ctx_.parts.Set(p->job_id, host, std::move(part_report), 0);
-  }
-  (void)ctx_.parts.Merge(*j, topo);  // The statistics for cruxctl; the loop gets the stored
-                                     // merged profiles.
 }
 
 void Daemon::Start() {
@@ -382,23 +138,22 @@ void Daemon::Start() {
   ScheduleLagProbe();
   // The first plan computes the switches' desired state (and, after a restart, reproduces the
   // applied plan from the restored inputs).
-  ctx_.plans->loop().Invalidate(ctx_.tracker.jobs().empty() ? "start" : "restart");
-  ctx_.plans->Kick();
+  control_.Invalidate(tracker_.jobs().empty() ? "start" : "restart");
   RefreshMetrics();
 }
 
 void Daemon::ScheduleSweep() {
   core::Duration every =
-      std::min(core::Duration::Millis(ctx_.config.lease_ms / 4), core::Duration::Millis(1000));
+      std::min(core::Duration::Millis(config_.lease_ms / 4), core::Duration::Millis(1000));
   every = std::max(every, core::Duration::Millis(10));
-  ctx_.loop->RunAfter(every, [this] {
+  loop_->RunAfter(every, [this] {
     SweepLeases();
     ScheduleSweep();
   });
 }
 
 void Daemon::ScheduleRefresh() {
-  ctx_.loop->RunAfter(core::Duration::Millis(1000), [this] {
+  loop_->RunAfter(core::Duration::Millis(1000), [this] {
     if (!flushing_) FlushChunk();
     RefreshMetrics();
     ScheduleRefresh();
@@ -408,43 +163,43 @@ void Daemon::ScheduleRefresh() {
 void Daemon::FlushChunk() {
   // A chunk is one transaction of at most kFlushChunkRows rows (~10 ms); the next chunk is
   // posted behind the messages waiting meanwhile.
-  flushing_ = gateway_.FlushProfiles(kFlushChunkRows) > 0;
-  if (flushing_) ctx_.loop->Post([this] { FlushChunk(); });
+  flushing_ = journal_.FlushProfiles(kFlushChunkRows) > 0;
+  if (flushing_) loop_->Post([this] { FlushChunk(); });
 }
 
 void Daemon::ScheduleLagProbe() {
   // Every 100 ms: the time a posted item waits before it runs (what every message waits too).
-  ctx_.loop->RunAfter(core::Duration::Millis(100), [this] {
-    const core::Duration posted = ctx_.loop->Now();
-    ctx_.loop->Post([this, posted] {
-      const core::Duration lag = ctx_.loop->Now() - posted;
+  loop_->RunAfter(core::Duration::Millis(100), [this] {
+    const core::Duration posted = loop_->Now();
+    loop_->Post([this, posted] {
+      const core::Duration lag = loop_->Now() - posted;
       lag_.Add(lag);
-      if (ctx_.metrics) ctx_.metrics->ObserveLoopLag(lag.ToSeconds());
+      if (metrics_) metrics_->ObserveLoopLag(lag.ToSeconds());
     });
     ScheduleLagProbe();
   });
 }
 
 void Daemon::SweepLeases() {
-  gateway_.PartsExpired(ctx_.tracker.ExpireParts(ctx_.loop->Now()));
-  for (const std::string& id : ctx_.tracker.Expire(ctx_.loop->Now())) {
+  gateway_.PartsExpired(tracker_.ExpireParts(loop_->Now()));
+  for (const std::string& id : tracker_.Expire(loop_->Now())) {
     // The session is already gone; the rest of JobGone (store, control loop) still applies.
     gateway_.JobGone(id, "lease expired");
   }
 }
 
 void Daemon::RefreshMetrics() {
-  ctx_.refusals.Log(ctx_.loop->Now().nanos() / 1000000);
-  Metrics* m = ctx_.metrics;
+  refusals_.Log(loop_->Now().nanos() / 1000000);
+  Metrics* m = metrics_;
   if (!m) return;
   std::map<std::string, int64_t> by_state = {{"registered", 0}, {"profiling", 0}, {"scheduled", 0}};
-  for (const auto& [id, j] : ctx_.plans->loop().jobs()) {
+  for (const auto& [id, j] : control_.loop().jobs()) {
     ++by_state[std::string(core::JobPhaseName(j.phase))];
   }
   m->SetJobs(by_state);
-  m->SetClients(static_cast<int64_t>(ctx_.tracker.DistinctPeers()));
-  m->SetSwitches(static_cast<int64_t>(ctx_.enforcer.switch_count()));
-  m->SetEpoch(ctx_.plans->loop().epoch());
+  m->SetClients(static_cast<int64_t>(tracker_.DistinctPeers()));
+  m->SetSwitches(static_cast<int64_t>(enforcer_.switch_count()));
+  m->SetEpoch(control_.loop().epoch());
   m->SetQueueDepth("client", client_queue_.depth());
   m->SetQueueDepth("admin", admin_queue_.depth());
   for (const auto& [endpoint, source] : counter_sources_) {
@@ -456,18 +211,18 @@ void Daemon::RefreshMetrics() {
                 now.unsupported_version - last.unsupported_version);
     m->AddError(endpoint, "invalid_argument", now.invalid - last.invalid);
     m->AddError(endpoint, "send_failed", now.send_failed - last.send_failed);
-    ctx_.refusals.Count("unauthorised_key", now.auth_refused - last.auth_refused);
-    ctx_.refusals.Count("identity", now.refused_identity - last.refused_identity);
-    ctx_.refusals.Count("mechanism", now.refused_mechanism - last.refused_mechanism);
-    ctx_.refusals.Count("handshake", now.refused_handshake - last.refused_handshake);
+    refusals_.Count("unauthorised_key", now.auth_refused - last.auth_refused);
+    refusals_.Count("identity", now.refused_identity - last.refused_identity);
+    refusals_.Count("mechanism", now.refused_mechanism - last.refused_mechanism);
+    refusals_.Count("handshake", now.refused_handshake - last.refused_handshake);
     m->SetQueueDepth(endpoint + "_send", static_cast<int64_t>(now.queued));
     last = now;
   }
-  ctx_.refusals.Log(ctx_.loop->Now().nanos() / 1000000);
+  refusals_.Log(loop_->Now().nanos() / 1000000);
 }
 
 std::vector<std::string> Daemon::Reload(const DaemonConfig& c) {
-  DaemonConfig& config = ctx_.config;
+  DaemonConfig& config = config_;
   std::vector<std::string> ignored = RestartOnlyChanges(config, c);
   DaemonConfig next = c;
   KeepRestartOnly(config, &next);  // Restart-only keys keep their running values (config.h).
@@ -477,18 +232,16 @@ std::vector<std::string> Daemon::Reload(const DaemonConfig& c) {
   }
   next.lease_ms = std::min(next.lease_ms, next.max_lease_ms);
   config = next;
-  ctx_.tracker.SetOptions(TrackerOptions(config));
-  ctx_.enforcer.SetQosConfig(config.qos);
-  ctx_.plans->loop().SetOptions(LoopOptions(config));
-  ctx_.faults->Kick();
-  if (core::Status s = ctx_.plans->SetPlannerOptions(ToPlannerOptions(config.planner)); !s.ok()) {
+  tracker_.SetOptions(TrackerOptions(config));
+  enforcer_.SetQosConfig(config.qos);
+  control_.SetOptions(LoopOptions(config));
+  if (core::Status s = control_.SetPlannerOptions(ToPlannerOptions(config.planner)); !s.ok()) {
     spdlog::error("planner options not applied: {}", s.ToString());
   }
   spdlog::info("config reloaded from {} (dry_run {}, debounce {} ms, lease {} ms)", c.source,
                config.dry_run, config.debounce_ms, config.lease_ms);
   for (const auto& k : ignored) spdlog::warn("config key '{}' changed: needs a restart", k);
-  ctx_.plans->loop().Invalidate("config reload");
-  ctx_.plans->Kick();
+  control_.Invalidate("config reload");
   return ignored;
 }
 

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <utility>
 
-#include "crux/protocol/convert.h"
+#include "crux/daemon/store/store_codec.h"
 
 namespace crux::daemon {
 
@@ -36,11 +36,10 @@ PlanRun PlanEngine::Run(std::shared_ptr<const core::PlanningSnapshot> snap,
   }
   *outcome = core::RunPlan(*policy_, *topo, *snap, core::SteadyClock::Instance());
   if (rows && outcome->status.ok()) {
+    const StoreCodec codec(*topo);
     run.rows.reserve(outcome->changed.size());
     for (const auto& applied : outcome->changed) {  // Stamped snapshot->epoch + 1.
-      const core::Assignment& a = applied->assignment;
-      run.rows.push_back({a.job_id, a.level, a.dscp, applied->epoch,
-                          protocol::AssignmentToProto(*applied, *topo).SerializeAsString()});
+      run.rows.push_back(codec.EncodePlanRow(*applied));
     }
   }
   run.outcome = std::move(outcome);
@@ -58,13 +57,14 @@ struct ControlHost::Mailbox {
 ControlHost::ControlHost(EventLoop* loop, TopologyManager* topo,
                          core::ControlLoopOptions loop_options,
                          core::PlannerOptions planner_options, DoneCallback on_done,
-                         Executor executor)
+                         LinkDecisionsCallback on_link_decisions, Executor executor)
     : loop_(loop),
       topo_(topo),
       clock_(loop),
       control_(&clock_, &topo->nominal(), std::move(loop_options)),
       planner_options_(std::move(planner_options)),
       on_done_(std::move(on_done)),
+      on_link_decisions_(std::move(on_link_decisions)),
       executor_(std::move(executor)),
       engine_(std::make_shared<PlanEngine>()),
       mailbox_(std::make_shared<Mailbox>()) {
@@ -78,15 +78,115 @@ ControlHost::~ControlHost() {
   mailbox_->host = nullptr;
 }
 
+// ---- events ----
+
+void ControlHost::AddJob(core::JobDemand demand, uint32_t dscp) {
+  control_.AddJob(std::move(demand), dscp);
+  Kick();
+}
+
+core::ReportVerdict ControlHost::ReportProfile(const std::string& id,
+                                               const core::JobProfile& profile) {
+  const core::ReportVerdict v = control_.ReportProfile(id, profile);
+  Kick();
+  return v;
+}
+
+void ControlHost::UpdateDemand(core::JobDemand demand) {
+  control_.UpdateDemand(std::move(demand));
+  Kick();
+}
+
+std::shared_ptr<const core::AppliedAssignment> ControlHost::RemoveJob(const std::string& id,
+                                                                      std::string_view reason) {
+  std::shared_ptr<const core::AppliedAssignment> was = control_.RemoveJob(id, reason);
+  Kick();
+  return was;
+}
+
+void ControlHost::Invalidate(std::string_view reason) {
+  control_.Invalidate(reason);
+  Kick();
+}
+
+void ControlHost::SetOptions(const core::ControlLoopOptions& options) {
+  control_.SetOptions(options);
+  Kick();
+  KickFaults();
+}
+
 core::Status ControlHost::SetPlannerOptions(const core::PlannerOptions& o) {
   CRUX_RETURN_IF_ERROR(core::ValidatePlannerOptions(o));
   if (!(o == planner_options_)) {
     planner_options_ = o;
-    control_.Invalidate("planner options changed");
-    Kick();
+    Invalidate("planner options changed");
   }
   return core::Status::Ok();
 }
+
+void ControlHost::ObserveLinkState(const core::LinkStateSignal& signal) {
+  control_.ObserveLinkState(signal);
+  KickFaults();
+}
+
+void ControlHost::ObserveCounters(const core::CounterSignal& signal) {
+  control_.ObserveCounters(signal);
+  KickFaults();
+}
+
+void ControlHost::ObserveFlows(const std::string& job_id,
+                               const std::vector<core::FlowSample>& samples) {
+  control_.ObserveFlows(job_id, samples);
+  KickFaults();
+}
+
+void ControlHost::SetLinkAdmin(core::LinkId link, core::AdminLinkState state) {
+  control_.SetLinkAdmin(link, state);
+  KickFaults();
+}
+
+void ControlHost::ClearLinkAdmin(core::LinkId link) {
+  control_.ClearLinkAdmin(link);
+  KickFaults();
+}
+
+std::vector<core::LinkDecision> ControlHost::EvaluateFaults() {
+  std::vector<core::LinkDecision> decisions = control_.EvaluateFaults();
+  if (!decisions.empty()) Kick();  // Each decision asked for a plan.
+  KickFaults();
+  return decisions;
+}
+
+void ControlHost::RestoreJob(core::JobDemand demand, uint32_t dscp,
+                             std::optional<core::JobProfile> profile,
+                             std::optional<core::JobProfile> planned) {
+  control_.RestoreJob(std::move(demand), dscp, std::move(profile), std::move(planned));
+}
+
+void ControlHost::RestoreApplied(core::AppliedPlan applied, uint64_t epoch) {
+  control_.RestoreApplied(std::move(applied), epoch);
+}
+
+void ControlHost::RestoreLinkAdmin(core::LinkId link, core::AdminLinkState state) {
+  control_.RestoreLinkAdmin(link, state);
+}
+
+core::ApplyBatch ControlHost::FinishPlan(const core::PlanningSnapshot& snap,
+                                         const core::PlanOutcome& outcome) {
+  return control_.FinishPlan(snap, outcome);
+}
+
+void ControlHost::Commit(const core::ApplyBatch& batch) {
+  control_.Commit(batch);
+  Kick();  // The run is over: the next may start.
+}
+
+void ControlHost::CommitFailed() {
+  control_.CommitFailed();
+  Kick();  // At the retry's time.
+}
+
+// ---- timers ----
 
 std::shared_ptr<const core::Topology> ControlHost::CurrentTopology() {
   if (!topology_copy_ || topology_copy_version_ != topo_->version()) {
@@ -96,28 +196,45 @@ std::shared_ptr<const core::Topology> ControlHost::CurrentTopology() {
   return topology_copy_;
 }
 
-void ControlHost::Kick() {
-  const std::optional<core::Duration> due = control_.due();
+void ControlHost::Kick() { Arm(plan_timer_, control_.due(), &ControlHost::Fire); }
+
+void ControlHost::KickFaults() {
+  Arm(faults_timer_, control_.faults_due(), &ControlHost::FireFaults);
+}
+
+void ControlHost::Arm(Timer& timer, std::optional<core::Duration> due,
+                      void (ControlHost::*fire)(uint64_t)) {
   if (!due) return;
-  if (armed_ && armed_for_ <= *due) return;  // The armed timer fires first; it re-checks.
-  armed_ = true;
-  armed_for_ = *due;
-  const uint64_t generation = ++generation_;
+  if (timer.armed && timer.at <= *due) return;  // The armed timer fires first; it re-checks.
+  timer.armed = true;
+  timer.at = *due;
+  const uint64_t generation = ++timer.generation;
   const core::Duration wait = std::max(core::Duration::Zero(), *due - loop_->Now());
   // Through the mailbox: a timer that fires after the host is gone does nothing.
-  loop_->RunAfter(wait, [mailbox = mailbox_, generation] {
+  loop_->RunAfter(wait, [mailbox = mailbox_, generation, fire] {
     ControlHost* host = nullptr;
     {
       std::lock_guard<std::mutex> lock(mailbox->mu);
       host = mailbox->host;
     }
-    if (host) host->Fire(generation);
+    if (host) (host->*fire)(generation);
   });
 }
 
+void ControlHost::FireFaults(uint64_t generation) {
+  if (generation != faults_timer_.generation) return;  // Replaced by a newer timer.
+  faults_timer_.armed = false;
+  const std::optional<core::Duration> due = control_.faults_due();
+  if (due && *due <= loop_->Now()) {
+    const std::vector<core::LinkDecision> decisions = EvaluateFaults();
+    if (!decisions.empty() && on_link_decisions_) on_link_decisions_(decisions);
+  }
+  KickFaults();
+}
+
 void ControlHost::Fire(uint64_t generation) {
-  if (generation != generation_) return;  // A newer timer replaced this one.
-  armed_ = false;
+  if (generation != plan_timer_.generation) return;  // A newer timer replaced this one.
+  plan_timer_.armed = false;
   std::shared_ptr<const core::PlanningSnapshot> snap = control_.StartPlan();
   if (!snap) {
     Kick();  // Not due yet (e.g. min_replan_interval) or in flight: re-arm if needed.
@@ -153,11 +270,16 @@ void ControlHost::DryRun(DryRunCallback done) {
   std::shared_ptr<const core::Topology> topo = CurrentTopology();
   const uint64_t version = topology_copy_version_;
   const core::PlannerOptions options = planner_options_;
+  // An engine of its own, new each time: a stable policy continues the plan its last Schedule
+  // made, so a dry run on the real runs' engine would leave its plan behind for the next real
+  // run. A new policy has no plan of its own; RunPlan seeds it with the plan in force, which is
+  // what the real runs' policy continues too.
+  auto engine = std::make_shared<PlanEngine>();
   if (!executor_) {
-    done(engine_->Run(snap, topo, version, options, /*rows=*/false));
+    done(engine->Run(snap, topo, version, options, /*rows=*/false));
     return;
   }
-  executor_([engine = engine_, snap, topo, version, options, mailbox = mailbox_,
+  executor_([engine = std::move(engine), snap, topo, version, options, mailbox = mailbox_,
              done = std::move(done)](CancellationToken token) mutable {
     if (token.stop_requested()) return;
     auto run = std::make_shared<PlanRun>(engine->Run(snap, topo, version, options, false));

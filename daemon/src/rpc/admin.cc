@@ -21,18 +21,19 @@ std::string Fmt(double v) {
   return buf;
 }
 
-uint64_t UnixMsAt(const DaemonContext& ctx, core::Duration at) {
-  const int64_t ms = ctx.loop->UnixMs() - (ctx.loop->Now() - at).nanos() / 1000000;
+uint64_t UnixMsAt(const EventLoop& loop, core::Duration at) {
+  const int64_t ms = loop.UnixMs() - (loop.Now() - at).nanos() / 1000000;
   return ms > 0 ? static_cast<uint64_t>(ms) : 0;
 }
 
-v1::FaultEvent FaultEventToProto(const DaemonContext& ctx, const core::FaultEvent& e) {
+v1::FaultEvent FaultEventToProto(const EventLoop& loop, const TopologyManager& topo,
+                                 const core::FaultEvent& e) {
   v1::FaultEvent out;
-  out.set_at_unix_ms(UnixMsAt(ctx, e.at));
-  out.set_link(ctx.topo.Name(e.link));
+  out.set_at_unix_ms(UnixMsAt(loop, e.at));
+  out.set_link(topo.Name(e.link));
   out.set_from(protocol::LinkHealthToProto(e.from));
   out.set_to(protocol::LinkHealthToProto(e.to));
-  const double nominal = ctx.topo.nominal().link(e.link).capacity.ToBitsPerSec();
+  const double nominal = topo.nominal().link(e.link).capacity.ToBitsPerSec();
   out.set_capacity_bps(e.to == core::LinkHealth::kDown ? 0 : nominal * e.capacity_fraction);
   out.set_automatic(e.automatic);
   out.set_reason(e.reason.substr(0, 4000));
@@ -75,14 +76,14 @@ double LagTracker::MaxMs() const {
 }
 
 void AdminService::Reply(const std::string& peer, const v1::Envelope& reply) const {
-  if (!ctx_->admin_sender) return;
-  if (core::Status s = ctx_->admin_sender(peer, reply); !s.ok()) {
+  if (!sender_) return;
+  if (core::Status s = sender_(peer, reply); !s.ok()) {
     spdlog::warn("admin reply not sent: {}", s.ToString());
   }
 }
 
 void AdminService::Process(const protocol::Inbound& in) {
-  if (ctx_->metrics) ctx_->metrics->AddMessage("admin", protocol::BodyName(in.msg));
+  if (metrics_) metrics_->AddMessage("admin", protocol::BodyName(in.msg));
   const v1::Envelope& m = in.msg;
   const uint64_t rid = m.request_id();
   switch (m.body_case()) {
@@ -115,30 +116,30 @@ v1::Envelope AdminService::Status(uint64_t rid) const {
   v1::Envelope e = protocol::NewEnvelope(rid);
   v1::StatusReply* s = e.mutable_status_reply();
   s->set_version(kCruxdVersion);
-  s->set_uptime_ms(static_cast<uint64_t>((ctx_->loop->Now() - ctx_->started).nanos() / 1000000));
-  const core::ControlLoop& loop = ctx_->plans->loop();
+  s->set_uptime_ms(static_cast<uint64_t>((loop_->Now() - started_).nanos() / 1000000));
+  const core::ControlLoop& loop = control_->loop();
   s->set_epoch(loop.epoch());
-  s->set_jobs(static_cast<uint32_t>(ctx_->tracker.jobs().size()));
+  s->set_jobs(static_cast<uint32_t>(tracker_->jobs().size()));
   std::map<std::string, uint32_t> by_state = {
       {"registered", 0}, {"profiling", 0}, {"scheduled", 0}};
   for (const auto& [id, j] : loop.jobs()) ++by_state[std::string(core::JobPhaseName(j.phase))];
   for (const auto& [state, n] : by_state) (*s->mutable_jobs_by_state())[state] = n;
-  s->set_clients(static_cast<uint32_t>(ctx_->tracker.DistinctPeers()));
-  s->set_switches(static_cast<uint32_t>(ctx_->enforcer.switch_count()));
-  s->set_hosts(static_cast<uint32_t>(ctx_->topo.nominal().hosts().size()));
-  s->set_links(static_cast<uint32_t>(ctx_->topo.nominal().num_links()));
-  s->set_links_not_up(static_cast<uint32_t>(ctx_->topo.links_not_up()));
-  s->set_levels(static_cast<uint32_t>(ctx_->config.planner.levels));
-  s->set_dry_run(ctx_->config.dry_run);
-  s->set_replans(ctx_->replans);
-  s->set_last_replan_ms(ctx_->last_replan_ms);
-  s->set_topology(ctx_->topo.source());
-  s->set_state_path(DatabasePath(ctx_->config));
-  s->set_store_ok(ctx_->store_health.ok());
-  s->set_store_error(ctx_->store_health.error());
-  s->set_state_id(ctx_->state_id);
-  for (const auto& [reason, n] : ctx_->refusals.counts()) (*s->mutable_refusals())[reason] = n;
-  s->set_quarantined_jobs(static_cast<uint32_t>(ctx_->quarantined_jobs));
+  s->set_clients(static_cast<uint32_t>(tracker_->DistinctPeers()));
+  s->set_switches(static_cast<uint32_t>(enforcer_->switch_count()));
+  s->set_hosts(static_cast<uint32_t>(topo_->nominal().hosts().size()));
+  s->set_links(static_cast<uint32_t>(topo_->nominal().num_links()));
+  s->set_links_not_up(static_cast<uint32_t>(topo_->links_not_up()));
+  s->set_levels(static_cast<uint32_t>(config_->planner.levels));
+  s->set_dry_run(config_->dry_run);
+  s->set_replans(applier_->replans());
+  s->set_last_replan_ms(applier_->last_replan_ms());
+  s->set_topology(topo_->source());
+  s->set_state_path(DatabasePath(*config_));
+  s->set_store_ok(store_health_->ok());
+  s->set_store_error(store_health_->error());
+  s->set_state_id(enforcer_->state_id());
+  for (const auto& [reason, n] : refusals_->counts()) (*s->mutable_refusals())[reason] = n;
+  s->set_quarantined_jobs(static_cast<uint32_t>(quarantined_jobs_));
   if (lag_) {
     s->set_loop_lag_p99_ms(lag_->PercentileMs(99));
     s->set_loop_lag_max_ms(lag_->MaxMs());
@@ -147,7 +148,7 @@ v1::Envelope AdminService::Status(uint64_t rid) const {
 }
 
 int AdminService::PlanIndex(const std::string& id) {
-  const DaemonView* view = ctx_->view.get();
+  const std::shared_ptr<const DaemonView>& view = applier_->view();
   if (view != indexed_view_) {
     plan_index_.clear();
     if (view && view->outcome) {
@@ -165,7 +166,7 @@ v1::JobSummary AdminService::Summary(const std::string& id, const JobSession& j)
   v1::JobSummary s;
   s.set_job_id(id);
   s.set_tenant(j.demand.tenant);
-  const core::LoopJob* lj = ctx_->plans->loop().Find(id);
+  const core::LoopJob* lj = control_->loop().Find(id);
   s.set_state(protocol::JobPhaseToProto(lj ? lj->phase : core::JobPhase::kRegistered));
   uint32_t gpus = 0;
   for (const auto& p : j.demand.placement) gpus += p.gpus;
@@ -176,14 +177,14 @@ v1::JobSummary AdminService::Summary(const std::string& id, const JobSession& j)
   s.set_level(-1);
   const int index = PlanIndex(id);
   if (index >= 0) {
-    const core::JobPlan& jp = ctx_->view->outcome->plan.jobs[static_cast<size_t>(index)];
+    const core::JobPlan& jp = applier_->view()->outcome->plan.jobs[static_cast<size_t>(index)];
     s.set_intensity(jp.intensity);
     s.set_k(jp.k);
     s.set_priority(jp.priority);
     s.set_rank(jp.rank);
     s.set_period_ms(jp.period.ToMillis());
   }
-  if (const core::AppliedAssignment* a = ctx_->plans->loop().Applied(id)) {
+  if (const core::AppliedAssignment* a = control_->loop().Applied(id)) {
     s.set_level(a->assignment.level);
     s.set_epoch(a->epoch);
   }
@@ -195,13 +196,13 @@ v1::JobSummary AdminService::Summary(const std::string& id, const JobSession& j)
 v1::Envelope AdminService::ListJobs(uint64_t rid) {
   v1::Envelope e = protocol::NewEnvelope(rid);
   v1::ListJobsReply* r = e.mutable_list_jobs_reply();
-  for (const auto& [id, j] : ctx_->tracker.jobs()) *r->add_jobs() = Summary(id, j);
+  for (const auto& [id, j] : tracker_->jobs()) *r->add_jobs() = Summary(id, j);
   return e;
 }
 
 void AdminService::AddParts(const std::string& id, const JobSession& j, v1::JobDetail* d) const {
-  const core::Topology& names = ctx_->topo.nominal();
-  const core::Duration now = ctx_->loop->Now();
+  const core::Topology& names = topo_->nominal();
+  const core::Duration now = loop_->Now();
   for (const auto& [host, part] : j.parts) {
     v1::JobPart* p = d->add_parts();
     p->set_host(names.node(host).name);
@@ -211,7 +212,7 @@ void AdminService::AddParts(const std::string& id, const JobSession& j, v1::JobD
     p->set_connected(!part.peer.empty() && now < part.deadline);
     p->set_last_seen_ms(static_cast<uint64_t>(part.last_seen_ms));
     p->set_acked_epoch(part.acked_epoch);
-    if (const PartReportEntry* e = ctx_->parts.Find(id, host)) {
+    if (const PartReportEntry* e = parts_->Find(id, host)) {
       p->set_last_report_ms(static_cast<uint64_t>(e->received_ms));
       p->set_samples(e->report.profile.samples);
       p->set_period_ms(e->report.profile.iteration_period.ToMillis());
@@ -219,7 +220,7 @@ void AdminService::AddParts(const std::string& id, const JobSession& j, v1::JobD
       p->set_comms(static_cast<uint32_t>(e->report.comms.size()));
     }
   }
-  if (const core::HostPartMergeStats* st = ctx_->parts.LastStats(id)) {
+  if (const core::HostPartMergeStats* st = parts_->LastStats(id)) {
     v1::JobMerge* m = d->mutable_merge();
     m->set_parts(st->parts);
     m->set_parts_reporting(st->parts_reporting);
@@ -234,7 +235,7 @@ void AdminService::AddParts(const std::string& id, const JobSession& j, v1::JobD
 }
 
 v1::Envelope AdminService::Job(uint64_t rid, const v1::JobRequest& req) {
-  const JobSession* j = ctx_->tracker.Find(req.job_id());
+  const JobSession* j = tracker_->Find(req.job_id());
   if (!j) {
     return gateway_->Refuse(
         "admin", rid,
@@ -243,13 +244,13 @@ v1::Envelope AdminService::Job(uint64_t rid, const v1::JobRequest& req) {
   v1::Envelope e = protocol::NewEnvelope(rid);
   v1::JobDetail* d = e.mutable_job_detail();
   *d->mutable_summary() = Summary(req.job_id(), *j);
-  const core::Topology& names = ctx_->topo.nominal();
+  const core::Topology& names = topo_->nominal();
   for (const auto& p : j->demand.placement) d->add_hosts(names.node(p.host).name);
   d->set_model(j->demand.model);
   if (j->parted()) AddParts(req.job_id(), *j, d);
   const int index = PlanIndex(req.job_id());
   const int level = d->summary().level();
-  const DaemonView& view = *ctx_->view;
+  const DaemonView& view = *applier_->view();
   if (index < 0) {
     std::string why;
     if (view.outcome && view.outcome->excluded.count(req.job_id())) {
@@ -269,7 +270,7 @@ v1::Envelope AdminService::Job(uint64_t rid, const v1::JobRequest& req) {
   const core::JobPlan& jp = plan.jobs[static_cast<size_t>(index)];
   d->set_work_flops(jp.work.value());
   d->set_comm_time_ms(jp.comm_time.ToMillis());
-  if (jp.bottleneck.valid()) d->set_bottleneck(ctx_->topo.Name(jp.bottleneck));
+  if (jp.bottleneck.valid()) d->set_bottleneck(topo_->Name(jp.bottleneck));
   d->set_reference(jp.reference);
   d->set_pair_gain(jp.pair_gain);
   d->set_pair_loss(jp.pair_loss);
@@ -299,16 +300,16 @@ v1::Envelope AdminService::Job(uint64_t rid, const v1::JobRequest& req) {
     c->set_above(edge.to == index);
     (edge.to == index ? above : below) += 1;
     for (uint32_t l : JobLinks(op)) {
-      if (mine.count(l)) c->add_links(ctx_->topo.Name(core::LinkId(l)));
+      if (mine.count(l)) c->add_links(topo_->Name(core::LinkId(l)));
     }
   }
   std::string why = "I_j = " + Fmt(jp.intensity) + " FLOP/s, k_j = " + Fmt(jp.k) +
                     ", P_j = " + Fmt(jp.priority) + ": rank " + std::to_string(jp.rank) + " of " +
                     std::to_string(plan.jobs.size()) + ". ";
-  const core::LoopJob* lj = ctx_->plans->loop().Find(req.job_id());
+  const core::LoopJob* lj = control_->loop().Find(req.job_id());
   if (!lj || lj->phase != core::JobPhase::kScheduled) {
     why += "Its profile has not converged (" + std::to_string(d->summary().samples()) + " of " +
-           std::to_string(ctx_->config.profiling_samples) +
+           std::to_string(config_->profiling_samples) +
            " samples), so as a newcomer it holds the temporary top level 0 (its computed level "
            "would be " +
            std::to_string(jp.level) + ").";
@@ -332,14 +333,14 @@ v1::Envelope AdminService::Job(uint64_t rid, const v1::JobRequest& req) {
 
 void AdminService::AddFaultReasoning(const std::string& job_id, v1::JobDetail* d) const {
   const std::vector<const core::FaultEvent*> events =
-      ctx_->plans->loop().faults().EventsForJob(job_id);
+      control_->loop().faults().EventsForJob(job_id);
   if (events.empty()) return;
   constexpr size_t kShown = 10;
   for (size_t i = 0; i < events.size() && i < kShown; ++i) {
-    *d->add_faults() = FaultEventToProto(*ctx_, *events[i]);
+    *d->add_faults() = FaultEventToProto(*loop_, *topo_, *events[i]);
   }
   const core::FaultEvent& last = *events.front();
-  std::string text = " Its flows crossed link " + ctx_->topo.Name(last.link) + " when it went " +
+  std::string text = " Its flows crossed link " + topo_->Name(last.link) + " when it went " +
                      std::string(core::LinkHealthName(last.to)) + " (" +
                      (last.automatic ? "automatic: " : "admin") +
                      (last.automatic ? last.reason : "") + "), so it was re-planned around it";
@@ -348,11 +349,11 @@ void AdminService::AddFaultReasoning(const std::string& job_id, v1::JobDetail* d
 }
 
 void AdminService::LinkLoads(std::vector<double>* load, std::vector<uint32_t>* jobs) const {
-  const size_t n = ctx_->topo.current().num_links();
+  const size_t n = topo_->current().num_links();
   load->assign(n, 0.0);
   jobs->assign(n, 0);
-  if (!ctx_->view->outcome) return;
-  for (const core::JobPlan& jp : ctx_->view->outcome->plan.jobs) {
+  if (!applier_->view()->outcome) return;
+  for (const core::JobPlan& jp : applier_->view()->outcome->plan.jobs) {
     const double period = jp.period.ToSeconds();
     std::set<uint32_t> seen;
     for (const core::FlowPlan& f : jp.flows) {
@@ -369,16 +370,16 @@ void AdminService::LinkLoads(std::vector<double>* load, std::vector<uint32_t>* j
 v1::LinkInfo AdminService::LinkInfoFor(core::LinkId id, const std::vector<double>& load,
                                        const std::vector<uint32_t>& jobs) const {
   v1::LinkInfo i;
-  i.set_name(ctx_->topo.Name(id));
-  const core::LinkHealth health = ctx_->topo.health(id);
+  i.set_name(topo_->Name(id));
+  const core::LinkHealth health = topo_->health(id);
   i.set_health(protocol::LinkHealthToProto(health));
-  const double cap = ctx_->topo.current().link(id).capacity.ToBitsPerSec();
+  const double cap = topo_->current().link(id).capacity.ToBitsPerSec();
   i.set_capacity_bps(health == core::LinkHealth::kDown ? 0 : cap);
-  i.set_nominal_bps(ctx_->topo.nominal().link(id).capacity.ToBitsPerSec());
+  i.set_nominal_bps(topo_->nominal().link(id).capacity.ToBitsPerSec());
   i.set_load_bps(load[id.value()]);
   i.set_utilization(cap > 0 ? load[id.value()] / cap : 0);
   i.set_jobs(jobs[id.value()]);
-  const core::FaultManager& fm = ctx_->plans->loop().faults();
+  const core::FaultManager& fm = control_->loop().faults();
   if (fm.admin(id)) {
     i.set_admin(true);
     i.set_reason("admin");
@@ -396,9 +397,9 @@ v1::Envelope AdminService::ListLinks(uint64_t rid, const v1::ListLinksRequest& r
   LinkLoads(&load, &jobs);
   v1::Envelope e = protocol::NewEnvelope(rid);
   v1::ListLinksReply* out = e.mutable_list_links_reply();
-  for (uint32_t l = 0; l < ctx_->topo.current().num_links(); ++l) {
+  for (uint32_t l = 0; l < topo_->current().num_links(); ++l) {
     const core::LinkId id(l);
-    if (!r.all() && load[l] <= 0 && ctx_->topo.health(id) == core::LinkHealth::kUp) continue;
+    if (!r.all() && load[l] <= 0 && topo_->health(id) == core::LinkHealth::kUp) continue;
     *out->add_links() = LinkInfoFor(id, load, jobs);
   }
   return e;
@@ -408,7 +409,7 @@ v1::Envelope AdminService::SetLink(uint64_t rid, const v1::SetLinkRequest& r) {
   core::Result<std::vector<core::LinkId>> changed = core::InternalError("not run");
   std::string what;
   if (r.automatic()) {
-    changed = ctx_->faults->HandBack(r.link());
+    changed = faults_->HandBack(r.link());
     what = "handed back to automatic control";
   } else {
     core::Result<core::LinkHealth> health = protocol::LinkHealthFromProto(r.health());
@@ -417,7 +418,7 @@ v1::Envelope AdminService::SetLink(uint64_t rid, const v1::SetLinkRequest& r) {
                               {v1::ERROR_CODE_INVALID_ARGUMENT,
                                "set_link_request.health: must be UP, DEGRADED or DOWN"});
     }
-    changed = ctx_->faults->SetAdmin(r.link(), *health, r.capacity_bps());
+    changed = faults_->SetAdmin(r.link(), *health, r.capacity_bps());
     what = "pinned " + std::string(core::LinkHealthName(*health));
   }
   if (!changed.ok()) {
@@ -439,15 +440,15 @@ v1::Envelope AdminService::SetLink(uint64_t rid, const v1::SetLinkRequest& r) {
 }
 
 v1::Envelope AdminService::ListFaults(uint64_t rid) const {
-  const core::FaultManager& fm = ctx_->plans->loop().faults();
+  const core::FaultManager& fm = control_->loop().faults();
   v1::Envelope e = protocol::NewEnvelope(rid);
   v1::ListFaultsReply* out = e.mutable_list_faults_reply();
   out->set_automatic(fm.options().automatic);
   out->set_evaluations(fm.evaluations());
-  const core::Topology& nominal = ctx_->topo.nominal();
+  const core::Topology& nominal = topo_->nominal();
   for (const core::LinkFaultView& v : fm.Links()) {
     v1::FaultInfo* f = out->add_links();
-    f->set_link(ctx_->topo.Name(v.link));
+    f->set_link(topo_->Name(v.link));
     f->set_health(protocol::LinkHealthToProto(v.effective));
     const double cap = nominal.link(v.link).capacity.ToBitsPerSec();
     f->set_capacity_bps(v.effective == core::LinkHealth::kDown ? 0 : cap * v.effective_fraction);
@@ -458,7 +459,7 @@ v1::Envelope AdminService::ListFaults(uint64_t rid) const {
     f->set_score(v.score);
     f->set_reason(v.reason.substr(0, 4000));
     for (const std::string& ev : v.evidence) f->add_evidence(ev.substr(0, 4000));
-    f->set_since_unix_ms(UnixMsAt(*ctx_, v.since));
+    f->set_since_unix_ms(UnixMsAt(*loop_, v.since));
     f->set_port_down(v.port_down);
     f->set_hold_s(v.hold.ToSeconds());
     f->set_downtime_s(v.downtime_s);
@@ -466,11 +467,11 @@ v1::Envelope AdminService::ListFaults(uint64_t rid) const {
   }
   // Coverage of the watched links by the applied flows and probes.
   {
-    const core::Topology& topo = ctx_->topo.current();
+    const core::Topology& topo = topo_->current();
     std::vector<char> by_flow(topo.num_links(), 0);
     std::vector<char> by_probe(topo.num_links(), 0);
     uint32_t probes = 0;
-    for (const auto& [id, a] : ctx_->plans->loop().applied()) {
+    for (const auto& [id, a] : control_->loop().applied()) {
       for (const core::FlowPin& f : a->assignment.flows) {
         for (core::LinkId l : f.path) {
           if (l.value() < by_flow.size()) by_flow[l.value()] = 1;
@@ -491,7 +492,7 @@ v1::Envelope AdminService::ListFaults(uint64_t rid) const {
       } else if (by_probe[l.value()]) {
         ++probe_covered;
       } else {
-        if (++unwatched <= 100) out->add_unwatched(ctx_->topo.Name(l));
+        if (++unwatched <= 100) out->add_unwatched(topo_->Name(l));
       }
     }
     out->set_watched_links(static_cast<uint32_t>(watched.size()));
@@ -503,13 +504,13 @@ v1::Envelope AdminService::ListFaults(uint64_t rid) const {
   }
   const auto& events = fm.events();
   for (auto it = events.rbegin(); it != events.rend(); ++it) {
-    *out->add_events() = FaultEventToProto(*ctx_, *it);
+    *out->add_events() = FaultEventToProto(*loop_, *topo_, *it);
   }
   return e;
 }
 
 void AdminService::DryRun(uint64_t rid, const std::string& peer) {
-  ctx_->plans->DryRun([this, rid, peer](PlanRun run) {
+  control_->DryRun([this, rid, peer](PlanRun run) {
     const core::PlanOutcome& r = *run.outcome;
     if (!r.status.ok()) {
       Reply(peer,
@@ -557,7 +558,7 @@ void AdminService::DryRun(uint64_t rid, const std::string& peer) {
 v1::Envelope AdminService::ListSwitches(uint64_t rid) const {
   v1::Envelope e = protocol::NewEnvelope(rid);
   v1::ListSwitchesReply* out = e.mutable_list_switches_reply();
-  for (auto& s : ctx_->enforcer.Switches(ctx_->tracker.SharedColours(), ctx_->loop->UnixMs())) {
+  for (auto& s : enforcer_->Switches(tracker_->SharedColours(), loop_->UnixMs())) {
     *out->add_switches() = std::move(s);
   }
   return e;

@@ -60,8 +60,8 @@ v1::Envelope Gateway::Refuse(const std::string& endpoint, uint64_t request_id, c
 
 v1::Envelope Gateway::Refuse(const std::string& endpoint, uint64_t request_id,
                              const protocol::ProtocolError& r) {
-  if (ctx_->metrics) ctx_->metrics->AddError(endpoint, MetricKind(r.code));
-  if (!r.reason.empty()) ctx_->refusals.Count(r.reason);
+  if (metrics_) metrics_->AddError(endpoint, MetricKind(r.code));
+  if (!r.reason.empty()) refusals_->Count(r.reason);
   spdlog::debug("{} request {} refused: {} {}", endpoint, request_id,
                 protocol::ErrorCodeName(r.code), r.message);
   return protocol::MakeError(request_id, r);
@@ -80,15 +80,15 @@ void Gateway::ProcessBatch(const std::vector<protocol::Inbound>& batch) {
 void Gateway::Reply(const std::string& peer, uint64_t request_id, const v1::Envelope& reply) {
   // request_id 0 is only allowed on an Ack answering a push (the transport refuses it on every
   // other request): a reply would look like a push, so none is sent.
-  if (ctx_->client_sender && request_id != 0) {
-    if (core::Status s = ctx_->client_sender(peer, reply); !s.ok()) {
+  if (client_sender_ && request_id != 0) {
+    if (core::Status s = client_sender_(peer, reply); !s.ok()) {
       spdlog::warn("client reply not sent: {}", s.ToString());
     }
   }
 }
 
 void Gateway::HandleOne(const protocol::Inbound& in) {
-  if (ctx_->metrics) ctx_->metrics->AddMessage("client", protocol::BodyName(in.msg));
+  if (metrics_) metrics_->AddMessage("client", protocol::BodyName(in.msg));
   // Only registrations of distinct jobs are grouped; anything else sees the committed state.
   if (!held_.empty() &&
       (!in.msg.has_register_job() || held_ids_.count(in.msg.register_job().job_id()) != 0)) {
@@ -102,54 +102,46 @@ void Gateway::EndBatch() {
   CommitRegistrations();
   MergeDue();
   SendDeferred();
-  ctx_->plans->Kick();
 }
 
 void Gateway::SendDeferred() {
   auto assignments = std::move(deferred_assignments_);
   deferred_assignments_.clear();
   for (const auto& [peer, id] : assignments) {
-    const core::AppliedAssignment* a = ctx_->plans->loop().Applied(id);
+    const core::AppliedAssignment* a = control_->loop().Applied(id);
     if (a == nullptr) continue;
     // A host part gets its host's cut of the assignment (PartAssignment).
-    const core::NodeId host = ctx_->tracker.PartOf(id, peer);
+    const core::NodeId host = tracker_->PartOf(id, peer);
     if (host.valid()) {
-      ctx_->enforcer.Push(peer, PartAssignment(*a, ctx_->topo.nominal(), host));
+      enforcer_->Push(peer, PartAssignment(*a, topo_->nominal(), host));
     } else {
-      ctx_->enforcer.Push(peer, *a);
+      enforcer_->Push(peer, *a);
     }
   }
   auto deferred = std::move(deferred_);
   deferred_.clear();
   for (auto& [peer, msg] : deferred) {
-    if (ctx_->client_sender) (void)ctx_->client_sender(peer, msg);
+    if (client_sender_) (void)client_sender_(peer, msg);
   }
 }
 
 void Gateway::CommitRegistrations() {
   if (held_.empty()) return;
   auto held = std::make_shared<std::vector<HeldRegistration>>(std::move(held_));
-  auto rows = std::make_shared<const std::vector<PendingJobRow>>(std::move(held_rows_));
-  auto part_rows = std::make_shared<const std::vector<StoredPart>>(std::move(held_part_rows_));
   held_.clear();
-  held_rows_.clear();
-  held_part_rows_.clear();
   held_ids_.clear();
-  // Answered when the rows are durable (the writer's thread; inline in tests).
-  ctx_->writer->Submit(
-      [rows, part_rows, topo = ctx_->topo.shared_nominal()](Store& store) {
-        return part_rows->empty() ? store.UpsertJobs(Materialize(*rows, *topo))
-                                  : store.PutJobParts(Materialize(*rows, *topo), *part_rows, {});
-      },
-      [this, held](core::Status status) {
-        const bool stored = ctx_->store_health.Stored(std::move(status), "upsert_job").ok();
+  // Answered when the rows are durable (the writer's thread; inline in tests, before
+  // StoreRegistrations returns).
+  committing_ = true;
+  journal_->StoreRegistrations(
+      std::exchange(held_rows_, {}), std::exchange(held_part_rows_, {}), [this, held](bool stored) {
         for (HeldRegistration& h : *held) {
           if (!stored) {
             // Undo: a registration that is not persisted is not acknowledged.
             if (!h.known) {
-              ctx_->tracker.Remove(h.job_id);
+              tracker_->Remove(h.job_id);
             } else if (h.part.new_part) {
-              (void)ctx_->tracker.RemovePart(h.job_id, h.part_host);
+              (void)tracker_->RemovePart(h.job_id, h.part_host);
             }
             Reply(h.peer, h.request_id,
                   Refuse("client", h.request_id,
@@ -161,31 +153,31 @@ void Gateway::CommitRegistrations() {
             PartRegistered(h);
           } else if (h.known) {
             DeferAssignment(h.peer, h.job_id);
-          } else if (const JobSession* j = ctx_->tracker.Find(h.job_id)) {
-            ctx_->plans->loop().AddJob(j->demand, j->dscp);
+          } else if (const JobSession* j = tracker_->Find(h.job_id)) {
+            control_->AddJob(j->demand, j->dscp);
             spdlog::info("job {} registered ({} hosts, dscp {})", h.job_id, h.placement, j->dscp);
           }
           Reply(h.peer, h.request_id, h.reply);
         }
-        if (ctx_->writer->threaded()) {  // Inline: EndBatch does the rest.
+        if (!committing_) {  // Inline, the caller (EndBatch) does the rest.
           MergeDue();
           SendDeferred();
-          ctx_->plans->Kick();
         }
       });
+  committing_ = false;
 }
 
 void Gateway::DeferAssignment(const std::string& peer, const std::string& job_id) {
-  if (ctx_->config.dry_run) return;
-  if (ctx_->plans->loop().Applied(job_id) == nullptr) return;
+  if (config_->dry_run) return;
+  if (control_->loop().Applied(job_id) == nullptr) return;
   deferred_assignments_.emplace_back(peer, job_id);
 }
 
 protocol::ProtocolError Gateway::Authorise(const protocol::Inbound& in) const {
-  if (!ctx_->grants) return {};
+  if (!grants_) return {};
   const v1::Envelope& m = in.msg;
-  auto it = ctx_->grants->find(in.user_id);
-  if (it == ctx_->grants->end()) {
+  auto it = grants_->find(in.user_id);
+  if (it == grants_->end()) {
     return {v1::ERROR_CODE_PERMISSION_DENIED,
             "envelope: this CURVE key is no longer authorised (removed from "
             "curve.authorized_keys_dir)",
@@ -254,45 +246,19 @@ std::optional<v1::Envelope> Gateway::Handle(const protocol::Inbound& in) {
   }
 }
 
-Gateway::PendingJobRow Gateway::ToStored(const JobSession& j) const {
-  PendingJobRow p;
-  StoredJob& s = p.row;
-  s.job_id = j.demand.id;
-  s.tenant = j.demand.tenant;
-  s.dscp = j.dscp;
-  s.registered_ms = j.registered_ms;
-  s.last_seen_ms = j.last_seen_ms;
-  const core::LoopJob* lj = ctx_->plans->loop().Find(j.demand.id);
-  s.state = protocol::JobPhaseToProto(lj ? lj->phase : core::JobPhase::kRegistered);
-  s.owner = j.user_id;
-  p.demand = j.demand;
-  return p;
-}
-
-std::vector<StoredJob> Gateway::Materialize(const std::vector<PendingJobRow>& rows,
-                                            const core::Topology& topo) {
-  std::vector<StoredJob> out;
-  out.reserve(rows.size());
-  for (const PendingJobRow& p : rows) {
-    out.push_back(p.row);
-    out.back().registration = protocol::DemandToProto(p.demand, topo).SerializeAsString();
-  }
-  return out;
-}
-
 std::optional<v1::Envelope> Gateway::OnRegister(const protocol::Inbound& in) {
   const v1::RegisterJob& r = in.msg.register_job();
   if (r.has_host_part()) return OnRegisterPart(in);
   core::JobDemand demand;
-  if (protocol::ProtocolError bad = protocol::DemandFromProto(r, ctx_->topo.nominal(), &demand);
+  if (protocol::ProtocolError bad = protocol::DemandFromProto(r, topo_->nominal(), &demand);
       protocol::Failed(bad)) {
     return Refuse("client", in.msg.request_id(), bad);
   }
   bool known = false;
-  Refusal bad = ctx_->tracker.Register(demand, in.peer, in.user_id, ctx_->loop->Now(),
-                                       ctx_->loop->UnixMs(), &known);
+  Refusal bad =
+      tracker_->Register(demand, in.peer, in.user_id, loop_->Now(), loop_->UnixMs(), &known);
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
-  const JobSession& j = *ctx_->tracker.Find(r.job_id());
+  const JobSession& j = *tracker_->Find(r.job_id());
   peer_names_.erase(r.job_id());  // The placement may have changed.
   HeldRegistration h;
   h.peer = in.peer;
@@ -306,7 +272,7 @@ std::optional<v1::Envelope> Gateway::OnRegister(const protocol::Inbound& in) {
   rr->set_lease_ms(static_cast<uint64_t>(j.lease.nanos() / 1000000));
   rr->set_already_known(known);
   rr->set_dscp(j.dscp);
-  held_rows_.push_back(ToStored(j));
+  held_rows_.push_back(rows_->JobOf(j));
   held_ids_.insert(h.job_id);
   held_.push_back(std::move(h));
   return std::nullopt;  // Answered by CommitRegistrations.
@@ -317,13 +283,13 @@ v1::Envelope Gateway::OnProfile(const protocol::Inbound& in) {
   if (p.has_host_part()) {
     if (std::optional<v1::Envelope> reply = OnPartProfile(in)) return *std::move(reply);
   }
-  Refusal bad = ctx_->tracker.Touch(p.job_id(), in.peer, in.user_id, "profile_report.job_id",
-                                    ctx_->loop->Now(), ctx_->loop->UnixMs());
+  Refusal bad = tracker_->Touch(p.job_id(), in.peer, in.user_id, "profile_report.job_id",
+                                loop_->Now(), loop_->UnixMs());
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
-  const JobSession& j = *ctx_->tracker.Find(p.job_id());
+  const JobSession& j = *tracker_->Find(p.job_id());
   core::JobProfile profile;
   if (protocol::ProtocolError bad_profile = protocol::ProfileFromProto(
-          p, ctx_->topo.nominal(), j.demand, &profile, &peer_names_[p.job_id()]);
+          p, topo_->nominal(), j.demand, &profile, &peer_names_[p.job_id()]);
       protocol::Failed(bad_profile)) {
     return Refuse("client", in.msg.request_id(), bad_profile);
   }
@@ -332,15 +298,11 @@ v1::Envelope Gateway::OnProfile(const protocol::Inbound& in) {
 }
 
 void Gateway::Reported(const std::string& id, const core::JobProfile& profile) {
-  const core::ReportVerdict v = ctx_->plans->loop().ReportProfile(id, profile);
-  // Stored by the next flush (about a second, or before the next plan's write for a planned
-  // profile or a phase: FlushPlanned), never one write per report.
-  ctx_->dirty_profiles.insert(id);
-  if (v.plan_changed) planned_dirty_.insert(id);
-  if (v.phase_changed) {
-    state_dirty_.insert(id);
-    spdlog::debug("job {} is now {}", id, core::JobPhaseName(v.phase));
-  }
+  const core::ReportVerdict v = control_->ReportProfile(id, profile);
+  // Stored by the journal's next flush (about a second, or before the next plan's write for a
+  // planned profile or a phase), never one write per report.
+  journal_->Reported(id, v);
+  if (v.phase_changed) spdlog::debug("job {} is now {}", id, core::JobPhaseName(v.phase));
 }
 
 protocol::ProtocolError Gateway::TouchJob(const protocol::Inbound& in, const std::string& job_id,
@@ -349,19 +311,18 @@ protocol::ProtocolError Gateway::TouchJob(const protocol::Inbound& in, const std
   *part_host = core::NodeId();
   Refusal bad;
   if (part != nullptr) {
-    core::Result<core::NodeId> host = ctx_->topo.nominal().FindNode(part->host());
-    if (!host.ok() || ctx_->topo.nominal().node(*host).kind != core::NodeKind::kHost) {
+    core::Result<core::NodeId> host = topo_->nominal().FindNode(part->host());
+    if (!host.ok() || topo_->nominal().node(*host).kind != core::NodeKind::kHost) {
       return {v1::ERROR_CODE_UNKNOWN_HOST,
               field + ": host_part.host '" + part->host() + "' is not a host of the topology"};
     }
-    bad = ctx_->tracker.TouchPart(job_id, *host, in.peer, in.user_id, field, ctx_->loop->Now(),
-                                  ctx_->loop->UnixMs());
+    bad = tracker_->TouchPart(job_id, *host, in.peer, in.user_id, field, loop_->Now(),
+                              loop_->UnixMs());
   } else {
-    bad = ctx_->tracker.Touch(job_id, in.peer, in.user_id, field, ctx_->loop->Now(),
-                              ctx_->loop->UnixMs());
+    bad = tracker_->Touch(job_id, in.peer, in.user_id, field, loop_->Now(), loop_->UnixMs());
   }
   if (Refused(bad)) return ToWire(bad);
-  *part_host = ctx_->tracker.PartOf(job_id, in.peer);
+  *part_host = tracker_->PartOf(job_id, in.peer);
   return {};
 }
 
@@ -374,15 +335,16 @@ v1::Envelope Gateway::OnHeartbeat(const protocol::Inbound& in) {
     return Refuse("client", in.msg.request_id(), bad);
   }
   if (part.valid()) {
-    ctx_->tracker.AckedPart(h.job_id(), part, h.applied_epoch());
+    tracker_->AckedPart(h.job_id(), part, h.applied_epoch());
   } else {
-    ctx_->tracker.Acked(h.job_id(), h.applied_epoch());
+    tracker_->Acked(h.job_id(), h.applied_epoch());
   }
   if (h.flows_size() > 0) ObserveFlows(h);
   uint64_t epoch = 0;
-  if (const core::AppliedAssignment* a = ctx_->plans->loop().Applied(h.job_id())) {
+  if (const core::AppliedAssignment* a = control_->loop().Applied(h.job_id())) {
     epoch = a->epoch;
-    const bool other_state = h.applied_state_id() != 0 && h.applied_state_id() != ctx_->state_id;
+    const bool other_state =
+        h.applied_state_id() != 0 && h.applied_state_id() != enforcer_->state_id();
     if (h.applied_epoch() < epoch || other_state) DeferAssignment(in.peer, h.job_id());
   }
   return protocol::MakeAck(in.msg.request_id(), h.job_id(), epoch);
@@ -413,11 +375,11 @@ v1::Envelope Gateway::OnAck(const protocol::Inbound& in) {
     return Refuse("client", in.msg.request_id(), bad);
   }
   if (a.ok() && part.valid()) {
-    ctx_->tracker.AckedPart(a.job_id(), part, a.epoch());
+    tracker_->AckedPart(a.job_id(), part, a.epoch());
   } else if (a.ok()) {
-    ctx_->tracker.Acked(a.job_id(), a.epoch());
+    tracker_->Acked(a.job_id(), a.epoch());
   }
-  if (ctx_->metrics) ctx_->metrics->AddAck(a.ok());
+  if (metrics_) metrics_->AddAck(a.ok());
   if (!a.ok()) {
     spdlog::warn("job {} could not apply epoch {}: {}", a.job_id(), a.epoch(), a.error());
   }
@@ -426,51 +388,50 @@ v1::Envelope Gateway::OnAck(const protocol::Inbound& in) {
 
 v1::Envelope Gateway::OnSwitchHello(const protocol::Inbound& in) {
   const v1::SwitchHello& h = in.msg.switch_hello();
-  auto node = ctx_->topo.nominal().FindNode(h.switch_name());
-  if (!node.ok() || !core::IsNetworkSwitch(ctx_->topo.nominal().node(*node).kind)) {
+  auto node = topo_->nominal().FindNode(h.switch_name());
+  if (!node.ok() || !core::IsNetworkSwitch(topo_->nominal().node(*node).kind)) {
     return Refuse("client", in.msg.request_id(),
                   {v1::ERROR_CODE_UNKNOWN_HOST, "switch_hello.switch_name: '" + h.switch_name() +
                                                     "' is not a switch of the topology"});
   }
   bool returning = false;
   std::optional<v1::Envelope> push;
-  Refusal bad = ctx_->enforcer.OnHello(h, in.peer, ctx_->loop->UnixMs(), &returning, &push);
+  Refusal bad = enforcer_->OnHello(h, in.peer, loop_->UnixMs(), &returning, &push);
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
   if (returning) {
     spdlog::info("switch agent {} connected (applied epoch {}, desired {})", h.switch_name(),
-                 h.applied_epoch(), ctx_->enforcer.desired_epoch(h.switch_name()));
+                 h.applied_epoch(), enforcer_->desired_epoch(h.switch_name()));
   }
-  if (push && !ctx_->config.dry_run) deferred_.emplace_back(in.peer, *std::move(push));
-  return protocol::MakeAck(in.msg.request_id(), "", ctx_->plans->loop().epoch());
+  if (push && !config_->dry_run) deferred_.emplace_back(in.peer, *std::move(push));
+  return protocol::MakeAck(in.msg.request_id(), "", control_->loop().epoch());
 }
 
 v1::Envelope Gateway::OnSwitchApplied(const protocol::Inbound& in) {
-  Refusal bad = ctx_->enforcer.OnApplied(in.msg.switch_applied(), in.peer, ctx_->loop->UnixMs());
+  Refusal bad = enforcer_->OnApplied(in.msg.switch_applied(), in.peer, loop_->UnixMs());
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
   return protocol::MakeAck(in.msg.request_id(), "", in.msg.switch_applied().epoch());
 }
 
 void Gateway::ObserveFlows(const v1::Heartbeat& h) {
-  const JobSession* j = ctx_->tracker.Find(h.job_id());
+  const JobSession* j = tracker_->Find(h.job_id());
   if (j == nullptr) return;
   size_t skipped = 0;
   std::vector<core::FlowSample> samples =
-      protocol::FlowSamplesFromProto(h, ctx_->topo.nominal(), j->demand, &skipped);
+      protocol::FlowSamplesFromProto(h, topo_->nominal(), j->demand, &skipped);
   if (skipped > 0) {
     // The heartbeat still counts (it is the job's keep-alive); the flows are dropped.
-    if (ctx_->metrics) ctx_->metrics->AddError("client", "flow_stats", skipped);
+    if (metrics_) metrics_->AddError("client", "flow_stats", skipped);
     spdlog::debug("job {}: {} flow stats name NICs outside the job or the topology; ignored",
                   h.job_id(), skipped);
   }
   if (samples.empty()) return;
-  ctx_->plans->loop().ObserveFlows(h.job_id(), samples);
-  ctx_->faults->Kick();
+  control_->ObserveFlows(h.job_id(), samples);
 }
 
 v1::Envelope Gateway::OnSwitchTelemetry(const protocol::Inbound& in) {
   const v1::SwitchTelemetry& t = in.msg.switch_telemetry();
   protocol::TelemetrySignals signals;
-  if (protocol::ProtocolError bad = protocol::TelemetryFromProto(t, ctx_->topo.nominal(), &signals);
+  if (protocol::ProtocolError bad = protocol::TelemetryFromProto(t, topo_->nominal(), &signals);
       protocol::Failed(bad)) {
     return Refuse("client", in.msg.request_id(), bad);
   }
@@ -480,143 +441,31 @@ v1::Envelope Gateway::OnSwitchTelemetry(const protocol::Inbound& in) {
       spdlog::warn("switch {}: telemetry for port {} ignored", t.switch_name(), why);
     }
   }
-  core::ControlLoop& loop = ctx_->plans->loop();
-  for (const core::LinkStateSignal& s : signals.states) loop.ObserveLinkState(s);
-  for (const core::CounterSignal& c : signals.counters) loop.ObserveCounters(c);
-  ctx_->faults->Kick();
-  return protocol::MakeAck(in.msg.request_id(), "", loop.epoch());
+  for (const core::LinkStateSignal& s : signals.states) control_->ObserveLinkState(s);
+  for (const core::CounterSignal& c : signals.counters) control_->ObserveCounters(c);
+  return protocol::MakeAck(in.msg.request_id(), "", control_->loop().epoch());
 }
 
 void Gateway::JobGone(const std::string& id, const std::string& reason) {
   spdlog::info("job {} gone: {}", id, reason);
-  ctx_->dirty_profiles.erase(id);
-  planned_dirty_.erase(id);
-  state_dirty_.erase(id);
   peer_names_.erase(id);
-  ctx_->parts.EraseJob(id);
+  parts_->EraseJob(id);
   merge_due_.erase(id);
   next_merge_.erase(id);
-  parts_dirty_.erase(parts_dirty_.lower_bound({id, core::NodeId(0)}),
-                     parts_dirty_.lower_bound({id, core::NodeId()}));
-  ctx_->tracker.Remove(id);
-  std::shared_ptr<const core::AppliedAssignment> was = ctx_->plans->loop().RemoveJob(id, reason);
+  tracker_->Remove(id);
+  std::shared_ptr<const core::AppliedAssignment> was = control_->RemoveJob(id, reason);
   std::optional<AuditRow> audit;
   if (was) {
     AuditRow a;
-    a.ts_ms = ctx_->loop->UnixMs();
-    a.epoch = ctx_->plans->loop().epoch();
+    a.ts_ms = loop_->UnixMs();
+    a.epoch = control_->loop().epoch();
     a.job_id = id;
     a.old_level = was->assignment.level;
     a.new_level = -1;
     a.reason = reason.substr(0, 1000);
     audit = std::move(a);
   }
-  ctx_->writer->Submit(
-      [id, audit](Store& store) {
-        core::Status s = store.DeleteJob(id);
-        if (s.ok() && audit) s = store.ApplyPlan(audit->epoch, {}, {id}, {*audit});
-        return s;
-      },
-      [this](core::Status s) { (void)ctx_->store_health.Stored(std::move(s), "delete_job"); });
-  ctx_->plans->Kick();
-}
-
-size_t Gateway::FlushProfiles(size_t max_rows) {
-  if (ctx_->dirty_profiles.empty()) return 0;
-  std::vector<std::string> ids;
-  ids.reserve(std::min(max_rows, ctx_->dirty_profiles.size()));
-  for (auto it = ctx_->dirty_profiles.begin();
-       it != ctx_->dirty_profiles.end() && ids.size() < max_rows; ++it) {
-    ids.push_back(*it);
-  }
-  Flush(ids);
-  return ctx_->dirty_profiles.size();
-}
-
-void Gateway::FlushPlanned() {
-  std::set<std::string> ids = planned_dirty_;
-  ids.insert(state_dirty_.begin(), state_dirty_.end());
-  if (!ids.empty()) Flush(std::vector<std::string>(ids.begin(), ids.end()));
-}
-
-void Gateway::Flush(const std::vector<std::string>& ids) {
-  // The loop only copies the core profiles; they are serialized on the store thread (at 10K jobs
-  // serializing on the loop held it for ~0.4 s before each plan write).
-  struct Pending {
-    std::string job_id;
-    core::JobProfile report;
-    std::optional<core::JobProfile> planned;
-  };
-  auto pending = std::make_shared<std::vector<Pending>>();
-  auto jobs = std::make_shared<std::vector<PendingJobRow>>();
-  auto planned = std::make_shared<std::vector<std::string>>();
-  auto states = std::make_shared<std::vector<std::string>>();
-  auto parts = std::make_shared<std::vector<StoredPart>>();
-  pending->reserve(ids.size());
-  for (const std::string& id : ids) {
-    const core::LoopJob* j = ctx_->plans->loop().Find(id);
-    const bool with_planned = planned_dirty_.erase(id) > 0;
-    const bool with_state = state_dirty_.erase(id) > 0;
-    ctx_->dirty_profiles.erase(id);
-    TakeDirtyParts(id, parts.get());
-    if (j == nullptr || !j->profile) continue;
-    Pending row{id, *j->profile, std::nullopt};
-    if (with_planned && j->planned) {
-      row.planned = *j->planned;
-      planned->push_back(id);
-    }
-    pending->push_back(std::move(row));
-    if (with_state) {
-      if (const JobSession* s = ctx_->tracker.Find(id)) {
-        jobs->push_back(ToStored(*s));
-        states->push_back(id);
-      }
-    }
-  }
-  if (pending->empty() && parts->empty()) return;
-  auto profiles = std::make_shared<std::vector<std::string>>();  // Job ids, for a retry.
-  profiles->reserve(pending->size());
-  for (const Pending& p : *pending) profiles->push_back(p.job_id);
-  ctx_->writer->Submit(
-      [pending, jobs, parts, topo = ctx_->topo.shared_nominal(),
-       now = ctx_->loop->UnixMs()](Store& store) {
-        std::vector<ProfileRow> rows;
-        rows.reserve(pending->size());
-        for (const Pending& p : *pending) {
-          ProfileRow row;
-          row.job_id = p.job_id;
-          row.report = protocol::ProfileToProto(p.job_id, p.report, *topo).SerializeAsString();
-          if (p.planned) {
-            row.planned = protocol::ProfileToProto(p.job_id, *p.planned, *topo).SerializeAsString();
-          }
-          rows.push_back(std::move(row));
-        }
-        core::Status s = store.PutProfiles(rows, now);
-        if (s.ok() && !jobs->empty()) s = store.UpsertJobs(Materialize(*jobs, *topo));
-        if (s.ok() && !parts->empty()) s = store.PutJobParts({}, *parts, {});
-        return s;
-      },
-      [this, profiles, planned, states, parts](core::Status s) {
-        if (ctx_->store_health.Stored(std::move(s), "put_profiles").ok()) return;
-        for (const StoredPart& p : *parts) {
-          const JobSession* j = ctx_->tracker.Find(p.job_id);
-          auto host = ctx_->topo.nominal().FindNode(p.host);
-          if (j != nullptr && host.ok() && j->parts.count(*host)) {
-            parts_dirty_.insert({p.job_id, *host});
-            ctx_->dirty_profiles.insert(p.job_id);
-          }
-        }
-        // Marked dirty again (jobs still here), retried by the next flush.
-        for (const std::string& id : *profiles) {
-          if (ctx_->plans->loop().Find(id)) ctx_->dirty_profiles.insert(id);
-        }
-        for (const std::string& id : *planned) {
-          if (ctx_->plans->loop().Find(id)) planned_dirty_.insert(id);
-        }
-        for (const std::string& id : *states) {
-          if (ctx_->plans->loop().Find(id)) state_dirty_.insert(id);
-        }
-      });
+  journal_->Delete(id, std::move(audit));
 }
 
 }  // namespace crux::daemon

@@ -14,7 +14,7 @@ namespace crux::daemon {
 
 std::optional<v1::Envelope> Gateway::OnRegisterPart(const protocol::Inbound& in) {
   const v1::RegisterJob& r = in.msg.register_job();
-  const core::Topology& topo = ctx_->topo.nominal();
+  const core::Topology& topo = topo_->nominal();
   core::JobDemand demand;
   if (protocol::ProtocolError bad = protocol::DemandFromProto(r, topo, &demand);
       protocol::Failed(bad)) {
@@ -22,11 +22,10 @@ std::optional<v1::Envelope> Gateway::OnRegisterPart(const protocol::Inbound& in)
   }
   // Validation (validate.cc) made the placement the part's one host.
   PartRegistration pr;
-  Refusal bad =
-      ctx_->tracker.RegisterPart(demand, protocol::HostPartInfoFromProto(r.host_part()), in.peer,
-                                 in.user_id, ctx_->loop->Now(), ctx_->loop->UnixMs(), &pr);
+  Refusal bad = tracker_->RegisterPart(demand, protocol::HostPartInfoFromProto(r.host_part()),
+                                       in.peer, in.user_id, loop_->Now(), loop_->UnixMs(), &pr);
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
-  const JobSession& j = *ctx_->tracker.Find(r.job_id());
+  const JobSession& j = *tracker_->Find(r.job_id());
   const core::NodeId host = demand.placement.front().host;
   const PartSession& part = j.parts.at(host);
   HeldRegistration h;
@@ -44,20 +43,20 @@ std::optional<v1::Envelope> Gateway::OnRegisterPart(const protocol::Inbound& in)
   rr->set_already_known(pr.already_known);
   rr->set_dscp(j.dscp);
   rr->set_merges_host_parts(true);
-  held_rows_.push_back(ToStored(j));
-  held_part_rows_.push_back(ToStoredPart(j, host));
+  held_rows_.push_back(rows_->JobOf(j));
+  held_part_rows_.push_back(rows_->PartOf(j, host));
   held_ids_.insert(h.job_id);
   held_.push_back(std::move(h));
   return std::nullopt;  // Answered by CommitRegistrations.
 }
 
 void Gateway::PartRegistered(const HeldRegistration& h) {
-  const JobSession* j = ctx_->tracker.Find(h.job_id);
+  const JobSession* j = tracker_->Find(h.job_id);
   if (j == nullptr || !j->parts.count(h.part_host)) return;  // Gone meanwhile.
-  const std::string& host = ctx_->topo.nominal().node(h.part_host).name;
+  const std::string& host = topo_->nominal().node(h.part_host).name;
   const PartSession& part = j->parts.at(h.part_host);
   if (h.part.new_job) {
-    ctx_->plans->loop().AddJob(j->demand, j->dscp);
+    control_->AddJob(j->demand, j->dscp);
     spdlog::info("job {} registered by its part on {} ({} ranks, {} hosts expected; dscp {})",
                  h.job_id, host, part.info.local_ranks, part.info.hosts_expected, j->dscp);
   } else {
@@ -77,7 +76,7 @@ void Gateway::PartRegistered(const HeldRegistration& h) {
 
 std::optional<v1::Envelope> Gateway::OnPartProfile(const protocol::Inbound& in) {
   const v1::ProfileReport& p = in.msg.profile_report();
-  const JobSession* known = ctx_->tracker.Find(p.job_id());
+  const JobSession* known = tracker_->Find(p.job_id());
   if (known == nullptr || !known->parted()) return std::nullopt;
   core::NodeId host;
   if (protocol::ProtocolError bad =
@@ -85,16 +84,15 @@ std::optional<v1::Envelope> Gateway::OnPartProfile(const protocol::Inbound& in) 
       protocol::Failed(bad)) {
     return Refuse("client", in.msg.request_id(), bad);
   }
-  const JobSession& j = *ctx_->tracker.Find(p.job_id());
+  const JobSession& j = *tracker_->Find(p.job_id());
   core::HostPartReport report;
   if (protocol::ProtocolError bad =
-          protocol::PartReportFromProto(p, ctx_->topo.nominal(), j.demand, host, &report);
+          protocol::PartReportFromProto(p, topo_->nominal(), j.demand, host, &report);
       protocol::Failed(bad)) {
     return Refuse("client", in.msg.request_id(), bad);
   }
-  ctx_->parts.Set(p.job_id(), host, std::move(report), ctx_->loop->UnixMs());
-  parts_dirty_.insert({p.job_id(), host});
-  ctx_->dirty_profiles.insert(p.job_id());  // The part's row is flushed with the job's.
+  parts_->Set(p.job_id(), host, std::move(report), loop_->UnixMs());
+  journal_->PartReported(p.job_id(), host);
   Remerge(p.job_id());
   return protocol::MakeAck(in.msg.request_id(), p.job_id());
 }
@@ -102,25 +100,24 @@ std::optional<v1::Envelope> Gateway::OnPartProfile(const protocol::Inbound& in) 
 void Gateway::Remerge(const std::string& id) { merge_due_.insert(id); }
 
 void Gateway::MergeDue() {
-  const core::Duration now = ctx_->loop->Now();
+  const core::Duration now = loop_->Now();
   for (const std::string& id : std::exchange(merge_due_, {})) {
-    const JobSession* j = ctx_->tracker.Find(id);
+    const JobSession* j = tracker_->Find(id);
     if (j == nullptr || !j->parted()) continue;
     auto next = next_merge_.find(id);
     if (next != next_merge_.end() && now < next->second) {
       if (merge_timers_.insert(id).second) {
-        ctx_->loop->RunAfter(next->second - now, [self = self_, id] {
+        loop_->RunAfter(next->second - now, [self = self_, id] {
           Gateway* g = *self;
           if (g == nullptr) return;
           g->merge_timers_.erase(id);
           g->merge_due_.insert(id);
           g->MergeDue();
-          g->ctx_->plans->Kick();
         });
       }
       continue;
     }
-    core::HostPartMerge m = ctx_->parts.Merge(*j, ctx_->topo.nominal());
+    core::HostPartMerge m = parts_->Merge(*j, topo_->nominal());
     if (m.stats.entries > kEagerMergeEntries) {
       next_merge_[id] = now + kBigMergeInterval;
     } else {
@@ -131,17 +128,17 @@ void Gateway::MergeDue() {
 }
 
 void Gateway::SyncDemand(const JobSession& j) {
-  const core::LoopJob* lj = ctx_->plans->loop().Find(j.demand.id);
+  const core::LoopJob* lj = control_->loop().Find(j.demand.id);
   if (lj != nullptr && !(lj->demand == j.demand)) {
     peer_names_.erase(j.demand.id);
-    ctx_->plans->loop().UpdateDemand(j.demand);
+    control_->UpdateDemand(j.demand);
   }
 }
 
 void Gateway::EndPart(const std::string& id, core::NodeId host, const std::string& reason) {
-  switch (ctx_->tracker.RemovePart(id, host)) {
+  switch (tracker_->RemovePart(id, host)) {
     case PartRemoval::kJob:
-      JobGone(id, reason + " (its last part, on " + ctx_->topo.nominal().node(host).name + ")");
+      JobGone(id, reason + " (its last part, on " + topo_->nominal().node(host).name + ")");
       return;
     case PartRemoval::kPart:
       PartGone(id, host, reason);
@@ -161,50 +158,17 @@ void Gateway::PartsExpired(const std::vector<ExpiredPart>& parts) {
     }
   }
   MergeDue();
-  ctx_->plans->Kick();
 }
 
 void Gateway::PartGone(const std::string& id, core::NodeId host, const std::string& reason) {
-  const std::string& name = ctx_->topo.nominal().node(host).name;
-  ctx_->parts.Erase(id, host);
-  parts_dirty_.erase({id, host});
-  const JobSession* j = ctx_->tracker.Find(id);
-  if (j == nullptr) return;
-  spdlog::info("job {}: part on {} left ({}); {} parts remain", id, name, reason, j->parts.size());
-  SyncDemand(*j);
-  Remerge(id);
-  state_dirty_.erase(id);  // Written now, with the part's removal.
-  ctx_->writer->Submit(
-      [row = ToStored(*j), key = PartKey{id, name}, topo = ctx_->topo.shared_nominal()](
-          Store& store) { return store.PutJobParts(Materialize({row}, *topo), {}, {key}); },
-      [this](core::Status s) { (void)ctx_->store_health.Stored(std::move(s), "put_job_parts"); });
-  ctx_->plans->Kick();
-}
-
-StoredPart Gateway::ToStoredPart(const JobSession& j, core::NodeId host) const {
-  const core::Topology& topo = ctx_->topo.nominal();
-  const PartSession& p = j.parts.at(host);
-  StoredPart s;
-  s.job_id = j.demand.id;
-  s.host = topo.node(host).name;
-  s.registration =
-      protocol::PartRegistrationToProto(j.demand, p.placement, p.info, topo).SerializeAsString();
-  s.owner = p.user_id;
-  s.registered_ms = p.registered_ms;
-  s.last_seen_ms = p.last_seen_ms;
-  if (const PartReportEntry* e = ctx_->parts.Find(j.demand.id, host)) {
-    s.report = protocol::PartReportToProto(j.demand.id, host, e->report, topo).SerializeAsString();
+  parts_->Erase(id, host);
+  if (const JobSession* j = tracker_->Find(id)) {
+    spdlog::info("job {}: part on {} left ({}); {} parts remain", id,
+                 topo_->nominal().node(host).name, reason, j->parts.size());
+    SyncDemand(*j);
+    Remerge(id);
   }
-  return s;
-}
-
-void Gateway::TakeDirtyParts(const std::string& id, std::vector<StoredPart>* rows) {
-  auto it = parts_dirty_.lower_bound({id, core::NodeId(0)});
-  while (it != parts_dirty_.end() && it->first == id) {
-    const JobSession* j = ctx_->tracker.Find(id);
-    if (j != nullptr && j->parts.count(it->second)) rows->push_back(ToStoredPart(*j, it->second));
-    it = parts_dirty_.erase(it);
-  }
+  journal_->PartGone(id, host);  // With the job's row, its placement now.
 }
 
 }  // namespace crux::daemon

@@ -36,6 +36,9 @@
 
 namespace crux::daemon {
 
+// cruxd's version (the start-up log, `cruxctl status`).
+inline constexpr const char* kCruxdVersion = "0.1.0";
+
 inline constexpr std::string_view kEmbeddedTopology = "embedded";
 
 struct CurveConfig {

@@ -1,16 +1,25 @@
-// ControlHost: hosts core::ControlLoop (all of the daemon's control rules: lifecycle, hysteresis,
-// debounce, newcomer level, planner refusals, the diff, switch QoS decisions) on the daemon's
-// event loop, with the planning itself on a worker thread.
+// ControlHost: the one owner of core::ControlLoop (all of the daemon's control rules: lifecycle,
+// hysteresis, debounce, newcomer level, planner refusals, the diff, switch QoS decisions, link
+// health) on the daemon's event loop, with the planning itself on a worker thread.
 //
-//   loop thread:  events -> ControlLoop; Kick() arms one timer for ControlLoop::due();
-//                 the timer takes the snapshot (one pointer per job) and hands it to the worker.
+//   loop thread:  the services' events (a job registered, reported, ended; link signals; admin
+//                 pins; options) -> ControlLoop; each event arms the timer it may have moved:
+//                 the plan timer at ControlLoop::due(), the faults timer at faults_due().
+//   plan timer:   takes the snapshot (one pointer per job) and hands it to the worker.
 //   worker:       core::RunPlan (the policy "crux", cached per topology version and planner
 //                 options), then everything the commit needs that is not cheap: the store rows
 //                 (each changed assignment serialized) - nothing on the loop but the commit.
-//   loop thread:  on_done(PlanRun) -> the PlanApplier (plan_applier.h) commits and pushes.
+//   loop thread:  on_done(PlanRun) -> the PlanApplier (plan_applier.h) commits through
+//                 FinishPlan and Commit / CommitFailed, which re-arm the plan timer.
+//   faults timer: ControlLoop::EvaluateFaults -> on_link_decisions (FaultService::Apply puts
+//                 them into the topology; the plan they ask for runs later, on the plan timer).
 //
-// Dry runs (`cruxctl plan --dry-run`) take the same worker path on a PeekSnapshot (they change
-// nothing) and reply through their callback on the loop thread.
+// No caller arms a timer or changes the loop directly: loop() is read-only, for views.
+//
+// Dry runs (`cruxctl plan --dry-run`) take the same worker path on a PeekSnapshot and reply
+// through their callback on the loop thread. They change nothing, the next real plan included:
+// each plans on a new engine whose policy starts from the plan in force, never on the real runs'
+// engine (a stable policy continues the plan of its last Schedule).
 //
 // Cancellation: work on the worker checks its CancellationToken (event_loop.h) before planning
 // and before delivering a result; a run cancelled at shutdown delivers nothing.
@@ -23,7 +32,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "crux/core/base/clock.h"
@@ -79,34 +90,83 @@ class ControlHost {
   using Executor = std::function<void(WorkerThread::CancellableWork)>;
   using DoneCallback = std::function<void(PlanRun)>;
   using DryRunCallback = std::function<void(PlanRun)>;
+  // Links whose health the fault rules changed (never empty), to put into the topology at once.
+  using LinkDecisionsCallback = std::function<void(const std::vector<core::LinkDecision>&)>;
 
-  // `loop`, `topo` must outlive the host. REQUIRES: valid options.
+  // `loop`, `topo` must outlive the host. The callbacks run on the loop thread, never inline in
+  // an event. REQUIRES: valid options.
   ControlHost(EventLoop* loop, TopologyManager* topo, core::ControlLoopOptions loop_options,
-              core::PlannerOptions planner_options, DoneCallback on_done, Executor executor);
+              core::PlannerOptions planner_options, DoneCallback on_done,
+              LinkDecisionsCallback on_link_decisions, Executor executor);
   ~ControlHost();
+  ControlHost(const ControlHost&) = delete;
+  ControlHost& operator=(const ControlHost&) = delete;
 
-  core::ControlLoop& loop() { return control_; }
+  // Read-only: what views (cruxctl, metrics, the gateway's replies) read.
   const core::ControlLoop& loop() const { return control_; }
-
-  // After events that may have asked for a plan (and after a commit): arms the timer for
-  // loop().due() if it is not armed for that time already.
-  void Kick();
-  // The run handed to on_done was committed (or failed): the loop may start the next one.
-  void RunFinished() { Kick(); }
-
-  core::Status SetPlannerOptions(const core::PlannerOptions& o);
+  uint64_t runs() const { return control_.runs(); }
   const core::PlannerOptions& planner_options() const { return planner_options_; }
 
-  // A dry run on the worker: `done` gets the outcome on the loop thread (never inline in the
-  // caller when an executor is set).
+  // ---- job events (the gateway; core::ControlLoop's of the same name) ----
+  void AddJob(core::JobDemand demand, uint32_t dscp);
+  core::ReportVerdict ReportProfile(const std::string& id, const core::JobProfile& profile);
+  void UpdateDemand(core::JobDemand demand);
+  std::shared_ptr<const core::AppliedAssignment> RemoveJob(const std::string& id,
+                                                           std::string_view reason);
+
+  // ---- what else a plan depends on ----
+  // A plan is due: "start", "config reload", ...
+  void Invalidate(std::string_view reason);
+  // The loop's options (a reload): its own, and the fault rules'.
+  void SetOptions(const core::ControlLoopOptions& options);
+  // Errors: invalid options (nothing changes). New options invalidate the plan.
+  core::Status SetPlannerOptions(const core::PlannerOptions& options);
+
+  // ---- link health (signals and admin pins for core::FaultManager) ----
+  void ObserveLinkState(const core::LinkStateSignal& signal);
+  void ObserveCounters(const core::CounterSignal& signal);
+  void ObserveFlows(const std::string& job_id, const std::vector<core::FlowSample>& samples);
+  void SetLinkAdmin(core::LinkId link, core::AdminLinkState state);
+  void ClearLinkAdmin(core::LinkId link);
+  // Runs the fault rules now (an admin pin wants its answer at once) and returns the links whose
+  // health changed. The caller must put them into the topology before it returns to the event
+  // loop: the plan they ask for starts on the plan timer, which never fires inline.
+  std::vector<core::LinkDecision> EvaluateFaults();
+
+  // ---- start-up (Daemon's restore, before Start: nothing is armed) ----
+  void RestoreJob(core::JobDemand demand, uint32_t dscp, std::optional<core::JobProfile> profile,
+                  std::optional<core::JobProfile> planned);
+  void RestoreApplied(core::AppliedPlan applied, uint64_t epoch);
+  void RestoreLinkAdmin(core::LinkId link, core::AdminLinkState state);
+
+  // ---- the commit of a run handed to on_done (the PlanApplier) ----
+  core::ApplyBatch FinishPlan(const core::PlanningSnapshot& snap, const core::PlanOutcome& outcome);
+  // The batch is durable (or there was nothing to store): it is in force; the next run may start.
+  void Commit(const core::ApplyBatch& batch);
+  // The batch could not be made durable: nothing changes; the run is retried after a backoff.
+  void CommitFailed();
+
+  // A dry run on the worker, on an engine of its own (above): `done` gets the outcome on the loop
+  // thread (never inline in the caller when an executor is set).
   void DryRun(DryRunCallback done);
 
-  uint64_t runs() const { return control_.runs(); }
-
  private:
-  struct Mailbox;  // Shared with running work, so a result arriving after the host is gone is
-                   // dropped instead of touching it.
+  struct Mailbox;  // Shared with running work and timers, so that a result or a timer arriving
+                   // after the host is gone is dropped instead of touching it.
+  // A timer for one of the loop's due times, re-armed when the time moves earlier.
+  struct Timer {
+    bool armed = false;
+    core::Duration at;
+    uint64_t generation = 0;
+  };
+  // Arms the plan timer for loop().due() / the faults timer for loop().faults_due() unless
+  // armed for that time already.
+  void Kick();
+  void KickFaults();
+  // Arms `timer` for `due` (nullopt: nothing to arm); `fire` gets the host and the generation.
+  void Arm(Timer& timer, std::optional<core::Duration> due, void (ControlHost::*fire)(uint64_t));
   void Fire(uint64_t generation);
+  void FireFaults(uint64_t generation);
   std::shared_ptr<const core::Topology> CurrentTopology();
 
   EventLoop* loop_;
@@ -115,14 +175,14 @@ class ControlHost {
   core::ControlLoop control_;
   core::PlannerOptions planner_options_;
   DoneCallback on_done_;
+  LinkDecisionsCallback on_link_decisions_;
   Executor executor_;
   std::shared_ptr<PlanEngine> engine_;
   std::shared_ptr<Mailbox> mailbox_;
   std::shared_ptr<const core::Topology> topology_copy_;
   uint64_t topology_copy_version_ = 0;
-  bool armed_ = false;
-  core::Duration armed_for_;
-  uint64_t generation_ = 0;
+  Timer plan_timer_;
+  Timer faults_timer_;
 };
 
 }  // namespace crux::daemon

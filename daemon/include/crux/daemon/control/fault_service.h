@@ -1,13 +1,14 @@
 // FaultService: cruxd's host for automatic link health (docs/faults.md). The rules are core's
-// (core::FaultManager, driven through core::ControlLoop); this module only routes:
+// (core::FaultManager, driven through core::ControlLoop, which ControlHost owns); this module
+// applies their decisions and the admin pins:
 //
-//   gateway (SwitchTelemetry, Heartbeat.flows) -> ControlLoop::Observe* -> Kick()
-//   timer at ControlLoop::faults_due() (at once after a link-state change or an admin pin, at
-//     most every faults.evaluate_interval_ms for flow and counter data)
-//     -> ControlLoop::EvaluateFaults() -> each decision: TopologyManager::SetEffective (a new
-//     topology version: the control host's next run uses a fresh policy seeded with the plan in
-//     force, and the loop drops the seeds of the jobs crossing the link, so only they move),
-//     an audit row (job_id "link:<a->b>", the reason), a log line, a metric -> ControlHost::Kick()
+//   gateway (SwitchTelemetry, Heartbeat.flows) -> ControlHost::Observe* (arms its faults timer)
+//   faults timer at ControlLoop::faults_due() (at once after a link-state change or an admin pin,
+//     at most every faults.evaluate_interval_ms for flow and counter data)
+//     -> ControlLoop::EvaluateFaults() -> Apply: each decision -> TopologyManager::SetEffective (a
+//     new topology version: the control host's next run uses a fresh policy seeded with the plan
+//     in force, and the loop drops the seeds of the jobs crossing the link, so only they move),
+//     an audit row (job_id "link:<a->b>", the reason), a log line, a metric
 //   cruxctl set-link -> SetAdmin (pin up / down / degraded, persisted in link_state) or
 //     HandBack (set-link ... auto: the pin is deleted and the automatic state applies).
 //
@@ -19,8 +20,7 @@
 #ifndef CRUX_DAEMON_CONTROL_FAULT_SERVICE_H_
 #define CRUX_DAEMON_CONTROL_FAULT_SERVICE_H_
 
-#include <memory>
-#include <optional>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -28,23 +28,33 @@
 #include "crux/core/faults/fault_manager.h"
 #include "crux/core/model/control_types.h"
 #include "crux/core/topology/link_name.h"
+#include "crux/daemon/control/control_host.h"
+#include "crux/daemon/runtime/event_loop.h"
+#include "crux/daemon/runtime/metrics.h"
+#include "crux/daemon/state/topology_manager.h"
+#include "crux/daemon/store/store.h"
+#include "crux/daemon/store/store_health.h"
+#include "crux/daemon/store/store_writer.h"
 
 namespace crux::daemon {
 
-struct DaemonContext;
-struct LinkOverride;
-
 class FaultService {
  public:
-  explicit FaultService(DaemonContext* ctx);
-  ~FaultService();
+  // Every pointer must outlive the service; `metrics` may be null.
+  FaultService(ControlHost* control, TopologyManager* topo, EventLoop* loop, Metrics* metrics,
+               StoreWriter* writer, StoreHealth* store_health)
+      : control_(control),
+        topo_(topo),
+        loop_(loop),
+        metrics_(metrics),
+        writer_(writer),
+        store_health_(store_health) {}
   FaultService(const FaultService&) = delete;
   FaultService& operator=(const FaultService&) = delete;
 
-  // After signals or options changed: arms the timer for the loop's faults_due().
-  void Kick();
-  // Runs the evaluation now if due (tests call it after advancing a ManualEventLoop).
-  void EvaluateNow();
+  // The fault rules' decisions (ControlHost's faults timer, SetAdmin, HandBack): applies them to
+  // the topology, audits and logs them. Returns the links whose health in force changed.
+  std::vector<core::LinkId> Apply(const std::vector<core::LinkDecision>& decisions);
 
   // cruxctl set-link LINK HEALTH: pins the named link(s) ("a->b", "a-b"); persisted. Returns the
   // directed links whose health in force changed (already applied). Errors: kNotFound (no such
@@ -60,16 +70,12 @@ class FaultService {
   uint64_t automatic_changes() const { return automatic_changes_; }
 
  private:
-  void Fire(uint64_t generation);
-  // Applies decisions to the topology, audits and logs them; kicks the planner. Returns the
-  // changed links.
-  std::vector<core::LinkId> Apply(const std::vector<core::LinkDecision>& decisions);
-
-  DaemonContext* ctx_;
-  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // Timers check it.
-  bool armed_ = false;
-  core::Duration armed_for_;
-  uint64_t generation_ = 0;
+  ControlHost* control_;
+  TopologyManager* topo_;
+  EventLoop* loop_;
+  Metrics* metrics_;
+  StoreWriter* writer_;
+  StoreHealth* store_health_;
   uint64_t automatic_changes_ = 0;
 };
 

@@ -19,21 +19,63 @@
 #ifndef CRUX_DAEMON_CONTROL_PLAN_APPLIER_H_
 #define CRUX_DAEMON_CONTROL_PLAN_APPLIER_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "crux/daemon/control/context.h"
+#include "crux/daemon/config/config.h"
 #include "crux/daemon/control/control_host.h"
+#include "crux/daemon/runtime/event_loop.h"
+#include "crux/daemon/runtime/metrics.h"
+#include "crux/daemon/state/enforcer.h"
+#include "crux/daemon/state/job_tracker.h"
+#include "crux/daemon/state/topology_manager.h"
+#include "crux/daemon/store/job_journal.h"
+#include "crux/daemon/store/store_health.h"
+#include "crux/daemon/store/store_writer.h"
 
 namespace crux::daemon {
 
+// What cruxctl reads: an immutable picture the applier publishes at each commit.
+struct DaemonView {
+  uint64_t epoch = 0;
+  std::shared_ptr<const core::AppliedPlan> applied;
+  std::shared_ptr<const core::PlanOutcome> outcome;  // Of the last successful run (null: none).
+  std::shared_ptr<const core::Topology> topology;    // The one `outcome` was planned on.
+};
+
 class PlanApplier {
  public:
-  explicit PlanApplier(DaemonContext* ctx) : ctx_(ctx) {}
+  // `config` is the running one (dry_run is live). Every pointer must outlive the applier;
+  // `metrics` may be null.
+  PlanApplier(const DaemonConfig* config, EventLoop* loop, Metrics* metrics,
+              const TopologyManager* topo, JobTracker* tracker, Enforcer* enforcer,
+              ControlHost* control, JobJournal* journal, StoreWriter* writer,
+              StoreHealth* store_health)
+      : config_(config),
+        loop_(loop),
+        metrics_(metrics),
+        topo_(topo),
+        tracker_(tracker),
+        enforcer_(enforcer),
+        control_(control),
+        journal_(journal),
+        writer_(writer),
+        store_health_(store_health) {}
+  PlanApplier(const PlanApplier&) = delete;
+  PlanApplier& operator=(const PlanApplier&) = delete;
 
   void Apply(PlanRun run);
+
+  // Publishes the plan in force without a run (after the restore).
+  void PublishApplied() { Publish(PlanRun{}); }
+
+  // The view published last (never null once PublishApplied ran).
+  const std::shared_ptr<const DaemonView>& view() const { return view_; }
+  uint64_t replans() const { return replans_; }
+  double last_replan_ms() const { return last_replan_ms_; }
 
   static constexpr size_t kPushChunk = 256;
 
@@ -47,15 +89,53 @@ class PlanApplier {
   };
   using Pushes = std::vector<Push>;
 
-  void Publish(const PlanRun& run);
+  class StepTimer;  // The loop's time per step of a commit, logged when slow (plan_applier.cc).
+  // A batch's store rows: one plan row per changed assignment (in batch.changed's order) and one
+  // audit row each.
+  struct BatchRows {
+    std::shared_ptr<std::vector<PlanRow>> plan;
+    std::vector<AuditRow> audit;
+  };
+
+  // Apply's four ways, by what the run produced. Each ends the run (the control host's Commit or
+  // CommitFailed lets the next one start), ApplyChanged once its store write is done.
+  // The planner failed: nothing to apply.
+  void ApplyFailed(const PlanRun& run);
+  // config.dry_run: what would change is logged, nothing is applied.
+  void ApplyDryRun(const PlanRun& run, const core::ApplyBatch& batch);
+  // Nothing changed: the batch still establishes the switches' first state after a start.
+  void ApplyUnchanged(const PlanRun& run, const core::ApplyBatch& batch);
+  // Assignments or switch states changed: the rows are stored (when the epoch advances) and the
+  // batch committed after the write (OnStored), else committed at once.
+  void ApplyChanged(std::shared_ptr<PlanRun> run, std::shared_ptr<const core::ApplyBatch> batch,
+                    StepTimer& timer);
+  // The rows of `batch`: the plan rows the worker serialized are moved out of `run` (serialized
+  // again only if the epoch moved since its snapshot).
+  BatchRows RowsOf(PlanRun& run, const core::ApplyBatch& batch) const;
+  // The batch's store write is done (`s`, after `store_ms`): commit it, or have it retried.
+  void OnStored(core::Status s, double store_ms, std::shared_ptr<const PlanRun> run,
+                std::shared_ptr<const core::ApplyBatch> batch,
+                std::shared_ptr<std::vector<PlanRow>> rows);
   // After the batch is durable (or when it needed no store write): commit, push, publish.
   void Commit(std::shared_ptr<const PlanRun> run, std::shared_ptr<const core::ApplyBatch> batch,
               std::shared_ptr<std::vector<PlanRow>> rows, double store_ms);
-  void Finish(const PlanRun& run, size_t changed, double ms, const std::string& steps);
+  void Publish(const PlanRun& run);
   // Pushes pushes[from, from + kPushChunk) and posts the rest; returns how many were sent.
   size_t PushChunk(std::shared_ptr<const Pushes> pushes, size_t from);
 
-  DaemonContext* ctx_;
+  const DaemonConfig* config_;
+  EventLoop* loop_;
+  Metrics* metrics_;
+  const TopologyManager* topo_;
+  JobTracker* tracker_;
+  Enforcer* enforcer_;
+  ControlHost* control_;
+  JobJournal* journal_;
+  StoreWriter* writer_;
+  StoreHealth* store_health_;
+  std::shared_ptr<const DaemonView> view_ = std::make_shared<const DaemonView>();
+  uint64_t replans_ = 0;
+  double last_replan_ms_ = 0;
 };
 
 }  // namespace crux::daemon

@@ -14,10 +14,22 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "crux/daemon/control/context.h"
+#include "crux/daemon/config/config.h"
+#include "crux/daemon/control/control_host.h"
+#include "crux/daemon/control/fault_service.h"
+#include "crux/daemon/control/plan_applier.h"
 #include "crux/daemon/rpc/gateway.h"
+#include "crux/daemon/rpc/refusal_book.h"
+#include "crux/daemon/runtime/event_loop.h"
+#include "crux/daemon/runtime/metrics.h"
+#include "crux/daemon/state/enforcer.h"
+#include "crux/daemon/state/job_tracker.h"
+#include "crux/daemon/state/part_profiles.h"
+#include "crux/daemon/state/topology_manager.h"
+#include "crux/daemon/store/store_health.h"
 #include "crux/protocol/server.h"
 #include "crux/v1/envelope.pb.h"
 
@@ -39,9 +51,35 @@ class LagTracker {
 
 class AdminService {
  public:
-  // `gateway` counts refusals; `lag` is read for status.
-  AdminService(DaemonContext* ctx, Gateway* gateway, const LagTracker* lag)
-      : ctx_(ctx), gateway_(gateway), lag_(lag) {}
+  // What the requests read (status, the published view, sessions, link health, switches) and
+  // act on (set-link: `faults`; dry runs: `control`). `gateway` counts the refusals; `lag` is
+  // read for status; `config` is the running one (reloads included). Every pointer must outlive
+  // the service; `metrics` may be null.
+  AdminService(const DaemonConfig* config, EventLoop* loop, Metrics* metrics,
+               const TopologyManager* topo, const JobTracker* tracker, const PartProfiles* parts,
+               const Enforcer* enforcer, ControlHost* control, FaultService* faults,
+               const PlanApplier* applier, const StoreHealth* store_health,
+               const RefusalBook* refusals, Gateway* gateway, const LagTracker* lag)
+      : config_(config),
+        loop_(loop),
+        metrics_(metrics),
+        topo_(topo),
+        tracker_(tracker),
+        parts_(parts),
+        enforcer_(enforcer),
+        control_(control),
+        faults_(faults),
+        applier_(applier),
+        store_health_(store_health),
+        refusals_(refusals),
+        gateway_(gateway),
+        lag_(lag),
+        started_(loop->Now()) {}
+
+  // Where replies go (the admin endpoint's Send). Set before the first message.
+  void SetSender(Sender s) { sender_ = std::move(s); }
+  // Stored jobs the restore could not serve (status.quarantined_jobs).
+  void SetQuarantinedJobs(size_t n) { quarantined_jobs_ = n; }
 
   // Handles one admin message and sends its reply (now, or later for a dry run).
   void Process(const protocol::Inbound& in);
@@ -69,10 +107,25 @@ class AdminService {
   v1::LinkInfo LinkInfoFor(core::LinkId id, const std::vector<double>& load,
                            const std::vector<uint32_t>& jobs) const;
 
-  DaemonContext* ctx_;
+  const DaemonConfig* config_;
+  EventLoop* loop_;
+  Metrics* metrics_;
+  const TopologyManager* topo_;
+  const JobTracker* tracker_;
+  const PartProfiles* parts_;
+  const Enforcer* enforcer_;
+  ControlHost* control_;
+  FaultService* faults_;
+  const PlanApplier* applier_;
+  const StoreHealth* store_health_;
+  const RefusalBook* refusals_;
   Gateway* gateway_;
   const LagTracker* lag_;
-  const DaemonView* indexed_view_ = nullptr;
+  const core::Duration started_;
+  Sender sender_;
+  size_t quarantined_jobs_ = 0;
+  // The view plan_index_ was built for (kept, so that a new view never has its address).
+  std::shared_ptr<const DaemonView> indexed_view_;
   std::map<std::string, int> plan_index_;
 };
 

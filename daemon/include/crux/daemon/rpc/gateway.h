@@ -37,8 +37,20 @@
 #include <utility>
 #include <vector>
 
-#include "crux/daemon/control/context.h"
+#include "crux/daemon/config/config.h"
+#include "crux/daemon/control/control_host.h"
+#include "crux/daemon/rpc/refusal_book.h"
+#include "crux/daemon/runtime/event_loop.h"
+#include "crux/daemon/runtime/metrics.h"
+#include "crux/daemon/state/enforcer.h"
+#include "crux/daemon/state/job_rows.h"
+#include "crux/daemon/state/job_tracker.h"
+#include "crux/daemon/state/part_profiles.h"
+#include "crux/daemon/state/refusal.h"
+#include "crux/daemon/state/topology_manager.h"
+#include "crux/daemon/store/job_journal.h"
 #include "crux/protocol/convert.h"
+#include "crux/protocol/curve.h"
 #include "crux/protocol/server.h"
 #include "crux/v1/envelope.pb.h"
 
@@ -46,10 +58,33 @@ namespace crux::daemon {
 
 class Gateway {
  public:
-  explicit Gateway(DaemonContext* ctx) : ctx_(ctx) {}
+  // Every pointer must outlive the gateway; `metrics` may be null. `config` is the running one
+  // (dry_run is live); `control` gets the events, `journal` the rows to store, `rows` builds
+  // them.
+  Gateway(const DaemonConfig* config, EventLoop* loop, Metrics* metrics,
+          const TopologyManager* topo, JobTracker* tracker, PartProfiles* parts, Enforcer* enforcer,
+          ControlHost* control, JobJournal* journal, const JobRows* rows, RefusalBook* refusals)
+      : config_(config),
+        loop_(loop),
+        metrics_(metrics),
+        topo_(topo),
+        tracker_(tracker),
+        parts_(parts),
+        enforcer_(enforcer),
+        control_(control),
+        journal_(journal),
+        rows_(rows),
+        refusals_(refusals) {}
   ~Gateway() { *self_ = nullptr; }  // A timer firing later finds no gateway.
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
+
+  // Where replies and pushes of envelopes go (the client endpoint's Send). Set before the first
+  // message.
+  void SetSender(Sender s) { client_sender_ = std::move(s); }
+  // Curve only: what each authorised key may do (protocol::GrantsOf). Without grants (insecure
+  // mode) roles are not checked.
+  void SetKeyGrants(std::optional<protocol::KeyGrants> grants) { grants_ = std::move(grants); }
 
   // Handles one message: sends its reply, then the pushes it caused.
   void Process(const protocol::Inbound& in);
@@ -62,17 +97,6 @@ class Gateway {
   // Parts whose lease expired (JobTracker::ExpireParts, already out of the tracker): each leaves
   // its job (PartGone), a job whose last part it was is gone (JobGone).
   void PartsExpired(const std::vector<ExpiredPart>& parts);
-
-  // Submits the profiles reported since the last flush to the store writer, in one
-  // transaction: latest profiles, planned profiles and job phases (runs every second and at
-  // destruction; the applier also flushes the planned profiles and phases before a plan's write,
-  // FlushPlanned, so a restart plans from what was planned; a kill -9 loses at most ~1 s of
-  // reports). `max_rows` bounds one call (the loop serialises rows in chunks, so that a 10,000-job
-  // pod never holds it for a whole flush); returns how many are still dirty. A failed write
-  // marks its jobs dirty again.
-  size_t FlushProfiles(size_t max_rows = SIZE_MAX);
-  // Submits every planned profile and job phase not stored yet.
-  void FlushPlanned();
 
   // The reply for a refusal: counted (errors by kind; security refusals by reason).
   v1::Envelope Refuse(const std::string& endpoint, uint64_t request_id,
@@ -89,8 +113,6 @@ class Gateway {
   void CommitRegistrations();
   // Sends the pushes the handled messages caused.
   void SendDeferred();
-  // Submits the rows of `ids` (erased from the dirty sets; marked again on failure).
-  void Flush(const std::vector<std::string>& ids);
   void Reply(const std::string& peer, uint64_t request_id, const v1::Envelope& reply);
   // The reply, or nullopt when it is held (a registration waiting for the group commit).
   std::optional<v1::Envelope> Handle(const protocol::Inbound& in);
@@ -102,23 +124,13 @@ class Gateway {
   v1::Envelope OnAck(const protocol::Inbound& in);
   v1::Envelope OnSwitchHello(const protocol::Inbound& in);
   v1::Envelope OnSwitchApplied(const protocol::Inbound& in);
-  // Port telemetry (issue #14): link-state and counter signals for the fault manager.
+  // Port telemetry: link-state and counter signals for the fault manager.
   v1::Envelope OnSwitchTelemetry(const protocol::Inbound& in);
   // A heartbeat's per-flow stats: flow samples for the fault manager.
   void ObserveFlows(const v1::Heartbeat& h);
-  // A job row whose `registration` is left empty: it is serialized from `demand` on the store
-  // thread (Materialize), never on the loop.
-  struct PendingJobRow {
-    StoredJob row;
-    core::JobDemand demand;
-  };
-  PendingJobRow ToStored(const JobSession& j) const;
-  // Store thread: fills every row's registration. `topo` is the immutable nominal topology.
-  static std::vector<StoredJob> Materialize(const std::vector<PendingJobRow>& rows,
-                                            const core::Topology& topo);
   void DeferAssignment(const std::string& peer, const std::string& job_id);
   // A profile for the control loop (a job's report, or a multi-host job's merge): hysteresis
-  // verdict, dirty sets for the next flush.
+  // verdict, the journal's next flush.
   void Reported(const std::string& id, const core::JobProfile& profile);
   // Touch, or TouchPart for a message carrying a HostPart (`part`, null: none); *part_host: the
   // part the message speaks for (invalid for a job registered whole).
@@ -148,18 +160,24 @@ class Gateway {
   void MergeDue();
   // The control loop's registration of the job follows the tracker's (a part joined or left).
   void SyncDemand(const JobSession& j);
-  StoredPart ToStoredPart(const JobSession& j, core::NodeId host) const;
-  // The rows of `id`'s part reports not stored yet (erased from parts_dirty_).
-  void TakeDirtyParts(const std::string& id, std::vector<StoredPart>* rows);
 
-  DaemonContext* ctx_;
+  const DaemonConfig* config_;
+  EventLoop* loop_;
+  Metrics* metrics_;
+  const TopologyManager* topo_;
+  JobTracker* tracker_;
+  PartProfiles* parts_;
+  Enforcer* enforcer_;
+  ControlHost* control_;
+  JobJournal* journal_;
+  const JobRows* rows_;
+  RefusalBook* refusals_;
+  Sender client_sender_;
+  std::optional<protocol::KeyGrants> grants_;  // Curve only.
+  bool committing_ = false;                    // In CommitRegistrations' call of the journal.
   // Pushes caused by the message being handled: (peer, job id) assignments and raw envelopes.
   std::vector<std::pair<std::string, std::string>> deferred_assignments_;
   std::vector<std::pair<std::string, v1::Envelope>> deferred_;
-  std::set<std::string> planned_dirty_;  // Jobs whose planned profile is not stored yet.
-  std::set<std::string> state_dirty_;    // Jobs whose phase (job row) is not stored yet.
-  // Host parts whose latest report is not stored yet (flushed with their job's profile).
-  std::set<std::pair<std::string, core::NodeId>> parts_dirty_;
   static constexpr uint64_t kEagerMergeEntries = 4096;  // ~128 hosts of 8 ranks.
   static constexpr core::Duration kBigMergeInterval = core::Duration::Millis(100);
   std::set<std::string> merge_due_;                   // Jobs whose parts changed.
@@ -180,7 +198,7 @@ class Gateway {
     PartRegistration part;
   };
   std::vector<HeldRegistration> held_;
-  std::vector<PendingJobRow> held_rows_;
+  std::vector<JobJournal::JobRow> held_rows_;
   std::vector<StoredPart> held_part_rows_;
   std::set<std::string> held_ids_;
   std::set<std::string> ignored_ports_;  // Telemetry ports already logged as unplaceable.

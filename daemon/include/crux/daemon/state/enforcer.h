@@ -85,6 +85,7 @@ class Enforcer {
   void SetWallClock(std::function<int64_t()> wall_ns) { wall_ns_ = std::move(wall_ns); }
   // The daemon's state id, stamped on every push (Assignment and SwitchQosState).
   void SetStateId(uint64_t id) { state_id_ = id; }
+  uint64_t state_id() const { return state_id_; }
   // High availability: the leader's term, stamped on every push (0 = no `ha:`).
   void SetTerm(uint64_t term) { term_ = term; }
   uint64_t term() const { return term_; }

@@ -1,0 +1,147 @@
+#include "crux/daemon/ha/leadership.h"
+
+#include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "crux/daemon/ha/etcd_gateway.h"
+#include "crux/daemon/ha/shared_store.h"
+#include "crux/protocol/codec.h"
+
+namespace crux::daemon::ha {
+namespace {
+
+std::string HostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "cruxd";
+  return buf;
+}
+
+std::string Prefix(const HaConfig& h) { return "/crux/" + h.election; }
+
+}  // namespace
+
+Leadership::Leadership(const DaemonConfig& config, StoreOpenOptions store_options, EventLoop* loop,
+                       LeadCallback on_lead)
+    : config_(config),
+      store_options_(store_options),
+      loop_(loop),
+      on_lead_(std::move(on_lead)),
+      instance_(config.ha.instance.empty() ? HostName() : config.ha.instance) {}
+
+Leadership::~Leadership() { election_.reset(); }
+
+core::Status Leadership::Campaign(const std::string& admin_endpoint) {
+  const HaConfig& h = config_.ha;
+  const core::Duration ttl = core::Duration::Millis(h.lease_ttl_s * 1000);
+  GatewayOptions gw;
+  gw.endpoints = SplitEndpointList(h.etcd_endpoints);
+  gw.timeout = core::Duration::Nanos(ttl.nanos() / 6);  // A dead member costs < TTL/3 in all.
+  CRUX_ASSIGN_OR_RETURN(std::unique_ptr<Etcd> etcd, ConnectGateway(gw));
+  ElectionOptions eo;
+  eo.prefix = Prefix(h);
+  eo.instance = instance_;
+  eo.client_endpoint =
+      h.advertise_endpoint.empty() ? config_.client_endpoint : h.advertise_endpoint;
+  eo.admin_endpoint = admin_endpoint;
+  eo.ttl = ttl;
+  eo.poll = core::Duration::Nanos(std::min<int64_t>(ttl.nanos() / 15, 200'000'000));
+  election_ = std::make_unique<LeaderElection>(
+      eo, std::move(etcd), [this](int64_t term) { loop_->Post([this, term] { Elected(term); }); },
+      [this](const std::string& why) {
+        // On the campaign thread: the fence is already closed (MayAct() is false), so nothing
+        // more leaves the client endpoint; leave at once, like a kill -9 (which cruxd survives):
+        // no store write or push of this process can follow.
+        spdlog::error(
+            "ha: {} is deposed ({}); exiting with code {} so that it restarts as a "
+            "standby",
+            instance_, why, kExitDeposed);
+        spdlog::default_logger()->flush();
+        sd_notify(0, ("STOPPING=1\nSTATUS=deposed: " + why).c_str());
+        ::_exit(kExitDeposed);
+      });
+  return core::Status::Ok();
+}
+
+void Leadership::Elected(int64_t term) {
+  if (elected_) return;
+  elected_ = true;
+  spdlog::info("ha: {} is the leader (term {}); loading the shared state", instance_, term);
+  auto local = OpenSqliteStore(DatabasePath(config_), store_options_);
+  if (!local.ok()) Abdicate(local.status());
+  GatewayOptions gw;
+  gw.endpoints = SplitEndpointList(config_.ha.etcd_endpoints);
+  gw.timeout = core::Duration::Millis(config_.ha.lease_ttl_s * 1000 / 3);
+  auto etcd = ConnectGateway(gw);
+  if (!etcd.ok()) Abdicate(etcd.status());
+  auto shared = SharedStore::Open(std::move(local).value(), std::move(etcd).value(),
+                                  {Prefix(config_.ha), election_->key(), term});
+  if (!shared.ok()) Abdicate(shared.status());
+  if (core::Status s = on_lead_(term, std::move(shared).value()); !s.ok()) Abdicate(s);
+}
+
+void Leadership::Abdicate(const core::Status& why) {
+  spdlog::error("ha: {} won the election but cannot serve: {}; resigning and exiting", instance_,
+                why.ToString());
+  spdlog::default_logger()->flush();
+  Resign();
+  ::_exit(kExitDeposed);
+}
+
+bool Leadership::MayAct() const { return election_ && election_->MayAct(); }
+
+void Leadership::Resign() {
+  if (election_) election_->Resign();
+}
+
+void Leadership::FillStatus(v1::HaStatus* out) const {
+  if (!election_) return;
+  const ElectionView v = election_->view();
+  out->set_instance(instance_);
+  out->set_role(RoleName(v.role));
+  out->set_term(static_cast<uint64_t>(v.term));
+  out->set_leader(v.leader);
+  out->set_leader_endpoint(v.leader_client_endpoint);
+  out->set_etcd_error(v.last_error);
+  out->set_lease_ttl_s(static_cast<uint32_t>(config_.ha.lease_ttl_s));
+  for (const Member& mb : v.members) {
+    v1::HaMember* m = out->add_members();
+    m->set_instance(mb.instance);
+    m->set_client_endpoint(mb.client_endpoint);
+    m->set_admin_endpoint(mb.admin_endpoint);
+    m->set_revision(static_cast<uint64_t>(mb.create_revision));
+    m->set_role(mb.leader ? "leader" : "standby");
+  }
+}
+
+v1::Envelope Leadership::StandbyReply(const v1::Envelope& request, core::Duration uptime,
+                                      const std::string& topology) const {
+  const uint64_t rid = request.request_id();
+  if (request.has_status_request()) {
+    v1::Envelope e = protocol::NewEnvelope(rid);
+    v1::StatusReply* s = e.mutable_status_reply();
+    s->set_version(kCruxdVersion);
+    s->set_uptime_ms(static_cast<uint64_t>(uptime.nanos() / 1000000));
+    s->set_topology(topology);
+    s->set_state_path(DatabasePath(config_));
+    s->set_store_ok(true);
+    s->set_dry_run(config_.dry_run);
+    s->set_levels(static_cast<uint32_t>(config_.planner.levels));
+    FillStatus(s->mutable_ha());
+    return e;
+  }
+  const ElectionView v = election_ ? election_->view() : ElectionView{};
+  std::string where = v.leader.empty() ? "no leader is known yet"
+                                       : "the leader is " + v.leader + " (client endpoint " +
+                                             v.leader_client_endpoint + ")";
+  for (const Member& mb : v.members) {
+    if (mb.leader && !mb.admin_endpoint.empty()) where += ", admin endpoint " + mb.admin_endpoint;
+  }
+  return protocol::MakeError(rid, v1::ERROR_CODE_UNAVAILABLE,
+                             "this cruxd (" + instance_ + ") is a standby; " + where);
+}
+
+}  // namespace crux::daemon::ha
