@@ -116,6 +116,7 @@ TEST(CruxctlArgsTest, UsageErrorsExitTwoWithoutTouchingTheDaemon) {
       {"set-link", "tor0->agg1", "degraded"},
       {"set-link", "tor0->agg1", "degraded", "--capacity-gbps", "inf"},
       {"set-link", "tor0->agg1", "degraded", "--capacity-gbps", "-5"},
+      {"set-link", "tor0->agg1", "degraded", "--capacity-gbps", "0x10"},
       {"set-link", "tor0->agg1", "up", "--capacity-gbps", "10"},
       {"plan"},
       {"job", "has space"},
