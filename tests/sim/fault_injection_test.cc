@@ -13,6 +13,7 @@
 #include "crux/core/topology/builders.h"
 #include "crux/sim/faults.h"
 #include "crux/sim/simulator.h"
+#include "crux/testing/sim_jobs.h"
 #include "crux/testing/test_topologies.h"
 
 namespace crux::sim {
@@ -25,6 +26,7 @@ using core::LinkId;
 using core::Topology;
 
 using core::testing::Must;
+using testing::RingJob;
 
 // Three ToRs, `aggs` Aggs, `hosts` hosts per ToR with one 100G NIC, uplinks at 1:1. (With two
 // ToRs, an uplink tor0 -> agg0 and the downlink agg0 -> tor1 carry exactly the same flows:
@@ -39,19 +41,6 @@ Topology Clos(int aggs = 2, int hosts = 4) {
   p.host.nic_gbps = 100;
   p.uplink_gbps = 100.0 * hosts / aggs;
   return Must(core::BuildClos2(p));
-}
-
-SimJob RingJob(const Topology& topo, const std::string& id, std::vector<int> hosts,
-               double compute_s, double mbytes) {
-  SimJob j;
-  j.spec.id = id;
-  for (int h : hosts) j.spec.hosts.push_back(Must(topo.FindNode("host" + std::to_string(h))));
-  j.spec.gpus_per_host = 8;
-  j.spec.compute_time = Duration::Seconds(compute_s);
-  j.spec.overlap_start = 0.5;
-  j.spec.pattern = core::TrafficPattern::kRingAllReduce;
-  j.spec.pattern_bytes = Bytes::FromDouble(mbytes * 1e6);
-  return j;
 }
 
 // Jobs across every pair of ToRs: every ToR uplink carries pinned flows to two ToRs.
