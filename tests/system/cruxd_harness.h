@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "process_util.h"
+#include "redis_process.h"  // The redis binaries of MissingSwitchE2eBinary.
 
 #ifndef CRUXD_BINARY
 #define CRUXD_BINARY CRUX_BINARY_DIR "/daemon/cruxd"
@@ -30,12 +31,6 @@
 #endif
 #ifndef CRUX_SWITCH_AGENT_BINARY
 #define CRUX_SWITCH_AGENT_BINARY CRUX_BINARY_DIR "/switch_adapters/crux-switch-agent"
-#endif
-#ifndef CRUX_REDIS_SERVER_BINARY
-#define CRUX_REDIS_SERVER_BINARY "/usr/bin/redis-server"
-#endif
-#ifndef CRUX_REDIS_CLI_BINARY
-#define CRUX_REDIS_CLI_BINARY "/usr/bin/redis-cli"
 #endif
 
 namespace crux::system_test {

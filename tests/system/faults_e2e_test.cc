@@ -53,6 +53,7 @@
 
 #include "cruxd_harness.h"
 #include "process_util.h"
+#include "redis_process.h"
 
 namespace crux::system_test {
 namespace {
@@ -118,27 +119,15 @@ class FaultsE2eTest : public ::testing::Test {
     }
     if (loadgen_) loadgen_->Kill(SIGKILL);
     if (agent_) agent_->Kill(SIGKILL);
-    if (redis_) redis_->Kill(SIGKILL);
+    redis_.Kill(SIGKILL);
     cruxd_.reset();
   }
 
   // ---- processes ----
 
   void StartRedis() {
-    socket_ = dir_.path() / "redis.sock";
-    redis_ = std::make_unique<ChildProcess>();
-    ASSERT_TRUE(
-        redis_->Start({CRUX_REDIS_SERVER_BINARY, "--port", "0", "--unixsocket", socket_.string(),
-                       "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir",
-                       dir_.path().string(), "--daemonize", "no"},
-                      dir_.path() / "redis.out", dir_.path() / "redis.err"));
-    ASSERT_TRUE(WaitUntil(
-        [&] {
-          const CommandResult r = Redis(0, {"PING"});
-          return !redis_->running() || r.out.find("PONG") != std::string::npos;
-        },
-        seconds(10)));
-    ASSERT_TRUE(redis_->running()) << "redis-server did not come up";
+    std::string why;
+    ASSERT_TRUE(redis_.Start(&why)) << why;
     SetPort("Ethernet0", "up");
     SetPort("Ethernet4", "up");
   }
@@ -154,7 +143,7 @@ class FaultsE2eTest : public ::testing::Test {
                                "--backend",
                                "sonic",
                                "--redis-socket",
-                               socket_.string(),
+                               redis_.socket().string(),
                                "--redis-timeout-ms",
                                "300",
                                "--ports",
@@ -199,12 +188,7 @@ class FaultsE2eTest : public ::testing::Test {
 
   // ---- clients ----
 
-  CommandResult Redis(int db, std::vector<std::string> args) {
-    std::vector<std::string> argv = {CRUX_REDIS_CLI_BINARY, "-s", socket_.string(), "-n",
-                                     std::to_string(db)};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunCommand(argv, dir_.path(), seconds(5));
-  }
+  CommandResult Redis(int db, const std::vector<std::string>& args) { return redis_.Cli(db, args); }
 
   // APPL_DB PORT_TABLE:<port> oper_status, as portsorch writes it.
   void SetPort(const std::string& port, const std::string& status) {
@@ -287,8 +271,7 @@ class FaultsE2eTest : public ::testing::Test {
 
   TempDir dir_{"crux_faults_e2e"};
   std::unique_ptr<CruxdHarness> cruxd_;
-  fs::path socket_;
-  std::unique_ptr<ChildProcess> redis_;
+  RedisProcess redis_{dir_.path()};  // tor0's APPL_DB (db 0) and CONFIG_DB.
   std::unique_ptr<ChildProcess> agent_;
   std::unique_ptr<ChildProcess> loadgen_;
 };

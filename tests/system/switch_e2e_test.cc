@@ -42,6 +42,7 @@
 
 #include "cruxd_harness.h"
 #include "process_util.h"
+#include "redis_process.h"
 
 namespace crux::system_test {
 namespace {
@@ -89,8 +90,7 @@ std::string Dump(const std::map<int, int>& m) {
 
 struct Switch {
   std::string name;
-  fs::path socket;
-  std::unique_ptr<ChildProcess> redis;
+  std::unique_ptr<RedisProcess> redis;  // Its CONFIG_DB (db 4).
   std::unique_ptr<ChildProcess> agent;
   int agent_runs = 0;
 };
@@ -136,23 +136,11 @@ class SwitchE2eTest : public ::testing::Test {
     ASSERT_TRUE(cruxd_.Start({}, &why)) << why;
   }
 
+  // Starts (or restarts, empty) the Redis of `s`.
   void StartRedis(Switch& s) {
-    const fs::path dir = dir_.path() / ("redis_" + s.name);
-    fs::create_directories(dir);
-    s.socket = dir / "redis.sock";
-    s.redis = std::make_unique<ChildProcess>();
-    ASSERT_TRUE(s.redis->Start({CRUX_REDIS_SERVER_BINARY, "--port", "0", "--unixsocket",
-                                s.socket.string(), "--unixsocketperm", "700", "--save", "",
-                                "--appendonly", "no", "--dir", dir.string(), "--daemonize", "no"},
-                               dir / "redis.out", dir / "redis.err"));
-    const bool up = WaitUntil(
-        [&] {
-          if (!s.redis->running()) return true;
-          const CommandResult r = Redis(s, {"PING"});
-          return r.exit_code == 0 && r.out.find("PONG") != std::string::npos;
-        },
-        seconds(10), milliseconds(50));
-    ASSERT_TRUE(up && s.redis->running()) << "redis-server for " << s.name << " did not come up";
+    if (!s.redis) s.redis = std::make_unique<RedisProcess>(dir_.path() / ("redis_" + s.name));
+    std::string why;
+    ASSERT_TRUE(s.redis->Start(&why)) << s.name << ": " << why;
   }
 
   fs::path AgentLog(const Switch& s, int run) const {
@@ -176,7 +164,7 @@ class SwitchE2eTest : public ::testing::Test {
                                 "--backend",
                                 "sonic",
                                 "--redis-socket",
-                                s.socket.string(),
+                                s.redis->socket().string(),
                                 "--redis-timeout-ms",
                                 "300",
                                 "--ports",
@@ -192,10 +180,8 @@ class SwitchE2eTest : public ::testing::Test {
 
   // ---- clients ----
 
-  CommandResult Redis(const Switch& s, std::vector<std::string> args) {
-    std::vector<std::string> argv = {CRUX_REDIS_CLI_BINARY, "-s", s.socket.string(), "-n", "4"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunCommand(argv, dir_.path(), seconds(5));
+  CommandResult Redis(const Switch& s, const std::vector<std::string>& args) {
+    return s.redis->Cli(4, args);
   }
 
   // HGETALL of a CONFIG_DB key; nullopt when Redis does not answer.
