@@ -13,21 +13,16 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
+
+#include "crux/core/base/text.h"
 
 namespace crux::protocol {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string Trim(std::string_view s) {
-  size_t b = 0;
-  size_t e = s.size();
-  while (b < e && (s[b] == ' ' || s[b] == '\t' || s[b] == '\r')) ++b;
-  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r')) --e;
-  return std::string(s.substr(b, e - b));
-}
 
 // Parsed key file: values of "public-key" and "secret-key" ("" when absent).
 struct KeyFile {
@@ -42,15 +37,16 @@ core::Result<KeyFile> ParseKeyFile(const std::string& path, const std::string& t
   int line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
-    std::string t = Trim(line);
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF.
+    const std::string_view t = core::Trim(line);
     if (t.empty() || t[0] == '#') continue;
     const size_t eq = t.find('=');
     const std::string where = path + ":" + std::to_string(line_no);
     if (eq == std::string::npos) {
       return core::InvalidArgumentError(where + ": expected `name = value`");
     }
-    std::string name = Trim(std::string_view(t).substr(0, eq));
-    std::string value = Trim(std::string_view(t).substr(eq + 1));
+    const std::string name(core::Trim(t.substr(0, eq)));
+    std::string value(core::Trim(t.substr(eq + 1)));
     std::string* slot = nullptr;
     if (name == "public-key") {
       slot = &out.public_z85;

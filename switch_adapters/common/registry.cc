@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <charconv>
 #include <set>
+#include <string_view>
 #include <utility>
+
+#include "crux/core/base/text.h"
 
 namespace crux::switch_adapters {
 namespace {
@@ -24,12 +27,6 @@ std::string Join(const std::vector<std::string>& v) {
 const std::string* Given(const BackendConfig& c, const std::string& name) {
   auto it = c.params.find(name);
   return it == c.params.end() ? nullptr : &it->second;
-}
-
-std::string Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return std::string(s);
 }
 
 }  // namespace
@@ -145,7 +142,7 @@ core::Result<std::vector<std::string>> ParamList(const BackendConfig& c, const s
   while (start <= v->size()) {
     size_t comma = v->find(',', start);
     if (comma == std::string::npos) comma = v->size();
-    std::string item = Trim(std::string_view(*v).substr(start, comma - start));
+    std::string item(core::Trim(std::string_view(*v).substr(start, comma - start)));
     if (item.empty()) {
       return core::InvalidArgumentError("--" + name + ": empty item in '" + *v + "'");
     }

@@ -13,6 +13,7 @@
 #include "crux/core/policies/policy.h"
 #include "crux/core/topology/builders.h"
 #include "crux/sim/simulator.h"
+#include "crux/testing/sim_jobs.h"
 #include "crux/testing/test_topologies.h"
 
 namespace crux::sim {
@@ -25,66 +26,12 @@ using core::NodeId;
 using core::Topology;
 
 using core::testing::Must;
-
-Topology TwoHosts() {
-  core::ExplicitParams p;
-  p.nodes = {{"h0", true}, {"h1", true}};
-  p.links = {{"h0", "h1", 1.0, 0.0}};
-  return Must(core::BuildExplicit(p));
-}
-
-SimJob PairJob(const Topology& topo, const std::string& id, double compute_s, double comm_s) {
-  SimJob j;
-  j.spec.id = id;
-  const NodeId h0 = Must(topo.FindNode("h0"));
-  const NodeId h1 = Must(topo.FindNode("h1"));
-  j.spec.hosts = {h0, h1};
-  j.spec.gpus_per_host = 5;
-  j.spec.compute_time = Duration::Seconds(compute_s);
-  j.spec.overlap_start = 1.0;
-  j.spec.pattern = core::TrafficPattern::kExplicit;
-  j.spec.flows = {{h0, h1, Bytes::FromDouble(comm_s * 1e9 / 8.0)}};
-  return j;
-}
-
-Topology SmallClos() {
-  core::Clos2Params p;
-  p.tors = 2;
-  p.aggs = 2;
-  p.hosts_per_tor = 4;
-  p.host.nic_gbps = 100;
-  p.uplink_gbps = 100;
-  return Must(core::BuildClos2(p));
-}
-
-SimJob RingJob(const Topology& topo, const std::string& id, std::vector<int> hosts,
-               double compute_s, double mbytes, double overlap = 0.5) {
-  SimJob j;
-  j.spec.id = id;
-  for (int h : hosts) j.spec.hosts.push_back(Must(topo.FindNode("host" + std::to_string(h))));
-  j.spec.gpus_per_host = 8;
-  j.spec.compute_time = Duration::Seconds(compute_s);
-  j.spec.overlap_start = overlap;
-  j.spec.pattern = core::TrafficPattern::kRingAllReduce;
-  j.spec.pattern_bytes = Bytes::FromDouble(mbytes * 1e6);
-  return j;
-}
-
-std::vector<SimJob> ClosWorkload(const Topology& topo) {
-  std::vector<SimJob> jobs = {
-      RingJob(topo, "gpt", {0, 1, 4, 5}, 0.30, 2400),
-      RingJob(topo, "bert", {2, 6}, 0.12, 900, 0.3),
-      RingJob(topo, "resnet", {3, 7}, 0.08, 400, 0.8),
-      RingJob(topo, "late", {1, 2, 5, 6}, 0.2, 1500),
-  };
-  jobs[1].arrival = Duration::Seconds(5);
-  jobs[2].arrival = Duration::Seconds(12);
-  jobs[2].duration = Duration::Seconds(30);
-  jobs[3].arrival = Duration::Seconds(40);
-  jobs[3].iterations = 150;
-  for (size_t i = 0; i < jobs.size(); ++i) jobs[i].spec.fixed_rank = static_cast<int>(i);
-  return jobs;
-}
+using testing::ClosWorkload;
+using testing::PairJob;
+using testing::RingJob;
+using testing::RunSim;
+using testing::SmallClos;
+using testing::TwoHosts;
 
 // The control loop with cruxd's defaults (debounce 30 ms, hysteresis 10 %) and cruxd's level
 // layout (level 0 kept for newcomers).
@@ -96,14 +43,6 @@ SimOptions LoopOptions(double horizon_s) {
   o.policy.planner.levels = 4;
   o.policy.planner.reserved_high_levels = 1;
   return o;
-}
-
-SimResult RunSim(const Topology& topo, const std::string& policy, const std::vector<SimJob>& jobs,
-                 const SimOptions& options, const std::vector<LinkEvent>& events = {}) {
-  core::Result<SimResult> r = Simulate(topo, policy, jobs, events, options);
-  EXPECT_TRUE(r.ok()) << policy << ": " << r.status().ToString();
-  if (!r.ok()) return SimResult{};
-  return std::move(r).value();
 }
 
 const JobResult& Job(const SimResult& r, const std::string& id) {

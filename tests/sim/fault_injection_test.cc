@@ -14,6 +14,7 @@
 #include "crux/core/topology/builders.h"
 #include "crux/sim/faults.h"
 #include "crux/sim/simulator.h"
+#include "crux/testing/sim_jobs.h"
 #include "crux/testing/test_topologies.h"
 
 namespace crux::sim {
@@ -26,6 +27,7 @@ using core::LinkId;
 using core::Topology;
 
 using core::testing::Must;
+using testing::RingJob;
 
 // Three ToRs, `aggs` Aggs, `hosts` hosts per ToR with one 100G NIC, uplinks at 1:1. (With two
 // ToRs, an uplink tor0 -> agg0 and the downlink agg0 -> tor1 carry exactly the same flows:
@@ -40,19 +42,6 @@ Topology Clos(int aggs = 2, int hosts = 4) {
   p.host.nic_gbps = 100;
   p.uplink_gbps = 100.0 * hosts / aggs;
   return Must(core::BuildClos2(p));
-}
-
-SimJob RingJob(const Topology& topo, const std::string& id, std::vector<int> hosts,
-               double compute_s, double mbytes) {
-  SimJob j;
-  j.spec.id = id;
-  for (int h : hosts) j.spec.hosts.push_back(Must(topo.FindNode("host" + std::to_string(h))));
-  j.spec.gpus_per_host = 8;
-  j.spec.compute_time = Duration::Seconds(compute_s);
-  j.spec.overlap_start = 0.5;
-  j.spec.pattern = core::TrafficPattern::kRingAllReduce;
-  j.spec.pattern_bytes = Bytes::FromDouble(mbytes * 1e6);
-  return j;
 }
 
 // Jobs across every pair of ToRs: every ToR uplink carries pinned flows to two ToRs.
@@ -279,9 +268,76 @@ TEST(FaultInjectionTest, FaultsCsvRoundTripsAndRejectsBadLines) {
   core::Result<std::vector<InjectedFault>> bad =
       ParseFaultsCsv("time_s,kind,target,fraction,duration_s\n1,link_gray,tor0-agg0,1.5,2\n", topo);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("line 2 (fraction)"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("line 2, column 4 (fraction)"), std::string::npos);
   EXPECT_FALSE(
       ParseFaultsCsv("time_s,kind,target,fraction,duration_s\n1,tor_down,agg0,,2\n", topo).ok());
+}
+
+// Every decimal spelling the reader took before it went through the one number grammar still
+// gives the same faults: exponents, a bare or trailing point, "-0", blanks around fields, CRLF
+// line endings and comments.
+TEST(FaultInjectionTest, FaultsCsvReadsDecimalNumbersAsBefore) {
+  const Topology topo = Clos();
+  const std::string csv =
+      "time_s,kind,target,fraction,duration_s\r\n"
+      "# t, kind, target, fraction, duration\r\n"
+      "1e1,link_down,tor0-agg0,,5.\r\n"
+      " 20.5 , link_gray , tor1->agg1 , .4 , 6e0 \r\n"
+      "-0,tor_down,tor1,0,0.25\r\n"
+      "40,link_down,busy,0.0,8\r\n";
+  const std::vector<InjectedFault> f = Must(ParseFaultsCsv(csv, topo));
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_EQ(f[0].at, Duration::Seconds(10));
+  EXPECT_EQ(f[0].kind, FaultKind::kLinkDown);
+  EXPECT_EQ(f[0].link, Link(topo, "tor0", "agg0"));
+  EXPECT_EQ(f[0].duration, Duration::Seconds(5));
+  EXPECT_EQ(f[1].at, Duration::Seconds(20.5));
+  EXPECT_EQ(f[1].kind, FaultKind::kLinkGray);
+  EXPECT_EQ(f[1].link, Link(topo, "tor1", "agg1"));
+  EXPECT_DOUBLE_EQ(f[1].fraction, 0.4);
+  EXPECT_EQ(f[1].duration, Duration::Seconds(6));
+  EXPECT_EQ(f[2].at, Duration::Zero());
+  EXPECT_EQ(f[2].kind, FaultKind::kTorDown);
+  EXPECT_EQ(f[2].node, Must(topo.FindNode("tor1")));
+  EXPECT_EQ(f[2].duration, Duration::Millis(250));
+  EXPECT_TRUE(f[3].busy);
+  EXPECT_EQ(f[3].duration, Duration::Seconds(8));
+  // What FormatFaultsCsv writes reads back as the same faults.
+  EXPECT_EQ(Must(ParseFaultsCsv(FormatFaultsCsv(f, topo), topo)), f);
+}
+
+// strtod took hexadecimal, infinities, a leading '+' and leading zeros; the other inputs (YAML
+// specs, trace and link-event CSVs) refuse them, and so does the faults CSV, naming the line, the
+// column and the text.
+TEST(FaultInjectionTest, FaultsCsvRefusesNonDecimalNumbersNamingLineAndColumn) {
+  const Topology topo = Clos();
+  struct Case {
+    std::string row;
+    std::string where;
+    std::string got;
+  };
+  const std::vector<Case> cases = {
+      {"0x10,link_down,tor0-agg0,,5", "line 3, column 1 (time_s)", "'0x10'"},
+      {"+1,link_down,tor0-agg0,,5", "line 3, column 1 (time_s)", "'+1'"},
+      {"010,link_down,tor0-agg0,,5", "line 3, column 1 (time_s)", "'010'"},
+      {"1_000,link_down,tor0-agg0,,5", "line 3, column 1 (time_s)", "'1_000'"},
+      {"1,link_gray,tor0-agg0,0x0.8p0,5", "line 3, column 4 (fraction)", "'0x0.8p0'"},
+      {"1,link_gray,tor0-agg0,nan,5", "line 3, column 4 (fraction)", "'nan'"},
+      {"1,link_down,tor0-agg0,0x0,5", "line 3, column 4 (fraction)", "'0x0'"},
+      {"1,link_down,tor0-agg0,,inf", "line 3, column 5 (duration_s)", "'inf'"},
+      {"1,link_down,tor0-agg0,,0X1A", "line 3, column 5 (duration_s)", "'0X1A'"},
+  };
+  for (const Case& c : cases) {
+    const core::Result<std::vector<InjectedFault>> r = ParseFaultsCsv(
+        "time_s,kind,target,fraction,duration_s\n# a comment still counts as a line\n" + c.row +
+            "\n",
+        topo);
+    ASSERT_FALSE(r.ok()) << c.row;
+    EXPECT_EQ(r.status().code(), core::StatusCode::kInvalidArgument) << c.row;
+    const std::string message(r.status().message());
+    EXPECT_EQ(message.rfind(c.where + ": ", 0), 0u) << c.row << ": " << message;
+    EXPECT_NE(message.find("(got " + c.got + ")"), std::string::npos) << c.row << ": " << message;
+  }
 }
 
 TEST(FaultInjectionTest, FaultInjectionNeedsTheControlLoop) {

@@ -18,6 +18,7 @@
 #include "crux/core/model/traffic_model.h"
 #include "crux/core/topology/builders.h"
 #include "crux/sim/simulator.h"
+#include "crux/testing/sim_jobs.h"
 #include "crux/testing/test_topologies.h"
 
 namespace crux::sim {
@@ -84,12 +85,7 @@ SimJob Job(const Topology& topo, const std::string& id, const core::IterationMod
 }
 
 SimOptions Options(double horizon_s) {
-  SimOptions o;
-  o.control.oracle = true;
-  o.horizon = Duration::Seconds(horizon_s);
-  o.per_hop_latency = Duration::Zero();
-  o.sample_interval = Duration::Seconds(horizon_s / 10);
-  o.policy.planner.levels = 4;
+  SimOptions o = testing::OracleOptions(horizon_s);
   o.fast_forward = false;
   return o;
 }

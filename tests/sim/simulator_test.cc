@@ -15,6 +15,7 @@
 #include "crux/core/base/ids.h"
 #include "crux/core/plan/priority.h"
 #include "crux/core/topology/builders.h"
+#include "crux/testing/sim_jobs.h"
 #include "crux/testing/test_topologies.h"
 
 namespace crux::sim {
@@ -28,51 +29,17 @@ using core::NodeId;
 using core::Topology;
 
 using core::testing::Must;
+using testing::ClosWorkload;
+using testing::OracleOptions;
+using testing::PairJob;
+using testing::RingJob;
+using testing::RunSim;
+using testing::SmallClos;
+using testing::TwoHosts;
 
-// Two hosts joined by one 1 Gbps cable (the digest's Example 1 fabric).
-Topology TwoHosts() {
-  core::ExplicitParams p;
-  p.nodes = {{"h0", true}, {"h1", true}};
-  p.links = {{"h0", "h1", 1.0, 0.0}};
-  return Must(core::BuildExplicit(p));
-}
-
-// A job sending `comm_s` seconds worth of bytes (at 1 Gbps) from h0 to h1 per iteration.
-SimJob PairJob(const Topology& topo, const std::string& id, double compute_s, double comm_s,
-               double overlap = 1.0) {
-  SimJob j;
-  j.spec.id = id;
-  const NodeId h0 = Must(topo.FindNode("h0"));
-  const NodeId h1 = Must(topo.FindNode("h1"));
-  j.spec.hosts = {h0, h1};
-  j.spec.gpus_per_host = 5;  // 10 GPUs per job.
-  j.spec.compute_time = Duration::Seconds(compute_s);
-  j.spec.overlap_start = overlap;
-  j.spec.pattern = core::TrafficPattern::kExplicit;
-  j.spec.flows = {{h0, h1, Bytes::FromDouble(comm_s * 1e9 / 8.0)}};
-  return j;
-}
-
-// The engine's tests run under the oracle (every job planned from its true spec at once): they
-// test the network and job model, fast-forward and link events against closed-form figures.
-// The control loop has its own tests (control_loop_host_test.cc).
-SimOptions BaseOptions(double horizon_s) {
-  SimOptions o;
-  o.control.oracle = true;
-  o.horizon = Duration::Seconds(horizon_s);
-  o.per_hop_latency = Duration::Zero();
-  o.sample_interval = Duration::Seconds(horizon_s / 10);
-  o.policy.planner.levels = 4;
-  return o;
-}
-
-SimResult RunSim(const Topology& topo, const std::string& policy, const std::vector<SimJob>& jobs,
-                 const SimOptions& options, const std::vector<LinkEvent>& events = {}) {
-  core::Result<SimResult> r = Simulate(topo, policy, jobs, events, options);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  if (!r.ok()) return SimResult{};
-  return std::move(r).value();
-}
+// The engine's tests run under the oracle (OracleOptions: every job planned from its true spec at
+// once): they test the network and job model, fast-forward and link events against closed-form
+// figures. The control loop has its own tests (control_loop_host_test.cc).
 
 // ---- The digest's Example 1 under `fixed` ranks ----
 
@@ -83,7 +50,7 @@ TEST_P(Example1Test, LongIterationJobFirstGivesThirtySevenAndAHalfPercent) {
   std::vector<SimJob> jobs = {PairJob(topo, "job1", 2, 2), PairJob(topo, "job2", 1, 1)};
   jobs[0].spec.fixed_rank = 0;
   jobs[1].spec.fixed_rank = 1;
-  SimOptions o = BaseOptions(2400);
+  SimOptions o = OracleOptions(2400);
   o.fast_forward = GetParam();
   const SimResult r = RunSim(topo, "fixed", jobs, o);
   EXPECT_EQ(r.policy, "fixed");
@@ -100,7 +67,7 @@ TEST_P(Example1Test, ShortIterationJobFirstGivesFortyOnePointSevenPercent) {
   std::vector<SimJob> jobs = {PairJob(topo, "job1", 2, 2), PairJob(topo, "job2", 1, 1)};
   jobs[0].spec.fixed_rank = 1;
   jobs[1].spec.fixed_rank = 0;
-  SimOptions o = BaseOptions(2400);
+  SimOptions o = OracleOptions(2400);
   o.fast_forward = GetParam();
   const SimResult r = RunSim(topo, "fixed", jobs, o);
   EXPECT_NEAR(r.gpu_utilization, 0.41667, 0.005);
@@ -125,7 +92,7 @@ TEST(SimulatorTest, MatchesCorePairSimulationOnRandomPairs) {
     std::vector<SimJob> jobs = {PairJob(topo, "a", ca, ta, oa), PairJob(topo, "b", cb, tb, ob)};
     jobs[0].spec.fixed_rank = 0;
     jobs[1].spec.fixed_rank = 1;
-    const SimResult r = RunSim(topo, "fixed", jobs, BaseOptions(3000));
+    const SimResult r = RunSim(topo, "fixed", jobs, OracleOptions(3000));
     core::PairSimOptions po;
     po.measure_periods = 400;
     const core::PairOutcome ref = core::SimulatePair(
@@ -147,7 +114,7 @@ TEST(SimulatorTest, StrictPriorityStarvesALowerLevelWhileAHigherOneSaturatesTheL
   std::vector<SimJob> jobs = {PairJob(topo, "high", 0.1, 1.0, 0.0), PairJob(topo, "low", 0.1, 0.5)};
   jobs[0].spec.fixed_rank = 0;
   jobs[1].spec.fixed_rank = 1;
-  const SimResult r = RunSim(topo, "fixed", jobs, BaseOptions(100));
+  const SimResult r = RunSim(topo, "fixed", jobs, OracleOptions(100));
   EXPECT_NEAR(r.jobs[0].mean_iteration.ToSeconds(), 1.0, 1e-6);
   EXPECT_GE(r.jobs[0].iterations, 99);
   EXPECT_EQ(r.jobs[1].iterations, 0);                                // Never got a byte through.
@@ -161,7 +128,7 @@ TEST(SimulatorTest, JobsOnOneLevelShareALinkMaxMinFairly) {
   // iteration takes its compute plus twice its standalone transfer.
   std::vector<SimJob> jobs = {PairJob(topo, "a", 0.001, 1.0, 0.0),
                               PairJob(topo, "b", 0.001, 1.0, 0.0)};
-  const SimResult r = RunSim(topo, "ecmp", jobs, BaseOptions(200));
+  const SimResult r = RunSim(topo, "ecmp", jobs, OracleOptions(200));
   EXPECT_EQ(r.jobs[0].level, r.jobs[1].level);
   EXPECT_NEAR(r.jobs[0].mean_iteration.ToSeconds(), 2.0, 1e-3);
   EXPECT_NEAR(r.jobs[1].mean_iteration.ToSeconds(), 2.0, 1e-3);
@@ -170,52 +137,13 @@ TEST(SimulatorTest, JobsOnOneLevelShareALinkMaxMinFairly) {
 
 TEST(SimulatorTest, PerHopLatencyAddsToEveryIteration) {
   const Topology topo = TwoHosts();
-  SimOptions o = BaseOptions(100);
+  SimOptions o = OracleOptions(100);
   o.per_hop_latency = Duration::Millis(50);  // One hop.
   const SimResult r = RunSim(topo, "ecmp", {PairJob(topo, "a", 1.0, 1.0)}, o);
   EXPECT_NEAR(r.jobs[0].mean_iteration.ToSeconds(), 2.05, 1e-6);
 }
 
-// ---- A small Clos with several jobs ----
-
-Topology SmallClos() {
-  core::Clos2Params p;
-  p.tors = 2;
-  p.aggs = 2;
-  p.hosts_per_tor = 4;
-  p.host.nic_gbps = 100;
-  p.uplink_gbps = 100;
-  return Must(core::BuildClos2(p));
-}
-
-SimJob RingJob(const Topology& topo, const std::string& id, std::vector<int> hosts,
-               double compute_s, double mbytes, double overlap = 0.5) {
-  SimJob j;
-  j.spec.id = id;
-  for (int h : hosts) j.spec.hosts.push_back(Must(topo.FindNode("host" + std::to_string(h))));
-  j.spec.gpus_per_host = 8;
-  j.spec.compute_time = Duration::Seconds(compute_s);
-  j.spec.overlap_start = overlap;
-  j.spec.pattern = core::TrafficPattern::kRingAllReduce;
-  j.spec.pattern_bytes = Bytes::FromDouble(mbytes * 1e6);
-  return j;
-}
-
-// Cross-ToR rings that contend on the uplinks; arrivals and departures at different times.
-std::vector<SimJob> ClosWorkload(const Topology& topo) {
-  std::vector<SimJob> jobs = {
-      RingJob(topo, "gpt", {0, 1, 4, 5}, 0.30, 2400),
-      RingJob(topo, "bert", {2, 6}, 0.12, 900, 0.3),
-      RingJob(topo, "resnet", {3, 7}, 0.08, 400, 0.8),
-      RingJob(topo, "late", {1, 2, 5, 6}, 0.2, 1500),
-  };
-  jobs[1].arrival = Duration::Seconds(5);
-  jobs[2].arrival = Duration::Seconds(12);
-  jobs[2].duration = Duration::Seconds(30);
-  jobs[3].arrival = Duration::Seconds(40);
-  jobs[3].iterations = 150;
-  return jobs;
-}
+// ---- A small Clos with several jobs (SmallClos, ClosWorkload) ----
 
 TEST(SimulatorTest, ConservesBytesWhenEveryJobFinishes) {
   const Topology topo = SmallClos();
@@ -224,7 +152,7 @@ TEST(SimulatorTest, ConservesBytesWhenEveryJobFinishes) {
     j.duration.reset();
     j.iterations = 40;
   }
-  const SimResult r = RunSim(topo, "crux", jobs, BaseOptions(1000));
+  const SimResult r = RunSim(topo, "crux", jobs, OracleOptions(1000));
   for (const JobResult& j : r.jobs) {
     ASSERT_TRUE(j.finish.has_value()) << j.id;
     EXPECT_EQ(j.iterations, 40);
@@ -238,7 +166,7 @@ TEST(SimulatorTest, ConservesBytesWhenEveryJobFinishes) {
 
 TEST(SimulatorTest, CutShortFlowsAreCountedInFlight) {
   const Topology topo = SmallClos();
-  SimOptions o = BaseOptions(20.05);  // Stops in the middle of communication phases.
+  SimOptions o = OracleOptions(20.05);  // Stops in the middle of communication phases.
   const SimResult r = RunSim(topo, "ecmp", ClosWorkload(topo), o);
   EXPECT_GT(r.bytes_in_flight, 0);
   EXPECT_NEAR(r.bytes_delivered + r.bytes_in_flight, r.bytes_sent, 1e-9 * r.bytes_sent);
@@ -247,7 +175,7 @@ TEST(SimulatorTest, CutShortFlowsAreCountedInFlight) {
 TEST(SimulatorTest, IdealIsAtLeastEveryPolicyOnAContendedCase) {
   const Topology topo = SmallClos();
   const std::vector<SimJob> jobs = ClosWorkload(topo);
-  const SimOptions o = BaseOptions(120);
+  const SimOptions o = OracleOptions(120);
   const SimResult ideal = RunSim(topo, "ideal", jobs, o);
   EXPECT_GT(ideal.gpu_utilization, 0);
   for (const char* p : {"crux", "ecmp", "crux-pa", "crux-ps-pa", "sincronia", "taccl", "cassini"}) {
@@ -284,7 +212,7 @@ void ExpectSameResult(const SimResult& a, const SimResult& b) {
 
 TEST(SimulatorTest, SameSeedGivesIdenticalResults) {
   const Topology topo = SmallClos();
-  SimOptions o = BaseOptions(100);
+  SimOptions o = OracleOptions(100);
   o.policy.planner.seed = 42;
   const SimResult a = RunSim(topo, "crux", ClosWorkload(topo), o);
   const SimResult b = RunSim(topo, "crux", ClosWorkload(topo), o);
@@ -296,7 +224,7 @@ TEST(SimulatorTest, FastForwardMatchesFullSimulation) {
   const Topology topo = SmallClos();
   const std::vector<SimJob> jobs = ClosWorkload(topo);
   for (const char* policy : {"crux", "ecmp"}) {
-    SimOptions o = BaseOptions(400);
+    SimOptions o = OracleOptions(400);
     o.fast_forward = false;
     const SimResult full = RunSim(topo, policy, jobs, o);
     o.fast_forward = true;
@@ -327,7 +255,7 @@ TEST(SimulatorTest, FastForwardMatchesFullSimulation) {
 TEST(SimulatorTest, FastForwardRecognisesAJointCycleOfCommensuratePeriods) {
   const Topology topo = TwoHosts();
   const std::vector<SimJob> jobs = {PairJob(topo, "a", 0.2, 0.1), PairJob(topo, "b", 0.4, 0.1)};
-  SimOptions o = BaseOptions(600);
+  SimOptions o = OracleOptions(600);
   o.fast_forward = false;
   const SimResult full = RunSim(topo, "ecmp", jobs, o);
   o.fast_forward = true;
@@ -379,7 +307,7 @@ TEST(SimulatorTest, FastForwardMatchesFullSimulationOnRandomWorkloads) {
       }
       jobs.push_back(j);
     }
-    SimOptions o = BaseOptions(600);
+    SimOptions o = OracleOptions(600);
     o.fast_forward = false;
     const SimResult full = RunSim(topo, policies[trial], jobs, o);
     o.fast_forward = true;
@@ -405,7 +333,7 @@ TEST(SimulatorTest, LinkFailureTriggersAReplanAndTrafficMoves) {
   // One cross-ToR job; whichever uplink of tor0 it uses fails at 10 s. Without re-routing it
   // would stall for good; with the re-plan it keeps iterating on the other Agg.
   const SimJob job = RingJob(topo, "x", {0, 4}, 0.05, 200, 1.0);
-  SimOptions o = BaseOptions(30);
+  SimOptions o = OracleOptions(30);
   const SimResult before = RunSim(topo, "crux", {job}, o);
   ASSERT_GT(before.jobs[0].iterations, 100);
   const NodeId tor0 = Must(topo.FindNode("tor0"));
@@ -428,7 +356,7 @@ TEST(SimulatorTest, FlowsWaitOnADownLinkWithoutAlternativeAndResumeOnRecovery) {
       Must(topo.FindLink(Must(topo.FindNode("h0")), Must(topo.FindNode("h1"))));
   const std::vector<LinkEvent> events = {{Duration::Seconds(10.5), link, Bandwidth()},
                                          {Duration::Seconds(20.5), link, Bandwidth::Gbps(1)}};
-  SimOptions o = BaseOptions(40);
+  SimOptions o = OracleOptions(40);
   for (const char* policy : {"ecmp", "ideal"}) {  // Shared and private (isolated) link copies.
     const SimResult r = RunSim(topo, policy, {PairJob(topo, "a", 1.0, 1.0)}, o, events);
     SCOPED_TRACE(policy);
@@ -464,7 +392,7 @@ class ShiftingPolicy final : public core::SchedulingPolicy {
 
 TEST(SimulatorTest, TimeShiftDelaysTheCommunicationPhaseOnce) {
   const Topology topo = TwoHosts();
-  const SimOptions o = BaseOptions(20.2);
+  const SimOptions o = OracleOptions(20.2);
   auto factory = [&o](Duration shift) -> PolicyFactory {
     return [&o, shift](
                const Topology& t,
@@ -501,7 +429,7 @@ TEST(SimulatorTest, SamplesAndUtilisationDefinitions) {
   const Topology topo = TwoHosts();
   SimJob a = PairJob(topo, "a", 1.0, 1.0);  // Alone: busy half the time.
   a.arrival = Duration::Seconds(50);
-  SimOptions o = BaseOptions(100);
+  SimOptions o = OracleOptions(100);
   o.gpus_per_host = 10;  // 20 GPUs in the cluster; the job has 10.
   const SimResult r = RunSim(topo, "ecmp", {a}, o);
   EXPECT_NEAR(r.gpu_utilization, 0.5, 1e-3);
@@ -523,7 +451,7 @@ TEST(SimulatorTest, RejectsBadInputNamingTheField) {
     core::Result<SimResult> r = Simulate(topo, "ecmp", jobs, ev, o);
     return r.ok() ? std::string("ok") : r.status().message();
   };
-  SimOptions o = BaseOptions(10);
+  SimOptions o = OracleOptions(10);
   SimJob bad = a;
   bad.arrival = Duration::Seconds(-1);
   EXPECT_NE(err({bad}, o).find("arrival_s"), std::string::npos);
@@ -561,12 +489,12 @@ TEST(SimulatorTest, TimesBeyondTheLongestHorizonAreRejected) {
     return r.ok() ? std::string("ok") : r.status().message();
   };
   for (double h : {1e9 + 1, 1e10, 1e15, 1e300}) {
-    SimOptions o = BaseOptions(10);
+    SimOptions o = OracleOptions(10);
     o.horizon = Duration::Seconds(h);
     o.sample_interval = Duration::Seconds(1e7);
     EXPECT_EQ(err({a}, o).rfind("horizon: must be > 0 and <= 1e+09 s", 0), 0u) << h;
   }
-  SimOptions o = BaseOptions(10);
+  SimOptions o = OracleOptions(10);
   SimJob bad = a;
   bad.arrival = Duration::Seconds(2e9);
   EXPECT_NE(err({bad}, o).find("arrival_s: must be >= 0 and <= 1e+09"), std::string::npos);
@@ -595,7 +523,7 @@ TEST(SimulatorTest, AnIdleTailCostsNothing) {
   SimJob a = PairJob(topo, "a", 1.0, 1.0);
   a.duration = Duration::Seconds(10);
   auto run = [&](double horizon_s) {
-    SimOptions o = BaseOptions(horizon_s);
+    SimOptions o = OracleOptions(horizon_s);
     o.sample_interval = Duration::Seconds(horizon_s / 500);
     return RunSim(topo, "ecmp", {a}, o);
   };
@@ -618,7 +546,7 @@ TEST(SimulatorTest, AnIdleTailCostsNothing) {
   SimJob late = a;
   late.arrival = Duration::Seconds(kMaxSimSeconds - 20);
   const SimResult late_run = Must(Simulate(topo, "ecmp", {late}, {}, [&] {
-    SimOptions o = BaseOptions(kMaxSimSeconds);
+    SimOptions o = OracleOptions(kMaxSimSeconds);
     o.sample_interval = Duration::Seconds(kMaxSimSeconds / 500);
     return o;
   }()));
@@ -628,7 +556,7 @@ TEST(SimulatorTest, AnIdleTailCostsNothing) {
   EXPECT_EQ(late_run.samples[499].running_jobs, 1);
   // A job that runs to a 10^9 s horizon is jumped over by the fast-forward, not stepped.
   SimJob forever = PairJob(topo, "f", 1.0, 1.0);
-  SimOptions o = BaseOptions(kMaxSimSeconds);
+  SimOptions o = OracleOptions(kMaxSimSeconds);
   o.sample_interval = Duration::Seconds(kMaxSimSeconds / 500);
   const SimResult ff = RunSim(topo, "ecmp", {forever}, o);
   EXPECT_LT(ff.events, 10'000u);
@@ -641,7 +569,7 @@ TEST(SimulatorTest, AnIdleTailCostsNothing) {
 // sequences in them are errors, as are overlong ones.
 TEST(SimulatorTest, RejectsUnprintableOrOverlongIds) {
   const Topology topo = TwoHosts();
-  const SimOptions o = BaseOptions(10);
+  const SimOptions o = OracleOptions(10);
   auto err = [&](const SimJob& j) {
     core::Result<SimResult> r = Simulate(topo, "ecmp", {j}, {}, o);
     return r.ok() ? std::string("ok") : r.status().message();
@@ -662,7 +590,7 @@ TEST(SimulatorTest, RejectsUnprintableOrOverlongIds) {
 // a workload outgrows the machine) comes back as an error status, never as an exception.
 TEST(SimulatorTest, ExceptionsInsideARunBecomeAnErrorStatus) {
   const Topology topo = TwoHosts();
-  SimOptions o = BaseOptions(10);
+  SimOptions o = OracleOptions(10);
   o.progress = [](const Progress&) { throw std::bad_alloc(); };
   core::Result<SimResult> r = Simulate(topo, "ecmp", {PairJob(topo, "a", 1.0, 1.0)}, {}, o);
   ASSERT_FALSE(r.ok());
@@ -676,7 +604,7 @@ TEST(SimulatorTest, ExceptionsInsideARunBecomeAnErrorStatus) {
 
 TEST(SimulatorTest, ProgressIsReportedAtTheEnd) {
   const Topology topo = TwoHosts();
-  SimOptions o = BaseOptions(10);
+  SimOptions o = OracleOptions(10);
   int calls = 0;
   Progress last;
   o.progress = [&](const Progress& p) {

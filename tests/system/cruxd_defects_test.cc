@@ -1,4 +1,4 @@
-// Issue #10 regressions with real processes: state files that are empty, schema-less or corrupt
+// Regressions with real processes: state files that are empty, schema-less or corrupt
 // make cruxd refuse to start (and --fresh-state starts afresh with a new state id), cruxd
 // --check-config checks what start-up checks, a lock that cannot be taken is reported for what it
 // is, the admin socket is removed at exit, a restart with the same inputs reproduces the applied
@@ -26,48 +26,15 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-const fs::path kTopology = fs::path(CRUX_SOURCE_DIR) / "configs/topologies/example_clos2.yaml";
-
-class CruxdDefectsTest : public ::testing::Test {
+class CruxdDefectsTest : public CruxdTest {
  protected:
-  void SetUp() override {
-    for (const char* bin : {CRUXD_BINARY, CRUXCTL_BINARY, CRUX_LOADGEN_BINARY}) {
-      ASSERT_TRUE(fs::exists(bin)) << bin << " is not built";
-    }
-    cruxd_.WriteConfig();
-  }
-  void TearDown() override {
-    if (HasFailure()) {
-      cruxd_.DumpLogs();
-      if (loadgen_) std::cerr << "---- crux-loadgen stderr ----\n" << loadgen_->Stderr() << "\n";
-    }
-    if (loadgen_) loadgen_->Kill(SIGKILL);
-  }
+  CruxdDefectsTest() : CruxdTest("crux_cruxd_defects") {}
 
   // Runs crux-loadgen for `jobs` jobs for `duration_s` and waits for it.
   void RunLoadgen(int jobs, int duration_s) {
-    loadgen_ = std::make_unique<ChildProcess>();
-    ASSERT_TRUE(loadgen_->Start(LoadgenArgs(jobs, duration_s), dir_.path() / "loadgen.out",
-                                dir_.path() / "loadgen.err", dir_.path()));
+    StartLoadgen(jobs, duration_s);
+    ASSERT_FALSE(HasFatalFailure());
     ASSERT_TRUE(loadgen_->Wait(seconds(duration_s + 60)).has_value());
-  }
-  std::vector<std::string> LoadgenArgs(int jobs, int duration_s) const {
-    return {CRUX_LOADGEN_BINARY,
-            "--endpoint",
-            cruxd_.endpoint(),
-            "--insecure",
-            "--topology",
-            kTopology.string(),
-            "--jobs",
-            std::to_string(jobs),
-            "--duration-s",
-            std::to_string(duration_s),
-            "--report-interval-ms",
-            "50",
-            "--seed",
-            "7",
-            "--json",
-            "--quiet"};
   }
   // job_id -> level of every live job.
   std::map<std::string, int> Levels() {
@@ -83,10 +50,6 @@ class CruxdDefectsTest : public ::testing::Test {
   uint64_t StateId() {
     return std::stoull(cruxd_.CruxctlJson({"status"}).value("state_id", std::string("0")));
   }
-
-  TempDir dir_{"crux_cruxd_defects"};
-  CruxdHarness cruxd_{dir_.path()};
-  std::unique_ptr<ChildProcess> loadgen_;
 };
 
 TEST_F(CruxdDefectsTest, EmptyStateFileRefusesToStartAndFreshStateStartsAfresh) {
@@ -221,9 +184,8 @@ TEST_F(CruxdDefectsTest, RestartsWithTheSameInputsReproduceTheAppliedPlan) {
   std::string why;
   ASSERT_TRUE(cruxd_.Start({}, &why)) << why;
   constexpr int kJobs = 60;
-  loadgen_ = std::make_unique<ChildProcess>();
-  ASSERT_TRUE(loadgen_->Start(LoadgenArgs(kJobs, 600), dir_.path() / "loadgen.out",
-                              dir_.path() / "loadgen.err", dir_.path()));
+  StartLoadgen(kJobs, 600);
+  ASSERT_FALSE(HasFatalFailure());
   auto settled = [&](std::map<std::string, int>* levels, uint64_t* epoch) {
     // Scheduled everywhere and no epoch change over a second.
     const uint64_t e1 = Epoch();

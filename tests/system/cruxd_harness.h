@@ -1,6 +1,8 @@
 // CruxdHarness: one real cruxd process for system tests - a temp config and state directory, a
-// free TCP port, start/stop, and cruxctl (table or --json) against its admin socket. Logs of
-// every run are kept in the temp dir and printed by DumpLogs() (call it when a test failed).
+// free TCP port, start/stop, cruxctl (table or --json) against its admin socket, and the
+// crux-loadgen arguments of a few jobs' clients. Logs of every run are kept in the temp dir and
+// printed by DumpLogs() (call it when a test failed). The programs are found through the
+// CRUXD_BINARY, ... definitions of tests/CMakeLists.txt (defaults below).
 #ifndef CRUX_TESTS_SYSTEM_CRUXD_HARNESS_H_
 #define CRUX_TESTS_SYSTEM_CRUXD_HARNESS_H_
 
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "process_util.h"
+#include "redis_process.h"  // The redis binaries of MissingSwitchE2eBinary.
 
 #ifndef CRUXD_BINARY
 #define CRUXD_BINARY CRUX_BINARY_DIR "/daemon/cruxd"
@@ -29,14 +32,12 @@
 #ifndef CRUX_SWITCH_AGENT_BINARY
 #define CRUX_SWITCH_AGENT_BINARY CRUX_BINARY_DIR "/switch_adapters/crux-switch-agent"
 #endif
-#ifndef CRUX_REDIS_SERVER_BINARY
-#define CRUX_REDIS_SERVER_BINARY "/usr/bin/redis-server"
-#endif
-#ifndef CRUX_REDIS_CLI_BINARY
-#define CRUX_REDIS_CLI_BINARY "/usr/bin/redis-cli"
-#endif
 
 namespace crux::system_test {
+
+// The topology the system tests' clients run on (cruxd's embedded one, "topology: embedded").
+inline const fs::path kExampleClos2 =
+    fs::path(CRUX_SOURCE_DIR) / "configs/topologies/example_clos2.yaml";
 
 // The binary of a switch end-to-end test (cruxd, cruxctl, crux-loadgen, crux-switch-agent,
 // redis-server, redis-cli) that is not there, or "" when all are.
@@ -141,12 +142,53 @@ class CruxdHarness {
     return j.is_discarded() ? nlohmann::json::object() : j;
   }
 
+  // cruxctl --json <args> for a poll: an empty object when cruxctl fails or prints no JSON (the
+  // daemon may be restarting), without failing the test.
+  nlohmann::json PollJson(std::vector<std::string> args) const {
+    args.insert(args.begin(), "--json");
+    const CommandResult r = Cruxctl(args, std::chrono::milliseconds(3000));
+    if (r.exit_code != 0) return nlohmann::json::object();
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+    return j.is_discarded() ? nlohmann::json::object() : j;
+  }
+
+  // crux-loadgen playing `jobs` jobs' clients for `duration_s` on kExampleClos2 against this cruxd
+  // (seed 7, a profile report every 50 ms, a JSON summary on stdout).
+  std::vector<std::string> LoadgenArgs(int jobs, int duration_s) const {
+    return {CRUX_LOADGEN_BINARY,
+            "--endpoint",
+            endpoint_,
+            "--insecure",
+            "--topology",
+            kExampleClos2.string(),
+            "--jobs",
+            std::to_string(jobs),
+            "--duration-s",
+            std::to_string(duration_s),
+            "--report-interval-ms",
+            "50",
+            "--seed",
+            "7",
+            "--json",
+            "--quiet"};
+  }
+
+  // Every run's stderr; a long one as its start and its end.
   void DumpLogs() const {
+    constexpr size_t kHead = 5000;
+    constexpr size_t kTail = 15000;
     for (size_t i = 0; i < logs_.size(); ++i) {
-      std::cerr << "---- cruxd run " << i << " stderr ----\n"
-                << ReadFile(logs_[i]).substr(0, 20000) << "\n";
+      const std::string log = ReadFile(logs_[i]);
+      std::cerr << "---- cruxd run " << i << " stderr ----\n";
+      if (log.size() <= kHead + kTail) {
+        std::cerr << log << "\n";
+      } else {
+        std::cerr << log.substr(0, kHead) << "\n[...]\n" << log.substr(log.size() - kTail) << "\n";
+      }
     }
   }
+  // The stderr of run `run` (0 = the first Start).
+  std::string Log(size_t run) const { return run < logs_.size() ? ReadFile(logs_[run]) : ""; }
   std::string LastLog() const { return logs_.empty() ? "" : ReadFile(logs_.back()); }
 
   const fs::path& dir() const { return dir_; }
@@ -163,6 +205,40 @@ class CruxdHarness {
   std::string endpoint_;
   std::unique_ptr<ChildProcess> cruxd_;
   std::vector<fs::path> logs_;
+};
+
+// A test of one cruxd (the harness's lab config) and the crux-loadgen clients it starts: when the
+// test failed, teardown prints cruxd's logs and crux-loadgen's stderr; it kills crux-loadgen (the
+// harness kills cruxd). `name` prefixes the temp directory.
+class CruxdTest : public ::testing::Test {
+ protected:
+  explicit CruxdTest(const std::string& name) : dir_(name), cruxd_(dir_.path()) {}
+
+  void SetUp() override {
+    for (const char* bin : {CRUXD_BINARY, CRUXCTL_BINARY, CRUX_LOADGEN_BINARY}) {
+      ASSERT_TRUE(fs::exists(bin)) << bin << " is not built";
+    }
+    ASSERT_FALSE(dir_.path().empty());
+    cruxd_.WriteConfig();
+  }
+  void TearDown() override {
+    if (HasFailure()) {
+      cruxd_.DumpLogs();
+      if (loadgen_) std::cerr << "---- crux-loadgen stderr ----\n" << loadgen_->Stderr() << "\n";
+    }
+    if (loadgen_) loadgen_->Kill(SIGKILL);
+  }
+
+  // Starts crux-loadgen (CruxdHarness::LoadgenArgs) with its output in <name>.out and <name>.err.
+  void StartLoadgen(int jobs, int duration_s, const std::string& name = "loadgen") {
+    loadgen_ = std::make_unique<ChildProcess>();
+    ASSERT_TRUE(loadgen_->Start(cruxd_.LoadgenArgs(jobs, duration_s), dir_.path() / (name + ".out"),
+                                dir_.path() / (name + ".err"), dir_.path()));
+  }
+
+  TempDir dir_;
+  CruxdHarness cruxd_;
+  std::unique_ptr<ChildProcess> loadgen_;
 };
 
 }  // namespace crux::system_test

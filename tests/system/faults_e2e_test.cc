@@ -1,4 +1,4 @@
-// Automatic fault handling end to end, all real processes (issue #14, docs/faults.md):
+// Automatic fault handling end to end, all real processes (docs/faults.md):
 // redis-server (the SONiC APPL_DB / CONFIG_DB of switch tor0, on a unix socket, no persistence),
 // cruxd (embedded example_clos2 topology, insecure loopback TCP), crux-switch-agent for tor0
 // (sonic backend, --watch-ports: APPL_DB PORT_TABLE oper_status polled every 50 ms; Ethernet0 is
@@ -11,10 +11,11 @@
 //
 //   PortDownReplansAndFlappingIsDamped:
 //     1. Ethernet0 oper_status "down" in APPL_DB -> tor0<->agg0 down in cruxd, automatic, with
-//        the link-state reason, and every job that crossed it re-planned off it (measured from the
-//        HSET to the moment cruxctl shows no path through the cable; the goal is <= 2 s);
-//        `cruxctl job ID` of a moved job shows the change that re-routed it.
-//     2. Ethernet0 back up -> the link recovers after the hold (1 s of quiet).
+//        the link-state reason, since a moment between the HSET and the poll that saw it, and
+//        every job that crossed it re-planned off it by a newer epoch (measured from the HSET to
+//        the moment cruxctl shows no path through the cable; the goal is <= 2 s);
+//        `cruxctl job ID` of each moved job shows the change that re-routed it.
+//     2. Ethernet0 back up -> the link recovers after the hold (1 s of quiet), not before.
 //     3. Ethernet4 flaps: 60 down/up cycles of 200 ms. The bound under test: a link flapping
 //        faster than its hold goes down at the first flap and comes back once, one hold after the
 //        last (2 automatic changes per direction), so the flapping costs at most 2 re-plans from
@@ -31,9 +32,10 @@
 //     handed back healthy while still slow (flows left on it or, with faults.probes on, probes
 //     designed over it keep accusing it); `cruxctl faults` shows the coverage.
 //
-// Measured numbers are printed (the issue's goals are reported, not asserted tightly: the
-// assertions' bounds are loose enough for a loaded 2-core CI machine). Every wait polls with a
-// deadline; every child is SIGKILLed in teardown.
+// Measured durations are printed, not asserted: the goals are reported, and what is asserted is
+// the outcome and the order of events (cruxd's timestamps against the test's, on the same clock),
+// which a loaded machine cannot change. Every wait polls with a generous deadline; every child is
+// SIGKILLed in teardown.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,6 +53,7 @@
 
 #include "cruxd_harness.h"
 #include "process_util.h"
+#include "redis_process.h"
 
 namespace crux::system_test {
 namespace {
@@ -60,7 +63,6 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 constexpr int kJobs = 6;
-const fs::path kTopology = fs::path(CRUX_SOURCE_DIR) / "configs/topologies/example_clos2.yaml";
 
 // The defaults (core::FaultOptions) divided by 5; see the file comment.
 const char* const kFaultsConfig =
@@ -117,27 +119,15 @@ class FaultsE2eTest : public ::testing::Test {
     }
     if (loadgen_) loadgen_->Kill(SIGKILL);
     if (agent_) agent_->Kill(SIGKILL);
-    if (redis_) redis_->Kill(SIGKILL);
+    redis_.Kill(SIGKILL);
     cruxd_.reset();
   }
 
   // ---- processes ----
 
   void StartRedis() {
-    socket_ = dir_.path() / "redis.sock";
-    redis_ = std::make_unique<ChildProcess>();
-    ASSERT_TRUE(
-        redis_->Start({CRUX_REDIS_SERVER_BINARY, "--port", "0", "--unixsocket", socket_.string(),
-                       "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir",
-                       dir_.path().string(), "--daemonize", "no"},
-                      dir_.path() / "redis.out", dir_.path() / "redis.err"));
-    ASSERT_TRUE(WaitUntil(
-        [&] {
-          const CommandResult r = Redis(0, {"PING"});
-          return !redis_->running() || r.out.find("PONG") != std::string::npos;
-        },
-        seconds(10)));
-    ASSERT_TRUE(redis_->running()) << "redis-server did not come up";
+    std::string why;
+    ASSERT_TRUE(redis_.Start(&why)) << why;
     SetPort("Ethernet0", "up");
     SetPort("Ethernet4", "up");
   }
@@ -153,7 +143,7 @@ class FaultsE2eTest : public ::testing::Test {
                                "--backend",
                                "sonic",
                                "--redis-socket",
-                               socket_.string(),
+                               redis_.socket().string(),
                                "--redis-timeout-ms",
                                "300",
                                "--ports",
@@ -176,7 +166,7 @@ class FaultsE2eTest : public ::testing::Test {
                                      cruxd_->endpoint(),
                                      "--insecure",
                                      "--topology",
-                                     kTopology.string(),
+                                     kExampleClos2.string(),
                                      "--jobs",
                                      std::to_string(kJobs),
                                      "--seed",
@@ -198,12 +188,7 @@ class FaultsE2eTest : public ::testing::Test {
 
   // ---- clients ----
 
-  CommandResult Redis(int db, std::vector<std::string> args) {
-    std::vector<std::string> argv = {CRUX_REDIS_CLI_BINARY, "-s", socket_.string(), "-n",
-                                     std::to_string(db)};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunCommand(argv, dir_.path(), seconds(5));
-  }
+  CommandResult Redis(int db, const std::vector<std::string>& args) { return redis_.Cli(db, args); }
 
   // APPL_DB PORT_TABLE:<port> oper_status, as portsorch writes it.
   void SetPort(const std::string& port, const std::string& status) {
@@ -212,13 +197,7 @@ class FaultsE2eTest : public ::testing::Test {
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
 
-  json Json(std::vector<std::string> args) {
-    args.insert(args.begin(), "--json");
-    const CommandResult r = cruxd_->Cruxctl(args, milliseconds(3000));
-    if (r.exit_code != 0) return json::object();
-    json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
-    return j.is_discarded() ? json::object() : j;
-  }
+  json Json(std::vector<std::string> args) { return cruxd_->PollJson(std::move(args)); }
 
   bool AllScheduled() {
     const json j = Json({"jobs"});
@@ -292,8 +271,7 @@ class FaultsE2eTest : public ::testing::Test {
 
   TempDir dir_{"crux_faults_e2e"};
   std::unique_ptr<CruxdHarness> cruxd_;
-  fs::path socket_;
-  std::unique_ptr<ChildProcess> redis_;
+  RedisProcess redis_{dir_.path()};  // tor0's APPL_DB (db 0) and CONFIG_DB.
   std::unique_ptr<ChildProcess> agent_;
   std::unique_ptr<ChildProcess> loadgen_;
 };
@@ -305,17 +283,21 @@ TEST_F(FaultsE2eTest, PortDownReplansAndFlappingIsDamped) {
   // 1. Port down -> link down and its jobs re-planned.
   const std::set<std::string> crossing = JobsCrossing("tor0", "agg0");
   ASSERT_FALSE(crossing.empty()) << "no job crosses tor0<->agg0 with this workload";
+  const uint64_t epoch_before = Json({"status"}).value("epoch", uint64_t{0});
+  ASSERT_GT(epoch_before, 0u);
   const int64_t down_unix_ms = UnixMs();
   const auto down_at = std::chrono::steady_clock::now();
   SetPort("Ethernet0", "down");
   double link_down_s = -1;
   double replanned_s = -1;
+  int64_t seen_down_unix_ms = 0;
   ASSERT_TRUE(WaitUntil(
       [&] {
         if (link_down_s < 0) {
           const auto f = Faults();
           if (Health(f, "tor0->agg0") == "down" && Health(f, "agg0->tor0") == "down") {
             link_down_s = SecondsSince(down_at);
+            seen_down_unix_ms = UnixMs();
           }
           return false;
         }
@@ -330,8 +312,7 @@ TEST_F(FaultsE2eTest, PortDownReplansAndFlappingIsDamped) {
       << " s; jobs still crossing it: " << JobsCrossing("tor0", "agg0").size();
   std::cout << "port down in APPL_DB -> tor0<->agg0 down in cruxctl after " << link_down_s
             << " s, the " << crossing.size() << " job(s) crossing it re-planned off it after "
-            << replanned_s << " s (polling upper bounds; goal <= 2 s)\n";
-  EXPECT_LE(replanned_s, 10.0);
+            << replanned_s << " s (polling upper bounds; goal <= 2 s, reported, not asserted)\n";
   {
     const auto f = Faults();
     const json& row = f.at("tor0->agg0");
@@ -339,20 +320,30 @@ TEST_F(FaultsE2eTest, PortDownReplansAndFlappingIsDamped) {
     EXPECT_TRUE(row["port_down"].get<bool>());
     EXPECT_NE(row["reason"].get<std::string>().find("oper_status down"), std::string::npos)
         << row.dump();
-    // cruxd's own timestamps: the state began within the first second of the HSET.
+    // cruxd's own timestamp (same clock): the down state began after the HSET and before the
+    // test saw it, so it is this port's doing, not an earlier state.
     const int64_t detected_ms = static_cast<int64_t>(row["since_unix_ms"].get<uint64_t>());
     std::cout << "cruxd marked it down " << detected_ms - down_unix_ms
               << " ms after the HSET (its own clock)\n";
-    EXPECT_LT(detected_ms - down_unix_ms, 5000);
-    // The re-routed job explains why.
-    const json d = Json({"job", *crossing.begin()});
-    bool explained = false;
-    for (const auto& e : d.value("faults", json::array())) {
-      if (e["link"] == "tor0->agg0" || e["link"] == "agg0->tor0") {
-        explained = e["automatic"].get<bool>() && e["to"] == "down";
+    EXPECT_GE(detected_ms, down_unix_ms) << row.dump();
+    EXPECT_LE(detected_ms, seen_down_unix_ms) << row.dump();
+    // Every job that crossed the cable was re-planned by a plan after the fault (a newer epoch),
+    // and explains why: an automatic change to down after the HSET that names it.
+    for (const std::string& id : crossing) {
+      const json d = Json({"job", id});
+      EXPECT_GT(d.value("summary", json::object()).value("epoch", uint64_t{0}), epoch_before)
+          << id << ": " << d.dump();
+      bool explained = false;
+      for (const auto& e : d.value("faults", json::array())) {
+        if (e["link"] != "tor0->agg0" && e["link"] != "agg0->tor0") continue;
+        const std::vector<std::string> jobs = e.value("jobs", std::vector<std::string>{});
+        explained = e["automatic"].get<bool>() && e["to"] == "down" &&
+                    static_cast<int64_t>(e["at_unix_ms"].get<uint64_t>()) >= down_unix_ms &&
+                    std::find(jobs.begin(), jobs.end(), id) != jobs.end();
+        if (explained) break;
       }
+      EXPECT_TRUE(explained) << id << ": " << d.dump();
     }
-    EXPECT_TRUE(explained) << d.dump();
     // Nothing else was touched.
     for (const auto& [link, r] : f) {
       if (link == "tor0->agg0" || link == "agg0->tor0") continue;
@@ -360,9 +351,10 @@ TEST_F(FaultsE2eTest, PortDownReplansAndFlappingIsDamped) {
     }
   }
 
-  // 2. Back up: recovers after the hold (1 s of quiet).
-  SetPort("Ethernet0", "up");
+  // 2. Back up: recovers after the hold (1 s of quiet), never before. The clock starts before the
+  //    HSET, so a slow machine only makes the recovery later; only an early one fails.
   const auto up_at = std::chrono::steady_clock::now();
+  SetPort("Ethernet0", "up");
   ASSERT_TRUE(WaitUntil(
       [&] {
         const auto f = Faults();
@@ -426,15 +418,16 @@ TEST_F(FaultsE2eTest, GrayLinkFromTheFlowsIsLocalised) {
   ASSERT_NE(at, std::string::npos) << log;
   const int64_t fault_unix_ms = std::stoll(log.substr(at + 8));
 
-  // Poll cruxctl faults for 10 s (the goal) after the fault started: every link ever marked or
-  // suspected, and when the faulty one was first marked.
+  // Poll cruxctl faults after the fault started: every link ever marked or suspected, and when
+  // the faulty one was first marked. The goal (10 s) is reported; the window is wider so that a
+  // loaded machine does not fail what is asserted: which links, in which order.
   const std::set<std::string> faulty = {"tor0->agg0", "agg0->tor0"};
   std::set<std::string> marked, suspected, ambiguous;
   std::optional<int64_t> detected_ms;
   json last;
-  // Until 10 s after the fault, or 4 s after the detection (the re-plan, the probes designed
+  // Until 30 s after the fault, or 4 s after the detection (the re-plan, the probes designed
   // over the cable and more than one hold time), whichever comes first.
-  int64_t until = fault_unix_ms + 10000;
+  int64_t until = fault_unix_ms + 30000;
   while (UnixMs() < until) {
     const json j = Json({"faults"});
     for (const auto& l : j.value("links", json::array())) {
@@ -461,7 +454,9 @@ TEST_F(FaultsE2eTest, GrayLinkFromTheFlowsIsLocalised) {
   std::string all;
   for (const std::string& m : marked) all += m + " ";
   ASSERT_TRUE(detected_ms.has_value())
-      << "not localised within 10 s; marked: " << all << "\nfaults: " << Json({"faults"}).dump(2);
+      << "not localised within 30 s; marked: " << all << "\nfaults: " << Json({"faults"}).dump(2);
+  // Marked after the fault began (cruxd's clock): the flows' slowdown, not an earlier state.
+  EXPECT_GE(*detected_ms, 0) << last.dump();
   std::cout << "tor0<->agg0 at 30 % (crux-loadgen --fault): marked degraded " << *detected_ms
             << " ms after the fault started (goal <= 10 s); links ever marked: " << all
             << "; reason: " << last["reason"].get<std::string>() << "; capacity "

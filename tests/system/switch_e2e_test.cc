@@ -40,8 +40,9 @@
 #include <thread>
 #include <vector>
 
-#include "cruxd_harness.h"  // The binaries' paths.
+#include "cruxd_harness.h"
 #include "process_util.h"
+#include "redis_process.h"
 
 namespace crux::system_test {
 namespace {
@@ -53,7 +54,6 @@ using std::chrono::seconds;
 constexpr int kJobs = 4;
 constexpr int kReconcileMs = 1000;     // The agents' --reconcile-period-ms.
 constexpr int kAgentRefusedExit = 78;  // crux-switch-agent: cruxd refused the switch (EX_CONFIG).
-const fs::path kTopology = fs::path(CRUX_SOURCE_DIR) / "configs/topologies/example_clos2.yaml";
 
 // The QoS policy the test configures (and derives its expectations from).
 const std::vector<int> kLevelTcs = {5, 4, 3, 2};
@@ -72,6 +72,12 @@ std::string QosBlock(int storage_weight) {
          "  default_tc: 0\n";
 }
 
+uint64_t UnixMs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
 int LevelTc(int level) {
   return kLevelTcs[std::min<size_t>(static_cast<size_t>(level), kLevelTcs.size() - 1)];
 }
@@ -84,8 +90,7 @@ std::string Dump(const std::map<int, int>& m) {
 
 struct Switch {
   std::string name;
-  fs::path socket;
-  std::unique_ptr<ChildProcess> redis;
+  std::unique_ptr<RedisProcess> redis;  // Its CONFIG_DB (db 4).
   std::unique_ptr<ChildProcess> agent;
   int agent_runs = 0;
 };
@@ -97,25 +102,15 @@ class SwitchE2eTest : public ::testing::Test {
       GTEST_SKIP() << missing << " is not available";
     }
     ASSERT_FALSE(dir_.path().empty());
-    state_dir_ = dir_.path() / "state";
-    admin_socket_ = state_dir_ / "admin.sock";
-    const int port = FreeTcpPort();
-    ASSERT_GT(port, 0);
-    endpoint_ = "tcp://127.0.0.1:" + std::to_string(port);
-    config_ = dir_.path() / "cruxd.yaml";
     WriteConfig(40);
   }
 
   void TearDown() override {
     if (HasFailure()) {
-      for (size_t i = 0; i < daemon_logs_.size(); ++i) {
-        const std::string log = ReadFile(daemon_logs_[i]);
-        std::cerr << "---- cruxd run " << i << " stderr (tail) ----\n"
-                  << log.substr(log.size() > 20000 ? log.size() - 20000 : 0) << "\n";
-      }
+      cruxd_.DumpLogs();
       for (Switch& s : switches_) {
         for (int run = 0; run < s.agent_runs; ++run) {
-          const std::string log = ReadFile(AgentLog(s, run));
+          const std::string log = AgentOutput(s, run);
           std::cerr << "---- agent " << s.name << " run " << run << " (tail) ----\n"
                     << log.substr(log.size() > 6000 ? log.size() - 6000 : 0) << "\n";
         }
@@ -126,64 +121,35 @@ class SwitchE2eTest : public ::testing::Test {
       if (s.redis) s.redis->Kill(SIGKILL);
     }
     if (loadgen_) loadgen_->Kill(SIGKILL);
-    if (cruxd_) cruxd_->Kill(SIGKILL);
+    cruxd_.Kill(SIGKILL);
   }
 
+  // The harness's lab settings (info logs) and the QoS policy of the test.
   void WriteConfig(int storage_weight) {
-    WriteFile(config_,
-              "topology: embedded\n"
-              "state_dir: " +
-                  state_dir_.string() + "\nclient_endpoint: " + endpoint_ +
-                  "\n"
-                  "insecure: true\n"
-                  "metrics_listen: \"127.0.0.1:0\"\n"
-                  "debounce_ms: 10\n"
-                  "lease_ms: 120000\n"
-                  "profiling_samples: 3\n"
-                  "log_level: info\n" +
-                  QosBlock(storage_weight));
+    cruxd_.WriteConfig("log_level: info\n" + QosBlock(storage_weight));
   }
 
   // ---- processes ----
 
   void StartCruxd() {
-    const fs::path log = dir_.path() / ("cruxd" + std::to_string(daemon_logs_.size()) + ".err");
-    daemon_logs_.push_back(log);
-    cruxd_ = std::make_unique<ChildProcess>();
-    std::string error;
-    ASSERT_TRUE(cruxd_->Start({CRUXD_BINARY, "--config", config_.string()},
-                              dir_.path() / "cruxd.out", log, dir_.path(), {}, &error))
-        << error;
-    const bool up = WaitUntil(
-        [&] {
-          return !cruxd_->running() || Cruxctl({"status"}, milliseconds(1000)).exit_code == 0;
-        },
-        seconds(30), milliseconds(100));
-    ASSERT_TRUE(up && cruxd_->running())
-        << "cruxd did not come up (exit " << cruxd_->exit_code().value_or(-1) << ")";
+    std::string why;
+    ASSERT_TRUE(cruxd_.Start({}, &why)) << why;
   }
 
+  // Starts (or restarts, empty) the Redis of `s`.
   void StartRedis(Switch& s) {
-    const fs::path dir = dir_.path() / ("redis_" + s.name);
-    fs::create_directories(dir);
-    s.socket = dir / "redis.sock";
-    s.redis = std::make_unique<ChildProcess>();
-    ASSERT_TRUE(s.redis->Start({CRUX_REDIS_SERVER_BINARY, "--port", "0", "--unixsocket",
-                                s.socket.string(), "--unixsocketperm", "700", "--save", "",
-                                "--appendonly", "no", "--dir", dir.string(), "--daemonize", "no"},
-                               dir / "redis.out", dir / "redis.err"));
-    const bool up = WaitUntil(
-        [&] {
-          if (!s.redis->running()) return true;
-          const CommandResult r = Redis(s, {"PING"});
-          return r.exit_code == 0 && r.out.find("PONG") != std::string::npos;
-        },
-        seconds(10), milliseconds(50));
-    ASSERT_TRUE(up && s.redis->running()) << "redis-server for " << s.name << " did not come up";
+    if (!s.redis) s.redis = std::make_unique<RedisProcess>(dir_.path() / ("redis_" + s.name));
+    std::string why;
+    ASSERT_TRUE(s.redis->Start(&why)) << s.name << ": " << why;
   }
 
   fs::path AgentLog(const Switch& s, int run) const {
     return dir_.path() / ("agent_" + s.name + "_" + std::to_string(run) + ".err");
+  }
+  // What run `run` of the agent of `s` wrote: its log (spdlog writes to stdout), then stderr.
+  std::string AgentOutput(const Switch& s, int run) const {
+    const fs::path log = AgentLog(s, run);
+    return ReadFile(log.string() + ".out") + ReadFile(log);
   }
 
   void StartAgent(Switch& s) {
@@ -193,12 +159,12 @@ class SwitchE2eTest : public ::testing::Test {
                                 "--switch-name",
                                 s.name,
                                 "--daemon",
-                                endpoint_,
+                                cruxd_.endpoint(),
                                 "--insecure",
                                 "--backend",
                                 "sonic",
                                 "--redis-socket",
-                                s.socket.string(),
+                                s.redis->socket().string(),
                                 "--redis-timeout-ms",
                                 "300",
                                 "--ports",
@@ -214,10 +180,8 @@ class SwitchE2eTest : public ::testing::Test {
 
   // ---- clients ----
 
-  CommandResult Redis(const Switch& s, std::vector<std::string> args) {
-    std::vector<std::string> argv = {CRUX_REDIS_CLI_BINARY, "-s", s.socket.string(), "-n", "4"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunCommand(argv, dir_.path(), seconds(5));
+  CommandResult Redis(const Switch& s, const std::vector<std::string>& args) {
+    return s.redis->Cli(4, args);
   }
 
   // HGETALL of a CONFIG_DB key; nullopt when Redis does not answer.
@@ -242,21 +206,11 @@ class SwitchE2eTest : public ::testing::Test {
     return m;
   }
 
-  CommandResult Cruxctl(std::vector<std::string> args, milliseconds timeout_ms) {
-    std::vector<std::string> argv = {CRUXCTL_BINARY, "--socket", admin_socket_.string(),
-                                     "--timeout-ms", std::to_string(timeout_ms.count())};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunCommand(argv, dir_.path(), timeout_ms + seconds(10));
+  CommandResult Cruxctl(std::vector<std::string> args, milliseconds timeout) {
+    return cruxd_.Cruxctl(std::move(args), timeout);
   }
-
   // cruxctl --json ...; an empty object when it fails (callers poll).
-  json CruxctlJson(std::vector<std::string> args) {
-    args.insert(args.begin(), "--json");
-    const CommandResult r = Cruxctl(args, milliseconds(3000));
-    if (r.exit_code != 0) return json::object();
-    json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
-    return j.is_discarded() ? json::object() : j;
-  }
+  json CruxctlJson(std::vector<std::string> args) { return cruxd_.PollJson(std::move(args)); }
 
   struct JobView {
     int dscp = 0;
@@ -363,19 +317,23 @@ class SwitchE2eTest : public ::testing::Test {
         << step << ": not converged: " << why;
   }
 
-  int CountInLog(size_t run, const std::string& needle) {
-    const std::string log = ReadFile(daemon_logs_.at(run));
+  // Occurrences of `needle` in cruxd's stderr of run `run`, or in the stderr of the running
+  // agent of `s`.
+  int CountInLog(size_t run, const std::string& needle) { return Count(cruxd_.Log(run), needle); }
+  int CountInAgentLog(const Switch& s, const std::string& needle) {
+    return Count(AgentOutput(s, s.agent_runs - 1), needle);
+  }
+  static int Count(const std::string& text, const std::string& needle) {
     int n = 0;
-    for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++n;
+    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+      ++n;
+    }
     return n;
   }
 
   TempDir dir_{"crux_switch_e2e"};
-  fs::path state_dir_, admin_socket_, config_;
-  std::string endpoint_;
-  std::unique_ptr<ChildProcess> cruxd_;
+  CruxdHarness cruxd_{dir_.path()};
   std::unique_ptr<ChildProcess> loadgen_;
-  std::vector<fs::path> daemon_logs_;
   std::vector<Switch> switches_;
 };
 
@@ -386,11 +344,8 @@ TEST_F(SwitchE2eTest, ConfigDbFollowsPlansThroughFaultsAndRestarts) {
   // 1. A few jobs arrive through crux-loadgen and get scheduled; then the clients go away (their
   //    leases outlive the test), so the plan settles.
   loadgen_ = std::make_unique<ChildProcess>();
-  ASSERT_TRUE(
-      loadgen_->Start({CRUX_LOADGEN_BINARY, "--endpoint", endpoint_, "--insecure", "--topology",
-                       kTopology.string(), "--jobs", std::to_string(kJobs), "--duration-s", "120",
-                       "--report-interval-ms", "50", "--seed", "7", "--json", "--quiet"},
-                      dir_.path() / "loadgen.out", dir_.path() / "loadgen.err", dir_.path()));
+  ASSERT_TRUE(loadgen_->Start(cruxd_.LoadgenArgs(kJobs, 120), dir_.path() / "loadgen.out",
+                              dir_.path() / "loadgen.err", dir_.path()));
   ASSERT_TRUE(WaitUntil([&] { return AllScheduled(kJobs); }, seconds(30), milliseconds(200)))
       << CruxctlJson({"jobs"}).dump(2);
   loadgen_->Kill(SIGKILL);
@@ -465,7 +420,7 @@ TEST_F(SwitchE2eTest, ConfigDbFollowsPlansThroughFaultsAndRestarts) {
   Switch& sick = switches_[1];
   sick.redis->Kill(SIGKILL);
   WriteConfig(20);
-  ASSERT_EQ(::kill(cruxd_->pid(), SIGHUP), 0);
+  ASSERT_EQ(::kill(cruxd_.process()->pid(), SIGHUP), 0);
   std::string error;
   ASSERT_TRUE(WaitUntil(
       [&] {
@@ -508,30 +463,38 @@ TEST_F(SwitchE2eTest, ConfigDbFollowsPlansThroughFaultsAndRestarts) {
   EXPECT_EQ(CountInLog(0, "switch agent " + sick.name + " connected"), 1);
 
   // 6b. Drift: the aggregation switch's CONFIG_DB is flushed under its running agent (no push, no
-  //     restart). Within one reconcile period the agent puts every table back, and cruxd shows the
-  //     repair. The agent's ports are Ethernet0,Ethernet4, so the repair is 64 DSCP entries + 7 TC
-  //     entries + 9 scheduler fields (7 types, 2 DWRR weights) + 2 ports x (7 queues + 3
-  //     PORT_QOS_MAP fields) = 100 fields.
+  //     restart). The agent's own reconcile puts every table back and cruxd shows the repair. The
+  //     agent's ports are Ethernet0,Ethernet4, so the repair is 64 DSCP entries + 7 TC entries + 9
+  //     scheduler fields (7 types, 2 DWRR weights) + 2 ports x (7 queues + 3 PORT_QOS_MAP fields)
+  //     = 100 fields. What is checked is the order of events, not how long it took: the repair
+  //     was reported after the flush, as one repair of the whole flush, by the agent that was
+  //     running (no restart) for the epoch it had applied (no push in between).
   {
     Switch& drifted = switches_[1];
     const json before_row = SwitchRow(drifted.name);
     const uint64_t repairs_before = before_row.value("drift_repairs", 0ull);
+    const uint64_t epoch_before = before_row.value("applied_epoch", 0ull);
+    const int agent_runs_before = drifted.agent_runs;
+    const int applies_before = CountInAgentLog(drifted, "applied epoch");
+    ASSERT_GT(applies_before, 0) << "the agent's log shows no apply: is it the right file?";
+    const std::string repair_line = "reconcile: 100 field(s) of switch " + drifted.name +
+                                    " had drifted from epoch " + std::to_string(epoch_before);
+    const int repair_lines_before = CountInAgentLog(drifted, repair_line);
     const auto want = Expected(drifted.name, Jobs());
-    ASSERT_EQ(Redis(drifted, {"FLUSHDB"}).exit_code, 0);
+    const uint64_t flushed_unix_ms = UnixMs();  // Before the flush: cruxd's clock is the same.
     const auto flushed_at = std::chrono::steady_clock::now();
+    ASSERT_EQ(Redis(drifted, {"FLUSHDB"}).exit_code, 0);
     // (The agent may already have repaired it by the time a second redis-cli runs on a loaded
     // machine, so the empty map is not asserted; the repair report below proves the flush.)
     ASSERT_TRUE(
         WaitUntil([&] { return DeviceDscpMap(drifted) == want; }, seconds(10), milliseconds(20)))
         << "CONFIG_DB of " << drifted.name
         << " not repaired: " << Dump(DeviceDscpMap(drifted).value_or(std::map<int, int>{}));
-    const auto repaired_ms =
-        std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - flushed_at)
-            .count();
-    std::cout << "FLUSHDB on " << drifted.name << " repaired after " << repaired_ms
-              << " ms (reconcile period " << kReconcileMs << " ms)\n";
-    // One period, plus the apply itself and the polling step on a loaded machine.
-    EXPECT_LE(repaired_ms, kReconcileMs + 1000);
+    std::cout << "FLUSHDB on " << drifted.name << " repaired after "
+              << std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() -
+                                                          flushed_at)
+                     .count()
+              << " ms (reconcile period " << kReconcileMs << " ms; reported, not asserted)\n";
     auto sched_back = RedisHash(drifted, "SCHEDULER|crux_q1");
     ASSERT_TRUE(sched_back.has_value());
     EXPECT_EQ((*sched_back)["weight"], "20");
@@ -548,8 +511,14 @@ TEST_F(SwitchE2eTest, ConfigDbFollowsPlansThroughFaultsAndRestarts) {
         << "cruxctl switches does not show the repair: " << row.dump();
     EXPECT_EQ(row.value("drift_repairs", 0ull), repairs_before + 1) << row.dump();
     EXPECT_EQ(row.value("last_drifted_fields", 0u), 100u) << row.dump();
-    EXPECT_GT(row.value("last_drift_ms", 0ull), 0ull) << row.dump();
+    EXPECT_GE(row.value("last_drift_ms", 0ull), flushed_unix_ms) << row.dump();
     EXPECT_TRUE(row.value("last_error", std::string("?")).empty()) << row.dump();
+    // The reconcile of the running agent, not a push or a restart, repaired it.
+    EXPECT_EQ(row.value("applied_epoch", 0ull), epoch_before) << row.dump();
+    EXPECT_EQ(drifted.agent_runs, agent_runs_before);
+    EXPECT_TRUE(drifted.agent->running());
+    EXPECT_EQ(CountInAgentLog(drifted, "applied epoch"), applies_before);
+    EXPECT_EQ(CountInAgentLog(drifted, repair_line), repair_lines_before + 1);
     std::cout << "cruxctl switches after the repair: " << row.dump() << "\n";
     ExpectConverges("after FLUSHDB");
     // In sync again: the next reconciles find nothing and report nothing.
@@ -564,7 +533,7 @@ TEST_F(SwitchE2eTest, ConfigDbFollowsPlansThroughFaultsAndRestarts) {
     Switch& stalled = switches_[0];
     ASSERT_EQ(::kill(stalled.redis->pid(), SIGSTOP), 0);
     WriteConfig(30);
-    ASSERT_EQ(::kill(cruxd_->pid(), SIGHUP), 0);
+    ASSERT_EQ(::kill(cruxd_.process()->pid(), SIGHUP), 0);
     std::set<uint64_t> seen;
     int64_t max_gap_ms = 0;
     uint64_t last = 0;
@@ -599,7 +568,7 @@ TEST_F(SwitchE2eTest, ConfigDbFollowsPlansThroughFaultsAndRestarts) {
   std::map<std::string, int> colours;
   for (const auto& [id, j] : Jobs()) colours[id] = j.dscp;
   ASSERT_EQ(colours.size(), static_cast<size_t>(kJobs));
-  cruxd_->Kill(SIGKILL);
+  cruxd_.Kill(SIGKILL);
   StartCruxd();
   ASSERT_FALSE(HasFatalFailure());
   std::map<std::string, int> after;
@@ -620,7 +589,7 @@ TEST_F(SwitchE2eTest, AgentForAnUnknownSwitchExitsWithAConfigurationError) {
   ChildProcess agent;
   const fs::path log = dir_.path() / "agent_unknown.err";
   ASSERT_TRUE(agent.Start(
-      {CRUX_SWITCH_AGENT_BINARY, "--switch-name", "no-such-switch", "--daemon", endpoint_,
+      {CRUX_SWITCH_AGENT_BINARY, "--switch-name", "no-such-switch", "--daemon", cruxd_.endpoint(),
        "--insecure", "--backend", "log", "--hello-interval-ms", "300", "--call-timeout-ms", "1000"},
       dir_.path() / "agent_unknown.out", log, dir_.path()));
   // Bounded: an agent that retried forever would still be running.
@@ -632,7 +601,7 @@ TEST_F(SwitchE2eTest, AgentForAnUnknownSwitchExitsWithAConfigurationError) {
   EXPECT_NE(err.find("ERROR_CODE_UNKNOWN_HOST"), std::string::npos) << err;
   EXPECT_NE(err.find("'no-such-switch' is not a switch of the topology"), std::string::npos) << err;
   // cruxd is unaffected and knows no such switch.
-  EXPECT_TRUE(cruxd_->running());
+  EXPECT_TRUE(cruxd_.process()->running());
   EXPECT_TRUE(SwitchRow("no-such-switch").empty());
 }
 

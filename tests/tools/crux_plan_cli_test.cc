@@ -255,6 +255,8 @@ TEST_F(CruxPlanCliTest, BadFlagsAreUsageErrors) {
   ExpectFailure(RunWith(kClosTopo, kClosJobs, "--gpu-peak-tflops nan"), 2, {"--gpu-peak-tflops"});
   ExpectFailure(RunWith(kClosTopo, kClosJobs, "--gpu-peak-tflops -5"), 2,
                 {"--gpu-peak-tflops: must be a finite number > 0 (got -5)"});
+  ExpectFailure(RunWith(kClosTopo, kClosJobs, "--gpu-peak-tflops 0x10"), 2,
+                {"--gpu-peak-tflops: must be a finite number > 0 (got 0x10)"});
   ExpectFailure(RunWith(kClosTopo, kClosJobs, "--seed -1"), 2, {"--seed"});
   ExpectFailure(RunWith(kClosTopo, kClosJobs, "--bogus 1"), 2, {"--bogus"});
   ExpectFailure(RunWith(kClosTopo, kClosJobs, "--policy varys"), 2, {"--policy"});

@@ -1,15 +1,10 @@
 #include "crux/textio/csv.h"
 
 #include "crux/core/base/ids.h"
+#include "crux/core/base/text.h"
 
 namespace crux::textio {
 namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 std::string LineRef(int line) { return "line " + std::to_string(line); }
 
@@ -38,7 +33,7 @@ core::Result<std::vector<CsvRow>> ReadCsv(std::string_view text,
     start = end + 1;
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    line = Trim(line);
+    line = core::Trim(line);
     if (line.empty() || line.front() == '#') continue;
     CsvRow row;
     row.line = line_no;
@@ -46,10 +41,10 @@ core::Result<std::vector<CsvRow>> ReadCsv(std::string_view text,
     while (true) {
       const size_t comma = line.find(',', pos);
       if (comma == std::string_view::npos) {
-        row.fields.push_back(Trim(line.substr(pos)));
+        row.fields.push_back(core::Trim(line.substr(pos)));
         break;
       }
-      row.fields.push_back(Trim(line.substr(pos, comma - pos)));
+      row.fields.push_back(core::Trim(line.substr(pos, comma - pos)));
       pos = comma + 1;
     }
     if (!header_seen) {

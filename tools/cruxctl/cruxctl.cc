@@ -1,8 +1,6 @@
 #include "cruxctl.h"
 
 #include <CLI/CLI.hpp>
-#include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -15,6 +13,7 @@
 #include "crux/protocol/codec.h"
 #include "crux/protocol/curve.h"
 #include "crux/protocol/validate.h"
+#include "crux/textio/cli.h"
 #include "render.h"
 
 namespace crux::cruxctl {
@@ -45,18 +44,6 @@ struct Options {
   std::string key_name = "client";
   bool force = false;
 };
-
-// Accepts a finite number > 0 (CLI11's PositiveNumber lets infinity through).
-const CLI::Validator kFinitePositive(
-    [](std::string& text) -> std::string {
-      char* end = nullptr;
-      const double v = std::strtod(text.c_str(), &end);
-      if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || !(v > 0)) {
-        return "must be a finite number > 0 (got " + text + ")";
-      }
-      return "";
-    },
-    "POSITIVE");
 
 // Escapes each line of `text` on its own; the newlines between lines stay.
 std::string EscapeLines(const std::string& text) {
@@ -413,7 +400,7 @@ int RunCruxctl(int argc, const char* const* argv, std::ostream& out, std::ostrea
   set_link->add_option("HEALTH", o.health, "up | down | degraded | auto")->required();
   CLI::Option* capacity =
       set_link->add_option("--capacity-gbps", o.capacity_gbps, "Remaining capacity (degraded)")
-          ->check(kFinitePositive);
+          ->check(textio::FinitePositiveReal());
   CLI::App* plan = app.add_subcommand("plan", "Re-plan without applying (--dry-run)");
   plan->add_flag("--dry-run", o.dry_run, "Only show what would change (required)");
   CLI::App* switches = app.add_subcommand("switches", "Switch agents and their QoS state");

@@ -2,9 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
-#include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <new>
@@ -20,24 +18,12 @@
 #include "crux/spec/jobs_spec.h"
 #include "crux/spec/plan_output.h"
 #include "crux/spec/topology_spec.h"
+#include "crux/textio/cli.h"
 
 namespace crux::plan {
 namespace {
 
 constexpr const char* kProgram = "crux-plan";
-
-// Accepts a finite number > 0 (CLI11's PositiveNumber lets infinity through and prints
-// DBL_MAX in its message).
-const CLI::Validator kFinitePositive(
-    [](std::string& text) -> std::string {
-      char* end = nullptr;
-      const double v = std::strtod(text.c_str(), &end);
-      if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || !(v > 0)) {
-        return "must be a finite number > 0 (got " + text + ")";
-      }
-      return "";
-    },
-    "POSITIVE");
 
 // Accepts a decimal integer in [0, 2^64) (CLI11 alone would wrap "-1" into a uint64).
 const CLI::Validator kUnsigned(
@@ -105,7 +91,7 @@ int ParseFlags(int argc, const char* const* argv, PlanCliOptions* options, std::
       ->check(CLI::Range(1, 1000000));
   app.add_option("--gpu-peak-tflops", peak_tflops,
                  "Per-GPU peak TFLOP/s, for jobs without flops_per_iteration")
-      ->check(kFinitePositive);
+      ->check(textio::FinitePositiveReal());
   app.add_option("--path-order", path_order, "Order in which jobs pick their paths")
       ->check(CLI::IsMember({"intensity", "priority"}));
   app.add_option("--policy", options->policy,

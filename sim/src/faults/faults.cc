@@ -5,9 +5,14 @@
 #include <map>
 #include <random>
 #include <set>
-#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
 
+#include "crux/core/base/ids.h"
 #include "crux/core/topology/link_name.h"
+#include "crux/textio/csv.h"
+#include "crux/textio/number.h"
 #include "engine/num_text.h"
 
 namespace crux::sim {
@@ -18,19 +23,14 @@ using internal::Num;
 // Uniform in [0, 1) from 53 random bits (portable, unlike std::uniform_real_distribution).
 double Uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
-std::string Trim(std::string_view s) {
-  size_t b = 0;
-  size_t e = s.size();
-  while (b < e && (s[b] == ' ' || s[b] == '\t' || s[b] == '\r')) ++b;
-  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r')) --e;
-  return std::string(s.substr(b, e - b));
-}
+// The columns of a faults CSV (crux/textio/csv.h is the dialect).
+constexpr std::string_view kColumns[] = {"time_s", "kind", "target", "fraction", "duration_s"};
+constexpr double kMaxSeconds = 1e9;
 
-bool ParseDouble(const std::string& s, double* v) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  *v = std::strtod(s.c_str(), &end);
-  return end == s.c_str() + s.size() && std::isfinite(*v);
+// A real of the one number grammar of Crux's inputs (crux/textio/number.h): finite, decimal, so
+// "0x10", "inf" and "+1" are refused here as in every other input.
+bool ParseReal(std::string_view s, double* v) {
+  return textio::ParseReal(s, v) == textio::NumberStatus::kOk;
 }
 
 }  // namespace
@@ -146,34 +146,18 @@ core::Result<std::vector<InjectedFault>> GenerateFaults(const core::Topology& to
 
 core::Result<std::vector<InjectedFault>> ParseFaultsCsv(std::string_view text,
                                                         const core::Topology& topo) {
+  CRUX_ASSIGN_OR_RETURN(const std::vector<textio::CsvRow> rows, textio::ReadCsv(text, kColumns));
   std::vector<InjectedFault> out;
-  std::istringstream in{std::string(text)};
-  std::string line;
-  size_t lineno = 0;
-  bool header = false;
-  while (std::getline(in, line)) {
-    ++lineno;
-    const std::string t = Trim(line);
-    if (t.empty() || t[0] == '#') continue;
-    const std::string ctx = "line " + std::to_string(lineno);
-    if (!header) {
-      if (t != "time_s,kind,target,fraction,duration_s") {
-        return core::InvalidArgumentError(
-            ctx + ": header must be 'time_s,kind,target,fraction,duration_s'");
-      }
-      header = true;
-      continue;
-    }
-    std::vector<std::string> f;
-    std::stringstream ss(t);
-    std::string item;
-    while (std::getline(ss, item, ',')) f.push_back(Trim(item));
-    if (t.back() == ',') f.push_back("");
-    if (f.size() != 5) return core::InvalidArgumentError(ctx + ": expected 5 fields");
+  for (const textio::CsvRow& row : rows) {
+    const std::vector<std::string_view>& f = row.fields;
+    auto error = [&](size_t col, const std::string& what) {
+      return textio::CsvFieldError(row, col, kColumns,
+                                   what + " (got " + core::QuoteName(f[col]) + ")");
+    };
     InjectedFault x;
     double v = 0;
-    if (!ParseDouble(f[0], &v) || v < 0 || v > 1e9) {
-      return core::InvalidArgumentError(ctx + " (time_s): must be a number in [0, 1e9]");
+    if (!ParseReal(f[0], &v) || v < 0 || v > kMaxSeconds) {
+      return error(0, "must be a finite number >= 0 and <= 1e+09");
     }
     x.at = Duration::Seconds(v);
     if (f[1] == "link_down") {
@@ -183,41 +167,40 @@ core::Result<std::vector<InjectedFault>> ParseFaultsCsv(std::string_view text,
     } else if (f[1] == "tor_down") {
       x.kind = FaultKind::kTorDown;
     } else {
-      return core::InvalidArgumentError(ctx + " (kind): must be link_down, link_gray or tor_down");
+      return error(1, "must be link_down, link_gray or tor_down");
     }
     if (f[2] == "busy") {
       x.busy = true;
     } else if (x.kind == FaultKind::kTorDown) {
       core::Result<core::NodeId> n = topo.FindNode(f[2]);
       if (!n.ok() || topo.node(*n).kind != core::NodeKind::kTor) {
-        return core::InvalidArgumentError(ctx + " (target): no ToR named '" + f[2] + "'");
+        return error(2, "must be a ToR of the topology or busy");
       }
       x.node = *n;
     } else {
       core::Result<core::LinkName> l = core::ParseLinkName(topo, f[2]);
-      if (!l.ok()) return l.status().WithContext(ctx + " (target)");
+      if (!l.ok()) return textio::CsvFieldError(row, 2, kColumns, l.status().message());
       x.link = l->link;
     }
     if (x.kind == FaultKind::kLinkGray) {
-      if (!ParseDouble(f[3], &v) || !(v > 0 && v < 1)) {
-        return core::InvalidArgumentError(ctx + " (fraction): must be in (0, 1) for link_gray");
+      if (!ParseReal(f[3], &v) || !(v > 0 && v < 1)) {
+        return error(3, "must be a number in (0, 1) for link_gray");
       }
       x.fraction = v;
-    } else if (!f[3].empty() && !(ParseDouble(f[3], &v) && v == 0)) {
-      return core::InvalidArgumentError(ctx + " (fraction): only for link_gray (empty or 0)");
+    } else if (!f[3].empty() && !(ParseReal(f[3], &v) && v == 0)) {
+      return error(3, "only for link_gray (empty or 0)");
     }
-    if (!ParseDouble(f[4], &v) || !(v > 0) || v > 1e9) {
-      return core::InvalidArgumentError(ctx + " (duration_s): must be in (0, 1e9]");
+    if (!ParseReal(f[4], &v) || !(v > 0) || v > kMaxSeconds) {
+      return error(4, "must be a finite number > 0 and <= 1e+09");
     }
     x.duration = Duration::Seconds(v);
     out.push_back(x);
   }
-  if (!header) return core::InvalidArgumentError("faults CSV: no header line");
   return out;
 }
 
 std::string FormatFaultsCsv(const std::vector<InjectedFault>& faults, const core::Topology& topo) {
-  std::string s = "time_s,kind,target,fraction,duration_s\n";
+  std::string s = textio::CsvHeader(kColumns) + "\n";
   for (const InjectedFault& f : faults) {
     std::string target = "busy";
     if (f.kind == FaultKind::kTorDown ? f.node.valid() : f.link.valid()) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string_view>
+
 namespace crux::core {
 namespace {
 
@@ -35,6 +37,18 @@ TEST(TextTest, EscapingNeutralisesTerminalSequences) {
   EXPECT_EQ(EscapeForTerminal("\xe6\xa8\xa1"), "\xe6\xa8\xa1");
   EXPECT_EQ(EscapeForTerminal("\xc2\x9b"), "\\xc2\\x9b");
   EXPECT_EQ(EscapeForTerminal("\xff"), "\\xff");
+}
+
+TEST(TextTest, TrimDropsSpacesAndTabsAtEitherEndOnly) {
+  EXPECT_EQ(Trim(" \t a b \t "), "a b");
+  EXPECT_EQ(Trim("a"), "a");
+  EXPECT_EQ(Trim(" \t "), "");
+  EXPECT_EQ(Trim(""), "");
+  // Line endings and other control characters are the caller's (a CRLF reader drops the '\r').
+  EXPECT_EQ(Trim(" a\r"), "a\r");
+  EXPECT_EQ(Trim("\na "), "\na");
+  const std::string_view text = "  x  ";
+  EXPECT_EQ(Trim(text).data(), text.data() + 2);  // A view into the text, no copy.
 }
 
 }  // namespace

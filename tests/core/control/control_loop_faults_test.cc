@@ -12,7 +12,7 @@
 
 #include "crux/core/control/control_loop.h"
 #include "crux/core/policies/policy.h"
-#include "crux/core/topology/builders.h"
+#include "crux/testing/clos.h"
 
 namespace crux::core {
 namespace {
@@ -22,14 +22,7 @@ constexpr Duration kDebounce = Duration::Millis(30);
 class ControlLoopFaultsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    Clos2Params p;
-    p.tors = 4;
-    p.aggs = 2;
-    p.hosts_per_tor = 4;
-    p.host.nics_per_host = 1;
-    auto t = BuildClos2(p);
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    nominal_ = std::make_unique<Topology>(std::move(t).value());
+    nominal_ = std::make_unique<Topology>(testing::Clos2(4, 2, 4));
     current_ = std::make_unique<Topology>(*nominal_);
     NewPolicy();
     options_.debounce = kDebounce;

@@ -9,7 +9,7 @@
 
 #include "crux/core/plan/plan_quality.h"
 #include "crux/core/policies/policy.h"
-#include "crux/core/topology/builders.h"
+#include "crux/testing/clos.h"
 
 namespace crux::core {
 namespace {
@@ -19,14 +19,7 @@ constexpr Duration kDebounce = Duration::Millis(30);
 class ControlLoopTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    Clos2Params p;
-    p.tors = 4;
-    p.aggs = 2;
-    p.hosts_per_tor = 4;
-    p.host.nics_per_host = 1;
-    auto t = BuildClos2(p);
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    topo_ = std::make_unique<Topology>(std::move(t).value());
+    topo_ = std::make_unique<Topology>(testing::Clos2(4, 2, 4));
     PolicyOptions po;
     po.resolve_ports = true;
     auto policy = MakePolicy("crux", *topo_, po, &clock_);
@@ -484,14 +477,7 @@ TEST_F(StableControlLoopTest, AHostCanPassReoptimisationsItKnowsWouldKeepThePlan
 TEST_F(StableControlLoopTest, AReoptimisationThatGainsEnoughReplacesThePlanInForce) {
   // Two ToRs joined by two aggregation switches; every link at the NICs' 200 Gbps, so two jobs
   // on one ToR-Agg link are its most loaded link.
-  Clos2Params p;
-  p.tors = 2;
-  p.aggs = 2;
-  p.hosts_per_tor = 2;
-  p.uplink_gbps = 200;
-  auto full = BuildClos2(p);
-  ASSERT_TRUE(full.ok()) << full.status().ToString();
-  topo_ = std::make_unique<Topology>(std::move(full).value());
+  topo_ = std::make_unique<Topology>(testing::Clos2(2, 2, 2, /*gbps=*/200));
   // While agg1 is down, both jobs can only take agg0.
   Topology degraded = *topo_;
   const NodeId agg1 = topo_->FindNode("agg1").value();

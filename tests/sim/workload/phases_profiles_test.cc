@@ -17,6 +17,7 @@
 #include "crux/core/topology/builders.h"
 #include "crux/sim/simulator.h"
 #include "crux/sim/workload/models.h"
+#include "crux/testing/sim_jobs.h"
 
 namespace crux::sim::workload {
 namespace {
@@ -60,16 +61,6 @@ SimJob PhaseJob(const core::Topology& topo, const std::string& id, const core::I
   j.spec = *spec;
   j.iteration = std::make_shared<const core::IterationModel>(m);
   return j;
-}
-
-SimOptions Options(double horizon_s) {
-  SimOptions o;
-  o.control.oracle = true;
-  o.horizon = Duration::Seconds(horizon_s);
-  o.per_hop_latency = Duration::Zero();
-  o.sample_interval = Duration::Seconds(horizon_s / 10);
-  o.policy.planner.levels = 4;
-  return o;
 }
 
 // The smallest size each profile accepts; the flows per iteration it starts (the test's cost).
@@ -122,7 +113,7 @@ double EngineIteration(const ModelProfile& m, int gpus, Duration alpha, double* 
   const core::Topology topo = RailSegment(it->layout.hosts(), net.nic_bandwidth.ToGbps());
   SimJob job = PhaseJob(topo, m.name, *it);
   job.iterations = 2;
-  SimOptions o = Options(10 * ref->iteration.ToSeconds());
+  SimOptions o = testing::OracleOptions(10 * ref->iteration.ToSeconds());
   o.per_hop_latency = alpha;
   o.fast_forward = false;
   core::Result<SimResult> r = Simulate(topo, "ecmp", {job}, {}, o);

@@ -116,6 +116,7 @@ TEST(CruxctlArgsTest, UsageErrorsExitTwoWithoutTouchingTheDaemon) {
       {"set-link", "tor0->agg1", "degraded"},
       {"set-link", "tor0->agg1", "degraded", "--capacity-gbps", "inf"},
       {"set-link", "tor0->agg1", "degraded", "--capacity-gbps", "-5"},
+      {"set-link", "tor0->agg1", "degraded", "--capacity-gbps", "0x10"},
       {"set-link", "tor0->agg1", "up", "--capacity-gbps", "10"},
       {"plan"},
       {"job", "has space"},
@@ -244,7 +245,7 @@ TEST(CruxctlCommandTest, EveryErrorCodeHasWords) {
   EXPECT_EQ(DescribeErrorCode(static_cast<v1::ErrorCode>(999)), "unknown error code 999");
 }
 
-// Issue #10: a model name with terminal escapes retitled and cleared the admin's terminal.
+// A model name with terminal escapes must not retitle or clear the admin's terminal.
 TEST(CruxctlCommandTest, HostileModelNameIsEscapedInTextAndValidInJson) {
   const std::string model = "bert\x1b]0;owned\x07\x1b[2J\ncruxd: all jobs healthy";
   Script script;
@@ -413,14 +414,24 @@ TEST_F(CruxctlIpcTest, StatusRoundTripOverIpc) {
   EXPECT_EQ(requests_.load(), 2);
 }
 
+// A daemon that takes the request and never answers: cruxctl gives up at its deadline, not
+// before it (it waited for the reply) and says so. A cruxctl that blocked for good would hang the
+// test until ctest's timeout ends it; no upper bound on the wall clock is asserted.
 TEST_F(CruxctlIpcTest, SilentDaemonTimesOutWithExitThree) {
   StartServer(/*answer=*/false);
   const auto start = std::chrono::steady_clock::now();
   const CliRun r = RunWith({"--socket", socket_path(), "--timeout-ms", "300", "jobs"}, RealEnv());
   const auto elapsed = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(r.code, kExitUnreachable) << r.err;
-  EXPECT_LT(elapsed, std::chrono::seconds(5));
-  EXPECT_GE(elapsed, std::chrono::milliseconds(250));
+  EXPECT_NE(r.err.find("did not answer within 300 ms"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_GE(elapsed, std::chrono::milliseconds(300));
+  // The request did reach the daemon, once (the server thread may count it a little later).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (requests_.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(requests_.load(), 1);
 }
 
 TEST_F(CruxctlIpcTest, NoSocketFileExitsThreeAtOnce) {
@@ -458,7 +469,8 @@ int ListeningSocket(const std::string& path) {
   return fd;
 }
 
-// Issue #10: a stale admin.sock made cruxctl wait the whole timeout and blame permissions.
+// A stale admin.sock is named at once: cruxctl neither waits the whole timeout nor blames
+// permissions.
 TEST_F(CruxctlIpcTest, StaleSocketIsNamedAtOnceWithExitThree) {
   MakeStaleSocket(socket_path());
   // The default timeout of the report: the old code waited it out, then blamed permissions.

@@ -126,7 +126,9 @@ core::Result<std::vector<InjectedFault>> GenerateFaults(const core::Topology& to
 
 // CSV: header "time_s,kind,target,fraction,duration_s"; kind link_down|link_gray|tor_down;
 // target "a-b" / "a->b" (core::ParseLinkName) for links, a ToR name for tor_down, or "busy";
-// fraction only for link_gray (else empty or 0). '#' comments and blank lines skipped.
+// fraction only for link_gray (else empty or 0). The CSV dialect (comments, blank lines,
+// trimming) is crux/textio/csv.h's, numbers are those of crux/textio/number.h ("0x10", "inf" and
+// "+1" are refused), and an error names the line and column: "line 3, column 1 (time_s): ...".
 core::Result<std::vector<InjectedFault>> ParseFaultsCsv(std::string_view text,
                                                         const core::Topology& topo);
 std::string FormatFaultsCsv(const std::vector<InjectedFault>& faults, const core::Topology& topo);

@@ -1,4 +1,5 @@
-// Text safety: what counts as printable text, and how untrusted text is shown to humans.
+// Text safety: what counts as printable text, and how untrusted text is shown to humans; and Trim,
+// the one trim of the text readers.
 //
 // Printable text is valid UTF-8 with no control characters: no C0 controls (U+0000-U+001F,
 // including tab and newline), no DEL (U+007F), no C1 controls (U+0080-U+009F, which terminals
@@ -28,6 +29,10 @@ inline bool IsPrintableText(std::string_view text) {
 
 // See the file comment.
 std::string EscapeForTerminal(std::string_view text);
+
+// `text` without the blanks (spaces and tabs) at either end: a view into `text`. Line endings are
+// the caller's: a reader of CRLF text drops the '\r' of a line before trimming it.
+std::string_view Trim(std::string_view text);
 
 }  // namespace crux::core
 
