@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "crux/core/base/ids.h"
+#include "crux/core/base/text.h"
 #include "crux/textio/file.h"
 #include "crux/textio/number.h"
 #include "crux/textio/yaml.h"
@@ -721,10 +722,8 @@ std::vector<std::string> SplitEndpointList(const std::string& list) {
   while (start <= list.size()) {
     size_t end = list.find(',', start);
     if (end == std::string::npos) end = list.size();
-    std::string item = list.substr(start, end - start);
-    const size_t a = item.find_first_not_of(" \t");
-    const size_t b = item.find_last_not_of(" \t");
-    if (a != std::string::npos) out.push_back(item.substr(a, b - a + 1));
+    const std::string_view item = core::Trim(std::string_view(list).substr(start, end - start));
+    if (!item.empty()) out.emplace_back(item);
     start = end + 1;
   }
   return out;
