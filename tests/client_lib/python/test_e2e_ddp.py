@@ -4,6 +4,7 @@ and an assignment. Skipped when cruxd or cruxctl are not built (CRUXD_BINARY, CR
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -101,17 +102,36 @@ def wait_until(pred, timeout=15.0):
     return pred()
 
 
+def run_job(args, env, timeout):
+    """Runs a job script in a session of its own; on timeout the whole session (the launcher and
+    the rank processes it spawned) is killed, so no rank is left running after the test."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail("job did not finish in %d s:\n%s\n%s" % (timeout, out, err))
+    finally:
+        try:  # Ranks that outlived their launcher.
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
 def test_pytorch_ddp_job_reports_and_gets_assignment(daemon, tmp_path):
     pytest.importorskip("torch")
     summary_path = tmp_path / "summary.json"
     env = dict(os.environ)
     job = "ddp-e2e"
-    r = subprocess.run(
+    r = run_job(
         [sys.executable, os.path.join(SOURCE, "examples", "pytorch_ddp.py"),
          "--endpoint", daemon.endpoint, "--job-id", job, "--hosts", "host0,host5",
          "--steps", "30", "--step-sleep-ms", "40", "--lease-ms", "60000", "--keep-job",
          "--summary", str(summary_path)],
-        capture_output=True, text=True, timeout=120, env=env)
+        env, timeout=120)
     assert r.returncode == 0, "job failed:\n%s\n%s\ncruxd log:\n%s" % (
         r.stdout, r.stderr, daemon.log_path.read_text())
     summary = json.loads(summary_path.read_text())
