@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
-#include <ranges>
 #include <string>
 #include <utility>
 #include <vector>
@@ -248,10 +247,13 @@ class ComponentSolver {
       }
     };
 
+    // Local ids 0..n-1 as a vector: clang 14 cannot use libstdc++ 12's std::views::iota.
+    local_ids_.resize(un);
+    std::iota(local_ids_.begin(), local_ids_.end(), 0);
     double best = kNegInf;
     for (int t = 0; t < topo_orders; ++t) {
       Rng rng(Mix64(comp_seed + static_cast<uint64_t>(t)));
-      RandomTopologicalOrder(std::views::iota(0, n), for_each_out, rng);
+      RandomTopologicalOrder(local_ids_, for_each_out, rng);
       BuildCost(comp, g);
       const double value = SplitDp(g, num_blocks);
       if (value > best) {  // Strict: ties keep the first order found.
@@ -487,6 +489,7 @@ class ComponentSolver {
   std::vector<int> pos_;    // Local node -> position.
   std::vector<int> indegree_;
   std::vector<int> ready_;
+  std::vector<int> local_ids_;      // 0..n-1 for the exact solver's component.
   std::vector<int> bucket_begin_;   // Bucket -> first position (g + 1 entries).
   std::vector<int> bucket_of_pos_;  // Position -> bucket.
   std::vector<double> diff_;
