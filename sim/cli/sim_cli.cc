@@ -100,6 +100,7 @@ struct FaultFlags {
   double link_down = 0.4;
   double link_gray = 0.4;
   double tor_down = 0.2;
+  double link_lossy = 0;
   double gray_min = 0.1;
   double gray_max = 0.7;
   bool uniform = false;
@@ -108,6 +109,8 @@ struct FaultFlags {
   double stall_timeout_ms = 1000;
   double grace_s = 5;
   std::string modes = "none,manual,auto,tomography";
+  std::string expectation = "plan_share";  // faults.expectation: plan_share or own_best.
+  int min_jobs = 2;                        // faults.min_jobs.
 };
 
 struct GenFlags {
@@ -554,6 +557,7 @@ int DoFaults(RunFlags f, const FaultFlags& ff, std::ostream& out, std::ostream& 
     g.link_down = ff.link_down;
     g.link_gray = ff.link_gray;
     g.tor_down = ff.tor_down;
+    g.link_lossy = ff.link_lossy;
     g.gray_min = ff.gray_min;
     g.gray_max = ff.gray_max;
     g.busy_targets = !ff.uniform;
@@ -574,6 +578,10 @@ int DoFaults(RunFlags f, const FaultFlags& ff, std::ostream& out, std::ostream& 
     r.mode = mode;
     sim::SimOptions o = p.options;
     o.faults = base;
+    o.control.loop.faults.expectation = ff.expectation == "own_best"
+                                            ? core::FlowExpectation::kOwnBest
+                                            : core::FlowExpectation::kPlanShare;
+    o.control.loop.faults.min_jobs = ff.min_jobs;
     if (mode == "none") {
       r.description = "no faults (flow reports on: every decision is a false positive)";
     } else if (mode == "manual") {
@@ -632,12 +640,15 @@ int DoFaults(RunFlags f, const FaultFlags& ff, std::ostream& out, std::ostream& 
   setup["horizon_s"] = p.info.horizon_s;
   setup["faults"] = faults.size();
   setup["faults_file"] = ff.file;
+  setup["expectation"] = ff.expectation;
+  setup["min_jobs"] = ff.min_jobs;
   setup["targets"] = ff.file.empty() ? (ff.uniform ? "uniform" : "busy") : "file";
   setup["start_s"] = ff.start_s;
   setup["spacing_s"] = ff.spacing_s;
   setup["duration_s"] = {ff.min_duration_s, ff.max_duration_s};
   setup["mix"] = {
-      {"link_down", ff.link_down}, {"link_gray", ff.link_gray}, {"tor_down", ff.tor_down}};
+      {"link_down", ff.link_down}, {"link_gray", ff.link_gray}, {"tor_down", ff.tor_down},
+      {"link_lossy", ff.link_lossy}};
   setup["gray_fraction"] = {ff.gray_min, ff.gray_max};
   setup["report_interval_ms"] = ff.report_interval_ms;
   setup["stall_timeout_ms"] = ff.stall_timeout_ms;
@@ -748,6 +759,8 @@ int RunSimCli(int argc, const char* const* argv, std::ostream& out, std::ostream
     fc->add_option("--mix", ff.link_down, "Weight of link_down (0.4)");
     fc->add_option("--mix-gray", ff.link_gray, "Weight of link_gray (0.4)");
     fc->add_option("--mix-tor", ff.tor_down, "Weight of tor_down (0.2)");
+    fc->add_option("--mix-lossy", ff.link_lossy,
+                   "Weight of link_lossy: gray with port error counters (0)");
     fc->add_option("--gray-min", ff.gray_min, "Least gray capacity fraction (0.1)");
     fc->add_option("--gray-max", ff.gray_max, "Largest gray capacity fraction (0.7)");
     fc->add_flag("--uniform", ff.uniform,
@@ -762,6 +775,12 @@ int RunSimCli(int argc, const char* const* argv, std::ostream& out, std::ostream
     fc->add_option("--grace-s", ff.grace_s, "A decision this long after a fault ends counts (5)");
     fc->add_option("--modes", ff.modes,
                    "Runs: none,manual,auto,tomography,tomography1 (default: the first four)");
+    fc->add_option("--expectation", ff.expectation,
+                   "What a flow is measured against: plan_share (default) or own_best")
+        ->check(CLI::IsMember({"plan_share", "own_best"}));
+    fc->add_option("--min-jobs", ff.min_jobs,
+                   "Jobs behind a flows-only suspicion before it changes a link (default 2)")
+        ->check(CLI::Range(1, 1000));
     CLI::App* gt = app.add_subcommand("gen-trace", "Generate a Lingjun-calibrated trace CSV");
     gt->add_option("--seed", gen.seed, "Seed");
     gt->add_option("--days", gen.days, "Trace span in days")->check(CLI::PositiveNumber);

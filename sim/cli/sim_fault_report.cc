@@ -108,7 +108,7 @@ json FaultReportJson(const core::Topology& topo, const std::vector<FaultModeRun>
         x["kind"] = std::string(sim::FaultKindName(fr.fault.kind));
         x["target"] = fr.fault.kind == sim::FaultKind::kTorDown ? topo.node(fr.fault.node).name
                                                                 : LinkStr(topo, fr.fault.link);
-        if (fr.fault.kind == sim::FaultKind::kLinkGray) x["fraction"] = fr.fault.fraction;
+        if (sim::IsGray(fr.fault.kind)) x["fraction"] = fr.fault.fraction;
         x["start_s"] = fr.fault.at.ToSeconds();
         x["duration_s"] = fr.fault.duration.ToSeconds();
         x["crossed_by_flow"] = fr.crossed_by_flow;

@@ -108,6 +108,9 @@ TEST(FaultInjectionTest, HardLinkDownFoundByTomographyAloneAndJobsReRouted) {
   const LinkId l = Link(topo, "tor0", "agg0");
   o.faults.faults = {Fault(FaultKind::kLinkDown, l, 30, 60)};
   o.faults.switch_signals = false;
+  // The default test workload's flows over the cable may all be one job's: with no switch
+  // signal, one tenant's flows may accuse only with min_jobs 1 (the rule is tested below).
+  o.control.loop.faults.min_jobs = 1;
   const SimResult r = RunFaults(topo, o);
   ASSERT_EQ(r.fault_records.size(), 1u);
   EXPECT_TRUE(r.fault_records[0].injected);
@@ -130,7 +133,7 @@ TEST(FaultInjectionTest, HardLinkDownFoundByTomographyAloneAndJobsReRouted) {
   int64_t it_manual = 0;
   for (const JobResult& j : r.jobs) it_auto += j.iterations;
   for (const JobResult& j : m.jobs) it_manual += j.iterations;
-  EXPECT_GT(it_auto, it_manual);
+  EXPECT_GT(it_auto, it_manual) << Dump(topo, r);
   EXPECT_GT(r.gpu_utilization, m.gpu_utilization);
 }
 
@@ -215,11 +218,38 @@ TEST(FaultInjectionTest, GrayLinkDegradedWithAnEstimateNearItsFraction) {
   SimOptions o = Options(120);
   const LinkId l = Link(topo, "tor0", "agg0");
   o.faults.faults = {Fault(FaultKind::kLinkGray, l, 30, 60, 0.5)};
+  o.control.loop.faults.min_jobs = 1;  // One job's flows are the only evidence.
   const SimResult r = RunFaults(topo, o, jobs);
   const FaultScore sc = ScoreFaults(r.fault_records, r.link_decisions, true, Duration::Seconds(5));
   ASSERT_EQ(sc.detected, 1u) << Dump(topo, r);
   EXPECT_EQ(sc.precision, 1.0) << Dump(topo, r);
   EXPECT_NEAR(sc.outcomes[0].estimate, 0.5, 0.15) << Dump(topo, r);
+}
+
+// The same gray cable under the default rules: one job's flows alone never move a link (no
+// decision at all), but the same fault with packet loss (link_lossy) shows in the switch's port
+// counters too, and flows plus counters agree: down, on that cable only.
+TEST(FaultInjectionTest, OneJobAloneMovesNothingALossyLinkIsFoundWithItsCounters) {
+  const Topology topo = Clos(/*aggs=*/1, /*hosts=*/2);
+  const std::vector<SimJob> jobs = {RingJob(topo, "a", {0, 2, 1, 4}, 0.2, 1500)};
+  const LinkId l = Link(topo, "tor0", "agg0");
+  SimOptions o = Options(120);
+  o.faults.faults = {Fault(FaultKind::kLinkGray, l, 30, 60, 0.5)};
+  const SimResult gray = RunFaults(topo, o, jobs);
+  EXPECT_TRUE(gray.link_decisions.empty()) << Dump(topo, gray);
+
+  o.faults.faults = {Fault(FaultKind::kLinkLossy, l, 30, 60, 0.5)};
+  const SimResult lossy = RunFaults(topo, o, jobs);
+  const FaultScore sc =
+      ScoreFaults(lossy.fault_records, lossy.link_decisions, true, Duration::Seconds(5));
+  ASSERT_EQ(sc.detected, 1u) << Dump(topo, lossy);
+  EXPECT_EQ(sc.precision, 1.0) << Dump(topo, lossy);
+  EXPECT_LE(sc.outcomes[0].detection_time, Duration::Seconds(3)) << Dump(topo, lossy);
+  bool down = false;
+  for (const LinkDecisionRecord& d : lossy.link_decisions) {
+    down = down || (d.health == LinkHealth::kDown && (d.link == l || d.link == topo.link(l).reverse));
+  }
+  EXPECT_TRUE(down) << Dump(topo, lossy);
 }
 
 TEST(FaultInjectionTest, SameSeedSameResult) {
@@ -258,13 +288,16 @@ TEST(FaultInjectionTest, FaultsCsvRoundTripsAndRejectsBadLines) {
       "10,link_down,tor0-agg0,,5\n"
       "20,link_gray,tor1->agg1,0.4,6\n"
       "30,tor_down,tor1,,7\n"
-      "40,link_down,busy,,8\n";
+      "40,link_down,busy,,8\n"
+      "50,link_lossy,tor0-agg1,0.7,9\n";
   const std::vector<InjectedFault> f = Must(ParseFaultsCsv(csv, topo));
-  ASSERT_EQ(f.size(), 4u);
+  ASSERT_EQ(f.size(), 5u);
   EXPECT_EQ(f[1].kind, FaultKind::kLinkGray);
   EXPECT_DOUBLE_EQ(f[1].fraction, 0.4);
   EXPECT_TRUE(f[3].busy);
-  EXPECT_EQ(Must(ParseFaultsCsv(FormatFaultsCsv(f, topo), topo)).size(), 4u);
+  EXPECT_EQ(f[4].kind, FaultKind::kLinkLossy);
+  EXPECT_DOUBLE_EQ(f[4].fraction, 0.7);
+  EXPECT_EQ(Must(ParseFaultsCsv(FormatFaultsCsv(f, topo), topo)), f);
   core::Result<std::vector<InjectedFault>> bad =
       ParseFaultsCsv("time_s,kind,target,fraction,duration_s\n1,link_gray,tor0-agg0,1.5,2\n", topo);
   ASSERT_FALSE(bad.ok());

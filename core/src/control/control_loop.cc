@@ -612,6 +612,8 @@ std::vector<LinkDecision> ControlLoop::EvaluateFaults() {
   std::vector<LinkDecision> decisions = faults_.Evaluate(clock_->Now(), *topo_, *applied_);
   for (const LinkDecision& d : decisions) {
     unseat_[d.link] = ++unseat_seq_;
+    // No job crosses a link that comes back: only planning from scratch can use it again.
+    if (d.health == LinkHealth::kUp) reoptimize_after_recovery_ = true;
     Request("link " + d.reason);
   }
   return decisions;
@@ -723,6 +725,12 @@ std::shared_ptr<const PlanningSnapshot> ControlLoop::StartPlan() {
   if (!last_reoptimize_) {
     last_reoptimize_ = now;  // The first run starts the interval (after a restart it continues
                              // the plan in force: see RunPlan).
+  } else if (reoptimize_after_recovery_) {
+    reoptimize_after_recovery_ = false;
+    snap->reoptimize = true;
+    snap->reoptimize_min_gain = options_.reoptimize_min_gain;
+    snap->reason += std::string(snap->reason.empty() ? "" : ", ") +
+                    "re-optimisation (a link came back)";
   } else if (const std::optional<Duration> r = ReoptimizeAt(); r && now >= *r) {
     snap->reoptimize = true;
     snap->reoptimize_min_gain = options_.reoptimize_min_gain;

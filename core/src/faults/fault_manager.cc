@@ -4,8 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <span>
+#include <string_view>
 #include <tuple>
 #include <utility>
+
+#include "crux/core/faults/planned_share.h"
 
 namespace crux::core {
 namespace {
@@ -67,6 +71,7 @@ Status ValidateFaultOptions(const FaultOptions& o) {
     return InvalidArgumentError("faults.gray_ratio: must be in (0, 1]");
   }
   if (l.min_flows < 1) return InvalidArgumentError("faults.min_flows: must be >= 1");
+  if (o.min_jobs < 1) return InvalidArgumentError("faults.min_jobs: must be >= 1");
   if (l.iterations < 1) return InvalidArgumentError("faults.iterations: must be >= 1");
   if (!(l.lambda >= 0 && std::isfinite(l.lambda))) {
     return InvalidArgumentError("faults.lambda: must be >= 0");
@@ -171,6 +176,7 @@ void FaultManager::OnFlows(const std::string& job_id, const std::vector<FlowSamp
 void FaultManager::ForgetJob(const std::string& job_id) {
   auto it = flows_.lower_bound(FlowKey{job_id, 0, 0, false, 0});
   while (it != flows_.end() && it->first.job == job_id) it = flows_.erase(it);
+  replans_.erase(job_id);
 }
 
 void FaultManager::SetAdmin(LinkId link, AdminLinkState state, Duration /*now*/) {
@@ -270,6 +276,10 @@ void FaultManager::Record(LinkId link, const LinkState& s, LinkHealth from, Dura
 struct FaultManager::Observations {
   std::vector<PathObservation> paths;
   std::vector<const std::pair<const FlowKey, FlowRecord>*> flows;
+  // Per row: the achieved and the best recent rate (bits/s; 0 for a failed row), the job's level.
+  std::vector<double> rate_bps;
+  std::vector<double> best_bps;
+  std::vector<int> levels;
 
   // The jobs (sorted, ", "-separated) and the first few flows behind `s`, as evidence lines.
   std::pair<std::string, std::vector<std::string>> Describe(const Suspect& s,
@@ -289,6 +299,7 @@ struct FaultManager::Evaluation {
 // One link's signals at this evaluation.
 struct FaultManager::LinkSignals {
   bool counters_bad = false;
+  int tomo_jobs = 0;  // Distinct jobs behind the tomography suspect.
   std::string counter_text;  // Empty: no fresh counter reading.
   const Suspect* tomo = nullptr;
   std::string tomo_text;
@@ -384,8 +395,9 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
   urgent_ = false;
   dirty_ = false;
   ForgetStaleFlows(now);
+  NoteReplans(applied, now);
   const Duration window_start = now - options_.evidence_window;
-  const Observations observations = BuildObservations(window_start, applied);
+  const Observations observations = BuildObservations(window_start, applied, nominal);
   const std::vector<Suspect> suspects = Localise(observations.paths, options_.localisation);
   Evaluation ev{.now = now,
                 .window_start = window_start,
@@ -414,15 +426,29 @@ void FaultManager::ForgetStaleFlows(Duration now) {
   }
 }
 
+void FaultManager::NoteReplans(const AppliedPlan& applied, Duration now) {
+  for (auto it = replans_.begin(); it != replans_.end();) {
+    it = applied.count(it->first) ? std::next(it) : replans_.erase(it);
+  }
+  for (const auto& [job, entry] : applied) {
+    auto [it, inserted] = replans_.try_emplace(job, Replan{entry->epoch, now});
+    if (!inserted && it->second.epoch != entry->epoch) it->second = Replan{entry->epoch, now};
+  }
+}
+
 // A sample is one row per pin: matched to the pin of its NIC pair with its source port (a sample
 // from a port no pin of the pair uses predates a re-route: skipped); a sample with port 0
 // (unknown) goes to the pair's first pin, and so does any sample of a pair whose first pin has
 // no port.
 FaultManager::Observations FaultManager::BuildObservations(Duration window_start,
-                                                           const AppliedPlan& applied) const {
+                                                           const AppliedPlan& applied,
+                                                           const Topology& nominal) const {
   Observations obs;
   JobPins pins;
   const std::string* pins_of = nullptr;  // The job `pins` holds (flows_ is sorted by job).
+  int level = 0;
+  Duration settled_at;  // When the job's assignment in force was first seen.
+  bool slow = false;    // Some row below gray_ratio of its best rate.
   for (const auto& entry : flows_) {
     const auto& [key, rec] = entry;
     if (rec.at < window_start) continue;
@@ -431,28 +457,88 @@ FaultManager::Observations FaultManager::BuildObservations(Duration window_start
     if (pins_of == nullptr || *pins_of != key.job) {
       pins_of = &key.job;
       pins.Load(applied, key.job);
+      auto a = applied.find(key.job);
+      level = a == applied.end() ? 0 : a->second->assignment.level;
+      auto r = replans_.find(key.job);
+      settled_at = r == replans_.end() ? Duration::Zero() : r->second.seen;
+    }
+    // Measured (partly) on the paths of the job's previous assignment.
+    if (rec.at < settled_at + options_.evaluate_interval && settled_at > Duration::Zero()) {
+      continue;
     }
     const FlowPin* pin = pins.Find(key.src, key.dst, key.sport, key.probe);
     if (pin == nullptr || pin->path.empty()) continue;
     PathObservation o;
     o.links = pin->path;
+    double rate = 0;
+    const double best = BestRate(key, rec);
     if (f.bytes.count() == 0) {
       o.failed = true;
       o.rate_ratio = 0;
     } else {
-      const double rate = f.transfer_time > Duration::Zero()
-                              ? f.bytes.ToBits() / f.transfer_time.ToSeconds()
-                              : rec.baseline_bps;
-      const double baseline = ExpectedRate(key, rec);
-      o.rate_ratio = baseline > 0 ? std::clamp(rate / baseline, 0.0, 1.0) : 1.0;
+      rate = f.transfer_time > Duration::Zero() ? f.bytes.ToBits() / f.transfer_time.ToSeconds()
+                                                : rec.baseline_bps;
+      o.rate_ratio = best > 0 ? std::clamp(rate / best, 0.0, 1.0) : 1.0;
+      slow = slow || o.rate_ratio < options_.localisation.gray_ratio;
     }
     obs.paths.push_back(std::move(o));
     obs.flows.push_back(&entry);
+    obs.rate_bps.push_back(rate);
+    obs.best_bps.push_back(best);
+    obs.levels.push_back(level);
+  }
+  if (slow && options_.expectation == FlowExpectation::kPlanShare) {
+    ApplyPlannedShares(obs, nominal);
   }
   return obs;
 }
 
-double FaultManager::ExpectedRate(const FlowKey& key, const FlowRecord& rec) const {
+void FaultManager::ApplyPlannedShares(Observations& obs, const Topology& nominal) const {
+  std::vector<ShareFlow> flows;
+  flows.reserve(obs.paths.size());
+  for (size_t i = 0; i < obs.paths.size(); ++i) {
+    // A link id the nominal topology does not have (a stale plan) takes no share.
+    const std::vector<LinkId>& links = obs.paths[i].links;
+    const bool known = std::all_of(links.begin(), links.end(), [&](LinkId l) {
+      return l.valid() && l.value() < nominal.num_links();
+    });
+    flows.push_back(ShareFlow{.path = known ? std::span<const LinkId>(links)
+                                            : std::span<const LinkId>(),
+                              .level = obs.levels[i]});
+  }
+  const std::vector<double> share = PlannedShares(flows, nominal);
+  std::vector<bool> drop(obs.paths.size(), false);
+  for (size_t i = 0; i < obs.paths.size(); ++i) {
+    PathObservation& o = obs.paths[i];
+    if (o.failed || flows[i].path.empty()) continue;
+    if (share[i] <= 0) {
+      // The plan promises it nothing (higher levels fill a link of its path): running at its
+      // best it still clears its links; slower, it is no evidence against them.
+      if (o.rate_ratio < options_.localisation.gray_ratio) drop[i] = true;
+      continue;
+    }
+    // The plan entitles the flow to at most its share.
+    const double expected = obs.best_bps[i] > 0 ? std::min(obs.best_bps[i], share[i]) : share[i];
+    o.rate_ratio = std::clamp(obs.rate_bps[i] / expected, 0.0, 1.0);
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < obs.paths.size(); ++i) {
+    if (drop[i]) continue;
+    if (kept != i) obs.paths[kept] = std::move(obs.paths[i]);
+    obs.flows[kept] = obs.flows[i];
+    obs.rate_bps[kept] = obs.rate_bps[i];
+    obs.best_bps[kept] = obs.best_bps[i];
+    obs.levels[kept] = obs.levels[i];
+    ++kept;
+  }
+  obs.paths.resize(kept);
+  obs.flows.resize(kept);
+  obs.rate_bps.resize(kept);
+  obs.best_bps.resize(kept);
+  obs.levels.resize(kept);
+}
+
+double FaultManager::BestRate(const FlowKey& key, const FlowRecord& rec) const {
   double baseline = rec.baseline_bps;
   if (!key.probe) return baseline;
   // A probe's expectation is also its pair's flows' best rate: a probe designed onto an already
@@ -501,10 +587,14 @@ std::optional<LinkDecision> FaultManager::DecideLink(LinkId id, const Evaluation
   // there): right after a fault starts, jobs that have not reported since still show healthy
   // samples over the faulty link, which can shift the blame to a neighbour for one round.
   const bool confirmed = s.score > 0;
-  const bool tomo_usable = sig.tomo && confirmed && (!sig.tomo->ambiguous || sig.counters_bad);
+  // No tenant steers the fabric: flows of fewer than min_jobs jobs need a switch signal too.
+  const bool enough_jobs = sig.tomo_jobs >= options_.min_jobs || sig.counters_bad;
+  const bool tomo_usable = sig.tomo && confirmed && enough_jobs &&
+                           (!sig.tomo->ambiguous || sig.counters_bad);
   s.suspect = sig.tomo != nullptr || sig.counters_bad;
   s.ambiguous = sig.tomo && sig.tomo->ambiguous;
   s.score = sig.tomo ? sig.tomo->score : 0;
+  s.jobs = sig.tomo_jobs;
 
   Want want = Rules(s, sig, tomo_usable);
   if (want.health != LinkHealth::kUp) {
@@ -513,9 +603,10 @@ std::optional<LinkDecision> FaultManager::DecideLink(LinkId id, const Evaluation
     s.last_bad = ev.now;
   } else if (s.suspect) {
     // Suspected but not acted on (ambiguous): keep what was seen for cruxctl faults.
-    s.reason = std::string(confirmed ? "suspect (no change): "
-                                     : "suspect (to be confirmed at the next evaluation): ") +
-               sig.tomo_text;
+    const char* why = !confirmed     ? "suspect (to be confirmed at the next evaluation): "
+                      : !enough_jobs ? "suspect (no change: one job's flows alone, no switch signal): "
+                                     : "suspect (no change): ";
+    s.reason = std::string(why) + sig.tomo_text;
     s.evidence = sig.tomo_lines;
   }
   const bool changed = ApplyDamped(s, std::move(want), ev.now);
@@ -542,6 +633,9 @@ FaultManager::LinkSignals FaultManager::ReadSignals(LinkId id, const LinkState& 
   sig.tomo = &tomo;
   auto [jobs, lines] = ev.observations.Describe(tomo, ev.nominal);
   sig.tomo_lines = std::move(lines);
+  std::set<std::string_view> distinct;
+  for (uint32_t i : tomo.evidence) distinct.insert(ev.observations.flows[i]->first.job);
+  sig.tomo_jobs = static_cast<int>(distinct.size());
   if (tomo.kind == SuspectKind::kHard) {
     sig.tomo_text = "007 voting: " + std::to_string(tomo.evidence.size()) + " failed flows (jobs " +
                     jobs + ") vote " + Num(tomo.score) + " for it; no healthy flow crosses it";
@@ -668,6 +762,7 @@ std::vector<LinkFaultView> FaultManager::Links() const {
     v.reason = s.reason;
     v.evidence = s.evidence;
     v.score = s.score;
+    v.jobs = s.jobs;
     v.suspect = s.suspect;
     v.ambiguous = s.ambiguous;
     v.port_down = s.port_down;

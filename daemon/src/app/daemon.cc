@@ -42,6 +42,9 @@ core::ControlLoopOptions LoopOptions(const DaemonConfig& c) {
   o.faults.evaluate_interval = core::Duration::Millis(f.evaluate_interval_ms);
   o.faults.localisation.gray_ratio = f.gray_ratio;
   o.faults.localisation.min_flows = f.min_flows;
+  o.faults.expectation = f.expectation == "own_best" ? core::FlowExpectation::kOwnBest
+                                                      : core::FlowExpectation::kPlanShare;
+  o.faults.min_jobs = f.min_jobs;
   o.faults.counter_errors_per_s = f.counter_errors_per_s;
   o.faults.counter_capacity_fraction = f.counter_capacity_fraction;
   o.faults.min_dwell = core::Duration::Millis(f.min_dwell_ms);

@@ -114,6 +114,11 @@ std::string CheckListen(const std::string& addr) {
   return "";
 }
 
+std::string CheckFlowExpectation(const std::string& v) {
+  if (v == "plan_share" || v == "own_best") return "";
+  return "must be plan_share or own_best (got " + core::QuoteName(v) + ")";
+}
+
 std::string CheckOptionalEndpoint(const std::string& ep) {
   return ep.empty() ? "" : CheckEndpoint(ep);
 }
@@ -343,12 +348,19 @@ const std::vector<Field<DaemonConfig>>& ConfigFields() {
        .ints = IntRange::Closed(10, 600000)},
       {.path = "faults.gray_ratio",
        .member = CFG(faults.gray_ratio),
-       .unit = "fraction of a flow's best rate",
+       .unit = "fraction of what a flow is entitled to",
        .reals = RealRange::Closed(0.01, 1)},
       {.path = "faults.min_flows",
        .member = CFG(faults.min_flows),
        .unit = "flows",
        .ints = IntRange::Closed(1, 100000)},
+      {.path = "faults.expectation",
+       .member = CFG(faults.expectation),
+       .check = CheckFlowExpectation},
+      {.path = "faults.min_jobs",
+       .member = CFG(faults.min_jobs),
+       .unit = "jobs",
+       .ints = IntRange::Closed(1, 1000)},
       {.path = "faults.counter_errors_per_s",
        .member = CFG(faults.counter_errors_per_s),
        .unit = "errors+discards/s",

@@ -392,6 +392,12 @@ void PlanApplier::ObserveLinkState(const core::LinkStateSignal& s) {
   loop_->mutable_loop().ObserveLinkState(s);
 }
 
+void PlanApplier::ObserveCounters(const core::CounterSignal& s) {
+  if (!loop_) return;
+  faults_due_.reset();
+  loop_->mutable_loop().ObserveCounters(s);
+}
+
 std::optional<core::Duration> PlanApplier::faults_due() const {
   if (!loop_) return std::nullopt;
   if (!faults_due_) faults_due_ = loop_->loop().faults_due();

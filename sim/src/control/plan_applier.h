@@ -100,6 +100,7 @@ class PlanApplier {
   // The signals cruxd's gateway would pass on, in simulated time.
   void ObserveFlows(uint32_t j, const std::vector<core::FlowSample>& samples);
   void ObserveLinkState(const core::LinkStateSignal& s);
+  void ObserveCounters(const core::CounterSignal& s);
   // When the fault manager wants to evaluate (nullopt: nothing pending, or the oracle).
   std::optional<core::Duration> faults_due() const;
   // EvaluateFaults now; each decision is applied to the planner's topology as cruxd's

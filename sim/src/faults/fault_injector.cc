@@ -97,21 +97,21 @@ void FaultInjector::Start(size_t i, Duration now, Fabric& fabric, Metrics& metri
     r.links.push_back(f.link);
     if (topo_.link(f.link).reverse.valid()) r.links.push_back(topo_.link(f.link).reverse);
   }
-  const double frac = f.kind == FaultKind::kLinkGray ? f.fraction : 0.0;
+  const double frac = IsGray(f.kind) ? f.fraction : 0.0;
   for (core::LinkId l : r.links) {
     on_link_[l.value()].push_back(frac);
     SetPhysical(l, now, fabric, metrics);
   }
   active_.push_back(i);
   queue_.emplace(now + f.duration, Ev{Kind::kEnd, i, false});
-  if (options_.switch_signals && f.kind != FaultKind::kLinkGray) {
+  if (options_.switch_signals && !IsGray(f.kind)) {
     queue_.emplace(now + options_.switch_delay, Ev{Kind::kSwitch, i, false});
   }
 }
 
 void FaultInjector::End(size_t i, Duration now, Fabric& fabric, Metrics& metrics) {
   FaultRecord& r = result_.fault_records[i];
-  const double frac = r.fault.kind == FaultKind::kLinkGray ? r.fault.fraction : 0.0;
+  const double frac = IsGray(r.fault.kind) ? r.fault.fraction : 0.0;
   for (core::LinkId l : r.links) {
     std::vector<double>& v = on_link_[l.value()];
     auto it = std::find(v.begin(), v.end(), frac);
@@ -119,8 +119,25 @@ void FaultInjector::End(size_t i, Duration now, Fabric& fabric, Metrics& metrics
     SetPhysical(l, now, fabric, metrics);
   }
   active_.erase(std::find(active_.begin(), active_.end(), i));
-  if (options_.switch_signals && r.fault.kind != FaultKind::kLinkGray) {
+  if (options_.switch_signals && !IsGray(r.fault.kind)) {
     queue_.emplace(now + options_.switch_delay, Ev{Kind::kSwitch, i, true});
+  }
+}
+
+void FaultInjector::Counters(PlanApplier& host) {
+  for (size_t i : active_) {
+    const FaultRecord& r = result_.fault_records[i];
+    if (r.fault.kind != FaultKind::kLinkLossy) continue;
+    // Both ends of the cable count the corrupted frames they receive (IF_IN_ERRORS and FEC
+    // uncorrectable); the switch agent reads them every counter interval.
+    for (core::LinkId l : r.links) {
+      core::CounterSignal c;
+      c.link = l;
+      c.interval = options_.report_interval;
+      c.errors = static_cast<uint64_t>(options_.lossy_errors_per_s * c.interval.ToSeconds());
+      c.source = "simulated switch port counters (fault #" + std::to_string(i) + ")";
+      host.ObserveCounters(c);
+    }
   }
 }
 
@@ -186,6 +203,7 @@ bool FaultInjector::Handle(Duration now, Fabric& fabric, Metrics& metrics, JobMo
   }
   if (options_.flow_reports && next_report_ <= now) {
     Heartbeat(now, jobs, host);
+    if (options_.switch_signals) Counters(host);
     next_report_ = now + options_.report_interval;
   }
   return changed;

@@ -5,7 +5,8 @@
 //   * the jobs' heartbeats: every report_interval each running job reports its pinned flows'
 //     samples (JobModel::TakeFlowSamples) to the loop (PlanApplier::ObserveFlows);
 //   * the switches: for a hard fault, each of its directed links goes down (and later up)
-//     switch_delay after the fault starts (ends), when switch_signals is on.
+//     switch_delay after the fault starts (ends), when switch_signals is on; a lossy link's
+//     ports report error counters with every heartbeat round while it is in force.
 //
 // Internal to crux::sim. Thread-safety: none (owned by the engine).
 #ifndef CRUX_SIM_SRC_FAULTS_FAULT_INJECTOR_H_
@@ -54,6 +55,9 @@ class FaultInjector {
   void End(size_t i, Duration now, Fabric& fabric, Metrics& metrics);
   void SetPhysical(core::LinkId l, Duration now, Fabric& fabric, Metrics& metrics);
   void Heartbeat(Duration now, JobModel& jobs, PlanApplier& host);
+  // The switches' counter readings of the lossy links in force (switch_signals), one per
+  // report_interval (SONiC's port flex counters poll every second, as the heartbeats come).
+  void Counters(PlanApplier& host);
 
   const core::Topology& topo_;
   const FaultSimOptions& options_;

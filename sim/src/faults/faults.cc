@@ -43,6 +43,8 @@ std::string_view FaultKindName(FaultKind k) {
       return "link_gray";
     case FaultKind::kTorDown:
       return "tor_down";
+    case FaultKind::kLinkLossy:
+      return "link_lossy";
   }
   return "?";
 }
@@ -57,6 +59,9 @@ core::Status ValidateFaultSimOptions(const core::Topology& topo, const FaultSimO
   if (o.switch_delay < Duration::Zero()) {
     return core::InvalidArgumentError("faults.switch_delay: must be >= 0");
   }
+  if (!(o.lossy_errors_per_s >= 0 && o.lossy_errors_per_s <= 1e12)) {
+    return core::InvalidArgumentError("faults.lossy_errors_per_s: must be in [0, 1e12]");
+  }
   for (size_t i = 0; i < o.faults.size(); ++i) {
     const InjectedFault& f = o.faults[i];
     const std::string ctx = "fault #" + std::to_string(i);
@@ -64,8 +69,9 @@ core::Status ValidateFaultSimOptions(const core::Topology& topo, const FaultSimO
     if (f.duration <= Duration::Zero()) {
       return core::InvalidArgumentError(ctx + ": duration: must be > 0");
     }
-    if (f.kind == FaultKind::kLinkGray && !(f.fraction > 0 && f.fraction < 1)) {
-      return core::InvalidArgumentError(ctx + ": fraction: must be in (0, 1) for link_gray");
+    if (IsGray(f.kind) && !(f.fraction > 0 && f.fraction < 1)) {
+      return core::InvalidArgumentError(ctx + ": fraction: must be in (0, 1) for " +
+                                        std::string(FaultKindName(f.kind)));
     }
     if (f.busy) continue;
     if (f.kind == FaultKind::kTorDown) {
@@ -87,8 +93,9 @@ core::Result<std::vector<InjectedFault>> GenerateFaults(const core::Topology& to
       o.max_duration >= o.spacing) {
     return core::InvalidArgumentError("min_duration/max_duration: need 0 < min <= max < spacing");
   }
-  const double wsum = o.link_down + o.link_gray + o.tor_down;
-  if (o.link_down < 0 || o.link_gray < 0 || o.tor_down < 0 || !(wsum > 0)) {
+  const double wsum = o.link_down + o.link_gray + o.tor_down + o.link_lossy;
+  if (o.link_down < 0 || o.link_gray < 0 || o.tor_down < 0 || o.link_lossy < 0 ||
+      !(wsum > 0)) {
     return core::InvalidArgumentError("mix: weights must be >= 0 with a positive sum");
   }
   if (!(o.gray_min > 0 && o.gray_min <= o.gray_max && o.gray_max < 1)) {
@@ -113,9 +120,10 @@ core::Result<std::vector<InjectedFault>> GenerateFaults(const core::Topology& to
   for (uint32_t i = 0; i < o.count; ++i) {
     InjectedFault f;
     const double k = Uniform(rng) * wsum;
-    f.kind = k < o.link_down                 ? FaultKind::kLinkDown
-             : k < o.link_down + o.link_gray ? FaultKind::kLinkGray
-                                             : FaultKind::kTorDown;
+    f.kind = k < o.link_down                              ? FaultKind::kLinkDown
+             : k < o.link_down + o.link_gray              ? FaultKind::kLinkGray
+             : k < o.link_down + o.link_gray + o.tor_down ? FaultKind::kTorDown
+                                                          : FaultKind::kLinkLossy;
     const int64_t dmin = o.min_duration.nanos();
     const int64_t dmax = o.max_duration.nanos();
     f.duration = Duration::Nanos(dmin + static_cast<int64_t>(Uniform(rng) * (dmax - dmin)));
@@ -125,7 +133,7 @@ core::Result<std::vector<InjectedFault>> GenerateFaults(const core::Topology& to
     // Round to milliseconds (the CSV's precision).
     f.at = Duration::Millis(f.at.nanos() / 1'000'000);
     f.duration = Duration::Millis(std::max<int64_t>(1, f.duration.nanos() / 1'000'000));
-    if (f.kind == FaultKind::kLinkGray) {
+    if (IsGray(f.kind)) {
       f.fraction = std::round((o.gray_min + Uniform(rng) * (o.gray_max - o.gray_min)) * 100) / 100;
       f.fraction = std::clamp(f.fraction, 0.01, 0.99);
     }
@@ -166,8 +174,10 @@ core::Result<std::vector<InjectedFault>> ParseFaultsCsv(std::string_view text,
       x.kind = FaultKind::kLinkGray;
     } else if (f[1] == "tor_down") {
       x.kind = FaultKind::kTorDown;
+    } else if (f[1] == "link_lossy") {
+      x.kind = FaultKind::kLinkLossy;
     } else {
-      return error(1, "must be link_down, link_gray or tor_down");
+      return error(1, "must be link_down, link_gray, link_lossy or tor_down");
     }
     if (f[2] == "busy") {
       x.busy = true;
@@ -182,13 +192,13 @@ core::Result<std::vector<InjectedFault>> ParseFaultsCsv(std::string_view text,
       if (!l.ok()) return textio::CsvFieldError(row, 2, kColumns, l.status().message());
       x.link = l->link;
     }
-    if (x.kind == FaultKind::kLinkGray) {
+    if (IsGray(x.kind)) {
       if (!ParseReal(f[3], &v) || !(v > 0 && v < 1)) {
-        return error(3, "must be a number in (0, 1) for link_gray");
+        return error(3, "must be a number in (0, 1) for link_gray and link_lossy");
       }
       x.fraction = v;
     } else if (!f[3].empty() && !(ParseReal(f[3], &v) && v == 0)) {
-      return error(3, "only for link_gray (empty or 0)");
+      return error(3, "only for link_gray and link_lossy (empty or 0)");
     }
     if (!ParseReal(f[4], &v) || !(v > 0) || v > kMaxSeconds) {
       return error(4, "must be a finite number > 0 and <= 1e+09");
@@ -212,7 +222,7 @@ std::string FormatFaultsCsv(const std::vector<InjectedFault>& faults, const core
       }
     }
     s += Num(f.at.ToSeconds()) + "," + std::string(FaultKindName(f.kind)) + "," + target + "," +
-         (f.kind == FaultKind::kLinkGray ? Num(f.fraction) : std::string()) + "," +
+         (IsGray(f.kind) ? Num(f.fraction) : std::string()) + "," +
          Num(f.duration.ToSeconds()) + "\n";
   }
   return s;
@@ -248,8 +258,10 @@ FaultScore ScoreFaults(const std::vector<FaultRecord>& faults,
     ++sc.injected;
     FaultOutcome o;
     o.index = i;
-    const bool hard = r.fault.kind != FaultKind::kLinkGray;
-    o.observable = r.crossed_by_flow || (hard && switch_signals);
+    const bool hard = !IsGray(r.fault.kind);
+    // A lossy link's ports count errors: the switches see it as they see a hard fault.
+    const bool switch_seen = hard || r.fault.kind == FaultKind::kLinkLossy;
+    o.observable = r.crossed_by_flow || (switch_seen && switch_signals);
     bool first = true;
     for (size_t d = 0; d < decisions.size(); ++d) {
       const LinkDecisionRecord& x = decisions[d];
@@ -267,7 +279,7 @@ FaultScore ScoreFaults(const std::vector<FaultRecord>& faults,
     o.localised = o.detected && o.false_suspects == 0;
     if (o.observable) ++sc.observable;
     const bool localisable =
-        r.max_flows_per_link >= std::max<uint32_t>(1, min_flows) || (hard && switch_signals);
+        r.max_flows_per_link >= std::max<uint32_t>(1, min_flows) || (switch_seen && switch_signals);
     if (localisable) {
       ++sc.localisable;
       if (o.detected) ++sc.detected_localisable;
@@ -276,7 +288,7 @@ FaultScore ScoreFaults(const std::vector<FaultRecord>& faults,
       ++sc.detected;
       if (o.observable) ++sc.detected_observable;
       times.push_back(o.detection_time.ToSeconds());
-      if (r.fault.kind == FaultKind::kLinkGray) {
+      if (IsGray(r.fault.kind)) {
         est_err += std::abs(o.estimate - r.fault.fraction);
         ++est_n;
       }

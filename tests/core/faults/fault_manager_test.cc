@@ -188,12 +188,14 @@ TEST_F(FaultManagerTest, SlowFlapsBackOffAndQuarantineByDowntime) {
 TEST_F(FaultManagerTest, GrayLinkFromSlowFlowsIsDegradedAtItsEstimateOthersStayUp) {
   FaultManager m(FaultOptions{});
   StandardJobs();
-  ReportAll(m, 100);  // Baselines.
+  // 60 Gb/s per flow: what every flow gets with all of them active at once (host0's 200 G NIC
+  // carries three), so the plan's share is no lower than the flows' best rates.
+  ReportAll(m, 60);  // Baselines.
   EXPECT_TRUE(Eval(m).empty());
   now_ += Duration::Millis(1000);
   // tor0->agg0 delivers 30 %: j0 and j1 cross it. A suspect first, acted on once the next
   // evaluation agrees.
-  ReportAll(m, 100, {"j0", "j1"}, 30);
+  ReportAll(m, 60, {"j0", "j1"}, 18);
   EXPECT_TRUE(Eval(m).empty());
   bool pending = false;
   for (const LinkFaultView& v : m.Links()) {
@@ -202,7 +204,7 @@ TEST_F(FaultManagerTest, GrayLinkFromSlowFlowsIsDegradedAtItsEstimateOthersStayU
   }
   EXPECT_TRUE(pending);
   now_ += Duration::Millis(1000);
-  ReportAll(m, 100, {"j0", "j1"}, 30);
+  ReportAll(m, 60, {"j0", "j1"}, 18);
   const std::vector<LinkDecision> d = Eval(m);
   ASSERT_EQ(d.size(), 1u) << (d.empty() ? "" : d[0].reason);
   EXPECT_EQ(d[0].link, L("tor0", "agg0"));
@@ -212,7 +214,7 @@ TEST_F(FaultManagerTest, GrayLinkFromSlowFlowsIsDegradedAtItsEstimateOthersStayU
   EXPECT_EQ(m.events().back().jobs, (std::vector<std::string>{"j0", "j1"}));
   // The same evidence again re-plans nothing (within the capacity hysteresis).
   now_ += Duration::Millis(1000);
-  ReportAll(m, 100, {"j0", "j1"}, 31);
+  ReportAll(m, 60, {"j0", "j1"}, 18.6);
   EXPECT_TRUE(Eval(m).empty());
 }
 
@@ -295,7 +297,9 @@ TEST_F(FaultManagerTest, RerouteClearsTheEvidenceAndTheLinkRecoversAfterItsHold)
 // the NIC and ToR links the pairs share. With one sample per NIC pair (the first pin's), only
 // healthy rows would be seen and the dead link never found.
 TEST_F(FaultManagerTest, EveryPinOfAPairIsARowAndADeadLinkOnTheSecondPinsIsFound) {
-  FaultManager m(FaultOptions{});
+  FaultOptions o;
+  o.min_jobs = 1;  // One job's pins are the only evidence here.
+  FaultManager m(o);
   AddJob("j0",
          {Pin(0, 2, 1, 50000), Pin(0, 2, 0, 50001), Pin(1, 4, 1, 50002), Pin(1, 4, 0, 50003)});
   auto report = [&](bool dead) {
@@ -362,7 +366,9 @@ TEST_F(FaultManagerTest, PortZeroSamplesAreTheFirstPinUnknownPortsAreSkipped) {
     Report(m, "j1", 100);
   };
   for (const uint16_t sport : {uint16_t{0}, uint16_t{59999}}) {
-    FaultManager m(FaultOptions{});
+    FaultOptions o;
+    o.min_jobs = 1;  // Only j0's flows fail.
+    FaultManager m(o);
     now_ += Duration::Millis(1000);
     report(m, sport, false);
     Eval(m);
@@ -388,7 +394,9 @@ TEST_F(FaultManagerTest, PortZeroSamplesAreTheFirstPinUnknownPortsAreSkipped) {
 // onto a path that is already slow, the flows look slow (a fresh baseline would take the slow
 // rate for normal and see nothing).
 TEST_F(FaultManagerTest, ARePinnedFlowKeepsItsPairsBestRateAsItsExpectation) {
-  FaultManager m(FaultOptions{});
+  FaultOptions o;
+  o.min_jobs = 1;  // j0 is the only job over agg1.
+  FaultManager m(o);
   AddJob("j0", {Pin(0, 2, 0, 50000), Pin(1, 4, 0, 50001)});
   AddJob("j1", {Pin(0, 6, 0, 50002), Pin(1, 7, 0, 50003)});  // Healthy NIC uplinks of tor0.
   AddJob("j2", {Pin(3, 2, 0, 50004), Pin(5, 4, 0, 50005)});  // Healthy downlinks to 2 and 4.
@@ -455,6 +463,122 @@ TEST_F(FaultManagerTest, WithoutAutomaticHandlingSuspectsAreShownButNothingChang
   EXPECT_TRUE(seen);
 }
 
+// Congestion the plan creates is no fault: three flows of two jobs share a 100 G uplink, each
+// at a third of it. Measured against their own best rate (100 G, when they ran alone) they look
+// like a gray fault of that link; measured against the plan's share they are healthy.
+TEST_F(FaultManagerTest, CongestionWithinThePlansShareIsNoFault) {
+  Clos2Params p;
+  p.tors = 4;
+  p.aggs = 2;
+  p.hosts_per_tor = 2;
+  p.host.nics_per_host = 1;
+  p.uplink_gbps = 100;
+  topo_ = std::make_unique<Topology>(BuildClos2(p).value());
+  StandardJobs();  // tor0->agg0: j0 (two flows) and j1 (one).
+  for (const FlowExpectation e : {FlowExpectation::kOwnBest, FlowExpectation::kPlanShare}) {
+    FaultOptions o;
+    o.expectation = e;
+    FaultManager m(o);
+    now_ += Duration::Millis(10000);
+    ReportAll(m, 100);  // Best rates: each flow alone.
+    Eval(m);
+    std::vector<LinkDecision> d;
+    for (int round = 0; round < 3; ++round) {
+      now_ += Duration::Millis(1000);
+      ReportAll(m, 100, {"j0", "j1"}, 33.4);  // All three at once: a third of 100 G each.
+      std::vector<LinkDecision> r = Eval(m);
+      d.insert(d.end(), r.begin(), r.end());
+    }
+    if (e == FlowExpectation::kOwnBest) {
+      ASSERT_FALSE(d.empty());  // The false positive the plan's share removes.
+      EXPECT_EQ(d[0].link, L("tor0", "agg0"));
+      EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+    } else {
+      EXPECT_TRUE(d.empty()) << d[0].reason;
+      EXPECT_TRUE(m.Links().empty());
+    }
+  }
+}
+
+// Below the plan's share is still a fault: the same three flows at 10 G each on that uplink.
+TEST_F(FaultManagerTest, BelowThePlansShareIsAGrayFault) {
+  Clos2Params p;
+  p.tors = 4;
+  p.aggs = 2;
+  p.hosts_per_tor = 2;
+  p.host.nics_per_host = 1;
+  p.uplink_gbps = 100;
+  topo_ = std::make_unique<Topology>(BuildClos2(p).value());
+  StandardJobs();
+  FaultManager m(FaultOptions{});
+  ReportAll(m, 100);
+  Eval(m);
+  std::vector<LinkDecision> d;
+  for (int round = 0; round < 2; ++round) {
+    now_ += Duration::Millis(1000);
+    ReportAll(m, 100, {"j0", "j1"}, 10);
+    d = Eval(m);
+  }
+  ASSERT_EQ(d.size(), 1u) << (d.empty() ? "" : d[0].reason);
+  EXPECT_EQ(d[0].link, L("tor0", "agg0"));
+  EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+  EXPECT_NEAR(d[0].capacity_fraction, 0.3, 0.03);  // 10 G of a 33.3 G share.
+}
+
+// One tenant's reports alone never move a link: j0 alone crosses tor0->agg1 and says its flows
+// there crawl. It is a suspect (shown, with the reason), nothing changes; a counter signal on the
+// same link makes it two agreeing sources; min_jobs = 1 restores the old rule.
+TEST_F(FaultManagerTest, OneJobsFlowsAloneNeverMoveALink) {
+  AddJob("j0", {Pin(0, 2, 1, 50000), Pin(1, 4, 1, 50001)});  // The only job over agg1.
+  AddJob("j1", {Pin(0, 6, 0, 50002), Pin(1, 7, 0, 50003)});  // Healthy NIC uplinks of tor0.
+  AddJob("j2", {Pin(3, 2, 0, 50004), Pin(5, 4, 0, 50005)});  // Healthy downlinks to 2 and 4.
+  auto run = [&](FaultManager& m, bool counters) {
+    now_ += Duration::Millis(10000);
+    ReportAll(m, 100);
+    Eval(m);
+    std::vector<LinkDecision> d;
+    for (int round = 0; round < 2; ++round) {
+      now_ += Duration::Millis(1000);
+      ReportAll(m, 100, {"j0"}, 30);
+      if (counters) {
+        m.OnCounters({.link = L("tor0", "agg1"),
+                      .interval = Duration::Millis(1000),
+                      .errors = 500,
+                      .source = "switch tor0 port Ethernet8 (to agg1)"},
+                     now_);
+      }
+      d = Eval(m);
+    }
+    return d;
+  };
+  {
+    FaultManager m(FaultOptions{});
+    EXPECT_TRUE(run(m, false).empty());
+    bool shown = false;
+    for (const LinkFaultView& v : m.Links()) {
+      if (v.link != L("tor0", "agg1")) continue;
+      shown = v.suspect && v.jobs == 1 &&
+              v.reason.find("one job's flows alone") != std::string::npos;
+    }
+    EXPECT_TRUE(shown);
+  }
+  {
+    FaultManager m(FaultOptions{});
+    const std::vector<LinkDecision> d = run(m, true);
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_EQ(d[0].link, L("tor0", "agg1"));
+    EXPECT_EQ(d[0].health, LinkHealth::kDown);  // Flows and counters agree.
+  }
+  {
+    FaultOptions o;
+    o.min_jobs = 1;
+    FaultManager m(o);
+    const std::vector<LinkDecision> d = run(m, false);
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+  }
+}
+
 TEST(FaultOptionsTest, ValidationNamesTheField) {
   FaultOptions o;
   EXPECT_TRUE(ValidateFaultOptions(o).ok());
@@ -466,6 +590,9 @@ TEST(FaultOptionsTest, ValidationNamesTheField) {
   o = {};
   o.localisation.gray_ratio = 1.5;
   EXPECT_EQ(ValidateFaultOptions(o).message(), "faults.gray_ratio: must be in (0, 1]");
+  o = {};
+  o.min_jobs = 0;
+  EXPECT_EQ(ValidateFaultOptions(o).message(), "faults.min_jobs: must be >= 1");
 }
 
 }  // namespace

@@ -31,7 +31,13 @@ namespace crux::sim {
 
 using core::Duration;
 
-enum class FaultKind : uint8_t { kLinkDown, kLinkGray, kTorDown };
+// kLinkLossy: a gray link that also drops or corrupts packets, so its switch ports count errors
+// (what a dirty optic or a failing cable does; kLinkGray is capacity alone, e.g. a downshifted
+// lane set, which port counters do not show).
+enum class FaultKind : uint8_t { kLinkDown, kLinkGray, kTorDown, kLinkLossy };
+
+// Gray kinds (a capacity fraction in force, the link stays up).
+inline bool IsGray(FaultKind k) { return k == FaultKind::kLinkGray || k == FaultKind::kLinkLossy; }
 std::string_view FaultKindName(FaultKind k);  // "link_down", "link_gray", "tor_down".
 
 // One hidden fault. `link` (link kinds: either direction of the cable; both fail) or `node`
@@ -45,7 +51,7 @@ struct InjectedFault {
   FaultKind kind = FaultKind::kLinkDown;
   core::LinkId link;    // Link kinds.
   core::NodeId node;    // kTorDown.
-  double fraction = 0;  // kLinkGray: capacity in force as a fraction of nominal, (0, 1).
+  double fraction = 0;  // Gray kinds: capacity in force as a fraction of nominal, (0, 1).
   bool busy = false;
 
   friend bool operator==(const InjectedFault&, const InjectedFault&) = default;
@@ -68,6 +74,10 @@ struct FaultSimOptions {
   // long after it ends. false: tomography (flows) alone.
   bool switch_signals = true;
   Duration switch_delay = Duration::Millis(250);  // >= 0.
+  // Errors per second each port of a link_lossy fault counts (IF_IN_ERRORS + FEC uncorrectable
+  // frames), reported with every heartbeat round when switch_signals is on. >= 0; cruxd's
+  // default counter threshold is 10/s.
+  double lossy_errors_per_s = 1000;
   uint64_t seed = 1;                              // Busy-target choices.
 
   bool enabled() const { return flow_reports || !faults.empty(); }
@@ -113,6 +123,7 @@ struct FaultGenOptions {
   double link_down = 0.4;
   double link_gray = 0.4;
   double tor_down = 0.2;
+  double link_lossy = 0;  // 0 keeps the draws (and so the faults) of a mix without it.
   double gray_min = 0.1;  // Gray fraction uniform in [gray_min, gray_max], within (0, 1).
   double gray_max = 0.7;
   // true: targets picked at the fault's start among the busy ones (InjectedFault::busy);

@@ -366,6 +366,9 @@ class ControlLoop {
   // Links changed since the plan in force, with the change count when each last changed.
   std::map<LinkId, uint64_t> unseat_;
   uint64_t unseat_seq_ = 0;
+  // A link decision brought a link back up: the next run plans from scratch (with the min gain),
+  // since no job crosses the link to be unseated onto it.
+  bool reoptimize_after_recovery_ = false;
 };
 
 }  // namespace crux::core

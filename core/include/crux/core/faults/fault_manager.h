@@ -6,9 +6,14 @@
 // Signals (three tiers, failures-ha.md "Design implications" 2):
 //   * link state: a switch port's oper_status (SONiC APPL_DB PORT_TABLE) - direct evidence;
 //   * counters: error and discard deltas of a port direction (COUNTERS_DB), per second;
-//   * tomography: the flows' (and probes') achieved rate against their own recent best, over the
-//     routing matrix of the applied plan (fault_localisation.h: 007 voting for hard faults, the
-//     least-squares estimate for gray ones).
+//   * tomography: the flows' (and probes') achieved rate against what they are entitled to, over
+//     the routing matrix of the applied plan (fault_localisation.h: 007 voting for hard faults,
+//     the least-squares estimate for gray ones). What a flow is entitled to (expectation
+//     kPlanShare, the default) is the smaller of its own best recent rate and its share under the
+//     plan in force with every reported flow active at once (planned_share.h): congestion the
+//     plan creates - two jobs on one link, traffic concentrated next to a handled fault - leaves
+//     every flow at or above that share, so it is not taken for a fault; a re-plan moves the
+//     shares with it. kOwnBest (before issue #27) measures against the own best rate alone.
 //
 // Rules (Evaluate), per directed link:
 //   * a link-state "down" makes it DOWN at once;
@@ -16,6 +21,9 @@
 //   * one signal alone only makes it DEGRADED, with the estimated capacity (tomography: the
 //     estimated fraction of its rate; counters alone: counter_capacity_fraction), never below
 //     min_capacity_fraction of nominal;
+//   * no tenant steers the fabric: tomography without a switch signal on the link acts only when
+//     its evidence comes from at least `min_jobs` jobs (default 2); one job's flows alone are
+//     shown as a suspect and change nothing;
 //   * a suspect that the observations cannot tell apart from another link (ambiguous) changes
 //     nothing unless counters single it out; it is shown (cruxctl faults) for probes to resolve;
 //   * tomography acts only on a suspect that two consecutive evaluations (evaluate_interval
@@ -66,10 +74,20 @@
 
 namespace crux::core {
 
+// What a flow's achieved rate is measured against (see the file comment).
+enum class FlowExpectation {
+  kPlanShare,  // min(own best recent rate, share under the plan in force).
+  kOwnBest,    // Own best recent rate.
+};
+
 struct FaultOptions {
   // false: signals are recorded and localised (shown), but links change only by admin pins.
   bool automatic = true;
   LocalisationOptions localisation;
+  FlowExpectation expectation = FlowExpectation::kPlanShare;
+  // Jobs whose flows must back a tomography suspicion before it changes a link that no switch
+  // signal (counters, port state) accuses. >= 1; 1 lets a single tenant's reports move links.
+  int min_jobs = 2;
   // Flow samples and counter readings older than this are ignored. > 0.
   Duration evidence_window = Duration::Millis(10000);
   // Evaluate at most this often because of new flow or counter data (link-state events are
@@ -183,6 +201,7 @@ struct LinkFaultView {
   std::string reason;                 // Of the current automatic state (or the latest suspicion).
   std::vector<std::string> evidence;  // Latest evidence lines.
   double score = 0;                   // Suspect score: 007 votes or 1 - estimate.
+  int jobs = 0;                       // Jobs behind the tomography suspicion.
   bool suspect = false;               // A current suspect (tomography or counters).
   bool ambiguous = false;
   bool port_down = false;
@@ -256,6 +275,7 @@ class FaultManager {
     bool suspect = false;
     bool ambiguous = false;
     double score = 0;
+    int jobs = 0;  // Distinct jobs behind the tomography suspicion.
     // Damping.
     Duration hold;
     bool hold_set = false;
@@ -298,11 +318,19 @@ class FaultManager {
   // ---- the steps of Evaluate, in order ----
   // Drops the flows nobody reported for a baseline half-life (their baselines too).
   void ForgetStaleFlows(Duration now);
+  // Notes when each job's assignment in `applied` last changed (first seen at `now`): its
+  // samples from before then plus one evaluate_interval measured the old paths (a sample with
+  // port 0 would otherwise be read as the new first pin's), so they are left out.
+  void NoteReplans(const AppliedPlan& applied, Duration now);
   // Every sample since `window_start` whose flow (or probe) is pinned in `applied`, with the
   // path it was measured on.
-  Observations BuildObservations(Duration window_start, const AppliedPlan& applied) const;
-  // The rate a sample of `key` is measured against.
-  double ExpectedRate(const FlowKey& key, const FlowRecord& rec) const;
+  Observations BuildObservations(Duration window_start, const AppliedPlan& applied,
+                                 const Topology& nominal) const;
+  // The best recent rate of `key` (a probe: also its pair's flows' best).
+  double BestRate(const FlowKey& key, const FlowRecord& rec) const;
+  // Under kPlanShare, when some row is slow against its best rate: measures every row against
+  // min(best rate, planned share) instead (planned_share.h).
+  void ApplyPlannedShares(Observations& obs, const Topology& nominal) const;
   // Applies the rules to one link of the nominal topology: updates its automatic and effective
   // state, and returns the decision when its effective health changed.
   std::optional<LinkDecision> DecideLink(LinkId id, const Evaluation& ev);
@@ -323,6 +351,11 @@ class FaultManager {
   FaultOptions options_;
   std::map<LinkId, LinkState> links_;
   std::map<FlowKey, FlowRecord> flows_;
+  struct Replan {
+    uint64_t epoch = 0;
+    Duration seen;  // The evaluation that first saw this epoch.
+  };
+  std::map<std::string, Replan, std::less<>> replans_;  // By job.
   std::deque<FaultEvent> events_;
   bool urgent_ = false;  // A link-state or admin change: evaluate at once.
   bool dirty_ = false;   // New flow or counter data.
