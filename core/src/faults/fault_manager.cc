@@ -517,9 +517,12 @@ void FaultManager::ApplyPlannedShares(Observations& obs, const Topology& nominal
       if (o.rate_ratio < options_.localisation.gray_ratio) drop[i] = true;
       continue;
     }
-    // The plan entitles the flow to at most its share.
+    // The plan entitles the flow to at most its share: at or above gray_ratio of that it is
+    // healthy (whatever its own past says). Below it, how slow it is is still measured against
+    // its best rate, which the share does not lower (so a 30 % link is estimated at 30 %).
     const double expected = obs.best_bps[i] > 0 ? std::min(obs.best_bps[i], share[i]) : share[i];
-    o.rate_ratio = std::clamp(obs.rate_bps[i] / expected, 0.0, 1.0);
+    const double by_share = std::clamp(obs.rate_bps[i] / expected, 0.0, 1.0);
+    if (by_share >= options_.localisation.gray_ratio) o.rate_ratio = by_share;
   }
   size_t kept = 0;
   for (size_t i = 0; i < obs.paths.size(); ++i) {
@@ -588,7 +591,10 @@ std::optional<LinkDecision> FaultManager::DecideLink(LinkId id, const Evaluation
   // samples over the faulty link, which can shift the blame to a neighbour for one round.
   const bool confirmed = s.score > 0;
   // No tenant steers the fabric: flows of fewer than min_jobs jobs need a switch signal too.
-  const bool enough_jobs = sig.tomo_jobs >= options_.min_jobs || sig.counters_bad;
+  // A link already faulty by the automatic rules stays so on the evidence of any job (the jobs
+  // left on it after the re-plan may be one): the rule guards moving a link, not keeping it.
+  const bool enough_jobs = sig.tomo_jobs >= options_.min_jobs || sig.counters_bad ||
+                           s.health != LinkHealth::kUp;
   const bool tomo_usable = sig.tomo && confirmed && enough_jobs &&
                            (!sig.tomo->ambiguous || sig.counters_bad);
   s.suspect = sig.tomo != nullptr || sig.counters_bad;

@@ -522,7 +522,10 @@ TEST_F(FaultManagerTest, BelowThePlansShareIsAGrayFault) {
   ASSERT_EQ(d.size(), 1u) << (d.empty() ? "" : d[0].reason);
   EXPECT_EQ(d[0].link, L("tor0", "agg0"));
   EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
-  EXPECT_NEAR(d[0].capacity_fraction, 0.3, 0.03);  // 10 G of a 33.3 G share.
+  // How slow is measured against the flows' best rate (10 G of 100 G), not against the share:
+  // with all three really sharing it the link delivers 30 %, so under sharing the estimate errs
+  // low (the planner avoids the link more, never less).
+  EXPECT_NEAR(d[0].capacity_fraction, 0.1, 0.02);
 }
 
 // One tenant's reports alone never move a link: j0 alone crosses tor0->agg1 and says its flows
