@@ -646,9 +646,10 @@ int DoFaults(RunFlags f, const FaultFlags& ff, std::ostream& out, std::ostream& 
   setup["start_s"] = ff.start_s;
   setup["spacing_s"] = ff.spacing_s;
   setup["duration_s"] = {ff.min_duration_s, ff.max_duration_s};
-  setup["mix"] = {
-      {"link_down", ff.link_down}, {"link_gray", ff.link_gray}, {"tor_down", ff.tor_down},
-      {"link_lossy", ff.link_lossy}};
+  setup["mix"] = {{"link_down", ff.link_down},
+                  {"link_gray", ff.link_gray},
+                  {"tor_down", ff.tor_down},
+                  {"link_lossy", ff.link_lossy}};
   setup["gray_fraction"] = {ff.gray_min, ff.gray_max};
   setup["report_interval_ms"] = ff.report_interval_ms;
   setup["stall_timeout_ms"] = ff.stall_timeout_ms;

@@ -247,7 +247,8 @@ TEST(FaultInjectionTest, OneJobAloneMovesNothingALossyLinkIsFoundWithItsCounters
   EXPECT_LE(sc.outcomes[0].detection_time, Duration::Seconds(3)) << Dump(topo, lossy);
   bool down = false;
   for (const LinkDecisionRecord& d : lossy.link_decisions) {
-    down = down || (d.health == LinkHealth::kDown && (d.link == l || d.link == topo.link(l).reverse));
+    down =
+        down || (d.health == LinkHealth::kDown && (d.link == l || d.link == topo.link(l).reverse));
   }
   EXPECT_TRUE(down) << Dump(topo, lossy);
 }

@@ -729,8 +729,8 @@ std::shared_ptr<const PlanningSnapshot> ControlLoop::StartPlan() {
     reoptimize_after_recovery_ = false;
     snap->reoptimize = true;
     snap->reoptimize_min_gain = options_.reoptimize_min_gain;
-    snap->reason += std::string(snap->reason.empty() ? "" : ", ") +
-                    "re-optimisation (a link came back)";
+    snap->reason +=
+        std::string(snap->reason.empty() ? "" : ", ") + "re-optimisation (a link came back)";
   } else if (const std::optional<Duration> r = ReoptimizeAt(); r && now >= *r) {
     snap->reoptimize = true;
     snap->reoptimize_min_gain = options_.reoptimize_min_gain;

@@ -299,7 +299,7 @@ struct FaultManager::Evaluation {
 // One link's signals at this evaluation.
 struct FaultManager::LinkSignals {
   bool counters_bad = false;
-  int tomo_jobs = 0;  // Distinct jobs behind the tomography suspect.
+  int tomo_jobs = 0;         // Distinct jobs behind the tomography suspect.
   std::string counter_text;  // Empty: no fresh counter reading.
   const Suspect* tomo = nullptr;
   std::string tomo_text;
@@ -502,9 +502,9 @@ void FaultManager::ApplyPlannedShares(Observations& obs, const Topology& nominal
     const bool known = std::all_of(links.begin(), links.end(), [&](LinkId l) {
       return l.valid() && l.value() < nominal.num_links();
     });
-    flows.push_back(ShareFlow{.path = known ? std::span<const LinkId>(links)
-                                            : std::span<const LinkId>(),
-                              .level = obs.levels[i]});
+    flows.push_back(
+        ShareFlow{.path = known ? std::span<const LinkId>(links) : std::span<const LinkId>(),
+                  .level = obs.levels[i]});
   }
   const std::vector<double> share = PlannedShares(flows, nominal);
   std::vector<bool> drop(obs.paths.size(), false);
@@ -593,10 +593,10 @@ std::optional<LinkDecision> FaultManager::DecideLink(LinkId id, const Evaluation
   // No tenant steers the fabric: flows of fewer than min_jobs jobs need a switch signal too.
   // A link already faulty by the automatic rules stays so on the evidence of any job (the jobs
   // left on it after the re-plan may be one): the rule guards moving a link, not keeping it.
-  const bool enough_jobs = sig.tomo_jobs >= options_.min_jobs || sig.counters_bad ||
-                           s.health != LinkHealth::kUp;
-  const bool tomo_usable = sig.tomo && confirmed && enough_jobs &&
-                           (!sig.tomo->ambiguous || sig.counters_bad);
+  const bool enough_jobs =
+      sig.tomo_jobs >= options_.min_jobs || sig.counters_bad || s.health != LinkHealth::kUp;
+  const bool tomo_usable =
+      sig.tomo && confirmed && enough_jobs && (!sig.tomo->ambiguous || sig.counters_bad);
   s.suspect = sig.tomo != nullptr || sig.counters_bad;
   s.ambiguous = sig.tomo && sig.tomo->ambiguous;
   s.score = sig.tomo ? sig.tomo->score : 0;
@@ -609,9 +609,10 @@ std::optional<LinkDecision> FaultManager::DecideLink(LinkId id, const Evaluation
     s.last_bad = ev.now;
   } else if (s.suspect) {
     // Suspected but not acted on (ambiguous): keep what was seen for cruxctl faults.
-    const char* why = !confirmed     ? "suspect (to be confirmed at the next evaluation): "
-                      : !enough_jobs ? "suspect (no change: one job's flows alone, no switch signal): "
-                                     : "suspect (no change): ";
+    const char* why = !confirmed ? "suspect (to be confirmed at the next evaluation): "
+                      : !enough_jobs
+                          ? "suspect (no change: one job's flows alone, no switch signal): "
+                          : "suspect (no change): ";
     s.reason = std::string(why) + sig.tomo_text;
     s.evidence = sig.tomo_lines;
   }

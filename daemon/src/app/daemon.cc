@@ -43,7 +43,7 @@ core::ControlLoopOptions LoopOptions(const DaemonConfig& c) {
   o.faults.localisation.gray_ratio = f.gray_ratio;
   o.faults.localisation.min_flows = f.min_flows;
   o.faults.expectation = f.expectation == "own_best" ? core::FlowExpectation::kOwnBest
-                                                      : core::FlowExpectation::kPlanShare;
+                                                     : core::FlowExpectation::kPlanShare;
   o.faults.min_jobs = f.min_jobs;
   o.faults.counter_errors_per_s = f.counter_errors_per_s;
   o.faults.counter_capacity_fraction = f.counter_capacity_fraction;

@@ -94,8 +94,7 @@ core::Result<std::vector<InjectedFault>> GenerateFaults(const core::Topology& to
     return core::InvalidArgumentError("min_duration/max_duration: need 0 < min <= max < spacing");
   }
   const double wsum = o.link_down + o.link_gray + o.tor_down + o.link_lossy;
-  if (o.link_down < 0 || o.link_gray < 0 || o.tor_down < 0 || o.link_lossy < 0 ||
-      !(wsum > 0)) {
+  if (o.link_down < 0 || o.link_gray < 0 || o.tor_down < 0 || o.link_lossy < 0 || !(wsum > 0)) {
     return core::InvalidArgumentError("mix: weights must be >= 0 with a positive sum");
   }
   if (!(o.gray_min > 0 && o.gray_min <= o.gray_max && o.gray_max < 1)) {
@@ -222,8 +221,8 @@ std::string FormatFaultsCsv(const std::vector<InjectedFault>& faults, const core
       }
     }
     s += Num(f.at.ToSeconds()) + "," + std::string(FaultKindName(f.kind)) + "," + target + "," +
-         (IsGray(f.kind) ? Num(f.fraction) : std::string()) + "," +
-         Num(f.duration.ToSeconds()) + "\n";
+         (IsGray(f.kind) ? Num(f.fraction) : std::string()) + "," + Num(f.duration.ToSeconds()) +
+         "\n";
   }
   return s;
 }

@@ -560,8 +560,8 @@ TEST_F(FaultManagerTest, OneJobsFlowsAloneNeverMoveALink) {
     bool shown = false;
     for (const LinkFaultView& v : m.Links()) {
       if (v.link != L("tor0", "agg1")) continue;
-      shown = v.suspect && v.jobs == 1 &&
-              v.reason.find("one job's flows alone") != std::string::npos;
+      shown =
+          v.suspect && v.jobs == 1 && v.reason.find("one job's flows alone") != std::string::npos;
     }
     EXPECT_TRUE(shown);
   }

@@ -78,7 +78,7 @@ struct FaultSimOptions {
   // frames), reported with every heartbeat round when switch_signals is on. >= 0; cruxd's
   // default counter threshold is 10/s.
   double lossy_errors_per_s = 1000;
-  uint64_t seed = 1;                              // Busy-target choices.
+  uint64_t seed = 1;  // Busy-target choices.
 
   bool enabled() const { return flow_reports || !faults.empty(); }
 };

@@ -13,7 +13,9 @@
 //     plan in force with every reported flow active at once (planned_share.h): congestion the
 //     plan creates - two jobs on one link, traffic concentrated next to a handled fault - leaves
 //     every flow at or above that share, so it is not taken for a fault; a re-plan moves the
-//     shares with it. kOwnBest (before issue #27) measures against the own best rate alone.
+//     shares with it. Below that, how slow a flow is is measured against its best rate; a flow
+//     the plan starves (share 0) is no evidence when slow. kOwnBest (before issue #27) measures
+//     against the own best rate alone.
 //
 // Rules (Evaluate), per directed link:
 //   * a link-state "down" makes it DOWN at once;
@@ -21,9 +23,10 @@
 //   * one signal alone only makes it DEGRADED, with the estimated capacity (tomography: the
 //     estimated fraction of its rate; counters alone: counter_capacity_fraction), never below
 //     min_capacity_fraction of nominal;
-//   * no tenant steers the fabric: tomography without a switch signal on the link acts only when
-//     its evidence comes from at least `min_jobs` jobs (default 2); one job's flows alone are
-//     shown as a suspect and change nothing;
+//   * no tenant steers the fabric: tomography without a switch signal on the link moves it only
+//     when its evidence comes from at least `min_jobs` jobs (default 2); one job's flows alone
+//     are shown as a suspect and change nothing (a link already held faulty stays so on any
+//     job's evidence);
 //   * a suspect that the observations cannot tell apart from another link (ambiguous) changes
 //     nothing unless counters single it out; it is shown (cruxctl faults) for probes to resolve;
 //   * tomography acts only on a suspect that two consecutive evaluations (evaluate_interval

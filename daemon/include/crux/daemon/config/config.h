@@ -89,15 +89,15 @@ std::vector<std::string> SplitEndpointList(const std::string& list);
 // Automatic failure detection and handling (docs/faults.md; core::FaultOptions). [live]
 struct FaultsConfig {
   bool automatic = true;  // false: suspects are shown (cruxctl faults), links change only by admin.
-  int64_t evidence_window_ms = 10000;      // Flow samples / counter readings older are ignored.
-  int64_t evaluate_interval_ms = 1000;     // Evaluation cadence for flow and counter data.
+  int64_t evidence_window_ms = 10000;   // Flow samples / counter readings older are ignored.
+  int64_t evaluate_interval_ms = 1000;  // Evaluation cadence for flow and counter data.
   double gray_ratio = 0.8;  // A flow below this fraction of what it is entitled to is slow.
   int min_flows = 2;        // Unhealthy flows a suspect needs.
   // What a flow is measured against: "plan_share" (min of its best recent rate and its share
   // under the plan in force) or "own_best" (its best recent rate; before issue #27).
   std::string expectation = "plan_share";
-  int min_jobs = 2;  // Jobs behind a flows-only suspicion before it changes a link.
-  double counter_errors_per_s = 10;        // Errors + discards per second on a port direction.
+  int min_jobs = 2;                  // Jobs behind a flows-only suspicion before it changes a link.
+  double counter_errors_per_s = 10;  // Errors + discards per second on a port direction.
   double counter_capacity_fraction = 0.5;  // Capacity of a link only counters accuse.
   int64_t min_dwell_ms = 5000;             // Hold of a first fault (quiet time before recovery).
   int64_t max_hold_ms = 300000;            // Back-off cap for a flapping link.
