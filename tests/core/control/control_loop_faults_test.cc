@@ -269,6 +269,44 @@ TEST_F(ControlLoopFaultsTest, GrayLinkIsLocalisedDegradedAndOnlyItsJobsAreReplan
   EXPECT_LT(Crossing(link).size(), crossing.size());
 }
 
+// A link that comes back is crossed by no job (they were all moved off it), so unseating the
+// jobs of changed links would never bring one back: the first plan after the recovery plans from
+// scratch (a re-optimisation), the plans before it do not.
+TEST_F(ControlLoopFaultsTest, TheFirstPlanAfterALinkComesBackIsAReoptimisation) {
+  Jobs();
+  const LinkId link = SinglableUplink();
+  ASSERT_TRUE(link.valid());
+  const LinkDecision d = Degrade(link);
+  ASSERT_FALSE(HasFailure());
+  Apply({d});
+  clock_.Advance(kDebounce);
+  std::shared_ptr<const PlanningSnapshot> snap = loop_->StartPlan();
+  ASSERT_NE(snap, nullptr);
+  EXPECT_FALSE(snap->reoptimize) << snap->reason;  // The fault: only its jobs are unseated.
+  loop_->Commit(loop_->FinishPlan(*snap, RunPlan(*policy_, *current_, *snap, clock_)));
+  // Healthy everywhere for longer than the hold: the link comes back.
+  std::vector<LinkDecision> up;
+  for (int round = 0; round < 10 && up.empty(); ++round) {
+    clock_.Advance(Duration::Millis(1000));
+    ReportFlows(link, 100, 100);
+    up = loop_->EvaluateFaults();
+  }
+  ASSERT_EQ(up.size(), 1u);
+  EXPECT_EQ(up[0].health, LinkHealth::kUp);
+  Apply(up);
+  clock_.Advance(kDebounce);
+  snap = loop_->StartPlan();
+  ASSERT_NE(snap, nullptr);
+  EXPECT_TRUE(snap->reoptimize);
+  EXPECT_NE(snap->reason.find("a link came back"), std::string::npos) << snap->reason;
+  loop_->Commit(loop_->FinishPlan(*snap, RunPlan(*policy_, *current_, *snap, clock_)));
+  loop_->Invalidate("test");
+  clock_.Advance(kDebounce);
+  snap = loop_->StartPlan();
+  ASSERT_NE(snap, nullptr);
+  EXPECT_FALSE(snap->reoptimize) << snap->reason;  // Once.
+}
+
 TEST_F(ControlLoopFaultsTest, ProbesCoverTheUplinksNoFlowCrossesAndLocaliseAFaultThere) {
   options_.faults.probes.enabled = true;
   // One job (host0 under tor0, host5 under tor1): its two flows take one Agg each way, so the
