@@ -17,8 +17,12 @@ namespace {
 // named Agg.
 class FaultManagerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { UseUplinkGbps(400); }
+
+  // The fabric: four ToRs x two Aggs x two hosts (one 200 G NIC each), ToR-Agg cables of `gbps`.
+  void UseUplinkGbps(double gbps) {
     Clos2Params p;
+    p.uplink_gbps = gbps;
     p.tors = 4;
     p.aggs = 2;
     p.hosts_per_tor = 2;
@@ -467,13 +471,7 @@ TEST_F(FaultManagerTest, WithoutAutomaticHandlingSuspectsAreShownButNothingChang
 // at a third of it. Measured against their own best rate (100 G, when they ran alone) they look
 // like a gray fault of that link; measured against the plan's share they are healthy.
 TEST_F(FaultManagerTest, CongestionWithinThePlansShareIsNoFault) {
-  Clos2Params p;
-  p.tors = 4;
-  p.aggs = 2;
-  p.hosts_per_tor = 2;
-  p.host.nics_per_host = 1;
-  p.uplink_gbps = 100;
-  topo_ = std::make_unique<Topology>(BuildClos2(p).value());
+  UseUplinkGbps(100);
   StandardJobs();  // tor0->agg0: j0 (two flows) and j1 (one).
   for (const FlowExpectation e : {FlowExpectation::kOwnBest, FlowExpectation::kPlanShare}) {
     FaultOptions o;
@@ -502,13 +500,7 @@ TEST_F(FaultManagerTest, CongestionWithinThePlansShareIsNoFault) {
 
 // Below the plan's share is still a fault: the same three flows at 10 G each on that uplink.
 TEST_F(FaultManagerTest, BelowThePlansShareIsAGrayFault) {
-  Clos2Params p;
-  p.tors = 4;
-  p.aggs = 2;
-  p.hosts_per_tor = 2;
-  p.host.nics_per_host = 1;
-  p.uplink_gbps = 100;
-  topo_ = std::make_unique<Topology>(BuildClos2(p).value());
+  UseUplinkGbps(100);
   StandardJobs();
   FaultManager m(FaultOptions{});
   ReportAll(m, 100);
