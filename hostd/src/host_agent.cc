@@ -204,9 +204,28 @@ void HostAgent::OnLocalClosed(ConnId conn, core::Duration now) {
   processes_.erase(pit);
 }
 
+bool HostAgent::LocalRanksComplete(const Job& j) const {
+  uint32_t per_host = 1;
+  for (pid_t pid : j.pids) {
+    auto p = processes_.find(pid);
+    if (p == processes_.end() || p->second->comms.empty()) return false;
+    for (const auto& [hash, ci] : p->second->comms) {
+      if (ci.nranks > 0 && ci.nnodes > 0) {
+        per_host = std::max(per_host, static_cast<uint32_t>(ci.nranks / ci.nnodes));
+      }
+    }
+  }
+  return j.pids.size() >= per_host;
+}
+
+core::Duration HostAgent::RegisterAt(const Job& j) const {
+  const int64_t factor = LocalRanksComplete(j) ? 1 : kRegisterWaitFactor;
+  return j.first_seen + core::Duration::Millis(config_.register_delay_ms * factor);
+}
+
 void HostAgent::MaybeStartSession(Job& j, core::Duration now) {
   if (j.session || j.pids.empty()) return;
-  if (now < j.first_seen + core::Duration::Millis(config_.register_delay_ms)) return;
+  if (now < RegisterAt(j)) return;
   uint32_t hosts = 0;
   for (pid_t pid : j.pids) {
     for (const auto& [hash, ci] : processes_[pid]->comms) {
@@ -504,7 +523,7 @@ core::Duration HostAgent::NextWakeup() const {
     if (j->session) {
       next = std::min(next, j->session->NextWakeup());
     } else if (!j->pids.empty()) {
-      next = std::min(next, j->first_seen + core::Duration::Millis(config_.register_delay_ms));
+      next = std::min(next, RegisterAt(*j));
     }
     if (j->empty_since) {
       next = std::min(next, *j->empty_since + core::Duration::Millis(config_.end_delay_ms));

@@ -7,9 +7,6 @@
 namespace crux::nccl_profiler {
 namespace {
 
-constexpr int64_t kOpenWindow = std::numeric_limits<int64_t>::max();
-constexpr size_t kMaxWindows = 64;
-
 bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 }  // namespace
@@ -69,21 +66,15 @@ void Aggregator::RemoveComm(const void* key) {
   by_key_.erase(it);  // The context pointer may be reused by a new communicator.
 }
 
-bool Aggregator::InWindow(int64_t host_ns) const {
-  for (const auto& [start, end] : windows_) {
-    if (host_ns >= start && host_ns < end) return true;
-  }
-  return false;
+bool Aggregator::SampledSince(int64_t host_ns) const {
+  return window_open_since_.has_value() && *window_open_since_ <= host_ns;
 }
 
-void Aggregator::SamplingStarted(int64_t now_ns) {
-  windows_.emplace_back(now_ns, kOpenWindow);
-  while (windows_.size() > kMaxWindows) windows_.pop_front();
-}
+void Aggregator::SamplingStarted(int64_t now_ns) { window_open_since_ = now_ns; }
 
-void Aggregator::SamplingEnded(int64_t now_ns) {
-  if (windows_.empty() || windows_.back().second != kOpenWindow) return;
-  windows_.back().second = now_ns;
+void Aggregator::SamplingEnded(int64_t /*now_ns*/) {
+  if (!window_open_since_) return;
+  window_open_since_.reset();
   ++windows_ended_;
   split_changed_ = true;
 }
@@ -103,8 +94,6 @@ void Aggregator::StartTask(const Record& r) {
   t.bytes = EstimatedWireBytes(func, r.value, size, c.info.nranks);
   t.host_ns = r.t_ns;
   t.channels = std::max<uint32_t>(1, r.channels);
-  t.sampled = InWindow(r.t_ns);
-  if (t.sampled) c.sampled_estimate += t.bytes;
   if (r.is_p2p && func == "Send" && r.peer >= 0) c.p2p_to[r.peer] += t.bytes;
   if (tasks_.size() >= options_.max_open_tasks) {
     while (!task_order_.empty()) {
@@ -124,6 +113,9 @@ void Aggregator::StartTask(const Record& r) {
 
 void Aggregator::Close(uint64_t /*id*/, Task& t) {
   Comm& c = comms_[t.comm];
+  // Records are consumed before the plugin closes a window, so a window still open here was
+  // open when the task's last event happened.
+  if (t.proxy_seen || SampledSince(t.host_ns)) c.sampled_estimate += t.bytes;
   int64_t start = 0;
   int64_t end = 0;
   if (t.gpu_end > 0 && t.gpu_start > 0) {
@@ -187,6 +179,10 @@ void Aggregator::Consume(const Record& r) {
       }
       ops_[r.id] = Op{*idx, r.peer};
       op_order_.push_back(r.id);
+      if (r.parent != 0) {
+        auto task = tasks_.find(r.parent);
+        if (task != tasks_.end()) task->second.proxy_seen = true;
+      }
       return;
     }
     case RecordKind::kSendBytes: {

@@ -10,9 +10,12 @@
 //            per-rank count); Broadcast / Reduce (n-1)/n S; Send S; Recv, n = 1: 0.
 //            S = count x datatype size. Inside sampling windows NCCL also reports the proxy
 //            steps' real bytes to each peer (ProxyStep transSize): per communicator the ratio
-//            real / estimated over all sampled tasks scales the estimate (intra-node traffic,
+//            real / estimated over the sampled tasks scales the estimate (intra-node traffic,
 //            which never reaches the NIC, drops out) and the split over peer ranks is
-//            reported. P2p sends name their peer directly.
+//            reported. P2p sends name their peer directly. A task is sampled when NCCL reported
+//            a proxy op for it (its sends were seen), or when a window was open for its whole
+//            life and none came (it sent nothing over the network); a task that straddles a
+//            window's edge without proxy ops is left out, so the edges bias neither way.
 //   interval the GPU time [first channel start, last channel stop] from the KernelCh events
 //            (globaltimer ns). A task whose kernel events never all arrive is closed after
 //            `task_timeout_ns` of host time with what it has; one with no GPU time at all is
@@ -70,6 +73,8 @@ class Aggregator {
   void Expire(int64_t now_ns);
 
   // Sampling windows in host time (the plugin turns NCCL's proxy events on in between).
+  // Precondition: SamplingStarted's time is taken after the proxy events are on, and
+  // SamplingEnded is called (with any time) before they go off.
   void SamplingStarted(int64_t now_ns);
   void SamplingEnded(int64_t now_ns);
 
@@ -90,9 +95,7 @@ class Aggregator {
     hostd::CommInfo info;
     bool have_offset = false;
     int64_t gpu_minus_host = 0;
-    // Estimated bytes of the tasks started in windows. Known bias: a task started near a
-    // window's end counts its whole estimate, while its proxy steps after the window are not
-    // seen, so the real/estimate ratio can be low by up to one task per window.
+    // Estimated bytes of the sampled tasks (see the file comment), added when a task closes.
     uint64_t sampled_estimate = 0;
     uint64_t sampled_sent = 0;  // Proxy bytes sent (all windows).
     std::map<int, uint64_t> sent_to;
@@ -106,7 +109,7 @@ class Aggregator {
     int64_t gpu_end = 0;
     uint32_t channels = 1;
     uint32_t stops = 0;
-    bool sampled = false;
+    bool proxy_seen = false;  // NCCL reported a proxy op (a network send) for it.
   };
   struct Op {
     uint32_t comm = 0;
@@ -116,7 +119,8 @@ class Aggregator {
   std::optional<uint32_t> CommIndex(const void* key) const;
   void StartTask(const Record& r);
   void Close(uint64_t id, Task& t);
-  bool InWindow(int64_t host_ns) const;
+  // Whether a sampling window is open now and has been since `host_ns`.
+  bool SampledSince(int64_t host_ns) const;
   hostd::RankProfile Build(const std::string& job_id) const;
   bool MateriallyDifferent(const hostd::RankProfile& a, const hostd::RankProfile& b) const;
 
@@ -128,7 +132,7 @@ class Aggregator {
   std::deque<uint64_t> task_order_;  // Start order, for expiry (ids of closed tasks skipped).
   std::unordered_map<uint64_t, Op> ops_;
   std::deque<uint64_t> op_order_;
-  std::deque<std::pair<int64_t, int64_t>> windows_;  // [start, end); end = max while open.
+  std::optional<int64_t> window_open_since_;  // Host time; empty while no window is open.
   uint64_t windows_ended_ = 0;
   bool split_changed_ = false;
 

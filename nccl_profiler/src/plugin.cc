@@ -187,14 +187,16 @@ class Plugin {
 
       // Sampling windows: real proxy bytes per peer now and then.
       if (sample_every_ns_ > 0 && !stopping) {
+        // A window's start is read after the proxy events are on and it ends before they go
+        // off (the Aggregator's precondition: no task counts as sampled without them).
         if (!in_window && now >= next_window) {
-          aggregator_.SamplingStarted(now);
           SetSampling(true);
+          aggregator_.SamplingStarted(Recorder::NowNs());
           in_window = true;
           window_start = now;
         } else if (in_window && now - window_start >= sample_for_ns_) {
-          SetSampling(false);
           aggregator_.SamplingEnded(now);
+          SetSampling(false);
           in_window = false;
           next_window = now + sample_every_ns_;
         }

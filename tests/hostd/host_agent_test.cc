@@ -133,6 +133,26 @@ TEST_F(HostAgentTest, RegistersTheHostPartAfterTheDelay) {
   EXPECT_EQ(r.host_part().local_ranks(), 2u);
 }
 
+// A loaded host: the ranks said hello but their communicators (which name the host count and
+// the ranks per host) come late. Registration waits for them instead of telling cruxd that the
+// job spans 0 hosts; once they are in, it goes at once.
+TEST_F(HostAgentTest, RegistrationWaitsUntilTheLocalRanksLookComplete) {
+  for (auto [conn, pid] : {std::pair<ConnId, pid_t>{1, 100}, {2, 101}}) {
+    agent_.OnLocalConnected(conn, pid, 1000, now_);
+    agent_.OnLocalMessage(conn, Hello{Role::kProfiler, pid, "job-a", "CRUX_JOB_ID", "v6"}, now_);
+  }
+  EXPECT_EQ(agent_.NextWakeup(), Ms(100 * HostAgent::kRegisterWaitFactor));
+  EXPECT_TRUE(At(Ms(100)).empty());
+  agent_.OnLocalMessage(1, CommInfo{0xC0, 0, 4, 2, "", true}, Ms(150));
+  EXPECT_TRUE(At(Ms(150)).empty());  // Rank 1's communicator is still missing.
+  agent_.OnLocalMessage(2, CommInfo{0xC0, 1, 4, 2, "", true}, Ms(160));
+  EXPECT_EQ(agent_.NextWakeup(), Ms(100));  // Overdue: due now.
+  auto out = At(Ms(160));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].register_job().host_part().hosts_expected(), 2u);
+  EXPECT_EQ(out[0].register_job().host_part().local_ranks(), 2u);
+}
+
 TEST_F(HostAgentTest, MergesTheRanksProfilesIntoOneHostReport) {
   RegisterTwoRanks();
   agent_.OnLocalMessage(1, Profile(1, 150'000'000), now_);
@@ -259,7 +279,9 @@ TEST_F(HostAgentTest, ProcessesOfAnotherUidCannotJoinAJob) {
   Rank(1, 100, 0);
   Rank(9, 200, 0, Role::kProfiler, 2000);
   EXPECT_EQ(agent_.counters().refused_uid, 1u);
-  auto out = At(Ms(100));
+  // One of the two local ranks its communicator promises: registered at the latest.
+  EXPECT_TRUE(At(Ms(100)).empty());
+  auto out = At(Ms(100 * HostAgent::kRegisterWaitFactor));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].register_job().placement(0).gpus(), 1u);
   auto status = nlohmann::json::parse(agent_.StatusJson());
@@ -286,7 +308,7 @@ TEST_F(HostAgentTest, JobEndsAfterItsRanksLeft) {
 TEST_F(HostAgentTest, RepliesAreRoutedToTheirJobOnTheSharedConnection) {
   Rank(1, 100, 0);
   Rank(2, 300, 0, Role::kProfiler, 1000, "job-b");
-  auto out = At(Ms(100));
+  auto out = At(Ms(100 * HostAgent::kRegisterWaitFactor));  // One local rank each.
   ASSERT_EQ(out.size(), 2u);
   EXPECT_NE(out[0].request_id(), out[1].request_id());
   // Answer job-b first; an unknown request id is stray.

@@ -257,5 +257,74 @@ TEST(AggregatorTest, DetectsThePeriodFromKernelTimes) {
   EXPECT_FALSE(agg.TakeProfile("j").has_value());            // Nothing new.
 }
 
+// Sampling: the real / estimated ratio is taken over the tasks whose sends NCCL reported, plus
+// those a window covered for their whole life without any (intra-node only). A task straddling
+// a window's end without proxy ops - its sends fell after the window - is left out instead of
+// lowering the ratio (it used to count its estimate and none of its bytes).
+TEST(AggregatorTest, SamplingWindowEdgesBiasNeitherWay) {
+  Aggregator agg;
+  int net = 0;
+  int local = 0;
+  agg.AddComm(&net, {0x51, 1, 4, 2, "", true});    // Half of each task leaves the node.
+  agg.AddComm(&local, {0x52, 0, 4, 2, "", true});  // Nothing reaches the NIC.
+  const int64_t period = 50'000'000;
+  uint64_t id = 1;
+  auto send = [&](uint64_t task, uint64_t bytes) {
+    Record op;
+    op.kind = RecordKind::kProxyOpStart;
+    op.id = id++;
+    op.parent = task;
+    op.comm = &net;
+    op.peer = 2;
+    agg.Consume(op);
+    Record step;
+    step.kind = RecordKind::kSendBytes;
+    step.id = op.id;
+    step.value = bytes;
+    agg.Consume(step);
+  };
+  std::optional<hostd::RankProfile> p;
+  for (int it = 0; it < 30 && !(p && !p->comms.empty() && !p->comms[0].peers.empty()); ++it) {
+    const int64_t host = 1'000'000 + it * period;
+    if (it == 4) agg.SamplingStarted(host);
+    uint64_t straddling = 0;
+    for (int b = 0; b < 3; ++b) {
+      const int64_t g = 1'000'000'000'000 + it * period + 30'000'000 + b * 4'000'000;
+      for (int* comm : {&net, &local}) {
+        const uint64_t task = id++;
+        agg.Consume(Task(task, comm, host + b * 4'000'000, 1'000'000));  // 6 MB estimated.
+        agg.Consume(Kernel(RecordKind::kKernelStart, task, g));
+        const bool sampled = it >= 4 && it <= 6;
+        if (comm == &net && sampled && !(it == 6 && b == 2)) send(task, 3'000'000);
+        if (comm == &net && it == 6 && b == 2) {
+          straddling = task;  // Started in the window; its sends come after it closed.
+          continue;
+        }
+        agg.Consume(Kernel(RecordKind::kKernelStop, task, g + 3'000'000));
+      }
+    }
+    if (it == 6) {
+      agg.SamplingEnded(host + period - 1);
+      agg.Consume(Kernel(RecordKind::kKernelStop, straddling,
+                         1'000'000'000'000 + it * period + 41'000'000));
+    }
+    if (auto fresh = agg.TakeProfile("j")) p = fresh;
+  }
+  ASSERT_TRUE(p.has_value());
+  ASSERT_EQ(p->comms.size(), 2u);
+  EXPECT_EQ(agg.sampled_windows(), 1u);
+  for (const auto& c : p->comms) {
+    if (c.hash == 0x51) {
+      EXPECT_EQ(c.bytes, 9'000'000u);  // 3 tasks x 6 MB x exactly one half.
+      ASSERT_EQ(c.peers.size(), 1u);
+      EXPECT_EQ(c.peers[0].peer_rank, 2);
+      EXPECT_EQ(c.peers[0].bytes, 9'000'000u);
+    } else {
+      EXPECT_EQ(c.bytes, 0u);  // Covered by the window, no sends: intra-node.
+      EXPECT_TRUE(c.peers.empty());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace crux::nccl_profiler

@@ -13,7 +13,11 @@
 //    must belong to one uid (the first one's; others are refused and logged), so a user cannot
 //    read or steer another user's job through the agent.
 //  * Registration. register_delay_ms after the job's first process appeared (its other local
-//    ranks arrive meanwhile) the job gets a session (client_lib's sans-I/O Session) that
+//    ranks arrive meanwhile), and once its local ranks look complete - every process has
+//    reported a communicator and there are at least nRanks / nNodes of them for its largest
+//    one - or at the latest kRegisterWaitFactor x register_delay_ms after it appeared (a loaded
+//    host starts ranks late; a shim-only process reports no communicator), the job gets a
+//    session (client_lib's sans-I/O Session) that
 //    registers it with placement = this host (GPUs = local ranks, NICs = the configured ones) and
 //    a HostPart (host, hosts expected = the largest nNodes of its communicators, local ranks).
 //    The placement is fixed from then on (a changed placement would be refused by cruxd).
@@ -73,6 +77,9 @@ struct HostAgentCounters {
 
 class HostAgent {
  public:
+  // A job whose local ranks do not look complete registers this many register_delay_ms late.
+  static constexpr int64_t kRegisterWaitFactor = 10;
+
   explicit HostAgent(HostdConfig config, uint64_t seed = 1);
   ~HostAgent();
   HostAgent(const HostAgent&) = delete;
@@ -110,6 +117,10 @@ class HostAgent {
   void AttachJob(Process& p, const std::string& job_id, core::Duration now);
   void DetachJob(Process& p, core::Duration now);
   void MaybeStartSession(Job& j, core::Duration now);
+  // Whether the job's local ranks look complete (see Registration above).
+  bool LocalRanksComplete(const Job& j) const;
+  // When the job registers at the earliest, given whether its local ranks look complete.
+  core::Duration RegisterAt(const Job& j) const;
   void UpdateProfile(Job& j, core::Duration now);
   void SendPins(Job& j, std::optional<ConnId> only = std::nullopt);
   PinTable BuildPins(const Job& j);
