@@ -592,6 +592,9 @@ void ControlLoop::ObserveLinkState(const LinkStateSignal& s) {
 }
 
 void ControlLoop::ObserveCounters(const CounterSignal& s) { faults_.OnCounters(s, clock_->Now()); }
+void ControlLoop::ObserveNicCounters(const NicCounterSignal& s) {
+  faults_.OnNicCounters(s, clock_->Now());
+}
 
 void ControlLoop::ObserveFlows(const std::string& job_id, const std::vector<FlowSample>& samples) {
   if (!jobs_.count(job_id)) return;

@@ -138,6 +138,12 @@ void FaultManager::OnCounters(const CounterSignal& s, Duration now) {
   dirty_ = true;
 }
 
+void FaultManager::OnNicCounters(const NicCounterSignal& s, Duration now) {
+  if (s.interval <= Duration::Zero() || !s.nic.valid()) return;
+  nics_[s.nic.value()] = NicCounters{s, now};
+  dirty_ = true;
+}
+
 void FaultManager::OnFlows(const std::string& job_id, const std::vector<FlowSample>& samples,
                            Duration now) {
   for (const FlowSample& f : samples) {

@@ -134,6 +134,11 @@ void ControlHost::ObserveCounters(const core::CounterSignal& signal) {
   KickFaults();
 }
 
+void ControlHost::ObserveNicCounters(const core::NicCounterSignal& signal) {
+  control_.ObserveNicCounters(signal);
+  KickFaults();
+}
+
 void ControlHost::ObserveFlows(const std::string& job_id,
                                const std::vector<core::FlowSample>& samples) {
   control_.ObserveFlows(job_id, samples);

@@ -32,7 +32,7 @@
 //     left while the run was in flight are not applied again.
 //   * Link health (FaultManager, fault_manager.h: the decision rules, hysteresis and flap
 //     damping): link-state, counter and flow signals go in (ObserveLinkState / ObserveCounters /
-//     ObserveFlows), EvaluateFaults (at faults_due()) applies the rules over the applied plan's
+//     ObserveNicCounters / ObserveFlows), EvaluateFaults (at faults_due()) applies the rules over the applied plan's
 //     routing matrix and returns the links whose health changed; the host applies them to its
 //     topology (a new topology version: a new policy, seeded with the plan in force) and the
 //     loop asks for a plan. The next run re-plans only the jobs whose pinned paths cross a
@@ -268,6 +268,7 @@ class ControlLoop {
   // Signals: recorded; EvaluateFaults decides. Flow samples of unknown jobs are ignored.
   void ObserveLinkState(const LinkStateSignal& s);
   void ObserveCounters(const CounterSignal& s);
+  void ObserveNicCounters(const NicCounterSignal& s);
   void ObserveFlows(const std::string& job_id, const std::vector<FlowSample>& samples);
   // Admin pins (cruxctl set-link): in force until ClearLinkAdmin hands the link back.
   void SetLinkAdmin(LinkId link, AdminLinkState state);

@@ -145,6 +145,23 @@ struct CounterSignal {
   std::string source;
 };
 
+// A NIC port's RDMA hardware counter deltas over `interval` (crux-hostd reads them from sysfs,
+// /sys/class/infiniband/<dev>/ports/<n>/hw_counters). The host agent is the operator's, not a
+// tenant's, so this is a signal independent of the jobs' flow reports. The NIC cannot say which
+// link lost a packet, only that its flows met loss (or congestion) somewhere on their paths.
+struct NicCounterSignal {
+  NodeId nic;
+  Duration interval;  // > 0.
+  // Loss side: packet_seq_err + out_of_sequence + local_ack_timeout_err + roce_adp_retrans +
+  // roce_adp_retrans_to (a receiver sees the gaps, a sender the retransmissions).
+  uint64_t loss = 0;
+  // Congestion side (informational): np_cnp_sent + rp_cnp_handled + np_ecn_marked_roce_packets.
+  uint64_t congestion = 0;
+  std::string source;  // "host3 mlx5_0 port 1".
+
+  friend bool operator==(const NicCounterSignal&, const NicCounterSignal&) = default;
+};
+
 // One flow's (or probe's) measurement over the report window.
 struct FlowSample {
   NodeId src_nic;
@@ -224,6 +241,8 @@ class FaultManager {
   // ---- signals ----
   void OnLinkState(const LinkStateSignal& s, Duration now);
   void OnCounters(const CounterSignal& s, Duration now);
+  // A NIC's counters (replace that NIC's previous reading).
+  void OnNicCounters(const NicCounterSignal& s, Duration now);
   // The samples of one job's report (replace that job's previous ones per flow: per job, NIC
   // pair and source port). A flow's expected rate is the best recent rate of that key; a new
   // port of a known pair (a re-pin) starts from the best recent rate of the pair's other ports.
@@ -354,6 +373,11 @@ class FaultManager {
   FaultOptions options_;
   std::map<LinkId, LinkState> links_;
   std::map<FlowKey, FlowRecord> flows_;
+  struct NicCounters {
+    NicCounterSignal last;
+    Duration at;
+  };
+  std::map<uint32_t, NicCounters> nics_;  // By NIC node id.
   struct Replan {
     uint64_t epoch = 0;
     Duration seen;  // The evaluation that first saw this epoch.

@@ -125,6 +125,7 @@ class ControlHost {
   // ---- link health (signals and admin pins for core::FaultManager) ----
   void ObserveLinkState(const core::LinkStateSignal& signal);
   void ObserveCounters(const core::CounterSignal& signal);
+  void ObserveNicCounters(const core::NicCounterSignal& signal);
   void ObserveFlows(const std::string& job_id, const std::vector<core::FlowSample>& samples);
   void SetLinkAdmin(core::LinkId link, core::AdminLinkState state);
   void ClearLinkAdmin(core::LinkId link);
