@@ -95,6 +95,9 @@ Status ValidateFaultOptions(const FaultOptions& o) {
   if (!(o.counter_errors_per_s > 0 && std::isfinite(o.counter_errors_per_s))) {
     return InvalidArgumentError("faults.counter_errors_per_s: must be > 0");
   }
+  if (!(o.nic_loss_per_s > 0 && std::isfinite(o.nic_loss_per_s))) {
+    return InvalidArgumentError("faults.nic_loss_per_s: must be > 0");
+  }
   const std::pair<const char*, double> fractions[] = {
       {"counter_capacity_fraction", o.counter_capacity_fraction},
       {"min_capacity_fraction", o.min_capacity_fraction}};
@@ -183,6 +186,7 @@ void FaultManager::ForgetJob(const std::string& job_id) {
   auto it = flows_.lower_bound(FlowKey{job_id, 0, 0, false, 0});
   while (it != flows_.end() && it->first.job == job_id) it = flows_.erase(it);
   replans_.erase(job_id);
+  contradictions_.erase(job_id);
 }
 
 void FaultManager::SetAdmin(LinkId link, AdminLinkState state, Duration /*now*/) {
@@ -287,6 +291,11 @@ struct FaultManager::Observations {
   std::vector<double> best_bps;
   std::vector<int> levels;
 
+  // Removes the rows marked in `drop` (one flag per row), keeping the order of the others.
+  void Erase(const std::vector<bool>& drop);
+  // "flow of job j a->b (sport n)".
+  std::string FlowName(size_t row, const Topology& nominal) const;
+
   // The jobs (sorted, ", "-separated) and the first few flows behind `s`, as evidence lines.
   std::pair<std::string, std::vector<std::string>> Describe(const Suspect& s,
                                                             const Topology& nominal) const;
@@ -305,6 +314,8 @@ struct FaultManager::Evaluation {
 // One link's signals at this evaluation.
 struct FaultManager::LinkSignals {
   bool counters_bad = false;
+  bool nic_loss = false;  // A NIC at an end of a slow flow behind the suspect reports loss.
+  std::string nic_text;
   int tomo_jobs = 0;         // Distinct jobs behind the tomography suspect.
   std::string counter_text;  // Empty: no fresh counter reading.
   const Suspect* tomo = nullptr;
@@ -403,7 +414,8 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
   ForgetStaleFlows(now);
   NoteReplans(applied, now);
   const Duration window_start = now - options_.evidence_window;
-  const Observations observations = BuildObservations(window_start, applied, nominal);
+  Observations observations = BuildObservations(window_start, applied, nominal);
+  DropContradictedJobs(observations, now, window_start, nominal);
   const std::vector<Suspect> suspects = Localise(observations.paths, options_.localisation);
   Evaluation ev{.now = now,
                 .window_start = window_start,
@@ -530,21 +542,148 @@ void FaultManager::ApplyPlannedShares(Observations& obs, const Topology& nominal
     const double by_share = std::clamp(obs.rate_bps[i] / expected, 0.0, 1.0);
     if (by_share >= options_.localisation.gray_ratio) o.rate_ratio = by_share;
   }
+  obs.Erase(drop);
+}
+
+void FaultManager::Observations::Erase(const std::vector<bool>& drop) {
   size_t kept = 0;
-  for (size_t i = 0; i < obs.paths.size(); ++i) {
+  for (size_t i = 0; i < paths.size(); ++i) {
     if (drop[i]) continue;
-    if (kept != i) obs.paths[kept] = std::move(obs.paths[i]);
-    obs.flows[kept] = obs.flows[i];
-    obs.rate_bps[kept] = obs.rate_bps[i];
-    obs.best_bps[kept] = obs.best_bps[i];
-    obs.levels[kept] = obs.levels[i];
+    if (kept != i) paths[kept] = std::move(paths[i]);
+    flows[kept] = flows[i];
+    rate_bps[kept] = rate_bps[i];
+    best_bps[kept] = best_bps[i];
+    levels[kept] = levels[i];
     ++kept;
   }
-  obs.paths.resize(kept);
-  obs.flows.resize(kept);
-  obs.rate_bps.resize(kept);
-  obs.best_bps.resize(kept);
-  obs.levels.resize(kept);
+  paths.resize(kept);
+  flows.resize(kept);
+  rate_bps.resize(kept);
+  best_bps.resize(kept);
+  levels.resize(kept);
+}
+
+std::string FaultManager::Observations::FlowName(size_t row, const Topology& nominal) const {
+  const auto& [key, rec] = *flows[row];
+  return std::string(key.probe ? "probe" : "flow") + " of job " + key.job + " " +
+         NodeName(nominal, rec.sample.src_nic) + "->" + NodeName(nominal, rec.sample.dst_nic) +
+         " (sport " + std::to_string(rec.sample.udp_sport) + ")";
+}
+
+bool FaultManager::CountersAccuse(const LinkState& s, Duration window_start) const {
+  if (!s.counters || s.counters->at < window_start) return false;
+  const CounterSignal& c = s.counters->last;
+  return static_cast<double>(c.errors + c.discards) / c.interval.ToSeconds() >=
+         options_.counter_errors_per_s;
+}
+
+const NicCounterSignal* FaultManager::NicLoss(NodeId nic, Duration window_start) const {
+  auto it = nics_.find(nic.value());
+  if (it == nics_.end() || it->second.at < window_start) return nullptr;
+  const NicCounterSignal& n = it->second.last;
+  return static_cast<double>(n.loss) / n.interval.ToSeconds() >= options_.nic_loss_per_s ? &n
+                                                                                         : nullptr;
+}
+
+void FaultManager::DropContradictedJobs(Observations& obs, Duration now, Duration window_start,
+                                        const Topology& nominal) {
+  const double gray = options_.localisation.gray_ratio;
+  auto slow = [&](size_t i) { return obs.paths[i].failed || obs.paths[i].rate_ratio < gray; };
+  // Per link: per job, the lowest priority (highest level) of its healthy rows crossing it.
+  std::map<LinkId, std::map<std::string_view, int>> healthy;
+  for (size_t i = 0; i < obs.paths.size(); ++i) {
+    if (slow(i)) continue;
+    for (LinkId l : obs.paths[i].links) {
+      auto [it, inserted] = healthy[l].try_emplace(obs.flows[i]->first.job, obs.levels[i]);
+      if (!inserted) it->second = std::max(it->second, obs.levels[i]);
+    }
+  }
+  struct Tally {
+    int slow = 0;
+    int contradicted = 0;
+    std::string example;
+  };
+  std::map<std::string_view, Tally> tally;
+  for (size_t i = 0; i < obs.paths.size(); ++i) {
+    if (!slow(i)) continue;
+    const auto& [key, rec] = *obs.flows[i];
+    Tally& t = tally[key.job];
+    ++t.slow;
+    // Another source backs it: a NIC at one of its ends reports loss.
+    if (NicLoss(rec.sample.src_nic, window_start) || NicLoss(rec.sample.dst_nic, window_start)) {
+      continue;
+    }
+    std::string_view witness;
+    bool contradicted = !obs.paths[i].links.empty();
+    for (LinkId l : obs.paths[i].links) {
+      auto ls = links_.find(l);
+      if (ls != links_.end() &&
+          (ls->second.port_down || CountersAccuse(ls->second, window_start))) {
+        contradicted = false;  // The switch agrees that something is wrong there.
+        break;
+      }
+      auto h = healthy.find(l);
+      bool vouched = false;
+      if (h != healthy.end()) {
+        for (const auto& [other, level] : h->second) {
+          if (other != key.job && (obs.paths[i].failed || level >= obs.levels[i])) {
+            vouched = true;
+            if (witness.empty()) witness = other;
+            break;
+          }
+        }
+      }
+      if (!vouched) {
+        contradicted = false;
+        break;
+      }
+    }
+    if (!contradicted) continue;
+    ++t.contradicted;
+    if (t.example.empty()) {
+      t.example = obs.FlowName(i, nominal) +
+                  (obs.paths[i].failed ? " made no progress" : " is slow") + ", yet job " +
+                  std::string(witness) +
+                  " is healthy at the same or a lower priority on every link of its path";
+    }
+  }
+  // Update the flags: a job is consistent again as soon as an evaluation finds it so.
+  std::vector<bool> drop(obs.paths.size(), false);
+  bool any = false;
+  for (auto it = contradictions_.begin(); it != contradictions_.end();) {
+    it = tally.count(it->first) ? std::next(it) : contradictions_.erase(it);
+  }
+  for (const auto& [job, t] : tally) {
+    const bool contradicted = t.slow >= options_.localisation.min_flows && t.contradicted == t.slow;
+    if (!contradicted) {
+      contradictions_.erase(std::string(job));
+      continue;
+    }
+    Contradiction& c = contradictions_[std::string(job)];
+    ++c.streak;
+    if (c.streak < 2) continue;
+    if (!c.flagged) {
+      c.flagged = true;
+      c.view.job = std::string(job);
+      c.view.since = now;
+    }
+    c.view.slow_flows = t.slow;
+    c.view.example = t.example;
+    ++c.view.evaluations;
+    ++disbelieved_reports_;
+    for (size_t i = 0; i < obs.paths.size(); ++i) {
+      if (obs.flows[i]->first.job == job) drop[i] = any = true;
+    }
+  }
+  if (any) obs.Erase(drop);
+}
+
+std::vector<ContradictedJob> FaultManager::ContradictedJobs() const {
+  std::vector<ContradictedJob> out;
+  for (const auto& [job, c] : contradictions_) {
+    if (c.flagged) out.push_back(c.view);
+  }
+  return out;
 }
 
 double FaultManager::BestRate(const FlowKey& key, const FlowRecord& rec) const {
@@ -569,11 +708,8 @@ std::pair<std::string, std::vector<std::string>> FaultManager::Observations::Des
   constexpr size_t kShown = 4;
   for (size_t k = 0; k < s.evidence.size() && k < kShown; ++k) {
     const uint32_t i = s.evidence[k];
-    const auto& [key, rec] = *flows[i];
-    std::string line = std::string(key.probe ? "probe" : "flow") + " of job " + key.job + " " +
-                       NodeName(nominal, rec.sample.src_nic) + "->" +
-                       NodeName(nominal, rec.sample.dst_nic) + " (sport " +
-                       std::to_string(rec.sample.udp_sport) + "): ";
+    const FlowRecord& rec = flows[i]->second;
+    std::string line = FlowName(i, nominal) + ": ";
     line += paths[i].failed
                 ? "no progress, " + std::to_string(rec.sample.errors) + " transport errors"
                 : Pct(paths[i].rate_ratio) + " of its best rate";
@@ -599,8 +735,8 @@ std::optional<LinkDecision> FaultManager::DecideLink(LinkId id, const Evaluation
   // No tenant steers the fabric: flows of fewer than min_jobs jobs need a switch signal too.
   // A link already faulty by the automatic rules stays so on the evidence of any job (the jobs
   // left on it after the re-plan may be one): the rule guards moving a link, not keeping it.
-  const bool enough_jobs =
-      sig.tomo_jobs >= options_.min_jobs || sig.counters_bad || s.health != LinkHealth::kUp;
+  const bool enough_jobs = sig.tomo_jobs >= options_.min_jobs || sig.counters_bad || sig.nic_loss ||
+                           s.health != LinkHealth::kUp;
   const bool tomo_usable =
       sig.tomo && confirmed && enough_jobs && (!sig.tomo->ambiguous || sig.counters_bad);
   s.suspect = sig.tomo != nullptr || sig.counters_bad;
@@ -612,12 +748,13 @@ std::optional<LinkDecision> FaultManager::DecideLink(LinkId id, const Evaluation
   if (want.health != LinkHealth::kUp) {
     want.evidence = sig.tomo_lines;
     if (!sig.counter_text.empty()) want.evidence.push_back(sig.counter_text);
+    if (!sig.nic_text.empty()) want.evidence.push_back(sig.nic_text);
     s.last_bad = ev.now;
   } else if (s.suspect) {
     // Suspected but not acted on (ambiguous): keep what was seen for cruxctl faults.
     const char* why = !confirmed ? "suspect (to be confirmed at the next evaluation): "
                       : !enough_jobs
-                          ? "suspect (no change: one job's flows alone, no switch signal): "
+                          ? "suspect (no change: one job's flows alone, no switch or NIC signal): "
                           : "suspect (no change): ";
     s.reason = std::string(why) + sig.tomo_text;
     s.evidence = sig.tomo_lines;
@@ -647,7 +784,23 @@ FaultManager::LinkSignals FaultManager::ReadSignals(LinkId id, const LinkState& 
   auto [jobs, lines] = ev.observations.Describe(tomo, ev.nominal);
   sig.tomo_lines = std::move(lines);
   std::set<std::string_view> distinct;
-  for (uint32_t i : tomo.evidence) distinct.insert(ev.observations.flows[i]->first.job);
+  std::set<uint32_t> lossy;  // NICs at the ends of its slow flows that report loss.
+  for (uint32_t i : tomo.evidence) {
+    const FlowRecord& rec = ev.observations.flows[i]->second;
+    distinct.insert(ev.observations.flows[i]->first.job);
+    for (NodeId nic : {rec.sample.src_nic, rec.sample.dst_nic}) {
+      const NicCounterSignal* n = NicLoss(nic, ev.window_start);
+      if (n == nullptr || !lossy.insert(nic.value()).second) continue;
+      sig.nic_loss = true;
+      if (lossy.size() <= 2) {
+        sig.nic_text += std::string(sig.nic_text.empty() ? "NIC counters: " : "; ") + n->source +
+                        ": " + Num(static_cast<double>(n->loss) / n->interval.ToSeconds()) +
+                        " loss events/s (congestion " +
+                        Num(static_cast<double>(n->congestion) / n->interval.ToSeconds()) + "/s)";
+      }
+    }
+  }
+  if (lossy.size() > 2) sig.nic_text += "; and " + std::to_string(lossy.size() - 2) + " more NICs";
   sig.tomo_jobs = static_cast<int>(distinct.size());
   if (tomo.kind == SuspectKind::kHard) {
     sig.tomo_text = "007 voting: " + std::to_string(tomo.evidence.size()) + " failed flows (jobs " +
@@ -674,6 +827,7 @@ FaultManager::Want FaultManager::Rules(const LinkState& s, const LinkSignals& si
     want.health = LinkHealth::kDegraded;
     want.fraction = std::max(sig.tomo->estimate, options_.min_capacity_fraction);
     want.why = "one signal: " + sig.tomo_text;
+    if (sig.nic_loss) want.why += "; the NICs of its flows see loss (" + sig.nic_text + ")";
   } else if (sig.counters_bad) {
     want.health = LinkHealth::kDegraded;
     want.fraction = options_.counter_capacity_fraction;

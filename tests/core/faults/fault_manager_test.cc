@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <memory>
 #include <set>
@@ -50,9 +51,10 @@ class FaultManagerTest : public ::testing::Test {
     f.path = {L(src, ts), L(ts, a), L(a, td), L(td, dst)};
     return f;
   }
-  void AddJob(const std::string& id, std::vector<FlowPin> flows) {
+  void AddJob(const std::string& id, std::vector<FlowPin> flows, int level = 0) {
     auto a = std::make_shared<AppliedAssignment>();
     a->assignment.job_id = id;
+    a->assignment.level = level;
     a->assignment.flows = std::move(flows);
     applied_[id] = a;
   }
@@ -522,12 +524,14 @@ TEST_F(FaultManagerTest, BelowThePlansShareIsAGrayFault) {
 
 // One tenant's reports alone never move a link: j0 alone crosses tor0->agg1 and says its flows
 // there crawl. It is a suspect (shown, with the reason), nothing changes; a counter signal on the
-// same link makes it two agreeing sources; min_jobs = 1 restores the old rule.
+// same link makes it two agreeing sources; so does loss on the NIC of one of its flows (the host
+// agent's counters), but congestion there does not; min_jobs = 1 restores the old rule.
 TEST_F(FaultManagerTest, OneJobsFlowsAloneNeverMoveALink) {
   AddJob("j0", {Pin(0, 2, 1, 50000), Pin(1, 4, 1, 50001)});  // The only job over agg1.
   AddJob("j1", {Pin(0, 6, 0, 50002), Pin(1, 7, 0, 50003)});  // Healthy NIC uplinks of tor0.
   AddJob("j2", {Pin(3, 2, 0, 50004), Pin(5, 4, 0, 50005)});  // Healthy downlinks to 2 and 4.
-  auto run = [&](FaultManager& m, bool counters) {
+  enum class Nic { kQuiet, kLoss, kCongestion };
+  auto run = [&](FaultManager& m, bool counters, Nic nic = Nic::kQuiet) {
     now_ += Duration::Millis(10000);
     ReportAll(m, 100);
     Eval(m);
@@ -541,6 +545,14 @@ TEST_F(FaultManagerTest, OneJobsFlowsAloneNeverMoveALink) {
                       .errors = 500,
                       .source = "switch tor0 port Ethernet8 (to agg1)"},
                      now_);
+      }
+      if (nic != Nic::kQuiet) {
+        m.OnNicCounters({.nic = N("host2/nic0"),
+                         .interval = Duration::Millis(1000),
+                         .loss = nic == Nic::kLoss ? 400u : 0u,
+                         .congestion = 5000,
+                         .source = "host2 mlx5_0 port 1"},
+                        now_);
       }
       d = Eval(m);
     }
@@ -565,12 +577,93 @@ TEST_F(FaultManagerTest, OneJobsFlowsAloneNeverMoveALink) {
     EXPECT_EQ(d[0].health, LinkHealth::kDown);  // Flows and counters agree.
   }
   {
+    FaultManager m(FaultOptions{});
+    const std::vector<LinkDecision> d = run(m, false, Nic::kLoss);
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_EQ(d[0].link, L("tor0", "agg1"));
+    EXPECT_EQ(d[0].health, LinkHealth::kDegraded);  // Localised by the flows, backed by the NIC.
+    EXPECT_NE(d[0].reason.find("host2 mlx5_0 port 1: 400 loss events/s"), std::string::npos)
+        << d[0].reason;
+  }
+  {
+    FaultManager m(FaultOptions{});  // Congestion is no second source (the plan's share rules).
+    EXPECT_TRUE(run(m, false, Nic::kCongestion).empty());
+  }
+  {
     FaultOptions o;
     o.min_jobs = 1;
     FaultManager m(o);
     const std::vector<LinkDecision> d = run(m, false);
     ASSERT_EQ(d.size(), 1u);
     EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+  }
+}
+
+// A tenant that lies (reports its flows crawling where another job of the same priority runs
+// healthy over every link of the same paths) is flagged after two evaluations, its samples are
+// left out, and it is believed again once its reports agree with the others. With min_jobs = 1
+// it would otherwise move links; a job of lower priority slowed alone is not flagged (a capacity
+// loss hurts the lowest priority first), nor is one whose NIC reports loss.
+TEST_F(FaultManagerTest, AJobWhoseReportsContradictEveryOtherSourceIsNotBelieved) {
+  AddJob("liar", {Pin(0, 2, 0, 50000), Pin(1, 4, 0, 50001)});
+  AddJob("honest", {Pin(0, 2, 0, 50002), Pin(1, 4, 0, 50003)});  // The same links.
+  auto run = [&](FaultManager& m, int rounds, double liar_gbps) {
+    std::vector<LinkDecision> d;
+    for (int round = 0; round < rounds; ++round) {
+      now_ += Duration::Millis(1000);
+      ReportAll(m, 100, {"liar"}, liar_gbps);
+      std::vector<LinkDecision> r = Eval(m);
+      d.insert(d.end(), r.begin(), r.end());
+    }
+    return d;
+  };
+  FaultOptions o;
+  o.min_jobs = 1;  // The rule under test is the only guard.
+  {
+    FaultManager m(o);
+    ReportAll(m, 100);
+    Eval(m);
+    EXPECT_TRUE(run(m, 1, 5).empty());
+    EXPECT_TRUE(m.ContradictedJobs().empty());  // Once is not yet a pattern.
+    EXPECT_TRUE(run(m, 4, 5).empty());
+    const std::vector<ContradictedJob> c = m.ContradictedJobs();
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].job, "liar");
+    EXPECT_EQ(c[0].slow_flows, 2);
+    EXPECT_EQ(c[0].evaluations, 4u);
+    EXPECT_EQ(m.disbelieved_reports(), 4u);
+    EXPECT_NE(c[0].example.find("yet job honest is healthy"), std::string::npos) << c[0].example;
+    for (const LinkFaultView& v : m.Links()) EXPECT_FALSE(v.suspect) << v.reason;
+    // Honest again: believed again.
+    run(m, 1, 100);
+    EXPECT_TRUE(m.ContradictedJobs().empty());
+    // A job that says its flows make no progress at all is contradicted the same way.
+    EXPECT_TRUE(run(m, 3, 0).empty());
+    EXPECT_EQ(m.ContradictedJobs().size(), 1u);
+  }
+  {
+    AddJob("liar", {Pin(0, 2, 0, 50000), Pin(1, 4, 0, 50001)}, 2);  // Below the honest job.
+    FaultManager m(o);
+    ReportAll(m, 100);
+    Eval(m);
+    run(m, 3, 5);
+    EXPECT_TRUE(m.ContradictedJobs().empty());  // It may lose alone.
+    AddJob("liar", {Pin(0, 2, 0, 50000), Pin(1, 4, 0, 50001)});
+  }
+  {
+    FaultManager m(o);
+    ReportAll(m, 100);
+    Eval(m);
+    for (int round = 0; round < 3; ++round) {
+      m.OnNicCounters({.nic = N("host0/nic0"),
+                       .interval = Duration::Millis(1000),
+                       .loss = 400,
+                       .source = "host0 mlx5_0 port 1"},
+                      now_ + Duration::Millis(1000));
+      run(m, 1, 5);
+    }
+    // One of its two flows is backed by its NIC's loss: not every slow flow is contradicted.
+    EXPECT_TRUE(m.ContradictedJobs().empty());
   }
 }
 
@@ -588,6 +681,9 @@ TEST(FaultOptionsTest, ValidationNamesTheField) {
   o = {};
   o.min_jobs = 0;
   EXPECT_EQ(ValidateFaultOptions(o).message(), "faults.min_jobs: must be >= 1");
+  o = {};
+  o.nic_loss_per_s = std::nan("");
+  EXPECT_EQ(ValidateFaultOptions(o).message(), "faults.nic_loss_per_s: must be > 0");
 }
 
 }  // namespace

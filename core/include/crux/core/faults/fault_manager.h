@@ -24,9 +24,18 @@
 //     estimated fraction of its rate; counters alone: counter_capacity_fraction), never below
 //     min_capacity_fraction of nominal;
 //   * no tenant steers the fabric: tomography without a switch signal on the link moves it only
-//     when its evidence comes from at least `min_jobs` jobs (default 2); one job's flows alone
-//     are shown as a suspect and change nothing (a link already held faulty stays so on any
-//     job's evidence);
+//     when its evidence comes from at least `min_jobs` jobs (default 2), or when a NIC at an end
+//     of one of its slow flows reports loss (nic_loss_per_s: the host agent's counters, not the
+//     tenant's word); one job's flows alone are shown as a suspect and change nothing (a link
+//     already held faulty stays so on any job's evidence);
+//   * a job whose reports contradict every other source is not believed: when all of its slow
+//     flows (at least localisation.min_flows) cross only links on which another job's flow of
+//     the same or a lower priority is healthy (any priority for a flow that made no progress:
+//     a dead link serves nobody), and no switch counter, port state or NIC loss backs any of
+//     them, in two consecutive evaluations, its samples are left out of the tomography until
+//     an evaluation finds it consistent again; it is listed (ContradictedJobs) for cruxctl
+//     faults and /metrics. A capacity loss hurts the lowest priority first, hence the level
+//     condition: a low-priority job that alone slows down on a degraded link is not a liar;
 //   * a suspect that the observations cannot tell apart from another link (ambiguous) changes
 //     nothing unless counters single it out; it is shown (cruxctl faults) for probes to resolve;
 //   * tomography acts only on a suspect that two consecutive evaluations (evaluate_interval
@@ -98,6 +107,9 @@ struct FaultOptions {
   Duration evaluate_interval = Duration::Millis(1000);
   // Errors + discards per second on a port direction that count as a counter signal. > 0.
   double counter_errors_per_s = 10;
+  // Loss events per second on a NIC (NicCounterSignal::loss) that count as loss evidence for
+  // the paths of its flows. > 0.
+  double nic_loss_per_s = 10;
   // Capacity of a link that only counters accuse, as a fraction of nominal. (0, 1].
   double counter_capacity_fraction = 0.5;
   // Floor of an estimated capacity (a planner needs capacity > 0). (0, 1].
@@ -208,6 +220,17 @@ struct FaultEvent {
   std::vector<std::string> jobs;  // Whose pinned flows crossed the link when it changed.
 };
 
+// A job whose flow reports contradict every other source (see the rules above).
+struct ContradictedJob {
+  std::string job;
+  Duration since;            // First evaluation that flagged it.
+  int slow_flows = 0;        // Its slow or failed flows at the latest evaluation.
+  uint64_t evaluations = 0;  // Evaluations that left its samples out.
+  std::string example;       // One contradicted flow and who contradicts it.
+
+  friend bool operator==(const ContradictedJob&, const ContradictedJob&) = default;
+};
+
 // What the manager knows about one directed link (only links with a signal, a suspect, an admin
 // pin or a non-up state are kept).
 struct LinkFaultView {
@@ -272,6 +295,10 @@ class FaultManager {
   // Events (newest first) that listed `job_id` among the jobs crossing the changed link.
   std::vector<const FaultEvent*> EventsForJob(const std::string& job_id) const;
   uint64_t evaluations() const { return evaluations_; }
+  // Jobs whose reports are not believed now (see the rules), by job id.
+  std::vector<ContradictedJob> ContradictedJobs() const;
+  // Evaluations x jobs whose samples were left out, since start.
+  uint64_t disbelieved_reports() const { return disbelieved_reports_; }
 
  private:
   struct Counters {
@@ -353,6 +380,14 @@ class FaultManager {
   // Under kPlanShare, when some row is slow against its best rate: measures every row against
   // min(best rate, planned share) instead (planned_share.h).
   void ApplyPlannedShares(Observations& obs, const Topology& nominal) const;
+  // The contradiction rule (see the file comment): updates contradictions_ and drops the rows
+  // of the jobs not believed.
+  void DropContradictedJobs(Observations& obs, Duration now, Duration window_start,
+                            const Topology& nominal);
+  // Whether switch counters (fresh since `window_start`) accuse the link.
+  bool CountersAccuse(const LinkState& s, Duration window_start) const;
+  // The NIC's fresh reading when it reports loss at or above nic_loss_per_s, else null.
+  const NicCounterSignal* NicLoss(NodeId nic, Duration window_start) const;
   // Applies the rules to one link of the nominal topology: updates its automatic and effective
   // state, and returns the decision when its effective health changed.
   std::optional<LinkDecision> DecideLink(LinkId id, const Evaluation& ev);
@@ -378,6 +413,13 @@ class FaultManager {
     Duration at;
   };
   std::map<uint32_t, NicCounters> nics_;  // By NIC node id.
+  struct Contradiction {
+    int streak = 0;  // Consecutive evaluations that found the job contradicted.
+    bool flagged = false;
+    ContradictedJob view;
+  };
+  std::map<std::string, Contradiction, std::less<>> contradictions_;  // By job.
+  uint64_t disbelieved_reports_ = 0;
   struct Replan {
     uint64_t epoch = 0;
     Duration seen;  // The evaluation that first saw this epoch.
