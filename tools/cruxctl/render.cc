@@ -403,6 +403,14 @@ nlohmann::json ToJson(const v1::ListFaultsReply& reply) {
   }
   nlohmann::json events = nlohmann::json::array();
   for (const v1::FaultEvent& e : reply.events()) events.push_back(ToJson(e));
+  nlohmann::json contradicted = nlohmann::json::array();
+  for (const v1::ContradictedJob& c : reply.contradicted_jobs()) {
+    contradicted.push_back({{"job_id", c.job_id()},
+                            {"since_unix_ms", c.since_unix_ms()},
+                            {"slow_flows", c.slow_flows()},
+                            {"evaluations", c.evaluations()},
+                            {"example", c.example()}});
+  }
   return {{"automatic", reply.automatic()},
           {"evaluations", reply.evaluations()},
           {"coverage",
@@ -414,7 +422,9 @@ nlohmann::json ToJson(const v1::ListFaultsReply& reply) {
             {"unwatched", StringArray(reply.unwatched())},
             {"unwatched_total", reply.unwatched_total()}}},
           {"links", links},
-          {"events", events}};
+          {"events", events},
+          {"contradicted_jobs", contradicted},
+          {"disbelieved_reports", reply.disbelieved_reports()}};
 }
 
 nlohmann::json ToJson(const v1::ListLinksReply& reply) {
@@ -822,6 +832,15 @@ std::string RenderFaultsText(const v1::ListFaultsReply& reply) {
     if (f.reason().empty() && f.evidence_size() == 0) continue;
     out << "\n" << E(f.link()) << ": " << E(f.reason()) << "\n";
     for (const std::string& e : f.evidence()) out << "    " << E(e) << "\n";
+  }
+  if (reply.contradicted_jobs_size() > 0) {
+    out << "\nNot believed (their reports contradict every other source; "
+        << reply.disbelieved_reports() << " reports left out so far):\n";
+    for (const v1::ContradictedJob& c : reply.contradicted_jobs()) {
+      out << "  job " << E(c.job_id()) << " since " << FormatUnixMillis(c.since_unix_ms()) << ", "
+          << c.slow_flows() << " slow flows, " << c.evaluations() << " evaluations\n    "
+          << E(c.example()) << "\n";
+    }
   }
   if (reply.events_size() > 0) {
     out << "\nRecent changes (newest first):\n";

@@ -46,6 +46,7 @@ core::ControlLoopOptions LoopOptions(const DaemonConfig& c) {
                                                      : core::FlowExpectation::kPlanShare;
   o.faults.min_jobs = f.min_jobs;
   o.faults.counter_errors_per_s = f.counter_errors_per_s;
+  o.faults.nic_loss_per_s = f.nic_loss_per_s;
   o.faults.counter_capacity_fraction = f.counter_capacity_fraction;
   o.faults.min_dwell = core::Duration::Millis(f.min_dwell_ms);
   o.faults.max_hold = core::Duration::Millis(f.max_hold_ms);

@@ -232,7 +232,8 @@ void ControlHost::FireFaults(uint64_t generation) {
   const std::optional<core::Duration> due = control_.faults_due();
   if (due && *due <= loop_->Now()) {
     const std::vector<core::LinkDecision> decisions = EvaluateFaults();
-    if (!decisions.empty() && on_link_decisions_) on_link_decisions_(decisions);
+    // Also without decisions: the host keeps its fault metrics current.
+    if (on_link_decisions_) on_link_decisions_(decisions);
   }
   KickFaults();
 }

@@ -10,6 +10,13 @@ namespace crux::daemon {
 
 std::vector<core::LinkId> FaultService::Apply(const std::vector<core::LinkDecision>& decisions) {
   std::vector<core::LinkId> changed;
+  if (metrics_) {
+    const core::FaultManager& fm = control_->loop().faults();
+    const uint64_t total = fm.disbelieved_reports();
+    metrics_->SetContradictedJobs(static_cast<int64_t>(fm.ContradictedJobs().size()),
+                                  total >= disbelieved_seen_ ? total - disbelieved_seen_ : total);
+    disbelieved_seen_ = total;
+  }
   if (decisions.empty()) return changed;
   const core::Topology& nominal = topo_->nominal();
   const uint64_t epoch = control_->loop().epoch();

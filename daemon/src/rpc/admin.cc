@@ -465,6 +465,15 @@ v1::Envelope AdminService::ListFaults(uint64_t rid) const {
     f->set_downtime_s(v.downtime_s);
     f->set_changes(v.changes);
   }
+  for (const core::ContradictedJob& c : fm.ContradictedJobs()) {
+    v1::ContradictedJob* j = out->add_contradicted_jobs();
+    j->set_job_id(c.job);
+    j->set_since_unix_ms(UnixMsAt(*loop_, c.since));
+    j->set_slow_flows(static_cast<uint32_t>(c.slow_flows));
+    j->set_evaluations(c.evaluations);
+    j->set_example(c.example.substr(0, 4000));
+  }
+  out->set_disbelieved_reports(fm.disbelieved_reports());
   // Coverage of the watched links by the applied flows and probes.
   {
     const core::Topology& topo = topo_->current();

@@ -110,6 +110,21 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                        .Help("Directed links whose health in force is down or degraded.")
                        .Register(*registry_);
   SetLinksNotUp(0, 0);
+  contradicted_jobs_ = &BuildGauge()
+                            .Name("crux_fault_contradicted_jobs")
+                            .Help(
+                                "Jobs whose flow reports contradict every other source (slow "
+                                "where others are healthy, no switch or NIC signal): not believed "
+                                "by fault handling (cruxctl faults).")
+                            .Register(*registry_)
+                            .Add({});
+  disbelieved_reports_ = &BuildCounter()
+                              .Name("crux_fault_disbelieved_reports_total")
+                              .Help(
+                                  "Fault evaluations x jobs whose flow samples were left out "
+                                  "because they contradict every other source.")
+                              .Register(*registry_)
+                              .Add({});
 }
 
 Metrics::~Metrics() = default;
@@ -184,6 +199,10 @@ void Metrics::SetStoreHealthy(bool ok) { store_healthy_->Set(ok ? 1 : 0); }
 void Metrics::AddLinkChange(bool automatic, const std::string& health) {
   link_changes_->Add({{"source", automatic ? "automatic" : "admin"}, {"health", health}})
       .Increment();
+}
+void Metrics::SetContradictedJobs(int64_t jobs, uint64_t more) {
+  contradicted_jobs_->Set(static_cast<double>(jobs));
+  if (more) disbelieved_reports_->Increment(static_cast<double>(more));
 }
 void Metrics::SetLinksNotUp(int64_t down, int64_t degraded) {
   links_not_up_->Add({{"health", "down"}}).Set(static_cast<double>(down));

@@ -98,6 +98,7 @@ struct FaultsConfig {
   std::string expectation = "plan_share";
   int min_jobs = 2;                  // Jobs behind a flows-only suspicion before it changes a link.
   double counter_errors_per_s = 10;  // Errors + discards per second on a port direction.
+  double nic_loss_per_s = 10;        // RDMA loss events per second on a NIC (crux-hostd).
   double counter_capacity_fraction = 0.5;  // Capacity of a link only counters accuse.
   int64_t min_dwell_ms = 5000;             // Hold of a first fault (quiet time before recovery).
   int64_t max_hold_ms = 300000;            // Back-off cap for a flapping link.

@@ -11,8 +11,10 @@
 //                 (each changed assignment serialized) - nothing on the loop but the commit.
 //   loop thread:  on_done(PlanRun) -> the PlanApplier (plan_applier.h) commits through
 //                 FinishPlan and Commit / CommitFailed, which re-arm the plan timer.
-//   faults timer: ControlLoop::EvaluateFaults -> on_link_decisions (FaultService::Apply puts
-//                 them into the topology; the plan they ask for runs later, on the plan timer).
+//   faults timer: ControlLoop::EvaluateFaults -> on_link_decisions, after every evaluation even
+//                 without decisions (FaultService::Apply puts them into the topology and keeps
+//                 the fault metrics current; the plan they ask for runs later, on the plan
+//                 timer).
 //
 // No caller arms a timer or changes the loop directly: loop() is read-only, for views.
 //

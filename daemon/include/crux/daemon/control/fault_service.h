@@ -53,7 +53,8 @@ class FaultService {
   FaultService& operator=(const FaultService&) = delete;
 
   // The fault rules' decisions (ControlHost's faults timer, SetAdmin, HandBack): applies them to
-  // the topology, audits and logs them. Returns the links whose health in force changed.
+  // the topology, audits and logs them, and updates the fault metrics (also when there are
+  // none). Returns the links whose health in force changed.
   std::vector<core::LinkId> Apply(const std::vector<core::LinkDecision>& decisions);
 
   // cruxctl set-link LINK HEALTH: pins the named link(s) ("a->b", "a-b"); persisted. Returns the
@@ -77,6 +78,7 @@ class FaultService {
   StoreWriter* writer_;
   StoreHealth* store_health_;
   uint64_t automatic_changes_ = 0;
+  uint64_t disbelieved_seen_ = 0;  // FaultManager::disbelieved_reports() at the last Apply.
 };
 
 }  // namespace crux::daemon

@@ -68,6 +68,10 @@ class Metrics {
   // and the links not up now (crux_links_not_up{health="down"|"degraded"}).
   void AddLinkChange(bool automatic, const std::string& health);
   void SetLinksNotUp(int64_t down, int64_t degraded);
+  // Jobs whose flow reports contradict every other source now (crux_fault_contradicted_jobs),
+  // and evaluations x jobs whose samples were left out for it
+  // (crux_fault_disbelieved_reports_total, raised by `more`).
+  void SetContradictedJobs(int64_t jobs, uint64_t more);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -94,6 +98,8 @@ class Metrics {
   prometheus::Gauge* store_healthy_;
   prometheus::Family<prometheus::Counter>* link_changes_;
   prometheus::Family<prometheus::Gauge>* links_not_up_;
+  prometheus::Gauge* contradicted_jobs_;
+  prometheus::Counter* disbelieved_reports_;
 };
 
 }  // namespace crux::daemon
