@@ -52,10 +52,11 @@ core::Result<std::map<std::string, std::string>> ParseNicAddresses(std::string_v
 
 core::Result<HostdConfig> ParseHostdConfig(std::string_view yaml, const std::string& base_dir) {
   CRUX_ASSIGN_OR_RETURN(YamlNode doc, textio::ParseYaml(yaml));
-  CRUX_RETURN_IF_ERROR(textio::CheckMap(
-      doc, "",
-      {"host", "daemon", "insecure", "server_key", "client_key", "socket", "nics", "nic_addresses",
-       "register_delay_ms", "end_delay_ms", "lease_ms", "call_timeout_ms"}));
+  CRUX_RETURN_IF_ERROR(
+      textio::CheckMap(doc, "",
+                       {"host", "daemon", "insecure", "server_key", "client_key", "socket", "nics",
+                        "nic_addresses", "register_delay_ms", "end_delay_ms", "lease_ms",
+                        "call_timeout_ms", "nic_counters_interval_ms", "sysfs_root"}));
   HostdConfig c;
   c.host = ShortHostname();
   if (doc.Has("host")) {
@@ -76,6 +77,11 @@ core::Result<HostdConfig> ParseHostdConfig(std::string_view yaml, const std::str
                                                textio::IntRange::Closed(0, 86400000), &c.lease_ms));
   CRUX_RETURN_IF_ERROR(textio::OptionalInteger(
       doc, "", "call_timeout_ms", textio::IntRange::Closed(10, 600000), &c.call_timeout_ms));
+  CRUX_RETURN_IF_ERROR(textio::OptionalInteger(doc, "", "nic_counters_interval_ms",
+                                               textio::IntRange::Closed(0, 3600000),
+                                               &c.nic_counters_interval_ms));
+  CRUX_RETURN_IF_ERROR(textio::OptionalString(doc, "", "sysfs_root", &c.sysfs_root));
+  if (c.sysfs_root.empty()) return textio::ErrorAt(doc.Get("sysfs_root"), "sysfs_root", "is empty");
   if (c.host.empty()) return textio::ErrorAt(doc, "host", "missing and the hostname is unknown");
   if (c.daemon_endpoint.empty()) return textio::ErrorAt(doc.Get("daemon"), "daemon", "is empty");
   if (!c.insecure && (c.server_key_file.empty() || c.client_key_file.empty())) {
@@ -88,7 +94,7 @@ core::Result<HostdConfig> ParseHostdConfig(std::string_view yaml, const std::str
     for (size_t i = 0; i < nics.size(); ++i) {
       const std::string path = textio::ElementPath("nics", i);
       const YamlNode& n = nics.item(i);
-      CRUX_RETURN_IF_ERROR(textio::CheckMap(n, path, {"name", "device", "address"}));
+      CRUX_RETURN_IF_ERROR(textio::CheckMap(n, path, {"name", "device", "address", "port"}));
       NicConfig nic;
       if (!n.Has("name")) return textio::MissingKey(n, path, "name");
       CRUX_ASSIGN_OR_RETURN(nic.name, TopologyName(n.Get("name"), textio::ChildPath(path, "name")));
@@ -98,6 +104,13 @@ core::Result<HostdConfig> ParseHostdConfig(std::string_view yaml, const std::str
       }
       if (!n.Has("device")) return textio::MissingKey(n, path, "device");
       CRUX_RETURN_IF_ERROR(textio::OptionalString(n, path, "device", &nic.device));
+      if (nic.device.empty() || nic.device.find('/') != std::string::npos || nic.device == "." ||
+          nic.device == "..") {
+        return textio::ErrorAt(n.Get("device"), textio::ChildPath(path, "device"),
+                               "must be an RDMA device name (e.g. mlx5_0)");
+      }
+      CRUX_RETURN_IF_ERROR(
+          textio::OptionalInteger(n, path, "port", textio::IntRange::Closed(1, 255), &nic.port));
       if (n.Has("address")) {
         CRUX_ASSIGN_OR_RETURN(nic.address,
                               Address(n.Get("address"), textio::ChildPath(path, "address")));

@@ -6,6 +6,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "crux/protocol/codec.h"
 #include "session.h"  // client_lib/src: the sans-I/O protocol session.
 
 namespace crux::hostd {
@@ -13,6 +14,7 @@ namespace {
 
 constexpr size_t kMaxRepinErrors = 8;
 constexpr double kResendChange = 0.10;
+constexpr size_t kMaxTelemetryInFlight = 16;
 
 template <typename T>
 T Median(std::vector<T> v) {
@@ -66,11 +68,17 @@ struct HostAgent::Job {
   PinTable pins;
 };
 
-HostAgent::HostAgent(HostdConfig config, uint64_t seed) : config_(std::move(config)), seed_(seed) {}
+HostAgent::HostAgent(HostdConfig config, uint64_t seed) : config_(std::move(config)), seed_(seed) {
+  nic_states_.resize(config_.nics.size());
+}
 HostAgent::~HostAgent() = default;
 
 void HostAgent::AddProbe(std::unique_ptr<HostProbe> probe) {
   probes_.push_back({std::move(probe), core::Duration::Zero(), std::nullopt});
+}
+
+void HostAgent::SetNicCounterSource(std::unique_ptr<NicCounterSource> source) {
+  nic_source_ = std::move(source);
 }
 
 HostAgent::Process& HostAgent::ProcessOf(pid_t pid, uid_t uid, core::Duration /*now*/) {
@@ -406,6 +414,15 @@ void HostAgent::Pump(Job& j, core::Duration now) {
 void HostAgent::OnDaemonMessage(const v1::Envelope& message, core::Duration now,
                                 int64_t unix_now_ns) {
   ++counters_.daemon_messages;
+  if (message.request_id() != 0 && telemetry_requests_.erase(message.request_id()) > 0) {
+    if (message.has_error()) {
+      ++counters_.nic_telemetry_refused;
+      nic_telemetry_error_ = message.error().message();
+    } else {
+      ++counters_.nic_telemetry_acked;
+    }
+    return;
+  }
   Job* job = nullptr;
   v1::Envelope m = message;
   if (m.request_id() != 0) {
@@ -443,6 +460,11 @@ void HostAgent::OnDaemonMessage(const v1::Envelope& message, core::Duration now,
 
 void HostAgent::OnDaemonSendFailed(const v1::Envelope& message, const core::Status& error,
                                    core::Duration now) {
+  if (message.request_id() != 0 && telemetry_requests_.erase(message.request_id()) > 0) {
+    ++counters_.nic_telemetry_refused;
+    nic_telemetry_error_ = error.message();
+    return;
+  }
   v1::Envelope m = message;
   std::string job_id;
   if (m.request_id() != 0) {
@@ -489,6 +511,59 @@ void HostAgent::Tick(core::Duration now) {
     while (requests_.size() > 4 * (jobs_.size() + 1)) requests_.erase(requests_.begin());
   }
   RunProbes(now);
+  ReadNicCounters(now);
+}
+
+void HostAgent::ReadNicCounters(core::Duration now) {
+  if (!nic_source_ || config_.nic_counters_interval_ms <= 0 || config_.nics.empty()) return;
+  if (now < next_nic_read_) return;
+  next_nic_read_ = now + core::Duration::Millis(config_.nic_counters_interval_ms);
+  v1::Envelope e = protocol::NewEnvelope(0);
+  v1::HostTelemetry* t = e.mutable_host_telemetry();
+  for (size_t i = 0; i < config_.nics.size(); ++i) {
+    const NicConfig& n = config_.nics[i];
+    NicState& st = nic_states_[i];
+    NicCounterReading r = nic_source_->Read(n);
+    st.errors = r.errors;
+    bool any = false;
+    for (const auto& v : r.values) any = any || v.has_value();
+    if (!any) {  // Nothing to report (no hw_counters): not a NIC with all-zero deltas.
+      st.last.reset();
+      st.deltas.reset();
+      continue;
+    }
+    if (st.last && now > st.last_at) {
+      const std::array<uint64_t, kNicCounterCount> d = NicCounterDelta(*st.last, r);
+      v1::NicCounters* c = t->add_nics();
+      c->set_nic(n.name);
+      c->set_device(n.device);
+      c->set_port(n.port);
+      c->set_interval_ns(static_cast<uint64_t>((now - st.last_at).nanos()));
+      c->set_packet_seq_err(d[0]);
+      c->set_out_of_sequence(d[1]);
+      c->set_local_ack_timeout_err(d[2]);
+      c->set_roce_adp_retrans(d[3]);
+      c->set_roce_adp_retrans_to(d[4]);
+      c->set_np_cnp_sent(d[5]);
+      c->set_rp_cnp_handled(d[6]);
+      c->set_np_ecn_marked_roce_packets(d[7]);
+      st.deltas = d;
+      st.delta_interval = now - st.last_at;
+    }
+    st.last = std::move(r);
+    st.last_at = now;
+  }
+  if (t->nics_size() == 0) return;  // First reading: primes only.
+  t->set_host(config_.host);
+  t->set_seq(++nic_telemetry_seq_);
+  const uint64_t id = ++next_request_id_;
+  e.set_request_id(id);
+  telemetry_requests_.insert(id);
+  while (telemetry_requests_.size() > kMaxTelemetryInFlight) {
+    telemetry_requests_.erase(telemetry_requests_.begin());  // The oldest: never answered.
+  }
+  ++counters_.nic_telemetry_sent;
+  to_daemon_.push_back(std::move(e));
 }
 
 void HostAgent::RunProbes(core::Duration now) {
@@ -530,6 +605,9 @@ core::Duration HostAgent::NextWakeup() const {
     }
   }
   for (const ProbeSlot& s : probes_) next = std::min(next, s.next);
+  if (nic_source_ && config_.nic_counters_interval_ms > 0 && !config_.nics.empty()) {
+    next = std::min(next, next_nic_read_);
+  }
   return next;
 }
 
@@ -637,6 +715,52 @@ std::string HostAgent::StatusJson() const {
     }
     probes.push_back(std::move(p));
   }
+  json nics = json::array();
+  for (size_t i = 0; i < config_.nics.size(); ++i) {
+    const NicConfig& n = config_.nics[i];
+    const NicState& st = nic_states_[i];
+    json found = json::array();
+    json missing = json::array();
+    if (st.last) {
+      for (size_t k = 0; k < kNicCounterCount; ++k) {
+        (st.last->values[k] ? found : missing).push_back(std::string(kNicCounterNames[k]));
+      }
+    }
+    json nic = {{"nic", n.name},
+                {"device", n.device},
+                {"port", n.port},
+                {"found", found},
+                {"missing", missing},
+                {"errors", st.errors},
+                {"read", st.last.has_value()}};
+    if (st.deltas) {
+      json deltas = json::object();
+      json rates = json::object();
+      const double seconds = st.delta_interval.ToSeconds();
+      uint64_t loss = 0, congestion = 0;
+      for (size_t k = 0; k < kNicCounterCount; ++k) {
+        const uint64_t d = (*st.deltas)[k];
+        deltas[std::string(kNicCounterNames[k])] = d;
+        rates[std::string(kNicCounterNames[k])] =
+            seconds > 0 ? static_cast<double>(d) / seconds : 0;
+        (k < kNicLossCounters ? loss : congestion) += d;
+      }
+      nic["interval_ms"] = st.delta_interval.ToMillis();
+      nic["deltas"] = deltas;
+      nic["rates_per_s"] = rates;
+      nic["loss"] = loss;
+      nic["congestion"] = congestion;
+    }
+    nics.push_back(std::move(nic));
+  }
+  json nic_counters = {{"interval_ms", config_.nic_counters_interval_ms},
+                       {"enabled", nic_source_ != nullptr && config_.nic_counters_interval_ms > 0},
+                       {"sysfs_root", config_.sysfs_root},
+                       {"nics", nics},
+                       {"sent", counters_.nic_telemetry_sent},
+                       {"acked", counters_.nic_telemetry_acked},
+                       {"refused", counters_.nic_telemetry_refused},
+                       {"last_error", nic_telemetry_error_}};
   json c = {{"local_messages", counters_.local_messages},
             {"bad_local_messages", counters_.bad_local_messages},
             {"refused_uid", counters_.refused_uid},
@@ -649,6 +773,7 @@ std::string HostAgent::StatusJson() const {
               {"processes", processes_.size()},
               {"jobs", jobs},
               {"probes", probes},
+              {"nic_counters", nic_counters},
               {"counters", c},
               {"last_error", last_error_}};
   return out.dump(-1, ' ', false, json::error_handler_t::replace);

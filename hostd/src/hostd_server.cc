@@ -12,6 +12,7 @@
 
 #include "crux/hostd/host_agent.h"
 #include "crux/hostd/local_socket.h"
+#include "crux/hostd/nic_counters.h"
 #include "crux/protocol/client.h"
 #include "crux/protocol/curve.h"
 #include "crux/protocol/transport_context.h"
@@ -37,6 +38,7 @@ class HostdServer::Impl {
   Impl(HostdConfig config, std::vector<std::unique_ptr<HostProbe>> probes)
       : config_(config), agent_(std::move(config), static_cast<uint64_t>(::getpid())) {
     for (auto& p : probes) agent_.AddProbe(std::move(p));
+    agent_.SetNicCounterSource(std::make_unique<SysfsNicCounters>(config_.sysfs_root));
   }
   ~Impl() {
     if (stop_fd_ >= 0) ::close(stop_fd_);

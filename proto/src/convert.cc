@@ -1,6 +1,8 @@
 #include "crux/protocol/convert.h"
 
 #include <algorithm>
+#include <initializer_list>
+#include <limits>
 
 namespace crux::protocol {
 
@@ -537,6 +539,58 @@ ProtocolError TelemetryFromProto(const v1::SwitchTelemetry& t, const core::Topol
       sig.counters.push_back(std::move(in));
       sig.counters.push_back(std::move(eg));
     }
+  }
+  *out = std::move(sig);
+  return {};
+}
+
+namespace {
+
+uint64_t SaturatingSum(std::initializer_list<uint64_t> values) {
+  uint64_t sum = 0;
+  for (uint64_t v : values) {
+    sum = (v > std::numeric_limits<uint64_t>::max() - sum) ? std::numeric_limits<uint64_t>::max()
+                                                           : sum + v;
+  }
+  return sum;
+}
+
+}  // namespace
+
+ProtocolError NicSignalsFromProto(const v1::HostTelemetry& t, const core::Topology& topo,
+                                  NicSignals* out) {
+  core::Result<core::NodeId> host = topo.FindNode(t.host());
+  if (!host.ok() || topo.node(*host).kind != core::NodeKind::kHost) {
+    return Refuse(v1::ERROR_CODE_UNKNOWN_HOST,
+                  "host_telemetry.host: '" + t.host() + "' is not a host of the topology");
+  }
+  NicSignals sig;
+  for (int i = 0; i < t.nics_size(); ++i) {
+    const v1::NicCounters& n = t.nics(i);
+    core::Result<core::NodeId> nic = topo.FindNode(n.nic());
+    if (!nic.ok() || topo.node(*nic).kind != core::NodeKind::kNic) {
+      sig.ignored.push_back(n.nic() + ": not a NIC of the topology");
+      continue;
+    }
+    if (topo.node(*nic).host != *host) {
+      const core::NodeId owner = topo.node(*nic).host;
+      return Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
+                    "host_telemetry.nics[" + std::to_string(i) + "].nic: '" + n.nic() +
+                        "' is a NIC of " +
+                        (owner.valid() ? "'" + topo.node(owner).name + "'" : "no host") +
+                        ", not of '" + t.host() + "' (a host reports only its own NICs)");
+    }
+    core::NicCounterSignal s;
+    s.nic = *nic;
+    s.interval = core::Duration::Nanos(
+        static_cast<int64_t>(std::clamp<uint64_t>(n.interval_ns(), 1, uint64_t{1} << 62)));
+    s.loss = SaturatingSum({n.packet_seq_err(), n.out_of_sequence(), n.local_ack_timeout_err(),
+                            n.roce_adp_retrans(), n.roce_adp_retrans_to()});
+    s.congestion =
+        SaturatingSum({n.np_cnp_sent(), n.rp_cnp_handled(), n.np_ecn_marked_roce_packets()});
+    s.source = t.host() + " " + (n.device().empty() ? n.nic() : n.device()) + " port " +
+               std::to_string(n.port());
+    sig.nics.push_back(std::move(s));
   }
   *out = std::move(sig);
   return {};

@@ -244,6 +244,32 @@ core::Status ValidateSwitchTelemetry(const v1::SwitchTelemetry& m, std::string_v
   return Status::Ok();
 }
 
+core::Status ValidateHostTelemetry(const v1::HostTelemetry& m, std::string_view field) {
+  const Field f(field);
+  CRUX_RETURN_IF_ERROR(CheckId(m.host(), Field(f, "host")));
+  CRUX_RETURN_IF_ERROR(CheckCount(m.nics_size(), kMaxNicsPerHost, Field(f, "nics")));
+  const Field nics(f, "nics");
+  for (int i = 0; i < m.nics_size(); ++i) {
+    const v1::NicCounters& n = m.nics(i);
+    const Field nf(nics, static_cast<size_t>(i));
+    CRUX_RETURN_IF_ERROR(CheckId(n.nic(), Field(nf, "nic")));
+    for (int k = 0; k < i; ++k) {
+      if (m.nics(k).nic() == n.nic()) {
+        return Bad(Field(nf, "nic"), "duplicate NIC " + Quote(n.nic()));
+      }
+    }
+    CRUX_RETURN_IF_ERROR(CheckOptionalId(n.device(), Field(nf, "device")));
+    if (n.port() > 255) {
+      return Bad(Field(nf, "port"), "must be 0-255 (got " + std::to_string(n.port()) + ")");
+    }
+    if (n.interval_ns() == 0 || n.interval_ns() > kMaxIterationNs) {
+      return Bad(Field(nf, "interval_ns"),
+                 "must be > 0 and at most one day (got " + std::to_string(n.interval_ns()) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
 core::Status ValidateError(const v1::Error& m, std::string_view field) {
   const Field f(field);
   if (m.code() == v1::ERROR_CODE_UNSPECIFIED || !v1::ErrorCode_IsValid(m.code())) {
@@ -647,6 +673,8 @@ core::Status Validate(const v1::Envelope& msg) {
       return ValidateSwitchApplied(msg.switch_applied());
     case E::kSwitchTelemetry:
       return ValidateSwitchTelemetry(msg.switch_telemetry());
+    case E::kHostTelemetry:
+      return ValidateHostTelemetry(msg.host_telemetry());
     case E::kListFaultsRequest:
       return Status::Ok();
     case E::kListFaultsReply:

@@ -19,6 +19,21 @@ TEST(HostdConfigTest, ShippedExampleParses) {
   ASSERT_EQ(c->nics.size(), 2u);
   EXPECT_EQ(c->nics[1], (NicConfig{"host0/nic1", "mlx5_1", "::ffff:10.0.1.1"}));
   EXPECT_EQ(c->nic_by_address.at("::ffff:10.0.0.1"), "host0/nic0");
+  EXPECT_EQ(c->nic_counters_interval_ms, 1000);
+  EXPECT_EQ(c->sysfs_root, "/sys");
+}
+
+TEST(HostdConfigTest, NicCounterKeys) {
+  auto c = ParseHostdConfig(
+      "host: h\ndaemon: tcp://x:1\ninsecure: true\nnic_counters_interval_ms: 0\n"
+      "sysfs_root: /tmp/fake-sys\nnics:\n  - {name: h/nic0, device: mlx5_0, port: 2}\n"
+      "  - {name: h/nic1, device: mlx5_1}\n",
+      "/");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->nic_counters_interval_ms, 0);
+  EXPECT_EQ(c->sysfs_root, "/tmp/fake-sys");
+  EXPECT_EQ(c->nics[0].port, 2u);
+  EXPECT_EQ(c->nics[1].port, 1u);  // The default.
 }
 
 TEST(HostdConfigTest, NicAddressesFileJoinsTheMap) {
@@ -51,6 +66,20 @@ TEST(HostdConfigTest, MistakesNameTheKey) {
   EXPECT_NE(err("host: h\ndaemon: tcp://x:1\ninsecure: true\nnics:\n  - {name: h/nic0, "
                 "device: mlx5_0, address: 10.0.0}\n")
                 .find("nics[0].address"),
+            std::string::npos);
+  EXPECT_NE(err("host: h\ndaemon: tcp://x:1\ninsecure: true\nnics:\n  - {name: h/nic0, "
+                "device: mlx5_0, port: 0}\n")
+                .find("nics[0].port"),
+            std::string::npos);
+  EXPECT_NE(err("host: h\ndaemon: tcp://x:1\ninsecure: true\nnics:\n  - {name: h/nic0, "
+                "device: ../mlx5_0}\n")
+                .find("nics[0].device: must be an RDMA device name"),
+            std::string::npos);
+  EXPECT_NE(err("host: h\ndaemon: tcp://x:1\ninsecure: true\nnic_counters_interval_ms: -5\n")
+                .find("nic_counters_interval_ms"),
+            std::string::npos);
+  EXPECT_NE(err("host: h\ndaemon: tcp://x:1\ninsecure: true\nsysfs_root: \"\"\n")
+                .find("sysfs_root: is empty"),
             std::string::npos);
   EXPECT_NE(err("host: h\ndaemon: tcp://x:1\ninsecure: true\nregister_delay_ms: -1\n")
                 .find("register_delay_ms"),

@@ -30,17 +30,19 @@ using nlohmann::json;
 
 class Hostd {
  public:
-  Hostd(const fs::path& dir, const std::string& host, const std::string& endpoint) {
+  // `extra`: more config lines (YAML, each ending in a newline).
+  Hostd(const fs::path& dir, const std::string& host, const std::string& endpoint,
+        const std::string& extra = "") {
     socket_ = (dir / (host + ".sock")).string();
     const fs::path config = dir / (host + ".yaml");
     // Every host's nic0 has the address 10.0.<host number>.1, and every agent knows them all.
     const fs::path addresses = dir / "nic-addresses.yaml";
     WriteFile(addresses, "10.0.0.1: host0/nic0\n10.0.1.1: host1/nic0\n10.0.4.1: host4/nic0\n");
-    WriteFile(config, "host: " + host + "\ndaemon: " + endpoint +
-                          "\ninsecure: true\nsocket: " + socket_ + "\nnics:\n  - {name: " + host +
-                          "/nic0, device: mlx5_0, address: " + AddressOf(host) +
-                          "}\nnic_addresses: " + addresses.string() +
-                          "\nregister_delay_ms: 300\nend_delay_ms: 500\ncall_timeout_ms: 1000\n");
+    WriteFile(config,
+              "host: " + host + "\ndaemon: " + endpoint + "\ninsecure: true\nsocket: " + socket_ +
+                  "\nnics:\n  - {name: " + host + "/nic0, device: mlx5_0, address: " +
+                  AddressOf(host) + "}\nnic_addresses: " + addresses.string() +
+                  "\nregister_delay_ms: 300\nend_delay_ms: 500\ncall_timeout_ms: 1000\n" + extra);
     ok_ = child_.Start({CRUX_HOSTD_BINARY, "--config", config.string()}, dir / (host + ".out"),
                        dir / (host + ".err"));
     ok_ = ok_ && WaitUntil([&] { return hostd::QueryStatus(socket_, 500).ok(); },
@@ -122,6 +124,42 @@ class HostdE2eTest : public ::testing::Test {
   CruxdHarness cruxd_{dir_.path()};
   int ranks_ = 0;
 };
+
+// The NIC counters of a fake sysfs tree reach cruxd: crux-hostd reads them every 100 ms, sends
+// the deltas as HostTelemetry, and cruxd acknowledges them (validated, converted to the fault
+// manager's NIC signal); --status shows the delta of a counter that moved.
+TEST_F(HostdE2eTest, NicCountersFromSysfsReachCruxdAsHostTelemetry) {
+  const fs::path sys = dir_.path() / "sys";
+  const fs::path counters = sys / "class/infiniband/mlx5_0/ports/1/hw_counters";
+  fs::create_directories(counters);
+  for (const char* name : {"packet_seq_err", "out_of_sequence", "local_ack_timeout_err",
+                           "np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets"}) {
+    WriteFile(counters / name, "100\n");  // No roce_adp_retrans(_to): an older driver.
+  }
+  Hostd host(dir_.path(), "host1", cruxd_.endpoint(),
+             "nic_counters_interval_ms: 100\nsysfs_root: " + sys.string() + "\n");
+  ASSERT_TRUE(host.ok()) << host.Log();
+  auto nic_counters = [&] { return host.Status().value("nic_counters", json::object()); };
+  ASSERT_TRUE(
+      WaitUntil([&] { return nic_counters().value("acked", 0) >= 1; }, std::chrono::seconds(20)))
+      << nic_counters().dump() << "\n"
+      << host.Log();
+  WriteFile(counters / "packet_seq_err", "142\n");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const json n = nic_counters();
+        return n.value("refused", 0) == 0 && !n["nics"].empty() &&
+               n["nics"][0].contains("deltas") &&
+               n["nics"][0]["deltas"].value("packet_seq_err", 0) == 42;
+      },
+      std::chrono::seconds(20)))
+      << nic_counters().dump() << "\n"
+      << host.Log();
+  const json n = nic_counters();
+  EXPECT_EQ(n["nics"][0]["found"].size(), 6u);
+  EXPECT_EQ(n["nics"][0]["missing"], json({"roce_adp_retrans", "roce_adp_retrans_to"}));
+  EXPECT_EQ(n["last_error"], "");
+}
 
 // Two ranks of one job on host1: crux-hostd registers the job once for the host, cruxd gets the
 // merged profile, the assignment goes back down, and the shim applies its traffic class at RTR.

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "crux/core/topology/builders.h"
 
 namespace crux::protocol {
@@ -108,6 +110,60 @@ TEST(ConvertTest, PeerNameCacheGivesTheColdResultAndRechecksChangedNames) {
   EXPECT_EQ(bad.code, v1::ERROR_CODE_INVALID_ARGUMENT);
   EXPECT_THAT(bad.message, HasSubstr("profile_report.peers[1].remote_nic"));
   EXPECT_EQ(cache.names[3], "host1/nic0");
+}
+
+// crux-hostd's NIC counters: summed into loss and congestion per NIC; the host speaks only
+// for its own NICs; a NIC the topology does not know is skipped and named.
+TEST(ConvertTest, HostTelemetryBecomesNicSignalsOfThatHostsNicsOnly) {
+  core::Clos2Params cp;
+  cp.host.nics_per_host = 2;
+  auto topo = core::BuildClos2(cp);
+  ASSERT_TRUE(topo.ok()) << topo.status().ToString();
+  v1::HostTelemetry t;
+  t.set_host("host1");
+  v1::NicCounters* n = t.add_nics();
+  n->set_nic("host1/nic1");
+  n->set_device("mlx5_1");
+  n->set_port(1);
+  n->set_interval_ns(500000000);
+  n->set_packet_seq_err(1);
+  n->set_out_of_sequence(2);
+  n->set_local_ack_timeout_err(4);
+  n->set_roce_adp_retrans(8);
+  n->set_roce_adp_retrans_to(16);
+  n->set_np_cnp_sent(100);
+  n->set_rp_cnp_handled(200);
+  n->set_np_ecn_marked_roce_packets(400);
+  t.add_nics()->set_nic("host1/nic7");  // Not in the topology.
+  NicSignals sig;
+  ASSERT_FALSE(Refused(NicSignalsFromProto(t, *topo, &sig)));
+  ASSERT_EQ(sig.nics.size(), 1u);
+  EXPECT_EQ(sig.nics[0].nic, *topo->FindNode("host1/nic1"));
+  EXPECT_EQ(sig.nics[0].interval, core::Duration::Millis(500));
+  EXPECT_EQ(sig.nics[0].loss, 31u);
+  EXPECT_EQ(sig.nics[0].congestion, 700u);
+  EXPECT_EQ(sig.nics[0].source, "host1 mlx5_1 port 1");
+  ASSERT_EQ(sig.ignored.size(), 1u);
+  EXPECT_THAT(sig.ignored[0], HasSubstr("host1/nic7"));
+
+  // Sums saturate instead of wrapping.
+  n->set_out_of_sequence(std::numeric_limits<uint64_t>::max());
+  ASSERT_FALSE(Refused(NicSignalsFromProto(t, *topo, &sig)));
+  EXPECT_EQ(sig.nics[0].loss, std::numeric_limits<uint64_t>::max());
+
+  // Another host's NIC: refused, naming the field.
+  v1::HostTelemetry other = t;
+  other.mutable_nics(0)->set_nic("host2/nic0");
+  ProtocolError bad = NicSignalsFromProto(other, *topo, &sig);
+  EXPECT_EQ(bad.code, v1::ERROR_CODE_INVALID_ARGUMENT);
+  EXPECT_THAT(bad.message, HasSubstr("host_telemetry.nics[0].nic: 'host2/nic0' is a NIC of "
+                                     "'host2', not of 'host1'"));
+  // A host name that is not a host (a switch, or nothing).
+  other = t;
+  other.set_host("tor0");
+  bad = NicSignalsFromProto(other, *topo, &sig);
+  EXPECT_EQ(bad.code, v1::ERROR_CODE_UNKNOWN_HOST);
+  EXPECT_THAT(bad.message, HasSubstr("host_telemetry.host: 'tor0'"));
 }
 
 }  // namespace

@@ -347,6 +347,49 @@ TEST(ValidateTest, SwitchMessagesBadValues) {
       "switch_applied.state.dscp_to_tc[1]");
 }
 
+TEST(ValidateTest, HostTelemetryBadValues) {
+  v1::Envelope g = NewEnvelope(1);
+  v1::HostTelemetry* t = g.mutable_host_telemetry();
+  t->set_host("host0");
+  t->set_seq(1);
+  for (const char* nic : {"host0/nic0", "host0/nic1"}) {
+    v1::NicCounters* n = t->add_nics();
+    n->set_nic(nic);
+    n->set_device("mlx5_0");
+    n->set_port(1);
+    n->set_interval_ns(1000000000);
+    n->set_packet_seq_err(std::numeric_limits<uint64_t>::max());  // Any count is fine.
+  }
+  EXPECT_TRUE(Validate(g).ok()) << Validate(g).ToString();
+  auto h = [](v1::Envelope& m) { return m.mutable_host_telemetry(); };
+  ExpectInvalid(
+      g, [&](auto& m) { h(m)->set_host(""); }, "host_telemetry.host");
+  ExpectInvalid(
+      g, [&](auto& m) { h(m)->set_host("host 0"); }, "host_telemetry.host");
+  ExpectInvalid(
+      g, [&](auto& m) { h(m)->mutable_nics(1)->set_nic(""); }, "host_telemetry.nics[1].nic");
+  ExpectInvalid(
+      g, [&](auto& m) { h(m)->mutable_nics(1)->set_nic("host0/nic0"); },
+      "host_telemetry.nics[1].nic");
+  ExpectInvalid(
+      g, [&](auto& m) { h(m)->mutable_nics(0)->set_device("mlx5 0"); },
+      "host_telemetry.nics[0].device");
+  ExpectInvalid(
+      g, [&](auto& m) { h(m)->mutable_nics(0)->set_port(256); }, "host_telemetry.nics[0].port");
+  ExpectInvalid(
+      g, [&](auto& m) { h(m)->mutable_nics(0)->set_interval_ns(0); },
+      "host_telemetry.nics[0].interval_ns");
+  ExpectInvalid(
+      g, [&](auto& m) { h(m)->mutable_nics(1)->set_interval_ns(kMaxIterationNs + 1); },
+      "host_telemetry.nics[1].interval_ns");
+  ExpectInvalid(
+      g,
+      [&](auto& m) {
+        for (int i = 0; i < 63; ++i) h(m)->add_nics()->CopyFrom(m.host_telemetry().nics(0));
+      },
+      "host_telemetry.nics");
+}
+
 TEST(ValidateTest, AdminRequestsBadValues) {
   v1::Envelope job = NewEnvelope(1);
   job.mutable_job_request()->set_job_id("job-a");

@@ -238,6 +238,8 @@ std::optional<v1::Envelope> Gateway::Handle(const protocol::Inbound& in) {
       return OnSwitchApplied(in);
     case v1::Envelope::kSwitchTelemetry:
       return OnSwitchTelemetry(in);
+    case v1::Envelope::kHostTelemetry:
+      return OnHostTelemetry(in);
     default:
       return Refuse("client", m.request_id(),
                     {v1::ERROR_CODE_INVALID_ARGUMENT,
@@ -443,6 +445,23 @@ v1::Envelope Gateway::OnSwitchTelemetry(const protocol::Inbound& in) {
   }
   for (const core::LinkStateSignal& s : signals.states) control_->ObserveLinkState(s);
   for (const core::CounterSignal& c : signals.counters) control_->ObserveCounters(c);
+  return protocol::MakeAck(in.msg.request_id(), "", control_->loop().epoch());
+}
+
+v1::Envelope Gateway::OnHostTelemetry(const protocol::Inbound& in) {
+  const v1::HostTelemetry& t = in.msg.host_telemetry();
+  protocol::NicSignals signals;
+  if (protocol::ProtocolError bad = protocol::NicSignalsFromProto(t, topo_->nominal(), &signals);
+      protocol::Failed(bad)) {
+    return Refuse("client", in.msg.request_id(), bad);
+  }
+  for (const std::string& why : signals.ignored) {
+    // Once per host and NIC (a misconfigured agent sends the same every second).
+    if (ignored_nics_.insert(t.host() + " " + why).second) {
+      spdlog::warn("host {}: NIC counters ignored: {}", t.host(), why);
+    }
+  }
+  for (const core::NicCounterSignal& s : signals.nics) control_->ObserveNicCounters(s);
   return protocol::MakeAck(in.msg.request_id(), "", control_->loop().epoch());
 }
 

@@ -8,13 +8,16 @@
 //   client_key: /etc/crux/hostd.key    # this agent's key pair (0600)
 //   socket: /run/crux/hostd.sock       # the ranks' host-protocol socket
 //   nics:                              # this host's NICs: topology name, RDMA device, address
-//     - {name: host3/nic0, device: mlx5_0, address: 10.0.3.1}
+//     - {name: host3/nic0, device: mlx5_0, address: 10.0.3.1}   # optional port: 1 (1-255)
 //   nic_addresses: /etc/crux/nic-addresses.yaml   # optional: every NIC of the cluster,
 //                                      # "address: topology NIC name" (to resolve remote GIDs)
 //   register_delay_ms: 1000            # wait for a job's local ranks before registering it
 //   end_delay_ms: 30000                # a job whose ranks all left ends after this
 //   lease_ms: 0                        # requested lease (0: cruxd's default)
 //   call_timeout_ms: 2000
+//   nic_counters_interval_ms: 1000     # read the NICs' RDMA counters and send their deltas to
+//                                      # cruxd (HostTelemetry) this often; 0: off (0-3600000)
+//   sysfs_root: /sys                   # where the counters are read (nic_counters.h)
 //
 // Addresses are IPv4 (the RoCEv2 GID ::ffff:a.b.c.d) or GID / IPv6 text; kept canonical
 // (host_protocol.h FormatGid).
@@ -37,6 +40,7 @@ struct NicConfig {
   std::string name;     // Topology NIC name, e.g. "host3/nic0".
   std::string device;   // RDMA device, e.g. "mlx5_0".
   std::string address;  // Canonical GID text ("" = unknown).
+  uint32_t port = 1;    // The device's port whose hw_counters are read (1-255).
   friend bool operator==(const NicConfig&, const NicConfig&) = default;
 };
 
@@ -55,6 +59,8 @@ struct HostdConfig {
   int64_t end_delay_ms = 30000;
   uint32_t lease_ms = 0;
   int64_t call_timeout_ms = 2000;
+  int64_t nic_counters_interval_ms = 1000;  // 0: NIC counters off.
+  std::string sysfs_root = "/sys";
   friend bool operator==(const HostdConfig&, const HostdConfig&) = default;
 };
 

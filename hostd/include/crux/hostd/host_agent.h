@@ -33,6 +33,13 @@
 //    its assignment and re-registers with backoff).
 //  * End. end_delay_ms after a job's last process left, the session ends the job (EndJob).
 //    Stopping the agent ends nothing: cruxd's lease expires if the host is really gone.
+//  * NIC counters (nic_counters.h). Every nic_counters_interval_ms (0: off) the agent reads each
+//    configured NIC's RDMA hardware counters through its NicCounterSource (SetNicCounterSource;
+//    none: off) and sends one HostTelemetry with the per-NIC deltas since the previous reading
+//    (interval_ns = the time between the two readings). A NIC's first reading only primes it;
+//    a NIC of which no counter could be read is left out (and primes again later); a report is
+//    sent when at least one NIC has two readings. cruxd answers with an Ack; a refusal is
+//    counted and shown (telemetry is not resent: the next interval carries new deltas).
 //  * Probes. Registered HostProbes (probe.h) run on their own schedule; their last results are
 //    part of the status. This is the seam for host-side fault-localisation probes.
 //
@@ -42,6 +49,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -54,6 +62,7 @@
 #include "crux/core/base/units.h"
 #include "crux/hostd/config.h"
 #include "crux/hostd/host_protocol.h"
+#include "crux/hostd/nic_counters.h"
 #include "crux/hostd/probe.h"
 #include "crux/v1/envelope.pb.h"
 
@@ -73,6 +82,9 @@ struct HostAgentCounters {
   uint64_t pin_tables_sent = 0;
   uint64_t daemon_messages = 0;
   uint64_t stray_daemon_messages = 0;  // Replies / pushes matching no job.
+  uint64_t nic_telemetry_sent = 0;     // HostTelemetry reports handed to the transport.
+  uint64_t nic_telemetry_acked = 0;    // ... that cruxd acknowledged.
+  uint64_t nic_telemetry_refused = 0;  // ... that cruxd refused or the transport could not send.
 };
 
 class HostAgent {
@@ -86,6 +98,10 @@ class HostAgent {
   HostAgent& operator=(const HostAgent&) = delete;
 
   void AddProbe(std::unique_ptr<HostProbe> probe);
+  // Where the NIC counters come from (SysfsNicCounters in crux-hostd; scripted in tests). Without
+  // one, or with nic_counters_interval_ms 0, no counters are read. The first reading is at the
+  // first Tick.
+  void SetNicCounterSource(std::unique_ptr<NicCounterSource> source);
 
   // --- Inputs.
   void OnLocalConnected(ConnId conn, pid_t pid, uid_t uid, core::Duration now);
@@ -126,6 +142,8 @@ class HostAgent {
   PinTable BuildPins(const Job& j);
   void Pump(Job& j, core::Duration now);
   void RunProbes(core::Duration now);
+  // Reads the NICs when due and queues a HostTelemetry (see NIC counters above).
+  void ReadNicCounters(core::Duration now);
 
   HostdConfig config_;
   uint64_t seed_;
@@ -143,6 +161,19 @@ class HostAgent {
     std::optional<ProbeResult> last;
   };
   std::vector<ProbeSlot> probes_;
+  std::unique_ptr<NicCounterSource> nic_source_;
+  struct NicState {
+    std::optional<NicCounterReading> last;  // The previous reading (primes the next delta).
+    core::Duration last_at;
+    std::vector<std::string> errors;                               // Of the last reading.
+    std::optional<std::array<uint64_t, kNicCounterCount>> deltas;  // The last ones sent.
+    core::Duration delta_interval;
+  };
+  std::vector<NicState> nic_states_;  // Per config_.nics entry.
+  core::Duration next_nic_read_ = core::Duration::Zero();
+  uint64_t nic_telemetry_seq_ = 0;
+  std::set<uint64_t> telemetry_requests_;  // Request ids of HostTelemetry awaiting a reply.
+  std::string nic_telemetry_error_;        // cruxd's last refusal (or the transport's error).
   HostAgentCounters counters_;
   std::string last_error_;
 };

@@ -1,6 +1,7 @@
 // HostdServer: crux-hostd's I/O around the HostAgent (host_agent.h). One thread polls, with
 // zmq_poll, the DEALER connection to cruxd (one for the whole host), the host-protocol listener
 // and every rank connection, and a stop eventfd; it feeds the agent and sends what it produces.
+// The agent reads the NIC counters from sysfs (SysfsNicCounters at the config's sysfs_root).
 // systemd: READY=1 once the socket is bound, WATCHDOG=1 from the loop, STOPPING=1 at the end.
 //
 // Thread-safety: Run on one thread; Stop from any thread or a signal handler.

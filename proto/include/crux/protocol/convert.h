@@ -112,6 +112,20 @@ struct TelemetrySignals {
 ProtocolError TelemetryFromProto(const v1::SwitchTelemetry& t, const core::Topology& topo,
                                  TelemetrySignals* out);
 
+// A host's NIC counter report (crux-hostd) as fault-manager signals: per NIC, loss = the sum
+// of the loss-side counters, congestion = the sum of the congestion-side ones (saturating at
+// 2^64-1), interval as sent (validated to (0, 1 day]), source "host3 mlx5_0 port 1". Errors:
+// `host` is not a host of `topo` (UNKNOWN_HOST); a NIC that is a node of the topology but not
+// a NIC of `host` (INVALID_ARGUMENT naming the field: a host speaks only for its own NICs). A NIC
+// name the topology does not know is not an error: it is named in *ignored and skipped.
+// Field validation (validate.h ValidateHostTelemetry) is assumed done.
+struct NicSignals {
+  std::vector<core::NicCounterSignal> nics;
+  std::vector<std::string> ignored;  // Per skipped NIC: "host3/nic9: not a NIC of the topology".
+};
+ProtocolError NicSignalsFromProto(const v1::HostTelemetry& t, const core::Topology& topo,
+                                  NicSignals* out);
+
 // A heartbeat's per-flow stats as fault-manager samples. Flows whose NICs are not nodes of
 // `topo`, or whose source NIC is not on one of `demand`'s hosts, are skipped and counted in
 // *skipped (the heartbeat itself stays valid: it is the job's keep-alive).

@@ -73,6 +73,8 @@ core::Status ValidateSwitchApplied(const v1::SwitchApplied& m,
                                    std::string_view field = "switch_applied");
 core::Status ValidateSwitchTelemetry(const v1::SwitchTelemetry& m,
                                      std::string_view field = "switch_telemetry");
+core::Status ValidateHostTelemetry(const v1::HostTelemetry& m,
+                                   std::string_view field = "host_telemetry");
 core::Status ValidateJobRequest(const v1::JobRequest& m, std::string_view field = "job_request");
 core::Status ValidateListLinksRequest(const v1::ListLinksRequest& m,
                                       std::string_view field = "list_links_request");

@@ -126,6 +126,9 @@ class Gateway {
   v1::Envelope OnSwitchApplied(const protocol::Inbound& in);
   // Port telemetry: link-state and counter signals for the fault manager.
   v1::Envelope OnSwitchTelemetry(const protocol::Inbound& in);
+  // crux-hostd's NIC counters: NIC counter signals for the fault manager. Any job key may send
+  // it (there is no host key role yet); the NICs must be the reporting host's.
+  v1::Envelope OnHostTelemetry(const protocol::Inbound& in);
   // A heartbeat's per-flow stats: flow samples for the fault manager.
   void ObserveFlows(const v1::Heartbeat& h);
   void DeferAssignment(const std::string& peer, const std::string& job_id);
@@ -202,6 +205,7 @@ class Gateway {
   std::vector<StoredPart> held_part_rows_;
   std::set<std::string> held_ids_;
   std::set<std::string> ignored_ports_;  // Telemetry ports already logged as unplaceable.
+  std::set<std::string> ignored_nics_;   // Host telemetry NICs already logged as unknown.
 };
 
 }  // namespace crux::daemon
