@@ -25,6 +25,7 @@
 #include "crux/protocol/curve.h"
 #include "crux/protocol/transport_context.h"
 #include "daemon_test_util.h"
+#include "http_get.h"
 
 namespace crux::daemon {
 namespace {
@@ -35,7 +36,7 @@ namespace fs = std::filesystem;
 
 constexpr core::Duration kTimeout = core::Duration::Millis(3000);
 
-std::string HttpGet(int port, const std::string& path);
+using ::crux::test::HttpGet;
 
 // Scrapes /metrics until it matches `pattern` (the transport counters are folded in by a 1 s
 // refresh on the loop) or 5 s pass; returns the last scrape.
@@ -48,27 +49,6 @@ std::string ScrapeUntil(int port, const std::string& pattern) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return text;
-}
-
-std::string HttpGet(int port, const std::string& path) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return "";
-  }
-  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  (void)!::write(fd, req.data(), req.size());
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  const size_t body = out.find("\r\n\r\n");
-  return body == std::string::npos ? "" : out.substr(body + 4);
 }
 
 class SystemTest : public ::testing::Test {

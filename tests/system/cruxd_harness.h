@@ -72,7 +72,9 @@ class CruxdHarness {
     yaml += "state_dir: " + state_dir_.string() + "\n";
     yaml += "client_endpoint: " + endpoint_ + "\n";
     if (!curve) yaml += "insecure: true\n";
-    yaml += "metrics_listen: \"127.0.0.1:0\"\n";
+    if (extra.find("metrics_listen:") == std::string::npos) {
+      yaml += "metrics_listen: \"127.0.0.1:0\"\n";
+    }
     if (extra.find("debounce_ms:") == std::string::npos) yaml += "debounce_ms: 10\n";
     if (extra.find("lease_ms:") == std::string::npos) yaml += "lease_ms: 120000\n";
     if (extra.find("profiling_samples:") == std::string::npos) yaml += "profiling_samples: 3\n";

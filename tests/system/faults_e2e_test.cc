@@ -31,6 +31,14 @@
 //     samples cannot tell it apart from the faulty one; that changes nothing). The cable is not
 //     handed back healthy while still slow (flows left on it or, with faults.probes on, probes
 //     designed over it keep accusing it); `cruxctl faults` shows the coverage.
+//   ALyingTenantIsNotBelieved:
+//     crux-loadgen --lie lg-0:0.1@3 makes job lg-0 report every flow at 10 % of its rate from
+//     3 s on, while the fabric is healthy and the other jobs report their true rates. With
+//     faults.min_jobs 1 (so that the contradiction rule is the only guard), cruxd must list
+//     lg-0 under contradicted_jobs in `cruxctl faults` (its flows are slow where jobs of the same
+//     or a lower priority are healthy on every link), count it in /metrics
+//     (crux_fault_contradicted_jobs 1, crux_fault_disbelieved_reports_total > 0), and change no
+//     link, in the whole run.
 //
 // Measured durations are printed, not asserted: the goals are reported, and what is asserted is
 // the outcome and the order of events (cruxd's timestamps against the test's, on the same clock),
@@ -52,6 +60,7 @@
 #include <vector>
 
 #include "cruxd_harness.h"
+#include "http_get.h"
 #include "process_util.h"
 #include "redis_process.h"
 
@@ -487,6 +496,59 @@ TEST_F(FaultsE2eTest, GrayLinkFromTheFlowsIsLocalised) {
   // The direction cruxd marked (a direction whose slow flows are one job's is not moved by
   // them alone: faults.min_jobs) stays degraded.
   EXPECT_EQ(Health(Faults(), last["link"].get<std::string>()), "degraded") << end.dump(2);
+}
+
+TEST_F(FaultsE2eTest, ALyingTenantIsNotBelieved) {
+  const int metrics_port = FreeTcpPort();
+  ASSERT_GT(metrics_port, 0);
+  cruxd_->WriteConfig(std::string(kFaultsConfig) + "  min_jobs: 1\n" +
+                      "metrics_listen: \"127.0.0.1:" + std::to_string(metrics_port) + "\"\n" +
+                      "log_level: info\n");
+  StartAll({"--lie", "lg-0:0.1@3"});
+  ASSERT_FALSE(HasFatalFailure());
+  std::set<std::string> marked;
+  json flagged;
+  json faults;
+  const auto start = std::chrono::steady_clock::now();
+  // Until flagged (the goal: two evaluations after its first lying reports), then 3 s more
+  // in which nothing may change either.
+  std::optional<std::chrono::steady_clock::time_point> until;
+  while (!until || std::chrono::steady_clock::now() < *until) {
+    faults = Json({"faults"});
+    for (const auto& l : faults.value("links", json::array())) {
+      if (l["health"] != "up") marked.insert(l["link"].get<std::string>());
+    }
+    for (const auto& c : faults.value("contradicted_jobs", json::array())) {
+      if (c["job_id"] == "lg-0" && flagged.is_null()) {
+        flagged = c;
+        until = std::chrono::steady_clock::now() + seconds(3);
+      }
+    }
+    if (!until && std::chrono::steady_clock::now() - start > seconds(40)) break;
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  ASSERT_FALSE(flagged.is_null()) << "lg-0 not flagged within 40 s: " << faults.dump(2);
+  std::cout << "lying tenant lg-0 flagged: " << flagged.dump() << "\n";
+  EXPECT_GE(flagged["slow_flows"].get<int>(), 2) << flagged.dump();
+  EXPECT_NE(flagged["example"].get<std::string>().find("healthy at the same or a lower priority"),
+            std::string::npos)
+      << flagged.dump();
+  EXPECT_GT(faults["disbelieved_reports"].get<uint64_t>(), 0u) << faults.dump(2);
+  // Only the liar: the honest jobs are believed.
+  for (const auto& c : faults["contradicted_jobs"]) EXPECT_EQ(c["job_id"], "lg-0") << c.dump();
+  for (const std::string& m : marked) ADD_FAILURE() << m << " marked on a lying tenant's word";
+  EXPECT_TRUE(faults["events"].empty()) << faults.dump(2);
+  // /metrics: the flag is there for alerting.
+  std::string text;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        text = ::crux::test::HttpGet(metrics_port, "/metrics");
+        return text.find("crux_fault_contradicted_jobs 1") != std::string::npos &&
+               text.find("crux_fault_disbelieved_reports_total 0") == std::string::npos &&
+               text.find("crux_fault_disbelieved_reports_total") != std::string::npos;
+      },
+      seconds(10), milliseconds(200)))
+      << text;
 }
 
 }  // namespace

@@ -76,6 +76,28 @@ TEST(FlowModelTest, BadSpecsNameTheirPart) {
   }
 }
 
+// --lie: one job reports a fraction of its rate from a time on, whatever its paths cross.
+TEST(FlowModelTest, LiesNameAJobAFractionAndATime) {
+  auto lie = ParseJobLie("lg-2:0.1@5");
+  ASSERT_TRUE(lie.ok()) << lie.status().ToString();
+  EXPECT_EQ(lie->job_id, "lg-2");
+  EXPECT_DOUBLE_EQ(lie->rate_fraction, 0.1);
+  EXPECT_EQ(lie->after, core::Duration::Seconds(5));
+  const std::vector<JobLie> lies = {*lie, *ParseJobLie("lg-2:0")};  // From the start, cut.
+  EXPECT_DOUBLE_EQ(LieFactor("lg-1", lies, core::Duration::Seconds(9)), 1.0);
+  EXPECT_DOUBLE_EQ(LieFactor("lg-2", lies, core::Duration::Seconds(9)), 0.0);
+  EXPECT_DOUBLE_EQ(LieFactor("lg-2", {*lie}, core::Duration::Seconds(4)), 1.0);
+  EXPECT_DOUBLE_EQ(LieFactor("lg-2", {*lie}, core::Duration::Seconds(5)), 0.1);
+  EXPECT_EQ(ParseJobLie("lg-2").status().message(),
+            "--lie 'lg-2': expected JOB:FRACTION[@AFTER_S]");
+  EXPECT_EQ(ParseJobLie(":0.5").status().message(),
+            "--lie ':0.5': expected JOB:FRACTION[@AFTER_S]");
+  EXPECT_EQ(ParseJobLie("lg-2:1").status().message(),
+            "--lie 'lg-2:1': FRACTION must be in [0, 1) (0 = no progress)");
+  EXPECT_EQ(ParseJobLie("lg-2:0.5@-1").status().message(),
+            "--lie 'lg-2:0.5@-1': AFTER_S must be >= 0");
+}
+
 TEST(FlowModelTest, OnlyFlowsCrossingTheLinkInItsDirectionAreHit) {
   const core::Topology topo = Clos2();
   const LinkFault one_way = *ParseLinkFault("tor0->agg0:0.25@1+2", topo);

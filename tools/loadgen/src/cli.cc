@@ -230,6 +230,11 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   app.add_option("--probe-bytes", probe_bytes,
                  "bytes each probe of an assignment sends per heartbeat (--flow-stats)")
       ->capture_default_str();
+  std::vector<std::string> lie_specs;
+  app.add_option("--lie", lie_specs,
+                 "JOB:FRACTION[@AFTER_S]: job JOB reports every flow at FRACTION of its rate (0: "
+                 "no progress) from AFTER_S on, whatever its paths cross (a lying tenant); "
+                 "implies --flow-stats; repeatable");
   app.add_option("--fault", fault_specs,
                  "LINK:FRACTION[@AFTER_S[+DURATION_S]]: slow (FRACTION of the rate) or cut (0) the "
                  "flows whose pinned path crosses LINK ('a->b' or 'a-b'), from AFTER_S for "
@@ -286,7 +291,12 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     if (!f.ok()) return bad(f.status().message());
     options.faults.push_back(*f);
   }
-  options.flow_stats = flow_stats || !options.faults.empty();
+  for (const std::string& spec : lie_specs) {
+    auto l = ParseJobLie(spec);
+    if (!l.ok()) return bad(l.status().message());
+    options.lies.push_back(*l);
+  }
+  options.flow_stats = flow_stats || !options.faults.empty() || !options.lies.empty();
   options.flow_gbps = flow_gbps;
   if (probe_bytes < 1 || probe_bytes > (uint64_t{1} << 30)) {
     return bad("--probe-bytes: must be 1-1073741824");

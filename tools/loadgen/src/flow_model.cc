@@ -24,6 +24,41 @@ core::Result<double> Number(std::string_view text, const std::string& what) {
 
 }  // namespace
 
+core::Result<JobLie> ParseJobLie(std::string_view spec) {
+  const std::string where = "--lie '" + std::string(spec) + "'";
+  const size_t colon = spec.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return core::InvalidArgumentError(where + ": expected JOB:FRACTION[@AFTER_S]");
+  }
+  JobLie lie;
+  lie.job_id = std::string(spec.substr(0, colon));
+  std::string_view fraction = spec.substr(colon + 1);
+  std::string_view after;
+  if (size_t at = fraction.find('@'); at != std::string_view::npos) {
+    after = fraction.substr(at + 1);
+    fraction = fraction.substr(0, at);
+  }
+  CRUX_ASSIGN_OR_RETURN(lie.rate_fraction, Number(fraction, where + ": FRACTION"));
+  if (!(lie.rate_fraction >= 0 && lie.rate_fraction < 1)) {
+    return core::InvalidArgumentError(where + ": FRACTION must be in [0, 1) (0 = no progress)");
+  }
+  if (!after.empty()) {
+    CRUX_ASSIGN_OR_RETURN(double s, Number(after, where + ": AFTER_S"));
+    if (!(s >= 0 && s <= 1e7)) return core::InvalidArgumentError(where + ": AFTER_S must be >= 0");
+    lie.after = core::Duration::Seconds(s);
+  }
+  return lie;
+}
+
+double LieFactor(const std::string& job_id, const std::vector<JobLie>& lies,
+                 core::Duration since_start) {
+  double factor = 1;
+  for (const JobLie& l : lies) {
+    if (l.job_id == job_id && since_start >= l.after) factor = std::min(factor, l.rate_fraction);
+  }
+  return factor;
+}
+
 core::Result<LinkFault> ParseLinkFault(std::string_view spec, const core::Topology& topo) {
   const std::string where = "--fault '" + std::string(spec) + "'";
   LinkFault f;

@@ -347,7 +347,8 @@ class Engine {
         std::chrono::duration_cast<std::chrono::nanoseconds>(now - s.flows_since).count());
     const core::Duration since = SinceStart(now);
     for (const PinnedFlow& f : s.flows) {
-      const double factor = FaultFactor(f, options_.faults, since);
+      const double factor =
+          FaultFactor(f, options_.faults, since) * LieFactor(s.job->job_id, options_.lies, since);
       if (factor < 1) ++summary_.faulted_flow_reports;
       *hb->add_flows() = FlowStatsFor(f, window, s.job->period, options_.flow_gbps, factor, rng_,
                                       options_.profile_jitter);

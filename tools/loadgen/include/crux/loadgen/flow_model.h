@@ -14,7 +14,10 @@
 //   --fault tor0->agg0:0.3@10      the direction tor0->agg0 at 30 % from 10 s on
 //   --fault tor0-agg0:0@5+20       both directions cut from 5 s for 20 s
 // so the whole chain (cruxd, its localisation and decisions, the re-plan that moves the flows)
-// can be exercised end to end with real processes. A re-routed flow (a new pinned path that no
+// can be exercised end to end with real processes. A lying tenant (--lie, repeatable) reports
+// every flow of one job at a fraction of what it got, whatever its paths cross:
+//   --lie lg-2:0.1@5               job lg-2 reports 10 % of its rate from 5 s on. A re-routed flow
+//   (a new pinned path that no
 // longer crosses the link) is healthy again.
 //
 // Thread-safety: pure functions (the Rng is the caller's).
@@ -51,6 +54,20 @@ struct LinkFault {
 core::Result<LinkFault> ParseLinkFault(std::string_view spec, const core::Topology& topo);
 // "tor0->agg0 at 30% from 10 s for 20 s".
 std::string DescribeFault(const LinkFault& f);
+
+struct JobLie {
+  std::string job_id;
+  double rate_fraction = 0;  // [0, 1): what it reports of its rate (0: no progress).
+  core::Duration after;      // From the start of the run.
+
+  friend bool operator==(const JobLie&, const JobLie&) = default;
+};
+
+// "JOB:FRACTION[@AFTER_S]". Errors name the part ("--lie 'x': ...").
+core::Result<JobLie> ParseJobLie(std::string_view spec);
+// The fraction job `job_id` reports of its rate `since_start` after the run began (1: honest).
+double LieFactor(const std::string& job_id, const std::vector<JobLie>& lies,
+                 core::Duration since_start);
 
 struct PinnedFlow {
   std::string src;

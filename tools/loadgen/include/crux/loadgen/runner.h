@@ -68,6 +68,7 @@ struct LoadGenOptions {
   double flow_gbps = 100;         // The flows' line rate, > 0.
   uint64_t probe_bytes = 65536;   // Per probe and heartbeat window (Assignment.probes), > 0.
   std::vector<LinkFault> faults;  // Times count from the start of the run.
+  std::vector<JobLie> lies;       // Lying tenants (implies flow_stats).
   std::function<void(const std::string&)> log;  // Progress lines; may be empty.
 };
 
