@@ -111,6 +111,7 @@ struct FaultFlags {
   std::string modes = "none,manual,auto,tomography";
   std::string expectation = "plan_share";  // faults.expectation: plan_share or own_best.
   int min_jobs = 2;                        // faults.min_jobs.
+  bool no_nic_signals = false;             // No host agents' NIC counters.
 };
 
 struct GenFlags {
@@ -570,6 +571,7 @@ int DoFaults(RunFlags f, const FaultFlags& ff, std::ostream& out, std::ostream& 
   base.report_interval = core::Duration::Seconds(ff.report_interval_ms / 1e3);
   base.stall_timeout = core::Duration::Seconds(ff.stall_timeout_ms / 1e3);
   base.switch_delay = core::Duration::Seconds(ff.switch_delay_ms / 1e3);
+  base.nic_signals = !ff.no_nic_signals;
   base.seed = fault_seed;
   const core::Duration grace = core::Duration::Seconds(ff.grace_s);
   std::vector<FaultModeRun> runs;
@@ -592,14 +594,16 @@ int DoFaults(RunFlags f, const FaultFlags& ff, std::ostream& out, std::ostream& 
       r.description = "faults, automatic handling, switch port state + flow tomography";
       o.faults.faults = faults;
     } else if (mode == "tomography") {
-      r.description = "faults, automatic handling, flow tomography only (no switch signals)";
+      r.description = "faults, automatic handling, flow tomography only (no switch or NIC signals)";
       o.faults.faults = faults;
       o.faults.switch_signals = false;
+      o.faults.nic_signals = false;
     } else {
       r.description =
           "faults, automatic handling, flow tomography only, localisation.min_flows = 1";
       o.faults.faults = faults;
       o.faults.switch_signals = false;
+      o.faults.nic_signals = false;
       o.control.loop.faults.localisation.min_flows = 1;
     }
     r.faults = !o.faults.faults.empty();
@@ -782,6 +786,8 @@ int RunSimCli(int argc, const char* const* argv, std::ostream& out, std::ostream
     fc->add_option("--min-jobs", ff.min_jobs,
                    "Jobs behind a flows-only suspicion before it changes a link (default 2)")
         ->check(CLI::Range(1, 1000));
+    fc->add_flag("--no-nic-signals", ff.no_nic_signals,
+                 "No host agents' NIC loss/congestion counters (default: on in manual and auto)");
     CLI::App* gt = app.add_subcommand("gen-trace", "Generate a Lingjun-calibrated trace CSV");
     gt->add_option("--seed", gen.seed, "Seed");
     gt->add_option("--days", gen.days, "Trace span in days")->check(CLI::PositiveNumber);

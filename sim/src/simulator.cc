@@ -211,6 +211,7 @@ void Engine::EvaluateFaults() {
   evaluated_at_ = clock_.Now();
   ++result_.fault_evaluations;
   const std::vector<core::LinkDecision> decisions = host_.EvaluateFaults();
+  result_.disbelieved_reports = host_.disbelieved_reports();
   for (const core::LinkDecision& d : decisions) {
     result_.link_decisions.push_back(
         {clock_.Now(), d.link, d.health, d.capacity_fraction, d.automatic, d.reason});

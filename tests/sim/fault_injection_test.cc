@@ -227,8 +227,10 @@ TEST(FaultInjectionTest, GrayLinkDegradedWithAnEstimateNearItsFraction) {
 }
 
 // The same gray cable under the default rules: one job's flows alone never move a link (no
-// decision at all), but the same fault with packet loss (link_lossy) shows in the switch's port
-// counters too, and flows plus counters agree: down, on that cable only.
+// decision at all; the hosts' NICs see congestion, which is no second source), but the same
+// fault with packet loss (link_lossy) shows in the switch's port counters too, and flows plus
+// counters agree: down, on that cable only. Without switch signals the NICs' loss counters back
+// the flows instead: degraded; with neither, nothing moves.
 TEST(FaultInjectionTest, OneJobAloneMovesNothingALossyLinkIsFoundWithItsCounters) {
   const Topology topo = Clos(/*aggs=*/1, /*hosts=*/2);
   const std::vector<SimJob> jobs = {RingJob(topo, "a", {0, 2, 1, 4}, 0.2, 1500)};
@@ -251,6 +253,22 @@ TEST(FaultInjectionTest, OneJobAloneMovesNothingALossyLinkIsFoundWithItsCounters
         down || (d.health == LinkHealth::kDown && (d.link == l || d.link == topo.link(l).reverse));
   }
   EXPECT_TRUE(down) << Dump(topo, lossy);
+
+  o.faults.switch_signals = false;  // The NICs' counters are the second source.
+  const SimResult nic = RunFaults(topo, o, jobs);
+  const FaultScore ns =
+      ScoreFaults(nic.fault_records, nic.link_decisions, false, Duration::Seconds(5));
+  ASSERT_EQ(ns.detected, 1u) << Dump(topo, nic);
+  EXPECT_EQ(ns.precision, 1.0) << Dump(topo, nic);
+  ASSERT_FALSE(nic.link_decisions.empty());
+  EXPECT_EQ(nic.link_decisions[0].health, LinkHealth::kDegraded) << Dump(topo, nic);
+  EXPECT_NE(nic.link_decisions[0].reason.find("the NICs of its flows see loss"), std::string::npos)
+      << nic.link_decisions[0].reason;
+  EXPECT_EQ(nic.disbelieved_reports, 0u);
+
+  o.faults.nic_signals = false;  // Flows alone, one job: nothing.
+  const SimResult none = RunFaults(topo, o, jobs);
+  EXPECT_TRUE(none.link_decisions.empty()) << Dump(topo, none);
 }
 
 TEST(FaultInjectionTest, SameSeedSameResult) {

@@ -398,6 +398,16 @@ void PlanApplier::ObserveCounters(const core::CounterSignal& s) {
   loop_->mutable_loop().ObserveCounters(s);
 }
 
+void PlanApplier::ObserveNicCounters(const core::NicCounterSignal& s) {
+  if (!loop_) return;
+  faults_due_.reset();
+  loop_->mutable_loop().ObserveNicCounters(s);
+}
+
+uint64_t PlanApplier::disbelieved_reports() const {
+  return loop_ ? loop_->loop().faults().disbelieved_reports() : 0;
+}
+
 std::optional<core::Duration> PlanApplier::faults_due() const {
   if (!loop_) return std::nullopt;
   if (!faults_due_) faults_due_ = loop_->loop().faults_due();

@@ -101,6 +101,9 @@ class PlanApplier {
   void ObserveFlows(uint32_t j, const std::vector<core::FlowSample>& samples);
   void ObserveLinkState(const core::LinkStateSignal& s);
   void ObserveCounters(const core::CounterSignal& s);
+  void ObserveNicCounters(const core::NicCounterSignal& s);
+  // The fault manager's FaultManager::disbelieved_reports (0 without a loop).
+  uint64_t disbelieved_reports() const;
   // When the fault manager wants to evaluate (nullopt: nothing pending, or the oracle).
   std::optional<core::Duration> faults_due() const;
   // EvaluateFaults now; each decision is applied to the planner's topology as cruxd's

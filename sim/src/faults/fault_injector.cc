@@ -145,6 +145,8 @@ void FaultInjector::Heartbeat(Duration now, JobModel& jobs, PlanApplier& host) {
   ++result_.flow_reports;
   // Per fault in force: the reported flows over each of its directed links this round.
   std::map<std::pair<size_t, uint32_t>, uint32_t> per_link;
+  // Per NIC: the flows that met loss (or congestion) on their paths this round.
+  std::map<uint32_t, std::pair<uint32_t, uint32_t>> nic_hits;
   for (uint32_t j = 0; j < jobs.jobs().size(); ++j) {
     JobState& s = jobs.job(j);
     if (s.status != JobStatus::kRunning || !s.profiler) continue;
@@ -154,15 +156,31 @@ void FaultInjector::Heartbeat(Duration now, JobModel& jobs, PlanApplier& host) {
     samples.reserve(rep.size());
     for (ReportedFlow& x : rep) {
       // Observability: a reported flow crossed a link of a fault in force.
+      bool lossy = false;
+      bool congested = false;
       for (size_t i : active_) {
         FaultRecord& r = result_.fault_records[i];
+        bool crossed = false;
         for (core::LinkId l : x.path) {
           if (std::find(r.links.begin(), r.links.end(), l) == r.links.end()) continue;
+          crossed = true;
           if (!r.crossed_by_flow) {
             r.crossed_by_flow = true;
             r.first_crossed = now;
           }
           ++per_link[{i, l.value()}];
+        }
+        if (!crossed) continue;
+        if (r.fault.kind == FaultKind::kLinkLossy || (!IsGray(r.fault.kind) && x.sample.errors)) {
+          lossy = true;
+        } else if (IsGray(r.fault.kind)) {
+          congested = true;
+        }
+      }
+      if (options_.nic_signals && (lossy || congested)) {
+        for (core::NodeId nic : {x.sample.src_nic, x.sample.dst_nic}) {
+          auto& [loss, congestion] = nic_hits[nic.value()];
+          ++(lossy ? loss : congestion);
         }
       }
       samples.push_back(x.sample);
@@ -172,6 +190,18 @@ void FaultInjector::Heartbeat(Duration now, JobModel& jobs, PlanApplier& host) {
   for (const auto& [key, n] : per_link) {
     FaultRecord& r = result_.fault_records[key.first];
     r.max_flows_per_link = std::max(r.max_flows_per_link, n);
+  }
+  // The host agents' NIC counters of this round (a NIC with nothing to count reports zeros,
+  // which the rules ignore: left out).
+  for (const auto& [nic, hits] : nic_hits) {
+    core::NicCounterSignal s;
+    s.nic = core::NodeId(nic);
+    s.interval = options_.report_interval;
+    const double per_flow = options_.nic_loss_per_flow_per_s * s.interval.ToSeconds();
+    s.loss = static_cast<uint64_t>(per_flow * hits.first);
+    s.congestion = static_cast<uint64_t>(per_flow * hits.second);
+    s.source = "simulated host agent NIC counters";
+    host.ObserveNicCounters(s);
   }
 }
 

@@ -62,6 +62,9 @@ core::Status ValidateFaultSimOptions(const core::Topology& topo, const FaultSimO
   if (!(o.lossy_errors_per_s >= 0 && o.lossy_errors_per_s <= 1e12)) {
     return core::InvalidArgumentError("faults.lossy_errors_per_s: must be in [0, 1e12]");
   }
+  if (!(o.nic_loss_per_flow_per_s >= 0 && o.nic_loss_per_flow_per_s <= 1e12)) {
+    return core::InvalidArgumentError("faults.nic_loss_per_flow_per_s: must be in [0, 1e12]");
+  }
   for (size_t i = 0; i < o.faults.size(); ++i) {
     const InjectedFault& f = o.faults[i];
     const std::string ctx = "fault #" + std::to_string(i);

@@ -78,7 +78,15 @@ struct FaultSimOptions {
   // frames), reported with every heartbeat round when switch_signals is on. >= 0; cruxd's
   // default counter threshold is 10/s.
   double lossy_errors_per_s = 1000;
-  uint64_t seed = 1;  // Busy-target choices.
+  // Host agents' NIC counters (core::NicCounterSignal, crux-hostd's sysfs hw_counters) with
+  // every heartbeat round: each reported flow over a link_lossy fault adds
+  // nic_loss_per_flow_per_s loss events (retransmissions at its source NIC, sequence errors at
+  // its destination NIC), and so does a flow that made no progress over a hard fault (ack
+  // timeouts); a flow over a capacity-gray fault adds as many congestion events (CNPs) instead,
+  // which the rules do not count as loss. false: no NIC signals.
+  bool nic_signals = true;
+  double nic_loss_per_flow_per_s = 100;  // >= 0.
+  uint64_t seed = 1;                     // Busy-target choices.
 
   bool enabled() const { return flow_reports || !faults.empty(); }
 };

@@ -249,6 +249,10 @@ struct SimResult {
   std::vector<LinkDecisionRecord> link_decisions;
   uint64_t flow_reports = 0;       // Heartbeat rounds with flow samples.
   uint64_t fault_evaluations = 0;  // EvaluateFaults calls.
+  // Evaluations x jobs whose flow samples the fault manager left out as contradicting every
+  // other source (core::FaultManager::disbelieved_reports): in a simulation no job lies, so
+  // every one is a false flag.
+  uint64_t disbelieved_reports = 0;
 };
 
 // Makes the policy for a topology. Called once at the start and again after every link event
