@@ -112,6 +112,9 @@ struct FaultFlags {
   std::string expectation = "plan_share";  // faults.expectation: plan_share or own_best.
   int min_jobs = 2;                        // faults.min_jobs.
   bool no_nic_signals = false;             // No host agents' NIC counters.
+  // One busy link_down at --fault-start-s lasting --after-reroute-s (the rest of the run): every
+  // decision on another link is a false positive the re-route provoked.
+  std::optional<double> after_reroute_s;
 };
 
 struct GenFlags {
@@ -522,7 +525,18 @@ int DoCompare(const RunFlags& f, std::ostream& out, std::ostream& err) {
   return kExitOk;
 }
 
-int DoFaults(RunFlags f, const FaultFlags& ff, std::ostream& out, std::ostream& err) {
+int DoFaults(RunFlags f, FaultFlags ff, std::ostream& out, std::ostream& err) {
+  if (ff.after_reroute_s) {
+    if (!ff.file.empty()) {
+      return Fail(err, {kExitUsage, "--after-reroute-s: not with --faults-file"});
+    }
+    ff.count = 1;
+    ff.link_down = 1;
+    ff.link_gray = ff.tor_down = ff.link_lossy = 0;
+    ff.uniform = false;
+    ff.min_duration_s = ff.max_duration_s = *ff.after_reroute_s;
+    ff.spacing_s = *ff.after_reroute_s + 1;  // The horizon: the fault plus as long again.
+  }
   // The horizon covers every fault slot (or the file's last fault) and one more slot.
   if (!f.horizon_s) {
     f.horizon_s = ff.start_s + (static_cast<double>(ff.count) + 1) * ff.spacing_s;
@@ -786,6 +800,11 @@ int RunSimCli(int argc, const char* const* argv, std::ostream& out, std::ostream
     fc->add_option("--min-jobs", ff.min_jobs,
                    "Jobs behind a flows-only suspicion before it changes a link (default 2)")
         ->check(CLI::Range(1, 1000));
+    fc->add_option("--after-reroute-s", ff.after_reroute_s,
+                   "The re-route scenario: one busy link goes down at --fault-start-s for this "
+                   "long, then the run goes on as long again; every decision on another link is "
+                   "a false positive (e.g. 600)")
+        ->check(CLI::Range(1.0, 1e6));
     fc->add_flag("--no-nic-signals", ff.no_nic_signals,
                  "No host agents' NIC loss/congestion counters (default: on in manual and auto)");
     CLI::App* gt = app.add_subcommand("gen-trace", "Generate a Lingjun-calibrated trace CSV");
