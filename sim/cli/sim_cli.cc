@@ -576,6 +576,7 @@ int DoFaults(RunFlags f, FaultFlags ff, std::ostream& out, std::ostream& err) {
     g.gray_min = ff.gray_min;
     g.gray_max = ff.gray_max;
     g.busy_targets = !ff.uniform;
+    g.busy_fabric = ff.after_reroute_s.has_value();
     core::Result<std::vector<sim::InjectedFault>> fs = sim::GenerateFaults(p.topo, g);
     if (!fs.ok()) return Fail(err, {kExitUsage, "faults: " + fs.status().message()});
     faults = std::move(*fs);
@@ -801,9 +802,9 @@ int RunSimCli(int argc, const char* const* argv, std::ostream& out, std::ostream
                    "Jobs behind a flows-only suspicion before it changes a link (default 2)")
         ->check(CLI::Range(1, 1000));
     fc->add_option("--after-reroute-s", ff.after_reroute_s,
-                   "The re-route scenario: one busy link goes down at --fault-start-s for this "
-                   "long, then the run goes on as long again; every decision on another link is "
-                   "a false positive (e.g. 600)")
+                   "The re-route scenario: one busy switch-to-switch cable goes down at "
+                   "--fault-start-s for this long, then the run goes on as long again; every "
+                   "decision on another link is a false positive (e.g. 600)")
         ->check(CLI::Range(1.0, 1e6));
     fc->add_flag("--no-nic-signals", ff.no_nic_signals,
                  "No host agents' NIC loss/congestion counters (default: on in manual and auto)");

@@ -308,9 +308,12 @@ TEST(FaultInjectionTest, FaultsCsvRoundTripsAndRejectsBadLines) {
       "20,link_gray,tor1->agg1,0.4,6\n"
       "30,tor_down,tor1,,7\n"
       "40,link_down,busy,,8\n"
-      "50,link_lossy,tor0-agg1,0.7,9\n";
+      "50,link_lossy,tor0-agg1,0.7,9\n"
+      "60,link_down,busy_fabric,,10\n";
   const std::vector<InjectedFault> f = Must(ParseFaultsCsv(csv, topo));
-  ASSERT_EQ(f.size(), 5u);
+  ASSERT_EQ(f.size(), 6u);
+  EXPECT_TRUE(f[5].busy && f[5].busy_fabric);
+  EXPECT_FALSE(f[3].busy_fabric);
   EXPECT_EQ(f[1].kind, FaultKind::kLinkGray);
   EXPECT_DOUBLE_EQ(f[1].fraction, 0.4);
   EXPECT_TRUE(f[3].busy);
@@ -323,6 +326,9 @@ TEST(FaultInjectionTest, FaultsCsvRoundTripsAndRejectsBadLines) {
   EXPECT_NE(bad.status().message().find("line 2, column 4 (fraction)"), std::string::npos);
   EXPECT_FALSE(
       ParseFaultsCsv("time_s,kind,target,fraction,duration_s\n1,tor_down,agg0,,2\n", topo).ok());
+  EXPECT_FALSE(  // A ToR is not a cable.
+      ParseFaultsCsv("time_s,kind,target,fraction,duration_s\n1,tor_down,busy_fabric,,2\n", topo)
+          .ok());
 }
 
 // Every decimal spelling the reader took before it went through the one number grammar still

@@ -62,8 +62,9 @@ void FaultInjector::Start(size_t i, Duration now, Fabric& fabric, Metrics& metri
         if (!s.pinned[k]) continue;
         for (core::LinkId l : s.plan_flows[k].path) {
           const core::Link& link = topo_.link(l);
-          if (!core::IsNetworkSwitch(topo_.node(link.src).kind) &&
-              !core::IsNetworkSwitch(topo_.node(link.dst).kind)) {
+          const bool src_switch = core::IsNetworkSwitch(topo_.node(link.src).kind);
+          const bool dst_switch = core::IsNetworkSwitch(topo_.node(link.dst).kind);
+          if ((!src_switch && !dst_switch) || (f.busy_fabric && !(src_switch && dst_switch))) {
             continue;
           }
           cables.insert(link.reverse.valid() ? std::min(l.value(), link.reverse.value())

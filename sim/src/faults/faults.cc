@@ -142,6 +142,7 @@ core::Result<std::vector<InjectedFault>> GenerateFaults(const core::Topology& to
     const double pick = Uniform(rng);
     if (o.busy_targets) {
       f.busy = true;
+      f.busy_fabric = o.busy_fabric && f.kind != FaultKind::kTorDown;
     } else if (f.kind == FaultKind::kTorDown) {
       if (tors.empty()) return core::InvalidArgumentError("tor_down: the topology has no ToR");
       f.node = tors[static_cast<size_t>(pick * static_cast<double>(tors.size()))];
@@ -183,6 +184,9 @@ core::Result<std::vector<InjectedFault>> ParseFaultsCsv(std::string_view text,
     }
     if (f[2] == "busy") {
       x.busy = true;
+    } else if (f[2] == "busy_fabric" && x.kind != FaultKind::kTorDown) {
+      x.busy = true;
+      x.busy_fabric = true;
     } else if (x.kind == FaultKind::kTorDown) {
       core::Result<core::NodeId> n = topo.FindNode(f[2]);
       if (!n.ok() || topo.node(*n).kind != core::NodeKind::kTor) {
@@ -214,7 +218,7 @@ core::Result<std::vector<InjectedFault>> ParseFaultsCsv(std::string_view text,
 std::string FormatFaultsCsv(const std::vector<InjectedFault>& faults, const core::Topology& topo) {
   std::string s = textio::CsvHeader(kColumns) + "\n";
   for (const InjectedFault& f : faults) {
-    std::string target = "busy";
+    std::string target = f.busy_fabric ? "busy_fabric" : "busy";
     if (f.kind == FaultKind::kTorDown ? f.node.valid() : f.link.valid()) {
       if (f.kind == FaultKind::kTorDown) {
         target = topo.node(f.node).name;

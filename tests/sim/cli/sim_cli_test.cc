@@ -237,6 +237,32 @@ TEST_F(SimCliTest, FaultsWritesAReportPerModeAndRejectsUnknownModes) {
   EXPECT_THAT(bad.err, HasSubstr("--modes: unknown mode 'sideways'"));
 }
 
+// --after-reroute-s: one busy switch-to-switch cable down, the run going on as long again; in
+// the Fig. 23 Clos the re-route leaves every other link alone (2 decisions: the cable's two
+// directions), and a usage error for a faults file.
+TEST_F(SimCliTest, AfterRerouteFailsOneBusyFabricCableAndNothingElseIsMarked) {
+  const std::string sc = (kConfigs / "scenarios/fig23_clos2_main.yaml").string();
+  const CliResult r = Cli({"faults", "--scenario", sc, "--after-reroute-s", "120", "--modes",
+                           "auto", "--quiet", "--out", P("ar")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json rep = ReadJson(P("ar/report.json"));
+  ASSERT_EQ(rep["modes"].size(), 1u);
+  const nlohmann::json& m = rep["modes"][0];
+  ASSERT_EQ(m["per_fault"].size(), 1u) << m.dump();
+  const nlohmann::json& f = m["per_fault"][0];
+  EXPECT_EQ(f["kind"], "link_down");
+  const std::string target = f["target"].get<std::string>();
+  EXPECT_EQ(target.find("host"), std::string::npos) << target;  // Switch to switch.
+  EXPECT_DOUBLE_EQ(f["duration_s"].get<double>(), 120);
+  EXPECT_EQ(m["score"]["detected"], 1) << m["score"].dump();
+  EXPECT_EQ(m["score"]["decisions"], 2) << m["false_decisions_first_50"].dump();
+  EXPECT_EQ(m["score"]["precision"], 1.0);
+  const CliResult bad = Cli({"faults", "--scenario", sc, "--after-reroute-s", "120",
+                             "--faults-file", P("none.csv"), "--quiet", "--out", P("bad")});
+  EXPECT_EQ(bad.code, kExitUsage);
+  EXPECT_THAT(bad.err, HasSubstr("--after-reroute-s: not with --faults-file"));
+}
+
 TEST_F(SimCliTest, GenTraceWritesAParsableTraceAndStatistics) {
   const CliResult r = Cli({"gen-trace", "--days", "1", "--seed", "7", "--topology",
                            (kConfigs / "topologies/lingjun.yaml").string(), "--out", P("g.csv")});

@@ -44,7 +44,8 @@ std::string_view FaultKindName(FaultKind k);  // "link_down", "link_gray", "tor_
 // (kTorDown) names the target; with `busy` set and no target, the engine picks it when the
 // fault starts, uniformly among the cables (or ToRs) that a pinned flow in the network crosses
 // at that moment (seeded by FaultSimOptions::seed), and the fault is dropped (recorded as
-// such) when there is none.
+// such) when there is none. `busy_fabric`: a busy cable between two switches (the fabric's
+// inside, where a re-route moves traffic onto neighbouring cables), never a NIC's.
 struct InjectedFault {
   Duration at;        // Start, >= 0.
   Duration duration;  // > 0.
@@ -53,6 +54,7 @@ struct InjectedFault {
   core::NodeId node;    // kTorDown.
   double fraction = 0;  // Gray kinds: capacity in force as a fraction of nominal, (0, 1).
   bool busy = false;
+  bool busy_fabric = false;  // With busy: switch-to-switch cables only.
 
   friend bool operator==(const InjectedFault&, const InjectedFault&) = default;
 };
@@ -137,6 +139,8 @@ struct FaultGenOptions {
   // true: targets picked at the fault's start among the busy ones (InjectedFault::busy);
   // false: uniformly among all switch cables (NIC-switch and switch-switch) and ToRs.
   bool busy_targets = true;
+  // With busy_targets: switch-to-switch cables only (InjectedFault::busy_fabric).
+  bool busy_fabric = false;
 };
 
 // Fault i starts uniformly within slot [start + i spacing, start + (i + 1) spacing - duration).
@@ -144,7 +148,8 @@ core::Result<std::vector<InjectedFault>> GenerateFaults(const core::Topology& to
                                                         const FaultGenOptions& o);
 
 // CSV: header "time_s,kind,target,fraction,duration_s"; kind link_down|link_gray|tor_down;
-// target "a-b" / "a->b" (core::ParseLinkName) for links, a ToR name for tor_down, or "busy";
+// target "a-b" / "a->b" (core::ParseLinkName) for links, a ToR name for tor_down, "busy", or
+// "busy_fabric" (link kinds: a busy switch-to-switch cable);
 // fraction only for link_gray (else empty or 0). The CSV dialect (comments, blank lines,
 // trimming) is crux/textio/csv.h's, numbers are those of crux/textio/number.h ("0x10", "inf" and
 // "+1" are refused), and an error names the line and column: "line 3, column 1 (time_s): ...".
