@@ -21,6 +21,7 @@ TEST(HostdConfigTest, ShippedExampleParses) {
   EXPECT_EQ(c->nic_by_address.at("::ffff:10.0.0.1"), "host0/nic0");
   EXPECT_EQ(c->nic_counters_interval_ms, 1000);
   EXPECT_EQ(c->sysfs_root, "/sys");
+  EXPECT_EQ(c->probes, ProbeConfig{});  // Spelled out, off.
 }
 
 TEST(HostdConfigTest, NicCounterKeys) {
