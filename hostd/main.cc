@@ -6,12 +6,16 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "crux/hostd/config.h"
 #include "crux/hostd/host_protocol.h"
 #include "crux/hostd/hostd_server.h"
+#include "crux/hostd/path_probe.h"
 
 namespace {
 crux::hostd::HostdServer* g_server = nullptr;
@@ -60,7 +64,16 @@ int main(int argc, char** argv) {
                 config->host.c_str(), config->nics.size(), config->nic_by_address.size());
     return 0;
   }
-  auto server = crux::hostd::HostdServer::Create(*config);
+  std::vector<std::unique_ptr<crux::hostd::HostProbe>> probes;
+  if (config->probes.enabled) {
+    auto probe = crux::hostd::MakeUdpPathProbe(*config);
+    if (!probe.ok()) {
+      std::fprintf(stderr, "crux-hostd: %s\n", probe.status().ToString().c_str());
+      return 1;
+    }
+    probes.push_back(std::move(*probe));
+  }
+  auto server = crux::hostd::HostdServer::Create(*config, std::move(probes));
   if (!server.ok()) {
     std::fprintf(stderr, "crux-hostd: %s\n", server.status().ToString().c_str());
     return server.status().code() == crux::core::StatusCode::kInvalidArgument ? 2 : 1;
@@ -68,8 +81,10 @@ int main(int argc, char** argv) {
   g_server = server->get();
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
-  std::fprintf(stderr, "crux-hostd: host %s, socket %s, daemon %s\n", config->host.c_str(),
-               config->socket.c_str(), config->daemon_endpoint.c_str());
+  std::fprintf(
+      stderr, "crux-hostd: host %s, socket %s, daemon %s, probes %s\n", config->host.c_str(),
+      config->socket.c_str(), config->daemon_endpoint.c_str(),
+      config->probes.enabled ? ("on, port " + std::to_string(config->probes.port)).c_str() : "off");
   crux::core::Status s = (*server)->Run();
   g_server = nullptr;
   if (!s.ok()) {

@@ -56,7 +56,7 @@ core::Result<HostdConfig> ParseHostdConfig(std::string_view yaml, const std::str
       textio::CheckMap(doc, "",
                        {"host", "daemon", "insecure", "server_key", "client_key", "socket", "nics",
                         "nic_addresses", "register_delay_ms", "end_delay_ms", "lease_ms",
-                        "call_timeout_ms", "nic_counters_interval_ms", "sysfs_root"}));
+                        "call_timeout_ms", "nic_counters_interval_ms", "sysfs_root", "probes"}));
   HostdConfig c;
   c.host = ShortHostname();
   if (doc.Has("host")) {
@@ -82,6 +82,25 @@ core::Result<HostdConfig> ParseHostdConfig(std::string_view yaml, const std::str
                                                &c.nic_counters_interval_ms));
   CRUX_RETURN_IF_ERROR(textio::OptionalString(doc, "", "sysfs_root", &c.sysfs_root));
   if (c.sysfs_root.empty()) return textio::ErrorAt(doc.Get("sysfs_root"), "sysfs_root", "is empty");
+  if (doc.Has("probes")) {
+    const YamlNode& p = doc.Get("probes");
+    CRUX_RETURN_IF_ERROR(
+        textio::CheckMap(p, "probes", {"enabled", "port", "interval_ms", "count", "timeout_ms"}));
+    CRUX_RETURN_IF_ERROR(textio::OptionalBool(p, "probes", "enabled", &c.probes.enabled));
+    CRUX_RETURN_IF_ERROR(textio::OptionalInteger(
+        p, "probes", "port", textio::IntRange::Closed(1, 65535), &c.probes.port));
+    CRUX_RETURN_IF_ERROR(textio::OptionalInteger(
+        p, "probes", "interval_ms", textio::IntRange::Closed(10, 3600000), &c.probes.interval_ms));
+    CRUX_RETURN_IF_ERROR(textio::OptionalInteger(
+        p, "probes", "count", textio::IntRange::Closed(1, 100), &c.probes.count));
+    CRUX_RETURN_IF_ERROR(textio::OptionalInteger(
+        p, "probes", "timeout_ms", textio::IntRange::Closed(1, 60000), &c.probes.timeout_ms));
+    if (c.probes.timeout_ms > c.probes.interval_ms) {
+      return textio::ErrorAt(
+          p.Has("timeout_ms") ? p.Get("timeout_ms") : p, "probes.timeout_ms",
+          "must be <= probes.interval_ms (" + std::to_string(c.probes.interval_ms) + ")");
+    }
+  }
   if (c.host.empty()) return textio::ErrorAt(doc, "host", "missing and the hostname is unknown");
   if (c.daemon_endpoint.empty()) return textio::ErrorAt(doc.Get("daemon"), "daemon", "is empty");
   if (!c.insecure && (c.server_key_file.empty() || c.client_key_file.empty())) {

@@ -21,6 +21,7 @@ TEST(HostdConfigTest, ShippedExampleParses) {
   EXPECT_EQ(c->nic_by_address.at("::ffff:10.0.0.1"), "host0/nic0");
   EXPECT_EQ(c->nic_counters_interval_ms, 1000);
   EXPECT_EQ(c->sysfs_root, "/sys");
+  EXPECT_EQ(c->probes, ProbeConfig{});  // Spelled out, off.
 }
 
 TEST(HostdConfigTest, NicCounterKeys) {
@@ -34,6 +35,33 @@ TEST(HostdConfigTest, NicCounterKeys) {
   EXPECT_EQ(c->sysfs_root, "/tmp/fake-sys");
   EXPECT_EQ(c->nics[0].port, 2u);
   EXPECT_EQ(c->nics[1].port, 1u);  // The default.
+}
+
+TEST(HostdConfigTest, ProbeKeys) {
+  auto off = ParseHostdConfig("host: h\ndaemon: tcp://x:1\ninsecure: true\n", "/");
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_EQ(off->probes, ProbeConfig{});  // Off, port 18515, 1000 ms, 3, 200 ms.
+  EXPECT_FALSE(off->probes.enabled);
+  auto c = ParseHostdConfig(
+      "host: h\ndaemon: tcp://x:1\ninsecure: true\n"
+      "probes: {enabled: true, port: 20000, interval_ms: 500, count: 5, timeout_ms: 100}\n",
+      "/");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->probes, (ProbeConfig{true, 20000, 500, 5, 100}));
+  auto err = [](const std::string& probes) {
+    auto r = ParseHostdConfig("host: h\ndaemon: tcp://x:1\ninsecure: true\nprobes: " + probes, "/");
+    EXPECT_FALSE(r.ok()) << probes;
+    return r.status().message();
+  };
+  EXPECT_NE(err("{port: 0}\n").find("probes.port"), std::string::npos);
+  EXPECT_NE(err("{port: 70000}\n").find("probes.port"), std::string::npos);
+  EXPECT_NE(err("{count: 0}\n").find("probes.count"), std::string::npos);
+  EXPECT_NE(err("{interval_ms: 5}\n").find("probes.interval_ms"), std::string::npos);
+  EXPECT_NE(err("{enabled: yes}\n").find("probes.enabled"), std::string::npos);
+  EXPECT_NE(err("{rate: 1}\n").find("probes.rate: unknown key"), std::string::npos);
+  EXPECT_NE(err("{interval_ms: 100, timeout_ms: 200}\n")
+                .find("probes.timeout_ms: must be <= probes.interval_ms"),
+            std::string::npos);
 }
 
 TEST(HostdConfigTest, NicAddressesFileJoinsTheMap) {

@@ -18,6 +18,12 @@
 //   nic_counters_interval_ms: 1000     # read the NICs' RDMA counters and send their deltas to
 //                                      # cruxd (HostTelemetry) this often; 0: off (0-3600000)
 //   sysfs_root: /sys                   # where the counters are read (nic_counters.h)
+//   probes:                            # UDP path probes over the pinned flows (path_probe.h)
+//     enabled: false                   # true: run the responder and the prober
+//     port: 18515                      # the responders' UDP port (1-65535), every host alike
+//     interval_ms: 1000                # a round every (10-3600000)
+//     count: 3                         # requests per pinned flow per round (1-100)
+//     timeout_ms: 200                  # later echoes count as lost (1-60000, <= interval_ms)
 //
 // Addresses are IPv4 (the RoCEv2 GID ::ffff:a.b.c.d) or GID / IPv6 text; kept canonical
 // (host_protocol.h FormatGid).
@@ -44,6 +50,16 @@ struct NicConfig {
   friend bool operator==(const NicConfig&, const NicConfig&) = default;
 };
 
+// probes: (path_probe.h). Off by default.
+struct ProbeConfig {
+  bool enabled = false;
+  uint16_t port = 18515;
+  int64_t interval_ms = 1000;
+  int count = 3;
+  int64_t timeout_ms = 200;
+  friend bool operator==(const ProbeConfig&, const ProbeConfig&) = default;
+};
+
 struct HostdConfig {
   std::string host;
   std::string daemon_endpoint;
@@ -61,6 +77,7 @@ struct HostdConfig {
   int64_t call_timeout_ms = 2000;
   int64_t nic_counters_interval_ms = 1000;  // 0: NIC counters off.
   std::string sysfs_root = "/sys";
+  ProbeConfig probes;
   friend bool operator==(const HostdConfig&, const HostdConfig&) = default;
 };
 

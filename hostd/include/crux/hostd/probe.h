@@ -5,7 +5,7 @@
 //
 // Contract: Run must be quick (it shares the agent's thread: no blocking I/O longer than a few
 // milliseconds; a probe needing more runs its own worker and returns the last result) and must
-// not throw. No probe is built in yet.
+// not throw. Built in: UdpPathProbe (path_probe.h; crux-hostd's probes: config).
 //
 // Thread-safety: called only from the agent's thread.
 #ifndef CRUX_HOSTD_PROBE_H_
