@@ -201,6 +201,18 @@ core::Result<std::string> LoadPublicKeyFile(const std::string& path) {
 
 namespace {
 
+std::string RoleName(KeyRole role) {
+  switch (role) {
+    case KeyRole::kJob:
+      return "a job key";
+    case KeyRole::kSwitch:
+      return "a switch key";
+    case KeyRole::kHost:
+      return "a host key";
+  }
+  return "a key";
+}
+
 core::Status LoadKeysIn(const fs::path& dir, KeyRole role, std::vector<AuthorizedKey>* keys) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -214,6 +226,7 @@ core::Status LoadKeysIn(const fs::path& dir, KeyRole role, std::vector<Authorize
     k.public_z85 = std::move(key);
     k.role = role;
     if (role == KeyRole::kSwitch) k.switch_name = k.name;
+    if (role == KeyRole::kHost) k.host_name = k.name;
     k.path = p.string();
     keys->push_back(std::move(k));
   }
@@ -234,8 +247,12 @@ core::Result<std::vector<AuthorizedKey>> LoadAuthorizedKeys(const std::string& d
   if (fs::is_directory(switches, ec)) {
     CRUX_RETURN_IF_ERROR(LoadKeysIn(switches, KeyRole::kSwitch, &keys));
   }
+  const fs::path hosts = fs::path(dir) / "hosts";
+  if (fs::is_directory(hosts, ec)) {
+    CRUX_RETURN_IF_ERROR(LoadKeysIn(hosts, KeyRole::kHost, &keys));
+  }
   std::sort(keys.begin(), keys.end(), [](const AuthorizedKey& a, const AuthorizedKey& b) {
-    if (a.role != b.role) return a.role == KeyRole::kJob;
+    if (a.role != b.role) return static_cast<int>(a.role) < static_cast<int>(b.role);
     return a.name < b.name;
   });
   return keys;
@@ -253,16 +270,19 @@ core::Result<KeyGrants> GrantsOf(const std::vector<AuthorizedKey>& keys) {
       first_file[k.public_z85] = k.path.empty() ? k.name : k.path;
     } else if (g.role != k.role) {
       return core::InvalidArgumentError(
-          (k.path.empty() ? k.name : k.path) + ": this key is also " +
-          (g.role == KeyRole::kJob ? "a job key" : "a switch key") + " in " +
+          (k.path.empty() ? k.name : k.path) + ": this key is also " + RoleName(g.role) + " in " +
           first_file[k.public_z85] +
-          "; a key is either a job key or a switch key (give the agent a key of its own)");
+          "; a key is a job key, a switch key or a host key, never two of them (give the agent a "
+          "key of its own)");
     }
     if (k.role == KeyRole::kSwitch) g.switches.push_back(k.switch_name);
+    if (k.role == KeyRole::kHost) g.hosts.push_back(k.host_name);
   }
   for (auto& [key, g] : grants) {
     std::sort(g.switches.begin(), g.switches.end());
     g.switches.erase(std::unique(g.switches.begin(), g.switches.end()), g.switches.end());
+    std::sort(g.hosts.begin(), g.hosts.end());
+    g.hosts.erase(std::unique(g.hosts.begin(), g.hosts.end()), g.hosts.end());
   }
   return grants;
 }

@@ -18,6 +18,8 @@ using namespace crux::daemon::testing;  // NOLINT(build/namespaces)
 constexpr const char* kJobKey = "job-key-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 constexpr const char* kOtherJobKey = "job-key-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 constexpr const char* kTor1Key = "switch-key-tor1-ccccccccccccccccccccccccc";
+constexpr const char* kHost3Key = "host-key-host3-eeeeeeeeeeeeeeeeeeeeeeeeee";
+constexpr const char* kHost5Key = "host-key-host5-fffffffffffffffffffffffffff";
 
 v1::Envelope Hello(const std::string& name, uint64_t rid = 40, uint64_t applied_state_id = 0) {
   v1::Envelope e = protocol::NewEnvelope(rid);
@@ -26,6 +28,21 @@ v1::Envelope Hello(const std::string& name, uint64_t rid = 40, uint64_t applied_
   e.mutable_switch_hello()->mutable_capabilities()->set_strict_priority(true);
   e.mutable_switch_hello()->mutable_capabilities()->set_dwrr(true);
   e.mutable_switch_hello()->set_applied_state_id(applied_state_id);
+  return e;
+}
+
+// crux-hostd's NIC counters for `host` (one NIC, some loss).
+v1::Envelope NicReport(const std::string& host, uint64_t rid = 42) {
+  v1::Envelope e = protocol::NewEnvelope(rid);
+  v1::HostTelemetry* t = e.mutable_host_telemetry();
+  t->set_host(host);
+  t->set_seq(1);
+  v1::NicCounters* n = t->add_nics();
+  n->set_nic(host + "/nic0");
+  n->set_device("mlx5_0");
+  n->set_port(1);
+  n->set_interval_ns(1000000000);
+  n->set_packet_seq_err(500);
   return e;
 }
 
@@ -43,9 +60,11 @@ class SecurityTest : public DaemonFixture {
  protected:
   void Grant() {
     protocol::KeyGrants g;
-    g[kJobKey] = {protocol::KeyRole::kJob, "job-a", {}};
-    g[kOtherJobKey] = {protocol::KeyRole::kJob, "job-b", {}};
-    g[kTor1Key] = {protocol::KeyRole::kSwitch, "tor1", {"tor1"}};
+    g[kJobKey] = {protocol::KeyRole::kJob, "job-a", {}, {}};
+    g[kOtherJobKey] = {protocol::KeyRole::kJob, "job-b", {}, {}};
+    g[kTor1Key] = {protocol::KeyRole::kSwitch, "tor1", {"tor1"}, {}};
+    g[kHost3Key] = {protocol::KeyRole::kHost, "host3", {}, {"host3"}};
+    g[kHost5Key] = {protocol::KeyRole::kHost, "host5", {}, {"host5"}};
     daemon_->SetKeyGrants(g);
   }
   uint64_t Refused(const std::string& reason) {
@@ -90,6 +109,71 @@ TEST_F(SecurityTest, AJobKeyCannotActAsASwitchAgentNorASwitchKeyForAnotherSwitch
   }
   EXPECT_THAT(metrics_.Serialize(), HasSubstr("crux_auth_refused_total{reason=\"role\"} 4"));
   EXPECT_EQ(Status().refusals().at("role"), 4u);
+}
+
+TEST_F(SecurityTest, OnlyAHostKeyForTheHostMaySendItsNicCounters) {
+  Grant();
+  // A tenant's job key cannot forge NIC counters (a non-tenant fault signal) for any host.
+  v1::Envelope r = Client("tenant", NicReport("host3"), kJobKey);
+  ASSERT_TRUE(r.has_error()) << r.DebugString();
+  EXPECT_EQ(r.error().code(), v1::ERROR_CODE_PERMISSION_DENIED);
+  EXPECT_THAT(r.error().message(), HasSubstr("host_telemetry: this CURVE key is a job key"));
+  EXPECT_THAT(r.error().message(), HasSubstr("hosts/host3.pub"));
+  // host3's agent may not speak for host5...
+  r = Client("hostd-3", NicReport("host5"), kHost3Key);
+  ASSERT_TRUE(r.has_error()) << r.DebugString();
+  EXPECT_EQ(r.error().code(), v1::ERROR_CODE_PERMISSION_DENIED);
+  EXPECT_THAT(r.error().message(), HasSubstr("host_telemetry.host"));
+  EXPECT_THAT(r.error().message(), HasSubstr("'host5'"));
+  EXPECT_THAT(r.error().message(), HasSubstr("add hosts/host5.pub"));
+  // ...nor a switch key for any host.
+  r = Client("agent", NicReport("host3"), kTor1Key);
+  ASSERT_TRUE(r.has_error()) << r.DebugString();
+  EXPECT_EQ(r.error().code(), v1::ERROR_CODE_PERMISSION_DENIED);
+  EXPECT_THAT(r.error().message(), HasSubstr("switch key"));
+  EXPECT_EQ(Refused("role"), 3u);
+  // Each host's own agent is heard.
+  EXPECT_TRUE(Client("hostd-3", NicReport("host3"), kHost3Key).has_ack());
+  EXPECT_TRUE(Client("hostd-5", NicReport("host5"), kHost5Key).has_ack());
+  EXPECT_EQ(Refused("role"), 3u);
+  EXPECT_THAT(metrics_.Serialize(), HasSubstr("crux_auth_refused_total{reason=\"role\"} 3"));
+}
+
+TEST_F(SecurityTest, AHostKeySpeaksForItsHostsJobsButNotAsASwitch) {
+  Grant();
+  // crux-hostd registers and keeps alive the jobs of its host over the same connection.
+  v1::Envelope r = Client("hostd-3", Register("h", {"host3"}), kHost3Key);
+  ASSERT_TRUE(r.has_register_job_reply()) << r.DebugString();
+  EXPECT_TRUE(Client("hostd-3", Heartbeat("h", 0), kHost3Key).has_ack());
+  EXPECT_TRUE(Client("hostd-3", Profile("h", 100, 20, true), kHost3Key).has_ack());
+  EXPECT_TRUE(Client("hostd-3", NicReport("host3"), kHost3Key).has_ack());
+  EXPECT_EQ(daemon_->tracker().Find("h")->peer, "hostd-3");
+  // The job belongs to the host key that registered it: another host's key or a job key may
+  // not speak for it.
+  for (const char* key : {kHost5Key, kJobKey}) {
+    r = Client("other", Heartbeat("h", 0), key);
+    ASSERT_TRUE(r.has_error()) << key;
+    EXPECT_EQ(r.error().code(), v1::ERROR_CODE_PERMISSION_DENIED);
+    EXPECT_THAT(r.error().message(), HasSubstr("another CURVE key"));
+  }
+  EXPECT_EQ(Refused("job_owner"), 2u);
+  // A host key is not a switch key.
+  r = Client("hostd-3", Hello("tor1"), kHost3Key);
+  ASSERT_TRUE(r.has_error()) << r.DebugString();
+  EXPECT_EQ(r.error().code(), v1::ERROR_CODE_PERMISSION_DENIED);
+  EXPECT_THAT(r.error().message(), HasSubstr("switch_hello: this CURVE key is a host key"));
+  for (const v1::Envelope& m : pushes_["hostd-3"]) EXPECT_FALSE(m.has_switch_state());
+  EXPECT_EQ(Refused("role"), 1u);
+  v1::Envelope end = protocol::NewEnvelope(8);
+  end.mutable_end_job()->set_job_id("h");
+  EXPECT_TRUE(Client("hostd-3", end, kHost3Key).has_ack());
+  EXPECT_EQ(daemon_->tracker().Find("h"), nullptr);
+}
+
+TEST_F(SecurityTest, WithoutCurveAnyConnectionMaySendNicCounters) {
+  // Insecure mode (no grants): roles are not checked.
+  EXPECT_TRUE(Client("anyone", NicReport("host3")).has_ack());
+  EXPECT_EQ(Refused("role"), 0u);
 }
 
 TEST_F(SecurityTest, AnotherKeyCannotSpeakForAJob) {

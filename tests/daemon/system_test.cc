@@ -397,5 +397,82 @@ TEST_F(SystemTest, CurveRefusesUnauthorisedClientsAndCountsThem) {
   fs::remove_all(keys);
 }
 
+// Host keys over real CURVE (hosts/<host>.pub): only host3's agent may send host3's NIC
+// counters; it may also register and keep alive a job; a job key, a switch key and another
+// host's key are refused for host3's counters.
+TEST_F(SystemTest, CurveHostKeysAloneSpeakForTheirHostsNicCounters) {
+  const fs::path keys = TempDir("sys_curve_host_keys");
+  auto server = protocol::GenerateCurveKeyPair();
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto job = protocol::GenerateCurveKeyPair().value();
+  auto host3 = protocol::GenerateCurveKeyPair().value();
+  auto host5 = protocol::GenerateCurveKeyPair().value();
+  auto tor1 = protocol::GenerateCurveKeyPair().value();
+  fs::create_directories(keys / "clients" / "hosts");
+  fs::create_directories(keys / "clients" / "switches");
+  ASSERT_TRUE(protocol::SaveKeyPair(*server, (keys / "server").string()).ok());
+  ASSERT_TRUE(
+      protocol::SavePublicKey(job.public_z85, (keys / "clients" / "job.pub").string()).ok());
+  ASSERT_TRUE(
+      protocol::SavePublicKey(host3.public_z85, (keys / "clients" / "hosts" / "host3.pub").string())
+          .ok());
+  ASSERT_TRUE(
+      protocol::SavePublicKey(host5.public_z85, (keys / "clients" / "hosts" / "host5.pub").string())
+          .ok());
+  ASSERT_TRUE(protocol::SavePublicKey(tor1.public_z85,
+                                      (keys / "clients" / "switches" / "tor1.pub").string())
+                  .ok());
+  Start("curve: {enabled: true, server_secret_key_file: " + (keys / "server.key").string() +
+            ", authorized_keys_dir: " + (keys / "clients").string() + "}\n",
+        /*curve=*/true);
+
+  auto nic_report = [](const std::string& host) {
+    v1::Envelope e = protocol::NewEnvelope();
+    v1::HostTelemetry* t = e.mutable_host_telemetry();
+    t->set_host(host);
+    t->set_seq(1);
+    v1::NicCounters* n = t->add_nics();
+    n->set_nic(host + "/nic0");
+    n->set_device("mlx5_0");
+    n->set_port(1);
+    n->set_interval_ns(1000000000);
+    n->set_packet_seq_err(100);
+    return e;
+  };
+  auto connect = [&](const protocol::CurveKeyPair& k) -> protocol::DealerClient& {
+    protocol::ClientOptions o;
+    o.curve = true;
+    o.server_public_z85 = server->public_z85;
+    o.client_keys = k;
+    return Connect(o);
+  };
+  auto denied = [&](protocol::DealerClient& c, const v1::Envelope& m, const std::string& want) {
+    auto r = c.Call(m, kTimeout);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(r->has_error()) << r->DebugString();
+    EXPECT_EQ(r->error().code(), v1::ERROR_CODE_PERMISSION_DENIED);
+    EXPECT_THAT(r->error().message(), HasSubstr(want));
+  };
+  denied(connect(job), nic_report("host3"), "this CURVE key is a job key");
+  denied(connect(tor1), nic_report("host3"), "this CURVE key is a switch key");
+  denied(connect(host5), nic_report("host3"), "may not speak for host 'host3'");
+
+  protocol::DealerClient& agent = connect(host3);
+  auto r = agent.Call(nic_report("host3"), kTimeout);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->has_ack()) << r->DebugString();
+  r = agent.Call(Register("h3-job", {"host3"}), kTimeout);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->has_register_job_reply()) << r->DebugString();
+  r = agent.Call(Heartbeat("h3-job", 0), kTimeout);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->has_ack()) << r->DebugString();
+
+  const std::string text =
+      ScrapeUntil(app_->metrics_port(), "crux_auth_refused_total\\{reason=\"role\"\\} 3");
+  EXPECT_THAT(text, ::testing::ContainsRegex("crux_auth_refused_total\\{reason=\"role\"\\} 3"));
+  fs::remove_all(keys);
+}
+
 }  // namespace
 }  // namespace crux::daemon

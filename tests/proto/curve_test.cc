@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "test_util.h"
 
 namespace crux::protocol {
 namespace {
 
+namespace fs = std::filesystem;
 using testing::TempDir;
 
 unsigned Mode(const std::string& path) {
@@ -132,6 +135,90 @@ TEST(CurveTest, AuthorizedKeysDirectory) {
   auto broken = LoadAuthorizedKeys(dir.path());
   ASSERT_FALSE(broken.ok());
   EXPECT_NE(broken.status().message().find("broken.pub"), std::string::npos);
+}
+
+// hosts/<host>.pub are host keys (crux-hostd), like switches/<switch>.pub: one key may speak for
+// several hosts (one file each); a key has one role.
+TEST(CurveTest, AuthorizedKeysDirectoryWithHostAndSwitchKeys) {
+  TempDir dir;
+  auto job = GenerateCurveKeyPair();
+  auto sw = GenerateCurveKeyPair();
+  auto host = GenerateCurveKeyPair();
+  auto shared = GenerateCurveKeyPair();
+  ASSERT_TRUE(job.ok() && sw.ok() && host.ok() && shared.ok());
+  fs::create_directories(dir.path() + "/switches");
+  fs::create_directories(dir.path() + "/hosts");
+  ASSERT_TRUE(SavePublicKey(job->public_z85, dir.path() + "/job-a.pub").ok());
+  ASSERT_TRUE(SavePublicKey(sw->public_z85, dir.path() + "/switches/tor1.pub").ok());
+  ASSERT_TRUE(SavePublicKey(host->public_z85, dir.path() + "/hosts/host3.pub").ok());
+  ASSERT_TRUE(SavePublicKey(shared->public_z85, dir.path() + "/hosts/host5.pub").ok());
+  ASSERT_TRUE(SavePublicKey(shared->public_z85, dir.path() + "/hosts/host4.pub").ok());
+  auto keys = LoadAuthorizedKeys(dir.path());
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  ASSERT_EQ(keys->size(), 5u);
+  // Sorted by role (job, switch, host), then name.
+  EXPECT_EQ((*keys)[0].name, "job-a");
+  EXPECT_EQ((*keys)[0].role, KeyRole::kJob);
+  EXPECT_EQ((*keys)[1].name, "tor1");
+  EXPECT_EQ((*keys)[1].role, KeyRole::kSwitch);
+  EXPECT_EQ((*keys)[1].switch_name, "tor1");
+  EXPECT_EQ((*keys)[2].name, "host3");
+  EXPECT_EQ((*keys)[2].role, KeyRole::kHost);
+  EXPECT_EQ((*keys)[2].host_name, "host3");
+  EXPECT_EQ((*keys)[2].public_z85, host->public_z85);
+  EXPECT_TRUE((*keys)[2].switch_name.empty());
+  EXPECT_EQ((*keys)[3].host_name, "host4");
+  EXPECT_EQ((*keys)[4].host_name, "host5");
+
+  auto grants = GrantsOf(*keys);
+  ASSERT_TRUE(grants.ok()) << grants.status().ToString();
+  ASSERT_EQ(grants->size(), 4u);
+  EXPECT_EQ(grants->at(job->public_z85).role, KeyRole::kJob);
+  EXPECT_TRUE(grants->at(job->public_z85).hosts.empty());
+  EXPECT_EQ(grants->at(sw->public_z85).switches, std::vector<std::string>({"tor1"}));
+  EXPECT_TRUE(grants->at(sw->public_z85).hosts.empty());
+  const KeyGrant& h = grants->at(host->public_z85);
+  EXPECT_EQ(h.role, KeyRole::kHost);
+  EXPECT_EQ(h.name, "host3");
+  EXPECT_EQ(h.hosts, std::vector<std::string>({"host3"}));
+  EXPECT_TRUE(h.switches.empty());
+  EXPECT_EQ(grants->at(shared->public_z85).hosts, std::vector<std::string>({"host4", "host5"}));
+
+  // A key that is a switch key and a host key is refused, naming both files.
+  ASSERT_TRUE(SavePublicKey(sw->public_z85, dir.path() + "/hosts/host6.pub").ok());
+  keys = LoadAuthorizedKeys(dir.path());
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  auto both = GrantsOf(*keys);
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.status().code(), core::StatusCode::kInvalidArgument);
+  EXPECT_NE(both.status().message().find("hosts/host6.pub"), std::string::npos)
+      << both.status().message();
+  EXPECT_NE(both.status().message().find("switches/tor1.pub"), std::string::npos)
+      << both.status().message();
+  EXPECT_NE(both.status().message().find("a switch key"), std::string::npos)
+      << both.status().message();
+  fs::remove(dir.path() + "/hosts/host6.pub");
+  // ...and so is a job key that is also a host key.
+  ASSERT_TRUE(SavePublicKey(host->public_z85, dir.path() + "/job-h.pub").ok());
+  keys = LoadAuthorizedKeys(dir.path());
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  both = GrantsOf(*keys);
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("hosts/host3.pub"), std::string::npos)
+      << both.status().message();
+  EXPECT_NE(both.status().message().find("job-h.pub"), std::string::npos)
+      << both.status().message();
+  fs::remove(dir.path() + "/job-h.pub");
+
+  // A bad host key file is an error naming it.
+  {
+    std::ofstream out(dir.path() + "/hosts/broken.pub");
+    out << "public-key = abc\n";
+  }
+  auto broken = LoadAuthorizedKeys(dir.path());
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("hosts/broken.pub"), std::string::npos)
+      << broken.status().message();
 }
 
 }  // namespace

@@ -184,13 +184,36 @@ protocol::ProtocolError Gateway::Authorise(const protocol::Inbound& in) const {
             "unauthorised_key"};
   }
   const protocol::KeyGrant& g = it->second;
+  if (m.has_host_telemetry()) {
+    // NIC counters are a non-tenant fault signal: only the host's own agent may send them.
+    const std::string& host = m.host_telemetry().host();
+    if (g.role != protocol::KeyRole::kHost) {
+      return {v1::ERROR_CODE_PERMISSION_DENIED,
+              std::string("host_telemetry: this CURVE key is ") +
+                  (g.role == protocol::KeyRole::kJob ? "a job key" : "a switch key") + " (" +
+                  g.name + "); host agents need a host key (hosts/" + host +
+                  ".pub in the authorised-keys directory)",
+              "role"};
+    }
+    if (!std::binary_search(g.hosts.begin(), g.hosts.end(), host)) {
+      return {v1::ERROR_CODE_PERMISSION_DENIED,
+              "host_telemetry.host: this CURVE key may not speak for host '" + host +
+                  "' (it is authorised for " + std::to_string(g.hosts.size()) +
+                  " other host(s); add hosts/" + host + ".pub to authorise it)",
+              "role"};
+    }
+    return {};
+  }
   const bool switch_message =
       m.has_switch_hello() || m.has_switch_applied() || m.has_switch_telemetry();
   if (!switch_message) {
-    if (g.role == protocol::KeyRole::kJob) return {};
+    // Job messages: job keys, and host keys (crux-hostd speaks for the jobs of its host). Who
+    // may speak for which job is the tracker's rule (the key and connection that registered it).
+    if (g.role == protocol::KeyRole::kJob || g.role == protocol::KeyRole::kHost) return {};
     return {v1::ERROR_CODE_PERMISSION_DENIED,
             std::string(protocol::BodyName(m)) + ": this CURVE key is a switch key (" + g.name +
-                "); jobs need a job key (a *.pub directly in the authorised-keys directory)",
+                "); jobs need a job key (a *.pub directly in the authorised-keys directory) "
+                "or a host key (hosts/<host>.pub)",
             "role"};
   }
   const std::string& name = m.has_switch_hello()       ? m.switch_hello().switch_name()
@@ -201,7 +224,8 @@ protocol::ProtocolError Gateway::Authorise(const protocol::Inbound& in) const {
                                                        : "switch_applied";
   if (g.role != protocol::KeyRole::kSwitch) {
     return {v1::ERROR_CODE_PERMISSION_DENIED,
-            field + ": this CURVE key is a job key (" + g.name +
+            field + ": this CURVE key is " +
+                (g.role == protocol::KeyRole::kJob ? "a job key" : "a host key") + " (" + g.name +
                 "); switch agents need a switch key (switches/" + name +
                 ".pub in the authorised-keys directory)",
             "role"};

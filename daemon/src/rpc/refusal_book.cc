@@ -20,8 +20,8 @@ const char* RefusalMeaning(const std::string& reason) {
     return "messages on a routing id bound to another CURVE key (an identity takeover attempt?)";
   }
   if (reason == "role") {
-    return "keys used outside their role (a job key as a switch agent, a switch key for another "
-           "switch or for a job)";
+    return "keys used outside their role (a job key as a switch or host agent, a switch or host "
+           "key for another switch or host, a switch key for a job)";
   }
   if (reason == "job_owner") return "keys speaking for a job another key registered";
   if (reason == "connection") {

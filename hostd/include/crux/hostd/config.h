@@ -5,7 +5,8 @@
 //   daemon: tcp://cruxd.example:7450   # cruxd's client endpoint (required)
 //   insecure: false                    # true: plain TCP (labs only); else the two keys below
 //   server_key: /etc/crux/cruxd.pub    # cruxd's public key file (curve.h format)
-//   client_key: /etc/crux/hostd.key    # this agent's key pair (0600)
+//   client_key: /etc/crux/hostd.key    # this agent's key pair (0600): a host key, its .pub in
+//                                      # cruxd's authorised keys as hosts/<host>.pub
 //   socket: /run/crux/hostd.sock       # the ranks' host-protocol socket
 //   nics:                              # this host's NICs: topology name, RDMA device, address
 //     - {name: host3/nic0, device: mlx5_0, address: 10.0.3.1}   # optional port: 1 (1-255)

@@ -21,7 +21,12 @@
 //   <dir>/switches/<name>.pub  a switch key for the switch <name> (a topology switch name): may
 //                              send SwitchHello/SwitchApplied for that switch only. One agent
 //                              serving several switches has one file per switch (same key).
-// A key is a job key or a switch key, never both (an error naming both files).
+//   <dir>/hosts/<host>.pub     a host key for the host <host> (a topology host name), used by
+//                              crux-hostd: may send HostTelemetry for that host only, and the
+//                              job messages (it speaks for the jobs of its host, bound to the key
+//                              like any job's). One agent serving several hosts has one file per
+//                              host (same key).
+// A key has one role: job, switch or host (an error naming both files otherwise).
 //
 // Thread-safety: functions are independent; concurrent writes to the same path race.
 #ifndef CRUX_PROTOCOL_CURVE_H_
@@ -43,14 +48,16 @@ struct CurveKeyPair {
   std::string secret_z85;  // 40 Z85 chars. Empty in a key pair loaded from a .pub file.
 };
 
-enum class KeyRole { kJob, kSwitch };
+enum class KeyRole { kJob, kSwitch, kHost };
 
 struct AuthorizedKey {
-  std::string name;        // File stem ("job-a" for job-a.pub, "tor0" for switches/tor0.pub).
+  std::string name;  // File stem ("job-a" for job-a.pub, "tor0" for switches/tor0.pub, "host3"
+                     // for hosts/host3.pub).
   std::string public_z85;  // 40 Z85 chars.
   KeyRole role = KeyRole::kJob;
   std::string switch_name;  // kSwitch: the switch the key speaks for (= name).
   std::string path;         // The file it came from.
+  std::string host_name;    // kHost: the host the key speaks for (= name).
 
   friend bool operator==(const AuthorizedKey&, const AuthorizedKey&) = default;
 };
@@ -60,6 +67,7 @@ struct KeyGrant {
   KeyRole role = KeyRole::kJob;
   std::string name;                   // For logs: the first file's stem.
   std::vector<std::string> switches;  // kSwitch: sorted switch names.
+  std::vector<std::string> hosts;     // kHost: sorted host names.
 
   friend bool operator==(const KeyGrant&, const KeyGrant&) = default;
 };
@@ -90,13 +98,13 @@ core::Result<CurveKeyPair> LoadSecretKeyFile(const std::string& path);
 // Reads a public key file (a `.pub` file, or a `.key` file whose public key is used).
 core::Result<std::string> LoadPublicKeyFile(const std::string& path);
 
-// Every `*.pub` file in `dir` (job keys) and in `dir/switches` (switch keys), sorted by role then
-// name. A bad file is an error naming it; an empty directory is not an error (returns no keys:
-// nobody is authorised).
+// Every `*.pub` file in `dir` (job keys), in `dir/switches` (switch keys) and in `dir/hosts` (host
+// keys), sorted by role (job, switch, host) then name. A bad file is an error naming it; an empty
+// directory is not an error (returns no keys: nobody is authorised).
 core::Result<std::vector<AuthorizedKey>> LoadAuthorizedKeys(const std::string& dir);
 
-// The grants of `keys` (LoadAuthorizedKeys). Errors: kInvalidArgument when one key is both a job
-// key and a switch key, naming both files.
+// The grants of `keys` (LoadAuthorizedKeys). Errors: kInvalidArgument when one key has two roles
+// (e.g. a job key and a host key), naming both files.
 core::Result<KeyGrants> GrantsOf(const std::vector<AuthorizedKey>& keys);
 
 }  // namespace crux::protocol

@@ -116,6 +116,9 @@ class Gateway {
   void Reply(const std::string& peer, uint64_t request_id, const v1::Envelope& reply);
   // The reply, or nullopt when it is held (a registration waiting for the group commit).
   std::optional<v1::Envelope> Handle(const protocol::Inbound& in);
+  // The key's role allows the message (curve.h): switch messages need a switch key for the
+  // switch, host telemetry a host key for the host, job messages a job or host key. Per-job
+  // ownership is the tracker's. Always allowed without grants (insecure mode).
   protocol::ProtocolError Authorise(const protocol::Inbound& in) const;
   std::optional<v1::Envelope> OnRegister(const protocol::Inbound& in);
   v1::Envelope OnProfile(const protocol::Inbound& in);
@@ -126,8 +129,9 @@ class Gateway {
   v1::Envelope OnSwitchApplied(const protocol::Inbound& in);
   // Port telemetry: link-state and counter signals for the fault manager.
   v1::Envelope OnSwitchTelemetry(const protocol::Inbound& in);
-  // crux-hostd's NIC counters: NIC counter signals for the fault manager. Any job key may send
-  // it (there is no host key role yet); the NICs must be the reporting host's.
+  // crux-hostd's NIC counters: NIC counter signals for the fault manager. With CURVE only a host
+  // key authorised for the host (hosts/<host>.pub) may send it (Authorise); the NICs must be the
+  // reporting host's.
   v1::Envelope OnHostTelemetry(const protocol::Inbound& in);
   // A heartbeat's per-flow stats: flow samples for the fault manager.
   void ObserveFlows(const v1::Heartbeat& h);
