@@ -685,13 +685,28 @@ v1::ListFaultsReply FaultsReply() {
   e->set_automatic(true);
   e->set_reason("tor0->agg0 degraded (30% of nominal): one signal: least squares");
   e->add_jobs("lg-1");
+  v1::ContradictedJob* c = r.add_contradicted_jobs();
+  c->set_job_id("lg-0");
+  c->set_since_unix_ms(1700000001000);
+  c->set_slow_flows(4);
+  c->set_evaluations(7);
+  c->set_example(
+      "flow of job lg-0 host3/nic0->host6/nic0 (sport 59823) is slow, yet job lg-1 is "
+      "healthy at the same or a lower priority on every link of its path");
+  r.set_disbelieved_reports(9);
   return r;
 }
 
 TEST(JsonTest, FaultsHaveDocumentedKeys) {
   const nlohmann::json j = ToJson(FaultsReply());
-  EXPECT_EQ(Keys(j),
-            (std::set<std::string>{"automatic", "evaluations", "coverage", "links", "events"}));
+  EXPECT_EQ(Keys(j), (std::set<std::string>{"automatic", "evaluations", "coverage", "links",
+                                            "events", "contradicted_jobs", "disbelieved_reports"}));
+  ASSERT_EQ(j["contradicted_jobs"].size(), 1u);
+  EXPECT_EQ(
+      Keys(j["contradicted_jobs"][0]),
+      (std::set<std::string>{"job_id", "since_unix_ms", "slow_flows", "evaluations", "example"}));
+  EXPECT_EQ(j["contradicted_jobs"][0]["job_id"], "lg-0");
+  EXPECT_EQ(j["disbelieved_reports"], 9);
   EXPECT_EQ(Keys(j["coverage"]),
             (std::set<std::string>{"watched_links", "flow_covered", "probe_covered", "probes",
                                    "probing", "unwatched", "unwatched_total"}));
@@ -720,6 +735,12 @@ TEST(TextTest, FaultsShowStateWhoReasonEvidenceCoverageAndChanges) {
   EXPECT_NE(text.find("    flow of job lg-1"), std::string::npos) << text;
   EXPECT_NE(text.find("tor0->agg0 up -> degraded (automatic), 1 job(s) crossed it"),
             std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Not believed (their reports contradict every other source; 9 reports left "
+                      "out so far):\n  job lg-0 since "),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("4 slow flows, 7 evaluations\n    flow of job lg-0"), std::string::npos)
       << text;
   v1::ListFaultsReply empty;
   EXPECT_NE(RenderFaultsText(empty).find("No suspect, no pinned or unhealthy link."),
