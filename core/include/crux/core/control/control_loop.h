@@ -32,13 +32,13 @@
 //     left while the run was in flight are not applied again.
 //   * Link health (FaultManager, fault_manager.h: the decision rules, hysteresis and flap
 //     damping): link-state, counter and flow signals go in (ObserveLinkState / ObserveCounters /
-//     ObserveNicCounters / ObserveFlows), EvaluateFaults (at faults_due()) applies the rules over the applied plan's
-//     routing matrix and returns the links whose health changed; the host applies them to its
-//     topology (a new topology version: a new policy, seeded with the plan in force) and the
-//     loop asks for a plan. The next run re-plans only the jobs whose pinned paths cross a
-//     changed link: their seeds are dropped (PlanningSnapshot::unseat_links), every other job
-//     keeps its paths and level (a down link drops out of the equal-cost sets anyway; a degraded
-//     one would otherwise keep its jobs).
+//     ObserveNicCounters / ObserveFlows), EvaluateFaults (at faults_due()) applies the rules over
+//     the applied plan's routing matrix and returns the links whose health changed; the host
+//     applies them to its topology (a new topology version: a new policy, seeded with the plan in
+//     force) and the loop asks for a plan. The next run re-plans only the jobs whose pinned paths
+//     cross a changed link: their seeds are dropped (PlanningSnapshot::unseat_links), every other
+//     job keeps its paths and level (a down link drops out of the equal-cost sets anyway; a
+//     degraded one would otherwise keep its jobs).
 //   * Switch QoS (when the options carry a QosConfig): each run computes every switch's desired
 //     state (core::ComputeDesiredQos over the jobs' colours, levels in force and the switches
 //     their pinned flows cross) and the switches whose state changed; a change advances the epoch
