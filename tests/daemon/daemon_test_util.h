@@ -62,6 +62,27 @@ inline v1::Envelope Heartbeat(const std::string& id, uint64_t applied_epoch, uin
   return e;
 }
 
+// crux-hostd's NIC counters (HostTelemetry) for `host`: one report of `nics` (default: the host's
+// nic0), each with `seq_errors` sequence errors and 40 CNPs over one second.
+inline v1::Envelope NicReport(const std::string& host, uint64_t rid = 42,
+                              std::vector<std::string> nics = {}, uint64_t seq_errors = 500) {
+  if (nics.empty()) nics = {host + "/nic0"};
+  v1::Envelope e = protocol::NewEnvelope(rid);
+  v1::HostTelemetry* t = e.mutable_host_telemetry();
+  t->set_host(host);
+  t->set_seq(rid);
+  for (const std::string& name : nics) {
+    v1::NicCounters* n = t->add_nics();
+    n->set_nic(name);
+    n->set_device("mlx5_0");
+    n->set_port(1);
+    n->set_interval_ns(1000000000);
+    n->set_packet_seq_err(seq_errors);
+    n->set_np_cnp_sent(40);
+  }
+  return e;
+}
+
 inline protocol::Inbound In(const std::string& peer, v1::Envelope msg,
                             const std::string& user_id = "") {
   return protocol::Inbound{peer, user_id, std::move(msg)};

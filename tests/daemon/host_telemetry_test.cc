@@ -18,20 +18,7 @@ using HostTelemetryTest = DaemonFixture;
 
 v1::Envelope Telemetry(const std::string& host, const std::vector<std::string>& nics,
                        uint64_t rid = 7) {
-  v1::Envelope e = protocol::NewEnvelope(rid);
-  v1::HostTelemetry* t = e.mutable_host_telemetry();
-  t->set_host(host);
-  t->set_seq(rid);
-  for (const std::string& name : nics) {
-    v1::NicCounters* n = t->add_nics();
-    n->set_nic(name);
-    n->set_device("mlx5_0");
-    n->set_port(1);
-    n->set_interval_ns(1000000000);
-    n->set_packet_seq_err(3);
-    n->set_np_cnp_sent(40);
-  }
-  return e;
+  return NicReport(host, rid, nics, /*seq_errors=*/3);
 }
 
 TEST_F(HostTelemetryTest, AHostsOwnNicCountersAreAcknowledged) {

@@ -31,21 +31,6 @@ v1::Envelope Hello(const std::string& name, uint64_t rid = 40, uint64_t applied_
   return e;
 }
 
-// crux-hostd's NIC counters for `host` (one NIC, some loss).
-v1::Envelope NicReport(const std::string& host, uint64_t rid = 42) {
-  v1::Envelope e = protocol::NewEnvelope(rid);
-  v1::HostTelemetry* t = e.mutable_host_telemetry();
-  t->set_host(host);
-  t->set_seq(1);
-  v1::NicCounters* n = t->add_nics();
-  n->set_nic(host + "/nic0");
-  n->set_device("mlx5_0");
-  n->set_port(1);
-  n->set_interval_ns(1000000000);
-  n->set_packet_seq_err(500);
-  return e;
-}
-
 v1::Envelope Applied(const std::string& name, bool ok, const std::string& error = "",
                      uint64_t rid = 41) {
   v1::Envelope e = protocol::NewEnvelope(rid);

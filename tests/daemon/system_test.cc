@@ -426,19 +426,7 @@ TEST_F(SystemTest, CurveHostKeysAloneSpeakForTheirHostsNicCounters) {
             ", authorized_keys_dir: " + (keys / "clients").string() + "}\n",
         /*curve=*/true);
 
-  auto nic_report = [](const std::string& host) {
-    v1::Envelope e = protocol::NewEnvelope();
-    v1::HostTelemetry* t = e.mutable_host_telemetry();
-    t->set_host(host);
-    t->set_seq(1);
-    v1::NicCounters* n = t->add_nics();
-    n->set_nic(host + "/nic0");
-    n->set_device("mlx5_0");
-    n->set_port(1);
-    n->set_interval_ns(1000000000);
-    n->set_packet_seq_err(100);
-    return e;
-  };
+  auto nic_report = [](const std::string& host) { return NicReport(host, 0); };
   auto connect = [&](const protocol::CurveKeyPair& k) -> protocol::DealerClient& {
     protocol::ClientOptions o;
     o.curve = true;
