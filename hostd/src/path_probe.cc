@@ -271,6 +271,12 @@ void UdpProbeResponder::Serve() {
           ++bad_;
           continue;
         }
+        {
+          // Recorded before the echo leaves, so a sender that has its reply finds itself here.
+          std::lock_guard<std::mutex> l(mu_);
+          recent_.push_back(FormatSockAddr(reinterpret_cast<sockaddr*>(&peer)));
+          while (recent_.size() > kRecentPeers) recent_.pop_front();
+        }
         ProbeHeader reply = *h;
         reply.kind = kProbeReply;
         const std::string out = EncodeProbeHeader(reply);
@@ -280,9 +286,6 @@ void UdpProbeResponder::Serve() {
         } else {
           ++echoed_;
         }
-        std::lock_guard<std::mutex> l(mu_);
-        recent_.push_back(FormatSockAddr(reinterpret_cast<sockaddr*>(&peer)));
-        while (recent_.size() > kRecentPeers) recent_.pop_front();
       }
     }
   }
