@@ -15,17 +15,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../system/process_util.h"
 #include "crux/hostd/config.h"
 
 namespace crux::hostd {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr auto kWait = std::chrono::seconds(10);
 
 // A UDP socket of `family` bound to loopback:port (0: ephemeral); -1 when it cannot be.
@@ -108,14 +109,10 @@ std::string Receive(int fd) {
   return n < 0 ? "" : std::string(buf, n);
 }
 
-template <typename F>
-bool WaitFor(F done) {
-  const auto deadline = Clock::now() + kWait;
-  while (Clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return done();
+// The responder answers on its own thread: poll what it shows (the shared test helper).
+bool WaitFor(const std::function<bool()>& done) {
+  return system_test::WaitUntil(done, std::chrono::duration_cast<std::chrono::milliseconds>(kWait),
+                                std::chrono::milliseconds(5));
 }
 
 TEST(ProbeHeaderTest, RoundTripAndRefusals) {
