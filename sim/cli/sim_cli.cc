@@ -112,6 +112,7 @@ struct FaultFlags {
   std::string expectation = "plan_share";  // faults.expectation: plan_share or own_best.
   int min_jobs = 2;                        // faults.min_jobs.
   bool no_nic_signals = false;             // No host agents' NIC counters.
+  bool probes = false;                     // faults.probes: host agents probe (every mode).
   // One busy link_down at --fault-start-s lasting --after-reroute-s (the rest of the run): every
   // decision on another link is a false positive the re-route provoked.
   std::optional<double> after_reroute_s;
@@ -599,6 +600,7 @@ int DoFaults(RunFlags f, FaultFlags ff, std::ostream& out, std::ostream& err) {
                                             ? core::FlowExpectation::kOwnBest
                                             : core::FlowExpectation::kPlanShare;
     o.control.loop.faults.min_jobs = ff.min_jobs;
+    o.control.loop.faults.probes.enabled = ff.probes;
     if (mode == "none") {
       r.description = "no faults (flow reports on: every decision is a false positive)";
     } else if (mode == "manual") {
@@ -661,6 +663,7 @@ int DoFaults(RunFlags f, FaultFlags ff, std::ostream& out, std::ostream& err) {
   setup["faults_file"] = ff.file;
   setup["expectation"] = ff.expectation;
   setup["min_jobs"] = ff.min_jobs;
+  setup["probes"] = ff.probes;
   setup["targets"] = ff.file.empty() ? (ff.uniform ? "uniform" : "busy") : "file";
   setup["start_s"] = ff.start_s;
   setup["spacing_s"] = ff.spacing_s;
@@ -808,6 +811,9 @@ int RunSimCli(int argc, const char* const* argv, std::ostream& out, std::ostream
         ->check(CLI::Range(1.0, 1e6));
     fc->add_flag("--no-nic-signals", ff.no_nic_signals,
                  "No host agents' NIC loss/congestion counters (default: on in manual and auto)");
+    fc->add_flag("--probes", ff.probes,
+                 "faults.probes on in every mode: the plans carry probes over uncovered and "
+                 "suspect links, which the host agents measure and report (default: off)");
     CLI::App* gt = app.add_subcommand("gen-trace", "Generate a Lingjun-calibrated trace CSV");
     gt->add_option("--seed", gen.seed, "Seed");
     gt->add_option("--days", gen.days, "Trace span in days")->check(CLI::PositiveNumber);

@@ -95,6 +95,7 @@ json FaultReportJson(const core::Topology& topo, const std::vector<FaultModeRun>
     m["flow_reports"] = r.result.flow_reports;
     m["fault_evaluations"] = r.result.fault_evaluations;
     m["disbelieved_reports"] = r.result.disbelieved_reports;
+    m["probe_samples"] = r.result.probe_samples;
     size_t automatic = 0;
     for (const sim::LinkDecisionRecord& d : r.result.link_decisions) automatic += d.automatic;
     m["link_decisions"] = automatic;

@@ -386,7 +386,7 @@ void AttachProbes(const Topology& topo, const PlanningSnapshot& snap, RunAssignm
   if (snap.probes) {
     PathFinder paths(topo);
     const HashEcmpModel ecmp(0);  // The planner's source-port model (planner.h).
-    design = DesignProbes(topo, as.current, paths, ecmp, *snap.probes);
+    design = DesignProbes(topo, as.current, paths, ecmp, *snap.probes, snap.probe_suspects);
   }
   for (size_t i = 0; i < snap.jobs.size(); ++i) {
     auto p = design.probes.find(snap.jobs[i].id);
@@ -601,6 +601,12 @@ void ControlLoop::ObserveFlows(const std::string& job_id, const std::vector<Flow
   faults_.OnFlows(job_id, samples, clock_->Now());
 }
 
+void ControlLoop::ObserveHostProbes(const std::string& job_id,
+                                    const std::vector<FlowSample>& samples) {
+  if (!jobs_.count(job_id)) return;
+  faults_.OnHostProbes(job_id, samples, clock_->Now());
+}
+
 void ControlLoop::SetLinkAdmin(LinkId link, AdminLinkState state) {
   faults_.SetAdmin(link, state, clock_->Now());
 }
@@ -618,6 +624,10 @@ std::vector<LinkDecision> ControlLoop::EvaluateFaults() {
     // No job crosses a link that comes back: only planning from scratch can use it again.
     if (d.health == LinkHealth::kUp) reoptimize_after_recovery_ = true;
     Request("link " + d.reason);
+  }
+  if (options_.faults.probes.enabled && faults_.probe_targets() != probe_suspects_) {
+    probe_suspects_ = faults_.probe_targets();
+    Request("probe targets: " + std::to_string(probe_suspects_.size()) + " suspect links");
   }
   return decisions;
 }
@@ -681,7 +691,10 @@ std::shared_ptr<PlanningSnapshot> ControlLoop::Snapshot() const {
   snap->qos_applied = qos_;
   for (const auto& [l, seq] : unseat_) snap->unseat_links.push_back(l);
   snap->unseat_seq = unseat_seq_;
-  if (options_.faults.probes.enabled) snap->probes = options_.faults.probes;
+  if (options_.faults.probes.enabled) {
+    snap->probes = options_.faults.probes;
+    snap->probe_suspects = faults_.probe_targets();
+  }
   return snap;
 }
 

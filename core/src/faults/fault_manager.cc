@@ -149,8 +149,23 @@ void FaultManager::OnNicCounters(const NicCounterSignal& s, Duration now) {
 
 void FaultManager::OnFlows(const std::string& job_id, const std::vector<FlowSample>& samples,
                            Duration now) {
+  Store(job_id, samples, /*host=*/false, now);
+}
+
+void FaultManager::OnHostProbes(const std::string& job_id, const std::vector<FlowSample>& samples,
+                                Duration now) {
+  std::vector<FlowSample> probes;
+  probes.reserve(samples.size());
   for (const FlowSample& f : samples) {
-    const FlowKey key{job_id, f.src_nic.value(), f.dst_nic.value(), f.probe, f.udp_sport};
+    if (f.probe) probes.push_back(f);
+  }
+  Store(job_id, probes, /*host=*/true, now);
+}
+
+void FaultManager::Store(const std::string& job_id, const std::vector<FlowSample>& samples,
+                         bool host, Duration now) {
+  for (const FlowSample& f : samples) {
+    const FlowKey key{job_id, f.src_nic.value(), f.dst_nic.value(), f.probe, f.udp_sport, host};
     auto [it, inserted] = flows_.try_emplace(key);
     FlowRecord& r = it->second;
     if (inserted && !f.probe) {
@@ -316,7 +331,8 @@ struct FaultManager::LinkSignals {
   bool counters_bad = false;
   bool nic_loss = false;  // A NIC at an end of a slow flow behind the suspect reports loss.
   std::string nic_text;
-  int tomo_jobs = 0;         // Distinct jobs behind the tomography suspect.
+  int tomo_jobs = 0;         // Distinct jobs behind the tomography suspect (their own flows).
+  int host_probes = 0;       // Host-measured probes among its slow rows.
   std::string counter_text;  // Empty: no fresh counter reading.
   const Suspect* tomo = nullptr;
   std::string tomo_text;
@@ -424,6 +440,7 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
                 .observations = observations,
                 .suspect_of = {}};
   for (const Suspect& s : suspects) ev.suspect_of.emplace(s.link, &s);
+  WantProbesForUnexplained(observations, ev.suspect_of, now);
 
   // Every link with a record or a suspicion, in id order (the order of the decisions).
   std::set<LinkId> touched;
@@ -434,8 +451,36 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
     if (!id.valid() || id.value() >= nominal.num_links()) continue;
     if (std::optional<LinkDecision> d = DecideLink(id, ev)) decisions.push_back(std::move(*d));
   }
+  UpdateProbeTargets(now);
   PruneRecords();
   return decisions;
+}
+
+void FaultManager::WantProbesForUnexplained(const Observations& obs,
+                                            const std::map<LinkId, const Suspect*>& suspects,
+                                            Duration now) {
+  const double gray = options_.localisation.gray_ratio;
+  for (size_t i = 0; i < obs.paths.size(); ++i) {
+    const PathObservation& o = obs.paths[i];
+    if (obs.flows[i]->first.host || !(o.failed || o.rate_ratio < gray)) continue;
+    const bool explained = std::any_of(o.links.begin(), o.links.end(),
+                                       [&](LinkId l) { return suspects.count(l) > 0; });
+    if (explained) continue;
+    for (LinkId l : o.links) {
+      if (!l.valid()) continue;
+      LinkState& s = State(l);
+      if (s.health == LinkHealth::kUp) s.probes_wanted_at = now;
+    }
+  }
+}
+
+void FaultManager::UpdateProbeTargets(Duration now) {
+  probe_targets_.clear();
+  for (const auto& [id, s] : links_) {
+    if (s.probes_wanted_at && now - *s.probes_wanted_at <= options_.evidence_window) {
+      probe_targets_.push_back(id);
+    }
+  }
 }
 
 void FaultManager::ForgetStaleFlows(Duration now) {
@@ -522,7 +567,8 @@ void FaultManager::ApplyPlannedShares(Observations& obs, const Topology& nominal
     });
     flows.push_back(
         ShareFlow{.path = known ? std::span<const LinkId>(links) : std::span<const LinkId>(),
-                  .level = obs.levels[i]});
+                  .level = obs.levels[i],
+                  .newcomer = obs.flows[i]->first.probe});
   }
   const std::vector<double> share = PlannedShares(flows, nominal);
   std::vector<bool> drop(obs.paths.size(), false);
@@ -538,7 +584,15 @@ void FaultManager::ApplyPlannedShares(Observations& obs, const Topology& nominal
     // The plan entitles the flow to at most its share: at or above gray_ratio of that it is
     // healthy (whatever its own past says). Below it, how slow it is is still measured against
     // its best rate, which the share does not lower (so a 30 % link is estimated at 30 %).
-    const double expected = obs.best_bps[i] > 0 ? std::min(obs.best_bps[i], share[i]) : share[i];
+    // A probe is measured against its newcomer share alone: it has no past of its own that
+    // predates a fault (a probe designed over a suspect starts on the degraded link).
+    const bool probe = obs.flows[i]->first.probe;
+    const double expected =
+        obs.best_bps[i] > 0 && !probe ? std::min(obs.best_bps[i], share[i]) : share[i];
+    if (probe) {
+      o.rate_ratio = std::clamp(obs.rate_bps[i] / expected, 0.0, 1.0);
+      continue;
+    }
     const double by_share = std::clamp(obs.rate_bps[i] / expected, 0.0, 1.0);
     if (by_share >= options_.localisation.gray_ratio) o.rate_ratio = by_share;
   }
@@ -565,9 +619,12 @@ void FaultManager::Observations::Erase(const std::vector<bool>& drop) {
 
 std::string FaultManager::Observations::FlowName(size_t row, const Topology& nominal) const {
   const auto& [key, rec] = *flows[row];
-  return std::string(key.probe ? "probe" : "flow") + " of job " + key.job + " " +
-         NodeName(nominal, rec.sample.src_nic) + "->" + NodeName(nominal, rec.sample.dst_nic) +
-         " (sport " + std::to_string(rec.sample.udp_sport) + ")";
+  return std::string(key.host    ? "host probe"
+                     : key.probe ? "probe"
+                                 : "flow") +
+         " of job " + key.job + " " + NodeName(nominal, rec.sample.src_nic) + "->" +
+         NodeName(nominal, rec.sample.dst_nic) + " (sport " + std::to_string(rec.sample.udp_sport) +
+         ")";
 }
 
 bool FaultManager::CountersAccuse(const LinkState& s, Duration window_start) const {
@@ -589,12 +646,21 @@ void FaultManager::DropContradictedJobs(Observations& obs, Duration now, Duratio
                                         const Topology& nominal) {
   const double gray = options_.localisation.gray_ratio;
   auto slow = [&](size_t i) { return obs.paths[i].failed || obs.paths[i].rate_ratio < gray; };
-  // Per link: per job, the lowest priority (highest level) of its healthy rows crossing it.
+  // Per link: per job, the lowest priority (highest level) of its healthy rows crossing it
+  // (host-measured probes under one name of their own: they vouch against every job); and the
+  // links a slow host-measured probe crosses (the operator's measurement backs a slow flow).
+  static constexpr std::string_view kHostProbes = "host agent probes";
   std::map<LinkId, std::map<std::string_view, int>> healthy;
+  std::set<LinkId> host_slow;
   for (size_t i = 0; i < obs.paths.size(); ++i) {
-    if (slow(i)) continue;
+    const bool host = obs.flows[i]->first.host;
+    if (slow(i)) {
+      if (host) host_slow.insert(obs.paths[i].links.begin(), obs.paths[i].links.end());
+      continue;
+    }
+    const std::string_view who = host ? kHostProbes : std::string_view(obs.flows[i]->first.job);
     for (LinkId l : obs.paths[i].links) {
-      auto [it, inserted] = healthy[l].try_emplace(obs.flows[i]->first.job, obs.levels[i]);
+      auto [it, inserted] = healthy[l].try_emplace(who, obs.levels[i]);
       if (!inserted) it->second = std::max(it->second, obs.levels[i]);
     }
   }
@@ -605,7 +671,7 @@ void FaultManager::DropContradictedJobs(Observations& obs, Duration now, Duratio
   };
   std::map<std::string_view, Tally> tally;
   for (size_t i = 0; i < obs.paths.size(); ++i) {
-    if (!slow(i)) continue;
+    if (!slow(i) || obs.flows[i]->first.host) continue;  // A host's probe is no tenant's word.
     const auto& [key, rec] = *obs.flows[i];
     Tally& t = tally[key.job];
     ++t.slow;
@@ -617,9 +683,10 @@ void FaultManager::DropContradictedJobs(Observations& obs, Duration now, Duratio
     bool contradicted = !obs.paths[i].links.empty();
     for (LinkId l : obs.paths[i].links) {
       auto ls = links_.find(l);
-      if (ls != links_.end() &&
-          (ls->second.port_down || CountersAccuse(ls->second, window_start))) {
-        contradicted = false;  // The switch agrees that something is wrong there.
+      if ((ls != links_.end() &&
+           (ls->second.port_down || CountersAccuse(ls->second, window_start))) ||
+          host_slow.count(l)) {
+        contradicted = false;  // The switch (or a host's probe) agrees that something is wrong.
         break;
       }
       auto h = healthy.find(l);
@@ -642,9 +709,10 @@ void FaultManager::DropContradictedJobs(Observations& obs, Duration now, Duratio
     ++t.contradicted;
     if (t.example.empty()) {
       t.example = obs.FlowName(i, nominal) +
-                  (obs.paths[i].failed ? " made no progress" : " is slow") + ", yet job " +
-                  std::string(witness) +
-                  " is healthy at the same or a lower priority on every link of its path";
+                  (obs.paths[i].failed ? " made no progress" : " is slow") + ", yet " +
+                  (witness == kHostProbes ? std::string(witness) + " are"
+                                          : "job " + std::string(witness) + " is") +
+                  " healthy at the same or a lower priority on every link of its path";
     }
   }
   // Update the flags: a job is consistent again as soon as an evaluation finds it so.
@@ -672,7 +740,7 @@ void FaultManager::DropContradictedJobs(Observations& obs, Duration now, Duratio
     ++c.view.evaluations;
     ++disbelieved_reports_;
     for (size_t i = 0; i < obs.paths.size(); ++i) {
-      if (obs.flows[i]->first.job == job) drop[i] = any = true;
+      if (obs.flows[i]->first.job == job && !obs.flows[i]->first.host) drop[i] = any = true;
     }
   }
   if (any) obs.Erase(drop);
@@ -704,7 +772,9 @@ std::pair<std::string, std::vector<std::string>> FaultManager::Observations::Des
     const Suspect& s, const Topology& nominal) const {
   std::vector<std::string> lines;
   std::set<std::string> jobs;
-  for (uint32_t i : s.evidence) jobs.insert(flows[i]->first.job);
+  for (uint32_t i : s.evidence) {
+    if (!flows[i]->first.host) jobs.insert(flows[i]->first.job);
+  }
   constexpr size_t kShown = 4;
   for (size_t k = 0; k < s.evidence.size() && k < kShown; ++k) {
     const uint32_t i = s.evidence[k];
@@ -731,18 +801,33 @@ std::optional<LinkDecision> FaultManager::DecideLink(LinkId id, const Evaluation
   // Tomography acts only on a suspect the previous evaluation saw too (score > 0 is from
   // there): right after a fault starts, jobs that have not reported since still show healthy
   // samples over the faulty link, which can shift the blame to a neighbour for one round.
-  const bool confirmed = s.score > 0;
+  // A suspicion host probes back may also be confirmed by one within the last three evaluate
+  // intervals: a probe is one message, so it sees the capacity a job leaves it only while that
+  // job's flows are active, and an intermittent job makes its verdict alternate.
+  // (An earlier evaluation that wanted probes over the link - a slow flow crossed it - counts.)
+  auto within = [&](const std::optional<Duration>& at) {
+    return at && ev.now - *at <= options_.evaluate_interval * 3;
+  };
+  const bool recent = within(s.suspect_at) || within(s.probes_wanted_at);
+  const bool confirmed = s.score > 0 || (sig.tomo && sig.host_probes > 0 && recent);
+  if (sig.tomo) s.suspect_at = ev.now;
   // No tenant steers the fabric: flows of fewer than min_jobs jobs need a switch signal too.
   // A link already faulty by the automatic rules stays so on the evidence of any job (the jobs
   // left on it after the re-plan may be one): the rule guards moving a link, not keeping it.
   const bool enough_jobs = sig.tomo_jobs >= options_.min_jobs || sig.counters_bad || sig.nic_loss ||
-                           s.health != LinkHealth::kUp;
+                           sig.host_probes > 0 || s.health != LinkHealth::kUp;
   const bool tomo_usable =
       sig.tomo && confirmed && enough_jobs && (!sig.tomo->ambiguous || sig.counters_bad);
   s.suspect = sig.tomo != nullptr || sig.counters_bad;
   s.ambiguous = sig.tomo && sig.tomo->ambiguous;
   s.score = sig.tomo ? sig.tomo->score : 0;
   s.jobs = sig.tomo_jobs;
+  s.host_probes = sig.host_probes;
+  // Host probes settle what the rules cannot act on yet (probe_targets).
+  if (sig.tomo && s.health == LinkHealth::kUp &&
+      (!enough_jobs || (sig.tomo->ambiguous && !sig.counters_bad))) {
+    s.probes_wanted_at = ev.now;
+  }
 
   Want want = Rules(s, sig, tomo_usable);
   if (want.health != LinkHealth::kUp) {
@@ -752,10 +837,11 @@ std::optional<LinkDecision> FaultManager::DecideLink(LinkId id, const Evaluation
     s.last_bad = ev.now;
   } else if (s.suspect) {
     // Suspected but not acted on (ambiguous): keep what was seen for cruxctl faults.
-    const char* why = !confirmed ? "suspect (to be confirmed at the next evaluation): "
-                      : !enough_jobs
-                          ? "suspect (no change: one job's flows alone, no switch or NIC signal): "
-                          : "suspect (no change): ";
+    const char* why =
+        !confirmed ? "suspect (to be confirmed at the next evaluation): "
+        : !enough_jobs
+            ? "suspect (no change: one job's flows alone, no switch, NIC or host probe signal): "
+            : "suspect (no change): ";
     s.reason = std::string(why) + sig.tomo_text;
     s.evidence = sig.tomo_lines;
   }
@@ -787,6 +873,10 @@ FaultManager::LinkSignals FaultManager::ReadSignals(LinkId id, const LinkState& 
   std::set<uint32_t> lossy;  // NICs at the ends of its slow flows that report loss.
   for (uint32_t i : tomo.evidence) {
     const FlowRecord& rec = ev.observations.flows[i]->second;
+    if (ev.observations.flows[i]->first.host) {
+      ++sig.host_probes;
+      continue;  // The operator's measurement: no tenant's word, and no NIC to read.
+    }
     distinct.insert(ev.observations.flows[i]->first.job);
     for (NodeId nic : {rec.sample.src_nic, rec.sample.dst_nic}) {
       const NicCounterSignal* n = NicLoss(nic, ev.window_start);
@@ -809,6 +899,9 @@ FaultManager::LinkSignals FaultManager::ReadSignals(LinkId id, const LinkState& 
     sig.tomo_text = "least squares: it delivers ~" + Pct(tomo.estimate) + " of its rate (" +
                     std::to_string(tomo.evidence.size()) + " slow flows of jobs " + jobs + ", " +
                     std::to_string(tomo.healthy) + " healthy)";
+  }
+  if (sig.host_probes > 0) {
+    sig.tomo_text += "; " + std::to_string(sig.host_probes) + " host agent probes agree";
   }
   if (tomo.ambiguous) sig.tomo_text += "; the flows cannot tell it apart from another link";
   return sig;
@@ -910,7 +1003,9 @@ void FaultManager::PruneRecords() {
   for (auto it = links_.begin(); it != links_.end();) {
     const LinkState& s = it->second;
     const bool idle = !s.hold_set && !s.admin && !s.port_down && !s.counters && !s.suspect &&
-                      s.health == LinkHealth::kUp && s.eff_health == LinkHealth::kUp;
+                      s.health == LinkHealth::kUp && s.eff_health == LinkHealth::kUp &&
+                      !(s.probes_wanted_at && std::binary_search(probe_targets_.begin(),
+                                                                 probe_targets_.end(), it->first));
     it = idle ? links_.erase(it) : std::next(it);
   }
 }

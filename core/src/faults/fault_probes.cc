@@ -1,6 +1,8 @@
 #include "crux/core/faults/fault_probes.h"
 
 #include <algorithm>
+#include <deque>
+#include <optional>
 #include <queue>
 #include <set>
 #include <tuple>
@@ -68,9 +70,244 @@ std::vector<LinkId> WatchedLinks(const Topology& topo) {
   return out;  // Ascending by construction.
 }
 
+namespace {
+
+// The greedy multi-cover of one target set (DesignProbes, step 3), over candidate pairs.
+class ProbeCover {
+ public:
+  ProbeCover(const Topology& topo, PathFinder& paths, const SourcePortResolver& resolver,
+             const ProbeOptions& options, ProbeDesign& out)
+      : paths_(paths),
+        resolver_(resolver),
+        options_(options),
+        out_(out),
+        target_(topo.num_links(), 0),
+        probed_(topo.num_links(), 0) {}
+
+  // Wants `coverage` probes over each of `links` (ids < num_links).
+  void Want(const std::vector<LinkId>& links) {
+    std::fill(target_.begin(), target_.end(), 0);
+    targets_ = 0;
+    for (LinkId l : links) {
+      if (target_[l.value()] == 0) ++targets_;
+      target_[l.value()] = std::max(1, options_.coverage);
+    }
+  }
+  size_t targets() const { return targets_; }
+  // Suspects (step 2): per wanted link in id order, one probe that crosses it and as few other
+  // wanted links as possible (ties: job, pair, path order) - a probe that crosses one link of
+  // an ambiguous set and not the others is what tells them apart - unless a probe designed
+  // already crosses it and no other wanted link. Each job may take `per_job` probes.
+  void CoverSuspects(const std::vector<LinkId>& links, int per_job) {
+    std::vector<char> wanted(target_.size(), 0);
+    for (LinkId l : links) wanted[l.value()] = 1;
+    std::vector<char> alone(target_.size(), 0);  // A designed probe crosses it and no other.
+    for (LinkId want : links) {
+      if (alone[want.value()] || out_.total >= static_cast<size_t>(options_.max_total)) continue;
+      std::optional<Candidate> best;
+      size_t best_others = 0;
+      for (size_t j = 0; j < jobs_.size(); ++j) {
+        if (jobs_[j].designed >= per_job) continue;
+        for (size_t p = 0; p < jobs_[j].pairs.size(); ++p) {
+          const PathSet& set = *jobs_[j].sets[p];
+          const size_t n = std::min(set.size(), static_cast<size_t>(options_.max_paths_per_pair));
+          for (size_t k = 0; k < n; ++k) {
+            bool crosses = false;
+            size_t others = 0;
+            set.ForEachLink(k, [&](LinkId l) {
+              if (l == want) {
+                crosses = true;
+              } else if (l.value() < wanted.size() && wanted[l.value()]) {
+                ++others;
+              }
+            });
+            if (!crosses || taken_.count({jobs_[j].id, jobs_[j].pairs[p], k})) continue;
+            if (!best || others < best_others) {
+              best = Candidate{0, j, p, k};
+              best_others = others;
+            }
+          }
+        }
+      }
+      if (!best) continue;
+      std::vector<LinkId> path = Take(*best);
+      if (path.empty()) continue;
+      size_t crossed = 0;
+      for (LinkId l : path) crossed += l.value() < wanted.size() && wanted[l.value()];
+      if (crossed == 1) alone[want.value()] = 1;
+    }
+  }
+
+  // Every job may take max_per_job probes again (the next pass).
+  void NewBudget() {
+    for (JobPairs& j : jobs_) j.designed = 0;
+  }
+  int probed(LinkId l) const { return probed_[l.value()]; }
+
+  // Candidate pairs of job `a`: its first max_pairs_per_job distinct flow NIC pairs, and (with
+  // `crossing`) every pair one of whose pinned flows crosses a wanted link.
+  void AddJob(const Assignment& a, bool crossing) {
+    JobPairs* j = nullptr;
+    for (JobPairs& x : jobs_) {
+      if (x.id == &a.job_id) j = &x;
+    }
+    if (j == nullptr) {
+      jobs_.push_back(JobPairs{&a.job_id, {}, {}, {}, 0});
+      j = &jobs_.back();
+    }
+    std::set<std::pair<uint32_t, uint32_t>> distinct;  // The job's pairs in flow order.
+    for (const FlowPin& f : a.flows) {
+      const std::pair<uint32_t, uint32_t> key{f.src_nic.value(), f.dst_nic.value()};
+      if (!distinct.insert(key).second || j->seen.count(key)) continue;
+      const bool early = distinct.size() <= static_cast<size_t>(options_.max_pairs_per_job);
+      const bool crosses = crossing && std::any_of(f.path.begin(), f.path.end(), [&](LinkId l) {
+                             return l.valid() && l.value() < target_.size() && target_[l.value()];
+                           });
+      if (!early && !crosses) continue;
+      AddPair(*j, f.src_nic, f.dst_nic);
+    }
+    if (crossing) AddDivergingPairs(a, *j);
+  }
+
+  // Takes the candidates crossing the most wanted links until none is wanted or the budgets run
+  // out (lazy greedy; ties: job, pair, path order).
+  void Cover() {
+    if (targets_ == 0 || options_.max_per_job <= 0 || options_.max_total <= 0) return;
+    std::priority_queue<Candidate, std::vector<Candidate>, Worse> heap;
+    for (size_t j = 0; j < jobs_.size(); ++j) {
+      for (size_t p = 0; p < jobs_[j].pairs.size(); ++p) {
+        const size_t n =
+            std::min(jobs_[j].sets[p]->size(), static_cast<size_t>(options_.max_paths_per_pair));
+        for (size_t k = 0; k < n; ++k) {
+          Candidate c{0, j, p, k};
+          c.gain = Gain(c);
+          if (c.gain > 0) heap.push(c);
+        }
+      }
+    }
+    while (!heap.empty() && targets_ > 0 && out_.total < static_cast<size_t>(options_.max_total)) {
+      Candidate c = heap.top();
+      heap.pop();
+      JobPairs& job = jobs_[c.job];
+      if (job.designed >= options_.max_per_job) continue;
+      const size_t now = Gain(c);
+      if (now == 0) continue;
+      if (now < c.gain) {  // Gains only shrink; re-queue with the current one.
+        c.gain = now;
+        heap.push(c);
+        continue;
+      }
+      Take(c);
+    }
+  }
+
+  // Designs candidate `c` if the resolver finds a source port for its path (else nothing: another
+  // candidate will do); returns its path (empty when not designed).
+  std::vector<LinkId> Take(const Candidate& c) {
+    JobPairs& job = jobs_[c.job];
+    if (!taken_.insert({job.id, job.pairs[c.pair], c.path}).second) return {};
+    const auto [src, dst] = job.pairs[c.pair];
+    const std::optional<uint16_t> port =
+        resolver_.FindPort(paths_, src, dst, c.path, options_.ports);
+    if (!port) return {};
+    FlowPin pin;
+    pin.src_nic = src;
+    pin.dst_nic = dst;
+    pin.udp_sport = *port;
+    pin.path = job.sets[c.pair]->Path(c.path);
+    for (LinkId l : pin.path) {
+      if (l.value() >= target_.size()) continue;
+      if (target_[l.value()] > 0 && --target_[l.value()] == 0) --targets_;
+      ++probed_[l.value()];
+    }
+    std::vector<LinkId> path = pin.path;
+    out_.probes[*job.id].push_back(std::move(pin));
+    ++job.designed;
+    ++out_.total;
+    return path;
+  }
+
+ private:
+  struct JobPairs {
+    const std::string* id;
+    std::vector<std::pair<NodeId, NodeId>> pairs;
+    std::vector<const PathSet*> sets;
+    std::set<std::pair<uint32_t, uint32_t>> seen;
+    int designed = 0;
+  };
+
+  void AddPair(JobPairs& j, NodeId src, NodeId dst) {
+    if (src == dst || !j.seen.insert({src.value(), dst.value()}).second) return;
+    Result<const PathSet*> set = paths_.Paths(src, dst);
+    if (!set.ok() || (*set)->empty()) return;
+    j.pairs.emplace_back(src, dst);
+    j.sets.push_back(*set);
+  }
+
+  // For each flow of the job that crosses a wanted link: pairs from its source NIC to up to
+  // max_pairs_per_job other NICs of the job, and from as many others to its destination NIC, so
+  // that probes share the first (or the last) links of the flow's path and leave the rest: what
+  // tells apart the links of a path that the flow alone cannot (a NIC's access link from the
+  // far end's, a ToR's uplink from the spine's downlink).
+  void AddDivergingPairs(const Assignment& a, JobPairs& j) {
+    std::set<uint32_t> srcs;
+    std::set<uint32_t> dsts;
+    for (const FlowPin& f : a.flows) {
+      srcs.insert(f.src_nic.value());
+      dsts.insert(f.dst_nic.value());
+    }
+    const int budget = options_.max_pairs_per_job;
+    std::vector<const FlowPin*> crossing;
+    for (const FlowPin& f : a.flows) {
+      const bool crosses = std::any_of(f.path.begin(), f.path.end(), [&](LinkId l) {
+        return l.valid() && l.value() < target_.size() && target_[l.value()];
+      });
+      if (crosses) crossing.push_back(&f);
+    }
+    // The crossing flows' ends with each other first: two flows through one switch, paired
+    // across, each share one of the switch's links with a probe and not the other.
+    for (size_t x = 0; x < crossing.size() && x < static_cast<size_t>(budget); ++x) {
+      for (size_t y = 0; y < crossing.size() && y < static_cast<size_t>(budget); ++y) {
+        if (x != y) AddPair(j, crossing[x]->src_nic, crossing[y]->dst_nic);
+      }
+    }
+    for (const FlowPin* fp : crossing) {
+      const FlowPin& f = *fp;
+      int n = 0;
+      for (auto it = dsts.begin(); it != dsts.end() && n < budget; ++it, ++n) {
+        AddPair(j, f.src_nic, NodeId(*it));
+      }
+      n = 0;
+      for (auto it = srcs.begin(); it != srcs.end() && n < budget; ++it, ++n) {
+        AddPair(j, NodeId(*it), f.dst_nic);
+      }
+    }
+  }
+
+  size_t Gain(const Candidate& c) const {
+    size_t g = 0;
+    jobs_[c.job].sets[c.pair]->ForEachLink(c.path, [&](LinkId l) {
+      if (l.value() < target_.size() && target_[l.value()] > 0) ++g;
+    });
+    return g;
+  }
+
+  PathFinder& paths_;
+  const SourcePortResolver& resolver_;
+  const ProbeOptions& options_;
+  ProbeDesign& out_;
+  std::vector<int> target_;  // Probes still wanted over each link.
+  std::vector<int> probed_;  // Probes designed over each link.
+  size_t targets_ = 0;       // Links still wanted.
+  std::deque<JobPairs> jobs_;
+  std::set<std::tuple<const std::string*, std::pair<NodeId, NodeId>, size_t>> taken_;
+};
+
+}  // namespace
+
 ProbeDesign DesignProbes(const Topology& topo, const std::vector<const Assignment*>& assignments,
                          PathFinder& paths, const SourcePortResolver& resolver,
-                         const ProbeOptions& options) {
+                         const ProbeOptions& options, const std::vector<LinkId>& suspects) {
   ProbeDesign out;
   const std::vector<LinkId> watched = WatchedLinks(topo);
 
@@ -84,98 +321,42 @@ ProbeDesign DesignProbes(const Topology& topo, const std::vector<const Assignmen
       }
     }
   }
-  // 2. Targets, each wanted `coverage` times.
-  std::vector<int> target(topo.num_links(), 0);  // Probes still wanted over the link.
-  std::vector<int> probed(topo.num_links(), 0);
-  size_t targets = 0;  // Links still wanted.
+  std::vector<LinkId> uncovered;
   for (LinkId l : watched) {
     if (covered[l.value()]) {
       out.covered_by_flows.push_back(l);
     } else {
-      target[l.value()] = std::max(1, options.coverage);
-      ++targets;
+      uncovered.push_back(l);
     }
   }
-
-  // 3. Candidates: the jobs' first distinct flow NIC pairs and their equal-cost paths.
-  struct JobPairs {
-    const std::string* id;
-    std::vector<std::pair<NodeId, NodeId>> pairs;
-    std::vector<const PathSet*> sets;
-    int designed = 0;
-  };
-  std::vector<JobPairs> jobs;
-  if (targets > 0 && options.max_per_job > 0 && options.max_total > 0) {
+  ProbeCover cover(topo, paths, resolver, options, out);
+  // 2. Suspects first (the fault manager's probe targets that are watched and up).
+  std::vector<LinkId> wanted;
+  for (LinkId l : suspects) {
+    if (l.valid() && std::binary_search(watched.begin(), watched.end(), l)) wanted.push_back(l);
+  }
+  out.suspects = wanted;
+  if (!wanted.empty()) {
+    cover.Want(wanted);
     for (const Assignment* a : assignments) {
-      if (a == nullptr) continue;
-      JobPairs j{&a->job_id, {}, {}, 0};
-      std::set<std::pair<uint32_t, uint32_t>> seen;
-      for (const FlowPin& f : a->flows) {
-        if (j.pairs.size() >= static_cast<size_t>(options.max_pairs_per_job)) break;
-        if (!seen.insert({f.src_nic.value(), f.dst_nic.value()}).second) continue;
-        Result<const PathSet*> set = paths.Paths(f.src_nic, f.dst_nic);
-        if (!set.ok() || (*set)->empty()) continue;
-        j.pairs.emplace_back(f.src_nic, f.dst_nic);
-        j.sets.push_back(*set);
-      }
-      if (!j.pairs.empty()) jobs.push_back(std::move(j));
+      if (a != nullptr) cover.AddJob(*a, /*crossing=*/true);
     }
+    cover.CoverSuspects(wanted, 2 * options.max_per_job);
+    cover.NewBudget();
   }
-  auto gain_of = [&](const Candidate& c) {
-    size_t g = 0;
-    jobs[c.job].sets[c.pair]->ForEachLink(c.path, [&](LinkId l) {
-      if (l.value() < target.size() && target[l.value()] > 0) ++g;
-    });
-    return g;
-  };
-  std::priority_queue<Candidate, std::vector<Candidate>, Worse> heap;
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    for (size_t p = 0; p < jobs[j].pairs.size(); ++p) {
-      const size_t n =
-          std::min(jobs[j].sets[p]->size(), static_cast<size_t>(options.max_paths_per_pair));
-      for (size_t k = 0; k < n; ++k) {
-        Candidate c{0, j, p, k};
-        c.gain = gain_of(c);
-        if (c.gain > 0) heap.push(c);
-      }
+  // 3. Then the links no flow covers.
+  cover.Want(uncovered);
+  if (cover.targets() > 0) {
+    for (const Assignment* a : assignments) {
+      if (a != nullptr) cover.AddJob(*a, /*crossing=*/false);
     }
+    cover.Cover();
   }
-  std::set<std::tuple<size_t, size_t, size_t>> taken;
-  while (!heap.empty() && targets > 0 && out.total < static_cast<size_t>(options.max_total)) {
-    Candidate c = heap.top();
-    heap.pop();
-    JobPairs& job = jobs[c.job];
-    if (job.designed >= options.max_per_job) continue;
-    const size_t now = gain_of(c);
-    if (now == 0) continue;
-    if (now < c.gain) {  // Lazy greedy: gains only shrink; re-queue with the current one.
-      c.gain = now;
-      heap.push(c);
-      continue;
-    }
-    if (!taken.insert({c.job, c.pair, c.path}).second) continue;
-    const auto [src, dst] = job.pairs[c.pair];
-    const std::optional<uint16_t> port = resolver.FindPort(paths, src, dst, c.path, options.ports);
-    if (!port) continue;  // No source port reaches that path: another candidate will do.
-    FlowPin pin;
-    pin.src_nic = src;
-    pin.dst_nic = dst;
-    pin.udp_sport = *port;
-    pin.path = job.sets[c.pair]->Path(c.path);
-    for (LinkId l : pin.path) {
-      if (l.value() >= target.size()) continue;
-      if (target[l.value()] > 0 && --target[l.value()] == 0) --targets;
-      ++probed[l.value()];
-    }
-    out.probes[*job.id].push_back(std::move(pin));
-    ++job.designed;
-    ++out.total;
-  }
-  for (LinkId l : watched) {
-    if (covered[l.value()]) continue;
-    if (probed[l.value()] > 0) out.covered_by_probes.push_back(l);
-    if (probed[l.value()] == 0) out.uncovered.push_back(l);
-    if (probed[l.value()] < std::max(1, options.coverage)) out.under_covered.push_back(l);
+  for (LinkId l : uncovered) {
+    const int n = cover.probed(l);
+    if (n > 0) out.covered_by_probes.push_back(l);
+    if (n == 0) out.uncovered.push_back(l);
+    if (n < std::max(1, options.coverage)) out.under_covered.push_back(l);
   }
   return out;
 }

@@ -1,9 +1,11 @@
 #include "crux/core/faults/planned_share.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <queue>
 #include <tuple>
 #include <vector>
@@ -94,13 +96,60 @@ class LevelFilling {
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap_;
 };
 
+// The newcomers' rates (see ShareFlow::newcomer) under the others' `rate`.
+void NewcomerRates(std::span<const ShareFlow> flows, const std::vector<size_t>& others,
+                   const std::vector<size_t>& newcomers, const Topology& topo,
+                   std::vector<double>& rate) {
+  // Per link a newcomer crosses: the (level, rate) of every other flow on it.
+  std::vector<int> slot(topo.num_links(), -1);
+  std::vector<std::vector<std::pair<int, double>>> on;
+  for (size_t f : newcomers) {
+    for (LinkId l : flows[f].path) {
+      if (slot[l.value()] < 0) {
+        slot[l.value()] = static_cast<int>(on.size());
+        on.emplace_back();
+      }
+    }
+  }
+  for (size_t f : others) {
+    for (LinkId l : flows[f].path) {
+      if (slot[l.value()] >= 0) on[slot[l.value()]].emplace_back(flows[f].level, rate[f]);
+    }
+  }
+  std::vector<double> same;
+  for (size_t f : newcomers) {
+    double r = std::numeric_limits<double>::infinity();
+    for (LinkId l : flows[f].path) {
+      double cap = topo.link(l).capacity.ToBitsPerSec();
+      same.clear();
+      for (const auto& [level, x] : on[slot[l.value()]]) {
+        if (level < flows[f].level) cap -= x;
+        if (level == flows[f].level) same.push_back(x);
+      }
+      std::sort(same.begin(), same.end());
+      // The k slowest keep their rates; the rest and the newcomer share what is left.
+      double kept = 0;
+      double x = 0;
+      for (size_t k = 0; k <= same.size(); ++k) {
+        x = (cap - kept) / static_cast<double>(same.size() - k + 1);
+        if (k == same.size() || x <= same[k]) break;
+        kept += same[k];
+      }
+      r = std::min(r, std::max(0.0, x));
+    }
+    rate[f] = std::isfinite(r) ? r : 0.0;
+  }
+}
+
 }  // namespace
 
 std::vector<double> PlannedShares(std::span<const ShareFlow> flows, const Topology& topo) {
   std::vector<double> rate(flows.size(), 0.0);
   std::vector<size_t> order;
+  std::vector<size_t> newcomers;
   for (size_t f = 0; f < flows.size(); ++f) {
-    if (!flows[f].path.empty()) order.push_back(f);
+    if (flows[f].path.empty()) continue;
+    (flows[f].newcomer ? newcomers : order).push_back(f);
   }
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return flows[a].level < flows[b].level; });
@@ -118,6 +167,7 @@ std::vector<double> PlannedShares(std::span<const ShareFlow> flows, const Topolo
     LevelFilling(flows, residual, rate, frozen).Run(members);
     i = j;
   }
+  if (!newcomers.empty()) NewcomerRates(flows, order, newcomers, topo, rate);
   return rate;
 }
 

@@ -404,6 +404,18 @@ void PlanApplier::ObserveNicCounters(const core::NicCounterSignal& s) {
   loop_->mutable_loop().ObserveNicCounters(s);
 }
 
+void PlanApplier::ObserveHostProbes(uint32_t j, const std::vector<core::FlowSample>& samples) {
+  if (!loop_ || samples.empty()) return;
+  faults_due_.reset();
+  loop_->mutable_loop().ObserveHostProbes(jobs_->job(j).job->spec.id, samples);
+}
+
+const std::vector<core::FlowPin>* PlanApplier::ProbesOf(uint32_t j) const {
+  if (!loop_) return nullptr;
+  const core::AppliedAssignment* a = loop_->loop().Applied(jobs_->job(j).job->spec.id);
+  return a == nullptr || a->assignment.probes.empty() ? nullptr : &a->assignment.probes;
+}
+
 uint64_t PlanApplier::disbelieved_reports() const {
   return loop_ ? loop_->loop().faults().disbelieved_reports() : 0;
 }

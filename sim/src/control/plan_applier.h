@@ -102,6 +102,11 @@ class PlanApplier {
   void ObserveLinkState(const core::LinkStateSignal& s);
   void ObserveCounters(const core::CounterSignal& s);
   void ObserveNicCounters(const core::NicCounterSignal& s);
+  // Results of job j's probes that its hosts' agents measured (ControlLoop::ObserveHostProbes).
+  void ObserveHostProbes(uint32_t j, const std::vector<core::FlowSample>& samples);
+  // The probes of job j's assignment in force (null: none, or no loop).
+  const std::vector<core::FlowPin>* ProbesOf(uint32_t j) const;
+  const core::ProbeOptions& probe_options() const { return options_.control.loop.faults.probes; }
   // The fault manager's FaultManager::disbelieved_reports (0 without a loop).
   uint64_t disbelieved_reports() const;
   // When the fault manager wants to evaluate (nullopt: nothing pending, or the oracle).

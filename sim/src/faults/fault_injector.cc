@@ -1,6 +1,8 @@
 #include "faults/fault_injector.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <set>
 
 namespace crux::sim::internal {
@@ -142,7 +144,41 @@ void FaultInjector::Counters(PlanApplier& host) {
   }
 }
 
-void FaultInjector::Heartbeat(Duration now, JobModel& jobs, PlanApplier& host) {
+std::vector<core::FlowSample> FaultInjector::MeasureProbes(uint32_t j, Fabric& fabric,
+                                                           JobModel& jobs,
+                                                           const PlanApplier& host) {
+  std::vector<core::FlowSample> out;
+  const std::vector<core::FlowPin>* probes = host.ProbesOf(j);
+  if (probes == nullptr) return out;
+  const JobState& s = jobs.job(j);
+  const core::ProbeOptions& po = host.probe_options();
+  for (const core::FlowPin& p : *probes) {
+    if (p.path.empty()) continue;
+    double rate = std::numeric_limits<double>::infinity();
+    for (core::LinkId l : p.path) {
+      if (!l.valid() || l.value() >= topo_.num_links()) {
+        rate = 0;
+        break;
+      }
+      rate = std::min(rate, fabric.net().NewcomerShare(fabric.ResourceFor(j, l), s.level));
+    }
+    core::FlowSample f;
+    f.src_nic = p.src_nic;
+    f.dst_nic = p.dst_nic;
+    f.udp_sport = p.udp_sport;
+    f.probe = true;
+    if (rate > 0 && std::isfinite(rate)) {
+      f.bytes = po.size;
+      f.transfer_time = std::max(Duration::Nanos(1), Duration::Seconds(po.size.ToBits() / rate));
+    } else {
+      f.errors = 1;  // Lost: the probe times out.
+    }
+    out.push_back(f);
+  }
+  return out;
+}
+
+void FaultInjector::Heartbeat(Duration now, Fabric& fabric, JobModel& jobs, PlanApplier& host) {
   ++result_.flow_reports;
   // Per fault in force: the reported flows over each of its directed links this round.
   std::map<std::pair<size_t, uint32_t>, uint32_t> per_link;
@@ -187,6 +223,15 @@ void FaultInjector::Heartbeat(Duration now, JobModel& jobs, PlanApplier& host) {
       samples.push_back(x.sample);
     }
     host.ObserveFlows(j, samples);
+  }
+  // The host agents' probes: every running job's, including one that reported no flow.
+  for (uint32_t j = 0; j < jobs.jobs().size(); ++j) {
+    if (jobs.job(j).status != JobStatus::kRunning) continue;
+    std::vector<core::FlowSample> probes = MeasureProbes(j, fabric, jobs, host);
+    if (!probes.empty()) {
+      result_.probe_samples += probes.size();
+      host.ObserveHostProbes(j, probes);
+    }
   }
   for (const auto& [key, n] : per_link) {
     FaultRecord& r = result_.fault_records[key.first];
@@ -233,7 +278,7 @@ bool FaultInjector::Handle(Duration now, Fabric& fabric, Metrics& metrics, JobMo
     }
   }
   if (options_.flow_reports && next_report_ <= now) {
-    Heartbeat(now, jobs, host);
+    Heartbeat(now, fabric, jobs, host);
     if (options_.switch_signals) Counters(host);
     next_report_ = now + options_.report_interval;
   }

@@ -4,6 +4,9 @@
 // topology (PlanApplier) learns about it only from the control loop's decisions, which come from
 //   * the jobs' heartbeats: every report_interval each running job reports its pinned flows'
 //     samples (JobModel::TakeFlowSamples) to the loop (PlanApplier::ObserveFlows);
+//   * the host agents: with probes on (the loop's faults.probes), every report_interval each
+//     running job's probes are measured on their pinned paths (MeasureProbes) and reported as
+//     host-measured results (PlanApplier::ObserveHostProbes);
 //   * the switches: for a hard fault, each of its directed links goes down (and later up)
 //     switch_delay after the fault starts (ends), when switch_signals is on; a lossy link's
 //     ports report error counters with every heartbeat round while it is in force.
@@ -54,7 +57,14 @@ class FaultInjector {
   void Start(size_t i, Duration now, Fabric& fabric, Metrics& metrics, JobModel& jobs);
   void End(size_t i, Duration now, Fabric& fabric, Metrics& metrics);
   void SetPhysical(core::LinkId l, Duration now, Fabric& fabric, Metrics& metrics);
-  void Heartbeat(Duration now, JobModel& jobs, PlanApplier& host);
+  void Heartbeat(Duration now, Fabric& fabric, JobModel& jobs, PlanApplier& host);
+  // Job j's probes (its assignment's, when the loop designs them) as its hosts' agents measure
+  // them this round: each one message of the probe size at the rate a newcomer of the job's
+  // level would get on every link of its pinned path (FluidNetwork::NewcomerShare: the probe
+  // sees the capacity in force and the load, it does not add to it); a probe over a link that
+  // is down delivers nothing and times out (one transport error).
+  std::vector<core::FlowSample> MeasureProbes(uint32_t j, Fabric& fabric, JobModel& jobs,
+                                              const PlanApplier& host);
   // The switches' counter readings of the lossy links in force (switch_signals), one per
   // report_interval (SONiC's port flex counters poll every second, as the heartbeats come).
   void Counters(PlanApplier& host);

@@ -158,14 +158,16 @@ class ControlLoopFaultsTest : public ::testing::Test {
   // Every pinned flow (and probe) reports what a fluid fabric gives it with every flow active at
   // once (its planned share, planned_share.h), at most `gbps` (a flow that model starves: `gbps`);
   // those crossing `slow` get slow_gbps / gbps of that (a link at that fraction of its capacity).
-  void ReportFlows(LinkId slow, double gbps, double slow_gbps) {
+  // `host_probes`: the probes are measured and reported by the host agents (ObserveHostProbes),
+  // not by the jobs.
+  void ReportFlows(LinkId slow, double gbps, double slow_gbps, bool host_probes = false) {
     std::vector<const FlowPin*> pins;
     std::vector<ShareFlow> flows;
     for (const auto& [id, a] : loop_->applied()) {
       for (const bool probe : {false, true}) {
         for (const FlowPin& p : probe ? a->assignment.probes : a->assignment.flows) {
           pins.push_back(&p);
-          flows.push_back({p.path, a->assignment.level});
+          flows.push_back({p.path, a->assignment.level, /*newcomer=*/probe});
         }
       }
     }
@@ -177,6 +179,7 @@ class ControlLoopFaultsTest : public ::testing::Test {
     }
     for (const auto& [id, a] : loop_->applied()) {
       std::vector<FlowSample> samples;
+      std::vector<FlowSample> probes;
       for (const bool probe : {false, true}) {
         for (const FlowPin& p : probe ? a->assignment.probes : a->assignment.flows) {
           const bool crosses = std::find(p.path.begin(), p.path.end(), slow) != p.path.end();
@@ -188,10 +191,11 @@ class ControlLoopFaultsTest : public ::testing::Test {
           s.transfer_time = Duration::Millis(50);
           const double bps = rate[&p] * (crosses ? slow_gbps / gbps : 1.0);
           s.bytes = Bytes::Of(static_cast<int64_t>(bps / 8 * 0.05));
-          samples.push_back(s);
+          (probe && host_probes ? probes : samples).push_back(s);
         }
       }
       loop_->ObserveFlows(id, samples);
+      if (!probes.empty()) loop_->ObserveHostProbes(id, probes);
     }
   }
   // Baselines at 100 Gb/s, then the flows and probes crossing `link` at 25 Gb/s: the one
@@ -366,6 +370,54 @@ TEST_F(ControlLoopFaultsTest, ProbesCoverTheUplinksNoFlowCrossesAndLocaliseAFaul
   EXPECT_EQ(d[0].link, link);
   EXPECT_EQ(d[0].health, LinkHealth::kDown);
   EXPECT_NE(d[0].reason.find("two agreeing signals"), std::string::npos) << d[0].reason;
+}
+
+// A link only one job's flows cross: its slow flows alone move nothing (the tenant rule), but
+// the link becomes a probe target, the loop asks for a plan, the plan carries host probes over it
+// and, once the host agents report them slow as well, the link is degraded.
+TEST_F(ControlLoopFaultsTest, AOneJobSuspectIsProbedAndTheHostsProbesSettleIt) {
+  options_.faults.probes.enabled = true;
+  loop_ = std::make_unique<ControlLoop>(&clock_, nominal_.get(), options_);
+  Jobs(4);
+  LinkId link;
+  for (uint32_t i = 0; i < nominal_->num_links() && !link.valid(); ++i) {
+    const Link& l = nominal_->link(LinkId(i));
+    if (IsNetworkSwitch(nominal_->node(l.src).kind) &&
+        IsNetworkSwitch(nominal_->node(l.dst).kind) && Crossing(LinkId(i)).size() == 1) {
+      link = LinkId(i);
+    }
+  }
+  ASSERT_TRUE(link.valid());
+  ReportFlows(link, 100, 100, /*host_probes=*/true);
+  EXPECT_TRUE(loop_->EvaluateFaults().empty());
+  for (int round = 0; round < 2; ++round) {
+    clock_.Advance(Duration::Millis(1000));
+    ReportFlows(link, 100, 25, /*host_probes=*/true);
+    EXPECT_TRUE(loop_->EvaluateFaults().empty());
+  }
+  const std::vector<LinkId>& targets = loop_->faults().probe_targets();
+  ASSERT_TRUE(std::find(targets.begin(), targets.end(), link) != targets.end());
+  // The loop asked for a plan: it carries the targets and designs probes over the link.
+  ASSERT_TRUE(loop_->due().has_value());
+  clock_.Advance(kDebounce);
+  auto snap = loop_->StartPlan();
+  ASSERT_NE(snap, nullptr);
+  EXPECT_TRUE(std::find(snap->probe_suspects.begin(), snap->probe_suspects.end(), link) !=
+              snap->probe_suspects.end());
+  PlanOutcome o = RunPlan(*policy_, *current_, *snap, clock_);
+  ASSERT_TRUE(o.status.ok()) << o.status.ToString();
+  loop_->Commit(loop_->FinishPlan(*snap, o));
+  ASSERT_TRUE(CrossedByProbe(link));
+  std::vector<LinkDecision> d;
+  for (int round = 0; round < 3 && d.empty(); ++round) {
+    clock_.Advance(Duration::Millis(1000));
+    ReportFlows(link, 100, 25, /*host_probes=*/true);
+    d = loop_->EvaluateFaults();
+  }
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].link, link);
+  EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+  EXPECT_NE(d[0].reason.find("host agent probes agree"), std::string::npos) << d[0].reason;
 }
 
 }  // namespace

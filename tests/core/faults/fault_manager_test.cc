@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -596,6 +597,75 @@ TEST_F(FaultManagerTest, OneJobsFlowsAloneNeverMoveALink) {
     const std::vector<LinkDecision> d = run(m, false);
     ASSERT_EQ(d.size(), 1u);
     EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+  }
+}
+
+// One job's slow flows alone move nothing but make their links probe targets; the host agents'
+// probes over them (OnHostProbes: the operator's measurement) are the second source: slow, the
+// link is degraded; healthy, nothing moves. The same probes reported by the job itself
+// (OnFlows) are the tenant's word and move nothing.
+TEST_F(FaultManagerTest, HostProbesSettleWhatOneJobsFlowsAloneCannot) {
+  AddJob("j0", {Pin(0, 2, 1, 50000), Pin(1, 4, 1, 50001)});  // The only job over agg1.
+  AddJob("j1", {Pin(0, 6, 0, 50002), Pin(1, 7, 0, 50003)});
+  AddJob("j2", {Pin(3, 2, 0, 50004), Pin(5, 4, 0, 50005)});
+  const LinkId suspect = L("tor0", "agg1");
+  FlowPin probe = Pin(0, 6, 1, 50100);  // host0 -> host6 through agg1: crosses tor0 -> agg1.
+  enum class By { kHost, kJob };
+  auto run = [&](FaultManager& m, double probe_gbps, By by) {
+    now_ += Duration::Millis(10000);
+    ReportAll(m, 100);
+    Eval(m);
+    now_ += Duration::Millis(1000);
+    ReportAll(m, 100, {"j0"}, 30);
+    EXPECT_TRUE(Eval(m).empty());
+    const std::vector<LinkId>& targets = m.probe_targets();
+    EXPECT_TRUE(std::find(targets.begin(), targets.end(), suspect) != targets.end());
+    // The loop designs the probe into j0's assignment; the host measures it.
+    auto a = std::make_shared<AppliedAssignment>(*applied_.at("j0"));
+    a->assignment.probes = {probe};
+    applied_["j0"] = a;
+    std::vector<LinkDecision> d;
+    for (int round = 0; round < 2; ++round) {
+      now_ += Duration::Millis(1000);
+      ReportAll(m, 100, {"j0"}, 30);
+      FlowSample f;
+      f.src_nic = probe.src_nic;
+      f.dst_nic = probe.dst_nic;
+      f.udp_sport = probe.udp_sport;
+      f.probe = true;
+      f.transfer_time = Duration::Millis(100);
+      f.bytes = Bytes::Of(static_cast<int64_t>(probe_gbps * 1e9 / 8 * 0.1));
+      FlowSample not_a_probe = f;
+      not_a_probe.probe = false;
+      if (by == By::kHost) {
+        m.OnHostProbes("j0", {f, not_a_probe}, now_);  // The non-probe sample is ignored.
+      } else {
+        m.OnFlows("j0", {f}, now_);
+      }
+      std::vector<LinkDecision> r = Eval(m);
+      d.insert(d.end(), r.begin(), r.end());
+    }
+    return d;
+  };
+  {
+    FaultManager m(FaultOptions{});
+    const std::vector<LinkDecision> d = run(m, 15, By::kHost);
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_EQ(d[0].link, suspect);
+    EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+    EXPECT_NE(d[0].reason.find("host agent probes agree"), std::string::npos) << d[0].reason;
+    // A target stays one for the evidence window after the last evaluation that wanted it.
+    now_ += Duration::Millis(11000);
+    Eval(m);
+    EXPECT_TRUE(m.probe_targets().empty());
+  }
+  {
+    FaultManager m(FaultOptions{});  // The probe is healthy: nothing moves.
+    EXPECT_TRUE(run(m, 100, By::kHost).empty());
+  }
+  {
+    FaultManager m(FaultOptions{});  // The job's own word about its probe: nothing moves.
+    EXPECT_TRUE(run(m, 15, By::kJob).empty());
   }
 }
 

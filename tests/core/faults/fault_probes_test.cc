@@ -168,6 +168,56 @@ TEST_F(FaultProbesTest, CoverageAsksForSeveralProbesPerLinkFromDifferentPairs) {
   EXPECT_EQ(DesignProbes(c_.topo, Of(plan), paths_, ecmp_, once).total, 4u);
 }
 
+TEST_F(FaultProbesTest, SuspectsThatFlowsCoverAreProbedFirstOnTheirOwnBudget) {
+  const AppliedPlan plan = OneJobThroughAgg0();
+  const LinkId suspect = c_.tor_agg[0][0];  // tor0 -> agg0: the job's flow crosses it.
+  const ProbeDesign d = DesignProbes(c_.topo, Of(plan), paths_, ecmp_, {}, {suspect});
+  EXPECT_EQ(d.suspects, std::vector<LinkId>{suspect});
+  size_t over = 0;
+  for (const FlowPin& p : d.probes.at("a")) {
+    over += std::count(p.path.begin(), p.path.end(), suspect);
+  }
+  EXPECT_GE(over, 1u);
+  // The uncovered links still get their max_per_job probes (4) besides.
+  EXPECT_GE(d.total, 5u);
+  EXPECT_EQ(d.covered_by_probes.size(), 8u);
+  // A link that is not watched (down) is no target.
+  Clos2Small down = MakeClos2Small();
+  down.topo.SetLinkUp(down.tor_agg[0][0], false);
+  PathFinder paths(down.topo);
+  const ProbeDesign none = DesignProbes(down.topo, {}, paths, ecmp_, {}, {down.tor_agg[0][0]});
+  EXPECT_TRUE(none.suspects.empty());
+  EXPECT_EQ(none.total, 0u);
+}
+
+TEST_F(FaultProbesTest, ASuspectsProbeLeavesTheOtherSuspectsOfTheSlowFlowsPath) {
+  // One slow flow host0 -> host2 through agg0: every link of its path is a suspect. Its job also
+  // sends host1 -> host3 through agg1, so probes host0 -> host3 and host1 -> host2 can cross one
+  // access link of the slow path without the other: each NIC access link gets a probe that
+  // crosses no other suspect.
+  AppliedPlan plan;
+  const FlowPin slow = Pin(paths_, c_.nic[0][0], c_.nic[2][0], 0);
+  plan["a"] = AssignmentWith("a", {slow, Pin(paths_, c_.nic[1][0], c_.nic[3][0], 1)});
+  std::vector<LinkId> suspects = slow.path;
+  std::sort(suspects.begin(), suspects.end());
+  const ProbeDesign d = DesignProbes(c_.topo, Of(plan), paths_, ecmp_, {}, suspects);
+  EXPECT_EQ(d.suspects, suspects);
+  const std::set<LinkId> s(suspects.begin(), suspects.end());
+  for (LinkId access : {slow.path.front(), slow.path.back()}) {
+    bool alone = false;
+    for (const FlowPin& p : d.probes.at("a")) {
+      size_t crossed = 0;
+      bool crosses = false;
+      for (LinkId l : p.path) {
+        crossed += s.count(l);
+        crosses = crosses || l == access;
+      }
+      alone = alone || (crosses && crossed == 1);
+    }
+    EXPECT_TRUE(alone) << c_.topo.LinkName(access);
+  }
+}
+
 TEST(ProbeOptionsTest, ValidationNamesTheFieldAndTheRateBoundIsDocumented) {
   EXPECT_TRUE(ValidateProbeOptions({}).ok());
   ProbeOptions o;

@@ -62,6 +62,26 @@ TEST_F(PlannedShareTest, StrictPriorityServesLevelZeroFirst) {
   EXPECT_NEAR(r[1], 100e9, 1);
 }
 
+TEST_F(PlannedShareTest, AProbeTakesNothingAndGetsWhatANewcomerWould) {
+  // a->b and c->b share s->b at 50 each; a probe a->b (a newcomer) leaves them at 50 and would
+  // get 100 / 3 there; a probe c->a gets what c->b leaves on c->s (50); a probe below their
+  // level on s->b nothing.
+  const std::vector<LinkId> ab{L("a", "s"), L("s", "b")};
+  const std::vector<LinkId> cb{L("c", "s"), L("s", "b")};
+  const std::vector<LinkId> ca{L("c", "s"), L("s", "a")};
+  const std::vector<ShareFlow> flows{{ab, 1},
+                                     {ab, 1, /*newcomer=*/true},
+                                     {cb, 1},
+                                     {ca, 1, /*newcomer=*/true},
+                                     {cb, 2, /*newcomer=*/true}};
+  const std::vector<double> r = PlannedShares(flows, topo_);
+  EXPECT_NEAR(r[0], 50e9, 1);
+  EXPECT_NEAR(r[1], 100e9 / 3, 1);
+  EXPECT_NEAR(r[2], 50e9, 1);
+  EXPECT_NEAR(r[3], 50e9, 1);
+  EXPECT_NEAR(r[4], 0, 1);
+}
+
 TEST_F(PlannedShareTest, AnEmptyPathGetsNothingAndNoFlowsIsFine) {
   const std::vector<LinkId> ab{L("a", "s"), L("s", "b")};
   const std::vector<ShareFlow> flows{{{}, 0}, {ab, 3}};

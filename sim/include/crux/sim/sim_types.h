@@ -248,6 +248,7 @@ struct SimResult {
   std::vector<FaultRecord> fault_records;
   std::vector<LinkDecisionRecord> link_decisions;
   uint64_t flow_reports = 0;       // Heartbeat rounds with flow samples.
+  uint64_t probe_samples = 0;      // Probe results the host agents reported (probes on).
   uint64_t fault_evaluations = 0;  // EvaluateFaults calls.
   // Evaluations x jobs whose flow samples the fault manager left out as contradicting every
   // other source (core::FaultManager::disbelieved_reports): in a simulation no job lies, so

@@ -39,6 +39,10 @@
 //     cross a changed link: their seeds are dropped (PlanningSnapshot::unseat_links), every other
 //     job keeps its paths and level (a down link drops out of the equal-cost sets anyway; a
 //     degraded one would otherwise keep its jobs).
+//   * Probes (faults.probes.enabled): every run designs probes (fault_probes.h) over the links
+//     no flow covers and, first, over the fault manager's probe targets (suspects one job's
+//     flows alone accuse); when an evaluation changes those targets, the loop asks for a plan
+//     (the stable policy keeps every job's paths: only the probes change).
 //   * Switch QoS (when the options carry a QosConfig): each run computes every switch's desired
 //     state (core::ComputeDesiredQos over the jobs' colours, levels in force and the switches
 //     their pinned flows cross) and the switches whose state changed; a change advances the epoch
@@ -161,6 +165,9 @@ struct PlanningSnapshot {
   // ControlLoopOptions::faults.probes when enabled: RunPlan designs the jobs' probes
   // (fault_probes.h) over the new plan and puts them in the assignments.
   std::optional<ProbeOptions> probes;
+  // With probes: the fault manager's probe targets (FaultManager::probe_targets), probed
+  // first. Sorted.
+  std::vector<LinkId> probe_suspects;
 };
 
 // What one run produced. Computed by RunPlan on the worker.
@@ -270,6 +277,9 @@ class ControlLoop {
   void ObserveCounters(const CounterSignal& s);
   void ObserveNicCounters(const NicCounterSignal& s);
   void ObserveFlows(const std::string& job_id, const std::vector<FlowSample>& samples);
+  // Results of job `job_id`'s probes that a host agent sent and measured (an independent
+  // source: FaultManager::OnHostProbes). Unknown jobs are ignored.
+  void ObserveHostProbes(const std::string& job_id, const std::vector<FlowSample>& samples);
   // Admin pins (cruxctl set-link): in force until ClearLinkAdmin hands the link back.
   void SetLinkAdmin(LinkId link, AdminLinkState state);
   void ClearLinkAdmin(LinkId link);
@@ -370,6 +380,8 @@ class ControlLoop {
   // A link decision brought a link back up: the next run plans from scratch (with the min gain),
   // since no job crosses the link to be unseated onto it.
   bool reoptimize_after_recovery_ = false;
+  // The fault manager's probe targets the latest request was made for (probes enabled).
+  std::vector<LinkId> probe_suspects_;
 };
 
 }  // namespace crux::core

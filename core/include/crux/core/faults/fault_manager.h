@@ -26,12 +26,15 @@
 //   * no tenant steers the fabric: tomography without a switch signal on the link moves it only
 //     when its evidence comes from at least `min_jobs` jobs (default 2), or when a NIC at an end
 //     of one of its slow flows reports loss (nic_loss_per_s: the host agent's counters, not the
-//     tenant's word); one job's flows alone are shown as a suspect and change nothing (a link
-//     already held faulty stays so on any job's evidence);
+//     tenant's word), or when a probe a host agent measured (OnHostProbes) is among its slow
+//     rows; one job's flows alone are shown as a suspect and change nothing (a link already held
+//     faulty stays so on any job's evidence) but make it a probe target (probe_targets: the
+//     control loop has host probes designed over it, which settle it either way);
 //   * a job whose reports contradict every other source is not believed: when all of its slow
 //     flows (at least localisation.min_flows) cross only links on which another job's flow of
 //     the same or a lower priority is healthy (any priority for a flow that made no progress:
-//     a dead link serves nobody), and no switch counter, port state or NIC loss backs any of
+//     a dead link serves nobody) or a host-measured probe is, and no switch counter, port state,
+//     NIC loss or slow host-measured probe backs any of
 //     them, in two consecutive evaluations, its samples are left out of the tomography until
 //     an evaluation finds it consistent again; it is listed (ContradictedJobs) for cruxctl
 //     faults and /metrics. A capacity loss hurts the lowest priority first, hence the level
@@ -41,6 +44,8 @@
 //   * tomography acts only on a suspect that two consecutive evaluations (evaluate_interval
 //     apart) agree on: right after a fault starts, jobs that have not reported since still show
 //     healthy samples over the faulty link, which can shift the blame to a neighbour for a round.
+//     A suspect that host probes back needs two evaluations within 3 evaluate_intervals (a probe
+//     sees a gray link only while the job that shares it is active, which may alternate);
 // Worse states apply at once. A better state (recovery, or a higher capacity estimate) applies
 // only once the link has been free of every fault signal for its hold time:
 //   * hold = min_dwell for a first fault; a new fault within `stable_decay` of the last
@@ -266,6 +271,12 @@ class FaultManager {
   void OnCounters(const CounterSignal& s, Duration now);
   // A NIC's counters (replace that NIC's previous reading).
   void OnNicCounters(const NicCounterSignal& s, Duration now);
+  // Probes of job `job_id`'s assignment that a host agent (the operator's, not the tenant's)
+  // sent and measured: an independent source, like a NIC's counters. Rows as OnFlows (samples
+  // without `probe` set are ignored). A slow one backs a suspicion of the links of its path (the
+  // tenant rule, above), a healthy one vouches for them (the contradiction rule).
+  void OnHostProbes(const std::string& job_id, const std::vector<FlowSample>& samples,
+                    Duration now);
   // The samples of one job's report (replace that job's previous ones per flow: per job, NIC
   // pair and source port). A flow's expected rate is the best recent rate of that key; a new
   // port of a known pair (a re-pin) starts from the best recent rate of the pair's other ports.
@@ -299,6 +310,14 @@ class FaultManager {
   std::vector<ContradictedJob> ContradictedJobs() const;
   // Evaluations x jobs whose samples were left out, since start.
   uint64_t disbelieved_reports() const { return disbelieved_reports_; }
+  // Links under a suspicion that the rules cannot act on yet for want of an independent source
+  // (one job's flows and no switch or NIC signal), or that the flows cannot tell apart from a
+  // neighbour (ambiguous), or on the path of a slow flow the localisation cannot place (fewer
+  // than min_flows rows over its links), at some evaluation within the evidence window: the
+  // control loop has
+  // probes designed over them (fault_probes.h, DesignProbes' `suspects`), whose host-measured
+  // results settle them. Sorted; changes only at Evaluate.
+  const std::vector<LinkId>& probe_targets() const { return probe_targets_; }
 
  private:
   struct Counters {
@@ -325,6 +344,10 @@ class FaultManager {
     bool ambiguous = false;
     double score = 0;
     int jobs = 0;  // Distinct jobs behind the tomography suspicion.
+    // Last evaluation that found it a suspect the rules cannot act on yet (probe_targets).
+    std::optional<Duration> probes_wanted_at;
+    int host_probes = 0;                 // Host-measured probes behind the tomography suspicion.
+    std::optional<Duration> suspect_at;  // Last evaluation with a tomography suspicion.
     // Damping.
     Duration hold;
     bool hold_set = false;
@@ -343,6 +366,7 @@ class FaultManager {
     // The sample's source port: a pair may have several pins (and probes), each its own row of
     // the routing matrix. 0 (unknown): the pair's first pin.
     uint32_t sport = 0;
+    bool host = false;  // A probe a host agent measured (OnHostProbes), not the job.
     friend auto operator<=>(const FlowKey&, const FlowKey&) = default;
   };
   struct FlowRecord {
@@ -367,6 +391,9 @@ class FaultManager {
   // ---- the steps of Evaluate, in order ----
   // Drops the flows nobody reported for a baseline half-life (their baselines too).
   void ForgetStaleFlows(Duration now);
+  // OnFlows and OnHostProbes: records the samples under `job_id` (`host`: measured by a host).
+  void Store(const std::string& job_id, const std::vector<FlowSample>& samples, bool host,
+             Duration now);
   // Notes when each job's assignment in `applied` last changed (first seen at `now`): its
   // samples from before then plus one evaluate_interval measured the old paths (a sample with
   // port 0 would otherwise be read as the new first pin's), so they are left out.
@@ -404,6 +431,13 @@ class FaultManager {
                                               const Evaluation& ev);
   // Drops the records of links that never faulted and carry no signal.
   void PruneRecords();
+  // A slow row (not a host probe) none of whose links the localisation suspects - fewer than
+  // min_flows rows cross them, e.g. the one flow over a NIC's access link - makes every link of
+  // its path a probe target: host probes over them add the rows the localisation lacks.
+  void WantProbesForUnexplained(const Observations& obs,
+                                const std::map<LinkId, const Suspect*>& suspects, Duration now);
+  // probe_targets_ from the links' probes_wanted_at (wanted within the evidence window).
+  void UpdateProbeTargets(Duration now);
 
   FaultOptions options_;
   std::map<LinkId, LinkState> links_;
@@ -420,6 +454,7 @@ class FaultManager {
   };
   std::map<std::string, Contradiction, std::less<>> contradictions_;  // By job.
   uint64_t disbelieved_reports_ = 0;
+  std::vector<LinkId> probe_targets_;
   struct Replan {
     uint64_t epoch = 0;
     Duration seen;  // The evaluation that first saw this epoch.

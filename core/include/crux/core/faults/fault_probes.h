@@ -12,14 +12,25 @@
 //
 // DesignProbes, over the plan's assignments:
 //   1. covered = every directed link a pinned flow crosses;
-//   2. targets = watched links (WatchedLinks: up links between a NIC and a switch or between two
-//      switches) that are not covered;
-//   3. greedy multi-cover (each target wanted `coverage` times), lazily re-evaluated: candidates
-//      are (job, one of its first max_pairs_per_job flow NIC pairs, one of the pair's
+//   2. suspects first: the fault manager's probe targets (FaultManager::probe_targets: links
+//      one job's flows accuse with no second source, ambiguous ones, the paths of slow flows
+//      the localisation cannot place) that are watched: host agents' probes over them are the
+//      independent source the tenant rule asks for (fault_manager.h). Per suspect in id order,
+//      one probe that crosses it and as few other suspects as possible (ties: job, pair, path
+//      order), unless one designed already crosses it and no other suspect: a probe over one
+//      link of an ambiguous set and not the others is what tells them apart. Candidates: the
+//      jobs' first max_pairs_per_job pairs, every pair one of whose pinned flows crosses a
+//      suspect, those flows' ends paired across, and each such flow's source (destination) NIC
+//      with up to max_pairs_per_job other NICs of the job (probes that share the first or the
+//      last links of its path and leave the rest). Up to 2 x max_per_job probes per job;
+//   3. then targets = watched links (WatchedLinks: up links between a NIC and a switch or
+//      between two switches) that are not covered;
+//      by a greedy multi-cover (each target wanted `coverage` times), lazily re-evaluated:
+//      candidates are (job, one of its first max_pairs_per_job flow NIC pairs, one of the pair's
 //      equal-cost paths); the candidate crossing the most targets still wanted is taken (ties: job
 //      id, pair order, path index) if the resolver finds a source port for its path, until no
 //      candidate covers a target, every job has max_per_job probes or max_total probes are
-//      designed.
+//      designed (max_per_job per job in this pass; max_total counts both passes).
 // Links no job can reach (no job has a NIC pair whose equal-cost paths cross them, e.g. the
 // access link of an idle host) stay in `uncovered`: only a host-side prober independent of jobs
 // could look there (see docs/faults.md).
@@ -27,7 +38,8 @@
 // Rate bound (documented for operators; crux-hostd enforces it when it sends): each probe is one
 // message of `size` bytes per `interval`, so the fabric carries at most
 // max_total x size / interval of probe traffic (defaults: 256 x 64 KiB per second = 134 Mb/s
-// across the whole fabric) and one job at most max_per_job x size / interval (2.1 Mb/s).
+// across the whole fabric) and one job at most 3 x max_per_job x size / interval (6.3 Mb/s:
+// 2 x max_per_job over suspects, max_per_job over uncovered links).
 //
 // Cost: O(candidates x hops) to build the candidate heap, plus one re-evaluation per popped
 // candidate; candidates <= jobs x max_pairs_per_job x paths per pair.
@@ -82,6 +94,7 @@ struct ProbeDesign {
   std::vector<LinkId> covered_by_probes;  // Targets at least one probe crosses; sorted.
   std::vector<LinkId> uncovered;          // Targets neither reaches; sorted.
   std::vector<LinkId> under_covered;      // Targets fewer than `coverage` probes cross; sorted.
+  std::vector<LinkId> suspects;           // The suspects probed for (watched ones); sorted.
   size_t total = 0;                       // Probes designed.
 
   friend bool operator==(const ProbeDesign&, const ProbeDesign&) = default;
@@ -94,9 +107,10 @@ std::vector<LinkId> WatchedLinks(const Topology& topo);
 // See the file comment. `assignments` are the plan's (their probes are ignored; null entries
 // are skipped), in job id order for a deterministic design. `paths` must be built over `topo`
 // (the effective topology the plan was made on); `resolver` is the planner's source-port model.
+// `suspects`: sorted link ids (step 2).
 ProbeDesign DesignProbes(const Topology& topo, const std::vector<const Assignment*>& assignments,
                          PathFinder& paths, const SourcePortResolver& resolver,
-                         const ProbeOptions& options);
+                         const ProbeOptions& options, const std::vector<LinkId>& suspects = {});
 
 }  // namespace crux::core
 

@@ -10,7 +10,8 @@
 // higher levels starve completely gets 0 (the plan promises it nothing: its slowness is no
 // evidence).
 //
-// Pure. Cost: O((F h + L) log L) for F flows of h links over the L links they touch.
+// Pure. Cost: O((F h + L) log L) for F flows of h links over the L links they touch, plus
+// O(N h f log f) for N newcomers over links of at most f flows.
 #ifndef CRUX_CORE_FAULTS_PLANNED_SHARE_H_
 #define CRUX_CORE_FAULTS_PLANNED_SHARE_H_
 
@@ -25,6 +26,10 @@ namespace crux::core {
 struct ShareFlow {
   std::span<const LinkId> path;  // Directed links; every id < topo.num_links(). Empty: rate 0.
   int level = 0;                 // 0 = highest priority.
+  // A probe: it takes no share from the others (its bytes are negligible); its rate is what a
+  // newcomer of its level would get on every link of its path under the others' shares (the
+  // max-min share x with sum(min(rate_i, x)) + x = what the higher levels leave).
+  bool newcomer = false;
 };
 
 // Bits per second per flow, in the order of `flows`, over the capacities of `topo` (`up` is
