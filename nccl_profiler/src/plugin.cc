@@ -95,7 +95,7 @@ class Plugin {
   // [1, nranks] is clamped into it (only crux-hostd's expected host count).
   abi::Result Init(void** context, int* mask, const char* name, uint64_t hash, int nnodes,
                    int nranks, int rank, abi::Logger log, const char* abi_version)
-      CRUX_EXCLUDES(mu_) {
+      CRUX_EXCLUDES(life_mu_, mu_) {
     if (context == nullptr) return abi::kInvalidArgument;
     *context = nullptr;
     const char* off = std::getenv("CRUX_NCCL_PROFILER");
@@ -108,6 +108,7 @@ class Plugin {
       }
       return abi::kInvalidArgument;
     }
+    MutexLock life(&life_mu_);
     try {
       return Register(context, mask, name, hash, nnodes, nranks, rank, log, abi_version);
     } catch (const std::exception&) {  // Out of memory, no thread: never into NCCL's frames.
@@ -117,8 +118,11 @@ class Plugin {
 
   // Refuses (kInvalidArgument) NULL and every context that is not a live communicator of this
   // process (foreign, already finalized), leaving the live ones untouched.
-  abi::Result Finalize(void* context) CRUX_EXCLUDES(mu_) {
+  abi::Result Finalize(void* context) CRUX_EXCLUDES(life_mu_, mu_) {
     if (context == nullptr) return abi::kInvalidArgument;
+    // Held until the thread is joined: an init meanwhile (another communicator, another NCCL
+    // thread) would otherwise start a second thread while this one may still run.
+    MutexLock life(&life_mu_);
     std::unique_ptr<std::thread> joinable;
     {
       MutexLock lock(&mu_);
@@ -151,7 +155,7 @@ class Plugin {
  private:
   abi::Result Register(void** context, int* mask, const char* name, uint64_t hash, int nnodes,
                        int nranks, int rank, abi::Logger log, const char* abi_version)
-      CRUX_EXCLUDES(mu_) {
+      CRUX_REQUIRES(life_mu_) CRUX_EXCLUDES(mu_) {
     NewComm c;
     c.info.hash = hash;
     c.info.rank = rank;
@@ -186,14 +190,17 @@ class Plugin {
         __atomic_store_n(mask, kDefaultMask | sampling_bits_, __ATOMIC_RELAXED);
       }
     }
+    *context = const_cast<void*>(c.key);  // Registered: from here on nothing fails.
     if (first && log != nullptr) {
-      auto env = JobIdFromEnvironment([](const char* n) { return std::getenv(n); });
-      log(abi::kLogInfo, abi::kLogSubsysInit | abi::kLogSubsysProfile, __FILE__, __LINE__,
-          "Crux profiler (ABI %s): job %s, reporting to %s", abi_version,
-          env ? (env->id + " from " + env->source).c_str() : "id from the world communicator",
-          hostd::HostdSocketPath().c_str());
+      try {
+        auto env = JobIdFromEnvironment([](const char* n) { return std::getenv(n); });
+        log(abi::kLogInfo, abi::kLogSubsysInit | abi::kLogSubsysProfile, __FILE__, __LINE__,
+            "Crux profiler (ABI %s): job %s, reporting to %s", abi_version,
+            env ? (env->id + " from " + env->source).c_str() : "id from the world communicator",
+            hostd::HostdSocketPath().c_str());
+      } catch (const std::exception&) {  // No memory for the message: no message.
+      }
     }
-    *context = const_cast<void*>(c.key);
     return abi::kSuccess;
   }
 
@@ -207,8 +214,14 @@ class Plugin {
   }
 
   // The analysis cannot follow a lock taken in one fork handler and released in another.
-  static void BeforeFork() CRUX_NO_THREAD_SAFETY_ANALYSIS { Get().mu_.Lock(); }
-  static void AfterForkParent() CRUX_NO_THREAD_SAFETY_ANALYSIS { Get().mu_.Unlock(); }
+  static void BeforeFork() CRUX_NO_THREAD_SAFETY_ANALYSIS {
+    Get().life_mu_.Lock();
+    Get().mu_.Lock();
+  }
+  static void AfterForkParent() CRUX_NO_THREAD_SAFETY_ANALYSIS {
+    Get().mu_.Unlock();
+    Get().life_mu_.Unlock();
+  }
   static void AfterForkChild() CRUX_NO_THREAD_SAFETY_ANALYSIS {
     Plugin& p = Get();
     (void)p.thread_.release();  // Not running in the child; leaked, never joined.
@@ -217,6 +230,7 @@ class Plugin {
     p.added_.clear();
     p.removed_.clear();
     p.mu_.Unlock();
+    p.life_mu_.Unlock();
   }
 
   // The background thread (owns aggregator_, link_ and the reporting state below).
@@ -329,6 +343,8 @@ class Plugin {
   const int64_t sample_for_ns_;
   Aggregator aggregator_;  // Background thread only.
 
+  // Serialises init and finalize (taken before mu_; never by the event calls or the thread).
+  Mutex life_mu_ CRUX_ACQUIRED_BEFORE(mu_);
   Mutex mu_;
   CondVar cv_;
   std::vector<NewComm> added_ CRUX_GUARDED_BY(mu_);
