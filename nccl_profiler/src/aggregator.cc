@@ -9,6 +9,24 @@ namespace {
 
 bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
+// The protocol's limit on a communicator's bytes per iteration (1 PiB).
+constexpr uint64_t kMaxBytes = uint64_t{1} << 50;
+// GPU globaltimer readings above this (73 years) are not readings: ignored, so that shifting a
+// host time by a GPU - host offset cannot overflow int64.
+constexpr uint64_t kMaxGpuNs = uint64_t{1} << 61;
+
+// Byte sums saturate (NCCL's sizes are size_t; a wrapped sum would shrink).
+void AddSaturating(uint64_t& sum, uint64_t v) {
+  sum = v > std::numeric_limits<uint64_t>::max() - sum ? std::numeric_limits<uint64_t>::max()
+                                                       : sum + v;
+}
+
+uint64_t ClampBytes(double b) {
+  if (!(b > 0)) return 0;  // Also NaN.
+  if (b >= static_cast<double>(kMaxBytes)) return kMaxBytes;
+  return static_cast<uint64_t>(b);
+}
+
 }  // namespace
 
 uint32_t DatatypeSize(std::string_view d) {
@@ -37,8 +55,7 @@ uint64_t EstimatedWireBytes(std::string_view func, uint64_t count, uint32_t type
   } else {  // Broadcast, Reduce, Gather, Scatter, SendRecv and anything newer: one pass.
     b = (n - 1) / n * s;
   }
-  constexpr double kCap = static_cast<double>(uint64_t{1} << 50);  // The protocol's limit.
-  return static_cast<uint64_t>(std::min(b, kCap));
+  return ClampBytes(b);
 }
 
 Aggregator::Aggregator(AggregatorOptions options)
@@ -94,7 +111,10 @@ void Aggregator::StartTask(const Record& r) {
   t.bytes = EstimatedWireBytes(func, r.value, size, c.info.nranks);
   t.host_ns = r.t_ns;
   t.channels = std::max<uint32_t>(1, r.channels);
-  if (r.is_p2p && func == "Send" && r.peer >= 0) c.p2p_to[r.peer] += t.bytes;
+  // A peer outside the communicator names nobody.
+  if (r.is_p2p && func == "Send" && r.peer >= 0 && r.peer < c.info.nranks) {
+    AddSaturating(c.p2p_to[r.peer], t.bytes);
+  }
   if (tasks_.size() >= options_.max_open_tasks) {
     while (!task_order_.empty()) {
       uint64_t oldest = task_order_.front();
@@ -115,7 +135,7 @@ void Aggregator::Close(uint64_t /*id*/, Task& t) {
   Comm& c = comms_[t.comm];
   // Records are consumed before the plugin closes a window, so a window still open here was
   // open when the task's last event happened.
-  if (t.proxy_seen || SampledSince(t.host_ns)) c.sampled_estimate += t.bytes;
+  if (t.proxy_seen || SampledSince(t.host_ns)) AddSaturating(c.sampled_estimate, t.bytes);
   int64_t start = 0;
   int64_t end = 0;
   if (t.gpu_end > 0 && t.gpu_start > 0) {
@@ -149,13 +169,12 @@ void Aggregator::Consume(const Record& r) {
     case RecordKind::kKernelStart:
     case RecordKind::kKernelStop: {
       auto it = tasks_.find(r.id);
-      if (it == tasks_.end()) {
+      if (it == tasks_.end() || r.value > kMaxGpuNs) {
         ++orphans_;
         return;
       }
       Task& t = it->second;
-      const auto gpu = static_cast<int64_t>(
-          std::min<uint64_t>(r.value, static_cast<uint64_t>(std::numeric_limits<int64_t>::max())));
+      const auto gpu = static_cast<int64_t>(r.value);
       if (r.kind == RecordKind::kKernelStart) {
         if (t.gpu_start == 0 || gpu < t.gpu_start) t.gpu_start = gpu;
         return;
@@ -177,7 +196,9 @@ void Aggregator::Consume(const Record& r) {
         ops_.erase(op_order_.front());
         op_order_.pop_front();
       }
-      ops_[r.id] = Op{*idx, r.peer};
+      // A peer outside the communicator: its steps' bytes are orphans.
+      const int peer = r.peer >= 0 && r.peer < comms_[*idx].info.nranks ? r.peer : -1;
+      ops_[r.id] = Op{*idx, peer};
       op_order_.push_back(r.id);
       if (r.parent != 0) {
         auto task = tasks_.find(r.parent);
@@ -192,8 +213,8 @@ void Aggregator::Consume(const Record& r) {
         return;
       }
       Comm& c = comms_[it->second.comm];
-      c.sampled_sent += r.value;
-      c.sent_to[it->second.peer] += r.value;
+      AddSaturating(c.sampled_sent, r.value);
+      AddSaturating(c.sent_to[it->second.peer], r.value);
       return;
     }
   }
@@ -255,14 +276,14 @@ hostd::RankProfile Aggregator::Build(const std::string& job_id) const {
     } else if (!c.p2p_to.empty()) {
       split = &c.p2p_to;
     }
-    cb.bytes = static_cast<uint64_t>(bytes);
+    bytes = static_cast<double>(ClampBytes(bytes));
+    cb.bytes = ClampBytes(bytes);
     if (split != nullptr) {
-      uint64_t total = 0;
-      for (const auto& [peer, b] : *split) total += b;
+      double total = 0;
+      for (const auto& [peer, b] : *split) total += static_cast<double>(b);
       for (const auto& [peer, b] : *split) {
-        if (cb.peers.size() >= hostd::kMaxPeersPerComm || total == 0) break;
-        cb.peers.push_back({peer, static_cast<uint64_t>(bytes * static_cast<double>(b) /
-                                                        static_cast<double>(total))});
+        if (cb.peers.size() >= hostd::kMaxPeersPerComm || !(total > 0)) break;
+        cb.peers.push_back({peer, ClampBytes(bytes * static_cast<double>(b) / total)});
       }
     }
     if (rp.comms.size() < hostd::kMaxCommsPerProfile) rp.comms.push_back(std::move(cb));

@@ -22,6 +22,11 @@
 //            placed at its host start time shifted by the communicator's GPU - host offset
 //            (the smallest seen), so every transfer of a job is on the GPU timeline.
 //
+// Inputs are NCCL's and are not trusted: byte sums saturate (a communicator never reports more
+// than the protocol's 2^50 bytes per iteration), peer ranks outside [0, nranks) name nobody (no
+// split entry; their proxy steps are orphans), GPU times above 2^61 ns are orphans, and records
+// naming an unknown communicator or task are orphans.
+//
 // A RankProfile is due when the Profiler reports (converged, then on a significant change), and
 // again when a finished sampling window changes a communicator's bytes by more than
 // `resend_change` or gives it a peer split for the first time.

@@ -12,8 +12,15 @@
 //     (host_protocol.h) through a HostdLink;
 //   * finalize of the last communicator stops and joins the thread (one last drain and report)
 //     before returning, so nothing of ours runs when NCCL unloads the library.
-// No call ever returns an error to NCCL except init when CRUX_NCCL_PROFILER=0 (documented
-// opt-out: NCCL then runs without the plugin).
+// The plugin never crashes its host (issue #31 item 7): every entry point checks its pointers
+// and arguments and returns kInvalidArgument (or ignores the event) instead of dereferencing
+// NULL or trusting a context or handle it did not hand out. Communicator contexts, like event
+// handles, are opaque numbers ((id << 3) | kTagComm, never memory), so a foreign, stale or
+// twice-finalized context is recognised and refused. init fails (NCCL then runs that
+// communicator without the profiler) with kInvalidArgument for a NULL context pointer, nranks
+// outside [1, 2^24] or rank outside [0, nranks); kInvalidUsage when CRUX_NCCL_PROFILER=0;
+// kSystemError when the background thread cannot start. NCCL ignores what the event calls
+// return; recorder.h says which arguments they refuse. No exception leaves an entry point.
 //
 // Environment: CRUX_HOSTD_SOCKET (default /run/crux/hostd.sock), CRUX_NCCL_QUEUE (records
 // queued, default 65536), CRUX_NCCL_SAMPLE_EVERY_MS (default 60000, 0 = never sample; the first
@@ -22,11 +29,15 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "aggregator.h"
@@ -48,6 +59,10 @@ using hostd::JobIdFromEnvironment;
 constexpr int kDefaultMask = abi::kColl | abi::kP2p | abi::kKernelCh;
 constexpr int kSampleMask = abi::kProxyOp | abi::kProxyStep;
 constexpr int64_t kMs = 1'000'000;
+// The host protocol's limits on a communicator (host_protocol.cc: nranks <= 2^24, name <= 256
+// bytes); a longer name is cut.
+constexpr int kMaxRanks = 1 << 24;
+constexpr size_t kMaxCommName = 256;
 
 int64_t EnvInt(const char* name, int64_t def, int64_t lo, int64_t hi) {
   const char* v = std::getenv(name);
@@ -58,9 +73,13 @@ int64_t EnvInt(const char* name, int64_t def, int64_t lo, int64_t hi) {
   return x;
 }
 
-// The context NCCL keeps per communicator: a key into the Aggregator (never freed while the
-// background thread may still see records naming it; see Plugin::Finalize).
-struct CommContext {
+// The context NCCL keeps per communicator is an opaque number, the Aggregator's key for it:
+// nothing is allocated per communicator, so nothing can be freed twice or leak.
+void* CommKey(uint64_t id) { return Recorder::Encode(id, Recorder::kTagComm); }
+
+// A communicator registered by init, for the background thread.
+struct NewComm {
+  const void* key = nullptr;
   hostd::CommInfo info;
 };
 
@@ -72,63 +91,119 @@ class Plugin {
     return *p;
   }
 
+  // `mask` (NCCL's process-wide activation mask) and `name` may be NULL; `nnodes` outside
+  // [1, nranks] is clamped into it (only crux-hostd's expected host count).
   abi::Result Init(void** context, int* mask, const char* name, uint64_t hash, int nnodes,
                    int nranks, int rank, abi::Logger log, const char* abi_version)
-      CRUX_EXCLUDES(mu_) {
+      CRUX_EXCLUDES(life_mu_, mu_) {
+    if (context == nullptr) return abi::kInvalidArgument;
     *context = nullptr;
     const char* off = std::getenv("CRUX_NCCL_PROFILER");
-    if (off != nullptr && std::string(off) == "0") return abi::kInvalidUsage;
-    auto* c = new CommContext();
-    c->info.hash = hash;
-    c->info.rank = rank;
-    c->info.nranks = nranks > 0 ? nranks : 1;
-    c->info.nnodes = nnodes > 0 ? nnodes : 1;
-    c->info.name = name != nullptr ? name : "";
-    if (c->info.rank < 0 || c->info.rank >= c->info.nranks) c->info.rank = 0;
-    bool first = false;
-    {
-      MutexLock lock(&mu_);
-      added_.push_back(c);
-      first = live_++ == 0;
-      abi_ = abi_version;
-      mask_ = mask;
-      if (mask != nullptr) __atomic_store_n(mask, kDefaultMask | sampling_bits_, __ATOMIC_RELAXED);
-      if (first) {
-        stop_ = false;
-        thread_ = std::make_unique<std::thread>([this] { Run(); });
+    if (off != nullptr && std::strcmp(off, "0") == 0) return abi::kInvalidUsage;
+    if (nranks < 1 || nranks > kMaxRanks || rank < 0 || rank >= nranks) {
+      if (log != nullptr) {
+        log(abi::kLogWarn, abi::kLogSubsysInit | abi::kLogSubsysProfile, __FILE__, __LINE__,
+            "Crux profiler: communicator refused (rank %d of %d ranks); it runs without Crux", rank,
+            nranks);
       }
+      return abi::kInvalidArgument;
     }
-    if (first && log != nullptr) {
-      auto env = JobIdFromEnvironment([](const char* n) { return std::getenv(n); });
-      log(abi::kLogInfo, abi::kLogSubsysInit | abi::kLogSubsysProfile, __FILE__, __LINE__,
-          "Crux profiler (ABI %s): job %s, reporting to %s", abi_version,
-          env ? (env->id + " from " + env->source).c_str() : "id from the world communicator",
-          hostd::HostdSocketPath().c_str());
+    MutexLock life(&life_mu_);
+    try {
+      return Register(context, mask, name, hash, nnodes, nranks, rank, log, abi_version);
+    } catch (const std::exception&) {  // Out of memory, no thread: never into NCCL's frames.
+      return abi::kSystemError;
     }
-    *context = c;
-    return abi::kSuccess;
   }
 
-  abi::Result Finalize(void* context) CRUX_EXCLUDES(mu_) {
-    if (context == nullptr) return abi::kSuccess;
+  // Refuses (kInvalidArgument) NULL and every context that is not a live communicator of this
+  // process (foreign, already finalized), leaving the live ones untouched.
+  abi::Result Finalize(void* context) CRUX_EXCLUDES(life_mu_, mu_) {
+    if (context == nullptr) return abi::kInvalidArgument;
+    // Held until the thread is joined: an init meanwhile (another communicator, another NCCL
+    // thread) would otherwise start a second thread while this one may still run.
+    MutexLock life(&life_mu_);
     std::unique_ptr<std::thread> joinable;
     {
       MutexLock lock(&mu_);
-      removed_.push_back(static_cast<CommContext*>(context));
-      if (live_ > 0 && --live_ == 0) {
+      if (live_.erase(context) == 0) return abi::kInvalidArgument;
+      try {
+        removed_.push_back(context);
+      } catch (const std::exception&) {
+        // Out of memory: the Aggregator keeps it as alive; nothing else depends on it.
+      }
+      if (live_.empty()) {
         stop_ = true;
         mask_ = nullptr;
         joinable = std::move(thread_);
         cv_.NotifyAll();
       }
     }
-    if (joinable && joinable->joinable()) joinable->join();
+    if (joinable && joinable->joinable()) {
+      try {
+        joinable->join();
+      } catch (const std::exception&) {
+        // Only when called from the background thread itself (impossible from NCCL): leave it.
+        (void)joinable.release();
+      }
+    }
     return abi::kSuccess;
   }
 
   Recorder& recorder() { return recorder_; }
 
  private:
+  abi::Result Register(void** context, int* mask, const char* name, uint64_t hash, int nnodes,
+                       int nranks, int rank, abi::Logger log, const char* abi_version)
+      CRUX_REQUIRES(life_mu_) CRUX_EXCLUDES(mu_) {
+    NewComm c;
+    c.info.hash = hash;
+    c.info.rank = rank;
+    c.info.nranks = nranks;
+    c.info.nnodes = std::clamp(nnodes, 1, nranks);
+    if (name != nullptr) c.info.name.assign(name, strnlen(name, kMaxCommName));
+    bool first = false;
+    {
+      MutexLock lock(&mu_);
+      c.key = CommKey(next_comm_++);
+      live_.insert(c.key);  // Throws before anything changed.
+      try {
+        added_.push_back(c);
+      } catch (const std::exception&) {
+        live_.erase(c.key);
+        throw;
+      }
+      first = live_.size() == 1;
+      if (first) {
+        stop_ = false;
+        try {
+          thread_ = std::make_unique<std::thread>([this] { Run(); });
+        } catch (const std::exception&) {
+          added_.pop_back();
+          live_.erase(c.key);
+          return abi::kSystemError;
+        }
+      }
+      abi_ = abi_version;
+      if (mask != nullptr) {  // A NULL mask leaves the one NCCL gave before.
+        mask_ = mask;
+        __atomic_store_n(mask, kDefaultMask | sampling_bits_, __ATOMIC_RELAXED);
+      }
+    }
+    *context = const_cast<void*>(c.key);  // Registered: from here on nothing fails.
+    if (first && log != nullptr) {
+      try {
+        auto env = JobIdFromEnvironment([](const char* n) { return std::getenv(n); });
+        log(abi::kLogInfo, abi::kLogSubsysInit | abi::kLogSubsysProfile, __FILE__, __LINE__,
+            "Crux profiler (ABI %s): job %s, reporting to %s", abi_version,
+            env ? (env->id + " from " + env->source).c_str() : "id from the world communicator",
+            hostd::HostdSocketPath().c_str());
+      } catch (const std::exception&) {  // No memory for the message: no message.
+      }
+    }
+    return abi::kSuccess;
+  }
+
   Plugin()
       : recorder_(static_cast<size_t>(EnvInt("CRUX_NCCL_QUEUE", 1 << 16, 1024, 1 << 24))),
         sample_every_ns_(EnvInt("CRUX_NCCL_SAMPLE_EVERY_MS", 60000, 0, 86400000) * kMs),
@@ -139,16 +214,23 @@ class Plugin {
   }
 
   // The analysis cannot follow a lock taken in one fork handler and released in another.
-  static void BeforeFork() CRUX_NO_THREAD_SAFETY_ANALYSIS { Get().mu_.Lock(); }
-  static void AfterForkParent() CRUX_NO_THREAD_SAFETY_ANALYSIS { Get().mu_.Unlock(); }
+  static void BeforeFork() CRUX_NO_THREAD_SAFETY_ANALYSIS {
+    Get().life_mu_.Lock();
+    Get().mu_.Lock();
+  }
+  static void AfterForkParent() CRUX_NO_THREAD_SAFETY_ANALYSIS {
+    Get().mu_.Unlock();
+    Get().life_mu_.Unlock();
+  }
   static void AfterForkChild() CRUX_NO_THREAD_SAFETY_ANALYSIS {
     Plugin& p = Get();
     (void)p.thread_.release();  // Not running in the child; leaked, never joined.
-    p.live_ = 0;
+    p.live_.clear();
     p.mask_ = nullptr;
     p.added_.clear();
     p.removed_.clear();
     p.mu_.Unlock();
+    p.life_mu_.Unlock();
   }
 
   // The background thread (owns aggregator_, link_ and the reporting state below).
@@ -161,9 +243,9 @@ class Plugin {
     int64_t window_start = 0;
     int64_t next_window = Recorder::NowNs() + std::min<int64_t>(sample_every_ns_, 5000 * kMs);
     bool in_window = false;
-    std::vector<CommContext*> gone;
+    std::vector<const void*> gone;
     for (bool stopping = false; !stopping;) {
-      std::vector<CommContext*> added;
+      std::vector<NewComm> added;
       std::string abi;
       {
         MutexLock lock(&mu_);
@@ -175,15 +257,12 @@ class Plugin {
         removed_.clear();
         abi = abi_;
       }
-      for (CommContext* c : added) aggregator_.AddComm(c, c->info);
+      for (const NewComm& c : added) aggregator_.AddComm(c.key, c.info);
       Record r;
       while (recorder_.Pop(&r)) aggregator_.Consume(r);
       const int64_t now = Recorder::NowNs();
       aggregator_.Expire(now);
-      for (CommContext* c : gone) {  // Every record naming it has been drained.
-        aggregator_.RemoveComm(c);
-        delete c;
-      }
+      for (const void* c : gone) aggregator_.RemoveComm(c);  // Its records are drained.
 
       // Sampling windows: real proxy bytes per peer now and then.
       if (sample_every_ns_ > 0 && !stopping) {
@@ -216,7 +295,7 @@ class Plugin {
         if (!gone.empty()) {  // Their alive = false.
           for (const auto& c : aggregator_.comms()) (void)link.Send(hostd::Message(c));
         } else {
-          for (CommContext* c : added) (void)link.Send(hostd::Message(c->info));
+          for (const NewComm& c : added) (void)link.Send(hostd::Message(c.info));
         }
         if (fresh) (void)link.Send(hostd::Message(*fresh));
       }
@@ -264,11 +343,14 @@ class Plugin {
   const int64_t sample_for_ns_;
   Aggregator aggregator_;  // Background thread only.
 
+  // Serialises init and finalize (taken before mu_; never by the event calls or the thread).
+  Mutex life_mu_ CRUX_ACQUIRED_BEFORE(mu_);
   Mutex mu_;
   CondVar cv_;
-  std::vector<CommContext*> added_ CRUX_GUARDED_BY(mu_);
-  std::vector<CommContext*> removed_ CRUX_GUARDED_BY(mu_);
-  int live_ CRUX_GUARDED_BY(mu_) = 0;
+  std::vector<NewComm> added_ CRUX_GUARDED_BY(mu_);
+  std::vector<const void*> removed_ CRUX_GUARDED_BY(mu_);
+  std::unordered_set<const void*> live_ CRUX_GUARDED_BY(mu_);  // Contexts init handed out.
+  uint64_t next_comm_ CRUX_GUARDED_BY(mu_) = 1;
   bool stop_ CRUX_GUARDED_BY(mu_) = false;
   int* mask_ CRUX_GUARDED_BY(mu_) = nullptr;  // NCCL's process-wide activation mask.
   int sampling_bits_ CRUX_GUARDED_BY(mu_) = 0;

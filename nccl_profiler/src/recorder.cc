@@ -55,15 +55,19 @@ void* Recorder::ProxyStep(void* parent) {
 
 abi::Result Recorder::RecordState(void* handle, abi::EventState state,
                                   const abi::StateArgsV4* args) {
-  if (handle == nullptr || args == nullptr) return abi::kSuccess;
+  if (handle == nullptr) return abi::kInvalidArgument;
   const Tag tag = TagOf(handle);
-  if (tag == kTagKernel && state == abi::kKernelChStop) {
+  const bool kernel_stop = tag == kTagKernel && state == abi::kKernelChStop;
+  const bool send_wait = tag == kTagStepSend && state == abi::kProxyStepSendWait;
+  if (!kernel_stop && !send_wait) return abi::kSuccess;
+  if (args == nullptr) return abi::kInvalidArgument;
+  if (kernel_stop) {
     Record r;
     r.kind = RecordKind::kKernelStop;
     r.id = IdOf(handle);
     r.value = args->kernelCh.pTimer;
     Push(r);
-  } else if (tag == kTagStepSend && state == abi::kProxyStepSendWait) {
+  } else {
     Record r;
     r.kind = RecordKind::kSendBytes;
     r.id = IdOf(handle);

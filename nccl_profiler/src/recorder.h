@@ -1,7 +1,8 @@
 // Recorder: the plugin's hot path. NCCL calls startEvent / stopEvent / recordEventState from its
 // user threads (collective and p2p launches) and its proxy threads (kernel-channel timing,
 // network steps); each call turns into at most one 64-byte Record pushed on a preallocated
-// lock-free queue (client_lib's BoundedQueue) and returns kSuccess. It never blocks, never
+// lock-free queue (client_lib's BoundedQueue) and returns kSuccess (kInvalidArgument for the
+// NULL arguments named at each entry point, which record nothing). It never blocks, never
 // allocates, never takes a lock and never dereferences a handle: handles are opaque numbers
 // ((id << 3) | tag), so an event whose parent was created in another process (PXN) or long
 // ago is harmless. A full queue drops the record and counts it.
@@ -63,9 +64,16 @@ class Recorder {
 
   // The ABI entry points, for every descriptor version (v4 has a uint8_t `type`, v5/v6 a
   // uint64_t one; the members read are at the same offsets, see abi.h).
+  // Argument checks (NCCL ignores what the event calls return; a NULL handle makes it skip the
+  // follow-up calls): a NULL `handle` or `d`, or a NULL `comm` (a communicator whose init failed
+  // while another one holds the plugin), returns kInvalidArgument with *handle = NULL when
+  // `handle` is not NULL. An unknown `type` is ignored (kSuccess, NULL handle). The descriptor's
+  // strings (func, datatype) are kept as pointers: NCCL's static names.
   template <typename Descr>
   abi::Result StartEvent(void* comm, void** handle, const Descr* d) {
+    if (handle == nullptr) return abi::kInvalidArgument;
     *handle = nullptr;
+    if (comm == nullptr || d == nullptr) return abi::kInvalidArgument;
     switch (static_cast<uint64_t>(d->type)) {
       case abi::kColl:
         *handle =
@@ -90,7 +98,13 @@ class Recorder {
     }
     return abi::kSuccess;
   }
-  abi::Result StopEvent(void* /*handle*/) { return abi::kSuccess; }
+  // Nothing is recorded; a NULL handle returns kInvalidArgument, any other one kSuccess.
+  abi::Result StopEvent(void* handle) {
+    return handle == nullptr ? abi::kInvalidArgument : abi::kSuccess;
+  }
+  // kInvalidArgument for a NULL handle, and for NULL `args` with a state Crux reads them for
+  // (KernelChStop on a kernel handle, SendWait on a send step); every other handle (foreign,
+  // stale, not an event of ours) and state is ignored with kSuccess.
   abi::Result RecordState(void* handle, abi::EventState state, const abi::StateArgsV4* args);
 
   // Consumer side.
@@ -105,7 +119,15 @@ class Recorder {
   }
 
   // Handle encoding (exposed for tests).
-  enum Tag : uintptr_t { kTagTask = 1, kTagKernel = 2, kTagOpSend = 3, kTagStepSend = 4 };
+  // kTagComm: the plugin's communicator contexts (plugin.cc), so that a context passed as an
+  // event handle, or a handle passed as a context, names nothing.
+  enum Tag : uintptr_t {
+    kTagTask = 1,
+    kTagKernel = 2,
+    kTagOpSend = 3,
+    kTagStepSend = 4,
+    kTagComm = 5
+  };
   static void* Encode(uint64_t id, Tag tag) {
     return reinterpret_cast<void*>(static_cast<uintptr_t>((id << 3) | tag));
   }

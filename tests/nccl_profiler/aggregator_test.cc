@@ -2,7 +2,9 @@
 // Aggregator (bytes, GPU intervals, timeouts, sampling) and the job-id rule.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "aggregator.h"
@@ -105,7 +107,8 @@ TEST(RecorderTest, RecordsTasksKernelsAndSendsOnly) {
   args.kernelCh.pTimer = 5000;
   EXPECT_EQ(rec.RecordState(kh, abi::kKernelChStop, &args), abi::kSuccess);
   EXPECT_EQ(rec.StopEvent(kh), abi::kSuccess);
-  EXPECT_EQ(rec.RecordState(kh, abi::kKernelChStop, nullptr), abi::kSuccess);  // Ignored.
+  // No arguments for a state that needs them: refused, nothing recorded.
+  EXPECT_EQ(rec.RecordState(kh, abi::kKernelChStop, nullptr), abi::kInvalidArgument);
 
   // A receive op is not followed; a send op's steps report their bytes.
   abi::EventDescrV6 op{};
@@ -324,6 +327,110 @@ TEST(AggregatorTest, SamplingWindowEdgesBiasNeitherWay) {
       EXPECT_TRUE(c.peers.empty());
     }
   }
+}
+
+// Feeds `iterations` periodic all-reduces of one task each on `comm` (GPU times from 10^12) and
+// returns the last profile the Aggregator gave; `per_task` runs after each task's start.
+template <typename F>
+std::optional<hostd::RankProfile> Periodic(Aggregator& agg, const void* comm, uint64_t& id,
+                                           int iterations, F per_task) {
+  std::optional<hostd::RankProfile> p;
+  for (int it = 0; it < iterations; ++it) {
+    const int64_t g = 1'000'000'000'000 + it * 50'000'000;
+    const uint64_t task = id++;
+    agg.Consume(Task(task, comm, 10 + it * 1000, 1'000'000));
+    per_task(task);
+    agg.Consume(Kernel(RecordKind::kKernelStart, task, g));
+    agg.Consume(Kernel(RecordKind::kKernelStop, task, g + 3'000'000));
+    if (auto fresh = agg.TakeProfile("j")) p = fresh;
+  }
+  return p;
+}
+
+// NCCL's sizes are size_t: proxy byte counts near 2^64 saturate instead of wrapping, and the
+// profile never claims more than the protocol's 2^50 bytes per iteration (the scaled estimate
+// used to overflow the conversion from double).
+TEST(AggregatorTest, HugeProxyBytesSaturateAtTheProtocolLimit) {
+  Aggregator agg;
+  int comm = 0;
+  agg.AddComm(&comm, {0x61, 1, 4, 2, "", true});
+  uint64_t id = 1;
+  agg.SamplingStarted(0);
+  uint64_t op_id = 1'000'000;
+  auto p = Periodic(agg, &comm, id, 20, [&](uint64_t task) {
+    Record op;
+    op.kind = RecordKind::kProxyOpStart;
+    op.id = ++op_id;
+    op.parent = task;
+    op.comm = &comm;
+    op.peer = 2;
+    agg.Consume(op);
+    Record step;
+    step.kind = RecordKind::kSendBytes;
+    step.id = op.id;
+    step.value = UINT64_MAX;
+    agg.Consume(step);
+    agg.Consume(step);
+  });
+  agg.SamplingEnded(1);
+  if (auto fresh = agg.TakeProfile("j")) p = fresh;
+  ASSERT_TRUE(p.has_value());
+  ASSERT_EQ(p->comms.size(), 1u);
+  constexpr uint64_t kLimit = uint64_t{1} << 50;
+  EXPECT_EQ(p->comms[0].bytes, kLimit);
+  ASSERT_EQ(p->comms[0].peers.size(), 1u);
+  EXPECT_EQ(p->comms[0].peers[0].peer_rank, 2);
+  EXPECT_EQ(p->comms[0].peers[0].bytes, kLimit);
+}
+
+// Peer ranks outside [0, nranks) name nobody: no split entry, and their proxy bytes are orphans.
+TEST(AggregatorTest, PeersOutsideTheCommunicatorAreIgnored) {
+  Aggregator agg;
+  int comm = 0;
+  agg.AddComm(&comm, {0x62, 0, 4, 2, "", true});
+  uint64_t id = 1;
+  auto p = Periodic(agg, &comm, id, 20, [&](uint64_t /*task*/) {
+    for (int peer : {-7, 4, 1 << 30}) {
+      Record send = Task(id++, &comm, 0, 1000, 1, "Send");
+      send.is_p2p = 1;
+      send.peer = peer;
+      agg.Consume(send);
+    }
+  });
+  ASSERT_TRUE(p.has_value());
+  ASSERT_EQ(p->comms.size(), 1u);
+  EXPECT_TRUE(p->comms[0].peers.empty());
+  const uint64_t orphans = agg.orphan_records();
+  Record op;
+  op.kind = RecordKind::kProxyOpStart;
+  op.id = 77;
+  op.comm = &comm;
+  op.peer = 4;
+  agg.Consume(op);
+  Record step;
+  step.kind = RecordKind::kSendBytes;
+  step.id = 77;
+  step.value = 1000;
+  agg.Consume(step);
+  EXPECT_EQ(agg.orphan_records(), orphans + 1);
+}
+
+// A GPU timer beyond 2^61 ns (73 years of uptime) is not a globaltimer reading: ignored, so the
+// GPU - host offset cannot overflow when it shifts another task.
+TEST(AggregatorTest, GpuTimesBeyondTheClockAreIgnored) {
+  AggregatorOptions o;
+  o.task_timeout_ns = 1000;
+  Aggregator agg(o);
+  int comm = 0;
+  agg.AddComm(&comm, {0x63, 0, 2, 1, "", true});
+  agg.Consume(Task(1, &comm, 100, 10));
+  agg.Consume(Kernel(RecordKind::kKernelStart, 1, UINT64_MAX));
+  agg.Consume(Kernel(RecordKind::kKernelStop, 1, uint64_t{1} << 62));
+  EXPECT_EQ(agg.orphan_records(), 2u);
+  EXPECT_EQ(agg.collectives(), 0u);
+  agg.Consume(Task(2, &comm, INT64_MAX / 2, 10));
+  agg.Expire(INT64_MAX);
+  EXPECT_EQ(agg.collectives(), 2u);
 }
 
 }  // namespace
