@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -532,8 +533,24 @@ void HostAgent::ReadNicCounters(core::Duration now) {
       st.deltas.reset();
       continue;
     }
-    if (st.last && now > st.last_at) {
-      const std::array<uint64_t, kNicCounterCount> d = NicCounterDelta(*st.last, r);
+    NicJudgement judged;
+    if (st.last && now > st.last_at) judged = JudgeNicCounters(*st.last, r, now - st.last_at);
+    if (st.last && now > st.last_at && judged.verdict != NicVerdict::kOk) {
+      // Dropped (never a fault signal); the reading is the next one's baseline. Logged: the first
+      // ten of each kind, then every hundredth.
+      const bool reset = judged.verdict == NicVerdict::kReset;
+      const uint64_t count =
+          ++(reset ? counters_.nic_counter_resets : counters_.nic_implausible_samples);
+      if (count <= 10 || count % 100 == 0) {
+        std::fprintf(
+            stderr, "crux-hostd: NIC %s: dropped a counter reading (%s; %llu so far): %s\n",
+            n.name.c_str(), reset ? "a reset, not a wrap" : "implausible, not reported to cruxd",
+            static_cast<unsigned long long>(count), judged.why.c_str());
+      }
+      st.dropped = judged.why;
+      st.deltas.reset();
+    } else if (st.last && now > st.last_at) {
+      const std::array<uint64_t, kNicCounterCount>& d = judged.delta;
       v1::NicCounters* c = t->add_nics();
       c->set_nic(n.name);
       c->set_device(n.device);
@@ -732,6 +749,7 @@ std::string HostAgent::StatusJson() const {
                 {"found", found},
                 {"missing", missing},
                 {"errors", st.errors},
+                {"last_dropped", st.dropped},
                 {"read", st.last.has_value()}};
     if (st.deltas) {
       json deltas = json::object();
@@ -760,6 +778,8 @@ std::string HostAgent::StatusJson() const {
                        {"sent", counters_.nic_telemetry_sent},
                        {"acked", counters_.nic_telemetry_acked},
                        {"refused", counters_.nic_telemetry_refused},
+                       {"counter_resets", counters_.nic_counter_resets},
+                       {"implausible_samples", counters_.nic_implausible_samples},
                        {"last_error", nic_telemetry_error_}};
   json c = {{"local_messages", counters_.local_messages},
             {"bad_local_messages", counters_.bad_local_messages},

@@ -389,6 +389,11 @@ void SwitchAgent::SendTelemetry() {
   }
 }
 
+std::optional<PortWatcher::Counters> SwitchAgent::port_watcher_counters() const {
+  if (!watcher_) return std::nullopt;
+  return watcher_->counters();
+}
+
 Status SwitchAgent::Run(const std::atomic<bool>& stop) {
   while (!stop.load()) CRUX_RETURN_IF_ERROR(RunOnce());
   return Status::Ok();

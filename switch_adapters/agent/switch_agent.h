@@ -139,6 +139,8 @@ class SwitchAgent {
   const AgentCounters& counters() const { return counters_; }
   // Why cruxd refused this switch (see the file comment); nullopt while not refused.
   const std::optional<core::Status>& fatal() const { return fatal_; }
+  // The port watcher's counters (reads, dropped counter samples, ...); nullopt without one.
+  std::optional<PortWatcher::Counters> port_watcher_counters() const;
 
  private:
   struct Desired {

@@ -85,6 +85,10 @@ struct HostAgentCounters {
   uint64_t nic_telemetry_sent = 0;     // HostTelemetry reports handed to the transport.
   uint64_t nic_telemetry_acked = 0;    // ... that cruxd acknowledged.
   uint64_t nic_telemetry_refused = 0;  // ... that cruxd refused or the transport could not send.
+  // NIC readings that gave no deltas (JudgeNicCounters): counters went backwards, or grew beyond
+  // the port's rate (a garbled value). Logged, never sent to cruxd.
+  uint64_t nic_counter_resets = 0;
+  uint64_t nic_implausible_samples = 0;
 };
 
 class HostAgent {
@@ -168,6 +172,7 @@ class HostAgent {
     std::vector<std::string> errors;                               // Of the last reading.
     std::optional<std::array<uint64_t, kNicCounterCount>> deltas;  // The last ones sent.
     core::Duration delta_interval;
+    std::string dropped;  // Why the last dropped reading was dropped (JudgeNicCounters).
   };
   std::vector<NicState> nic_states_;  // Per config_.nics entry.
   core::Duration next_nic_read_ = core::Duration::Zero();
