@@ -78,6 +78,11 @@ void HostAgent::AddProbe(std::unique_ptr<HostProbe> probe) {
   probes_.push_back({std::move(probe), core::Duration::Zero(), std::nullopt});
 }
 
+void HostAgent::SetTermFile(protocol::TermFile file) {
+  highest_term_ = std::max(highest_term_, file.term());
+  term_file_ = std::move(file);
+}
+
 void HostAgent::SetNicCounterSource(std::unique_ptr<NicCounterSource> source) {
   nic_source_ = std::move(source);
 }
@@ -270,6 +275,12 @@ void HostAgent::MaybeStartSession(Job& j, core::Duration now) {
   o.backoff.jitter = 0.2;
   o.backoff.seed = seed_ ^ std::hash<std::string>()(j.id);
   o.end_job_on_close = true;
+  o.initial_term = highest_term_;
+  o.record_term = [this](uint64_t term) -> core::Status {
+    if (term_file_) CRUX_RETURN_IF_ERROR(term_file_->Raise(term));
+    highest_term_ = std::max(highest_term_, term);
+    return core::Status::Ok();
+  };
   j.session = std::make_unique<client::internal::Session>(std::move(o));
   j.session->Start(now);
   j.sent_profile.reset();
