@@ -23,7 +23,9 @@ SessionOptions SessionOptionsFor(const ClientOptions& o, uint64_t seed) {
 }
 
 Session::Session(SessionOptions options)
-    : options_(std::move(options)), backoff_(options_.backoff), lease_(options_.default_lease) {}
+    : options_(std::move(options)), backoff_(options_.backoff), lease_(options_.default_lease) {
+  stats_.highest_term = options_.initial_term;
+}
 
 const char* Session::KindName(Kind k) {
   switch (k) {
@@ -338,6 +340,18 @@ std::optional<Assignment> Session::HandleAssignment(const v1::Assignment& a, int
     return std::nullopt;
   }
   if (a.term() > stats_.highest_term) {
+    if (options_.record_term) {
+      if (core::Status s = options_.record_term(a.term()); !s.ok()) {
+        const std::string why = "refused the assignment of epoch " + std::to_string(a.epoch()) +
+                                ": cannot record cruxd leader term " + std::to_string(a.term()) +
+                                ": " + s.ToString();
+        SetError(why);
+        body->set_ok(false);
+        body->set_error(why);
+        outgoing_.push_back(std::move(ack));
+        return std::nullopt;
+      }
+    }
     stats_.highest_term = a.term();
     Changed();
   }

@@ -40,6 +40,7 @@
 #define CRUX_CLIENT_SRC_SESSION_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,6 +63,12 @@ struct SessionOptions {
   // crux-hostd: the session speaks for one host's part of the job; added to every Heartbeat,
   // ProfileReport and EndJob (the registration carries it in `registration`).
   std::optional<v1::HostPart> host_part;
+  // High availability (crux-hostd, issue #31): the highest leader term known before this session
+  // (a term file's, or another job's session), and a hook that records a higher term durably
+  // before the assignment carrying it is accepted. When the hook fails the assignment is refused
+  // (nacked with the error, never applied) and the term is not raised.
+  uint64_t initial_term = 0;
+  std::function<core::Status(uint64_t term)> record_term;
 };
 
 // The session options of a client: registration from the options, backoff from

@@ -52,11 +52,11 @@ core::Result<std::map<std::string, std::string>> ParseNicAddresses(std::string_v
 
 core::Result<HostdConfig> ParseHostdConfig(std::string_view yaml, const std::string& base_dir) {
   CRUX_ASSIGN_OR_RETURN(YamlNode doc, textio::ParseYaml(yaml));
-  CRUX_RETURN_IF_ERROR(
-      textio::CheckMap(doc, "",
-                       {"host", "daemon", "insecure", "server_key", "client_key", "socket", "nics",
-                        "nic_addresses", "register_delay_ms", "end_delay_ms", "lease_ms",
-                        "call_timeout_ms", "nic_counters_interval_ms", "sysfs_root", "probes"}));
+  CRUX_RETURN_IF_ERROR(textio::CheckMap(
+      doc, "",
+      {"host", "daemon", "insecure", "server_key", "client_key", "socket", "nics", "nic_addresses",
+       "register_delay_ms", "end_delay_ms", "lease_ms", "call_timeout_ms",
+       "nic_counters_interval_ms", "sysfs_root", "term_file", "probes"}));
   HostdConfig c;
   c.host = ShortHostname();
   if (doc.Has("host")) {
@@ -82,6 +82,7 @@ core::Result<HostdConfig> ParseHostdConfig(std::string_view yaml, const std::str
                                                &c.nic_counters_interval_ms));
   CRUX_RETURN_IF_ERROR(textio::OptionalString(doc, "", "sysfs_root", &c.sysfs_root));
   if (c.sysfs_root.empty()) return textio::ErrorAt(doc.Get("sysfs_root"), "sysfs_root", "is empty");
+  CRUX_RETURN_IF_ERROR(textio::OptionalString(doc, "", "term_file", &c.term_file));
   if (doc.Has("probes")) {
     const YamlNode& p = doc.Get("probes");
     CRUX_RETURN_IF_ERROR(

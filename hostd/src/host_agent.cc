@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -75,6 +76,11 @@ HostAgent::~HostAgent() = default;
 
 void HostAgent::AddProbe(std::unique_ptr<HostProbe> probe) {
   probes_.push_back({std::move(probe), core::Duration::Zero(), std::nullopt});
+}
+
+void HostAgent::SetTermFile(protocol::TermFile file) {
+  highest_term_ = std::max(highest_term_, file.term());
+  term_file_ = std::move(file);
 }
 
 void HostAgent::SetNicCounterSource(std::unique_ptr<NicCounterSource> source) {
@@ -269,6 +275,12 @@ void HostAgent::MaybeStartSession(Job& j, core::Duration now) {
   o.backoff.jitter = 0.2;
   o.backoff.seed = seed_ ^ std::hash<std::string>()(j.id);
   o.end_job_on_close = true;
+  o.initial_term = highest_term_;
+  o.record_term = [this](uint64_t term) -> core::Status {
+    if (term_file_) CRUX_RETURN_IF_ERROR(term_file_->Raise(term));
+    highest_term_ = std::max(highest_term_, term);
+    return core::Status::Ok();
+  };
   j.session = std::make_unique<client::internal::Session>(std::move(o));
   j.session->Start(now);
   j.sent_profile.reset();
@@ -532,8 +544,24 @@ void HostAgent::ReadNicCounters(core::Duration now) {
       st.deltas.reset();
       continue;
     }
-    if (st.last && now > st.last_at) {
-      const std::array<uint64_t, kNicCounterCount> d = NicCounterDelta(*st.last, r);
+    NicJudgement judged;
+    if (st.last && now > st.last_at) judged = JudgeNicCounters(*st.last, r, now - st.last_at);
+    if (st.last && now > st.last_at && judged.verdict != NicVerdict::kOk) {
+      // Dropped (never a fault signal); the reading is the next one's baseline. Logged: the first
+      // ten of each kind, then every hundredth.
+      const bool reset = judged.verdict == NicVerdict::kReset;
+      const uint64_t count =
+          ++(reset ? counters_.nic_counter_resets : counters_.nic_implausible_samples);
+      if (count <= 10 || count % 100 == 0) {
+        std::fprintf(
+            stderr, "crux-hostd: NIC %s: dropped a counter reading (%s; %llu so far): %s\n",
+            n.name.c_str(), reset ? "a reset, not a wrap" : "implausible, not reported to cruxd",
+            static_cast<unsigned long long>(count), judged.why.c_str());
+      }
+      st.dropped = judged.why;
+      st.deltas.reset();
+    } else if (st.last && now > st.last_at) {
+      const std::array<uint64_t, kNicCounterCount>& d = judged.delta;
       v1::NicCounters* c = t->add_nics();
       c->set_nic(n.name);
       c->set_device(n.device);
@@ -732,6 +760,7 @@ std::string HostAgent::StatusJson() const {
                 {"found", found},
                 {"missing", missing},
                 {"errors", st.errors},
+                {"last_dropped", st.dropped},
                 {"read", st.last.has_value()}};
     if (st.deltas) {
       json deltas = json::object();
@@ -760,6 +789,8 @@ std::string HostAgent::StatusJson() const {
                        {"sent", counters_.nic_telemetry_sent},
                        {"acked", counters_.nic_telemetry_acked},
                        {"refused", counters_.nic_telemetry_refused},
+                       {"counter_resets", counters_.nic_counter_resets},
+                       {"implausible_samples", counters_.nic_implausible_samples},
                        {"last_error", nic_telemetry_error_}};
   json c = {{"local_messages", counters_.local_messages},
             {"bad_local_messages", counters_.bad_local_messages},

@@ -15,6 +15,7 @@
 #include "crux/hostd/nic_counters.h"
 #include "crux/protocol/client.h"
 #include "crux/protocol/curve.h"
+#include "crux/protocol/term_file.h"
 #include "crux/protocol/transport_context.h"
 
 namespace crux::hostd {
@@ -45,6 +46,14 @@ class HostdServer::Impl {
   }
 
   core::Status Init() {
+    if (!config_.term_file.empty()) {
+      // Fail closed: a term file that cannot be trusted stops crux-hostd (protocol/term_file.h)
+      // with exit status 2, which systemd does not restart (RestartPreventExitStatus=2).
+      core::Result<protocol::TermFile> file =
+          protocol::TermFile::Open(config_.term_file, config_.host);
+      if (!file.ok()) return core::InvalidArgumentError("term_file: " + file.status().message());
+      agent_.SetTermFile(*std::move(file));
+    }
     protocol::ClientOptions o;
     o.endpoint = config_.daemon_endpoint;
     if (!config_.insecure) {

@@ -60,6 +60,12 @@ int main(int argc, char** argv) {
   app.add_option("--client-key", client_key, "own secret key file (.key, mode 0600)");
   app.add_flag("--insecure", insecure, "plain ZeroMQ without CURVE (labs only)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
+  std::string term_file;
+  CLI::Option* term_file_opt = app.add_option(
+      "--term-file", term_file,
+      std::string("File keeping the highest cruxd leader term accepted, across restarts "
+                  "(default ") +
+          sa::kDefaultTermFileDir + "/<switch-name>.term; \"\": in memory only)");
   // Port telemetry (issue #14, docs/faults.md).
   bool watch_ports = false;
   int port_poll_ms = 250, counter_poll_ms = 1000;
@@ -151,6 +157,14 @@ int main(int argc, char** argv) {
   }
 
   options.switch_name = name;
+  options.term_file = term_file_opt->count() > 0
+                          ? term_file
+                          : std::string(sa::kDefaultTermFileDir) + "/" + name + ".term";
+  if (options.term_file.empty()) {
+    spdlog::warn(
+        "--term-file \"\": the highest cruxd leader term is kept in memory only; after a "
+        "restart this agent accepts a push from a deposed leader");
+  }
   options.client.endpoint = daemon;  // Routing id: left empty, DealerClient draws a random one.
   options.hello_interval = Duration::Millis(hello_ms);
   options.call_timeout = Duration::Millis(timeout_ms);

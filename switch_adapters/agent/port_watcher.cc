@@ -36,8 +36,20 @@ std::optional<TelemetryReport> PortTracker::Observe(const std::vector<PortReadin
     if (r.counters) {
       with_counters = true;
       if (last.counters && now > last.counters_at) {
-        p.delta = CounterDelta(*last.counters, *r.counters);
-        p.interval = now - last.counters_at;
+        CounterJudgement j =
+            JudgeCounters(*last.counters, *r.counters, r.speed, now - last.counters_at);
+        switch (j.verdict) {
+          case CounterVerdict::kOk:
+            p.delta = j.delta;
+            p.interval = now - last.counters_at;
+            break;
+          case CounterVerdict::kReset:
+            report.resets.push_back(r.port + ": " + j.why);
+            break;
+          case CounterVerdict::kImplausible:
+            report.implausible.push_back(r.port + ": " + j.why);
+            break;
+        }
       }
       last.counters = r.counters;
       last.counters_at = now;
@@ -123,6 +135,25 @@ void PortWatcher::Loop() {
       logged_error = false;
       if (with_counters) next_counters = now + options_.counter_poll;
       if (std::optional<TelemetryReport> report = tracker_.Observe(*readings, now)) {
+        uint64_t resets = 0, implausible = 0;  // Totals before this report.
+        {
+          MutexLock lock(&mu_);
+          resets = counters_.counter_resets;
+          implausible = counters_.implausible_samples;
+          counters_.counter_resets += report->resets.size();
+          counters_.implausible_samples += report->implausible.size();
+        }
+        // A dropped sample is logged: the first ten of each kind, then every hundredth.
+        auto note = [](const std::vector<std::string>& items, uint64_t count, const char* what) {
+          for (const std::string& item : items) {
+            if (++count <= 10 || count % 100 == 0) {
+              spdlog::warn("port watcher: dropped a counter sample ({}; {} so far): {}", what,
+                           count, item);
+            }
+          }
+        };
+        note(report->resets, resets, "a reset, not a wrap");
+        note(report->implausible, implausible, "implausible, not reported to cruxd");
         MutexLock lock(&mu_);
         ++counters_.reports;
         queue_.push_back(std::move(*report));

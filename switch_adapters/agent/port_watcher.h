@@ -6,7 +6,10 @@
 //   * port state every `state_poll` (250 ms by default: a few pipelined HGETs): a change of any
 //     port's oper_status is reported at once, with every watched port's state;
 //   * counters every `counter_poll` (1 s, SONiC's PORT flex-counter interval): every port's
-//     state and its counter deltas since the previous counter reading;
+//     state and its counter deltas since the previous counter reading. A port's sample whose
+//     counters went backwards (a reset) or grew beyond its line rate (JudgeCounters,
+//     port_monitor.h: a garbled value) carries no delta: it is counted, logged, and becomes the
+//     baseline of the next delta, so it never reaches cruxd as errors (issue #31);
 //   * neighbours (the topology node at the other end of each port) from --neighbors, else from
 //     the monitor (CONFIG_DB DEVICE_NEIGHBOR) at start and every `neighbor_refresh`.
 //
@@ -45,6 +48,9 @@ struct PortReport {
 struct TelemetryReport {
   std::vector<PortReport> ports;
   bool state_changed = false;  // Some port's state changed (or the first reading).
+  // Samples dropped from this report ("Ethernet0: in_errors grew by ..."; JudgeCounters).
+  std::vector<std::string> resets;
+  std::vector<std::string> implausible;
 };
 
 // Pure: readings in, reports out.
@@ -54,8 +60,9 @@ class PortTracker {
   explicit PortTracker(std::map<std::string, std::string> fixed = {});
   void SetDeviceNeighbors(const std::map<std::string, std::string>& device);
   // A reading taken at `now`. A report when it holds counters (deltas from the previous counter
-  // reading of each port; a port's first counter reading gives no delta), when some port's state
-  // changed, or for the first reading; nullopt otherwise.
+  // reading of each port; a port's first counter reading gives no delta, nor does a sample
+  // JudgeCounters drops: it is listed in the report's resets / implausible), when some port's
+  // state changed, or for the first reading; nullopt otherwise.
   std::optional<TelemetryReport> Observe(const std::vector<PortReading>& readings,
                                          core::Duration now);
   std::string NeighborOf(const std::string& port) const;
@@ -85,7 +92,9 @@ class PortWatcher {
     uint64_t reads = 0;
     uint64_t read_errors = 0;
     uint64_t reports = 0;
-    uint64_t dropped = 0;  // Reports dropped because the queue was full.
+    uint64_t dropped = 0;              // Reports dropped because the queue was full.
+    uint64_t counter_resets = 0;       // Port samples whose counters went backwards.
+    uint64_t implausible_samples = 0;  // Port samples beyond the line rate (dropped).
   };
 
   // Starts the thread. `monitor` is used only there.

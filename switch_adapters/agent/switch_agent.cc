@@ -65,6 +65,13 @@ SwitchAgent::~SwitchAgent() = default;
 
 Status SwitchAgent::Start() {
   CRUX_RETURN_IF_ERROR(ValidateAgentOptions(options_));
+  if (!options_.term_file.empty()) {
+    CRUX_ASSIGN_OR_RETURN(protocol::TermFile file,
+                          protocol::TermFile::Open(options_.term_file, options_.switch_name));
+    highest_term_ = std::max(highest_term_, file.term());
+    spdlog::info("highest cruxd leader term accepted so far: {} ({})", file.term(), file.path());
+    term_file_ = std::move(file);
+  }
   caps_ = adapter_.capabilities();
   CRUX_ASSIGN_OR_RETURN(client_, protocol::DealerClient::Connect(ctx_, options_.client));
   worker_ = std::make_unique<DeviceWorker>(adapter_);
@@ -183,6 +190,14 @@ void SwitchAgent::HandlePush(const v1::SwitchQosState& push) {
     return;
   }
   if (push.term() > highest_term_) {
+    // Recorded before the push is accepted: after a restart the agent still knows this term.
+    if (term_file_) {
+      if (Status s = term_file_->Raise(push.term()); !s.ok()) {
+        ++counters_.term_write_failed;
+        return Refuse(push, "cannot record cruxd leader term " + std::to_string(push.term()) +
+                                " (so the push is not applied): " + s.ToString());
+      }
+    }
     if (highest_term_ != 0) {
       spdlog::info("cruxd leader term {} -> {}", highest_term_, push.term());
     }
@@ -387,6 +402,11 @@ void SwitchAgent::SendTelemetry() {
       spdlog::info("port state reported: {}", states);
     }
   }
+}
+
+std::optional<PortWatcher::Counters> SwitchAgent::port_watcher_counters() const {
+  if (!watcher_) return std::nullopt;
+  return watcher_->counters();
 }
 
 Status SwitchAgent::Run(const std::atomic<bool>& stop) {

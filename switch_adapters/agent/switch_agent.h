@@ -12,8 +12,12 @@
 //     Anything else is a stale or duplicate push and is ignored. A push for another switch, a
 //     malformed one, or one the backend cannot enforce (CheckCapabilities) is refused with a
 //     SwitchApplied error and never reaches the device.
-//   * Terms (HA cruxd on etcd): the agent keeps the highest leader term seen on a push (in
-//     memory) and refuses a push from a lower term (a deposed leader) before anything else.
+//   * Terms (HA cruxd on etcd): the agent keeps the highest leader term seen on a push and
+//     refuses a push from a lower term (a deposed leader) before anything else. With `term_file`
+//     the term survives restarts (protocol::TermFile): loaded at Start (a corrupt or unreadable
+//     file fails Start: fail closed), and a higher term is written to the file (atomically, with
+//     fsync) before the push is accepted; a push whose term cannot be recorded is refused with a
+//     SwitchApplied error and never reaches the device.
 //   * The accepted state is applied at once. A failed apply is reported and retried with
 //     core::ExponentialBackoff (`device_backoff`, unbounded) until it succeeds or a newer push
 //     replaces it. The backend itself never retries.
@@ -54,6 +58,7 @@
 #include "crux/core/base/units.h"
 #include "crux/core/control/qos.h"
 #include "crux/protocol/client.h"
+#include "crux/protocol/term_file.h"
 #include "crux/protocol/transport_context.h"
 #include "crux/switch_adapters/adapter.h"
 #include "crux/v1/switch.pb.h"
@@ -85,7 +90,13 @@ struct AgentOptions {
   std::string agent_version = "crux-switch-agent/0.3";
   // Port telemetry (needs SetPortMonitor); nullopt: none.
   std::optional<PortWatcher::Options> watch_ports;
+  // Where the highest accepted leader term is kept across restarts (see the file comment);
+  // empty: in memory only. crux-switch-agent's default: kDefaultTermFileDir/<switch>.term.
+  std::string term_file;
 };
+
+// The directory of crux-switch-agent's default --term-file (the unit's StateDirectory=crux).
+inline constexpr const char* kDefaultTermFileDir = "/var/lib/crux/switch-agent";
 
 // Errors name the option ("agent.switch_name: required", "agent.device_backoff.max: ...").
 core::Status ValidateAgentOptions(const AgentOptions& o);
@@ -107,6 +118,7 @@ struct AgentCounters {
   // deposed leader); never reported to cruxd as SwitchApplied, only counted, logged and sent in
   // the hellos (`cruxctl switches`).
   uint64_t stale_term_refused = 0;
+  uint64_t term_write_failed = 0;  // Pushes refused: their higher term could not be recorded.
   uint64_t telemetry_sent = 0;     // SwitchTelemetry reports cruxd acknowledged.
   uint64_t telemetry_refused = 0;  // Reports cruxd answered with an error.
 };
@@ -139,6 +151,8 @@ class SwitchAgent {
   const AgentCounters& counters() const { return counters_; }
   // Why cruxd refused this switch (see the file comment); nullopt while not refused.
   const std::optional<core::Status>& fatal() const { return fatal_; }
+  // The port watcher's counters (reads, dropped counter samples, ...); nullopt without one.
+  std::optional<PortWatcher::Counters> port_watcher_counters() const;
 
  private:
   struct Desired {
@@ -176,6 +190,7 @@ class SwitchAgent {
   uint64_t applied_epoch_ = 0;     // Last pushed state applied successfully.
   uint64_t applied_state_id_ = 0;  // Its state_id.
   uint64_t highest_term_ = 0;      // HA: the highest cruxd leader term seen on a push.
+  std::optional<protocol::TermFile> term_file_;  // With options_.term_file, after Start.
   std::string last_error_;
   std::optional<core::Status> fatal_;
 

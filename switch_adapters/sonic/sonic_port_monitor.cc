@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
 #include <utility>
 
 namespace crux::switch_adapters {
@@ -55,6 +56,18 @@ Result<uint64_t> Counter(const RedisReply& r, const std::string& key, const std:
   return v;
 }
 
+// PORT_TABLE's `speed`: Mbit/s in decimal ("100000"). Anything else (absent, garbled, 0) is
+// unknown: the counter checks then assume the fastest port (port_monitor.h, JudgeCounters).
+std::optional<core::Bandwidth> SpeedOf(const RedisReply& r) {
+  if (r.type != RedisReply::Type::kString || r.str.empty()) return std::nullopt;
+  uint64_t mbps = 0;
+  const char* end = r.str.data() + r.str.size();
+  auto [ptr, ec] = std::from_chars(r.str.data(), end, mbps);
+  constexpr uint64_t kMaxMbps = 100'000'000;  // 100 Tb/s: beyond any port.
+  if (ec != std::errc() || ptr != end || mbps == 0 || mbps > kMaxMbps) return std::nullopt;
+  return core::Bandwidth::BitsPerSec(static_cast<int64_t>(mbps) * 1'000'000);
+}
+
 // HGETALL's flat reply as a map.
 std::map<std::string, std::string> HashOf(const RedisReply& r) {
   std::map<std::string, std::string> out;
@@ -106,7 +119,7 @@ Status SonicPortMonitor::RefreshNameMaps() {
 Result<std::vector<PortReading>> SonicPortMonitor::ReadPorts(bool with_counters) {
   std::vector<std::vector<std::string>> cmds;
   for (const std::string& p : options_.ports) {
-    cmds.push_back({"HGET", "PORT_TABLE:" + p, "oper_status"});
+    cmds.push_back({"HMGET", "PORT_TABLE:" + p, "oper_status", "speed"});
   }
   CRUX_ASSIGN_OR_RETURN(std::vector<RedisReply> states, appl_.Pipeline(cmds, true));
   std::vector<PortReading> out;
@@ -114,9 +127,13 @@ Result<std::vector<PortReading>> SonicPortMonitor::ReadPorts(bool with_counters)
     PortReading r;
     r.port = options_.ports[i];
     CRUX_RETURN_IF_ERROR(ErrorReply(states[i], "APPL_DB PORT_TABLE:" + r.port));
-    if (states[i].type == RedisReply::Type::kString) {
-      if (states[i].str == "up") r.oper_up = true;
-      if (states[i].str == "down") r.oper_up = false;
+    if (states[i].elements.size() == 2) {
+      const RedisReply& status = states[i].elements[0];
+      if (status.type == RedisReply::Type::kString) {
+        if (status.str == "up") r.oper_up = true;
+        if (status.str == "down") r.oper_up = false;
+      }
+      r.speed = SpeedOf(states[i].elements[1]);
     }
     out.push_back(std::move(r));
   }

@@ -460,6 +460,28 @@ TEST_F(DaemonTest, AdminStatusJobsExplainLinksAndDryRun) {
   req.mutable_set_link_request()->set_health(v1::LINK_HEALTH_DEGRADED);
   req.mutable_set_link_request()->set_capacity_bps(1e15);
   EXPECT_EQ(Admin(req).error().code(), v1::ERROR_CODE_INVALID_ARGUMENT);
+  // Issue #31: below the floor of 1 % of nominal (faults.min_capacity_fraction, the automatic
+  // path's floor) is refused with the range; nothing changes. `cruxctl set-link ... degraded
+  // --capacity-gbps 1e-9` sends 1 b/s.
+  const double nominal_bps =
+      topo.link(topo.FindLink(*topo.FindNode("tor0"), *topo.FindNode("agg1")).value())
+          .capacity.ToBitsPerSec();
+  const uint64_t links_version = daemon_->topology().version();
+  for (double tiny : {1.0, 0.0099 * nominal_bps}) {
+    req.mutable_set_link_request()->set_capacity_bps(tiny);
+    const v1::Envelope refused = Admin(req);
+    ASSERT_TRUE(refused.has_error()) << tiny;
+    EXPECT_EQ(refused.error().code(), v1::ERROR_CODE_INVALID_ARGUMENT);
+    EXPECT_THAT(refused.error().message(), HasSubstr("1% of nominal, faults.min_capacity_fraction"))
+        << refused.error().message();
+  }
+  EXPECT_EQ(daemon_->topology().version(), links_version);
+  // At the floor: accepted, and cruxctl's utilisation stays a number a person can read.
+  req.mutable_set_link_request()->set_capacity_bps(0.01 * nominal_bps);
+  ASSERT_TRUE(Admin(req).has_set_link_reply());
+  req.mutable_set_link_request()->set_health(v1::LINK_HEALTH_UP);
+  req.mutable_set_link_request()->set_capacity_bps(0);
+  ASSERT_TRUE(Admin(req).has_set_link_reply());
 
   // Dry run: bringing the link back would change something, but nothing is applied.
   req.mutable_set_link_request()->set_link("tor0-agg0");

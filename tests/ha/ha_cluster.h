@@ -164,11 +164,11 @@ class HaCluster {
       return false;
     }
     agent_ = std::make_unique<system_test::ChildProcess>();
-    agent_->Start(
-        {CRUX_SWITCH_AGENT_BINARY, "--switch-name", name, "--daemon", ClientEndpoints(),
-         "--insecure", "--backend", "sonic", "--redis-socket", sock.string(), "--ports",
-         "Ethernet0,Ethernet4", "--hello-interval-ms", "300", "--call-timeout-ms", "1000"},
-        dir_.path() / "agent.out", dir_.path() / "agent.err");
+    agent_->Start({CRUX_SWITCH_AGENT_BINARY, "--switch-name", name, "--daemon", ClientEndpoints(),
+                   "--insecure", "--backend", "sonic", "--redis-socket", sock.string(), "--ports",
+                   "Ethernet0,Ethernet4", "--hello-interval-ms", "300", "--call-timeout-ms", "1000",
+                   "--term-file", (dir_.path() / (name + ".term")).string()},
+                  dir_.path() / "agent.out", dir_.path() / "agent.err");
     return true;
   }
   // Entries of the switch's DSCP_TO_TC_MAP|CRUX in its CONFIG_DB; -1 when redis does not answer.

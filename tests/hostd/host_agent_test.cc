@@ -2,9 +2,12 @@
 #include "crux/hostd/host_agent.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 
 namespace crux::hostd {
 namespace {
@@ -273,6 +276,74 @@ TEST_F(HostAgentTest, AssignmentBecomesAPinTableForEveryShimAndStaysWhenCruxdIsA
   // A stale push (same state, older epoch) changes nothing.
   agent_.OnDaemonMessage(Push(1), now_, 0);
   EXPECT_TRUE(agent_.TakeToLocal().empty());
+}
+
+// Issue #31 item 5: crux-hostd accepts leader-termed pushes (each job's client Session checks
+// Assignment.term), so it keeps the highest term in a term file: after a restart (a new
+// HostAgent over the same file) a push from a lower term (a deposed leader) is nacked and no pin
+// table reaches the shims.
+TEST_F(HostAgentTest, TheHighestTermSurvivesARestartAndALowerTermIsRefusedAfterIt) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("crux_hostd_term_" + std::to_string(::getpid())) / "hostd.term")
+                               .string();
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+  auto open = [&] {
+    auto f = protocol::TermFile::Open(path, "host1");
+    EXPECT_TRUE(f.ok()) << f.status().ToString();
+    return std::move(f).value();
+  };
+  agent_.SetTermFile(open());
+  RegisterTwoRanks();
+  Rank(3, 100, 0, Role::kVerbs, 1000, "");
+  v1::Envelope five = Push(2);
+  five.mutable_assignment()->set_term(5);
+  agent_.OnDaemonMessage(five, now_, 0);
+  EXPECT_EQ(agent_.TakeToLocal().size(), 1u);
+  auto acks = agent_.TakeToDaemon();
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_TRUE(acks[0].ack().ok());
+  EXPECT_EQ(agent_.highest_term(), 5u);
+  EXPECT_EQ(open().term(), 5u) << "recorded before the ack";
+
+  // The restarted crux-hostd: a new agent over the same file, the same job's ranks again.
+  HostAgent restarted(Config(), 2);
+  restarted.SetTermFile(open());
+  EXPECT_EQ(restarted.highest_term(), 5u);
+  for (auto [conn, pid, rank] : {std::tuple<ConnId, pid_t, int>{1, 100, 0}, {2, 101, 1}}) {
+    restarted.OnLocalConnected(conn, pid, 1000, now_);
+    restarted.OnLocalMessage(conn, Hello{Role::kProfiler, pid, "job-a", "CRUX_JOB_ID", "v6"}, now_);
+    restarted.OnLocalMessage(conn, CommInfo{0xC0, rank, 4, 2, "", true}, now_);
+  }
+  restarted.OnLocalConnected(3, 100, 1000, now_);
+  restarted.OnLocalMessage(3, Hello{Role::kVerbs, 100, "", "", "v6"}, now_);
+  restarted.TakeToLocal();
+  restarted.Tick(now_ + Ms(100));
+  auto out = restarted.TakeToDaemon();
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_TRUE(out[0].has_register_job());
+  v1::Envelope reg;
+  reg.set_protocol_version(1);
+  reg.set_request_id(out[0].request_id());
+  reg.mutable_register_job_reply()->set_job_id("job-a");
+  reg.mutable_register_job_reply()->set_lease_ms(3000);
+  restarted.OnDaemonMessage(reg, now_ + Ms(100), 0);
+  restarted.TakeToDaemon();
+  // Term 4 with a newer epoch: refused (nacked), nothing pinned.
+  v1::Envelope four = Push(9);
+  four.mutable_assignment()->set_term(4);
+  restarted.OnDaemonMessage(four, now_ + Ms(100), 0);
+  EXPECT_TRUE(restarted.TakeToLocal().empty());
+  acks = restarted.TakeToDaemon();
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_FALSE(acks[0].ack().ok());
+  EXPECT_NE(acks[0].ack().error().find("deposed"), std::string::npos) << acks[0].ack().error();
+  // Term 6: recorded, applied.
+  v1::Envelope six = Push(10);
+  six.mutable_assignment()->set_term(6);
+  restarted.OnDaemonMessage(six, now_ + Ms(100), 0);
+  EXPECT_EQ(restarted.TakeToLocal().size(), 1u);
+  EXPECT_EQ(open().term(), 6u);
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
 }
 
 TEST_F(HostAgentTest, ProcessesOfAnotherUidCannotJoinAJob) {

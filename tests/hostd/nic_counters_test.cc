@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -118,6 +120,35 @@ TEST_F(SysfsNicCountersTest, ACounterGoingBackwardsCountsAsZeroNotAWrap) {
   EXPECT_EQ(NicCounterDelta(before, reloaded)[2], 0u);
   Write("local_ack_timeout_err", "10\n");  // Counts again from the new base.
   EXPECT_EQ(NicCounterDelta(reloaded, Read())[2], 7u);
+  // The reading as a whole is a reset: no deltas (issue #31).
+  const NicJudgement j = JudgeNicCounters(before, reloaded, Duration::Millis(1000));
+  EXPECT_EQ(j.verdict, NicVerdict::kReset);
+  EXPECT_NE(j.why.find("local_ack_timeout_err went backwards (1002 -> 3)"), std::string::npos);
+}
+
+TEST_F(SysfsNicCountersTest, ThePortRateIsReadAndBoundsTheDeltas) {
+  WriteAll(0);
+  std::ofstream(root_ / "class/infiniband/mlx5_0/ports/1/rate") << "100 Gb/sec (4X EDR)\n";
+  const NicCounterReading before = Read();
+  ASSERT_TRUE(before.rate.has_value());
+  EXPECT_EQ(*before.rate, core::Bandwidth::Gbps(100));
+  // 100 Gb/s for 1 s (+1 s slack) is at most ~2.98e8 minimum-size frames.
+  Write("np_cnp_sent", "200000000\n");
+  EXPECT_EQ(JudgeNicCounters(before, Read(), Duration::Millis(1000)).verdict, NicVerdict::kOk);
+  Write("packet_seq_err", "1000000000\n");
+  const NicJudgement j = JudgeNicCounters(before, Read(), Duration::Millis(1000));
+  EXPECT_EQ(j.verdict, NicVerdict::kImplausible);
+  EXPECT_NE(j.why.find("packet_seq_err grew by 1000000000"), std::string::npos) << j.why;
+}
+
+TEST(ParsePortRateTest, ReadsTheSysfsRateFormat) {
+  EXPECT_EQ(ParsePortRate("100 Gb/sec (4X EDR)\n"), core::Bandwidth::Gbps(100));
+  EXPECT_EQ(ParsePortRate("2.5 Gb/sec (1X SDR)"), core::Bandwidth::Gbps(2.5));
+  EXPECT_EQ(ParsePortRate("400 Gb/sec (4X NDR)"), core::Bandwidth::Gbps(400));
+  EXPECT_EQ(ParsePortRate(""), std::nullopt);
+  EXPECT_EQ(ParsePortRate("fast"), std::nullopt);
+  EXPECT_EQ(ParsePortRate("0 Gb/sec"), std::nullopt);
+  EXPECT_EQ(ParsePortRate("-1 Gb/sec"), std::nullopt);
 }
 
 TEST_F(SysfsNicCountersTest, AMissingDeviceOrPortIsOneErrorNamingTheDirectory) {
@@ -203,7 +234,7 @@ TEST_F(HostAgentNicCountersTest, SendsTheDeltasOfTwoReadingsWithTheirInterval) {
   EXPECT_EQ(source_->reads, 2);
 
   next_["mlx5_0"] = Reading({11, 22, 33, 44, 55, 66, 77, 88});
-  next_["mlx5_1"] = Reading({1, 1, 1, 1, 1, 1, 1, 0});  // Went backwards: 0.
+  next_["mlx5_1"] = Reading({1, 1, 1, 1, 1, 1, 1, 1});  // No change: zeros.
   const std::vector<v1::Envelope> sent = At(Duration::Millis(1010));
   ASSERT_EQ(sent.size(), 1u);
   ASSERT_TRUE(sent[0].has_host_telemetry());
@@ -254,6 +285,35 @@ TEST_F(HostAgentNicCountersTest, SendsTheDeltasOfTwoReadingsWithTheirInterval) {
   EXPECT_EQ(again[0].host_telemetry().seq(), 2u);
   EXPECT_EQ(again[0].host_telemetry().nics(0).packet_seq_err(), 10u);
   EXPECT_EQ(again[0].host_telemetry().nics(0).interval_ns(), 1000u * 1000 * 1000);
+}
+
+// Issue #31: a reading whose counters went backwards (a driver reload) or jumped beyond the
+// port's rate (a garbled read, 2^64-1) is dropped: never sent to cruxd, counted, shown; the next
+// delta counts from it.
+TEST_F(HostAgentNicCountersTest, AResetOrAGarbledReadingIsDroppedAndNeverSent) {
+  next_["mlx5_0"] = Reading({10, 20, 30, 40, 50, 60, 70, 80});
+  next_["mlx5_1"] = Reading({1, 1, 1, 1, 1, 1, 1, 1});
+  EXPECT_TRUE(At(Duration::Millis(0)).empty());
+  next_["mlx5_0"] = Reading({0, 0, 0, 0, 0, 0, 0, 0});           // Reset.
+  next_["mlx5_1"] = Reading({UINT64_MAX, 1, 1, 1, 1, 1, 1, 1});  // Garbled.
+  EXPECT_TRUE(At(Duration::Millis(1000)).empty()) << "nothing to send";
+  EXPECT_EQ(agent_.counters().nic_counter_resets, 1u);
+  EXPECT_EQ(agent_.counters().nic_implausible_samples, 1u);
+  const nlohmann::json s = Status()["nic_counters"];
+  EXPECT_EQ(s["counter_resets"], 1);
+  EXPECT_EQ(s["implausible_samples"], 1);
+  EXPECT_NE(s["nics"][1]["last_dropped"].get<std::string>().find("packet_seq_err grew by"),
+            std::string::npos);
+  // Both count on from the dropped readings.
+  next_["mlx5_0"] = Reading({5, 0, 0, 0, 0, 0, 0, 0});
+  next_["mlx5_1"] = Reading({UINT64_MAX, 1, 1, 1, 1, 1, 1, 2});
+  const std::vector<v1::Envelope> sent = At(Duration::Millis(2000));
+  ASSERT_EQ(sent.size(), 1u);
+  const v1::HostTelemetry& t = sent[0].host_telemetry();
+  ASSERT_EQ(t.nics_size(), 2);
+  EXPECT_EQ(t.nics(0).packet_seq_err(), 5u);
+  EXPECT_EQ(t.nics(1).packet_seq_err(), 0u);
+  EXPECT_EQ(t.nics(1).np_ecn_marked_roce_packets(), 1u);
 }
 
 TEST_F(HostAgentNicCountersTest, StatusShowsWhichCountersWereFoundAndTheReadErrors) {

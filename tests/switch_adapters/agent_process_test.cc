@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <regex>
 #include <string>
 
@@ -37,7 +38,8 @@ TEST(AgentProcessTest, SwitchRefusedByCruxdExitsWithTheConfigErrorStatus) {
     ChildProcess agent;
     ASSERT_TRUE(
         agent.Start({kAgent.string(), "--switch-name", "tor0", "--daemon", endpoint, "--insecure",
-                     "--backend", "log", "--hello-interval-ms", "100", "--call-timeout-ms", "2000"},
+                     "--backend", "log", "--hello-interval-ms", "100", "--call-timeout-ms", "2000",
+                     "--term-file", (dir.path() / "tor0.term").string()},
                     dir.path() / "agent.out", dir.path() / "agent.err"));
     // Bounded wait: a retry loop would never exit.
     const std::optional<int> rc = agent.Wait(std::chrono::seconds(20));
@@ -53,6 +55,24 @@ TEST(AgentProcessTest, SwitchRefusedByCruxdExitsWithTheConfigErrorStatus) {
   }
 }
 
+// Issue #31: a term file that cannot be trusted stops the agent before it talks to anyone (fail
+// closed: starting from term 0 would accept a deposed leader's push), with the usage status
+// systemd does not restart on, naming the file.
+TEST(AgentProcessTest, ACorruptTermFileStopsTheAgentWithTheUsageStatus) {
+  TempDir dir("crux_agent_term");
+  const fs::path term = dir.path() / "tor0.term";
+  std::ofstream(term) << "crux-leader-term 1\nowner tor0\nterm 18446744073709551616\n";
+  const CommandResult r = RunCommand({kAgent.string(), "--switch-name", "tor0", "--daemon",
+                                      "ipc://" + (dir.path() / "none.sock").string(), "--insecure",
+                                      "--backend", "log", "--term-file", term.string()},
+                                     dir.path(), std::chrono::seconds(20));
+  EXPECT_EQ(r.exit_code, kExitUsage) << r.err;
+  EXPECT_NE(r.err.find(term.string() + ": term '18446744073709551616' is not a positive integer"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("refusing to start"), std::string::npos) << r.err;
+}
+
 TEST(AgentProcessTest, BadBackendConfigurationExitsWithTheUsageStatus) {
   TempDir dir("crux_agent_usage");
   auto run = [&](std::vector<std::string> extra) {
@@ -61,7 +81,9 @@ TEST(AgentProcessTest, BadBackendConfigurationExitsWithTheUsageStatus) {
                                      "tor0",
                                      "--daemon",
                                      "ipc://" + (dir.path() / "none.sock").string(),
-                                     "--insecure"};
+                                     "--insecure",
+                                     "--term-file",
+                                     (dir.path() / "tor0.term").string()};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return RunCommand(argv, dir.path(), std::chrono::seconds(20));
   };

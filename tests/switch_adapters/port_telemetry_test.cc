@@ -10,6 +10,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,6 +59,8 @@ TEST(SonicPortMonitorTest, ReadsStatesCountersQueuesAndNeighbours) {
                                              {"SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS", 40}});
   redis.SetCounters("oid:0x15000000000011", {{"SAI_QUEUE_STAT_DROPPED_PACKETS", 6}});
   redis.SetNeighbor("Ethernet0", "agg0");
+  redis.Cmd({"HSET", "PORT_TABLE:Ethernet0", "speed", "100000"}, 0);
+  redis.Cmd({"HSET", "PORT_TABLE:Ethernet4", "speed", "fast"}, 0);
   auto m = Monitor(redis, {"Ethernet0", "Ethernet4", "Ethernet8"});
 
   auto states = m->ReadPorts(false);
@@ -65,7 +68,9 @@ TEST(SonicPortMonitorTest, ReadsStatesCountersQueuesAndNeighbours) {
   ASSERT_EQ(states->size(), 3u);
   EXPECT_EQ((*states)[0].oper_up, true);
   EXPECT_EQ((*states)[1].oper_up, false);
-  EXPECT_EQ((*states)[2].oper_up, std::nullopt);  // Not in PORT_TABLE.
+  EXPECT_EQ((*states)[2].oper_up, std::nullopt);              // Not in PORT_TABLE.
+  EXPECT_EQ((*states)[0].speed, core::Bandwidth::Gbps(100));  // PORT_TABLE speed, Mbit/s.
+  EXPECT_EQ((*states)[1].speed, std::nullopt);                // Not a number: unknown.
   EXPECT_FALSE((*states)[0].counters.has_value());
 
   auto full = m->ReadPorts(true);
@@ -121,10 +126,9 @@ TEST(PortTrackerTest, ReportsFirstReadingStateChangesAndCounterDeltas) {
   ASSERT_TRUE(down.has_value());
   EXPECT_TRUE(down->state_changed);
   EXPECT_EQ(down->ports[1].oper_up, false);
-  // Counters: the delta since the previous counter reading; a reset counts as 0.
+  // Counters: the delta since the previous counter reading (a reset gives none: next test).
   PortCounterValues c2 = c1;
   c2.in_errors = 25;
-  c2.out_discards = 1;
   auto counters =
       t.Observe({{"Ethernet0", true, c2}, {"Ethernet4", false, {}}}, Duration::Millis(2000));
   ASSERT_TRUE(counters.has_value());
@@ -133,6 +137,58 @@ TEST(PortTrackerTest, ReportsFirstReadingStateChangesAndCounterDeltas) {
   EXPECT_EQ(counters->ports[0].delta->in_errors, 15u);
   EXPECT_EQ(counters->ports[0].delta->out_discards, 0u);
   EXPECT_EQ(counters->ports[0].interval, Duration::Millis(1000));
+}
+
+// Issue #31: a counter that went backwards is a reset (no delta, never a 2^64 wrap), and a
+// delta beyond the port's line rate is dropped; either way the next delta starts from the new
+// reading.
+TEST(PortTrackerTest, ResetsAndDeltasBeyondLineRateGiveNoDeltaAndRebaseline) {
+  PortTracker t;
+  const core::Bandwidth k100g = core::Bandwidth::Gbps(100);
+  PortCounterValues c;
+  c.in_errors = 7;
+  c.in_packets = 1'000'000;
+  ASSERT_TRUE(t.Observe({{"Ethernet0", true, c, k100g}}, Duration::Millis(1000)).has_value());
+  // sonic-clear counters: everything back near 0.
+  PortCounterValues cleared;
+  cleared.in_packets = 10;
+  auto reset = t.Observe({{"Ethernet0", true, cleared, k100g}}, Duration::Millis(2000));
+  ASSERT_TRUE(reset.has_value());
+  EXPECT_FALSE(reset->ports[0].delta.has_value());
+  ASSERT_EQ(reset->resets.size(), 1u);
+  EXPECT_THAT(reset->resets[0], HasSubstr("went backwards"));
+  // The next delta counts from the cleared values.
+  PortCounterValues after = cleared;
+  after.in_errors = 2;
+  after.in_packets = 1010;
+  auto next = t.Observe({{"Ethernet0", true, after, k100g}}, Duration::Millis(3000));
+  ASSERT_TRUE(next.has_value() && next->ports[0].delta.has_value());
+  EXPECT_EQ(next->ports[0].delta->in_errors, 2u);
+  EXPECT_EQ(next->ports[0].delta->in_packets, 1000u);
+  // 100 Gb/s for 1 s (+1 s of counter lag) carries at most ~2.98e8 frames: 1e9 errors are not a
+  // measurement.
+  PortCounterValues garbled = after;
+  garbled.in_errors += 1'000'000'000;
+  auto bad = t.Observe({{"Ethernet0", true, garbled, k100g}}, Duration::Millis(4000));
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_FALSE(bad->ports[0].delta.has_value());
+  ASSERT_EQ(bad->implausible.size(), 1u);
+  EXPECT_THAT(bad->implausible[0], HasSubstr("Ethernet0: in_errors grew by 1000000000"));
+  // The same traffic is plausible on a port of unknown speed (1.6 Tb/s assumed)...
+  EXPECT_EQ(JudgeCounters(after, garbled, std::nullopt, Duration::Millis(1000)).verdict,
+            CounterVerdict::kOk);
+  // ...but 2^64-1 is not, at any speed.
+  PortCounterValues max = after;
+  max.in_errors = UINT64_MAX;
+  EXPECT_EQ(JudgeCounters(after, max, std::nullopt, Duration::Millis(1000)).verdict,
+            CounterVerdict::kImplausible);
+  // Heavy but real traffic passes: a full 100 Gb/s of 1500-byte frames, PFC on every priority,
+  // egress drops from a 32-port incast.
+  PortCounterValues busy = after;
+  busy.in_packets += 8'333'333;
+  busy.pfc_rx_pause += 8 * 100'000;
+  busy.queue_drops += 31 * 8'333'333;
+  EXPECT_EQ(JudgeCounters(after, busy, k100g, Duration::Millis(1000)).verdict, CounterVerdict::kOk);
 }
 
 TEST(PortMonitorRegistryTest, OnlyBackendsWithAMonitorCanWatchPorts) {
@@ -216,6 +272,88 @@ TEST(AgentTelemetryTest, PortDownInApplDbReachesCruxdAsSwitchTelemetry) {
   }));
   EXPECT_GT(agent.counters().telemetry_sent, 2u);
   EXPECT_EQ(agent.counters().telemetry_refused, 0u);
+}
+
+// Issue #31 item 3: one garbled COUNTERS_DB sample (an error counter jumping to 2^64-1, as a
+// broken syncd write or a torn read can leave it) must never reach cruxd as errors: the agent
+// drops the implausible sample and carries on from it. The test keeps the port's packet counter
+// moving until a report with a plausible packet delta shows the agent has read past the garbled
+// sample; no report may carry an error count.
+TEST(AgentTelemetryTest, GarbledErrorCounterIsDroppedNotReportedAsErrors) {
+  RedisServer redis;
+  redis.SetPortOperStatus("Ethernet0", "up");
+  redis.SetNeighbor("Ethernet0", "agg0");
+  redis.MapPortCounters("Ethernet0", "oid:0x1");
+  redis.SetCounters("oid:0x1",
+                    {{"SAI_PORT_STAT_IF_IN_ERRORS", 0}, {"SAI_PORT_STAT_IF_IN_UCAST_PKTS", 0}});
+  protocol::TransportContext ctx;
+  const std::string endpoint = "ipc://" + redis.dir() + "/cruxd.sock";
+  FakeDaemon daemon(ctx, endpoint);
+  SonicOptions so;
+  so.switch_name = "tor0";
+  so.unix_socket = redis.socket();
+  so.ports = {"Ethernet0"};
+  auto adapter = std::move(SonicAdapter::Create(so)).value();
+  AgentOptions o;
+  o.switch_name = "tor0";
+  o.client.endpoint = endpoint;
+  o.call_timeout = Duration::Millis(1000);
+  o.poll = Duration::Millis(20);
+  PortWatcher::Options w;
+  w.state_poll = Duration::Millis(20);
+  w.counter_poll = Duration::Millis(50);
+  o.watch_ports = w;
+  SwitchAgent agent(o, ctx, *adapter);
+  agent.SetPortMonitor(Monitor(redis, {"Ethernet0"}));
+  ASSERT_TRUE(agent.Start().ok());
+  auto counters_of = [&](const v1::SwitchTelemetry& t) -> std::optional<v1::PortCounters> {
+    for (const v1::PortStatus& p : t.ports()) {
+      if (p.port() == "Ethernet0" && p.has_counters()) return p.counters();
+    }
+    return std::nullopt;
+  };
+  auto run_until = [&](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      EXPECT_TRUE(agent.RunOnce().ok());
+      if (done()) return true;
+    }
+    return false;
+  };
+  // A first delta: the agent has its baseline.
+  ASSERT_TRUE(run_until([&] {
+    for (const auto& t : daemon.Telemetry()) {
+      if (counters_of(t)) return true;
+    }
+    return false;
+  }));
+  const size_t before = daemon.Telemetry().size();
+  // The garbled sample, in one write with a packet count that moved.
+  redis.Cmd({"HSET", "COUNTERS:oid:0x1", "SAI_PORT_STAT_IF_IN_ERRORS", "18446744073709551615",
+             "SAI_PORT_STAT_IF_IN_UCAST_PKTS", "1000"},
+            2);
+  uint64_t packets = 1000;
+  ASSERT_TRUE(run_until([&] {
+    packets += 100;
+    redis.Cmd(
+        {"HSET", "COUNTERS:oid:0x1", "SAI_PORT_STAT_IF_IN_UCAST_PKTS", std::to_string(packets)}, 2);
+    const auto all = daemon.Telemetry();
+    for (size_t i = before; i < all.size(); ++i) {
+      // A packet delta below the garbled sample's 1000: a delta taken after it.
+      if (auto c = counters_of(all[i]); c && c->in_packets() > 0 && c->in_packets() < 1000) {
+        return true;
+      }
+    }
+    return false;
+  }));
+  for (const auto& t : daemon.Telemetry()) {
+    if (auto c = counters_of(t)) {
+      EXPECT_EQ(c->in_errors(), 0u) << "an error signal reached cruxd: seq " << t.seq();
+    }
+  }
+  // Dropped and counted (the garbled sample), not reported.
+  ASSERT_TRUE(agent.port_watcher_counters().has_value());
+  EXPECT_EQ(agent.port_watcher_counters()->implausible_samples, 1u);
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <mutex>
@@ -23,6 +25,7 @@
 #include "crux/protocol/codec.h"
 #include "crux/protocol/convert.h"
 #include "crux/protocol/server.h"
+#include "crux/protocol/term_file.h"
 #include "crux/switch_adapters/config_db_schema.h"
 #include "crux/switch_adapters/sonic_adapter.h"
 #include "fake_daemon.h"
@@ -405,6 +408,87 @@ TEST_F(SwitchAgentTest, APushFromALowerLeaderTermNeverReachesTheSwitch) {
   daemon.Push(from_term(Wire(MakeState("tor0", 2), (9ull << 32) + 1), 9));
   ASSERT_TRUE(RunUntil(agent, [&] { return daemon.Applied().size() == 2; }));
   EXPECT_EQ(redis_.HGetAll("DSCP_TO_TC_MAP|CRUX")["10"], "3");
+}
+
+// Issue #31 item 5: the highest accepted term is kept in a file, so a restarted agent (a new
+// agent over the same file) still refuses the deposed leader's push.
+TEST_F(SwitchAgentTest, TheHighestTermSurvivesARestartAndALowerTermIsRefusedAfterIt) {
+  auto from_term = [](v1::SwitchQosState p, uint64_t term) {
+    p.set_term(term);
+    return p;
+  };
+  options_.term_file = redis_.dir() + "/agent-state/tor0.term";  // Made by the first write.
+  FakeDaemon daemon(ctx_, endpoint_);
+  {
+    SwitchAgent agent(options_, ctx_, *adapter_, clock_);
+    Connect(agent);
+    EXPECT_EQ(agent.highest_term(), 0u);  // First start: no file yet.
+    daemon.Push(from_term(Wire(MakeState("tor0", 0), (5ull << 32) + 1), 5));
+    ASSERT_TRUE(RunUntil(agent, [&] { return daemon.Applied().size() == 1; }));
+    ASSERT_TRUE(daemon.Applied().back().ok());
+    EXPECT_EQ(agent.highest_term(), 5u);
+  }
+  EXPECT_EQ(redis_.HGetAll("DSCP_TO_TC_MAP|CRUX")["10"], "5");
+  auto file = protocol::TermFile::Open(options_.term_file, "tor0");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ(file->term(), 5u);
+
+  // The restarted agent knows term 5 before any push, and says so in its first hello.
+  SwitchAgent restarted(options_, ctx_, *adapter_, clock_);
+  const size_t hellos = daemon.Hellos().size();
+  Connect(restarted);
+  EXPECT_EQ(restarted.highest_term(), 5u);
+  ASSERT_GT(daemon.Hellos().size(), hellos);
+  EXPECT_EQ(daemon.Hellos().back().highest_term(), 5u);
+  // Term 4 (a deposed leader), even with a higher epoch and another state id: refused.
+  daemon.Push(from_term(Wire(MakeState("tor0", 2), (4ull << 32) + 9, /*state_id=*/8), 4));
+  ASSERT_TRUE(RunUntil(restarted, [&] { return restarted.counters().stale_term_refused == 1; }));
+  EXPECT_FALSE(restarted.device_busy());
+  EXPECT_EQ(redis_.HGetAll("DSCP_TO_TC_MAP|CRUX")["10"], "5") << "the switch is unchanged";
+  EXPECT_EQ(daemon.Applied().size(), 1u);
+  // The current leader's term 6 is recorded and applied.
+  daemon.Push(from_term(Wire(MakeState("tor0", 2), (6ull << 32) + 1), 6));
+  ASSERT_TRUE(RunUntil(restarted, [&] { return daemon.Applied().size() == 2; }));
+  EXPECT_EQ(redis_.HGetAll("DSCP_TO_TC_MAP|CRUX")["10"], "3");
+  EXPECT_EQ(protocol::TermFile::Open(options_.term_file, "tor0")->term(), 6u);
+}
+
+// A term file that cannot be trusted stops the agent at Start (fail closed), naming the file.
+TEST_F(SwitchAgentTest, ACorruptOrForeignTermFileFailsStart) {
+  const std::string path = redis_.dir() + "/tor0.term";
+  options_.term_file = path;
+  for (const std::string& content :
+       {std::string("garbage\n"), std::string("crux-leader-term 1\nowner tor0\nterm x\n"),
+        std::string("crux-leader-term 1\nowner tor9\nterm 5\n"), std::string()}) {
+    {
+      std::ofstream out(path, std::ios::trunc);
+      out << content;
+    }
+    SwitchAgent agent(options_, ctx_, *adapter_, clock_);
+    core::Status s = agent.Start();
+    EXPECT_EQ(s.code(), core::StatusCode::kFailedPrecondition) << content;
+    EXPECT_THAT(s.message(), HasSubstr(path));
+    EXPECT_THAT(s.message(), HasSubstr("refusing to start"));
+  }
+}
+
+// A push whose higher term cannot be recorded is refused (reported) and never applied.
+TEST_F(SwitchAgentTest, APushWhoseTermCannotBeRecordedIsRefused) {
+  const std::string dir = redis_.dir() + "/gone";
+  options_.term_file = dir + "/tor0.term";
+  FakeDaemon daemon(ctx_, endpoint_);
+  SwitchAgent agent(options_, ctx_, *adapter_, clock_);
+  Connect(agent);
+  std::ofstream(dir) << "not a directory\n";  // The state directory cannot be made.
+  v1::SwitchQosState push = Wire(MakeState("tor0", 0), (3ull << 32) + 1);
+  push.set_term(3);
+  daemon.Push(push);
+  ASSERT_TRUE(RunUntil(agent, [&] { return daemon.Applied().size() == 1; }));
+  EXPECT_FALSE(daemon.Applied().back().ok());
+  EXPECT_THAT(daemon.Applied().back().error(), HasSubstr("cannot record cruxd leader term 3"));
+  EXPECT_EQ(agent.counters().term_write_failed, 1u);
+  EXPECT_EQ(agent.highest_term(), 0u);
+  EXPECT_TRUE(redis_.HGetAll("DSCP_TO_TC_MAP|CRUX").empty()) << "never applied";
 }
 
 TEST_F(SwitchAgentTest, PushBeyondTheBackendsQueuesIsRefusedAndHelloSaysWhy) {

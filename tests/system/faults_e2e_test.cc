@@ -165,7 +165,9 @@ class FaultsE2eTest : public ::testing::Test {
                                "--port-poll-ms",
                                "50",
                                "--neighbors",
-                               "Ethernet0=agg0,Ethernet4=agg1"},
+                               "Ethernet0=agg0,Ethernet4=agg1",
+                               "--term-file",
+                               (dir_.path() / "tor0.term").string()},
                               dir_.path() / "agent.out", dir_.path() / "agent.err", dir_.path()));
   }
 

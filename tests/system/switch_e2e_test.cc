@@ -174,7 +174,9 @@ class SwitchE2eTest : public ::testing::Test {
                                 "--call-timeout-ms",
                                 "1000",
                                 "--reconcile-period-ms",
-                                std::to_string(kReconcileMs)},
+                                std::to_string(kReconcileMs),
+                                "--term-file",
+                                (dir_.path() / (s.name + ".term")).string()},
                                log.string() + ".out", log, dir_.path()));
   }
 
@@ -590,7 +592,8 @@ TEST_F(SwitchE2eTest, AgentForAnUnknownSwitchExitsWithAConfigurationError) {
   const fs::path log = dir_.path() / "agent_unknown.err";
   ASSERT_TRUE(agent.Start(
       {CRUX_SWITCH_AGENT_BINARY, "--switch-name", "no-such-switch", "--daemon", cruxd_.endpoint(),
-       "--insecure", "--backend", "log", "--hello-interval-ms", "300", "--call-timeout-ms", "1000"},
+       "--insecure", "--backend", "log", "--hello-interval-ms", "300", "--call-timeout-ms", "1000",
+       "--term-file", (dir_.path() / "no-such-switch.term").string()},
       dir_.path() / "agent_unknown.out", log, dir_.path()));
   // Bounded: an agent that retried forever would still be running.
   const std::optional<int> rc = agent.Wait(seconds(30));

@@ -88,6 +88,16 @@ std::string FormatPercent(double fraction) {
   return Printf("%.1f%%", fraction * 100.0);
 }
 
+}  // namespace
+
+std::string FormatUtilization(double fraction) {
+  if (!std::isfinite(fraction) || fraction < 0) return "-";
+  if (fraction > kMaxShownUtilization) return Printf(">%.0f%%", kMaxShownUtilization * 100.0);
+  return FormatPercent(fraction);
+}
+
+namespace {
+
 std::string FormatBytes(uint64_t bytes) {
   static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double v = static_cast<double>(bytes);
@@ -364,7 +374,9 @@ nlohmann::json ToJson(const v1::LinkInfo& l) {
           {"capacity_bps", l.capacity_bps()},
           {"nominal_bps", l.nominal_bps()},
           {"load_bps", l.load_bps()},
-          {"utilization", l.utilization()},
+          {"utilization", std::isfinite(l.utilization()) && l.utilization() >= 0
+                              ? nlohmann::json(l.utilization())
+                              : nlohmann::json()},
           {"jobs", l.jobs()},
           {"admin", l.admin()},
           {"reason", l.reason()}};
@@ -731,7 +743,7 @@ void AddLinkRow(Table& table, const v1::LinkInfo& l) {
   const std::string by = l.admin() ? "admin" : (l.health() == v1::LINK_HEALTH_UP ? "-" : "auto");
   table.AddRow({l.name(), LinkHealthName(l.health()), by, FormatSi(l.capacity_bps(), "b/s"),
                 FormatSi(l.nominal_bps(), "b/s"), FormatSi(l.load_bps(), "b/s"),
-                FormatPercent(l.utilization()), std::to_string(l.jobs())});
+                FormatUtilization(l.utilization()), std::to_string(l.jobs())});
 }
 
 }  // namespace

@@ -84,6 +84,13 @@ class Table {
 
 std::string LinkHealthName(v1::LinkHealth health);
 
+// A link's planned load over its capacity, for the LINKS table: "80.0%"; above
+// kMaxShownUtilization ">1000%" (a capacity far below the load: nothing more to read from the
+// digits); "-" when not a number or negative (a daemon bug, never shown as a percentage). JSON
+// keeps the value (null when not finite or negative).
+inline constexpr double kMaxShownUtilization = 10;
+std::string FormatUtilization(double fraction);
+
 // Human number with an SI prefix and `unit`: FormatSi(1.5e14, "FLOP/s") == "150T FLOP/s",
 // FormatSi(1e11, "b/s") == "100G b/s"; 3 significant digits; values of 1e21 and above print in
 // scientific notation ("3.57e+22 FLOP/s"); non-finite values print as is.

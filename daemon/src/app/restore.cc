@@ -48,7 +48,8 @@ core::Result<uint64_t> Daemon::RestoreMeta() {
 
 core::Result<size_t> Daemon::RestoreLinks() {
   CRUX_ASSIGN_OR_RETURN(std::vector<LinkOverride> links, store_->LoadLinkOverrides());
-  for (const LinkOverride& o : links) {
+  for (const LinkOverride& stored : links) {
+    const LinkOverride o = faults_.Floored(stored);
     if (core::Status s = topo_.Restore(o); !s.ok()) {
       spdlog::error("stored link state not applied (kept in the state file): {}", s.ToString());
       continue;

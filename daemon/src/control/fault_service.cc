@@ -2,11 +2,29 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
+#include <string>
 #include <utility>
 
 namespace crux::daemon {
+namespace {
+
+std::string FormatGbps(double bps) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.4g", bps * 1e-9);
+  return buf;
+}
+
+std::string FormatPercentOf(double fraction) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%g%%", fraction * 100);
+  return buf;
+}
+
+}  // namespace
 
 std::vector<core::LinkId> FaultService::Apply(const std::vector<core::LinkDecision>& decisions) {
   std::vector<core::LinkId> changed;
@@ -57,18 +75,30 @@ std::vector<core::LinkId> FaultService::Apply(const std::vector<core::LinkDecisi
   return changed;
 }
 
+double FaultService::MinCapacityFraction() const {
+  return control_->loop().faults().options().min_capacity_fraction;
+}
+
 core::Result<std::vector<core::LinkId>> FaultService::SetAdmin(const std::string& name,
                                                                core::LinkHealth health,
                                                                double capacity_bps) {
   CRUX_ASSIGN_OR_RETURN(std::vector<core::LinkId> ids, topo_->Resolve(name));
   const core::Topology& nominal = topo_->nominal();
   if (health == core::LinkHealth::kDegraded) {
+    // The same floor as the automatic path's estimates (FaultOptions::min_capacity_fraction): a
+    // capacity of 1e-9 Gb/s is a typo, and would make every planned load an absurd utilisation.
+    const double floor = MinCapacityFraction();
     for (core::LinkId id : ids) {
       const double cap = nominal.link(id).capacity.ToBitsPerSec();
-      if (!std::isfinite(capacity_bps) || capacity_bps < 1 || capacity_bps > cap) {
-        return core::InvalidArgumentError(
-            "set_link_request.capacity_bps: DEGRADED needs 0 < capacity_bps <= nominal (" +
-            std::to_string(cap) + ")");
+      if (!std::isfinite(capacity_bps) || capacity_bps < floor * cap || capacity_bps < 1 ||
+          capacity_bps > cap) {
+        return core::InvalidArgumentError("set_link_request.capacity_bps: DEGRADED needs " +
+                                          FormatGbps(floor * cap) + " Gb/s (" +
+                                          FormatPercentOf(floor) +
+                                          " of nominal, faults.min_capacity_fraction) <= "
+                                          "capacity <= nominal " +
+                                          FormatGbps(cap) + " Gb/s of " + topo_->Name(id) +
+                                          "; got " + FormatGbps(capacity_bps) + " Gb/s");
       }
     }
   }
@@ -99,6 +129,24 @@ core::Result<std::vector<core::LinkId>> FaultService::HandBack(const std::string
         [this](core::Status s) { (void)store_health_->Stored(std::move(s), "link_override"); });
   }
   return Apply(control_->EvaluateFaults());
+}
+
+LinkOverride FaultService::Floored(LinkOverride o) const {
+  core::Result<std::vector<core::LinkId>> ids = topo_->Resolve(o.link);
+  core::Result<core::LinkHealth> health = HealthFromStored(o.health);
+  if (!ids.ok() || !health.ok() || *health != core::LinkHealth::kDegraded) return o;
+  for (core::LinkId id : *ids) {
+    const double floor = MinCapacityFraction() * topo_->nominal().link(id).capacity.ToBitsPerSec();
+    if (o.capacity_bps < floor) {
+      spdlog::warn(
+          "stored admin pin of link {}: capacity {} Gb/s is below the floor ({} of "
+          "nominal, faults.min_capacity_fraction); using {} Gb/s",
+          o.link, FormatGbps(o.capacity_bps), FormatPercentOf(MinCapacityFraction()),
+          FormatGbps(floor));
+      o.capacity_bps = floor;
+    }
+  }
+  return o;
 }
 
 void FaultService::RestoreAdmin(const LinkOverride& o) {

@@ -339,6 +339,24 @@ TEST(TextTest, LinksAndSetLink) {
   *set.add_changed() = *l;
   EXPECT_EQ(ToJson(set)["changed"][0]["name"], "tor0->agg1");
   EXPECT_EQ(RenderSetLinkText(set).rfind("Changed 1 link(s):", 0), 0u);
+
+  // Issue #31: a capacity of 1 b/s under a 80 Gb/s load was shown as 8000000000000.0%.
+  l->set_capacity_bps(1);
+  l->set_utilization(8e10);
+  const std::string absurd = RenderLinksTable(reply);
+  EXPECT_NE(absurd.find(">1000%"), std::string::npos) << absurd;
+  EXPECT_EQ(absurd.find("e+"), std::string::npos) << absurd;
+  EXPECT_EQ(absurd.find("00000"), std::string::npos) << absurd;
+  for (double nonsense : {std::nan(""), -1.0, std::numeric_limits<double>::infinity()}) {
+    l->set_utilization(nonsense);
+    const std::string text_nonsense = RenderLinksTable(reply);
+    EXPECT_EQ(text_nonsense.find('%'), std::string::npos) << text_nonsense;
+    EXPECT_TRUE(ToJson(reply)["links"][0]["utilization"].is_null());
+  }
+  EXPECT_EQ(FormatUtilization(0.8), "80.0%");
+  EXPECT_EQ(FormatUtilization(10.0), "1000.0%");
+  EXPECT_EQ(FormatUtilization(10.5), ">1000%");
+  EXPECT_EQ(FormatUtilization(-0.1), "-");
 }
 
 TEST(TextTest, PlanDryRunAndSwitches) {

@@ -78,6 +78,9 @@ struct HostdConfig {
   int64_t call_timeout_ms = 2000;
   int64_t nic_counters_interval_ms = 1000;  // 0: NIC counters off.
   std::string sysfs_root = "/sys";
+  // The highest cruxd leader term this host accepted, kept across restarts (protocol::TermFile;
+  // docs/daemon.md, "Fencing"). "": in memory only.
+  std::string term_file = "/var/lib/crux-hostd/hostd.term";  // StateDirectory= of the unit.
   ProbeConfig probes;
   friend bool operator==(const HostdConfig&, const HostdConfig&) = default;
 };

@@ -64,6 +64,7 @@
 #include "crux/hostd/host_protocol.h"
 #include "crux/hostd/nic_counters.h"
 #include "crux/hostd/probe.h"
+#include "crux/protocol/term_file.h"
 #include "crux/v1/envelope.pb.h"
 
 namespace crux::client::internal {
@@ -85,6 +86,10 @@ struct HostAgentCounters {
   uint64_t nic_telemetry_sent = 0;     // HostTelemetry reports handed to the transport.
   uint64_t nic_telemetry_acked = 0;    // ... that cruxd acknowledged.
   uint64_t nic_telemetry_refused = 0;  // ... that cruxd refused or the transport could not send.
+  // NIC readings that gave no deltas (JudgeNicCounters): counters went backwards, or grew beyond
+  // the port's rate (a garbled value). Logged, never sent to cruxd.
+  uint64_t nic_counter_resets = 0;
+  uint64_t nic_implausible_samples = 0;
 };
 
 class HostAgent {
@@ -102,6 +107,12 @@ class HostAgent {
   // one, or with nic_counters_interval_ms 0, no counters are read. The first reading is at the
   // first Tick.
   void SetNicCounterSource(std::unique_ptr<NicCounterSource> source);
+  // High availability (issue #31): every job's session starts from the highest leader term this
+  // host accepted, and a higher term is recorded in `file` before the assignment carrying it is
+  // accepted (a failed write refuses the assignment). Without a file the term is shared by the
+  // host's sessions in memory only. Call before the first Tick.
+  void SetTermFile(protocol::TermFile file);
+  uint64_t highest_term() const { return highest_term_; }
 
   // --- Inputs.
   void OnLocalConnected(ConnId conn, pid_t pid, uid_t uid, core::Duration now);
@@ -162,12 +173,15 @@ class HostAgent {
   };
   std::vector<ProbeSlot> probes_;
   std::unique_ptr<NicCounterSource> nic_source_;
+  std::optional<protocol::TermFile> term_file_;
+  uint64_t highest_term_ = 0;  // Over every session of this host (and the term file).
   struct NicState {
     std::optional<NicCounterReading> last;  // The previous reading (primes the next delta).
     core::Duration last_at;
     std::vector<std::string> errors;                               // Of the last reading.
     std::optional<std::array<uint64_t, kNicCounterCount>> deltas;  // The last ones sent.
     core::Duration delta_interval;
+    std::string dropped;  // Why the last dropped reading was dropped (JudgeNicCounters).
   };
   std::vector<NicState> nic_states_;  // Per config_.nics entry.
   core::Duration next_nic_read_ = core::Duration::Zero();

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "crux/core/base/units.h"
 #include "crux/hostd/config.h"
 
 namespace crux::hostd {
@@ -39,6 +40,8 @@ struct NicCounterReading {
   // Per counter (kNicCounterNames order): its value, or nullopt when absent (no such file, or
   // its content was refused: see errors).
   std::array<std::optional<uint64_t>, kNicCounterCount> values;
+  // The port's rate (sysfs <port>/rate, "100 Gb/sec (4X EDR)"); nullopt: not told.
+  std::optional<core::Bandwidth> rate;
   // Problems of this reading, each naming the file: "<path>: not a decimal integer ("abc")",
   // "<path>: cannot open: Permission denied", or the missing hw_counters directory.
   std::vector<std::string> errors;
@@ -48,6 +51,25 @@ struct NicCounterReading {
 // counter that went backwards, e.g. after a driver reload, starts over: never read as a wrap).
 std::array<uint64_t, kNicCounterCount> NicCounterDelta(const NicCounterReading& before,
                                                        const NicCounterReading& now);
+
+// Plausibility of two readings `interval` apart (issue #31, docs/faults.md):
+//   * kReset: a counter both readings have went backwards (a driver reload, a NIC reset);
+//   * kImplausible: some delta is more than the port could count at its rate (`now.rate`, else
+//     core::kFastestPortRate) in interval + 1 s (every counter counts packets or events of
+//     packets, at most one per minimum-size frame): a garbled value, e.g. 2^64-1;
+//   * kOk: `delta` is NicCounterDelta(before, now).
+// A dropped reading gives no deltas and is the baseline of the next one.
+enum class NicVerdict { kOk, kReset, kImplausible };
+struct NicJudgement {
+  NicVerdict verdict = NicVerdict::kOk;
+  std::array<uint64_t, kNicCounterCount> delta{};  // kOk only.
+  std::string why;  // Not kOk: names the counter ("packet_seq_err went backwards (9 -> 2)").
+};
+NicJudgement JudgeNicCounters(const NicCounterReading& before, const NicCounterReading& now,
+                              core::Duration interval);
+
+// Parses a sysfs port `rate` file: "<n> Gb/sec (...)" (also "2.5 Gb/sec"). nullopt otherwise.
+std::optional<core::Bandwidth> ParsePortRate(std::string_view text);
 
 // Parses one counter file's content: a decimal integer (optionally surrounded by whitespace,
 // sysfs ends it with "\n") that fits uint64. nullopt otherwise.

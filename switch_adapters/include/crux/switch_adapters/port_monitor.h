@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "crux/core/base/status.h"
+#include "crux/core/base/units.h"
 
 namespace crux::switch_adapters {
 
@@ -48,10 +49,35 @@ struct PortCounterValues {
 // orchagent) counts as 0, never as a huge wrap-around.
 PortCounterValues CounterDelta(const PortCounterValues& before, const PortCounterValues& after);
 
+// Plausibility of two cumulative readings of one port (issue #31, docs/faults.md). SONiC's
+// counters are 64-bit and cumulative, so they never wrap in practice:
+//   * kReset: some counter went backwards. That is a reset (`sonic-clear counters`, a restarted
+//     syncd or orchagent, a queue that left the name map), never a 2^64 wrap. No delta.
+//   * kImplausible: some delta is more than the port could carry at `line_rate` in `interval`
+//     plus the counter group's poll lag (a garbled or torn COUNTERS_DB value, e.g. an error
+//     counter jumping to 2^64-1). No delta; `why` names the field, its delta and the bound.
+//   * kOk: `delta` is after - before.
+// Bounds, with frames = core::MaxFramesAtLineRate(line_rate, interval + lag): port counters (lag
+// 1 s, SONiC's PORT flex-counter interval) at most 1 x frames each; the PFC sums 8 x (one frame
+// counts on each priority it pauses); out_discards 256 x (egress drops come from every ingress
+// port: incast); queue counters (lag 10 s, the QUEUE group's interval): ecn_marked 1 x,
+// queue_drops 256 x. Generous on purpose: they refuse what cannot be a measurement, not heavy
+// traffic. A caller that drops a sample keeps `after` as its next baseline.
+enum class CounterVerdict { kOk, kReset, kImplausible };
+struct CounterJudgement {
+  CounterVerdict verdict = CounterVerdict::kOk;
+  PortCounterValues delta;  // kOk only.
+  std::string why;          // Not kOk: "in_errors went backwards (7 -> 0)", ...
+};
+// `line_rate`: the port's speed; nullopt or not positive: core::kFastestPortRate. `interval` > 0.
+CounterJudgement JudgeCounters(const PortCounterValues& before, const PortCounterValues& after,
+                               std::optional<core::Bandwidth> line_rate, core::Duration interval);
+
 struct PortReading {
   std::string port;
   std::optional<bool> oper_up;                // nullopt: the device does not say.
   std::optional<PortCounterValues> counters;  // nullopt: not read, or not available.
+  std::optional<core::Bandwidth> speed = {};  // The port's line rate; nullopt: not told.
 
   friend bool operator==(const PortReading&, const PortReading&) = default;
 };

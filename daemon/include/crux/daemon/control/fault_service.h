@@ -59,7 +59,9 @@ class FaultService {
 
   // cruxctl set-link LINK HEALTH: pins the named link(s) ("a->b", "a-b"); persisted. Returns the
   // directed links whose health in force changed (already applied). Errors: kNotFound (no such
-  // link), kInvalidArgument (DEGRADED capacity out of range), naming the field.
+  // link), kInvalidArgument (DEGRADED capacity out of range, naming the field and the range):
+  // a DEGRADED capacity must lie in [faults.min_capacity_fraction x nominal, nominal] of every
+  // direction named (the floor the automatic estimates use; 1 % by default; see Floored).
   core::Result<std::vector<core::LinkId>> SetAdmin(const std::string& name, core::LinkHealth health,
                                                    double capacity_bps);
   // cruxctl set-link LINK auto: hands the link(s) back to automatic control; the persisted pin
@@ -67,10 +69,17 @@ class FaultService {
   core::Result<std::vector<core::LinkId>> HandBack(const std::string& name);
   // Start-up: a stored pin (already applied to the topology by TopologyManager::Restore).
   void RestoreAdmin(const LinkOverride& o);
+  // Start-up, before both restores: a stored DEGRADED pin below the capacity floor (stored by a
+  // cruxd without it, or under a lower faults.min_capacity_fraction) raised to it, with a
+  // warning; any other row as it is.
+  LinkOverride Floored(LinkOverride o) const;
 
   uint64_t automatic_changes() const { return automatic_changes_; }
 
  private:
+  // The floor of a DEGRADED capacity, as a fraction of nominal (FaultOptions in force).
+  double MinCapacityFraction() const;
+
   ControlHost* control_;
   TopologyManager* topo_;
   EventLoop* loop_;

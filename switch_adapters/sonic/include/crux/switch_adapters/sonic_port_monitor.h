@@ -2,7 +2,9 @@
 // (failures-ha.md A6; docs/faults.md):
 //
 //   APPL_DB (db 0)      PORT_TABLE:<port>            oper_status "up" / "down" (portsorch writes
-//                                                    it on SAI port_state_change: event-driven)
+//                                                    it on SAI port_state_change: event-driven);
+//                                                    speed (Mbit/s: the line rate the counter
+//                                                    deltas are checked against, port_monitor.h)
 //   COUNTERS_DB (db 2)  COUNTERS_PORT_NAME_MAP       <port> -> port counter OID
 //                       COUNTERS:<port oid>          SAI_PORT_STAT_IF_IN_ERRORS,
 //                       ..._IF_IN_DISCARDS,
