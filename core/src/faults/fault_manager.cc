@@ -646,10 +646,10 @@ void FaultManager::DropContradictedJobs(Observations& obs, Duration now, Duratio
                                         const Topology& nominal) {
   const double gray = options_.localisation.gray_ratio;
   auto slow = [&](size_t i) { return obs.paths[i].failed || obs.paths[i].rate_ratio < gray; };
-  // Per link: per job, the lowest priority (highest level) of its healthy rows crossing it
-  // (host-measured probes under one name of their own: they vouch against every job); and the
-  // links a slow host-measured probe crosses (the operator's measurement backs a slow flow).
-  static constexpr std::string_view kHostProbes = "host agent probes";
+  // Per link: per job, the lowest priority (highest level) of its healthy rows crossing it; and
+  // the links a slow host-measured probe crosses (the operator's measurement backs a slow flow).
+  // A healthy host probe vouches for nothing: it is one message at one moment, measured against
+  // the share it would get with every flow active, and a flow that was idle then left it more.
   std::map<LinkId, std::map<std::string_view, int>> healthy;
   std::set<LinkId> host_slow;
   for (size_t i = 0; i < obs.paths.size(); ++i) {
@@ -658,9 +658,9 @@ void FaultManager::DropContradictedJobs(Observations& obs, Duration now, Duratio
       if (host) host_slow.insert(obs.paths[i].links.begin(), obs.paths[i].links.end());
       continue;
     }
-    const std::string_view who = host ? kHostProbes : std::string_view(obs.flows[i]->first.job);
+    if (host) continue;
     for (LinkId l : obs.paths[i].links) {
-      auto [it, inserted] = healthy[l].try_emplace(who, obs.levels[i]);
+      auto [it, inserted] = healthy[l].try_emplace(obs.flows[i]->first.job, obs.levels[i]);
       if (!inserted) it->second = std::max(it->second, obs.levels[i]);
     }
   }
@@ -709,10 +709,9 @@ void FaultManager::DropContradictedJobs(Observations& obs, Duration now, Duratio
     ++t.contradicted;
     if (t.example.empty()) {
       t.example = obs.FlowName(i, nominal) +
-                  (obs.paths[i].failed ? " made no progress" : " is slow") + ", yet " +
-                  (witness == kHostProbes ? std::string(witness) + " are"
-                                          : "job " + std::string(witness) + " is") +
-                  " healthy at the same or a lower priority on every link of its path";
+                  (obs.paths[i].failed ? " made no progress" : " is slow") + ", yet job " +
+                  std::string(witness) +
+                  " is healthy at the same or a lower priority on every link of its path";
     }
   }
   // Update the flags: a job is consistent again as soon as an evaluation finds it so.

@@ -155,11 +155,14 @@ std::vector<core::FlowSample> FaultInjector::MeasureProbes(uint32_t j, Fabric& f
   for (const core::FlowPin& p : *probes) {
     if (p.path.empty()) continue;
     double rate = std::numeric_limits<double>::infinity();
+    bool dead = false;  // A link of its path is physically down: the probe is lost.
     for (core::LinkId l : p.path) {
       if (!l.valid() || l.value() >= topo_.num_links()) {
         rate = 0;
+        dead = true;
         break;
       }
+      dead = dead || !(fabric.capacity_bps(l) > 0);
       rate = std::min(rate, fabric.net().NewcomerShare(fabric.ResourceFor(j, l), s.level));
     }
     core::FlowSample f;
@@ -167,11 +170,13 @@ std::vector<core::FlowSample> FaultInjector::MeasureProbes(uint32_t j, Fabric& f
     f.dst_nic = p.dst_nic;
     f.udp_sport = p.udp_sport;
     f.probe = true;
-    if (rate > 0 && std::isfinite(rate)) {
+    if (dead) {
+      f.errors = 1;  // Lost: the probe times out.
+    } else if (rate > 0 && std::isfinite(rate)) {
       f.bytes = po.size;
       f.transfer_time = std::max(Duration::Nanos(1), Duration::Seconds(po.size.ToBits() / rate));
     } else {
-      f.errors = 1;  // Lost: the probe times out.
+      continue;  // Starved by higher levels (paused, lossless): no measurement this round.
     }
     out.push_back(f);
   }

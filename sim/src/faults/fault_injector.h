@@ -62,7 +62,8 @@ class FaultInjector {
   // them this round: each one message of the probe size at the rate a newcomer of the job's
   // level would get on every link of its pinned path (FluidNetwork::NewcomerShare: the probe
   // sees the capacity in force and the load, it does not add to it); a probe over a link that
-  // is down delivers nothing and times out (one transport error).
+  // is down delivers nothing and times out (one transport error); one that higher levels starve
+  // completely is paused (lossless RoCE), not lost, and reports nothing this round.
   std::vector<core::FlowSample> MeasureProbes(uint32_t j, Fabric& fabric, JobModel& jobs,
                                               const PlanApplier& host);
   // The switches' counter readings of the lossy links in force (switch_signals), one per

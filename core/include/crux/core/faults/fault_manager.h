@@ -33,8 +33,8 @@
 //   * a job whose reports contradict every other source is not believed: when all of its slow
 //     flows (at least localisation.min_flows) cross only links on which another job's flow of
 //     the same or a lower priority is healthy (any priority for a flow that made no progress:
-//     a dead link serves nobody) or a host-measured probe is, and no switch counter, port state,
-//     NIC loss or slow host-measured probe backs any of
+//     a dead link serves nobody), and no switch counter, port state, NIC loss or slow
+//     host-measured probe backs any of
 //     them, in two consecutive evaluations, its samples are left out of the tomography until
 //     an evaluation finds it consistent again; it is listed (ContradictedJobs) for cruxctl
 //     faults and /metrics. A capacity loss hurts the lowest priority first, hence the level
@@ -274,7 +274,8 @@ class FaultManager {
   // Probes of job `job_id`'s assignment that a host agent (the operator's, not the tenant's)
   // sent and measured: an independent source, like a NIC's counters. Rows as OnFlows (samples
   // without `probe` set are ignored). A slow one backs a suspicion of the links of its path (the
-  // tenant rule, above), a healthy one vouches for them (the contradiction rule).
+  // tenant rule and the contradiction rule, above); a healthy one clears them in the
+  // localisation but vouches against no job (one message at one moment).
   void OnHostProbes(const std::string& job_id, const std::vector<FlowSample>& samples,
                     Duration now);
   // The samples of one job's report (replace that job's previous ones per flow: per job, NIC
