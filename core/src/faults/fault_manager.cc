@@ -460,9 +460,21 @@ void FaultManager::WantProbesForUnexplained(const Observations& obs,
                                             const std::map<LinkId, const Suspect*>& suspects,
                                             Duration now) {
   const double gray = options_.localisation.gray_ratio;
+  auto slow = [&](size_t i) { return obs.paths[i].failed || obs.paths[i].rate_ratio < gray; };
+  // A job most of whose rows are slow is slow as a whole (its phases, its compute, a collective
+  // held back by one peer): no link to look for. Only a few slow rows point at their paths.
+  std::map<std::string_view, std::pair<int, int>> rows;  // Job -> (rows, slow rows).
+  for (size_t i = 0; i < obs.paths.size(); ++i) {
+    if (obs.flows[i]->first.host) continue;
+    auto& [n, k] = rows[obs.flows[i]->first.job];
+    ++n;
+    k += slow(i) ? 1 : 0;
+  }
   for (size_t i = 0; i < obs.paths.size(); ++i) {
     const PathObservation& o = obs.paths[i];
-    if (obs.flows[i]->first.host || !(o.failed || o.rate_ratio < gray)) continue;
+    if (obs.flows[i]->first.host || !slow(i)) continue;
+    const auto& [n, k] = rows[obs.flows[i]->first.job];
+    if (2 * k > n) continue;
     const bool explained = std::any_of(o.links.begin(), o.links.end(),
                                        [&](LinkId l) { return suspects.count(l) > 0; });
     if (explained) continue;
@@ -475,12 +487,18 @@ void FaultManager::WantProbesForUnexplained(const Observations& obs,
 }
 
 void FaultManager::UpdateProbeTargets(Duration now) {
-  probe_targets_.clear();
+  std::vector<std::pair<Duration, LinkId>> wanted;  // Most recently wanted first.
   for (const auto& [id, s] : links_) {
     if (s.probes_wanted_at && now - *s.probes_wanted_at <= options_.evidence_window) {
-      probe_targets_.push_back(id);
+      wanted.emplace_back(*s.probes_wanted_at, id);
     }
   }
+  std::stable_sort(wanted.begin(), wanted.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  if (wanted.size() > kMaxProbeTargets) wanted.resize(kMaxProbeTargets);
+  probe_targets_.clear();
+  for (const auto& [at, id] : wanted) probe_targets_.push_back(id);
+  std::sort(probe_targets_.begin(), probe_targets_.end());
 }
 
 void FaultManager::ForgetStaleFlows(Duration now) {

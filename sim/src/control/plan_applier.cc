@@ -183,6 +183,22 @@ bool PlanApplier::RouteAlone(uint32_t j) {
 
 // plan_flows / plan_resources from the job's own flows: each on the pinned path of `a` for its
 // NIC pair (the k-th flow of a pair on the k-th pin of that pair), else on its default path.
+uint64_t PlanApplier::FlowsHash(const core::Assignment& a) {
+  // FNV-1a over every pin's NIC pair, source port and links.
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](uint64_t v) {
+    h ^= v;
+    h *= 1099511628211ULL;
+  };
+  for (const core::FlowPin& p : a.flows) {
+    mix(PairKey(p.src_nic, p.dst_nic));
+    mix(p.udp_sport);
+    for (core::LinkId l : p.path) mix(l.value());
+    mix(~0ULL);
+  }
+  return h;
+}
+
 void PlanApplier::SetPlanFlows(uint32_t j, const core::Assignment* a) {
   JobState& s = jobs_->job(j);
   std::unordered_map<uint64_t, std::vector<const core::FlowPin*>> pins;
@@ -348,9 +364,18 @@ core::Status PlanApplier::RunDue(bool* changed) {
     const uint32_t j = it->second;
     JobState& s = jobs_->job(j);
     if (s.status != JobStatus::kRunning) continue;
+    // An assignment re-issued only for its probes (the loop re-designs them when the fault
+    // manager's probe targets change) leaves the job's flows where they are.
+    const bool probes = s.assignment_probes || !aa.assignment.probes.empty();
+    s.assignment_probes = !aa.assignment.probes.empty();
+    if (probes && s.assigned && s.phase == aa.assignment.phase && s.level == aa.assignment.level &&
+        FlowsHash(aa.assignment) == s.assignment_hash) {
+      continue;
+    }
     s.assigned = true;
     s.phase = aa.assignment.phase;
     s.level = aa.assignment.level;
+    s.assignment_hash = FlowsHash(aa.assignment);
     SetPlanFlows(j, &aa.assignment);
     NoteLevel(j, s.phase, s.level);
     *changed = true;

@@ -125,6 +125,8 @@ class PlanApplier {
   JobState* ShiftChanges(const std::string& id, core::Duration time_shift);
   bool RouteAlone(uint32_t j);
   void SetPlanFlows(uint32_t j, const core::Assignment* a);
+  // A hash of an assignment's pinned flows (pairs, ports, paths).
+  static uint64_t FlowsHash(const core::Assignment& a);
   void ApplyTimeShift(JobState& s, core::Duration shift);
   void NoteLevel(uint32_t j, core::JobPhase phase, int level);
 

@@ -203,8 +203,10 @@ struct JobState {
   std::vector<uint16_t> plan_sport;  // The pin's UDP source port (0: none).
   // Per pin (NIC pair, source port): the heartbeat window (telemetry).
   std::map<std::pair<uint64_t, uint16_t>, FlowWindow> window;
-  std::vector<uint32_t> peer_of;  // Flow -> the client's PeerId of its NIC pair.
-  bool assigned = false;          // An assignment is in force.
+  std::vector<uint32_t> peer_of;   // Flow -> the client's PeerId of its NIC pair.
+  bool assigned = false;           // An assignment is in force.
+  uint64_t assignment_hash = 0;    // PlanApplier::FlowsHash of it (re-issues for probes only).
+  bool assignment_probes = false;  // It carries probes.
   core::JobPhase phase = core::JobPhase::kRegistered;  // Of the assignment in force.
   // The client library's profiler, fed by the job model with the iteration's events.
   std::optional<ClientProfiler> profiler;

@@ -317,8 +317,10 @@ class FaultManager {
   // than min_flows rows over its links), at some evaluation within the evidence window: the
   // control loop has
   // probes designed over them (fault_probes.h, DesignProbes' `suspects`), whose host-measured
-  // results settle them. Sorted; changes only at Evaluate.
+  // results settle them. At most kMaxProbeTargets (the most recently wanted). Sorted; changes
+  // only at Evaluate.
   const std::vector<LinkId>& probe_targets() const { return probe_targets_; }
+  static constexpr size_t kMaxProbeTargets = 64;
 
  private:
   struct Counters {
@@ -434,7 +436,8 @@ class FaultManager {
   void PruneRecords();
   // A slow row (not a host probe) none of whose links the localisation suspects - fewer than
   // min_flows rows cross them, e.g. the one flow over a NIC's access link - makes every link of
-  // its path a probe target: host probes over them add the rows the localisation lacks.
+  // its path a probe target: host probes over them add the rows the localisation lacks. Not the
+  // rows of a job most of whose rows are slow (slow as a whole: no link to look for).
   void WantProbesForUnexplained(const Observations& obs,
                                 const std::map<LinkId, const Suspect*>& suspects, Duration now);
   // probe_targets_ from the links' probes_wanted_at (wanted within the evidence window).
