@@ -56,7 +56,7 @@ core::Result<HostdConfig> ParseHostdConfig(std::string_view yaml, const std::str
       doc, "",
       {"host", "daemon", "insecure", "server_key", "client_key", "socket", "nics", "nic_addresses",
        "register_delay_ms", "end_delay_ms", "lease_ms", "call_timeout_ms",
-       "nic_counters_interval_ms", "sysfs_root", "term_file", "probes"}));
+       "nic_counters_interval_ms", "sysfs_root", "term_file", "probes", "limits"}));
   HostdConfig c;
   c.host = ShortHostname();
   if (doc.Has("host")) {
@@ -101,6 +101,18 @@ core::Result<HostdConfig> ParseHostdConfig(std::string_view yaml, const std::str
           p.Has("timeout_ms") ? p.Get("timeout_ms") : p, "probes.timeout_ms",
           "must be <= probes.interval_ms (" + std::to_string(c.probes.interval_ms) + ")");
     }
+  }
+  if (doc.Has("limits")) {
+    const YamlNode& l = doc.Get("limits");
+    CRUX_RETURN_IF_ERROR(
+        textio::CheckMap(l, "limits", {"jobs_per_uid", "ranks_per_uid", "jobs_non_root"}));
+    const auto range = textio::IntRange::Closed(0, 100000);
+    CRUX_RETURN_IF_ERROR(
+        textio::OptionalInteger(l, "limits", "jobs_per_uid", range, &c.limits.jobs_per_uid));
+    CRUX_RETURN_IF_ERROR(
+        textio::OptionalInteger(l, "limits", "ranks_per_uid", range, &c.limits.ranks_per_uid));
+    CRUX_RETURN_IF_ERROR(
+        textio::OptionalInteger(l, "limits", "jobs_non_root", range, &c.limits.jobs_non_root));
   }
   if (c.host.empty()) return textio::ErrorAt(doc, "host", "missing and the hostname is unknown");
   if (c.daemon_endpoint.empty()) return textio::ErrorAt(doc.Get("daemon"), "daemon", "is empty");

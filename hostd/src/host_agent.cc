@@ -16,6 +16,10 @@ namespace {
 constexpr size_t kMaxRepinErrors = 8;
 constexpr double kResendChange = 0.10;
 constexpr size_t kMaxTelemetryInFlight = 16;
+constexpr size_t kMaxRefusalUids = 1024;
+
+// Rate-limited logging of a counted event: the first 10, then every 100th.
+bool LogThisOne(uint64_t count) { return count <= 10 || count % 100 == 0; }
 
 template <typename T>
 T Median(std::vector<T> v) {
@@ -52,6 +56,7 @@ struct HostAgent::Process {
   std::optional<PinAck> last_ack;
   std::deque<RepinResult> repin_errors;
   uint64_t repins_ok = 0;
+  std::string refused_job;  // The job id last refused to it (answered once).
 };
 
 struct HostAgent::Job {
@@ -98,11 +103,69 @@ HostAgent::Process& HostAgent::ProcessOf(pid_t pid, uid_t uid, core::Duration /*
 }
 
 void HostAgent::OnLocalConnected(ConnId conn, pid_t pid, uid_t uid, core::Duration now) {
-  conns_[conn] = pid;
+  conns_[conn] = {pid, uid};
   ProcessOf(pid, uid, now).conns.insert(conn);
 }
 
-void HostAgent::AttachJob(Process& p, const std::string& job_id, core::Duration now) {
+HostAgent::Usage HostAgent::UsageOf(uid_t uid) const {
+  Usage u;
+  for (const auto& [id, j] : jobs_) {
+    if (j->uid != uid) continue;
+    ++u.jobs;
+    u.ranks += static_cast<uint32_t>(j->pids.size());
+  }
+  return u;
+}
+
+std::string HostAgent::OverLimit(uid_t uid, bool new_job) const {
+  if (uid == 0) return "";  // Root is exempt (config.h LocalLimitsConfig).
+  const LocalLimitsConfig& l = config_.limits;
+  const Usage u = UsageOf(uid);
+  const std::string who = "uid " + std::to_string(uid);
+  if (new_job && l.jobs_per_uid > 0 && u.jobs >= l.jobs_per_uid) {
+    return "limits.jobs_per_uid: " + who + " already has " + std::to_string(u.jobs) +
+           " jobs on this host (at most " + std::to_string(l.jobs_per_uid) + ")";
+  }
+  if (l.ranks_per_uid > 0 && u.ranks >= l.ranks_per_uid) {
+    return "limits.ranks_per_uid: " + who + " already has " + std::to_string(u.ranks) +
+           " processes in jobs on this host (at most " + std::to_string(l.ranks_per_uid) + ")";
+  }
+  if (new_job && l.jobs_non_root > 0) {
+    uint32_t non_root = 0;
+    for (const auto& [id, j] : jobs_) non_root += j->uid != 0 ? 1 : 0;
+    if (non_root >= l.jobs_non_root) {
+      return "limits.jobs_non_root: non-root users already have " + std::to_string(non_root) +
+             " jobs on this host (at most " + std::to_string(l.jobs_non_root) + ")";
+    }
+  }
+  return "";
+}
+
+void HostAgent::Refuse(Process& p, ConnId conn, const std::string& job_id, const char* code,
+                       const std::string& reason, uint64_t* counter, const std::string& detail) {
+  if (p.refused_job == job_id) return;  // Answered already; its next try may still get in.
+  p.refused_job = job_id;
+  const uint64_t count = ++*counter;
+  const std::string line = "refused job '" + job_id + "' of process " + std::to_string(p.pid) +
+                           " (uid " + std::to_string(p.uid) +
+                           "): " + (detail.empty() ? reason : detail);
+  last_error_ = line;
+  if (last_refusal_.insert_or_assign(p.uid, line).second) {
+    refusal_order_.push_back(p.uid);
+    if (refusal_order_.size() > kMaxRefusalUids) {
+      last_refusal_.erase(refusal_order_.front());
+      refusal_order_.pop_front();
+    }
+  }
+  to_local_.emplace_back(conn, Refused{job_id, code, reason});
+  if (LogThisOne(count)) {
+    std::fprintf(stderr, "crux-hostd: %s (%llu %s refusals so far)\n", line.c_str(),
+                 static_cast<unsigned long long>(count),
+                 counter == &counters_.refused_quota ? "limit" : "uid");
+  }
+}
+
+void HostAgent::AttachJob(Process& p, ConnId conn, const std::string& job_id, core::Duration now) {
   if (!p.job_id.empty()) {
     if (p.job_id != job_id) {
       ++counters_.bad_local_messages;
@@ -111,20 +174,28 @@ void HostAgent::AttachJob(Process& p, const std::string& job_id, core::Duration 
     }
     return;
   }
-  auto& slot = jobs_[job_id];
-  if (!slot) {
-    slot = std::make_unique<Job>();
-    slot->id = job_id;
-    slot->uid = p.uid;
-    slot->first_seen = now;
-  }
-  Job& j = *slot;
-  if (j.uid != p.uid) {
-    ++counters_.refused_uid;
-    last_error_ = "process " + std::to_string(p.pid) + " (uid " + std::to_string(p.uid) +
-                  ") claims job '" + job_id + "' of uid " + std::to_string(j.uid) + " (refused)";
+  auto it = jobs_.find(job_id);
+  if (it != jobs_.end() && it->second->uid != p.uid) {
+    // The peer is not told whose job it is; the log and root's status are.
+    Refuse(p, conn, job_id, kRefusedPermissionDenied,
+           "job '" + job_id + "' belongs to another user", &counters_.refused_uid,
+           "process " + std::to_string(p.pid) + " (uid " + std::to_string(p.uid) +
+               ") claims job '" + job_id + "' of uid " + std::to_string(it->second->uid));
     return;
   }
+  if (std::string why = OverLimit(p.uid, it == jobs_.end()); !why.empty()) {
+    Refuse(p, conn, job_id, kRefusedResourceExhausted, why, &counters_.refused_quota);
+    return;
+  }
+  if (it == jobs_.end()) {
+    auto job = std::make_unique<Job>();
+    job->id = job_id;
+    job->uid = p.uid;
+    job->first_seen = now;
+    it = jobs_.emplace(job_id, std::move(job)).first;
+  }
+  Job& j = *it->second;
+  p.refused_job.clear();
   p.job_id = job_id;
   j.pids.insert(p.pid);
   j.empty_since.reset();
@@ -143,7 +214,7 @@ void HostAgent::DetachJob(Process& p, core::Duration now) {
 void HostAgent::OnLocalMessage(ConnId conn, const Message& message, core::Duration now) {
   auto c = conns_.find(conn);
   if (c == conns_.end()) return;
-  auto pit = processes_.find(c->second);
+  auto pit = processes_.find(c->second.pid);
   if (pit == processes_.end()) return;
   Process& p = *pit->second;
   ++counters_.local_messages;
@@ -153,7 +224,7 @@ void HostAgent::OnLocalMessage(ConnId conn, const Message& message, core::Durati
     if (h->role == Role::kVerbs) p.verbs_conns.insert(conn);
     if (!h->job_id.empty()) {
       p.job_source = h->job_source;
-      AttachJob(p, h->job_id, now);
+      AttachJob(p, conn, h->job_id, now);
     }
     if (h->role == Role::kVerbs && !p.job_id.empty()) {
       auto j = jobs_.find(p.job_id);
@@ -162,7 +233,7 @@ void HostAgent::OnLocalMessage(ConnId conn, const Message& message, core::Durati
   } else if (const auto* ci = std::get_if<CommInfo>(&message)) {
     p.comms[ci->hash] = *ci;
   } else if (const auto* rp = std::get_if<RankProfile>(&message)) {
-    AttachJob(p, rp->job_id, now);
+    AttachJob(p, conn, rp->job_id, now);
     if (p.job_id == rp->job_id) {
       p.profile = *rp;
       auto j = jobs_.find(p.job_id);
@@ -189,7 +260,9 @@ void HostAgent::OnLocalMessage(ConnId conn, const Message& message, core::Durati
   } else if (const auto* a = std::get_if<PinAck>(&message)) {
     p.last_ack = *a;
   } else if (std::holds_alternative<StatusRequest>(message)) {
-    to_local_.emplace_back(conn, StatusReply{StatusJson()});
+    // The connection's own uid decides what it sees (not its process's first one).
+    const uid_t viewer = c->second.uid;
+    to_local_.emplace_back(conn, StatusReply{viewer == 0 ? StatusJson() : StatusJson(viewer)});
   } else {
     ++counters_.bad_local_messages;
     last_error_ = "process " + std::to_string(p.pid) + " sent a message meant for the ranks";
@@ -200,13 +273,13 @@ void HostAgent::OnLocalBadMessage(ConnId conn, const core::Status& error) {
   ++counters_.bad_local_messages;
   auto c = conns_.find(conn);
   last_error_ =
-      "process " + std::to_string(c == conns_.end() ? -1 : c->second) + ": " + error.message();
+      "process " + std::to_string(c == conns_.end() ? -1 : c->second.pid) + ": " + error.message();
 }
 
 void HostAgent::OnLocalClosed(ConnId conn, core::Duration now) {
   auto c = conns_.find(conn);
   if (c == conns_.end()) return;
-  const pid_t pid = c->second;
+  const pid_t pid = c->second.pid;
   conns_.erase(c);
   auto pit = processes_.find(pid);
   if (pit == processes_.end()) return;
@@ -552,7 +625,7 @@ void HostAgent::ReadNicCounters(core::Duration now) {
       const bool reset = judged.verdict == NicVerdict::kReset;
       const uint64_t count =
           ++(reset ? counters_.nic_counter_resets : counters_.nic_implausible_samples);
-      if (count <= 10 || count % 100 == 0) {
+      if (LogThisOne(count)) {
         std::fprintf(
             stderr, "crux-hostd: NIC %s: dropped a counter reading (%s; %llu so far): %s\n",
             n.name.c_str(), reset ? "a reset, not a wrap" : "implausible, not reported to cruxd",
@@ -639,10 +712,14 @@ core::Duration HostAgent::NextWakeup() const {
   return next;
 }
 
-std::string HostAgent::StatusJson() const {
+std::string HostAgent::StatusJson(std::optional<uid_t> viewer) const {
   using nlohmann::json;
+  // Root (or no viewer: crux-hostd itself) sees everything; another uid only its own.
+  const bool all = !viewer.has_value() || *viewer == 0;
+  const uid_t own = all ? 0 : *viewer;
   json jobs = json::array();
   for (const auto& [id, j] : jobs_) {
+    if (!all && j->uid != own) continue;
     json ranks = json::array();
     uint64_t qps = 0, pinned = 0, repin_errors = 0;
     for (pid_t pid : j->pids) {
@@ -695,6 +772,7 @@ std::string HostAgent::StatusJson() const {
       ranks.push_back(std::move(r));
     }
     json job = {{"job_id", id},
+                {"uid", j->uid},
                 {"local_ranks", j->pids.size()},
                 {"registered_ranks", j->registered_ranks},
                 {"hosts_expected", j->hosts_expected},
@@ -739,7 +817,7 @@ std::string HostAgent::StatusJson() const {
     if (s.last) {
       p["ok"] = s.last->ok;
       p["summary"] = s.last->summary;
-      p["data"] = s.last->data;
+      if (all) p["data"] = s.last->data;  // Per flow: other users' jobs too.
     }
     probes.push_back(std::move(p));
   }
@@ -795,18 +873,43 @@ std::string HostAgent::StatusJson() const {
   json c = {{"local_messages", counters_.local_messages},
             {"bad_local_messages", counters_.bad_local_messages},
             {"refused_uid", counters_.refused_uid},
+            {"refused_quota", counters_.refused_quota},
             {"unresolved_flows", counters_.unresolved_flows},
             {"pin_tables_sent", counters_.pin_tables_sent},
             {"daemon_messages", counters_.daemon_messages},
             {"stray_daemon_messages", counters_.stray_daemon_messages}};
-  json out = {{"host", config_.host},
-              {"daemon", config_.daemon_endpoint},
-              {"processes", processes_.size()},
-              {"jobs", jobs},
-              {"probes", probes},
-              {"nic_counters", nic_counters},
-              {"counters", c},
-              {"last_error", last_error_}};
+  // The limits and who uses them: the viewer's own usage, or (root) every uid's.
+  json limits = {{"jobs_per_uid", config_.limits.jobs_per_uid},
+                 {"ranks_per_uid", config_.limits.ranks_per_uid},
+                 {"jobs_non_root", config_.limits.jobs_non_root},
+                 {"root_exempt", true}};
+  json usage = json::object();
+  std::set<uid_t> uids;
+  for (const auto& [id, j] : jobs_) uids.insert(j->uid);
+  for (uid_t u : uids) {
+    if (!all && u != own) continue;
+    const Usage us = UsageOf(u);
+    usage[std::to_string(u)] = {{"jobs", us.jobs}, {"ranks", us.ranks}};
+  }
+  limits["usage_by_uid"] = std::move(usage);
+  size_t processes = 0;
+  for (const auto& [pid, p] : processes_) processes += (all || p->uid == own) ? 1 : 0;
+  std::string last_error = last_error_;
+  if (!all) {
+    auto r = last_refusal_.find(own);
+    last_error = r == last_refusal_.end() ? "" : r->second;
+  }
+  json out = {
+      {"host", config_.host},
+      {"daemon", config_.daemon_endpoint},
+      {"viewer", all ? json{{"scope", "all jobs"}} : json{{"uid", own}, {"scope", "own jobs"}}},
+      {"processes", processes},
+      {"jobs", jobs},
+      {"probes", probes},
+      {"nic_counters", nic_counters},
+      {"limits", limits},
+      {"counters", c},
+      {"last_error", last_error}};
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

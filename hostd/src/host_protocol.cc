@@ -206,6 +206,9 @@ json EncodeBody(const StatusReply& m) {
   if (status.is_discarded()) status = json::object();
   return {{"type", "status_reply"}, {"status", status}};
 }
+json EncodeBody(const Refused& m) {
+  return {{"type", "refused"}, {"job_id", m.job_id}, {"code", m.code}, {"reason", m.reason}};
+}
 
 core::Result<Message> DecodeBody(const json& j, const std::string& type) {
   Reader r(j, type);
@@ -358,6 +361,14 @@ core::Result<Message> DecodeBody(const json& j, const std::string& type) {
       return core::InvalidArgumentError("host message: status_reply.status: must be an object");
     }
     return Message(StatusReply{it->dump()});
+  }
+  if (type == "refused") {
+    Refused m;
+    m.job_id = r.Str("job_id", false, 128);
+    m.code = r.Str("code", true, 64);
+    m.reason = r.Str("reason", true, 1024);
+    if (!r.status().ok()) return r.status();
+    return Message(std::move(m));
   }
   return core::InvalidArgumentError("host message: unknown type '" + type + "'");
 }

@@ -48,6 +48,10 @@ std::vector<Message> HostdLink::Receive() {
       last_error_ = m.status().message();
       continue;
     }
+    if (const auto* refused = std::get_if<Refused>(&*m)) {
+      ++refusals_;
+      last_error_ = "crux-hostd refused job '" + refused->job_id + "': " + refused->reason;
+    }
     out.push_back(std::move(*m));
   }
   return out;

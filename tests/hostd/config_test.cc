@@ -21,7 +21,8 @@ TEST(HostdConfigTest, ShippedExampleParses) {
   EXPECT_EQ(c->nic_by_address.at("::ffff:10.0.0.1"), "host0/nic0");
   EXPECT_EQ(c->nic_counters_interval_ms, 1000);
   EXPECT_EQ(c->sysfs_root, "/sys");
-  EXPECT_EQ(c->probes, ProbeConfig{});  // Spelled out, off.
+  EXPECT_EQ(c->probes, ProbeConfig{});        // Spelled out, off.
+  EXPECT_EQ(c->limits, LocalLimitsConfig{});  // Spelled out, the defaults.
 }
 
 TEST(HostdConfigTest, NicCounterKeys) {
@@ -62,6 +63,30 @@ TEST(HostdConfigTest, ProbeKeys) {
   EXPECT_NE(err("{interval_ms: 100, timeout_ms: 200}\n")
                 .find("probes.timeout_ms: must be <= probes.interval_ms"),
             std::string::npos);
+}
+
+TEST(HostdConfigTest, LimitKeys) {
+  auto d = ParseHostdConfig("host: h\ndaemon: tcp://x:1\ninsecure: true\n", "/");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->limits.jobs_per_uid, 8u);  // The defaults.
+  EXPECT_EQ(d->limits.ranks_per_uid, 64u);
+  EXPECT_EQ(d->limits.jobs_non_root, 48u);
+  auto c = ParseHostdConfig(
+      "host: h\ndaemon: tcp://x:1\ninsecure: true\n"
+      "limits: {jobs_per_uid: 2, ranks_per_uid: 0, jobs_non_root: 20}\n",
+      "/");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->limits, (LocalLimitsConfig{2, 0, 20}));
+  auto bad = ParseHostdConfig(
+      "host: h\ndaemon: tcp://x:1\ninsecure: true\nlimits: {jobs_per_uid: -1}\n", "/");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("limits.jobs_per_uid"), std::string::npos)
+      << bad.status().message();
+  auto unknown =
+      ParseHostdConfig("host: h\ndaemon: tcp://x:1\ninsecure: true\nlimits: {jobs: 3}\n", "/");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("unknown key"), std::string::npos)
+      << unknown.status().message();
 }
 
 TEST(HostdConfigTest, NicAddressesFileJoinsTheMap) {

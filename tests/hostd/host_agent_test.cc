@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -358,6 +359,144 @@ TEST_F(HostAgentTest, ProcessesOfAnotherUidCannotJoinAJob) {
   auto status = nlohmann::json::parse(agent_.StatusJson());
   EXPECT_NE(status["last_error"].get<std::string>().find("claims job 'job-a' of uid 1000"),
             std::string::npos);
+}
+
+// The Refused messages queued for local connections, by connection.
+RankProfile ProfileOf(const std::string& job) {
+  RankProfile p;
+  p.job_id = job;
+  return p;
+}
+
+std::vector<std::pair<ConnId, Refused>> RefusalsOf(HostAgent& agent) {
+  std::vector<std::pair<ConnId, Refused>> out;
+  for (auto& [conn, m] : agent.TakeToLocal()) {
+    if (const auto* r = std::get_if<Refused>(&m)) out.emplace_back(conn, *r);
+  }
+  return out;
+}
+
+TEST(HostAgentLimitsTest, EachLimitRefusesWithItsReasonAndRootIsExempt) {
+  HostdConfig config = Config();
+  config.limits = {.jobs_per_uid = 2, .ranks_per_uid = 3, .jobs_non_root = 3};
+  HostAgent agent(config);
+  const Duration t = Ms(0);
+  auto start = [&](ConnId conn, pid_t pid, uid_t uid, const std::string& job) {
+    agent.OnLocalConnected(conn, pid, uid, t);
+    agent.OnLocalMessage(conn, Hello{Role::kProfiler, pid, job, "CRUX_JOB_ID", "v6"}, t);
+    return RefusalsOf(agent);
+  };
+  EXPECT_TRUE(start(1, 100, 1000, "a").empty());
+  EXPECT_TRUE(start(2, 101, 1000, "b").empty());
+  auto r = start(3, 102, 1000, "c");  // A third job of uid 1000.
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].first, 3u);
+  EXPECT_EQ(r[0].second.job_id, "c");
+  EXPECT_EQ(r[0].second.code, kRefusedResourceExhausted);
+  EXPECT_NE(r[0].second.reason.find("limits.jobs_per_uid: uid 1000 already has 2 jobs"),
+            std::string::npos)
+      << r[0].second.reason;
+  // Its profile names the job again: not answered twice, not counted twice.
+  agent.OnLocalMessage(3, ProfileOf("c"), t);
+  EXPECT_TRUE(RefusalsOf(agent).empty());
+  EXPECT_EQ(agent.counters().refused_quota, 1u);
+
+  EXPECT_TRUE(start(4, 103, 1000, "a").empty());  // A third rank.
+  r = start(5, 104, 1000, "a");                   // A fourth.
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_NE(r[0].second.reason.find("limits.ranks_per_uid"), std::string::npos);
+
+  EXPECT_TRUE(start(6, 200, 2000, "d").empty());  // Three non-root jobs on the host now.
+  r = start(7, 300, 3000, "e");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_NE(r[0].second.reason.find("limits.jobs_non_root"), std::string::npos);
+  // Root is exempt.
+  EXPECT_TRUE(start(8, 1, 0, "r1").empty());
+  EXPECT_TRUE(start(9, 2, 0, "r2").empty());
+  EXPECT_EQ(agent.jobs(), 5u);
+  EXPECT_EQ(agent.counters().refused_quota, 3u);
+
+  // Another uid's job: refused as such.
+  r = start(10, 301, 3000, "a");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].second.code, kRefusedPermissionDenied);
+  EXPECT_EQ(r[0].second.reason, "job 'a' belongs to another user");  // Not whose.
+  EXPECT_EQ(agent.counters().refused_uid, 1u);
+
+  // Job b ends (its process left, end_delay_ms passed): pid 102's next profile gets job c in.
+  agent.OnLocalClosed(2, t);
+  agent.Tick(Ms(Config().end_delay_ms));
+  agent.OnLocalMessage(3, ProfileOf("c"), Ms(Config().end_delay_ms));
+  EXPECT_TRUE(RefusalsOf(agent).empty());
+  auto status = nlohmann::json::parse(agent.StatusJson());
+  std::set<std::string> ids;
+  for (const auto& j : status["jobs"]) ids.insert(j["job_id"].get<std::string>());
+  EXPECT_EQ(ids, (std::set<std::string>{"a", "c", "d", "r1", "r2"}));
+  EXPECT_EQ(status["limits"]["usage_by_uid"]["1000"]["jobs"], 2);
+  EXPECT_EQ(status["limits"]["usage_by_uid"]["1000"]["ranks"], 3);
+}
+
+TEST(HostAgentLimitsTest, RefusalsAreLoggedTheFirstTenThenEveryHundredth) {
+  HostdConfig config = Config();
+  config.limits.jobs_per_uid = 1;
+  HostAgent agent(config);
+  agent.OnLocalConnected(1, 100, 1000, Ms(0));
+  agent.OnLocalMessage(1, Hello{Role::kProfiler, 100, "mine", "CRUX_JOB_ID", "v6"}, Ms(0));
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 150; ++i) {
+    const ConnId conn = 10 + i;
+    agent.OnLocalConnected(conn, 1000 + i, 1000, Ms(0));
+    agent.OnLocalMessage(
+        conn, Hello{Role::kProfiler, 1000 + i, "spam-" + std::to_string(i), "CRUX_JOB_ID", "v6"},
+        Ms(0));
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(agent.counters().refused_quota, 150u);
+  EXPECT_EQ(RefusalsOf(agent).size(), 150u);  // Every one answered.
+  size_t lines = 0;
+  for (size_t at = log.find("refused job"); at != std::string::npos;
+       at = log.find("refused job", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 11u) << log;  // 1-10 and the 100th.
+  EXPECT_NE(log.find("'spam-99' of process 1099 (uid 1000): limits.jobs_per_uid"),
+            std::string::npos)
+      << log;
+}
+
+TEST(HostAgentLimitsTest, StatusShowsANonRootUidOnlyItsOwnJobsAndRefusals) {
+  HostdConfig config = Config();
+  config.limits.jobs_per_uid = 1;
+  HostAgent agent(config);
+  auto start = [&](ConnId conn, pid_t pid, uid_t uid, const std::string& job) {
+    agent.OnLocalConnected(conn, pid, uid, Ms(0));
+    agent.OnLocalMessage(conn, Hello{Role::kProfiler, pid, job, "CRUX_JOB_ID", "v6"}, Ms(0));
+  };
+  start(1, 100, 1000, "a");
+  start(2, 101, 1000, "a2");  // Refused.
+  start(3, 200, 2000, "b");
+  start(4, 300, 3000, "a");  // Refused: 1000's job.
+  start(5, 1, 0, "r");
+  agent.TakeToLocal();
+  // Each connection's status request is answered with its uid's view.
+  agent.OnLocalMessage(2, StatusRequest{}, Ms(0));
+  agent.OnLocalMessage(5, StatusRequest{}, Ms(0));
+  auto replies = agent.TakeToLocal();
+  ASSERT_EQ(replies.size(), 2u);
+  auto own = nlohmann::json::parse(std::get<StatusReply>(replies[0].second).json);
+  auto all = nlohmann::json::parse(std::get<StatusReply>(replies[1].second).json);
+  ASSERT_EQ(own["jobs"].size(), 1u);
+  EXPECT_EQ(own["jobs"][0]["job_id"], "a");
+  EXPECT_EQ(own["viewer"]["uid"], 1000);
+  EXPECT_EQ(own["processes"], 2);
+  EXPECT_NE(own["last_error"].get<std::string>().find("'a2'"), std::string::npos);
+  EXPECT_EQ(own["limits"]["usage_by_uid"].size(), 1u);
+  EXPECT_EQ(own.dump().find("\"b\""), std::string::npos);
+  EXPECT_EQ(all["jobs"].size(), 3u);
+  EXPECT_EQ(all["viewer"]["scope"], "all jobs");
+  EXPECT_NE(all["last_error"].get<std::string>().find("uid 3000"), std::string::npos);
+  EXPECT_EQ(all["counters"]["refused_quota"], 1);
+  EXPECT_EQ(all["counters"]["refused_uid"], 1);
 }
 
 TEST_F(HostAgentTest, JobEndsAfterItsRanksLeft) {

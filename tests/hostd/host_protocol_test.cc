@@ -38,6 +38,7 @@ TEST(HostProtocolTest, EveryMessageRoundTrips) {
       PinAck{12, 0xDEADBEEFCAFEF00Dull, true, ""},
       StatusRequest{},
       StatusReply{R"({"host":"host0"})"},
+      Refused{"job-1", kRefusedResourceExhausted, "limits.jobs_per_uid: uid 1000 already has 8"},
   };
   for (const Message& m : all) {
     auto back = Decode(Encode(m));

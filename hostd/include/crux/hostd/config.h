@@ -25,6 +25,12 @@
 //     interval_ms: 1000                # a round every (10-3600000)
 //     count: 3                         # requests per pinned flow per round (1-100)
 //     timeout_ms: 200                  # later echoes count as lost (1-60000, <= interval_ms)
+//   limits:                            # per local user (SO_PEERCRED uid); 0: no limit; root
+//                                      # (uid 0) is exempt from all three (0-100000 each)
+//     jobs_per_uid: 8                  # live jobs one non-root uid owns on this host
+//     ranks_per_uid: 64                # processes of one non-root uid in its jobs
+//     jobs_non_root: 48                # live jobs of all non-root uids together: keep below
+//                                      # cruxd's limits.max_jobs_per_connection (64)
 //
 // Addresses are IPv4 (the RoCEv2 GID ::ffff:a.b.c.d) or GID / IPv6 text; kept canonical
 // (host_protocol.h FormatGid).
@@ -61,6 +67,15 @@ struct ProbeConfig {
   friend bool operator==(const ProbeConfig&, const ProbeConfig&) = default;
 };
 
+// limits: per local user (host_agent.h, "Limits"); 0: no limit. Root (uid 0) is exempt: it is
+// the operator's, and jobs_non_root keeps room for it on the host's connection to cruxd.
+struct LocalLimitsConfig {
+  uint32_t jobs_per_uid = 8;    // Live jobs one non-root uid owns on this host.
+  uint32_t ranks_per_uid = 64;  // Processes of one non-root uid in its jobs on this host.
+  uint32_t jobs_non_root = 48;  // Live jobs of all non-root uids together.
+  friend bool operator==(const LocalLimitsConfig&, const LocalLimitsConfig&) = default;
+};
+
 struct HostdConfig {
   std::string host;
   std::string daemon_endpoint;
@@ -82,6 +97,7 @@ struct HostdConfig {
   // docs/daemon.md, "Fencing"). "": in memory only.
   std::string term_file = "/var/lib/crux-hostd/hostd.term";  // StateDirectory= of the unit.
   ProbeConfig probes;
+  LocalLimitsConfig limits;
   friend bool operator==(const HostdConfig&, const HostdConfig&) = default;
 };
 

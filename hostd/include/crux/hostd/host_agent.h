@@ -10,8 +10,21 @@
 //  * Processes. A rank's plugin and shim connect separately; both are keyed by the peer's pid,
 //    so the shim gets its job's pins even when only the plugin knows the job id (comm-hash rule).
 //  * Jobs. A job is the set of local processes naming the same job id. All processes of a job
-//    must belong to one uid (the first one's; others are refused and logged), so a user cannot
-//    read or steer another user's job through the agent.
+//    must belong to one uid (the first one's; others are refused), so a user cannot read or
+//    steer another user's job through the agent.
+//  * Limits (config `limits`, per local user by SO_PEERCRED uid; 0: no limit). A non-root uid
+//    owns at most jobs_per_uid live jobs and has at most ranks_per_uid processes in them; all
+//    non-root uids together own at most jobs_non_root live jobs. Root (uid 0) is exempt. A live
+//    job counts until it ends (end_delay_ms after its last process left), as it does at cruxd,
+//    whose limits.max_jobs_per_connection bounds the host's whole connection: so one local user
+//    cannot fill the host's share and have every later job refused there (root's included).
+//    Refusals (a limit, another uid's job) are answered to the process's connection (Refused:
+//    code and reason naming the limit; once per process and job id), counted (refused_quota,
+//    refused_uid), kept per uid for its status, and logged to stderr: the first 10, then every
+//    100th. The process stays connected; a later message naming the job tries again.
+//  * Status. A StatusRequest is answered with StatusJson(the connection's uid): root sees every
+//    job; any other uid only its own jobs, its own usage and last refusal, and no per-flow
+//    probe data (it names other jobs' flows).
 //  * Registration. register_delay_ms after the job's first process appeared (its other local
 //    ranks arrive meanwhile), and once its local ranks look complete - every process has
 //    reported a communicator and there are at least nRanks / nNodes of them for its largest
@@ -51,6 +64,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -79,6 +93,7 @@ struct HostAgentCounters {
   uint64_t local_messages = 0;
   uint64_t bad_local_messages = 0;
   uint64_t refused_uid = 0;       // A process claiming a job owned by another uid.
+  uint64_t refused_quota = 0;     // A process whose job or rank is over a `limits` limit.
   uint64_t unresolved_flows = 0;  // Assignment flows whose remote NIC has no known address.
   uint64_t pin_tables_sent = 0;
   uint64_t daemon_messages = 0;
@@ -131,8 +146,9 @@ class HostAgent {
   core::Duration NextWakeup() const;
 
   // --- State.
-  // The agent's view as a JSON object (crux-hostd --status; the StatusReply).
-  std::string StatusJson() const;
+  // The agent's view as a JSON object (crux-hostd --status; the StatusReply) as `viewer` may see
+  // it: nullopt or root everything, another uid only its own jobs (see Status above).
+  std::string StatusJson(std::optional<uid_t> viewer = std::nullopt) const;
   const HostAgentCounters& counters() const { return counters_; }
   size_t jobs() const { return jobs_.size(); }
 
@@ -140,8 +156,26 @@ class HostAgent {
   struct Process;
   struct Job;
 
+  struct LocalPeer {
+    pid_t pid = -1;
+    uid_t uid = static_cast<uid_t>(-1);
+  };
+  struct Usage {
+    uint32_t jobs = 0;
+    uint32_t ranks = 0;
+  };
+
   Process& ProcessOf(pid_t pid, uid_t uid, core::Duration now);
-  void AttachJob(Process& p, const std::string& job_id, core::Duration now);
+  // `conn` (of `p`) named `job_id`: joins it, or creates it within the limits, or is refused.
+  void AttachJob(Process& p, ConnId conn, const std::string& job_id, core::Duration now);
+  // The limit `uid` would exceed with one more rank (and one more job when `new_job`), with the
+  // reason naming it; "" when none.
+  std::string OverLimit(uid_t uid, bool new_job) const;
+  Usage UsageOf(uid_t uid) const;
+  // Answers `reason`, counts and logs (rate-limited; `detail` instead of `reason` when given) a
+  // refusal of `job_id` for `p` (once per job id).
+  void Refuse(Process& p, ConnId conn, const std::string& job_id, const char* code,
+              const std::string& reason, uint64_t* counter, const std::string& detail = "");
   void DetachJob(Process& p, core::Duration now);
   void MaybeStartSession(Job& j, core::Duration now);
   // Whether the job's local ranks look complete (see Registration above).
@@ -158,7 +192,7 @@ class HostAgent {
 
   HostdConfig config_;
   uint64_t seed_;
-  std::map<ConnId, pid_t> conns_;
+  std::map<ConnId, LocalPeer> conns_;
   std::map<pid_t, std::unique_ptr<Process>> processes_;
   std::map<std::string, std::unique_ptr<Job>> jobs_;
   // Request ids on the shared connection: ours -> (job, the session's own id).
@@ -190,6 +224,9 @@ class HostAgent {
   std::string nic_telemetry_error_;        // cruxd's last refusal (or the transport's error).
   HostAgentCounters counters_;
   std::string last_error_;
+  // Each uid's last refusal (its status shows it); at most kMaxRefusalUids uids, oldest dropped.
+  std::map<uid_t, std::string> last_refusal_;
+  std::deque<uid_t> refusal_order_;
 };
 
 }  // namespace crux::hostd

@@ -19,7 +19,13 @@
 //                    device, remote GID), sent on connect and whenever the job's assignment
 //                    changes.
 //   anyone -> hostd  StatusRequest; hostd answers StatusReply (its view as JSON; crux-hostd
-//                    --status prints it, tests read it).
+//                    --status prints it, tests read it): root's connections see every job, any
+//                    other uid's only that uid's jobs.
+//   hostd  -> any    Refused: hostd will not act on a job id the peer named (Hello / RankProfile):
+//                    over a per-user limit (hostd.yaml `limits`) or another uid's job. Sent once
+//                    per process and job id; the peer's connection stays open and hostd tries
+//                    again on its next message naming the job (a freed slot admits it then).
+//                    Older peers drop it as an unknown type.
 // hostd identifies the process behind a connection by SO_PEERCRED (pid, uid), so the shim and
 // the plugin of one rank are matched by pid even when only the plugin knows the job id.
 //
@@ -174,8 +180,19 @@ struct StatusReply {
   friend bool operator==(const StatusReply&, const StatusReply&) = default;
 };
 
+// hostd's refusal of a job id the peer named. `code`: kRefusedResourceExhausted (a limit; the
+// reason names it: "limits.jobs_per_uid: ...") or kRefusedPermissionDenied (another uid's job).
+struct Refused {
+  std::string job_id;
+  std::string code;
+  std::string reason;  // At most 1024 chars.
+  friend bool operator==(const Refused&, const Refused&) = default;
+};
+inline constexpr const char* kRefusedResourceExhausted = "resource_exhausted";
+inline constexpr const char* kRefusedPermissionDenied = "permission_denied";
+
 using Message = std::variant<Hello, CommInfo, RankProfile, PluginStats, QpInfo, QpGone, RepinResult,
-                             PinTable, PinAck, StatusRequest, StatusReply>;
+                             PinTable, PinAck, StatusRequest, StatusReply, Refused>;
 
 // The JSON text of `m` (never longer than kMaxMessageBytes for the bounded types; a PinTable
 // over kMaxPins entries is truncated to kMaxPins by the sender, see hostd).

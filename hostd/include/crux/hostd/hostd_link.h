@@ -3,7 +3,8 @@
 // `retry_ns` after a failure, and reports a fresh connection so that the caller re-sends its
 // whole state (host_protocol.h: hostd may have restarted). A failed send closes the connection
 // (nothing is queued: the state replay on the next connection replaces it). Bad messages from
-// hostd are dropped and counted.
+// hostd are dropped and counted. A Refused from hostd (a per-user limit, another uid's job) is
+// counted and kept as last_error() ("crux-hostd refused job 'x': <reason>"), and returned too.
 //
 // Thread-safety: one owner thread.
 #ifndef CRUX_HOSTD_HOSTD_LINK_H_
@@ -36,6 +37,7 @@ class HostdLink {
   uint64_t connects() const { return connects_; }
   uint64_t send_failures() const { return send_failures_; }
   uint64_t bad_messages() const { return bad_messages_; }
+  uint64_t refusals() const { return refusals_; }
   const std::string& last_error() const { return last_error_; }
 
  private:
@@ -47,6 +49,7 @@ class HostdLink {
   uint64_t connects_ = 0;
   uint64_t send_failures_ = 0;
   uint64_t bad_messages_ = 0;
+  uint64_t refusals_ = 0;
   std::string last_error_;
 };
 
