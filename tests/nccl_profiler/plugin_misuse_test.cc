@@ -11,8 +11,10 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "crux/nccl_profiler/abi.h"
@@ -68,6 +70,11 @@ class PluginMisuseTest : public ::testing::Test {
   using Descr = typename V::Descr;
 
   void SetUp() override {
+    // The environment the other tests of this binary set up is put back in TearDown.
+    for (const char* name : kEnv) {
+      const char* v = getenv(name);
+      saved_.emplace_back(name, v != nullptr ? std::optional<std::string>(v) : std::nullopt);
+    }
     // Read when the plugin's thread starts: a path that cannot exist, so no connection.
     setenv("CRUX_HOSTD_SOCKET", "/nonexistent-crux-test-dir/hostd.sock", 1);
     setenv("CRUX_NCCL_SAMPLE_EVERY_MS", "0", 1);
@@ -79,7 +86,17 @@ class PluginMisuseTest : public ::testing::Test {
   }
   void TearDown() override {
     if (lib_ != nullptr) dlclose(lib_);
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        setenv(name, value->c_str(), 1);
+      } else {
+        unsetenv(name);
+      }
+    }
   }
+  static constexpr const char* kEnv[] = {"CRUX_HOSTD_SOCKET", "CRUX_NCCL_SAMPLE_EVERY_MS",
+                                         "CRUX_NCCL_PROFILER"};
+  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
 
   abi::Result Init(void** ctx, int* mask, const char* name, int nnodes, int nranks, int rank,
                    abi::Logger log = nullptr) {
