@@ -669,6 +669,46 @@ TEST_F(FaultManagerTest, HostProbesSettleWhatOneJobsFlowsAloneCannot) {
   }
 }
 
+// A slow flow the localisation cannot place (the one row over its links) makes its path's links
+// probe targets; a job whose rows are mostly slow is slow as a whole and asks for none.
+TEST_F(FaultManagerTest, OneUnplacedSlowFlowAsksForProbesAJobSlowAsAWholeDoesNot) {
+  AddJob("j0", {Pin(0, 2, 1, 50000), Pin(1, 4, 0, 50001), Pin(3, 6, 0, 50002)});
+  AddJob("j1", {Pin(5, 7, 0, 50003), Pin(6, 1, 1, 50004)});
+  FaultManager m(FaultOptions{});
+  ReportAll(m, 100);
+  Eval(m);
+  now_ += Duration::Millis(1000);
+  // One of j0's three flows slow: its four links become targets, nothing else.
+  std::vector<FlowSample> samples;
+  for (const FlowPin& p : applied_.at("j0")->assignment.flows) {
+    FlowSample f;
+    f.src_nic = p.src_nic;
+    f.dst_nic = p.dst_nic;
+    f.udp_sport = p.udp_sport;
+    f.transfer_time = Duration::Millis(100);
+    const double gbps = p.udp_sport == 50000 ? 30 : 100;
+    f.bytes = Bytes::Of(static_cast<int64_t>(gbps * 1e9 / 8 * 0.1));
+    samples.push_back(f);
+  }
+  m.OnFlows("j0", samples, now_);
+  Report(m, "j1", 100);
+  EXPECT_TRUE(Eval(m).empty());
+  const std::vector<LinkId>& path = applied_.at("j0")->assignment.flows[0].path;
+  std::vector<LinkId> want(path.begin(), path.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(m.probe_targets(), want);
+
+  FaultManager whole(FaultOptions{});  // Every flow of j0 slow: no target.
+  ReportAll(whole, 100);
+  Eval(whole);
+  now_ += Duration::Millis(1000);
+  ReportAll(whole, 100, {"j0"}, 30);
+  Eval(whole);
+  for (LinkId l : whole.probe_targets()) {
+    EXPECT_TRUE(std::find(path.begin(), path.end(), l) == path.end()) << topo_->LinkName(l);
+  }
+}
+
 // A tenant that lies (reports its flows crawling where another job of the same priority runs
 // healthy over every link of the same paths) is flagged after two evaluations, its samples are
 // left out, and it is believed again once its reports agree with the others. With min_jobs = 1
