@@ -59,22 +59,25 @@ class FaultManagerTest : public ::testing::Test {
     a->assignment.flows = std::move(flows);
     applied_[id] = a;
   }
+  // The sample of pin `p` delivering `gbps` over 100 ms (0: no progress, with errors).
+  static FlowSample Sample(const FlowPin& p, double gbps, bool probe = false) {
+    FlowSample f;
+    f.src_nic = p.src_nic;
+    f.dst_nic = p.dst_nic;
+    f.udp_sport = p.udp_sport;
+    f.probe = probe;
+    if (gbps > 0) {
+      f.transfer_time = Duration::Millis(100);
+      f.bytes = Bytes::Of(static_cast<int64_t>(gbps * 1e9 / 8 * 0.1));
+    } else {
+      f.errors = 3;
+    }
+    return f;
+  }
   // Every pinned flow of `id` reports `rate` Gbps (0: no progress, with errors).
   void Report(FaultManager& m, const std::string& id, double gbps) {
     std::vector<FlowSample> samples;
-    for (const FlowPin& p : applied_.at(id)->assignment.flows) {
-      FlowSample f;
-      f.src_nic = p.src_nic;
-      f.dst_nic = p.dst_nic;
-      f.udp_sport = p.udp_sport;
-      if (gbps > 0) {
-        f.transfer_time = Duration::Millis(100);
-        f.bytes = Bytes::Of(static_cast<int64_t>(gbps * 1e9 / 8 * 0.1));
-      } else {
-        f.errors = 3;
-      }
-      samples.push_back(f);
-    }
+    for (const FlowPin& p : applied_.at(id)->assignment.flows) samples.push_back(Sample(p, gbps));
     m.OnFlows(id, samples, now_);
   }
   std::vector<LinkDecision> Eval(FaultManager& m) { return m.Evaluate(now_, *topo_, applied_); }
@@ -628,13 +631,7 @@ TEST_F(FaultManagerTest, HostProbesSettleWhatOneJobsFlowsAloneCannot) {
     for (int round = 0; round < 2; ++round) {
       now_ += Duration::Millis(1000);
       ReportAll(m, 100, {"j0"}, 30);
-      FlowSample f;
-      f.src_nic = probe.src_nic;
-      f.dst_nic = probe.dst_nic;
-      f.udp_sport = probe.udp_sport;
-      f.probe = true;
-      f.transfer_time = Duration::Millis(100);
-      f.bytes = Bytes::Of(static_cast<int64_t>(probe_gbps * 1e9 / 8 * 0.1));
+      const FlowSample f = Sample(probe, probe_gbps, /*probe=*/true);
       FlowSample not_a_probe = f;
       not_a_probe.probe = false;
       if (by == By::kHost) {
@@ -681,14 +678,7 @@ TEST_F(FaultManagerTest, OneUnplacedSlowFlowAsksForProbesAJobSlowAsAWholeDoesNot
   // One of j0's three flows slow: its four links become targets, nothing else.
   std::vector<FlowSample> samples;
   for (const FlowPin& p : applied_.at("j0")->assignment.flows) {
-    FlowSample f;
-    f.src_nic = p.src_nic;
-    f.dst_nic = p.dst_nic;
-    f.udp_sport = p.udp_sport;
-    f.transfer_time = Duration::Millis(100);
-    const double gbps = p.udp_sport == 50000 ? 30 : 100;
-    f.bytes = Bytes::Of(static_cast<int64_t>(gbps * 1e9 / 8 * 0.1));
-    samples.push_back(f);
+    samples.push_back(Sample(p, p.udp_sport == 50000 ? 30 : 100));
   }
   m.OnFlows("j0", samples, now_);
   Report(m, "j1", 100);
