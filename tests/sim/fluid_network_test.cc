@@ -96,28 +96,6 @@ TEST(FluidNetworkTest, LowerLevelGetsWhatTheHigherLevelCannotUse) {
   EXPECT_NEAR(net.Rate(low), 7e9, 1);
 }
 
-TEST(FluidNetworkTest, ANewcomerGetsItsMaxMinShareWithoutJoining) {
-  // 10 G link: f1 limited to 1 G elsewhere, f2 and f3 at 4.5 each; a newcomer at their level
-  // would get (10 - 1) / 3 = 3; at a level below theirs nothing; on an idle link everything.
-  FluidNetwork net;
-  const R shared = net.AddResource(10e9);
-  const R narrow = net.AddResource(1e9);
-  const R idle = net.AddResource(5e9);
-  const R down = net.AddResource(0);
-  const std::vector<R> p1 = {shared, narrow}, p2 = {shared};
-  net.AddFlow(p1, 1, 1e12, kT0, 1);
-  net.AddFlow(p2, 1, 1e12, kT0, 2);
-  net.AddFlow(p2, 1, 1e12, kT0, 3);
-  net.NextFinishTime(kT0);
-  EXPECT_NEAR(net.NewcomerShare(shared, 1), 3e9, 1);
-  EXPECT_NEAR(net.NewcomerShare(shared, 2), 0, 1);
-  EXPECT_NEAR(net.NewcomerShare(shared, 0), 10e9, 1);  // A higher level takes the whole link.
-  EXPECT_NEAR(net.NewcomerShare(narrow, 1), 0.5e9, 1);
-  EXPECT_NEAR(net.NewcomerShare(idle, 1), 5e9, 1);
-  EXPECT_EQ(net.NewcomerShare(down, 1), 0);
-  EXPECT_EQ(net.active_flows(), 3u);  // Nothing joined.
-}
-
 TEST(FluidNetworkTest, CapacityZeroStallsAndRecoveryResumes) {
   FluidNetwork net;
   const R link = net.AddResource(1e9);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <set>
 #include <span>
 #include <string_view>
@@ -349,6 +350,16 @@ struct FaultManager::Want {
 
 namespace {
 
+// The smallest nominal capacity over `links` (bits/s; 0 for an empty path or an unknown link).
+double PathCapacityBps(const std::vector<LinkId>& links, const Topology& nominal) {
+  double cap = links.empty() ? 0 : std::numeric_limits<double>::infinity();
+  for (LinkId l : links) {
+    if (!l.valid() || l.value() >= nominal.num_links()) return 0;
+    cap = std::min(cap, nominal.link(l).capacity.ToBitsPerSec());
+  }
+  return std::isfinite(cap) ? cap : 0;
+}
+
 // The pins of one job's applied assignment, indexed the ways a sample is matched to them.
 class JobPins {
  public:
@@ -559,7 +570,13 @@ FaultManager::Observations FaultManager::BuildObservations(Duration window_start
     } else {
       rate = f.transfer_time > Duration::Zero() ? f.bytes.ToBits() / f.transfer_time.ToSeconds()
                                                 : rec.baseline_bps;
-      o.rate_ratio = best > 0 ? std::clamp(rate / best, 0.0, 1.0) : 1.0;
+      if (key.host) {
+        // A host probe measures its path's capacity (OnHostProbes): against the nominal one.
+        const double nominal_bps = PathCapacityBps(o.links, nominal);
+        o.rate_ratio = nominal_bps > 0 ? std::clamp(rate / nominal_bps, 0.0, 1.0) : 1.0;
+      } else {
+        o.rate_ratio = best > 0 ? std::clamp(rate / best, 0.0, 1.0) : 1.0;
+      }
       slow = slow || o.rate_ratio < options_.localisation.gray_ratio;
     }
     obs.paths.push_back(std::move(o));
@@ -604,6 +621,7 @@ void FaultManager::ApplyPlannedShares(Observations& obs, const Topology& nominal
     // its best rate, which the share does not lower (so a 30 % link is estimated at 30 %).
     // A probe is measured against its newcomer share alone: it has no past of its own that
     // predates a fault (a probe designed over a suspect starts on the degraded link).
+    if (obs.flows[i]->first.host) continue;  // Measured against its path's capacity already.
     const bool probe = obs.flows[i]->first.probe;
     const double expected =
         obs.best_bps[i] > 0 && !probe ? std::min(obs.best_bps[i], share[i]) : share[i];
@@ -891,8 +909,8 @@ FaultManager::LinkSignals FaultManager::ReadSignals(LinkId id, const LinkState& 
   for (uint32_t i : tomo.evidence) {
     const FlowRecord& rec = ev.observations.flows[i]->second;
     if (ev.observations.flows[i]->first.host) {
-      ++sig.host_probes;
-      continue;  // The operator's measurement: no tenant's word, and no NIC to read.
+      ++sig.host_probes;  // The operator's measurement: no tenant's word, no NIC to read.
+      continue;
     }
     distinct.insert(ev.observations.flows[i]->first.job);
     for (NodeId nic : {rec.sample.src_nic, rec.sample.dst_nic}) {

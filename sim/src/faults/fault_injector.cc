@@ -144,39 +144,32 @@ void FaultInjector::Counters(PlanApplier& host) {
   }
 }
 
-std::vector<core::FlowSample> FaultInjector::MeasureProbes(uint32_t j, Fabric& fabric,
-                                                           JobModel& jobs,
-                                                           const PlanApplier& host) {
+std::vector<core::FlowSample> FaultInjector::MeasureProbes(uint32_t j, const Fabric& fabric,
+                                                           const PlanApplier& host) const {
   std::vector<core::FlowSample> out;
   const std::vector<core::FlowPin>* probes = host.ProbesOf(j);
   if (probes == nullptr) return out;
-  const JobState& s = jobs.job(j);
   const core::ProbeOptions& po = host.probe_options();
   for (const core::FlowPin& p : *probes) {
     if (p.path.empty()) continue;
-    double rate = std::numeric_limits<double>::infinity();
-    bool dead = false;  // A link of its path is physically down: the probe is lost.
+    double capacity = std::numeric_limits<double>::infinity();
     for (core::LinkId l : p.path) {
-      if (!l.valid() || l.value() >= topo_.num_links()) {
-        rate = 0;
-        dead = true;
-        break;
-      }
-      dead = dead || !(fabric.capacity_bps(l) > 0);
-      rate = std::min(rate, fabric.net().NewcomerShare(fabric.ResourceFor(j, l), s.level));
+      capacity = l.valid() && l.value() < topo_.num_links()
+                     ? std::min(capacity, fabric.capacity_bps(l))
+                     : 0.0;
+      if (!(capacity > 0)) break;
     }
     core::FlowSample f;
     f.src_nic = p.src_nic;
     f.dst_nic = p.dst_nic;
     f.udp_sport = p.udp_sport;
     f.probe = true;
-    if (dead) {
-      f.errors = 1;  // Lost: the probe times out.
-    } else if (rate > 0 && std::isfinite(rate)) {
+    if (capacity > 0 && std::isfinite(capacity)) {
       f.bytes = po.size;
-      f.transfer_time = std::max(Duration::Nanos(1), Duration::Seconds(po.size.ToBits() / rate));
+      f.transfer_time =
+          std::max(Duration::Nanos(1), Duration::Seconds(po.size.ToBits() / capacity));
     } else {
-      continue;  // Starved by higher levels (paused, lossless): no measurement this round.
+      f.errors = 1;  // A link of its path is physically down: lost, the probe times out.
     }
     out.push_back(f);
   }
@@ -232,7 +225,7 @@ void FaultInjector::Heartbeat(Duration now, Fabric& fabric, JobModel& jobs, Plan
   // The host agents' probes: every running job's, including one that reported no flow.
   for (uint32_t j = 0; j < jobs.jobs().size(); ++j) {
     if (jobs.job(j).status != JobStatus::kRunning) continue;
-    std::vector<core::FlowSample> probes = MeasureProbes(j, fabric, jobs, host);
+    std::vector<core::FlowSample> probes = MeasureProbes(j, fabric, host);
     if (!probes.empty()) {
       result_.probe_samples += probes.size();
       host.ObserveHostProbes(j, probes);

@@ -5,8 +5,8 @@
 //   * the jobs' heartbeats: every report_interval each running job reports its pinned flows'
 //     samples (JobModel::TakeFlowSamples) to the loop (PlanApplier::ObserveFlows);
 //   * the host agents: with probes on (the loop's faults.probes), every report_interval each
-//     running job's probes are measured on their pinned paths (MeasureProbes) and reported as
-//     host-measured results (PlanApplier::ObserveHostProbes);
+//     running job's probes measure their pinned paths' capacity (MeasureProbes) and are reported
+//     as host-measured results (PlanApplier::ObserveHostProbes);
 //   * the switches: for a hard fault, each of its directed links goes down (and later up)
 //     switch_delay after the fault starts (ends), when switch_signals is on; a lossy link's
 //     ports report error counters with every heartbeat round while it is in force.
@@ -59,13 +59,12 @@ class FaultInjector {
   void SetPhysical(core::LinkId l, Duration now, Fabric& fabric, Metrics& metrics);
   void Heartbeat(Duration now, Fabric& fabric, JobModel& jobs, PlanApplier& host);
   // Job j's probes (its assignment's, when the loop designs them) as its hosts' agents measure
-  // them this round: each one message of the probe size at the rate a newcomer of the job's
-  // level would get on every link of its pinned path (FluidNetwork::NewcomerShare: the probe
-  // sees the capacity in force and the load, it does not add to it); a probe over a link that
-  // is down delivers nothing and times out (one transport error); one that higher levels starve
-  // completely is paused (lossless RoCE), not lost, and reports nothing this round.
-  std::vector<core::FlowSample> MeasureProbes(uint32_t j, Fabric& fabric, JobModel& jobs,
-                                              const PlanApplier& host);
+  // them this round: the capacity of the probe's pinned path (the smallest physical capacity in
+  // force on it: what a packet-pair / packet-train dispersion measurement gives, which
+  // congestion does not lower; the probe does not join the network), reported as one message of
+  // the probe size at that rate; a probe over a link that is down is lost (one transport error).
+  std::vector<core::FlowSample> MeasureProbes(uint32_t j, const Fabric& fabric,
+                                              const PlanApplier& host) const;
   // The switches' counter readings of the lossy links in force (switch_signals), one per
   // report_interval (SONiC's port flex counters poll every second, as the heartbeats come).
   void Counters(PlanApplier& host);

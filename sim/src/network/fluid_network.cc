@@ -75,28 +75,6 @@ double FluidNetwork::CapacityAt(const Resource& res, int level) const {
   return cap;
 }
 
-double FluidNetwork::NewcomerShare(ResourceId r, int level) const {
-  const Resource& res = resources_[r];
-  const double cap = CapacityAt(res, level);
-  if (!(cap > 0)) return 0;
-  std::vector<double> rates;
-  for (const LevelInfo& li : res.levels) {
-    if (li.level != level) continue;
-    rates.reserve(li.members.size());
-    for (FlowId f : li.members) rates.push_back(std::max(0.0, flows_[f].rate));
-  }
-  std::sort(rates.begin(), rates.end());
-  // The k smallest keep their rates; the others and the newcomer share the rest equally.
-  double kept = 0;
-  const size_t n = rates.size();
-  for (size_t k = 0; k <= n; ++k) {
-    const double x = (cap - kept) / static_cast<double>(n - k + 1);
-    if (k == n || x <= rates[k]) return std::max(0.0, x);
-    kept += rates[k];
-  }
-  return 0;
-}
-
 double FluidNetwork::Tolerance(const Resource& res) const {
   return kTolerance * res.capacity + kAbsTolerance;
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -191,6 +192,14 @@ class ControlLoopFaultsTest : public ::testing::Test {
           s.transfer_time = Duration::Millis(50);
           const double bps = rate[&p] * (crosses ? slow_gbps / gbps : 1.0);
           s.bytes = Bytes::Of(static_cast<int64_t>(bps / 8 * 0.05));
+          if (probe && host_probes) {
+            // A host probe measures its path's capacity: the smallest nominal one, at
+            // slow_gbps / gbps of it over `slow`.
+            double cap = std::numeric_limits<double>::infinity();
+            for (LinkId l : p.path) cap = std::min(cap, nominal_->link(l).capacity.ToBitsPerSec());
+            s.bytes = Bytes::Of(
+                static_cast<int64_t>(cap * (crosses ? slow_gbps / gbps : 1.0) / 8 * 0.05));
+          }
           (probe && host_probes ? probes : samples).push_back(s);
         }
       }

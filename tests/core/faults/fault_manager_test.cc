@@ -604,9 +604,9 @@ TEST_F(FaultManagerTest, OneJobsFlowsAloneNeverMoveALink) {
 }
 
 // One job's slow flows alone move nothing but make their links probe targets; the host agents'
-// probes over them (OnHostProbes: the operator's measurement) are the second source: slow, the
-// link is degraded; healthy, nothing moves. The same probes reported by the job itself
-// (OnFlows) are the tenant's word and move nothing.
+// probes over them (OnHostProbes: the operator's measurement of the path's capacity) are the
+// second source: below the path's nominal capacity, the link is degraded; at it, nothing moves.
+// The same probes reported by the job itself (OnFlows) are the tenant's word and move nothing.
 TEST_F(FaultManagerTest, HostProbesSettleWhatOneJobsFlowsAloneCannot) {
   AddJob("j0", {Pin(0, 2, 1, 50000), Pin(1, 4, 1, 50001)});  // The only job over agg1.
   AddJob("j1", {Pin(0, 6, 0, 50002), Pin(1, 7, 0, 50003)});
@@ -657,8 +657,8 @@ TEST_F(FaultManagerTest, HostProbesSettleWhatOneJobsFlowsAloneCannot) {
     EXPECT_TRUE(m.probe_targets().empty());
   }
   {
-    FaultManager m(FaultOptions{});  // The probe is healthy: nothing moves.
-    EXPECT_TRUE(run(m, 100, By::kHost).empty());
+    FaultManager m(FaultOptions{});  // The probe sees its path's full 200 G: nothing moves.
+    EXPECT_TRUE(run(m, 200, By::kHost).empty());
   }
   {
     FaultManager m(FaultOptions{});  // The job's own word about its probe: nothing moves.

@@ -103,14 +103,6 @@ class FluidNetwork {
     }
   }
 
-  // The rate a new flow of negligible size at `level` would get on resource `r` alone: the
-  // max-min share x with sum(min(rate_i, x)) + x = what the higher levels leave, over the flows
-  // of `level` on `r` at their current rates (0 on a resource that is down). A measurement
-  // model for probes: the probe does not join the network. Rates are as of the last
-  // NextFinishTime (a flow whose rate is not computed yet counts as 0). O(f log f) for the f
-  // flows of the level on `r`.
-  double NewcomerShare(ResourceId r, int level) const;
-
   // Remaining bytes of an active flow at `now` (>= the time of its last rate change).
   double Remaining(FlowId f, Duration now) const;
   double Rate(FlowId f) const { return flows_[f].rate; }

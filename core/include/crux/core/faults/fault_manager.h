@@ -26,10 +26,11 @@
 //   * no tenant steers the fabric: tomography without a switch signal on the link moves it only
 //     when its evidence comes from at least `min_jobs` jobs (default 2), or when a NIC at an end
 //     of one of its slow flows reports loss (nic_loss_per_s: the host agent's counters, not the
-//     tenant's word), or when a probe a host agent measured (OnHostProbes) is among its slow
-//     rows; one job's flows alone are shown as a suspect and change nothing (a link already held
-//     faulty stays so on any job's evidence) but make it a probe target (probe_targets: the
-//     control loop has host probes designed over it, which settle it either way);
+//     tenant's word), or when a probe a host agent measured (OnHostProbes: its path's capacity)
+//     is among its slow rows; one job's flows alone are shown as a suspect and change nothing (a
+//     link already held faulty stays so on any job's evidence) but make it a probe target
+//     (probe_targets: the control loop has host probes designed over it, which settle it either
+//     way);
 //   * a job whose reports contradict every other source is not believed: when all of its slow
 //     flows (at least localisation.min_flows) cross only links on which another job's flow of
 //     the same or a lower priority is healthy (any priority for a flow that made no progress:
@@ -272,8 +273,11 @@ class FaultManager {
   // A NIC's counters (replace that NIC's previous reading).
   void OnNicCounters(const NicCounterSignal& s, Duration now);
   // Probes of job `job_id`'s assignment that a host agent (the operator's, not the tenant's)
-  // sent and measured: an independent source, like a NIC's counters. Rows as OnFlows (samples
-  // without `probe` set are ignored). A slow one backs a suspicion of the links of its path (the
+  // sent and measured: an independent source, like a NIC's counters. Each sample gives the
+  // *capacity* of the probe's path (bytes / transfer_time: a packet-pair or packet-train
+  // dispersion measurement, which congestion does not lower), and is measured against the
+  // smallest nominal capacity of that path. Rows as OnFlows (samples without `probe` set are
+  // ignored). A slow one backs a suspicion of the links of its path (the
   // tenant rule and the contradiction rule, above); a healthy one clears them in the
   // localisation but vouches against no job (one message at one moment).
   void OnHostProbes(const std::string& job_id, const std::vector<FlowSample>& samples,
