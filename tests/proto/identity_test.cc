@@ -6,7 +6,9 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <vector>
 #include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 #include "crux/protocol/client.h"
 #include "crux/protocol/codec.h"
@@ -155,6 +157,69 @@ TEST_F(IdentityTest, AnotherKeyCannotUseARoutingIdBoundToAKey) {
   auto ok = honest->Call(Heartbeat("attacker-job"), kTimeout);
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(ok->has_ack());
+}
+
+// Issue #31 item 1: a second authorised key connecting with a live victim's routing id must not
+// take the victim's replies (with ROUTER_HANDOVER it did: the ROUTER routed to the newest
+// connection of the id, below the application's per-message refusal).
+TEST_F(IdentityTest, ThiefReusingALiveVictimsRoutingIdDoesNotStealItsReplies) {
+  auto server = Start(/*curve=*/true);
+  ASSERT_NE(server, nullptr);
+  // The thief somehow learned the victim's id (random ids only make this harder).
+  const std::string id = "r0123456789abcdef0123456789abcdef";
+  auto victim = Curve(server->endpoint(), victim_keys_, id);
+  ASSERT_NE(victim, nullptr);
+  auto first = victim->Call(Heartbeat("victim"), kTimeout);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(first->has_ack());
+  auto thief = Curve(server->endpoint(), attacker_keys_, id);
+  ASSERT_NE(thief, nullptr);
+  // The thief's key is authorised, so ZAP admits it; wait until its handshake got that far.
+  ASSERT_TRUE(WaitFor([&] { return ctx_.auth_accepted("crux") >= 2; }));
+  auto stolen = thief->Call(Heartbeat("victim"), Duration::Millis(1000));
+  EXPECT_FALSE(stolen.ok() && stolen->has_ack()) << "the thief is never answered as the victim";
+  // The victim keeps getting every reply.
+  for (int i = 0; i < 5; ++i) {
+    auto r = victim->Call(Heartbeat("victim"), kTimeout);
+    ASSERT_TRUE(r.ok()) << "call " << i << ": " << r.status().ToString();
+    EXPECT_TRUE(r->has_ack()) << "call " << i;
+  }
+  for (const std::string& user : echo_.users()) EXPECT_EQ(user, victim_keys_.public_z85);
+}
+
+// Why the fix is not in the ZAP handler: with the libzmq installed here (4.3.4) the ZAP
+// request's identity frame is the *server* socket's own ZMQ_ROUTING_ID (zap_client.cpp copies the
+// local options), not the connecting peer's, so ZAP cannot bind a routing id to a key.
+TEST(ZapRequestTest, IdentityFrameIsTheServersRoutingIdNotThePeers) {
+  zmq::context_t ctx;  // Its own context: its own inproc://zeromq.zap.01.
+  zmq::socket_t zap(ctx, zmq::socket_type::rep);
+  zap.set(zmq::sockopt::linger, 0);
+  zap.bind("inproc://zeromq.zap.01");
+  auto server_keys = GenerateCurveKeyPair();
+  auto client_keys = GenerateCurveKeyPair();
+  ASSERT_TRUE(server_keys.ok() && client_keys.ok());
+  zmq::socket_t router(ctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  router.set(zmq::sockopt::routing_id, "server-own-id");
+  router.set(zmq::sockopt::zap_domain, "d");
+  router.set(zmq::sockopt::curve_server, true);
+  router.set(zmq::sockopt::curve_secretkey, server_keys->secret_z85);
+  router.bind("tcp://127.0.0.1:*");
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::routing_id, "peer-id");
+  dealer.set(zmq::sockopt::curve_serverkey, server_keys->public_z85);
+  dealer.set(zmq::sockopt::curve_publickey, client_keys->public_z85);
+  dealer.set(zmq::sockopt::curve_secretkey, client_keys->secret_z85);
+  dealer.connect(router.get(zmq::sockopt::last_endpoint));
+  zmq::pollitem_t item{zap.handle(), 0, ZMQ_POLLIN, 0};
+  ASSERT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(5000)), 1);
+  std::vector<zmq::message_t> req;
+  ASSERT_TRUE(zmq::recv_multipart(zap, std::back_inserter(req)));
+  ASSERT_GE(req.size(), 7u);  // version, request id, domain, address, identity, mechanism, key.
+  EXPECT_EQ(req[5].to_string(), "CURVE");
+  EXPECT_EQ(req[4].to_string(), "server-own-id");
+  EXPECT_NE(req[4].to_string(), "peer-id");
 }
 
 TEST_F(IdentityTest, RefusedHandshakesAreCountedByReason) {
