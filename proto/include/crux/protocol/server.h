@@ -31,8 +31,8 @@
 // such servers (whatever `router_handover` says): a second connection presenting a routing id that
 // a live connection holds is parked by libzmq (never read, never answered) until it closes, so a
 // thief cannot take a live victim's replies. A client that reconnects while the daemon still holds
-// its old, half-open connection is parked the same way until it reconnects with a fresh routing
-// id (DealerClient does not do that yet: docs/protocol.md "Identities and roles").
+// its old, half-open connection is parked the same way; DealerClient therefore reconnects with a
+// fresh routing id after every drop (client.h, docs/protocol.md "Identities and roles").
 //
 // Requests: every request must carry a non-zero request_id (0 marks pushes); the only message a
 // peer may send with request_id 0 is an Ack answering a push. Others are answered
