@@ -134,7 +134,8 @@ core::Result<std::unique_ptr<DealerClient>> DealerClient::Connect(TransportConte
     monitor->set(zmq::sockopt::linger, 0);
     monitor->connect(monitor_endpoint);
   } catch (const zmq::error_t& e) {
-    return core::InternalError("client " + options.endpoint + ": socket monitor: " + e.what());
+    // Typically a resource limit (ZMQ_MAX_SOCKETS, file descriptors).
+    return core::UnavailableError("client " + options.endpoint + ": socket monitor: " + e.what());
   }
   for (const std::string& ep : endpoints) {
     try {

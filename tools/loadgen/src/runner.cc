@@ -122,7 +122,9 @@ class Engine {
       co.heartbeat_ivl = core::Duration::Zero();  // The application heartbeat is enough here.
       auto client = protocol::DealerClient::Connect(ctx_, co);
       if (!client.ok()) {
-        if (client.status().code() == core::StatusCode::kInvalidArgument && i > 0) {
+        if ((client.status().code() == core::StatusCode::kInvalidArgument ||
+             client.status().code() == core::StatusCode::kUnavailable) &&
+            i > 0) {
           // Options were fine for the first sockets: a resource limit (ZMQ_MAX_SOCKETS, fds).
           return core::UnavailableError("cannot create socket " + std::to_string(i + 1) + ": " +
                                         client.status().message());

@@ -93,10 +93,16 @@ struct ClientCounters {
 // Errors: kUnavailable when the kernel's random source fails.
 core::Result<std::string> RandomRoutingId();
 
+// ZeroMQ sockets one DealerClient uses (its DEALER, the monitor's PAIR and libzmq's end of it):
+// count them for ZMQ_MAX_SOCKETS (TransportContextOptions::max_sockets). Each has a mailbox
+// eventfd; the PAIRs talk over inproc (no further descriptor).
+inline constexpr int kSocketsPerClient = 3;
+
 class DealerClient {
  public:
   // Creates the socket and starts connecting (returns before the connection exists).
-  // Errors: kInvalidArgument for bad options (bad key, bad routing id, bad endpoint).
+  // Errors: kInvalidArgument for bad options (bad key, bad routing id, bad endpoint);
+  // kUnavailable when the monitor cannot be set up (ZMQ_MAX_SOCKETS or descriptors exhausted).
   static core::Result<std::unique_ptr<DealerClient>> Connect(TransportContext& ctx,
                                                              ClientOptions options);
   ~DealerClient();
