@@ -72,8 +72,9 @@ class Client::Impl {
     context_ = std::make_unique<protocol::TransportContext>();
     protocol::ClientOptions co;
     co.endpoint = options_.endpoint;
-    // co.routing_id stays empty: DealerClient draws a random, unguessable routing id, kept for
-    // the socket's (so the client's) life across reconnects (docs/protocol.md "Identities").
+    // co.routing_id stays empty: DealerClient draws a random, unguessable routing id, and a
+    // fresh one whenever the connection drops (docs/protocol.md "Identities and roles"); the
+    // session re-registers when cruxd answers PERMISSION_DENIED from the new id.
     if (!options_.server_public_key.empty()) {
       co.curve = true;
       co.server_public_z85 = options_.server_public_key;

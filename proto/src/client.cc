@@ -3,6 +3,7 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -21,6 +22,14 @@ int ToMillis(core::Duration d) {
   const int64_t ms = d.nanos() / 1000000;
   if (ms > 0x7fffffff) return 0x7fffffff;
   return static_cast<int>(ms < 0 ? 0 : ms);
+}
+
+// ZMQ_EVENT_* this client watches (see client.h "Reconnects take a fresh routing id").
+constexpr int kWatchedEvents = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED;
+
+std::string MonitorEndpoint() {
+  static std::atomic<uint64_t> next{0};
+  return "inproc://crux.protocol.client.monitor." + std::to_string(++next);
 }
 
 }  // namespace
@@ -67,7 +76,8 @@ core::Result<std::unique_ptr<DealerClient>> DealerClient::Connect(TransportConte
     return core::InvalidArgumentError(
         "client.routing_id: must be 1-255 bytes and not start with a zero byte");
   }
-  if (options.routing_id.empty()) {
+  const bool random_id = options.routing_id.empty();
+  if (random_id) {
     CRUX_ASSIGN_OR_RETURN(options.routing_id, RandomRoutingId());
   }
   // Several endpoints (HA: every cruxd instance, "tcp://a:7450,tcp://b:7450"): connect to all;
@@ -90,6 +100,7 @@ core::Result<std::unique_ptr<DealerClient>> DealerClient::Connect(TransportConte
     options.heartbeat_timeout = core::Duration::Millis(3000);
   }
   auto socket = std::make_unique<zmq::socket_t>();
+  auto monitor = std::make_unique<zmq::socket_t>();
   try {
     *socket = zmq::socket_t(ctx.context(), zmq::socket_type::dealer);
     socket->set(zmq::sockopt::linger, 0);
@@ -113,6 +124,19 @@ core::Result<std::unique_ptr<DealerClient>> DealerClient::Connect(TransportConte
     return core::InvalidArgumentError("client " + options.endpoint +
                                       ": socket option: " + e.what());
   }
+  // The monitor is connected before the endpoints, so that no event is lost.
+  try {
+    const std::string monitor_endpoint = MonitorEndpoint();
+    if (zmq_socket_monitor(socket->handle(), monitor_endpoint.c_str(), kWatchedEvents) != 0) {
+      throw zmq::error_t();
+    }
+    *monitor = zmq::socket_t(ctx.context(), zmq::socket_type::pair);
+    monitor->set(zmq::sockopt::linger, 0);
+    monitor->connect(monitor_endpoint);
+  } catch (const zmq::error_t& e) {
+    // Typically a resource limit (ZMQ_MAX_SOCKETS, file descriptors).
+    return core::UnavailableError("client " + options.endpoint + ": socket monitor: " + e.what());
+  }
   for (const std::string& ep : endpoints) {
     try {
       socket->connect(ep);
@@ -121,17 +145,89 @@ core::Result<std::unique_ptr<DealerClient>> DealerClient::Connect(TransportConte
                                         "\": " + e.what());
     }
   }
-  return std::unique_ptr<DealerClient>(new DealerClient(std::move(options), std::move(socket)));
+  return std::unique_ptr<DealerClient>(new DealerClient(
+      std::move(options), std::move(endpoints), random_id, std::move(monitor), std::move(socket)));
 }
 
-DealerClient::DealerClient(ClientOptions options, std::unique_ptr<zmq::socket_t> socket)
-    : options_(std::move(options)), socket_(std::move(socket)) {}
+DealerClient::DealerClient(ClientOptions options, std::vector<std::string> endpoints,
+                           bool random_id, std::unique_ptr<zmq::socket_t> monitor,
+                           std::unique_ptr<zmq::socket_t> socket)
+    : options_(std::move(options)),
+      endpoints_(std::move(endpoints)),
+      random_id_(random_id),
+      monitor_(std::move(monitor)),
+      socket_(std::move(socket)) {}
 
-DealerClient::~DealerClient() = default;
+DealerClient::~DealerClient() {
+  if (socket_ && socket_->handle() != nullptr) {
+    (void)zmq_socket_monitor(socket_->handle(), nullptr, 0);
+  }
+  socket_.reset();
+  monitor_.reset();
+}
+
+core::Status DealerClient::WatchConnection() {
+  bool dropped = false;
+  try {
+    while (true) {
+      // Each event is two frames: 6 bytes (uint16 event, uint32 value), then the endpoint.
+      zmq::message_t head;
+      if (!monitor_->recv(head, zmq::recv_flags::dontwait)) break;
+      uint16_t event = 0;
+      if (head.size() >= sizeof(event)) std::memcpy(&event, head.data(), sizeof(event));
+      while (head.more()) {
+        zmq::message_t rest;
+        if (!monitor_->recv(rest, zmq::recv_flags::dontwait)) break;
+        head.move(rest);
+      }
+      if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        handshaken_ = true;
+      } else if (event == ZMQ_EVENT_DISCONNECTED && handshaken_) {
+        // A connection that worked dropped: the daemon may still hold it (half-open).
+        dropped = true;
+        handshaken_ = false;
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    return core::InternalError("monitor of " + options_.endpoint + ": " + e.what());
+  }
+  if (!dropped || !random_id_) return core::Status::Ok();
+  // Reconnect every endpoint with a fresh id: a CURVE cruxd has no ROUTER hand-over and would
+  // park a new connection presenting the id of one it has not yet seen drop.
+  CRUX_ASSIGN_OR_RETURN(std::string id, RandomRoutingId());
+  try {
+    for (const std::string& ep : endpoints_) {
+      try {
+        socket_->disconnect(ep);
+      } catch (const zmq::error_t&) {
+        // Not connected (any more): nothing to undo.
+      }
+    }
+    socket_->set(zmq::sockopt::routing_id, id);
+    for (const std::string& ep : endpoints_) socket_->connect(ep);
+  } catch (const zmq::error_t& e) {
+    return core::InternalError("reconnect to " + options_.endpoint + ": " + e.what());
+  }
+  options_.routing_id = std::move(id);
+  ++counters_.new_routing_ids;
+  return core::Status::Ok();
+}
+
+core::Status DealerClient::Wait(std::chrono::milliseconds left) {
+  zmq::pollitem_t items[2] = {{socket_->handle(), 0, ZMQ_POLLIN, 0},
+                              {monitor_->handle(), 0, ZMQ_POLLIN, 0}};
+  try {
+    zmq::poll(items, 2, std::max(left, std::chrono::milliseconds(1)));
+  } catch (const zmq::error_t& e) {
+    if (e.num() != EINTR) return core::InternalError("poll " + options_.endpoint + ": " + e.what());
+  }
+  return core::Status::Ok();
+}
 
 void* DealerClient::raw_socket() const { return socket_->handle(); }
 
 core::Status DealerClient::Send(const v1::Envelope& msg) {
+  CRUX_RETURN_IF_ERROR(WatchConnection());
   v1::Envelope copy;
   const v1::Envelope* to_send = &msg;
   if (msg.protocol_version() != kProtocolVersion) {
@@ -153,6 +249,7 @@ core::Status DealerClient::Send(const v1::Envelope& msg) {
 }
 
 core::Result<std::optional<v1::Envelope>> DealerClient::ReadOne() {
+  CRUX_RETURN_IF_ERROR(WatchConnection());
   while (true) {
     zmq::message_t frame;
     try {
@@ -195,14 +292,8 @@ core::Result<std::optional<v1::Envelope>> DealerClient::Receive(core::Duration t
     if (msg.has_value()) return msg;
     const auto now = Clock::now();
     if (now >= deadline) return std::optional<v1::Envelope>();
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-    zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
-    try {
-      zmq::poll(&item, 1, std::max(left, std::chrono::milliseconds(1)));
-    } catch (const zmq::error_t& e) {
-      if (e.num() != EINTR)
-        return core::InternalError("poll " + options_.endpoint + ": " + e.what());
-    }
+    CRUX_RETURN_IF_ERROR(
+        Wait(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)));
   }
 }
 
@@ -229,14 +320,8 @@ core::Result<v1::Envelope> DealerClient::Call(const v1::Envelope& request, core:
       return core::UnavailableError("no reply from " + options_.endpoint + " within " +
                                     std::to_string(ToMillis(timeout)) + " ms");
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-    zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
-    try {
-      zmq::poll(&item, 1, std::max(left, std::chrono::milliseconds(1)));
-    } catch (const zmq::error_t& e) {
-      if (e.num() != EINTR)
-        return core::InternalError("poll " + options_.endpoint + ": " + e.what());
-    }
+    CRUX_RETURN_IF_ERROR(
+        Wait(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)));
   }
 }
 

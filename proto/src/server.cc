@@ -80,7 +80,11 @@ class RouterServer::Impl {
       socket_ = zmq::socket_t(ctx_.context(), zmq::socket_type::router);
       socket_.set(zmq::sockopt::linger, 0);
       socket_.set(zmq::sockopt::router_mandatory, options_.router_mandatory);
-      socket_.set(zmq::sockopt::router_handover, options_.router_handover);
+      // With CURVE and bound identities hand-over is off: it would let a second authorised key
+      // that presents a live peer's routing id take that peer's replies and pushes below any
+      // check of ours (libzmq's ZAP request carries no peer routing id to refuse it with).
+      socket_.set(zmq::sockopt::router_handover,
+                  options_.router_handover && !(options_.curve && options_.bind_identities));
       socket_.set(zmq::sockopt::maxmsgsize, options_.max_msg_size);
       socket_.set(zmq::sockopt::sndhwm, options_.sndhwm);
       socket_.set(zmq::sockopt::rcvhwm, options_.rcvhwm);

@@ -315,6 +315,12 @@ void SwitchAgent::TakeDeviceOutcome() {
 Status SwitchAgent::RunOnce() {
   if (!client_) return core::FailedPreconditionError("SwitchAgent::RunOnce before Start");
   if (fatal_) return *fatal_;
+  if (client_->counters().new_routing_ids != seen_new_routing_ids_) {
+    // The connection dropped and the client reconnected with a fresh routing id: cruxd pushes
+    // to the id of the switch's last hello, so say hello from the new one now.
+    seen_new_routing_ids_ = client_->counters().new_routing_ids;
+    next_hello_ = clock_.Now();
+  }
   if (clock_.Now() >= next_hello_) {
     SendHello();
     if (fatal_) return *fatal_;

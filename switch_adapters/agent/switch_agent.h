@@ -183,6 +183,7 @@ class SwitchAgent {
   const core::Clock& clock_;
   Capabilities caps_;
   std::unique_ptr<protocol::DealerClient> client_;
+  uint64_t seen_new_routing_ids_ = 0;  // client_->counters().new_routing_ids at the last look.
 
   bool connected_ = false;
   core::Duration next_hello_;

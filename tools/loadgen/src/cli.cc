@@ -25,7 +25,7 @@ core::Result<RunSummary> RunSlice(const std::vector<SimJob>& jobs, const LoadGen
                                   const std::atomic<bool>* stop) {
   protocol::TransportContextOptions co;
   co.io_threads = jobs.size() > 1000 ? 2 : 1;
-  co.max_sockets = static_cast<int>(jobs.size()) + 64;
+  co.max_sockets = static_cast<int>(jobs.size()) * protocol::kSocketsPerClient + 64;
   protocol::TransportContext ctx(co);
   return RunLoad(ctx, jobs, options, stop);
 }

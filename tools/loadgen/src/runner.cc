@@ -122,7 +122,9 @@ class Engine {
       co.heartbeat_ivl = core::Duration::Zero();  // The application heartbeat is enough here.
       auto client = protocol::DealerClient::Connect(ctx_, co);
       if (!client.ok()) {
-        if (client.status().code() == core::StatusCode::kInvalidArgument && i > 0) {
+        if ((client.status().code() == core::StatusCode::kInvalidArgument ||
+             client.status().code() == core::StatusCode::kUnavailable) &&
+            i > 0) {
           // Options were fine for the first sockets: a resource limit (ZMQ_MAX_SOCKETS, fds).
           return core::UnavailableError("cannot create socket " + std::to_string(i + 1) + ": " +
                                         client.status().message());
@@ -464,8 +466,13 @@ class Engine {
           ++summary_.heartbeats_acked;
         } else if (msg.has_error()) {
           CountError(msg.error());
-          if (msg.error().code() == v1::ERROR_CODE_UNKNOWN_JOB && s.state == State::kRegistered) {
-            // The daemon forgot the job (lease expired, state lost): register again.
+          const v1::ErrorCode code = msg.error().code();
+          if ((code == v1::ERROR_CODE_UNKNOWN_JOB || code == v1::ERROR_CODE_PERMISSION_DENIED) &&
+              s.state == State::kRegistered) {
+            // The daemon forgot the job (lease expired, state lost), or the job is bound to
+            // another connection (this client reconnected with a fresh routing id after a
+            // drop, see protocol/client.h): register again, idempotently, from this one. A
+            // refusal of that registration (e.g. another key owns the job) fails the job.
             SetState(i, State::kUnregistered);
             s.reports_outstanding = 0;
             SendRegister(i, now);

@@ -9,21 +9,37 @@
 // timeout ("no reply within N ms"), kOutOfRange for an oversize request, kInternal for zmq
 // errors. Frames from the daemon that fail Decode are dropped and counted (bad_frames).
 //
-// Connection: ZeroMQ connects asynchronously and reconnects by itself (RECONNECT_IVL
+// Connection: ZeroMQ connects asynchronously and retries by itself (RECONNECT_IVL
 // `reconnect_ivl` doubling up to `reconnect_ivl_max`); messages sent while disconnected wait in
 // the socket (up to SNDHWM) and are dropped at Close (linger 0). Nothing blocks forever: every
 // wait has a timeout and sends use ZMQ_DONTWAIT (a full pipe is kUnavailable).
+//
+// Reconnects take a fresh routing id (issue #31 item 1): a socket monitor watches the
+// connections, and when one that had completed its handshake drops (ZMQ_EVENT_DISCONNECTED), the
+// client disconnects every endpoint, draws a new RandomRoutingId(), sets it (ZMQ_ROUTING_ID) and
+// connects again. A CURVE cruxd runs its ROUTER without hand-over, so a reconnect with the old id
+// while cruxd still holds the old, half-open connection would be parked by libzmq for good. The
+// monitor is read by every call (Send, TryReceive, Receive, Call; Receive and Call also wake on
+// it). Costs: messages still queued for the dropped connection are lost (a Call times out and
+// the caller retries, as for any drop), and the daemon sees a new peer: whatever it bound to the
+// old id (a job's connection, a switch's) must be re-bound by the layer above (client_lib
+// re-registers on PERMISSION_DENIED, the switch agent sends a hello: counters().new_routing_ids
+// says when). A connection that never completed its handshake (refused, CURVE failure) is left
+// to ZeroMQ's retry and backoff; ZMQ_EVENT_CLOSED is not watched, since a connecter emits it on
+// every failed attempt. An explicit ClientOptions::routing_id is kept across reconnects.
 //
 // Thread-safety: NOT thread-safe (one owner thread). Distinct clients may live on distinct
 // threads. The TransportContext must outlive the client.
 #ifndef CRUX_PROTOCOL_CLIENT_H_
 #define CRUX_PROTOCOL_CLIENT_H_
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "crux/core/base/status.h"
 #include "crux/core/base/units.h"
@@ -48,9 +64,13 @@ struct ClientOptions {
   CurveKeyPair client_keys;       // Required (with secret) when curve.
 
   // ZMQ_ROUTING_ID, 1-255 bytes, first byte not 0. Empty (the default and what every Crux peer
-  // uses): a fresh RandomRoutingId() per client. Never derive it from a public name (a job or
-  // switch name): the daemon's ROUTER hands a routing id over to whoever connects with it, so a
-  // guessable id lets another peer receive this one's pushes (docs/protocol.md "Identities").
+  // uses): a fresh RandomRoutingId() per client, and a new one after every dropped connection
+  // (see the file comment; routing_id() is the current one). An explicit id is kept across
+  // reconnects: against a CURVE cruxd (no ROUTER hand-over) its reconnect is parked while the
+  // daemon still holds the old connection, so use explicit ids only in tests. Never derive one
+  // from a public name (a job or switch name): a ROUTER with hand-over (non-CURVE servers) gives
+  // an id to whoever connects with it, so a guessable id lets another peer receive this one's
+  // pushes (docs/protocol.md "Identities and roles").
   std::string routing_id;
   core::Duration reconnect_ivl = core::Duration::Millis(100);
   core::Duration reconnect_ivl_max = core::Duration::Millis(10000);
@@ -66,16 +86,23 @@ struct ClientCounters {
   uint64_t received = 0;
   uint64_t bad_frames = 0;
   uint64_t stale_replies = 0;
+  uint64_t new_routing_ids = 0;  // Reconnects with a fresh routing id after a drop.
 };
 
 // 'r' followed by 32 lower-case hex digits of 16 bytes from getrandom(2): unguessable, printable.
 // Errors: kUnavailable when the kernel's random source fails.
 core::Result<std::string> RandomRoutingId();
 
+// ZeroMQ sockets one DealerClient uses (its DEALER, the monitor's PAIR and libzmq's end of it):
+// count them for ZMQ_MAX_SOCKETS (TransportContextOptions::max_sockets). Each has a mailbox
+// eventfd; the PAIRs talk over inproc (no further descriptor).
+inline constexpr int kSocketsPerClient = 3;
+
 class DealerClient {
  public:
   // Creates the socket and starts connecting (returns before the connection exists).
-  // Errors: kInvalidArgument for bad options (bad key, bad routing id, bad endpoint).
+  // Errors: kInvalidArgument for bad options (bad key, bad routing id, bad endpoint);
+  // kUnavailable when the monitor cannot be set up (ZMQ_MAX_SOCKETS or descriptors exhausted).
   static core::Result<std::unique_ptr<DealerClient>> Connect(TransportContext& ctx,
                                                              ClientOptions options);
   ~DealerClient();
@@ -107,14 +134,27 @@ class DealerClient {
 
   const ClientCounters& counters() const { return counters_; }
   const std::string& endpoint() const { return options_.endpoint; }
+  // The routing id the socket connects with now (changes after a dropped connection).
+  const std::string& routing_id() const { return options_.routing_id; }
 
  private:
-  DealerClient(ClientOptions options, std::unique_ptr<zmq::socket_t> socket);
+  DealerClient(ClientOptions options, std::vector<std::string> endpoints, bool random_id,
+               std::unique_ptr<zmq::socket_t> monitor, std::unique_ptr<zmq::socket_t> socket);
+  // Reads the monitor's queued events; when a handshaken connection dropped, reconnects every
+  // endpoint with a fresh routing id (random ids only). Errors: kInternal for zmq errors.
+  core::Status WatchConnection();
+  // Waits up to `left` for the socket or the monitor to become readable.
+  core::Status Wait(std::chrono::milliseconds left);
   // Reads one frame without waiting; nullopt when nothing is readable. Bad frames are dropped.
   core::Result<std::optional<v1::Envelope>> ReadOne();
 
   ClientOptions options_;
+  std::vector<std::string> endpoints_;
+  bool random_id_;
+  // PAIR socket reading `socket_`'s monitor events (the destructor stops the monitor first).
+  std::unique_ptr<zmq::socket_t> monitor_;
   std::unique_ptr<zmq::socket_t> socket_;
+  bool handshaken_ = false;  // A connection completed its handshake since the last renewal.
   std::deque<v1::Envelope> pending_;
   uint64_t last_request_id_ = 0;
   ClientCounters counters_;

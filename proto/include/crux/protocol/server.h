@@ -27,7 +27,12 @@
 // took the id over through ROUTER_HANDOVER) is answered PERMISSION_DENIED, counted in
 // refused_identity and not delivered. At most `max_bound_identities` bindings are kept (the
 // oldest is forgotten first). Crux peers draw unguessable random routing ids (client.h), so a
-// takeover needs the victim's id, which only it and the daemon know.
+// takeover needs the victim's id, which only it and the daemon know. ROUTER_HANDOVER is off on
+// such servers (whatever `router_handover` says): a second connection presenting a routing id that
+// a live connection holds is parked by libzmq (never read, never answered) until it closes, so a
+// thief cannot take a live victim's replies. A client that reconnects while the daemon still holds
+// its old, half-open connection is parked the same way; DealerClient therefore reconnects with a
+// fresh routing id after every drop (client.h, docs/protocol.md "Identities and roles").
 //
 // Requests: every request must carry a non-zero request_id (0 marks pushes); the only message a
 // peer may send with request_id 0 is an Ack answering a push. Others are answered
@@ -75,7 +80,7 @@ struct ServerOptions {
 
   bool validate = true;          // Run Validate() before delivery.
   bool router_mandatory = true;  // ZMQ_ROUTER_MANDATORY.
-  bool router_handover = true;   // ZMQ_ROUTER_HANDOVER: a reconnecting peer takes over its id.
+  bool router_handover = true;   // ZMQ_ROUTER_HANDOVER; forced off with curve + bind_identities.
   int64_t max_msg_size = 4 * static_cast<int64_t>(kMaxFrameBytes);  // ZMQ_MAXMSGSIZE, -1 = none.
   int sndhwm = 1000;   // ZMQ_SNDHWM (messages per peer).
   int rcvhwm = 1000;   // ZMQ_RCVHWM.

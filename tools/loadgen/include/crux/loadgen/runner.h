@@ -37,6 +37,7 @@
 #include "crux/loadgen/flow_model.h"
 #include "crux/loadgen/stats.h"
 #include "crux/loadgen/workload.h"
+#include "crux/protocol/client.h"
 #include "crux/protocol/curve.h"
 #include "crux/protocol/transport_context.h"
 
@@ -81,9 +82,10 @@ core::Result<RunSummary> RunLoad(protocol::TransportContext& ctx, const std::vec
                                  const LoadGenOptions& options,
                                  const std::atomic<bool>* stop = nullptr);
 
-// File descriptors one process needs per simulated job (a DEALER's mailbox eventfd plus its
-// TCP/IPC connection), and the fixed reserve for everything else.
-inline constexpr uint64_t kFdsPerJob = 2;
+// File descriptors one process needs per simulated job (the mailbox eventfds of a DealerClient's
+// protocol::kSocketsPerClient sockets plus its TCP/IPC connection), and the fixed reserve for
+// everything else.
+inline constexpr uint64_t kFdsPerJob = protocol::kSocketsPerClient + 1;
 inline constexpr uint64_t kFdReserve = 256;
 
 // Raises the RLIMIT_NOFILE soft limit towards what `sockets` ZeroMQ sockets need (up to the
