@@ -451,7 +451,7 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
                 .observations = observations,
                 .suspect_of = {}};
   for (const Suspect& s : suspects) ev.suspect_of.emplace(s.link, &s);
-  WantProbesForUnexplained(observations, ev.suspect_of, now);
+  if (options_.probes.enabled) WantProbesForUnexplained(observations, ev.suspect_of, now);
 
   // Every link with a record or a suspicion, in id order (the order of the decisions).
   std::set<LinkId> touched;
@@ -684,8 +684,8 @@ void FaultManager::DropContradictedJobs(Observations& obs, Duration now, Duratio
   auto slow = [&](size_t i) { return obs.paths[i].failed || obs.paths[i].rate_ratio < gray; };
   // Per link: per job, the lowest priority (highest level) of its healthy rows crossing it; and
   // the links a slow host-measured probe crosses (the operator's measurement backs a slow flow).
-  // A healthy host probe vouches for nothing: it is one message at one moment, measured against
-  // the share it would get with every flow active, and a flow that was idle then left it more.
+  // A healthy host probe vouches for nothing: it measures capacity, and a link at full capacity
+  // may still be congested.
   std::map<LinkId, std::map<std::string_view, int>> healthy;
   std::set<LinkId> host_slow;
   for (size_t i = 0; i < obs.paths.size(); ++i) {
@@ -859,7 +859,7 @@ std::optional<LinkDecision> FaultManager::DecideLink(LinkId id, const Evaluation
   s.jobs = sig.tomo_jobs;
   s.host_probes = sig.host_probes;
   // Host probes settle what the rules cannot act on yet (probe_targets).
-  if (sig.tomo && s.health == LinkHealth::kUp &&
+  if (options_.probes.enabled && sig.tomo && s.health == LinkHealth::kUp &&
       (!enough_jobs || (sig.tomo->ambiguous && !sig.counters_bad))) {
     s.probes_wanted_at = ev.now;
   }

@@ -6,6 +6,7 @@
 #include <queue>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 namespace crux::core {
@@ -147,14 +148,9 @@ class ProbeCover {
   // Candidate pairs of job `a`: its first max_pairs_per_job distinct flow NIC pairs, and (with
   // `crossing`) every pair one of whose pinned flows crosses a wanted link.
   void AddJob(const Assignment& a, bool crossing) {
-    JobPairs* j = nullptr;
-    for (JobPairs& x : jobs_) {
-      if (x.id == &a.job_id) j = &x;
-    }
-    if (j == nullptr) {
-      jobs_.push_back(JobPairs{&a.job_id, {}, {}, {}, 0});
-      j = &jobs_.back();
-    }
+    auto [at, added] = job_index_.try_emplace(&a.job_id, jobs_.size());
+    if (added) jobs_.push_back(JobPairs{&a.job_id, {}, {}, {}, 0});
+    JobPairs* j = &jobs_[at->second];
     std::set<std::pair<uint32_t, uint32_t>> distinct;  // The job's pairs in flow order.
     for (const FlowPin& f : a.flows) {
       const std::pair<uint32_t, uint32_t> key{f.src_nic.value(), f.dst_nic.value()};
@@ -300,6 +296,7 @@ class ProbeCover {
   std::vector<int> probed_;  // Probes designed over each link.
   size_t targets_ = 0;       // Links still wanted.
   std::deque<JobPairs> jobs_;
+  std::unordered_map<const std::string*, size_t> job_index_;  // Into jobs_, by job id.
   std::set<std::tuple<const std::string*, std::pair<NodeId, NodeId>, size_t>> taken_;
 };
 

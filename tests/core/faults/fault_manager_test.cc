@@ -80,6 +80,12 @@ class FaultManagerTest : public ::testing::Test {
     for (const FlowPin& p : applied_.at(id)->assignment.flows) samples.push_back(Sample(p, gbps));
     m.OnFlows(id, samples, now_);
   }
+  // The default options with probes on (the fault manager keeps probe targets only then).
+  static FaultOptions Probing() {
+    FaultOptions o;
+    o.probes.enabled = true;
+    return o;
+  }
   std::vector<LinkDecision> Eval(FaultManager& m) { return m.Evaluate(now_, *topo_, applied_); }
   void PortState(FaultManager& m, const std::string& a, const std::string& b, bool up) {
     m.OnLinkState({L(a, b), up, "switch " + a + " port EthernetX"}, now_);
@@ -645,7 +651,7 @@ TEST_F(FaultManagerTest, HostProbesSettleWhatOneJobsFlowsAloneCannot) {
     return d;
   };
   {
-    FaultManager m(FaultOptions{});
+    FaultManager m(Probing());
     const std::vector<LinkDecision> d = run(m, 15, By::kHost);
     ASSERT_EQ(d.size(), 1u);
     EXPECT_EQ(d[0].link, suspect);
@@ -657,11 +663,11 @@ TEST_F(FaultManagerTest, HostProbesSettleWhatOneJobsFlowsAloneCannot) {
     EXPECT_TRUE(m.probe_targets().empty());
   }
   {
-    FaultManager m(FaultOptions{});  // The probe sees its path's full 200 G: nothing moves.
+    FaultManager m(Probing());  // The probe sees its path's full 200 G: nothing moves.
     EXPECT_TRUE(run(m, 200, By::kHost).empty());
   }
   {
-    FaultManager m(FaultOptions{});  // The job's own word about its probe: nothing moves.
+    FaultManager m(Probing());  // The job's own word about its probe: nothing moves.
     EXPECT_TRUE(run(m, 15, By::kJob).empty());
   }
 }
@@ -671,7 +677,13 @@ TEST_F(FaultManagerTest, HostProbesSettleWhatOneJobsFlowsAloneCannot) {
 TEST_F(FaultManagerTest, OneUnplacedSlowFlowAsksForProbesAJobSlowAsAWholeDoesNot) {
   AddJob("j0", {Pin(0, 2, 1, 50000), Pin(1, 4, 0, 50001), Pin(3, 6, 0, 50002)});
   AddJob("j1", {Pin(5, 7, 0, 50003), Pin(6, 1, 1, 50004)});
-  FaultManager m(FaultOptions{});
+  {
+    FaultManager off(FaultOptions{});  // Probes off: no targets are kept.
+    ReportAll(off, 100, {"j0"}, 30);
+    Eval(off);
+    EXPECT_TRUE(off.probe_targets().empty());
+  }
+  FaultManager m(Probing());
   ReportAll(m, 100);
   Eval(m);
   now_ += Duration::Millis(1000);
@@ -688,7 +700,7 @@ TEST_F(FaultManagerTest, OneUnplacedSlowFlowAsksForProbesAJobSlowAsAWholeDoesNot
   std::sort(want.begin(), want.end());
   EXPECT_EQ(m.probe_targets(), want);
 
-  FaultManager whole(FaultOptions{});  // Every flow of j0 slow: no target.
+  FaultManager whole(Probing());  // Every flow of j0 slow: no target.
   ReportAll(whole, 100);
   Eval(whole);
   now_ += Duration::Millis(1000);

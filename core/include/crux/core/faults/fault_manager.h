@@ -279,7 +279,7 @@ class FaultManager {
   // smallest nominal capacity of that path. Rows as OnFlows (samples without `probe` set are
   // ignored). A slow one backs a suspicion of the links of its path (the
   // tenant rule and the contradiction rule, above); a healthy one clears them in the
-  // localisation but vouches against no job (one message at one moment).
+  // localisation but vouches against no job (full capacity is not the absence of congestion).
   void OnHostProbes(const std::string& job_id, const std::vector<FlowSample>& samples,
                     Duration now);
   // The samples of one job's report (replace that job's previous ones per flow: per job, NIC
@@ -321,8 +321,8 @@ class FaultManager {
   // than min_flows rows over its links), at some evaluation within the evidence window: the
   // control loop has
   // probes designed over them (fault_probes.h, DesignProbes' `suspects`), whose host-measured
-  // results settle them. At most kMaxProbeTargets (the most recently wanted). Sorted; changes
-  // only at Evaluate.
+  // results settle them. Kept only with options().probes.enabled. At most kMaxProbeTargets (the
+  // most recently wanted). Sorted; changes only at Evaluate.
   const std::vector<LinkId>& probe_targets() const { return probe_targets_; }
   static constexpr size_t kMaxProbeTargets = 64;
 
