@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <unordered_map>
 #include <utility>
 
 namespace crux::core {
@@ -33,6 +34,7 @@ Status ValidateControlLoopOptions(const ControlLoopOptions& o) {
   }
   if (o.qos) CRUX_RETURN_IF_ERROR(ValidateQosConfig(*o.qos));
   CRUX_RETURN_IF_ERROR(ValidateFaultOptions(o.faults));
+  if (o.impact) CRUX_RETURN_IF_ERROR(ValidateImpactOptions(*o.impact));
   return Status::Ok();
 }
 
@@ -433,6 +435,28 @@ PlanOutcome Failed(PlanOutcome out, Status status, Duration planning_time) {
 }  // namespace
 
 // The steps above, in order; the clock is read between them for the outcome's timings.
+// With snap.impact: the shadow accounting of the run's plan (impact.h). A failure is reported in
+// the outcome, never fails the run (the plan is good; only its accounting is missing).
+void EstimateRunImpact(const Topology& topo, const PlanningSnapshot& snap, const SpecList& specs,
+                       PlanOutcome& out) {
+  if (!snap.impact) return;
+  std::unordered_map<std::string_view, const JobSpec*> by_id;
+  by_id.reserve(specs.specs.size());
+  for (const JobSpec& s : specs.specs) by_id.emplace(s.id, &s);
+  std::vector<const JobSpec*> planned;
+  planned.reserve(out.plan.jobs.size());
+  for (const JobPlan& jp : out.plan.jobs) {
+    auto it = by_id.find(jp.id);
+    planned.push_back(it != by_id.end() ? it->second : nullptr);
+  }
+  Result<PlanImpact> impact = EstimateImpact(topo, planned, out.plan, *snap.impact);
+  if (impact.ok()) {
+    out.impact = std::make_shared<const PlanImpact>(std::move(impact).value());
+  } else {
+    out.impact_error = impact.status().message();
+  }
+}
+
 PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const PlanningSnapshot& snap,
                     const Clock& clock) {
   const Duration start = clock.Now();
@@ -462,8 +486,11 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
   if (Status s = DecideSwitchStates(topo, snap, as.current, out); !s.ok()) {
     return Failed(std::move(out), std::move(s), clock.Now() - start);
   }
+  const Duration t_impact = clock.Now();
+  out.qos_time = t_impact - t_qos;
+  EstimateRunImpact(topo, snap, specs, out);
   const Duration end = clock.Now();
-  out.qos_time = end - t_qos;
+  out.impact_time = end - t_impact;
   out.planning_time = end - start;
   return out;
 }
@@ -695,6 +722,7 @@ std::shared_ptr<PlanningSnapshot> ControlLoop::Snapshot() const {
     snap->probes = options_.faults.probes;
     snap->probe_suspects = faults_.probe_targets();
   }
+  snap->impact = options_.impact;
   return snap;
 }
 

@@ -569,6 +569,45 @@ TEST_F(ControlLoopTest, OptionsAreValidatedWithTheFieldName) {
   o.reoptimize_min_gain = std::numeric_limits<double>::quiet_NaN();
   EXPECT_FALSE(ValidateControlLoopOptions(o).ok());
   EXPECT_TRUE(ValidateControlLoopOptions({}).ok());
+  o = {};
+  o.impact = ImpactOptions{};
+  EXPECT_TRUE(ValidateControlLoopOptions(o).ok());
+  o.impact->predict.tolerance = 0;
+  EXPECT_NE(ValidateControlLoopOptions(o).message().find("impact.tolerance"), std::string::npos);
+}
+
+TEST_F(ControlLoopTest, WithImpactEveryRunPredictsThePlannedJobsAgainstEcmp) {
+  loop_->AddJob(Demand("a", {0, 4}), 10);
+  loop_->AddJob(Demand("b", {1, 1}), 12);  // Refused by ValidateJob: not planned, no figure.
+  loop_->AddJob(Demand("c", {2, 6}), 14);
+  clock_.Advance(kDebounce);
+  auto snap = loop_->StartPlan();
+  ASSERT_NE(snap, nullptr);
+  EXPECT_FALSE(snap->impact.has_value()) << "off by default";
+  PlanOutcome off = RunPlan(*policy_, *topo_, *snap, clock_);
+  EXPECT_EQ(off.impact, nullptr);
+  loop_->Commit(loop_->FinishPlan(*snap, off));
+
+  options_.impact = ImpactOptions{};
+  loop_->SetOptions(options_);
+  loop_->Invalidate("impact on");
+  clock_.Advance(kDebounce);
+  snap = loop_->StartPlan();
+  ASSERT_NE(snap, nullptr);
+  ASSERT_TRUE(snap->impact.has_value());
+  PlanOutcome o = RunPlan(*policy_, *topo_, *snap, clock_);
+  ASSERT_TRUE(o.status.ok()) << o.status.ToString();
+  ASSERT_NE(o.impact, nullptr) << o.impact_error;
+  ASSERT_EQ(o.impact->jobs.size(), o.plan.jobs.size());
+  ASSERT_EQ(o.impact->jobs.size(), 2u);
+  for (size_t i = 0; i < o.plan.jobs.size(); ++i) {
+    const JobImpact& j = o.impact->jobs[i];
+    EXPECT_EQ(j.id, o.plan.jobs[i].id);
+    EXPECT_EQ(j.gpus, 16);
+    EXPECT_EQ(j.standalone, o.plan.jobs[i].period);
+    EXPECT_GT(j.predicted, Duration::Zero());
+    EXPECT_GT(j.ecmp, Duration::Zero());
+  }
 }
 
 }  // namespace

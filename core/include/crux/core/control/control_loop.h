@@ -79,6 +79,7 @@
 #include "crux/core/base/backoff.h"
 #include "crux/core/base/clock.h"
 #include "crux/core/base/status.h"
+#include "crux/core/control/impact.h"
 #include "crux/core/control/qos.h"
 #include "crux/core/faults/fault_manager.h"
 #include "crux/core/model/control_types.h"
@@ -108,6 +109,9 @@ struct ControlLoopOptions {
   double reoptimize_min_gain = 0;
   // Automatic link health (FaultManager).
   FaultOptions faults;
+  // Shadow accounting (impact.h): with a value, every run predicts each planned job's iteration
+  // under the plan and under ECMP (PlanOutcome::impact), on the worker. nullopt: off.
+  std::optional<ImpactOptions> impact;
 
   friend bool operator==(const ControlLoopOptions&, const ControlLoopOptions&) = default;
 };
@@ -168,6 +172,7 @@ struct PlanningSnapshot {
   // With probes: the fault manager's probe targets (FaultManager::probe_targets), probed
   // first. Sorted.
   std::vector<LinkId> probe_suspects;
+  std::optional<ImpactOptions> impact;  // ControlLoopOptions::impact.
 };
 
 // What one run produced. Computed by RunPlan on the worker.
@@ -203,12 +208,17 @@ struct PlanOutcome {
   std::vector<std::string> qos_changed;
   // With snap.probes: the probe design (coverage included) the assignments carry.
   std::shared_ptr<const ProbeDesign> probe_design;
+  // With snap.impact: the plan's predicted iteration times against ECMP (impact.h), parallel to
+  // plan.jobs; null when the estimate failed (impact_error says why) or was not asked for.
+  std::shared_ptr<const PlanImpact> impact;
+  std::string impact_error;
   // Measured with the clock RunPlan was given: the whole run, and its parts (the policy's
   // Schedule calls, building and diffing the assignments, the switch states).
   Duration planning_time;
   Duration schedule_time;
   Duration assign_time;
   Duration qos_time;
+  Duration impact_time;
 };
 
 // The rules of one run: plans the snapshot's jobs with `policy` (planner refusal handling
