@@ -57,9 +57,9 @@ TEST_F(PredictTest, AloneIsTheSingleOverlapPeriod) {
   ASSERT_EQ(t.size(), 1u);
   EXPECT_NEAR(t[0].ToSeconds(), 1.5, 1e-6);
   // Hidden communication: max(1, 0 + 0.5).
-  EXPECT_NEAR(PredictIterations(topo_, std::vector<PredictJob>{Job(ab_, 1.0, 0, 0.5, 0)})[0]
-                  .ToSeconds(),
-              1.0, 1e-6);
+  EXPECT_NEAR(
+      PredictIterations(topo_, std::vector<PredictJob>{Job(ab_, 1.0, 0, 0.5, 0)})[0].ToSeconds(),
+      1.0, 1e-6);
 }
 
 TEST_F(PredictTest, AHigherLevelTakesItsAverageLoadOffTheLink) {

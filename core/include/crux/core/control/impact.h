@@ -44,8 +44,8 @@
 namespace crux::core {
 
 struct PredictOptions {
-  int max_iterations = 60;         // Fixed-point rounds, >= 1.
-  double tolerance = 1e-4;         // Stop when no T_j moves by more than this fraction.
+  int max_iterations = 60;          // Fixed-point rounds, >= 1.
+  double tolerance = 1e-4;          // Stop when no T_j moves by more than this fraction.
   double min_rate_fraction = 1e-3;  // Floor of r_je as a fraction of C_e, in (0, 1].
 
   friend bool operator==(const PredictOptions&, const PredictOptions&) = default;
