@@ -157,7 +157,31 @@ Status CheckJobSummary(const v1::JobSummary& s, const Field& f) {
   CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(s.k(), Field(f, "k")));
   CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(s.priority(), Field(f, "priority")));
   CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(s.period_ms(), Field(f, "period_ms")));
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(s.predicted_ms(), Field(f, "predicted_ms")));
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(s.ecmp_ms(), Field(f, "ecmp_ms")));
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(s.observed_ms(), Field(f, "observed_ms")));
+  CRUX_RETURN_IF_ERROR(CheckFinite(s.gain(), Field(f, "gain")));
   return CheckDscp(s.dscp(), Field(f, "dscp"));
+}
+
+Status ValidateImpactRequest(const v1::ImpactRequest& r) {
+  if (r.top() > 1000) return Bad("impact_request.top", "too large (at most 1000)");
+  return CheckFiniteNonNegative(r.error_threshold(), "impact_request.error_threshold");
+}
+
+Status ValidateImpactReply(const v1::ImpactReply& r) {
+  CRUX_RETURN_IF_ERROR(CheckText(r.error(), kMaxTextLength, "impact_reply.error"));
+  CRUX_RETURN_IF_ERROR(CheckFinite(r.gpus_recovered(), "impact_reply.gpus_recovered"));
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(r.error_p50(), "impact_reply.error_p50"));
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(r.error_p90(), "impact_reply.error_p90"));
+  CRUX_RETURN_IF_ERROR(CheckFiniteNonNegative(r.error_threshold(), "impact_reply.error_threshold"));
+  for (const auto* list : {&r.gainers(), &r.losers(), &r.mispredicted()}) {
+    for (int i = 0; i < list->size(); ++i) {
+      CRUX_RETURN_IF_ERROR(
+          CheckJobSummary(list->Get(i), Field("impact_reply.jobs", static_cast<size_t>(i))));
+    }
+  }
+  return Status::Ok();
 }
 
 Status CheckLinkInfo(const v1::LinkInfo& l, const Field& f) {
@@ -729,6 +753,10 @@ core::Status Validate(const v1::Envelope& msg) {
                                     "plan_dry_run_reply.replan_ms");
     case E::kListSwitchesReply:
       return Status::Ok();
+    case E::kImpactRequest:
+      return ValidateImpactRequest(msg.impact_request());
+    case E::kImpactReply:
+      return ValidateImpactReply(msg.impact_reply());
   }
   return Bad("envelope.body", "unknown message type " + std::to_string(msg.body_case()));
 }

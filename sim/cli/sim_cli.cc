@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "crux/core/base/text.h"
+#include "crux/core/control/impact.h"
 #include "crux/core/policies/policy.h"
 #include "crux/sim/simulator.h"
 #include "crux/sim/workload/generator.h"
@@ -85,6 +86,7 @@ struct RunFlags {
   bool no_stable = false;                       // Full re-plans (planner.stable off).
   std::optional<double> reoptimize_interval_s;  // Stable mode's re-optimisation period.
   std::optional<double> reoptimize_min_gain;    // What a re-optimisation must gain.
+  bool impact = false;                          // Shadow accounting (docs/impact.md).
   std::string out;
 };
 
@@ -195,6 +197,10 @@ void AddRunFlags(CLI::App* cmd, RunFlags* f, bool compare) {
                   "if it lowers the contention cost by this fraction or raises the cut fraction "
                   "by this much (default 0.01, as cruxd's reoptimize_min_gain; 0 = always)")
       ->check(CLI::Range(0.0, 0.999999));
+  cmd->add_flag("--impact", f->impact,
+                "Control loop: predict every job's iteration under each plan and under ECMP "
+                "(cruxd's shadow accounting, docs/impact.md) and report the prediction against "
+                "the simulated iterations (summary.json: impact, jobs[].predicted_iteration_s)");
   cmd->add_flag("--no-plots", f->no_plots, "Skip the gnuplot PNGs");
   cmd->add_flag("--quiet", f->quiet, "No progress on stderr");
   cmd->add_option("--out", f->out, "Output directory")->required();
@@ -369,6 +375,15 @@ std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std
                    "--debounce-ms, --min-replan-interval-ms, --replan-threshold-pct, --no-stable, "
                    "--reoptimize-interval-s, --reoptimize-min-gain: control loop options; the "
                    "oracle has no control loop"};
+  }
+  if (o.control.oracle && f.impact) {
+    return Failure{kExitUsage, "--impact: the oracle has no control loop to account for"};
+  }
+  if (f.impact) {
+    core::ImpactOptions io;
+    io.ecmp_seed = o.policy.planner.seed;
+    io.ports = o.policy.planner.ports;
+    o.control.loop.impact = io;
   }
   if (f.no_stable && (f.reoptimize_interval_s || f.reoptimize_min_gain)) {
     return Failure{kExitUsage,

@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "crux/core/control/impact.h"
 #include "crux/sim/workload/file_io.h"
 
 namespace crux::simcli {
@@ -243,6 +244,34 @@ double MeanProfiling(const sim::SimResult& r) {
   return n > 0 ? sum / n : 0;
 }
 
+// Shadow accounting against the simulated truth: the distribution of |observed - predicted| /
+// observed over the jobs that ran scheduled under a prediction (JobResult::observed_iteration).
+json ImpactJson(const sim::SimResult& r) {
+  std::vector<double> err;
+  for (const sim::JobResult& x : r.jobs) {
+    if (x.predicted_iteration && x.observed_iteration) {
+      err.push_back(core::PredictionError(*x.observed_iteration, *x.predicted_iteration));
+    }
+  }
+  std::sort(err.begin(), err.end());
+  auto at = [&](double q) {
+    if (err.empty()) return json(nullptr);
+    const size_t i = std::min(err.size() - 1, static_cast<size_t>(q * (err.size() - 1) + 0.5));
+    return json(Finite(err[i]));
+  };
+  size_t within = 0;
+  for (double e : err) within += e <= 0.05 ? 1 : 0;
+  json o;
+  o["plans"] = r.impact_plans;
+  o["jobs"] = err.size();
+  o["error_p50"] = at(0.5);
+  o["error_p90"] = at(0.9);
+  o["error_max"] = err.empty() ? json(nullptr) : json(Finite(err.back()));
+  o["within_5pct"] = err.empty() ? json(nullptr) : json(Finite(double(within) / err.size()));
+  o["predicted_gpus_recovered"] = Finite(r.predicted_gpus_recovered);
+  return o;
+}
+
 json SummaryJson(const sim::SimResult& r, const RunInfo& info) {
   json j;
   j["policy"] = r.policy;
@@ -276,9 +305,18 @@ json SummaryJson(const sim::SimResult& r, const RunInfo& info) {
                         {"level", c.level}});
     }
     o["levels"] = std::move(levels);
+    if (x.predicted_iteration && x.observed_iteration) {
+      o["predicted_iteration_s"] = Finite(x.predicted_iteration->ToSeconds());
+      o["predicted_ecmp_iteration_s"] = Finite(x.predicted_ecmp_iteration->ToSeconds());
+      o["observed_iteration_s"] = Finite(x.observed_iteration->ToSeconds());
+      o["predicted_for_s"] = Finite(x.predicted_for.ToSeconds());
+      o["prediction_error"] =
+          Finite(core::PredictionError(*x.observed_iteration, *x.predicted_iteration));
+    }
     jobs.push_back(std::move(o));
   }
   j["jobs"] = std::move(jobs);
+  if (r.impact_plans > 0) j["impact"] = ImpactJson(r);
   json links = json::object();
   for (const auto& [k, v] : r.link_class_utilization) links[k] = Finite(v);
   j["link_class_utilization"] = std::move(links);

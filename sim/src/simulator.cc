@@ -388,6 +388,7 @@ void Engine::BuildResult() {
     work_life += jr.flops_per_compute_s * jr.jct.ToSeconds();
     r.jobs.push_back(std::move(jr));
   }
+  if (!host_.oracle()) host_.FinishImpact(horizon_, r.jobs);
   r.gpu_utilization = life > 0 ? busy / life : 0;
   r.work_utilization = work_life > 0 ? work / work_life : 0;
   const int64_t total_gpus = metrics_->total_gpus();

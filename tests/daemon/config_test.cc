@@ -160,6 +160,13 @@ TEST(ConfigTest, EveryKeyErrorNamesTheKey) {
       {"dscp_pool: [1, 1]", "qos.dscp_pool[1]: DSCP 1 already used by qos.dscp_pool[0]"},
       {"dscp_pool: [x]", "dscp_pool[0]: must be an integer"},
       {"debounce_ms: 1\ndebounce_ms: 2", "debounce_ms: duplicate key"},
+      {"impact: 1", "impact: must be a map"},
+      {"impact: {enabled: sometimes}", "impact.enabled: must be true or false"},
+      {"impact: {top_jobs: -1}", "impact.top_jobs"},
+      {"impact: {top_jobs: 1001}", "impact.top_jobs"},
+      {"impact: {error_threshold: 0}", "impact.error_threshold"},
+      {"impact: {error_threshold: .nan}", "impact.error_threshold"},
+      {"impact: {horizon: 3}", "impact.horizon: unknown key"},
       {"[1, 2]", "document: must be a map"},
       {"a: [", "invalid YAML"},
   };

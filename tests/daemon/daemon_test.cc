@@ -17,6 +17,7 @@ namespace crux::daemon {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace crux::daemon::testing;  // NOLINT(build/namespaces)
 
 using DaemonTest = DaemonFixture;
@@ -561,6 +562,76 @@ std::map<std::string, std::string> PlanTwoArrivals(const DaemonConfig& base, boo
 // planner continues the plan its last Schedule made; had the dry run planned on the engine the
 // real runs use, x would have kept the level the dry run gave it alone, where the real run
 // levels x and y together.
+TEST_F(DaemonTest, ShadowAccountingIsShownInJobsImpactAndMetrics) {
+  RegisterThree();
+  for (const char* id : {"a", "b", "c"}) {
+    Client(std::string("peer-") + id, Profile(id, std::string(id) == "a" ? 50 : 400, 20, true));
+  }
+  Advance(kDebounce);
+  v1::Envelope req = protocol::NewEnvelope(7);
+  req.mutable_list_jobs_request();
+  const v1::Envelope jobs = Admin(req);
+  ASSERT_EQ(jobs.list_jobs_reply().jobs_size(), 3);
+  for (const v1::JobSummary& j : jobs.list_jobs_reply().jobs()) {
+    EXPECT_TRUE(j.has_prediction()) << j.job_id();
+    // Nobody is predicted faster than alone; ECMP is the counterfactual of the same flows.
+    EXPECT_GE(j.predicted_ms(), j.period_ms() * (1 - 1e-3)) << j.job_id();
+    EXPECT_GE(j.ecmp_ms(), j.period_ms() * (1 - 1e-3)) << j.job_id();
+    EXPECT_NEAR(j.gain(), 1 - j.predicted_ms() / j.ecmp_ms(), 1e-9) << j.job_id();
+    // The reported period (Profile: 2 x compute).
+    EXPECT_DOUBLE_EQ(j.observed_ms(), j.job_id() == "a" ? 100 : 800) << j.job_id();
+  }
+
+  req = protocol::NewEnvelope(8);
+  req.mutable_impact_request()->set_error_threshold(1e-9);
+  v1::Envelope impact = Admin(req);
+  ASSERT_TRUE(impact.has_impact_reply()) << impact.DebugString();
+  const v1::ImpactReply& r = impact.impact_reply();
+  EXPECT_TRUE(r.available());
+  EXPECT_EQ(r.jobs(), 3u);
+  EXPECT_EQ(r.gpus(), 48u);
+  EXPECT_EQ(r.observed(), 3u);  // All three scheduled, all reporting.
+  EXPECT_EQ(r.epoch(), daemon_->epoch());
+  EXPECT_DOUBLE_EQ(r.error_threshold(), 1e-9);
+  // Every job is off by more than 1e-9: the profile's period is not the model's.
+  EXPECT_EQ(r.mispredicted_size(), 3);
+  EXPECT_GE(r.mispredicted(0).observed_ms(), 0);
+  EXPECT_LE(r.gainers_size() + r.losers_size(), 3);
+  req.mutable_impact_request()->set_error_threshold(10);
+  EXPECT_EQ(Admin(req).impact_reply().mispredicted_size(), 0);
+  // The daemon's default threshold when the request leaves it 0.
+  req.mutable_impact_request()->set_error_threshold(0);
+  EXPECT_DOUBLE_EQ(Admin(req).impact_reply().error_threshold(), config_.impact.error_threshold);
+
+  const std::string text = metrics_.Serialize();
+  EXPECT_THAT(text, HasSubstr("crux_impact_gpus_recovered "));
+  EXPECT_THAT(text, HasSubstr("crux_impact_planned_gpus 48"));
+  EXPECT_THAT(text, HasSubstr("crux_impact_prediction_error_count 3"));
+  EXPECT_THAT(text, HasSubstr("crux_job_iteration_seconds{job=\"a\",kind=\"observed\"} 0.1"));
+  EXPECT_THAT(text, HasSubstr("crux_job_iteration_seconds{job=\"c\",kind=\"ecmp\"}"));
+}
+
+TEST_F(DaemonTest, WithoutShadowAccountingNothingIsPredicted) {
+  Close();
+  config_.impact.enabled = false;
+  Open();
+  RegisterThree();
+  Advance(kDebounce);
+  v1::Envelope req = protocol::NewEnvelope(8);
+  req.mutable_impact_request();
+  const v1::ImpactReply r = Admin(req).impact_reply();
+  EXPECT_FALSE(r.available());
+  EXPECT_EQ(r.jobs(), 0u);
+  req = protocol::NewEnvelope(9);
+  req.mutable_list_jobs_request();
+  const v1::Envelope jobs = Admin(req);
+  ASSERT_EQ(jobs.list_jobs_reply().jobs_size(), 3);
+  for (const v1::JobSummary& j : jobs.list_jobs_reply().jobs()) {
+    EXPECT_FALSE(j.has_prediction()) << j.job_id();
+  }
+  EXPECT_THAT(metrics_.Serialize(), Not(HasSubstr("crux_job_iteration_seconds{")));
+}
+
 TEST_F(DaemonTest, DryRunDoesNotChangeTheNextRealPlan) {
   ASSERT_TRUE(config_.planner.stable);
   const std::map<std::string, std::string> without = PlanTwoArrivals(config_, false);

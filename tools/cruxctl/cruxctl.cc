@@ -43,6 +43,8 @@ struct Options {
   std::string out_dir;
   std::string key_name = "client";
   bool force = false;
+  uint32_t impact_top = 5;            // impact --top.
+  double impact_error_threshold = 0;  // impact --error-threshold (0: the daemon's).
 };
 
 // Escapes each line of `text` on its own; the newlines between lines stay.
@@ -268,6 +270,24 @@ int RunFaults(const CruxctlEnvironment& env, const Options& o, std::ostream& out
   return kExitOk;
 }
 
+int RunImpact(const CruxctlEnvironment& env, const Options& o, std::ostream& out,
+              std::ostream& err) {
+  v1::Envelope request;
+  v1::ImpactRequest* r = request.mutable_impact_request();
+  r->set_top(o.impact_top);
+  r->set_error_threshold(o.impact_error_threshold);
+  v1::Envelope reply;
+  if (int rc = Exchange(env, o, request, v1::Envelope::kImpactReply, &reply, err); rc != kExitOk) {
+    return rc;
+  }
+  if (o.json) {
+    PrintJson(out, ToJson(reply.impact_reply()));
+  } else {
+    out << RenderImpactText(reply.impact_reply());
+  }
+  return kExitOk;
+}
+
 int RunSwitches(const CruxctlEnvironment& env, const Options& o, std::ostream& out,
                 std::ostream& err) {
   v1::Envelope request;
@@ -406,6 +426,16 @@ int RunCruxctl(int argc, const char* const* argv, std::ostream& out, std::ostrea
   CLI::App* switches = app.add_subcommand("switches", "Switch agents and their QoS state");
   CLI::App* faults = app.add_subcommand(
       "faults", "Suspect and unhealthy links: score, evidence, state, since, automatic or admin");
+  CLI::App* impact = app.add_subcommand(
+      "impact",
+      "What the plan gains against ECMP (predicted), and the jobs that gain, lose and are "
+      "mispredicted most");
+  impact->add_option("--top", o.impact_top, "Jobs per list (default 5)")
+      ->check(CLI::Range(1, 1000));
+  impact
+      ->add_option("--error-threshold", o.impact_error_threshold,
+                   "Mispredicted above this fraction (default: cruxd's impact.error_threshold)")
+      ->check(CLI::Range(0.0, 10.0));
   CLI::App* keygen = app.add_subcommand("keygen", "Create a CurveZMQ key pair (no daemon needed)");
   keygen->add_option("--out-dir", o.out_dir, "Directory for NAME.key and NAME.pub")->required();
   keygen->add_option("--name", o.key_name, "Base name of the key files (default: client)");
@@ -432,6 +462,7 @@ int RunCruxctl(int argc, const char* const* argv, std::ostream& out, std::ostrea
   if (*plan) return RunPlan(env, o, out, err);
   if (*switches) return RunSwitches(env, o, out, err);
   if (*faults) return RunFaults(env, o, out, err);
+  if (*impact) return RunImpact(env, o, out, err);
   if (*keygen) return RunKeygen(o, out, err);
   return Fail(err, kExitUsage, "no command given (try --help)");
 }

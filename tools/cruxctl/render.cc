@@ -288,7 +288,32 @@ nlohmann::json ToJson(const v1::JobSummary& j) {
           {"epoch", j.epoch()},
           {"period_ms", j.period_ms()},
           {"samples", j.samples()},
-          {"last_seen_ms", j.last_seen_ms()}};
+          {"last_seen_ms", j.last_seen_ms()},
+          {"predicted_ms", j.has_prediction() ? nlohmann::json(j.predicted_ms()) : nullptr},
+          {"ecmp_ms", j.has_prediction() ? nlohmann::json(j.ecmp_ms()) : nullptr},
+          {"observed_ms", j.observed_ms() > 0 ? nlohmann::json(j.observed_ms()) : nullptr},
+          {"gain", j.has_prediction() ? nlohmann::json(j.gain()) : nullptr}};
+}
+
+nlohmann::json ToJson(const v1::ImpactReply& r) {
+  auto list = [](const auto& jobs) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const v1::JobSummary& j : jobs) out.push_back(ToJson(j));
+    return out;
+  };
+  return {{"available", r.available()},
+          {"error", r.error()},
+          {"epoch", r.epoch()},
+          {"jobs", r.jobs()},
+          {"gpus", r.gpus()},
+          {"gpus_recovered", r.gpus_recovered()},
+          {"observed", r.observed()},
+          {"error_p50", r.error_p50()},
+          {"error_p90", r.error_p90()},
+          {"error_threshold", r.error_threshold()},
+          {"gainers", list(r.gainers())},
+          {"losers", list(r.losers())},
+          {"mispredicted", list(r.mispredicted())}};
 }
 
 nlohmann::json ToJson(const v1::ListJobsReply& reply) {
@@ -571,6 +596,18 @@ std::string RenderStatusText(const v1::StatusReply& r) {
   return out.str();
 }
 
+namespace {
+
+// "+12.3%" / "-4.0%" / "0.0%": the share of its iteration a job saves against ECMP.
+std::string FormatGain(double gain) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%+.1f%%", gain * 100);
+  if (std::abs(gain) < 5e-4) std::snprintf(buf, sizeof(buf), "0.0%%");
+  return buf;
+}
+
+}  // namespace
+
 std::string RenderJobsTable(const v1::ListJobsReply& reply) {
   Table table({{"JOB"},
                {"TENANT"},
@@ -584,7 +621,10 @@ std::string RenderJobsTable(const v1::ListJobsReply& reply) {
                {"LEVEL", true},
                {"DSCP", true},
                {"EPOCH", true},
-               {"PERIOD", true}});
+               {"PERIOD", true},
+               {"PRED", true},
+               {"OBS", true},
+               {"GAIN", true}});
   bool at_max = false;
   bool at_min = false;
   for (const v1::JobSummary& j : reply.jobs()) {
@@ -597,7 +637,10 @@ std::string RenderJobsTable(const v1::ListJobsReply& reply) {
                   FormatCorrection(j.k()), FormatSi(j.priority(), ""),
                   j.rank() < 0 ? "-" : std::to_string(j.rank()), FormatLevel(j.level()),
                   std::to_string(j.dscp()), std::to_string(j.epoch()),
-                  j.period_ms() > 0 ? FormatMillis(j.period_ms()) : "-"});
+                  j.period_ms() > 0 ? FormatMillis(j.period_ms()) : "-",
+                  j.has_prediction() ? FormatMillis(j.predicted_ms()) : "-",
+                  j.observed_ms() > 0 ? FormatMillis(j.observed_ms()) : "-",
+                  j.has_prediction() ? FormatGain(j.gain()) : "-"});
   }
   std::string out = table.Render();
   // What the bounds mean (core/priority.h): the order is by tier, then by P.
@@ -868,6 +911,67 @@ std::string RenderFaultsText(const v1::ListFaultsReply& reply) {
       out << "  ... " << reply.events_size() - kShown << " more (see --json)\n";
     }
   }
+  return out.str();
+}
+
+}  // namespace crux::cruxctl
+
+namespace crux::cruxctl {
+
+std::string RenderImpactText(const v1::ImpactReply& r) {
+  std::ostringstream out;
+  if (!r.available()) {
+    out << "no prediction for the plan in force";
+    if (!r.error().empty()) out << ": " << r.error();
+    out << " (impact.enabled in cruxd.yaml; docs/impact.md)\n";
+    return out.str();
+  }
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "epoch %llu: %u jobs, %u GPUs; against ECMP the plan recovers %.1f GPU-hours per "
+                "hour (%.1f%% of the GPUs)\n",
+                static_cast<unsigned long long>(r.epoch()), r.jobs(), r.gpus(), r.gpus_recovered(),
+                r.gpus() > 0 ? 100.0 * r.gpus_recovered() / r.gpus() : 0.0);
+  out << line;
+  if (r.observed() > 0) {
+    std::snprintf(line, sizeof(line),
+                  "prediction error over %u scheduled jobs that report: median %.1f%%, p90 "
+                  "%.1f%%\n",
+                  r.observed(), 100 * r.error_p50(), 100 * r.error_p90());
+    out << line;
+  } else {
+    out << "no scheduled job has reported an iteration period yet\n";
+  }
+  auto section = [&](const char* title, const auto& jobs) {
+    out << "\n" << title << "\n";
+    if (jobs.empty()) {
+      out << "  (none)\n";
+      return;
+    }
+    Table table({{"JOB"},
+                 {"GPUS", true},
+                 {"LEVEL", true},
+                 {"ALONE", true},
+                 {"PRED", true},
+                 {"ECMP", true},
+                 {"OBS", true},
+                 {"GAIN", true}});
+    for (const v1::JobSummary& j : jobs) {
+      table.AddRow({j.job_id(), std::to_string(j.gpus()), FormatLevel(j.level()),
+                    j.period_ms() > 0 ? FormatMillis(j.period_ms()) : "-",
+                    FormatMillis(j.predicted_ms()), FormatMillis(j.ecmp_ms()),
+                    j.observed_ms() > 0 ? FormatMillis(j.observed_ms()) : "-",
+                    FormatGain(j.gain())});
+    }
+    std::istringstream lines(table.Render());
+    for (std::string l; std::getline(lines, l);) out << "  " << l << "\n";
+  };
+  section("gain most (GPUs x gain):", r.gainers());
+  section("lose most against ECMP:", r.losers());
+  std::snprintf(
+      line, sizeof(line),
+      "predicted off by more than %.0f%% (the model, or the network):", 100 * r.error_threshold());
+  section(line, r.mispredicted());
   return out.str();
 }
 

@@ -110,6 +110,7 @@ nlohmann::json ToJson(const v1::PlanDryRunReply& reply);
 nlohmann::json ToJson(const v1::ListSwitchesReply& reply);
 nlohmann::json ToJson(const v1::FaultEvent& event);
 nlohmann::json ToJson(const v1::ListFaultsReply& reply);
+nlohmann::json ToJson(const v1::ImpactReply& reply);
 // The printed form of a JSON document (see the contract above); no trailing newline.
 std::string DumpJson(const nlohmann::json& doc);
 
@@ -124,6 +125,9 @@ std::string RenderSwitchesTable(const v1::ListSwitchesReply& reply);
 // cruxctl faults: the links (state, since, automatic or admin, score, reason, evidence) and the
 // recent changes.
 std::string RenderFaultsText(const v1::ListFaultsReply& reply);
+// cruxctl impact: the cluster gain against ECMP, the prediction error, and the jobs that gain,
+// lose and are mispredicted most (docs/impact.md).
+std::string RenderImpactText(const v1::ImpactReply& reply);
 
 }  // namespace crux::cruxctl
 

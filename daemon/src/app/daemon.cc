@@ -57,6 +57,11 @@ core::ControlLoopOptions LoopOptions(const DaemonConfig& c) {
   o.faults.probes.max_total = f.max_probes;
   o.faults.probes.interval = core::Duration::Millis(f.probe_interval_ms);
   o.faults.probes.size = core::Bytes::Of(f.probe_bytes);
+  if (c.impact.enabled) {
+    core::ImpactOptions io;
+    io.ecmp_seed = static_cast<uint64_t>(c.planner.seed);
+    o.impact = io;
+  }
   return o;
 }
 

@@ -406,6 +406,14 @@ const std::vector<Field<DaemonConfig>>& ConfigFields() {
        .member = CFG(faults.probe_bytes),
        .unit = "bytes",
        .ints = IntRange::Closed(64, 16777216)},
+      {.path = "impact.enabled", .member = CFG(impact.enabled)},
+      {.path = "impact.top_jobs",
+       .member = CFG(impact.top_jobs),
+       .unit = "jobs",
+       .ints = IntRange::Closed(0, 1000)},
+      {.path = "impact.error_threshold",
+       .member = CFG(impact.error_threshold),
+       .reals = RealRange::AboveAtMost(0, 10)},
   };
   return kFields;
 }

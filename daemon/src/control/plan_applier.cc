@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "crux/daemon/control/impact_report.h"
 #include "crux/daemon/state/part_profiles.h"
 #include "crux/daemon/store/store_codec.h"
 
@@ -28,6 +29,22 @@ std::string ReoptimizeText(const core::PlanOutcome& o) {
 
 }  // namespace
 
+void PlanApplier::ExportImpact(const core::PlanOutcome& outcome) {
+  if (metrics_ == nullptr || outcome.impact == nullptr) return;
+  const ImpactReport report = BuildImpactReport(&outcome, control_->loop());
+  std::vector<Metrics::ImpactJob> jobs;
+  jobs.reserve(report.rows.size());
+  for (const ImpactRow& r : report.rows) {
+    jobs.push_back({.id = r.id,
+                    .gpus = r.gpus,
+                    .predicted_s = r.predicted.ToSeconds(),
+                    .ecmp_s = r.ecmp.ToSeconds(),
+                    .observed_s = r.observed ? r.observed->ToSeconds() : -1.0,
+                    .error = r.error.value_or(-1.0)});
+  }
+  metrics_->SetImpact(report.gpus_recovered, report.gpus, jobs, config_->impact.top_jobs);
+}
+
 void PlanApplier::Publish(const PlanRun& run) {
   auto view = std::make_shared<DaemonView>();
   view->epoch = control_->loop().epoch();
@@ -35,6 +52,7 @@ void PlanApplier::Publish(const PlanRun& run) {
   if (run.outcome && run.outcome->status.ok()) {
     view->outcome = run.outcome;
     view->topology = run.topology;
+    ExportImpact(*run.outcome);
   } else if (view_) {
     view->outcome = view_->outcome;
     view->topology = view_->topology;

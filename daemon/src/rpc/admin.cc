@@ -9,6 +9,7 @@
 #include <set>
 
 #include "crux/core/faults/fault_probes.h"
+#include "crux/daemon/control/impact_report.h"
 #include "crux/protocol/codec.h"
 #include "crux/protocol/convert.h"
 
@@ -103,6 +104,8 @@ void AdminService::Process(const protocol::Inbound& in) {
       return Reply(in.peer, ListSwitches(rid));
     case v1::Envelope::kListFaultsRequest:
       return Reply(in.peer, ListFaults(rid));
+    case v1::Envelope::kImpactRequest:
+      return Reply(in.peer, Impact(rid, m.impact_request()));
     default:
       return Reply(in.peer,
                    gateway_->Refuse("admin", rid,
@@ -183,6 +186,17 @@ v1::JobSummary AdminService::Summary(const std::string& id, const JobSession& j)
     s.set_priority(jp.priority);
     s.set_rank(jp.rank);
     s.set_period_ms(jp.period.ToMillis());
+    const core::PlanImpact* impact = applier_->view()->outcome->impact.get();
+    if (impact != nullptr && static_cast<size_t>(index) < impact->jobs.size()) {
+      const core::JobImpact& ji = impact->jobs[static_cast<size_t>(index)];
+      s.set_has_prediction(true);
+      s.set_predicted_ms(ji.predicted.ToMillis());
+      s.set_ecmp_ms(ji.ecmp.ToMillis());
+      s.set_gain(ji.Gain());
+    }
+  }
+  if (lj != nullptr && lj->profile && lj->profile->iteration_period > core::Duration::Zero()) {
+    s.set_observed_ms(lj->profile->iteration_period.ToMillis());
   }
   if (const core::AppliedAssignment* a = control_->loop().Applied(id)) {
     s.set_level(a->assignment.level);
@@ -191,6 +205,51 @@ v1::JobSummary AdminService::Summary(const std::string& id, const JobSession& j)
   s.set_samples(lj && lj->profile ? lj->profile->samples : 0);
   s.set_last_seen_ms(static_cast<uint64_t>(j.last_seen_ms));
   return s;
+}
+
+v1::Envelope AdminService::Impact(uint64_t rid, const v1::ImpactRequest& req) {
+  v1::Envelope e = protocol::NewEnvelope(rid);
+  v1::ImpactReply* r = e.mutable_impact_reply();
+  const std::shared_ptr<const DaemonView>& view = applier_->view();
+  const ImpactReport report =
+      BuildImpactReport(view ? view->outcome.get() : nullptr, control_->loop());
+  r->set_available(report.available);
+  r->set_error(report.error);
+  r->set_epoch(view ? view->epoch : 0);
+  r->set_jobs(static_cast<uint32_t>(report.rows.size()));
+  r->set_gpus(static_cast<uint32_t>(report.gpus));
+  r->set_gpus_recovered(report.gpus_recovered);
+  r->set_observed(static_cast<uint32_t>(report.observed));
+  r->set_error_p50(report.error_p50);
+  r->set_error_p90(report.error_p90);
+  const double threshold =
+      req.error_threshold() > 0 ? req.error_threshold() : config_->impact.error_threshold;
+  r->set_error_threshold(threshold);
+  const size_t top = req.top() > 0 ? req.top() : 5;
+  // Rows by GPUs recovered (gpus x gain), and by prediction error; ties by id.
+  std::vector<const ImpactRow*> rows;
+  for (const ImpactRow& row : report.rows) rows.push_back(&row);
+  auto recovered = [](const ImpactRow* a) { return a->gpus * a->gain; };
+  std::sort(rows.begin(), rows.end(), [&](const ImpactRow* a, const ImpactRow* b) {
+    return recovered(a) != recovered(b) ? recovered(a) > recovered(b) : a->id < b->id;
+  });
+  auto add = [&](google::protobuf::RepeatedPtrField<v1::JobSummary>* out, const ImpactRow& row) {
+    if (const JobSession* j = tracker_->Find(row.id)) *out->Add() = Summary(row.id, *j);
+  };
+  for (size_t i = 0; i < rows.size() && static_cast<size_t>(r->gainers_size()) < top; ++i) {
+    if (recovered(rows[i]) > 0) add(r->mutable_gainers(), *rows[i]);
+  }
+  for (size_t i = rows.size(); i-- > 0 && static_cast<size_t>(r->losers_size()) < top;) {
+    if (recovered(rows[i]) < 0) add(r->mutable_losers(), *rows[i]);
+  }
+  std::sort(rows.begin(), rows.end(), [](const ImpactRow* a, const ImpactRow* b) {
+    const double ea = a->error.value_or(-1), eb = b->error.value_or(-1);
+    return ea != eb ? ea > eb : a->id < b->id;
+  });
+  for (size_t i = 0; i < rows.size() && static_cast<size_t>(r->mispredicted_size()) < top; ++i) {
+    if (rows[i]->error && *rows[i]->error > threshold) add(r->mutable_mispredicted(), *rows[i]);
+  }
+  return e;
 }
 
 v1::Envelope AdminService::ListJobs(uint64_t rid) {

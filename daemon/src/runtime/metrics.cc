@@ -8,6 +8,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <exception>
 
 namespace crux::daemon {
@@ -125,6 +126,32 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                   "because they contradict every other source.")
                               .Register(*registry_)
                               .Add({});
+  impact_recovered_ = &BuildGauge()
+                           .Name("crux_impact_gpus_recovered")
+                           .Help(
+                               "GPU-hours recovered per hour by the plan in force against ECMP "
+                               "hashing of the same flows, as predicted (docs/impact.md).")
+                           .Register(*registry_)
+                           .Add({});
+  impact_gpus_ = &BuildGauge()
+                      .Name("crux_impact_planned_gpus")
+                      .Help("GPUs of the jobs the plan in force covers.")
+                      .Register(*registry_)
+                      .Add({});
+  impact_error_ =
+      &BuildHistogram()
+           .Name("crux_impact_prediction_error")
+           .Help(
+               "|observed - predicted| / observed iteration time of scheduled jobs, one "
+               "observation per job per plan.")
+           .Register(*registry_)
+           .Add({}, Histogram::BucketBoundaries{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2});
+  job_iteration_ = &BuildGauge()
+                        .Name("crux_job_iteration_seconds")
+                        .Help(
+                            "Iteration time of the jobs with most GPUs (impact.top_jobs): "
+                            "predicted under the plan, under ECMP, and observed.")
+                        .Register(*registry_);
 }
 
 Metrics::~Metrics() = default;
@@ -204,6 +231,37 @@ void Metrics::SetContradictedJobs(int64_t jobs, uint64_t more) {
   contradicted_jobs_->Set(static_cast<double>(jobs));
   if (more) disbelieved_reports_->Increment(static_cast<double>(more));
 }
+void Metrics::SetImpact(double gpus_recovered, int planned_gpus, const std::vector<ImpactJob>& jobs,
+                        int top) {
+  impact_recovered_->Set(gpus_recovered);
+  impact_gpus_->Set(static_cast<double>(planned_gpus));
+  for (const ImpactJob& j : jobs) {
+    if (j.error >= 0) impact_error_->Observe(j.error);
+  }
+  std::vector<const ImpactJob*> order;
+  order.reserve(jobs.size());
+  for (const ImpactJob& j : jobs) order.push_back(&j);
+  const size_t n = std::min(order.size(), static_cast<size_t>(std::max(0, top)));
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
+                    [](const ImpactJob* a, const ImpactJob* b) {
+                      return a->gpus != b->gpus ? a->gpus > b->gpus : a->id < b->id;
+                    });
+  MutexLock lock(&impact_mu_);
+  for (prometheus::Gauge* g : job_series_) job_iteration_->Remove(g);
+  job_series_.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const ImpactJob& j = *order[i];
+    auto add = [&](const char* kind, double v) {
+      prometheus::Gauge* g = &job_iteration_->Add({{"job", j.id}, {"kind", kind}});
+      g->Set(v);
+      job_series_.push_back(g);
+    };
+    add("predicted", j.predicted_s);
+    add("ecmp", j.ecmp_s);
+    if (j.observed_s >= 0) add("observed", j.observed_s);
+  }
+}
+
 void Metrics::SetLinksNotUp(int64_t down, int64_t degraded) {
   links_not_up_->Add({{"health", "down"}}).Set(static_cast<double>(down));
   links_not_up_->Add({{"health", "degraded"}}).Set(static_cast<double>(degraded));

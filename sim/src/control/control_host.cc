@@ -32,6 +32,7 @@ LoopRun FromOutcome(const core::PlanOutcome& outcome) {
     run.reoptimize_adopted = outcome.reoptimize_verdict->adopted;
   }
   if (outcome.status.ok()) {
+    run.impact = outcome.impact;
     for (size_t k = 0; k < outcome.planned.size() && k < outcome.plan.jobs.size(); ++k) {
       run.time_shifts.emplace_back(outcome.planned[k], outcome.plan.jobs[k].time_shift);
     }

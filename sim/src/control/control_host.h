@@ -14,6 +14,7 @@
 #define CRUX_SIM_SRC_CONTROL_CONTROL_HOST_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,6 +50,8 @@ struct LoopRun {
   std::vector<std::pair<std::string, core::Duration>> time_shifts;  // Of every planned job.
   size_t excluded = 0;  // Jobs left out by the planner-refusal rule.
   size_t removed = 0;   // Applied assignments the run drops.
+  // With ControlLoopOptions::impact: the run's shadow accounting (core/control/impact.h).
+  std::shared_ptr<const core::PlanImpact> impact;
 };
 
 class ControlHost {

@@ -269,7 +269,68 @@ void PlanApplier::ReportIteration(uint32_t j) {
   loop_->Report(s.job->spec.id, *p);
 }
 
-void PlanApplier::Remove(uint32_t j) { loop_->RemoveJob(jobs_->job(j).job->spec.id, "ended"); }
+void PlanApplier::Remove(uint32_t j) {
+  CloseImpact(j, clock_.Now());
+  loop_->RemoveJob(jobs_->job(j).job->spec.id, "ended");
+}
+
+void PlanApplier::CloseImpact(uint32_t j, core::Duration now) {
+  if (j >= impact_.size() || !impact_[j].open) return;
+  ImpactTrack& t = impact_[j];
+  const JobState& s = jobs_->job(j);
+  const double dt = (now - t.since).ToSeconds();
+  if (dt > 0) {
+    t.seconds += dt;
+    t.predicted_s2 += dt * t.predicted.ToSeconds();
+    t.ecmp_s2 += dt * t.ecmp.ToSeconds();
+    t.observed_iterations += s.iterations - t.iterations;
+    t.observed_time += s.iteration_time_sum - t.iteration_time;
+  }
+  t.open = false;
+}
+
+void PlanApplier::NoteImpact(const core::PlanImpact& impact) {
+  const core::Duration now = clock_.Now();
+  recovered_integral_ += recovered_now_ * (now - recovered_since_).ToSeconds();
+  recovered_now_ = impact.gpus_recovered;
+  recovered_since_ = now;
+  ++result_.impact_plans;
+  if (impact_.size() < jobs_->jobs().size()) impact_.resize(jobs_->jobs().size());
+  for (uint32_t j = 0; j < impact_.size(); ++j) CloseImpact(j, now);
+  for (const core::JobImpact& ji : impact.jobs) {
+    auto it = index_of_.find(ji.id);
+    if (it == index_of_.end()) continue;
+    const JobState& s = jobs_->job(it->second);
+    // Only jobs that run under their planned level: a newcomer's assignment puts it on the top
+    // level whatever its plan says.
+    if (s.status != JobStatus::kRunning || s.phase != core::JobPhase::kScheduled) continue;
+    ImpactTrack& t = impact_[it->second];
+    t.open = true;
+    t.predicted = ji.predicted;
+    t.ecmp = ji.ecmp;
+    t.since = now;
+    t.iterations = s.iterations;
+    t.iteration_time = s.iteration_time_sum;
+  }
+}
+
+void PlanApplier::FinishImpact(core::Duration end, std::vector<JobResult>& jobs) {
+  if (impact_.empty()) return;
+  recovered_integral_ += recovered_now_ * (end - recovered_since_).ToSeconds();
+  recovered_since_ = end;
+  result_.predicted_gpus_recovered =
+      end > core::Duration::Zero() ? recovered_integral_ / end.ToSeconds() : 0;
+  for (uint32_t j = 0; j < impact_.size() && j < jobs.size(); ++j) {
+    CloseImpact(j, end);
+    const ImpactTrack& t = impact_[j];
+    if (!(t.seconds > 0) || t.observed_iterations <= 0) continue;
+    jobs[j].predicted_iteration = core::Duration::Seconds(t.predicted_s2 / t.seconds);
+    jobs[j].predicted_ecmp_iteration = core::Duration::Seconds(t.ecmp_s2 / t.seconds);
+    jobs[j].observed_iteration =
+        core::Duration::Nanos(t.observed_time.nanos() / t.observed_iterations);
+    jobs[j].predicted_for = core::Duration::Seconds(t.seconds);
+  }
+}
 
 std::optional<core::Duration> PlanApplier::due() const {
   if (!loop_) return std::nullopt;
@@ -389,6 +450,7 @@ core::Status PlanApplier::RunDue(bool* changed) {
     *changed = true;
   }
   if (*changed) RerouteStalled();
+  if (run.impact != nullptr) NoteImpact(*run.impact);
   return core::Status::Ok();
 }
 

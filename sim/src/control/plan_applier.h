@@ -118,7 +118,31 @@ class PlanApplier {
   // Links whose health in force is not up (the loop's fault manager).
   bool any_link_not_up() const { return not_up_ > 0; }
 
+  // ---- Shadow accounting (ControlLoopOptions::impact; docs/impact.md) ----
+  // Closes every open prediction interval at `end` and writes each job's figures (JobResult::
+  // predicted_iteration, ...) into `jobs` (parallel to the job model's jobs) and the cluster
+  // figure into the result. No-op without predictions.
+  void FinishImpact(core::Duration end, std::vector<JobResult>& jobs);
+
  private:
+  // A job's prediction in force and what it accumulated (ImpactTrack per job index).
+  struct ImpactTrack {
+    bool open = false;  // An interval is open: the job runs scheduled under a prediction.
+    core::Duration predicted;
+    core::Duration ecmp;
+    core::Duration since;           // Start of the open interval.
+    int64_t iterations = 0;         // JobState::iterations at `since`.
+    core::Duration iteration_time;  // JobState::iteration_time_sum at `since`.
+    // Closed intervals: sum of their lengths (s), of length x prediction, and what completed.
+    double seconds = 0;
+    double predicted_s2 = 0;
+    double ecmp_s2 = 0;
+    int64_t observed_iterations = 0;
+    core::Duration observed_time;
+  };
+  void CloseImpact(uint32_t j, core::Duration now);
+  void NoteImpact(const core::PlanImpact& impact);
+
   core::Status MakePolicy();
   bool PreviewKeepsPlan();
   // The running job `id` if `time_shift` differs from the one it runs under, else null.
@@ -158,6 +182,10 @@ class PlanApplier {
   // jump_barrier's preview: the loop's (epoch, runs) it was made at, and its verdict.
   std::optional<std::pair<uint64_t, uint64_t>> preview_key_;
   bool preview_keeps_ = false;
+  std::vector<ImpactTrack> impact_;
+  double recovered_now_ = 0;        // gpus_recovered of the prediction in force.
+  core::Duration recovered_since_;  // When it took force.
+  double recovered_integral_ = 0;   // Sum of gpus_recovered x seconds.
 };
 
 }  // namespace crux::sim::internal

@@ -136,10 +136,14 @@ TEST(JsonTest, JobsListEnumsAreWords) {
   reply.mutable_jobs(1)->set_state(v1::JOB_STATE_PROFILING);
   const nlohmann::json j = ToJson(reply);
   ASSERT_EQ(j["jobs"].size(), 2u);
-  EXPECT_EQ(Keys(j["jobs"][0]),
-            (std::set<std::string>{"job_id", "tenant", "state", "gpus", "hosts", "intensity", "k",
-                                   "priority", "rank", "level", "dscp", "epoch", "period_ms",
-                                   "samples", "last_seen_ms"}));
+  EXPECT_EQ(
+      Keys(j["jobs"][0]),
+      (std::set<std::string>{"job_id", "tenant", "state", "gpus", "hosts", "intensity", "k",
+                             "priority", "rank", "level", "dscp", "epoch", "period_ms", "samples",
+                             "last_seen_ms", "predicted_ms", "ecmp_ms", "observed_ms", "gain"}));
+  // No prediction, no observation: null, not 0.
+  EXPECT_TRUE(j["jobs"][0]["predicted_ms"].is_null());
+  EXPECT_TRUE(j["jobs"][0]["observed_ms"].is_null());
   EXPECT_EQ(j["jobs"][0]["state"], "scheduled");
   EXPECT_EQ(j["jobs"][1]["state"], "profiling");
   EXPECT_EQ(j["jobs"][1]["level"], 2);
@@ -262,6 +266,70 @@ TEST(TextTest, JobsTableHasOneRowPerJob) {
   EXPECT_NE(lines[1].find("150T FLOP/s"), std::string::npos);
   EXPECT_EQ(lines[2].rfind("b ", 0), 0u);
   EXPECT_NE(lines[2].find(" - "), std::string::npos);  // Unranked job: "-" for rank/level.
+}
+
+TEST(TextTest, JobsTableShowsPredictionObservationAndGain) {
+  v1::ListJobsReply reply;
+  v1::JobSummary* a = reply.add_jobs();
+  *a = Summary("a", 0, 1);
+  a->set_has_prediction(true);
+  a->set_predicted_ms(120);
+  a->set_ecmp_ms(150);
+  a->set_gain(0.2);
+  a->set_observed_ms(125);
+  *reply.add_jobs() = Summary("b", 1, 2);  // Nothing predicted or observed.
+  const std::string text = RenderJobsTable(reply);
+  const auto lines = Lines(text);
+  ASSERT_EQ(lines.size(), 3u) << text;
+  EXPECT_NE(lines[0].find("PRED"), std::string::npos) << text;
+  EXPECT_NE(lines[0].find("OBS"), std::string::npos) << text;
+  EXPECT_NE(lines[0].find("GAIN"), std::string::npos) << text;
+  EXPECT_NE(lines[1].find("+20.0%"), std::string::npos) << text;
+  EXPECT_NE(lines[1].find("125ms"), std::string::npos) << text;
+  EXPECT_EQ(lines[2].find('%'), std::string::npos) << text;
+}
+
+TEST(TextTest, ImpactSaysWhatThePlanGainsAndWhereTheModelIsWrong) {
+  v1::ImpactReply r;
+  EXPECT_NE(RenderImpactText(r).find("no prediction for the plan in force"), std::string::npos);
+  r.set_error("impact: no spec for job 'x'");
+  EXPECT_NE(RenderImpactText(r).find("no spec for job 'x'"), std::string::npos);
+  r.set_available(true);
+  r.set_error("");
+  r.set_epoch(7);
+  r.set_jobs(3);
+  r.set_gpus(48);
+  r.set_gpus_recovered(4.8);
+  r.set_observed(2);
+  r.set_error_p50(0.02);
+  r.set_error_p90(0.3);
+  r.set_error_threshold(0.1);
+  v1::JobSummary g = Summary("gainer", 0, 1);
+  g.set_has_prediction(true);
+  g.set_predicted_ms(100);
+  g.set_ecmp_ms(140);
+  g.set_gain(1 - 100.0 / 140);
+  g.set_observed_ms(102);
+  *r.add_gainers() = g;
+  v1::JobSummary m = g;
+  m.set_job_id("wrong");
+  m.set_observed_ms(200);
+  *r.add_mispredicted() = m;
+  const std::string text = RenderImpactText(r);
+  EXPECT_NE(text.find("epoch 7: 3 jobs, 48 GPUs; against ECMP the plan recovers 4.8 GPU-hours "
+                      "per hour (10.0% of the GPUs)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("median 2.0%, p90 30.0%"), std::string::npos) << text;
+  EXPECT_NE(text.find("gainer"), std::string::npos) << text;
+  EXPECT_NE(text.find("+28.6%"), std::string::npos) << text;
+  EXPECT_NE(text.find("lose most against ECMP:\n  (none)"), std::string::npos) << text;
+  EXPECT_NE(text.find("off by more than 10%"), std::string::npos) << text;
+  EXPECT_NE(text.find("wrong"), std::string::npos) << text;
+  const nlohmann::json j = ToJson(r);
+  EXPECT_EQ(j["gainers"].size(), 1u);
+  EXPECT_DOUBLE_EQ(j["gpus_recovered"].get<double>(), 4.8);
+  EXPECT_EQ(j["mispredicted"][0]["job_id"], "wrong");
 }
 
 TEST(TextTest, JobsTableShowsBoundedCorrectionsAsFindings) {

@@ -186,6 +186,15 @@ struct JobResult {
   // Every change of its level or phase in force, in time order (control loop: from the applied
   // assignments; oracle: from the plans). Before the first entry it had no assignment.
   std::vector<LevelChange> levels;
+  // Shadow accounting (ControlOptions::loop.impact, docs/impact.md): over the time the job ran
+  // scheduled (phase kScheduled) under plans that carried a prediction, the time-weighted
+  // prediction of its iteration under the plan and under ECMP, and the mean of the iterations
+  // it completed in that time (the simulated truth). Absent: no such time, or no iteration
+  // completed in it.
+  std::optional<Duration> predicted_iteration;
+  std::optional<Duration> predicted_ecmp_iteration;
+  std::optional<Duration> observed_iteration;
+  Duration predicted_for;  // How long it ran under a prediction (the weights above).
 };
 
 struct Sample {
@@ -247,6 +256,11 @@ struct SimResult {
   // change the control loop decided (and the simulator applied to the planner's topology).
   std::vector<FaultRecord> fault_records;
   std::vector<LinkDecisionRecord> link_decisions;
+  // Shadow accounting: the time average over the run of PlanImpact::gpus_recovered (GPUs' worth
+  // of iteration time the plans in force save against ECMP, as predicted), and the GPU-weighted
+  // mean of the running jobs' GPUs over the same time (what it is a share of). 0 without it.
+  double predicted_gpus_recovered = 0;
+  uint64_t impact_plans = 0;       // Plans that carried a prediction.
   uint64_t flow_reports = 0;       // Heartbeat rounds with flow samples.
   uint64_t probe_samples = 0;      // Probe results the host agents reported (probes on).
   uint64_t fault_evaluations = 0;  // EvaluateFaults calls.

@@ -86,6 +86,15 @@ struct HaConfig {
 // "a,b , c" -> {"a", "b", "c"} (blanks trimmed, empty items dropped).
 std::vector<std::string> SplitEndpointList(const std::string& list);
 
+// Shadow accounting (docs/impact.md; core/control/impact.h): every plan predicts each job's
+// iteration under the plan and under ECMP, on the worker; cruxctl jobs / impact and /metrics
+// compare them with the periods jobs report. [live]
+struct ImpactConfig {
+  bool enabled = true;
+  int top_jobs = 20;  // Per-job series on /metrics for the N jobs with most GPUs, [0, 1000].
+  double error_threshold = 0.1;  // `cruxctl impact` lists jobs predicted worse than this, (0, 10].
+};
+
 // Automatic failure detection and handling (docs/faults.md; core::FaultOptions). [live]
 struct FaultsConfig {
   bool automatic = true;  // false: suspects are shown (cruxctl faults), links change only by admin.
@@ -151,6 +160,7 @@ struct DaemonConfig {
   core::QosConfig qos;
   HaConfig ha;
   FaultsConfig faults;
+  ImpactConfig impact;
 
   // The directory `topology` is relative to ("" = working directory).
   std::string base_dir;

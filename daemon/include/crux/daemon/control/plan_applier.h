@@ -80,6 +80,8 @@ class PlanApplier {
   static constexpr size_t kPushChunk = 256;
 
  private:
+  // The shadow accounting of a published plan, on /metrics (docs/impact.md).
+  void ExportImpact(const core::PlanOutcome& outcome);
   struct Push {
     std::string peer;
     std::shared_ptr<const core::AppliedAssignment> assignment;  // In force when queued.

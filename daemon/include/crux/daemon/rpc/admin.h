@@ -96,6 +96,8 @@ class AdminService {
   v1::Envelope ListSwitches(uint64_t rid) const;
   // cruxctl faults: the fault manager's links (suspects, states, pins) and its event log.
   v1::Envelope ListFaults(uint64_t rid) const;
+  // cruxctl impact: the shadow accounting of the plan in force (impact_report.h).
+  v1::Envelope Impact(uint64_t rid, const v1::ImpactRequest& r);
   // The link changes that touched the job (cruxctl job ID): JobDetail.faults and a sentence.
   void AddFaultReasoning(const std::string& job_id, v1::JobDetail* d) const;
   void Reply(const std::string& peer, const v1::Envelope& reply) const;

@@ -72,6 +72,25 @@ class Metrics {
   // and evaluations x jobs whose samples were left out for it
   // (crux_fault_disbelieved_reports_total, raised by `more`).
   void SetContradictedJobs(int64_t jobs, uint64_t more);
+  // Shadow accounting of a plan (docs/impact.md), at each published plan:
+  //   crux_impact_gpus_recovered                gauge, PlanImpact::gpus_recovered
+  //   crux_impact_planned_gpus                  gauge, the GPUs of the planned jobs
+  //   crux_impact_prediction_error              histogram, one observation per scheduled job
+  //                                             with a reported period, per plan
+  //   crux_job_iteration_seconds{job,kind}      gauges for the `top` jobs with most GPUs, kind
+  //                                             predicted | ecmp | observed (series of jobs
+  //                                             that left the top are removed)
+  // `jobs` are (id, gpus, predicted s, ecmp s, observed s or < 0 when none, error or < 0).
+  struct ImpactJob {
+    std::string id;
+    int gpus = 0;
+    double predicted_s = 0;
+    double ecmp_s = 0;
+    double observed_s = -1;
+    double error = -1;
+  };
+  void SetImpact(double gpus_recovered, int planned_gpus, const std::vector<ImpactJob>& jobs,
+                 int top) CRUX_EXCLUDES(impact_mu_);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -100,6 +119,12 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* links_not_up_;
   prometheus::Gauge* contradicted_jobs_;
   prometheus::Counter* disbelieved_reports_;
+  prometheus::Gauge* impact_recovered_;
+  prometheus::Gauge* impact_gpus_;
+  prometheus::Histogram* impact_error_;
+  prometheus::Family<prometheus::Gauge>* job_iteration_;
+  Mutex impact_mu_;
+  std::vector<prometheus::Gauge*> job_series_ CRUX_GUARDED_BY(impact_mu_);
 };
 
 }  // namespace crux::daemon
