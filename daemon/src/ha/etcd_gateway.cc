@@ -437,7 +437,15 @@ class GatewayClient final : public Etcd {
       *grpc_code = code;
       const std::string what = "etcd " + url + ": HTTP " + std::to_string(status) + " " + message;
       // gRPC UNAVAILABLE (14), DEADLINE_EXCEEDED (4), or a server error: try another member.
-      if (status >= 500 || code == 14 || code == 4) return core::UnavailableError(what);
+      if (status >= 500 || code == 14 || code == 4) {
+        if (tls_ && message == "connection closed") {
+          return core::UnavailableError(
+              what +
+              " (over TLS also the answer of a member whose own certificate lacks "
+              "extendedKeyUsage clientAuth: its gateway connects to itself with it)");
+        }
+        return core::UnavailableError(what);
+      }
       // PERMISSION_DENIED (7), UNAUTHENTICATED (16), or a request without a user while etcd
       // has auth enabled: no other member answers differently.
       if (code == kGrpcPermissionDenied) {

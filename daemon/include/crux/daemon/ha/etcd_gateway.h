@@ -8,8 +8,9 @@
 // handshake, HTTP 5xx, "no leader") it tries the next ones in turn, at most once each, and stays
 // on the first that answers.
 //
-// TLS (https://): the members' server certificates are verified against `ca_file` only (not the
-// system store), host name or IP included; verification is never turned off. With `cert_file`
+// TLS (https://; TLS 1.2 or later, HTTP/1.1 as over http://): the members' server certificates
+// are verified against `ca_file` only (not the system store), host name or IP included;
+// verification is never turned off. With `cert_file`
 // and `key_file` the client presents that certificate (etcd's --client-cert-auth). TLS failures
 // are kUnavailable (like an unreachable member) with "TLS: " and what to check in the message.
 // ConnectGateway checks that the files can be read; libcurl reads them for each new connection
