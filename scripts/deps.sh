@@ -14,7 +14,7 @@ CRUX_DEB_PACKAGES=(
   libboost-dev libsystemd-dev prometheus-cpp-dev prometheus
   gnuplot-nox
   libhiredis-dev redis-server libjemalloc-dev
-  libcurl4-openssl-dev etcd-server etcd-client
+  libcurl4-openssl-dev etcd-server etcd-client openssl
   pybind11-dev python3-dev python3-torch python3-pytest libibverbs-dev
   dpkg-dev file time
 )

@@ -159,6 +159,31 @@ TEST(ConfigTest, EveryKeyErrorNamesTheKey) {
       {"dscp_pool: [1, 64]", "dscp_pool[1]: must be in [0, 63]"},
       {"dscp_pool: [1, 1]", "qos.dscp_pool[1]: DSCP 1 already used by qos.dscp_pool[0]"},
       {"dscp_pool: [x]", "dscp_pool[0]: must be an integer"},
+      {"ha: 1", "ha: must be a map"},
+      {"ha: {etcd_endpoints: 'ftp://a:2379'}", "ha.etcd_endpoints: each endpoint must be"},
+      {"ha: {election: 'a/b'}", "ha.election: must be letters"},
+      {"ha: {lease_ttl_s: 1}", "ha.lease_ttl_s: must be in [2, 300]"},
+      {"ha: {etcd_tls: 1}", "ha.etcd_tls: must be a map"},
+      {"ha: {etcd_tls: {ca: x}}", "ha.etcd_tls.ca: unknown key"},
+      {"ha: {etcd_tls: {ca_file: [x]}}", "ha.etcd_tls.ca_file: must be a string"},
+      {"ha: {etcd_tls: {cert_file: {}}}", "ha.etcd_tls.cert_file: must be a string"},
+      {"ha: {etcd_tls: {key_file: [k]}}", "ha.etcd_tls.key_file: must be a string"},
+      {"ha: {etcd_auth: [u]}", "ha.etcd_auth: must be a map"},
+      {"ha: {etcd_auth: {password: x}}", "ha.etcd_auth.password: unknown key"},
+      {"ha: {etcd_auth: {user: [u]}}", "ha.etcd_auth.user: must be a string"},
+      {"ha: {etcd_auth: {password_file: {}}}", "ha.etcd_auth.password_file: must be a string"},
+      {"ha: {etcd_endpoints: 'https://a:2379'}",
+       "ha.etcd_tls.ca_file: required with https:// etcd endpoints"},
+      {"ha: {etcd_endpoints: 'https://a:2379,http://b:2379', etcd_tls: {ca_file: ca.crt}}",
+       "ha.etcd_endpoints: must be all http:// or all https://"},
+      {"ha: {etcd_endpoints: 'http://a:2379', etcd_tls: {ca_file: ca.crt}}",
+       "ha.etcd_tls: given, but ha.etcd_endpoints are http://"},
+      {"ha: {etcd_tls: {cert_file: c.crt}}", "ha.etcd_tls.key_file: required with"},
+      {"ha: {etcd_tls: {key_file: c.key}}", "ha.etcd_tls.cert_file: required with"},
+      {"ha: {etcd_auth: {user: cruxd}}", "ha.etcd_auth.password_file: required with"},
+      {"ha: {etcd_auth: {password_file: pw}}", "ha.etcd_auth.user: required with"},
+      {"ha: {etcd_endpoints: 'http://a:2379', etcd_auth: {user: cruxd, password_file: pw}}",
+       "ha.etcd_auth: needs https:// etcd endpoints"},
       {"debounce_ms: 1\ndebounce_ms: 2", "debounce_ms: duplicate key"},
       {"impact: 1", "impact: must be a map"},
       {"impact: {enabled: sometimes}", "impact.enabled: must be true or false"},
@@ -178,6 +203,44 @@ TEST(ConfigTest, EveryKeyErrorNamesTheKey) {
     EXPECT_EQ(s.code(), core::StatusCode::kInvalidArgument) << c.yaml;
     EXPECT_THAT(s.message(), HasSubstr(c.key)) << c.yaml;
   }
+}
+
+TEST(ConfigTest, EtcdTlsAndAuthParseWithPathsFromTheConfigDirectory) {
+  auto c = ParseConfig(R"(
+insecure: true
+ha:
+  etcd_endpoints: "https://10.0.0.11:2379, https://10.0.0.12:2379"
+  etcd_tls: {ca_file: etcd/ca.crt, cert_file: /etc/pki/cruxd.crt, key_file: etcd/cruxd.key}
+  etcd_auth: {user: cruxd, password_file: etcd/password}
+)",
+                       "/etc/cruxd");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->ha.etcd_tls.ca_file, "/etc/cruxd/etcd/ca.crt");
+  EXPECT_EQ(c->ha.etcd_tls.cert_file, "/etc/pki/cruxd.crt");
+  EXPECT_EQ(c->ha.etcd_tls.key_file, "/etc/cruxd/etcd/cruxd.key");
+  EXPECT_EQ(c->ha.etcd_auth.user, "cruxd");
+  EXPECT_EQ(c->ha.etcd_auth.password_file, "/etc/cruxd/etcd/password");
+  // TLS without a client certificate (an etcd without --client-cert-auth) is allowed.
+  EXPECT_TRUE(ParseConfig("insecure: true\nha: {etcd_endpoints: 'https://a:2379', etcd_tls: "
+                          "{ca_file: ca.crt}}\n",
+                          "")
+                  .ok());
+  // HA off: the rest of the block is not used, so not checked against the endpoints.
+  EXPECT_TRUE(ParseConfig("insecure: true\nha: {etcd_tls: {ca_file: ca.crt}}\n", "").ok());
+
+  // The effective config shows the resolved paths and parses back to the same settings.
+  auto back = ParseConfig(EffectiveConfigYaml(*c), "/elsewhere");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->ha.etcd_tls.ca_file, c->ha.etcd_tls.ca_file);
+  EXPECT_EQ(back->ha.etcd_auth.password_file, c->ha.etcd_auth.password_file);
+  EXPECT_EQ(back->ha.etcd_auth.user, "cruxd");
+
+  // Restart-only.
+  DaemonConfig d = *c;
+  d.ha.etcd_tls.cert_file = "/etc/pki/cruxd-2.crt";
+  d.ha.etcd_auth.user = "cruxd-2";
+  EXPECT_THAT(RestartOnlyChanges(*c, d),
+              ::testing::ElementsAre("ha.etcd_tls.cert_file", "ha.etcd_auth.user"));
 }
 
 TEST(ConfigTest, ErrorsCarryThePosition) {

@@ -1,7 +1,8 @@
 // HaCluster: a real HA deployment on loopback for the failover tests - a 3-member etcd cluster
-// (EtcdCluster), N cruxd processes (the real binary, `ha:` configs, lease TTL 2 s, each on its
-// own state directory, client port and admin socket) and helpers to ask them over their admin
-// sockets, find the leader and run crux-loadgen against every client endpoint.
+// (EtcdCluster; or another size, over TLS), N cruxd processes (the real binary, `ha:` configs,
+// lease TTL 2 s, each on its own state directory, client port and admin socket) and helpers to ask
+// them over their admin sockets, find the leader and run crux-loadgen against every client
+// endpoint.
 //
 // Thread-safety: test thread only.
 #ifndef CRUX_TESTS_HA_HA_CLUSTER_H_
@@ -31,7 +32,9 @@ inline constexpr int kLeaseTtlS = 2;
 
 class HaCluster {
  public:
-  explicit HaCluster(int instances) : dir_("crux_ha") {
+  explicit HaCluster(int instances, int etcd_members = 3,
+                     EtcdSecurity security = EtcdSecurity::kPlain)
+      : dir_("crux_ha"), etcd_(etcd_members, security) {
     for (int i = 0; i < instances; ++i) {
       Instance in;
       in.name = std::string(1, static_cast<char>('a' + i));
@@ -49,7 +52,25 @@ class HaCluster {
 
   bool StartEtcd() { return etcd_.Start(); }
 
-  void StartCruxd(size_t i) {
+  // The `ha:` lines of a config for the etcd's security: none on a plain cluster; on a kTls one
+  // the CA, certificate `cert` with key `key` (TestPki names: "client", "stranger"), and the
+  // user once auth is on.
+  std::string EtcdSecurityYaml(const std::string& cert, const std::string& key) const {
+    const daemon::ha::GatewayOptions o = etcd_.Client(core::Duration::Millis(1000));
+    if (o.ca_file.empty()) return "";
+    const TestPki& pki = etcd_.pki();
+    std::string out = "  etcd_tls: {ca_file: \"" + o.ca_file + "\", cert_file: \"" + pki.Crt(cert) +
+                      "\", key_file: \"" + pki.Key(key) + "\"}\n";
+    if (!o.user.empty()) {
+      out += "  etcd_auth: {user: " + o.user + ", password_file: \"" +
+             etcd_.password_file().string() + "\"}\n";
+    }
+    return out;
+  }
+
+  // Starts instance i; its config's etcd security lines are `etcd_security` (nullopt: the
+  // cluster's client certificate and user, EtcdSecurityYaml("client", "client")).
+  void StartCruxd(size_t i, const std::optional<std::string>& etcd_security = std::nullopt) {
     Instance& n = nodes_[i];
     const auto config = dir_.path() / (n.name + ".yaml");
     system_test::WriteFile(
@@ -57,7 +78,8 @@ class HaCluster {
                     "\nclient_endpoint: tcp://127.0.0.1:" + std::to_string(n.port) +
                     "\nmetrics_listen: 127.0.0.1:0\nlog_level: info\nha:\n  etcd_endpoints: \"" +
                     etcd_.EndpointList() + "\"\n  instance: " + n.name +
-                    "\n  lease_ttl_s: " + std::to_string(kLeaseTtlS) + "\n");
+                    "\n  lease_ttl_s: " + std::to_string(kLeaseTtlS) + "\n" +
+                    etcd_security.value_or(EtcdSecurityYaml("client", "client")));
     n.process = std::make_unique<system_test::ChildProcess>();
     const std::string run = std::to_string(++n.starts);
     n.process->Start({CRUXD_BINARY, "--config", config.string()},

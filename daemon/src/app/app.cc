@@ -256,6 +256,7 @@ App::~App() {
 core::Result<std::string> App::Check(const AppOptions& options) {
   CRUX_ASSIGN_OR_RETURN(DaemonConfig c, ResolveConfig(options));
   if (c.curve.enabled) CRUX_RETURN_IF_ERROR(LoadCurve(c).status());
+  if (c.ha.enabled()) CRUX_RETURN_IF_ERROR(ha::CheckEtcdSettings(c.ha));
   std::string topo_source;
   CRUX_RETURN_IF_ERROR(LoadTopology(c, &topo_source).status());
   CRUX_RETURN_IF_ERROR(CheckStateDir(c.state_dir, /*create=*/false));

@@ -156,6 +156,46 @@ std::string CheckLogLevel(const std::string& level) {
          core::QuoteName(level) + ")";
 }
 
+// The rules across the etcd keys of `ha` (see ValidateConfig in config.h).
+Status ValidateEtcdSecurity(const HaConfig& h) {
+  const EtcdTlsConfig& t = h.etcd_tls;
+  if (t.cert_file.empty() != t.key_file.empty()) {
+    return InvalidArgumentError(t.cert_file.empty()
+                                    ? "ha.etcd_tls.cert_file: required with ha.etcd_tls.key_file"
+                                    : "ha.etcd_tls.key_file: required with ha.etcd_tls.cert_file");
+  }
+  const EtcdAuthConfig& a = h.etcd_auth;
+  if (a.user.empty() != a.password_file.empty()) {
+    return InvalidArgumentError(
+        a.user.empty() ? "ha.etcd_auth.user: required with ha.etcd_auth.password_file"
+                       : "ha.etcd_auth.password_file: required with ha.etcd_auth.user");
+  }
+  const std::vector<std::string> endpoints = SplitEndpointList(h.etcd_endpoints);
+  if (endpoints.empty()) return Status::Ok();  // HA off: nothing here is used.
+  size_t https = 0;
+  for (const std::string& e : endpoints) https += e.rfind("https://", 0) == 0 ? 1 : 0;
+  if (https != 0 && https != endpoints.size()) {
+    return InvalidArgumentError(
+        "ha.etcd_endpoints: must be all http:// or all https:// (got a mix)");
+  }
+  if (https != 0 && t.ca_file.empty()) {
+    return InvalidArgumentError(
+        "ha.etcd_tls.ca_file: required with https:// etcd endpoints (the CA that signed the "
+        "members' certificates; the system's CAs are not trusted)");
+  }
+  if (https == 0 && t.any()) {
+    return InvalidArgumentError(
+        "ha.etcd_tls: given, but ha.etcd_endpoints are http:// (the certificates would not be "
+        "used): use https:// endpoints");
+  }
+  if (https == 0 && !a.user.empty()) {
+    return InvalidArgumentError(
+        "ha.etcd_auth: needs https:// etcd endpoints (the password would cross the network in "
+        "clear)");
+  }
+  return Status::Ok();
+}
+
 std::string EffectiveTopology(const DaemonConfig& c) { return TopologyPath(c); }
 std::string EffectiveAdminEndpoint(const DaemonConfig& c) { return AdminEndpoint(c); }
 
@@ -319,9 +359,26 @@ const std::vector<Field<DaemonConfig>>& ConfigFields() {
       {.path = "qos.pfc", .member = CFG(qos.pfc)},
       {.path = "ha.etcd_endpoints",
        .member = CFG(ha.etcd_endpoints),
-       .unit = "comma-separated http:// URLs, \"\" = HA off",
+       .unit = "comma-separated http:// or https:// URLs, \"\" = HA off",
        .live = kRestart,
        .check = CheckEtcdEndpoints},
+      {.path = "ha.etcd_tls.ca_file",
+       .member = CFG(ha.etcd_tls.ca_file),
+       .unit = "path",
+       .live = kRestart},
+      {.path = "ha.etcd_tls.cert_file",
+       .member = CFG(ha.etcd_tls.cert_file),
+       .unit = "path",
+       .live = kRestart},
+      {.path = "ha.etcd_tls.key_file",
+       .member = CFG(ha.etcd_tls.key_file),
+       .unit = "path",
+       .live = kRestart},
+      {.path = "ha.etcd_auth.user", .member = CFG(ha.etcd_auth.user), .live = kRestart},
+      {.path = "ha.etcd_auth.password_file",
+       .member = CFG(ha.etcd_auth.password_file),
+       .unit = "path",
+       .live = kRestart},
       {.path = "ha.election",
        .member = CFG(ha.election),
        .live = kRestart,
@@ -715,6 +772,7 @@ Status ValidateConfig(const DaemonConfig& c) {
         std::to_string(c.lease_ms) + ")");
   }
   CRUX_RETURN_IF_ERROR(core::ValidateQosConfig(c.qos));
+  CRUX_RETURN_IF_ERROR(ValidateEtcdSecurity(c.ha));
   if (c.faults.max_hold_ms < c.faults.min_dwell_ms) {
     return InvalidArgumentError("faults.max_hold_ms: must be >= faults.min_dwell_ms (got " +
                                 std::to_string(c.faults.max_hold_ms) + " < " +
@@ -728,6 +786,11 @@ Result<DaemonConfig> ParseConfig(std::string_view yaml, const std::string& base_
   c.base_dir = base_dir;
   CRUX_ASSIGN_OR_RETURN(const YamlNode root, textio::ParseYaml(yaml));
   if (!root.IsNull()) CRUX_RETURN_IF_ERROR(ParseRecord(ConfigFields(), root, "", &c));
+  // Credential files are relative to the config file's directory, like `topology`.
+  for (std::string* path : {&c.ha.etcd_tls.ca_file, &c.ha.etcd_tls.cert_file,
+                            &c.ha.etcd_tls.key_file, &c.ha.etcd_auth.password_file}) {
+    if (!path->empty()) *path = textio::ResolvePath(base_dir, *path);
+  }
   CRUX_RETURN_IF_ERROR(ValidateConfig(c));
   return c;
 }

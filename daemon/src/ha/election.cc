@@ -150,6 +150,9 @@ bool LeaderElection::Step() {
     if (core::Status s = Campaign(); !s.ok()) {
       SetError(s.ToString());
       spdlog::warn("ha: cannot campaign: {}", s.ToString());
+      // Run waits a poll before the next try (a refused connection or TLS handshake fails at
+      // once: without this the thread would retry in a tight loop).
+      next_keepalive_ns_ = NowNs() + options_.poll.nanos();
       return true;
     }
   }

@@ -4,10 +4,15 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <type_traits>
 #include <utility>
+
+#include "crux/core/base/ids.h"
 
 namespace crux::daemon::ha {
 
@@ -184,7 +189,8 @@ size_t AppendBody(char* data, size_t size, size_t n, void* out) {
 
 class GatewayClient final : public Etcd {
  public:
-  explicit GatewayClient(GatewayOptions options) : options_(std::move(options)) {
+  explicit GatewayClient(GatewayOptions options)
+      : options_(std::move(options)), tls_(options_.endpoints.front().rfind("https://", 0) == 0) {
     static std::once_flag once;
     std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
     curl_ = curl_easy_init();
@@ -269,7 +275,7 @@ class GatewayClient final : public Etcd {
     const std::string payload = body.dump();
     core::Status last;
     for (size_t attempt = 0; attempt < options_.endpoints.size(); ++attempt) {
-      auto r = PostOnce(options_.endpoints[current_] + path, payload);
+      auto r = Call(options_.endpoints[current_], path, payload);
       if (r.ok() || r.status().code() != core::StatusCode::kUnavailable) return r;
       last = r.status();
       current_ = (current_ + 1) % options_.endpoints.size();
@@ -277,9 +283,103 @@ class GatewayClient final : public Etcd {
     return last;
   }
 
-  core::Result<json> PostOnce(const std::string& url, const std::string& payload) {
+  // One call to one endpoint, with the auth token when a user is set: fetched first when there
+  // is none, renewed once when etcd no longer knows it (expired, or the user's password changed).
+  core::Result<json> Call(const std::string& base, const std::string& path,
+                          const std::string& payload) {
+    if (!options_.user.empty() && token_.empty()) CRUX_RETURN_IF_ERROR(Authenticate(base));
+    int code = 0;
+    auto r = PostOnce(base + path, payload, &code);
+    if (r.ok() || options_.user.empty() || code != kGrpcUnauthenticated) return r;
+    token_.clear();
+    CRUX_RETURN_IF_ERROR(Authenticate(base));
+    return PostOnce(base + path, payload, &code);
+  }
+
+  core::Status Authenticate(const std::string& base) {
+    const json body = {{"name", options_.user}, {"password", options_.password}};
+    int code = 0;
+    auto r = PostOnce(base + "/v3/auth/authenticate", body.dump(), &code, /*authenticate=*/true);
+    if (!r.ok()) {
+      // Unreachable, or refused for another reason than the user (a certificate's CN): as is.
+      if (r.status().code() == core::StatusCode::kUnavailable ||
+          r.status().code() == core::StatusCode::kFailedPrecondition) {
+        return r.status();
+      }
+      return core::FailedPreconditionError(
+          "etcd refused user " + core::QuoteName(options_.user) +
+          " (check ha.etcd_auth: user and password): " + r.status().message());
+    }
+    token_ = r->value("token", std::string());
+    if (token_.empty()) return core::InternalError("etcd authenticate: no token in the answer");
+    return core::Status::Ok();
+  }
+
+  // Sets the TLS options of the next request (https:// endpoints): the members are verified
+  // against ca_file only, host name included; the client certificate when one is configured.
+  void SetTlsOptions() {
+    curl_easy_setopt(curl_, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(curl_, CURLOPT_SSL_VERIFYHOST, 2L);
+    curl_easy_setopt(curl_, CURLOPT_SSLVERSION, static_cast<long>(CURL_SSLVERSION_TLSv1_2));
+    curl_easy_setopt(curl_, CURLOPT_CAINFO, options_.ca_file.c_str());
+    curl_easy_setopt(curl_, CURLOPT_CAPATH, nullptr);  // Not the system's CA directory.
+#if LIBCURL_VERSION_NUM >= 0x075700
+    curl_easy_setopt(curl_, CURLOPT_CA_CACHE_TIMEOUT, 0L);  // A new connection reads ca_file.
+#endif
+    if (!options_.cert_file.empty()) {
+      curl_easy_setopt(curl_, CURLOPT_SSLCERTTYPE, "PEM");
+      curl_easy_setopt(curl_, CURLOPT_SSLCERT, options_.cert_file.c_str());
+      curl_easy_setopt(curl_, CURLOPT_SSLKEYTYPE, "PEM");
+      curl_easy_setopt(curl_, CURLOPT_SSLKEY, options_.key_file.c_str());
+    }
+  }
+
+  // A failed transfer as a Status: kUnavailable (another member may do better), with what to
+  // check when TLS failed.
+  core::Status TransferError(const std::string& url, CURLcode rc, const char* detail) const {
+    std::string what = curl_easy_strerror(rc);
+    if (detail[0] != '\0') what += std::string(" (") + detail + ")";
+    std::string tls;
+    switch (rc) {
+      case CURLE_PEER_FAILED_VERIFICATION:
+        tls =
+            "the member's certificate is not trusted: it must be signed by ha.etcd_tls.ca_file "
+            "and name the endpoint's host or IP address";
+        break;
+      case CURLE_SSL_CERTPROBLEM:
+        tls =
+            "the client certificate or key cannot be used (ha.etcd_tls.cert_file, key_file: "
+            "PEM, the key of that certificate)";
+        break;
+      case CURLE_SSL_CACERT_BADFILE:
+        tls = "the CA file cannot be used (ha.etcd_tls.ca_file: PEM certificates)";
+        break;
+      case CURLE_SSL_CONNECT_ERROR:
+      case CURLE_SEND_ERROR:
+      case CURLE_RECV_ERROR:
+      case CURLE_GOT_NOTHING:
+        if (url.rfind("https://", 0) == 0) {
+          tls =
+              "the handshake failed or the member closed the connection; with "
+              "--client-cert-auth a member does so when the client presents no certificate "
+              "or one not signed by a CA it trusts (ha.etcd_tls.cert_file, key_file)";
+        }
+        break;
+      default:
+        break;
+    }
+    if (!tls.empty()) return core::UnavailableError("etcd " + url + ": TLS: " + tls + ": " + what);
+    return core::UnavailableError("etcd " + url + ": " + what);
+  }
+
+  // One POST. `*grpc_code` is the gRPC code of an error answer (0 otherwise). `authenticate`:
+  // the auth call itself (sent without a token).
+  core::Result<json> PostOnce(const std::string& url, const std::string& payload, int* grpc_code,
+                              bool authenticate = false) {
+    *grpc_code = 0;
     if (curl_ == nullptr) return core::InternalError("libcurl: no handle");
     std::string response;
+    char detail[CURL_ERROR_SIZE] = {};
     curl_easy_reset(curl_);
     curl_easy_setopt(curl_, CURLOPT_URL, url.c_str());
     curl_easy_setopt(curl_, CURLOPT_POST, 1L);
@@ -287,24 +387,40 @@ class GatewayClient final : public Etcd {
     curl_easy_setopt(curl_, CURLOPT_POSTFIELDSIZE, static_cast<long>(payload.size()));
     curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, &AppendBody);
     curl_easy_setopt(curl_, CURLOPT_WRITEDATA, &response);
+    curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, detail);
     curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
     const long timeout_ms = static_cast<long>(options_.timeout.nanos() / 1'000'000);
     curl_easy_setopt(curl_, CURLOPT_TIMEOUT_MS, std::max(1L, timeout_ms));
     curl_easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT_MS, std::max(1L, timeout_ms));
-    curl_easy_setopt(curl_, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl_, CURLOPT_PROTOCOLS_STR, tls_ ? "https" : "http");
+    // HTTP/1.1 over TLS too (libcurl would offer HTTP/2 by ALPN): the same gateway requests and
+    // error answers as over http://.
+    curl_easy_setopt(curl_, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+    if (tls_) SetTlsOptions();
     struct curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
+    const std::string auth = "Authorization: " + token_;
+    if (!authenticate && !token_.empty()) headers = curl_slist_append(headers, auth.c_str());
     curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, headers);
     const CURLcode rc = curl_easy_perform(curl_);
     long status = 0;
     curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(headers);
-    if (rc != CURLE_OK) {
-      return core::UnavailableError("etcd " + url + ": " + curl_easy_strerror(rc));
-    }
+    curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, nullptr);
+    if (rc != CURLE_OK) return TransferError(url, rc, detail);
     json r = json::parse(response, nullptr, /*allow_exceptions=*/false);
     if (r.is_discarded()) {
-      return core::UnavailableError("etcd " + url + ": HTTP " + std::to_string(status) +
-                                    ", not JSON: " + response.substr(0, 200));
+      const std::string what = "etcd " + url + ": HTTP " + std::to_string(status);
+      // etcd 3.4 with auth enabled refuses, in plain text, any gateway request whose client
+      // certificate has a Common Name (the gateway cannot pass the name on to the server).
+      if (response.find("CommonName") != std::string::npos) {
+        return core::FailedPreconditionError(
+            what +
+            ": etcd has auth enabled and refuses a client certificate with a Common Name "
+            "on its JSON gateway: give cruxd a certificate without CN (subject e.g. "
+            "\"/O=cruxd\") and an etcd user (ha.etcd_auth): " +
+            response.substr(0, 200));
+      }
+      return core::UnavailableError(what + ", not JSON: " + response.substr(0, 200));
     }
     // Errors: a non-200 answer {"error", "code", "message"}, or on the streaming keepalive a
     // 200 answer {"error": {"grpc_code", "message"}}.
@@ -318,27 +434,98 @@ class GatewayClient final : public Etcd {
       } else if (message.empty() && err != r.end() && err->is_string()) {
         message = err->get<std::string>();
       }
+      *grpc_code = code;
       const std::string what = "etcd " + url + ": HTTP " + std::to_string(status) + " " + message;
       // gRPC UNAVAILABLE (14), DEADLINE_EXCEEDED (4), or a server error: try another member.
-      if (status >= 500 || code == 14 || code == 4) return core::UnavailableError(what);
+      if (status >= 500 || code == 14 || code == 4) {
+        if (tls_ && message == "connection closed") {
+          return core::UnavailableError(
+              what +
+              " (over TLS also the answer of a member whose own certificate lacks "
+              "extendedKeyUsage clientAuth: its gateway connects to itself with it)");
+        }
+        return core::UnavailableError(what);
+      }
+      // PERMISSION_DENIED (7), UNAUTHENTICATED (16), or a request without a user while etcd
+      // has auth enabled: no other member answers differently.
+      if (code == kGrpcPermissionDenied) {
+        return core::FailedPreconditionError(what + " (the etcd user " +
+                                             core::QuoteName(options_.user) +
+                                             " needs readwrite on the /crux/<election>/ prefix)");
+      }
+      if (code == kGrpcUnauthenticated) return core::FailedPreconditionError(what);
+      if (options_.user.empty() && message.find("user name is empty") != std::string::npos) {
+        return core::FailedPreconditionError(
+            what + " (etcd has auth enabled: cruxd needs a user, ha.etcd_auth)");
+      }
       return core::InvalidArgumentError(what);
     }
     return r;
   }
 
+  static constexpr int kGrpcPermissionDenied = 7;
+  static constexpr int kGrpcUnauthenticated = 16;
+
   GatewayOptions options_;
+  bool tls_ = false;  // https:// endpoints.
   size_t current_ = 0;
   CURL* curl_ = nullptr;
+  std::string token_;  // etcd auth token ("" = none yet).
 };
+
+// "" when `path` can be opened for reading, else why not.
+std::string Unreadable(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return std::strerror(errno);
+  std::fclose(f);
+  return "";
+}
 
 }  // namespace
 
 core::Result<std::unique_ptr<Etcd>> ConnectGateway(const GatewayOptions& options) {
   if (options.endpoints.empty()) return core::InvalidArgumentError("etcd: no endpoint");
+  size_t https = 0;
   for (const std::string& e : options.endpoints) {
-    if (e.rfind("http://", 0) != 0 && e.rfind("https://", 0) != 0) {
+    if (e.rfind("https://", 0) == 0) {
+      ++https;
+    } else if (e.rfind("http://", 0) != 0) {
       return core::InvalidArgumentError("etcd endpoint \"" + e +
                                         "\": must start with http:// or https://");
+    }
+  }
+  const bool tls = https > 0;
+  if (tls && https != options.endpoints.size()) {
+    return core::InvalidArgumentError("etcd endpoints: all http:// or all https://, not a mix");
+  }
+  const bool any_file =
+      !options.ca_file.empty() || !options.cert_file.empty() || !options.key_file.empty();
+  if (!tls && any_file) {
+    return core::InvalidArgumentError(
+        "ha.etcd_tls: given for http:// endpoints (the files would not be used): use https://");
+  }
+  if (tls && options.ca_file.empty()) {
+    return core::InvalidArgumentError(
+        "ha.etcd_tls.ca_file: required with https:// endpoints (the CA that signed the members' "
+        "certificates)");
+  }
+  if (options.cert_file.empty() != options.key_file.empty()) {
+    return core::InvalidArgumentError(
+        "ha.etcd_tls: cert_file and key_file go together (got only one)");
+  }
+  if (!options.user.empty() && (!tls || options.password.empty())) {
+    return core::InvalidArgumentError("ha.etcd_auth: user " + core::QuoteName(options.user) +
+                                      " needs https:// endpoints and a password");
+  }
+  const std::pair<const char*, const std::string*> files[] = {
+      {"ha.etcd_tls.ca_file", &options.ca_file},
+      {"ha.etcd_tls.cert_file", &options.cert_file},
+      {"ha.etcd_tls.key_file", &options.key_file}};
+  for (const auto& [key, path] : files) {
+    if (path->empty()) continue;
+    if (std::string why = Unreadable(*path); !why.empty()) {
+      return core::InvalidArgumentError(std::string(key) + " " + core::QuoteName(*path) +
+                                        ": cannot read it: " + why);
     }
   }
   GatewayOptions o = options;

@@ -1,15 +1,21 @@
 #include "crux/daemon/ha/leadership.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <utility>
 
+#include "crux/core/base/ids.h"
 #include "crux/daemon/ha/etcd_gateway.h"
 #include "crux/daemon/ha/shared_store.h"
 #include "crux/protocol/codec.h"
+#include "crux/textio/file.h"
 
 namespace crux::daemon::ha {
 namespace {
@@ -22,7 +28,49 @@ std::string HostName() {
 
 std::string Prefix(const HaConfig& h) { return "/crux/" + h.election; }
 
+// The password in ha.etcd_auth.password_file: its first line, from a file only its owner may
+// read (like the CURVE secret key file).
+core::Result<std::string> ReadPassword(const std::string& path) {
+  const std::string what = "ha.etcd_auth.password_file " + core::QuoteName(path);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return core::InvalidArgumentError(what + ": " + std::strerror(errno));
+  }
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return core::InvalidArgumentError(what + ": mode " + mode +
+                                      " lets others read the password (chmod 600 it)");
+  }
+  auto text = textio::ReadTextFile(path);
+  if (!text.ok()) return text.status().WithContext("ha.etcd_auth.password_file");
+  std::string password = text->substr(0, text->find_first_of("\r\n"));
+  if (password.empty())
+    return core::InvalidArgumentError(what + ": empty (one line: the password)");
+  return password;
+}
+
+// The gateway options of `h`, with `timeout` per request.
+core::Result<GatewayOptions> Gateway(const HaConfig& h, core::Duration timeout) {
+  GatewayOptions gw;
+  gw.endpoints = SplitEndpointList(h.etcd_endpoints);
+  gw.timeout = timeout;
+  gw.ca_file = h.etcd_tls.ca_file;
+  gw.cert_file = h.etcd_tls.cert_file;
+  gw.key_file = h.etcd_tls.key_file;
+  gw.user = h.etcd_auth.user;
+  if (!h.etcd_auth.password_file.empty()) {
+    CRUX_ASSIGN_OR_RETURN(gw.password, ReadPassword(h.etcd_auth.password_file));
+  }
+  return gw;
+}
+
 }  // namespace
+
+core::Status CheckEtcdSettings(const HaConfig& ha) {
+  CRUX_ASSIGN_OR_RETURN(GatewayOptions gw, Gateway(ha, core::Duration::Millis(1000)));
+  return ConnectGateway(gw).status();
+}
 
 Leadership::Leadership(const DaemonConfig& config, StoreOpenOptions store_options, EventLoop* loop,
                        LeadCallback on_lead)
@@ -37,9 +85,8 @@ Leadership::~Leadership() { election_.reset(); }
 core::Status Leadership::Campaign(const std::string& admin_endpoint) {
   const HaConfig& h = config_.ha;
   const core::Duration ttl = core::Duration::Millis(h.lease_ttl_s * 1000);
-  GatewayOptions gw;
-  gw.endpoints = SplitEndpointList(h.etcd_endpoints);
-  gw.timeout = core::Duration::Nanos(ttl.nanos() / 6);  // A dead member costs < TTL/3 in all.
+  // A dead member costs < TTL/3 in all.
+  CRUX_ASSIGN_OR_RETURN(GatewayOptions gw, Gateway(h, core::Duration::Nanos(ttl.nanos() / 6)));
   CRUX_ASSIGN_OR_RETURN(std::unique_ptr<Etcd> etcd, ConnectGateway(gw));
   ElectionOptions eo;
   eo.prefix = Prefix(h);
@@ -72,10 +119,9 @@ void Leadership::Elected(int64_t term) {
   spdlog::info("ha: {} is the leader (term {}); loading the shared state", instance_, term);
   auto local = OpenSqliteStore(DatabasePath(config_), store_options_);
   if (!local.ok()) Abdicate(local.status());
-  GatewayOptions gw;
-  gw.endpoints = SplitEndpointList(config_.ha.etcd_endpoints);
-  gw.timeout = core::Duration::Millis(config_.ha.lease_ttl_s * 1000 / 3);
-  auto etcd = ConnectGateway(gw);
+  auto gw = Gateway(config_.ha, core::Duration::Millis(config_.ha.lease_ttl_s * 1000 / 3));
+  if (!gw.ok()) Abdicate(gw.status());
+  auto etcd = ConnectGateway(*gw);
   if (!etcd.ok()) Abdicate(etcd.status());
   auto shared = SharedStore::Open(std::move(local).value(), std::move(etcd).value(),
                                   {Prefix(config_.ha), election_->key(), term});

@@ -13,8 +13,9 @@
 // file throws.
 //
 // Paths: `topology` (a topology YAML as crux-plan reads it) is relative to the config file's
-// directory; `state_dir` is relative to the working directory; `database` is relative to
-// `state_dir`. The admin endpoint defaults to `ipc://<state_dir>/admin.sock`.
+// directory, and so are `ha.etcd_tls.*` and `ha.etcd_auth.password_file` (which ParseConfig
+// resolves in place); `state_dir` is relative to the working directory; `database` is relative
+// to `state_dir`. The admin endpoint defaults to `ipc://<state_dir>/admin.sock`.
 //
 // Live reload (SIGHUP): the keys ConfigKeys() marks live (log_level, dry_run, debounce_ms,
 // min_replan_interval_ms, lease_ms, profiling_samples, replan_threshold_pct, limits.*,
@@ -68,11 +69,35 @@ struct LimitsConfig {
   uint32_t max_jobs_per_key = 0;          // Jobs one CURVE key registered (curve only).
 };
 
+// `ha.etcd_tls` (docs/daemon.md "etcd over TLS"): PEM files for https:// etcd endpoints.
+// ca_file (required with https://) is the CA that signed the members' certificates, the only one
+// trusted; cert_file and key_file (both or neither) are cruxd's client certificate for etcd's
+// --client-cert-auth. Relative paths start at the config file's directory (ParseConfig resolves
+// them). The files are read at start (a missing or unreadable one stops cruxd) and by each new
+// connection.
+struct EtcdTlsConfig {
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  bool any() const { return !ca_file.empty() || !cert_file.empty() || !key_file.empty(); }
+};
+
+// `ha.etcd_auth`: the etcd user cruxd authenticates as (etcd auth enabled; https:// only), and
+// the file holding its password (one line; mode 0600 or stricter). Both or neither. The path is
+// relative to the config file's directory.
+struct EtcdAuthConfig {
+  std::string user;
+  std::string password_file;
+};
+
 // The `ha:` block (docs/daemon.md "High availability"): active/standby cruxd instances on etcd.
 // Off while etcd_endpoints is empty: cruxd then runs exactly as a single instance. [restart]
 struct HaConfig {
-  // etcd members' client URLs, comma-separated ("http://10.0.0.1:2379,http://10.0.0.2:2379").
+  // etcd members' client URLs, comma-separated, all http:// or all https://
+  // ("https://10.0.0.1:2379,https://10.0.0.2:2379"; https:// needs etcd_tls.ca_file).
   std::string etcd_endpoints;
+  EtcdTlsConfig etcd_tls;
+  EtcdAuthConfig etcd_auth;
   // Election name: every instance of one cruxd cluster uses the same; keys under /crux/<name>/.
   std::string election = "cruxd";
   std::string instance;  // This instance's name in `cruxctl status` ("" = the host name).
@@ -177,7 +202,10 @@ core::Result<DaemonConfig> ParseConfig(std::string_view yaml, const std::string&
 // Reads and parses a file; errors carry the file name as context.
 core::Result<DaemonConfig> LoadConfigFile(const std::string& path);
 
-// Cross-field checks (also run by ParseConfig): curve/insecure, reserved levels < levels, pool.
+// Cross-field checks (also run by ParseConfig): curve/insecure, reserved levels < levels, pool,
+// the etcd security of `ha` (all http:// or all https://; https:// needs etcd_tls.ca_file; TLS
+// files only with https://; cert_file and key_file, user and password_file in pairs; a user
+// only over https://). Reads no file.
 core::Status ValidateConfig(const DaemonConfig& c);
 
 // The effective config as YAML (logged at start, printed by --check-config), written through

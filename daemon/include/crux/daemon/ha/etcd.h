@@ -5,8 +5,10 @@
 // Keys and values are raw bytes here (the gateway backend base64-encodes them on the wire).
 // Revisions and lease ids are etcd's int64 numbers.
 //
-// Errors: kUnavailable for transport failures (no member reachable, timeout, etcd without a
-// leader) - the caller retries; kInvalidArgument / kInternal for answers that make no sense.
+// Errors: kUnavailable for transport failures (no member reachable, timeout, a failed TLS
+// handshake, etcd without a leader) - the caller retries; kFailedPrecondition when etcd refuses
+// the client (etcd auth: wrong password, permission denied on a key); kInvalidArgument /
+// kInternal for answers that make no sense.
 //
 // Thread-safety: an Etcd object is used by one thread at a time (each HA thread has its own).
 #ifndef CRUX_DAEMON_HA_ETCD_H_

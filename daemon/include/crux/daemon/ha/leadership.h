@@ -36,6 +36,12 @@ namespace crux::daemon::ha {
 // Exit code of a deposed leader: systemd (Restart=on-failure) starts it again as a standby.
 inline constexpr int kExitDeposed = 75;  // EX_TEMPFAIL.
 
+// The etcd settings of `ha` as Campaign uses them, without contacting etcd (--check-config):
+// the endpoints and TLS/auth settings (ConnectGateway: the TLS files readable), and the password
+// file (its first line, not empty, the file not readable by group or others). Errors
+// (kInvalidArgument) name the config key and file.
+core::Status CheckEtcdSettings(const HaConfig& ha);
+
 class Leadership {
  public:
   // On the loop thread, once: this instance leads in `term`, on `store` (the shared state). An
@@ -51,7 +57,7 @@ class Leadership {
   Leadership& operator=(const Leadership&) = delete;
 
   // Connects to etcd and starts campaigning, advertising `admin_endpoint` (as bound). Errors:
-  // the etcd endpoints are not http://host:port.
+  // those of CheckEtcdSettings.
   core::Status Campaign(const std::string& admin_endpoint);
 
   // This instance's name (ha.instance, else the host name).
