@@ -14,7 +14,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
+#include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <zmq.hpp>
@@ -338,6 +341,42 @@ TEST_F(SystemTest, BadInputOfEveryKindGetsAnErrorAndTheNextGoodMessageWorks) {
     EXPECT_EQ(rc, 0) << out;
   } else {
     GTEST_SKIP() << "promtool not installed (Debian package prometheus)";
+  }
+}
+
+// The crux_* series a shipped file refers to, as metric family names (a histogram's _bucket,
+// _count and _sum are its family's).
+std::set<std::string> ReferencedFamilies(const fs::path& file) {
+  std::ifstream in(file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::set<std::string> out;
+  const std::regex name("crux_[a-z0-9_]+");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), name); it != std::sregex_iterator();
+       ++it) {
+    std::string n = it->str();
+    for (const char* suffix : {"_bucket", "_count", "_sum"}) {
+      const std::string s(suffix);
+      if (n.size() > s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0) {
+        n.resize(n.size() - s.size());
+      }
+    }
+    out.insert(n);
+  }
+  return out;
+}
+
+TEST_F(SystemTest, EverySeriesTheDashboardAndAlertsUseExists) {
+  Start("");
+  const std::string text = ScrapeUntil(app_->metrics_port(), "crux_plan_epoch");
+  ASSERT_FALSE(text.empty());
+  const fs::path src(CRUX_SOURCE_DIR);
+  for (const fs::path& file : {src / "packaging/prometheus/crux-rules.yml",
+                               src / "packaging/grafana/crux-overview.json"}) {
+    const std::set<std::string> names = ReferencedFamilies(file);
+    EXPECT_GE(names.size(), 5u) << file;
+    for (const std::string& n : names) {
+      EXPECT_THAT(text, HasSubstr("# TYPE " + n + " ")) << n << " (used in " << file << ")";
+    }
   }
 }
 

@@ -39,7 +39,8 @@ for f in usr/bin/cruxd usr/bin/cruxctl usr/bin/crux-switch-agent usr/bin/crux-ho
          usr/lib/$arch/libcrux_client.so.0 usr/lib/$arch/libcrux_client.so \
          usr/include/crux/client/client.h usr/include/crux/core/base/status.h \
          usr/lib/$arch/cmake/crux/cruxConfig.cmake usr/lib/$arch/pkgconfig/crux-client.pc \
-         usr/lib/python3/dist-packages/crux/__init__.py; do
+         usr/lib/python3/dist-packages/crux/__init__.py \
+         usr/share/crux/grafana/crux-overview.json usr/share/crux/prometheus/crux-rules.yml; do
   [[ -e $root/$f ]] || fail "$f missing"
 done
 nm -D --defined-only "$root/usr/lib/$arch/crux/libnccl-profiler-crux.so" | grep -q ncclProfiler_v6 ||

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "crux/core/control/impact.h"
 #include "crux/core/policies/policy.h"
 #include "crux/core/topology/builders.h"
 #include "crux/sim/simulator.h"
@@ -89,6 +90,40 @@ PolicyFactory Recording(const SimOptions& o, Calls* calls) {
     return std::unique_ptr<core::SchedulingPolicy>(
         std::make_unique<RecordingPolicy>(std::move(inner), clock, calls));
   };
+}
+
+TEST(ControlLoopHostTest, ShadowAccountingIsComparedWithTheSimulatedIterations) {
+  const Topology topo = SmallClos();
+  SimOptions o = LoopOptions(120);
+  // Off by default: no figures.
+  SimResult r = RunSim(topo, "crux", ClosWorkload(topo), o);
+  EXPECT_EQ(r.impact_plans, 0u);
+  for (const JobResult& j : r.jobs) EXPECT_FALSE(j.predicted_iteration.has_value()) << j.id;
+
+  o.control.loop.impact = core::ImpactOptions{};
+  r = RunSim(topo, "crux", ClosWorkload(topo), o);
+  EXPECT_GE(r.impact_plans, 1u);
+  int compared = 0;
+  for (const JobResult& j : r.jobs) {
+    SCOPED_TRACE(j.id);
+    if (!j.scheduled || *j.scheduled >= o.horizon) continue;
+    ASSERT_TRUE(j.predicted_iteration.has_value());
+    ASSERT_TRUE(j.observed_iteration.has_value());
+    ASSERT_TRUE(j.predicted_ecmp_iteration.has_value());
+    EXPECT_GT(j.predicted_for, Duration::Zero());
+    EXPECT_LE(j.predicted_for, o.horizon - *j.scheduled);
+    // Never faster than alone, in the model or in the simulation.
+    EXPECT_GE(j.predicted_iteration->ToSeconds(), j.standalone_iteration.ToSeconds() * 0.999);
+    EXPECT_GE(j.observed_iteration->ToSeconds(), j.standalone_iteration.ToSeconds() * 0.999);
+    // The workload's jobs get separate paths on this fabric: the model is close to the truth.
+    EXPECT_LT(core::PredictionError(*j.observed_iteration, *j.predicted_iteration), 0.1);
+    ++compared;
+  }
+  EXPECT_GE(compared, 3);
+  // Bytes, iterations and utilisation are those of the run without the accounting.
+  const SimResult off = RunSim(topo, "crux", ClosWorkload(topo), LoopOptions(120));
+  EXPECT_EQ(r.gpu_utilization, off.gpu_utilization);
+  EXPECT_EQ(r.bytes_delivered, off.bytes_delivered);
 }
 
 TEST(ControlLoopHostTest, NewcomersSitOnTheTopLevelUntilTheirProfileConverges) {

@@ -106,6 +106,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                            "Changes of a directed link's health in force, by source (automatic "
                            "fault handling or an admin pin) and new health.")
                        .Register(*registry_);
+  // Every series from 0, so that rate() and increase() see the first change.
+  for (const char* source : {"automatic", "admin"}) {
+    for (const char* health : {"up", "degraded", "down"}) {
+      link_changes_->Add({{"source", source}, {"health", health}});
+    }
+  }
   links_not_up_ = &BuildGauge()
                        .Name("crux_links_not_up")
                        .Help("Directed links whose health in force is down or degraded.")
