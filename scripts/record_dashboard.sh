@@ -3,29 +3,35 @@
 # (packaging/grafana/crux-overview.json) from the scraped /metrics with gnuplot, plus the output
 # of `cruxctl impact` and `cruxctl jobs` at the end: the pictures of docs/walkthrough.md.
 #
-# cruxd runs on the example Clos (configs/topologies/example_clos2.yaml) with its shipped
-# defaults, insecure on loopback; crux-loadgen plays J jobs reporting every 2 s for S seconds;
+# cruxd runs on a topology (default configs/topologies/crux_clos2_2k_os4.yaml: 2,048 GPUs, 4:1
+# oversubscribed, where paths matter) with its shipped defaults, insecure on loopback; crux-loadgen plays J jobs reporting every 2 s for S seconds;
 # /metrics is scraped every second. Writes into OUT (default docs/img/dashboard):
 #   dashboard.png       the panels: recovered / planned GPUs, re-plan latency p50/p99, event-loop
 #                       lag p99, jobs by state, prediction error p50/p90, links not up
 #   metrics.csv         the series behind them (t_s, one column per panel line)
 #   cruxctl_impact.txt  `cruxctl impact` at the end;  cruxctl_jobs.txt  `cruxctl jobs`
 #
-# Usage: scripts/record_dashboard.sh [--jobs J] [--seconds S] [--out DIR] [--build-dir DIR]
+# crux-loadgen simulates no network: the periods its jobs report are their standalone ones with
+# noise, so the prediction error shown is the model's contention against none (docs/impact.md).
+#
+# Usage: scripts/record_dashboard.sh [--jobs J] [--seconds S] [--topology YAML] [--out DIR]
+#                                    [--build-dir DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-jobs=48
+jobs=32
 seconds=90
+topology=configs/topologies/crux_clos2_2k_os4.yaml
 out=docs/img/dashboard
 build_dir=build/test
 while (($#)); do
   case $1 in
     --jobs) jobs=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
+    --topology) topology=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --build-dir) build_dir=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "record_dashboard.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -49,7 +55,7 @@ trap cleanup EXIT
 port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 client_port=$(port)
 metrics_port=$(port)
-topology=$PWD/configs/topologies/example_clos2.yaml
+topology=$(realpath "$topology")
 cat >"$dir/cruxd.yaml" <<EOF
 topology: $topology
 state_dir: $dir/state
@@ -117,6 +123,15 @@ def quantile(prev, cur, family, q):
         lower, below = le, c
     return lower
 
+last = {}
+
+def held(key, v):
+    """A quantile over a window without observations keeps its last value (as a panel would)."""
+    if v == '':
+        return last.get(key, '')
+    last[key] = v
+    return v
+
 files = sorted(glob.glob(os.path.join(scrapes, '*.txt')), key=lambda p: int(os.path.basename(p)[:-4]))
 rows, prev, window = [], [], 10  # Quantiles over the last 10 scrapes, as rate(...[10s]).
 for f in files:
@@ -125,13 +140,13 @@ for f in files:
     base = prev[-window] if len(prev) >= window else (prev[0] if prev else {})
     get = lambda n, l='': s.get((n, l), '')
     rows.append([t, get('crux_impact_gpus_recovered'), get('crux_impact_planned_gpus'),
-                 quantile(base, s, 'crux_replan_duration_seconds', 0.5),
-                 quantile(base, s, 'crux_replan_duration_seconds', 0.99),
-                 quantile(base, s, 'crux_event_loop_lag_seconds', 0.99),
+                 held('a', quantile(base, s, 'crux_replan_duration_seconds', 0.5)),
+                 held('b', quantile(base, s, 'crux_replan_duration_seconds', 0.99)),
+                 held('c', quantile(base, s, 'crux_event_loop_lag_seconds', 0.99)),
                  get('crux_jobs', '{state="registered"}'), get('crux_jobs', '{state="profiling"}'),
                  get('crux_jobs', '{state="scheduled"}'),
-                 quantile(base, s, 'crux_impact_prediction_error', 0.5),
-                 quantile(base, s, 'crux_impact_prediction_error', 0.9),
+                 held('d', quantile(base, s, 'crux_impact_prediction_error', 0.5)),
+                 held('e', quantile(base, s, 'crux_impact_prediction_error', 0.9)),
                  get('crux_links_not_up', '{health="down"}'),
                  get('crux_links_not_up', '{health="degraded"}')])
     prev.append(s)
@@ -142,13 +157,13 @@ with open(csv, 'w') as out:
         out.write(','.join('' if v == '' else f'{v:.6g}' for v in r) + '\n')
 PY
 gnuplot <<EOF
-set terminal pngcairo size 1400,900 font "sans,10"
+set terminal pngcairo size 1400,900 font "sans,10" noenhanced
 set output "$out/dashboard.png"
 set datafile separator ","
 set datafile missing ""
 set key top left
 set grid
-set multiplot layout 2,3 title "Crux overview (recorded: cruxd + crux-loadgen, $jobs jobs, example Clos)"
+set multiplot layout 2,3 title "Crux overview (recorded: cruxd + crux-loadgen, $jobs jobs, $(basename "$topology" .yaml))"
 set title "GPU-hours recovered per hour vs ECMP (predicted)"
 plot "$out/metrics.csv" using 1:2 with lines lw 2 title "recovered", "" using 1:3 with lines title "planned GPUs"
 set title "Re-plan latency (s)"
