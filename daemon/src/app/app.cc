@@ -270,6 +270,7 @@ core::Status App::Impl::Lead(int64_t term, std::unique_ptr<Store> shared) {
   store = std::move(shared);
   CRUX_RETURN_IF_ERROR(StartDaemon());
   daemon->SetTerm(static_cast<uint64_t>(term));
+  metrics.SetLeader(true, static_cast<uint64_t>(term));
   protocol::RouterServer* as = admin_server.get();
   daemon->SetAdminSender([this, as](const std::string& peer, const v1::Envelope& e) {
     if (!e.has_status_reply()) return as->Send(peer, e);
@@ -393,6 +394,7 @@ core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
   if (!c.ha.enabled()) {
     CRUX_ASSIGN_OR_RETURN(impl->store, OpenSqliteStore(DatabasePath(c), impl->store_options));
     CRUX_RETURN_IF_ERROR(impl->StartDaemon());
+    impl->metrics.SetLeader(true, 0);  // Alone: it leads.
   } else {
     // A standby opens its state file only when it wins; check its health now (fail fast).
     if (!options.fresh_state) CRUX_RETURN_IF_ERROR(CheckSqliteStore(DatabasePath(c)));

@@ -132,6 +132,16 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                   "because they contradict every other source.")
                               .Register(*registry_)
                               .Add({});
+  ha_leader_ = &BuildGauge()
+                    .Name("crux_ha_leader")
+                    .Help("1 while this cruxd serves as leader (a single cruxd always), 0 standby.")
+                    .Register(*registry_)
+                    .Add({});
+  ha_term_ = &BuildGauge()
+                  .Name("crux_ha_term")
+                  .Help("The HA term this cruxd leads in (0 without ha: or while standby).")
+                  .Register(*registry_)
+                  .Add({});
   impact_recovered_ = &BuildGauge()
                            .Name("crux_impact_gpus_recovered")
                            .Help(
@@ -237,6 +247,11 @@ void Metrics::SetContradictedJobs(int64_t jobs, uint64_t more) {
   contradicted_jobs_->Set(static_cast<double>(jobs));
   if (more) disbelieved_reports_->Increment(static_cast<double>(more));
 }
+void Metrics::SetLeader(bool leader, uint64_t term) {
+  ha_leader_->Set(leader ? 1 : 0);
+  ha_term_->Set(leader ? static_cast<double>(term) : 0);
+}
+
 void Metrics::SetImpact(double gpus_recovered, int planned_gpus, const std::vector<ImpactJob>& jobs,
                         int top) {
   impact_recovered_->Set(gpus_recovered);

@@ -72,6 +72,10 @@ class Metrics {
   // and evaluations x jobs whose samples were left out for it
   // (crux_fault_disbelieved_reports_total, raised by `more`).
   void SetContradictedJobs(int64_t jobs, uint64_t more);
+  // High availability: crux_ha_leader (1 while this instance serves as leader; a single cruxd
+  // without `ha:` leads from its start; a standby shows 0) and crux_ha_term (the term it leads
+  // in; 0 without `ha:`).
+  void SetLeader(bool leader, uint64_t term);
   // Shadow accounting of a plan (docs/impact.md), at each published plan:
   //   crux_impact_gpus_recovered                gauge, PlanImpact::gpus_recovered
   //   crux_impact_planned_gpus                  gauge, the GPUs of the planned jobs
@@ -119,6 +123,8 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* links_not_up_;
   prometheus::Gauge* contradicted_jobs_;
   prometheus::Counter* disbelieved_reports_;
+  prometheus::Gauge* ha_leader_;
+  prometheus::Gauge* ha_term_;
   prometheus::Gauge* impact_recovered_;
   prometheus::Gauge* impact_gpus_;
   prometheus::Histogram* impact_error_;
