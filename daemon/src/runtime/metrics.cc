@@ -125,6 +125,16 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                   "because they contradict every other source.")
                               .Register(*registry_)
                               .Add({});
+  auto& enforcement = BuildGauge()
+                          .Name("crux_switch_enforcement")
+                          .Help(
+                              "Switches by their agent's latest enforcement check: the QoS maps "
+                              "the ASIC holds and the queues traffic uses, against the plan "
+                              "(unknown: not checked, cannot be checked, or agent away).")
+                          .Register(*registry_);
+  enforcement_match_ = &enforcement.Add({{"state", "match"}});
+  enforcement_mismatch_ = &enforcement.Add({{"state", "mismatch"}});
+  enforcement_unknown_ = &enforcement.Add({{"state", "unknown"}});
 }
 
 Metrics::~Metrics() = default;
@@ -203,6 +213,11 @@ void Metrics::AddLinkChange(bool automatic, const std::string& health) {
 void Metrics::SetContradictedJobs(int64_t jobs, uint64_t more) {
   contradicted_jobs_->Set(static_cast<double>(jobs));
   if (more) disbelieved_reports_->Increment(static_cast<double>(more));
+}
+void Metrics::SetSwitchEnforcement(int64_t match, int64_t mismatch, int64_t unknown) {
+  enforcement_match_->Set(static_cast<double>(match));
+  enforcement_mismatch_->Set(static_cast<double>(mismatch));
+  enforcement_unknown_->Set(static_cast<double>(unknown));
 }
 void Metrics::SetLinksNotUp(int64_t down, int64_t degraded) {
   links_not_up_->Add({{"health", "down"}}).Set(static_cast<double>(down));

@@ -72,6 +72,9 @@ class Metrics {
   // and evaluations x jobs whose samples were left out for it
   // (crux_fault_disbelieved_reports_total, raised by `more`).
   void SetContradictedJobs(int64_t jobs, uint64_t more);
+  // Switches by their agents' latest enforcement check (issue #29):
+  // crux_switch_enforcement{state="match"|"mismatch"|"unknown"}.
+  void SetSwitchEnforcement(int64_t match, int64_t mismatch, int64_t unknown);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -100,6 +103,9 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* links_not_up_;
   prometheus::Gauge* contradicted_jobs_;
   prometheus::Counter* disbelieved_reports_;
+  prometheus::Gauge* enforcement_match_;
+  prometheus::Gauge* enforcement_mismatch_;
+  prometheus::Gauge* enforcement_unknown_;
 };
 
 }  // namespace crux::daemon
