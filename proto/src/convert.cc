@@ -82,14 +82,16 @@ v1::EnforcementCheck EnforcementCheckToProto(const core::EnforcementCheck& check
       p.set_status(v1::ENFORCEMENT_STATUS_UNKNOWN);
       break;
   }
-  std::string_view detail = check.detail;
-  const bool cut = detail.size() > kMaxEnforcementDetail;
-  if (cut) detail = detail.substr(0, kMaxEnforcementDetail);
-  // Printable text is kept as it is (so a detail that went through here once is not escaped
-  // twice); anything else is escaped.
-  p.set_detail(
-      (core::IsPrintableText(detail) ? std::string(detail) : core::EscapeForTerminal(detail)) +
-      (cut ? " ..." : ""));
+  // Printable text of a sendable length is kept as it is (so a detail that went through here once
+  // is not escaped or cut again on the next hop); anything else is cut and escaped.
+  const std::string_view detail = check.detail;
+  if (core::IsPrintableText(detail) && detail.size() <= kMaxEnforcementDetailSent) {
+    p.set_detail(check.detail);
+  } else {
+    const bool cut = detail.size() > kMaxEnforcementDetail;
+    p.set_detail(core::EscapeForTerminal(detail.substr(0, kMaxEnforcementDetail)) +
+                 (cut ? " ..." : ""));
+  }
   p.set_maps_checked(check.maps_checked);
   p.set_queues_checked(check.queues_checked);
   p.set_checked_unix_ms(check.checked_unix_ms > 0 ? static_cast<uint64_t>(check.checked_unix_ms)

@@ -87,7 +87,8 @@ Status SwitchAgent::Start() {
   caps_ = adapter_.capabilities();
   CRUX_ASSIGN_OR_RETURN(client_, protocol::DealerClient::Connect(ctx_, options_.client));
   if (!verifier_ && enforcement_.detail.empty()) {
-    enforcement_.detail = "the " + caps_.backend + " backend cannot verify enforcement";
+    enforcement_.detail =
+        "no enforcement verifier was set up for the " + caps_.backend + " backend";
   }
   worker_ = std::make_unique<DeviceWorker>(adapter_, verifier_.get());
   if (options_.watch_ports) {

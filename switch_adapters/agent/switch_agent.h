@@ -145,7 +145,8 @@ class SwitchAgent {
   void SetPortMonitor(std::unique_ptr<PortMonitor> monitor) { monitor_ = std::move(monitor); }
   // Enforcement verification (before Start): the backend's verifier, or why there is none (the
   // message becomes the UNKNOWN check's detail, e.g. "the file backend cannot verify
-  // enforcement"). Without a call: UNKNOWN, "the <backend> backend cannot verify enforcement".
+  // enforcement"). Without a call: UNKNOWN, "no enforcement verifier was set up for the <backend>
+  // backend".
   void SetEnforcementVerifier(core::Result<std::unique_ptr<EnforcementVerifier>> verifier);
   // Validates the options, reads the capabilities, starts the device thread (and the port
   // watcher) and creates the DEALER socket (connects in the background).
