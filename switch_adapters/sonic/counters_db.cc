@@ -92,7 +92,17 @@ core::Status CountersNameMapCache::EnsureFresh(RedisSession& counters,
   const bool missing = !loaded_ || std::any_of(ports.begin(), ports.end(), [&](const auto& p) {
     return !maps_.port_oid.count(p);
   });
-  if (missing || ++uses_since_refresh_ >= refresh_every_) return Refresh(counters);
+  // Queue maps come later than the port map (portsorch writes them when the QUEUE counters are
+  // set up): a port without queues is looked for again every kQueuesRetry uses.
+  const bool no_queues = std::any_of(ports.begin(), ports.end(), [&](const auto& p) {
+    auto it = maps_.queues.find(p);
+    return it == maps_.queues.end() || it->second.empty();
+  });
+  ++uses_since_refresh_;
+  if (missing || uses_since_refresh_ >= refresh_every_ ||
+      (no_queues && uses_since_refresh_ >= kQueuesRetry)) {
+    return Refresh(counters);
+  }
   return core::Status::Ok();
 }
 

@@ -70,8 +70,9 @@ class FakeSonic {
     return "oid:0x150000000" + std::to_string(100 + port) + std::to_string(10 + position);
   }
 
-  // portsorch + syncd: the ports and their queues exist, no Crux map bound yet.
-  void CreatePorts() const {
+  // portsorch + syncd: the ports (and their queues, unless `queues` is false: portsorch writes
+  // the queue maps later, when the QUEUE counters are set up) exist, no Crux map bound yet.
+  void CreatePorts(bool queues = true) const {
     for (size_t i = 0; i < ports_.size(); ++i) {
       const std::string& port = ports_[i];
       const std::string vid = PortVid(i);
@@ -82,22 +83,26 @@ class FakeSonic {
                  kAsicDb);
       redis_.Cmd({"HSET", "VIDTORID", vid, "oid:0x" + std::to_string(1000 + i)}, kAsicDb);
       redis_.Cmd({"HSET", "RIDTOVID", "oid:0x" + std::to_string(1000 + i), vid}, kAsicDb);
-      for (int n = 0; n < 2 * kQueues; ++n) {
-        const std::string q = QueueVid(i, n);
-        redis_.Cmd({"HSET", "COUNTERS_QUEUE_NAME_MAP", port + ":" + std::to_string(n), q},
-                   kCountersDb);
-        redis_.Cmd({"HSET", "COUNTERS_QUEUE_INDEX_MAP", q, std::to_string(n % kQueues)},
-                   kCountersDb);
-        redis_.Cmd({"HSET", "COUNTERS_QUEUE_TYPE_MAP", q,
-                    n < kQueues ? "SAI_QUEUE_TYPE_UNICAST" : "SAI_QUEUE_TYPE_MULTICAST"},
-                   kCountersDb);
-        SetQueuePackets(i, n, 0);
-      }
+      if (queues) CreateQueues(i);
     }
     redis_.Cmd({"HSET", "ASIC_STATE:SAI_OBJECT_TYPE_QOS_MAP:" + std::string(kPgMapVid),
                 "SAI_QOS_MAP_ATTR_TYPE", "SAI_QOS_MAP_TYPE_TC_TO_PRIORITY_GROUP",
                 "SAI_QOS_MAP_ATTR_MAP_TO_VALUE_LIST", testing::QosMapList("tc", "pg", {{3, 3}})},
                kAsicDb);
+  }
+
+  // The queues of port `i` (unicast 0-7, multicast 8-15): counters, then the maps.
+  void CreateQueues(size_t i) const {
+    for (int n = 0; n < 2 * kQueues; ++n) {
+      const std::string q = QueueVid(i, n);
+      SetQueuePackets(i, n, 0);
+      redis_.Cmd({"HSET", "COUNTERS_QUEUE_INDEX_MAP", q, std::to_string(n % kQueues)}, kCountersDb);
+      redis_.Cmd({"HSET", "COUNTERS_QUEUE_TYPE_MAP", q,
+                  n < kQueues ? "SAI_QUEUE_TYPE_UNICAST" : "SAI_QUEUE_TYPE_MULTICAST"},
+                 kCountersDb);
+      redis_.Cmd({"HSET", "COUNTERS_QUEUE_NAME_MAP", ports_[i] + ":" + std::to_string(n), q},
+                 kCountersDb);
+    }
   }
 
   // qosorch: one QOS_MAP object per CONFIG_DB map (created, or its list updated in place), bound
@@ -325,6 +330,27 @@ TEST_F(EnforcementE2eTest, MalformedRowsGiveClearErrorsAndLoseNothing) {
   ASSERT_FALSE(check.ok());
   EXPECT_EQ(check.status().code(), core::StatusCode::kUnavailable);
   EXPECT_THAT(check.status().message(), HasSubstr("_DB at unix:"));
+}
+
+TEST_F(EnforcementE2eTest, QueueMapsThatAppearAfterThePortsAreFoundWithinFiveChecks) {
+  auto adapter = Adapter();
+  auto verifier = Verifier();
+  const EnforcementPlan plan = MakePlan();
+  ASSERT_TRUE(adapter->Apply(plan.state).ok());
+  sonic_.CreatePorts(/*queues=*/false);
+  sonic_.SyncQosFromConfigDb();
+  auto check = verifier->Verify(plan, Duration::Zero());
+  ASSERT_EQ(check->status, EnforcementStatus::kMatch) << check->detail;
+  EXPECT_EQ(check->queues_checked, 0u);  // No queue counters yet: traffic not judged.
+  sonic_.CreateQueues(0);
+  sonic_.CreateQueues(1);
+  uint32_t judged = 0;
+  for (int i = 1; i <= 6 && judged == 0; ++i) {
+    check = verifier->Verify(plan, Duration::Millis(1000 * i));
+    ASSERT_TRUE(check.ok()) << check.status().ToString();
+    judged = check->queues_checked;
+  }
+  EXPECT_EQ(judged, 16u);
 }
 
 // The agent against a stand-in cruxd: the check runs on reconciles and is reported.

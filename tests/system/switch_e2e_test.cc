@@ -632,8 +632,8 @@ TEST_F(SwitchE2eTest, CruxctlSwitchesShowsWhetherTheAsicEnforcesThePlan) {
       seconds(10), milliseconds(150)))
       << SwitchRow(sw.name).dump();
 
-  // "orchagent": port and queue counters, the ports in ASIC_DB, one QOS_MAP object per CONFIG_DB
-  // map bound to both ports.
+  // "orchagent": one QOS_MAP object per CONFIG_DB map bound to both ports in ASIC_DB, port and
+  // queue counters.
   auto cli = [&](int db, const std::vector<std::string>& args) {
     const CommandResult r = sw.redis->Cli(db, args);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -650,25 +650,35 @@ TEST_F(SwitchE2eTest, CruxctlSwitchesShowsWhetherTheAsicEnforcesThePlan) {
     cli(1, {"HSET", "ASIC_STATE:SAI_OBJECT_TYPE_QOS_MAP:" + vid, "SAI_QOS_MAP_ATTR_TYPE", type,
             "SAI_QOS_MAP_ATTR_MAP_TO_VALUE_LIST", list});
   };
-  const std::vector<std::string> ports = {"Ethernet0", "Ethernet4"};
-  for (size_t i = 0; i < ports.size(); ++i) {
-    const std::string vid = "oid:0x100000000000" + std::to_string(2 + i);
-    cli(2, {"HSET", "COUNTERS_PORT_NAME_MAP", ports[i], vid});
-    for (int q = 0; q < 8; ++q) {
-      const std::string qvid =
-          "oid:0x15000000000" + std::to_string(10 * (i + 1)) + std::to_string(q);
-      cli(2, {"HSET", "COUNTERS_QUEUE_NAME_MAP", ports[i] + ":" + std::to_string(q), qvid});
-      cli(2, {"HSET", "COUNTERS_QUEUE_INDEX_MAP", qvid, std::to_string(q)});
-      cli(2, {"HSET", "COUNTERS_QUEUE_TYPE_MAP", qvid, "SAI_QUEUE_TYPE_UNICAST"});
-      cli(2, {"HSET", "COUNTERS:" + qvid, "SAI_QUEUE_STAT_PACKETS", "0"});
-    }
-    cli(1, {"HSET", "ASIC_STATE:SAI_OBJECT_TYPE_PORT:" + vid, "SAI_PORT_ATTR_ADMIN_STATE", "true",
-            "SAI_PORT_ATTR_QOS_DSCP_TO_TC_MAP", dscp_vid, "SAI_PORT_ATTR_QOS_TC_TO_QUEUE_MAP",
-            queue_vid});
-  }
+  // As orchagent does it: the map objects, the ports' attributes, each port's queue counters and
+  // queue maps (one HSET per port), the port name map last.
   write_map(dscp_vid, "SAI_QOS_MAP_TYPE_DSCP_TO_TC", switch_adapters::testing::DscpToTcList(dscp));
   write_map(queue_vid, "SAI_QOS_MAP_TYPE_TC_TO_QUEUE",
             switch_adapters::testing::TcToQueueList(queues));
+  const std::vector<std::string> ports = {"Ethernet0", "Ethernet4"};
+  std::vector<std::string> port_map = {"HSET", "COUNTERS_PORT_NAME_MAP"};
+  for (size_t i = 0; i < ports.size(); ++i) {
+    const std::string vid = "oid:0x100000000000" + std::to_string(2 + i);
+    cli(1, {"HSET", "ASIC_STATE:SAI_OBJECT_TYPE_PORT:" + vid, "SAI_PORT_ATTR_ADMIN_STATE", "true",
+            "SAI_PORT_ATTR_QOS_DSCP_TO_TC_MAP", dscp_vid, "SAI_PORT_ATTR_QOS_TC_TO_QUEUE_MAP",
+            queue_vid});
+    std::vector<std::string> names = {"HSET", "COUNTERS_QUEUE_NAME_MAP"};
+    std::vector<std::string> index = {"HSET", "COUNTERS_QUEUE_INDEX_MAP"};
+    std::vector<std::string> type = {"HSET", "COUNTERS_QUEUE_TYPE_MAP"};
+    for (int q = 0; q < 8; ++q) {
+      const std::string qvid =
+          "oid:0x15000000000" + std::to_string(10 * (i + 1)) + std::to_string(q);
+      cli(2, {"HSET", "COUNTERS:" + qvid, "SAI_QUEUE_STAT_PACKETS", "0"});
+      names.insert(names.end(), {ports[i] + ":" + std::to_string(q), qvid});
+      index.insert(index.end(), {qvid, std::to_string(q)});
+      type.insert(type.end(), {qvid, "SAI_QUEUE_TYPE_UNICAST"});
+    }
+    cli(2, index);
+    cli(2, type);
+    cli(2, names);
+    port_map.insert(port_map.end(), {ports[i], vid});
+  }
+  cli(2, port_map);
   ASSERT_FALSE(HasFatalFailure());
 
   // The ASIC holds the plan: ENFORCED.
@@ -703,6 +713,7 @@ TEST_F(SwitchE2eTest, CruxctlSwitchesShowsWhetherTheAsicEnforcesThePlan) {
   EXPECT_NE(table.out.find("MISMATCH"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("tor0: MISMATCH (epoch "), std::string::npos) << table.out;
   EXPECT_NE(table.out.find(first_difference), std::string::npos) << table.out;
+  std::cout << "cruxctl switches with a wrong ASIC_DB entry:\n" << table.out;
   EXPECT_EQ(DeviceDscpMap(sw)->at(8), 1);  // CONFIG_DB is right: only the ASIC is wrong.
   EXPECT_GE(CountInLog(0, "switch tor0 does not enforce its plan"), 1);
 

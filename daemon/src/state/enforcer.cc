@@ -184,6 +184,7 @@ Refusal Enforcer::OnApplied(const v1::SwitchApplied& a, const std::string& peer,
 }
 
 void Enforcer::RecordEnforcement(SwitchEntry& e, core::EnforcementCheck check, int64_t unix_ms) {
+  const bool status_changed = check.status != e.enforcement.status;
   if (!check.SameVerdict(e.enforcement)) {
     const std::string_view name = core::EnforcementStatusName(check.status);
     if (check.status == core::EnforcementStatus::kMismatch) {
@@ -198,11 +199,14 @@ void Enforcer::RecordEnforcement(SwitchEntry& e, core::EnforcementCheck check, i
     }
   }
   e.enforcement = std::move(check);
-  CountEnforcement(unix_ms);
+  // Every hello brings a check: recount on a changed status, else at most once a second (the
+  // count walks every switch).
+  if (status_changed || unix_ms - last_enforcement_count_ms_ >= 1000) CountEnforcement(unix_ms);
 }
 
 void Enforcer::CountEnforcement(int64_t now_ms) const {
   if (!metrics_) return;
+  last_enforcement_count_ms_ = now_ms;
   int64_t match = 0, mismatch = 0, unknown = 0;
   for (const auto& [name, e] : switches_) {
     const bool live = e.connected && now_ms - e.last_seen_ms <= kAgentStaleMs;

@@ -140,7 +140,7 @@ class Enforcer {
   bool Counted(const core::Status& sent, const core::AppliedAssignment& a);
   void PushState(SwitchEntry& e);
   // Keeps `check` as e's latest enforcement check (logs a changed verdict) and recounts the
-  // crux_switch_enforcement gauges.
+  // crux_switch_enforcement gauges when its status changed or a second has passed.
   void RecordEnforcement(SwitchEntry& e, core::EnforcementCheck check, int64_t unix_ms);
   void CountEnforcement(int64_t now_ms) const;
 
@@ -157,6 +157,7 @@ class Enforcer {
   uint64_t pushes_ = 0;
   uint64_t push_failures_ = 0;
   uint64_t switch_pushes_ = 0;
+  mutable int64_t last_enforcement_count_ms_ = 0;  // When CountEnforcement last ran.
 };
 
 }  // namespace crux::daemon

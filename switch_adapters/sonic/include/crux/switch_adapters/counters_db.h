@@ -67,10 +67,14 @@ core::Status ErrorReply(const RedisReply& r, const std::string& what);
 core::Result<uint64_t> ParseCounter(const RedisReply& r, const std::string& key,
                                     const std::string& field);
 
-// The name maps of one COUNTERS_DB, read once and again when a watched port is missing from them
-// or every `refresh_every` uses (orchagent rebuilds them, with new VIDs, after a restart).
+// The name maps of one COUNTERS_DB, read once and again when a watched port is missing from them,
+// every kQueuesRetry uses while a watched port has no queues in them (portsorch writes the queue
+// maps after the port map, when the QUEUE counters are set up, one port's queues at once), and
+// every `refresh_every` uses (orchagent rebuilds them, with new VIDs, after a restart).
 class CountersNameMapCache {
  public:
+  static constexpr int kQueuesRetry = 5;
+
   explicit CountersNameMapCache(int refresh_every = 60) : refresh_every_(refresh_every) {}
   // Re-reads the maps (one pipelined round trip) when due for `ports`. One attempt.
   core::Status EnsureFresh(RedisSession& counters, const std::vector<std::string>& ports);

@@ -20,11 +20,11 @@
 //   CONFIG_DB (db 4)    DEVICE_NEIGHBOR|<port>       name (the neighbour's host name)
 //
 // A missing counter field counts as 0; a port without a name-map entry has no counters (yet).
-// The name maps are read once and again when a watched port is missing from them, or every 60
-// counter reads (orchagent rebuilds them after a restart; counters_db.h, shared with the
-// enforcement verifier). One pipelined round trip per database
-// per read; every call is one attempt (RedisSession: kUnavailable on connection errors and
-// timeouts).
+// The name maps are read once and again when a watched port is missing from them, every 5
+// counter reads while a watched port has no queues in them, and every 60 counter reads (orchagent
+// rebuilds them after a restart; counters_db.h, shared with the enforcement verifier). One
+// pipelined round trip per database per read; every call is one attempt (RedisSession: kUnavailable
+// on connection errors and timeouts).
 //
 // Thread-safety: not thread-safe (port_monitor.h).
 #ifndef CRUX_SWITCH_ADAPTERS_SONIC_PORT_MONITOR_H_
