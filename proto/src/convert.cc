@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <initializer_list>
 #include <limits>
+#include <string_view>
+
+#include "crux/core/base/text.h"
 
 namespace crux::protocol {
 
@@ -64,6 +67,59 @@ core::Result<core::SwitchQosState> SwitchQosStateFromProto(const v1::SwitchQosSt
   core::Status v = core::ValidateSwitchQosState(s);
   if (!v.ok()) return v.WithContext("switch_state");
   return s;
+}
+
+v1::EnforcementCheck EnforcementCheckToProto(const core::EnforcementCheck& check) {
+  v1::EnforcementCheck p;
+  switch (check.status) {
+    case core::EnforcementStatus::kMatch:
+      p.set_status(v1::ENFORCEMENT_STATUS_MATCH);
+      break;
+    case core::EnforcementStatus::kMismatch:
+      p.set_status(v1::ENFORCEMENT_STATUS_MISMATCH);
+      break;
+    case core::EnforcementStatus::kUnknown:
+      p.set_status(v1::ENFORCEMENT_STATUS_UNKNOWN);
+      break;
+  }
+  // Printable text of a sendable length is kept as it is (so a detail that went through here once
+  // is not escaped or cut again on the next hop); anything else is cut and escaped.
+  const std::string_view detail = check.detail;
+  if (core::IsPrintableText(detail) && detail.size() <= kMaxEnforcementDetailSent) {
+    p.set_detail(check.detail);
+  } else {
+    const bool cut = detail.size() > kMaxEnforcementDetail;
+    p.set_detail(core::EscapeForTerminal(detail.substr(0, kMaxEnforcementDetail)) +
+                 (cut ? " ..." : ""));
+  }
+  p.set_maps_checked(check.maps_checked);
+  p.set_queues_checked(check.queues_checked);
+  p.set_checked_unix_ms(check.checked_unix_ms > 0 ? static_cast<uint64_t>(check.checked_unix_ms)
+                                                  : 0);
+  p.set_epoch(check.epoch);
+  return p;
+}
+
+core::EnforcementCheck EnforcementCheckFromProto(const v1::EnforcementCheck& p) {
+  core::EnforcementCheck c;
+  switch (p.status()) {
+    case v1::ENFORCEMENT_STATUS_MATCH:
+      c.status = core::EnforcementStatus::kMatch;
+      break;
+    case v1::ENFORCEMENT_STATUS_MISMATCH:
+      c.status = core::EnforcementStatus::kMismatch;
+      break;
+    default:
+      c.status = core::EnforcementStatus::kUnknown;
+      break;
+  }
+  c.detail = p.detail();
+  c.maps_checked = p.maps_checked();
+  c.queues_checked = p.queues_checked();
+  constexpr uint64_t kMaxMs = uint64_t{1} << 62;
+  c.checked_unix_ms = static_cast<int64_t>(std::min(p.checked_unix_ms(), kMaxMs));
+  c.epoch = p.epoch();
+  return c;
 }
 
 namespace {

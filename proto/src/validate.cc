@@ -145,6 +145,13 @@ Status CheckTc(uint32_t v, const Field& field) {
   return Status::Ok();
 }
 
+Status CheckEnforcement(const v1::EnforcementCheck& e, const Field& f) {
+  if (!v1::EnforcementStatus_IsValid(e.status())) {
+    return Bad(Field(f, "status"), "unknown status " + std::to_string(e.status()));
+  }
+  return CheckText(e.detail(), kMaxTextLength, Field(f, "detail"));
+}
+
 Status CheckPeerBytes(const v1::PeerBytes& p, const Field& f) {
   CRUX_RETURN_IF_ERROR(CheckId(p.local_nic(), Field(f, "local_nic")));
   CRUX_RETURN_IF_ERROR(CheckId(p.remote_nic(), Field(f, "remote_nic")));
@@ -568,6 +575,9 @@ core::Status ValidateSwitchHello(const v1::SwitchHello& m, std::string_view fiel
           CheckId(c.backends(i), Field(Field(cf, "backends"), static_cast<size_t>(i))));
     }
   }
+  if (m.has_enforcement()) {
+    CRUX_RETURN_IF_ERROR(CheckEnforcement(m.enforcement(), Field(f, "enforcement")));
+  }
   return Status::Ok();
 }
 
@@ -622,6 +632,10 @@ core::Status ValidateSwitchQosState(const v1::SwitchQosState& m, std::string_vie
     CRUX_RETURN_IF_ERROR(
         CheckTc(m.pfc_enable(i), Field(Field(f, "pfc_enable"), static_cast<size_t>(i))));
   }
+  CRUX_RETURN_IF_ERROR(CheckCount(m.job_tcs_size(), 8, Field(f, "job_tcs")));
+  for (int i = 0; i < m.job_tcs_size(); ++i) {
+    CRUX_RETURN_IF_ERROR(CheckTc(m.job_tcs(i), Field(Field(f, "job_tcs"), static_cast<size_t>(i))));
+  }
   return Status::Ok();
 }
 
@@ -631,6 +645,9 @@ core::Status ValidateSwitchApplied(const v1::SwitchApplied& m, std::string_view 
   CRUX_RETURN_IF_ERROR(CheckText(m.error(), kMaxTextLength, Field(f, "error")));
   if (m.has_state())
     CRUX_RETURN_IF_ERROR(ValidateSwitchQosState(m.state(), Field(f, "state").str()));
+  if (m.has_enforcement()) {
+    CRUX_RETURN_IF_ERROR(CheckEnforcement(m.enforcement(), Field(f, "enforcement")));
+  }
   return Status::Ok();
 }
 

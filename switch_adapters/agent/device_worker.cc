@@ -4,8 +4,8 @@
 
 namespace crux::switch_adapters {
 
-DeviceWorker::DeviceWorker(SwitchAdapter& adapter)
-    : adapter_(adapter), thread_([this] { Loop(); }) {}
+DeviceWorker::DeviceWorker(SwitchAdapter& adapter, EnforcementVerifier* verifier)
+    : adapter_(adapter), verifier_(verifier), thread_([this] { Loop(); }) {}
 
 DeviceWorker::~DeviceWorker() {
   {
@@ -56,6 +56,9 @@ void DeviceWorker::Loop() {
         (job.read_back == ReadBackWhen::kAlways ||
          (job.read_back == ReadBackWhen::kIfChanged && done.applied->changed()))) {
       done.read_back = adapter_.ReadBack();
+    }
+    if (verifier_ != nullptr && job.verify && done.applied.ok() && !done.applied->changed()) {
+      done.verified = verifier_->Verify(*job.verify, job.verify_at);
     }
     {
       MutexLock lock(&mu_);

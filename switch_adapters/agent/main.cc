@@ -81,6 +81,29 @@ int main(int argc, char** argv) {
                  "device's, e.g. CONFIG_DB DEVICE_NEIGHBOR)")
       ->delimiter(',');
 
+  // Enforcement verification (issue #29, docs/switch-adapters.md).
+  bool no_verify = false;
+  sa::QueueCheckOptions verify;
+  int verify_interval_ms = static_cast<int>(verify.min_interval.nanos() / 1000000);
+  app.add_flag("--no-verify-enforcement", no_verify,
+               "Do not check what the switch applied (ASIC maps, queue counters) against the plan");
+  app.add_option("--verify-silent-pps", verify.silent_max_pps,
+                 "A queue at or below this packet rate is silent; a queue the plan leaves unused "
+                 "carrying more is a MISMATCH")
+      ->capture_default_str();
+  app.add_option("--verify-queue0-pps", verify.queue0_min_pps,
+                 "Queue-0 packet rate that, with every job queue silent, counts as job traffic in "
+                 "queue 0")
+      ->capture_default_str();
+  app.add_option("--verify-queue0-intervals", verify.queue0_intervals,
+                 "... for this many judged intervals in a row")
+      ->capture_default_str();
+  app.add_option("--verify-interval-ms", verify_interval_ms,
+                 "Shortest interval queue counters are judged over (SONiC's QUEUE counters are "
+                 "written every 10 s)")
+      ->check(CLI::Range(1, 86400000))
+      ->capture_default_str();
+
   // Every backend's parameters, as options (a name shared by two backends is one option).
   std::map<std::string, std::string> values;
   std::map<std::string, CLI::Option*> given;
@@ -152,6 +175,17 @@ int main(int argc, char** argv) {
   } else if (!neighbors.empty()) {
     return bad("--neighbors: only with --watch-ports");
   }
+  verify.min_interval = Duration::Millis(verify_interval_ms);
+  crux::core::Result<std::unique_ptr<sa::EnforcementVerifier>> verifier =
+      crux::core::FailedPreconditionError(
+          "enforcement verification is off (--no-verify-enforcement)");
+  if (!no_verify) {
+    verifier = backends.CreateVerifier(backend, config, verify);
+    // A backend that cannot verify is reported (UNKNOWN, with the reason); bad options are not.
+    if (!verifier.ok() && verifier.status().code() != crux::core::StatusCode::kFailedPrecondition) {
+      return bad(verifier.status().message());
+    }
+  }
   if (crux::core::Status h = (*adapter)->Health(); !h.ok()) {
     spdlog::warn("backend {} not healthy yet (the agent retries): {}", backend, h.ToString());
   }
@@ -177,6 +211,7 @@ int main(int argc, char** argv) {
   {
     sa::SwitchAgent agent(options, ctx, **adapter);
     if (monitor) agent.SetPortMonitor(std::move(monitor));
+    agent.SetEnforcementVerifier(std::move(verifier));
     if (crux::core::Status s = agent.Start(); !s.ok()) return bad(s.ToString());
     std::signal(SIGINT, OnSignal);
     std::signal(SIGTERM, OnSignal);

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "crux/protocol/codec.h"
@@ -63,6 +64,17 @@ SwitchAgent::SwitchAgent(AgentOptions options, protocol::TransportContext& ctx,
 
 SwitchAgent::~SwitchAgent() = default;
 
+void SwitchAgent::SetEnforcementVerifier(Result<std::unique_ptr<EnforcementVerifier>> verifier) {
+  enforcement_ = {};
+  if (verifier.ok()) {
+    verifier_ = std::move(verifier).value();
+    enforcement_.detail = "not checked yet (checks run on reconciles that find the device in sync)";
+  } else {
+    verifier_.reset();
+    enforcement_.detail = verifier.status().message();
+  }
+}
+
 Status SwitchAgent::Start() {
   CRUX_RETURN_IF_ERROR(ValidateAgentOptions(options_));
   if (!options_.term_file.empty()) {
@@ -74,7 +86,11 @@ Status SwitchAgent::Start() {
   }
   caps_ = adapter_.capabilities();
   CRUX_ASSIGN_OR_RETURN(client_, protocol::DealerClient::Connect(ctx_, options_.client));
-  worker_ = std::make_unique<DeviceWorker>(adapter_);
+  if (!verifier_ && enforcement_.detail.empty()) {
+    enforcement_.detail =
+        "no enforcement verifier was set up for the " + caps_.backend + " backend";
+  }
+  worker_ = std::make_unique<DeviceWorker>(adapter_, verifier_.get());
   if (options_.watch_ports) {
     if (!monitor_) {
       return core::FailedPreconditionError("agent.watch_ports: the backend has no port monitor");
@@ -107,6 +123,7 @@ void SwitchAgent::SendHello() {
   h->set_applied_state_id(applied_state_id_);
   h->set_highest_term(highest_term_);
   h->set_stale_term_refused(counters_.stale_term_refused);
+  *h->mutable_enforcement() = protocol::EnforcementCheckToProto(enforcement_);
   v1::SwitchCapabilities* c = h->mutable_capabilities();
   c->set_queues(static_cast<uint32_t>(caps_.queues));
   c->set_strict_priority(caps_.strict_priority);
@@ -221,7 +238,8 @@ void SwitchAgent::HandlePush(const v1::SwitchQosState& push) {
     spdlog::info("cruxd state id changed ({} -> {}): accepting epoch {} after epoch {}",
                  desired_->state_id, push.state_id(), push.epoch(), desired_->epoch);
   }
-  desired_ = Desired{*std::move(state), push.epoch(), push.state_id(), false};
+  desired_ = Desired{*std::move(state), push.epoch(), push.state_id(), false,
+                     std::set<int>(push.job_tcs().begin(), push.job_tcs().end())};
   dirty_ = true;
   device_failed_ = false;
   device_backoff_.Reset();
@@ -237,6 +255,10 @@ void SwitchAgent::MaybeStartDeviceWork() {
   // A push's report carries the state read back; a reconcile needs it only when it repaired.
   job.read_back =
       f.reconcile ? DeviceWorker::ReadBackWhen::kIfChanged : DeviceWorker::ReadBackWhen::kAlways;
+  if (f.reconcile && verifier_) {
+    job.verify = EnforcementPlan{desired_->state, desired_->job_tcs, desired_->epoch};
+    job.verify_at = clock_.Now();
+  }
   worker_->Submit(std::move(job));
   in_flight_ = f;
   dirty_ = false;
@@ -251,12 +273,14 @@ void SwitchAgent::TakeDeviceOutcome() {
   // Whether the outcome is about the state still desired (no newer push meanwhile).
   const bool current = desired_ && desired_->epoch == f.epoch && desired_->state_id == f.state_id;
   const bool was_failed = device_failed_;
+  const bool verdict_changed = TakeEnforcement(*done, f.epoch);
 
   v1::Envelope env = protocol::NewEnvelope();
   v1::SwitchApplied* a = env.mutable_switch_applied();
   a->set_switch_name(options_.switch_name);
   a->set_epoch(f.epoch);
   a->set_reconcile(f.reconcile);
+  *a->mutable_enforcement() = protocol::EnforcementCheckToProto(enforcement_);
 
   if (!done->applied.ok()) {
     last_error_ = done->applied.status().ToString();
@@ -291,8 +315,8 @@ void SwitchAgent::TakeDeviceOutcome() {
       counters_.drifted_fields += static_cast<uint64_t>(r.differing());
       spdlog::warn("reconcile: {} field(s) of switch {} had drifted from epoch {}; repaired: {}",
                    r.differing(), options_.switch_name, f.epoch, Summary(r.operations));
-    } else if (!was_failed) {
-      return;  // In sync: nothing to report.
+    } else if (!was_failed && !verdict_changed) {
+      return;  // In sync, same enforcement verdict: nothing to report.
     }
     a->set_drifted_fields(static_cast<uint32_t>(r.differing()));
   } else {
@@ -310,6 +334,38 @@ void SwitchAgent::TakeDeviceOutcome() {
     a->mutable_state()->set_state_id(f.state_id);
   }
   Report(std::move(env));
+}
+
+bool SwitchAgent::TakeEnforcement(const DeviceWorker::Done& done, uint64_t epoch) {
+  if (!done.verified) return false;
+  ++counters_.enforcement_checks;
+  core::EnforcementCheck check;
+  if (done.verified->ok()) {
+    check = done.verified->value();
+  } else {
+    check.detail = done.verified->status().ToString();
+  }
+  check.epoch = epoch;
+  check.checked_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+  if (check.status == core::EnforcementStatus::kMismatch) ++counters_.enforcement_mismatches;
+  const bool changed = !check.SameVerdict(enforcement_);
+  if (changed) {
+    const std::string_view name = core::EnforcementStatusName(check.status);
+    if (check.status == core::EnforcementStatus::kMismatch) {
+      spdlog::error("enforcement check of switch {} (epoch {}): {}: {}", options_.switch_name,
+                    epoch, name, check.detail);
+    } else if (check.status == core::EnforcementStatus::kMatch) {
+      spdlog::info("enforcement check of switch {} (epoch {}): {} ({} maps, {} queues checked)",
+                   options_.switch_name, epoch, name, check.maps_checked, check.queues_checked);
+    } else {
+      spdlog::warn("enforcement check of switch {} (epoch {}): {}: {}", options_.switch_name, epoch,
+                   name, check.detail);
+    }
+  }
+  enforcement_ = std::move(check);
+  return changed;
 }
 
 Status SwitchAgent::RunOnce() {

@@ -35,6 +35,12 @@
 //     polls the ports (port_watcher.h); the loop sends its reports as SwitchTelemetry while cruxd
 //     answers (the newest report only after an absence: states are complete in every report). A
 //     cruxd that refuses the message (an older one: MALFORMED) gets none until the next hello.
+//   * Enforcement verification (issue #29, with an EnforcementVerifier: enforcement.h): a
+//     reconcile that found the device in sync (the switch had a reconcile period to act on the
+//     state) also checks what the switch applied against the state (the device thread runs it
+//     after the apply). The latest check is sent in every hello, and in a SwitchApplied at once
+//     when its verdict (status and first difference) changed. Without a verifier (the file and
+//     log backends, or verification off) the check stays UNKNOWN with the reason.
 //   * Fatal configuration: a hello refused with UNKNOWN_HOST (not a switch of cruxd's topology) or
 //     PERMISSION_DENIED (this agent's key may not speak for the switch) is not retried. RunOnce()
 //     returns kFailedPrecondition, fatal() holds the reason, and crux-switch-agent exits with
@@ -50,17 +56,20 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "crux/core/base/backoff.h"
 #include "crux/core/base/clock.h"
 #include "crux/core/base/status.h"
 #include "crux/core/base/units.h"
+#include "crux/core/control/enforcement.h"
 #include "crux/core/control/qos.h"
 #include "crux/protocol/client.h"
 #include "crux/protocol/term_file.h"
 #include "crux/protocol/transport_context.h"
 #include "crux/switch_adapters/adapter.h"
+#include "crux/switch_adapters/enforcement.h"
 #include "crux/v1/switch.pb.h"
 #include "device_worker.h"
 #include "port_watcher.h"
@@ -118,9 +127,11 @@ struct AgentCounters {
   // deposed leader); never reported to cruxd as SwitchApplied, only counted, logged and sent in
   // the hellos (`cruxctl switches`).
   uint64_t stale_term_refused = 0;
-  uint64_t term_write_failed = 0;  // Pushes refused: their higher term could not be recorded.
-  uint64_t telemetry_sent = 0;     // SwitchTelemetry reports cruxd acknowledged.
-  uint64_t telemetry_refused = 0;  // Reports cruxd answered with an error.
+  uint64_t term_write_failed = 0;       // Pushes refused: their higher term could not be recorded.
+  uint64_t telemetry_sent = 0;          // SwitchTelemetry reports cruxd acknowledged.
+  uint64_t telemetry_refused = 0;       // Reports cruxd answered with an error.
+  uint64_t enforcement_checks = 0;      // Enforcement checks run (issue #29).
+  uint64_t enforcement_mismatches = 0;  // Of them, checks that found a MISMATCH.
 };
 
 class SwitchAgent {
@@ -132,6 +143,11 @@ class SwitchAgent {
 
   // Port telemetry source (before Start; with options.watch_ports).
   void SetPortMonitor(std::unique_ptr<PortMonitor> monitor) { monitor_ = std::move(monitor); }
+  // Enforcement verification (before Start): the backend's verifier, or why there is none (the
+  // message becomes the UNKNOWN check's detail, e.g. "the file backend cannot verify
+  // enforcement"). Without a call: UNKNOWN, "no enforcement verifier was set up for the <backend>
+  // backend".
+  void SetEnforcementVerifier(core::Result<std::unique_ptr<EnforcementVerifier>> verifier);
   // Validates the options, reads the capabilities, starts the device thread (and the port
   // watcher) and creates the DEALER socket (connects in the background).
   core::Status Start();
@@ -151,6 +167,8 @@ class SwitchAgent {
   const AgentCounters& counters() const { return counters_; }
   // Why cruxd refused this switch (see the file comment); nullopt while not refused.
   const std::optional<core::Status>& fatal() const { return fatal_; }
+  // The latest enforcement check (see the file comment).
+  const core::EnforcementCheck& enforcement() const { return enforcement_; }
   // The port watcher's counters (reads, dropped counter samples, ...); nullopt without one.
   std::optional<PortWatcher::Counters> port_watcher_counters() const;
 
@@ -160,6 +178,7 @@ class SwitchAgent {
     uint64_t epoch = 0;
     uint64_t state_id = 0;
     bool applied_once = false;  // Later applies of it are reconciles.
+    std::set<int> job_tcs;      // SwitchQosState.job_tcs (enforcement checks).
   };
   struct InFlight {
     uint64_t epoch = 0;
@@ -176,6 +195,8 @@ class SwitchAgent {
   void MarkAway(const std::string& why);
   // Sends the port watcher's reports (see the file comment).
   void SendTelemetry();
+  // Takes the enforcement check of a device outcome, if one ran; whether its verdict changed.
+  bool TakeEnforcement(const DeviceWorker::Done& done, uint64_t epoch);
 
   AgentOptions options_;
   protocol::TransportContext& ctx_;
@@ -207,7 +228,9 @@ class SwitchAgent {
   bool telemetry_off_ = false;            // cruxd refused telemetry; until the next hello.
   uint64_t telemetry_seq_ = 0;
   std::unique_ptr<PortWatcher> watcher_;
-  std::unique_ptr<DeviceWorker> worker_;  // Last: destroyed (joined) first.
+  std::unique_ptr<EnforcementVerifier> verifier_;  // Used by the device thread (worker_).
+  core::EnforcementCheck enforcement_;             // The latest check.
+  std::unique_ptr<DeviceWorker> worker_;           // Last: destroyed (joined) first.
 };
 
 }  // namespace crux::switch_adapters

@@ -80,6 +80,16 @@ core::Result<std::unique_ptr<PortMonitor>> BackendRegistry::CreateMonitor(
   return b->create_monitor(config);
 }
 
+core::Result<std::unique_ptr<EnforcementVerifier>> BackendRegistry::CreateVerifier(
+    std::string_view name, const BackendConfig& config, const QueueCheckOptions& options) const {
+  CRUX_ASSIGN_OR_RETURN(const Backend* b, Checked(name, config));
+  if (!b->create_verifier) {
+    return core::FailedPreconditionError("the " + b->name + " backend cannot verify enforcement");
+  }
+  CRUX_RETURN_IF_ERROR(ValidateQueueCheckOptions(options));
+  return b->create_verifier(config, options);
+}
+
 core::Result<const Backend*> BackendRegistry::Checked(std::string_view name,
                                                       const BackendConfig& config) const {
   const Backend* b = Find(name);

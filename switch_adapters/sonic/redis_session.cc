@@ -154,7 +154,7 @@ Status RedisSession::IoError(const std::string& what, int err, bool* stale) {
   }
   if (stale != nullptr) *stale = closed;
   Disconnect();  // The stream may hold half a reply; never reuse it.
-  return core::UnavailableError("CONFIG_DB at " + address() + ": " + what + ": " + detail);
+  return core::UnavailableError(endpoint_.name + " at " + address() + ": " + what + ": " + detail);
 }
 
 Status RedisSession::EnsureConnected() {
@@ -164,12 +164,12 @@ Status RedisSession::EnsureConnected() {
                         ? redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port, tv)
                         : redisConnectUnixWithTimeout(endpoint_.unix_socket.c_str(), tv);
   if (c == nullptr) {
-    return core::UnavailableError("CONFIG_DB at " + address() + ": connect: out of memory");
+    return core::UnavailableError(endpoint_.name + " at " + address() + ": connect: out of memory");
   }
   if (c->err != 0) {
     std::string err = c->errstr;
     redisFree(c);
-    return core::UnavailableError("CONFIG_DB at " + address() + ": connect: " + err);
+    return core::UnavailableError(endpoint_.name + " at " + address() + ": connect: " + err);
   }
   ctx_ = c;
   if (redisSetTimeout(ctx_, ToTimeval(endpoint_.command_timeout)) != REDIS_OK) {
@@ -184,8 +184,8 @@ Status RedisSession::EnsureConnected() {
   if (r->type == REDIS_REPLY_ERROR) {
     std::string err(r->str, r->len);
     Disconnect();
-    return core::FailedPreconditionError("CONFIG_DB at " + address() + ": SELECT " + db + ": " +
-                                         err);
+    return core::FailedPreconditionError(endpoint_.name + " at " + address() + ": SELECT " + db +
+                                         ": " + err);
   }
   return Status::Ok();
 }

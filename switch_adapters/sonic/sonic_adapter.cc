@@ -1,6 +1,7 @@
 #include "crux/switch_adapters/sonic_adapter.h"
 
 #include "crux/switch_adapters/sonic_port_monitor.h"
+#include "crux/switch_adapters/sonic_verifier.h"
 
 #include <set>
 #include <utility>
@@ -233,7 +234,12 @@ Backend SonicBackend() {
       {"no-pfc", "Never write pfc_enable (PFC stays as the operator set it)", true, ""},
       {"queues", "Hardware queues per port of this platform (1-8)", false, "8"},
       {"appl-db", "APPL_DB database number (port state; --watch-ports)", false, "0"},
-      {"counters-db", "COUNTERS_DB database number (port counters; --watch-ports)", false, "2"},
+      {"counters-db",
+       "COUNTERS_DB database number (port and queue counters; --watch-ports, enforcement "
+       "verification)",
+       false, "2"},
+      {"asic-db", "ASIC_DB database number (QoS maps the ASIC holds; enforcement verification)",
+       false, "1"},
   };
   b.create = [](const BackendConfig& c) -> Result<std::unique_ptr<SwitchAdapter>> {
     SonicOptions o;
@@ -270,6 +276,25 @@ Backend SonicBackend() {
       return core::InvalidArgumentError("--ports: required by the sonic backend");
     CRUX_ASSIGN_OR_RETURN(auto monitor, SonicPortMonitor::Create(std::move(o)));
     return std::unique_ptr<PortMonitor>(std::move(monitor));
+  };
+  b.create_verifier =
+      [](const BackendConfig& c,
+         const QueueCheckOptions& queues) -> Result<std::unique_ptr<EnforcementVerifier>> {
+    SonicVerifierOptions o;
+    o.endpoint.unix_socket = ParamString(c, "redis-socket");
+    o.endpoint.host = ParamString(c, "redis-host", o.endpoint.host);
+    CRUX_ASSIGN_OR_RETURN(o.endpoint.port, ParamInt(c, "redis-port", o.endpoint.port, 1, 65535));
+    CRUX_ASSIGN_OR_RETURN(int timeout_ms, ParamInt(c, "redis-timeout-ms", 1000, 1, 600000));
+    o.endpoint.connect_timeout = Duration::Millis(timeout_ms);
+    o.endpoint.command_timeout = Duration::Millis(timeout_ms);
+    CRUX_ASSIGN_OR_RETURN(o.asic_db, ParamInt(c, "asic-db", o.asic_db, 0, 15));
+    CRUX_ASSIGN_OR_RETURN(o.counters_db, ParamInt(c, "counters-db", o.counters_db, 0, 15));
+    CRUX_ASSIGN_OR_RETURN(o.ports, ParamList(c, "ports"));
+    if (o.ports.empty())
+      return core::InvalidArgumentError("--ports: required by the sonic backend");
+    o.queues = queues;
+    CRUX_ASSIGN_OR_RETURN(auto verifier, SonicEnforcementVerifier::Create(std::move(o)));
+    return std::unique_ptr<EnforcementVerifier>(std::move(verifier));
   };
   return b;
 }

@@ -11,11 +11,11 @@ namespace {
 using core::Result;
 using core::Status;
 
-constexpr int kRefreshEvery = 60;  // Counter reads between name-map refreshes.
 constexpr int kPriorities = 8;
 
-RedisEndpoint WithDb(RedisEndpoint e, int db) {
+RedisEndpoint WithDb(RedisEndpoint e, int db, const char* name) {
   e.db = db;
+  e.name = name;
   return e;
 }
 
@@ -40,22 +40,6 @@ const std::vector<std::string>& PortFields() {
   return kFields;
 }
 
-// A counter value: a decimal string; nil (absent) is 0. Anything else is an error naming the key.
-Result<uint64_t> Counter(const RedisReply& r, const std::string& key, const std::string& field) {
-  if (r.type == RedisReply::Type::kNil) return uint64_t{0};
-  if (r.type != RedisReply::Type::kString) {
-    return core::FailedPreconditionError("COUNTERS_DB " + key + " " + field + ": not a string");
-  }
-  uint64_t v = 0;
-  const char* end = r.str.data() + r.str.size();
-  auto [ptr, ec] = std::from_chars(r.str.data(), end, v);
-  if (r.str.empty() || ec != std::errc() || ptr != end) {
-    return core::FailedPreconditionError("COUNTERS_DB " + key + " " + field + ": '" + r.str +
-                                         "' is not a counter");
-  }
-  return v;
-}
-
 // PORT_TABLE's `speed`: Mbit/s in decimal ("100000"). Anything else (absent, garbled, 0) is
 // unknown: the counter checks then assume the fastest port (port_monitor.h, JudgeCounters).
 std::optional<core::Bandwidth> SpeedOf(const RedisReply& r) {
@@ -68,26 +52,13 @@ std::optional<core::Bandwidth> SpeedOf(const RedisReply& r) {
   return core::Bandwidth::BitsPerSec(static_cast<int64_t>(mbps) * 1'000'000);
 }
 
-// HGETALL's flat reply as a map.
-std::map<std::string, std::string> HashOf(const RedisReply& r) {
-  std::map<std::string, std::string> out;
-  for (size_t i = 0; i + 1 < r.elements.size(); i += 2)
-    out[r.elements[i].str] = r.elements[i + 1].str;
-  return out;
-}
-
-Status ErrorReply(const RedisReply& r, const std::string& what) {
-  if (r.is_error()) return core::FailedPreconditionError(what + ": " + r.str);
-  return Status::Ok();
-}
-
 }  // namespace
 
 SonicPortMonitor::SonicPortMonitor(SonicMonitorOptions options)
     : options_(std::move(options)),
-      appl_(WithDb(options_.endpoint, options_.appl_db)),
-      counters_(WithDb(options_.endpoint, options_.counters_db)),
-      config_(WithDb(options_.endpoint, options_.config_db)) {}
+      appl_(WithDb(options_.endpoint, options_.appl_db, "APPL_DB")),
+      counters_(WithDb(options_.endpoint, options_.counters_db, "COUNTERS_DB")),
+      config_(WithDb(options_.endpoint, options_.config_db, "CONFIG_DB")) {}
 
 Result<std::unique_ptr<SonicPortMonitor>> SonicPortMonitor::Create(SonicMonitorOptions options) {
   if (options.ports.empty()) return core::InvalidArgumentError("sonic.ports: must not be empty");
@@ -96,24 +67,6 @@ Result<std::unique_ptr<SonicPortMonitor>> SonicPortMonitor::Create(SonicMonitorO
   }
   CRUX_RETURN_IF_ERROR(ValidateRedisEndpoint(options.endpoint));
   return std::unique_ptr<SonicPortMonitor>(new SonicPortMonitor(std::move(options)));
-}
-
-Status SonicPortMonitor::RefreshNameMaps() {
-  CRUX_ASSIGN_OR_RETURN(std::vector<RedisReply> r,
-                        counters_.Pipeline({{"HGETALL", "COUNTERS_PORT_NAME_MAP"},
-                                            {"HGETALL", "COUNTERS_QUEUE_NAME_MAP"}},
-                                           /*replay_if_stale=*/true));
-  CRUX_RETURN_IF_ERROR(ErrorReply(r[0], "COUNTERS_DB COUNTERS_PORT_NAME_MAP"));
-  CRUX_RETURN_IF_ERROR(ErrorReply(r[1], "COUNTERS_DB COUNTERS_QUEUE_NAME_MAP"));
-  port_oid_ = HashOf(r[0]);
-  queue_oids_.clear();
-  for (const auto& [name, oid] : HashOf(r[1])) {
-    const size_t colon = name.rfind(':');  // "Ethernet0:3".
-    if (colon == std::string::npos) continue;
-    queue_oids_[name.substr(0, colon)].push_back(oid);
-  }
-  reads_since_refresh_ = 0;
-  return Status::Ok();
 }
 
 Result<std::vector<PortReading>> SonicPortMonitor::ReadPorts(bool with_counters) {
@@ -139,9 +92,8 @@ Result<std::vector<PortReading>> SonicPortMonitor::ReadPorts(bool with_counters)
   }
   if (!with_counters) return out;
 
-  const bool missing = std::any_of(options_.ports.begin(), options_.ports.end(),
-                                   [&](const std::string& p) { return !port_oid_.count(p); });
-  if (missing || ++reads_since_refresh_ >= kRefreshEvery) CRUX_RETURN_IF_ERROR(RefreshNameMaps());
+  CRUX_RETURN_IF_ERROR(names_.EnsureFresh(counters_, options_.ports));
+  const CountersNameMaps& names = names_.maps();
   cmds.clear();
   struct Slot {
     size_t reading;
@@ -151,18 +103,18 @@ Result<std::vector<PortReading>> SonicPortMonitor::ReadPorts(bool with_counters)
   std::vector<Slot> slots;
   const std::vector<std::string>& fields = PortFields();
   for (size_t i = 0; i < options_.ports.size(); ++i) {
-    auto it = port_oid_.find(options_.ports[i]);
-    if (it == port_oid_.end()) continue;
+    auto it = names.port_oid.find(options_.ports[i]);
+    if (it == names.port_oid.end()) continue;
     std::vector<std::string> cmd = {"HMGET", "COUNTERS:" + it->second};
     cmd.insert(cmd.end(), fields.begin(), fields.end());
     cmds.push_back(std::move(cmd));
     slots.push_back({i, false, "COUNTERS:" + it->second});
-    auto q = queue_oids_.find(options_.ports[i]);
-    if (q == queue_oids_.end()) continue;
-    for (const std::string& oid : q->second) {
-      cmds.push_back({"HMGET", "COUNTERS:" + oid, "SAI_QUEUE_STAT_DROPPED_PACKETS",
+    auto q = names.queues.find(options_.ports[i]);
+    if (q == names.queues.end()) continue;
+    for (const CounterQueue& queue : q->second) {  // Every queue (unicast and multicast).
+      cmds.push_back({"HMGET", "COUNTERS:" + queue.oid, "SAI_QUEUE_STAT_DROPPED_PACKETS",
                       "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS"});
-      slots.push_back({i, true, "COUNTERS:" + oid});
+      slots.push_back({i, true, "COUNTERS:" + queue.oid});
     }
   }
   if (cmds.empty()) return out;
@@ -182,7 +134,7 @@ Result<std::vector<PortReading>> SonicPortMonitor::ReadPorts(bool with_counters)
       }
       std::vector<uint64_t> v(fields.size());
       for (size_t f = 0; f < fields.size(); ++f) {
-        CRUX_ASSIGN_OR_RETURN(v[f], Counter(r.elements[f], slots[k].key, fields[f]));
+        CRUX_ASSIGN_OR_RETURN(v[f], ParseCounter(r.elements[f], slots[k].key, fields[f]));
       }
       PortCounterValues c;
       c.in_errors = v[0];
@@ -198,10 +150,10 @@ Result<std::vector<PortReading>> SonicPortMonitor::ReadPorts(bool with_counters)
       }
       reading.counters = c;
     } else if (reading.counters && r.elements.size() == 2) {
-      CRUX_ASSIGN_OR_RETURN(uint64_t drops,
-                            Counter(r.elements[0], slots[k].key, "SAI_QUEUE_STAT_DROPPED_PACKETS"));
-      CRUX_ASSIGN_OR_RETURN(uint64_t ecn, Counter(r.elements[1], slots[k].key,
-                                                  "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS"));
+      CRUX_ASSIGN_OR_RETURN(uint64_t drops, ParseCounter(r.elements[0], slots[k].key,
+                                                         "SAI_QUEUE_STAT_DROPPED_PACKETS"));
+      CRUX_ASSIGN_OR_RETURN(uint64_t ecn, ParseCounter(r.elements[1], slots[k].key,
+                                                       "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS"));
       reading.counters->queue_drops += drops;
       reading.counters->ecn_marked += ecn;
     }

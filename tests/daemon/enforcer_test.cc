@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "crux/core/topology/builders.h"
+#include "crux/daemon/runtime/metrics.h"
 
 namespace crux::daemon {
 namespace {
@@ -257,6 +258,77 @@ TEST_F(EnforcerTest, AnAgentWhosePushFailsShowsAsDisconnectedUntilItsNextHello) 
   ASSERT_TRUE(push.has_value());
   EXPECT_EQ(push->switch_state().epoch(), 5u);
   EXPECT_TRUE(enforcer_->Switches(0, 1101)[0].connected());
+}
+
+// Enforcement verification (issue #29): the agents' checks are kept per switch, shown in
+// ListSwitches, logged on a changed verdict and counted on /metrics; pushes carry job_tcs.
+TEST_F(EnforcerTest, AgentsEnforcementChecksAreShownAndCountedAndPushesCarryTheJobTcs) {
+  Metrics metrics;
+  enforcer_ = std::make_unique<Enforcer>(&metrics, &topo_, [this] { return wall_ns_; });
+  enforcer_->SetSender([this](const std::string& peer, const v1::Envelope& env) {
+    sent_.push_back({peer, env});
+    return core::Status::Ok();
+  });
+  enforcer_->SetQosConfig(core::QosConfig{});  // level_tcs 5 4 3 2.
+  enforcer_->Commit(Qos(4), {});
+  bool returning = false;
+  std::optional<v1::Envelope> push;
+
+  // An agent that sends no check (older): UNKNOWN, saying so.
+  ASSERT_FALSE(Refused(enforcer_->OnHello(Hello("tor0", 0), "a0", 1000, &returning, &push)));
+  ASSERT_TRUE(push.has_value());
+  EXPECT_THAT(push->switch_state().job_tcs(), ::testing::ElementsAre(2u, 3u, 4u, 5u));
+  std::vector<v1::SwitchInfo> rows = enforcer_->Switches(0, 1000);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].enforcement().status(), v1::ENFORCEMENT_STATUS_UNKNOWN);
+  EXPECT_THAT(rows[0].enforcement().detail(), HasSubstr("an older crux-switch-agent"));
+
+  // tor0 verified MATCH (hello); tor1 reports MISMATCH in a SwitchApplied.
+  v1::SwitchHello h0 = Hello("tor0", 4, 77);
+  h0.mutable_enforcement()->set_status(v1::ENFORCEMENT_STATUS_MATCH);
+  h0.mutable_enforcement()->set_maps_checked(4);
+  h0.mutable_enforcement()->set_queues_checked(16);
+  h0.mutable_enforcement()->set_checked_unix_ms(1900);
+  h0.mutable_enforcement()->set_epoch(4);
+  ASSERT_FALSE(Refused(enforcer_->OnHello(h0, "a0", 2000, &returning, &push)));
+  ASSERT_FALSE(Refused(enforcer_->OnHello(Hello("tor1", 4, 77), "a1", 2000, &returning, &push)));
+  v1::SwitchApplied a1;
+  a1.set_switch_name("tor1");
+  a1.set_epoch(4);
+  a1.set_ok(true);
+  a1.set_reconcile(true);
+  a1.mutable_enforcement()->set_status(v1::ENFORCEMENT_STATUS_MISMATCH);
+  a1.mutable_enforcement()->set_detail(
+      "Ethernet0 DSCP_TO_TC (ASIC_DB oid:0x14000000000615): dscp 10 -> tc 0, the plan says tc 5");
+  a1.mutable_enforcement()->set_epoch(4);
+  ASSERT_FALSE(Refused(enforcer_->OnApplied(a1, "a1", 2100)));
+  rows = enforcer_->Switches(0, 2200);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].enforcement().status(), v1::ENFORCEMENT_STATUS_MATCH);
+  EXPECT_EQ(rows[0].enforcement().maps_checked(), 4u);
+  EXPECT_EQ(rows[0].enforcement().queues_checked(), 16u);
+  EXPECT_EQ(rows[0].enforcement().checked_unix_ms(), 1900u);
+  EXPECT_EQ(rows[1].enforcement().status(), v1::ENFORCEMENT_STATUS_MISMATCH);
+  EXPECT_THAT(rows[1].enforcement().detail(), HasSubstr("dscp 10 -> tc 0, the plan says tc 5"));
+  EXPECT_TRUE(rows[1].in_sync());  // CONFIG_DB is in sync; the ASIC is not: both are shown.
+  std::string text = metrics.Serialize();
+  EXPECT_THAT(text, HasSubstr("crux_switch_enforcement{state=\"match\"} 1"));
+  EXPECT_THAT(text, HasSubstr("crux_switch_enforcement{state=\"mismatch\"} 1"));
+  EXPECT_THAT(text, HasSubstr("crux_switch_enforcement{state=\"unknown\"} 0"));
+
+  // A SwitchApplied without a check (an older agent's) keeps the last one.
+  a1.clear_enforcement();
+  ASSERT_FALSE(Refused(enforcer_->OnApplied(a1, "a1", 2300)));
+  EXPECT_EQ(enforcer_->Switches(0, 2400)[1].enforcement().status(),
+            v1::ENFORCEMENT_STATUS_MISMATCH);
+
+  // An agent that went silent counts as unknown (its last check is still shown).
+  rows = enforcer_->Switches(0, 2300 + kAgentStaleMs + 1);
+  EXPECT_FALSE(rows[1].connected());
+  EXPECT_EQ(rows[1].enforcement().status(), v1::ENFORCEMENT_STATUS_MISMATCH);
+  text = metrics.Serialize();
+  EXPECT_THAT(text, HasSubstr("crux_switch_enforcement{state=\"mismatch\"} 0"));
+  EXPECT_THAT(text, HasSubstr("crux_switch_enforcement{state=\"unknown\"} 2"));
 }
 
 }  // namespace

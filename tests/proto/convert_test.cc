@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "crux/core/topology/builders.h"
+#include "crux/protocol/validate.h"
 
 namespace crux::protocol {
 namespace {
@@ -55,6 +56,49 @@ TEST(ConvertTest, InvalidWireStateIsRefusedNamingTheField) {
   p = SwitchQosStateToProto(SmallState(), 1);
   (*p.mutable_dscp_to_tc())[4000000000u] = 1;  // Clamped, then rejected, never wrapped.
   EXPECT_FALSE(SwitchQosStateFromProto(p).ok());
+}
+
+TEST(ConvertTest, EnforcementCheckRoundTripsAndItsDetailIsAlwaysSendable) {
+  core::EnforcementCheck c;
+  c.status = core::EnforcementStatus::kMismatch;
+  c.detail = "Ethernet0 DSCP_TO_TC (ASIC_DB oid:0x14): dscp 10 -> tc 0, the plan says tc 5";
+  c.maps_checked = 4;
+  c.queues_checked = 16;
+  c.checked_unix_ms = 1764480000000;
+  c.epoch = 9;
+  const v1::EnforcementCheck p = EnforcementCheckToProto(c);
+  EXPECT_EQ(p.status(), v1::ENFORCEMENT_STATUS_MISMATCH);
+  EXPECT_EQ(EnforcementCheckFromProto(p), c);
+  c.status = core::EnforcementStatus::kMatch;
+  c.detail.clear();
+  EXPECT_EQ(EnforcementCheckFromProto(EnforcementCheckToProto(c)), c);
+  EXPECT_EQ(EnforcementCheckFromProto(EnforcementCheckToProto(core::EnforcementCheck{})),
+            core::EnforcementCheck{});
+  v1::EnforcementCheck odd;
+  odd.set_status(static_cast<v1::EnforcementStatus>(9));
+  EXPECT_EQ(EnforcementCheckFromProto(odd).status, core::EnforcementStatus::kUnknown);
+
+  // Device data quoted in a detail may hold any byte: escaped (once), cut, always valid.
+  core::EnforcementCheck bad;
+  bad.detail = "ASIC_DB row: \x1b[2J\n\xff" + std::string(2000, 'y');
+  v1::Envelope hello = NewEnvelope(1);
+  hello.mutable_switch_hello()->set_switch_name("tor0");
+  *hello.mutable_switch_hello()->mutable_enforcement() = EnforcementCheckToProto(bad);
+  EXPECT_TRUE(Validate(hello).ok()) << Validate(hello).ToString();
+  const std::string sent = hello.switch_hello().enforcement().detail();
+  EXPECT_THAT(sent, HasSubstr("ASIC_DB row: \\x1b[2J\\x0a\\xffyyy"));
+  EXPECT_EQ(sent.substr(sent.size() - 4), " ...");
+  EXPECT_LT(sent.size(), 600u);
+  // Long printable text is sent whole up to the limit, then cut.
+  core::EnforcementCheck text;
+  text.detail = std::string(1500, 'z');
+  EXPECT_EQ(EnforcementCheckToProto(text).detail(), text.detail);
+  text.detail = std::string(3000, 'z');
+  EXPECT_EQ(EnforcementCheckToProto(text).detail(), std::string(512, 'z') + " ...");
+  // Printable text is not escaped again on the next hop (agent -> cruxd -> cruxctl).
+  EXPECT_EQ(EnforcementCheckToProto(EnforcementCheckFromProto(hello.switch_hello().enforcement()))
+                .detail(),
+            sent);
 }
 
 // The per-job name cache: a report that names the same NICs converts to exactly what a cold

@@ -345,6 +345,37 @@ TEST(ValidateTest, SwitchMessagesBadValues) {
       applied,
       [](auto& m) { (*m.mutable_switch_applied()->mutable_state()->mutable_dscp_to_tc())[1] = 9; },
       "switch_applied.state.dscp_to_tc[1]");
+
+  // Enforcement verification (issue #29): the check in hellos and applies, job_tcs in pushes.
+  v1::EnforcementCheck check;
+  check.set_status(v1::ENFORCEMENT_STATUS_MISMATCH);
+  check.set_detail("Ethernet0 DSCP_TO_TC: dscp 10 -> tc 0, the plan says tc 5");
+  *hello.mutable_switch_hello()->mutable_enforcement() = check;
+  *applied.mutable_switch_applied()->mutable_enforcement() = check;
+  EXPECT_TRUE(Validate(hello).ok());
+  EXPECT_TRUE(Validate(applied).ok());
+  ExpectInvalid(
+      hello,
+      [](auto& m) {
+        m.mutable_switch_hello()->mutable_enforcement()->set_status(
+            static_cast<v1::EnforcementStatus>(7));
+      },
+      "switch_hello.enforcement.status");
+  ExpectInvalid(
+      applied,
+      [](auto& m) { m.mutable_switch_applied()->mutable_enforcement()->set_detail("a\x1b[2Jb"); },
+      "switch_applied.enforcement.detail");
+  ExpectInvalid(
+      hello,
+      [](auto& m) {
+        m.mutable_switch_hello()->mutable_enforcement()->set_detail(std::string(5000, 'x'));
+      },
+      "switch_hello.enforcement.detail");
+  v1::Envelope with_tcs = g;
+  for (uint32_t tc : {2, 3, 4, 5}) with_tcs.mutable_switch_state()->add_job_tcs(tc);
+  EXPECT_TRUE(Validate(with_tcs).ok());
+  ExpectInvalid(
+      with_tcs, [&](auto& m) { s(m)->add_job_tcs(8); }, "switch_state.job_tcs[4]");
 }
 
 TEST(ValidateTest, HostTelemetryBadValues) {

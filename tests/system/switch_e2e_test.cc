@@ -40,7 +40,9 @@
 #include <thread>
 #include <vector>
 
+#include "../switch_adapters/asic_rows.h"
 #include "cruxd_harness.h"
+#include "http_get.h"
 #include "process_util.h"
 #include "redis_process.h"
 
@@ -152,32 +154,34 @@ class SwitchE2eTest : public ::testing::Test {
     return ReadFile(log.string() + ".out") + ReadFile(log);
   }
 
-  void StartAgent(Switch& s) {
+  // `extra`: more agent options.
+  void StartAgent(Switch& s, const std::vector<std::string>& extra = {}) {
     s.agent = std::make_unique<ChildProcess>();
     const fs::path log = AgentLog(s, s.agent_runs++);
-    ASSERT_TRUE(s.agent->Start({CRUX_SWITCH_AGENT_BINARY,
-                                "--switch-name",
-                                s.name,
-                                "--daemon",
-                                cruxd_.endpoint(),
-                                "--insecure",
-                                "--backend",
-                                "sonic",
-                                "--redis-socket",
-                                s.redis->socket().string(),
-                                "--redis-timeout-ms",
-                                "300",
-                                "--ports",
-                                "Ethernet0,Ethernet4",
-                                "--hello-interval-ms",
-                                "300",
-                                "--call-timeout-ms",
-                                "1000",
-                                "--reconcile-period-ms",
-                                std::to_string(kReconcileMs),
-                                "--term-file",
-                                (dir_.path() / (s.name + ".term")).string()},
-                               log.string() + ".out", log, dir_.path()));
+    std::vector<std::string> args = {CRUX_SWITCH_AGENT_BINARY,
+                                     "--switch-name",
+                                     s.name,
+                                     "--daemon",
+                                     cruxd_.endpoint(),
+                                     "--insecure",
+                                     "--backend",
+                                     "sonic",
+                                     "--redis-socket",
+                                     s.redis->socket().string(),
+                                     "--redis-timeout-ms",
+                                     "300",
+                                     "--ports",
+                                     "Ethernet0,Ethernet4",
+                                     "--hello-interval-ms",
+                                     "300",
+                                     "--call-timeout-ms",
+                                     "1000",
+                                     "--reconcile-period-ms",
+                                     std::to_string(kReconcileMs),
+                                     "--term-file",
+                                     (dir_.path() / (s.name + ".term")).string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ASSERT_TRUE(s.agent->Start(args, log.string() + ".out", log, dir_.path()));
   }
 
   // ---- clients ----
@@ -583,6 +587,158 @@ TEST_F(SwitchE2eTest, ConfigDbFollowsPlansThroughFaultsAndRestarts) {
   const json sw = CruxctlJson({"switches"});
   ASSERT_EQ(sw.value("switches", json::array()).size(), 2u) << sw.dump();
   for (const auto& row : sw["switches"]) EXPECT_EQ(row["dscp_colours_shared"], 0) << row.dump();
+}
+
+// Enforcement verification (issue #29) through the real processes: crux-switch-agent (sonic)
+// reads back what "the switch" applied from ASIC_DB and COUNTERS_DB of its redis-server (rows
+// planted with redis-cli as orchagent and syncd write them, from the CONFIG_DB the agent wrote),
+// and `cruxctl switches` shows ENFORCED, then MISMATCH with the first difference for a wrong
+// ASIC_DB entry, then MISMATCH for traffic in a queue the plan leaves unused.
+TEST_F(SwitchE2eTest, CruxctlSwitchesShowsWhetherTheAsicEnforcesThePlan) {
+  const int metrics_port = FreeTcpPort();
+  ASSERT_GT(metrics_port, 0);
+  cruxd_.WriteConfig("log_level: info\n" + QosBlock(40) +
+                     "metrics_listen: \"127.0.0.1:" + std::to_string(metrics_port) + "\"\n");
+  StartCruxd();
+  ASSERT_FALSE(HasFatalFailure());
+  loadgen_ = std::make_unique<ChildProcess>();
+  ASSERT_TRUE(loadgen_->Start(cruxd_.LoadgenArgs(kJobs, 120), dir_.path() / "loadgen.out",
+                              dir_.path() / "loadgen.err", dir_.path()));
+  ASSERT_TRUE(WaitUntil([&] { return AllScheduled(kJobs); }, seconds(30), milliseconds(200)))
+      << CruxctlJson({"jobs"}).dump(2);
+  loadgen_->Kill(SIGKILL);
+
+  switches_.resize(1);
+  Switch& sw = switches_[0];
+  sw.name = "tor0";
+  StartRedis(sw);
+  ASSERT_FALSE(HasFatalFailure());
+  StartAgent(sw, {"--verify-interval-ms", "1000"});
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const json row = SwitchRow(sw.name);
+        return row.value("in_sync", false) &&
+               DeviceDscpMap(sw).value_or(std::map<int, int>{}).size() == 64;
+      },
+      seconds(20), milliseconds(150)))
+      << SwitchRow(sw.name).dump();
+  // No ASIC_DB rows yet (orchagent has not created the ports): UNKNOWN, with the reason.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return SwitchRow(sw.name)["enforcement"]
+                   .value("detail", std::string())
+                   .find("COUNTERS_PORT_NAME_MAP") != std::string::npos;
+      },
+      seconds(10), milliseconds(150)))
+      << SwitchRow(sw.name).dump();
+
+  // "orchagent": one QOS_MAP object per CONFIG_DB map bound to both ports in ASIC_DB, port and
+  // queue counters.
+  auto cli = [&](int db, const std::vector<std::string>& args) {
+    const CommandResult r = sw.redis->Cli(db, args);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  };
+  auto ints = [](const std::map<std::string, std::string>& h) {
+    std::map<int, int> out;
+    for (const auto& [k, v] : h) out[std::stoi(k)] = std::stoi(v);
+    return out;
+  };
+  const std::map<int, int> dscp = ints(*RedisHash(sw, "DSCP_TO_TC_MAP|CRUX"));
+  const std::map<int, int> queues = ints(*RedisHash(sw, "TC_TO_QUEUE_MAP|CRUX"));
+  const std::string dscp_vid = "oid:0x14000000000615", queue_vid = "oid:0x14000000000616";
+  auto write_map = [&](const std::string& vid, const std::string& type, const std::string& list) {
+    cli(1, {"HSET", "ASIC_STATE:SAI_OBJECT_TYPE_QOS_MAP:" + vid, "SAI_QOS_MAP_ATTR_TYPE", type,
+            "SAI_QOS_MAP_ATTR_MAP_TO_VALUE_LIST", list});
+  };
+  // As orchagent does it: the map objects, the ports' attributes, each port's queue counters and
+  // queue maps (one HSET per port), the port name map last.
+  write_map(dscp_vid, "SAI_QOS_MAP_TYPE_DSCP_TO_TC", switch_adapters::testing::DscpToTcList(dscp));
+  write_map(queue_vid, "SAI_QOS_MAP_TYPE_TC_TO_QUEUE",
+            switch_adapters::testing::TcToQueueList(queues));
+  const std::vector<std::string> ports = {"Ethernet0", "Ethernet4"};
+  std::vector<std::string> port_map = {"HSET", "COUNTERS_PORT_NAME_MAP"};
+  for (size_t i = 0; i < ports.size(); ++i) {
+    const std::string vid = "oid:0x100000000000" + std::to_string(2 + i);
+    cli(1, {"HSET", "ASIC_STATE:SAI_OBJECT_TYPE_PORT:" + vid, "SAI_PORT_ATTR_ADMIN_STATE", "true",
+            "SAI_PORT_ATTR_QOS_DSCP_TO_TC_MAP", dscp_vid, "SAI_PORT_ATTR_QOS_TC_TO_QUEUE_MAP",
+            queue_vid});
+    std::vector<std::string> names = {"HSET", "COUNTERS_QUEUE_NAME_MAP"};
+    std::vector<std::string> index = {"HSET", "COUNTERS_QUEUE_INDEX_MAP"};
+    std::vector<std::string> type = {"HSET", "COUNTERS_QUEUE_TYPE_MAP"};
+    for (int q = 0; q < 8; ++q) {
+      const std::string qvid =
+          "oid:0x15000000000" + std::to_string(10 * (i + 1)) + std::to_string(q);
+      cli(2, {"HSET", "COUNTERS:" + qvid, "SAI_QUEUE_STAT_PACKETS", "0"});
+      names.insert(names.end(), {ports[i] + ":" + std::to_string(q), qvid});
+      index.insert(index.end(), {qvid, std::to_string(q)});
+      type.insert(type.end(), {qvid, "SAI_QUEUE_TYPE_UNICAST"});
+    }
+    cli(2, index);
+    cli(2, type);
+    cli(2, names);
+    port_map.insert(port_map.end(), {ports[i], vid});
+  }
+  cli(2, port_map);
+  ASSERT_FALSE(HasFatalFailure());
+
+  // The ASIC holds the plan: ENFORCED.
+  ASSERT_TRUE(
+      WaitUntil([&] { return SwitchRow(sw.name)["enforcement"].value("status", "") == "match"; },
+                seconds(10), milliseconds(150)))
+      << SwitchRow(sw.name).dump();
+  CommandResult table = Cruxctl({"switches"}, seconds(5));
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("ENFORCED"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("MISMATCH"), std::string::npos) << table.out;
+  json row = SwitchRow(sw.name);
+  EXPECT_EQ(row["enforcement"]["maps_checked"], 4) << row.dump();
+  EXPECT_GT(row["enforcement"]["checked_unix_ms"].get<uint64_t>(), 0u);
+
+  // The ASIC applies another DSCP map than CONFIG_DB holds (sonic-buildimage #27310's shape).
+  std::map<int, int> wrong = dscp;
+  wrong[8] = 0;  // The storage class lands in best effort.
+  write_map(dscp_vid, "SAI_QOS_MAP_TYPE_DSCP_TO_TC", switch_adapters::testing::DscpToTcList(wrong));
+  ASSERT_FALSE(HasFatalFailure());
+  const std::string first_difference =
+      "Ethernet0 DSCP_TO_TC (ASIC_DB oid:0x14000000000615): dscp 8 -> tc 0, the plan says tc 1";
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return SwitchRow(sw.name)["enforcement"].value("detail", std::string()) == first_difference;
+      },
+      seconds(10), milliseconds(150)))
+      << SwitchRow(sw.name).dump();
+  EXPECT_EQ(SwitchRow(sw.name)["enforcement"]["status"], "mismatch");
+  table = Cruxctl({"switches"}, seconds(5));
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("MISMATCH"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("tor0: MISMATCH (epoch "), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(first_difference), std::string::npos) << table.out;
+  std::cout << "cruxctl switches with a wrong ASIC_DB entry:\n" << table.out;
+  EXPECT_EQ(DeviceDscpMap(sw)->at(8), 1);  // CONFIG_DB is right: only the ASIC is wrong.
+  EXPECT_GE(CountInLog(0, "switch tor0 does not enforce its plan"), 1);
+
+  // Repaired; then traffic in queue 7, which no DSCP of the plan maps to.
+  write_map(dscp_vid, "SAI_QOS_MAP_TYPE_DSCP_TO_TC", switch_adapters::testing::DscpToTcList(dscp));
+  ASSERT_TRUE(
+      WaitUntil([&] { return SwitchRow(sw.name)["enforcement"].value("status", "") == "match"; },
+                seconds(10), milliseconds(150)))
+      << SwitchRow(sw.name).dump();
+  cli(2, {"HSET", "COUNTERS:oid:0x15000000000207", "SAI_QUEUE_STAT_PACKETS", "5000000"});
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return SwitchRow(sw.name)["enforcement"]
+                   .value("detail", std::string())
+                   .find("traffic in a queue the plan leaves unused: Ethernet4 queue 7") == 0;
+      },
+      seconds(10), milliseconds(150)))
+      << SwitchRow(sw.name).dump();
+  table = Cruxctl({"switches"}, seconds(5));
+  EXPECT_NE(table.out.find("tor0: MISMATCH"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("Ethernet4 queue 7 carried"), std::string::npos) << table.out;
+  const std::string metrics = ::crux::test::HttpGet(metrics_port, "/metrics");
+  EXPECT_NE(metrics.find("crux_switch_enforcement{state=\"mismatch\"} 1"), std::string::npos)
+      << metrics;
 }
 
 TEST_F(SwitchE2eTest, AgentForAnUnknownSwitchExitsWithAConfigurationError) {

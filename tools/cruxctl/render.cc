@@ -116,6 +116,29 @@ std::map<std::string, uint64_t> SortedRefusals(const v1::StatusReply& r) {
 }
 
 // "8q strict dwrr pbr sonic+file"; "-" when the agent declared nothing.
+// An enforcement status as a JSON word ("match", "mismatch", "unknown") and as the ENFORCED
+// column of `cruxctl switches` ("ENFORCED", "MISMATCH", "UNKNOWN").
+std::string EnforcementWord(v1::EnforcementStatus s) {
+  switch (s) {
+    case v1::ENFORCEMENT_STATUS_MATCH:
+      return "match";
+    case v1::ENFORCEMENT_STATUS_MISMATCH:
+      return "mismatch";
+    default:
+      return "unknown";
+  }
+}
+std::string EnforcedColumn(v1::EnforcementStatus s) {
+  switch (s) {
+    case v1::ENFORCEMENT_STATUS_MATCH:
+      return "ENFORCED";
+    case v1::ENFORCEMENT_STATUS_MISMATCH:
+      return "MISMATCH";
+    default:
+      return "UNKNOWN";
+  }
+}
+
 std::string CapabilitiesSummary(const v1::SwitchCapabilities& c) {
   std::vector<std::string> parts;
   if (c.queues() > 0) parts.push_back(std::to_string(c.queues()) + "q");
@@ -509,7 +532,14 @@ nlohmann::json ToJson(const v1::ListSwitchesReply& reply) {
                           {"strict_priority", caps.strict_priority()},
                           {"dwrr", caps.dwrr()},
                           {"pbr_redirect", caps.pbr_redirect()},
-                          {"backends", StringArray(caps.backends())}}}});
+                          {"backends", StringArray(caps.backends())}}},
+                        {"enforcement",
+                         {{"status", EnforcementWord(s.enforcement().status())},
+                          {"detail", s.enforcement().detail()},
+                          {"maps_checked", s.enforcement().maps_checked()},
+                          {"queues_checked", s.enforcement().queues_checked()},
+                          {"checked_unix_ms", s.enforcement().checked_unix_ms()},
+                          {"epoch", s.enforcement().epoch()}}}});
   }
   return {{"switches", switches}};
 }
@@ -828,7 +858,9 @@ std::string RenderSwitchesTable(const v1::ListSwitchesReply& reply) {
                {"CAPABILITIES"},
                {"TERM", true},
                {"STALE TERM", true},
+               {"ENFORCED"},
                {"LAST ERROR"}});
+  std::string details;
   for (const v1::SwitchInfo& s : reply.switches()) {
     table.AddRow({s.name(), s.connected() ? "yes" : "no", std::to_string(s.desired_epoch()),
                   std::to_string(s.applied_epoch()), std::to_string(s.dscp_colours_shared()),
@@ -837,10 +869,20 @@ std::string RenderSwitchesTable(const v1::ListSwitchesReply& reply) {
                   s.last_drift_ms() == 0 ? "-" : std::to_string(s.last_drifted_fields()),
                   CapabilitiesSummary(s.capabilities()),
                   s.highest_term() == 0 ? "-" : std::to_string(s.highest_term()),
-                  std::to_string(s.stale_term_refused()),
+                  std::to_string(s.stale_term_refused()), EnforcedColumn(s.enforcement().status()),
                   s.last_error().empty() ? "-" : s.last_error()});
+    // The first difference (MISMATCH) or the reason (UNKNOWN), one line per switch below.
+    const v1::EnforcementCheck& en = s.enforcement();
+    if (!en.detail().empty()) {
+      details += E(s.name()) + ": " + EnforcedColumn(en.status());
+      if (en.checked_unix_ms() > 0) {
+        details += " (epoch " + std::to_string(en.epoch()) + ", checked " +
+                   FormatUnixMillis(en.checked_unix_ms()) + ")";
+      }
+      details += ": " + E(en.detail()) + "\n";
+    }
   }
-  return table.Render();
+  return table.Render() + details;
 }
 
 std::string RenderFaultsText(const v1::ListFaultsReply& reply) {

@@ -27,8 +27,11 @@
 //       plan       {"changes": [{job_id, old_level, new_level, flows_repinned}], replan_ms}
 //       switches   {"switches": [{name, connected, desired_epoch, applied_epoch, last_error,
 //                   last_seen_ms, dscp_colours_shared, in_sync, drift_repairs, last_drift_ms,
-//                   last_drifted_fields, capabilities: {queues, strict_priority, dwrr,
-//                   pbr_redirect, backends: [name]}}]}
+//                   last_drifted_fields, highest_term, stale_term_refused, capabilities:
+//                   {queues, strict_priority, dwrr, pbr_redirect, backends: [name]},
+//                   enforcement: {status, detail, maps_checked, queues_checked,
+//                   checked_unix_ms, epoch}}]}  enforcement.status: "match" | "mismatch" |
+//                   "unknown"; detail: the first difference (mismatch) or why (unknown)
 //   Units are the ones admin.proto names: intensity in FLOP/s, *_bps bits per second, *_ms
 //   milliseconds, last_seen_ms and last_drift_ms Unix milliseconds (0: never).
 //   DumpJson prints a document as printable ASCII: strings are JSON-escaped (control characters

@@ -168,6 +168,16 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                             "Iteration time of the jobs with most GPUs (impact.top_jobs): "
                             "predicted under the plan, under ECMP, and observed.")
                         .Register(*registry_);
+  auto& enforcement = BuildGauge()
+                          .Name("crux_switch_enforcement")
+                          .Help(
+                              "Switches by their agent's latest enforcement check: the QoS maps "
+                              "the ASIC holds and the queues traffic uses, against the plan "
+                              "(unknown: not checked, cannot be checked, or agent away).")
+                          .Register(*registry_);
+  enforcement_match_ = &enforcement.Add({{"state", "match"}});
+  enforcement_mismatch_ = &enforcement.Add({{"state", "mismatch"}});
+  enforcement_unknown_ = &enforcement.Add({{"state", "unknown"}});
 }
 
 Metrics::~Metrics() = default;
@@ -283,6 +293,11 @@ void Metrics::SetImpact(double gpus_recovered, int planned_gpus, const std::vect
   }
 }
 
+void Metrics::SetSwitchEnforcement(int64_t match, int64_t mismatch, int64_t unknown) {
+  enforcement_match_->Set(static_cast<double>(match));
+  enforcement_mismatch_->Set(static_cast<double>(mismatch));
+  enforcement_unknown_->Set(static_cast<double>(unknown));
+}
 void Metrics::SetLinksNotUp(int64_t down, int64_t degraded) {
   links_not_up_->Add({{"health", "down"}}).Set(static_cast<double>(down));
   links_not_up_->Add({{"health", "degraded"}}).Set(static_cast<double>(degraded));

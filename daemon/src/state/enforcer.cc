@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "crux/protocol/codec.h"
@@ -94,6 +95,10 @@ v1::Envelope Enforcer::StateEnvelope(const std::string& name) const {
       protocol::SwitchQosStateToProto(qos_->states.at(name), desired_epoch(name));
   env.mutable_switch_state()->set_state_id(state_id_);
   env.mutable_switch_state()->set_term(term_);
+  // The plan levels' TCs: a DSCP mapping to one of them is the colour of a job crossing the
+  // switch (the agent's enforcement check tells job traffic from best effort with them).
+  std::set<int> job_tcs(qos_config_.level_tcs.begin(), qos_config_.level_tcs.end());
+  for (int tc : job_tcs) env.mutable_switch_state()->add_job_tcs(static_cast<uint32_t>(tc));
   auto it = switches_.find(name);
   if (it != switches_.end() && it->second.capabilities.queues() > 0 &&
       !it->second.capabilities.pfc()) {
@@ -126,6 +131,13 @@ Refusal Enforcer::OnHello(const v1::SwitchHello& h, const std::string& peer, int
   e.last_seen_ms = unix_ms;
   e.connected = true;
   if (metrics_) metrics_->SetSwitches(static_cast<int64_t>(switches_.size()));
+  if (h.has_enforcement()) {
+    RecordEnforcement(e, protocol::EnforcementCheckFromProto(h.enforcement()), unix_ms);
+  } else {
+    core::EnforcementCheck none;
+    none.detail = "the agent sends no enforcement check (an older crux-switch-agent?)";
+    RecordEnforcement(e, std::move(none), unix_ms);
+  }
   if (!qos_ || !qos_->states.count(e.name)) return {};
   const bool stale = h.applied_epoch() < desired_epoch(e.name) && e.last_error.empty();
   if (!*returning && !stale) return {};
@@ -144,6 +156,9 @@ Refusal Enforcer::OnApplied(const v1::SwitchApplied& a, const std::string& peer,
   e.peer = peer;
   e.last_seen_ms = unix_ms;
   e.connected = true;
+  if (a.has_enforcement()) {
+    RecordEnforcement(e, protocol::EnforcementCheckFromProto(a.enforcement()), unix_ms);
+  }
   if (a.drifted_fields() > 0) {
     e.last_drift_ms = unix_ms;
     e.last_drifted_fields = a.drifted_fields();
@@ -166,6 +181,42 @@ Refusal Enforcer::OnApplied(const v1::SwitchApplied& a, const std::string& peer,
     e.last_error = error;
   }
   return {};
+}
+
+void Enforcer::RecordEnforcement(SwitchEntry& e, core::EnforcementCheck check, int64_t unix_ms) {
+  const bool status_changed = check.status != e.enforcement.status;
+  if (!check.SameVerdict(e.enforcement)) {
+    const std::string_view name = core::EnforcementStatusName(check.status);
+    if (check.status == core::EnforcementStatus::kMismatch) {
+      spdlog::warn("switch {} does not enforce its plan (epoch {}): {}", e.name, check.epoch,
+                   check.detail);
+    } else if (check.status == core::EnforcementStatus::kMatch) {
+      spdlog::info("switch {} enforces its plan (epoch {}; {} maps, {} queues checked)", e.name,
+                   check.epoch, check.maps_checked, check.queues_checked);
+    } else if (e.enforcement.status != core::EnforcementStatus::kUnknown) {
+      spdlog::info("switch {}: enforcement {} -> {}: {}", e.name,
+                   core::EnforcementStatusName(e.enforcement.status), name, check.detail);
+    }
+  }
+  e.enforcement = std::move(check);
+  // Every hello brings a check: recount on a changed status, else at most once a second (the
+  // count walks every switch).
+  if (status_changed || unix_ms - last_enforcement_count_ms_ >= 1000) CountEnforcement(unix_ms);
+}
+
+void Enforcer::CountEnforcement(int64_t now_ms) const {
+  if (!metrics_) return;
+  last_enforcement_count_ms_ = now_ms;
+  int64_t match = 0, mismatch = 0, unknown = 0;
+  for (const auto& [name, e] : switches_) {
+    const bool live = e.connected && now_ms - e.last_seen_ms <= kAgentStaleMs;
+    const core::EnforcementStatus s =
+        live ? e.enforcement.status : core::EnforcementStatus::kUnknown;
+    (s == core::EnforcementStatus::kMatch      ? match
+     : s == core::EnforcementStatus::kMismatch ? mismatch
+                                               : unknown)++;
+  }
+  metrics_->SetSwitchEnforcement(match, mismatch, unknown);
 }
 
 void Enforcer::PushState(SwitchEntry& e) {
@@ -206,8 +257,10 @@ std::vector<v1::SwitchInfo> Enforcer::Switches(uint32_t shared_jobs, int64_t now
     i.set_last_drift_ms(static_cast<uint64_t>(e.last_drift_ms));
     i.set_last_drifted_fields(e.last_drifted_fields);
     *i.mutable_capabilities() = e.capabilities;
+    *i.mutable_enforcement() = protocol::EnforcementCheckToProto(e.enforcement);
     out.push_back(std::move(i));
   }
+  CountEnforcement(now_ms);  // Agents that went silent count as unknown from now on.
   return out;
 }
 

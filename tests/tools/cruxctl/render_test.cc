@@ -665,11 +665,12 @@ v1::ListSwitchesReply SwitchesWithDrift() {
 TEST(JsonTest, SwitchesSyncDriftAndCapabilities) {
   const nlohmann::json j = ToJson(SwitchesWithDrift());
   ASSERT_EQ(j["switches"].size(), 2u);
-  EXPECT_EQ(Keys(j["switches"][0]),
-            (std::set<std::string>{"name", "connected", "desired_epoch", "applied_epoch",
-                                   "last_error", "last_seen_ms", "dscp_colours_shared", "in_sync",
-                                   "drift_repairs", "last_drift_ms", "last_drifted_fields",
-                                   "capabilities", "highest_term", "stale_term_refused"}));
+  EXPECT_EQ(
+      Keys(j["switches"][0]),
+      (std::set<std::string>{"name", "connected", "desired_epoch", "applied_epoch", "last_error",
+                             "last_seen_ms", "dscp_colours_shared", "in_sync", "drift_repairs",
+                             "last_drift_ms", "last_drifted_fields", "capabilities", "highest_term",
+                             "stale_term_refused", "enforcement"}));
   EXPECT_EQ(j["switches"][0]["in_sync"], true);
   EXPECT_EQ(j["switches"][0]["drift_repairs"], 4);
   EXPECT_EQ(j["switches"][0]["last_drift_ms"], 1764480000000);
@@ -717,7 +718,7 @@ TEST(TextTest, SwitchesTableKeepsOldColumnsAndAddsSyncDriftCapabilities) {
   const std::vector<std::string> titles = {
       "SWITCH",       "CONNECTED", "DESIRED",       "APPLIED",    "SHARED DSCP",
       "LAST SEEN",    "IN SYNC",   "DRIFT REPAIRS", "LAST DRIFT", "DRIFTED",
-      "CAPABILITIES", "TERM",      "STALE TERM",    "LAST ERROR"};
+      "CAPABILITIES", "TERM",      "STALE TERM",    "ENFORCED",   "LAST ERROR"};
   size_t at = 0;
   for (const std::string& title : titles) {
     const size_t found = lines[0].find(title, at);
@@ -730,6 +731,50 @@ TEST(TextTest, SwitchesTableKeepsOldColumnsAndAddsSyncDriftCapabilities) {
   EXPECT_NE(lines[1].find("  4  "), std::string::npos) << lines[1];  // Drift repairs.
   EXPECT_NE(lines[2].find("apply failed: queue 7 busy"), std::string::npos) << lines[2];
   EXPECT_EQ(lines[2].rfind("tor1", 0), 0u);
+}
+
+// Enforcement verification (issue #29): the ENFORCED column, the first difference (or the
+// reason) below the table, every field in JSON; device text is escaped.
+TEST(TextTest, SwitchesShowEnforcementAndTheFirstDifference) {
+  v1::ListSwitchesReply sw = SwitchesWithDrift();
+  v1::EnforcementCheck* e0 = sw.mutable_switches(0)->mutable_enforcement();
+  e0->set_status(v1::ENFORCEMENT_STATUS_MISMATCH);
+  e0->set_detail(
+      "Ethernet0 DSCP_TO_TC (ASIC_DB oid:0x14000000000615): dscp 10 -> tc 0, the plan says tc 5");
+  e0->set_maps_checked(4);
+  e0->set_queues_checked(16);
+  e0->set_checked_unix_ms(1764480000000);
+  e0->set_epoch(9);
+  v1::EnforcementCheck* e1 = sw.mutable_switches(1)->mutable_enforcement();
+  e1->set_detail("the file backend cannot verify enforcement\x1b[2J");
+  v1::SwitchInfo* ok = sw.add_switches();
+  ok->set_name("tor2");
+  ok->mutable_enforcement()->set_status(v1::ENFORCEMENT_STATUS_MATCH);
+  ok->mutable_enforcement()->set_checked_unix_ms(1764480000000);
+
+  const std::string text = RenderSwitchesTable(sw);
+  ExpectSafeForTerminal(text);
+  const auto lines = Lines(text);
+  ASSERT_EQ(lines.size(), 6u) << text;  // Header, 3 rows, 2 detail lines (tor2 has none).
+  const size_t col = lines[0].find("ENFORCED");
+  ASSERT_NE(col, std::string::npos);
+  EXPECT_EQ(lines[1].substr(col, 8), "MISMATCH") << text;
+  EXPECT_EQ(lines[2].substr(col, 7), "UNKNOWN") << text;
+  EXPECT_EQ(lines[3].substr(col, 8), "ENFORCED") << text;
+  EXPECT_EQ(lines[4],
+            "tor0: MISMATCH (epoch 9, checked 2025-11-30T05:20:00Z): Ethernet0 DSCP_TO_TC (ASIC_DB "
+            "oid:0x14000000000615): dscp 10 -> tc 0, the plan says tc 5");
+  EXPECT_EQ(lines[5], "tor1: UNKNOWN: the file backend cannot verify enforcement\\x1b[2J");
+
+  const nlohmann::json j = ToJson(sw);
+  EXPECT_EQ(j["switches"][0]["enforcement"], nlohmann::json({{"status", "mismatch"},
+                                                             {"detail", e0->detail()},
+                                                             {"maps_checked", 4},
+                                                             {"queues_checked", 16},
+                                                             {"checked_unix_ms", 1764480000000},
+                                                             {"epoch", 9}}));
+  EXPECT_EQ(j["switches"][1]["enforcement"]["status"], "unknown");
+  EXPECT_EQ(j["switches"][2]["enforcement"]["status"], "match");
 }
 
 v1::ListFaultsReply FaultsReply() {

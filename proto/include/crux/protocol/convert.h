@@ -9,6 +9,7 @@
 #include <string>
 
 #include "crux/core/base/status.h"
+#include "crux/core/control/enforcement.h"
 #include "crux/core/control/qos.h"
 #include "crux/core/faults/fault_manager.h"
 #include "crux/core/model/control_types.h"
@@ -33,6 +34,17 @@ v1::SwitchQosState SwitchQosStateToProto(const core::SwitchQosState& state, uint
 // The wire state as a core state (schedulers sorted by queue, pfc_enable sorted), validated
 // with core::ValidateSwitchQosState. Errors name the field ("switch_state.schedulers[0].type").
 core::Result<core::SwitchQosState> SwitchQosStateFromProto(const v1::SwitchQosState& state);
+
+// An enforcement check on the wire (issue #29). The detail is made safe to send, so the message
+// always passes validation: printable text of at most kMaxEnforcementDetailSent bytes is sent as
+// it is; anything else (device data quoted in it may hold any byte) is cut to its first
+// kMaxEnforcementDetail bytes (then " ...") and escaped with core::EscapeForTerminal. A detail
+// that went through once passes unchanged the next time (agent -> cruxd -> cruxctl).
+inline constexpr size_t kMaxEnforcementDetail = 512;
+inline constexpr size_t kMaxEnforcementDetailSent = 4 * kMaxEnforcementDetail + 4;
+v1::EnforcementCheck EnforcementCheckToProto(const core::EnforcementCheck& check);
+// A validated wire check as a core one (an unknown status value is UNKNOWN).
+core::EnforcementCheck EnforcementCheckFromProto(const v1::EnforcementCheck& check);
 
 // ---- jobs (cruxd's gateway and its store codec) ----
 // Every *FromProto checks the message against the topology and answers a wire refusal: the code

@@ -21,6 +21,7 @@
 
 #include "crux/core/base/status.h"
 #include "crux/switch_adapters/adapter.h"
+#include "crux/switch_adapters/enforcement.h"
 #include "crux/switch_adapters/port_monitor.h"
 
 namespace crux::switch_adapters {
@@ -47,7 +48,12 @@ struct Backend {
   // Optional: a monitor of the switch's ports (port_monitor.h) from the same parameters; null
   // when the backend cannot watch ports.
   std::function<core::Result<std::unique_ptr<PortMonitor>>(const BackendConfig&)> create_monitor =
-      nullptr;
+      nullptr;  // Optional: a verifier of what the switch applied (enforcement.h) from the same
+                // parameters and
+  // the traffic thresholds; null when the backend cannot verify.
+  std::function<core::Result<std::unique_ptr<EnforcementVerifier>>(const BackendConfig&,
+                                                                   const QueueCheckOptions&)>
+      create_verifier = nullptr;
 };
 
 class BackendRegistry {
@@ -69,6 +75,10 @@ class BackendRegistry {
   // watch ports ("backend 'file' cannot watch ports").
   core::Result<std::unique_ptr<PortMonitor>> CreateMonitor(std::string_view name,
                                                            const BackendConfig& config) const;
+  // The backend's enforcement verifier, checked like Create. kFailedPrecondition when the backend
+  // cannot verify ("the file backend cannot verify enforcement").
+  core::Result<std::unique_ptr<EnforcementVerifier>> CreateVerifier(
+      std::string_view name, const BackendConfig& config, const QueueCheckOptions& options) const;
 
  private:
   // The backend, after the checks Create describes.

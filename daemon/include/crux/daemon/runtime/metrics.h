@@ -95,6 +95,9 @@ class Metrics {
   };
   void SetImpact(double gpus_recovered, int planned_gpus, const std::vector<ImpactJob>& jobs,
                  int top) CRUX_EXCLUDES(impact_mu_);
+  // Switches by their agents' latest enforcement check (issue #29):
+  // crux_switch_enforcement{state="match"|"mismatch"|"unknown"}.
+  void SetSwitchEnforcement(int64_t match, int64_t mismatch, int64_t unknown);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -131,6 +134,9 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* job_iteration_;
   Mutex impact_mu_;
   std::vector<prometheus::Gauge*> job_series_ CRUX_GUARDED_BY(impact_mu_);
+  prometheus::Gauge* enforcement_match_;
+  prometheus::Gauge* enforcement_mismatch_;
+  prometheus::Gauge* enforcement_unknown_;
 };
 
 }  // namespace crux::daemon

@@ -17,6 +17,13 @@
 // strict, no DWRR while a class needs it) is refused at hello with ERROR_CODE_UNSUPPORTED naming
 // what is missing (capabilities with queues = 0 are taken as unknown and accepted).
 //
+// Enforcement verification (issue #29): each agent's latest check of what its switch applied
+// (SwitchHello.enforcement, refreshed with every hello; SwitchApplied.enforcement when the verdict
+// changed) is kept per switch, shown by `cruxctl switches` (ENFORCED) and counted on /metrics as
+// crux_switch_enforcement{state="match"|"mismatch"|"unknown"} (a disconnected agent counts as
+// unknown). Pushes carry the plan levels' TCs (SwitchQosState.job_tcs, from qos.level_tcs), which
+// the agent's queue check needs to tell job traffic from best effort.
+//
 // Until the first plan after start (`qos_ready()`), there is no desired state to push (a
 // restarted cruxd must not push a state that ignores its restored jobs); hellos are recorded and
 // the first Commit() pushes to every known agent.
@@ -34,6 +41,7 @@
 #include <vector>
 
 #include "crux/core/base/status.h"
+#include "crux/core/control/enforcement.h"
 #include "crux/core/control/qos.h"
 #include "crux/core/model/control_types.h"
 #include "crux/core/topology/topology.h"
@@ -64,6 +72,8 @@ struct SwitchEntry {
   // High availability: as the agent's last hello said (SwitchHello.highest_term, ...).
   uint64_t highest_term = 0;
   uint64_t stale_term_refused = 0;
+  // Enforcement verification: the agent's latest check (UNKNOWN until it sends one).
+  core::EnforcementCheck enforcement;
 };
 
 // Whether a switch with `caps` can hold `qos` (see the file comment); the refusal names the
@@ -129,6 +139,10 @@ class Enforcer {
   // Counts a push by the transport's verdict (logs a failure); returns whether it was sent.
   bool Counted(const core::Status& sent, const core::AppliedAssignment& a);
   void PushState(SwitchEntry& e);
+  // Keeps `check` as e's latest enforcement check (logs a changed verdict) and recounts the
+  // crux_switch_enforcement gauges when its status changed or a second has passed.
+  void RecordEnforcement(SwitchEntry& e, core::EnforcementCheck check, int64_t unix_ms);
+  void CountEnforcement(int64_t now_ms) const;
 
   Metrics* metrics_;
   const core::Topology* topo_;
@@ -143,6 +157,7 @@ class Enforcer {
   uint64_t pushes_ = 0;
   uint64_t push_failures_ = 0;
   uint64_t switch_pushes_ = 0;
+  mutable int64_t last_enforcement_count_ms_ = 0;  // When CountEnforcement last ran.
 };
 
 }  // namespace crux::daemon

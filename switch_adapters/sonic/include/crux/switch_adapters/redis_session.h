@@ -37,6 +37,7 @@ struct RedisEndpoint {
   int db = 4;                                                     // CONFIG_DB.
   core::Duration connect_timeout = core::Duration::Millis(1000);  // > 0.
   core::Duration command_timeout = core::Duration::Millis(1000);  // > 0; per reply.
+  std::string name = "CONFIG_DB";  // The database's SONiC name, for messages ("ASIC_DB at ...").
 };
 
 // Errors name the field, prefixed by `prefix` ("sonic.port: 70000 out of range 1..65535").

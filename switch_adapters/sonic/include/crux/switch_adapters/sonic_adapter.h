@@ -90,7 +90,9 @@ class SonicAdapter final : public SwitchAdapter {
 };
 
 // The registry entry of this backend (registry.h): parameters --redis-socket, --redis-host,
-// --redis-port, --redis-db, --redis-timeout-ms, --ports, --no-pfc, --queues.
+// --redis-port, --redis-db, --redis-timeout-ms, --ports, --no-pfc, --queues, --appl-db,
+// --counters-db, --asic-db; a port monitor (sonic_port_monitor.h) and an enforcement verifier
+// (sonic_verifier.h) from the same parameters.
 Backend SonicBackend();
 
 }  // namespace crux::switch_adapters

@@ -20,10 +20,11 @@
 //   CONFIG_DB (db 4)    DEVICE_NEIGHBOR|<port>       name (the neighbour's host name)
 //
 // A missing counter field counts as 0; a port without a name-map entry has no counters (yet).
-// The name maps are read once and again when a watched port is missing from them, or every 60
-// counter reads (orchagent rebuilds them after a restart). One pipelined round trip per database
-// per read; every call is one attempt (RedisSession: kUnavailable on connection errors and
-// timeouts).
+// The name maps are read once and again when a watched port is missing from them, every 5
+// counter reads while a watched port has no queues in them, and every 60 counter reads (orchagent
+// rebuilds them after a restart; counters_db.h, shared with the enforcement verifier). One
+// pipelined round trip per database per read; every call is one attempt (RedisSession: kUnavailable
+// on connection errors and timeouts).
 //
 // Thread-safety: not thread-safe (port_monitor.h).
 #ifndef CRUX_SWITCH_ADAPTERS_SONIC_PORT_MONITOR_H_
@@ -34,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "crux/switch_adapters/counters_db.h"
 #include "crux/switch_adapters/port_monitor.h"
 #include "crux/switch_adapters/redis_session.h"
 
@@ -57,15 +59,12 @@ class SonicPortMonitor final : public PortMonitor {
 
  private:
   explicit SonicPortMonitor(SonicMonitorOptions options);
-  core::Status RefreshNameMaps();
 
   SonicMonitorOptions options_;
   RedisSession appl_;
   RedisSession counters_;
   RedisSession config_;
-  std::map<std::string, std::string> port_oid_;                 // Port -> OID.
-  std::map<std::string, std::vector<std::string>> queue_oids_;  // Port -> its queues' OIDs.
-  int reads_since_refresh_ = 0;
+  CountersNameMapCache names_;  // COUNTERS_DB name maps.
 };
 
 }  // namespace crux::switch_adapters
