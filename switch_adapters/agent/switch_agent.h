@@ -39,8 +39,8 @@
 //     reconcile that found the device in sync (the switch had a reconcile period to act on the
 //     state) also checks what the switch applied against the state (the device thread runs it
 //     after the apply). The latest check is sent in every hello, and in a SwitchApplied at once
-//     when its verdict (status and first difference) changed. Without a verifier (the file and
-//     log backends, or verification off) the check stays UNKNOWN with the reason.
+//     when its verdict (status and first difference, numbers aside) changed. Without a verifier
+//     (the file and log backends, or verification off) the check stays UNKNOWN with the reason.
 //   * Fatal configuration: a hello refused with UNKNOWN_HOST (not a switch of cruxd's topology) or
 //     PERMISSION_DENIED (this agent's key may not speak for the switch) is not retried. RunOnce()
 //     returns kFailedPrecondition, fatal() holds the reason, and crux-switch-agent exits with

@@ -175,6 +175,26 @@ TEST(EnforcementTest, FirstMapDifferenceNamesPortMapAndEntry) {
             "Ethernet0: no DSCP_TO_TC map is bound in the ASIC; the plan maps 64 entries");
 }
 
+TEST(EnforcementTest, AVerdictIsTheStatusAndTheDetailNumbersAside) {
+  core::EnforcementCheck a;
+  a.status = core::EnforcementStatus::kMismatch;
+  a.detail = "Ethernet4 queue 7 carried 250000 packets in 10.0 s (25000 pkt/s, more than 100)";
+  core::EnforcementCheck b = a;
+  b.detail = "Ethernet4 queue 7 carried 90000 packets in 5.0 s (18000 pkt/s, more than 100)";
+  b.queues_checked = 16;
+  b.checked_unix_ms = 5;
+  EXPECT_TRUE(a.SameVerdict(b));  // Rates change with every check: the same finding.
+  b.detail = "Ethernet0 DSCP_TO_TC (ASIC_DB oid:0x14): dscp 10 -> tc 0, the plan says tc 5";
+  EXPECT_FALSE(a.SameVerdict(b));
+  b = a;
+  b.status = core::EnforcementStatus::kUnknown;
+  EXPECT_FALSE(a.SameVerdict(b));
+  EXPECT_TRUE(core::EnforcementCheck{}.SameVerdict(core::EnforcementCheck{}));
+  static_assert(core::EnforcementCheck::EqualNumbersAside("q 7 at 12.5", "q 70 at 1.25"));
+  static_assert(!core::EnforcementCheck::EqualNumbersAside("q 7", "q 7 x"));
+  static_assert(!core::EnforcementCheck::EqualNumbersAside("q 7", "q x"));
+}
+
 TEST(EnforcementTest, PlannedAndJobQueues) {
   const EnforcementPlan plan = Plan();
   EXPECT_EQ(PlannedQueues(plan.state), (std::set<int>{0, 1, 5, 6}));

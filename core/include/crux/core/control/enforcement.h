@@ -9,6 +9,7 @@
 #ifndef CRUX_CORE_CONTROL_ENFORCEMENT_H_
 #define CRUX_CORE_CONTROL_ENFORCEMENT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -48,9 +49,28 @@ struct EnforcementCheck {
 
   friend bool operator==(const EnforcementCheck&, const EnforcementCheck&) = default;
 
-  // Same verdict: status and detail (not the counts or the time).
+  // Same verdict: the same status and the same detail with the numbers in it aside (a queue's
+  // rate, a packet count change with every check; not the counts or the time either). What the
+  // agent reports at once and cruxd logs is a changed verdict.
   bool SameVerdict(const EnforcementCheck& o) const {
-    return status == o.status && detail == o.detail;
+    return status == o.status && EqualNumbersAside(detail, o.detail);
+  }
+
+  // `a` and `b` are equal where every run of decimal digits counts as equal to any other.
+  static constexpr bool EqualNumbersAside(std::string_view a, std::string_view b) {
+    auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    size_t i = 0, j = 0;
+    while (i < a.size() && j < b.size()) {
+      if (digit(a[i]) && digit(b[j])) {
+        while (i < a.size() && digit(a[i])) ++i;
+        while (j < b.size() && digit(b[j])) ++j;
+        continue;
+      }
+      if (a[i] != b[j]) return false;
+      ++i;
+      ++j;
+    }
+    return i == a.size() && j == b.size();
   }
 };
 
