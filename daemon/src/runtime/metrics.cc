@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <utility>
 
 namespace crux::daemon {
 
@@ -282,14 +283,14 @@ void Metrics::SetImpact(double gpus_recovered, int planned_gpus, const std::vect
   job_series_.clear();
   for (size_t i = 0; i < n; ++i) {
     const ImpactJob& j = *order[i];
-    auto add = [&](const char* kind, double v) {
+    const std::pair<const char*, double> kinds[] = {
+        {"predicted", j.predicted_s}, {"ecmp", j.ecmp_s}, {"observed", j.observed_s}};
+    for (const auto& [kind, v] : kinds) {
+      if (v < 0) continue;  // No observation yet.
       prometheus::Gauge* g = &job_iteration_->Add({{"job", j.id}, {"kind", kind}});
       g->Set(v);
       job_series_.push_back(g);
-    };
-    add("predicted", j.predicted_s);
-    add("ecmp", j.ecmp_s);
-    if (j.observed_s >= 0) add("observed", j.observed_s);
+    }
   }
 }
 
