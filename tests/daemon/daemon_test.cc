@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <chrono>
 #include <map>
 #include <memory>
@@ -594,8 +596,12 @@ TEST_F(DaemonTest, ShadowAccountingIsShownInJobsImpactAndMetrics) {
   EXPECT_EQ(r.epoch(), daemon_->epoch());
   EXPECT_DOUBLE_EQ(r.error_threshold(), 1e-9);
   // Every job is off by more than 1e-9: the profile's period is not the model's.
-  EXPECT_EQ(r.mispredicted_size(), 3);
-  EXPECT_GE(r.mispredicted(0).observed_ms(), 0);
+  ASSERT_EQ(r.mispredicted_size(), 3);
+  for (const v1::JobSummary& j : r.mispredicted()) {
+    // Each carries its report and prediction, off by more than the threshold.
+    EXPECT_DOUBLE_EQ(j.observed_ms(), j.job_id() == "a" ? 100 : 800) << j.job_id();
+    EXPECT_GT(std::abs(j.observed_ms() - j.predicted_ms()) / j.observed_ms(), 1e-9) << j.job_id();
+  }
   EXPECT_LE(r.gainers_size() + r.losers_size(), 3);
   req.mutable_impact_request()->set_error_threshold(10);
   EXPECT_EQ(Admin(req).impact_reply().mispredicted_size(), 0);

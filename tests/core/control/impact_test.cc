@@ -14,6 +14,7 @@
 #include "crux/core/base/random.h"
 #include "crux/core/policies/policy.h"
 #include "crux/core/topology/builders.h"
+#include "crux/testing/clos.h"
 #include "crux/testing/test_topologies.h"
 
 namespace crux::core {
@@ -119,17 +120,6 @@ TEST(PredictionErrorTest, RelativeToTheObservation) {
 
 // ---- EstimateImpact on a generated Clos, against the policies ----
 
-Topology Clos() {
-  Clos2Params p;
-  p.tors = 4;
-  p.aggs = 2;
-  p.hosts_per_tor = 4;
-  p.host.nics_per_host = 2;
-  p.host.nic_gbps = 200;
-  p.uplink_gbps = 200;
-  return Must(BuildClos2(p), "BuildClos2");
-}
-
 std::vector<JobSpec> Jobs(const Topology& topo, int n, uint64_t seed) {
   Rng rng(seed);
   std::vector<JobSpec> jobs;
@@ -162,7 +152,7 @@ std::vector<const JobSpec*> Pointers(const std::vector<JobSpec>& specs) {
 TEST(EstimateImpactTest, TheCounterfactualIsTheEcmpBaseline) {
   // Planned by the `ecmp` policy with the same seed, the plan is the counterfactual itself:
   // predicted == ecmp for every job, and nothing is recovered.
-  const Topology topo = Clos();
+  const Topology topo = testing::Clos2(4, 2, 4);
   for (uint64_t seed : {1u, 7u, 42u}) {
     const std::vector<JobSpec> specs = Jobs(topo, 12, seed);
     PolicyOptions o;
@@ -183,7 +173,7 @@ TEST(EstimateImpactTest, TheCounterfactualIsTheEcmpBaseline) {
 }
 
 TEST(EstimateImpactTest, CruxPlanFiguresAreConsistent) {
-  const Topology topo = Clos();
+  const Topology topo = testing::Clos2(4, 2, 4);
   const std::vector<JobSpec> specs = Jobs(topo, 16, 3);
   auto crux = Must(MakePolicy("crux", topo, {}), "MakePolicy");
   const Plan plan = Must(crux->Schedule(specs), "Schedule");
@@ -209,7 +199,7 @@ TEST(EstimateImpactTest, CruxPlanFiguresAreConsistent) {
 }
 
 TEST(EstimateImpactTest, MismatchedInputIsAnError) {
-  const Topology topo = Clos();
+  const Topology topo = testing::Clos2(4, 2, 4);
   const std::vector<JobSpec> specs = Jobs(topo, 3, 5);
   auto crux = Must(MakePolicy("crux", topo, {}), "MakePolicy");
   const Plan plan = Must(crux->Schedule(specs), "Schedule");
