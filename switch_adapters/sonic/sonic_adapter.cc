@@ -219,6 +219,25 @@ Result<std::string> SonicAdapter::ApplyPatchJson(const SwitchQosState& desired) 
   return ConfigDbSchema::ApplyPatchJson(changes, existing);
 }
 
+namespace {
+
+// The Redis endpoint (--redis-socket or --redis-host/--redis-port, --redis-timeout-ms) and the
+// required --ports of the monitor and the verifier (the adapter keeps its own SonicOptions).
+core::Status ReadEndpointAndPorts(const BackendConfig& c, RedisEndpoint& endpoint,
+                                  std::vector<std::string>& ports) {
+  endpoint.unix_socket = ParamString(c, "redis-socket");
+  endpoint.host = ParamString(c, "redis-host", endpoint.host);
+  CRUX_ASSIGN_OR_RETURN(endpoint.port, ParamInt(c, "redis-port", endpoint.port, 1, 65535));
+  CRUX_ASSIGN_OR_RETURN(int timeout_ms, ParamInt(c, "redis-timeout-ms", 1000, 1, 600000));
+  endpoint.connect_timeout = Duration::Millis(timeout_ms);
+  endpoint.command_timeout = Duration::Millis(timeout_ms);
+  CRUX_ASSIGN_OR_RETURN(ports, ParamList(c, "ports"));
+  if (ports.empty()) return core::InvalidArgumentError("--ports: required by the sonic backend");
+  return core::Status::Ok();
+}
+
+}  // namespace
+
 Backend SonicBackend() {
   Backend b;
   b.name = "sonic";
@@ -262,18 +281,10 @@ Backend SonicBackend() {
   };
   b.create_monitor = [](const BackendConfig& c) -> Result<std::unique_ptr<PortMonitor>> {
     SonicMonitorOptions o;
-    o.endpoint.unix_socket = ParamString(c, "redis-socket");
-    o.endpoint.host = ParamString(c, "redis-host", o.endpoint.host);
-    CRUX_ASSIGN_OR_RETURN(o.endpoint.port, ParamInt(c, "redis-port", o.endpoint.port, 1, 65535));
-    CRUX_ASSIGN_OR_RETURN(int timeout_ms, ParamInt(c, "redis-timeout-ms", 1000, 1, 600000));
-    o.endpoint.connect_timeout = Duration::Millis(timeout_ms);
-    o.endpoint.command_timeout = Duration::Millis(timeout_ms);
+    CRUX_RETURN_IF_ERROR(ReadEndpointAndPorts(c, o.endpoint, o.ports));
     CRUX_ASSIGN_OR_RETURN(o.appl_db, ParamInt(c, "appl-db", o.appl_db, 0, 15));
     CRUX_ASSIGN_OR_RETURN(o.counters_db, ParamInt(c, "counters-db", o.counters_db, 0, 15));
     CRUX_ASSIGN_OR_RETURN(o.config_db, ParamInt(c, "redis-db", o.config_db, 0, 15));
-    CRUX_ASSIGN_OR_RETURN(o.ports, ParamList(c, "ports"));
-    if (o.ports.empty())
-      return core::InvalidArgumentError("--ports: required by the sonic backend");
     CRUX_ASSIGN_OR_RETURN(auto monitor, SonicPortMonitor::Create(std::move(o)));
     return std::unique_ptr<PortMonitor>(std::move(monitor));
   };
@@ -281,17 +292,9 @@ Backend SonicBackend() {
       [](const BackendConfig& c,
          const QueueCheckOptions& queues) -> Result<std::unique_ptr<EnforcementVerifier>> {
     SonicVerifierOptions o;
-    o.endpoint.unix_socket = ParamString(c, "redis-socket");
-    o.endpoint.host = ParamString(c, "redis-host", o.endpoint.host);
-    CRUX_ASSIGN_OR_RETURN(o.endpoint.port, ParamInt(c, "redis-port", o.endpoint.port, 1, 65535));
-    CRUX_ASSIGN_OR_RETURN(int timeout_ms, ParamInt(c, "redis-timeout-ms", 1000, 1, 600000));
-    o.endpoint.connect_timeout = Duration::Millis(timeout_ms);
-    o.endpoint.command_timeout = Duration::Millis(timeout_ms);
+    CRUX_RETURN_IF_ERROR(ReadEndpointAndPorts(c, o.endpoint, o.ports));
     CRUX_ASSIGN_OR_RETURN(o.asic_db, ParamInt(c, "asic-db", o.asic_db, 0, 15));
     CRUX_ASSIGN_OR_RETURN(o.counters_db, ParamInt(c, "counters-db", o.counters_db, 0, 15));
-    CRUX_ASSIGN_OR_RETURN(o.ports, ParamList(c, "ports"));
-    if (o.ports.empty())
-      return core::InvalidArgumentError("--ports: required by the sonic backend");
     o.queues = queues;
     CRUX_ASSIGN_OR_RETURN(auto verifier, SonicEnforcementVerifier::Create(std::move(o)));
     return std::unique_ptr<EnforcementVerifier>(std::move(verifier));
