@@ -47,7 +47,6 @@ using testing::RedisServer;
 
 constexpr int kAsicDb = 1;
 constexpr int kCountersDb = 2;
-constexpr int kConfigDb = 4;
 constexpr int kQueues = 8;  // Unicast queues per port; as many multicast ones follow.
 const char* const kDscpMapVid = "oid:0x14000000000615";
 const char* const kQueueMapVid = "oid:0x14000000000616";
