@@ -82,9 +82,9 @@ core::Result<std::unique_ptr<DealerClient>> DealerClient::Connect(TransportConte
   }
   // Several endpoints (HA: every cruxd instance, "tcp://a:7450,tcp://b:7450"): connect to all;
   // only the leader binds its client endpoint, and with ZMQ_IMMEDIATE messages go only to
-  // connections whose handshake completed, i.e. to the leader. Reconnects are capped at 1 s
-  // and ZMTP heartbeats at 1 s / 3 s so that a dead or paused leader's connection is dropped
-  // and the next leader's is picked up within seconds.
+  // connections whose handshake completed, i.e. to the leader. Reconnects are capped and ZMTP
+  // heartbeats short (kFollow* in client.h) so that a dead or paused leader's connection is
+  // dropped within about a second and the next leader's is picked up as soon as it binds.
   std::vector<std::string> endpoints;
   for (size_t start = 0; start <= options.endpoint.size();) {
     size_t end = options.endpoint.find(',', start);
@@ -95,9 +95,9 @@ core::Result<std::unique_ptr<DealerClient>> DealerClient::Connect(TransportConte
   if (endpoints.empty()) return core::InvalidArgumentError("client.endpoint: empty");
   const bool several = endpoints.size() > 1;
   if (several) {
-    options.reconnect_ivl_max = std::min(options.reconnect_ivl_max, core::Duration::Millis(1000));
-    options.heartbeat_ivl = core::Duration::Millis(1000);
-    options.heartbeat_timeout = core::Duration::Millis(3000);
+    options.reconnect_ivl_max = std::min(options.reconnect_ivl_max, kFollowReconnectIvlMax);
+    options.heartbeat_ivl = kFollowHeartbeatIvl;
+    options.heartbeat_timeout = kFollowHeartbeatTimeout;
   }
   auto socket = std::make_unique<zmq::socket_t>();
   auto monitor = std::make_unique<zmq::socket_t>();
@@ -168,6 +168,7 @@ DealerClient::~DealerClient() {
 
 core::Status DealerClient::WatchConnection() {
   bool dropped = false;
+  bool handshaken = false;
   try {
     while (true) {
       // Each event is two frames: 6 bytes (uint16 event, uint32 value), then the endpoint.
@@ -181,12 +182,25 @@ core::Status DealerClient::WatchConnection() {
         head.move(rest);
       }
       if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        handshaken = true;
         handshaken_ = true;
+        ++counters_.connects;
+        change_.connected = true;
       } else if (event == ZMQ_EVENT_DISCONNECTED && handshaken_) {
         // A connection that worked dropped: the daemon may still hold it (half-open).
         dropped = true;
         handshaken_ = false;
+        ++counters_.drops;
+        change_.lost = true;
+        change_.connected = false;  // Until a handshake completes again.
       }
+    }
+    if (handshaken && !dropped) {
+      // libzmq posts the new connection's pipe to the socket before it emits the event, but a
+      // send right after a receive may skip the socket's command queue (libzmq throttles it for
+      // ~1 ms): reading ZMQ_EVENTS attaches the pipe, so a send right after `connected` goes
+      // out on it instead of failing (ZMQ_IMMEDIATE: no pipe yet).
+      (void)socket_->get(zmq::sockopt::events);
     }
   } catch (const zmq::error_t& e) {
     return core::InternalError("monitor of " + options_.endpoint + ": " + e.what());
@@ -225,6 +239,14 @@ core::Status DealerClient::Wait(std::chrono::milliseconds left) {
 }
 
 void* DealerClient::raw_socket() const { return socket_->handle(); }
+void* DealerClient::raw_monitor_socket() const { return monitor_->handle(); }
+
+core::Result<ConnectionChange> DealerClient::TakeConnectionChange() {
+  CRUX_RETURN_IF_ERROR(WatchConnection());
+  const ConnectionChange c = change_;
+  change_ = ConnectionChange{};
+  return c;
+}
 
 core::Status DealerClient::Send(const v1::Envelope& msg) {
   CRUX_RETURN_IF_ERROR(WatchConnection());
@@ -303,6 +325,8 @@ core::Result<v1::Envelope> DealerClient::Call(const v1::Envelope& request, core:
   const uint64_t id = NextRequestId();
   req.set_request_id(id);
   CRUX_RETURN_IF_ERROR(Send(req));
+  // A drop after the send loses the request (and any reply): no use waiting for it.
+  const uint64_t drops = counters_.drops;
   const auto deadline = Clock::now() + std::chrono::nanoseconds(timeout.nanos());
   while (true) {
     CRUX_ASSIGN_OR_RETURN(auto msg, ReadOne());
@@ -314,6 +338,10 @@ core::Result<v1::Envelope> DealerClient::Call(const v1::Envelope& request, core:
         ++counters_.stale_replies;
       }
       continue;
+    }
+    if (counters_.drops != drops) {
+      return core::UnavailableError("connection to " + options_.endpoint +
+                                    " lost while waiting for the reply");
     }
     const auto now = Clock::now();
     if (now >= deadline) {
