@@ -174,6 +174,10 @@ struct App::Impl {
   core::Status Lead(int64_t term, std::unique_ptr<Store> shared);
   // High availability: the admin endpoint while no daemon serves (a standby).
   void HandleAdmin(const protocol::Inbound& in);
+  // High availability: logs once every job the new leader restored is back - bound to a
+  // connection and past an epoch of `term` (acknowledged; bound only in dry-run) - checking
+  // every 50 ms from `since` (when it began serving) for at most 120 s. Loop thread.
+  void WatchTakeover(uint64_t term, core::Duration since);
 
   void WaitSignal() {
     signals->async_wait([this](const boost::system::error_code& ec, int sig) {
@@ -280,9 +284,40 @@ core::Status App::Impl::Lead(int64_t term, std::unique_ptr<Store> shared) {
   daemon->Start();
   spdlog::info("ha: {} serving as leader, term {}: client endpoint {}, epoch {}",
                leadership->instance(), term, client_server->endpoint(), daemon->epoch());
+  WatchTakeover(static_cast<uint64_t>(term), loop.Now());
   Notify("STATUS=leader (term " + std::to_string(term) + "), serving " +
          std::to_string(daemon->tracker().jobs().size()) + " jobs");
   return core::Status::Ok();
+}
+
+void App::Impl::WatchTakeover(uint64_t term, core::Duration since) {
+  if (!daemon) return;
+  const bool dry_run = daemon->config().dry_run;
+  auto back = [&](const std::string& peer, uint64_t acked_epoch) {
+    return !peer.empty() && (dry_run || (acked_epoch >> 32) >= term);
+  };
+  size_t jobs = 0;
+  size_t waiting = 0;
+  for (const auto& [id, j] : daemon->tracker().jobs()) {
+    ++jobs;
+    bool ok = j.parted() ? true : back(j.peer, j.acked_epoch);
+    for (const auto& [host, p] : j.parts) ok = ok && back(p.peer, p.acked_epoch);
+    if (!ok) ++waiting;
+  }
+  const int64_t ms = (loop.Now() - since).nanos() / 1'000'000;
+  if (waiting == 0) {
+    spdlog::info(
+        "ha: takeover complete: all {} jobs reconnected and acknowledged term {} ({} ms after "
+        "serving)",
+        jobs, term, ms);
+    return;
+  }
+  if (ms >= 120'000) {
+    spdlog::warn("ha: {} of {} jobs not back {} ms after serving (term {})", waiting, jobs, ms,
+                 term);
+    return;
+  }
+  loop.RunAfter(core::Duration::Millis(50), [this, term, since] { WatchTakeover(term, since); });
 }
 
 void App::Impl::HandleAdmin(const protocol::Inbound& in) {

@@ -40,7 +40,8 @@
 //    re-announces itself now - a registration, heartbeat or hello that (re)binds what it speaks
 //    for - and retries on a short backoff, rather than at its next periodic message.
 // Event loops that poll raw_socket() also poll raw_monitor_socket() (readable when connection
-// events wait) and call TakeConnectionChange() when it is.
+// events wait) and call TakeConnectionChange() when it is - and after their last other call on
+// the client before they wait again: any call reads the monitor, which consumes its signal.
 //
 // Thread-safety: NOT thread-safe (one owner thread). Distinct clients may live on distinct
 // threads. The TransportContext must outlive the client.
