@@ -176,20 +176,24 @@ core::Status DealerClient::WatchConnection() {
       if (!monitor_->recv(head, zmq::recv_flags::dontwait)) break;
       uint16_t event = 0;
       if (head.size() >= sizeof(event)) std::memcpy(&event, head.data(), sizeof(event));
+      std::string endpoint;  // The second frame: the connection's endpoint.
       while (head.more()) {
         zmq::message_t rest;
         if (!monitor_->recv(rest, zmq::recv_flags::dontwait)) break;
+        endpoint = rest.to_string();
         head.move(rest);
       }
       if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
         handshaken = true;
-        handshaken_ = true;
+        handshaken_.insert(endpoint);
         ++counters_.connects;
         change_.connected = true;
-      } else if (event == ZMQ_EVENT_DISCONNECTED && handshaken_) {
-        // A connection that worked dropped: the daemon may still hold it (half-open).
+      } else if (event == ZMQ_EVENT_DISCONNECTED && handshaken_.erase(endpoint) > 0) {
+        // A connection that worked dropped: the daemon may still hold it (half-open). (One
+        // that never completed its handshake does not count: e.g. one a paused daemon's kernel
+        // accepted, closed when it exits, while the next leader's connection works.)
         dropped = true;
-        handshaken_ = false;
+        handshaken_.clear();
         ++counters_.drops;
         change_.lost = true;
         change_.connected = false;  // Until a handshake completes again.

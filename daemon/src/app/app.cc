@@ -431,10 +431,11 @@ core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
     // A standby opens its state file only when it wins; check its health now (fail fast).
     if (!options.fresh_state) CRUX_RETURN_IF_ERROR(CheckSqliteStore(DatabasePath(c)));
     Impl* m = impl.get();
-    impl->leadership = std::make_unique<ha::Leadership>(
-        c, impl->store_options, &impl->loop, [m](int64_t term, std::unique_ptr<Store> shared) {
-          return m->Lead(term, std::move(shared));
-        });
+    impl->leadership =
+        std::make_unique<ha::Leadership>(c, impl->store_options, &impl->loop, &impl->metrics,
+                                         [m](int64_t term, std::unique_ptr<Store> shared) {
+                                           return m->Lead(term, std::move(shared));
+                                         });
   }
 
   const std::string admin_ep = AdminEndpoint(c);

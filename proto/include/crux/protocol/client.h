@@ -23,7 +23,8 @@
 // and Call also wake on it). Costs: messages still queued for the dropped connection are lost,
 // and the daemon sees a new peer: whatever it bound to the old id (a job's connection, a
 // switch's) must be re-bound by the layer above. A connection that never completed its handshake
-// (refused, CURVE failure) is left to ZeroMQ's retry and backoff; ZMQ_EVENT_CLOSED is not
+// (refused, CURVE failure, accepted by a paused daemon's kernel) is left to ZeroMQ's retry and
+// backoff, even when another endpoint's connection works; ZMQ_EVENT_CLOSED is not
 // watched, since a connecter emits it on every failed attempt. An explicit
 // ClientOptions::routing_id is kept across reconnects.
 //
@@ -53,6 +54,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -199,7 +201,9 @@ class DealerClient {
   // PAIR socket reading `socket_`'s monitor events (the destructor stops the monitor first).
   std::unique_ptr<zmq::socket_t> monitor_;
   std::unique_ptr<zmq::socket_t> socket_;
-  bool handshaken_ = false;  // A connection completed its handshake since the last renewal.
+  // Endpoints whose connection completed its handshake since the last renewal (as the monitor
+  // names them).
+  std::set<std::string> handshaken_;
   ConnectionChange change_;  // Not yet taken by TakeConnectionChange().
   std::deque<v1::Envelope> pending_;
   uint64_t last_request_id_ = 0;

@@ -73,6 +73,21 @@ class Metrics {
   // (crux_fault_disbelieved_reports_total, raised by `more`).
   void SetContradictedJobs(int64_t jobs, uint64_t more);
 
+  // High availability (docs/daemon.md "High availability"): the crux_ha_* series exist only
+  // after EnableHa() (an instance with `ha:`); the setters below do nothing before it.
+  // crux_ha_role{role}: 1 for this instance's role (campaigning, standby, leader, deposed), 0 for
+  // the others; crux_ha_term: the leader's term (this instance's while it leads);
+  // crux_ha_leader_changes_total; crux_ha_etcd_errors_total{op}: failed etcd calls by operation
+  // (campaign, keepalive, list, revoke, state: the leader's shared-state reads and writes);
+  // crux_ha_fence_closes_total{reason}: this instance's fence closed while it led (lease, deposed,
+  // resigned; store_guard: the shared state refused a write, its election key being gone).
+  void EnableHa() CRUX_EXCLUDES(ha_mu_);
+  void SetHaRole(const std::string& role) CRUX_EXCLUDES(ha_mu_);
+  void SetHaTerm(uint64_t term) CRUX_EXCLUDES(ha_mu_);
+  void AddHaLeaderChanges(uint64_t n) CRUX_EXCLUDES(ha_mu_);
+  void AddHaEtcdErrors(const std::string& op, uint64_t n) CRUX_EXCLUDES(ha_mu_);
+  void AddHaFenceCloses(const std::string& reason, uint64_t n) CRUX_EXCLUDES(ha_mu_);
+
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
@@ -100,6 +115,13 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* links_not_up_;
   prometheus::Gauge* contradicted_jobs_;
   prometheus::Counter* disbelieved_reports_;
+  // HA series: null until EnableHa().
+  Mutex ha_mu_;
+  prometheus::Family<prometheus::Gauge>* ha_role_ CRUX_GUARDED_BY(ha_mu_) = nullptr;
+  prometheus::Gauge* ha_term_ CRUX_GUARDED_BY(ha_mu_) = nullptr;
+  prometheus::Counter* ha_leader_changes_ CRUX_GUARDED_BY(ha_mu_) = nullptr;
+  prometheus::Family<prometheus::Counter>* ha_etcd_errors_ CRUX_GUARDED_BY(ha_mu_) = nullptr;
+  prometheus::Family<prometheus::Counter>* ha_fence_closes_ CRUX_GUARDED_BY(ha_mu_) = nullptr;
 };
 
 }  // namespace crux::daemon
