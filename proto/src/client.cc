@@ -189,14 +189,20 @@ core::Status DealerClient::WatchConnection() {
         ++counters_.connects;
         change_.connected = true;
       } else if (event == ZMQ_EVENT_DISCONNECTED && handshaken_.erase(endpoint) > 0) {
-        // A connection that worked dropped: the daemon may still hold it (half-open). (One
-        // that never completed its handshake does not count: e.g. one a paused daemon's kernel
-        // accepted, closed when it exits, while the next leader's connection works.)
-        dropped = true;
-        handshaken_.clear();
+        // A connection that worked dropped. (One that never completed its handshake does not
+        // count, e.g. one a paused daemon's kernel accepted.)
         ++counters_.drops;
         change_.lost = true;
-        change_.connected = false;  // Until a handshake completes again.
+        if (handshaken_.empty()) {
+          // The daemon may still hold it (half-open): renew the routing id (below).
+          dropped = true;
+          change_.connected = false;  // Until a handshake completes again.
+        } else {
+          // Another endpoint's connection works (a deposed leader that woke up long enough to
+          // complete handshakes, then exited, while the next leader serves): keep it and the
+          // routing id the daemon knows; the owner re-announces on it at once.
+          change_.connected = true;
+        }
       }
     }
     if (handshaken && !dropped) {
@@ -209,7 +215,9 @@ core::Status DealerClient::WatchConnection() {
   } catch (const zmq::error_t& e) {
     return core::InternalError("monitor of " + options_.endpoint + ": " + e.what());
   }
-  if (!dropped || !random_id_) return core::Status::Ok();
+  if (!dropped) return core::Status::Ok();
+  handshaken_.clear();
+  if (!random_id_) return core::Status::Ok();
   // Reconnect every endpoint with a fresh id: a CURVE cruxd has no ROUTER hand-over and would
   // park a new connection presenting the id of one it has not yet seen drop.
   CRUX_ASSIGN_OR_RETURN(std::string id, RandomRoutingId());

@@ -241,6 +241,33 @@ TEST_F(FollowTest, ReportsTheLostLeaderAndTheNextOneAsSoonAsItBinds) {
   EXPECT_EQ(b.peers(), std::set<std::string>{client->routing_id()});
 }
 
+// Two daemons had the endpoint bound (a deposed leader woke up long enough to accept, then
+// exits): the lost one is reported with the one still up, whose connection and routing id stay.
+TEST_F(FollowTest, ALostConnectionBesideAWorkingOneKeepsItAndTheRoutingId) {
+  const int port_a = FreePort();
+  const int port_b = FreePort();
+  auto a = std::make_unique<Daemon>(ctx_, port_a);
+  Daemon b(ctx_, port_b);
+  ASSERT_TRUE(a->ok() && b.ok());
+  auto client = Connect(Tcp(port_a) + "," + Tcp(port_b));
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        (void)client->TakeConnectionChange();
+        return client->counters().connects == 2;
+      },
+      std::chrono::milliseconds(20000)));
+  const std::string id = client->routing_id();
+  a->Stop();
+  const ConnectionChange c = WaitChange(*client, [](const ConnectionChange& s) { return s.lost; });
+  EXPECT_TRUE(c.lost);
+  EXPECT_TRUE(c.connected) << "b's connection is still up: speak on it now";
+  EXPECT_EQ(client->counters().new_routing_ids, 0u);
+  EXPECT_EQ(client->routing_id(), id);
+  ASSERT_TRUE(Answered(*client));
+  EXPECT_TRUE(b.peers().count(id));
+}
+
 TEST_F(FollowTest, ACallWaitingOnADroppedConnectionFailsAtOnce) {
   const int port = FreePort();
   auto silent = std::make_unique<Daemon>(ctx_, port, /*silent=*/true);

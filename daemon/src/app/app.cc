@@ -176,8 +176,9 @@ struct App::Impl {
   void HandleAdmin(const protocol::Inbound& in);
   // High availability: logs once every job the new leader restored is back - bound to a
   // connection and past an epoch of `term` (acknowledged; bound only in dry-run) - checking
-  // every 50 ms from `since` (when it began serving) for at most 120 s. Loop thread.
-  void WatchTakeover(uint64_t term, core::Duration since);
+  // every 50 ms from `since` (when it began serving) for at most 120 s; warns, naming a few,
+  // when jobs are still missing after 10 s (`told`: already warned) and at 120 s. Loop thread.
+  void WatchTakeover(uint64_t term, core::Duration since, bool told = false);
 
   void WaitSignal() {
     signals->async_wait([this](const boost::system::error_code& ec, int sig) {
@@ -290,19 +291,25 @@ core::Status App::Impl::Lead(int64_t term, std::unique_ptr<Store> shared) {
   return core::Status::Ok();
 }
 
-void App::Impl::WatchTakeover(uint64_t term, core::Duration since) {
+void App::Impl::WatchTakeover(uint64_t term, core::Duration since, bool told) {
   if (!daemon) return;
   const bool dry_run = daemon->config().dry_run;
-  auto back = [&](const std::string& peer, uint64_t acked_epoch) {
-    return !peer.empty() && (dry_run || (acked_epoch >> 32) >= term);
+  // "" when back, else why not.
+  auto missing = [&](const std::string& peer, uint64_t acked_epoch) -> const char* {
+    if (peer.empty()) return "not reconnected";
+    return dry_run || (acked_epoch >> 32) >= term ? "" : "no acknowledgement of this term";
   };
   size_t jobs = 0;
   size_t waiting = 0;
+  std::string examples;  // The first few jobs still missing, for the log.
   for (const auto& [id, j] : daemon->tracker().jobs()) {
     ++jobs;
-    bool ok = j.parted() ? true : back(j.peer, j.acked_epoch);
-    for (const auto& [host, p] : j.parts) ok = ok && back(p.peer, p.acked_epoch);
-    if (!ok) ++waiting;
+    const char* why = j.parted() ? "" : missing(j.peer, j.acked_epoch);
+    for (const auto& [host, p] : j.parts) {
+      if (*why == '\0') why = missing(p.peer, p.acked_epoch);
+    }
+    if (*why == '\0') continue;
+    if (++waiting <= 5) examples += (examples.empty() ? "" : ", ") + id + " (" + why + ")";
   }
   const int64_t ms = (loop.Now() - since).nanos() / 1'000'000;
   if (waiting == 0) {
@@ -312,12 +319,14 @@ void App::Impl::WatchTakeover(uint64_t term, core::Duration since) {
         jobs, term, ms);
     return;
   }
-  if (ms >= 120'000) {
-    spdlog::warn("ha: {} of {} jobs not back {} ms after serving (term {})", waiting, jobs, ms,
-                 term);
-    return;
+  if (ms >= 120'000 || (!told && ms >= 10'000)) {
+    spdlog::warn("ha: {} of {} jobs not back {} ms after serving (term {}), e.g. {}", waiting, jobs,
+                 ms, term, examples);
+    if (ms >= 120'000) return;
+    told = true;
   }
-  loop.RunAfter(core::Duration::Millis(50), [this, term, since] { WatchTakeover(term, since); });
+  loop.RunAfter(core::Duration::Millis(50),
+                [this, term, since, told] { WatchTakeover(term, since, told); });
 }
 
 void App::Impl::HandleAdmin(const protocol::Inbound& in) {

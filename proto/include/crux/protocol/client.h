@@ -15,18 +15,18 @@
 // wait has a timeout and sends use ZMQ_DONTWAIT (a full pipe is kUnavailable).
 //
 // Reconnects take a fresh routing id (issue #31 item 1): a socket monitor watches the
-// connections, and when one that had completed its handshake drops (ZMQ_EVENT_DISCONNECTED), the
-// client disconnects every endpoint, draws a new RandomRoutingId(), sets it (ZMQ_ROUTING_ID) and
-// connects again. A CURVE cruxd runs its ROUTER without hand-over, so a reconnect with the old id
-// while cruxd still holds the old, half-open connection would be parked by libzmq for good. The
-// monitor is read by every call (Send, TryReceive, Receive, Call, TakeConnectionChange; Receive
-// and Call also wake on it). Costs: messages still queued for the dropped connection are lost,
-// and the daemon sees a new peer: whatever it bound to the old id (a job's connection, a
-// switch's) must be re-bound by the layer above. A connection that never completed its handshake
-// (refused, CURVE failure, accepted by a paused daemon's kernel) is left to ZeroMQ's retry and
-// backoff, even when another endpoint's connection works; ZMQ_EVENT_CLOSED is not
-// watched, since a connecter emits it on every failed attempt. An explicit
-// ClientOptions::routing_id is kept across reconnects.
+// connections, and when one that had completed its handshake drops (ZMQ_EVENT_DISCONNECTED) and
+// no other endpoint's connection works (see below), the client disconnects every endpoint, draws a
+// new RandomRoutingId(), sets it (ZMQ_ROUTING_ID) and connects again. A CURVE cruxd runs its ROUTER
+// without hand-over, so a reconnect with the old id while cruxd still holds the old, half-open
+// connection would be parked by libzmq for good. The monitor is read by every call (Send,
+// TryReceive, Receive, Call, TakeConnectionChange; Receive and Call also wake on it). Costs:
+// messages still queued for the dropped connection are lost, and the daemon sees a new peer:
+// whatever it bound to the old id (a job's connection, a switch's) must be re-bound by the layer
+// above. A connection that never completed its handshake (refused, CURVE failure, accepted by a
+// paused daemon's kernel) is left to ZeroMQ's retry and backoff, even when another endpoint's
+// connection works; ZMQ_EVENT_CLOSED is not watched, since a connecter emits it on every failed
+// attempt. An explicit ClientOptions::routing_id is kept across reconnects.
 //
 // Following the daemon (issue #31 item 6: HA clients follow a new leader at once): the owner
 // learns of connection changes from TakeConnectionChange() instead of waiting for a timeout:
@@ -34,12 +34,16 @@
 //    seen at once; a paused or unreachable one when the ZMTP heartbeat times out (with several
 //    endpoints PING every 300 ms, dropped after 1 s without traffic). Everything sent before is
 //    lost: no reply will come. A Call() waiting for a reply fails at once (kUnavailable,
-//    "connection ... lost") instead of waiting out its timeout.
+//    "connection ... lost") instead of waiting out its timeout. When another endpoint's
+//    connection still works (two daemons had the endpoint bound: a deposed leader woke up long
+//    enough to complete handshakes, then exited) that one is kept, with the routing id, and
+//    `connected` is reported with `lost`.
 //  * connected: a connection completed its handshake (the first one, or after `lost` the next
 //    daemon's: with several endpoints, the new leader's as soon as it binds) and has not dropped
-//    since. The daemon knows nothing of this connection (its routing id is new), so the owner
-//    re-announces itself now - a registration, heartbeat or hello that (re)binds what it speaks
-//    for - and retries on a short backoff, rather than at its next periodic message.
+//    since, or one stayed up beside a lost one. The daemon may know nothing of this connection
+//    (after a renewal its routing id is new), so the owner re-announces itself now - a
+//    registration, heartbeat or hello that (re)binds what it speaks for - and retries on a short
+//    backoff, rather than at its next periodic message.
 // Event loops that poll raw_socket() also poll raw_monitor_socket() (readable when connection
 // events wait) and call TakeConnectionChange() when it is - and after their last other call on
 // the client before they wait again: any call reads the monitor, which consumes its signal.
@@ -119,7 +123,8 @@ struct ClientCounters {
 };
 
 // What happened to a DealerClient's connection since the previous TakeConnectionChange() (see
-// "Following the daemon" in the file comment). Both may be true: lost, then connected again.
+// "Following the daemon" in the file comment). Both may be true: lost, then connected again (or
+// another endpoint's connection still up).
 struct ConnectionChange {
   // A handshaken connection dropped: nothing sent before it will be answered.
   bool lost = false;
