@@ -13,6 +13,7 @@
 #include <string>
 
 #include "crux/client/client.h"
+#include "crux/daemon/ha/etcd_gateway.h"
 #include "ha_cluster.h"
 #include "http_get.h"
 
@@ -64,6 +65,15 @@ class FollowTest : public ::testing::Test {
         milliseconds(20000), milliseconds(100));
     return text;
   }
+  // Jobs in the leader's shared state in etcd (what a takeover restores).
+  size_t SharedJobs() {
+    auto etcd =
+        daemon::ha::ConnectGateway({cluster_.etcd().Endpoints(), core::Duration::Millis(500)});
+    if (!etcd.ok()) return 0;
+    const std::string prefix = "/crux/cruxd/state/jobs/";
+    auto r = (*etcd)->Range(prefix, daemon::ha::PrefixEnd(prefix));
+    return r.ok() ? r->kvs.size() : 0;
+  }
   static bool Matches(const std::string& text, const std::string& re) {
     return std::regex_search(text, std::regex(re));
   }
@@ -94,6 +104,9 @@ TEST_F(FollowTest, EveryJobFollowsAKilledLeaderWithoutWaitingForItsHeartbeat) {
       },
       milliseconds(30000)))
       << cluster_.Log(0) << cluster_.loadgen().Stderr();
+  // ... and durably: a registration is answered once it is in etcd, but counted from its
+  // arrival, and one still unanswered at the kill would be a new job for b.
+  ASSERT_TRUE(WaitUntil([&] { return SharedJobs() == kJobs + 1; }, milliseconds(30000)));
   ASSERT_TRUE((*job)->WaitForStats(
       [&](const client::ClientStats& s) { return s.registered && s.highest_term == term_a; },
       30000))
