@@ -192,17 +192,17 @@ core::Status DealerClient::WatchConnection() {
         // A connection that worked dropped. (One that never completed its handshake does not
         // count, e.g. one a paused daemon's kernel accepted.)
         ++counters_.drops;
-        change_.lost = true;
         if (handshaken_.empty()) {
-          // The daemon may still hold it (half-open): renew the routing id (below).
+          // No connection left; the daemon may still hold this one (half-open): renew the
+          // routing id (below).
           dropped = true;
+          ++losses_;
+          change_.lost = true;
           change_.connected = false;  // Until a handshake completes again.
-        } else {
-          // Another endpoint's connection works (a deposed leader that woke up long enough to
-          // complete handshakes, then exited, while the next leader serves): keep it and the
-          // routing id the daemon knows; the owner re-announces on it at once.
-          change_.connected = true;
         }
+        // Else another endpoint's connection works (a deposed leader that woke up long enough
+        // to complete handshakes, then exited, while the next leader serves): it stays, with
+        // the routing id the daemon knows, and the owner is not disturbed.
       }
     }
     if (handshaken && !dropped) {
@@ -337,8 +337,8 @@ core::Result<v1::Envelope> DealerClient::Call(const v1::Envelope& request, core:
   const uint64_t id = NextRequestId();
   req.set_request_id(id);
   CRUX_RETURN_IF_ERROR(Send(req));
-  // A drop after the send loses the request (and any reply): no use waiting for it.
-  const uint64_t drops = counters_.drops;
+  // Losing the connection after the send loses the request (and any reply): no use waiting.
+  const uint64_t losses = losses_;
   const auto deadline = Clock::now() + std::chrono::nanoseconds(timeout.nanos());
   while (true) {
     CRUX_ASSIGN_OR_RETURN(auto msg, ReadOne());
@@ -351,7 +351,7 @@ core::Result<v1::Envelope> DealerClient::Call(const v1::Envelope& request, core:
       }
       continue;
     }
-    if (counters_.drops != drops) {
+    if (losses_ != losses) {
       return core::UnavailableError("connection to " + options_.endpoint +
                                     " lost while waiting for the reply");
     }

@@ -25,7 +25,7 @@ using std::chrono::milliseconds;
 // Far apart: every wait below is shorter.
 constexpr int kSlowMs = 120000;
 
-class FollowTest : public ::testing::Test {
+class HaFollowTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!EtcdCluster::Available()) GTEST_SKIP() << "etcd-server not installed (scripts/deps.sh)";
@@ -81,7 +81,7 @@ class FollowTest : public ::testing::Test {
   HaCluster cluster_{2};
 };
 
-TEST_F(FollowTest, EveryJobFollowsAKilledLeaderWithoutWaitingForItsHeartbeat) {
+TEST_F(HaFollowTest, EveryJobFollowsAKilledLeaderWithoutWaitingForItsHeartbeat) {
   constexpr int kJobs = 40;
   StartBoth();
   cluster_.StartLoadgen(kJobs, 300, kSlowMs,
@@ -153,7 +153,7 @@ TEST_F(FollowTest, EveryJobFollowsAKilledLeaderWithoutWaitingForItsHeartbeat) {
   EXPECT_EQ(lg["stale_term_refused"], 0u);
 }
 
-TEST_F(FollowTest, HaMetricsShowRoleTermLeaderChangesAndEtcdErrors) {
+TEST_F(HaFollowTest, HaMetricsShowRoleTermLeaderChangesAndEtcdErrors) {
   StartBoth();
   const uint64_t term_a = Term(0);
   ASSERT_GT(term_a, 0u);

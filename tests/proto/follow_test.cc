@@ -242,8 +242,9 @@ TEST_F(FollowTest, ReportsTheLostLeaderAndTheNextOneAsSoonAsItBinds) {
 }
 
 // Two daemons had the endpoint bound (a deposed leader woke up long enough to accept, then
-// exits): the lost one is reported with the one still up, whose connection and routing id stay.
-TEST_F(FollowTest, ALostConnectionBesideAWorkingOneKeepsItAndTheRoutingId) {
+// exits): the drop beside a working connection is no change for the owner; the connection and
+// the routing id stay.
+TEST_F(FollowTest, ADropBesideAWorkingConnectionKeepsItAndTheRoutingId) {
   const int port_a = FreePort();
   const int port_b = FreePort();
   auto a = std::make_unique<Daemon>(ctx_, port_a);
@@ -259,13 +260,27 @@ TEST_F(FollowTest, ALostConnectionBesideAWorkingOneKeepsItAndTheRoutingId) {
       std::chrono::milliseconds(20000)));
   const std::string id = client->routing_id();
   a->Stop();
-  const ConnectionChange c = WaitChange(*client, [](const ConnectionChange& s) { return s.lost; });
-  EXPECT_TRUE(c.lost);
-  EXPECT_TRUE(c.connected) << "b's connection is still up: speak on it now";
+  ConnectionChange seen;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto c = client->TakeConnectionChange();
+        seen.lost = seen.lost || (c.ok() && c->lost);
+        seen.connected = seen.connected || (c.ok() && c->connected);
+        return client->counters().drops == 1;
+      },
+      std::chrono::milliseconds(20000)));
+  EXPECT_FALSE(seen.lost || seen.connected);
   EXPECT_EQ(client->counters().new_routing_ids, 0u);
   EXPECT_EQ(client->routing_id(), id);
-  ASSERT_TRUE(Answered(*client));
-  EXPECT_TRUE(b.peers().count(id));
+  // b answers on the same routing id. (A request sent in the instant a's pipe was being torn
+  // down is lost like any on a dropped connection: a call or two may time out.)
+  bool answered = false;
+  for (int i = 0; i < 3 && !answered; ++i) {
+    auto r = client->Call(Heartbeat(), Duration::Millis(2000));
+    answered = r.ok() && r->has_ack();
+  }
+  EXPECT_TRUE(answered);
+  EXPECT_EQ(b.peers(), std::set<std::string>{id});
 }
 
 TEST_F(FollowTest, ACallWaitingOnADroppedConnectionFailsAtOnce) {

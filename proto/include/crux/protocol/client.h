@@ -34,16 +34,17 @@
 //    seen at once; a paused or unreachable one when the ZMTP heartbeat times out (with several
 //    endpoints PING every 300 ms, dropped after 1 s without traffic). Everything sent before is
 //    lost: no reply will come. A Call() waiting for a reply fails at once (kUnavailable,
-//    "connection ... lost") instead of waiting out its timeout. When another endpoint's
-//    connection still works (two daemons had the endpoint bound: a deposed leader woke up long
-//    enough to complete handshakes, then exited) that one is kept, with the routing id, and
-//    `connected` is reported with `lost`.
+//    "connection ... lost") instead of waiting out its timeout. Only the last working connection
+//    counts: when another endpoint's connection still works (two daemons had the endpoint
+//    bound: a deposed leader woke up long enough to complete handshakes, then exited) that one
+//    stays, with the routing id, and nothing is reported (counters().drops counts it; what was
+//    sent on the dropped connection is lost, as on any drop, and times out).
 //  * connected: a connection completed its handshake (the first one, or after `lost` the next
 //    daemon's: with several endpoints, the new leader's as soon as it binds) and has not dropped
-//    since, or one stayed up beside a lost one. The daemon may know nothing of this connection
-//    (after a renewal its routing id is new), so the owner re-announces itself now - a
-//    registration, heartbeat or hello that (re)binds what it speaks for - and retries on a short
-//    backoff, rather than at its next periodic message.
+//    since. The daemon may know nothing of this connection (after a renewal its routing id is
+//    new), so the owner re-announces itself now - a registration, heartbeat or hello that
+//    (re)binds what it speaks for - and retries on a short backoff, rather than at its next
+//    periodic message.
 // Event loops that poll raw_socket() also poll raw_monitor_socket() (readable when connection
 // events wait) and call TakeConnectionChange() when it is - and after their last other call on
 // the client before they wait again: any call reads the monitor, which consumes its signal.
@@ -119,14 +120,13 @@ struct ClientCounters {
   uint64_t stale_replies = 0;
   uint64_t new_routing_ids = 0;  // Reconnects with a fresh routing id after a drop.
   uint64_t connects = 0;         // Connections that completed their handshake.
-  uint64_t drops = 0;            // ... and that dropped afterwards.
+  uint64_t drops = 0;            // ... and that dropped afterwards (lost or not: see below).
 };
 
 // What happened to a DealerClient's connection since the previous TakeConnectionChange() (see
-// "Following the daemon" in the file comment). Both may be true: lost, then connected again (or
-// another endpoint's connection still up).
+// "Following the daemon" in the file comment). Both may be true: lost, then connected again.
 struct ConnectionChange {
-  // A handshaken connection dropped: nothing sent before it will be answered.
+  // The last handshaken connection dropped: nothing sent before it will be answered.
   bool lost = false;
   // A connection completed its handshake and is up now: re-announce (hello, registration,
   // heartbeat) at once.
@@ -210,6 +210,7 @@ class DealerClient {
   // names them).
   std::set<std::string> handshaken_;
   ConnectionChange change_;  // Not yet taken by TakeConnectionChange().
+  uint64_t losses_ = 0;      // Times the last working connection was lost (`lost` reported).
   std::deque<v1::Envelope> pending_;
   uint64_t last_request_id_ = 0;
   ClientCounters counters_;
