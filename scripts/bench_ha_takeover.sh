@@ -10,6 +10,10 @@
 #   takeover_ms (list, median, max)   kill -9 -> `cruxctl status` on a standby says "leader"
 #                                     (includes this script's polling: cruxctl + python per try)
 #   serving_ms  (list, median, max)   kill -9 -> the new leader has all J jobs and J clients
+#                                     (this script's polling, as for takeover_ms)
+#   back_ms     (list, median, max)   kill -9 -> the new leader logs "takeover complete": every
+#                                     job reconnected and acknowledged the new term (its own
+#                                     check every 50 ms: no polling cost; issue #31 item 6's goal)
 #   lost_jobs, colour_changes, epoch_not_increasing   summed over the runs (goal: all 0)
 #   stale_term_refused                pushes the clients refused from a lower term (loadgen)
 #   loadavg                           /proc/loadavg before and after
@@ -37,7 +41,7 @@ while (($#)); do
     --build-dir) build_dir=$2; shift 2 ;;
     --no-build) build=0; shift ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "bench_ha_takeover.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -139,10 +143,12 @@ l=-1
 for _ in $(seq 600); do l=$(leader); ((l >= 0)) && serving "$l" && break; sleep 0.2; done
 ((l >= 0)) || { echo "no leader serving $jobs jobs" >&2; exit 1; }
 
-leaders=() takeovers=() servings=() lost=0 recoloured=0 not_increasing=0
+leaders=() takeovers=() servings=() backs=() lost=0 recoloured=0 not_increasing=0
 for ((r = 0; r < runs; r++)); do
   l=$(leader)
   before=$(snapshot "$l")
+  declare -A log_lines=()
+  for ((i = 0; i < instances; i++)); do log_lines[$i]=$(wc -l <"$dir/${names[$i]}.log"); done
   t0=$(now_ms)
   kill -9 "${cruxd_pid[$l]}"
   wait "${cruxd_pid[$l]}" 2>/dev/null || true
@@ -168,14 +174,24 @@ lost=sum(1 for k in b['colours'] if k not in a['colours'])
 changed=sum(1 for k,v in b['colours'].items() if k in a['colours'] and a['colours'][k]!=v)
 print(lost, changed, 0 if a['epoch']>b['epoch'] else 1)")
   lost=$((lost + dl)) recoloured=$((recoloured + dc)) not_increasing=$((not_increasing + de))
-  # The new leader's own log: when it was serving (wall clock, like t0).
-  serving_at=$(grep "ha: ${names[$n]} serving as leader" "$dir/${names[$n]}.log" | tail -1 | python3 -c "
+  # The new leader's own log since the kill: when it was serving and when every job was back
+  # (wall clock, like t0).
+  log_ms() {  # the time of the last line matching $1 in the new leader's log since the kill
+    tail -n +$((log_lines[$n] + 1)) "$dir/${names[$n]}.log" | grep "$1" | tail -1 | python3 -c "
 import sys, datetime
 line = sys.stdin.read().strip()
 t = datetime.datetime.strptime(line[:23], '%Y-%m-%d %H:%M:%S.%f')
-print(int(t.replace(tzinfo=datetime.datetime.now().astimezone().tzinfo).timestamp() * 1000))")
+print(int(t.replace(tzinfo=datetime.datetime.now().astimezone().tzinfo).timestamp() * 1000))"
+  }
+  until tail -n +$((log_lines[$n] + 1)) "$dir/${names[$n]}.log" | grep -q "ha: takeover complete"; do
+    (($(now_ms) - t0 > 180000)) && { echo "run $r: no 'takeover complete' in 180 s" >&2; exit 1; }
+    sleep 0.1
+  done
+  serving_at=$(log_ms "ha: ${names[$n]} serving as leader")
+  back_at=$(log_ms "ha: takeover complete")
   leaders+=($((serving_at - t0))) takeovers+=($((t1 - t0))) servings+=($((t2 - t0)))
-  echo "run $r: ${names[$l]} killed, ${names[$n]} serving as leader after $((serving_at - t0)) ms (cruxctl saw it after $((t1 - t0)) ms), serves all after $((t2 - t0)) ms (lost $dl, recoloured $dc)" >&2
+  backs+=($((back_at - t0)))
+  echo "run $r: ${names[$l]} killed, ${names[$n]} serving as leader after $((serving_at - t0)) ms (cruxctl saw it after $((t1 - t0)) ms), every job back and acknowledged after $((back_at - t0)) ms, serves all (cruxctl) after $((t2 - t0)) ms (lost $dl, recoloured $dc)" >&2
   start_cruxd "$l"  # As systemd would; it stands by.
   until [[ $(role "$l") == standby ]]; do sleep 0.1; done
   sleep 1
@@ -185,7 +201,7 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 python3 - "$dir/loadgen.json" <<PY
 import json, statistics, sys
 t=[$(IFS=,; echo "${takeovers[*]}")]; s=[$(IFS=,; echo "${servings[*]}")]
-ld=[$(IFS=,; echo "${leaders[*]}")]
+ld=[$(IFS=,; echo "${leaders[*]}")]; bk=[$(IFS=,; echo "${backs[*]}")]
 try:
     lg=json.load(open(sys.argv[1]))
 except Exception:
@@ -194,6 +210,7 @@ print(json.dumps({"runs": $runs, "jobs": $jobs, "instances": $instances, "lease_
   "leader_ms": ld, "leader_median_ms": statistics.median(ld), "leader_max_ms": max(ld),
   "takeover_ms": t, "takeover_median_ms": statistics.median(t), "takeover_max_ms": max(t),
   "serving_ms": s, "serving_median_ms": statistics.median(s), "serving_max_ms": max(s),
+  "back_ms": bk, "back_median_ms": statistics.median(bk), "back_max_ms": max(bk),
   "lost_jobs": $lost, "colour_changes": $recoloured, "epoch_not_increasing": $not_increasing,
   "stale_term_refused": lg.get("stale_term_refused"), "loadgen_registered": lg.get("registered"),
   "loadavg_before": "$load_before", "loadavg_after": "$load_after"}))

@@ -86,6 +86,7 @@ py::dict StatsDict(const crux::client::ClientStats& s) {
   d["state_resets"] = s.state_resets;
   d["rebinds"] = s.rebinds;
   d["quota_refusals"] = s.quota_refusals;
+  d["reconnects"] = s.reconnects;
   return d;
 }
 

@@ -74,7 +74,8 @@ class Client::Impl {
     co.endpoint = options_.endpoint;
     // co.routing_id stays empty: DealerClient draws a random, unguessable routing id, and a
     // fresh one whenever the connection drops (docs/protocol.md "Identities and roles"); the
-    // session re-registers when cruxd answers PERMISSION_DENIED from the new id.
+    // session speaks at once on the new connection (Session::OnConnectionChange) and
+    // re-registers when cruxd answers PERMISSION_DENIED from the new id.
     if (!options_.server_public_key.empty()) {
       co.curve = true;
       co.server_public_z85 = options_.server_public_key;
@@ -327,6 +328,15 @@ class Client::Impl {
         msg = dealer_->TryReceive();
       }
       if (!msg.ok()) session_.OnTransportError(msg.status());
+      // A lost or new connection (read from the monitor by the calls above): the session
+      // follows cruxd at once (a new HA leader, a restart).
+      auto change = dealer_->TakeConnectionChange();
+      if (!change.ok()) {
+        session_.OnTransportError(change.status());
+      } else if (change->lost || change->connected) {
+        session_.OnConnectionChange(Now(), change->lost, change->connected);
+        Flush();
+      }
     }
     Publish();
   }

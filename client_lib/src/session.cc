@@ -206,6 +206,40 @@ void Session::OnTransportError(const core::Status& error) {
   SetError("transport: " + error.ToString());
 }
 
+void Session::OnConnectionChange(core::Duration now, bool lost, bool connected) {
+  if (!started_ || done_) return;
+  if (lost) {
+    lost_connection_ = true;
+    if (in_flight_) {
+      const InFlight f = std::move(*in_flight_);
+      in_flight_.reset();
+      if (f.kind == Kind::kEndJob) {
+        Finish();  // Closing: nobody is left to end the job with (its lease will expire).
+        return;
+      }
+      // No reply can come. A registration is tried again (at once on the next connection);
+      // a heartbeat or report leaves the session registered (cruxd keeps the lease), and the
+      // report stays pending.
+      SetError(std::string(KindName(f.kind)) + ": connection to cruxd lost");
+      if (f.kind == Kind::kRegister) next_register_at_ = now + backoff_.Next();
+    }
+  }
+  if (!connected) return;
+  if (lost_connection_) {
+    ++stats_.reconnects;
+    Changed();
+  }
+  lost_connection_ = false;
+  backoff_.Reset();
+  if (closing_ || in_flight_) return;  // What is in flight goes out on the new connection.
+  if (registered_) {
+    next_heartbeat_at_ = now;
+  } else {
+    next_register_at_ = now;
+  }
+  Pump(now);
+}
+
 std::optional<Assignment> Session::OnMessage(core::Duration now, const v1::Envelope& msg,
                                              int64_t unix_now_ns) {
   if (msg.request_id() == 0) {

@@ -20,6 +20,15 @@
 //    connection) on a heartbeat or report: re-register (idempotent) from this connection, then
 //    resume. At once if a request was accepted since the last registration, else after the next
 //    backoff delay (so a daemon that keeps refusing does not get a request storm).
+//  * Following cruxd (HA leader changes, restarts; issue #31 item 6): the driver passes on the
+//    transport's connection changes (protocol::DealerClient::TakeConnectionChange). Lost: the
+//    request in flight can get no reply and is abandoned at once (a pending profile stays
+//    pending; a registration in flight is sent again; the session stays registered: cruxd keeps
+//    the job's lease). Connected (a new leader bound its endpoint, cruxd restarted): the backoff
+//    restarts from its initial delay and the session speaks at once, not at its next heartbeat:
+//    a heartbeat (or the pending report) when registered - cruxd binds the job to the new
+//    connection, or answers UNKNOWN_JOB / PERMISSION_DENIED and the session re-registers - and
+//    a registration when not (counted in stats().reconnects after a lost connection).
 //  * Profiles: SetProfile() makes a profile pending; it is sent when registered and idle and
 //    stays pending until acknowledged: across timeouts, reconnects and re-registrations. Another
 //    refusal (e.g. INVALID_ARGUMENT) drops it. A registration the daemon answers with
@@ -99,6 +108,9 @@ class Session {
   void OnSendFailed(core::Duration now, const v1::Envelope& msg, const core::Status& error);
   // A transport error that is not tied to one message (e.g. receiving failed): last_error.
   void OnTransportError(const core::Status& error);
+  // The transport's connection changed (see "Following cruxd" above): `lost` (a connection
+  // dropped) is handled before `connected` (one is up now) when both are set.
+  void OnConnectionChange(core::Duration now, bool lost, bool connected);
   // A profile due for the daemon; replaces a pending one that was not acknowledged yet.
   // `extra` (crux-hostd: the per-communicator traffic) is merged into this and every later
   // report until the next SetProfile.
@@ -169,6 +181,7 @@ class Session {
   bool done_ = false;
   bool registered_ = false;
   bool accepted_since_register_ = false;
+  bool lost_connection_ = false;  // A connection dropped and none is known to be up since.
   core::Duration lease_;
   core::Duration next_register_at_;
   core::Duration next_heartbeat_at_;

@@ -567,6 +567,25 @@ void HostAgent::OnDaemonSendFailed(const v1::Envelope& message, const core::Stat
   Pump(*j->second, now);
 }
 
+void HostAgent::OnDaemonConnectionChange(bool lost, bool connected, core::Duration now) {
+  if (lost) {
+    ++counters_.daemon_connections_lost;
+    had_connection_lost_ = true;
+    // No reply can come for these (the connection and its routing id are gone).
+    requests_.clear();
+    telemetry_requests_.clear();
+  }
+  if (connected && had_connection_lost_) {
+    ++counters_.daemon_reconnects;
+    had_connection_lost_ = false;
+  }
+  for (auto& [id, j] : jobs_) {
+    if (!j->session) continue;
+    j->session->OnConnectionChange(now, lost, connected);
+    Pump(*j, now);
+  }
+}
+
 void HostAgent::Tick(core::Duration now) {
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     Job& j = *it->second;
@@ -877,7 +896,9 @@ std::string HostAgent::StatusJson(std::optional<uid_t> viewer) const {
             {"unresolved_flows", counters_.unresolved_flows},
             {"pin_tables_sent", counters_.pin_tables_sent},
             {"daemon_messages", counters_.daemon_messages},
-            {"stray_daemon_messages", counters_.stray_daemon_messages}};
+            {"stray_daemon_messages", counters_.stray_daemon_messages},
+            {"daemon_connections_lost", counters_.daemon_connections_lost},
+            {"daemon_reconnects", counters_.daemon_reconnects}};
   // The limits and who uses them: the viewer's own usage, or (root) every uid's.
   json limits = {{"jobs_per_uid", config_.limits.jobs_per_uid},
                  {"ranks_per_uid", config_.limits.ranks_per_uid},

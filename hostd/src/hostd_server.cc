@@ -92,6 +92,8 @@ class HostdServer::Impl {
       items.push_back({dealer_->raw_socket(), 0, ZMQ_POLLIN, 0});
       items.push_back({nullptr, stop_fd_, ZMQ_POLLIN, 0});
       items.push_back({nullptr, listener_.fd(), ZMQ_POLLIN, 0});
+      items.push_back({dealer_->raw_monitor_socket(), 0, ZMQ_POLLIN, 0});
+      constexpr size_t kFirstConn = 4;  // Local connections follow the four items above.
       std::vector<ConnId> order;
       for (auto& [id, c] : conns_) {
         items.push_back({nullptr, c.fd(), ZMQ_POLLIN, 0});
@@ -108,12 +110,14 @@ class HostdServer::Impl {
         return core::InternalError(std::string("zmq_poll: ") + zmq_strerror(zmq_errno()));
       }
       if (items[1].revents & ZMQ_POLLIN) break;
-      // cruxd.
+      // cruxd, then its connection: a lost or new one (an HA leader change) makes every job's
+      // session speak at once (HostAgent::OnDaemonConnectionChange).
       for (;;) {
         auto m = dealer_->TryReceive();
         if (!m.ok() || !m->has_value()) break;
         agent_.OnDaemonMessage(**m, Now(), UnixNowNs());
       }
+      FollowDaemon();
       // New ranks.
       if (items[2].revents & ZMQ_POLLIN) {
         for (;;) {
@@ -126,7 +130,7 @@ class HostdServer::Impl {
       }
       // Ranks' messages.
       for (size_t i = 0; i < order.size(); ++i) {
-        if ((items[3 + i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) == 0) continue;
+        if ((items[kFirstConn + i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) == 0) continue;
         auto it = conns_.find(order[i]);
         if (it == conns_.end()) continue;
         for (;;) {
@@ -147,6 +151,7 @@ class HostdServer::Impl {
       }
       agent_.Tick(Now());
       Flush();
+      FollowDaemon();  // A change the sends above read from the monitor (its signal is gone).
       if (watchdog && std::chrono::steady_clock::now() - last_ping >
                           std::chrono::microseconds(watchdog_us / 2)) {
         sd_notify(0, "WATCHDOG=1");
@@ -158,6 +163,15 @@ class HostdServer::Impl {
   }
 
  private:
+  // Acts on a lost or new connection to cruxd (read from the monitor by any call) and sends
+  // what the sessions queued for it.
+  void FollowDaemon() {
+    auto change = dealer_->TakeConnectionChange();
+    if (!change.ok() || !(change->lost || change->connected)) return;
+    agent_.OnDaemonConnectionChange(change->lost, change->connected, Now());
+    Flush();
+  }
+
   void Flush() {
     for (const v1::Envelope& e : agent_.TakeToDaemon()) {
       core::Status s = dealer_->Send(e);

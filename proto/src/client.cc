@@ -82,9 +82,9 @@ core::Result<std::unique_ptr<DealerClient>> DealerClient::Connect(TransportConte
   }
   // Several endpoints (HA: every cruxd instance, "tcp://a:7450,tcp://b:7450"): connect to all;
   // only the leader binds its client endpoint, and with ZMQ_IMMEDIATE messages go only to
-  // connections whose handshake completed, i.e. to the leader. Reconnects are capped at 1 s
-  // and ZMTP heartbeats at 1 s / 3 s so that a dead or paused leader's connection is dropped
-  // and the next leader's is picked up within seconds.
+  // connections whose handshake completed, i.e. to the leader. Reconnects are capped and ZMTP
+  // heartbeats short (kFollow* in client.h) so that a dead or paused leader's connection is
+  // dropped within about a second and the next leader's is picked up as soon as it binds.
   std::vector<std::string> endpoints;
   for (size_t start = 0; start <= options.endpoint.size();) {
     size_t end = options.endpoint.find(',', start);
@@ -95,9 +95,9 @@ core::Result<std::unique_ptr<DealerClient>> DealerClient::Connect(TransportConte
   if (endpoints.empty()) return core::InvalidArgumentError("client.endpoint: empty");
   const bool several = endpoints.size() > 1;
   if (several) {
-    options.reconnect_ivl_max = std::min(options.reconnect_ivl_max, core::Duration::Millis(1000));
-    options.heartbeat_ivl = core::Duration::Millis(1000);
-    options.heartbeat_timeout = core::Duration::Millis(3000);
+    options.reconnect_ivl_max = std::min(options.reconnect_ivl_max, kFollowReconnectIvlMax);
+    options.heartbeat_ivl = kFollowHeartbeatIvl;
+    options.heartbeat_timeout = kFollowHeartbeatTimeout;
   }
   auto socket = std::make_unique<zmq::socket_t>();
   auto monitor = std::make_unique<zmq::socket_t>();
@@ -168,6 +168,7 @@ DealerClient::~DealerClient() {
 
 core::Status DealerClient::WatchConnection() {
   bool dropped = false;
+  bool handshaken = false;
   try {
     while (true) {
       // Each event is two frames: 6 bytes (uint16 event, uint32 value), then the endpoint.
@@ -175,23 +176,48 @@ core::Status DealerClient::WatchConnection() {
       if (!monitor_->recv(head, zmq::recv_flags::dontwait)) break;
       uint16_t event = 0;
       if (head.size() >= sizeof(event)) std::memcpy(&event, head.data(), sizeof(event));
+      std::string endpoint;  // The second frame: the connection's endpoint.
       while (head.more()) {
         zmq::message_t rest;
         if (!monitor_->recv(rest, zmq::recv_flags::dontwait)) break;
+        endpoint = rest.to_string();
         head.move(rest);
       }
       if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-        handshaken_ = true;
-      } else if (event == ZMQ_EVENT_DISCONNECTED && handshaken_) {
-        // A connection that worked dropped: the daemon may still hold it (half-open).
-        dropped = true;
-        handshaken_ = false;
+        handshaken = true;
+        handshaken_.insert(endpoint);
+        ++counters_.connects;
+        change_.connected = true;
+      } else if (event == ZMQ_EVENT_DISCONNECTED && handshaken_.erase(endpoint) > 0) {
+        // A connection that worked dropped. (One that never completed its handshake does not
+        // count, e.g. one a paused daemon's kernel accepted.)
+        ++counters_.drops;
+        if (handshaken_.empty()) {
+          // No connection left; the daemon may still hold this one (half-open): renew the
+          // routing id (below).
+          dropped = true;
+          ++losses_;
+          change_.lost = true;
+          change_.connected = false;  // Until a handshake completes again.
+        }
+        // Else another endpoint's connection works (a deposed leader that woke up long enough
+        // to complete handshakes, then exited, while the next leader serves): it stays, with
+        // the routing id the daemon knows, and the owner is not disturbed.
       }
+    }
+    if (handshaken && !dropped) {
+      // libzmq posts the new connection's pipe to the socket before it emits the event, but a
+      // send right after a receive may skip the socket's command queue (libzmq throttles it for
+      // ~1 ms): reading ZMQ_EVENTS attaches the pipe, so a send right after `connected` goes
+      // out on it instead of failing (ZMQ_IMMEDIATE: no pipe yet).
+      (void)socket_->get(zmq::sockopt::events);
     }
   } catch (const zmq::error_t& e) {
     return core::InternalError("monitor of " + options_.endpoint + ": " + e.what());
   }
-  if (!dropped || !random_id_) return core::Status::Ok();
+  if (!dropped) return core::Status::Ok();
+  handshaken_.clear();
+  if (!random_id_) return core::Status::Ok();
   // Reconnect every endpoint with a fresh id: a CURVE cruxd has no ROUTER hand-over and would
   // park a new connection presenting the id of one it has not yet seen drop.
   CRUX_ASSIGN_OR_RETURN(std::string id, RandomRoutingId());
@@ -225,6 +251,14 @@ core::Status DealerClient::Wait(std::chrono::milliseconds left) {
 }
 
 void* DealerClient::raw_socket() const { return socket_->handle(); }
+void* DealerClient::raw_monitor_socket() const { return monitor_->handle(); }
+
+core::Result<ConnectionChange> DealerClient::TakeConnectionChange() {
+  CRUX_RETURN_IF_ERROR(WatchConnection());
+  const ConnectionChange c = change_;
+  change_ = ConnectionChange{};
+  return c;
+}
 
 core::Status DealerClient::Send(const v1::Envelope& msg) {
   CRUX_RETURN_IF_ERROR(WatchConnection());
@@ -303,6 +337,8 @@ core::Result<v1::Envelope> DealerClient::Call(const v1::Envelope& request, core:
   const uint64_t id = NextRequestId();
   req.set_request_id(id);
   CRUX_RETURN_IF_ERROR(Send(req));
+  // Losing the connection after the send loses the request (and any reply): no use waiting.
+  const uint64_t losses = losses_;
   const auto deadline = Clock::now() + std::chrono::nanoseconds(timeout.nanos());
   while (true) {
     CRUX_ASSIGN_OR_RETURN(auto msg, ReadOne());
@@ -314,6 +350,10 @@ core::Result<v1::Envelope> DealerClient::Call(const v1::Envelope& request, core:
         ++counters_.stale_replies;
       }
       continue;
+    }
+    if (losses_ != losses) {
+      return core::UnavailableError("connection to " + options_.endpoint +
+                                    " lost while waiting for the reply");
     }
     const auto now = Clock::now();
     if (now >= deadline) {

@@ -371,12 +371,7 @@ bool SwitchAgent::TakeEnforcement(const DeviceWorker::Done& done, uint64_t epoch
 Status SwitchAgent::RunOnce() {
   if (!client_) return core::FailedPreconditionError("SwitchAgent::RunOnce before Start");
   if (fatal_) return *fatal_;
-  if (client_->counters().new_routing_ids != seen_new_routing_ids_) {
-    // The connection dropped and the client reconnected with a fresh routing id: cruxd pushes
-    // to the id of the switch's last hello, so say hello from the new one now.
-    seen_new_routing_ids_ = client_->counters().new_routing_ids;
-    next_hello_ = clock_.Now();
-  }
+  FollowDaemon();
   if (clock_.Now() >= next_hello_) {
     SendHello();
     if (fatal_) return *fatal_;
@@ -402,6 +397,22 @@ Status SwitchAgent::RunOnce() {
   }
   // Late replies (acks of earlier calls) and other bodies are ignored.
   return Status::Ok();
+}
+
+void SwitchAgent::FollowDaemon() {
+  Result<protocol::ConnectionChange> change = client_->TakeConnectionChange();
+  if (!change.ok()) {
+    MarkAway(change.status().message());
+    return;
+  }
+  if (change->lost && connected_) MarkAway("connection lost");
+  if (change->connected) {
+    // A connection is up (the next HA leader bound its endpoint, cruxd restarted; with a fresh
+    // routing id): cruxd pushes to the id of the switch's last hello, so say hello from this
+    // one now, and retry on the short end of the backoff.
+    daemon_backoff_.Reset();
+    next_hello_ = clock_.Now();
+  }
 }
 
 void SwitchAgent::SendTelemetry() {

@@ -27,10 +27,15 @@
 //     `reconcile = true` and `drifted_fields` = the fields that differed; a failed reconcile is
 //     reported and retried like a failed push; a reconcile without drift is not reported, unless
 //     it ends a failure.
-//   * cruxd away: a call that times out marks it away and the hello is retried with
-//     core::ExponentialBackoff (`daemon_backoff`); the device keeps its state and the reconciler
-//     keeps it there. A SwitchApplied answered NOT_FOUND (a restarted cruxd that has not seen our
-//     hello yet) triggers a hello at once.
+//   * cruxd away: a call that times out (or whose connection drops) marks it away and the hello
+//     is retried with core::ExponentialBackoff (`daemon_backoff`); the device keeps its state and
+//     the reconciler keeps it there.
+//   * Following cruxd (HA leader changes, restarts; issue #31 item 6): when the client's
+//     connection comes up (protocol/client.h "Following the daemon": a new leader bound its
+//     endpoint), the hello goes out at once and the backoff starts over, so cruxd (which pushes
+//     to the routing id of the switch's last hello) reaches the switch without waiting for a
+//     backoff delay or the hello interval. A SwitchApplied answered NOT_FOUND (a restarted cruxd
+//     that has not seen our hello yet) triggers a hello at once.
 //   * Port telemetry (issue #14, with a PortMonitor and `watch_ports`): a PortWatcher thread
 //     polls the ports (port_watcher.h); the loop sends its reports as SwitchTelemetry while cruxd
 //     answers (the newest report only after an absence: states are complete in every report). A
@@ -193,6 +198,8 @@ class SwitchAgent {
   void MaybeStartDeviceWork();
   void Report(v1::Envelope env);
   void MarkAway(const std::string& why);
+  // Acts on the client's connection changes (see "Following cruxd" in the file comment).
+  void FollowDaemon();
   // Sends the port watcher's reports (see the file comment).
   void SendTelemetry();
   // Takes the enforcement check of a device outcome, if one ran; whether its verdict changed.
@@ -204,7 +211,6 @@ class SwitchAgent {
   const core::Clock& clock_;
   Capabilities caps_;
   std::unique_ptr<protocol::DealerClient> client_;
-  uint64_t seen_new_routing_ids_ = 0;  // client_->counters().new_routing_ids at the last look.
 
   bool connected_ = false;
   core::Duration next_hello_;

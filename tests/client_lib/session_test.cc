@@ -481,6 +481,102 @@ TEST(SessionTest, PermissionDeniedReRegistersFromThisConnectionAndResumes) {
   EXPECT_TRUE(h.Sent().empty());  // The daemon still has the profile: nothing to resend.
 }
 
+// Issue #31 item 6: the transport reports a lost connection and a new one (an HA leader change);
+// the session abandons what was in flight and speaks at once on the new connection, not at its
+// next heartbeat (10 s away here).
+TEST(SessionTest, FollowsANewLeaderAtOnceAfterALostConnection) {
+  Harness h;
+  h.Register(30000);  // Heartbeats every 10 s.
+  h.Apply(Push(3, kStateA));
+  h.Tick(10000);
+  v1::Envelope hb = h.One();
+  ASSERT_TRUE(hb.has_heartbeat());
+  // The leader dies with the heartbeat in flight: abandoned at once (no reply can come), the
+  // session stays registered (cruxd keeps the lease) and waits for a connection.
+  h.At(10100);
+  h.s.OnConnectionChange(h.now, /*lost=*/true, /*connected=*/false);
+  EXPECT_TRUE(h.s.registered());
+  EXPECT_TRUE(h.Sent().empty());
+  EXPECT_EQ(h.s.NextWakeup(), Ms(20000));
+  EXPECT_NE(h.s.stats().last_error.find("connection to cruxd lost"), std::string::npos);
+  h.Receive(Ack(hb.request_id()));  // A reply that still arrives is late: ignored.
+  EXPECT_EQ(h.s.late_replies(), 1u);
+  // The next leader binds its endpoint: a heartbeat at once, with the applied epoch.
+  h.At(13000);
+  h.s.OnConnectionChange(h.now, /*lost=*/false, /*connected=*/true);
+  EXPECT_EQ(h.s.stats().reconnects, 1u);
+  v1::Envelope again = h.One();
+  ASSERT_TRUE(again.has_heartbeat());
+  EXPECT_EQ(again.heartbeat().applied_epoch(), 3u);
+  EXPECT_EQ(again.heartbeat().seq(), hb.heartbeat().seq() + 1);
+  // A new leader that restored the job binds it to this connection with the heartbeat. One that
+  // lost it answers UNKNOWN_JOB: registered after the initial backoff delay (the backoff
+  // started over with the new connection).
+  h.At(13010);
+  h.Receive(Refusal(again.request_id(), v1::ERROR_CODE_UNKNOWN_JOB, "unknown job"));
+  EXPECT_EQ(h.s.NextWakeup(), Ms(13110));
+  h.Tick(13110);
+  v1::Envelope reg = h.One();
+  ASSERT_TRUE(reg.has_register_job());
+  h.Receive(RegisterReply(reg.request_id(), 30000));
+  EXPECT_TRUE(h.s.registered());
+  // Its push of a higher term is applied.
+  v1::Envelope push = Push((uint64_t{9} << 32) + 1, kStateA);
+  push.mutable_assignment()->set_term(9);
+  EXPECT_TRUE(h.Apply(push).ok());
+  EXPECT_EQ(h.s.stats().highest_term, 9u);
+}
+
+TEST(SessionTest, ARegistrationLostWithTheConnectionIsSentAgainOnTheNextOne) {
+  Harness h;
+  h.s.Start(h.now);
+  v1::Envelope reg = h.One();
+  ASSERT_TRUE(reg.has_register_job());
+  // The first connection comes up with the registration already queued: nothing more to send.
+  h.At(5);
+  h.s.OnConnectionChange(h.now, /*lost=*/false, /*connected=*/true);
+  EXPECT_TRUE(h.Sent().empty());
+  EXPECT_EQ(h.s.stats().reconnects, 0u) << "the first connection is no reconnect";
+  // It drops before the reply: retried after the backoff unless a connection comes first.
+  h.At(10);
+  h.s.OnConnectionChange(h.now, /*lost=*/true, /*connected=*/false);
+  EXPECT_EQ(h.s.NextWakeup(), Ms(110));
+  h.At(50);
+  h.s.OnConnectionChange(h.now, /*lost=*/false, /*connected=*/true);
+  v1::Envelope again = h.One();
+  ASSERT_TRUE(again.has_register_job());
+  EXPECT_NE(again.request_id(), reg.request_id());
+  EXPECT_EQ(h.s.stats().reconnects, 1u);
+  // Lost and connected in one report (a drop and the next leader's handshake read together).
+  h.At(60);
+  h.s.OnConnectionChange(h.now, /*lost=*/true, /*connected=*/true);
+  v1::Envelope third = h.One();
+  ASSERT_TRUE(third.has_register_job());
+  h.Receive(RegisterReply(third.request_id(), 300));
+  EXPECT_TRUE(h.s.registered());
+  EXPECT_EQ(h.s.stats().reconnects, 2u);
+}
+
+TEST(SessionTest, TheBackoffStartsOverOnANewConnection) {
+  Harness h;
+  h.s.Start(h.now);
+  // Three refused registrations: the next attempt is 400 ms away.
+  for (int64_t at : {0, 100, 300}) {
+    h.Tick(at);
+    v1::Envelope reg = h.One();
+    h.Receive(Refusal(reg.request_id(), v1::ERROR_CODE_UNAVAILABLE, "shutting down"));
+  }
+  EXPECT_EQ(h.s.NextWakeup(), Ms(700));
+  // A new connection (the next leader): registered at once, and a refusal there is retried
+  // after the initial delay again.
+  h.At(350);
+  h.s.OnConnectionChange(h.now, /*lost=*/true, /*connected=*/true);
+  v1::Envelope reg = h.One();
+  ASSERT_TRUE(reg.has_register_job());
+  h.Receive(Refusal(reg.request_id(), v1::ERROR_CODE_UNAVAILABLE, "not ready"));
+  EXPECT_EQ(h.s.NextWakeup(), Ms(450));
+}
+
 TEST(SessionTest, TheLastProfileIsResentWhenTheDaemonNoLongerKnowsTheJob) {
   Harness h;
   h.Register(300);

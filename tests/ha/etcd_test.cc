@@ -3,6 +3,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
 #include <thread>
 
 #include "crux/daemon/ha/election.h"
@@ -162,12 +165,17 @@ TEST_F(EtcdTest, LowestRevisionLeadsAndTheNextTakesOverWhenItsLeaseExpires) {
   EXPECT_FALSE(b->MayAct());
   EXPECT_EQ(a->view().role, Role::kLeader);
 
+  EXPECT_EQ(v.leader_changes, 0u) << "the first leader seen is no change";
+
   // Graceful: a resigns, b leads at once with a higher term.
   a->Resign();
   EXPECT_FALSE(a->MayAct());
   ASSERT_TRUE(WaitUntil([&] { return b_term.load() > 0; }, milliseconds(3000)));
   EXPECT_GT(b_term.load(), a_term.load());
   EXPECT_FALSE(a_deposed.load()) << "resigning is not being deposed";
+  EXPECT_EQ(a->view().fence_closes, (std::map<std::string, uint64_t>{{"resigned", 1}}));
+  EXPECT_EQ(b->view().leader_changes, 1u);
+  EXPECT_TRUE(b->view().fence_closes.empty());
   a.reset();
 
   // Crash: c campaigns, b's thread stops without revoking: c leads once b's lease expires.
@@ -178,14 +186,24 @@ TEST_F(EtcdTest, LowestRevisionLeadsAndTheNextTakesOverWhenItsLeaseExpires) {
   b.reset();  // No Resign: like kill -9 (the lease runs out).
   ASSERT_TRUE(WaitUntil([&] { return c_term.load() > 0; }, milliseconds(5000)));
   EXPECT_GT(c_term.load(), b_term.load());
+  EXPECT_EQ(c->view().leader_changes, 1u);  // b, then itself.
+  EXPECT_TRUE(c->view().etcd_errors.empty());
 }
 
 TEST_F(EtcdTest, LeaderStepsDownBeforeItsLeaseExpiresWhenQuorumIsLost) {
   std::atomic<int64_t> term{0};
   std::atomic<int64_t> deposed_after_ms{-1};
   std::chrono::steady_clock::time_point lost;
+  // The view hook (metrics): the last view it got, from the campaign thread.
+  std::mutex seen_mu;
+  ElectionView seen;
+  ElectionOptions o = Options("a");
+  o.on_view = [&](const ElectionView& v) {
+    std::lock_guard<std::mutex> lock(seen_mu);
+    seen = v;
+  };
   auto a = std::make_unique<LeaderElection>(
-      Options("a"), Connect(core::Duration::Millis(300)), [&](int64_t t) { term = t; },
+      o, Connect(core::Duration::Millis(300)), [&](int64_t t) { term = t; },
       [&](const std::string&) {
         deposed_after_ms =
             std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - lost)
@@ -202,6 +220,16 @@ TEST_F(EtcdTest, LeaderStepsDownBeforeItsLeaseExpiresWhenQuorumIsLost) {
   ASSERT_TRUE(WaitUntil([&] { return !a->MayAct(); }, milliseconds(4000)));
   ASSERT_TRUE(WaitUntil([&] { return deposed_after_ms.load() >= 0; }, milliseconds(4000)));
   EXPECT_EQ(a->view().role, Role::kDeposed);
+  // Counted: the fence closed once (the lease could not be renewed in time, or etcd said the
+  // lease was gone), after failed etcd calls; the hook saw it before `deposed`.
+  const ElectionView v = a->view();
+  uint64_t closes = 0;
+  for (const auto& [reason, n] : v.fence_closes) closes += n;
+  EXPECT_EQ(closes, 1u);
+  EXPECT_FALSE(v.etcd_errors.empty());
+  std::lock_guard<std::mutex> lock(seen_mu);
+  EXPECT_EQ(seen.role, Role::kDeposed);
+  EXPECT_EQ(seen.fence_closes, v.fence_closes);
 }
 
 }  // namespace

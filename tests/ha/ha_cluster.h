@@ -39,6 +39,7 @@ class HaCluster {
       Instance in;
       in.name = std::string(1, static_cast<char>('a' + i));
       in.port = FreeTcpPort();
+      in.metrics_port = FreeTcpPort();
       in.state = dir_.path() / ("state_" + in.name);
       nodes_.push_back(std::move(in));
     }
@@ -76,10 +77,10 @@ class HaCluster {
     system_test::WriteFile(
         config, "insecure: true\nstate_dir: " + n.state.string() +
                     "\nclient_endpoint: tcp://127.0.0.1:" + std::to_string(n.port) +
-                    "\nmetrics_listen: 127.0.0.1:0\nlog_level: info\nha:\n  etcd_endpoints: \"" +
-                    etcd_.EndpointList() + "\"\n  instance: " + n.name +
-                    "\n  lease_ttl_s: " + std::to_string(kLeaseTtlS) + "\n" +
-                    etcd_security.value_or(EtcdSecurityYaml("client", "client")));
+                    "\nmetrics_listen: 127.0.0.1:" + std::to_string(n.metrics_port) +
+                    "\nlog_level: info\nha:\n  etcd_endpoints: \"" + etcd_.EndpointList() +
+                    "\"\n  instance: " + n.name + "\n  lease_ttl_s: " + std::to_string(kLeaseTtlS) +
+                    "\n" + etcd_security.value_or(EtcdSecurityYaml("client", "client")));
     n.process = std::make_unique<system_test::ChildProcess>();
     const std::string run = std::to_string(++n.starts);
     n.process->Start({CRUXD_BINARY, "--config", config.string()},
@@ -91,6 +92,9 @@ class HaCluster {
     return system_test::ReadFile(
         dir_.path() / (nodes_[i].name + "." + std::to_string(nodes_[i].starts) + ".log"));
   }
+
+  // Instance i's /metrics port (metrics_listen).
+  int metrics_port(size_t i) const { return nodes_[i].metrics_port; }
 
   // Every client endpoint, comma-separated (what clients, loadgen and agents are given).
   std::string ClientEndpoints() const {
@@ -157,16 +161,30 @@ class HaCluster {
     return found;
   }
 
-  // crux-loadgen with `jobs` jobs against every instance, reporting every second, for
-  // `duration_s`; its JSON summary goes to <dir>/loadgen.json.
-  void StartLoadgen(int jobs, int duration_s) {
+  // crux-loadgen with `jobs` jobs against every instance, reporting every `report_ms`, for
+  // `duration_s`, with further options `extra`; its JSON summary goes to <dir>/loadgen.json.
+  void StartLoadgen(int jobs, int duration_s, int report_ms = 1000,
+                    const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {
+        CRUX_LOADGEN_BINARY,
+        "--insecure",
+        "--endpoint",
+        ClientEndpoints(),
+        "--topology",
+        std::string(CRUX_SOURCE_DIR) + "/configs/topologies/example_clos2.yaml",
+        "--jobs",
+        std::to_string(jobs),
+        "--duration-s",
+        std::to_string(duration_s),
+        "--report-interval-ms",
+        std::to_string(report_ms),
+        "--timeout-ms",
+        "1000",
+        "--json",
+        "--quiet"};
+    args.insert(args.end(), extra.begin(), extra.end());
     loadgen_ = std::make_unique<system_test::ChildProcess>();
-    loadgen_->Start(
-        {CRUX_LOADGEN_BINARY, "--insecure", "--endpoint", ClientEndpoints(), "--topology",
-         std::string(CRUX_SOURCE_DIR) + "/configs/topologies/example_clos2.yaml", "--jobs",
-         std::to_string(jobs), "--duration-s", std::to_string(duration_s), "--report-interval-ms",
-         "1000", "--timeout-ms", "1000", "--json", "--quiet"},
-        dir_.path() / "loadgen.json", dir_.path() / "loadgen.err");
+    loadgen_->Start(args, dir_.path() / "loadgen.json", dir_.path() / "loadgen.err");
   }
   system_test::ChildProcess& loadgen() { return *loadgen_; }
 
@@ -224,6 +242,7 @@ class HaCluster {
   struct Instance {
     std::string name;
     int port = 0;
+    int metrics_port = 0;
     system_test::fs::path state;
     std::unique_ptr<system_test::ChildProcess> process;
     int starts = 0;

@@ -32,7 +32,11 @@ class SharedStoreTest : public ::testing::Test {
   std::unique_ptr<SharedStore> Open(const std::string& file, const std::string& key, int64_t term) {
     auto local = OpenSqliteStore((cluster_.dir() / file).string());
     EXPECT_TRUE(local.ok()) << local.status().ToString();
-    auto s = SharedStore::Open(std::move(local).value(), Connect(), {kPrefix, key, term});
+    SharedStoreOptions o;
+    o.prefix = kPrefix;
+    o.election_key = key;
+    o.term = term;
+    auto s = SharedStore::Open(std::move(local).value(), Connect(), std::move(o));
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? std::move(s).value() : nullptr;
   }

@@ -535,6 +535,45 @@ TEST_F(HostAgentTest, RepliesAreRoutedToTheirJobOnTheSharedConnection) {
   }
 }
 
+// Issue #31 item 6: when the connection to cruxd drops and comes up again (a new HA leader),
+// every job of the host speaks at once on it instead of at its next heartbeat.
+TEST_F(HostAgentTest, EveryJobFollowsANewConnectionAtOnce) {
+  Rank(1, 100, 0);
+  Rank(2, 300, 0, Role::kProfiler, 1000, "job-b");
+  auto out = At(Ms(100 * HostAgent::kRegisterWaitFactor));
+  ASSERT_EQ(out.size(), 2u);
+  for (const v1::Envelope& reg : out) Register(reg);  // Lease 3 s: heartbeats every second.
+  EXPECT_TRUE(agent_.TakeToDaemon().empty());
+  const Duration registered = now_;
+  out = At(registered + Ms(1000));
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_TRUE(out[0].has_heartbeat());
+  // Lost with both heartbeats in flight: nothing is sent until a connection is up again, and a
+  // reply to the old connection's requests is stray.
+  now_ = registered + Ms(1100);
+  agent_.OnDaemonConnectionChange(/*lost=*/true, /*connected=*/false, now_);
+  EXPECT_TRUE(agent_.TakeToDaemon().empty());
+  AckOk(out[0]);
+  EXPECT_EQ(agent_.counters().stray_daemon_messages, 1u);
+  now_ = registered + Ms(1300);
+  agent_.OnDaemonConnectionChange(/*lost=*/false, /*connected=*/true, now_);
+  out = agent_.TakeToDaemon();
+  ASSERT_EQ(out.size(), 2u);
+  std::set<std::string> jobs;
+  for (const v1::Envelope& hb : out) {
+    ASSERT_TRUE(hb.has_heartbeat());
+    EXPECT_EQ(hb.heartbeat().host_part().host(), "host1");
+    jobs.insert(hb.heartbeat().job_id());
+    AckOk(hb);
+  }
+  EXPECT_EQ(jobs, (std::set<std::string>{"job-a", "job-b"}));
+  EXPECT_EQ(agent_.counters().daemon_connections_lost, 1u);
+  EXPECT_EQ(agent_.counters().daemon_reconnects, 1u);
+  EXPECT_EQ(agent_.counters().stray_daemon_messages, 1u);
+  auto status = nlohmann::json::parse(agent_.StatusJson());
+  EXPECT_EQ(status["counters"]["daemon_reconnects"], 1u) << status.dump();
+}
+
 class CountingProbe : public HostProbe {
  public:
   std::string_view name() const override { return "count"; }

@@ -186,6 +186,32 @@ TEST_F(SwitchAgentTest, HelloApplyReportAndSurviveDaemonRestart) {
   EXPECT_EQ(agent.counters().reconnects, 2u);
 }
 
+// Issue #31 item 6: with every HA instance's endpoint, the agent follows a new leader as soon as
+// it binds: the (fake) clock stands still, so neither the hello interval nor the backoff can be
+// what sends the hello to the new daemon - only the new connection can.
+TEST_F(SwitchAgentTest, FollowsTheNextLeaderAsSoonAsItBindsWithoutWaitingForATimer) {
+  const std::string a = "ipc://" + redis_.dir() + "/cruxd_a.sock";
+  const std::string b = "ipc://" + redis_.dir() + "/cruxd_b.sock";
+  options_.client.endpoint = a + "," + b;
+  auto leader = std::make_unique<FakeDaemon>(ctx_, a);
+  SwitchAgent agent(options_, ctx_, *adapter_, clock_);
+  Connect(agent);
+  ASSERT_EQ(leader->Hellos().size(), 1u);
+  leader->Push(Wire(MakeState("tor0", 0), 1));
+  ASSERT_TRUE(RunUntil(agent, [&] { return agent.applied_epoch() == 1; }));
+
+  leader.reset();  // Killed: the agent notices the lost connection (no timer involved).
+  ASSERT_TRUE(RunUntil(agent, [&] { return !agent.daemon_connected(); }));
+  FakeDaemon next(ctx_, b);
+  ASSERT_TRUE(RunUntil(agent, [&] { return agent.daemon_connected(); }));
+  auto hellos = next.Hellos();
+  ASSERT_EQ(hellos.size(), 1u);
+  EXPECT_EQ(hellos[0].applied_epoch(), 1u);
+  EXPECT_EQ(agent.counters().reconnects, 2u);
+  next.Push(Wire(MakeState("tor0", 1), 2));
+  ASSERT_TRUE(RunUntil(agent, [&] { return agent.applied_epoch() == 2; }));
+}
+
 TEST_F(SwitchAgentTest, FailedApplyIsReportedAndRetriedWithBackoffUntilRedisIsBack) {
   FakeDaemon daemon(ctx_, endpoint_);
   SwitchAgent agent(options_, ctx_, *adapter_, clock_);

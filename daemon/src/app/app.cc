@@ -174,6 +174,11 @@ struct App::Impl {
   core::Status Lead(int64_t term, std::unique_ptr<Store> shared);
   // High availability: the admin endpoint while no daemon serves (a standby).
   void HandleAdmin(const protocol::Inbound& in);
+  // High availability: logs once every job the new leader restored is back - bound to a
+  // connection and past an epoch of `term` (acknowledged; bound only in dry-run) - checking
+  // every 50 ms from `since` (when it began serving) for at most 120 s; warns, naming a few,
+  // when jobs are still missing after 10 s (`told`: already warned) and at 120 s. Loop thread.
+  void WatchTakeover(uint64_t term, core::Duration since, bool told = false);
 
   void WaitSignal() {
     signals->async_wait([this](const boost::system::error_code& ec, int sig) {
@@ -270,7 +275,7 @@ core::Status App::Impl::Lead(int64_t term, std::unique_ptr<Store> shared) {
   store = std::move(shared);
   CRUX_RETURN_IF_ERROR(StartDaemon());
   daemon->SetTerm(static_cast<uint64_t>(term));
-  metrics.SetLeader(true, static_cast<uint64_t>(term));
+  metrics.SetLeader(true);
   protocol::RouterServer* as = admin_server.get();
   daemon->SetAdminSender([this, as](const std::string& peer, const v1::Envelope& e) {
     if (!e.has_status_reply()) return as->Send(peer, e);
@@ -282,9 +287,48 @@ core::Status App::Impl::Lead(int64_t term, std::unique_ptr<Store> shared) {
   daemon->Start();
   spdlog::info("ha: {} serving as leader, term {}: client endpoint {}, epoch {}",
                leadership->instance(), term, client_server->endpoint(), daemon->epoch());
+  WatchTakeover(static_cast<uint64_t>(term), loop.Now());
   Notify("STATUS=leader (term " + std::to_string(term) + "), serving " +
          std::to_string(daemon->tracker().jobs().size()) + " jobs");
   return core::Status::Ok();
+}
+
+void App::Impl::WatchTakeover(uint64_t term, core::Duration since, bool told) {
+  if (!daemon) return;
+  const bool dry_run = daemon->config().dry_run;
+  // "" when back, else why not.
+  auto missing = [&](const std::string& peer, uint64_t acked_epoch) -> const char* {
+    if (peer.empty()) return "not reconnected";
+    return dry_run || (acked_epoch >> 32) >= term ? "" : "no acknowledgement of this term";
+  };
+  size_t jobs = 0;
+  size_t waiting = 0;
+  std::string examples;  // The first few jobs still missing, for the log.
+  for (const auto& [id, j] : daemon->tracker().jobs()) {
+    ++jobs;
+    const char* why = j.parted() ? "" : missing(j.peer, j.acked_epoch);
+    for (const auto& [host, p] : j.parts) {
+      if (*why == '\0') why = missing(p.peer, p.acked_epoch);
+    }
+    if (*why == '\0') continue;
+    if (++waiting <= 5) examples += (examples.empty() ? "" : ", ") + id + " (" + why + ")";
+  }
+  const int64_t ms = (loop.Now() - since).nanos() / 1'000'000;
+  if (waiting == 0) {
+    spdlog::info(
+        "ha: takeover complete: all {} jobs reconnected and acknowledged term {} ({} ms after "
+        "serving)",
+        jobs, term, ms);
+    return;
+  }
+  if (ms >= 120'000 || (!told && ms >= 10'000)) {
+    spdlog::warn("ha: {} of {} jobs not back {} ms after serving (term {}), e.g. {}", waiting, jobs,
+                 ms, term, examples);
+    if (ms >= 120'000) return;
+    told = true;
+  }
+  loop.RunAfter(core::Duration::Millis(50),
+                [this, term, since, told] { WatchTakeover(term, since, told); });
 }
 
 void App::Impl::HandleAdmin(const protocol::Inbound& in) {
@@ -394,15 +438,16 @@ core::Result<std::unique_ptr<App>> App::Create(const AppOptions& options) {
   if (!c.ha.enabled()) {
     CRUX_ASSIGN_OR_RETURN(impl->store, OpenSqliteStore(DatabasePath(c), impl->store_options));
     CRUX_RETURN_IF_ERROR(impl->StartDaemon());
-    impl->metrics.SetLeader(true, 0);  // Alone: it leads.
+    impl->metrics.SetLeader(true);  // Alone: it leads.
   } else {
     // A standby opens its state file only when it wins; check its health now (fail fast).
     if (!options.fresh_state) CRUX_RETURN_IF_ERROR(CheckSqliteStore(DatabasePath(c)));
     Impl* m = impl.get();
-    impl->leadership = std::make_unique<ha::Leadership>(
-        c, impl->store_options, &impl->loop, [m](int64_t term, std::unique_ptr<Store> shared) {
-          return m->Lead(term, std::move(shared));
-        });
+    impl->leadership =
+        std::make_unique<ha::Leadership>(c, impl->store_options, &impl->loop, &impl->metrics,
+                                         [m](int64_t term, std::unique_ptr<Store> shared) {
+                                           return m->Lead(term, std::move(shared));
+                                         });
   }
 
   const std::string admin_ep = AdminEndpoint(c);

@@ -82,13 +82,21 @@ ElectionView LeaderElection::view() const {
   return view_;
 }
 
-void LeaderElection::SetError(const std::string& e) {
+void LeaderElection::SetError(const char* op, const std::string& e) {
   std::lock_guard<std::mutex> lock(mu_);
   view_.last_error = e;
+  ++view_.etcd_errors[op];
+}
+
+void LeaderElection::Notify() {
+  if (options_.on_view) options_.on_view(view());
 }
 
 void LeaderElection::Resign() {
-  leader_.store(false);  // The fence closes first.
+  if (leader_.exchange(false)) {  // The fence closes first.
+    std::lock_guard<std::mutex> lock(mu_);
+    ++view_.fence_closes["resigned"];
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -97,6 +105,7 @@ void LeaderElection::Resign() {
   if (thread_.joinable()) thread_.join();
   if (lease_ != 0) {
     if (core::Status s = etcd_->Revoke(lease_); !s.ok()) {
+      SetError("revoke", s.ToString());
       spdlog::warn("ha: could not revoke lease {:x} (it expires by itself): {}", lease_,
                    s.ToString());
     } else {
@@ -106,12 +115,14 @@ void LeaderElection::Resign() {
   }
 }
 
-void LeaderElection::Depose(const std::string& why) {
-  leader_.store(false);
+void LeaderElection::Depose(const std::string& why, const char* reason) {
+  const bool was_leading = leader_.exchange(false);
   {
     std::lock_guard<std::mutex> lock(mu_);
     view_.role = Role::kDeposed;
+    if (was_leading) ++view_.fence_closes[reason];
   }
+  Notify();
   if (!deposed_called_) {
     deposed_called_ = true;
     if (deposed_) deposed_(why);
@@ -148,7 +159,7 @@ bool LeaderElection::Step() {
   const bool leading = leader_.load();
   if (lease_ == 0) {
     if (core::Status s = Campaign(); !s.ok()) {
-      SetError(s.ToString());
+      SetError("campaign", s.ToString());
       spdlog::warn("ha: cannot campaign: {}", s.ToString());
       // Run waits a poll before the next try (a refused connection or TLS handshake fails at
       // once: without this the thread would retry in a tight loop).
@@ -162,13 +173,13 @@ bool LeaderElection::Step() {
     auto ttl = etcd_->KeepAlive(lease_);
     next_keepalive_ns_ = sent + options_.ttl.nanos() / 3;
     if (!ttl.ok()) {
-      SetError(ttl.status().ToString());
+      SetError("keepalive", ttl.status().ToString());
       spdlog::warn("ha: lease keep-alive failed: {}", ttl.status().ToString());
       // Retry soon: the deadline decides what that costs.
       next_keepalive_ns_ = sent + std::min(options_.ttl.nanos() / 3, options_.poll.nanos());
     } else if (*ttl <= 0) {
       if (leading) {
-        Depose("the lease expired in etcd");
+        Depose("the lease expired in etcd", "deposed");
         return false;
       }
       spdlog::warn("ha: lease {:x} expired; campaigning again", lease_);
@@ -180,13 +191,13 @@ bool LeaderElection::Step() {
   }
   now = NowNs();
   if (leading && now >= deadline_ns_.load() - margin_ns_) {
-    Depose("the lease could not be renewed before it expires");
+    Depose("the lease could not be renewed before it expires", "lease");
     return false;
   }
   const std::string prefix = options_.prefix + "/election/";
   auto range = etcd_->Range(prefix, PrefixEnd(prefix), /*by_create_revision=*/true);
   if (!range.ok()) {
-    SetError(range.status().ToString());
+    SetError("list", range.status().ToString());
     return true;
   }
   std::string my_key;
@@ -209,14 +220,18 @@ bool LeaderElection::Step() {
     view_.leader = members.empty() ? "" : members.front().instance;
     view_.leader_client_endpoint = members.empty() ? "" : members.front().client_endpoint;
     view_.term = members.empty() ? 0 : members.front().create_revision;
+    if (view_.term != 0) {
+      if (last_leader_term_ != 0 && view_.term != last_leader_term_) ++view_.leader_changes;
+      last_leader_term_ = view_.term;
+    }
   }
   if (leading) {
     if (mine == 0) {
-      Depose("the election key is gone from etcd");
+      Depose("the election key is gone from etcd", "deposed");
       return false;
     }
     if (!lowest) {
-      Depose("another instance holds a lower election revision");
+      Depose("another instance holds a lower election revision", "deposed");
       return false;
     }
     return true;
@@ -245,7 +260,9 @@ void LeaderElection::Run() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
     }
-    if (!Step()) return;
+    const bool go_on = Step();
+    Notify();
+    if (!go_on) return;
     const int64_t now = NowNs();
     int64_t wait = std::min(options_.poll.nanos(), std::max<int64_t>(0, next_keepalive_ns_ - now));
     if (leader_.load()) {

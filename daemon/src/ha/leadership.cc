@@ -73,12 +73,29 @@ core::Status CheckEtcdSettings(const HaConfig& ha) {
 }
 
 Leadership::Leadership(const DaemonConfig& config, StoreOpenOptions store_options, EventLoop* loop,
-                       LeadCallback on_lead)
+                       Metrics* metrics, LeadCallback on_lead)
     : config_(config),
       store_options_(store_options),
       loop_(loop),
+      metrics_(metrics),
       on_lead_(std::move(on_lead)),
-      instance_(config.ha.instance.empty() ? HostName() : config.ha.instance) {}
+      instance_(config.ha.instance.empty() ? HostName() : config.ha.instance) {
+  if (metrics_ != nullptr) metrics_->EnableHa();
+}
+
+void Leadership::ExportView(const ElectionView& v) {
+  if (metrics_ == nullptr) return;
+  metrics_->SetHaRole(RoleName(v.role));
+  metrics_->SetHaTerm(static_cast<uint64_t>(v.term));
+  metrics_->AddHaLeaderChanges(v.leader_changes - exported_.leader_changes);
+  for (const auto& [op, n] : v.etcd_errors) {
+    metrics_->AddHaEtcdErrors(op, n - exported_.etcd_errors[op]);
+  }
+  for (const auto& [reason, n] : v.fence_closes) {
+    metrics_->AddHaFenceCloses(reason, n - exported_.fence_closes[reason]);
+  }
+  exported_ = v;
+}
 
 Leadership::~Leadership() { election_.reset(); }
 
@@ -96,6 +113,7 @@ core::Status Leadership::Campaign(const std::string& admin_endpoint) {
   eo.admin_endpoint = admin_endpoint;
   eo.ttl = ttl;
   eo.poll = core::Duration::Nanos(std::min<int64_t>(ttl.nanos() / 15, 200'000'000));
+  eo.on_view = [this](const ElectionView& v) { ExportView(v); };
   election_ = std::make_unique<LeaderElection>(
       eo, std::move(etcd), [this](int64_t term) { loop_->Post([this, term] { Elected(term); }); },
       [this](const std::string& why) {
@@ -123,8 +141,16 @@ void Leadership::Elected(int64_t term) {
   if (!gw.ok()) Abdicate(gw.status());
   auto etcd = ConnectGateway(*gw);
   if (!etcd.ok()) Abdicate(etcd.status());
-  auto shared = SharedStore::Open(std::move(local).value(), std::move(etcd).value(),
-                                  {Prefix(config_.ha), election_->key(), term});
+  SharedStoreOptions so;
+  so.prefix = Prefix(config_.ha);
+  so.election_key = election_->key();
+  so.term = term;
+  if (metrics_ != nullptr) {
+    Metrics* m = metrics_;
+    so.on_etcd_error = [m](const core::Status&) { m->AddHaEtcdErrors("state", 1); };
+    so.on_fenced = [m] { m->AddHaFenceCloses("store_guard", 1); };
+  }
+  auto shared = SharedStore::Open(std::move(local).value(), std::move(etcd).value(), std::move(so));
   if (!shared.ok()) Abdicate(shared.status());
   if (core::Status s = on_lead_(term, std::move(shared).value()); !s.ok()) Abdicate(s);
 }

@@ -75,7 +75,9 @@ core::Result<std::unique_ptr<SharedStore>> SharedStore::Open(std::unique_ptr<Sto
 
 core::Status SharedStore::Load() {
   const std::string root = Key("");
-  CRUX_ASSIGN_OR_RETURN(RangeResult all, etcd_->Range(root, PrefixEnd(root)));
+  core::Result<RangeResult> listed = etcd_->Range(root, PrefixEnd(root));
+  if (!listed.ok() && options_.on_etcd_error) options_.on_etcd_error(listed.status());
+  CRUX_ASSIGN_OR_RETURN(RangeResult all, std::move(listed));
   for (const KeyValue& kv : all.kvs) {
     const std::string rest = kv.key.substr(root.size());
     try {
@@ -127,8 +129,11 @@ core::Status SharedStore::Write(const std::vector<TxnOp>& ops) {
     std::vector<TxnOp> part(
         ops.begin() + static_cast<std::ptrdiff_t>(i),
         ops.begin() + static_cast<std::ptrdiff_t>(std::min(ops.size(), i + chunk)));
-    CRUX_ASSIGN_OR_RETURN(TxnResult r, etcd_->Txn({guard}, part, {}));
+    core::Result<TxnResult> done = etcd_->Txn({guard}, part, {});
+    if (!done.ok() && options_.on_etcd_error) options_.on_etcd_error(done.status());
+    CRUX_ASSIGN_OR_RETURN(TxnResult r, std::move(done));
     if (!r.succeeded) {
+      if (options_.on_fenced) options_.on_fenced();
       return core::FailedPreconditionError(
           "ha: deposed: the election key " + options_.election_key + " of term " +
           std::to_string(options_.term) + " is gone; nothing written");

@@ -138,11 +138,6 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                     .Help("1 while this cruxd serves as leader (a single cruxd always), 0 standby.")
                     .Register(*registry_)
                     .Add({});
-  ha_term_ = &BuildGauge()
-                  .Name("crux_ha_term")
-                  .Help("The HA term this cruxd leads in (0 without ha: or while standby).")
-                  .Register(*registry_)
-                  .Add({});
   impact_recovered_ = &BuildGauge()
                            .Name("crux_impact_gpus_recovered")
                            .Help(
@@ -258,10 +253,7 @@ void Metrics::SetContradictedJobs(int64_t jobs, uint64_t more) {
   contradicted_jobs_->Set(static_cast<double>(jobs));
   if (more) disbelieved_reports_->Increment(static_cast<double>(more));
 }
-void Metrics::SetLeader(bool leader, uint64_t term) {
-  ha_leader_->Set(leader ? 1 : 0);
-  ha_term_->Set(leader ? static_cast<double>(term) : 0);
-}
+void Metrics::SetLeader(bool leader) { ha_leader_->Set(leader ? 1 : 0); }
 
 void Metrics::SetImpact(double gpus_recovered, int planned_gpus, const std::vector<ImpactJob>& jobs,
                         int top) {
@@ -302,6 +294,81 @@ void Metrics::SetSwitchEnforcement(int64_t match, int64_t mismatch, int64_t unkn
 void Metrics::SetLinksNotUp(int64_t down, int64_t degraded) {
   links_not_up_->Add({{"health", "down"}}).Set(static_cast<double>(down));
   links_not_up_->Add({{"health", "degraded"}}).Set(static_cast<double>(degraded));
+}
+
+namespace {
+
+constexpr const char* kHaRoles[] = {"campaigning", "standby", "leader", "deposed"};
+
+}  // namespace
+
+void Metrics::EnableHa() {
+  using namespace prometheus;  // NOLINT(build/namespaces): builder-heavy block.
+  MutexLock lock(&ha_mu_);
+  if (ha_role_ != nullptr) return;
+  ha_role_ = &BuildGauge()
+                  .Name("crux_ha_role")
+                  .Help(
+                      "High availability: 1 for this instance's role (campaigning, standby, "
+                      "leader, deposed), 0 for the others.")
+                  .Register(*registry_);
+  for (const char* r : kHaRoles) ha_role_->Add({{"role", r}}).Set(r == kHaRoles[0] ? 1 : 0);
+  ha_term_ = &BuildGauge()
+                  .Name("crux_ha_term")
+                  .Help("High availability: the leader's term (its etcd election revision).")
+                  .Register(*registry_)
+                  .Add({});
+  ha_leader_changes_ = &BuildCounter()
+                            .Name("crux_ha_leader_changes_total")
+                            .Help(
+                                "High availability: times the leader's term changed as this "
+                                "instance saw it (the first leader seen is no change).")
+                            .Register(*registry_)
+                            .Add({});
+  ha_etcd_errors_ = &BuildCounter()
+                         .Name("crux_ha_etcd_errors_total")
+                         .Help(
+                             "High availability: failed etcd calls by operation (campaign, "
+                             "keepalive, list, revoke, state).")
+                         .Register(*registry_);
+  for (const char* op : {"campaign", "keepalive", "list", "revoke", "state"}) {
+    ha_etcd_errors_->Add({{"op", op}});
+  }
+  ha_fence_closes_ = &BuildCounter()
+                          .Name("crux_ha_fence_closes_total")
+                          .Help(
+                              "High availability: this instance's fence closed while it led, by "
+                              "reason (lease, deposed, resigned, store_guard).")
+                          .Register(*registry_);
+  for (const char* r : {"lease", "deposed", "resigned", "store_guard"}) {
+    ha_fence_closes_->Add({{"reason", r}});
+  }
+}
+
+void Metrics::SetHaRole(const std::string& role) {
+  MutexLock lock(&ha_mu_);
+  if (ha_role_ == nullptr) return;
+  for (const char* r : kHaRoles) ha_role_->Add({{"role", r}}).Set(role == r ? 1 : 0);
+}
+void Metrics::SetHaTerm(uint64_t term) {
+  MutexLock lock(&ha_mu_);
+  if (ha_term_ != nullptr) ha_term_->Set(static_cast<double>(term));
+}
+void Metrics::AddHaLeaderChanges(uint64_t n) {
+  MutexLock lock(&ha_mu_);
+  if (ha_leader_changes_ != nullptr && n > 0) ha_leader_changes_->Increment(static_cast<double>(n));
+}
+void Metrics::AddHaEtcdErrors(const std::string& op, uint64_t n) {
+  MutexLock lock(&ha_mu_);
+  if (ha_etcd_errors_ != nullptr && n > 0) {
+    ha_etcd_errors_->Add({{"op", op}}).Increment(static_cast<double>(n));
+  }
+}
+void Metrics::AddHaFenceCloses(const std::string& reason, uint64_t n) {
+  MutexLock lock(&ha_mu_);
+  if (ha_fence_closes_ != nullptr && n > 0) {
+    ha_fence_closes_->Add({{"reason", reason}}).Increment(static_cast<double>(n));
+  }
 }
 
 }  // namespace crux::daemon

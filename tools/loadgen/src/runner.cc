@@ -119,7 +119,9 @@ class Engine {
       // routing_id stays empty: DealerClient draws a random, unguessable one. One derived from
       // the job id would let anyone who knows the id take over this job's pushes (the daemon's
       // ROUTER hands a routing id over to the newest peer using it).
-      co.heartbeat_ivl = core::Duration::Zero();  // The application heartbeat is enough here.
+      // One endpoint: the application heartbeat is enough. Several (HA): DealerClient runs a
+      // short ZMTP heartbeat anyway, so that a paused leader is left within about a second.
+      co.heartbeat_ivl = core::Duration::Zero();
       auto client = protocol::DealerClient::Connect(ctx_, co);
       if (!client.ok()) {
         if ((client.status().code() == core::StatusCode::kInvalidArgument ||
@@ -134,16 +136,20 @@ class Engine {
       sims_[i].job = &jobs_[i];
       sims_[i].client = std::move(client).value();
       sims_[i].register_backoff = core::ExponentialBackoff(RegisterBackoff(options_.seed, i));
-      int fd = -1;
-      size_t fd_len = sizeof(fd);
-      if (zmq_getsockopt(sims_[i].client->raw_socket(), ZMQ_FD, &fd, &fd_len) != 0) {
-        return core::UnavailableError("ZMQ_FD failed");
-      }
-      epoll_event ev{};
-      ev.events = EPOLLIN;
-      ev.data.u64 = i;
-      if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        return core::UnavailableError("epoll_ctl failed (open-file limit?)");
+      // The socket and its connection monitor (a lost or new connection is acted on at once,
+      // see OnConnectionChange).
+      for (void* socket : {sims_[i].client->raw_socket(), sims_[i].client->raw_monitor_socket()}) {
+        int fd = -1;
+        size_t fd_len = sizeof(fd);
+        if (zmq_getsockopt(socket, ZMQ_FD, &fd, &fd_len) != 0) {
+          return core::UnavailableError("ZMQ_FD failed");
+        }
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.u64 = i;
+        if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+          return core::UnavailableError("epoll_ctl failed (open-file limit?)");
+        }
       }
     }
     return core::Status::Ok();
@@ -569,11 +575,53 @@ class Engine {
     for (size_t i : batch) Drain(i, now);
   }
 
+  // The job's connection changed (protocol/client.h "Following the daemon"): requests sent on a
+  // lost connection are abandoned at once (no reply can come), and a new connection - the next
+  // HA leader, a restarted cruxd - gets the job's heartbeat (or registration) at once, so that
+  // cruxd binds the job to it without waiting for the next periodic heartbeat or a timeout.
+  void OnConnectionChange(size_t i, const protocol::ConnectionChange& c, TimePoint now) {
+    Sim& s = sims_[i];
+    if (c.lost) {
+      ++summary_.connections_lost;
+      summary_.requests_lost += s.outstanding.size();
+      const bool register_lost =
+          std::any_of(s.outstanding.begin(), s.outstanding.end(),
+                      [](const Outstanding& o) { return o.kind == Kind::kRegister; });
+      s.outstanding.clear();
+      s.reports_outstanding = 0;
+      if (register_lost && s.state == State::kUnregistered && !c.connected) {
+        RetryRegisterLater(i, now);
+      }
+    }
+    if (!c.connected) return;
+    if (s.client->counters().connects > 1) ++summary_.reconnects;
+    s.register_backoff.Reset();  // Retries after a reconnect start short again.
+    if (s.state == State::kRegistered) {
+      SendHeartbeat(i, now);
+      if (options_.report_interval == core::Duration::Zero()) StartBurst(i, now);
+    } else if (s.state == State::kUnregistered) {
+      const bool pending =
+          std::any_of(s.outstanding.begin(), s.outstanding.end(),
+                      [](const Outstanding& o) { return o.kind == Kind::kRegister; });
+      if (!pending) {
+        s.retry_register_at = TimePoint{};
+        SendRegister(i, now);
+      }
+    }
+  }
+
   void Drain(size_t i, TimePoint now) {
     Sim& s = sims_[i];
     while (true) {
       auto next = s.client->TryReceive();
-      if (!next.ok() || !next->has_value()) return;
+      if (!next.ok() || !next->has_value()) {
+        // Once the socket is empty: a connection change (read from the monitor by this call
+        // or any earlier one, which consumed its signal) is acted on now.
+        auto change = s.client->TakeConnectionChange();
+        if (!change.ok() || !(change->lost || change->connected)) return;
+        OnConnectionChange(i, *change, now);
+        continue;
+      }
       const v1::Envelope& msg = **next;
       if (msg.request_id() == 0) {
         OnPush(i, msg);

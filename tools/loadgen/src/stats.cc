@@ -66,6 +66,9 @@ nlohmann::json RunSummary::ToJson() {
           {"acks_sent", acks_sent},
           {"timeouts", timeouts},
           {"send_failures", send_failures},
+          {"connections_lost", connections_lost},
+          {"requests_lost", requests_lost},
+          {"reconnects", reconnects},
           {"errors", errs},
           {"push_latency", push_latency.ToJson()},
           {"report_rtt", report_rtt.ToJson()},
@@ -95,6 +98,9 @@ nlohmann::json RunSummary::ToWireJson() const {
           {"acks_sent", acks_sent},
           {"timeouts", timeouts},
           {"send_failures", send_failures},
+          {"connections_lost", connections_lost},
+          {"requests_lost", requests_lost},
+          {"reconnects", reconnects},
           {"errors", errs},
           {"rate", ReportRate()},
           {"push_latency_ns", push_latency.samples()},
@@ -148,6 +154,10 @@ core::Result<RunSummary> RunSummary::FromWireJson(const nlohmann::json& j) {
     s.timeouts = j.at(field).get<uint64_t>();
     field = "send_failures";
     s.send_failures = j.at(field).get<uint64_t>();
+    // Optional (workers of an older build send none).
+    s.connections_lost = j.value("connections_lost", uint64_t{0});
+    s.requests_lost = j.value("requests_lost", uint64_t{0});
+    s.reconnects = j.value("reconnects", uint64_t{0});
     field = "errors";
     s.errors = j.at(field).get<std::map<std::string, uint64_t>>();
     field = "rate";
@@ -190,6 +200,9 @@ void RunSummary::Merge(const RunSummary& o) {
   acks_sent += o.acks_sent;
   timeouts += o.timeouts;
   send_failures += o.send_failures;
+  connections_lost += o.connections_lost;
+  requests_lost += o.requests_lost;
+  reconnects += o.reconnects;
   for (const auto& [code, n] : o.errors) errors[code] += n;
   push_latency.AddAll(o.push_latency.samples());
   report_rtt.AddAll(o.report_rtt.samples());

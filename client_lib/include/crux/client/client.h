@@ -187,6 +187,9 @@ struct ClientStats {
   // pushes refused because they came from a lower term (a deposed leader; also in last_error).
   uint64_t highest_term = 0;
   uint64_t stale_term_refused = 0;
+  // Connections to cruxd up again after a lost one (an HA leader change, a restart), each
+  // answered at once by a heartbeat or registration (docs/client.md, "fail-static").
+  uint64_t reconnects = 0;
 };
 
 using AssignmentCallback = std::function<void(const Assignment&)>;

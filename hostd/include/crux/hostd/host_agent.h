@@ -98,6 +98,10 @@ struct HostAgentCounters {
   uint64_t pin_tables_sent = 0;
   uint64_t daemon_messages = 0;
   uint64_t stray_daemon_messages = 0;  // Replies / pushes matching no job.
+  // The connection to cruxd dropped / came up again after a drop (an HA leader change, a cruxd
+  // restart): every job's session followed at once (OnDaemonConnectionChange).
+  uint64_t daemon_connections_lost = 0;
+  uint64_t daemon_reconnects = 0;
   uint64_t nic_telemetry_sent = 0;     // HostTelemetry reports handed to the transport.
   uint64_t nic_telemetry_acked = 0;    // ... that cruxd acknowledged.
   uint64_t nic_telemetry_refused = 0;  // ... that cruxd refused or the transport could not send.
@@ -138,6 +142,11 @@ class HostAgent {
   // The transport refused `message` (an envelope from TakeToDaemon).
   void OnDaemonSendFailed(const v1::Envelope& message, const core::Status& error,
                           core::Duration now);
+  // The connection to cruxd changed (protocol::DealerClient::TakeConnectionChange): `lost`, the
+  // requests in flight can get no reply (forgotten); `connected`, one is up (again). Every job's
+  // session follows at once (client_lib's Session::OnConnectionChange): a new HA leader hears
+  // from every job of the host without waiting for their heartbeats.
+  void OnDaemonConnectionChange(bool lost, bool connected, core::Duration now);
   void Tick(core::Duration now);
 
   // --- Outputs.
@@ -221,6 +230,7 @@ class HostAgent {
   core::Duration next_nic_read_ = core::Duration::Zero();
   uint64_t nic_telemetry_seq_ = 0;
   std::set<uint64_t> telemetry_requests_;  // Request ids of HostTelemetry awaiting a reply.
+  bool had_connection_lost_ = false;       // Since the last connection came up.
   std::string nic_telemetry_error_;        // cruxd's last refusal (or the transport's error).
   HostAgentCounters counters_;
   std::string last_error_;

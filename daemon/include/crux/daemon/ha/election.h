@@ -28,6 +28,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,15 +40,6 @@
 #include "crux/daemon/ha/etcd.h"
 
 namespace crux::daemon::ha {
-
-struct ElectionOptions {
-  std::string prefix = "/crux/cruxd";  // Election keys live under <prefix>/election/.
-  std::string instance;                // This instance's name (shown to cruxctl), non-empty.
-  std::string client_endpoint;         // Where clients reach it when it leads.
-  std::string admin_endpoint;
-  core::Duration ttl = core::Duration::Millis(3000);  // Lease TTL, whole seconds >= 1.
-  core::Duration poll = core::Duration::Millis(200);  // How often the keys are listed.
-};
 
 enum class Role { kCampaigning, kStandby, kLeader, kDeposed };
 const char* RoleName(Role r);
@@ -68,6 +60,26 @@ struct ElectionView {
   std::string leader_client_endpoint;
   std::vector<Member> members;  // Every campaigning instance, leader first.
   std::string last_error;       // The last etcd failure ("" after a success).
+  // Counters since this object started (the crux_ha_* metrics, docs/daemon.md):
+  // the leader's term changed to another one (a new leader; the first leader seen is no change),
+  uint64_t leader_changes = 0;
+  // this instance's fence closed while it led, by reason: "lease" (not renewed in time),
+  // "deposed" (its key gone, a lower revision, the lease expired in etcd), "resigned",
+  std::map<std::string, uint64_t> fence_closes;
+  // failed etcd calls by operation: "campaign", "keepalive", "list", "revoke".
+  std::map<std::string, uint64_t> etcd_errors;
+};
+
+struct ElectionOptions {
+  std::string prefix = "/crux/cruxd";  // Election keys live under <prefix>/election/.
+  std::string instance;                // This instance's name (shown to cruxctl), non-empty.
+  std::string client_endpoint;         // Where clients reach it when it leads.
+  std::string admin_endpoint;
+  core::Duration ttl = core::Duration::Millis(3000);  // Lease TTL, whole seconds >= 1.
+  core::Duration poll = core::Duration::Millis(200);  // How often the keys are listed.
+  // Called on the campaign thread with the view after every round, and when the fence closes
+  // (before `deposed`); may be empty. For metrics (Leadership exports ElectionView's counters).
+  std::function<void(const ElectionView&)> on_view;
 };
 
 class LeaderElection {
@@ -96,8 +108,11 @@ class LeaderElection {
   void Run();
   bool Step();  // One round; false once deposed or stopping.
   core::Status Campaign();
-  void Depose(const std::string& why);
-  void SetError(const std::string& e);
+  // `reason`: the fence_closes key ("lease", "deposed").
+  void Depose(const std::string& why, const char* reason);
+  // Records a failed etcd call of operation `op` (last_error, etcd_errors).
+  void SetError(const char* op, const std::string& e);
+  void Notify();  // options_.on_view with the view.
   static int64_t NowNs();
 
   const ElectionOptions options_;
@@ -114,6 +129,7 @@ class LeaderElection {
   int64_t lease_ = 0;
   int64_t next_keepalive_ns_ = 0;
   bool deposed_called_ = false;
+  int64_t last_leader_term_ = 0;  // The last non-zero leader term listed.
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -13,6 +13,10 @@
 // While it stands by, the instance answers its admin endpoint itself (StandbyReply): `status`
 // with what a standby knows, anything else with an error naming the leader.
 //
+// Metrics: the crux_ha_* series (Metrics::EnableHa) follow the election's view after every
+// campaign round (role, term, leader changes, etcd errors, fence closes) and the shared state's
+// etcd failures and refused writes.
+//
 // Thread-safety: construction, Campaign, StandbyReply and the destructor on the loop thread;
 // MayAct, FillStatus and Resign from any thread (MayAct is the client endpoint's fence).
 #ifndef CRUX_DAEMON_HA_LEADERSHIP_H_
@@ -28,6 +32,7 @@
 #include "crux/daemon/config/config.h"
 #include "crux/daemon/ha/election.h"
 #include "crux/daemon/runtime/event_loop.h"
+#include "crux/daemon/runtime/metrics.h"
 #include "crux/daemon/store/store.h"
 #include "crux/v1/envelope.pb.h"
 
@@ -48,9 +53,10 @@ class Leadership {
   // error (the daemon cannot start) makes the instance resign and exit.
   using LeadCallback = std::function<core::Status(int64_t term, std::unique_ptr<Store> store)>;
 
-  // `config.ha` must be enabled; `loop` must outlive this. Nothing is contacted before Campaign.
+  // `config.ha` must be enabled; `loop` and `metrics` (may be null) must outlive this. Nothing is
+  // contacted before Campaign.
   Leadership(const DaemonConfig& config, StoreOpenOptions store_options, EventLoop* loop,
-             LeadCallback on_lead);
+             Metrics* metrics, LeadCallback on_lead);
   // Stops the campaign (joins its thread): nothing is posted to the loop afterwards.
   ~Leadership();
   Leadership(const Leadership&) = delete;
@@ -80,14 +86,18 @@ class Leadership {
   void Elected(int64_t term);
   // Resigns and exits the process (an instance that won but cannot serve).
   [[noreturn]] void Abdicate(const core::Status& why);
+  // Campaign thread: exports `v` to the metrics (counters as increments since the last view).
+  void ExportView(const ElectionView& v);
 
   const DaemonConfig config_;
   const StoreOpenOptions store_options_;
   EventLoop* loop_;
+  Metrics* metrics_;
   LeadCallback on_lead_;
   const std::string instance_;
   bool elected_ = false;
   std::unique_ptr<LeaderElection> election_;  // Null before Campaign.
+  ElectionView exported_;                     // The last view ExportView saw (campaign thread).
 };
 
 }  // namespace crux::daemon::ha

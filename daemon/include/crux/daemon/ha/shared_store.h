@@ -29,6 +29,7 @@
 #ifndef CRUX_DAEMON_HA_SHARED_STORE_H_
 #define CRUX_DAEMON_HA_SHARED_STORE_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,6 +47,10 @@ struct SharedStoreOptions {
   std::string prefix;        // "/crux/<election>": state under <prefix>/state/.
   std::string election_key;  // The leader's election key (the guard).
   int64_t term = 0;          // Its create revision.
+  // Observers for metrics (may be empty; called on the store's thread): an etcd call failed, and
+  // the guard refused a write (this instance was deposed: nothing was written).
+  std::function<void(const core::Status&)> on_etcd_error;
+  std::function<void()> on_fenced;
 };
 
 class SharedStore final : public Store {

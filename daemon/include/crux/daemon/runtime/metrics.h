@@ -72,10 +72,10 @@ class Metrics {
   // and evaluations x jobs whose samples were left out for it
   // (crux_fault_disbelieved_reports_total, raised by `more`).
   void SetContradictedJobs(int64_t jobs, uint64_t more);
-  // High availability: crux_ha_leader (1 while this instance serves as leader; a single cruxd
-  // without `ha:` leads from its start; a standby shows 0) and crux_ha_term (the term it leads
-  // in; 0 without `ha:`).
-  void SetLeader(bool leader, uint64_t term);
+  // crux_ha_leader: 1 while this instance serves as leader (a single cruxd without `ha:` leads
+  // from its start; a standby shows 0). Always present, unlike the crux_ha_* series below, so one
+  // alert covers single and HA deployments.
+  void SetLeader(bool leader);
   // Shadow accounting of a plan (docs/impact.md), at each published plan:
   //   crux_impact_gpus_recovered                gauge, PlanImpact::gpus_recovered
   //   crux_impact_planned_gpus                  gauge, the GPUs of the planned jobs
@@ -98,6 +98,21 @@ class Metrics {
   // Switches by their agents' latest enforcement check (issue #29):
   // crux_switch_enforcement{state="match"|"mismatch"|"unknown"}.
   void SetSwitchEnforcement(int64_t match, int64_t mismatch, int64_t unknown);
+
+  // High availability (docs/daemon.md "High availability"): the crux_ha_* series exist only
+  // after EnableHa() (an instance with `ha:`); the setters below do nothing before it.
+  // crux_ha_role{role}: 1 for this instance's role (campaigning, standby, leader, deposed), 0 for
+  // the others; crux_ha_term: the leader's term (this instance's while it leads);
+  // crux_ha_leader_changes_total; crux_ha_etcd_errors_total{op}: failed etcd calls by operation
+  // (campaign, keepalive, list, revoke, state: the leader's shared-state reads and writes);
+  // crux_ha_fence_closes_total{reason}: this instance's fence closed while it led (lease, deposed,
+  // resigned; store_guard: the shared state refused a write, its election key being gone).
+  void EnableHa() CRUX_EXCLUDES(ha_mu_);
+  void SetHaRole(const std::string& role) CRUX_EXCLUDES(ha_mu_);
+  void SetHaTerm(uint64_t term) CRUX_EXCLUDES(ha_mu_);
+  void AddHaLeaderChanges(uint64_t n) CRUX_EXCLUDES(ha_mu_);
+  void AddHaEtcdErrors(const std::string& op, uint64_t n) CRUX_EXCLUDES(ha_mu_);
+  void AddHaFenceCloses(const std::string& reason, uint64_t n) CRUX_EXCLUDES(ha_mu_);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -127,7 +142,6 @@ class Metrics {
   prometheus::Gauge* contradicted_jobs_;
   prometheus::Counter* disbelieved_reports_;
   prometheus::Gauge* ha_leader_;
-  prometheus::Gauge* ha_term_;
   prometheus::Gauge* impact_recovered_;
   prometheus::Gauge* impact_gpus_;
   prometheus::Histogram* impact_error_;
@@ -137,6 +151,13 @@ class Metrics {
   prometheus::Gauge* enforcement_match_;
   prometheus::Gauge* enforcement_mismatch_;
   prometheus::Gauge* enforcement_unknown_;
+  // HA series: null until EnableHa().
+  Mutex ha_mu_;
+  prometheus::Family<prometheus::Gauge>* ha_role_ CRUX_GUARDED_BY(ha_mu_) = nullptr;
+  prometheus::Gauge* ha_term_ CRUX_GUARDED_BY(ha_mu_) = nullptr;
+  prometheus::Counter* ha_leader_changes_ CRUX_GUARDED_BY(ha_mu_) = nullptr;
+  prometheus::Family<prometheus::Counter>* ha_etcd_errors_ CRUX_GUARDED_BY(ha_mu_) = nullptr;
+  prometheus::Family<prometheus::Counter>* ha_fence_closes_ CRUX_GUARDED_BY(ha_mu_) = nullptr;
 };
 
 }  // namespace crux::daemon

@@ -16,6 +16,12 @@
 // answered with an Ack, and their latency measured as local wall clock minus
 // Assignment.sent_unix_ns (when the daemon sets it; same host or synchronised clocks).
 //
+// Following cruxd (HA leader changes, restarts): the clients' connection monitors are polled too
+// (protocol/client.h "Following the daemon"). When a job's connection drops, its outstanding
+// requests are abandoned at once (RunSummary::requests_lost); when a connection completes its
+// handshake (a new leader bound its endpoint), the job sends its heartbeat - or its registration
+// when it is not registered - at once, with the registration backoff reset.
+//
 // `duration` bounds the whole run, registration included. The measurement window starts once
 // every job is registered or has failed (or at `register_timeout`), and ends with the run; a
 // run that ends while jobs are still registering has an empty window. The summary says how many

@@ -79,6 +79,13 @@ struct RunSummary {
   uint64_t acks_sent = 0;             // Acks of pushes.
   uint64_t timeouts = 0;              // Requests without a reply within the timeout.
   uint64_t send_failures = 0;
+  // Following cruxd (HA leader changes, restarts; protocol/client.h "Following the daemon"):
+  // jobs' connections that dropped, the requests outstanding on them (abandoned at once: no
+  // reply can come), and connections established again after a drop (each answered at once by
+  // the job's heartbeat, or its registration when it was not registered).
+  uint64_t connections_lost = 0;
+  uint64_t requests_lost = 0;
+  uint64_t reconnects = 0;
   std::map<std::string, uint64_t> errors;  // Error replies by code name.
   LatencyRecorder push_latency;            // Assignment receipt - Assignment.sent_unix_ns.
   LatencyRecorder report_rtt;              // ProfileReport send -> its reply.
