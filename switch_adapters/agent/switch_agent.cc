@@ -406,10 +406,11 @@ void SwitchAgent::FollowDaemon() {
     return;
   }
   if (change->lost && connected_) MarkAway("connection lost");
-  if (change->connected) {
+  if (change->connected && !connected_) {
     // A connection is up (the next HA leader bound its endpoint, cruxd restarted; with a fresh
     // routing id): cruxd pushes to the id of the switch's last hello, so say hello from this
-    // one now, and retry on the short end of the backoff.
+    // one now, and retry on the short end of the backoff. (Still connected_: a hello was
+    // answered since, on this connection - the first one, at the start - and nothing was lost.)
     daemon_backoff_.Reset();
     next_hello_ = clock_.Now();
   }

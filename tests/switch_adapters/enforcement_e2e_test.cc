@@ -392,7 +392,7 @@ TEST_F(EnforcementAgentTest, ChecksOnReconcilesAndReportsMatchAndMismatchToCruxd
   agent.SetEnforcementVerifier(Verifier());
   ASSERT_TRUE(agent.Start().ok());
   ASSERT_TRUE(RunUntil(agent, [&] { return agent.daemon_connected(); }));
-  ASSERT_EQ(daemon.Hellos().size(), 1u);
+  ASSERT_GE(daemon.Hellos().size(), 1u);
   EXPECT_EQ(daemon.Hellos()[0].enforcement().status(), v1::ENFORCEMENT_STATUS_UNKNOWN);
   EXPECT_THAT(daemon.Hellos()[0].enforcement().detail(), HasSubstr("not checked yet"));
 
@@ -454,11 +454,13 @@ TEST_F(EnforcementAgentTest, ChecksOnReconcilesAndReportsMatchAndMismatchToCruxd
             "in 5.0 s (18000 pkt/s, more than 100); the plan maps no DSCP to it (queues in use: "
             "0, 1, 5, 6)");
 
-  // The next hello carries the latest check too (a restarted cruxd learns it there).
+  // The next hello carries the latest check too (a restarted cruxd learns it there). (The agent
+  // may have said hello twice at its start: once at once, once when the handshake completed.)
+  const size_t hellos = daemon.Hellos().size();
   clock_.Advance(options_.hello_interval);
-  ASSERT_TRUE(RunUntil(agent, [&] { return daemon.Hellos().size() == 2; }));
-  EXPECT_EQ(daemon.Hellos()[1].enforcement().status(), v1::ENFORCEMENT_STATUS_MISMATCH);
-  EXPECT_THAT(daemon.Hellos()[1].enforcement().detail(), HasSubstr("Ethernet0 queue 7"));
+  ASSERT_TRUE(RunUntil(agent, [&] { return daemon.Hellos().size() > hellos; }));
+  EXPECT_EQ(daemon.Hellos().back().enforcement().status(), v1::ENFORCEMENT_STATUS_MISMATCH);
+  EXPECT_THAT(daemon.Hellos().back().enforcement().detail(), HasSubstr("Ethernet0 queue 7"));
 }
 
 TEST_F(EnforcementAgentTest, ABackendWithoutAVerifierReportsUnknownWithTheReason) {
@@ -474,7 +476,7 @@ TEST_F(EnforcementAgentTest, ABackendWithoutAVerifierReportsUnknownWithTheReason
   agent.SetEnforcementVerifier(BuiltinBackends().CreateVerifier("file", c, queues_));
   ASSERT_TRUE(agent.Start().ok());
   ASSERT_TRUE(RunUntil(agent, [&] { return agent.daemon_connected(); }));
-  ASSERT_EQ(daemon.Hellos().size(), 1u);
+  ASSERT_GE(daemon.Hellos().size(), 1u);
   EXPECT_EQ(daemon.Hellos()[0].enforcement().status(), v1::ENFORCEMENT_STATUS_UNKNOWN);
   EXPECT_EQ(daemon.Hellos()[0].enforcement().detail(),
             "the file backend cannot verify enforcement");
