@@ -38,7 +38,13 @@ namespace crux::core {
 namespace {
 
 constexpr int kJobs = 1000;
-constexpr int kIterations = 20;
+// Timed events per benchmark; CRUX_BENCH_ITERATIONS overrides it (e.g. 300 to profile the
+// re-plans with perf: the untimed 1,000-job plan then no longer dominates the samples).
+const int kIterations = [] {
+  const char* v = std::getenv("CRUX_BENCH_ITERATIONS");
+  const int n = v == nullptr ? 0 : std::atoi(v);
+  return n > 0 ? n : 20;
+}();
 
 const Topology& HpnPod() {
   static const Topology* topo = [] {

@@ -264,20 +264,30 @@ std::vector<std::vector<int>> LinkMembers(const std::vector<std::vector<LinkId>>
 // the other jobs are found through the per-link member lists. Equal to BuildContentionDag on the
 // new list (tests/core/policies/stable_planner_test.cc checks it). `members` (the previous
 // positions, LinkMembers of the previous list) is updated to the new ones.
-ContentionDag PatchContentionDag(const ContentionDag& old_dag, const std::vector<int>& new_of_old,
+ContentionDag PatchContentionDag(ContentionDag old_dag, const std::vector<int>& new_of_old,
                                  const std::vector<uint8_t>& kept,
                                  const std::vector<std::vector<LinkId>>& links,
                                  const std::vector<int>& rank,
                                  const std::vector<Intensity>& intensity,
                                  std::vector<std::vector<int>>& members) {
   const size_t n = kept.size();
-  for (std::vector<int>& m : members) {  // Renumber; drop jobs that are gone.
-    size_t w = 0;
-    for (int old : m) {
-      const int now = new_of_old[static_cast<size_t>(old)];
-      if (now >= 0) m[w++] = now;
+  // Jobs before the first one gone keep their numbers (an arrival is appended: all of them).
+  size_t first_change = 0;
+  while (first_change < new_of_old.size() &&
+         new_of_old[first_change] == static_cast<int>(first_change)) {
+    ++first_change;
+  }
+  if (first_change < new_of_old.size()) {
+    const int unchanged = static_cast<int>(first_change);
+    for (std::vector<int>& m : members) {  // Renumber; drop jobs that are gone. Sorted.
+      if (m.empty() || m.back() < unchanged) continue;
+      auto w = std::lower_bound(m.begin(), m.end(), unchanged);
+      for (auto r = w; r != m.end(); ++r) {
+        const int now = new_of_old[static_cast<size_t>(*r)];
+        if (now >= 0) *w++ = now;
+      }
+      m.erase(w, m.end());
     }
-    m.resize(w);
   }
   std::vector<uint8_t> touched(members.size(), 0);
   for (size_t j = 0; j < n; ++j) {
@@ -295,11 +305,15 @@ ContentionDag PatchContentionDag(const ContentionDag& old_dag, const std::vector
   ContentionDag dag;
   dag.num_nodes = static_cast<int>(n);
   std::vector<DagEdge> carried;
-  carried.reserve(old_dag.edges.size());
-  for (const DagEdge& e : old_dag.edges) {
-    const int a = new_of_old[static_cast<size_t>(e.from)];
-    const int b = new_of_old[static_cast<size_t>(e.to)];
-    if (a >= 0 && b >= 0) carried.push_back(DagEdge{a, b, e.weight});
+  if (first_change == new_of_old.size()) {
+    carried = std::move(old_dag.edges);  // Every edge, numbered as before.
+  } else {
+    carried.reserve(old_dag.edges.size());
+    for (const DagEdge& e : old_dag.edges) {
+      const int a = new_of_old[static_cast<size_t>(e.from)];
+      const int b = new_of_old[static_cast<size_t>(e.to)];
+      if (a >= 0 && b >= 0) carried.push_back(DagEdge{a, b, e.weight});
+    }
   }
   std::vector<DagEdge> added;
   std::vector<int> stamp(n, -1);
@@ -327,6 +341,10 @@ ContentionDag PatchContentionDag(const ContentionDag& old_dag, const std::vector
     return x.from != y.from ? x.from < y.from : x.to < y.to;
   };
   std::sort(added.begin(), added.end(), by_ends);
+  if (added.empty()) {
+    dag.edges = std::move(carried);
+    return dag;
+  }
   dag.edges.resize(carried.size() + added.size());
   std::merge(carried.begin(), carried.end(), added.begin(), added.end(), dag.edges.begin(),
              by_ends);
@@ -375,7 +393,8 @@ struct IncrementalPlanner::State {
   // the current run, so nothing is cleared between runs.
   LinkLoad load;
   std::unordered_map<const SwitchPaths*, int> group_id;
-  std::vector<std::vector<int>> link_groups;  // Per link, the groups containing it.
+  std::vector<std::vector<int>> link_groups;    // Per link, the groups containing it.
+  std::vector<const SwitchPaths*> group_paths;  // Per group id (GroupOf).
   std::vector<uint32_t> group_stamp;
   std::vector<uint32_t> link_stamp;
   uint32_t epoch = 0;
@@ -384,6 +403,7 @@ struct IncrementalPlanner::State {
     const auto [it, inserted] = group_id.emplace(sp, static_cast<int>(group_stamp.size()));
     if (inserted) {
       group_stamp.push_back(0);
+      group_paths.push_back(sp);
       for (LinkId l : sp->links) {
         std::vector<int>& groups = link_groups[l.value()];
         if (groups.empty() || groups.back() != it->second) groups.push_back(it->second);
@@ -740,19 +760,24 @@ Status IncrementalPlanner::ReplayPaths(RunState& run) {
   std::vector<size_t> old_choice;
   size_t next_gone = 0;
   // Stable runs search only the jobs that do not keep their paths; the loads of kept jobs after
-  // the last of them are read by no one and not committed.
+  // the last of them are read by no one and not committed, nor those of kept jobs that cross no
+  // link a searched job reads (KeptLoadsRead; empty: commit them all).
   size_t searched_until = 0;
+  std::vector<uint8_t> read;
   if (run.stable_run) {
     for (size_t p = 0; p < n; ++p) {
       if (!run.keep_paths[order[p]]) searched_until = p + 1;
     }
+    read = KeptLoadsRead(run);
   }
   for (size_t p = 0; p < n; ++p) {
     const size_t j = order[p];
     RunState::Job& job = run.next[j];
     job.routing.iterations_per_sec = 1.0 / job.plan.period.ToSeconds();
     if (run.stable_run && run.keep_paths[j]) {  // Keeps its paths; later jobs see its load.
-      if (p < searched_until) CommitJobPaths(job.routing, job.flow_order, st.load);
+      if (p < searched_until && (read.empty() || read[j])) {
+        CommitJobPaths(job.routing, job.flow_order, st.load);
+      }
       job.path_pos = static_cast<int>(p);
       continue;
     }
@@ -778,6 +803,47 @@ Status IncrementalPlanner::ReplayPaths(RunState& run) {
   }
   run.t.paths = clock_.Now();
   return Status::Ok();
+}
+
+// A stable run (not a seeded first plan) over the previous plan's link members: per job, 1 for the
+// kept jobs that cross a link some searched job reads (its head and tail links and the links of
+// its switch-path groups: State::Job::access and groups). A searched job's choice depends only
+// on those links' loads, and the load of a link is the sum over the jobs crossing it, added in
+// path order: committing only these kept jobs (in the same order) gives every such link the very
+// same load, bit for bit, at every searched job's turn. The searched jobs' own loads are
+// committed by their search. Empty when there are no link members to consult (commit all).
+std::vector<uint8_t> IncrementalPlanner::KeptLoadsRead(const RunState& run) const {
+  const State& st = *state_;
+  if (run.seeded_run || !st.valid || st.link_members.size() != topo_.num_links()) return {};
+  const size_t n = run.n;
+  std::vector<int> new_of_old(run.old_n, -1);
+  for (size_t j = 0; j < n; ++j) {
+    if (run.keep_paths[j] && run.kept[j]) {
+      new_of_old[static_cast<size_t>(run.prev[j])] = static_cast<int>(j);
+    }
+  }
+  std::vector<uint8_t> read(n, 0);
+  std::vector<uint8_t> seen_link(topo_.num_links(), 0);
+  std::vector<uint8_t> seen_group(st.group_paths.size(), 0);
+  const auto visit = [&](uint32_t l) {
+    if (seen_link[l]) return;
+    seen_link[l] = 1;
+    for (int o : st.link_members[l]) {
+      const int j = new_of_old[static_cast<size_t>(o)];
+      if (j >= 0) read[static_cast<size_t>(j)] = 1;
+    }
+  };
+  for (size_t j = 0; j < n; ++j) {
+    if (run.keep_paths[j]) continue;
+    const RunState::Job& job = run.next[j];
+    for (uint32_t l : job.access) visit(l);
+    for (int g : job.groups) {
+      if (seen_group[static_cast<size_t>(g)]) continue;
+      seen_group[static_cast<size_t>(g)] = 1;
+      for (LinkId l : st.group_paths[static_cast<size_t>(g)]->links) visit(l.value());
+    }
+  }
+  return read;
 }
 
 // Stage 3's order, and how much of the previous choices it can reuse: sets search_all,
@@ -872,7 +938,6 @@ Status IncrementalPlanner::RecompressChanged(RunState& run) {
 // The whole contention DAG: patched from the previous one in a stable run with few new jobs,
 // built afresh otherwise.
 void IncrementalPlanner::BuildDag(RunState& run) {
-  const State& st = *state_;
   const size_t n = run.n;
   std::vector<Intensity> intensity(n);
   for (size_t j = 0; j < n; ++j) intensity[j] = run.next[j].plan.intensity;
@@ -886,8 +951,9 @@ void IncrementalPlanner::BuildDag(RunState& run) {
       if (run.kept[j]) new_of_old[static_cast<size_t>(run.prev[j])] = static_cast<int>(j);
     }
     run.link_members = std::move(state_->link_members);
-    run.plan.dag = PatchContentionDag(st.dag, new_of_old, run.kept, run.next_links, run.rank,
-                                      intensity, run.link_members);
+    // The previous DAG is replaced at the commit (or dropped with the state if the run fails).
+    run.plan.dag = PatchContentionDag(std::move(state_->dag), new_of_old, run.kept, run.next_links,
+                                      run.rank, intensity, run.link_members);
   } else {
     run.plan.dag = BuildContentionDag(run.next_links, run.rank, intensity, topo_.num_links());
     if (options_.stable) run.link_members = LinkMembers(run.next_links, topo_.num_links());

@@ -40,6 +40,7 @@
 #ifndef CRUX_CORE_PLAN_INCREMENTAL_PLANNER_H_
 #define CRUX_CORE_PLAN_INCREMENTAL_PLANNER_H_
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -90,6 +91,7 @@ class IncrementalPlanner {
   void Prioritise(RunState& run);
   Status ReplayPaths(RunState& run);
   std::vector<size_t> ChooseReplay(RunState& run);
+  std::vector<uint8_t> KeptLoadsRead(const RunState& run) const;
   Status SearchPaths(RunState& run, size_t j, std::vector<size_t>& old_choice);
   Status RecompressChanged(RunState& run);
   void BuildDag(RunState& run);
