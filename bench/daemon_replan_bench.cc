@@ -20,6 +20,8 @@
 // BM_DaemonReplanOneArrival/N: warm; one newcomer registers with a converged profile and is
 //   planned, then leaves (untimed) so every iteration starts from the same state.
 // BM_DaemonReoptimize/N: warm; the re-optimisation timer fires and the run re-optimises (below).
+// BM_DaemonImpact/N: the shadow accounting of the first plan (cruxd estimates it off the plan's
+//   path, on a thread of its own).
 // N = 1,000 runs on configs/topologies/example_clos2.yaml, N = 10,000 on hpn_pod.yaml, as
 // bench_daemon.sh's two cases. Counters: worker_ms (PlanEngine::Run), loop_ms (FinishPlan +
 // Commit), plan stages of the core planner, changed assignments, flows.
@@ -146,6 +148,7 @@ class Daemonish {
     double prepare_ms = 0;  // RunPlan before Schedule (specs copied and validated).
     double assign_ms = 0;
     double qos_ms = 0;
+    double impact_ms = 0;
     core::ReplanStats replan;
     bool reoptimized = false;  // The run was a re-optimisation ...
     bool adopted = false;      // ... whose fresh plan was adopted.
@@ -172,12 +175,24 @@ class Daemonish {
                                       static_cast<size_t>(run.outcome->plan.dag.edges_omitted));
     if (run.outcome->replan) t.replan = *run.outcome->replan;
     const core::PlanOutcome& o = *run.outcome;
-    t.prepare_ms = (o.planning_time - o.schedule_time - o.assign_time - o.qos_time).ToMillis();
+    t.prepare_ms =
+        (o.planning_time - o.schedule_time - o.assign_time - o.qos_time - o.impact_time).ToMillis();
     t.assign_ms = o.assign_time.ToMillis();
     t.qos_ms = o.qos_time.ToMillis();
+    t.impact_ms = o.impact_time.ToMillis();
     t.reoptimized = o.reoptimized;
     t.adopted = o.reoptimize_verdict.has_value() && o.reoptimize_verdict->adopted;
+    last_snapshot_ = snap;
+    last_outcome_ = run.outcome;
     return t;
+  }
+
+  // The shadow accounting of the last run's plan, as cruxd estimates it after the push
+  // (PlanApplier, on its own thread).
+  core::Result<core::PlanImpact> EstimateImpact() const {
+    core::ImpactOptions options;
+    options.ecmp_seed = static_cast<uint64_t>(daemon::DaemonConfig{}.planner.seed);
+    return core::EstimatePlanImpact(*w_.topo, *last_snapshot_, last_outcome_->plan, options);
   }
 
   core::ControlLoop& loop() { return loop_; }
@@ -190,6 +205,8 @@ class Daemonish {
   }
 
  private:
+  std::shared_ptr<const core::PlanningSnapshot> last_snapshot_;
+  std::shared_ptr<const core::PlanOutcome> last_outcome_;
   const Workload& w_;
   core::FakeClock clock_;
   core::ControlLoop loop_;
@@ -225,11 +242,12 @@ void Report(benchmark::State& state, const Workload& w, const std::vector<Daemon
   state.counters["traffic_ms"] = traffic / n;
   state.counters["flows"] = static_cast<double>(w.flows);
   double edges = 0, searched = 0, compressed = 0, inserted = 0, refused = 0, prepare = 0,
-         assign = 0, qos = 0, reoptimized = 0, adopted = 0;
+         assign = 0, qos = 0, impact = 0, reoptimized = 0, adopted = 0;
   for (const auto& t : ts) {
     prepare += t.prepare_ms;
     assign += t.assign_ms;
     qos += t.qos_ms;
+    impact += t.impact_ms;
     edges += t.dag_edges;
     searched += t.replan.paths_searched;
     compressed += t.replan.jobs_compressed;
@@ -244,6 +262,7 @@ void Report(benchmark::State& state, const Workload& w, const std::vector<Daemon
   state.counters["prepare_ms"] = prepare / n;
   state.counters["assign_ms"] = assign / n;
   state.counters["qos_ms"] = qos / n;
+  state.counters["impact_ms"] = impact / n;
   state.counters["paths_searched"] = searched / n;
   state.counters["jobs_compressed"] = compressed / n;
   state.counters["levels_inserted"] = inserted / n;
@@ -350,6 +369,30 @@ BENCHMARK(BM_DaemonReoptimize)
     ->Args({10000})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(4);
+
+// The shadow accounting of the plan (docs/impact.md): what cruxd's impact thread spends per
+// estimate, after the push (at most every impact.interval_ms). Counters: jobs, gpus_recovered.
+void BM_DaemonImpact(benchmark::State& state) {
+  const int jobs = static_cast<int>(state.range(0));
+  const Workload& w = LoadgenWorkload(jobs);
+  Daemonish d(w, jobs, /*stable=*/true);
+  d.Run();
+  double recovered = 0;
+  size_t planned = 0;
+  for (auto _ : state) {
+    core::Result<core::PlanImpact> impact = d.EstimateImpact();
+    if (!impact.ok()) Die(impact.status().ToString());
+    recovered = impact->gpus_recovered;
+    planned = impact->jobs.size();
+  }
+  state.counters["jobs"] = static_cast<double>(planned);
+  state.counters["gpus_recovered"] = recovered;
+}
+BENCHMARK(BM_DaemonImpact)
+    ->Args({1000})
+    ->Args({10000})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2);
 
 }  // namespace
 }  // namespace crux

@@ -617,6 +617,47 @@ TEST_F(DaemonTest, ShadowAccountingIsShownInJobsImpactAndMetrics) {
   EXPECT_THAT(text, HasSubstr("crux_job_iteration_seconds{job=\"c\",kind=\"ecmp\"}"));
 }
 
+// The estimate is off the plan's path and rate-limited (impact.interval_ms): a plan published
+// within the interval of the previous estimate is estimated when the interval has passed (the
+// newest plan waiting), and until then cruxctl shows the earlier plan's epoch.
+TEST_F(DaemonTest, ShadowAccountingFollowsPlansAtMostEveryInterval) {
+  Close();
+  config_.impact.interval_ms = 500;
+  Open();
+  RegisterThree();
+  Advance(kDebounce);
+  auto impact = [this] {
+    v1::Envelope req = protocol::NewEnvelope(8);
+    req.mutable_impact_request();
+    return Admin(req).impact_reply();
+  };
+  const uint64_t first = daemon_->epoch();
+  ASSERT_GT(first, 0u);
+  EXPECT_TRUE(impact().available());
+  EXPECT_EQ(impact().epoch(), first);
+  EXPECT_EQ(impact().jobs(), 3u);
+  // A fourth job: a new plan at once, its estimate only 0.5 s after the first one started (the
+  // lease is 1 s here).
+  ASSERT_TRUE(Client("peer-d", Register("d", {"host3", "host7"})).has_register_job_reply());
+  Advance(kDebounce);
+  const uint64_t second = daemon_->epoch();
+  ASSERT_GT(second, first);
+  EXPECT_EQ(impact().epoch(), first);
+  EXPECT_EQ(impact().jobs(), 3u);
+  v1::Envelope req = protocol::NewEnvelope(9);
+  req.mutable_list_jobs_request();
+  const v1::Envelope jobs = Admin(req);
+  ASSERT_EQ(jobs.list_jobs_reply().jobs_size(), 4);
+  for (const v1::JobSummary& j : jobs.list_jobs_reply().jobs()) {
+    EXPECT_EQ(j.has_prediction(), j.job_id() != "d") << j.job_id();  // Not estimated yet.
+  }
+  Advance(core::Duration::Millis(500));
+  ASSERT_EQ(daemon_->epoch(), second);  // No other plan meanwhile.
+  EXPECT_EQ(impact().epoch(), second);
+  EXPECT_EQ(impact().jobs(), 4u);
+  EXPECT_THAT(metrics_.Serialize(), HasSubstr("crux_impact_planned_gpus 64"));
+}
+
 TEST_F(DaemonTest, WithoutShadowAccountingNothingIsPredicted) {
   Close();
   config_.impact.enabled = false;

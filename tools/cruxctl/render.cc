@@ -963,9 +963,9 @@ namespace crux::cruxctl {
 std::string RenderImpactText(const v1::ImpactReply& r) {
   std::ostringstream out;
   if (!r.available()) {
-    out << "no prediction for the plan in force";
+    out << "no prediction yet";
     if (!r.error().empty()) out << ": " << r.error();
-    out << " (impact.enabled in cruxd.yaml; docs/impact.md)\n";
+    out << " (impact.enabled and impact.interval_ms in cruxd.yaml; docs/impact.md)\n";
     return out.str();
   }
   char line[256];

@@ -434,22 +434,25 @@ PlanOutcome Failed(PlanOutcome out, Status status, Duration planning_time) {
 
 }  // namespace
 
-// The steps above, in order; the clock is read between them for the outcome's timings.
+Result<PlanImpact> EstimatePlanImpact(const Topology& topo, const PlanningSnapshot& snap,
+                                      const Plan& plan, const ImpactOptions& options,
+                                      std::stop_token stop) {
+  std::vector<const JobSpec*> planned;
+  planned.reserve(plan.jobs.size());
+  for (const JobPlan& jp : plan.jobs) {  // snap.jobs is sorted by id.
+    const auto it =
+        std::lower_bound(snap.jobs.begin(), snap.jobs.end(), jp.id,
+                         [](const PlanningJob& j, const std::string& id) { return j.id < id; });
+    planned.push_back(it != snap.jobs.end() && it->id == jp.id ? it->spec.get() : nullptr);
+  }
+  return EstimateImpact(topo, planned, plan, options, stop);
+}
+
 // With snap.impact: the shadow accounting of the run's plan (impact.h). A failure is reported in
 // the outcome, never fails the run (the plan is good; only its accounting is missing).
-void EstimateRunImpact(const Topology& topo, const PlanningSnapshot& snap, const SpecList& specs,
-                       PlanOutcome& out) {
+void EstimateRunImpact(const Topology& topo, const PlanningSnapshot& snap, PlanOutcome& out) {
   if (!snap.impact) return;
-  std::unordered_map<std::string_view, const JobSpec*> by_id;
-  by_id.reserve(specs.specs.size());
-  for (const JobSpec& s : specs.specs) by_id.emplace(s.id, &s);
-  std::vector<const JobSpec*> planned;
-  planned.reserve(out.plan.jobs.size());
-  for (const JobPlan& jp : out.plan.jobs) {
-    auto it = by_id.find(jp.id);
-    planned.push_back(it != by_id.end() ? it->second : nullptr);
-  }
-  Result<PlanImpact> impact = EstimateImpact(topo, planned, out.plan, *snap.impact);
+  Result<PlanImpact> impact = EstimatePlanImpact(topo, snap, out.plan, *snap.impact);
   if (impact.ok()) {
     out.impact = std::make_shared<const PlanImpact>(std::move(impact).value());
   } else {
@@ -457,6 +460,7 @@ void EstimateRunImpact(const Topology& topo, const PlanningSnapshot& snap, const
   }
 }
 
+// The steps above, in order; the clock is read between them for the outcome's timings.
 PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const PlanningSnapshot& snap,
                     const Clock& clock) {
   const Duration start = clock.Now();
@@ -488,7 +492,7 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
   }
   const Duration t_impact = clock.Now();
   out.qos_time = t_impact - t_qos;
-  EstimateRunImpact(topo, snap, specs, out);
+  EstimateRunImpact(topo, snap, out);
   const Duration end = clock.Now();
   out.impact_time = end - t_impact;
   out.planning_time = end - start;

@@ -45,7 +45,7 @@ double IterationOf(const PredictJob& job, double comm_s) {
 }  // namespace
 
 std::vector<Duration> PredictIterations(const Topology& topo, std::span<const PredictJob> jobs,
-                                        const PredictOptions& options) {
+                                        const PredictOptions& options, std::stop_token stop) {
   const size_t n = jobs.size();
   std::vector<std::vector<LinkBits>> bits(n);
   int levels = 1;
@@ -122,7 +122,7 @@ std::vector<Duration> PredictIterations(const Topology& topo, std::span<const Pr
       if (period[j] > 0) moved = std::max(moved, std::abs(next[j] - period[j]) / period[j]);
     }
     period.swap(next);
-    if (moved <= options.tolerance) break;
+    if (moved <= options.tolerance || stop.stop_requested()) break;
   }
   std::vector<Duration> out(n);
   for (size_t j = 0; j < n; ++j) out[j] = Duration::Seconds(period[j]);
@@ -154,7 +154,9 @@ double PredictionError(Duration observed, Duration predicted) {
 }
 
 Result<PlanImpact> EstimateImpact(const Topology& topo, std::span<const JobSpec* const> specs,
-                                  const Plan& plan, const ImpactOptions& options) {
+                                  const Plan& plan, const ImpactOptions& options,
+                                  std::stop_token stop) {
+  const auto cancelled = [] { return UnavailableError("impact: cancelled"); };
   const size_t n = plan.jobs.size();
   if (specs.size() != n) {
     return InvalidArgumentError("impact: " + std::to_string(specs.size()) + " specs for " +
@@ -166,6 +168,7 @@ Result<PlanImpact> EstimateImpact(const Topology& topo, std::span<const JobSpec*
   PathFinder finder(topo);
   const HashEcmpModel hash(0);  // As the policies route (policies.cc: hash_model_(0)).
   for (size_t j = 0; j < n; ++j) {
+    if (j % 256 == 0 && stop.stop_requested()) return cancelled();
     const JobSpec* spec = specs[j];
     const JobPlan& jp = plan.jobs[j];
     if (spec == nullptr) return InvalidArgumentError("impact: no spec for job '" + jp.id + "'");
@@ -198,8 +201,10 @@ Result<PlanImpact> EstimateImpact(const Topology& topo, std::span<const JobSpec*
       hashed[j].flows.push_back({ecmp_paths[j][f], fp.bytes});
     }
   }
-  const std::vector<Duration> with_plan = PredictIterations(topo, planned, options.predict);
-  const std::vector<Duration> with_ecmp = PredictIterations(topo, hashed, options.predict);
+  const std::vector<Duration> with_plan = PredictIterations(topo, planned, options.predict, stop);
+  if (stop.stop_requested()) return cancelled();
+  const std::vector<Duration> with_ecmp = PredictIterations(topo, hashed, options.predict, stop);
+  if (stop.stop_requested()) return cancelled();
   PlanImpact out;
   out.jobs.reserve(n);
   for (size_t j = 0; j < n; ++j) {

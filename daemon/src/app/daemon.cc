@@ -57,11 +57,7 @@ core::ControlLoopOptions LoopOptions(const DaemonConfig& c) {
   o.faults.probes.max_total = f.max_probes;
   o.faults.probes.interval = core::Duration::Millis(f.probe_interval_ms);
   o.faults.probes.size = core::Bytes::Of(f.probe_bytes);
-  if (c.impact.enabled) {
-    core::ImpactOptions io;
-    io.ecmp_seed = static_cast<uint64_t>(c.planner.seed);
-    o.impact = io;
-  }
+  // No o.impact: cruxd estimates the shadow accounting off the plan's path (PlanApplier).
   return o;
 }
 
@@ -106,13 +102,19 @@ Daemon::Daemon(const DaemonConfig& config, core::Topology topology, std::string 
       admin_queue_("admin", loop,
                    TypedQueue<protocol::Inbound>::ItemHandler(
                        [this](protocol::Inbound in) { ProcessAdmin(in); })),
-      worker_(plan_in_background ? std::make_unique<WorkerThread>() : nullptr) {
+      worker_(plan_in_background ? std::make_unique<WorkerThread>() : nullptr),
+      impact_worker_(plan_in_background ? std::make_unique<WorkerThread>() : nullptr) {
   enforcer_.SetQosConfig(config.qos);
+  if (impact_worker_) {
+    applier_.SetImpactExecutor(
+        [this](WorkerThread::CancellableWork work) { impact_worker_->Post(std::move(work)); });
+  }
 }
 
 Daemon::~Daemon() {
   FlushProfiles();
   worker_.reset();  // Cancel and join a run in flight before the state it reports to goes.
+  impact_worker_.reset();
   writer_.reset();  // Runs every write submitted (the profiles above included), then joins.
 }
 
@@ -155,14 +157,16 @@ void Daemon::ScheduleSweep() {
   core::Duration every =
       std::min(core::Duration::Millis(config_.lease_ms / 4), core::Duration::Millis(1000));
   every = std::max(every, core::Duration::Millis(10));
-  loop_->RunAfter(every, [this] {
+  loop_->RunAfter(every, [this, alive = std::weak_ptr<int>(alive_)] {
+    if (alive.expired()) return;
     SweepLeases();
     ScheduleSweep();
   });
 }
 
 void Daemon::ScheduleRefresh() {
-  loop_->RunAfter(core::Duration::Millis(1000), [this] {
+  loop_->RunAfter(core::Duration::Millis(1000), [this, alive = std::weak_ptr<int>(alive_)] {
+    if (alive.expired()) return;
     if (!flushing_) FlushChunk();
     RefreshMetrics();
     ScheduleRefresh();
@@ -178,9 +182,11 @@ void Daemon::FlushChunk() {
 
 void Daemon::ScheduleLagProbe() {
   // Every 100 ms: the time a posted item waits before it runs (what every message waits too).
-  loop_->RunAfter(core::Duration::Millis(100), [this] {
+  loop_->RunAfter(core::Duration::Millis(100), [this, alive = std::weak_ptr<int>(alive_)] {
+    if (alive.expired()) return;
     const core::Duration posted = loop_->Now();
-    loop_->Post([this, posted] {
+    loop_->Post([this, posted, alive] {
+      if (alive.expired()) return;
       const core::Duration lag = loop_->Now() - posted;
       lag_.Add(lag);
       if (metrics_) metrics_->ObserveLoopLag(lag.ToSeconds());

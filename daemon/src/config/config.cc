@@ -471,6 +471,10 @@ const std::vector<Field<DaemonConfig>>& ConfigFields() {
       {.path = "impact.error_threshold",
        .member = CFG(impact.error_threshold),
        .reals = RealRange::AboveAtMost(0, 10)},
+      {.path = "impact.interval_ms",
+       .member = CFG(impact.interval_ms),
+       .unit = "ms",
+       .ints = IntRange::Closed(0, 3600000)},
   };
   return kFields;
 }

@@ -14,14 +14,15 @@ double Quantile(std::vector<double> xs, double q) {
 
 }  // namespace
 
-ImpactReport BuildImpactReport(const core::PlanOutcome* outcome, const core::ControlLoop& loop) {
+ImpactReport BuildImpactReport(const ImpactState* state, const core::ControlLoop& loop) {
   ImpactReport r;
-  if (outcome == nullptr) return r;
-  if (outcome->impact == nullptr) {
-    r.error = outcome->impact_error;
+  if (state == nullptr) return r;
+  r.epoch = state->epoch;
+  if (state->impact == nullptr) {
+    r.error = state->error;
     return r;
   }
-  const core::PlanImpact& impact = *outcome->impact;
+  const core::PlanImpact& impact = *state->impact;
   r.available = true;
   r.gpus = impact.gpus;
   r.gpus_recovered = impact.gpus_recovered;

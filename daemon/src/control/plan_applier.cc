@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <string>
@@ -29,9 +30,88 @@ std::string ReoptimizeText(const core::PlanOutcome& o) {
 
 }  // namespace
 
-void PlanApplier::ExportImpact(const core::PlanOutcome& outcome) {
-  if (metrics_ == nullptr || outcome.impact == nullptr) return;
-  const ImpactReport report = BuildImpactReport(&outcome, control_->loop());
+void PlanApplier::RequestImpact(const PlanRun& run, uint64_t epoch) {
+  if (!config_->impact.enabled || !run.snapshot || !run.topology || !run.outcome) return;
+  impact_waiting_ = ImpactWork{run.snapshot, run.topology, run.outcome, epoch};
+  MaybeStartImpact();
+}
+
+void PlanApplier::MaybeStartImpact() {
+  if (impact_running_ || !impact_waiting_) return;
+  if (!config_->impact.enabled) {
+    impact_waiting_.reset();
+    return;
+  }
+  const core::Duration now = loop_->Now();
+  // At least impact.interval_ms between two starts, and three times the last estimate's duration
+  // (its thread busy at most a quarter of the time, whatever the cluster's size).
+  const core::Duration interval =
+      std::max(core::Duration::Millis(config_->impact.interval_ms), impact_took_ * 3.0);
+  if (impact_started_ && now < *impact_started_ + interval) {
+    if (!impact_timer_armed_) {
+      impact_timer_armed_ = true;
+      std::weak_ptr<int> alive = alive_;
+      loop_->RunAfter(*impact_started_ + interval - now, [this, alive] {
+        if (alive.expired()) return;
+        impact_timer_armed_ = false;
+        MaybeStartImpact();
+      });
+    }
+    return;
+  }
+  impact_running_ = true;
+  impact_started_ = now;
+  ImpactWork work = std::move(*impact_waiting_);
+  impact_waiting_.reset();
+  core::ImpactOptions options;
+  options.ecmp_seed = static_cast<uint64_t>(config_->planner.seed);
+  auto estimate = [work = std::move(work), options](std::stop_token stop) {
+    auto state = std::make_shared<ImpactState>();
+    state->epoch = work.epoch;
+    core::Result<core::PlanImpact> impact =
+        core::EstimatePlanImpact(*work.topology, *work.snapshot, work.outcome->plan, options, stop);
+    if (impact.ok()) {
+      auto shared = std::make_shared<const core::PlanImpact>(std::move(impact).value());
+      state->index.reserve(shared->jobs.size());
+      for (size_t i = 0; i < shared->jobs.size(); ++i) state->index.emplace(shared->jobs[i].id, i);
+      state->impact = std::move(shared);
+    } else {
+      state->error = impact.status().message();
+    }
+    return std::shared_ptr<const ImpactState>(std::move(state));
+  };
+  if (!impact_executor_) {
+    OnImpact(estimate(std::stop_token()));
+    return;
+  }
+  std::weak_ptr<int> alive = alive_;
+  EventLoop* loop = loop_;
+  impact_executor_([this, alive, loop, estimate = std::move(estimate)](CancellationToken stop) {
+    std::shared_ptr<const ImpactState> state = estimate(stop);
+    if (stop.stop_requested()) return;
+    loop->Post([this, alive, state = std::move(state)] {
+      if (!alive.expired()) OnImpact(state);
+    });
+  });
+}
+
+void PlanApplier::OnImpact(std::shared_ptr<const ImpactState> state) {
+  impact_running_ = false;
+  impact_took_ = loop_->Now() - *impact_started_;
+  if (!state->error.empty()) {
+    spdlog::warn("shadow accounting of epoch {} failed: {}", state->epoch, state->error);
+  }
+  impact_ = std::move(state);
+  ExportImpact(*impact_);
+  auto view = std::make_shared<DaemonView>(*view_);
+  view->impact = impact_;
+  view_ = std::move(view);
+  MaybeStartImpact();
+}
+
+void PlanApplier::ExportImpact(const ImpactState& state) {
+  if (metrics_ == nullptr || state.impact == nullptr) return;
+  const ImpactReport report = BuildImpactReport(&state, control_->loop());
   std::vector<Metrics::ImpactJob> jobs;
   jobs.reserve(report.rows.size());
   for (const ImpactRow& r : report.rows) {
@@ -49,15 +129,16 @@ void PlanApplier::Publish(const PlanRun& run) {
   auto view = std::make_shared<DaemonView>();
   view->epoch = control_->loop().epoch();
   view->applied = control_->loop().applied_ptr();
+  if (config_->impact.enabled) view->impact = impact_;
   if (run.outcome && run.outcome->status.ok()) {
     view->outcome = run.outcome;
     view->topology = run.topology;
-    ExportImpact(*run.outcome);
   } else if (view_) {
     view->outcome = view_->outcome;
     view->topology = view_->topology;
   }
   view_ = std::move(view);
+  if (run.outcome && run.outcome->status.ok()) RequestImpact(run, view_->epoch);
 }
 
 // Where the loop's time goes while it commits a run: named steps, and one line at the end of

@@ -186,9 +186,10 @@ v1::JobSummary AdminService::Summary(const std::string& id, const JobSession& j)
     s.set_priority(jp.priority);
     s.set_rank(jp.rank);
     s.set_period_ms(jp.period.ToMillis());
-    const core::PlanImpact* impact = applier_->view()->outcome->impact.get();
-    if (impact != nullptr && static_cast<size_t>(index) < impact->jobs.size()) {
-      const core::JobImpact& ji = impact->jobs[static_cast<size_t>(index)];
+  }
+  if (const ImpactState* st = applier_->view()->impact.get(); st != nullptr && st->impact) {
+    if (const auto it = st->index.find(id); it != st->index.end()) {
+      const core::JobImpact& ji = st->impact->jobs[it->second];
       s.set_has_prediction(true);
       s.set_predicted_ms(ji.predicted.ToMillis());
       s.set_ecmp_ms(ji.ecmp.ToMillis());
@@ -212,10 +213,10 @@ v1::Envelope AdminService::Impact(uint64_t rid, const v1::ImpactRequest& req) {
   v1::ImpactReply* r = e.mutable_impact_reply();
   const std::shared_ptr<const DaemonView>& view = applier_->view();
   const ImpactReport report =
-      BuildImpactReport(view ? view->outcome.get() : nullptr, control_->loop());
+      BuildImpactReport(view ? view->impact.get() : nullptr, control_->loop());
   r->set_available(report.available);
   r->set_error(report.error);
-  r->set_epoch(view ? view->epoch : 0);
+  r->set_epoch(report.epoch);
   r->set_jobs(static_cast<uint32_t>(report.rows.size()));
   r->set_gpus(static_cast<uint32_t>(report.gpus));
   r->set_gpus_recovered(report.gpus_recovered);

@@ -291,7 +291,7 @@ TEST(TextTest, JobsTableShowsPredictionObservationAndGain) {
 
 TEST(TextTest, ImpactSaysWhatThePlanGainsAndWhereTheModelIsWrong) {
   v1::ImpactReply r;
-  EXPECT_NE(RenderImpactText(r).find("no prediction for the plan in force"), std::string::npos);
+  EXPECT_NE(RenderImpactText(r).find("no prediction yet"), std::string::npos);
   r.set_error("impact: no spec for job 'x'");
   EXPECT_NE(RenderImpactText(r).find("no spec for job 'x'"), std::string::npos);
   r.set_available(true);

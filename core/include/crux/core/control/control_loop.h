@@ -72,6 +72,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -229,6 +230,14 @@ struct PlanOutcome {
 // throws for bad input; the status says what failed.
 PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const PlanningSnapshot& snap,
                     const Clock& clock);
+
+// The shadow accounting (impact.h) of `plan`, a plan of `snap`'s jobs (RunPlan's, or an earlier
+// one of a snapshot that still holds its jobs), as RunPlan computes it with snap.impact: a host
+// that keeps it off the plan's critical path (cruxd) calls it on its own, later. Errors: a
+// planned job without a spec in `snap`, and EstimateImpact's.
+Result<PlanImpact> EstimatePlanImpact(const Topology& topo, const PlanningSnapshot& snap,
+                                      const Plan& plan, const ImpactOptions& options,
+                                      std::stop_token stop = {});
 
 // The assignment of one job from its plan (nullptr: the job was not planned: no flows, level 0).
 Assignment MakeAssignment(const PlanningJob& job, const JobPlan* plan);

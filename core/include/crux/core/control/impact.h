@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -65,9 +66,11 @@ struct PredictJob {
 
 // Each job's predicted iteration time, in the order of `jobs`, over the links' capacities in
 // `topo` (a link of capacity 0 counts as starved: the floor applies). Jobs without flows get c.
-// REQUIRES: every link id of every path < topo.num_links(). Deterministic.
+// REQUIRES: every link id of every path < topo.num_links(). Deterministic. Once `stop` is
+// requested it returns after the round in progress (the result is then not the fixed point).
 std::vector<Duration> PredictIterations(const Topology& topo, std::span<const PredictJob> jobs,
-                                        const PredictOptions& options = {});
+                                        const PredictOptions& options = {},
+                                        std::stop_token stop = {});
 
 struct ImpactOptions {
   PredictOptions predict;
@@ -110,9 +113,11 @@ Status ValidateImpactOptions(const ImpactOptions& o);
 
 // The impact of `plan` (planned by a policy over `topo`) for the jobs `specs`, where specs[i]
 // is the spec of plan.jobs[i] (its compute time, overlap start and GPUs). Errors: sizes differ,
-// a null spec, an id that differs, a flow endpoint the topology cannot route (ECMP).
+// a null spec, an id that differs, a flow endpoint the topology cannot route (ECMP);
+// kUnavailable ("impact: cancelled") once `stop` is requested (checked between jobs and rounds).
 Result<PlanImpact> EstimateImpact(const Topology& topo, std::span<const JobSpec* const> specs,
-                                  const Plan& plan, const ImpactOptions& options = {});
+                                  const Plan& plan, const ImpactOptions& options = {},
+                                  std::stop_token stop = {});
 
 // |observed - predicted| / observed (0 when observed is 0): the prediction error of a job.
 double PredictionError(Duration observed, Duration predicted);

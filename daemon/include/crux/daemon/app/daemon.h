@@ -200,8 +200,14 @@ class Daemon {
   TypedQueue<protocol::Inbound> admin_queue_;
   std::vector<std::pair<std::string, CounterSource>> counter_sources_;
   std::map<std::string, protocol::ServerCounters> last_counters_;
+  // The daemon's own timers (sweep, refresh, lag probe) hold a weak reference: a loop that
+  // outlives the daemon (a test that reopens it) drops them.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   // Last member: destroyed (joined, its run cancelled) first, before the state a run reads.
   std::unique_ptr<WorkerThread> worker_;
+  // The shadow accounting's own thread (PlanApplier::SetImpactExecutor): an estimate never
+  // delays a plan. Null without plan_in_background (estimated on the loop thread).
+  std::unique_ptr<WorkerThread> impact_worker_;
 };
 
 }  // namespace crux::daemon

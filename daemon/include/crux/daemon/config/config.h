@@ -118,6 +118,9 @@ struct ImpactConfig {
   bool enabled = true;
   int top_jobs = 20;  // Per-job series on /metrics for the N jobs with most GPUs, [0, 1000].
   double error_threshold = 0.1;  // `cruxctl impact` lists jobs predicted worse than this, (0, 10].
+  // Least time between two estimates, [0, 3600000] ms (0: after every plan). An estimate runs on
+  // its own thread after the plan is pushed, for the newest plan; never on the plan's path.
+  int64_t interval_ms = 10000;
 };
 
 // Automatic failure detection and handling (docs/faults.md; core::FaultOptions). [live]

@@ -1,6 +1,7 @@
-// What cruxd shows of its shadow accounting (docs/impact.md): the predictions of the last plan
-// (core::PlanOutcome::impact, computed on the worker) joined with the iteration periods the jobs
-// report now. Read by cruxctl (jobs, impact) and exported on /metrics at each plan.
+// What cruxd shows of its shadow accounting (docs/impact.md): the predictions of the newest
+// estimated plan (PlanApplier's ImpactState, estimated off the plan's path) joined with the
+// iteration periods the jobs report now. Read by cruxctl (jobs, impact) and exported on /metrics
+// at each estimate.
 //
 // A job's prediction error is |observed - predicted| / observed, for scheduled jobs only: a
 // newcomer runs on the top level whatever its plan says, so its plan prediction does not apply.
@@ -16,6 +17,7 @@
 
 #include "crux/core/base/units.h"
 #include "crux/core/control/control_loop.h"
+#include "crux/daemon/control/plan_applier.h"
 
 namespace crux::daemon {
 
@@ -33,8 +35,9 @@ struct ImpactRow {
 };
 
 struct ImpactReport {
-  bool available = false;  // The last plan carried a prediction.
+  bool available = false;  // An estimate exists.
   std::string error;       // Why not, when the estimate failed ("" otherwise).
+  uint64_t epoch = 0;      // The epoch of the plan it describes.
   int gpus = 0;
   double gpus_recovered = 0;    // core::PlanImpact::gpus_recovered.
   std::vector<ImpactRow> rows;  // In plan order.
@@ -46,8 +49,8 @@ struct ImpactReport {
   friend bool operator==(const ImpactReport&, const ImpactReport&) = default;
 };
 
-// `outcome` may be null (no plan yet) or carry no impact (accounting off or failed).
-ImpactReport BuildImpactReport(const core::PlanOutcome* outcome, const core::ControlLoop& loop);
+// `state` may be null (no estimate yet, or accounting off) or carry no impact (failed).
+ImpactReport BuildImpactReport(const ImpactState* state, const core::ControlLoop& loop);
 
 }  // namespace crux::daemon
 

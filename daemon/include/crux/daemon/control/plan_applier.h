@@ -20,8 +20,11 @@
 #define CRUX_DAEMON_CONTROL_PLAN_APPLIER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -38,12 +41,24 @@
 
 namespace crux::daemon {
 
+// The shadow accounting of one published plan (docs/impact.md), estimated after it was pushed.
+struct ImpactState {
+  uint64_t epoch = 0;                              // The epoch the estimated plan was published at.
+  std::shared_ptr<const core::PlanImpact> impact;  // Null when the estimate failed.
+  std::string error;                               // Why it failed ("" otherwise).
+  std::unordered_map<std::string, size_t> index;   // Job id -> its position in impact->jobs.
+};
+
 // What cruxctl reads: an immutable picture the applier publishes at each commit.
 struct DaemonView {
   uint64_t epoch = 0;
   std::shared_ptr<const core::AppliedPlan> applied;
   std::shared_ptr<const core::PlanOutcome> outcome;  // Of the last successful run (null: none).
   std::shared_ptr<const core::Topology> topology;    // The one `outcome` was planned on.
+  // The newest shadow accounting (null: none yet, or impact.enabled false). It may describe an
+  // earlier plan than `outcome` (ImpactState::epoch): estimates run after the push, at most
+  // every impact.interval_ms.
+  std::shared_ptr<const ImpactState> impact;
 };
 
 class PlanApplier {
@@ -69,6 +84,14 @@ class PlanApplier {
 
   void Apply(PlanRun run);
 
+  // Where the shadow accounting of a published plan is estimated (a thread of its own in cruxd:
+  // it is never on a plan's path). Unset: on the loop thread, right after the publish (tests).
+  // The executor runs the work it is given once, on any thread, with a token that stops it early
+  // (a shutdown); the result comes back through the loop (EventLoop::Post) and is dropped if the
+  // applier is gone by then.
+  using ImpactExecutor = std::function<void(WorkerThread::CancellableWork)>;
+  void SetImpactExecutor(ImpactExecutor executor) { impact_executor_ = std::move(executor); }
+
   // Publishes the plan in force without a run (after the restore).
   void PublishApplied() { Publish(PlanRun{}); }
 
@@ -80,8 +103,21 @@ class PlanApplier {
   static constexpr size_t kPushChunk = 256;
 
  private:
-  // The shadow accounting of a published plan, on /metrics (docs/impact.md).
-  void ExportImpact(const core::PlanOutcome& outcome);
+  // The shadow accounting (docs/impact.md): a published plan is estimated when none is being
+  // estimated and impact.interval_ms - or three times the previous estimate's duration, if
+  // longer - has passed since the previous estimate started (otherwise when both hold; a newer
+  // plan replaces one still waiting). The result is published in the view and exported on
+  // /metrics.
+  struct ImpactWork {
+    std::shared_ptr<const core::PlanningSnapshot> snapshot;
+    std::shared_ptr<const core::Topology> topology;
+    std::shared_ptr<const core::PlanOutcome> outcome;
+    uint64_t epoch = 0;
+  };
+  void RequestImpact(const PlanRun& run, uint64_t epoch);
+  void MaybeStartImpact();
+  void OnImpact(std::shared_ptr<const ImpactState> state);
+  void ExportImpact(const ImpactState& state);
   struct Push {
     std::string peer;
     std::shared_ptr<const core::AppliedAssignment> assignment;  // In force when queued.
@@ -138,6 +174,15 @@ class PlanApplier {
   std::shared_ptr<const DaemonView> view_ = std::make_shared<const DaemonView>();
   uint64_t replans_ = 0;
   double last_replan_ms_ = 0;
+  ImpactExecutor impact_executor_;
+  std::optional<ImpactWork> impact_waiting_;
+  bool impact_running_ = false;
+  bool impact_timer_armed_ = false;
+  std::optional<core::Duration> impact_started_;  // Loop time the last estimate started.
+  core::Duration impact_took_;                    // Loop time from its start to its result.
+  std::shared_ptr<const ImpactState> impact_;
+  // Results posted back hold a weak reference: dropped once the applier is gone.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
 }  // namespace crux::daemon
