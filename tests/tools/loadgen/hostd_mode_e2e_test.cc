@@ -102,7 +102,7 @@ TEST(LoadgenHostdE2eTest, AgentsRegisterPartsThatCruxdMergesIntoMultiHostJobs) {
       last[j.job_id] = d;
       if (!d.contains("parts") || !d.contains("merge") || !d.contains("summary")) return false;
       if (d["parts"].size() != j.hosts.size() || !d["merge"].value("complete", false)) return false;
-      if (d["summary"].value("state", "") != "SCHEDULED") return false;
+      if (d["summary"].value("state", "") != "scheduled") return false;
       const uint64_t epoch = d["summary"].value("epoch", uint64_t{0});
       for (const auto& p : d["parts"]) {
         if (!p.value("connected", false) || p.value("acked_epoch", uint64_t{0}) != epoch) {

@@ -203,7 +203,7 @@ class Engine {
   }
 
   RunSummary Run() {
-    summary_.jobs = static_cast<int>(jobs_.size());
+    summary_.jobs = static_cast<int>(sims_.size());
     const TimePoint start = Clock::now();
     // The duration bounds the whole run, registration included: a daemon that refuses or
     // ignores every registration cannot keep the tool running.

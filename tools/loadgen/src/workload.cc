@@ -221,8 +221,26 @@ core::Result<std::vector<SimJob>> MakeHostdJobs(const core::Topology& topo,
     wanted += d.want;
     draws.push_back(d);
   }
-  // 2. Scaled to what the hosts hold, then packed (see the header).
-  const double fit = std::min(1.0, static_cast<double>(total) / static_cast<double>(wanted));
+  // 2. Scaled to what the hosts hold: hosts and GPUs per host each by the square root of the
+  // factor that fits (so multi-host jobs stay multi-host), shrunk until the rounded sizes fit.
+  double shrink =
+      std::sqrt(std::min(1.0, static_cast<double>(total) / static_cast<double>(wanted)));
+  auto size_of = [&](const Draw& d, double f) {
+    const int64_t hosts =
+        std::max<int64_t>(1, std::llround(static_cast<double>(d.want / widest) * f));
+    const int64_t per_host =
+        std::clamp<int64_t>(std::llround(static_cast<double>(widest) * f), 1, widest);
+    return std::make_pair(hosts, per_host);
+  };
+  for (int round = 0; round < 100; ++round) {
+    int64_t sum = 0;
+    for (const Draw& d : draws) {
+      const auto [hosts, per_host] = size_of(d, shrink);
+      sum += hosts * per_host;
+    }
+    if (sum <= total) break;
+    shrink *= 0.95;
+  }
   std::vector<int> free_gpus = capacity;
   int64_t free_total = total;
   std::vector<size_t> order(num_hosts);
@@ -230,9 +248,10 @@ core::Result<std::vector<SimJob>> MakeHostdJobs(const core::Topology& topo,
   jobs.reserve(draws.size());
   for (size_t j = 0; j < draws.size(); ++j) {
     const Draw& d = draws[j];
-    int64_t gpus = std::max<int64_t>(1, static_cast<int64_t>(std::floor(d.want * fit)));
-    // Leave a GPU for each job still to come.
-    gpus = std::min(gpus, free_total - static_cast<int64_t>(draws.size() - j - 1));
+    const auto [want_hosts, per_host] = size_of(d, shrink);
+    // Leave a GPU for each job still to come (only binds when rounding left no room).
+    const int64_t gpus =
+        std::min(want_hosts * per_host, free_total - static_cast<int64_t>(draws.size() - j - 1));
     for (size_t i = 0; i < num_hosts; ++i) order[i] = (d.start + i) % num_hosts;
     if (!d.contiguous) rng.Shuffle(order);
     std::vector<std::pair<size_t, int>> taken;  // (host index, GPUs)
@@ -240,13 +259,19 @@ core::Result<std::vector<SimJob>> MakeHostdJobs(const core::Topology& topo,
     for (int pass = 0; pass < 2 && left > 0; ++pass) {
       for (size_t idx : order) {
         if (left == 0) break;
-        const int chunk = static_cast<int>(std::min<int64_t>(left, capacity[idx]));
-        // Pass 0: only hosts that take a whole chunk (a free host, or one with room for the
-        // rest); pass 1: whatever is free.
+        // Pass 0: hosts with room for a whole share (per_host GPUs, or the rest); pass 1:
+        // whatever is free.
+        const int chunk = static_cast<int>(std::min<int64_t>(left, per_host));
         const int take = pass == 0 ? (free_gpus[idx] >= chunk ? chunk : 0)
                                    : static_cast<int>(std::min<int64_t>(left, free_gpus[idx]));
         if (take == 0) continue;
-        taken.emplace_back(idx, take);
+        auto same = std::find_if(taken.begin(), taken.end(),
+                                 [idx](const auto& t) { return t.first == idx; });
+        if (same != taken.end()) {
+          same->second += take;
+        } else {
+          taken.emplace_back(idx, take);
+        }
         free_gpus[idx] -= take;
         left -= take;
       }

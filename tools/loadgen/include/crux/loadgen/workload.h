@@ -102,11 +102,13 @@ core::Result<std::vector<SimJob>> MakeJobs(const core::Topology& topo,
 
 // Host-agent mode: `options.jobs` jobs packed onto the first `agents` hosts of `topo` (every
 // host with at least one GPU; GPUs per host from the topology, else options.gpus_per_host).
-// Each job draws a model and a host count as MakeJobs does; when the jobs together want more
-// GPUs than the hosts hold, every job's GPU count is scaled down by the same factor (at least one
-// GPU each). A job's GPUs are taken from whole free hosts first, then from partly used ones,
-// starting at a random host (a contiguous run half of the time, scattered otherwise), so the
-// small jobs share hosts and the large ones span several. Errors (kInvalidArgument): agents
+// Each job draws a model and a host count h as MakeJobs does and wants h hosts x G GPUs (G: the
+// most GPUs a host has). When the jobs together want more GPUs than the hosts hold, every job's
+// host count and GPUs per host are scaled down by the same factor, the square root of the one
+// that fits (so jobs keep spanning hosts; at least one host and one GPU each), until the rounded
+// sizes fit. A job takes its GPUs per host on hosts with room for them, then whatever is free,
+// starting at a random host (in host order half of the time, scattered otherwise), so small jobs
+// share hosts and large ones span several. Errors (kInvalidArgument): agents
 // outside 1..hosts ("--hostd: ..."), more jobs than GPUs ("--jobs: ..."), and MakeJobs' ones.
 // ENSURES: every job has host_slots, sum over jobs of a host's slots <= its GPUs, slots distinct
 // per host.
