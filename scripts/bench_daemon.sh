@@ -75,7 +75,7 @@ while (($#)); do
     --hostd) hostd=$2; shift 2 ;;
     --arrivals) arrivals=$2; shift 2 ;;
     --arrival-interval-ms) arrival_interval_ms=$2; shift 2 ;;
-    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,46p' "$0"; exit 0 ;;
     *) echo "bench_daemon.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
