@@ -16,8 +16,18 @@
 #                             a shared machine
 # plus the raw loadgen summary under "loadgen".
 #
+# With --hostd N the load generator plays N crux-hostd agents instead (crux-loadgen --hostd: one
+# connection per host of the first N, each carrying the parts of the jobs placed on its host;
+# docs/daemon.md "Load"): the same JSON, where "clients" counts the parts, plus "agents", "jobs",
+# "mode": "hostd" and the arrivals' trigger-to-push latency (arrival_p50_ms, arrival_max_ms,
+# arrival_samples: --arrivals jobs held back and registered during the run). In this mode cruxd
+# runs with its default 15 s lease (crux-hostd's heartbeat every 5 s), reports follow crux-hostd's
+# rate (crux-loadgen's default for --hostd: one per part at registration and then every 60 s)
+# and the run lasts 60 s unless --duration-s says otherwise.
+#
 # Usage: scripts/bench_daemon.sh [--jobs N] [--duration-s S] [--topology FILE]
 #                                [--build-dir DIR] [--no-build] [--keep]
+#                                [--hostd N [--arrivals K] [--arrival-interval-ms MS]]
 #   --topology   topology YAML used by both cruxd and the load generator
 #                (default configs/topologies/example_clos2.yaml, the daemon's embedded one)
 #   --build-dir  where cruxd, cruxctl and crux-loadgen are (default build/release, built with the
@@ -28,12 +38,20 @@
 #                        to measure push latency at a given load instead of at saturation
 #   --log-level L        cruxd's log_level (default warn; info shows re-plan and commit timings)
 #   --cruxd-wrap CMD     start cruxd under CMD (word-split), e.g. "heaptrack -o /tmp/cruxd.hp"
+#   --hostd N            N crux-hostd agents carrying the jobs' parts (see above)
+#   --arrivals K         --hostd: jobs held back and registered one by one during the run
+#                        (default 3)
+#   --arrival-interval-ms MS  --hostd: from the end of registration to the first arrival and
+#                        between arrivals (default 15000)
 # Exit status: 0 when the run completed (whether or not the goals were met), non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 jobs=10000
-duration_s=20
+duration_s=""
+hostd=0
+arrivals=3
+arrival_interval_ms=15000
 topology=configs/topologies/example_clos2.yaml
 build_dir=build/release
 build=1
@@ -54,10 +72,24 @@ while (($#)); do
     --cruxd-wrap) cruxd_wrap=$2; shift 2 ;;
     --log-level) log_level=$2; shift 2 ;;
     --loadgen-args) loadgen_args=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --hostd) hostd=$2; shift 2 ;;
+    --arrivals) arrivals=$2; shift 2 ;;
+    --arrival-interval-ms) arrival_interval_ms=$2; shift 2 ;;
+    -h|--help) sed -n '2,46p' "$0"; exit 0 ;;
     *) echo "bench_daemon.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+
+[[ $hostd =~ ^[0-9]+$ ]] || { echo "bench_daemon.sh: --hostd: must be a number" >&2; exit 2; }
+if ((hostd > 0)); then
+  duration_s=${duration_s:-60}
+  lease_ms=15000  # cruxd's default: crux-hostd asks for none, and heartbeats every lease / 3.
+  mode_args="--hostd $hostd --arrivals $arrivals --arrival-interval-ms $arrival_interval_ms"
+else
+  duration_s=${duration_s:-20}
+  lease_ms=600000
+  mode_args="--benchmark"
+fi
 
 if ((build)); then
   cmake --preset release >/dev/null
@@ -94,7 +126,7 @@ state_dir: $work/state
 client_endpoint: $endpoint
 insecure: true
 metrics_listen: "127.0.0.1:0"
-lease_ms: 600000
+lease_ms: $lease_ms
 log_level: $log_level
 EOF
 
@@ -121,7 +153,11 @@ for _ in $(seq 300); do
 done
 "$cruxctl" --socket "$socket" --timeout-ms 2000 status >/dev/null
 
-echo "bench_daemon.sh: cruxd pid $cruxd_pid on $endpoint; $jobs clients for ${duration_s}s ..." >&2
+if ((hostd > 0)); then
+  echo "bench_daemon.sh: cruxd pid $cruxd_pid on $endpoint; $jobs jobs on $hostd agents for ${duration_s}s ..." >&2
+else
+  echo "bench_daemon.sh: cruxd pid $cruxd_pid on $endpoint; $jobs clients for ${duration_s}s ..." >&2
+fi
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$cruxd_pid/stat"; }
 ticks_before=$(cpu_ticks)
 # Per-thread CPU ticks by thread name (crux-worker, crux-server, ZMQbg/IO/0, the loop "cruxd").
@@ -134,7 +170,7 @@ thread_ticks() {
 }
 thread_ticks >"$work/threads_before.tsv"
 "$loadgen" --endpoint "$endpoint" --insecure --topology "$topology_abs" --jobs "$jobs" \
-  --duration-s "$duration_s" --benchmark --json --quiet --seed 1 $loadgen_args >"$work/loadgen.json" \
+  --duration-s "$duration_s" $mode_args --json --quiet --seed 1 $loadgen_args >"$work/loadgen.json" \
   2>"$work/loadgen.err" || { echo "bench_daemon.sh: crux-loadgen failed:" >&2; cat "$work/loadgen.err" >&2; exit 1; }
 
 vmhwm_kb=$(awk '/^VmHWM:/ {print $2}' "/proc/$cruxd_pid/status")
@@ -169,8 +205,10 @@ vmhwm_mb = int(sys.argv[3]) / 1024.0
 push = lg.get("push_latency", {})
 msgs = (lg.get("reports_acked", 0) + lg.get("registered", 0) + lg.get("heartbeats_acked", 0)
         + lg.get("acks_sent", 0))
+hostd = lg.get("agents", 0) > 0
+arrival = lg.get("arrival_trigger_to_push", {})
 out = {
-    "clients": int(sys.argv[4]),
+    "clients": lg.get("jobs") if hostd else int(sys.argv[4]),
     "registered": lg.get("registered"),
     "ingestion_rate_per_s": round(lg.get("report_rate_per_s", 0.0), 1),
     "push_p50_ms": push.get("p50_ms"),
@@ -195,5 +233,15 @@ out = {
     },
     "loadgen": lg,
 }
+if hostd:
+    # Host-agent mode: the clients are the jobs' parts, spoken for by the agents.
+    out["mode"] = "hostd"
+    out["agents"] = lg.get("agents")
+    out["jobs"] = lg.get("hostd_jobs")
+    out["arrival_samples"] = arrival.get("samples")
+    out["arrival_p50_ms"] = arrival.get("p50_ms")
+    out["arrival_max_ms"] = arrival.get("max_ms")
+    out["goals"]["arrival_trigger_to_push_le_1s"] = (
+        (arrival.get("samples") or 0) > 0 and arrival.get("max_ms", 1e9) <= 1000)
 print(json.dumps(out))
 EOF

@@ -643,6 +643,24 @@ TEST(LoadgenCliTest, BadInputExitsWithTwoNamingTheFlag) {
   EXPECT_NE(err.find("--client-key"), std::string::npos);
   EXPECT_EQ(run({"--insecure"}, &err), kExitBadInput);
   EXPECT_EQ(run({"--topology", topo, "--insecure", "--duration-s", "nan"}, &err), kExitBadInput);
+  // Host-agent mode (--hostd): hosts, GPUs, what it cannot simulate, arrivals.
+  const std::string hosts = std::to_string(spec::LoadTopologyFile(topo)->hosts().size());
+  EXPECT_EQ(run({"--topology", topo, "--insecure", "--hostd", "100000"}, &err), kExitBadInput);
+  EXPECT_NE(err.find("--hostd: must be 1-" + hosts), std::string::npos) << err;
+  EXPECT_EQ(run({"--topology", topo, "--insecure", "--hostd", "-1"}, &err), kExitBadInput);
+  EXPECT_NE(err.find("--hostd"), std::string::npos) << err;
+  EXPECT_EQ(run({"--topology", topo, "--insecure", "--hostd", "1", "--jobs", "100000"}, &err),
+            kExitBadInput);
+  EXPECT_NE(err.find("--jobs: 100000 jobs need a GPU each"), std::string::npos) << err;
+  EXPECT_EQ(run({"--topology", topo, "--insecure", "--hostd", "2", "--flow-stats"}, &err),
+            kExitBadInput);
+  EXPECT_NE(err.find("--hostd: cannot be combined"), std::string::npos) << err;
+  EXPECT_EQ(run({"--topology", topo, "--insecure", "--jobs", "4", "--arrivals", "4"}, &err),
+            kExitBadInput);
+  EXPECT_NE(err.find("--arrivals: must be below --jobs"), std::string::npos) << err;
+  EXPECT_EQ(run({"--topology", topo, "--insecure", "--arrival-interval-ms", "0"}, &err),
+            kExitBadInput);
+  EXPECT_NE(err.find("--arrival-interval-ms"), std::string::npos) << err;
 }
 
 TEST(LoadgenFdLimitTest, RaisesToWhatIsNeeded) {

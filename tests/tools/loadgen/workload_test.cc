@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 
@@ -164,6 +166,118 @@ TEST(WorkloadTest, BadOptionsAreErrors) {
   EXPECT_FALSE(MakeJobs(topo, wo).ok());
   wo.gpus_per_host = 8;
   EXPECT_FALSE(MakeJobs(core::Topology(), wo).ok());
+}
+
+core::Topology ExampleClos2() {
+  auto topo = spec::LoadTopologyFile(std::string(CRUX_SOURCE_DIR) +
+                                     "/configs/topologies/example_clos2.yaml");
+  EXPECT_TRUE(topo.ok()) << topo.status().ToString();
+  return std::move(topo).value();
+}
+
+// Host-agent mode: jobs packed onto the first N hosts within their GPUs, multi-host jobs as one
+// part per host, every host's parts in its agent, and crux-hostd-shaped messages that validate.
+TEST(WorkloadTest, HostdJobsPackHostsAndSplitIntoParts) {
+  const core::Topology topo = ExampleClos2();  // 16 hosts x 8 GPUs, 2 NICs each.
+  for (int jobs_count : {3, 20, 90}) {
+    WorkloadOptions wo;
+    wo.jobs = jobs_count;
+    wo.seed = 11;
+    auto jobs = MakeHostdJobs(topo, wo, 12);
+    ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+    ASSERT_EQ(jobs->size(), static_cast<size_t>(jobs_count));
+    std::map<std::string, std::set<uint32_t>> used;  // Host -> slots taken.
+    size_t multi_host = 0;
+    for (const SimJob& j : *jobs) {
+      ASSERT_FALSE(j.hosts.empty()) << j.job_id;
+      ASSERT_EQ(j.host_slots.size(), j.hosts.size()) << j.job_id;
+      multi_host += j.hosts.size() >= 2 ? 1 : 0;
+      for (size_t h = 0; h < j.hosts.size(); ++h) {
+        auto id = topo.FindNode(j.hosts[h]);
+        ASSERT_TRUE(id.ok());
+        // Only the first 12 hosts (host0..host11).
+        EXPECT_LT(std::find(topo.hosts().begin(), topo.hosts().end(), *id) - topo.hosts().begin(),
+                  12);
+        ASSERT_FALSE(j.host_slots[h].empty()) << j.job_id;
+        for (uint32_t slot : j.host_slots[h]) {
+          EXPECT_LT(slot, 8u);
+          EXPECT_TRUE(used[j.hosts[h]].insert(slot).second) << j.hosts[h] << " slot " << slot;
+        }
+        const v1::RegisterJob r = MakePartRegister(j, h, 0);
+        EXPECT_TRUE(protocol::ValidateRegisterJob(r).ok()) << r.ShortDebugString();
+        ASSERT_EQ(r.placement_size(), 1);
+        EXPECT_EQ(r.placement(0).host(), j.hosts[h]);
+        EXPECT_EQ(r.placement(0).gpus(), j.host_slots[h].size());
+        EXPECT_EQ(r.placement(0).nics_size(), 2);
+        EXPECT_EQ(r.host_part().hosts_expected(), j.hosts.size());
+        core::Rng rng(3);
+        const v1::ProfileReport p = SynthesizePartProfile(j, h, 0, rng);
+        EXPECT_TRUE(protocol::ValidateProfileReport(p).ok()) << p.ShortDebugString();
+        EXPECT_EQ(p.host_part().host(), j.hosts[h]);
+        ASSERT_EQ(p.comms_size(), 1);
+        EXPECT_EQ(p.comms(0).local_ranks_size(), static_cast<int>(j.host_slots[h].size()));
+        EXPECT_EQ(p.comms(0).nnodes(), j.hosts.size());
+        uint64_t sum = 0;
+        for (const auto& b : p.comms(0).bytes()) sum += b.bytes();
+        EXPECT_EQ(sum, p.bytes_per_iteration());
+      }
+    }
+    if (jobs_count >= 20) {
+      // 90 jobs on 96 GPUs were scaled down to one GPU or so each; 20 leave room for some
+      // multi-host ones.
+      EXPECT_GE(multi_host, jobs_count == 20 ? 1u : 0u);
+    }
+    size_t parts = 0;
+    for (const SimJob& j : *jobs) parts += j.hosts.size();
+    const std::vector<SimAgent> agents = AgentsOf(*jobs);
+    size_t carried = 0;
+    std::set<std::string> hosts;
+    for (const SimAgent& a : agents) {
+      EXPECT_TRUE(hosts.insert(a.host).second) << a.host;
+      for (const SimPart& p : a.parts) EXPECT_EQ((*jobs)[p.job].hosts[p.host], a.host);
+      carried += a.parts.size();
+    }
+    EXPECT_EQ(carried, parts);
+    EXPECT_LE(agents.size(), 12u);
+  }
+}
+
+// Every rank of a part's communicator is its own, and the parts of a job cover ranks 0..n-1.
+TEST(WorkloadTest, HostdPartsNumberRanksHostByHost) {
+  const core::Topology topo = ExampleClos2();
+  WorkloadOptions wo;
+  wo.jobs = 4;
+  wo.seed = 2;
+  auto jobs = MakeHostdJobs(topo, wo, 16);
+  ASSERT_TRUE(jobs.ok());
+  for (const SimJob& j : *jobs) {
+    std::set<uint32_t> ranks;
+    core::Rng rng(1);
+    for (size_t h = 0; h < j.hosts.size(); ++h) {
+      const v1::ProfileReport p = SynthesizePartProfile(j, h, 1, rng, 0.0);
+      for (uint32_t r : p.comms(0).local_ranks()) EXPECT_TRUE(ranks.insert(r).second);
+      EXPECT_EQ(p.comms(0).comm_hash(), j.comm_hash);
+    }
+    ASSERT_FALSE(ranks.empty());
+    EXPECT_EQ(*ranks.begin(), 0u);
+    EXPECT_EQ(*ranks.rbegin(), ranks.size() - 1);
+  }
+}
+
+TEST(WorkloadTest, HostdBadOptionsAreErrors) {
+  const core::Topology topo = ExampleClos2();
+  WorkloadOptions wo;
+  wo.jobs = 4;
+  auto r = MakeHostdJobs(topo, wo, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "--hostd: must be 1-16 (the topology's hosts)");
+  EXPECT_FALSE(MakeHostdJobs(topo, wo, 17).ok());
+  wo.jobs = 17;  // 2 hosts hold 16 GPUs.
+  r = MakeHostdJobs(topo, wo, 2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "--jobs: 17 jobs need a GPU each, but 2 hosts hold 16");
+  wo.jobs = 16;
+  EXPECT_TRUE(MakeHostdJobs(topo, wo, 2).ok());
 }
 
 }  // namespace

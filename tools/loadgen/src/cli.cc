@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <functional>
 #include <iomanip>
 #include <string>
 #include <vector>
@@ -20,15 +21,35 @@ namespace crux::loadgen {
 
 namespace {
 
+// A ZeroMQ context for `connections` DealerClients.
+protocol::TransportContextOptions ContextFor(size_t connections) {
+  protocol::TransportContextOptions co;
+  co.io_threads = connections > 1000 ? 2 : 1;
+  co.max_sockets = static_cast<int>(connections) * protocol::kSocketsPerClient + 64;
+  return co;
+}
+
 // Runs `jobs` in this process with its own ZeroMQ context.
 core::Result<RunSummary> RunSlice(const std::vector<SimJob>& jobs, const LoadGenOptions& options,
                                   const std::atomic<bool>* stop) {
-  protocol::TransportContextOptions co;
-  co.io_threads = jobs.size() > 1000 ? 2 : 1;
-  co.max_sockets = static_cast<int>(jobs.size()) * protocol::kSocketsPerClient + 64;
-  protocol::TransportContext ctx(co);
+  protocol::TransportContext ctx(ContextFor(jobs.size()));
   return RunLoad(ctx, jobs, options, stop);
 }
+
+// Runs the agents [begin, end) of `agents` in this process with its own ZeroMQ context.
+core::Result<RunSummary> RunAgentSlice(const std::vector<SimJob>& jobs,
+                                       const std::vector<SimAgent>& agents, size_t begin,
+                                       size_t end, const LoadGenOptions& options,
+                                       const std::atomic<bool>* stop) {
+  std::vector<SimAgent> slice(agents.begin() + static_cast<long>(begin),
+                              agents.begin() + static_cast<long>(end));
+  protocol::TransportContext ctx(ContextFor(slice.size()));
+  return RunHostAgents(ctx, jobs, slice, options, stop);
+}
+
+// Runs the items [begin, end) (jobs, or agents) of one worker with the worker's options.
+using SliceRunner =
+    std::function<core::Result<RunSummary>(size_t begin, size_t end, const LoadGenOptions&)>;
 
 bool WriteAll(int fd, const std::string& data) {
   size_t done = 0;
@@ -54,16 +75,16 @@ std::string ReadAll(int fd) {
 }
 
 // Forks `workers` processes (before any ZeroMQ context or thread exists in this process), each
-// running a contiguous slice of the jobs; each child reports its summary (lossless JSON) over
-// a pipe, and the parent merges them. Every process has its own open-file limit.
-core::Result<RunSummary> RunWorkers(const std::vector<SimJob>& jobs, LoadGenOptions options,
-                                    int workers, const std::atomic<bool>* stop, std::ostream& err) {
+// running a contiguous slice of the `n` jobs (or agents) through `run`; each child reports its
+// summary (lossless JSON) over a pipe, and the parent merges them. Every process has its own
+// open-file limit.
+core::Result<RunSummary> RunWorkers(size_t n, LoadGenOptions options, int workers,
+                                    std::ostream& err, const SliceRunner& run) {
   struct Child {
     pid_t pid;
     int fd;
   };
   std::vector<Child> children;
-  const size_t n = jobs.size();
   err.flush();
   for (int w = 0; w < workers; ++w) {
     const size_t begin = n * static_cast<size_t>(w) / static_cast<size_t>(workers);
@@ -75,8 +96,6 @@ core::Result<RunSummary> RunWorkers(const std::vector<SimJob>& jobs, LoadGenOpti
     if (pid == 0) {
       ::close(fds[0]);
       for (const Child& c : children) ::close(c.fd);
-      std::vector<SimJob> slice(jobs.begin() + static_cast<long>(begin),
-                                jobs.begin() + static_cast<long>(end));
       if (options.log) {
         auto parent_log = options.log;
         options.log = [parent_log, w](const std::string& line) {
@@ -84,7 +103,7 @@ core::Result<RunSummary> RunWorkers(const std::vector<SimJob>& jobs, LoadGenOpti
         };
       }
       options.seed = options.seed * 1000003 + static_cast<uint64_t>(w);
-      auto result = RunSlice(slice, options, stop);
+      auto result = run(begin, end, options);
       int rc = 0;
       if (result.ok()) {
         rc = WriteAll(fds[1], result->ToWireJson().dump()) ? 0 : 1;
@@ -190,6 +209,8 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   bool flow_stats = false;
   double flow_gbps = 100;
   std::vector<std::string> fault_specs;
+  int hostd_agents = 0, arrivals = 0;
+  int64_t arrival_interval_ms = 5000;
   app.add_option("--endpoint", endpoint, "cruxd client endpoint")->capture_default_str();
   app.add_option("--server-key", server_key, "daemon public key file (.pub) for CurveZMQ");
   app.add_option("--client-key", client_key, "own secret key file (.key, mode 0600)");
@@ -239,6 +260,18 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
                  "LINK:FRACTION[@AFTER_S[+DURATION_S]]: slow (FRACTION of the rate) or cut (0) the "
                  "flows whose pinned path crosses LINK ('a->b' or 'a-b'), from AFTER_S for "
                  "DURATION_S (default: to the end); implies --flow-stats; repeatable");
+  app.add_option("--hostd", hostd_agents,
+                 "play N crux-hostd agents (one connection per host, the first N hosts of the "
+                 "topology) carrying the parts of the jobs placed on their hosts, instead of one "
+                 "connection per job (0 = off)")
+      ->capture_default_str();
+  app.add_option("--arrivals", arrivals,
+                 "hold back K jobs (the last ones, on several hosts where possible) and register "
+                 "them during the run; reports their trigger-to-push latency")
+      ->capture_default_str();
+  app.add_option("--arrival-interval-ms", arrival_interval_ms,
+                 "time between arrivals, the first one this long after registration ends")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -264,6 +297,18 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   if (gpus_per_host < 1 || gpus_per_host > 1024) return bad("--gpus-per-host: must be 1-1024");
   if (workers < 0 || workers > 256) return bad("--workers: must be 0-256");
   if (!(jitter_pct >= 0 && jitter_pct <= 50)) return bad("--jitter-pct: must be 0-50");
+  if (hostd_agents < 0) return bad("--hostd: must be >= 0 (0 = off)");
+  if (arrivals < 0 || arrivals > 10000) return bad("--arrivals: must be 0-10000");
+  if (arrivals >= jobs) return bad("--arrivals: must be below --jobs");
+  if (arrival_interval_ms < 1 || arrival_interval_ms > 86400000) {
+    return bad("--arrival-interval-ms: must be 1-86400000");
+  }
+  const bool hostd = hostd_agents > 0;
+  if (hostd && (flow_stats || !fault_specs.empty() || !lie_specs.empty())) {
+    return bad(
+        "--hostd: cannot be combined with --flow-stats, --fault or --lie (crux-hostd "
+        "sends no per-flow stats)");
+  }
 
   LoadGenOptions options;
   options.endpoint = endpoint;
@@ -308,45 +353,72 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   wo.seed = seed;
   wo.job_prefix = prefix;
   wo.gpus_per_host = gpus_per_host;
-  auto sim_jobs = MakeJobs(*topo, wo);
+  auto sim_jobs = hostd ? MakeHostdJobs(*topo, wo, hostd_agents) : MakeJobs(*topo, wo);
   if (!sim_jobs.ok()) return bad(sim_jobs.status().message());
+  const std::vector<SimAgent> agents = hostd ? AgentsOf(*sim_jobs) : std::vector<SimAgent>{};
+  // What the simulated clients are: jobs, or agents (each one connection).
+  const size_t connections = hostd ? agents.size() : sim_jobs->size();
 
   options.duration = core::Duration::Seconds(duration_s);
-  if (report_interval_ms < 0) report_interval_ms = benchmark ? 0 : 5000;
+  // crux-hostd re-reports a part when its ranks' merged profile moves by more than 10 %, and the
+  // NCCL plugin refreshes a rank's profile once per sampling window (CRUX_NCCL_SAMPLE_EVERY_MS,
+  // default 60 s): one report per part per minute is the most crux-hostd sends.
+  if (report_interval_ms < 0) report_interval_ms = hostd ? 60000 : (benchmark ? 0 : 5000);
+  options.report_at_register = hostd;
+  options.arrivals = arrivals;
+  options.arrival_interval = core::Duration::Millis(arrival_interval_ms);
   options.report_interval = core::Duration::Millis(report_interval_ms);
   options.heartbeat_interval = core::Duration::Millis(heartbeat_ms);
   options.lease_ms = static_cast<uint32_t>(lease_ms);
   options.request_timeout = core::Duration::Millis(timeout_ms);
   // Benchmark: enough requests in flight to keep the daemon busy without a queue so deep that
   // requests time out and get resent (which would inflate the load).
-  options.inflight = inflight > 0 ? inflight : (benchmark && jobs < 2000 ? 2 : 1);
+  // crux-hostd's sessions have one request in flight per part.
+  options.inflight = inflight > 0 ? inflight : (benchmark && jobs < 2000 && !hostd ? 2 : 1);
   options.end_jobs = end_jobs;
   options.seed = seed;
   options.profile_jitter = jitter_pct / 100.0;
   if (!quiet)
     options.log = [&err](const std::string& line) { err << "crux-loadgen: " << line << "\n"; };
 
-  auto limit = RaiseFdLimit(static_cast<size_t>(jobs));
+  auto limit = RaiseFdLimit(connections);
   if (!limit.ok()) {
     err << "crux-loadgen: " << limit.status().message() << "\n";
     return kExitFailure;
   }
   const size_t per_process = JobsPerProcess(*limit);
-  if (workers == 0) workers = static_cast<int>((jobs + per_process - 1) / per_process);
-  workers = std::min(workers, jobs);
-  if (static_cast<size_t>(jobs) > per_process * static_cast<size_t>(workers)) {
-    err << "crux-loadgen: WARNING: " << jobs << " jobs over " << workers
-        << " process(es) exceed the open-file limit " << *limit << " (about " << per_process
-        << " jobs per process); use --workers or raise ulimit -n\n";
+  const char* what = hostd ? "agents" : "jobs";
+  if (workers == 0) workers = static_cast<int>((connections + per_process - 1) / per_process);
+  workers = std::min(workers, static_cast<int>(connections));
+  if (connections > per_process * static_cast<size_t>(workers)) {
+    err << "crux-loadgen: WARNING: " << connections << " " << what << " over " << workers
+        << " process(es) exceed the open-file limit " << *limit << " (about " << per_process << " "
+        << what << " per process); use --workers or raise ulimit -n\n";
+  }
+  if (arrivals > 0 && workers > 1) {
+    // An arrival's trigger and pushes must be seen by one process.
+    return bad("--arrivals: needs one process (--workers 1, and an open-file limit for all " +
+               std::string(what) + ")");
   }
   if (!options.curve && !quiet) {
     err << "crux-loadgen: WARNING: --insecure: talking to " << endpoint << " without CurveZMQ\n";
   }
   core::Result<RunSummary> summary = core::InternalError("not run");
+  const SliceRunner run = [&](size_t begin, size_t end, const LoadGenOptions& o) {
+    if (hostd) return RunAgentSlice(*sim_jobs, agents, begin, end, o, stop);
+    std::vector<SimJob> slice(sim_jobs->begin() + static_cast<long>(begin),
+                              sim_jobs->begin() + static_cast<long>(end));
+    return RunSlice(slice, o, stop);
+  };
   if (workers <= 1) {
-    summary = RunSlice(*sim_jobs, options, stop);
+    summary = run(0, connections, options);
   } else {
-    summary = RunWorkers(*sim_jobs, options, workers, stop, err);
+    summary = RunWorkers(connections, options, workers, err, run);
+  }
+  if (summary.ok() && hostd) {
+    // Jobs spanning workers were counted by each of them.
+    summary->agents = static_cast<int>(agents.size());
+    summary->hostd_jobs = static_cast<int>(sim_jobs->size());
   }
   if (!summary.ok()) {
     err << "crux-loadgen: " << summary.status().message() << "\n";
@@ -357,8 +429,13 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   if (json || benchmark) {
     out << DumpJson(s.ToJson()) << "\n";
   } else {
-    out << std::fixed << std::setprecision(1) << "jobs registered     " << s.registered << "/"
-        << s.jobs << "\n";
+    out << std::fixed << std::setprecision(1);
+    if (hostd) {
+      out << "agents              " << s.agents << " (" << s.hostd_jobs << " jobs)\n"
+          << "parts registered    " << s.registered << "/" << s.jobs << "\n";
+    } else {
+      out << "jobs registered     " << s.registered << "/" << s.jobs << "\n";
+    }
     if (s.register_failed > 0) out << "not registered      " << DescribeRegisterFailures(s) << "\n";
     out << "duration            " << s.duration_s << " s\n"
         << "reports acked       " << s.reports_acked << " (" << s.ReportRate() << "/s)\n"
@@ -372,6 +449,14 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
         << "\n"
         << "errors              " << s.ToJson()["errors"].dump() << "\n"
         << "timeouts            " << s.timeouts << "\n";
+    if (s.arrivals > 0) {
+      out << "arrivals pushed     " << s.arrival_latency.count() << "/" << s.arrivals;
+      if (s.arrival_latency.count() > 0) {
+        out << " (trigger to push p50/max " << s.arrival_latency.Percentile(50) / 1e6 << " / "
+            << s.arrival_latency.Percentile(100) / 1e6 << " ms)";
+      }
+      out << "\n";
+    }
   }
   if (s.registered == 0) {
     err << "crux-loadgen: no job could register with " << core::EscapeForTerminal(endpoint) << ": "

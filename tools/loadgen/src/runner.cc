@@ -7,11 +7,13 @@
 #include <zmq.h>
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <queue>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -28,7 +30,8 @@ using Clock = std::chrono::steady_clock;
 using TimePoint = Clock::time_point;
 
 enum class Kind { kRegister, kReport, kHeartbeat, kEnd };
-enum class State { kUnregistered, kRegistered, kFailed };
+// kHeld: an arrival (LoadGenOptions::arrivals) not due yet.
+enum class State { kUnregistered, kRegistered, kFailed, kHeld };
 
 struct Outstanding {
   uint64_t request_id;
@@ -36,9 +39,15 @@ struct Outstanding {
   TimePoint sent;
 };
 
+// One simulated client of a job: the whole job (host = -1), or one host's part of it (host-agent
+// mode: jobs[...].hosts[host], spoken for by its host's agent connection).
 struct Sim {
   const SimJob* job = nullptr;
-  std::unique_ptr<protocol::DealerClient> client;
+  int host = -1;
+  size_t conn = 0;            // Its connection (Engine::conns_).
+  int arrival = -1;           // Index into Engine::arrivals_, or -1.
+  bool first_acked = false;   // Its first profile report was acknowledged (arrivals).
+  bool pushed_since = false;  // Got a push after its arrival's trigger.
   State state = State::kUnregistered;
   std::vector<Outstanding> outstanding;  // Few entries: linear search.
   uint64_t sample = 0;
@@ -73,6 +82,24 @@ core::BackoffOptions RegisterBackoff(uint64_t seed, size_t job) {
   return o;
 }
 
+// One connection to cruxd: a job's own (whole-job mode) or a host agent's, carrying the parts
+// of every job on that host.
+struct Conn {
+  std::unique_ptr<protocol::DealerClient> client;
+  std::vector<size_t> sims;                            // The clients it carries.
+  std::unordered_map<uint64_t, size_t> owner;          // Request id -> sim (outstanding).
+  std::unordered_map<std::string, size_t> sim_of_job;  // Job id -> sim (pushes, by job id).
+};
+
+// A job held back and registered during the run (LoadGenOptions::arrivals).
+struct Arrival {
+  std::vector<size_t> sims;
+  TimePoint trigger{};  // When its last unit's first report was acknowledged.
+  size_t reported = 0;  // Units whose first report was acknowledged.
+  size_t pushed = 0;    // Units with a push after the trigger.
+  bool registered = false;
+};
+
 struct Due {
   TimePoint at;
   size_t sim;
@@ -90,9 +117,19 @@ uint64_t UnixNowNs() {
 
 class Engine {
  public:
+  // `units[i]` = (job, host) of client i (host -1: the whole job), `conn_of[i]` its connection
+  // (0 .. connections - 1).
   Engine(protocol::TransportContext& ctx, const std::vector<SimJob>& jobs,
+         std::vector<std::pair<size_t, int>> units, std::vector<size_t> conn_of, size_t connections,
          const LoadGenOptions& options, const std::atomic<bool>* stop)
-      : ctx_(ctx), jobs_(jobs), options_(options), stop_(stop), rng_(core::Mix64(options.seed)) {}
+      : ctx_(ctx),
+        jobs_(jobs),
+        units_(std::move(units)),
+        conn_of_(std::move(conn_of)),
+        connections_(connections),
+        options_(options),
+        stop_(stop),
+        rng_(core::Mix64(options.seed)) {}
   ~Engine() {
     if (epoll_fd_ >= 0) ::close(epoll_fd_);
   }
@@ -103,14 +140,24 @@ class Engine {
     if (options_.request_timeout <= core::Duration::Zero()) {
       return core::InvalidArgumentError("request_timeout: must be > 0");
     }
-    sims_.resize(jobs_.size());
-    is_dirty_.assign(jobs_.size(), 0);
+    sims_.resize(units_.size());
+    conns_.resize(connections_);
+    is_dirty_.assign(connections_, 0);
     // zmq_poll is O(sockets) per call; with thousands of sockets an epoll set over their
     // ZMQ_FDs keeps the cost per event constant. A ZMQ_FD only says "look at this socket": after
     // it fires, and after every send (which may consume the signal), the socket is drained.
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     if (epoll_fd_ < 0) return core::UnavailableError("epoll_create1 failed");
-    for (size_t i = 0; i < jobs_.size(); ++i) {
+    for (size_t i = 0; i < units_.size(); ++i) {
+      sims_[i].job = &jobs_[units_[i].first];
+      sims_[i].host = units_[i].second;
+      sims_[i].conn = conn_of_[i];
+      sims_[i].register_backoff = core::ExponentialBackoff(RegisterBackoff(options_.seed, i));
+      Conn& c = conns_[conn_of_[i]];
+      c.sims.push_back(i);
+      c.sim_of_job[sims_[i].job->job_id] = i;
+    }
+    for (size_t i = 0; i < conns_.size(); ++i) {
       protocol::ClientOptions co;
       co.endpoint = options_.endpoint;
       co.curve = options_.curve;
@@ -133,12 +180,11 @@ class Engine {
         }
         return client.status();
       }
-      sims_[i].job = &jobs_[i];
-      sims_[i].client = std::move(client).value();
-      sims_[i].register_backoff = core::ExponentialBackoff(RegisterBackoff(options_.seed, i));
+      conns_[i].client = std::move(client).value();
       // The socket and its connection monitor (a lost or new connection is acted on at once,
       // see OnConnectionChange).
-      for (void* socket : {sims_[i].client->raw_socket(), sims_[i].client->raw_monitor_socket()}) {
+      for (void* socket :
+           {conns_[i].client->raw_socket(), conns_[i].client->raw_monitor_socket()}) {
         int fd = -1;
         size_t fd_len = sizeof(fd);
         if (zmq_getsockopt(socket, ZMQ_FD, &fd, &fd_len) != 0) {
@@ -152,11 +198,12 @@ class Engine {
         }
       }
     }
+    PickArrivals();
     return core::Status::Ok();
   }
 
   RunSummary Run() {
-    summary_.jobs = static_cast<int>(jobs_.size());
+    summary_.jobs = static_cast<int>(sims_.size());
     const TimePoint start = Clock::now();
     // The duration bounds the whole run, registration included: a daemon that refuses or
     // ignores every registration cannot keep the tool running.
@@ -165,7 +212,11 @@ class Engine {
     const TimePoint register_deadline = std::min(end, start + Ns(options_.register_timeout));
     start_ = start;
     fault_active_.assign(options_.faults.size(), false);
-    for (size_t i = 0; i < sims_.size(); ++i) SendRegister(i, start);
+    for (size_t i = 0; i < sims_.size(); ++i) {
+      if (sims_[i].state != State::kHeld) SendRegister(i, start);
+    }
+    size_t next_arrival = 0;
+    TimePoint next_arrival_at = TimePoint::max();
 
     TimePoint measure_start{};
     bool measuring = false;
@@ -185,6 +236,7 @@ class Engine {
           if (sims_[i].state == State::kUnregistered) SetState(i, State::kFailed);
         }
         measuring_ = true;
+        if (!arrivals_.empty()) next_arrival_at = now + Ns(options_.arrival_interval);
         if (options_.report_interval == core::Duration::Zero()) {
           for (size_t i = 0; i < sims_.size(); ++i) StartBurst(i, now);
         }
@@ -197,6 +249,10 @@ class Engine {
       if (measuring && summary_.registered == 0 && unresolved() == 0) break;
 
       LogFaults(now);
+      if (next_arrival < arrivals_.size() && now >= next_arrival_at) {
+        Arrive(next_arrival++, now);
+        next_arrival_at = now + Ns(options_.arrival_interval);
+      }
       // Due reports / heartbeats.
       while (!due_.empty() && due_.top().at <= now) {
         Due d = due_.top();
@@ -241,7 +297,75 @@ class Engine {
   }
 
  private:
-  size_t unresolved() const { return sims_.size() - summary_.registered - failed_; }
+  size_t unresolved() const { return sims_.size() - summary_.registered - failed_ - held_; }
+
+  // The last `options_.arrivals` jobs (preferring jobs of several clients, i.e. parts on several
+  // hosts) are held back; their clients register during the run (Arrive).
+  void PickArrivals() {
+    if (options_.arrivals <= 0) return;
+    std::map<const SimJob*, std::vector<size_t>> by_job;
+    for (size_t i = 0; i < sims_.size(); ++i) by_job[sims_[i].job].push_back(i);
+    std::vector<const SimJob*> order;  // Jobs by index, last first.
+    for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
+      if (by_job.contains(&*it)) order.push_back(&*it);
+    }
+    std::vector<const SimJob*> chosen;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const SimJob* j : order) {
+        if (chosen.size() >= static_cast<size_t>(options_.arrivals)) break;
+        const bool wide = j->hosts.size() >= 2;
+        if ((pass == 0) != wide) continue;
+        chosen.push_back(j);
+      }
+    }
+    for (const SimJob* j : chosen) {
+      Arrival a;
+      a.sims = by_job[j];
+      for (size_t i : a.sims) {
+        sims_[i].arrival = static_cast<int>(arrivals_.size());
+        SetState(i, State::kHeld);
+      }
+      arrivals_.push_back(std::move(a));
+    }
+    summary_.arrivals = static_cast<int>(arrivals_.size());
+  }
+
+  void Arrive(size_t k, TimePoint now) {
+    Arrival& a = arrivals_[k];
+    a.registered = true;
+    Log("arrival " + std::to_string(k + 1) + "/" + std::to_string(arrivals_.size()) + ": job " +
+        core::EscapeForTerminal(sims_[a.sims[0]].job->job_id) + " (" +
+        std::to_string(a.sims.size()) + " client(s))");
+    for (size_t i : a.sims) {
+      SetState(i, State::kUnregistered);
+      SendRegister(i, now);
+    }
+  }
+
+  // Arrival bookkeeping on an acknowledged report of client i.
+  void NoteReportAcked(size_t i, TimePoint now) {
+    Sim& s = sims_[i];
+    if (s.arrival < 0 || s.first_acked) return;
+    s.first_acked = true;
+    Arrival& a = arrivals_[static_cast<size_t>(s.arrival)];
+    if (++a.reported == a.sims.size()) a.trigger = now;
+  }
+
+  // Arrival bookkeeping on an applied push to client i.
+  void NotePush(size_t i) {
+    Sim& s = sims_[i];
+    if (s.arrival < 0 || s.pushed_since) return;
+    Arrival& a = arrivals_[static_cast<size_t>(s.arrival)];
+    if (a.trigger == TimePoint{}) return;
+    s.pushed_since = true;
+    if (++a.pushed == a.sims.size()) {
+      const auto ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - a.trigger);
+      summary_.arrival_latency.Add(ns.count());
+      Log("arrival of job " + core::EscapeForTerminal(s.job->job_id) + ": trigger to push " +
+          std::to_string(static_cast<double>(ns.count()) / 1e6) + " ms");
+    }
+  }
 
   // The one place a job's state changes: keeps summary_.registered and failed_ exact (a late
   // RegisterJobReply may turn a job that was given up on into a registered one).
@@ -250,8 +374,10 @@ class Engine {
     if (s.state == to) return;
     if (s.state == State::kRegistered) --summary_.registered;
     if (s.state == State::kFailed) --failed_;
+    if (s.state == State::kHeld) --held_;
     if (to == State::kRegistered) ++summary_.registered;
     if (to == State::kFailed) ++failed_;
+    if (to == State::kHeld) ++held_;
     s.state = to;
   }
 
@@ -263,7 +389,10 @@ class Engine {
                       [](const Outstanding& o) { return o.kind == Kind::kRegister; });
       std::string reason = s.fail_reason;
       std::string message = s.fail_message;
-      if (reason.empty()) {
+      if (s.state == State::kHeld) {
+        reason = "NOT_ARRIVED";
+        message = "an arrival (--arrivals) not due before the run ended";
+      } else if (reason.empty()) {
         reason = pending ? "NO_REPLY" : "SEND_FAILED";
         message = pending ? "no reply before the run ended" : "never sent";
       }
@@ -296,21 +425,29 @@ class Engine {
 
   bool SendRequest(size_t i, Kind kind, v1::Envelope msg, TimePoint now) {
     Sim& s = sims_[i];
-    const uint64_t id = s.client->NextRequestId();
+    Conn& c = conns_[s.conn];
+    const uint64_t id = c.client->NextRequestId();
     msg.set_request_id(id);
-    core::Status st = s.client->Send(msg);
-    MarkDirty(i);
+    core::Status st = c.client->Send(msg);
+    MarkDirty(s.conn);
     if (!st.ok()) {
       ++summary_.send_failures;
       return false;
     }
     s.outstanding.push_back(Outstanding{id, kind, now});
+    c.owner[id] = i;
     return true;
   }
 
+  // Forgets client i's outstanding request `id` on its connection.
+  void Forget(size_t i, uint64_t id) { conns_[sims_[i].conn].owner.erase(id); }
+
   void SendRegister(size_t i, TimePoint now) {
     v1::Envelope msg = protocol::NewEnvelope();
-    *msg.mutable_register_job() = MakeRegister(*sims_[i].job, options_.lease_ms);
+    const Sim& s = sims_[i];
+    *msg.mutable_register_job() =
+        s.host < 0 ? MakeRegister(*s.job, options_.lease_ms)
+                   : MakePartRegister(*s.job, static_cast<size_t>(s.host), options_.lease_ms);
     if (!SendRequest(i, Kind::kRegister, std::move(msg), now)) {
       if (sims_[i].fail_reason.empty()) {
         sims_[i].fail_reason = "SEND_FAILED";
@@ -324,7 +461,9 @@ class Engine {
     Sim& s = sims_[i];
     v1::Envelope msg = protocol::NewEnvelope();
     *msg.mutable_profile_report() =
-        SynthesizeProfile(*s.job, s.sample++, rng_, options_.profile_jitter);
+        s.host < 0 ? SynthesizeProfile(*s.job, s.sample++, rng_, options_.profile_jitter)
+                   : SynthesizePartProfile(*s.job, static_cast<size_t>(s.host), s.sample++, rng_,
+                                           options_.profile_jitter);
     if (SendRequest(i, Kind::kReport, std::move(msg), now)) {
       ++summary_.reports_sent;
       ++s.reports_outstanding;
@@ -372,6 +511,7 @@ class Engine {
     hb->set_seq(++s.heartbeat_seq);
     hb->set_applied_epoch(s.applied_epoch);
     hb->set_applied_state_id(s.applied_state_id);
+    if (s.host >= 0) *hb->mutable_host_part() = MakeHostPart(*s.job, static_cast<size_t>(s.host));
     if (options_.flow_stats || !options_.faults.empty()) AddFlowStats(s, hb, now);
     if (SendRequest(i, Kind::kHeartbeat, std::move(msg), now)) ++summary_.heartbeats_sent;
   }
@@ -406,7 +546,9 @@ class Engine {
     const double u = rng_.UniformDouble();
     due_.push(Due{now + Ns(s.heartbeat_interval * u), i, Kind::kHeartbeat});
     if (options_.report_interval > core::Duration::Zero()) {
-      due_.push(Due{now + Ns(options_.report_interval * rng_.UniformDouble()), i, Kind::kReport});
+      // crux-hostd reports a part's profile as soon as it is registered (it has it already).
+      const double first = options_.report_at_register ? 0.0 : rng_.UniformDouble();
+      due_.push(Due{now + Ns(options_.report_interval * first), i, Kind::kReport});
     } else {
       // Back-to-back reports start together once registration is over (StartBurst), so that
       // the registration storm and the measurement do not overlap.
@@ -460,6 +602,7 @@ class Engine {
         summary_.report_rtt.Add(rtt);
         if (msg.has_ack() && msg.ack().ok()) {
           ++summary_.reports_acked;
+          NoteReportAcked(i, now);
         } else if (msg.has_error()) {
           CountError(msg.error());
         }
@@ -491,59 +634,67 @@ class Engine {
     }
   }
 
-  void OnPush(size_t i, const v1::Envelope& msg) {
+  void OnPush(size_t conn, const v1::Envelope& msg) {
+    if (!msg.has_assignment()) {
+      if (msg.has_error()) CountError(msg.error());
+      return;
+    }
+    Conn& c = conns_[conn];
+    auto owner = c.sim_of_job.find(msg.assignment().job_id());
+    if (owner == c.sim_of_job.end()) {
+      ++summary_.stray_pushes;
+      return;
+    }
+    const size_t i = owner->second;
     Sim& s = sims_[i];
-    if (msg.has_assignment()) {
-      const v1::Assignment& a = msg.assignment();
-      ++summary_.assignments;
-      if (a.sent_unix_ns() > 0) {
-        summary_.push_latency.Add(static_cast<int64_t>(UnixNowNs() - a.sent_unix_ns()));
+    const v1::Assignment& a = msg.assignment();
+    ++summary_.assignments;
+    if (a.sent_unix_ns() > 0) {
+      summary_.push_latency.Add(static_cast<int64_t>(UnixNowNs() - a.sent_unix_ns()));
+    }
+    // A push from a lower cruxd term than one seen comes from a deposed leader: refused.
+    if (a.term() != 0 && a.term() < s.highest_term) {
+      ++summary_.stale_term_refused;
+      v1::Envelope nack = protocol::NewEnvelope(0);
+      nack.mutable_ack()->set_job_id(s.job->job_id);
+      nack.mutable_ack()->set_epoch(a.epoch());
+      nack.mutable_ack()->set_ok(false);
+      nack.mutable_ack()->set_error("stale term " + std::to_string(a.term()) + " < " +
+                                    std::to_string(s.highest_term) + " refused");
+      (void)c.client->Send(nack);
+      MarkDirty(conn);
+      return;
+    }
+    s.highest_term = std::max(s.highest_term, a.term());
+    summary_.highest_term = std::max(summary_.highest_term, a.term());
+    // Applied when newer in the current epoch sequence, or when it comes from another daemon
+    // state (state_id differs: the state was reset and epochs started again).
+    const bool newer = a.epoch() > s.applied_epoch;
+    const bool fresh = newer || a.state_id() != s.applied_state_id;
+    if (fresh) {
+      if (!newer) ++summary_.state_resets;
+      s.applied_epoch = a.epoch();
+      s.applied_state_id = a.state_id();
+      if (options_.flow_stats || !options_.faults.empty()) {
+        // A new window on the new paths (a partial one on the old paths is dropped).
+        s.flows = PinnedFlows(a, *s.job);
+        for (PinnedFlow& p : PinnedProbes(a, options_.probe_bytes)) s.flows.push_back(std::move(p));
+        s.flows_since = Clock::now();
       }
-      // A push from a lower cruxd term than one seen comes from a deposed leader: refused.
-      if (a.term() != 0 && a.term() < s.highest_term) {
-        ++summary_.stale_term_refused;
-        v1::Envelope nack = protocol::NewEnvelope(0);
-        nack.mutable_ack()->set_job_id(s.job->job_id);
-        nack.mutable_ack()->set_epoch(a.epoch());
-        nack.mutable_ack()->set_ok(false);
-        nack.mutable_ack()->set_error("stale term " + std::to_string(a.term()) + " < " +
-                                      std::to_string(s.highest_term) + " refused");
-        (void)s.client->Send(nack);
-        return;
-      }
-      s.highest_term = std::max(s.highest_term, a.term());
-      summary_.highest_term = std::max(summary_.highest_term, a.term());
-      // Applied when newer in the current epoch sequence, or when it comes from another daemon
-      // state (state_id differs: the state was reset and epochs started again).
-      const bool newer = a.epoch() > s.applied_epoch;
-      const bool fresh = newer || a.state_id() != s.applied_state_id;
-      if (fresh) {
-        if (!newer) ++summary_.state_resets;
-        s.applied_epoch = a.epoch();
-        s.applied_state_id = a.state_id();
-        if (options_.flow_stats || !options_.faults.empty()) {
-          // A new window on the new paths (a partial one on the old paths is dropped).
-          s.flows = PinnedFlows(a, *s.job);
-          for (PinnedFlow& p : PinnedProbes(a, options_.probe_bytes))
-            s.flows.push_back(std::move(p));
-          s.flows_since = Clock::now();
-        }
-      } else {
-        ++summary_.assignments_stale;
-      }
-      v1::Envelope ack = protocol::NewEnvelope(0);
-      ack.mutable_ack()->set_job_id(s.job->job_id);
-      ack.mutable_ack()->set_epoch(a.epoch());
-      ack.mutable_ack()->set_ok(true);
-      if (!fresh) ack.mutable_ack()->set_error("stale epoch ignored");
-      MarkDirty(i);
-      if (s.client->Send(ack).ok()) {
-        ++summary_.acks_sent;
-      } else {
-        ++summary_.send_failures;
-      }
-    } else if (msg.has_error()) {
-      CountError(msg.error());
+      NotePush(i);
+    } else {
+      ++summary_.assignments_stale;
+    }
+    v1::Envelope ack = protocol::NewEnvelope(0);
+    ack.mutable_ack()->set_job_id(s.job->job_id);
+    ack.mutable_ack()->set_epoch(a.epoch());
+    ack.mutable_ack()->set_ok(true);
+    if (!fresh) ack.mutable_ack()->set_error("stale epoch ignored");
+    MarkDirty(conn);
+    if (c.client->Send(ack).ok()) {
+      ++summary_.acks_sent;
+    } else {
+      ++summary_.send_failures;
     }
   }
 
@@ -556,10 +707,10 @@ class Engine {
     }
   }
 
-  void MarkDirty(size_t i) {
-    if (!is_dirty_[i]) {
-      is_dirty_[i] = 1;
-      dirty_.push_back(i);
+  void MarkDirty(size_t conn) {
+    if (!is_dirty_[conn]) {
+      is_dirty_[conn] = 1;
+      dirty_.push_back(conn);
     }
   }
 
@@ -579,10 +730,19 @@ class Engine {
   // lost connection are abandoned at once (no reply can come), and a new connection - the next
   // HA leader, a restarted cruxd - gets the job's heartbeat (or registration) at once, so that
   // cruxd binds the job to it without waiting for the next periodic heartbeat or a timeout.
-  void OnConnectionChange(size_t i, const protocol::ConnectionChange& c, TimePoint now) {
-    Sim& s = sims_[i];
+  void OnConnectionChange(size_t conn, const protocol::ConnectionChange& c, TimePoint now) {
+    Conn& k = conns_[conn];
     if (c.lost) {
       ++summary_.connections_lost;
+      k.owner.clear();
+    }
+    if (c.connected && k.client->counters().connects > 1) ++summary_.reconnects;
+    for (size_t i : k.sims) OnSimConnectionChange(i, c, now);
+  }
+
+  void OnSimConnectionChange(size_t i, const protocol::ConnectionChange& c, TimePoint now) {
+    Sim& s = sims_[i];
+    if (c.lost) {
       summary_.requests_lost += s.outstanding.size();
       const bool register_lost =
           std::any_of(s.outstanding.begin(), s.outstanding.end(),
@@ -594,7 +754,6 @@ class Engine {
       }
     }
     if (!c.connected) return;
-    if (s.client->counters().connects > 1) ++summary_.reconnects;
     s.register_backoff.Reset();  // Retries after a reconnect start short again.
     if (s.state == State::kRegistered) {
       SendHeartbeat(i, now);
@@ -610,27 +769,32 @@ class Engine {
     }
   }
 
-  void Drain(size_t i, TimePoint now) {
-    Sim& s = sims_[i];
+  void Drain(size_t conn, TimePoint now) {
+    Conn& c = conns_[conn];
     while (true) {
-      auto next = s.client->TryReceive();
+      auto next = c.client->TryReceive();
       if (!next.ok() || !next->has_value()) {
         // Once the socket is empty: a connection change (read from the monitor by this call
         // or any earlier one, which consumed its signal) is acted on now.
-        auto change = s.client->TakeConnectionChange();
+        auto change = c.client->TakeConnectionChange();
         if (!change.ok() || !(change->lost || change->connected)) return;
-        OnConnectionChange(i, *change, now);
+        OnConnectionChange(conn, *change, now);
         continue;
       }
       const v1::Envelope& msg = **next;
       if (msg.request_id() == 0) {
-        OnPush(i, msg);
+        OnPush(conn, msg);
         continue;
       }
+      auto owner = c.owner.find(msg.request_id());
+      if (owner == c.owner.end()) continue;  // Late reply after a timeout.
+      const size_t i = owner->second;
+      c.owner.erase(owner);
+      Sim& s = sims_[i];
       auto it = std::find_if(s.outstanding.begin(), s.outstanding.end(), [&](const Outstanding& o) {
         return o.request_id == msg.request_id();
       });
-      if (it == s.outstanding.end()) continue;  // Late reply after a timeout.
+      if (it == s.outstanding.end()) continue;
       Outstanding req = *it;
       s.outstanding.erase(it);
       OnReply(i, req, msg, now);
@@ -648,6 +812,7 @@ class Engine {
         }
         ++summary_.timeouts;
         const Kind kind = it->kind;
+        Forget(i, it->request_id);
         it = s.outstanding.erase(it);
         if (kind == Kind::kReport) {
           if (s.reports_outstanding > 0) --s.reports_outstanding;
@@ -681,6 +846,10 @@ class Engine {
       v1::Envelope msg = protocol::NewEnvelope();
       msg.mutable_end_job()->set_job_id(sims_[i].job->job_id);
       msg.mutable_end_job()->set_reason("crux-loadgen finished");
+      if (sims_[i].host >= 0) {
+        *msg.mutable_end_job()->mutable_host_part() =
+            MakeHostPart(*sims_[i].job, static_cast<size_t>(sims_[i].host));
+      }
       if (SendRequest(i, Kind::kEnd, std::move(msg), now)) ++waiting;
     }
     const TimePoint deadline = now + Ns(options_.request_timeout);
@@ -696,12 +865,18 @@ class Engine {
 
   protocol::TransportContext& ctx_;
   const std::vector<SimJob>& jobs_;
+  const std::vector<std::pair<size_t, int>> units_;
+  const std::vector<size_t> conn_of_;
+  const size_t connections_;
   const LoadGenOptions& options_;
   const std::atomic<bool>* stop_;
   core::Rng rng_;
   std::vector<Sim> sims_;
+  std::vector<Conn> conns_;
+  std::vector<Arrival> arrivals_;
+  size_t held_ = 0;  // Clients in State::kHeld.
   int epoll_fd_ = -1;
-  std::vector<size_t> dirty_;  // Sims sent to (or signalled) since their last drain.
+  std::vector<size_t> dirty_;  // Connections sent to (or signalled) since their last drain.
   std::vector<char> is_dirty_;
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> due_;
   RunSummary summary_;
@@ -718,9 +893,49 @@ class Engine {
 core::Result<RunSummary> RunLoad(protocol::TransportContext& ctx, const std::vector<SimJob>& jobs,
                                  const LoadGenOptions& options, const std::atomic<bool>* stop) {
   if (jobs.empty()) return core::InvalidArgumentError("jobs: must not be empty");
-  Engine engine(ctx, jobs, options, stop);
+  std::vector<std::pair<size_t, int>> units;
+  std::vector<size_t> conn_of;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    units.emplace_back(j, -1);
+    conn_of.push_back(j);
+  }
+  Engine engine(ctx, jobs, std::move(units), std::move(conn_of), jobs.size(), options, stop);
   CRUX_RETURN_IF_ERROR(engine.Init());
   return engine.Run();
+}
+
+core::Result<RunSummary> RunHostAgents(protocol::TransportContext& ctx,
+                                       const std::vector<SimJob>& jobs,
+                                       const std::vector<SimAgent>& agents,
+                                       const LoadGenOptions& options,
+                                       const std::atomic<bool>* stop) {
+  if (agents.empty()) return core::InvalidArgumentError("agents: must not be empty");
+  if (options.flow_stats || !options.faults.empty() || !options.lies.empty()) {
+    return core::InvalidArgumentError("flow stats, faults and lies: not in host-agent mode");
+  }
+  std::vector<std::pair<size_t, int>> units;
+  std::vector<size_t> conn_of;
+  std::set<size_t> job_set;
+  for (size_t a = 0; a < agents.size(); ++a) {
+    for (const SimPart& p : agents[a].parts) {
+      if (p.job >= jobs.size() || p.host >= jobs[p.job].hosts.size() ||
+          jobs[p.job].host_slots.size() != jobs[p.job].hosts.size() ||
+          jobs[p.job].hosts[p.host] != agents[a].host) {
+        return core::InvalidArgumentError("agents[" + std::to_string(a) +
+                                          "]: a part that is not a host of its job");
+      }
+      units.emplace_back(p.job, static_cast<int>(p.host));
+      conn_of.push_back(a);
+      job_set.insert(p.job);
+    }
+  }
+  if (units.empty()) return core::InvalidArgumentError("agents: carry no part");
+  Engine engine(ctx, jobs, std::move(units), std::move(conn_of), agents.size(), options, stop);
+  CRUX_RETURN_IF_ERROR(engine.Init());
+  RunSummary s = engine.Run();
+  s.agents = static_cast<int>(agents.size());
+  s.hostd_jobs = static_cast<int>(job_set.size());
+  return s;
 }
 
 core::Result<uint64_t> RaiseFdLimit(size_t sockets) {

@@ -70,6 +70,11 @@ nlohmann::json RunSummary::ToJson() {
           {"requests_lost", requests_lost},
           {"reconnects", reconnects},
           {"errors", errs},
+          {"stray_pushes", stray_pushes},
+          {"agents", agents},
+          {"hostd_jobs", hostd_jobs},
+          {"arrivals", arrivals},
+          {"arrival_trigger_to_push", arrival_latency.ToJson()},
           {"push_latency", push_latency.ToJson()},
           {"report_rtt", report_rtt.ToJson()},
           {"register_rtt", register_rtt.ToJson()}};
@@ -103,6 +108,11 @@ nlohmann::json RunSummary::ToWireJson() const {
           {"reconnects", reconnects},
           {"errors", errs},
           {"rate", ReportRate()},
+          {"stray_pushes", stray_pushes},
+          {"agents", agents},
+          {"hostd_jobs", hostd_jobs},
+          {"arrivals", arrivals},
+          {"arrival_latency_ns", arrival_latency.samples()},
           {"push_latency_ns", push_latency.samples()},
           {"report_rtt_ns", report_rtt.samples()},
           {"register_rtt_ns", register_rtt.samples()}};
@@ -158,6 +168,14 @@ core::Result<RunSummary> RunSummary::FromWireJson(const nlohmann::json& j) {
     s.connections_lost = j.value("connections_lost", uint64_t{0});
     s.requests_lost = j.value("requests_lost", uint64_t{0});
     s.reconnects = j.value("reconnects", uint64_t{0});
+    s.stray_pushes = j.value("stray_pushes", uint64_t{0});
+    s.agents = j.value("agents", 0);
+    s.hostd_jobs = j.value("hostd_jobs", 0);
+    s.arrivals = j.value("arrivals", 0);
+    if (j.contains("arrival_latency_ns")) {
+      field = "arrival_latency_ns";
+      s.arrival_latency.AddAll(j.at(field).get<std::vector<int64_t>>());
+    }
     field = "errors";
     s.errors = j.at(field).get<std::map<std::string, uint64_t>>();
     field = "rate";
@@ -204,6 +222,11 @@ void RunSummary::Merge(const RunSummary& o) {
   requests_lost += o.requests_lost;
   reconnects += o.reconnects;
   for (const auto& [code, n] : o.errors) errors[code] += n;
+  stray_pushes += o.stray_pushes;
+  agents += o.agents;
+  hostd_jobs += o.hostd_jobs;  // Jobs spanning workers count once per worker (the CLI resets).
+  arrivals += o.arrivals;
+  arrival_latency.AddAll(o.arrival_latency.samples());
   push_latency.AddAll(o.push_latency.samples());
   report_rtt.AddAll(o.report_rtt.samples());
   register_rtt.AddAll(o.register_rtt.samples());

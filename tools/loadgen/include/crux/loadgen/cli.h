@@ -5,7 +5,12 @@
 //                [--report-interval-ms MS] [--heartbeat-ms MS] [--lease-ms MS] [--seed S]
 //                [--benchmark] [--inflight K] [--job-prefix P] [--gpus-per-host G]
 //                [--jitter-pct P] [--workers W] [--end-jobs] [--json] [--quiet]
+//                [--hostd N] [--arrivals K] [--arrival-interval-ms MS]
 //
+// --hostd N plays N crux-hostd agents (one connection per host, the parts of every job on it;
+// runner.h "Host-agent mode") instead of one connection per job; the report interval then
+// defaults to 60 s (the most crux-hostd sends) and the first report goes out at registration.
+// --arrivals K holds K jobs back and registers them during the run (runner.h "Arrivals").
 // --duration-s bounds the whole run, registration included (0: until SIGINT/SIGTERM).
 //
 // Output: progress lines on stderr; at the end a summary on stdout (JSON with --json or

@@ -22,6 +22,22 @@
 // handshake (a new leader bound its endpoint), the job sends its heartbeat - or its registration
 // when it is not registered - at once, with the registration backoff reset.
 //
+// Host-agent mode (RunHostAgents, crux-loadgen --hostd): one DEALER socket per simulated
+// crux-hostd agent instead of per job; each agent speaks for the parts of every job placed on its
+// host (workload.h MakeHostdJobs), multiplexed on its connection as crux-hostd does
+// (hostd/include/crux/hostd/host_agent.h): every part registers on its own (MakePartRegister),
+// reports its part profile (SynthesizePartProfile) and heartbeats with its HostPart, replies are
+// matched to parts by request id and pushes by job id (each part gets its host's cut of the job's
+// assignment and acks it). Everything else (retries, timeouts, following cruxd, the summary) is
+// per part as it is per job in the default mode; RunSummary::jobs and registered count parts.
+//
+// Arrivals (`arrivals` > 0, either mode): that many jobs (the last ones, preferring jobs on
+// several hosts) are held back and registered one by one, every `arrival_interval` from the
+// start of the measurement window; for each, the time from the acknowledgement of the report
+// that completes it (the last of its clients' first reports: cruxd can then plan it as a whole)
+// until every one of its clients received an assignment push after that is recorded
+// (RunSummary::arrival_latency, "trigger to push").
+//
 // `duration` bounds the whole run, registration included. The measurement window starts once
 // every job is registered or has failed (or at `register_timeout`), and ends with the run; a
 // run that ends while jobs are still registering has an empty window. The summary says how many
@@ -76,6 +92,11 @@ struct LoadGenOptions {
   uint64_t probe_bytes = 65536;   // Per probe and heartbeat window (Assignment.probes), > 0.
   std::vector<LinkFault> faults;  // Times count from the start of the run.
   std::vector<JobLie> lies;       // Lying tenants (implies flow_stats).
+  // The first profile report is due at registration (crux-hostd: it has the part's profile
+  // already) rather than at a random point of the first report interval.
+  bool report_at_register = false;
+  int arrivals = 0;  // Jobs held back and registered during the run (see above), >= 0.
+  core::Duration arrival_interval = core::Duration::Millis(5000);
   std::function<void(const std::string&)> log;  // Progress lines; may be empty.
 };
 
@@ -87,6 +108,15 @@ struct LoadGenOptions {
 core::Result<RunSummary> RunLoad(protocol::TransportContext& ctx, const std::vector<SimJob>& jobs,
                                  const LoadGenOptions& options,
                                  const std::atomic<bool>* stop = nullptr);
+
+// Host-agent mode (see above): plays `agents` (a subset of AgentsOf(jobs) is fine) against the
+// daemon. Errors as RunLoad; kInvalidArgument also for flow stats, faults or lies (not simulated
+// in this mode) and for an agent part that is not a host of its job.
+core::Result<RunSummary> RunHostAgents(protocol::TransportContext& ctx,
+                                       const std::vector<SimJob>& jobs,
+                                       const std::vector<SimAgent>& agents,
+                                       const LoadGenOptions& options,
+                                       const std::atomic<bool>* stop = nullptr);
 
 // File descriptors one process needs per simulated job (the mailbox eventfds of a DealerClient's
 // protocol::kSocketsPerClient sockets plus its TCP/IPC connection), and the fixed reserve for

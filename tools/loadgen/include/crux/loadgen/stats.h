@@ -87,8 +87,17 @@ struct RunSummary {
   uint64_t requests_lost = 0;
   uint64_t reconnects = 0;
   std::map<std::string, uint64_t> errors;  // Error replies by code name.
-  LatencyRecorder push_latency;            // Assignment receipt - Assignment.sent_unix_ns.
-  LatencyRecorder report_rtt;              // ProfileReport send -> its reply.
+  uint64_t stray_pushes = 0;               // Pushes naming a job the connection does not carry.
+  // Host-agent mode (runner.h): agents played and the jobs whose parts they carry (0 otherwise;
+  // `jobs` and `registered` then count parts).
+  int agents = 0;
+  int hostd_jobs = 0;
+  // Arrivals (runner.h): jobs held back, and per arrival that got its pushes the time from the
+  // trigger (its completing report acknowledged) to the last of its clients' pushes.
+  int arrivals = 0;
+  LatencyRecorder arrival_latency;
+  LatencyRecorder push_latency;  // Assignment receipt - Assignment.sent_unix_ns.
+  LatencyRecorder report_rtt;    // ProfileReport send -> its reply.
   LatencyRecorder register_rtt;
 
   int workers = 1;          // Processes whose results are merged in.

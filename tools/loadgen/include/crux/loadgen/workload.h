@@ -7,6 +7,15 @@
 // plans differ between jobs. Per-iteration bytes per peer NIC come from core::ExpandTraffic, the
 // same byte maths the planner uses, so the daemon sees consistent demands.
 //
+// Host-agent mode (crux-loadgen --hostd N, issue #28): MakeHostdJobs packs the jobs onto the
+// first N hosts of the topology, at most as many GPUs per host as the host has, so that a
+// multi-host job becomes one part per host and each host's agent carries the parts of every job
+// on it (see "Host-agent mode" in docs/client.md's crux-loadgen section). The part messages
+// (MakePartRegister, SynthesizePartProfile, MakeHostPart) have the shape crux-hostd sends
+// (hostd/include/crux/hostd/host_agent.h): placement = the part's host with GPUs = its local
+// ranks and every NIC of the host, a HostPart, and a profile per NCCL communicator (one world
+// communicator per job: local ranks, their GPU slots, bytes per rank and peer rank).
+//
 // Thread-safety: pure functions; deterministic for a given seed.
 #ifndef CRUX_LOADGEN_WORKLOAD_H_
 #define CRUX_LOADGEN_WORKLOAD_H_
@@ -66,12 +75,63 @@ struct SimJob {
   std::vector<PeerDemand> peers;  // From core::ExpandTraffic.
   uint64_t wire_bytes = 0;        // Sum of peers.
   core::Duration period;          // Estimated iteration period (>= compute_time).
+  // Host-agent mode only (MakeHostdJobs; empty otherwise): the job's GPUs (= ranks) on each of
+  // `hosts` and their GPU slots there. Ranks are numbered host by host in `hosts` order, slots
+  // ascending within a host.
+  std::vector<std::vector<uint32_t>> host_slots;
+  uint64_t comm_hash = 0;  // The job's world communicator (host-agent mode).
+};
+
+// One host's part of a job (host-agent mode): jobs[job].hosts[host].
+struct SimPart {
+  size_t job = 0;
+  size_t host = 0;
+  friend bool operator==(const SimPart&, const SimPart&) = default;
+};
+
+// One crux-hostd agent: a host and the parts of every job placed on it (job order).
+struct SimAgent {
+  std::string host;
+  std::vector<SimPart> parts;
 };
 
 // Builds `options.jobs` jobs on `topo`. Errors: kInvalidArgument naming the option
 // ("jobs: must be >= 1"), or "topology: has no hosts".
 core::Result<std::vector<SimJob>> MakeJobs(const core::Topology& topo,
                                            const WorkloadOptions& options);
+
+// Host-agent mode: `options.jobs` jobs packed onto the first `agents` hosts of `topo` (every
+// host with at least one GPU; GPUs per host from the topology, else options.gpus_per_host).
+// Each job draws a model and a host count h as MakeJobs does and wants h hosts x G GPUs (G: the
+// most GPUs a host has). When the jobs together want more GPUs than the hosts hold, every job's
+// host count and GPUs per host are scaled down by the same factor, the square root of the one
+// that fits (so jobs keep spanning hosts; at least one host and one GPU each), until the rounded
+// sizes fit. A job takes its GPUs per host on hosts with room for them, then whatever is free,
+// starting at a random host (in host order half of the time, scattered otherwise), so small jobs
+// share hosts and large ones span several. Errors (kInvalidArgument): agents
+// outside 1..hosts ("--hostd: ..."), more jobs than GPUs ("--jobs: ..."), and MakeJobs' ones.
+// ENSURES: every job has host_slots, sum over jobs of a host's slots <= its GPUs, slots distinct
+// per host.
+core::Result<std::vector<SimJob>> MakeHostdJobs(const core::Topology& topo,
+                                                const WorkloadOptions& options, int agents);
+
+// The agents of `jobs` (host-agent mode): one per host that carries a part, in first-appearance
+// order over the jobs' hosts; each with its parts in job order.
+std::vector<SimAgent> AgentsOf(const std::vector<SimJob>& jobs);
+
+// The HostPart of jobs[p.job]'s part on its host p.host (hosts expected = the job's hosts).
+v1::HostPart MakeHostPart(const SimJob& job, size_t host);
+// crux-hostd's registration of a part: placement = that host only (GPUs = local ranks, every NIC
+// of the host), model "nccl", the HostPart. REQUIRES: host < job.hosts.size(), job has
+// host_slots.
+v1::RegisterJob MakePartRegister(const SimJob& job, size_t host, uint32_t lease_ms);
+// crux-hostd's `sample`-th profile report of a part: period and compute time (with the jitter of
+// SynthesizeProfile), overlap 1, bytes per iteration = what the part's ranks send, the HostPart,
+// and the world communicator's CommTraffic (local ranks, slots, per rank the bytes to each peer
+// rank of the pattern: ring -> next rank 2(n-1)/n S; all_to_all -> every other rank S/n;
+// pipeline -> next rank S). Always passes crux::protocol::ValidateProfileReport.
+v1::ProfileReport SynthesizePartProfile(const SimJob& job, size_t host, uint64_t sample,
+                                        core::Rng& rng, double jitter = 0.02);
 
 // The RegisterJob message of a job (placement with NICs, pattern, S, W_j, model).
 v1::RegisterJob MakeRegister(const SimJob& job, uint32_t lease_ms);
