@@ -56,25 +56,36 @@ v1::Envelope Heartbeat() {
   return m;
 }
 
-// Answers requests with an Ack (unless `silent`); records the peers it saw.
+// Answers requests with an Ack (unless `silent`); records the peers it saw. The handler runs on
+// the server's thread: it reaches the server through `live_` (under mu_, set once Start returned,
+// cleared before Stop destroys it - whose destructor joins that thread), never through server_.
 class Daemon {
  public:
   explicit Daemon(TransportContext& ctx, int port, bool silent = false) : silent_(silent) {
     ServerOptions so;
     so.endpoint = Tcp(port);
+    std::unique_lock<std::mutex> hold(mu_);  // A request before live_ is set waits for it.
     auto s = RouterServer::Start(ctx, so, [this](Inbound in) {
+      RouterServer* server = nullptr;
       {
         std::lock_guard<std::mutex> lock(mu_);
         peers_.insert(in.peer);
         ++requests_;
+        server = live_;
       }
-      if (!silent_ && in.msg.request_id() != 0) {
-        (void)server_->Send(in.peer, MakeAck(in.msg.request_id(), "ok"));
+      if (server != nullptr && !silent_ && in.msg.request_id() != 0) {
+        (void)server->Send(in.peer, MakeAck(in.msg.request_id(), "ok"));
       }
     });
     EXPECT_TRUE(s.ok()) << s.status().ToString();
-    if (s.ok()) server_ = std::move(s).value();
+    if (s.ok()) {
+      server_ = std::move(s).value();
+      live_ = server_.get();
+    }
   }
+  ~Daemon() { Stop(); }  // The server (its thread) goes before the members its handler uses.
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
   bool ok() const { return server_ != nullptr; }
   std::set<std::string> peers() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -84,12 +95,19 @@ class Daemon {
     std::lock_guard<std::mutex> lock(mu_);
     return requests_;
   }
-  void Stop() { server_.reset(); }  // Closes the socket: its peers see a TCP close.
+  void Stop() {  // Closes the socket: its peers see a TCP close.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      live_ = nullptr;
+    }
+    server_.reset();
+  }
 
  private:
   const bool silent_;
   std::unique_ptr<RouterServer> server_;
   std::mutex mu_;
+  RouterServer* live_ = nullptr;  // Guarded by mu_.
   std::set<std::string> peers_;
   int requests_ = 0;
 };
