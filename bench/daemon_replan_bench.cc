@@ -371,7 +371,8 @@ BENCHMARK(BM_DaemonReoptimize)
     ->Iterations(4);
 
 // The shadow accounting of the plan (docs/impact.md): what cruxd's impact thread spends per
-// estimate, after the push (at most every impact.interval_ms). Counters: jobs, gpus_recovered.
+// estimate, after the push (at most every impact.interval_ms). Counters: jobs, gpus_recovered, the
+// two fixed points' rounds and last relative move.
 void BM_DaemonImpact(benchmark::State& state) {
   const int jobs = static_cast<int>(state.range(0));
   const Workload& w = LoadgenWorkload(jobs);
@@ -379,14 +380,20 @@ void BM_DaemonImpact(benchmark::State& state) {
   d.Run();
   double recovered = 0;
   size_t planned = 0;
+  core::PlanImpact report;
   for (auto _ : state) {
     core::Result<core::PlanImpact> impact = d.EstimateImpact();
     if (!impact.ok()) Die(impact.status().ToString());
     recovered = impact->gpus_recovered;
     planned = impact->jobs.size();
+    report = std::move(impact).value();
   }
   state.counters["jobs"] = static_cast<double>(planned);
   state.counters["gpus_recovered"] = recovered;
+  state.counters["plan_rounds"] = report.plan_report.rounds;
+  state.counters["plan_moved"] = report.plan_report.moved;
+  state.counters["ecmp_rounds"] = report.ecmp_report.rounds;
+  state.counters["ecmp_moved"] = report.ecmp_report.moved;
 }
 BENCHMARK(BM_DaemonImpact)
     ->Args({1000})

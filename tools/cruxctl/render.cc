@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -334,6 +335,10 @@ nlohmann::json ToJson(const v1::ImpactReply& r) {
           {"error_p50", r.error_p50()},
           {"error_p90", r.error_p90()},
           {"error_threshold", r.error_threshold()},
+          {"plan_converged", r.plan_converged()},
+          {"plan_rounds", r.plan_rounds()},
+          {"ecmp_converged", r.ecmp_converged()},
+          {"ecmp_rounds", r.ecmp_rounds()},
           {"gainers", list(r.gainers())},
           {"losers", list(r.losers())},
           {"mispredicted", list(r.mispredicted())}};
@@ -975,6 +980,16 @@ std::string RenderImpactText(const v1::ImpactReply& r) {
                 static_cast<unsigned long long>(r.epoch()), r.jobs(), r.gpus(), r.gpus_recovered(),
                 r.gpus() > 0 ? 100.0 * r.gpus_recovered() / r.gpus() : 0.0);
   out << line;
+  for (const auto& [name, converged, rounds] :
+       {std::tuple{"plan", r.plan_converged(), r.plan_rounds()},
+        std::tuple{"ECMP", r.ecmp_converged(), r.ecmp_rounds()}}) {
+    if (converged) continue;
+    std::snprintf(line, sizeof(line),
+                  "warning: the model did not settle under the %s within %u rounds: its figures "
+                  "are not its fixed point (heavy contention; docs/impact.md)\n",
+                  name, rounds);
+    out << line;
+  }
   if (r.observed() > 0) {
     std::snprintf(line, sizeof(line),
                   "prediction error over %u scheduled jobs that report: median %.1f%%, p90 "

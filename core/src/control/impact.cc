@@ -45,7 +45,8 @@ double IterationOf(const PredictJob& job, double comm_s) {
 }  // namespace
 
 std::vector<Duration> PredictIterations(const Topology& topo, std::span<const PredictJob> jobs,
-                                        const PredictOptions& options, std::stop_token stop) {
+                                        const PredictOptions& options, std::stop_token stop,
+                                        PredictReport* report) {
   const size_t n = jobs.size();
   std::vector<std::vector<LinkBits>> bits(n);
   int levels = 1;
@@ -87,6 +88,12 @@ std::vector<Duration> PredictIterations(const Topology& topo, std::span<const Pr
   // below[e * lv + l]: the load of levels < l on link e; load[e * lv + l]: the load of level l.
   std::vector<double> load(m * lv), below(m * lv);
   std::vector<double> next(n);
+  // Per job: the fraction of the way to its target a round moves it, and the sign of its last
+  // step (a change of sign - an overshoot - halves the fraction).
+  constexpr double kMinStep = 1.0 / 64;
+  std::vector<double> step(n, 0.5);
+  std::vector<int8_t> last_sign(n, 0);
+  PredictReport result;
   for (int round = 0; round < std::max(1, options.max_iterations); ++round) {
     std::fill(load.begin(), load.end(), 0.0);
     for (size_t j = 0; j < n; ++j) {
@@ -118,12 +125,23 @@ std::vector<Duration> PredictIterations(const Topology& topo, std::span<const Pr
       }
       const double target = IterationOf(jobs[j], t);
       // Damped: the loads of the others respond to this job's period and back.
-      next[j] = 0.5 * period[j] + 0.5 * target;
+      const int8_t sign = target > period[j] ? 1 : (target < period[j] ? -1 : 0);
+      if (options.adaptive_step && sign != 0 && last_sign[j] != 0) {
+        // An overshoot halves the step; two steps the same way let it grow back (to 1/2).
+        step[j] =
+            sign != last_sign[j] ? std::max(step[j] * 0.5, kMinStep) : std::min(step[j] * 1.5, 0.5);
+      }
+      if (sign != 0) last_sign[j] = sign;
+      next[j] = (1 - step[j]) * period[j] + step[j] * target;
       if (period[j] > 0) moved = std::max(moved, std::abs(next[j] - period[j]) / period[j]);
     }
     period.swap(next);
-    if (moved <= options.tolerance || stop.stop_requested()) break;
+    result.rounds = round + 1;
+    result.moved = moved;
+    result.converged = moved <= options.tolerance;
+    if (result.converged || stop.stop_requested()) break;
   }
+  if (report != nullptr) *report = result;
   std::vector<Duration> out(n);
   for (size_t j = 0; j < n; ++j) out[j] = Duration::Seconds(period[j]);
   return out;
@@ -201,11 +219,13 @@ Result<PlanImpact> EstimateImpact(const Topology& topo, std::span<const JobSpec*
       hashed[j].flows.push_back({ecmp_paths[j][f], fp.bytes});
     }
   }
-  const std::vector<Duration> with_plan = PredictIterations(topo, planned, options.predict, stop);
-  if (stop.stop_requested()) return cancelled();
-  const std::vector<Duration> with_ecmp = PredictIterations(topo, hashed, options.predict, stop);
-  if (stop.stop_requested()) return cancelled();
   PlanImpact out;
+  const std::vector<Duration> with_plan =
+      PredictIterations(topo, planned, options.predict, stop, &out.plan_report);
+  if (stop.stop_requested()) return cancelled();
+  const std::vector<Duration> with_ecmp =
+      PredictIterations(topo, hashed, options.predict, stop, &out.ecmp_report);
+  if (stop.stop_requested()) return cancelled();
   out.jobs.reserve(n);
   for (size_t j = 0; j < n; ++j) {
     JobImpact ji;

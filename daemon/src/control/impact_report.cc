@@ -24,6 +24,8 @@ ImpactReport BuildImpactReport(const ImpactState* state, const core::ControlLoop
   }
   const core::PlanImpact& impact = *state->impact;
   r.available = true;
+  r.plan_report = impact.plan_report;
+  r.ecmp_report = impact.ecmp_report;
   r.gpus = impact.gpus;
   r.gpus_recovered = impact.gpus_recovered;
   r.rows.reserve(impact.jobs.size());

@@ -217,6 +217,10 @@ v1::Envelope AdminService::Impact(uint64_t rid, const v1::ImpactRequest& req) {
   r->set_available(report.available);
   r->set_error(report.error);
   r->set_epoch(report.epoch);
+  r->set_plan_converged(report.plan_report.converged);
+  r->set_ecmp_converged(report.ecmp_report.converged);
+  r->set_plan_rounds(static_cast<uint32_t>(report.plan_report.rounds));
+  r->set_ecmp_rounds(static_cast<uint32_t>(report.ecmp_report.rounds));
   r->set_jobs(static_cast<uint32_t>(report.rows.size()));
   r->set_gpus(static_cast<uint32_t>(report.gpus));
   r->set_gpus_recovered(report.gpus_recovered);

@@ -48,6 +48,10 @@ struct PredictOptions {
   int max_iterations = 60;          // Fixed-point rounds, >= 1.
   double tolerance = 1e-4;          // Stop when no T_j moves by more than this fraction.
   double min_rate_fraction = 1e-3;  // Floor of r_je as a fraction of C_e, in (0, 1].
+  // Halve a job's step when its target crosses its period again (PredictIterations). false: a
+  // fixed half step, the model before issue #28, which can oscillate forever under heavy
+  // contention (kept to show it: tests).
+  bool adaptive_step = true;
 
   friend bool operator==(const PredictOptions&, const PredictOptions&) = default;
 };
@@ -64,13 +68,26 @@ struct PredictJob {
   std::vector<Flow> flows;
 };
 
+// How a PredictIterations call ended.
+struct PredictReport {
+  int rounds = 0;          // Fixed-point rounds run.
+  bool converged = false;  // No period moved by more than options.tolerance in the last one.
+  double moved = 0;        // The largest relative move of the last round.
+
+  friend bool operator==(const PredictReport&, const PredictReport&) = default;
+};
+
 // Each job's predicted iteration time, in the order of `jobs`, over the links' capacities in
 // `topo` (a link of capacity 0 counts as starved: the floor applies). Jobs without flows get c.
+// The fixed point is damped per job: a job's period moves half-way to its target, and its step
+// halves (down to 1/64) each time the target crosses its period again, so heavily contended
+// jobs that would oscillate between two values settle instead. `report` (optional) says whether
+// it converged within options.max_iterations.
 // REQUIRES: every link id of every path < topo.num_links(). Deterministic. Once `stop` is
 // requested it returns after the round in progress (the result is then not the fixed point).
 std::vector<Duration> PredictIterations(const Topology& topo, std::span<const PredictJob> jobs,
                                         const PredictOptions& options = {},
-                                        std::stop_token stop = {});
+                                        std::stop_token stop = {}, PredictReport* report = nullptr);
 
 struct ImpactOptions {
   PredictOptions predict;
@@ -104,6 +121,10 @@ struct PlanImpact {
   // "GPU-hours recovered per hour": sum over jobs of gpus x Gain(), i.e. how many GPUs' worth of
   // iteration time the plan saves against ECMP at this moment.
   double gpus_recovered = 0;
+  // The two predictions' fixed points (PredictIterations): a prediction that did not converge
+  // is the model's best within its rounds, not its fixed point (shown as such by cruxctl).
+  PredictReport plan_report;
+  PredictReport ecmp_report;
 
   friend bool operator==(const PlanImpact&, const PlanImpact&) = default;
 };

@@ -45,6 +45,8 @@ struct ImpactReport {
   int observed = 0;
   double error_p50 = 0;
   double error_p90 = 0;
+  core::PredictReport plan_report;  // The estimate's fixed points (core::PlanImpact).
+  core::PredictReport ecmp_report;
 
   friend bool operator==(const ImpactReport&, const ImpactReport&) = default;
 };
