@@ -98,6 +98,7 @@ void PlanApplier::MaybeStartImpact() {
 void PlanApplier::OnImpact(std::shared_ptr<const ImpactState> state) {
   impact_running_ = false;
   impact_took_ = loop_->Now() - *impact_started_;
+  if (!config_->impact.enabled) return;  // Switched off (a reload) while it ran.
   if (!state->error.empty()) {
     spdlog::warn("shadow accounting of epoch {} failed: {}", state->epoch, state->error);
   }

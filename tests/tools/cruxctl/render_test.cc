@@ -304,6 +304,10 @@ TEST(TextTest, ImpactSaysWhatThePlanGainsAndWhereTheModelIsWrong) {
   r.set_error_p50(0.02);
   r.set_error_p90(0.3);
   r.set_error_threshold(0.1);
+  r.set_plan_converged(true);
+  r.set_plan_rounds(12);
+  r.set_ecmp_converged(false);  // Only the counterfactual's fixed point was not reached.
+  r.set_ecmp_rounds(60);
   v1::JobSummary g = Summary("gainer", 0, 1);
   g.set_has_prediction(true);
   g.set_predicted_ms(100);
@@ -326,7 +330,13 @@ TEST(TextTest, ImpactSaysWhatThePlanGainsAndWhereTheModelIsWrong) {
   EXPECT_NE(text.find("lose most against ECMP:\n  (none)"), std::string::npos) << text;
   EXPECT_NE(text.find("off by more than 10%"), std::string::npos) << text;
   EXPECT_NE(text.find("wrong"), std::string::npos) << text;
+  EXPECT_NE(text.find("warning: the model did not settle under the ECMP within 60 rounds"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("did not settle under the plan"), std::string::npos) << text;
   const nlohmann::json j = ToJson(r);
+  EXPECT_EQ(j["ecmp_converged"], false);
+  EXPECT_EQ(j["plan_rounds"], 12);
   EXPECT_EQ(j["gainers"].size(), 1u);
   EXPECT_DOUBLE_EQ(j["gpus_recovered"].get<double>(), 4.8);
   EXPECT_EQ(j["mispredicted"][0]["job_id"], "wrong");
