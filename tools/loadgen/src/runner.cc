@@ -737,6 +737,11 @@ class Engine {
       k.owner.clear();
     }
     if (c.connected && k.client->counters().connects > 1) ++summary_.reconnects;
+    // The first connection's handshake: what was sent before it went on it (nothing to say again).
+    if (!c.lost && c.connected && k.client->counters().connects == 1 &&
+        k.client->counters().drops == 0) {
+      return;
+    }
     for (size_t i : k.sims) OnSimConnectionChange(i, c, now);
   }
 
@@ -757,7 +762,8 @@ class Engine {
     s.register_backoff.Reset();  // Retries after a reconnect start short again.
     if (s.state == State::kRegistered) {
       SendHeartbeat(i, now);
-      if (options_.report_interval == core::Duration::Zero()) StartBurst(i, now);
+      // Back-to-back reports run only in the measurement window (they start together there).
+      if (options_.report_interval == core::Duration::Zero() && measuring_) StartBurst(i, now);
     } else if (s.state == State::kUnregistered) {
       const bool pending =
           std::any_of(s.outstanding.begin(), s.outstanding.end(),
