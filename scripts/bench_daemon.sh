@@ -27,7 +27,8 @@
 #
 # Usage: scripts/bench_daemon.sh [--jobs N] [--duration-s S] [--topology FILE]
 #                                [--build-dir DIR] [--no-build] [--keep]
-#                                [--hostd N [--arrivals K] [--arrival-interval-ms MS]]
+#                                [--hostd N] [--arrivals K] [--arrival-interval-ms MS]
+#                                [--cruxd-yaml TEXT]
 #   --topology   topology YAML used by both cruxd and the load generator
 #                (default configs/topologies/example_clos2.yaml, the daemon's embedded one)
 #   --build-dir  where cruxd, cruxctl and crux-loadgen are (default build/release, built with the
@@ -39,10 +40,14 @@
 #   --log-level L        cruxd's log_level (default warn; info shows re-plan and commit timings)
 #   --cruxd-wrap CMD     start cruxd under CMD (word-split), e.g. "heaptrack -o /tmp/cruxd.hp"
 #   --hostd N            N crux-hostd agents carrying the jobs' parts (see above)
-#   --arrivals K         --hostd: jobs held back and registered one by one during the run
-#                        (default 3)
-#   --arrival-interval-ms MS  --hostd: from the end of registration to the first arrival and
-#                        between arrivals (default 15000)
+#   --arrivals K         jobs held back and registered one by one during the run; their
+#                        trigger-to-push latency is in the JSON (default 3 with --hostd, else 0;
+#                        direct mode at saturation measures queueing, so pair it with
+#                        --loadgen-args "--report-interval-ms MS")
+#   --arrival-interval-ms MS  from the end of registration to the first arrival and between
+#                        arrivals (default 15000)
+#   --cruxd-yaml TEXT    extra lines for cruxd's config (YAML), e.g.
+#                        "reoptimize_interval_ms: 20000" or $'impact:\n  enabled: false'
 # Exit status: 0 when the run completed (whether or not the goals were met), non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,8 +55,9 @@ cd "$(dirname "$0")/.."
 jobs=10000
 duration_s=""
 hostd=0
-arrivals=3
+arrivals=""
 arrival_interval_ms=15000
+cruxd_yaml=""
 topology=configs/topologies/example_clos2.yaml
 build_dir=build/release
 build=1
@@ -75,7 +81,8 @@ while (($#)); do
     --hostd) hostd=$2; shift 2 ;;
     --arrivals) arrivals=$2; shift 2 ;;
     --arrival-interval-ms) arrival_interval_ms=$2; shift 2 ;;
-    -h|--help) sed -n '2,46p' "$0"; exit 0 ;;
+    --cruxd-yaml) cruxd_yaml=$2; shift 2 ;;
+    -h|--help) sed -n '2,51p' "$0"; exit 0 ;;
     *) echo "bench_daemon.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -84,11 +91,14 @@ done
 if ((hostd > 0)); then
   duration_s=${duration_s:-60}
   lease_ms=15000  # cruxd's default: crux-hostd asks for none, and heartbeats every lease / 3.
-  mode_args="--hostd $hostd --arrivals $arrivals --arrival-interval-ms $arrival_interval_ms"
+  mode_args="--hostd $hostd --arrivals ${arrivals:-3} --arrival-interval-ms $arrival_interval_ms"
 else
   duration_s=${duration_s:-20}
   lease_ms=600000
   mode_args="--benchmark"
+  if [[ -n $arrivals && $arrivals != 0 ]]; then
+    mode_args+=" --arrivals $arrivals --arrival-interval-ms $arrival_interval_ms"
+  fi
 fi
 
 if ((build)); then
@@ -129,6 +139,7 @@ metrics_listen: "127.0.0.1:0"
 lease_ms: $lease_ms
 log_level: $log_level
 EOF
+if [[ -n $cruxd_yaml ]]; then printf '%s\n' "$cruxd_yaml" >>"$work/cruxd.yaml"; fi
 
 # 10k DEALER peers: one descriptor each in the daemon.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
@@ -238,6 +249,7 @@ if hostd:
     out["mode"] = "hostd"
     out["agents"] = lg.get("agents")
     out["jobs"] = lg.get("hostd_jobs")
+if lg.get("arrivals"):
     out["arrival_samples"] = arrival.get("samples")
     out["arrival_p50_ms"] = arrival.get("p50_ms")
     out["arrival_max_ms"] = arrival.get("max_ms")

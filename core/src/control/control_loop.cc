@@ -499,6 +499,50 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
   return out;
 }
 
+ReoptimizeOutcome RunReoptimization(SchedulingPolicy& policy, const Topology& topo,
+                                    const PlanningSnapshot& snap, const Clock& clock) {
+  const Duration start = clock.Now();
+  ReoptimizeOutcome out;
+  auto finish = [&](Status s) {
+    out.status = std::move(s);
+    out.planning_time = clock.Now() - start;
+    return std::move(out);
+  };
+  if (!policy.WantsSeed()) {
+    return finish(FailedPreconditionError(
+        "re-optimisation beside the runs: needs a new stable policy (planner.stable)"));
+  }
+  static const AppliedPlan kNone;
+  const AppliedPlan& applied = snap.applied ? *snap.applied : kNone;
+  PlanOutcome scratch;  // CollectSpecs' exclusions: the runs report them.
+  const SpecList list = CollectSpecs(topo, snap, scratch);
+  out.jobs = list.specs.size();
+  const Duration t_schedule = clock.Now();
+  std::optional<Plan> in_force;
+  if (snap.reoptimize_min_gain > 0 && !applied.empty()) {
+    // The plan in force, continued over the snapshot's jobs as the runs' policy would.
+    policy.Seed(SeedsOf(applied, snap.unseat_links));
+    Result<Plan> continued = policy.Schedule(list.specs);
+    if (!continued.ok()) return finish(continued.status().WithContext("plan in force"));
+    in_force = std::move(continued).value();
+    policy.Reoptimize();
+  }
+  Result<Plan> fresh = policy.Schedule(list.specs);
+  out.schedule_time = clock.Now() - t_schedule;
+  if (!fresh.ok()) return finish(fresh.status().WithContext("fresh plan"));
+  if (!in_force) {
+    out.adopt = true;
+    return finish(Status::Ok());
+  }
+  PlanOutcome::ReoptimizeVerdict v;
+  v.in_force = MeasurePlan(topo, *in_force);
+  v.fresh = MeasurePlan(topo, *fresh);
+  v.adopted = ImprovesBy(v.fresh, v.in_force, snap.reoptimize_min_gain);
+  out.adopt = v.adopted;
+  out.verdict = v;
+  return finish(Status::Ok());
+}
+
 ControlLoop::ControlLoop(const Clock* clock, const Topology* topo, ControlLoopOptions options)
     : clock_(clock),
       topo_(topo),
@@ -693,8 +737,37 @@ std::optional<Duration> ControlLoop::due() const {
     at = t;
   }
   if (retry_at_) at = at ? std::min(*at, *retry_at_) : *retry_at_;
+  if (options_.reoptimize_in_background) return at;
   if (const std::optional<Duration> r = ReoptimizeAt()) at = at ? std::min(*at, *r) : *r;
   return at;
+}
+
+std::optional<Duration> ControlLoop::reoptimize_due() const {
+  if (!options_.reoptimize_in_background || reoptimizing_ || jobs_.empty()) return std::nullopt;
+  // A link came back: at once (it was planned around; nothing moves back onto it otherwise).
+  if (reoptimize_after_recovery_) return clock_->Now();
+  return ReoptimizeAt();
+}
+
+std::shared_ptr<const PlanningSnapshot> ControlLoop::StartReoptimization() {
+  const std::optional<Duration> when = reoptimize_due();
+  const Duration now = clock_->Now();
+  if (!when || now < *when) return nullptr;
+  std::shared_ptr<PlanningSnapshot> snap = Snapshot();
+  snap->reason =
+      reoptimize_after_recovery_ ? "re-optimisation (a link came back)" : "re-optimisation";
+  snap->reoptimize = true;
+  snap->reoptimize_min_gain = options_.reoptimize_min_gain;
+  reoptimize_after_recovery_ = false;
+  last_reoptimize_ = now;
+  reoptimizing_ = true;
+  ++reoptimizations_;
+  return snap;
+}
+
+void ControlLoop::FinishReoptimization(bool adopted) {
+  reoptimizing_ = false;
+  if (adopted) Request("re-optimisation adopted");
 }
 
 std::optional<Duration> ControlLoop::ReoptimizeAt() const {
@@ -773,6 +846,8 @@ std::shared_ptr<const PlanningSnapshot> ControlLoop::StartPlan() {
   if (!last_reoptimize_) {
     last_reoptimize_ = now;  // The first run starts the interval (after a restart it continues
                              // the plan in force: see RunPlan).
+  } else if (options_.reoptimize_in_background) {
+    // Re-optimisations run beside the runs (StartReoptimization).
   } else if (reoptimize_after_recovery_) {
     reoptimize_after_recovery_ = false;
     snap->reoptimize = true;

@@ -33,6 +33,7 @@ core::ControlLoopOptions LoopOptions(const DaemonConfig& c) {
   o.reoptimize_interval =
       c.planner.stable ? core::Duration::Millis(c.reoptimize_interval_ms) : core::Duration::Zero();
   o.reoptimize_min_gain = c.reoptimize_min_gain;
+  o.reoptimize_in_background = true;  // ControlHost: beside the runs, on reoptimize_worker_.
   o.replan_threshold_pct = c.replan_threshold_pct;
   o.profiling_samples = c.profiling_samples;
   o.qos = c.qos;
@@ -103,8 +104,13 @@ Daemon::Daemon(const DaemonConfig& config, core::Topology topology, std::string 
                    TypedQueue<protocol::Inbound>::ItemHandler(
                        [this](protocol::Inbound in) { ProcessAdmin(in); })),
       worker_(plan_in_background ? std::make_unique<WorkerThread>() : nullptr),
-      impact_worker_(plan_in_background ? std::make_unique<WorkerThread>() : nullptr) {
+      impact_worker_(plan_in_background ? std::make_unique<WorkerThread>() : nullptr),
+      reoptimize_worker_(plan_in_background ? std::make_unique<WorkerThread>() : nullptr) {
   enforcer_.SetQosConfig(config.qos);
+  if (reoptimize_worker_) {
+    control_.SetReoptimizeExecutor(
+        [this](WorkerThread::CancellableWork work) { reoptimize_worker_->Post(std::move(work)); });
+  }
   if (impact_worker_) {
     applier_.SetImpactExecutor(
         [this](WorkerThread::CancellableWork work) { impact_worker_->Post(std::move(work)); });
@@ -115,6 +121,7 @@ Daemon::~Daemon() {
   FlushProfiles();
   worker_.reset();  // Cancel and join a run in flight before the state it reports to goes.
   impact_worker_.reset();
+  reoptimize_worker_.reset();
   writer_.reset();  // Runs every write submitted (the profiles above included), then joins.
 }
 
@@ -215,6 +222,8 @@ void Daemon::RefreshMetrics() {
   m->SetClients(static_cast<int64_t>(tracker_.DistinctPeers()));
   m->SetSwitches(static_cast<int64_t>(enforcer_.switch_count()));
   m->SetEpoch(control_.loop().epoch());
+  const ReoptimizeStats& re = control_.reoptimize_stats();
+  m->SetReoptimizations(re.adopted, re.kept, re.discarded, re.failed);
   m->SetQueueDepth("client", client_queue_.depth());
   m->SetQueueDepth("admin", admin_queue_.depth());
   for (const auto& [endpoint, source] : counter_sources_) {

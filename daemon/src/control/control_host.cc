@@ -9,20 +9,33 @@
 
 namespace crux::daemon {
 
+core::Result<std::unique_ptr<core::SchedulingPolicy>> MakeDaemonPolicy(
+    const core::Topology& topo, const core::PlannerOptions& options) {
+  core::PolicyOptions po;
+  po.planner = options;
+  po.resolve_ports = true;  // The daemon pins flows: clients need their UDP source ports.
+  po.stable = options.stable;
+  return core::MakePolicy("crux", topo, po);
+}
+
 PlanRun PlanEngine::Run(std::shared_ptr<const core::PlanningSnapshot> snap,
                         std::shared_ptr<const core::Topology> topo, uint64_t topology_version,
-                        const core::PlannerOptions& options, bool rows) {
+                        const core::PlannerOptions& options, bool rows,
+                        std::shared_ptr<AdoptedPolicy> adopt) {
   const auto start = std::chrono::steady_clock::now();
   PlanRun run;
   run.snapshot = snap;
   run.topology = topo;
   auto outcome = std::make_shared<core::PlanOutcome>();
+  if (adopt && adopt->policy && adopt->topology == topo &&
+      adopt->topology_version == topology_version && adopt->options == options) {
+    policy_ = std::move(adopt->policy);
+    topology_ = topo;
+    version_ = topology_version;
+    options_ = options;
+  }
   if (!policy_ || topology_ != topo || version_ != topology_version || !(options_ == options)) {
-    core::PolicyOptions po;
-    po.planner = options;
-    po.resolve_ports = true;  // The daemon pins flows: clients need their UDP source ports.
-    po.stable = options.stable;
-    auto policy = core::MakePolicy("crux", *topo, po);
+    auto policy = MakeDaemonPolicy(*topo, options);
     if (!policy.ok()) {
       policy_.reset();
       outcome->status = policy.status();
@@ -201,7 +214,10 @@ std::shared_ptr<const core::Topology> ControlHost::CurrentTopology() {
   return topology_copy_;
 }
 
-void ControlHost::Kick() { Arm(plan_timer_, control_.due(), &ControlHost::Fire); }
+void ControlHost::Kick() {
+  Arm(plan_timer_, control_.due(), &ControlHost::Fire);
+  Arm(reoptimize_timer_, control_.reoptimize_due(), &ControlHost::FireReoptimize);
+}
 
 void ControlHost::KickFaults() {
   Arm(faults_timer_, control_.faults_due(), &ControlHost::FireFaults);
@@ -249,14 +265,16 @@ void ControlHost::Fire(uint64_t generation) {
   std::shared_ptr<const core::Topology> topo = CurrentTopology();
   const uint64_t version = topology_copy_version_;
   const core::PlannerOptions options = planner_options_;
+  std::shared_ptr<AdoptedPolicy> adopt = std::move(adopted_);
+  adopted_.reset();
   if (!executor_) {
-    on_done_(engine_->Run(snap, topo, version, options, /*rows=*/true));
+    on_done_(engine_->Run(snap, topo, version, options, /*rows=*/true, std::move(adopt)));
     return;
   }
-  executor_([engine = engine_, snap, topo, version, options,
+  executor_([engine = engine_, snap, topo, version, options, adopt = std::move(adopt),
              mailbox = mailbox_](CancellationToken token) {
     if (token.stop_requested()) return;
-    auto run = std::make_shared<PlanRun>(engine->Run(snap, topo, version, options, true));
+    auto run = std::make_shared<PlanRun>(engine->Run(snap, topo, version, options, true, adopt));
     if (token.stop_requested()) return;
     std::lock_guard<std::mutex> lock(mailbox->mu);
     if (!mailbox->loop) return;
@@ -269,6 +287,126 @@ void ControlHost::Fire(uint64_t generation) {
       if (host) host->on_done_(std::move(*run));
     });
   });
+}
+
+struct ControlHost::ReoptimizeRun {
+  std::shared_ptr<const core::PlanningSnapshot> snapshot;
+  core::ReoptimizeOutcome outcome;
+  std::shared_ptr<AdoptedPolicy> policy;  // Holds the fresh plan when outcome.adopt.
+  double worker_ms = 0;
+};
+
+namespace {
+
+// The re-optimisation itself (on its worker, or inline).
+std::shared_ptr<AdoptedPolicy> ReoptimizeOn(const core::PlanningSnapshot& snap,
+                                            std::shared_ptr<const core::Topology> topo,
+                                            uint64_t version, const core::PlannerOptions& options,
+                                            core::ReoptimizeOutcome& outcome) {
+  auto adopted = std::make_shared<AdoptedPolicy>();
+  auto policy = MakeDaemonPolicy(*topo, options);
+  if (!policy.ok()) {
+    outcome.status = policy.status();
+    return adopted;
+  }
+  outcome = core::RunReoptimization(**policy, *topo, snap, core::SteadyClock::Instance());
+  if (outcome.adopt) {
+    adopted->policy = std::move(policy).value();
+    adopted->topology = std::move(topo);
+    adopted->topology_version = version;
+    adopted->options = options;
+  }
+  return adopted;
+}
+
+}  // namespace
+
+void ControlHost::FireReoptimize(uint64_t generation) {
+  if (generation != reoptimize_timer_.generation) return;
+  reoptimize_timer_.armed = false;
+  std::shared_ptr<const core::PlanningSnapshot> snap = control_.StartReoptimization();
+  if (!snap) {
+    Kick();
+    return;
+  }
+  ++reoptimize_stats_.started;
+  std::shared_ptr<const core::Topology> topo = CurrentTopology();
+  const uint64_t version = topology_copy_version_;
+  const core::PlannerOptions options = planner_options_;
+  auto work = [snap, topo, version, options]() {
+    const auto start = std::chrono::steady_clock::now();
+    ReoptimizeRun run;
+    run.snapshot = snap;
+    run.policy = ReoptimizeOn(*snap, topo, version, options, run.outcome);
+    run.worker_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return run;
+  };
+  if (!reoptimize_executor_) {
+    OnReoptimized(work());
+    return;
+  }
+  reoptimize_executor_([work = std::move(work), mailbox = mailbox_](CancellationToken token) {
+    if (token.stop_requested()) return;
+    auto run = std::make_shared<ReoptimizeRun>(work());
+    if (token.stop_requested()) return;
+    std::lock_guard<std::mutex> lock(mailbox->mu);
+    if (!mailbox->loop) return;
+    mailbox->loop->Post([mailbox, run] {
+      ControlHost* host = nullptr;
+      {
+        std::lock_guard<std::mutex> inner(mailbox->mu);
+        host = mailbox->host;
+      }
+      if (host) host->OnReoptimized(std::move(*run));
+    });
+  });
+}
+
+void ControlHost::OnReoptimized(ReoptimizeRun run) {
+  const core::ReoptimizeOutcome& o = run.outcome;
+  ReoptimizeStats& st = reoptimize_stats_;
+  st.last_ms = run.worker_ms;
+  st.last_verdict = o.verdict;
+  std::string verdict;
+  if (o.verdict) {
+    const core::PlanOutcome::ReoptimizeVerdict& v = *o.verdict;
+    const double cost = v.in_force.contention_cost > 0
+                            ? 100 * (v.fresh.contention_cost / v.in_force.contention_cost - 1)
+                            : 0.0;
+    verdict = fmt::format(" (cost {:+.2f} %, cut fraction {:.4f} -> {:.4f})", cost,
+                          v.in_force.cut_fraction, v.fresh.cut_fraction);
+  }
+  bool adopt = false;
+  if (!o.status.ok()) {
+    ++st.failed;
+    spdlog::warn("re-optimisation of {} jobs failed after {:.1f} ms: {}", o.jobs, run.worker_ms,
+                 o.status.ToString());
+  } else if (!o.adopt) {
+    ++st.kept;
+    spdlog::info(
+        "re-optimisation of {} jobs: plan in force kept, gain below the minimum{}; "
+        "{:.1f} ms beside the runs",
+        o.jobs, verdict, run.worker_ms);
+  } else if (!run.policy || !run.policy->policy ||
+             run.policy->topology_version != topo_->version() ||
+             !(run.policy->options == planner_options_)) {
+    ++st.discarded;
+    spdlog::info(
+        "re-optimisation of {} jobs: fresh plan discarded, the topology or the planner "
+        "options changed while it ran ({:.1f} ms)",
+        o.jobs, run.worker_ms);
+  } else {
+    ++st.adopted;
+    adopt = true;
+    adopted_ = std::move(run.policy);
+    spdlog::info(
+        "re-optimisation of {} jobs: fresh plan adopted{}; {:.1f} ms beside the runs, "
+        "the next run pushes it",
+        o.jobs, verdict, run.worker_ms);
+  }
+  control_.FinishReoptimization(adopt);
+  Kick();
 }
 
 void ControlHost::DryRun(DryRunCallback done) {

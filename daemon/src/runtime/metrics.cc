@@ -126,6 +126,18 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                 "by fault handling (cruxctl faults).")
                             .Register(*registry_)
                             .Add({});
+  auto& reoptimizations = BuildCounter()
+                              .Name("crux_reoptimizations_total")
+                              .Help(
+                                  "Re-optimisations beside the runs, by result: fresh plan "
+                                  "adopted, plan in force kept (gain below the minimum), "
+                                  "discarded (topology or planner options changed while it "
+                                  "ran), failed.")
+                              .Register(*registry_);
+  const char* const kReoptimizeResults[] = {"adopted", "kept", "discarded", "failed"};
+  for (size_t i = 0; i < reoptimizations_.size(); ++i) {
+    reoptimizations_[i] = &reoptimizations.Add({{"result", kReoptimizeResults[i]}});
+  }
   disbelieved_reports_ = &BuildCounter()
                               .Name("crux_fault_disbelieved_reports_total")
                               .Help(
@@ -252,6 +264,16 @@ void Metrics::AddLinkChange(bool automatic, const std::string& health) {
 void Metrics::SetContradictedJobs(int64_t jobs, uint64_t more) {
   contradicted_jobs_->Set(static_cast<double>(jobs));
   if (more) disbelieved_reports_->Increment(static_cast<double>(more));
+}
+void Metrics::SetReoptimizations(uint64_t adopted, uint64_t kept, uint64_t discarded,
+                                 uint64_t failed) {
+  const std::array<uint64_t, 4> now = {adopted, kept, discarded, failed};
+  for (size_t i = 0; i < now.size(); ++i) {
+    if (now[i] > reoptimizations_seen_[i]) {
+      reoptimizations_[i]->Increment(static_cast<double>(now[i] - reoptimizations_seen_[i]));
+      reoptimizations_seen_[i] = now[i];
+    }
+  }
 }
 void Metrics::SetLeader(bool leader) { ha_leader_->Set(leader ? 1 : 0); }
 

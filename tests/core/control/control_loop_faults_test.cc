@@ -320,6 +320,45 @@ TEST_F(ControlLoopFaultsTest, TheFirstPlanAfterALinkComesBackIsAReoptimisation) 
   EXPECT_FALSE(snap->reoptimize) << snap->reason;  // Once.
 }
 
+// The same with re-optimisations beside the runs (cruxd): the plan the recovery asks for is an
+// ordinary run, and a re-optimisation is due at once instead.
+TEST_F(ControlLoopFaultsTest, InTheBackgroundALinkThatComesBackMakesAReoptimisationDueAtOnce) {
+  options_.reoptimize_in_background = true;
+  loop_ = std::make_unique<ControlLoop>(&clock_, nominal_.get(), options_);
+  Jobs();
+  const LinkId link = SinglableUplink();
+  ASSERT_TRUE(link.valid());
+  const LinkDecision d = Degrade(link);
+  ASSERT_FALSE(HasFailure());
+  Apply({d});
+  clock_.Advance(kDebounce);
+  std::shared_ptr<const PlanningSnapshot> snap = loop_->StartPlan();
+  ASSERT_NE(snap, nullptr);
+  loop_->Commit(loop_->FinishPlan(*snap, RunPlan(*policy_, *current_, *snap, clock_)));
+  EXPECT_FALSE(loop_->reoptimize_due().has_value()) << "no interval set, no recovery yet";
+  std::vector<LinkDecision> up;
+  for (int round = 0; round < 10 && up.empty(); ++round) {
+    clock_.Advance(Duration::Millis(1000));
+    ReportFlows(link, 100, 100);
+    up = loop_->EvaluateFaults();
+  }
+  ASSERT_EQ(up.size(), 1u);
+  Apply(up);
+  ASSERT_TRUE(loop_->reoptimize_due().has_value());
+  EXPECT_EQ(*loop_->reoptimize_due(), clock_.Now());
+  clock_.Advance(kDebounce);
+  snap = loop_->StartPlan();
+  ASSERT_NE(snap, nullptr);
+  EXPECT_FALSE(snap->reoptimize) << snap->reason;
+  std::shared_ptr<const PlanningSnapshot> re = loop_->StartReoptimization();
+  ASSERT_NE(re, nullptr);
+  EXPECT_TRUE(re->reoptimize);
+  EXPECT_NE(re->reason.find("a link came back"), std::string::npos) << re->reason;
+  EXPECT_FALSE(loop_->reoptimize_due().has_value()) << "one in flight";
+  loop_->FinishReoptimization(false);
+  EXPECT_FALSE(loop_->reoptimize_due().has_value()) << "once (no interval set)";
+}
+
 TEST_F(ControlLoopFaultsTest, ProbesCoverTheUplinksNoFlowCrossesAndLocaliseAFaultThere) {
   options_.faults.probes.enabled = true;
   // One job (host0 under tor0, host5 under tor1): its two flows take one Agg each way, so the

@@ -532,6 +532,133 @@ TEST_F(StableControlLoopTest, AReoptimisationThatGainsEnoughReplacesThePlanInFor
   }
 }
 
+// Re-optimisations beside the runs (cruxd): the re-optimisation timer is not a run's, runs start
+// and commit while one is in flight, and its verdict decides whether a run follows.
+TEST_F(StableControlLoopTest, InTheBackgroundAReoptimisationIsNoRunAndRunsGoOnMeanwhile) {
+  options_.reoptimize_in_background = true;
+  loop_->SetOptions(options_);
+  Converge();  // First run at t = 30 ms starts the interval.
+  EXPECT_FALSE(loop_->due().has_value()) << "the timer is not a run's";
+  ASSERT_TRUE(loop_->reoptimize_due().has_value());
+  EXPECT_EQ(*loop_->reoptimize_due(), kDebounce + Duration::Seconds(600));
+  EXPECT_EQ(loop_->StartReoptimization(), nullptr) << "not due yet";
+  clock_.Set(*loop_->reoptimize_due());
+  const Duration started = clock_.Now();
+  std::shared_ptr<const PlanningSnapshot> re = loop_->StartReoptimization();
+  ASSERT_NE(re, nullptr);
+  EXPECT_TRUE(re->reoptimize);
+  EXPECT_EQ(re->run, 0u) << "not a run";
+  EXPECT_TRUE(loop_->reoptimizing());
+  EXPECT_FALSE(loop_->reoptimize_due().has_value()) << "one at a time";
+  const uint64_t runs = loop_->runs();
+  // An event meanwhile is planned at once, by an ordinary run.
+  loop_->ReportProfile("a", Profile(200, 20, true));
+  auto batches = Advance(kDebounce);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(loop_->runs(), runs + 1);
+  EXPECT_TRUE(loop_->reoptimizing());
+  // The re-optimisation (on a policy of its own) plans the snapshot's jobs afresh.
+  auto fresh = MakeStable();
+  ReoptimizeOutcome o = RunReoptimization(*fresh, *topo_, *re, clock_);
+  ASSERT_TRUE(o.status.ok()) << o.status.ToString();
+  EXPECT_EQ(o.jobs, 3u);
+  EXPECT_TRUE(o.adopt) << "min gain 0: the fresh plan is taken";
+  EXPECT_FALSE(o.verdict.has_value());
+  // Kept: no run follows; adopted: one does. Either way the interval restarted at its start.
+  loop_->FinishReoptimization(false);
+  EXPECT_FALSE(loop_->due().has_value());
+  EXPECT_EQ(*loop_->reoptimize_due(), started + Duration::Seconds(600));
+  clock_.Set(*loop_->reoptimize_due());
+  re = loop_->StartReoptimization();
+  ASSERT_NE(re, nullptr);
+  loop_->FinishReoptimization(true);
+  ASSERT_TRUE(loop_->due().has_value());
+  EXPECT_EQ(*loop_->due(), clock_.Now() + kDebounce);
+  EXPECT_EQ(loop_->pending_reasons(), std::vector<std::string>{"re-optimisation adopted"});
+  EXPECT_EQ(loop_->reoptimizations(), 2u);
+}
+
+// RunReoptimization weighs the fresh plan against the plan in force (continued by a policy of
+// its own), and the host that adopts it plans the next run with that policy: the jobs move, and
+// a job that arrived while it ran is planned on top.
+TEST_F(StableControlLoopTest, AnAdoptedReoptimisationReachesTheJobsThroughTheNextRun) {
+  topo_ = std::make_unique<Topology>(testing::Clos2(2, 2, 2, /*gbps=*/200));
+  Topology degraded = *topo_;
+  const NodeId agg1 = topo_->FindNode("agg1").value();
+  for (size_t l = 0; l < degraded.num_links(); ++l) {
+    const LinkId id(static_cast<uint32_t>(l));
+    if (degraded.link(id).src == agg1 || degraded.link(id).dst == agg1) {
+      degraded.SetLinkUp(id, false);
+    }
+  }
+  PolicyOptions po;
+  po.resolve_ports = true;
+  po.stable = true;
+  options_.reoptimize_in_background = true;
+  for (double min_gain : {0.99, 0.01}) {
+    SCOPED_TRACE(min_gain);
+    options_.reoptimize_min_gain = min_gain;
+    loop_ = std::make_unique<ControlLoop>(&clock_, topo_.get(), options_);
+    auto on_degraded = MakePolicy("crux", degraded, po, &clock_);
+    ASSERT_TRUE(on_degraded.ok()) << on_degraded.status().ToString();
+    policy_ = std::move(on_degraded).value();
+    clock_.Set(Duration::Zero());
+    loop_->AddJob(Demand("heavy", {0, 2}), 10);
+    loop_->AddJob(Demand("light", {1, 3}), 12);
+    Advance(kDebounce);
+    loop_->ReportProfile("heavy", Profile(300, 10, true));
+    loop_->ReportProfile("light", Profile(20, 10, true));
+    Advance(kDebounce);
+    policy_ = MakeStable();  // agg1 is back: the new policy continues the plan in force.
+    loop_->Invalidate("link up");
+    Advance(kDebounce);
+    const auto heavy_before = loop_->applied().at("heavy");
+    const auto light_before = loop_->applied().at("light");
+    clock_.Set(*loop_->reoptimize_due());
+    std::shared_ptr<const PlanningSnapshot> re = loop_->StartReoptimization();
+    ASSERT_NE(re, nullptr);
+    std::unique_ptr<SchedulingPolicy> fresh = MakeStable();
+    ReoptimizeOutcome o = RunReoptimization(*fresh, *topo_, *re, clock_);
+    ASSERT_TRUE(o.status.ok()) << o.status.ToString();
+    ASSERT_TRUE(o.verdict.has_value());
+    EXPECT_LT(o.verdict->fresh.contention_cost, o.verdict->in_force.contention_cost * 0.99);
+    EXPECT_EQ(o.adopt, min_gain < 0.5);
+    EXPECT_EQ(o.verdict->adopted, o.adopt);
+    // A job arrives while it runs: an ordinary run on the runs' policy plans it.
+    loop_->AddJob(Demand("late", {0, 3}), 14);
+    Advance(kDebounce);
+    ASSERT_TRUE(loop_->applied().contains("late"));
+    EXPECT_EQ(loop_->applied().at("heavy"), heavy_before) << "the runs moved nothing";
+    if (o.adopt) policy_ = std::move(fresh);  // What ControlHost does for the next run.
+    loop_->FinishReoptimization(o.adopt);
+    auto batches = Advance(kDebounce);
+    EXPECT_EQ(batches.size(), o.adopt ? 1u : 0u);
+    const bool moved = loop_->applied().at("heavy") != heavy_before ||
+                       loop_->applied().at("light") != light_before;
+    EXPECT_EQ(moved, o.adopt);
+    EXPECT_TRUE(loop_->applied().contains("late"));
+  }
+}
+
+TEST_F(StableControlLoopTest, AReoptimisationBesideTheRunsNeedsANewStablePolicy) {
+  options_.reoptimize_in_background = true;
+  loop_->SetOptions(options_);
+  Converge();
+  clock_.Set(*loop_->reoptimize_due());
+  std::shared_ptr<const PlanningSnapshot> re = loop_->StartReoptimization();
+  ASSERT_NE(re, nullptr);
+  PolicyOptions exact_options;
+  exact_options.resolve_ports = true;  // Not stable: exact incremental re-planning.
+  auto exact = MakePolicy("crux", *topo_, exact_options, &clock_);
+  ASSERT_TRUE(exact.ok());
+  ReoptimizeOutcome o = RunReoptimization(**exact, *topo_, *re, clock_);
+  EXPECT_EQ(o.status.code(), StatusCode::kFailedPrecondition) << o.status.ToString();
+  EXPECT_FALSE(o.adopt);
+  // A policy that already holds a plan is not new either (policy_ planned the runs).
+  o = RunReoptimization(*policy_, *topo_, *re, clock_);
+  EXPECT_EQ(o.status.code(), StatusCode::kFailedPrecondition) << o.status.ToString();
+}
+
 TEST_F(ControlLoopTest, AnAppliedAssignmentThatIsStillPlannedIsReusedNotRebuilt) {
   loop_->AddJob(Demand("a", {0, 4}), 10);
   loop_->AddJob(Demand("b", {1, 5}), 12);

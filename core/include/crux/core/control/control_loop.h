@@ -27,6 +27,15 @@
 //     the policy is seeded with the plan in force again and no job moves. A policy without
 //     state of its own (new after a restart or a topology change) is seeded with the plan in
 //     force (RunPlan), so it continues that plan instead.
+//     With reoptimize_in_background (cruxd) a re-optimisation is not part of a run: when it is
+//     due (reoptimize_due()) the host takes a snapshot of its own (StartReoptimization), plans
+//     it afresh with a policy of its own, beside the runs (RunReoptimization, on another
+//     worker), and reports the verdict (FinishReoptimization). Runs go on meanwhile, so no
+//     event waits for it. An adopted fresh plan reaches the jobs through the next ordinary run,
+//     which the host plans with the re-optimising policy (its state is the fresh plan): what
+//     changed since its snapshot is planned incrementally on top of it. A plan kept in force
+//     costs nothing (the runs' policy never forgot it). A link that came back asks for a
+//     re-optimisation now.
 //   * Diff: the assignments a run produces are compared, whole, with the applied ones; if any
 //     changed or disappeared, the epoch advances by one and the changed ones carry it. Jobs that
 //     left while the run was in flight are not applied again.
@@ -108,6 +117,9 @@ struct ControlLoopOptions {
   // contention cost lower by this fraction, or cut fraction higher by this much. Otherwise the
   // plan in force stays (no job moves). [0, 1); 0 = always take the fresh plan.
   double reoptimize_min_gain = 0;
+  // Re-optimisations beside the runs instead of inside one (above; cruxd). The simulator keeps
+  // them inside: its runs take no virtual time, so nothing waits for them there.
+  bool reoptimize_in_background = false;
   // Automatic link health (FaultManager).
   FaultOptions faults;
   // Shadow accounting (impact.h): with a value, every run predicts each planned job's iteration
@@ -239,6 +251,30 @@ Result<PlanImpact> EstimatePlanImpact(const Topology& topo, const PlanningSnapsh
                                       const Plan& plan, const ImpactOptions& options,
                                       std::stop_token stop = {});
 
+// What a re-optimisation beside the runs (ControlLoopOptions::reoptimize_in_background) found.
+struct ReoptimizeOutcome {
+  // Not OK: no fresh plan (e.g. the planner refused the set; the runs deal with refusals), or no
+  // plan in force to weigh it against could be made; nothing to adopt.
+  Status status;
+  // The fresh plan is to replace the plan in force: the policy RunReoptimization was given
+  // holds it as its state, and the host plans the next run with that policy.
+  bool adopt = false;
+  // Weighed against the plan in force (snap.reoptimize_min_gain > 0 and a plan in force).
+  std::optional<PlanOutcome::ReoptimizeVerdict> verdict;
+  size_t jobs = 0;         // Planned.
+  Duration schedule_time;  // Both Schedule calls.
+  Duration planning_time;  // The whole call.
+};
+
+// A re-optimisation of `snap` (StartReoptimization's) beside the runs: with a min gain and a
+// plan in force, `policy` continues that plan (seeded with it, as after a restart) and then plans
+// afresh, and the fresh plan is adopted only if it gains at least snap.reoptimize_min_gain
+// (plan_quality.h); otherwise the fresh plan is adopted. `policy` must be new (no state), made
+// for `topo`, and stable (PlannerOptions::stable: it keeps its plan between Schedule calls);
+// errors otherwise. Never throws for bad input.
+ReoptimizeOutcome RunReoptimization(SchedulingPolicy& policy, const Topology& topo,
+                                    const PlanningSnapshot& snap, const Clock& clock);
+
 // The assignment of one job from its plan (nullptr: the job was not planned: no flows, level 0).
 Assignment MakeAssignment(const PlanningJob& job, const JobPlan* plan);
 // Whether `a` is MakeAssignment(job, plan), without building the flows.
@@ -341,6 +377,18 @@ class ControlLoop {
   // time without running; the interval restarts from the last one. Returns how many.
   // REQUIRES: OnlyReoptimizationDue().
   uint64_t SkipReoptimizations(Duration until);
+  // ---- re-optimisation beside the runs (options().reoptimize_in_background) ----
+  // When StartReoptimization should be called (absolute Clock time); nullopt: off, never, or one
+  // is in flight. due() does not include it in this mode.
+  std::optional<Duration> reoptimize_due() const;
+  // The snapshot of a re-optimisation (reoptimize set, with the options' min gain), if one is due
+  // now; marks it in flight and restarts the interval. Runs may start and commit meanwhile.
+  std::shared_ptr<const PlanningSnapshot> StartReoptimization();
+  // The re-optimisation is over; `adopted`: its fresh plan is to reach the jobs, so a run is
+  // requested ("re-optimisation adopted"), which the host plans with the re-optimising policy.
+  void FinishReoptimization(bool adopted);
+  bool reoptimizing() const { return reoptimizing_; }
+  uint64_t reoptimizations() const { return reoptimizations_; }
   // The run `snap` is over: the batch to make durable and push (jobs that left since the
   // snapshot are not applied again). An outcome with an error yields an empty batch. The run
   // stays in flight until Commit / CommitFailed.
@@ -397,8 +445,11 @@ class ControlLoop {
   std::map<LinkId, uint64_t> unseat_;
   uint64_t unseat_seq_ = 0;
   // A link decision brought a link back up: the next run plans from scratch (with the min gain),
-  // since no job crosses the link to be unseated onto it.
+  // since no job crosses the link to be unseated onto it (in background mode: the next
+  // re-optimisation is due at once).
   bool reoptimize_after_recovery_ = false;
+  bool reoptimizing_ = false;     // A re-optimisation beside the runs is in flight.
+  uint64_t reoptimizations_ = 0;  // Started beside the runs.
   // The fault manager's probe targets the latest request was made for (probes enabled).
   std::vector<LinkId> probe_suspects_;
 };

@@ -208,6 +208,10 @@ class Daemon {
   // The shadow accounting's own thread (PlanApplier::SetImpactExecutor): an estimate never
   // delays a plan. Null without plan_in_background (estimated on the loop thread).
   std::unique_ptr<WorkerThread> impact_worker_;
+  // Re-optimisations beside the runs (ControlHost::SetReoptimizeExecutor): no event waits for
+  // one. A re-optimisation in progress is not cancellable inside the planner: shutdown waits for
+  // it (seconds at 10,000 jobs). Null without plan_in_background (inline on the loop thread).
+  std::unique_ptr<WorkerThread> reoptimize_worker_;
 };
 
 }  // namespace crux::daemon

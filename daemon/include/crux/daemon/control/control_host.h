@@ -18,6 +18,17 @@
 //
 // No caller arms a timer or changes the loop directly: loop() is read-only, for views.
 //
+// Re-optimisations (core::ControlLoopOptions::reoptimize_in_background, which cruxd sets) run
+// beside the runs, on a worker of their own (SetReoptimizeExecutor), so no event waits for one:
+//   reoptimize timer: at loop().reoptimize_due() takes a snapshot of its own and hands it to the
+//                 re-optimisation worker: core::RunReoptimization on a new policy.
+//   loop thread:  OnReoptimized: a fresh plan that gained enough is adopted if the topology
+//                 version and planner options it was made for are still in force (else it is
+//                 discarded and the next re-optimisation tries again): the policy that holds it
+//                 replaces the engine's before the next run (which the adoption requests), so
+//                 that run continues the fresh plan, with what changed since its snapshot
+//                 planned incrementally on top, and pushes the jobs it moved.
+//
 // Dry runs (`cruxctl plan --dry-run`) take the same worker path on a PeekSnapshot and reply
 // through their callback on the loop thread. They change nothing, the next real plan included:
 // each plans on a new engine whose policy starts from the plan in force, never on the real runs'
@@ -59,6 +70,29 @@ class LoopClock final : public core::Clock {
   const EventLoop* loop_;
 };
 
+// A policy that re-optimised beside the runs and holds the fresh plan, with what it was made for.
+struct AdoptedPolicy {
+  std::unique_ptr<core::SchedulingPolicy> policy;
+  std::shared_ptr<const core::Topology> topology;
+  uint64_t topology_version = 0;
+  core::PlannerOptions options;
+};
+
+// The policy cruxd plans with ("crux", source ports resolved, stable per the options).
+core::Result<std::unique_ptr<core::SchedulingPolicy>> MakeDaemonPolicy(
+    const core::Topology& topo, const core::PlannerOptions& options);
+
+// What cruxd counts of its re-optimisations beside the runs (ControlHost::reoptimize_stats).
+struct ReoptimizeStats {
+  uint64_t started = 0;
+  uint64_t adopted = 0;    // Fresh plan adopted (handed to the next run).
+  uint64_t kept = 0;       // The plan in force gained too little to be replaced.
+  uint64_t discarded = 0;  // Adoptable, but the topology or planner options changed meanwhile.
+  uint64_t failed = 0;     // No fresh plan (the status says why; logged).
+  double last_ms = 0;      // Worker time of the last one.
+  std::optional<core::PlanOutcome::ReoptimizeVerdict> last_verdict;
+};
+
 // One finished run, handed back to the loop thread.
 struct PlanRun {
   std::shared_ptr<const core::PlanningSnapshot> snapshot;
@@ -74,9 +108,12 @@ struct PlanRun {
 // one run at a time (the worker thread, or the loop for inline hosts).
 class PlanEngine {
  public:
+  // With `adopt` (a re-optimisation's policy for this topology version and these options), the
+  // run plans with it instead of the cached policy (which it replaces).
   PlanRun Run(std::shared_ptr<const core::PlanningSnapshot> snap,
               std::shared_ptr<const core::Topology> topo, uint64_t topology_version,
-              const core::PlannerOptions& options, bool rows);
+              const core::PlannerOptions& options, bool rows,
+              std::shared_ptr<AdoptedPolicy> adopt = nullptr);
 
  private:
   std::unique_ptr<core::SchedulingPolicy> policy_;
@@ -153,6 +190,10 @@ class ControlHost {
   // thread (never inline in the caller when an executor is set).
   void DryRun(DryRunCallback done);
 
+  // Where re-optimisations run (above); unset: inline on the loop (tests on a ManualEventLoop).
+  void SetReoptimizeExecutor(Executor executor) { reoptimize_executor_ = std::move(executor); }
+  const ReoptimizeStats& reoptimize_stats() const { return reoptimize_stats_; }
+
  private:
   struct Mailbox;  // Shared with running work and timers, so that a result or a timer arriving
                    // after the host is gone is dropped instead of touching it.
@@ -170,6 +211,10 @@ class ControlHost {
   void Arm(Timer& timer, std::optional<core::Duration> due, void (ControlHost::*fire)(uint64_t));
   void Fire(uint64_t generation);
   void FireFaults(uint64_t generation);
+  void FireReoptimize(uint64_t generation);
+  // A re-optimisation is over (loop thread): adopt, keep or discard (above).
+  struct ReoptimizeRun;
+  void OnReoptimized(ReoptimizeRun run);
   std::shared_ptr<const core::Topology> CurrentTopology();
 
   EventLoop* loop_;
@@ -186,6 +231,11 @@ class ControlHost {
   uint64_t topology_copy_version_ = 0;
   Timer plan_timer_;
   Timer faults_timer_;
+  Timer reoptimize_timer_;
+  Executor reoptimize_executor_;
+  // An adopted re-optimisation's policy, for the next run (null: none waiting).
+  std::shared_ptr<AdoptedPolicy> adopted_;
+  ReoptimizeStats reoptimize_stats_;
 };
 
 }  // namespace crux::daemon

@@ -7,6 +7,7 @@
 #ifndef CRUX_DAEMON_RUNTIME_METRICS_H_
 #define CRUX_DAEMON_RUNTIME_METRICS_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -72,6 +73,9 @@ class Metrics {
   // and evaluations x jobs whose samples were left out for it
   // (crux_fault_disbelieved_reports_total, raised by `more`).
   void SetContradictedJobs(int64_t jobs, uint64_t more);
+  // Re-optimisations beside the runs so far, by result (crux_reoptimizations_total{result=
+  // "adopted"|"kept"|"discarded"|"failed"}: ControlHost's ReoptimizeStats; totals, not deltas).
+  void SetReoptimizations(uint64_t adopted, uint64_t kept, uint64_t discarded, uint64_t failed);
   // crux_ha_leader: 1 while this instance serves as leader (a single cruxd without `ha:` leads
   // from its start; a standby shows 0). Always present, unlike the crux_ha_* series below, so one
   // alert covers single and HA deployments.
@@ -141,6 +145,9 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* links_not_up_;
   prometheus::Gauge* contradicted_jobs_;
   prometheus::Counter* disbelieved_reports_;
+  // adopted, kept, discarded, failed; and the totals already counted.
+  std::array<prometheus::Counter*, 4> reoptimizations_{};
+  std::array<uint64_t, 4> reoptimizations_seen_{};
   prometheus::Gauge* ha_leader_;
   prometheus::Gauge* impact_recovered_;
   prometheus::Gauge* impact_gpus_;
