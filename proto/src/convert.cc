@@ -491,6 +491,7 @@ v1::Assignment AssignmentToProto(const core::AppliedAssignment& applied,
   p.set_dscp(a.dscp);
   p.set_traffic_class(a.traffic_class);
   p.set_state(JobPhaseToProto(a.phase));
+  p.set_reference_job(a.reference_job);
   for (const auto& [k, v] : a.nccl_env) (*p.mutable_nccl_env())[k] = v;
   p.mutable_flows()->Reserve(static_cast<int>(a.flows.size()));
   for (const core::FlowPin& f : a.flows) PinToProto(f, topo, p.add_flows());
@@ -507,6 +508,7 @@ core::Result<core::AppliedAssignment> AssignmentFromProto(const v1::Assignment& 
   a.level = static_cast<int>(p.level());
   a.dscp = p.dscp();
   a.traffic_class = p.traffic_class();
+  a.reference_job = p.reference_job();
   switch (p.state()) {
     case v1::JOB_STATE_PROFILING:
       a.phase = core::JobPhase::kProfiling;

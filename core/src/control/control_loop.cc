@@ -107,6 +107,7 @@ AssignmentHeader MakeHeader(const PlanningJob& job, const JobPlan* plan) {
   h.nccl_env = NcclEnvFor(job.dscp);
   h.level = 0;  // Newcomers: the temporary top level.
   if (plan != nullptr && job.phase == JobPhase::kScheduled) h.level = plan->level;
+  h.reference_job = plan != nullptr && plan->reference;
   return h;
 }
 
@@ -156,6 +157,7 @@ std::vector<PlanSeed> SeedsOf(const AppliedPlan& applied, const std::vector<Link
     seed.id = id;
     // A newcomer's level is the temporary top level, not one the planner chose.
     if (a.phase == JobPhase::kScheduled) seed.level = a.level;
+    seed.reference = a.reference_job;
     seed.flows.reserve(a.flows.size());
     for (const FlowPin& f : a.flows) seed.flows.push_back({f.src_nic, f.dst_nic, f.path});
     seeds.push_back(std::move(seed));
@@ -281,6 +283,7 @@ std::vector<PlanSeed> SeedsOfPlan(const Plan& plan) {
     PlanSeed kept;
     kept.id = jp.id;
     kept.level = jp.level;
+    kept.reference = jp.reference;
     kept.flows.reserve(jp.flows.size());
     for (const FlowPlan& f : jp.flows) kept.flows.push_back({f.src, f.dst, f.path});
     seeds.push_back(std::move(kept));

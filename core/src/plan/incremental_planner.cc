@@ -385,6 +385,7 @@ struct IncrementalPlanner::State {
   std::vector<std::vector<LinkId>> links;      // RoutedLinks of each job (the DAG's input).
   std::unordered_map<std::string, int> index;  // Job id -> position in `jobs`.
   int reference = -1;                          // Position of the reference job.
+  std::string reference_id;                    // Its id (stable mode keeps the job: Prioritise).
   std::vector<size_t> component_size;          // Per previous DAG component.
 
   // ---- Stage-3 dirty tracking (topology-level, kept across runs) ----
@@ -471,6 +472,7 @@ struct IncrementalPlanner::RunState {
   // A stable first plan may start from the plan in force (Seed): the seeds, by job id.
   std::vector<PlanSeed> seeds;
   std::unordered_map<std::string_view, const PlanSeed*> seed_of;
+  const std::string* seed_reference = nullptr;  // The id of the seed marked reference, if any.
 
   // ---- Stages 0-1: jobs matched with the previous plan ----
   std::vector<int> prev;  // Position in State::jobs of the same, unchanged job; -1 for the rest.
@@ -568,7 +570,10 @@ void IncrementalPlanner::TakeSeeds(RunState& run) {
   run.seeds = std::move(seeds_);
   seeds_.clear();
   if (options_.stable && !state_->valid) {
-    for (const PlanSeed& seed : run.seeds) run.seed_of.emplace(seed.id, &seed);
+    for (const PlanSeed& seed : run.seeds) {
+      run.seed_of.emplace(seed.id, &seed);
+      if (seed.reference) run.seed_reference = &seed.id;
+    }
   }
 }
 
@@ -709,7 +714,23 @@ void IncrementalPlanner::Prioritise(RunState& run) {
   const size_t n = run.n;
   std::vector<PriorityInput> prio(n);
   for (size_t j = 0; j < n; ++j) prio[j] = run.next[j].prio;
-  const int ref = SelectReference(prio);
+  int ref = SelectReference(prio);
+  // Stable mode keeps the reference job while it is planned unchanged, even when another job now
+  // carries more traffic (near-ties at the top flip with every batch of reports): a new
+  // reference changes every k_j, hence the rank order, and re-plans every job - at 10,000 jobs
+  // nearly every run did. A seeded first plan takes the seeds' reference (the plan in force's).
+  // The job's own changed profile (every k_j changes anyway: the full re-plan, whose reference
+  // is SelectReference's), its departure or a re-optimisation (Reset) choose again.
+  if (options_.stable) {
+    const std::string* keep = st.valid ? &st.reference_id : run.seed_reference;
+    if (keep != nullptr && !keep->empty()) {
+      for (size_t j = 0; j < run.n; ++j) {
+        if (run.next[j].spec.id != *keep) continue;
+        if (prio[j].has_traffic && (!st.valid || run.prev[j] >= 0)) ref = static_cast<int>(j);
+        break;
+      }
+    }
+  }
   run.ref = ref;
   run.same_ref = st.valid && (ref < 0 ? st.reference < 0
                                       : run.prev[static_cast<size_t>(ref)] >= 0 &&
@@ -1088,6 +1109,7 @@ void IncrementalPlanner::Commit(RunState& run) {
   st.index.reserve(n);
   for (size_t j = 0; j < n; ++j) st.index.emplace(st.jobs[j].spec.id, static_cast<int>(j));
   st.reference = run.ref;
+  st.reference_id = run.ref >= 0 ? st.jobs[static_cast<size_t>(run.ref)].spec.id : std::string();
   st.component_size.resize(run.comps.size());
   for (size_t c = 0; c < run.comps.size(); ++c) st.component_size[c] = run.comps[c].size();
   st.valid = true;

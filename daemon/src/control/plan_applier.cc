@@ -28,6 +28,16 @@ std::string ReoptimizeText(const core::PlanOutcome& o) {
                      cost, v.fresh.cut_fraction - v.in_force.cut_fraction);
 }
 
+// ", everything re-planned (reference changed)" and the like: why the planner could not keep the
+// previous plan (core::ReplanStats::full_replan), except on a first plan.
+std::string ReplanText(const core::PlanOutcome& o) {
+  if (!o.replan || o.replan->full_replan.empty() || o.reoptimized ||
+      o.replan->full_replan.starts_with("first plan")) {
+    return "";
+  }
+  return fmt::format(", everything re-planned ({})", o.replan->full_replan);
+}
+
 }  // namespace
 
 void PlanApplier::RequestImpact(const PlanRun& run, uint64_t epoch) {
@@ -340,11 +350,11 @@ void PlanApplier::Commit(std::shared_ptr<const PlanRun> run,
   spdlog::info(
       "epoch {}: {} assignments changed ({} pushed at once, the rest in chunks), {} removed, "
       "QoS changed on {} switches; re-plan ({}) {:.2f} ms on the worker (schedule {:.1f}, "
-      "assignments {:.1f}, QoS {:.1f}){}{}{}, store {:.1f} ms",
+      "assignments {:.1f}, QoS {:.1f}){}{}{}{}, store {:.1f} ms",
       loop.epoch(), batch->changed.size(), pushed, batch->removed.size(), batch->qos_changed.size(),
       run->snapshot->reason, run->replan_ms, o.schedule_time.ToMillis(), o.assign_time.ToMillis(),
       o.qos_time.ToMillis(), o.reoptimized ? ", re-optimised" : "", ReoptimizeText(o),
-      o.seeded ? ", seeded from the plan in force" : "", store_ms);
+      o.seeded ? ", seeded from the plan in force" : "", ReplanText(o), store_ms);
   Publish(*run);
 }
 

@@ -660,9 +660,13 @@ TEST_F(StableControlLoopTest, AReoptimisationBesideTheRunsNeedsANewStablePolicy)
 }
 
 TEST_F(ControlLoopTest, AnAppliedAssignmentThatIsStillPlannedIsReusedNotRebuilt) {
-  loop_->AddJob(Demand("a", {0, 4}), 10);
+  // a carries the most traffic throughout: the planner's reference job (a flag its assignment
+  // carries, so a change of reference would change it).
+  loop_->AddJob(Demand("a", {0, 4}, 8'000'000'000), 10);
   loop_->AddJob(Demand("b", {1, 5}), 12);
   Advance(kDebounce);
+  EXPECT_TRUE(loop_->applied().at("a")->assignment.reference_job);
+  EXPECT_FALSE(loop_->applied().at("b")->assignment.reference_job);
   const auto before_a = loop_->applied().at("a");
   const auto before_b = loop_->applied().at("b");
   loop_->ReportProfile("b", Profile(40, 10, true));  // b moves to its own level.

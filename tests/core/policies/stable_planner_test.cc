@@ -297,6 +297,7 @@ std::vector<PlanSeed> SeedsOf(const Plan& plan, bool levels = true) {
     PlanSeed seed;
     seed.id = jp.id;
     if (levels) seed.level = jp.level;
+    seed.reference = jp.reference;
     for (const FlowPlan& f : jp.flows) seed.flows.push_back({f.src, f.dst, f.path});
     seeds.push_back(std::move(seed));
   }
@@ -337,6 +338,61 @@ TEST(StablePlannerTest, ASeededPlannerContinuesThePlanInForce) {
     std::printf("%s: a cold restart differs from the plan in force at: %s\n", fabric.name.c_str(),
                 PlanDiff(*reoptimised, *in_force).c_str());
   }
+}
+
+// A newcomer that carries more traffic than anyone becomes the exact planner's reference job,
+// which changes every k_j and re-plans every job; the stable planner keeps its reference (only
+// the newcomer is planned), a planner seeded with the plan in force keeps it too (a restart), and
+// a re-optimisation takes the new one.
+TEST(StablePlannerTest, ANewcomerWithMoreTrafficDoesNotReplaceTheReference) {
+  const std::vector<Fabric> fabrics = Fabrics();
+  const Fabric& clos = fabrics[0];
+  FakeClock clock;
+  Planner stable(clos.topo, Stable(), &clock);
+  JobGenerator gen(clos.topo, 11);
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 8; ++i) jobs.push_back(gen.NewJob());
+  const Result<Plan> before = stable.Run(jobs);
+  ASSERT_TRUE(before.ok());
+  const int reference = before->reference_job;
+  ASSERT_GE(reference, 0);
+  // Communication exposed, far more bytes than anyone: SelectReference's choice.
+  JobSpec big = gen.NewJob();
+  big.pattern = TrafficPattern::kRingAllReduce;
+  big.flows.clear();
+  big.hosts = {clos.topo.hosts()[0], clos.topo.hosts()[5], clos.topo.hosts()[10]};
+  big.pattern_bytes = Bytes::FromDouble(5e10);
+  big.overlap_start = 1;
+  jobs.push_back(big);
+  Planner exact(clos.topo, PlannerOptions{}, &clock);
+  const Result<Plan> full = exact.Run(jobs);
+  ASSERT_TRUE(full.ok());
+  ASSERT_EQ(full->reference_job, 8) << "the newcomer is the full plan's reference";
+  const Result<Plan> after = stable.Run(jobs);
+  ASSERT_TRUE(after.ok());
+  const ReplanStats& s = stable.last_replan();
+  EXPECT_EQ(s.full_replan, "");
+  EXPECT_FALSE(s.reference_changed);
+  EXPECT_EQ(after->reference_job, reference);
+  EXPECT_TRUE(after->jobs[static_cast<size_t>(reference)].reference);
+  EXPECT_EQ(s.corrections, 1) << "only the newcomer is compared with the reference";
+  EXPECT_EQ(s.paths_searched, 1);
+  for (size_t j = 0; j + 1 < jobs.size(); ++j) {
+    EXPECT_TRUE(SameFlows(before->jobs[j], after->jobs[j])) << jobs[j].id;
+    EXPECT_EQ(before->jobs[j].k, after->jobs[j].k) << jobs[j].id;
+  }
+  ExpectValid(clos.topo, jobs, *after);
+  // A restart seeded with this plan keeps the same reference and returns the same plan.
+  Planner restarted(clos.topo, Stable(), &clock);
+  restarted.Seed(SeedsOf(*after));
+  const Result<Plan> again = restarted.Run(jobs);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(PlanDiff(*again, *after), "");
+  // A re-optimisation chooses again: the full plan.
+  stable.ResetIncrementalState();
+  const Result<Plan> reoptimised = stable.Run(jobs);
+  ASSERT_TRUE(reoptimised.ok());
+  EXPECT_EQ(PlanDiff(*reoptimised, *full), "");
 }
 
 // A stable run commits only the loads of the kept jobs that cross a link the searched jobs read

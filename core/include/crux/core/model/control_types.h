@@ -110,6 +110,9 @@ struct AssignmentHeader {
   uint32_t dscp = 0;                            // The job's colour (0-63).
   uint32_t traffic_class = 0;                   // IB traffic class byte = dscp << 2 (ECN bits 0).
   std::map<std::string, std::string> nccl_env;  // NCCL_IB_TC = traffic_class.
+  // The planner's reference job (k = 1; priority.h), stored so that a restart's stable planner
+  // keeps the same one (PlanSeed::reference).
+  bool reference_job = false;
 
   friend bool operator==(const AssignmentHeader&, const AssignmentHeader&) = default;
 };

@@ -238,6 +238,9 @@ struct PlanSeed {
   std::string id;
   std::optional<int> level;  // nullopt: none to keep (e.g. a newcomer on a temporary level).
   std::vector<Flow> flows;   // In the order of the job's FlowPlans.
+  // The plan in force's reference job (JobPlan::reference): a stable planner keeps it (at most
+  // one seed; ignored when the job has no traffic).
+  bool reference = false;
 };
 
 class IncrementalPlanner;  // incremental_planner.h
