@@ -902,6 +902,24 @@ void UdpPathProbe::Work() {
     if (!targets.empty()) stats = RunProbeRound(targets, options_, stop_fd_);
     std::vector<TrainVerdict> verdicts;
     if (!trains.empty()) verdicts = RunTrainRound(trains, options_, stop_fd_);
+    // A train is lost only toward a responder that has answered before: a remote host whose
+    // agent runs no responder (probes off, an older crux-hostd) would otherwise look like a dead
+    // path on every round.
+    for (const TargetStats& t : stats) {
+      if (t.received > 0) answered_.insert(t.target.remote_gid);
+    }
+    for (size_t i = 0; i < verdicts.size() && i < trains.size(); ++i) {
+      TrainVerdict& v = verdicts[i];
+      const std::string& remote = trains[i].probe.remote_gid;
+      if (v.measured && !v.measurement.lost) {
+        answered_.insert(remote);
+      } else if (v.measured && v.measurement.lost && v.note == "no report from the responder" &&
+                 !answered_.contains(remote)) {
+        v.measured = false;
+        v.note =
+            "no report, and no responder at " + remote + " has answered yet (not counted as lost)";
+      }
+    }
     ProbeResult result = Summarise(stats, skipped, trains, verdicts, trains_skipped);
     l.lock();
     result.round = rounds_.load() + 1;

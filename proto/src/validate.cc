@@ -268,11 +268,11 @@ Status CheckHostProbe(const v1::HostProbeResult& p, const Field& f) {
   CRUX_RETURN_IF_ERROR(
       CheckMaxU64(p.transfer_time_ns(), kMaxProbeTrainNs, Field(f, "transfer_time_ns")));
   CRUX_RETURN_IF_ERROR(CheckMaxU64(p.send_time_ns(), kMaxProbeTrainNs, Field(f, "send_time_ns")));
-  if (p.bytes() > 0 && p.transfer_time_ns() == 0) {
-    return Bad(Field(f, "transfer_time_ns"), "must be > 0 when bytes > 0");
-  }
   if (p.lost() && (p.bytes() > 0 || p.received() > 0)) {
     return Bad(Field(f, "lost"), "a lost train has no bytes and nothing received");
+  }
+  if (p.bytes() > 0 && p.transfer_time_ns() == 0) {
+    return Bad(Field(f, "transfer_time_ns"), "must be > 0 when bytes > 0");
   }
   if (!p.lost() && p.bytes() == 0) {
     return Bad(Field(f, "bytes"), "must be > 0 unless the train was lost");

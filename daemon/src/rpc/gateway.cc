@@ -533,6 +533,14 @@ protocol::ProtocolError Gateway::ObserveHostProbes(const protocol::Inbound& in) 
                           "ownership"});
       continue;
     }
+    if (!grants_ && !part->second.peer.empty() && part->second.peer != in.peer) {
+      // Without CURVE the connection is the only identity: the one that speaks for the part.
+      rejected.push_back({v1::ERROR_CODE_PERMISSION_DENIED,
+                          field + ": the part of job '" + p.job_id + "' on host '" + t.host() +
+                              "' is spoken for by another connection",
+                          "connection"});
+      continue;
+    }
     ++taken;
     // The probe's path: the job's assignment in force must carry it (a result of an older plan's
     // probe describes another path: skipped, not an error).

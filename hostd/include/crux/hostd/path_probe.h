@@ -53,6 +53,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -283,7 +284,9 @@ std::vector<TargetStats> RunProbeRound(const std::vector<ProbeTarget>& targets,
 // The HostProbe "udp_path". Run (agent's thread, never blocks) hands the current targets (the
 // pinned flows' echo targets and the planned probes' trains) to a worker thread, which runs a
 // round every interval_ms (the echoes, then the trains one by one), and returns the last
-// finished round (its `capacity`: the trains measured; `round` counts rounds):
+// finished round (its `capacity`: the trains measured; `round` counts rounds; a train with no
+// report toward an address whose responder never answered an echo or a train is not measured,
+// not lost: that host may run no responder):
 // ok = false when any target lost every request; summary one line; data = per target (Key ->
 // Describe), plus "responder" (its port and counts) when one is attached, and "skipped" when
 // there were over kMaxProbeTargets targets. Before the first round: ok, "no round yet".
@@ -321,6 +324,9 @@ class UdpPathProbe : public HostProbe {
   size_t skipped_ = 0;                // Guarded by mu_.
   size_t trains_skipped_ = 0;         // Guarded by mu_.
   std::optional<ProbeResult> last_;   // Guarded by mu_.
+  // Remote addresses whose responder has answered (an echo or a train report): only a train
+  // toward one of them can be lost. Worker thread only.
+  std::set<std::string> answered_;
   std::thread worker_;
 };
 

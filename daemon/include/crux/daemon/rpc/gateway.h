@@ -144,13 +144,14 @@ class Gateway {
   //
   // Its probe results (crux-hostd's capacity probes, docs/faults.md "Probes"): each must name a
   // NIC of the host as its source, a NIC of the topology as its destination, and a job that has
-  // a part on the host registered by the same key (a host agent reports probes only for the jobs
-  // it has parts of); a probe that does not is rejected with its reason (counted, logged at a
-  // bounded rate) and the others still count. The accepted ones that are probes of the job's
-  // assignment in force become host-measured samples (ControlHost::ObserveHostProbes); a
-  // sender-limited train (a lower bound on the capacity) counts only when it reaches the gray
-  // ratio of its path's smallest nominal capacity (healthy), never as slow. The report is
-  // refused (the first rejection's error) only when it had probes and every one was rejected.
+  // a part on the host registered by the same key (without CURVE: spoken for by the same
+  // connection; a host agent reports probes only for the jobs it has parts of); a probe that does
+  // not is rejected with its reason (counted, logged at a bounded rate) and the others still count.
+  // The accepted ones that are probes of the job's assignment in force become host-measured samples
+  // (ControlHost::ObserveHostProbes); a sender-limited train (a lower bound on the capacity) counts
+  // only when it reaches the gray ratio of its path's smallest nominal capacity (healthy), never as
+  // slow. The report is refused (the first rejection's error) only when it had probes and every one
+  // was rejected.
   v1::Envelope OnHostTelemetry(const protocol::Inbound& in);
   // The probe part of OnHostTelemetry; an error when every probe was rejected.
   protocol::ProtocolError ObserveHostProbes(const protocol::Inbound& in);
