@@ -821,6 +821,13 @@ std::vector<TrainVerdict> RunTrainRound(const std::vector<TrainTarget>& targets,
       v.note = "stopped";
       continue;
     }
+    if (report && (report->received > sent ||
+                   report->bytes > uint64_t{sent - 1} * static_cast<uint64_t>(bytes))) {
+      // More than was sent: a garbled (or forged) report, not a measurement.
+      v.note = "implausible report: " + std::to_string(report->received) + " datagrams, " +
+               std::to_string(report->bytes) + " bytes of " + std::to_string(sent) + " sent";
+      continue;
+    }
     v = EstimateTrainCapacity(
         sent, core::Duration::Nanos(static_cast<int64_t>(last_sent - first_sent)), report);
     fill(v);

@@ -7,12 +7,15 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "../system/process_util.h"
@@ -201,6 +204,45 @@ TEST(TrainRoundTest, NoResponderIsLostAndABadAddressIsNotMeasured) {
   EXPECT_EQ(v[0].note, "no report from the responder");
   EXPECT_FALSE(v[1].measured);
   EXPECT_NE(v[1].note.find("remote_gid"), std::string::npos) << v[1].note;
+}
+
+// A responder that claims more than was sent (garbled or forged) gives no measurement: the
+// agent would otherwise send cruxd a result it must refuse.
+TEST(TrainRoundTest, AReportOfMoreThanWasSentIsNotAMeasurement) {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const timeval give_up{10, 0};  // The forger never outlives a broken sender by long.
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &give_up, sizeof give_up);
+  // The forger answers the first end request with 10^12 bytes, then stops.
+  std::thread forger([fd] {
+    char buf[2048];
+    for (;;) {
+      sockaddr_in peer{};
+      socklen_t plen = sizeof peer;
+      const ssize_t n =
+          ::recvfrom(fd, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&peer), &plen);
+      if (n < 0) return;
+      auto d = DecodeProbeDatagram(std::string_view(buf, static_cast<size_t>(n)),
+                                   static_cast<size_t>(n));
+      if (!d.ok() || d->kind != kProbeTrainEnd) continue;
+      const std::string r = EncodeTrainReport({d->train.train, 16, 1000, 1000000000000ull});
+      ::sendto(fd, r.data(), r.size(), 0, reinterpret_cast<sockaddr*>(&peer), plen);
+      return;
+    }
+  });
+  const std::vector<TrainVerdict> v =
+      RunTrainRound({{Planned(FreePort()), {"j1"}}}, TrainOptions(ntohs(a.sin_port)));
+  forger.join();
+  ::close(fd);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_FALSE(v[0].measured);
+  EXPECT_NE(v[0].note.find("implausible report"), std::string::npos) << v[0].note;
 }
 
 TEST(UdpPathProbeTest, PlannedProbesAreMeasuredOncePerRoundAndCarryTheirJobs) {

@@ -241,8 +241,9 @@ struct TrainTarget {
 std::vector<TrainTarget> TrainTargetsOf(const ProbeContext& context);
 // Sends each target's train and collects the responder's report, one target at a time (at most
 // kMaxTrainTargets: the caller trims); blocks up to timeout_ms per target (or until `stop_fd`
-// is readable). Per target its verdict (note: the error that kept it from being sent). Never
-// throws. Thread-safety: reentrant.
+// is readable). Per target its verdict (note: the error that kept it from being sent; a report
+// claiming more datagrams or bytes than were sent is not measured). Never throws.
+// Thread-safety: reentrant.
 std::vector<TrainVerdict> RunTrainRound(const std::vector<TrainTarget>& targets,
                                         const UdpProbeOptions& options, int stop_fd = -1);
 
