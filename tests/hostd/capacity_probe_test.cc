@@ -157,7 +157,7 @@ UdpProbeOptions TrainOptions(uint16_t port) {
   UdpProbeOptions o;
   o.port = port;
   o.interval_ms = 50;
-  o.timeout_ms = 200;
+  o.timeout_ms = 2000;  // Only waited out when no report comes (a loaded machine is slow).
   o.train_count = 16;
   o.train_bytes = 1200;
   return o;
