@@ -736,15 +736,17 @@ std::optional<TrainReport> AwaitTrainReport(int fd, uint64_t train, uint64_t wai
 
 }  // namespace
 
-std::vector<TrainVerdict> RunTrainRound(const std::vector<TrainTarget>& targets,
-                                        const UdpProbeOptions& options, int stop_fd) {
+namespace {
+
+// One train per target (RunTrainRound's pass); *stopped once stop_fd was readable.
+std::vector<TrainVerdict> OneTrainEach(const std::vector<TrainTarget>& targets,
+                                       const UdpProbeOptions& options, int stop_fd, bool& stopped) {
   std::vector<TrainVerdict> out(targets.size());
   const int count = std::clamp(options.train_count, 2, 1024);
   const size_t bytes =
       std::max<size_t>(static_cast<size_t>(options.train_bytes), kTrainControlBytes);
   const uint64_t timeout_ns =
       static_cast<uint64_t>(std::max<int64_t>(options.timeout_ms, 2)) * 1000000;
-  bool stopped = false;
   for (size_t i = 0; i < targets.size(); ++i) {
     const TrainTarget& t = targets[i];
     TrainVerdict& v = out[i];
@@ -834,6 +836,35 @@ std::vector<TrainVerdict> RunTrainRound(const std::vector<TrainTarget>& targets,
     if (!send_error.empty()) v.note += (v.note.empty() ? "" : "; ") + send_error;
   }
   return out;
+}
+
+double RateOf(const CapacityMeasurement& m) {
+  return m.transfer_time > core::Duration::Zero() ? m.bytes.ToBits() / m.transfer_time.ToSeconds()
+                                                  : 0;
+}
+
+}  // namespace
+
+const TrainVerdict& BetterTrain(const TrainVerdict& a, const TrainVerdict& b) {
+  const bool a_rate = a.measured && !a.measurement.lost;
+  const bool b_rate = b.measured && !b.measurement.lost;
+  if (a_rate != b_rate) return a_rate ? a : b;
+  if (a_rate) return RateOf(b.measurement) > RateOf(a.measurement) ? b : a;
+  if (a.measured != b.measured) return a.measured ? a : b;  // A loss says more than nothing.
+  return a;
+}
+
+std::vector<TrainVerdict> RunTrainRound(const std::vector<TrainTarget>& targets,
+                                        const UdpProbeOptions& options, int stop_fd) {
+  bool stopped = false;
+  std::vector<TrainVerdict> best = OneTrainEach(targets, options, stop_fd, stopped);
+  for (int pass = 1; pass < std::max(options.trains_per_probe, 1) && !stopped; ++pass) {
+    const std::vector<TrainVerdict> next = OneTrainEach(targets, options, stop_fd, stopped);
+    for (size_t i = 0; i < best.size(); ++i) {
+      if (&BetterTrain(best[i], next[i]) == &next[i]) best[i] = next[i];
+    }
+  }
+  return best;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -485,6 +485,14 @@ TEST_F(HostdProbesE2eTest, PlannedProbesAreSentAsTrainsAndTheirResultsReachCruxd
   EXPECT_EQ(reports["refused"], 0) << reports.dump();
   EXPECT_GE(reports["results_sent"].get<int>(), 1);
   std::cout << "loopback train (the host, not a link): " << train << "\n";
+  // host4's own probes, if the plan gave it any (shown, not asserted: its rounds are its own).
+  const json st4 = h4.Status();
+  if (!st4.value("probes", json::array()).empty()) {
+    const json data4 = st4["probes"][0].value("data", json::object());
+    for (const auto& [key, text] : data4.items()) {
+      if (key.rfind("train ", 0) == 0) std::cout << "host4: " << key << ": " << text << "\n";
+    }
+  }
   // cruxd counted them, none rejected.
   std::string text;
   auto count = [&](const std::string& outcome) {
