@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -96,11 +97,16 @@ class HostProbesTest : public DaemonFixture {
     config_.faults.probes = true;
     config_.faults.min_flows = 1;  // The plan designs one probe for host0: one row suffices.
     Open();
-    // A 4-rank ring on host0 and host4 (two ToRs): 1 -> 2 and 3 -> 0 cross the fabric.
-    ASSERT_TRUE(Client("agent0", RegisterPart("ring", "host0")).has_register_job_reply());
-    ASSERT_TRUE(Client("agent4", RegisterPart("ring", "host4")).has_register_job_reply());
-    ASSERT_TRUE(Client("agent0", PartReport("ring", "host0", {0, 1}, {{0, 1}, {1, 2}})).has_ack());
-    ASSERT_TRUE(Client("agent4", PartReport("ring", "host4", {2, 3}, {{2, 3}, {3, 0}})).has_ack());
+    if (grants_) daemon_->SetKeyGrants(*grants_);
+    // A 4-rank ring on host0 and host4 (two ToRs): 1 -> 2 and 3 -> 0 cross the fabric; both
+    // parts registered with key_ (CURVE; "" without).
+    const std::string& k = key_;
+    ASSERT_TRUE(Client("agent0", RegisterPart("ring", "host0"), k).has_register_job_reply());
+    ASSERT_TRUE(Client("agent4", RegisterPart("ring", "host4"), k).has_register_job_reply());
+    ASSERT_TRUE(
+        Client("agent0", PartReport("ring", "host0", {0, 1}, {{0, 1}, {1, 2}}), k).has_ack());
+    ASSERT_TRUE(
+        Client("agent4", PartReport("ring", "host4", {2, 3}, {{2, 3}, {3, 0}}), k).has_ack());
     Advance(kDebounce);
     const v1::Assignment a = LastAssignment("agent0");
     probes_.assign(a.probes().begin(), a.probes().end());
@@ -120,7 +126,9 @@ class HostProbesTest : public DaemonFixture {
     }
   }
 
-  std::vector<v1::ProbeTarget> probes_;  // host0's probes of the ring's assignment.
+  std::vector<v1::ProbeTarget> probes_;        // host0's probes of the ring's assignment.
+  std::optional<protocol::KeyGrants> grants_;  // CURVE: set before SetUp.
+  std::string key_;                            // The parts' key.
 };
 
 TEST_F(HostProbesTest, SlowProbesOfTheHostsJobReachTheFaultManager) {
@@ -229,6 +237,41 @@ TEST_F(HostProbesTest, BadResultsAreRefusedWithTheirReasonAndTheAgentKeepsWorkin
   v1::Envelope hb = Heartbeat("ring", LastAssignment("agent0").epoch(), 61);
   *hb.mutable_heartbeat()->mutable_host_part() = Part("host0");
   EXPECT_TRUE(Client("agent0", hb).has_ack());
+}
+
+// With CURVE: only a host key may send host telemetry at all, and of the host keys authorised
+// for the host only the one that registered the job's part may report its probes (the hosts of a
+// multi-host job share one key; another key for the same host is not the job's agent).
+class HostProbesCurveTest : public HostProbesTest {
+ protected:
+  static constexpr const char* kShared = "hostkey-shared-by-host0-and-host4";
+  static constexpr const char* kOther = "hostkey-of-another-host0-agent";
+  static constexpr const char* kTenant = "jobkey-of-a-tenant";
+  HostProbesCurveTest() {
+    protocol::KeyGrants g;
+    g[kShared] = {protocol::KeyRole::kHost, "ring-hosts", {}, {"host0", "host4"}};
+    g[kOther] = {protocol::KeyRole::kHost, "host0-b", {}, {"host0"}};
+    g[kTenant] = {protocol::KeyRole::kJob, "tenant", {}, {}};
+    grants_ = g;
+    key_ = kShared;
+  }
+};
+
+TEST_F(HostProbesCurveTest, OnlyThePartsKeyReportsItsProbes) {
+  const v1::Envelope report = ProbeReport("host0", {Result("ring", probes_[0], 1.0)});
+  v1::Envelope r = Client("tenant", report, kTenant);
+  ASSERT_TRUE(r.has_error()) << r.DebugString();
+  EXPECT_EQ(r.error().code(), v1::ERROR_CODE_PERMISSION_DENIED);
+  EXPECT_THAT(r.error().message(), HasSubstr("host_telemetry: this CURVE key is a job key"));
+  r = Client("agent0", report, kOther);
+  ASSERT_TRUE(r.has_error()) << r.DebugString();
+  EXPECT_EQ(r.error().code(), v1::ERROR_CODE_PERMISSION_DENIED);
+  EXPECT_THAT(r.error().message(),
+              HasSubstr("host_telemetry.probes[0].job_id: the part of job 'ring' on host 'host0' "
+                        "was registered with another CURVE key"));
+  EXPECT_EQ(Counters().accepted, 0u);
+  EXPECT_TRUE(Client("agent0", report, kShared).has_ack());
+  EXPECT_EQ(Counters().accepted, 1u);
 }
 
 }  // namespace
