@@ -85,8 +85,9 @@ core::Result<HostdConfig> ParseHostdConfig(std::string_view yaml, const std::str
   CRUX_RETURN_IF_ERROR(textio::OptionalString(doc, "", "term_file", &c.term_file));
   if (doc.Has("probes")) {
     const YamlNode& p = doc.Get("probes");
-    CRUX_RETURN_IF_ERROR(
-        textio::CheckMap(p, "probes", {"enabled", "port", "interval_ms", "count", "timeout_ms"}));
+    CRUX_RETURN_IF_ERROR(textio::CheckMap(
+        p, "probes",
+        {"enabled", "port", "interval_ms", "count", "timeout_ms", "train_count", "train_bytes"}));
     CRUX_RETURN_IF_ERROR(textio::OptionalBool(p, "probes", "enabled", &c.probes.enabled));
     CRUX_RETURN_IF_ERROR(textio::OptionalInteger(
         p, "probes", "port", textio::IntRange::Closed(1, 65535), &c.probes.port));
@@ -96,6 +97,15 @@ core::Result<HostdConfig> ParseHostdConfig(std::string_view yaml, const std::str
         p, "probes", "count", textio::IntRange::Closed(1, 100), &c.probes.count));
     CRUX_RETURN_IF_ERROR(textio::OptionalInteger(
         p, "probes", "timeout_ms", textio::IntRange::Closed(1, 60000), &c.probes.timeout_ms));
+    CRUX_RETURN_IF_ERROR(textio::OptionalInteger(
+        p, "probes", "train_count", textio::IntRange::Closed(0, 1024), &c.probes.train_count));
+    if (c.probes.train_count == 1) {
+      return textio::ErrorAt(p.Get("train_count"), "probes.train_count",
+                             "must be 0 (no capacity probes) or 2-1024: a train of one datagram "
+                             "has no dispersion");
+    }
+    CRUX_RETURN_IF_ERROR(textio::OptionalInteger(
+        p, "probes", "train_bytes", textio::IntRange::Closed(64, 65000), &c.probes.train_bytes));
     if (c.probes.timeout_ms > c.probes.interval_ms) {
       return textio::ErrorAt(
           p.Has("timeout_ms") ? p.Get("timeout_ms") : p, "probes.timeout_ms",

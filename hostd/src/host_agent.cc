@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "crux/protocol/codec.h"
+#include "crux/protocol/validate.h"
 #include "session.h"  // client_lib/src: the sans-I/O protocol session.
 
 namespace crux::hostd {
@@ -72,6 +73,7 @@ struct HostAgent::Job {
   std::set<std::tuple<uint64_t, uint32_t, int32_t>> sent_keys;
   std::optional<client::Assignment> assignment;
   PinTable pins;
+  std::vector<PlannedProbe> planned;  // The assignment's probes leaving this host's NICs.
 };
 
 HostAgent::HostAgent(HostdConfig config, uint64_t seed) : config_(std::move(config)), seed_(seed) {
@@ -469,6 +471,30 @@ PinTable HostAgent::BuildPins(const Job& j) {
   return t;
 }
 
+std::vector<PlannedProbe> HostAgent::BuildPlannedProbes(const Job& j, const v1::Assignment& a) {
+  std::vector<PlannedProbe> out;
+  std::map<std::string, std::string> address_of;
+  for (const auto& [addr, name] : config_.nic_by_address) address_of.emplace(name, addr);
+  for (const v1::ProbeTarget& p : a.probes()) {
+    if (p.udp_sport() == 0 || p.udp_sport() > 65535) continue;
+    const NicConfig* local = nullptr;
+    for (const NicConfig& n : config_.nics) {
+      if (n.name == p.src_nic()) local = &n;
+    }
+    if (local == nullptr) continue;  // Another host's probe.
+    auto remote = address_of.find(p.dst_nic());
+    if (remote == address_of.end()) {
+      ++counters_.unresolved_flows;
+      last_error_ = "probe " + p.src_nic() + " -> " + p.dst_nic() + " of job " + j.id +
+                    ": no address known for " + p.dst_nic() + " (nic_addresses)";
+      continue;
+    }
+    out.push_back({p.src_nic(), local->device, p.dst_nic(), remote->second,
+                   static_cast<uint16_t>(p.udp_sport()), static_cast<int>(a.traffic_class())});
+  }
+  return out;
+}
+
 void HostAgent::SendPins(Job& j, std::optional<ConnId> only) {
   if (only) {
     to_local_.emplace_back(*only, j.pins);
@@ -499,6 +525,15 @@ void HostAgent::Pump(Job& j, core::Duration now) {
 void HostAgent::OnDaemonMessage(const v1::Envelope& message, core::Duration now,
                                 int64_t unix_now_ns) {
   ++counters_.daemon_messages;
+  if (message.request_id() != 0 && probe_report_requests_.erase(message.request_id()) > 0) {
+    if (message.has_error()) {
+      ++counters_.probe_reports_refused;
+      probe_report_error_ = message.error().message();
+    } else {
+      ++counters_.probe_reports_acked;
+    }
+    return;
+  }
   if (message.request_id() != 0 && telemetry_requests_.erase(message.request_id()) > 0) {
     if (message.has_error()) {
       ++counters_.nic_telemetry_refused;
@@ -537,6 +572,7 @@ void HostAgent::OnDaemonMessage(const v1::Envelope& message, core::Duration now,
   if (a) {
     job->assignment = *a;
     job->pins = BuildPins(*job);
+    if (m.has_assignment()) job->planned = BuildPlannedProbes(*job, m.assignment());
     SendPins(*job);
     job->session->FinishApply(core::Status::Ok());
   }
@@ -545,6 +581,11 @@ void HostAgent::OnDaemonMessage(const v1::Envelope& message, core::Duration now,
 
 void HostAgent::OnDaemonSendFailed(const v1::Envelope& message, const core::Status& error,
                                    core::Duration now) {
+  if (message.request_id() != 0 && probe_report_requests_.erase(message.request_id()) > 0) {
+    ++counters_.probe_reports_refused;
+    probe_report_error_ = error.message();
+    return;
+  }
   if (message.request_id() != 0 && telemetry_requests_.erase(message.request_id()) > 0) {
     ++counters_.nic_telemetry_refused;
     nic_telemetry_error_ = error.message();
@@ -574,6 +615,7 @@ void HostAgent::OnDaemonConnectionChange(bool lost, bool connected, core::Durati
     // No reply can come for these (the connection and its routing id are gone).
     requests_.clear();
     telemetry_requests_.clear();
+    probe_report_requests_.clear();
   }
   if (connected && had_connection_lost_) {
     ++counters_.daemon_reconnects;
@@ -698,12 +740,56 @@ void HostAgent::RunProbes(core::Duration now) {
       for (const auto& [pid, p] : processes_) {
         for (const auto& [key, q] : p->qps) ctx.qps.push_back(q);
       }
-      for (const auto& [id, j] : jobs_) ctx.pins[id] = j->pins;
+      for (const auto& [id, j] : jobs_) {
+        ctx.pins[id] = j->pins;
+        if (!j->planned.empty()) ctx.planned[id] = j->planned;
+      }
       built = true;
     }
     s.last = s.probe->Run(ctx);
     s.next = now + s.probe->interval();
+    if (s.last->round > s.reported_round) {
+      s.reported_round = s.last->round;
+      if (!s.last->capacity.empty()) ReportCapacity(s.last->capacity);
+    }
   }
+}
+
+void HostAgent::ReportCapacity(const std::vector<CapacityMeasurement>& measured) {
+  v1::Envelope e = protocol::NewEnvelope(0);
+  v1::HostTelemetry* t = e.mutable_host_telemetry();
+  t->set_host(config_.host);
+  for (const CapacityMeasurement& m : measured) {
+    for (const std::string& job : m.jobs) {
+      if (static_cast<size_t>(t->probes_size()) >= protocol::kMaxHostProbes) break;
+      v1::HostProbeResult* p = t->add_probes();
+      p->set_job_id(job);
+      p->set_src_nic(m.src_nic);
+      p->set_dst_nic(m.dst_nic);
+      p->set_udp_sport(m.sport);
+      p->set_lost(m.lost);
+      p->set_sent(m.sent);
+      p->set_received(m.lost ? 0 : m.received);
+      p->set_sender_limited(!m.lost && m.sender_limited);
+      p->set_send_time_ns(static_cast<uint64_t>(std::max<int64_t>(0, m.send_time.nanos())));
+      if (!m.lost) {
+        p->set_bytes(static_cast<uint64_t>(std::max<int64_t>(0, m.bytes.count())));
+        p->set_transfer_time_ns(
+            static_cast<uint64_t>(std::max<int64_t>(0, m.transfer_time.nanos())));
+      }
+    }
+  }
+  if (t->probes_size() == 0) return;
+  t->set_seq(++nic_telemetry_seq_);
+  const uint64_t id = ++next_request_id_;
+  e.set_request_id(id);
+  probe_report_requests_.insert(id);
+  while (probe_report_requests_.size() > kMaxTelemetryInFlight) {
+    probe_report_requests_.erase(probe_report_requests_.begin());  // The oldest: never answered.
+  }
+  ++counters_.probe_reports_sent;
+  counters_.probe_results_sent += static_cast<uint64_t>(t->probes_size());
+  to_daemon_.push_back(std::move(e));
 }
 
 std::vector<v1::Envelope> HostAgent::TakeToDaemon() { return std::exchange(to_daemon_, {}); }
@@ -889,6 +975,11 @@ std::string HostAgent::StatusJson(std::optional<uid_t> viewer) const {
                        {"counter_resets", counters_.nic_counter_resets},
                        {"implausible_samples", counters_.nic_implausible_samples},
                        {"last_error", nic_telemetry_error_}};
+  json probe_reports = {{"sent", counters_.probe_reports_sent},
+                        {"acked", counters_.probe_reports_acked},
+                        {"refused", counters_.probe_reports_refused},
+                        {"results_sent", counters_.probe_results_sent},
+                        {"last_error", probe_report_error_}};
   json c = {{"local_messages", counters_.local_messages},
             {"bad_local_messages", counters_.bad_local_messages},
             {"refused_uid", counters_.refused_uid},
@@ -927,6 +1018,7 @@ std::string HostAgent::StatusJson(std::optional<uid_t> viewer) const {
       {"processes", processes},
       {"jobs", jobs},
       {"probes", probes},
+      {"probe_reports", probe_reports},
       {"nic_counters", nic_counters},
       {"limits", limits},
       {"counters", c},

@@ -654,6 +654,58 @@ ProtocolError NicSignalsFromProto(const v1::HostTelemetry& t, const core::Topolo
   return {};
 }
 
+ProtocolError HostProbesFromProto(const v1::HostTelemetry& t, const core::Topology& topo,
+                                  HostProbeSamples* out) {
+  core::Result<core::NodeId> host = topo.FindNode(t.host());
+  if (!host.ok() || topo.node(*host).kind != core::NodeKind::kHost) {
+    return Refuse(v1::ERROR_CODE_UNKNOWN_HOST,
+                  "host_telemetry.host: '" + t.host() + "' is not a host of the topology");
+  }
+  HostProbeSamples result;
+  for (int i = 0; i < t.probes_size(); ++i) {
+    const v1::HostProbeResult& p = t.probes(i);
+    const std::string field = "host_telemetry.probes[" + std::to_string(i) + "]";
+    core::Result<core::NodeId> src = topo.FindNode(p.src_nic());
+    if (!src.ok() || topo.node(*src).kind != core::NodeKind::kNic) {
+      result.rejected.push_back(
+          Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
+                 field + ".src_nic: '" + p.src_nic() + "' is not a NIC of the topology"));
+      continue;
+    }
+    if (topo.node(*src).host != *host) {
+      result.rejected.push_back(
+          Refuse(v1::ERROR_CODE_PERMISSION_DENIED,
+                 field + ".src_nic: '" + p.src_nic() + "' is not a NIC of '" + t.host() +
+                     "' (a host reports only the probes leaving its own NICs)"));
+      continue;
+    }
+    core::Result<core::NodeId> dst = topo.FindNode(p.dst_nic());
+    if (!dst.ok() || topo.node(*dst).kind != core::NodeKind::kNic) {
+      result.rejected.push_back(
+          Refuse(v1::ERROR_CODE_INVALID_ARGUMENT,
+                 field + ".dst_nic: '" + p.dst_nic() + "' is not a NIC of the topology"));
+      continue;
+    }
+    HostProbeSample s;
+    s.index = i;
+    s.job_id = p.job_id();
+    s.sender_limited = p.sender_limited();
+    s.sample.src_nic = *src;
+    s.sample.dst_nic = *dst;
+    s.sample.udp_sport = static_cast<uint16_t>(p.udp_sport());
+    s.sample.probe = true;
+    if (p.lost()) {
+      s.sample.errors = 1;
+    } else {
+      s.sample.bytes = core::Bytes::Of(static_cast<int64_t>(p.bytes()));
+      s.sample.transfer_time = core::Duration::Nanos(static_cast<int64_t>(p.transfer_time_ns()));
+    }
+    result.probes.push_back(std::move(s));
+  }
+  *out = std::move(result);
+  return {};
+}
+
 std::vector<core::FlowSample> FlowSamplesFromProto(const v1::Heartbeat& h,
                                                    const core::Topology& topo,
                                                    const core::JobDemand& demand, size_t* skipped) {

@@ -244,6 +244,42 @@ Status CheckFlowStats(const v1::FlowStats& s, const Field& f) {
   return Status::Ok();
 }
 
+// One host probe result of a HostTelemetry (issue #27): a datagram train's measurement.
+Status CheckHostProbe(const v1::HostProbeResult& p, const Field& f) {
+  CRUX_RETURN_IF_ERROR(CheckId(p.job_id(), Field(f, "job_id")));
+  CRUX_RETURN_IF_ERROR(CheckId(p.src_nic(), Field(f, "src_nic")));
+  CRUX_RETURN_IF_ERROR(CheckId(p.dst_nic(), Field(f, "dst_nic")));
+  if (p.src_nic() == p.dst_nic()) {
+    return Bad(Field(f, "dst_nic"), "must differ from src_nic (got " + Quote(p.dst_nic()) + ")");
+  }
+  if (p.udp_sport() == 0 || p.udp_sport() > 65535) {
+    return Bad(Field(f, "udp_sport"), "must be 1-65535, the probe's pinned port (got " +
+                                          std::to_string(p.udp_sport()) + ")");
+  }
+  if (p.sent() > kMaxProbeTrainDatagrams) {
+    return Bad(Field(f, "sent"), "must be at most " + std::to_string(kMaxProbeTrainDatagrams) +
+                                     " (got " + std::to_string(p.sent()) + ")");
+  }
+  if (p.received() > p.sent()) {
+    return Bad(Field(f, "received"), "must be <= sent (got " + std::to_string(p.received()) +
+                                         " of " + std::to_string(p.sent()) + ")");
+  }
+  CRUX_RETURN_IF_ERROR(CheckMaxU64(p.bytes(), kMaxProbeTrainBytes, Field(f, "bytes")));
+  CRUX_RETURN_IF_ERROR(
+      CheckMaxU64(p.transfer_time_ns(), kMaxProbeTrainNs, Field(f, "transfer_time_ns")));
+  CRUX_RETURN_IF_ERROR(CheckMaxU64(p.send_time_ns(), kMaxProbeTrainNs, Field(f, "send_time_ns")));
+  if (p.lost() && (p.bytes() > 0 || p.received() > 0)) {
+    return Bad(Field(f, "lost"), "a lost train has no bytes and nothing received");
+  }
+  if (p.bytes() > 0 && p.transfer_time_ns() == 0) {
+    return Bad(Field(f, "transfer_time_ns"), "must be > 0 when bytes > 0");
+  }
+  if (!p.lost() && p.bytes() == 0) {
+    return Bad(Field(f, "bytes"), "must be > 0 unless the train was lost");
+  }
+  return Status::Ok();
+}
+
 Status CheckPortCounters(const v1::PortCounters& c, const Field& f) {
   if (c.interval_ns() == 0 || c.interval_ns() > kMaxIterationNs) {
     return Bad(Field(f, "interval_ns"),
@@ -297,6 +333,11 @@ core::Status ValidateHostTelemetry(const v1::HostTelemetry& m, std::string_view 
       return Bad(Field(nf, "interval_ns"),
                  "must be > 0 and at most one day (got " + std::to_string(n.interval_ns()) + ")");
     }
+  }
+  CRUX_RETURN_IF_ERROR(CheckCount(m.probes_size(), kMaxHostProbes, Field(f, "probes")));
+  const Field probes(f, "probes");
+  for (int i = 0; i < m.probes_size(); ++i) {
+    CRUX_RETURN_IF_ERROR(CheckHostProbe(m.probes(i), Field(probes, static_cast<size_t>(i))));
   }
   return Status::Ok();
 }

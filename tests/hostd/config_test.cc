@@ -63,6 +63,22 @@ TEST(HostdConfigTest, ProbeKeys) {
   EXPECT_NE(err("{interval_ms: 100, timeout_ms: 200}\n")
                 .find("probes.timeout_ms: must be <= probes.interval_ms"),
             std::string::npos);
+  // Capacity trains: 0 (none) or 2-1024 datagrams of 64-65000 bytes.
+  auto t = ParseHostdConfig(
+      "host: h\ndaemon: tcp://x:1\ninsecure: true\nprobes: {train_count: 0, train_bytes: 9000}\n",
+      "/");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->probes.train_count, 0);
+  EXPECT_EQ(t->probes.train_bytes, 9000);
+  EXPECT_EQ(ProbeConfig{}.train_count, 32);
+  EXPECT_EQ(ProbeConfig{}.train_bytes, 1472);
+  EXPECT_NE(err("{train_count: 1}\n")
+                .find("probes.train_count: must be 0 (no capacity probes) or "
+                      "2-1024"),
+            std::string::npos);
+  EXPECT_NE(err("{train_count: 1025}\n").find("probes.train_count"), std::string::npos);
+  EXPECT_NE(err("{train_bytes: 63}\n").find("probes.train_bytes"), std::string::npos);
+  EXPECT_NE(err("{train_bytes: 65001}\n").find("probes.train_bytes"), std::string::npos);
 }
 
 TEST(HostdConfigTest, LimitKeys) {

@@ -5,10 +5,14 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
+
+#include "crux/protocol/validate.h"
 
 namespace crux::hostd {
 namespace {
@@ -580,7 +584,10 @@ class CountingProbe : public HostProbe {
   Duration interval() const override { return Ms(1000); }
   ProbeResult Run(const ProbeContext& ctx) override {
     ++runs;
-    return {true, std::to_string(ctx.qps.size()) + " qps", {{"runs", std::to_string(runs)}}};
+    ProbeResult r;
+    r.summary = std::to_string(ctx.qps.size()) + " qps";
+    r.data = {{"runs", std::to_string(runs)}};
+    return r;
   }
   int runs = 0;
 };
@@ -603,6 +610,114 @@ TEST_F(HostAgentTest, ProbesRunOnTheirScheduleAndShowInTheStatus) {
   EXPECT_EQ(status["host"], "host1");
   EXPECT_EQ(status["probes"][0]["name"], "count");
   EXPECT_EQ(status["probes"][0]["summary"], "1 qps");
+}
+
+// A probe that sees the planned probes and returns one capacity measurement per planned probe
+// and round (a round per Run).
+class CapacityProbe : public HostProbe {
+ public:
+  std::string_view name() const override { return "capacity"; }
+  Duration interval() const override { return Ms(100); }
+  ProbeResult Run(const ProbeContext& ctx) override {
+    seen = ctx.planned;
+    ProbeResult r;
+    r.round = ++rounds;
+    for (const auto& [job, planned] : ctx.planned) {
+      for (const PlannedProbe& p : planned) {
+        CapacityMeasurement m;
+        m.jobs = {job};
+        m.src_nic = p.src_nic;
+        m.dst_nic = p.dst_nic;
+        m.sport = p.sport;
+        m.sent = 32;
+        m.received = 32;
+        m.bytes = core::Bytes::Of(31 * 1472);
+        m.transfer_time = Duration::Micros(400);
+        m.send_time = Duration::Micros(50);
+        r.capacity.push_back(m);
+      }
+    }
+    if (repeat_round) r.round = 1;
+    return r;
+  }
+  std::map<std::string, std::vector<PlannedProbe>> seen;
+  uint64_t rounds = 0;
+  bool repeat_round = false;
+};
+
+TEST_F(HostAgentTest, PlannedProbesOfThisHostAreProbedAndTheirCapacityReportedOncePerRound) {
+  auto probe = std::make_unique<CapacityProbe>();
+  CapacityProbe* p = probe.get();
+  agent_.AddProbe(std::move(probe));
+  RegisterTwoRanks();
+  v1::Envelope push = Push(2);
+  auto planned = [&](const char* s, const char* d, uint32_t port) {
+    v1::ProbeTarget* t = push.mutable_assignment()->add_probes();
+    t->set_src_nic(s);
+    t->set_dst_nic(d);
+    t->set_udp_sport(port);
+  };
+  planned("host1/nic0", "host2/nic0", 0xD001);
+  planned("host2/nic0", "host1/nic0", 0xD002);  // Leaves another host: not ours.
+  planned("host1/nic0", "host9/nic0", 0xD003);  // No address known for the remote NIC.
+  agent_.OnDaemonMessage(push, now_, 0);
+  agent_.TakeToDaemon();
+  std::vector<v1::Envelope> reports;
+  for (const v1::Envelope& e : At(now_ + Ms(100))) {
+    if (e.has_host_telemetry()) reports.push_back(e);
+  }
+  ASSERT_EQ(p->seen.size(), 1u);
+  ASSERT_EQ(p->seen["job-a"].size(), 1u);
+  const PlannedProbe& seen = p->seen["job-a"][0];
+  EXPECT_EQ(seen.src_nic, "host1/nic0");
+  EXPECT_EQ(seen.device, "mlx5_0");
+  EXPECT_EQ(seen.dst_nic, "host2/nic0");
+  EXPECT_EQ(seen.remote_gid, "::ffff:10.0.2.1");
+  EXPECT_EQ(seen.sport, 0xD001);
+  EXPECT_EQ(seen.traffic_class, 104);
+  ASSERT_EQ(reports.size(), 1u);
+  const v1::HostTelemetry& t = reports[0].host_telemetry();
+  EXPECT_EQ(t.host(), "host1");
+  EXPECT_EQ(t.nics_size(), 0);  // A report of its own: refusing it costs no NIC counters.
+  ASSERT_EQ(t.probes_size(), 1);
+  const v1::HostProbeResult& r = t.probes(0);
+  EXPECT_EQ(r.job_id(), "job-a");
+  EXPECT_EQ(r.src_nic(), "host1/nic0");
+  EXPECT_EQ(r.dst_nic(), "host2/nic0");
+  EXPECT_EQ(r.udp_sport(), 0xD001u);
+  EXPECT_EQ(r.bytes(), 31u * 1472u);
+  EXPECT_EQ(r.transfer_time_ns(), 400000u);
+  EXPECT_EQ(r.send_time_ns(), 50000u);
+  EXPECT_EQ(r.sent(), 32u);
+  EXPECT_EQ(r.received(), 32u);
+  EXPECT_FALSE(r.lost());
+  EXPECT_FALSE(r.sender_limited());
+  EXPECT_TRUE(protocol::Validate(reports[0]).ok()) << protocol::Validate(reports[0]).ToString();
+  AckOk(reports[0]);
+
+  // The same round again (a probe whose worker has not finished a new one): nothing re-sent.
+  p->repeat_round = true;
+  for (const v1::Envelope& e : At(now_ + Ms(100))) EXPECT_FALSE(e.has_host_telemetry());
+  p->repeat_round = false;
+  // A new round is reported; cruxd's refusal is counted and shown.
+  reports.clear();
+  for (const v1::Envelope& e : At(now_ + Ms(100))) {
+    if (e.has_host_telemetry()) reports.push_back(e);
+  }
+  ASSERT_EQ(reports.size(), 1u);
+  v1::Envelope refusal;
+  refusal.mutable_error()->set_code(v1::ERROR_CODE_UNKNOWN_JOB);
+  refusal.mutable_error()->set_message("host_telemetry.probes[0].job_id: unknown job 'job-a'");
+  Reply(reports[0], refusal);
+  EXPECT_EQ(agent_.counters().probe_reports_sent, 2u);
+  EXPECT_EQ(agent_.counters().probe_reports_acked, 1u);
+  EXPECT_EQ(agent_.counters().probe_reports_refused, 1u);
+  EXPECT_EQ(agent_.counters().probe_results_sent, 2u);
+  auto status = nlohmann::json::parse(agent_.StatusJson());
+  EXPECT_EQ(status["probe_reports"]["acked"], 1);
+  EXPECT_EQ(status["probe_reports"]["refused"], 1);
+  EXPECT_EQ(status["probe_reports"]["last_error"],
+            "host_telemetry.probes[0].job_id: unknown job 'job-a'");
 }
 
 }  // namespace

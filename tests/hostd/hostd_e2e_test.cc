@@ -20,6 +20,7 @@
 #include "../verbs_shim/fake_ibverbs.h"
 #include "crux/hostd/host_protocol.h"
 #include "crux/hostd/hostd_server.h"
+#include "http_get.h"
 
 #undef ibv_get_device_list
 
@@ -31,25 +32,27 @@ using nlohmann::json;
 class Hostd {
  public:
   // `extra`: more config lines (YAML, each ending in a newline).
+  // `net`: the first two octets of every host's NIC address ("127.0.": loopback, reachable).
   Hostd(const fs::path& dir, const std::string& host, const std::string& endpoint,
-        const std::string& extra = "") {
+        const std::string& extra = "", const std::string& net = "10.0.") {
     socket_ = (dir / (host + ".sock")).string();
     const fs::path config = dir / (host + ".yaml");
-    // Every host's nic0 has the address 10.0.<host number>.1, and every agent knows them all.
+    // Every host's nic0 has the address <net><host number>.1, and every agent knows them all.
     const fs::path addresses = dir / "nic-addresses.yaml";
-    WriteFile(addresses, "10.0.0.1: host0/nic0\n10.0.1.1: host1/nic0\n10.0.4.1: host4/nic0\n");
+    WriteFile(addresses,
+              net + "0.1: host0/nic0\n" + net + "1.1: host1/nic0\n" + net + "4.1: host4/nic0\n");
     WriteFile(config,
               "host: " + host + "\ndaemon: " + endpoint + "\ninsecure: true\nsocket: " + socket_ +
                   "\nnics:\n  - {name: " + host + "/nic0, device: mlx5_0, address: " +
-                  AddressOf(host) + "}\nnic_addresses: " + addresses.string() +
+                  AddressOf(host, net) + "}\nnic_addresses: " + addresses.string() +
                   "\nregister_delay_ms: 300\nend_delay_ms: 500\ncall_timeout_ms: 1000\n" + extra);
     ok_ = child_.Start({CRUX_HOSTD_BINARY, "--config", config.string()}, dir / (host + ".out"),
                        dir / (host + ".err"));
     ok_ = ok_ && WaitUntil([&] { return hostd::QueryStatus(socket_, 500).ok(); },
                            std::chrono::seconds(10));
   }
-  static std::string AddressOf(const std::string& host) {
-    return "10.0." + host.substr(4) + ".1";  // "hostN".
+  static std::string AddressOf(const std::string& host, const std::string& net = "10.0.") {
+    return net + host.substr(4) + ".1";  // "hostN".
   }
   bool ok() const { return ok_; }
   const std::string& socket() const { return socket_; }
@@ -105,7 +108,7 @@ class HostdE2eTest : public ::testing::Test {
                           "CRUX_IBVERBS_REAL_LIB"}) {
       unsetenv(v);
     }
-    cruxd_.WriteConfig();
+    cruxd_.WriteConfig(cruxd_extra_);
     std::string why;
     ASSERT_TRUE(cruxd_.Start({}, &why)) << why;
   }
@@ -123,6 +126,7 @@ class HostdE2eTest : public ::testing::Test {
   TempDir dir_{"crux_hostd_e2e"};
   CruxdHarness cruxd_{dir_.path()};
   int ranks_ = 0;
+  std::string cruxd_extra_;  // More cruxd config (set before SetUp).
 };
 
 // The NIC counters of a fake sysfs tree reach cruxd: crux-hostd reads them every 100 ms, sends
@@ -416,6 +420,97 @@ TEST_F(HostdE2eTest, MultiHostJobIsMergedByCruxdAndPinnedOnEveryHost) {
   EXPECT_TRUE(WaitUntil([&] { return cruxd_.CruxctlJson({"jobs"})["jobs"].empty(); },
                         std::chrono::seconds(15)))
       << cruxd_.CruxctlJson({"jobs"}).dump();
+}
+
+// Capacity probes with real processes (issue #27): cruxd with faults.probes designs probes into
+// the assignment of a job spanning host0 and host4; each crux-hostd (NIC addresses on loopback,
+// 127.0.<host>.1, so the trains really travel: through the host's stack, not a link) sends the
+// probes leaving its NIC as 16-datagram trains to the other agent's responder and reports the
+// measurements to cruxd, which acknowledges them and counts each by its outcome in /metrics
+// (crux_host_probes_total). Loopback measures the host, so which outcome (accepted when the
+// host's pace reaches the gray ratio of the path's nominal capacity, else sender_limited) is
+// the machine's; none may be rejected.
+class HostdProbesE2eTest : public HostdE2eTest {
+ protected:
+  HostdProbesE2eTest() {
+    metrics_port_ = FreeTcpPort();
+    cruxd_extra_ =
+        "faults:\n  probes: true\nmetrics_listen: \"127.0.0.1:" + std::to_string(metrics_port_) +
+        "\"\n";
+  }
+  int metrics_port_ = 0;
+};
+
+TEST_F(HostdProbesE2eTest, PlannedProbesAreSentAsTrainsAndTheirResultsReachCruxd) {
+  ASSERT_GT(metrics_port_, 0);
+  const int udp_port = FreeTcpPort();  // The responders' port on both loopback addresses.
+  const std::string probes = "probes:\n  enabled: true\n  port: " + std::to_string(udp_port) +
+                             "\n  interval_ms: 500\n  timeout_ms: 400\n  train_count: 16\n"
+                             "  train_bytes: 1200\n";
+  Hostd h0(dir_.path(), "host0", cruxd_.endpoint(), probes, "127.0.");
+  Hostd h4(dir_.path(), "host4", cruxd_.endpoint(), probes, "127.0.");
+  ASSERT_TRUE(h0.ok()) << h0.Log();
+  ASSERT_TRUE(h4.ok()) << h4.Log();
+  const std::vector<std::string> env = {"CRUX_JOB_ID=e2e-probes", "CRUX_NCCL_SAMPLE_EVERY_MS=100",
+                                        "CRUX_NCCL_SAMPLE_MS=200"};
+  ChildProcess ranks[4];
+  for (int r = 0; r < 4; ++r) {
+    std::vector<std::string> rank_env = env;
+    rank_env.push_back("LOCAL_RANK=" + std::to_string(r % 2));
+    ASSERT_TRUE(StartRank(ranks[r], RankArgs("v6", r, 4, 2, 60, 15, 10000),
+                          r < 2 ? h0.socket() : h4.socket(), rank_env));
+  }
+  // host0's agent measures a train of its probe, reports it and cruxd acknowledges it.
+  json reports, probe;
+  std::string train;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const json st = h0.Status();
+        reports = st.value("probe_reports", json::object());
+        probe = st.value("probes", json::array()).empty() ? json() : st["probes"][0];
+        train.clear();
+        const json data = probe.is_object() ? probe.value("data", json::object()) : json::object();
+        for (const auto& [key, text] : data.items()) {
+          if (key.rfind("train host0/nic0 -> ", 0) == 0) {
+            train = key + ": " + text.get<std::string>();
+          }
+        }
+        return reports.value("acked", 0) >= 1 &&
+               train.find("sent 16 received 16 bytes 18000") != std::string::npos;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(100)))
+      << reports.dump() << "\n"
+      << probe.dump() << "\n"
+      << h0.Log() << cruxd_.LastLog();
+  EXPECT_EQ(reports["refused"], 0) << reports.dump();
+  EXPECT_GE(reports["results_sent"].get<int>(), 1);
+  std::cout << "loopback train (the host, not a link): " << train << "\n";
+  // host4's own probes, if the plan gave it any (shown, not asserted: its rounds are its own).
+  const json st4 = h4.Status();
+  if (!st4.value("probes", json::array()).empty()) {
+    const json data4 = st4["probes"][0].value("data", json::object());
+    for (const auto& [key, text] : data4.items()) {
+      if (key.rfind("train ", 0) == 0) std::cout << "host4: " << key << ": " << text << "\n";
+    }
+  }
+  // cruxd counted them, none rejected.
+  std::string text;
+  auto count = [&](const std::string& outcome) {
+    const std::string key = "crux_host_probes_total{outcome=\"" + outcome + "\"} ";
+    const size_t at = text.find(key);
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + key.size()));
+  };
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        text = ::crux::test::HttpGet(metrics_port_, "/metrics");
+        return count("accepted") + count("sender_limited") + count("stale") >= 1;
+      },
+      std::chrono::seconds(10), std::chrono::milliseconds(200)))
+      << text;
+  EXPECT_EQ(count("rejected"), 0) << text;
+  std::cout << "cruxd host probes: accepted " << count("accepted") << ", sender_limited "
+            << count("sender_limited") << ", stale " << count("stale") << "\n";
+  for (auto& r : ranks) EXPECT_EQ(r.Wait(std::chrono::seconds(30)), 0) << r.Stderr();
 }
 
 }  // namespace

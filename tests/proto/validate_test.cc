@@ -421,6 +421,74 @@ TEST(ValidateTest, HostTelemetryBadValues) {
       "host_telemetry.nics");
 }
 
+// A host agent's capacity probe results (HostTelemetry.probes, issue #27): integers only on the
+// wire (no NaN or negative value can be sent), so what is refused is what cannot be a train's
+// measurement: port 0, more received than sent, huge byte counts or times, bytes without a
+// transfer time, a lost train with bytes, no bytes without loss, too many results.
+TEST(ValidateTest, HostTelemetryProbeResultsBadValues) {
+  v1::Envelope g = NewEnvelope(1);
+  v1::HostTelemetry* t = g.mutable_host_telemetry();
+  t->set_host("host0");
+  t->set_seq(1);
+  v1::HostProbeResult* p = t->add_probes();
+  p->set_job_id("job-a");
+  p->set_src_nic("host0/nic0");
+  p->set_dst_nic("host4/nic0");
+  p->set_udp_sport(49152);
+  p->set_sent(32);
+  p->set_received(32);
+  p->set_bytes(31 * 1472);
+  p->set_transfer_time_ns(400000);
+  p->set_send_time_ns(50000);
+  v1::HostProbeResult* lost = t->add_probes();
+  lost->CopyFrom(*p);
+  lost->set_lost(true);
+  lost->set_received(0);
+  lost->set_bytes(0);
+  lost->set_transfer_time_ns(0);
+  EXPECT_TRUE(Validate(g).ok()) << Validate(g).ToString();
+  auto pr = [](v1::Envelope& m, int i) { return m.mutable_host_telemetry()->mutable_probes(i); };
+  ExpectInvalid(
+      g, [&](auto& m) { pr(m, 0)->set_job_id(""); }, "host_telemetry.probes[0].job_id");
+  ExpectInvalid(
+      g, [&](auto& m) { pr(m, 1)->set_src_nic("host0 nic0"); }, "host_telemetry.probes[1].src_nic");
+  ExpectInvalid(
+      g, [&](auto& m) { pr(m, 0)->set_dst_nic("host0/nic0"); }, "host_telemetry.probes[0].dst_nic");
+  ExpectInvalid(
+      g, [&](auto& m) { pr(m, 0)->set_udp_sport(0); }, "host_telemetry.probes[0].udp_sport");
+  ExpectInvalid(
+      g, [&](auto& m) { pr(m, 0)->set_udp_sport(65536); }, "host_telemetry.probes[0].udp_sport");
+  ExpectInvalid(
+      g, [&](auto& m) { pr(m, 0)->set_received(33); }, "host_telemetry.probes[0].received");
+  ExpectInvalid(
+      g, [&](auto& m) { pr(m, 0)->set_sent(kMaxProbeTrainDatagrams + 1); },
+      "host_telemetry.probes[0].sent");
+  ExpectInvalid(
+      g, [&](auto& m) { pr(m, 0)->set_bytes(std::numeric_limits<uint64_t>::max()); },
+      "host_telemetry.probes[0].bytes");
+  ExpectInvalid(
+      g, [&](auto& m) { pr(m, 0)->set_transfer_time_ns(kMaxProbeTrainNs + 1); },
+      "host_telemetry.probes[0].transfer_time_ns");
+  ExpectInvalid(
+      g, [&](auto& m) { pr(m, 0)->set_send_time_ns(std::numeric_limits<uint64_t>::max()); },
+      "host_telemetry.probes[0].send_time_ns");
+  ExpectInvalid(
+      g, [&](auto& m) { pr(m, 0)->set_transfer_time_ns(0); },
+      "host_telemetry.probes[0].transfer_time_ns");
+  ExpectInvalid(
+      g, [&](auto& m) { pr(m, 1)->set_bytes(1472); }, "host_telemetry.probes[1].lost");
+  ExpectInvalid(
+      g, [&](auto& m) { pr(m, 0)->set_bytes(0); }, "host_telemetry.probes[0].bytes");
+  ExpectInvalid(
+      g,
+      [&](auto& m) {
+        for (size_t i = 0; i < kMaxHostProbes; ++i) {
+          m.mutable_host_telemetry()->add_probes()->CopyFrom(m.host_telemetry().probes(0));
+        }
+      },
+      "host_telemetry.probes");
+}
+
 TEST(ValidateTest, AdminRequestsBadValues) {
   v1::Envelope job = NewEnvelope(1);
   job.mutable_job_request()->set_job_id("job-a");

@@ -158,6 +158,12 @@ void ControlHost::ObserveFlows(const std::string& job_id,
   KickFaults();
 }
 
+void ControlHost::ObserveHostProbes(const std::string& job_id,
+                                    const std::vector<core::FlowSample>& samples) {
+  control_.ObserveHostProbes(job_id, samples);
+  KickFaults();
+}
+
 void ControlHost::SetLinkAdmin(core::LinkId link, core::AdminLinkState state) {
   control_.SetLinkAdmin(link, state);
   KickFaults();

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <limits>
+#include <map>
 #include <optional>
 
 #include "crux/protocol/codec.h"
@@ -486,7 +489,114 @@ v1::Envelope Gateway::OnHostTelemetry(const protocol::Inbound& in) {
     }
   }
   for (const core::NicCounterSignal& s : signals.nics) control_->ObserveNicCounters(s);
+  if (t.probes_size() > 0) {
+    if (protocol::ProtocolError bad = ObserveHostProbes(in); protocol::Failed(bad)) {
+      return Refuse("client", in.msg.request_id(), bad);
+    }
+  }
   return protocol::MakeAck(in.msg.request_id(), "", control_->loop().epoch());
+}
+
+protocol::ProtocolError Gateway::ObserveHostProbes(const protocol::Inbound& in) {
+  const v1::HostTelemetry& t = in.msg.host_telemetry();
+  const core::Topology& nominal = topo_->nominal();
+  protocol::HostProbeSamples got;
+  if (protocol::ProtocolError bad = protocol::HostProbesFromProto(t, nominal, &got);
+      protocol::Failed(bad)) {
+    return bad;
+  }
+  std::vector<protocol::ProtocolError> rejected = std::move(got.rejected);
+  const HostProbeCounters before = host_probe_counters_;
+  const core::NodeId host = *nominal.FindNode(t.host());  // HostProbesFromProto checked it.
+  const double gray = control_->loop().options().faults.localisation.gray_ratio;
+  std::map<std::string, std::vector<core::FlowSample>> by_job;
+  size_t taken = 0;  // Accepted, stale or sender-limited: not rejected.
+  for (const protocol::HostProbeSample& p : got.probes) {
+    const std::string field = "host_telemetry.probes[" + std::to_string(p.index) + "].job_id";
+    const JobSession* j = tracker_->Find(p.job_id);
+    if (j == nullptr) {
+      rejected.push_back({v1::ERROR_CODE_UNKNOWN_JOB, field + ": unknown job '" + p.job_id + "'"});
+      continue;
+    }
+    auto part = j->parts.find(host);
+    if (part == j->parts.end()) {
+      rejected.push_back({v1::ERROR_CODE_PERMISSION_DENIED,
+                          field + ": job '" + p.job_id + "' has no part on host '" + t.host() +
+                              "' (a host agent reports probes only for the jobs it has parts of)",
+                          "ownership"});
+      continue;
+    }
+    if (grants_ && part->second.user_id != in.user_id) {
+      rejected.push_back({v1::ERROR_CODE_PERMISSION_DENIED,
+                          field + ": the part of job '" + p.job_id + "' on host '" + t.host() +
+                              "' was registered with another CURVE key",
+                          "ownership"});
+      continue;
+    }
+    if (!grants_ && !part->second.peer.empty() && part->second.peer != in.peer) {
+      // Without CURVE the connection is the only identity: the one that speaks for the part.
+      rejected.push_back({v1::ERROR_CODE_PERMISSION_DENIED,
+                          field + ": the part of job '" + p.job_id + "' on host '" + t.host() +
+                              "' is spoken for by another connection",
+                          "connection"});
+      continue;
+    }
+    ++taken;
+    // The probe's path: the job's assignment in force must carry it (a result of an older plan's
+    // probe describes another path: skipped, not an error).
+    const core::AppliedAssignment* a = control_->loop().Applied(p.job_id);
+    const core::FlowPin* pin = nullptr;
+    if (a != nullptr) {
+      for (const core::FlowPin& f : a->assignment.probes) {
+        if (f.src_nic == p.sample.src_nic && f.dst_nic == p.sample.dst_nic &&
+            f.udp_sport == p.sample.udp_sport) {
+          pin = &f;
+          break;
+        }
+      }
+    }
+    if (pin == nullptr || pin->path.empty()) {
+      ++host_probe_counters_.stale;
+      continue;
+    }
+    if (p.sender_limited) {
+      // At least this fast: evidence of health only, when that reaches the gray ratio of the
+      // path's smallest nominal capacity.
+      double nominal_bps = std::numeric_limits<double>::infinity();
+      for (core::LinkId l : pin->path) {
+        if (l.valid() && l.value() < nominal.num_links()) {
+          nominal_bps = std::min(nominal_bps, nominal.link(l).capacity.ToBitsPerSec());
+        }
+      }
+      const double seconds = p.sample.transfer_time.ToSeconds();
+      const double rate = seconds > 0 ? p.sample.bytes.ToBits() / seconds : 0;
+      if (!std::isfinite(nominal_bps) || rate < gray * nominal_bps) {
+        ++host_probe_counters_.sender_limited;
+        continue;
+      }
+    }
+    ++host_probe_counters_.accepted;
+    by_job[p.job_id].push_back(p.sample);
+  }
+  for (const auto& [job, samples] : by_job) control_->ObserveHostProbes(job, samples);
+  if (metrics_) {
+    const HostProbeCounters& c = host_probe_counters_;
+    metrics_->AddHostProbes("accepted", c.accepted - before.accepted);
+    metrics_->AddHostProbes("stale", c.stale - before.stale);
+    metrics_->AddHostProbes("sender_limited", c.sender_limited - before.sender_limited);
+    metrics_->AddHostProbes("rejected", rejected.size());
+  }
+  if (rejected.empty()) return {};
+  if (metrics_) metrics_->AddError("client", "host_probe", rejected.size());
+  for (const protocol::ProtocolError& r : rejected) {
+    // Logged: the first ten, then every hundredth (a broken agent reports every interval).
+    const uint64_t n = ++host_probe_counters_.rejected;
+    if (n <= 10 || n % 100 == 0) {
+      spdlog::warn("host {}: probe result rejected ({} so far): {}", t.host(), n, r.message);
+    }
+  }
+  if (taken == 0) return rejected.front();
+  return {};
 }
 
 void Gateway::JobGone(const std::string& id, const std::string& reason) {

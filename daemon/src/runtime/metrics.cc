@@ -74,6 +74,15 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                  .Name("crux_errors_total")
                  .Help("Requests refused with an error reply, by endpoint and kind.")
                  .Register(*registry_);
+  host_probes_ = &BuildCounter()
+                      .Name("crux_host_probes_total")
+                      .Help(
+                          "Host agents' capacity probe results, by outcome (accepted, rejected, "
+                          "stale, sender_limited).")
+                      .Register(*registry_);
+  for (const char* o : {"accepted", "rejected", "stale", "sender_limited"}) {
+    host_probes_->Add({{"outcome", o}});
+  }
   messages_ = &BuildCounter()
                    .Name("crux_messages_total")
                    .Help("Messages handled, by endpoint and body type.")
@@ -252,6 +261,9 @@ void Metrics::AddMessage(std::string_view endpoint, std::string_view type) {
 }
 void Metrics::SetQueueDepth(const std::string& queue, int64_t depth) {
   queue_depth_->Add({{"queue", queue}}).Set(static_cast<double>(depth));
+}
+void Metrics::AddHostProbes(const std::string& outcome, uint64_t n) {
+  if (n) host_probes_->Add({{"outcome", outcome}}).Increment(static_cast<double>(n));
 }
 void Metrics::AddRefusal(const std::string& reason, uint64_t n) {
   if (n) auth_refused_->Add({{"reason", reason}}).Increment(static_cast<double>(n));

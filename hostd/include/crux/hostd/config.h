@@ -25,6 +25,10 @@
 //     interval_ms: 1000                # a round every (10-3600000)
 //     count: 3                         # requests per pinned flow per round (1-100)
 //     timeout_ms: 200                  # later echoes count as lost (1-60000, <= interval_ms)
+//     train_count: 32                  # capacity probes (Assignment.probes): datagrams per
+//                                      # train (0: none; 2-1024)
+//     train_bytes: 1472                # UDP payload of each (64-65000; not fragmented: at most
+//                                      # the path MTU less the IP and UDP headers)
 //   limits:                            # per local user (SO_PEERCRED uid); 0: no limit; root
 //                                      # (uid 0) is exempt from all three (0-100000 each)
 //     jobs_per_uid: 8                  # live jobs one non-root uid owns on this host
@@ -64,6 +68,9 @@ struct ProbeConfig {
   int64_t interval_ms = 1000;
   int count = 3;
   int64_t timeout_ms = 200;
+  // Capacity probes of the planner's Assignment.probes (path_probe.h, "Capacity trains").
+  int train_count = 32;    // 0: none.
+  int train_bytes = 1472;  // A 1500-byte MTU less IPv4 and UDP headers.
   friend bool operator==(const ProbeConfig&, const ProbeConfig&) = default;
 };
 

@@ -54,7 +54,12 @@
 //    sent when at least one NIC has two readings. cruxd answers with an Ack; a refusal is
 //    counted and shown (telemetry is not resent: the next interval carries new deltas).
 //  * Probes. Registered HostProbes (probe.h) run on their own schedule; their last results are
-//    part of the status. This is the seam for host-side fault-localisation probes.
+//    part of the status. They see the pin tables and, per job, the planner's probes leaving this
+//    host's NICs (Assignment.probes whose source NIC is configured and whose destination NIC's
+//    address is known). A probe round that measured capacity probes (ProbeResult::capacity) is
+//    reported to cruxd once, in a HostTelemetry of its own (probes, no NIC counters; one result
+//    per probe and job, at most protocol::kMaxHostProbes); cruxd answers with an Ack, a refusal
+//    is counted and shown (results are not resent: the next round measures again).
 //
 // Thread-safety: none; one owner thread. Times passed in must not decrease.
 #ifndef CRUX_HOSTD_HOST_AGENT_H_
@@ -109,6 +114,11 @@ struct HostAgentCounters {
   // the port's rate (a garbled value). Logged, never sent to cruxd.
   uint64_t nic_counter_resets = 0;
   uint64_t nic_implausible_samples = 0;
+  // Capacity probe results (HostTelemetry.probes, one report per probe round that measured any).
+  uint64_t probe_reports_sent = 0;
+  uint64_t probe_reports_acked = 0;
+  uint64_t probe_reports_refused = 0;  // cruxd refused it or the transport could not send it.
+  uint64_t probe_results_sent = 0;     // Results in the reports sent (one per probe and job).
 };
 
 class HostAgent {
@@ -196,6 +206,10 @@ class HostAgent {
   PinTable BuildPins(const Job& j);
   void Pump(Job& j, core::Duration now);
   void RunProbes(core::Duration now);
+  // The probes of `a` (an applied assignment of `j`) leaving this host's NICs.
+  std::vector<PlannedProbe> BuildPlannedProbes(const Job& j, const v1::Assignment& a);
+  // Queues one HostTelemetry with `measured` (a probe round's capacity measurements).
+  void ReportCapacity(const std::vector<CapacityMeasurement>& measured);
   // Reads the NICs when due and queues a HostTelemetry (see NIC counters above).
   void ReadNicCounters(core::Duration now);
 
@@ -213,6 +227,7 @@ class HostAgent {
     std::unique_ptr<HostProbe> probe;
     core::Duration next;
     std::optional<ProbeResult> last;
+    uint64_t reported_round = 0;  // The last round whose capacity results were reported.
   };
   std::vector<ProbeSlot> probes_;
   std::unique_ptr<NicCounterSource> nic_source_;
@@ -229,9 +244,11 @@ class HostAgent {
   std::vector<NicState> nic_states_;  // Per config_.nics entry.
   core::Duration next_nic_read_ = core::Duration::Zero();
   uint64_t nic_telemetry_seq_ = 0;
-  std::set<uint64_t> telemetry_requests_;  // Request ids of HostTelemetry awaiting a reply.
-  bool had_connection_lost_ = false;       // Since the last connection came up.
-  std::string nic_telemetry_error_;        // cruxd's last refusal (or the transport's error).
+  std::set<uint64_t> telemetry_requests_;     // Request ids of HostTelemetry awaiting a reply.
+  std::set<uint64_t> probe_report_requests_;  // ... of probe reports awaiting a reply.
+  std::string probe_report_error_;            // cruxd's last refusal of a probe report.
+  bool had_connection_lost_ = false;          // Since the last connection came up.
+  std::string nic_telemetry_error_;           // cruxd's last refusal (or the transport's error).
   HostAgentCounters counters_;
   std::string last_error_;
   // Each uid's last refusal (its status shows it); at most kMaxRefusalUids uids, oldest dropped.

@@ -138,6 +138,27 @@ struct NicSignals {
 ProtocolError NicSignalsFromProto(const v1::HostTelemetry& t, const core::Topology& topo,
                                   NicSignals* out);
 
+// A host's probe results (crux-hostd's capacity probes, HostTelemetry.probes) as fault-manager
+// samples (core::FlowSample with probe set: bytes and transfer time as sent; a lost train is
+// errors 1, bytes 0). Per probe, what the topology alone can judge: both NICs must be NICs of
+// `topo` and the source one a NIC of `host`; a probe that is not is rejected (*rejected[i], its
+// wire error naming the field) and the others still count. The host itself must be a host of
+// `topo` (UNKNOWN_HOST for the whole report). Whether the job may be spoken for by this host
+// is the caller's (the daemon's sessions). Field validation (ValidateHostTelemetry) is assumed
+// done.
+struct HostProbeSample {
+  int index = 0;  // In HostTelemetry.probes.
+  std::string job_id;
+  core::FlowSample sample;
+  bool sender_limited = false;  // HostProbeResult.sender_limited: a lower bound only.
+};
+struct HostProbeSamples {
+  std::vector<HostProbeSample> probes;
+  std::vector<ProtocolError> rejected;  // One per rejected probe, in order.
+};
+ProtocolError HostProbesFromProto(const v1::HostTelemetry& t, const core::Topology& topo,
+                                  HostProbeSamples* out);
+
 // A heartbeat's per-flow stats as fault-manager samples. Flows whose NICs are not nodes of
 // `topo`, or whose source NIC is not on one of `demand`'s hosts, are skipped and counted in
 // *skipped (the heartbeat itself stays valid: it is the job's keep-alive).

@@ -40,6 +40,11 @@ inline constexpr size_t kMaxPeers = 65536;
 inline constexpr size_t kMaxFlows = 65536;
 inline constexpr size_t kMaxPathHops = 64;
 inline constexpr size_t kMaxNcclEnv = 64;
+// Host probe results per HostTelemetry, and the bounds of one (a short datagram train).
+inline constexpr size_t kMaxHostProbes = 1024;
+inline constexpr uint32_t kMaxProbeTrainDatagrams = 65536;
+inline constexpr uint64_t kMaxProbeTrainBytes = uint64_t{1} << 32;
+inline constexpr uint64_t kMaxProbeTrainNs = uint64_t{60} * 1000 * 1000 * 1000;  // One minute.
 // Leases: 0 (daemon default) or within [kMinLeaseMs, kMaxLeaseMs].
 inline constexpr uint32_t kMinLeaseMs = 100;
 inline constexpr uint32_t kMaxLeaseMs = 24u * 3600u * 1000u;

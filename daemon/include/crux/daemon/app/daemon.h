@@ -135,6 +135,7 @@ class Daemon {
   const TopologyManager& topology() const { return topo_; }
   const ControlHost& plans() const { return control_; }
   const core::ControlLoop& control() const { return control_.loop(); }
+  const Gateway& gateway() const { return gateway_; }
   const Enforcer& enforcer() const { return enforcer_; }
   const core::AppliedPlan& applied() const { return control_.loop().applied(); }
   const DaemonConfig& config() const { return config_; }

@@ -166,6 +166,9 @@ class ControlHost {
   void ObserveCounters(const core::CounterSignal& signal);
   void ObserveNicCounters(const core::NicCounterSignal& signal);
   void ObserveFlows(const std::string& job_id, const std::vector<core::FlowSample>& samples);
+  // Probes of the job's assignment that a host agent sent and measured (the operator's
+  // measurement of the probes' path capacity: core::ControlLoop::ObserveHostProbes).
+  void ObserveHostProbes(const std::string& job_id, const std::vector<core::FlowSample>& samples);
   void SetLinkAdmin(core::LinkId link, core::AdminLinkState state);
   void ClearLinkAdmin(core::LinkId link);
   // Runs the fault rules now (an admin pin wants its answer at once) and returns the links whose

@@ -86,6 +86,15 @@ class Gateway {
   // mode) roles are not checked.
   void SetKeyGrants(std::optional<protocol::KeyGrants> grants) { grants_ = std::move(grants); }
 
+  // What became of the host probe results (HostTelemetry.probes) so far.
+  struct HostProbeCounters {
+    uint64_t accepted = 0;        // Handed to the fault manager.
+    uint64_t rejected = 0;        // Refused (crux_errors_total{kind="host_probe"}), logged.
+    uint64_t stale = 0;           // Not a probe of the job's assignment in force (a re-plan).
+    uint64_t sender_limited = 0;  // A sender-paced train below the gray ratio: no evidence.
+  };
+  const HostProbeCounters& host_probe_counters() const { return host_probe_counters_; }
+
   // Handles one message: sends its reply, then the pushes it caused.
   void Process(const protocol::Inbound& in);
   // Handles the messages in order (group-committing registrations, above), then sends the
@@ -132,7 +141,20 @@ class Gateway {
   // crux-hostd's NIC counters: NIC counter signals for the fault manager. With CURVE only a host
   // key authorised for the host (hosts/<host>.pub) may send it (Authorise); the NICs must be the
   // reporting host's.
+  //
+  // Its probe results (crux-hostd's capacity probes, docs/faults.md "Probes"): each must name a
+  // NIC of the host as its source, a NIC of the topology as its destination, and a job that has
+  // a part on the host registered by the same key (without CURVE: spoken for by the same
+  // connection; a host agent reports probes only for the jobs it has parts of); a probe that does
+  // not is rejected with its reason (counted, logged at a bounded rate) and the others still count.
+  // The accepted ones that are probes of the job's assignment in force become host-measured samples
+  // (ControlHost::ObserveHostProbes); a sender-limited train (a lower bound on the capacity) counts
+  // only when it reaches the gray ratio of its path's smallest nominal capacity (healthy), never as
+  // slow. The report is refused (the first rejection's error) only when it had probes and every one
+  // was rejected.
   v1::Envelope OnHostTelemetry(const protocol::Inbound& in);
+  // The probe part of OnHostTelemetry; an error when every probe was rejected.
+  protocol::ProtocolError ObserveHostProbes(const protocol::Inbound& in);
   // A heartbeat's per-flow stats: flow samples for the fault manager.
   void ObserveFlows(const v1::Heartbeat& h);
   void DeferAssignment(const std::string& peer, const std::string& job_id);
@@ -210,6 +232,7 @@ class Gateway {
   std::set<std::string> held_ids_;
   std::set<std::string> ignored_ports_;  // Telemetry ports already logged as unplaceable.
   std::set<std::string> ignored_nics_;   // Host telemetry NICs already logged as unknown.
+  HostProbeCounters host_probe_counters_;
 };
 
 }  // namespace crux::daemon

@@ -62,6 +62,10 @@ class Metrics {
   void AddMessage(std::string_view endpoint, std::string_view type)
       CRUX_EXCLUDES(message_cache_mu_);
   void SetQueueDepth(const std::string& queue, int64_t depth);
+  // Host agents' capacity probe results (HostTelemetry.probes) by what became of them
+  // (crux_host_probes_total{outcome}): accepted (to the fault manager), rejected, stale (not a
+  // probe of the assignment in force), sender_limited (a lower bound below the gray ratio).
+  void AddHostProbes(const std::string& outcome, uint64_t n);
   // Security refusals by reason (crux_auth_refused_total{reason}).
   void AddRefusal(const std::string& reason, uint64_t n = 1);
   void SetStoreHealthy(bool ok);
@@ -140,6 +144,7 @@ class Metrics {
       message_cache_ CRUX_GUARDED_BY(message_cache_mu_);
   prometheus::Family<prometheus::Gauge>* queue_depth_;
   prometheus::Family<prometheus::Counter>* auth_refused_;
+  prometheus::Family<prometheus::Counter>* host_probes_;
   prometheus::Gauge* store_healthy_;
   prometheus::Family<prometheus::Counter>* link_changes_;
   prometheus::Family<prometheus::Gauge>* links_not_up_;
