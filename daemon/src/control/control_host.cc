@@ -210,6 +210,20 @@ void ControlHost::CommitFailed() {
   Kick();  // At the retry's time.
 }
 
+void ControlHost::PostToHost(const std::shared_ptr<Mailbox>& mailbox,
+                             std::function<void(ControlHost&)> deliver) {
+  std::lock_guard<std::mutex> lock(mailbox->mu);
+  if (!mailbox->loop) return;
+  mailbox->loop->Post([mailbox, deliver = std::move(deliver)] {
+    ControlHost* host = nullptr;
+    {
+      std::lock_guard<std::mutex> inner(mailbox->mu);
+      host = mailbox->host;
+    }
+    if (host) deliver(*host);
+  });
+}
+
 // ---- timers ----
 
 std::shared_ptr<const core::Topology> ControlHost::CurrentTopology() {
@@ -282,16 +296,7 @@ void ControlHost::Fire(uint64_t generation) {
     if (token.stop_requested()) return;
     auto run = std::make_shared<PlanRun>(engine->Run(snap, topo, version, options, true, adopt));
     if (token.stop_requested()) return;
-    std::lock_guard<std::mutex> lock(mailbox->mu);
-    if (!mailbox->loop) return;
-    mailbox->loop->Post([mailbox, run] {
-      ControlHost* host = nullptr;
-      {
-        std::lock_guard<std::mutex> inner(mailbox->mu);
-        host = mailbox->host;
-      }
-      if (host) host->on_done_(std::move(*run));
-    });
+    PostToHost(mailbox, [run](ControlHost& host) { host.on_done_(std::move(*run)); });
   });
 }
 
@@ -356,16 +361,7 @@ void ControlHost::FireReoptimize(uint64_t generation) {
     if (token.stop_requested()) return;
     auto run = std::make_shared<ReoptimizeRun>(work());
     if (token.stop_requested()) return;
-    std::lock_guard<std::mutex> lock(mailbox->mu);
-    if (!mailbox->loop) return;
-    mailbox->loop->Post([mailbox, run] {
-      ControlHost* host = nullptr;
-      {
-        std::lock_guard<std::mutex> inner(mailbox->mu);
-        host = mailbox->host;
-      }
-      if (host) host->OnReoptimized(std::move(*run));
-    });
+    PostToHost(mailbox, [run](ControlHost& host) { host.OnReoptimized(std::move(*run)); });
   });
 }
 
@@ -434,16 +430,7 @@ void ControlHost::DryRun(DryRunCallback done) {
     if (token.stop_requested()) return;
     auto run = std::make_shared<PlanRun>(engine->Run(snap, topo, version, options, false));
     if (token.stop_requested()) return;
-    std::lock_guard<std::mutex> lock(mailbox->mu);
-    if (!mailbox->loop) return;
-    mailbox->loop->Post([mailbox, run, done = std::move(done)] {
-      bool alive = false;
-      {
-        std::lock_guard<std::mutex> inner(mailbox->mu);
-        alive = mailbox->host != nullptr;
-      }
-      if (alive) done(std::move(*run));
-    });
+    PostToHost(mailbox, [run, done = std::move(done)](ControlHost&) { done(std::move(*run)); });
   });
 }
 

@@ -207,6 +207,26 @@ class ControlLoopFaultsTest : public ::testing::Test {
       if (!probes.empty()) loop_->ObserveHostProbes(id, probes);
     }
   }
+  // Degrade(link) applied and planned around (committed), then healthy flows until the link
+  // comes back: the decisions of the evaluation that brought it back (empty: it never did).
+  std::vector<LinkDecision> DegradeThenRecover(LinkId link) {
+    const LinkDecision d = Degrade(link);
+    if (HasFailure()) return {};
+    Apply({d});
+    clock_.Advance(kDebounce);
+    std::shared_ptr<const PlanningSnapshot> snap = loop_->StartPlan();
+    EXPECT_NE(snap, nullptr);
+    if (snap == nullptr) return {};
+    EXPECT_FALSE(snap->reoptimize) << snap->reason;  // The fault: only its jobs are unseated.
+    loop_->Commit(loop_->FinishPlan(*snap, RunPlan(*policy_, *current_, *snap, clock_)));
+    std::vector<LinkDecision> up;
+    for (int round = 0; round < 10 && up.empty(); ++round) {
+      clock_.Advance(Duration::Millis(1000));
+      ReportFlows(link, 100, 100);
+      up = loop_->EvaluateFaults();
+    }
+    return up;
+  }
   // Baselines at 100 Gb/s, then the flows and probes crossing `link` at 25 Gb/s: the one
   // decision that follows (degraded).
   LinkDecision Degrade(LinkId link) {
@@ -289,26 +309,14 @@ TEST_F(ControlLoopFaultsTest, TheFirstPlanAfterALinkComesBackIsAReoptimisation) 
   Jobs();
   const LinkId link = SinglableUplink();
   ASSERT_TRUE(link.valid());
-  const LinkDecision d = Degrade(link);
+  // Healthy everywhere for longer than the hold after the fault: the link comes back.
+  const std::vector<LinkDecision> up = DegradeThenRecover(link);
   ASSERT_FALSE(HasFailure());
-  Apply({d});
-  clock_.Advance(kDebounce);
-  std::shared_ptr<const PlanningSnapshot> snap = loop_->StartPlan();
-  ASSERT_NE(snap, nullptr);
-  EXPECT_FALSE(snap->reoptimize) << snap->reason;  // The fault: only its jobs are unseated.
-  loop_->Commit(loop_->FinishPlan(*snap, RunPlan(*policy_, *current_, *snap, clock_)));
-  // Healthy everywhere for longer than the hold: the link comes back.
-  std::vector<LinkDecision> up;
-  for (int round = 0; round < 10 && up.empty(); ++round) {
-    clock_.Advance(Duration::Millis(1000));
-    ReportFlows(link, 100, 100);
-    up = loop_->EvaluateFaults();
-  }
   ASSERT_EQ(up.size(), 1u);
   EXPECT_EQ(up[0].health, LinkHealth::kUp);
   Apply(up);
   clock_.Advance(kDebounce);
-  snap = loop_->StartPlan();
+  std::shared_ptr<const PlanningSnapshot> snap = loop_->StartPlan();
   ASSERT_NE(snap, nullptr);
   EXPECT_TRUE(snap->reoptimize);
   EXPECT_NE(snap->reason.find("a link came back"), std::string::npos) << snap->reason;
@@ -328,26 +336,14 @@ TEST_F(ControlLoopFaultsTest, InTheBackgroundALinkThatComesBackMakesAReoptimisat
   Jobs();
   const LinkId link = SinglableUplink();
   ASSERT_TRUE(link.valid());
-  const LinkDecision d = Degrade(link);
+  const std::vector<LinkDecision> up = DegradeThenRecover(link);
   ASSERT_FALSE(HasFailure());
-  Apply({d});
-  clock_.Advance(kDebounce);
-  std::shared_ptr<const PlanningSnapshot> snap = loop_->StartPlan();
-  ASSERT_NE(snap, nullptr);
-  loop_->Commit(loop_->FinishPlan(*snap, RunPlan(*policy_, *current_, *snap, clock_)));
-  EXPECT_FALSE(loop_->reoptimize_due().has_value()) << "no interval set, no recovery yet";
-  std::vector<LinkDecision> up;
-  for (int round = 0; round < 10 && up.empty(); ++round) {
-    clock_.Advance(Duration::Millis(1000));
-    ReportFlows(link, 100, 100);
-    up = loop_->EvaluateFaults();
-  }
   ASSERT_EQ(up.size(), 1u);
   Apply(up);
   ASSERT_TRUE(loop_->reoptimize_due().has_value());
   EXPECT_EQ(*loop_->reoptimize_due(), clock_.Now());
   clock_.Advance(kDebounce);
-  snap = loop_->StartPlan();
+  std::shared_ptr<const PlanningSnapshot> snap = loop_->StartPlan();
   ASSERT_NE(snap, nullptr);
   EXPECT_FALSE(snap->reoptimize) << snap->reason;
   std::shared_ptr<const PlanningSnapshot> re = loop_->StartReoptimization();

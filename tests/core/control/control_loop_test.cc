@@ -341,6 +341,39 @@ class StableControlLoopTest : public ControlLoopTest {
     EXPECT_TRUE(policy.ok()) << policy.status().ToString();
     return std::move(policy).value();
   }
+  // Two ToRs joined by two aggregation switches, every link at the NICs' 200 Gbps (two jobs on
+  // one ToR-Agg link make it their most loaded link). "heavy" and "light" are planned while agg1
+  // is down, so both take agg0; then agg1 is back and a new stable policy for the full topology
+  // continues that plan (seeded). Rebuilds topo_, loop_ (with options_) and policy_.
+  void PlanBothOverAgg0() {
+    loop_.reset();
+    topo_ = std::make_unique<Topology>(testing::Clos2(2, 2, 2, /*gbps=*/200));
+    Topology degraded = *topo_;
+    const NodeId agg1 = topo_->FindNode("agg1").value();
+    for (size_t l = 0; l < degraded.num_links(); ++l) {
+      const LinkId id(static_cast<uint32_t>(l));
+      if (degraded.link(id).src == agg1 || degraded.link(id).dst == agg1) {
+        degraded.SetLinkUp(id, false);
+      }
+    }
+    PolicyOptions po;
+    po.resolve_ports = true;
+    po.stable = true;
+    loop_ = std::make_unique<ControlLoop>(&clock_, topo_.get(), options_);
+    auto on_degraded = MakePolicy("crux", degraded, po, &clock_);
+    ASSERT_TRUE(on_degraded.ok()) << on_degraded.status().ToString();
+    policy_ = std::move(on_degraded).value();
+    clock_.Set(Duration::Zero());
+    loop_->AddJob(Demand("heavy", {0, 2}), 10);
+    loop_->AddJob(Demand("light", {1, 3}), 12);
+    Advance(kDebounce);
+    loop_->ReportProfile("heavy", Profile(300, 10, true));
+    loop_->ReportProfile("light", Profile(20, 10, true));
+    Advance(kDebounce);
+    policy_ = MakeStable();
+    loop_->Invalidate("link up");
+    Advance(kDebounce);
+  }
   void Converge() {
     loop_->AddJob(Demand("a", {0, 4}), 10);
     loop_->AddJob(Demand("b", {1, 5}), 12);
@@ -475,39 +508,11 @@ TEST_F(StableControlLoopTest, AHostCanPassReoptimisationsItKnowsWouldKeepThePlan
 }
 
 TEST_F(StableControlLoopTest, AReoptimisationThatGainsEnoughReplacesThePlanInForce) {
-  // Two ToRs joined by two aggregation switches; every link at the NICs' 200 Gbps, so two jobs
-  // on one ToR-Agg link are its most loaded link.
-  topo_ = std::make_unique<Topology>(testing::Clos2(2, 2, 2, /*gbps=*/200));
-  // While agg1 is down, both jobs can only take agg0.
-  Topology degraded = *topo_;
-  const NodeId agg1 = topo_->FindNode("agg1").value();
-  for (size_t l = 0; l < degraded.num_links(); ++l) {
-    const LinkId id(static_cast<uint32_t>(l));
-    if (degraded.link(id).src == agg1 || degraded.link(id).dst == agg1) {
-      degraded.SetLinkUp(id, false);
-    }
-  }
-  PolicyOptions po;
-  po.resolve_ports = true;
-  po.stable = true;
   for (double min_gain : {0.99, 0.01}) {
     SCOPED_TRACE(min_gain);
     options_.reoptimize_min_gain = min_gain;
-    loop_ = std::make_unique<ControlLoop>(&clock_, topo_.get(), options_);
-    auto on_degraded = MakePolicy("crux", degraded, po, &clock_);
-    ASSERT_TRUE(on_degraded.ok()) << on_degraded.status().ToString();
-    policy_ = std::move(on_degraded).value();
-    clock_.Set(Duration::Zero());
-    loop_->AddJob(Demand("heavy", {0, 2}), 10);
-    loop_->AddJob(Demand("light", {1, 3}), 12);
-    Advance(kDebounce);
-    loop_->ReportProfile("heavy", Profile(300, 10, true));
-    loop_->ReportProfile("light", Profile(20, 10, true));
-    Advance(kDebounce);
-    // agg1 is back: a new policy for the full topology continues the plan in force (seeded).
-    policy_ = MakeStable();
-    loop_->Invalidate("link up");
-    Advance(kDebounce);
+    PlanBothOverAgg0();
+    if (HasFatalFailure()) return;
     const auto heavy_before = loop_->applied().at("heavy");
     const auto light_before = loop_->applied().at("light");
     clock_.Set(*loop_->due());
@@ -582,36 +587,12 @@ TEST_F(StableControlLoopTest, InTheBackgroundAReoptimisationIsNoRunAndRunsGoOnMe
 // its own), and the host that adopts it plans the next run with that policy: the jobs move, and
 // a job that arrived while it ran is planned on top.
 TEST_F(StableControlLoopTest, AnAdoptedReoptimisationReachesTheJobsThroughTheNextRun) {
-  topo_ = std::make_unique<Topology>(testing::Clos2(2, 2, 2, /*gbps=*/200));
-  Topology degraded = *topo_;
-  const NodeId agg1 = topo_->FindNode("agg1").value();
-  for (size_t l = 0; l < degraded.num_links(); ++l) {
-    const LinkId id(static_cast<uint32_t>(l));
-    if (degraded.link(id).src == agg1 || degraded.link(id).dst == agg1) {
-      degraded.SetLinkUp(id, false);
-    }
-  }
-  PolicyOptions po;
-  po.resolve_ports = true;
-  po.stable = true;
   options_.reoptimize_in_background = true;
   for (double min_gain : {0.99, 0.01}) {
     SCOPED_TRACE(min_gain);
     options_.reoptimize_min_gain = min_gain;
-    loop_ = std::make_unique<ControlLoop>(&clock_, topo_.get(), options_);
-    auto on_degraded = MakePolicy("crux", degraded, po, &clock_);
-    ASSERT_TRUE(on_degraded.ok()) << on_degraded.status().ToString();
-    policy_ = std::move(on_degraded).value();
-    clock_.Set(Duration::Zero());
-    loop_->AddJob(Demand("heavy", {0, 2}), 10);
-    loop_->AddJob(Demand("light", {1, 3}), 12);
-    Advance(kDebounce);
-    loop_->ReportProfile("heavy", Profile(300, 10, true));
-    loop_->ReportProfile("light", Profile(20, 10, true));
-    Advance(kDebounce);
-    policy_ = MakeStable();  // agg1 is back: the new policy continues the plan in force.
-    loop_->Invalidate("link up");
-    Advance(kDebounce);
+    PlanBothOverAgg0();
+    if (HasFatalFailure()) return;
     const auto heavy_before = loop_->applied().at("heavy");
     const auto light_before = loop_->applied().at("light");
     clock_.Set(*loop_->reoptimize_due());

@@ -219,6 +219,10 @@ class ControlHost {
   struct ReoptimizeRun;
   void OnReoptimized(ReoptimizeRun run);
   std::shared_ptr<const core::Topology> CurrentTopology();
+  // From a worker: runs `deliver` on the loop thread with the host, unless the host is gone by
+  // then (the result is dropped).
+  static void PostToHost(const std::shared_ptr<Mailbox>& mailbox,
+                         std::function<void(ControlHost&)> deliver);
 
   EventLoop* loop_;
   TopologyManager* topo_;
