@@ -154,7 +154,11 @@ TEST_F(HostProbesTest, SlowProbesOfTheHostsJobReachTheFaultManager) {
   bool named = false;
   for (const core::LinkFaultView& v : daemon_->control().faults().Links()) {
     for (const std::string& line : v.evidence) {
-      named = named || line.find("host probe of job ring host0/nic0->") != std::string::npos;
+      if (line.find("host probe of job ring host0/nic0->") == std::string::npos) continue;
+      named = true;
+      // Host agents' probes alone name no job: no empty job list in the reason.
+      EXPECT_EQ(v.reason.find("jobs ,"), std::string::npos) << v.reason;
+      EXPECT_EQ(v.reason.find("(jobs )"), std::string::npos) << v.reason;
     }
   }
   EXPECT_TRUE(named) << "no link's evidence names a host probe (" << probes_.size() << " probes, "

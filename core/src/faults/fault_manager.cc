@@ -927,13 +927,16 @@ FaultManager::LinkSignals FaultManager::ReadSignals(LinkId id, const LinkState& 
   }
   if (lossy.size() > 2) sig.nic_text += "; and " + std::to_string(lossy.size() - 2) + " more NICs";
   sig.tomo_jobs = static_cast<int>(distinct.size());
+  // Evidence of host agents' probes alone names no job (their count follows below).
   if (tomo.kind == SuspectKind::kHard) {
-    sig.tomo_text = "007 voting: " + std::to_string(tomo.evidence.size()) + " failed flows (jobs " +
-                    jobs + ") vote " + Num(tomo.score) + " for it; no healthy flow crosses it";
+    sig.tomo_text = "007 voting: " + std::to_string(tomo.evidence.size()) + " failed flows" +
+                    (jobs.empty() ? "" : " (jobs " + jobs + ")") + " vote " + Num(tomo.score) +
+                    " for it; no healthy flow crosses it";
   } else {
     sig.tomo_text = "least squares: it delivers ~" + Pct(tomo.estimate) + " of its rate (" +
-                    std::to_string(tomo.evidence.size()) + " slow flows of jobs " + jobs + ", " +
-                    std::to_string(tomo.healthy) + " healthy)";
+                    std::to_string(tomo.evidence.size()) + " slow flows" +
+                    (jobs.empty() ? "" : " of jobs " + jobs) + ", " + std::to_string(tomo.healthy) +
+                    " healthy)";
   }
   if (sig.host_probes > 0) {
     sig.tomo_text += "; " + std::to_string(sig.host_probes) + " host agent probes agree";
