@@ -503,12 +503,10 @@ PlanOutcome RunPlan(SchedulingPolicy& policy, const Topology& topo, const Planni
 }
 
 ReoptimizeOutcome RunReoptimization(SchedulingPolicy& policy, const Topology& topo,
-                                    const PlanningSnapshot& snap, const Clock& clock) {
-  const Duration start = clock.Now();
+                                    const PlanningSnapshot& snap) {
   ReoptimizeOutcome out;
   auto finish = [&](Status s) {
     out.status = std::move(s);
-    out.planning_time = clock.Now() - start;
     return std::move(out);
   };
   if (!policy.WantsSeed()) {
@@ -520,7 +518,6 @@ ReoptimizeOutcome RunReoptimization(SchedulingPolicy& policy, const Topology& to
   PlanOutcome scratch;  // CollectSpecs' exclusions: the runs report them.
   const SpecList list = CollectSpecs(topo, snap, scratch);
   out.jobs = list.specs.size();
-  const Duration t_schedule = clock.Now();
   std::optional<Plan> in_force;
   if (snap.reoptimize_min_gain > 0 && !applied.empty()) {
     // The plan in force, continued over the snapshot's jobs as the runs' policy would.
@@ -531,7 +528,6 @@ ReoptimizeOutcome RunReoptimization(SchedulingPolicy& policy, const Topology& to
     policy.Reoptimize();
   }
   Result<Plan> fresh = policy.Schedule(list.specs);
-  out.schedule_time = clock.Now() - t_schedule;
   if (!fresh.ok()) return finish(fresh.status().WithContext("fresh plan"));
   if (!in_force) {
     out.adopt = true;

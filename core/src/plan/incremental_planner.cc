@@ -385,7 +385,6 @@ struct IncrementalPlanner::State {
   std::vector<std::vector<LinkId>> links;      // RoutedLinks of each job (the DAG's input).
   std::unordered_map<std::string, int> index;  // Job id -> position in `jobs`.
   int reference = -1;                          // Position of the reference job.
-  std::string reference_id;                    // Its id (stable mode keeps the job: Prioritise).
   std::vector<size_t> component_size;          // Per previous DAG component.
 
   // ---- Stage-3 dirty tracking (topology-level, kept across runs) ----
@@ -721,14 +720,13 @@ void IncrementalPlanner::Prioritise(RunState& run) {
   // nearly every run did. A seeded first plan takes the seeds' reference (the plan in force's).
   // The job's own changed profile (every k_j changes anyway: the full re-plan, whose reference
   // is SelectReference's), its departure or a re-optimisation (Reset) choose again.
-  if (options_.stable) {
-    const std::string* keep = st.valid ? &st.reference_id : run.seed_reference;
-    if (keep != nullptr && !keep->empty()) {
-      for (size_t j = 0; j < run.n; ++j) {
-        if (run.next[j].spec.id != *keep) continue;
-        if (prio[j].has_traffic && (!st.valid || run.prev[j] >= 0)) ref = static_cast<int>(j);
-        break;
-      }
+  if (options_.stable && (st.valid ? st.reference >= 0 : run.seed_reference != nullptr)) {
+    for (size_t j = 0; j < run.n; ++j) {
+      const bool kept =
+          st.valid ? run.prev[j] == st.reference : run.next[j].spec.id == *run.seed_reference;
+      if (!kept) continue;
+      if (prio[j].has_traffic) ref = static_cast<int>(j);
+      break;
     }
   }
   run.ref = ref;
@@ -1109,7 +1107,6 @@ void IncrementalPlanner::Commit(RunState& run) {
   st.index.reserve(n);
   for (size_t j = 0; j < n; ++j) st.index.emplace(st.jobs[j].spec.id, static_cast<int>(j));
   st.reference = run.ref;
-  st.reference_id = run.ref >= 0 ? st.jobs[static_cast<size_t>(run.ref)].spec.id : std::string();
   st.component_size.resize(run.comps.size());
   for (size_t c = 0; c < run.comps.size(); ++c) st.component_size[c] = run.comps[c].size();
   st.valid = true;

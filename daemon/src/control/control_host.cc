@@ -301,7 +301,6 @@ void ControlHost::Fire(uint64_t generation) {
 }
 
 struct ControlHost::ReoptimizeRun {
-  std::shared_ptr<const core::PlanningSnapshot> snapshot;
   core::ReoptimizeOutcome outcome;
   std::shared_ptr<AdoptedPolicy> policy;  // Holds the fresh plan when outcome.adopt.
   double worker_ms = 0;
@@ -320,7 +319,7 @@ std::shared_ptr<AdoptedPolicy> ReoptimizeOn(const core::PlanningSnapshot& snap,
     outcome.status = policy.status();
     return adopted;
   }
-  outcome = core::RunReoptimization(**policy, *topo, snap, core::SteadyClock::Instance());
+  outcome = core::RunReoptimization(**policy, *topo, snap);
   if (outcome.adopt) {
     adopted->policy = std::move(policy).value();
     adopted->topology = std::move(topo);
@@ -340,14 +339,12 @@ void ControlHost::FireReoptimize(uint64_t generation) {
     Kick();
     return;
   }
-  ++reoptimize_stats_.started;
   std::shared_ptr<const core::Topology> topo = CurrentTopology();
   const uint64_t version = topology_copy_version_;
   const core::PlannerOptions options = planner_options_;
   auto work = [snap, topo, version, options]() {
     const auto start = std::chrono::steady_clock::now();
     ReoptimizeRun run;
-    run.snapshot = snap;
     run.policy = ReoptimizeOn(*snap, topo, version, options, run.outcome);
     run.worker_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -368,8 +365,6 @@ void ControlHost::FireReoptimize(uint64_t generation) {
 void ControlHost::OnReoptimized(ReoptimizeRun run) {
   const core::ReoptimizeOutcome& o = run.outcome;
   ReoptimizeStats& st = reoptimize_stats_;
-  st.last_ms = run.worker_ms;
-  st.last_verdict = o.verdict;
   std::string verdict;
   if (o.verdict) {
     const core::PlanOutcome::ReoptimizeVerdict& v = *o.verdict;

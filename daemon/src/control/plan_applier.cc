@@ -15,23 +15,10 @@
 namespace crux::daemon {
 namespace {
 
-// ", fresh plan kept in force (cost -0.4 %, cut +0.000 < min gain)" and the like; empty unless
-// a re-optimisation was weighed against the plan in force.
-std::string ReoptimizeText(const core::PlanOutcome& o) {
-  if (!o.reoptimize_verdict) return "";
-  const core::PlanOutcome::ReoptimizeVerdict& v = *o.reoptimize_verdict;
-  const double cost = v.in_force.contention_cost > 0
-                          ? 100 * (v.fresh.contention_cost / v.in_force.contention_cost - 1)
-                          : 0.0;
-  return fmt::format(" ({}: cost {:+.2f} %, cut fraction {:+.4f})",
-                     v.adopted ? "fresh plan adopted" : "plan in force kept, gain below minimum",
-                     cost, v.fresh.cut_fraction - v.in_force.cut_fraction);
-}
-
 // ", everything re-planned (reference changed)" and the like: why the planner could not keep the
 // previous plan (core::ReplanStats::full_replan), except on a first plan.
 std::string ReplanText(const core::PlanOutcome& o) {
-  if (!o.replan || o.replan->full_replan.empty() || o.reoptimized ||
+  if (!o.replan || o.replan->full_replan.empty() ||
       o.replan->full_replan.starts_with("first plan")) {
     return "";
   }
@@ -350,11 +337,11 @@ void PlanApplier::Commit(std::shared_ptr<const PlanRun> run,
   spdlog::info(
       "epoch {}: {} assignments changed ({} pushed at once, the rest in chunks), {} removed, "
       "QoS changed on {} switches; re-plan ({}) {:.2f} ms on the worker (schedule {:.1f}, "
-      "assignments {:.1f}, QoS {:.1f}){}{}{}{}, store {:.1f} ms",
+      "assignments {:.1f}, QoS {:.1f}){}{}, store {:.1f} ms",
       loop.epoch(), batch->changed.size(), pushed, batch->removed.size(), batch->qos_changed.size(),
       run->snapshot->reason, run->replan_ms, o.schedule_time.ToMillis(), o.assign_time.ToMillis(),
-      o.qos_time.ToMillis(), o.reoptimized ? ", re-optimised" : "", ReoptimizeText(o),
-      o.seeded ? ", seeded from the plan in force" : "", ReplanText(o), store_ms);
+      o.qos_time.ToMillis(), o.seeded ? ", seeded from the plan in force" : "", ReplanText(o),
+      store_ms);
   Publish(*run);
 }
 

@@ -564,7 +564,7 @@ TEST_F(StableControlLoopTest, InTheBackgroundAReoptimisationIsNoRunAndRunsGoOnMe
   EXPECT_TRUE(loop_->reoptimizing());
   // The re-optimisation (on a policy of its own) plans the snapshot's jobs afresh.
   auto fresh = MakeStable();
-  ReoptimizeOutcome o = RunReoptimization(*fresh, *topo_, *re, clock_);
+  ReoptimizeOutcome o = RunReoptimization(*fresh, *topo_, *re);
   ASSERT_TRUE(o.status.ok()) << o.status.ToString();
   EXPECT_EQ(o.jobs, 3u);
   EXPECT_TRUE(o.adopt) << "min gain 0: the fresh plan is taken";
@@ -599,7 +599,7 @@ TEST_F(StableControlLoopTest, AnAdoptedReoptimisationReachesTheJobsThroughTheNex
     std::shared_ptr<const PlanningSnapshot> re = loop_->StartReoptimization();
     ASSERT_NE(re, nullptr);
     std::unique_ptr<SchedulingPolicy> fresh = MakeStable();
-    ReoptimizeOutcome o = RunReoptimization(*fresh, *topo_, *re, clock_);
+    ReoptimizeOutcome o = RunReoptimization(*fresh, *topo_, *re);
     ASSERT_TRUE(o.status.ok()) << o.status.ToString();
     ASSERT_TRUE(o.verdict.has_value());
     EXPECT_LT(o.verdict->fresh.contention_cost, o.verdict->in_force.contention_cost * 0.99);
@@ -632,11 +632,11 @@ TEST_F(StableControlLoopTest, AReoptimisationBesideTheRunsNeedsANewStablePolicy)
   exact_options.resolve_ports = true;  // Not stable: exact incremental re-planning.
   auto exact = MakePolicy("crux", *topo_, exact_options, &clock_);
   ASSERT_TRUE(exact.ok());
-  ReoptimizeOutcome o = RunReoptimization(**exact, *topo_, *re, clock_);
+  ReoptimizeOutcome o = RunReoptimization(**exact, *topo_, *re);
   EXPECT_EQ(o.status.code(), StatusCode::kFailedPrecondition) << o.status.ToString();
   EXPECT_FALSE(o.adopt);
   // A policy that already holds a plan is not new either (policy_ planned the runs).
-  o = RunReoptimization(*policy_, *topo_, *re, clock_);
+  o = RunReoptimization(*policy_, *topo_, *re);
   EXPECT_EQ(o.status.code(), StatusCode::kFailedPrecondition) << o.status.ToString();
 }
 

@@ -261,9 +261,7 @@ struct ReoptimizeOutcome {
   bool adopt = false;
   // Weighed against the plan in force (snap.reoptimize_min_gain > 0 and a plan in force).
   std::optional<PlanOutcome::ReoptimizeVerdict> verdict;
-  size_t jobs = 0;         // Planned.
-  Duration schedule_time;  // Both Schedule calls.
-  Duration planning_time;  // The whole call.
+  size_t jobs = 0;  // Planned.
 };
 
 // A re-optimisation of `snap` (StartReoptimization's) beside the runs: with a min gain and a
@@ -273,7 +271,7 @@ struct ReoptimizeOutcome {
 // for `topo`, and stable (PlannerOptions::stable: it keeps its plan between Schedule calls);
 // errors otherwise. Never throws for bad input.
 ReoptimizeOutcome RunReoptimization(SchedulingPolicy& policy, const Topology& topo,
-                                    const PlanningSnapshot& snap, const Clock& clock);
+                                    const PlanningSnapshot& snap);
 
 // The assignment of one job from its plan (nullptr: the job was not planned: no flows, level 0).
 Assignment MakeAssignment(const PlanningJob& job, const JobPlan* plan);

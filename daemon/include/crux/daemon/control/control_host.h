@@ -84,13 +84,10 @@ core::Result<std::unique_ptr<core::SchedulingPolicy>> MakeDaemonPolicy(
 
 // What cruxd counts of its re-optimisations beside the runs (ControlHost::reoptimize_stats).
 struct ReoptimizeStats {
-  uint64_t started = 0;
   uint64_t adopted = 0;    // Fresh plan adopted (handed to the next run).
   uint64_t kept = 0;       // The plan in force gained too little to be replaced.
   uint64_t discarded = 0;  // Adoptable, but the topology or planner options changed meanwhile.
   uint64_t failed = 0;     // No fresh plan (the status says why; logged).
-  double last_ms = 0;      // Worker time of the last one.
-  std::optional<core::PlanOutcome::ReoptimizeVerdict> last_verdict;
 };
 
 // One finished run, handed back to the loop thread.
