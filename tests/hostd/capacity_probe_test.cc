@@ -319,16 +319,19 @@ TEST(UdpPathProbeTest, NoReportFromANeverSeenResponderIsNotALoss) {
   ProbeContext ctx;
   const uint16_t sport = FreePort();
   ctx.planned["j1"] = {Planned(sport)};
+  // The agent's first round may run before the probe knows any target: wait for one that
+  // covered the train.
+  const std::string key = TrainTargetsOf(ctx)[0].Key();
   ProbeResult r;
   ASSERT_TRUE(system_test::WaitUntil(
       [&] {
         r = probe.Run(ctx);
-        return r.round > 0;
+        return r.data.contains(key);
       },
-      std::chrono::seconds(10), std::chrono::milliseconds(5)));
+      std::chrono::seconds(10), std::chrono::milliseconds(5)))
+      << r.summary;
   EXPECT_TRUE(r.capacity.empty());
   EXPECT_TRUE(r.ok) << r.summary;
-  const std::string key = TrainTargetsOf(ctx)[0].Key();
   EXPECT_NE(r.data[key].find("not counted as lost"), std::string::npos) << r.data[key];
 }
 
@@ -340,13 +343,17 @@ TEST(UdpPathProbeTest, TrainCountZeroSendsNoTrains) {
   UdpPathProbe probe(o);
   ProbeContext ctx;
   ctx.planned["j1"] = {Planned(FreePort())};
-  ProbeResult r;
+  // A round that began after the probe was told of the flow: the one in progress when Run was
+  // first called may have begun before.
+  ProbeResult r = probe.Run(ctx);
+  const uint64_t told = r.round;
   ASSERT_TRUE(system_test::WaitUntil(
       [&] {
         r = probe.Run(ctx);
-        return r.round > 0;
+        return r.round >= told + 2;
       },
-      std::chrono::seconds(10), std::chrono::milliseconds(5)));
+      std::chrono::seconds(10), std::chrono::milliseconds(5)))
+      << r.summary;
   EXPECT_TRUE(r.capacity.empty());
   EXPECT_EQ(r.summary.find("capacity trains"), std::string::npos) << r.summary;
   EXPECT_EQ((*responder)->stats().train_datagrams, 0u);
