@@ -3,6 +3,9 @@
 
   eval_table.py DIR             one scenario: DIR/<policy>/summary.json -> markdown table
   eval_table.py --headline OUT  every OUT/<scenario>/: crux vs each policy, both metrics
+  eval_table.py --priorities OUT
+                                every OUT/<scenario>/: what the priority half adds (crux vs
+                                crux-ps, crux-pa vs ecmp) beside the other policies
   eval_table.py --plots DIR PNG_PREFIX
                                 gnuplot PNGs of one scenario: PNG_PREFIX-utilization.png (GPU
                                 utilisation over time, one curve per policy) and
@@ -19,7 +22,7 @@ import sys
 
 # Baselines (the paper's comparison set); crux-ps-pa and crux-pa are ablations of Crux itself.
 BASELINES = ["ecmp", "sincronia", "taccl", "cassini"]
-ORDER = ["crux", "crux-ps-pa", "crux-pa", "ecmp", "sincronia", "taccl", "cassini", "ideal"]
+ORDER = ["crux", "crux-ps", "crux-ps-pa", "crux-pa", "ecmp", "sincronia", "taccl", "cassini", "ideal"]
 
 
 def load(d):
@@ -116,6 +119,48 @@ def headline(out):
     return "\n".join(rows) + "\n"
 
 
+PRIORITY_POLICIES = ["crux", "crux-ps", "crux-ps-pa", "crux-guard", "crux-pa", "ecmp", "sincronia",
+                     "taccl", "ideal"]
+
+
+def priorities(out):
+    """One row per OUT/<scenario>/: GPU utilisation of each policy (work utilisation after a
+    slash where it differs by more than 0.0005), then the priorities' contribution in points of
+    GPU utilisation: crux - crux-ps (Crux's paths, with and without its levels) and crux-pa -
+    ecmp (ECMP paths, with and without them), crux - the best baseline, and the CPU seconds of
+    all the scenario's runs (user + system, /usr/bin/time)."""
+    head = ["scenario"] + PRIORITY_POLICIES + [
+        "crux - crux-ps (pts)", "crux-pa - ecmp (pts)", "crux - best baseline (pts)", "CPU s"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in sorted(os.listdir(out)):
+        d = os.path.join(out, name)
+        if not os.path.isdir(d):
+            continue
+        runs = load(d)
+        if "crux" not in runs:
+            continue
+
+        def cell(p):
+            if p not in runs:
+                return "-"
+            g = runs[p]["gpu_utilization"]
+            w = runs[p].get("work_utilization", g)
+            return f"{g:.4f}" if abs(g - w) <= 0.0005 else f"{g:.4f} / {w:.4f}"
+
+        def diff(a, b):
+            if a not in runs or b not in runs:
+                return "-"
+            return f"{100 * (runs[a]['gpu_utilization'] - runs[b]['gpu_utilization']):+.2f}"
+        base = {p: r for p, r in runs.items() if p in BASELINES}
+        best = max(base, key=lambda p: base[p]["gpu_utilization"]) if base else None
+        cpu = sum(r["_cpu_s"] or 0 for r in runs.values())
+        rows.append("| " + " | ".join(
+            [name] + [cell(p) for p in PRIORITY_POLICIES] +
+            [diff("crux", "crux-ps"), diff("crux-pa", "ecmp"),
+             (diff("crux", best) + f" ({best})") if best else "-", f"{cpu:.0f}"]) + " |")
+    return "\n".join(rows) + "\n"
+
+
 def plots(d, prefix):
     import subprocess
     runs = load(d)
@@ -154,6 +199,8 @@ def main(argv):
         plots(argv[2], argv[3])
     elif len(argv) == 3 and argv[1] == "--headline":
         sys.stdout.write(headline(argv[2]))
+    elif len(argv) == 3 and argv[1] == "--priorities":
+        sys.stdout.write(priorities(argv[2]))
     elif len(argv) == 2:
         sys.stdout.write(table(argv[1]))
     else:

@@ -127,6 +127,7 @@ struct GenFlags {
   std::optional<double> load;  // Offered load (fraction of --topology's GPUs); sets the gap.
   double scatter = 0;          // GeneratorOptions::scatter_probability.
   double spill = 0;            // GeneratorOptions::spill_probability.
+  double share = 0;            // GeneratorOptions::share_probability.
   std::string mix;             // GeneratorOptions::mix; empty: the default (lingjun-2023).
   std::string models;
   std::string topology;
@@ -705,11 +706,21 @@ int DoGenTrace(const GenFlags& f, std::ostream& out, std::ostream& err) {
   g.mean_interarrival_s = f.mean_interarrival_s;
   g.scatter_probability = f.scatter;
   g.spill_probability = f.spill;
+  g.share_probability = f.share;
   if (!f.mix.empty()) g.mix = f.mix;
   core::Status valid = wl::ValidateGeneratorOptions(g);
   if (!valid.ok()) return Fail(err, {kExitUsage, "--" + valid.message()});
-  if ((f.load || f.scatter > 0 || f.spill > 0) && f.topology.empty()) {
-    return Fail(err, {kExitUsage, "--load/--scatter/--spill: need --topology to place on"});
+  if (f.topology.empty()) {
+    std::string placing;  // The flags given that place jobs.
+    for (const auto& [given, flag] : {std::pair{f.load.has_value(), "--load"},
+                                      {f.scatter > 0, "--scatter"},
+                                      {f.spill > 0, "--spill"},
+                                      {f.share > 0, "--share"}}) {
+      if (given) placing += (placing.empty() ? "" : "/") + std::string(flag);
+    }
+    if (!placing.empty()) {
+      return Fail(err, {kExitUsage, placing + ": need --topology to place on"});
+    }
   }
   core::Result<wl::ModelCatalog> models =
       wl::LoadModelsFile(f.models.empty() ? DefaultModelsPath() : f.models);
@@ -842,6 +853,10 @@ int RunSimCli(int argc, const char* const* argv, std::ostream& out, std::ostream
     gt->add_option("--spill", gen.spill,
                    "Probability a packed multi-host job is placed pack-then-spill across tiers "
                    "(0..1; docs/sim-workloads.md calibrates 0.6)")
+        ->check(CLI::Range(0.0, 1.0));
+    gt->add_option("--share", gen.share,
+                   "Probability a packed multi-host job (single-pattern profile) takes half of "
+                   "each of twice as many hosts, beside another job (0..1)")
         ->check(CLI::Range(0.0, 1.0));
     gt->add_option("--mix", gen.mix, "Job mix: lingjun-2023 (default) or llm-2025");
     gt->add_option("--models", gen.models, "Model profiles YAML (default: shipped)");

@@ -503,6 +503,21 @@ class CruxPsPaPolicy final : public BasePolicy {
   }
 };
 
+// `crux-ps`: Crux's path selection alone (paths chosen jointly in decreasing I_j, as the
+// planner), every job at one level: the ablation that isolates what the priorities add.
+class CruxPsPolicy final : public BasePolicy {
+ public:
+  using BasePolicy::BasePolicy;
+
+ protected:
+  Status Decide(Work& w) override {
+    const PriorityAssignment prio = CruxPriorities(w);
+    CRUX_RETURN_IF_ERROR(RouteJointly(w, CruxPathOrder(w, &prio.rank)));
+    for (JobPlan& jp : w.plan.jobs) jp.level = w.plan.first_job_level;
+    return Status::Ok();
+  }
+};
+
 // `crux-pa`: Crux priorities and compression over ECMP hash paths.
 class CruxPaPolicy final : public BasePolicy {
  public:
@@ -722,6 +737,7 @@ Result<std::unique_ptr<SchedulingPolicy>> Make(std::string_view name, const Topo
   if (n == "crux") return std::unique_ptr<SchedulingPolicy>(new CruxPolicy(topo, options, clock));
   std::unique_ptr<SchedulingPolicy> p;
   if (n == "crux-ps-pa") p = std::make_unique<CruxPsPaPolicy>(n, topo, options, clock);
+  if (n == "crux-ps") p = std::make_unique<CruxPsPolicy>(n, topo, options, clock);
   if (n == "crux-pa") p = std::make_unique<CruxPaPolicy>(n, topo, options, clock);
   if (n == "crux-guard") p = std::make_unique<CruxGuardPolicy>(n, topo, options, clock);
   if (n == "crux-pa-guard") p = std::make_unique<CruxPaGuardPolicy>(n, topo, options, clock);

@@ -10,8 +10,8 @@ namespace crux::core {
 
 const std::vector<std::string>& PolicyNames() {
   static const std::vector<std::string> kNames = {
-      "crux",      "crux-ps-pa", "crux-pa", "crux-guard", "crux-pa-guard", "ecmp",
-      "sincronia", "taccl",      "cassini", "fixed",      "ideal"};
+      "crux", "crux-ps",   "crux-ps-pa", "crux-pa", "crux-guard", "crux-pa-guard",
+      "ecmp", "sincronia", "taccl",      "cassini", "fixed",      "ideal"};
   return kNames;
 }
 

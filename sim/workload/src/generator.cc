@@ -108,6 +108,9 @@ Status ValidateGeneratorOptions(const GeneratorOptions& o) {
   if (!Finite(o.spill_probability) || o.spill_probability < 0 || o.spill_probability > 1) {
     return InvalidArgumentError("spill_probability: must be in [0, 1]");
   }
+  if (!Finite(o.share_probability) || o.share_probability < 0 || o.share_probability > 1) {
+    return InvalidArgumentError("share_probability: must be in [0, 1]");
+  }
   if (!Finite(o.min_duration_s) || !(o.min_duration_s > 0) || !Finite(o.max_duration_s) ||
       o.max_duration_s < o.min_duration_s) {
     return InvalidArgumentError("min_duration_s/max_duration_s: need 0 < min <= max");
@@ -203,6 +206,7 @@ Result<std::vector<TraceJob>> GenerateTrace(const GeneratorOptions& options,
   core::Rng rng(core::Mix64(options.seed ^ 0x7261636547656e31ULL));
   const double span = options.days * 86400.0;
   std::vector<TraceJob> jobs;
+  std::vector<bool> single_pattern;  // Per job: its profile is not hybrid (may share hosts).
   double t = 0;
   while (true) {
     double u = rng.UniformDouble();
@@ -230,8 +234,10 @@ Result<std::vector<TraceJob>> GenerateTrace(const GeneratorOptions& options,
     d = std::clamp(d, options.min_duration_s, options.max_duration_s);
     j.duration_s = std::round(d);
     const std::vector<const ModelProfile*>& list = eligible[cls][j.gpus];
-    j.model = list[rng.Uniform(list.size())]->name;
+    const ModelProfile* model = list[rng.Uniform(list.size())];
+    j.model = model->name;
     jobs.push_back(std::move(j));
+    single_pattern.push_back(!model->hybrid.has_value());
   }
 
   if (placer != nullptr) {
@@ -241,6 +247,7 @@ Result<std::vector<TraceJob>> GenerateTrace(const GeneratorOptions& options,
     std::vector<Placement> placements(jobs.size());
     core::Rng scatter_rng(core::Mix64(options.seed ^ 0x5363617474657231ULL));
     core::Rng spill_rng(core::Mix64(options.seed ^ 0x5370696c6c526e67ULL));
+    core::Rng share_rng(core::Mix64(options.seed ^ 0x5368617265486f73ULL));
     double clock = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
       TraceJob& j = jobs[i];
@@ -250,6 +257,10 @@ Result<std::vector<TraceJob>> GenerateTrace(const GeneratorOptions& options,
       const bool spill = !scatter && options.spill_probability > 0 &&
                          j.gpus > placer->gpus_per_host() &&
                          spill_rng.UniformDouble() < options.spill_probability;
+      // Hybrid profiles fix their GPUs per host (8): only single-pattern jobs share hosts.
+      const bool share = !scatter && !spill && options.share_probability > 0 &&
+                         j.gpus > placer->gpus_per_host() && single_pattern[i] &&
+                         share_rng.UniformDouble() < options.share_probability;
       while (true) {
         while (!running.empty() && running.top().first <= clock) {
           placer->Release(placements[running.top().second]);
@@ -257,6 +268,7 @@ Result<std::vector<TraceJob>> GenerateTrace(const GeneratorOptions& options,
         }
         Result<Placement> p = scatter ? placer->PlaceScattered(j.gpus, scatter_rng)
                               : spill ? placer->PlaceSpilled(j.gpus)
+                              : share ? placer->PlaceShared(j.gpus)
                                       : placer->Place(j.gpus);
         if (p.ok()) {
           placements[i] = *p;

@@ -126,9 +126,30 @@ Result<Placement> Placer::PlaceScattered(int gpus, core::Rng& rng) {
   return ReserveWholeHosts(whole);
 }
 
-Result<Placement> Placer::ReserveWholeHosts(const std::vector<int>& host_indices) {
+Result<Placement> Placer::PlaceShared(int gpus) {
+  const int g = gpus_per_host_;
+  if (gpus <= g || gpus % g != 0 || g % 2 != 0) return Place(gpus);  // As Place (or its error).
+  const int half = g / 2;
+  const size_t n = static_cast<size_t>(gpus / half);
+  std::vector<int> chosen;
+  for (size_t i = 0; i < hosts_.size() && chosen.size() < n; ++i) {
+    if (free_[i] == half) chosen.push_back(static_cast<int>(i));
+  }
+  for (size_t i = 0; i < hosts_.size() && chosen.size() < n; ++i) {
+    if (free_[i] == g) chosen.push_back(static_cast<int>(i));
+  }
+  if (chosen.size() < n) {
+    return core::FailedPreconditionError("not enough half-free hosts for " + std::to_string(gpus) +
+                                         " GPUs on shared hosts (need " + std::to_string(n) +
+                                         " hosts with " + std::to_string(half) + " free GPUs, " +
+                                         std::to_string(chosen.size()) + " have them)");
+  }
+  return ReserveHosts(chosen, half);
+}
+
+Result<Placement> Placer::ReserveHosts(const std::vector<int>& host_indices, int per_host) {
   Placement out;
-  out.gpus_per_host = gpus_per_host_;
+  out.gpus_per_host = per_host;
   bool one_tor = true;
   bool one_agg = true;
   const int first = host_indices.front();

@@ -20,7 +20,7 @@ Status ParseGenerate(const textio::YamlNode& n, const std::string& path, Scenari
   CRUX_RETURN_IF_ERROR(
       textio::CheckMap(n, path,
                        {"seed", "days", "mean_interarrival_s", "median_duration_s",
-                        "duration_sigma", "place", "load", "scatter", "spill", "mix"}));
+                        "duration_sigma", "place", "load", "scatter", "spill", "share", "mix"}));
   GeneratorOptions g;
   int64_t seed = static_cast<int64_t>(g.seed);
   CRUX_RETURN_IF_ERROR(
@@ -41,6 +41,8 @@ Status ParseGenerate(const textio::YamlNode& n, const std::string& path, Scenari
                                           textio::RealRange::Closed(0, 1), &g.scatter_probability));
   CRUX_RETURN_IF_ERROR(internal::ReadReal(n, path, "spill", false, textio::RealRange::Closed(0, 1),
                                           &g.spill_probability));
+  CRUX_RETURN_IF_ERROR(internal::ReadReal(n, path, "share", false, textio::RealRange::Closed(0, 1),
+                                          &g.share_probability));
   CRUX_RETURN_IF_ERROR(internal::ReadText(n, path, "mix", false, &g.mix));
   const std::vector<std::string> mixes = MixNames();
   if (std::find(mixes.begin(), mixes.end(), g.mix) == mixes.end()) {

@@ -112,6 +112,29 @@ TEST(CruxPsPaPolicyTest, EveryJobGetsItsOwnLevelEvenBeyondK) {
   EXPECT_EQ(*levels.rbegin(), 4);  // Beyond K = 2: crux-ps-pa is the unlimited-levels variant.
 }
 
+// crux-ps is crux-ps-pa's paths with the priorities taken away: one level for every job.
+TEST(CruxPsPolicyTest, CruxPathsOneLevel) {
+  const Clos2Small c = MakeClos2Small();
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 5; ++i) {
+    jobs.push_back(Job("j" + std::to_string(i), {c.host[i % 2], c.host[2 + (i + 1) % 2]},
+                       {Flow(c.nic[i % 2][0], c.nic[2 + (i + 1) % 2][0], kGB * (i + 1))},
+                       Duration::Millis(100 + 10 * i)));
+  }
+  PolicyOptions o;
+  o.planner.levels = 4;
+  o.planner.reserved_high_levels = 1;
+  const Plan plan = Must(Must(MakePolicy("crux-ps", c.topo, o), "make")->Schedule(jobs), "plan");
+  const Plan full = Must(Must(MakePolicy("crux-ps-pa", c.topo, o), "make")->Schedule(jobs), "plan");
+  std::set<int> full_levels;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    EXPECT_EQ(plan.jobs[j].level, 1) << j;  // The first job level, for everyone.
+    EXPECT_EQ(plan.jobs[j].flows[0].path, full.jobs[j].flows[0].path) << j;  // Crux's paths.
+    full_levels.insert(full.jobs[j].level);
+  }
+  EXPECT_GT(full_levels.size(), 1u);  // The same jobs do get distinct levels with priorities.
+}
+
 TEST(TacclPolicyTest, RoutesInArrivalOrderWhereCruxRoutesByIntensity) {
   const Clos2Small c = MakeClos2Small();
   const std::vector<JobSpec> jobs = TwoCrossTorJobs(c);

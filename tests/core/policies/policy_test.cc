@@ -64,9 +64,10 @@ std::unique_ptr<SchedulingPolicy> MustMake(const std::string& name, const Topolo
 }
 
 TEST(PolicyNamesTest, ListsEveryPolicyInDocumentedOrder) {
-  EXPECT_EQ(PolicyNames(), (std::vector<std::string>{"crux", "crux-ps-pa", "crux-pa", "crux-guard",
-                                                     "crux-pa-guard", "ecmp", "sincronia", "taccl",
-                                                     "cassini", "fixed", "ideal"}));
+  EXPECT_EQ(PolicyNames(),
+            (std::vector<std::string>{"crux", "crux-ps", "crux-ps-pa", "crux-pa", "crux-guard",
+                                      "crux-pa-guard", "ecmp", "sincronia", "taccl", "cassini",
+                                      "fixed", "ideal"}));
 }
 
 TEST(MakePolicyTest, UnknownNameListsValidNames) {

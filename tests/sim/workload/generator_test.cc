@@ -10,6 +10,7 @@
 #include <string>
 
 #include "crux/sim/workload/generator.h"
+#include "crux/sim/workload/workload.h"
 #include "crux/spec/topology_spec.h"
 
 namespace crux::sim::workload {
@@ -355,6 +356,58 @@ TEST(GeneratorTest, RejectsBadOptions) {
   o = GeneratorOptions();
   o.mean_interarrival_s = -1;
   EXPECT_FALSE(ValidateGeneratorOptions(o).ok());
+}
+
+TEST(GeneratorTest, SharePutsMultiHostJobsOnHalfHostsAndLoadsAsSimJobs) {
+  const ModelCatalog models = Models();
+  core::Result<core::Topology> topo =
+      spec::LoadTopologyFile((kConfigs / "topologies" / "crux_clos2_2k_os1.yaml").string());
+  ASSERT_TRUE(topo.ok()) << topo.status().ToString();
+  auto run = [&](const std::string& mix, double share) {
+    GeneratorOptions g;
+    g.mix = mix;
+    g.days = 1;
+    g.share_probability = share;
+    core::Result<Placer> placer = Placer::Create(*topo, 8);
+    EXPECT_TRUE(placer.ok());
+    core::Result<std::vector<TraceJob>> t = GenerateTrace(g, models, &*topo, &*placer);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? *t : std::vector<TraceJob>();
+  };
+  const std::vector<TraceJob> packed = run(std::string(kLingjun2023Mix), 0);
+  const std::vector<TraceJob> shared = run(std::string(kLingjun2023Mix), 1);
+  // share = 0 draws nothing from the new stream: the trace of options without it.
+  {
+    GeneratorOptions g;
+    g.days = 1;
+    core::Result<Placer> placer = Placer::Create(*topo, 8);
+    ASSERT_TRUE(placer.ok());
+    EXPECT_EQ(FormatTraceCsv(packed), FormatTraceCsv(*GenerateTrace(g, models, &*topo, &*placer)));
+  }
+  size_t multi = 0;
+  for (const TraceJob& j : shared) {
+    if (j.gpus <= 8) continue;
+    ++multi;
+    EXPECT_EQ(static_cast<int>(j.placement.size()), j.gpus / 4) << j.id;  // 4 GPUs per host.
+  }
+  EXPECT_GT(multi, 10u);
+  // Hosts are shared within their GPUs: the loader's capacity check accepts the trace.
+  core::Result<std::vector<SimJob>> jobs = TraceToSimJobs(shared, models, *topo, 8);
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  size_t half_hosts = 0;
+  for (const SimJob& j : *jobs) half_hosts += j.spec.hosts.size() > 1 && j.spec.gpus_per_host == 4;
+  EXPECT_EQ(half_hosts, multi);
+  // llm-2025: hybrid profiles (8 GPUs per host by recipe) stay on whole hosts.
+  const std::vector<TraceJob> llm = run(std::string(kLlm2025Mix), 1);
+  for (const TraceJob& j : llm) {
+    if (models.Find(j.model)->hybrid) {
+      EXPECT_EQ(static_cast<int>(j.placement.size()) * 8, j.gpus) << j.id;
+    }
+  }
+  EXPECT_TRUE(TraceToSimJobs(llm, models, *topo, 8).ok());
+  GeneratorOptions bad;
+  bad.share_probability = 2;
+  EXPECT_THAT(ValidateGeneratorOptions(bad).message(), HasSubstr("share_probability"));
 }
 
 }  // namespace

@@ -210,6 +210,37 @@ TEST(PlacementTest, SpilledPlacementFillsTheFullestDomainsFirst) {
   EXPECT_THAT(p->PlaceSpilled(64).status().message(), HasSubstr("not enough whole free hosts"));
 }
 
+TEST(PlacementTest, SharedPlacementTakesHalfHostsBesideAnotherJob) {
+  const core::Topology t = TwoPods();  // 16 hosts of 8 GPUs.
+  core::Result<Placer> p = Placer::Create(t, 8);
+  ASSERT_TRUE(p.ok());
+  // 16 GPUs on half of 4 hosts: whole free hosts in host order when none is half-held.
+  core::Result<Placement> a = p->PlaceShared(16);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(Names(t, *a), (std::vector<std::string>{"host0", "host1", "host2", "host3"}));
+  EXPECT_EQ(a->gpus_per_host, 4);
+  EXPECT_EQ(a->level, PlacementLevel::kSameTor);
+  // The next shared job takes the other halves first, then whole hosts.
+  core::Result<Placement> b = p->PlaceShared(24);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(Names(t, *b),
+            (std::vector<std::string>{"host0", "host1", "host2", "host3", "host4", "host5"}));
+  EXPECT_EQ(b->gpus_per_host, 4);
+  EXPECT_EQ(b->level, PlacementLevel::kSameAgg);
+  EXPECT_EQ(p->free_gpus(t.hosts()[0]), 0);
+  EXPECT_EQ(p->free_gpus(t.hosts()[4]), 4);
+  EXPECT_EQ(p->free_gpus(), 128 - 40);
+  // One host's worth or less, and sizes that are no multiple of 8: as Place.
+  EXPECT_EQ(p->PlaceShared(4)->hosts.size(), 1u);
+  EXPECT_THAT(p->PlaceShared(12).status().message(), HasSubstr("multiple of 8"));
+  // No room: the message says what was missing.
+  EXPECT_THAT(p->PlaceShared(128).status().message(), HasSubstr("not enough half-free hosts"));
+  // Released GPUs come back per host.
+  p->Release(*b);
+  EXPECT_EQ(p->free_gpus(t.hosts()[0]), 4);
+  EXPECT_EQ(p->free_gpus(t.hosts()[5]), 8);
+}
+
 TEST(PlacementTest, DualTorPairIsOneTorGroup) {
   core::Clos3Params params;
   params.dual_tor = true;

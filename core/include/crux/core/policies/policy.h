@@ -7,6 +7,7 @@
 // Names (MakePolicy):
 //   crux        full pipeline (planner.h): intensity-ordered paths, P_j = k_j I_j, DAG
 //               compression onto K levels.
+//   crux-ps     Crux paths only: every job at one level (what the priorities add, taken away).
 //   crux-ps-pa  paths + priorities, no compression: every job its own level (unlimited levels).
 //   crux-pa     Crux priorities and compression, but ECMP (hash) paths.
 //   crux-guard  crux's priorities and paths; a contention edge gets separate levels only where

@@ -95,6 +95,11 @@ struct GeneratorOptions {
   // In [0, 1]; its own random stream, so 0 gives the traces of earlier versions.
   // docs/sim-workloads.md calibrates it against Crux's 51% of GPUs that may contend.
   double spill_probability = 0;
+  // GPU-sharing hosts (only with a Placer): each job larger than one host that is neither
+  // scattered nor spilled, and whose profile is not hybrid (those fix 8 GPUs per host), is with
+  // this probability placed by Placer::PlaceShared (half of each of twice as many hosts, beside
+  // another job). Its own random stream: 0 gives the traces of earlier versions.
+  double share_probability = 0;
   // The job mix: kLingjun2023Mix (size_mix over the single-pattern profiles) or kLlm2025Mix
   // (Llm2025Classes; size_mix is then not used).
   std::string mix = std::string(kLingjun2023Mix);

@@ -58,6 +58,14 @@ class Placer {
   // by tier). Jobs placed so share ToR groups (and their uplinks) with their neighbours, where
   // Place would have chosen a group that holds them whole. Deterministic. Same errors as Place.
   core::Result<Placement> PlaceSpilled(int gpus);
+  // GPU-sharing hosts (docs/evaluation.md, "Where priorities matter"): a job larger than one
+  // host takes half of each of 2 x gpus / G hosts (G / 2 GPUs on each; its per-host GPU count is
+  // then G / 2), hosts another job already half-holds first, then whole free hosts, each in host
+  // order (its ring order: the half-held ones first). Every host it uses it may share with
+  // another job, NICs included: with one NIC per host that NIC is a bottleneck no path choice
+  // avoids. A job of at most G GPUs, or any job when G is odd, is placed by Place. Errors as
+  // Place ("not enough half-free hosts ...").
+  core::Result<Placement> PlaceShared(int gpus);
   // Reserves a given placement (e.g. from a trace). kFailedPrecondition if a host lacks the
   // GPUs, kInvalidArgument for a node that is not a host.
   core::Status Reserve(const Placement& p);
@@ -76,7 +84,11 @@ class Placer {
   Placer() = default;
   std::vector<core::NodeId> TakeWholeHosts(const std::vector<int>& host_indices, int n) const;
   // Reserves whole hosts (indices into hosts_, in ring order) and reports the tightest group.
-  core::Result<Placement> ReserveWholeHosts(const std::vector<int>& host_indices);
+  core::Result<Placement> ReserveWholeHosts(const std::vector<int>& host_indices) {
+    return ReserveHosts(host_indices, gpus_per_host_);
+  }
+  // Reserves `per_host` GPUs on each of the hosts (indices, ring order); the tightest group.
+  core::Result<Placement> ReserveHosts(const std::vector<int>& host_indices, int per_host);
 
   int gpus_per_host_ = 8;
   int free_total_ = 0;

@@ -15,7 +15,8 @@
 //                                             # false leaves placement to load time (same
 //                                             # policy, on the run's topology)
 //                                             # mix: lingjun-2023 (default) | llm-2025,
-//                                             # scatter: P, spill: Q (generator.h)
+//                                             # scatter: P, spill: Q, share: S
+//                                             # (generator.h)
 //     models: ../models.yaml                  # for trace/generate (default ../models.yaml)
 //     link_events: failures.csv               # optional (link_events.h)
 //     policies: [crux, sincronia, ideal]      # optional (default [crux])
