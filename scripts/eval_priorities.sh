@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates docs/evaluation.md section 14, "Where priorities matter" (issue #30 item 3): the
 # priority-regime scenario families (configs/scenarios/prio_*.yaml) under every policy of the
-# comparison, for several trace seeds, at 8 levels and, for the oversubscribed families, at 2
-# (more contending jobs than queues). One `crux-sim run` per (scenario, seed, levels, policy)
+# comparison, for several trace seeds, at 8 levels and, for the oversubscribed families, at 3
+# (level 0 is reserved for profiling newcomers, so 2 job levels: more contending jobs than
+# queues). One `crux-sim run` per (scenario, seed, levels, policy)
 # through scripts/eval_fig23.sh; then scripts/eval_table.py --priorities prints the table.
 #
 #   scripts/eval_priorities.sh [--build DIR] [--out DIR] [--seeds "1 2 3"] [--horizon-s H]
@@ -32,7 +33,7 @@ done
 mkdir -p "$out/scenarios"
 root=$(pwd)
 eight=()
-two=()
+few=()
 for base in configs/scenarios/prio_*.yaml; do
   name=$(basename "$base" .yaml)
   for s in $seeds; do
@@ -42,7 +43,7 @@ for base in configs/scenarios/prio_*.yaml; do
         -e "s|\.\./topologies/|$root/configs/topologies/|" \
         -e "s|\.\./models.yaml|$root/configs/models.yaml|" "$base" > "$f"
     eight+=("$f")
-    [[ $name == *os8* ]] && two+=("$f")
+    [[ $name == *os8* ]] && few+=("$f")
   done
 done
 args=(--build "$build" -j "$jobs")
@@ -50,12 +51,12 @@ args=(--build "$build" -j "$jobs")
 rc=0
 scripts/eval_fig23.sh "${args[@]}" --out "$out/levels8" \
     --extra "--no-plots --single-overlap" "${eight[@]}" > "$out/levels8.log" || rc=1
-scripts/eval_fig23.sh "${args[@]}" --out "$out/levels2" \
+scripts/eval_fig23.sh "${args[@]}" --out "$out/levels3" \
     --policies crux,crux-ps,crux-ps-pa,crux-guard,crux-pa,ecmp,sincronia,ideal \
-    --extra "--no-plots --single-overlap --levels 2" "${two[@]}" > "$out/levels2.log" || rc=1
+    --extra "--no-plots --single-overlap --levels 3" "${few[@]}" > "$out/levels3.log" || rc=1
 echo "8 levels ($(git rev-parse --short HEAD)):"
 /usr/bin/python3 scripts/eval_table.py --priorities "$out/levels8"
 echo
-echo "2 levels:"
-/usr/bin/python3 scripts/eval_table.py --priorities "$out/levels2"
+echo "3 levels (2 for jobs):"
+/usr/bin/python3 scripts/eval_table.py --priorities "$out/levels3"
 exit $rc
