@@ -267,8 +267,13 @@ void PlanApplier::SprayPlanFlows(uint32_t j) {
       const int64_t total = fp.bytes.count();
       const int64_t each = total / static_cast<int64_t>(p);
       const int64_t extra = total % static_cast<int64_t>(p);
+      // Capped: P evenly spaced paths, shifted within the stride by the pair (so that the pairs
+      // of a plane do not all take its first path); uncapped: every path.
+      const size_t stride = all / p;
+      const size_t shift =
+          stride > 1 ? static_cast<size_t>(PairKey(fp.src, fp.dst) % 0x9E3779B1u) % stride : 0;
       for (size_t i = 0; i < p; ++i) {
-        const size_t index = i * all / p;  // Evenly spaced when capped; every path otherwise.
+        const size_t index = (i * all / p + shift) % all;
         core::FlowPlan sub;
         sub.src = fp.src;
         sub.dst = fp.dst;

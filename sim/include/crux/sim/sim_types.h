@@ -150,8 +150,9 @@ struct SimOptions {
   // reordering costs are not modelled); the fluid flows grow P-fold (see `spray_max_paths`).
   bool spray = false;
   // With `spray`: at most this many sub-flows per transfer (0 = every path). With a cap P' < P
-  // the sub-flows take paths evenly spaced over the pair's path list (every plane's share kept
-  // when P' is a multiple of the planes, as path lists are grouped by access route).
+  // the sub-flows take paths evenly spaced over the pair's path list, shifted within the stride
+  // by a hash of the NIC pair (every plane's share kept when P' is a multiple of the planes, as
+  // path lists are grouped by access route; different pairs take different paths in a plane).
   int spray_max_paths = 0;
   // Time-series sampling period (> 0; at most kMaxSamples samples over the horizon).
   Duration sample_interval = Duration::Seconds(60);
