@@ -8,7 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "crux/core/model/iteration_summary.h"
+#include "crux/core/model/traffic_model.h"
 #include "crux/core/policies/policy.h"
+#include "crux/core/topology/builders.h"
 #include "crux/core/topology/path_finder.h"
 #include "crux/sim/simulator.h"
 #include "crux/testing/sim_jobs.h"
@@ -172,6 +175,52 @@ TEST(SprayTest, ControlLoopRunsSprayedFlows) {
     EXPECT_NEAR(j.mean_iteration.ToSeconds(), 2.0, 1e-3);
     EXPECT_TRUE(j.scheduled.has_value());
   }
+}
+
+// Phase-level jobs: a rail flow is split over its pair's sub-flows. Hosts h0 (on s0) and h2 (on
+// s1) at 2 Gbps, two 1 Gbps spines between s0 and s1. fwd 1 s, bwd 2 s; an op of 3 s at 1 Gbps
+// issued after fwd, needed by the end. Pinned (one spine): it runs 1 -> 4 s, a 4 s iteration.
+// Sprayed (both spines, 2 Gbps): 1 -> 2.5 s, hidden under bwd, a 3 s iteration.
+TEST(SprayTest, PhaseLevelRailFlowsAreSplitOverThePaths) {
+  core::ExplicitParams p;
+  p.nodes = {{"h0", true}, {"h2", true}, {"s0", false}, {"s1", false}, {"x", false}, {"y", false}};
+  p.links = {{"h0", "s0", 2.0, 0.0}, {"h2", "s1", 2.0, 0.0}, {"s0", "x", 1.0, 0.0},
+             {"s0", "y", 1.0, 0.0},  {"s1", "x", 1.0, 0.0},  {"s1", "y", 1.0, 0.0}};
+  const Topology topo = core::testing::Must(core::BuildExplicit(p));
+  core::IterationModel m;
+  m.layout.dp = 2;
+  m.layout.gpus_per_host = 1;
+  m.work = core::Flops::Of(1e15);
+  m.segments.push_back({"fwd", Duration::Seconds(1), true});
+  m.segments.push_back({"bwd", Duration::Seconds(2), true});
+  core::CommOp op;
+  op.name = "dp";
+  op.issue_after = 0;
+  op.needed_before = 2;
+  constexpr double kBytes = 3 * 125e6;  // 3 s at 1 Gbps.
+  op.flows.push_back({0, 0, 1, 0, Bytes::FromDouble(kBytes)});
+  m.ops.push_back(op);
+  const std::vector<NodeId> hosts = {core::testing::Must(topo.FindNode("h0")),
+                                     core::testing::Must(topo.FindNode("h2"))};
+  SimJob j;
+  j.spec = core::testing::Must(core::SingleOverlapJobSpec(topo, "a", hosts, m));
+  j.iteration = std::make_shared<const core::IterationModel>(m);
+  j.iterations = 3;
+  SimOptions o = OracleOptions(100);
+  o.fast_forward = false;
+  const SimResult pinned = RunSim(topo, "ecmp", {j}, o);
+  o.spray = true;
+  const SimResult sprayed = RunSim(topo, "ecmp", {j}, o);
+  ASSERT_EQ(pinned.jobs.size(), 1u);
+  ASSERT_EQ(sprayed.jobs.size(), 1u);
+  EXPECT_EQ(pinned.phase_jobs, 1u);
+  EXPECT_EQ(sprayed.phase_jobs, 1u);
+  EXPECT_NEAR(pinned.jobs[0].mean_iteration.ToSeconds(), 4.0, 1e-6);
+  EXPECT_NEAR(sprayed.jobs[0].mean_iteration.ToSeconds(), 3.0, 1e-6);
+  EXPECT_EQ(pinned.peak_active_flows, 1u);
+  EXPECT_EQ(sprayed.peak_active_flows, 2u);
+  EXPECT_NEAR(sprayed.bytes_sent, 3 * kBytes, 1e-3);
+  EXPECT_DOUBLE_EQ(sprayed.bytes_sent, sprayed.bytes_delivered);
 }
 
 TEST(SprayTest, RejectsANegativePathCap) {
