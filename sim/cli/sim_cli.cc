@@ -75,6 +75,8 @@ struct RunFlags {
   std::optional<double> days;           // Overrides the scenario's generate days.
   bool no_fast_forward = false;
   bool single_overlap = false;
+  bool spray = false;                  // SimOptions::spray (or the scenario's spray: true).
+  std::optional<int> spray_max_paths;  // SimOptions::spray_max_paths.
   bool no_plots = false;
   bool quiet = false;
   // Control loop (sim::ControlOptions).
@@ -171,6 +173,14 @@ void AddRunFlags(CLI::App* cmd, RunFlags* f, bool compare) {
   cmd->add_flag("--single-overlap", f->single_overlap,
                 "Run hybrid (multi-phase) jobs as their single-overlap summary: one compute "
                 "block, one communication block (default: their phases)");
+  cmd->add_flag("--spray", f->spray,
+                "Packet-spraying fabric: every transfer between two NICs is split evenly over "
+                "every equal-cost path (all planes); paths are not pinned, policies set levels "
+                "only (docs/simulator.md, \"Sprayed fabrics\")");
+  cmd->add_option("--spray-max-paths", f->spray_max_paths,
+                  "With --spray: at most this many sub-flows per transfer, on evenly spaced "
+                  "paths (default 0 = every path)")
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("--oracle", f->oracle,
                 "Plan every job from its true profile at once at every event (no control loop: "
                 "no registration, profiling phase or debounce)");
@@ -450,6 +460,8 @@ std::optional<Failure> Prepare(const RunFlags& f, bool compare, Prepared* p, std
   o.horizon = core::Duration::Seconds(horizon);
   o.fast_forward = f.no_fast_forward ? false : sc.fast_forward.value_or(true);
   o.single_overlap = f.single_overlap;
+  o.spray = f.spray || sc.spray.value_or(false);
+  o.spray_max_paths = f.spray_max_paths.value_or(0);
   o.gpus_per_host = gpus_per_host;
   o.sample_interval =
       core::Duration::Seconds(f.sample_interval_s.value_or(std::max(1.0, horizon / 500.0)));

@@ -486,6 +486,10 @@ Status ValidateSimInput(const core::Topology& topo, const std::vector<SimJob>& j
                                       Num(options.fast_forward_tolerance) + ")");
   }
   if (options.gpus_per_host < 1) return core::InvalidArgumentError("gpus_per_host: must be >= 1");
+  if (options.spray_max_paths < 0) {
+    return core::InvalidArgumentError("spray_max_paths: must be >= 0 (got " +
+                                      std::to_string(options.spray_max_paths) + ")");
+  }
   CRUX_RETURN_IF_ERROR(core::ValidateControlLoopOptions(options.control.loop));
   if (options.faults.enabled()) {
     if (options.control.oracle) {

@@ -151,9 +151,10 @@ Result<core::Topology> ParseHpn(const textio::YamlNode& n) {
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "hosts_per_segment", 1, &p.hosts_per_segment));
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "rails", 1, &p.rails));
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "planes", 1, &p.planes));
-  if (p.planes > 2) {
+  if (p.planes > core::kMaxHpnPlanes) {
     return ErrorAt(n.Get("planes"), ChildPath(kPath, "planes"),
-                   "must be 1 or 2 (got " + std::to_string(p.planes) + ")");
+                   "must be in [1, " + std::to_string(core::kMaxHpnPlanes) + "] (got " +
+                       std::to_string(p.planes) + ")");
   }
   CRUX_RETURN_IF_ERROR(OptionalInt(n, kPath, "aggs_per_plane", 1, &p.aggs_per_plane));
   CRUX_RETURN_IF_ERROR(

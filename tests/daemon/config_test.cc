@@ -31,6 +31,7 @@ TEST(ConfigTest, BuiltinDefaultsAreValidAndInsecureOnLoopback) {
   EXPECT_EQ(DatabasePath(c), "state/cruxd.sqlite");
   EXPECT_EQ(c.planner.levels, 8);
   EXPECT_EQ(c.planner.reserved_high_levels, 1);
+  EXPECT_FALSE(c.planner.spray);
   EXPECT_GE(c.debounce_ms, 10);
   EXPECT_LE(c.debounce_ms, 100);
   auto topo = spec::ParseTopology(EmbeddedTopologyYaml(), "");
@@ -63,7 +64,7 @@ client_endpoint: tcp://0.0.0.0:7000
 admin_endpoint: ipc:///run/cruxd/admin.sock
 curve: {enabled: true, server_secret_key_file: /etc/cruxd/server.key, authorized_keys_dir: /etc/cruxd/clients}
 metrics_listen: 0.0.0.0:9000
-planner: {levels: 4, reserved_high_levels: 1, reserved_low_levels: 1, topo_orders: 3, seed: 7, gpu_peak_tflops: 989.5}
+planner: {levels: 4, reserved_high_levels: 1, reserved_low_levels: 1, topo_orders: 3, seed: 7, gpu_peak_tflops: 989.5, spray: true}
 debounce_ms: 0
 min_replan_interval_ms: 250
 lease_ms: 5000
@@ -93,6 +94,8 @@ dscp_pool: [1, 2, 63]
   core::PlannerOptions o = ToPlannerOptions(c->planner);
   EXPECT_DOUBLE_EQ(o.gpu_peak_flops, 989.5e12);
   EXPECT_EQ(o.reserved_low_levels, 1);
+  EXPECT_TRUE(c->planner.spray);
+  EXPECT_TRUE(o.spray);  // A sprayed fabric: levels only, no ports (PlannerOptions::spray).
 }
 
 struct BadCase {
@@ -143,6 +146,7 @@ TEST(ConfigTest, EveryKeyErrorNamesTheKey) {
       {"planner: {gpu_peak_tflops: -1}", "planner.gpu_peak_tflops"},
       {"planner: {gpu_peak_tflops: '312'}", "planner.gpu_peak_tflops: must be a number"},
       {"planner: {k: 1}", "planner.k: unknown key"},
+      {"planner: {spray: sometimes}", "planner.spray"},
       {"debounce_ms: -1", "debounce_ms"},
       {"debounce_ms: 60001", "debounce_ms"},
       {"min_replan_interval_ms: -5", "min_replan_interval_ms"},

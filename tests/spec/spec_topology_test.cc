@@ -221,7 +221,8 @@ TEST(SpecTopologyTest, KindSpecificRulesNameTheKey) {
   ExpectTopologyError("topology: {kind: fattree, k: 3}", {"topology.k: must be even (got 3)"});
   ExpectTopologyError("topology: {kind: fattree, nics_per_host: 2}", {"topology.nics_per_host"});
   ExpectTopologyError("topology: {kind: fattree, nic_gbps: 100}", {"topology.nic_gbps"});
-  ExpectTopologyError("topology: {kind: hpn, planes: 3}", {"topology.planes: must be 1 or 2"});
+  ExpectTopologyError("topology: {kind: hpn, planes: 9}",
+                      {"topology.planes: must be in [1, 8] (got 9)"});
   ExpectTopologyError("topology: {kind: clos3, aggs_per_pod: 3, cores: 4}",
                       {"topology.cores: must be a multiple of aggs_per_pod"});
   ExpectTopologyError("topology: {kind: clos2, tors: 3, nics_per_host: 2, rail_optimized: true}",

@@ -111,7 +111,7 @@ Planner::Planner(const Topology& topo, PlannerOptions options, const Clock* cloc
       clock_(clock != nullptr ? clock : &SteadyClock::Instance()),
       finder_(topo),
       ports_(std::make_unique<SourcePortCache>(topo_, finder_, resolver, options_.ports,
-                                               options_.resolve_ports)) {
+                                               options_.resolve_ports && !options_.spray)) {
   if (options_.incremental) {
     incremental_ = std::make_unique<IncrementalPlanner>(topo_, options_, *clock_, finder_, *ports_);
   }

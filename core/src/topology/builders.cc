@@ -531,9 +531,9 @@ Result<Topology> BuildHpn(const HpnParams& p) {
   CRUX_RETURN_IF_ERROR(CheckAtLeast(Field(kKind, "segments"), p.segments, 1));
   CRUX_RETURN_IF_ERROR(CheckAtLeast(Field(kKind, "hosts_per_segment"), p.hosts_per_segment, 1));
   CRUX_RETURN_IF_ERROR(CheckAtLeast(Field(kKind, "rails"), p.rails, 1));
-  if (p.planes != 1 && p.planes != 2) {
-    return InvalidArgumentError("hpn.planes: must be 1 or 2 (got " + std::to_string(p.planes) +
-                                ")");
+  if (p.planes < 1 || p.planes > kMaxHpnPlanes) {
+    return InvalidArgumentError("hpn.planes: must be in [1, " + std::to_string(kMaxHpnPlanes) +
+                                "] (got " + std::to_string(p.planes) + ")");
   }
   CRUX_RETURN_IF_ERROR(CheckAtLeast(Field(kKind, "aggs_per_plane"), p.aggs_per_plane, 1));
   CRUX_RETURN_IF_ERROR(CheckAtLeast(Field(kKind, "pods"), p.pods, 1));

@@ -280,6 +280,7 @@ const std::vector<Field<DaemonConfig>>& ConfigFields() {
        .unit = "TFLOP/s",
        .reals = RealRange::AboveAtMost(0, 1e6)},
       {.path = "planner.stable", .member = CFG(planner.stable)},
+      {.path = "planner.spray", .member = CFG(planner.spray)},
       {.path = "debounce_ms",
        .member = CFG(debounce_ms),
        .unit = "ms",
@@ -935,6 +936,7 @@ core::PlannerOptions ToPlannerOptions(const PlannerConfig& p) {
   // here too so that the options validate with `stable`.
   o.incremental = true;
   o.stable = p.stable;
+  o.spray = p.spray;
   return o;
 }
 

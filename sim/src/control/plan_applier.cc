@@ -127,6 +127,7 @@ core::Status PlanApplier::Replan() {
         s.plan_resources[f].push_back(fabric_->ResourceFor(idx[k], l));
       }
     }
+    if (options_.spray) SprayPlanFlows(idx[k]);
     ApplyTimeShift(s, jp.time_shift);
   }
   return core::Status::Ok();
@@ -231,6 +232,76 @@ void PlanApplier::SetPlanFlows(uint32_t j, const core::Assignment* a) {
     }
     for (core::LinkId l : fp.path) s.plan_resources[f].push_back(fabric_->ResourceFor(j, l));
   }
+  if (options_.spray) SprayPlanFlows(j);
+}
+
+// Spraying (SimOptions::spray): plan flow f becomes one sub-flow per equal-cost path of its NIC
+// pair on the planner's fabric (topo_), each with 1/P of its bytes (the first bytes % P one
+// byte more), in f's place and order; the parallel per-flow vectors follow (no pin, no port:
+// pinning is impossible on a sprayed fabric; the client's peer and the report flag go with every
+// sub-flow of f, the report flag on its first only). A pair without a path keeps its flow as
+// planned (it waits on a down link like an unsprayed one).
+void PlanApplier::SprayPlanFlows(uint32_t j) {
+  JobState& s = jobs_->job(j);
+  if (spray_paths_ == nullptr) spray_paths_ = std::make_unique<core::PathFinder>(topo_);
+  const size_t n = s.plan_flows.size();
+  const bool loop = s.pinned.size() == n;
+  const bool peers = s.own_peer_of.size() == n;
+  std::vector<core::FlowPlan> flows;
+  std::vector<std::vector<ResourceId>> resources;
+  std::vector<bool> report;
+  std::vector<uint32_t> peer_of;
+  flows.reserve(n);
+  for (size_t f = 0; f < n; ++f) {
+    core::FlowPlan& fp = s.plan_flows[f];
+    core::Result<const core::PathSet*> set = spray_paths_->Paths(fp.src, fp.dst);
+    const size_t all = set.ok() ? (*set)->size() : 0;
+    const size_t p = options_.spray_max_paths > 0
+                         ? std::min(all, static_cast<size_t>(options_.spray_max_paths))
+                         : all;
+    const size_t first = flows.size();
+    if (p == 0) {
+      flows.push_back(std::move(fp));
+      resources.push_back(std::move(s.plan_resources[f]));
+    } else {
+      const int64_t total = fp.bytes.count();
+      const int64_t each = total / static_cast<int64_t>(p);
+      const int64_t extra = total % static_cast<int64_t>(p);
+      // Capped: P evenly spaced paths, shifted within the stride by the pair (so that the pairs
+      // of a plane do not all take its first path); uncapped: every path.
+      const size_t stride = all / p;
+      const size_t shift =
+          stride > 1 ? static_cast<size_t>(PairKey(fp.src, fp.dst) % 0x9E3779B1u) % stride : 0;
+      for (size_t i = 0; i < p; ++i) {
+        const size_t index = (i * all / p + shift) % all;
+        core::FlowPlan sub;
+        sub.src = fp.src;
+        sub.dst = fp.dst;
+        sub.bytes = core::Bytes::Of(each + (static_cast<int64_t>(i) < extra ? 1 : 0));
+        sub.path = (*set)->Path(index);
+        sub.path_index = index;
+        sub.num_paths = all;
+        std::vector<ResourceId> res;
+        res.reserve(sub.path.size());
+        for (core::LinkId l : sub.path) res.push_back(fabric_->ResourceFor(j, l));
+        flows.push_back(std::move(sub));
+        resources.push_back(std::move(res));
+      }
+    }
+    for (size_t i = first; i < flows.size(); ++i) {
+      if (loop) report.push_back(i == first && s.report_flow[f]);
+      if (peers) peer_of.push_back(s.own_peer_of[f]);
+    }
+  }
+  const size_t m = flows.size();
+  s.plan_flows = std::move(flows);
+  s.plan_resources = std::move(resources);
+  if (loop) {
+    s.pinned.assign(m, false);
+    s.plan_sport.assign(m, 0);
+    s.report_flow = std::move(report);
+  }
+  if (peers) s.peer_of = std::move(peer_of);
 }
 
 void PlanApplier::Arrive(uint32_t j) {
@@ -251,6 +322,7 @@ void PlanApplier::Arrive(uint32_t j) {
     if (inserted) peers.emplace_back(fp.src, fp.dst);
     s.peer_of[f] = it->second;
   }
+  s.own_peer_of = s.peer_of;
   s.profiler.emplace(options_.control.profiler, std::move(peers), s.job->spec.flops_per_iteration);
   s.assigned = false;
   s.phase = core::JobPhase::kRegistered;
@@ -455,6 +527,7 @@ core::Status PlanApplier::RunDue(bool* changed) {
 }
 
 void PlanApplier::SetLink(core::LinkId l, core::Bandwidth capacity) {
+  spray_paths_.reset();  // Its paths skip down links: stale once topo_ changes.
   topo_.SetLinkUp(l, capacity.IsPositive());
   if (capacity.IsPositive()) (void)topo_.SetLinkCapacity(l, capacity);  // Validated: > 0.
 }
@@ -537,6 +610,7 @@ std::vector<core::LinkDecision> PlanApplier::EvaluateFaults() {
   // The loop asked for a plan itself (and unseats the jobs crossing the changed links).
   policy_stale_ = true;
   defaults_stale_ = true;
+  spray_paths_.reset();
   return decisions;
 }
 

@@ -28,6 +28,7 @@
 #include "crux/core/base/status.h"
 #include "crux/core/policies/policy.h"
 #include "crux/core/topology/link_name.h"
+#include "crux/core/topology/path_finder.h"
 #include "crux/core/topology/topology.h"
 #include "crux/sim/sim_types.h"
 #include "engine/sim_clock.h"
@@ -149,6 +150,8 @@ class PlanApplier {
   JobState* ShiftChanges(const std::string& id, core::Duration time_shift);
   bool RouteAlone(uint32_t j);
   void SetPlanFlows(uint32_t j, const core::Assignment* a);
+  // SimOptions::spray: each plan flow of `j` becomes one sub-flow per equal-cost path.
+  void SprayPlanFlows(uint32_t j);
   // A hash of an assignment's pinned flows (pairs, ports, paths).
   static uint64_t FlowsHash(const core::Assignment& a);
   void ApplyTimeShift(JobState& s, core::Duration shift);
@@ -165,6 +168,8 @@ class PlanApplier {
   JobModel* jobs_ = nullptr;
 
   std::unique_ptr<core::SchedulingPolicy> policy_;
+  // SimOptions::spray: the equal-cost paths on topo_ (reset whenever topo_ changes).
+  std::unique_ptr<core::PathFinder> spray_paths_;
   bool isolate_ = false;
   bool policy_stale_ = false;
   // Control loop.

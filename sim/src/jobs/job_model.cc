@@ -72,7 +72,8 @@ JobModel::JobModel(const core::Topology& topo, const std::vector<SimJob>& jobs,
       result_(result),
       listener_(listener),
       horizon_(options.horizon),
-      alpha_(options.per_hop_latency) {
+      alpha_(options.per_hop_latency),
+      spray_(options.spray) {
   js_.resize(jobs.size());
   for (size_t j = 0; j < jobs.size(); ++j) {
     const SimJob& in = jobs[j];
@@ -533,43 +534,54 @@ void JobModel::ReleaseInstance(uint32_t j, int op) {
   r.instances[inst] = PhaseRun::Instance{static_cast<uint32_t>(op), 0};
   int outstanding = 0;
   for (size_t k = 0; k < o.flows.size(); ++k) {
-    const double bytes = o.flows[k].bytes.ToDouble();
-    if (!(bytes > 0)) continue;
+    const double rail_bytes = o.flows[k].bytes.ToDouble();
+    if (!(rail_bytes > 0)) continue;
     const std::vector<uint32_t>* cands =
         PlanFlowsFor(s, s.phases->pairs[static_cast<size_t>(op)][k]);
     if (cands == nullptr || cands->empty()) continue;  // The plan has no flow for the pair.
-    const uint32_t pf = (*cands)[static_cast<size_t>(number) % cands->size()];
-    if (s.plan_resources[pf].empty()) continue;
-    uint32_t f = 0;
-    if (!r.free_flows.empty()) {
-      f = r.free_flows.back();
-      r.free_flows.pop_back();
-    } else {
-      f = static_cast<uint32_t>(s.flows.size());
-      s.flows.emplace_back();
+    // Sprayed (SimOptions::spray): the rail flow goes on every plan flow of its pair (one per
+    // equal-cost path), an equal share on each; else on one of them.
+    const size_t shares = spray_ ? cands->size() : 1;
+    for (size_t c = 0; c < shares; ++c) {
+      const uint32_t pf =
+          spray_ ? (*cands)[c] : (*cands)[static_cast<size_t>(number) % cands->size()];
+      const double bytes = rail_bytes / static_cast<double>(shares);
+      if (s.plan_resources[pf].empty()) continue;
+      uint32_t f = 0;
+      if (!r.free_flows.empty()) {
+        f = r.free_flows.back();
+        r.free_flows.pop_back();
+      } else {
+        f = static_cast<uint32_t>(s.flows.size());
+        s.flows.emplace_back();
+      }
+      FlowRun& run = s.flows[f];
+      run = FlowRun{};
+      run.bytes = bytes;
+      run.size = bytes;
+      run.plan_flow = pf;
+      run.instance = inst;
+      // Sprayed: the sub-flow's share in the low 12 bits (distinct keys for up to 4,096 shares).
+      run.key = (static_cast<uint64_t>(op) << 48) | (static_cast<uint64_t>(number) << 24) |
+                (spray_ ? (k << 12) | (c & 0xfff) : k);
+      run.epoch = epoch_;
+      run.status = FlowStatus::kInNetwork;
+      if (telemetry_) {  // As OnCommStart: the flow reports in its pin's sample.
+        run.report = pf < s.report_flow.size() && s.report_flow[pf];
+        run.reported_at = now;
+        run.progress_at = now;
+      }
+      metrics_.Sent(bytes);
+      s.bytes_sent += bytes;
+      if (s.profiler && pf < s.peer_of.size()) {
+        s.profiler->CommStart(
+            ProfilerTime(), s.peer_of[pf],
+            spray_ ? static_cast<int64_t>(std::llround(bytes)) : o.flows[k].bytes.count());
+      }
+      run.id = net.AddFlow(s.plan_resources[pf], s.level, bytes, now,
+                           (static_cast<uint64_t>(j) << 32) | f);
+      ++outstanding;
     }
-    FlowRun& run = s.flows[f];
-    run = FlowRun{};
-    run.bytes = bytes;
-    run.size = bytes;
-    run.plan_flow = pf;
-    run.instance = inst;
-    run.key = (static_cast<uint64_t>(op) << 48) | (static_cast<uint64_t>(number) << 24) | k;
-    run.epoch = epoch_;
-    run.status = FlowStatus::kInNetwork;
-    if (telemetry_) {  // As OnCommStart: the flow reports in its pin's sample.
-      run.report = pf < s.report_flow.size() && s.report_flow[pf];
-      run.reported_at = now;
-      run.progress_at = now;
-    }
-    metrics_.Sent(bytes);
-    s.bytes_sent += bytes;
-    if (s.profiler && pf < s.peer_of.size()) {
-      s.profiler->CommStart(ProfilerTime(), s.peer_of[pf], o.flows[k].bytes.count());
-    }
-    run.id = net.AddFlow(s.plan_resources[pf], s.level, bytes, now,
-                         (static_cast<uint64_t>(j) << 32) | f);
-    ++outstanding;
   }
   r.instances[inst].outstanding = outstanding;
   result_.peak_active_flows = std::max<uint64_t>(result_.peak_active_flows, net.active_flows());

@@ -8,7 +8,8 @@
 //   phases (jobs with a core::IterationModel, SimJob::iteration): the iteration's segments run
 //     in order; each op's instances are released by its pacing once its issue segment ended
 //     (and its after_op completed); each instance's rail flows go on the plan's path of their
-//     NIC pair at the job's level; a segment starts when the previous one ended and every op
+//     NIC pair at the job's level (SimOptions::spray: split evenly over every plan flow of the
+//     pair, one per equal-cost path); a segment starts when the previous one ended and every op
 //     that names it in needed_before completed. The iteration ends with its last segment.
 // A job ends after its duration (a cluster event), its iteration count, or at the horizon.
 //
@@ -203,10 +204,11 @@ struct JobState {
   std::vector<uint16_t> plan_sport;  // The pin's UDP source port (0: none).
   // Per pin (NIC pair, source port): the heartbeat window (telemetry).
   std::map<std::pair<uint64_t, uint16_t>, FlowWindow> window;
-  std::vector<uint32_t> peer_of;   // Flow -> the client's PeerId of its NIC pair.
-  bool assigned = false;           // An assignment is in force.
-  uint64_t assignment_hash = 0;    // PlanApplier::FlowsHash of it (re-issues for probes only).
-  bool assignment_probes = false;  // It carries probes.
+  std::vector<uint32_t> peer_of;      // Flow -> the client's PeerId of its NIC pair.
+  std::vector<uint32_t> own_peer_of;  // The same per own flow (peer_of before spraying).
+  bool assigned = false;              // An assignment is in force.
+  uint64_t assignment_hash = 0;       // PlanApplier::FlowsHash of it (re-issues for probes only).
+  bool assignment_probes = false;     // It carries probes.
   core::JobPhase phase = core::JobPhase::kRegistered;  // Of the assignment in force.
   // The client library's profiler, fed by the job model with the iteration's events.
   std::optional<ClientProfiler> profiler;
@@ -315,6 +317,7 @@ class JobModel {
   int64_t old_in_flight_ = 0;
   std::vector<uint32_t> running_;  // Sorted.
   bool telemetry_ = false;
+  const bool spray_;  // SimOptions::spray: a rail flow is split over its pair's plan flows.
 };
 
 }  // namespace crux::sim::internal

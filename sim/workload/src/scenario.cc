@@ -77,7 +77,7 @@ Result<Scenario> ParseScenario(std::string_view yaml, const std::string& base_di
   CRUX_RETURN_IF_ERROR(textio::CheckMap(
       n, path,
       {"description", "topology", "jobs", "trace", "generate", "models", "policies", "levels",
-       "seed", "horizon_s", "fast_forward", "gpus_per_host", "link_events", "oracle"}));
+       "seed", "horizon_s", "fast_forward", "gpus_per_host", "link_events", "oracle", "spray"}));
   Scenario s;
   CRUX_RETURN_IF_ERROR(internal::ReadText(n, path, "description", false, &s.description));
   CRUX_RETURN_IF_ERROR(internal::ReadText(n, path, "topology", true, &s.topology_path));
@@ -150,6 +150,11 @@ Result<Scenario> ParseScenario(std::string_view yaml, const std::string& base_di
     bool oracle = false;
     CRUX_RETURN_IF_ERROR(textio::OptionalBool(n, path, "oracle", &oracle));
     s.oracle = oracle;
+  }
+  if (n.Has("spray")) {
+    bool spray = false;
+    CRUX_RETURN_IF_ERROR(textio::OptionalBool(n, path, "spray", &spray));
+    s.spray = spray;
   }
   if (n.Has("gpus_per_host")) {
     CRUX_RETURN_IF_ERROR(internal::ReadInteger(n, path, "gpus_per_host", true,

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crux/core/plan/plan_quality.h"
@@ -125,6 +127,50 @@ TEST_F(ControlLoopTest, ProfilesMoveThePhaseAndHysteresisFiltersJitter) {
   EXPECT_TRUE(loop_->due().has_value());
   Advance(kDebounce);
   EXPECT_GE(loop_->epoch(), epoch);
+}
+
+// A sprayed fabric (PlannerOptions::spray, cruxd's planner.spray): assignments carry levels only.
+// The same jobs on the same policy options otherwise (cruxd's: ports resolved, stable) get a
+// UDP source port on every inter-host pin; with spray, none, and their levels are the same.
+TEST_F(ControlLoopTest, SprayedFabricAssignmentsCarryLevelsAndNoPorts) {
+  std::map<std::string, std::pair<int, bool>> levels_ports[2];  // [spray]: id -> (level, port).
+  for (const bool spray : {false, true}) {
+    SCOPED_TRACE(spray ? "spray" : "pinned");
+    PolicyOptions po;
+    po.resolve_ports = true;
+    po.stable = true;
+    po.planner.spray = spray;
+    auto policy = MakePolicy("crux", *topo_, po, &clock_);
+    ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+    policy_ = std::move(policy).value();
+    loop_ = std::make_unique<ControlLoop>(&clock_, topo_.get(), options_);
+    loop_->AddJob(Demand("a", {0, 4}), 10);
+    loop_->AddJob(Demand("b", {0, 5}, 4'000'000'000), 12);  // Shares host0 with a.
+    Advance(kDebounce);
+    loop_->ReportProfile("a", Profile(100, 10, true));
+    loop_->ReportProfile("b", Profile(40, 10, true));
+    Advance(kDebounce);
+    ASSERT_EQ(loop_->applied().size(), 2u);
+    for (const auto& [id, entry] : loop_->applied()) {
+      const Assignment& a = entry->assignment;
+      EXPECT_EQ(a.phase, JobPhase::kScheduled) << id;
+      ASSERT_FALSE(a.flows.empty()) << id;
+      bool any_port = false;
+      for (const FlowPin& f : a.flows) {
+        EXPECT_FALSE(f.path.empty()) << id;  // The planner's model of the load, for QoS.
+        if (f.udp_sport != 0) any_port = true;
+        if (spray) {
+          EXPECT_EQ(f.udp_sport, 0) << id;
+        }
+      }
+      levels_ports[spray ? 1 : 0][id] = {a.level, any_port};
+    }
+  }
+  for (const auto& [id, lp] : levels_ports[0]) {
+    EXPECT_TRUE(lp.second) << id << ": pinned assignments have ports";
+    EXPECT_EQ(levels_ports[1].at(id).first, lp.first) << id << ": same level sprayed";
+  }
+  EXPECT_NE(levels_ports[0].at("a").first, levels_ports[0].at("b").first);
 }
 
 // A multi-host job's host part leaves (core/host_parts.h): the registration shrinks, peers to the

@@ -550,6 +550,38 @@ TEST(PlannerTest, PortResolutionCanBeTurnedOff) {
   EXPECT_EQ(plan->unpinned_flows, 0);
 }
 
+// A sprayed fabric: no ports whatever resolve_ports says (full and incremental planning), the
+// flows keep the paths the planner models the load on.
+TEST(PlannerTest, SprayedFabricPlansNoPorts) {
+  const Clos2Small c = MakeClos2Small();
+  const JobSpec j = ExplicitJob("j", {c.host[0], c.host[2]},
+                                {FlowDemand{c.nic[0][0], c.nic[2][0], Bytes::MiB(1)},
+                                 FlowDemand{c.nic[0][1], c.nic[2][1], Bytes::MiB(1)}},
+                                Duration::Millis(10));
+  for (const bool incremental : {false, true}) {
+    SCOPED_TRACE(incremental ? "incremental" : "full");
+    PlannerOptions options;
+    options.resolve_ports = true;
+    options.incremental = incremental;
+    options.spray = true;
+    FakeClock clock;
+    Planner planner(c.topo, options, &clock);
+    const Result<Plan> plan = planner.Run({j});
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    ASSERT_EQ(plan->jobs[0].flows.size(), 2u);
+    for (const FlowPlan& f : plan->jobs[0].flows) {
+      EXPECT_FALSE(f.udp_sport.has_value());
+      EXPECT_FALSE(f.path.empty());
+    }
+    EXPECT_EQ(plan->unpinned_flows, 0);  // Not a failure to pin: nothing is pinned.
+    options.spray = false;
+    Planner pinned(c.topo, options, &clock);
+    const Result<Plan> with_ports = pinned.Run({j});
+    ASSERT_TRUE(with_ports.ok());
+    for (const FlowPlan& f : with_ports->jobs[0].flows) EXPECT_TRUE(f.udp_sport.has_value());
+  }
+}
+
 TEST(PlannerTest, UnresolvablePortsAreCountedAsUnpinned) {
   const Clos2Small c = MakeClos2Small();
   const JobSpec j = ExplicitJob("j", {c.host[0], c.host[2]},

@@ -674,6 +674,35 @@ TEST(BuildersTest, HpnSinglePlaneHasOnePortPerNic) {
   EXPECT_EQ(PathCount(pf, "host0/nic0", "host5/nic0"), 3u);
 }
 
+TEST(BuildersTest, HpnEightPlanesIsAMultiPlaneNic) {
+  // A multi-plane NIC (MRC-style 8 x 100G ports): one port per plane, planes never meet.
+  HpnParams p = SmallHpn();
+  p.planes = 8;
+  p.nic_port_gbps = 100;
+  Result<Topology> t = BuildHpn(p);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(CountKind(*t, NodeKind::kTor), 2u * 2u * 8u);  // Segments x rails x planes.
+  EXPECT_EQ(CountKind(*t, NodeKind::kAgg), 8u * 3u);
+  // NIC 1 of host 0 (segment 0): ports on tor ((0 * 2 + 1) * 8 + plane) = tor8..tor15.
+  for (int plane = 0; plane < 8; ++plane) {
+    EXPECT_TRUE(Adjacent(*t, "host0/nic1", "tor" + std::to_string(8 + plane))) << plane;
+  }
+  PathFinder pf(*t);
+  EXPECT_EQ(PathCount(pf, "host0/nic0", "host1/nic0"), 8u);   // One per plane's ToR.
+  EXPECT_EQ(PathCount(pf, "host0/nic1", "host5/nic1"), 24u);  // Planes x aggs_per_plane.
+  Result<const PathSet*> set = pf.Paths(Id(*t, "host0/nic1"), Id(*t, "host5/nic1"));
+  ASSERT_TRUE(set.ok());
+  for (size_t i = 0; i < (*set)->size(); ++i) {
+    std::set<int> planes;
+    (*set)->ForEachLink(i, [&](LinkId l) {
+      const Node& n = t->node(t->link(l).dst);
+      if (n.kind == NodeKind::kTor) planes.insert(std::stoi(n.name.substr(3)) % 8);
+      if (n.kind == NodeKind::kAgg) planes.insert(std::stoi(n.name.substr(3)) / 3);
+    });
+    EXPECT_EQ(planes.size(), 1u) << "path " << i << " crosses planes";
+  }
+}
+
 TEST(BuildersTest, HpnRejectsBadParameters) {
   auto err = [](auto mutate) {
     HpnParams p;
@@ -683,8 +712,8 @@ TEST(BuildersTest, HpnRejectsBadParameters) {
   ExpectInvalid(err([](HpnParams& p) { p.segments = 0; }), "hpn.segments: must be >= 1 (got 0)");
   ExpectInvalid(err([](HpnParams& p) { p.hosts_per_segment = 0; }), "hpn.hosts_per_segment: ");
   ExpectInvalid(err([](HpnParams& p) { p.rails = 0; }), "hpn.rails: ");
-  ExpectInvalid(err([](HpnParams& p) { p.planes = 3; }), "hpn.planes: must be 1 or 2 (got 3)");
-  ExpectInvalid(err([](HpnParams& p) { p.planes = 0; }), "hpn.planes: must be 1 or 2 (got 0)");
+  ExpectInvalid(err([](HpnParams& p) { p.planes = 9; }), "hpn.planes: must be in [1, 8] (got 9)");
+  ExpectInvalid(err([](HpnParams& p) { p.planes = 0; }), "hpn.planes: must be in [1, 8] (got 0)");
   ExpectInvalid(err([](HpnParams& p) { p.aggs_per_plane = 0; }), "hpn.aggs_per_plane: ");
   ExpectInvalid(err([](HpnParams& p) { p.nic_port_gbps = kNaN; }), "hpn.nic_port_gbps: ");
   ExpectInvalid(err([](HpnParams& p) { p.tor_agg_gbps = 0; }), "hpn.tor_agg_gbps: ");

@@ -385,7 +385,7 @@ TEST(ScenarioTest, ParsesOptionsAndRejectsBadFiles) {
   core::Result<Scenario> s = ParseScenario(
       "scenario:\n  topology: t.yaml\n  trace: x/tr.csv\n  policies: [crux, ecmp]\n"
       "  levels: 3\n  seed: 9\n  horizon_s: 60\n  fast_forward: false\n  gpus_per_host: 4\n"
-      "  oracle: true\n",
+      "  oracle: true\n  spray: true\n",
       "/base");
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->topology_path, "/base/t.yaml");
@@ -398,6 +398,7 @@ TEST(ScenarioTest, ParsesOptionsAndRejectsBadFiles) {
   EXPECT_EQ(s->fast_forward, false);
   EXPECT_EQ(s->gpus_per_host, 4);
   EXPECT_EQ(s->oracle, true);
+  EXPECT_EQ(s->spray, true);
   EXPECT_FALSE(s->generate_load.has_value());
   core::Result<Scenario> loaded =
       ParseScenario("scenario: {topology: t.yaml, generate: {place: true, load: 0.8}}", "");
@@ -439,6 +440,8 @@ TEST(ScenarioTest, ParsesOptionsAndRejectsBadFiles) {
        "scenario.fast_forward: must be true or false"},
       {"scenario: {topology: t.yaml, jobs: j.yaml, oracle: yes please}",
        "scenario.oracle: must be true or false"},
+      {"scenario: {topology: t.yaml, jobs: j.yaml, spray: maybe}",
+       "scenario.spray: must be true or false"},
       {"scenario: [", "invalid YAML"},
       {"scenario: {topology: t.yaml, generate: {mix: llm-2099}}",
        "scenario.generate.mix: unknown mix 'llm-2099' (known: lingjun-2023, llm-2025)"},

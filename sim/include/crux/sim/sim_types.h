@@ -139,6 +139,21 @@ struct SimOptions {
   // (SimJob::spec: one compute block, one communication block from overlap_start) instead of
   // their phases: the model the engine had before, kept to compare the two.
   bool single_overlap = false;
+  // Packet-spraying fabric (multi-plane NICs spraying each queue pair over every plane and path:
+  // OpenAI's MRC, Ultra Ethernet; docs/simulator.md, "Sprayed fabrics"). A flow's path cannot be
+  // pinned: every transfer between two NICs becomes one fluid sub-flow per equal-cost path of
+  // the pair (core::PathFinder on the fabric in force: every plane, every ECMP path), each
+  // carrying 1/P of its bytes (the remainder on the first ones, so they sum to the transfer),
+  // and it is done when its last sub-flow is. A policy's path choices (and an assignment's pins)
+  // are ignored; its levels apply to every sub-flow. Model limits: per-path max-min sharing is
+  // ideal adaptive spraying (a real NIC's spray weights react to congestion with some lag, and
+  // reordering costs are not modelled); the fluid flows grow P-fold (see `spray_max_paths`).
+  bool spray = false;
+  // With `spray`: at most this many sub-flows per transfer (0 = every path). With a cap P' < P
+  // the sub-flows take paths evenly spaced over the pair's path list, shifted within the stride
+  // by a hash of the NIC pair (every plane's share kept when P' is a multiple of the planes, as
+  // path lists are grouped by access route; different pairs take different paths in a plane).
+  int spray_max_paths = 0;
   // Time-series sampling period (> 0; at most kMaxSamples samples over the horizon).
   Duration sample_interval = Duration::Seconds(60);
   // Called now and then (at most ~once per wall second) when set.

@@ -100,6 +100,14 @@ struct PlannerOptions {
   // bench/stable_replan_bench.cc measure the gap): ResetIncrementalState re-optimises (the next
   // Run is a full plan), which cruxd does every ControlLoopOptions::reoptimize_interval.
   bool stable = false;
+  // The fabric sprays packets over every plane and path (OpenAI's MRC, Ultra Ethernet; issue #30
+  // item 4): a flow's path cannot be pinned, so the planner plans priorities and levels only.
+  // Stage 5 is off whatever `resolve_ports` says: no flow gets a UDP source port (FlowPlan::
+  // udp_sport absent, so an Assignment's FlowPin::udp_sport is 0 and clients pin nothing). The
+  // stages before it are unchanged: the flows' paths are the planner's model of the load (the
+  // least-congested choice), used for intensities, the contention DAG and the switches' QoS, not
+  // a pin. The simulator's sprayed fabric: sim::SimOptions::spray.
+  bool spray = false;
 
   friend bool operator==(const PlannerOptions&, const PlannerOptions&) = default;
 };

@@ -113,11 +113,14 @@ Result<Topology> BuildFatTree(const FatTreeParams& p);
 // aggs_per_plane + a, and every plane-p Agg of every pod connects to every plane-p core
 // core<k>, k = plane * cores_per_plane + c, at agg_core_gbps. With the defaults (1 pod, no
 // core) the topology is exactly the single pod above.
+// More than two planes model a multi-plane NIC (e.g. MRC: an 800G NIC as 8 x 100G ports, one
+// port per plane, each plane its own leaf/spine network).
+inline constexpr int kMaxHpnPlanes = 8;
 struct HpnParams {
   int segments = 15;            // >= 1.
   int hosts_per_segment = 128;  // >= 1 (active hosts; HPN's 8 backup hosts are not modelled).
   int rails = 8;                // NICs (and GPUs) per host, >= 1.
-  int planes = 2;               // 1 or 2.
+  int planes = 2;               // In [1, kMaxHpnPlanes] (HPN: 2).
   int aggs_per_plane = 60;      // >= 1.
   double nic_port_gbps = 200;   // Per NIC port.
   double tor_agg_gbps = 400;

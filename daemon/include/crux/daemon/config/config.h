@@ -59,6 +59,9 @@ struct PlannerConfig {
   // (reoptimize_interval_ms) an event re-plans only the jobs it touches; the others keep
   // their paths, ports and levels. false: every re-plan is the best plan (may move many jobs).
   bool stable = true;
+  // Packet-spraying fabric (core::PlannerOptions::spray): paths cannot be pinned, so the planner
+  // plans priorities and levels only and assignments carry no UDP source ports.
+  bool spray = false;
 };
 
 // Quotas on registrations (docs/daemon.md "Identities, roles and quotas"); 0 = no limit. A

@@ -27,6 +27,8 @@
 //     oracle: false                           # optional: true plans every job from its true
 //                                             # profile at once (sim::ControlOptions::oracle)
 //     gpus_per_host: 8                        # optional, >= 1 (placement)
+//     spray: false                            # optional: true = the fabric sprays packets
+//                                             # over every path (sim::SimOptions::spray)
 //
 // Strict like the other YAML formats (unknown keys, wrong types, bad values are errors naming
 // the key path and position).
@@ -65,6 +67,7 @@ struct Scenario {
   std::optional<bool> fast_forward;
   std::optional<bool> oracle;
   std::optional<int> gpus_per_host;
+  std::optional<bool> spray;  // sim::SimOptions::spray (crux-sim --spray sets it too).
 };
 
 // `base_dir` resolves relative paths ("" = current directory).
