@@ -90,18 +90,28 @@ def table(d):
     return "\n".join(lines) + "\n"
 
 
+def scenarios(out):
+    """(name, runs) of every OUT/<scenario>/ that has a crux run, by name."""
+    for name in sorted(os.listdir(out)):
+        d = os.path.join(out, name)
+        if os.path.isdir(d):
+            runs = load(d)
+            if "crux" in runs:
+                yield name, runs
+
+
+def best_baseline(runs):
+    """The baseline run with the highest GPU utilisation, or None."""
+    base = {p: r for p, r in runs.items() if p in BASELINES}
+    return max(base, key=lambda p: base[p]["gpu_utilization"]) if base else None
+
+
 def headline(out):
     rows = ["| scenario | crux GPU util | crux work util | crux / ideal (GPU, work) | "
             "best baseline (GPU) | crux / best baseline (GPU, work) | crux / ecmp (GPU, work) "
             "| crux / sincronia (GPU, work) | crux / cassini (GPU, work) |",
             "|---|---|---|---|---|---|---|---|---|"]
-    for name in sorted(os.listdir(out)):
-        d = os.path.join(out, name)
-        if not os.path.isdir(d):
-            continue
-        runs = load(d)
-        if "crux" not in runs:
-            continue
+    for name, runs in scenarios(out):
         c = runs["crux"]
 
         def pair(p):
@@ -111,8 +121,7 @@ def headline(out):
             w = r.get("work_utilization", 0)
             return (f"{c['gpu_utilization'] / r['gpu_utilization']:.3f}, "
                     f"{c['work_utilization'] / w:.3f}" if r["gpu_utilization"] and w else "-")
-        base = {p: r for p, r in runs.items() if p in BASELINES}
-        best = max(base, key=lambda p: base[p]["gpu_utilization"]) if base else None
+        best = best_baseline(runs)
         rows.append(f"| {name} | {c['gpu_utilization']:.4f} | {c['work_utilization']:.4f} | "
                     f"{pair('ideal')} | {best or '-'} | {pair(best) if best else '-'} | "
                     f"{pair('ecmp')} | {pair('sincronia')} | {pair('cassini')} |")
@@ -132,14 +141,7 @@ def priorities(out):
     head = ["scenario"] + PRIORITY_POLICIES + [
         "crux - crux-ps (pts)", "crux-pa - ecmp (pts)", "crux - best baseline (pts)", "CPU s"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name in sorted(os.listdir(out)):
-        d = os.path.join(out, name)
-        if not os.path.isdir(d):
-            continue
-        runs = load(d)
-        if "crux" not in runs:
-            continue
-
+    for name, runs in scenarios(out):
         def cell(p):
             if p not in runs:
                 return "-"
@@ -151,8 +153,7 @@ def priorities(out):
             if a not in runs or b not in runs:
                 return "-"
             return f"{100 * (runs[a]['gpu_utilization'] - runs[b]['gpu_utilization']):+.2f}"
-        base = {p: r for p, r in runs.items() if p in BASELINES}
-        best = max(base, key=lambda p: base[p]["gpu_utilization"]) if base else None
+        best = best_baseline(runs)
         cpu = sum(r["_cpu_s"] or 0 for r in runs.values())
         rows.append("| " + " | ".join(
             [name] + [cell(p) for p in PRIORITY_POLICIES] +

@@ -91,14 +91,21 @@ TEST(CruxPolicyTest, IsThePlannerWithoutPortsUnlessAsked) {
   }
 }
 
-TEST(CruxPsPaPolicyTest, EveryJobGetsItsOwnLevelEvenBeyondK) {
-  const Clos2Small c = MakeClos2Small();
+// Five jobs from the first two hosts to the last two, one flow each, of different sizes and
+// compute times: they contend, so the priorities give them distinct ranks.
+std::vector<JobSpec> FiveCrossingJobs(const Clos2Small& c) {
   std::vector<JobSpec> jobs;
   for (int i = 0; i < 5; ++i) {
     jobs.push_back(Job("j" + std::to_string(i), {c.host[i % 2], c.host[2 + (i + 1) % 2]},
                        {Flow(c.nic[i % 2][0], c.nic[2 + (i + 1) % 2][0], kGB * (i + 1))},
                        Duration::Millis(100 + 10 * i)));
   }
+  return jobs;
+}
+
+TEST(CruxPsPaPolicyTest, EveryJobGetsItsOwnLevelEvenBeyondK) {
+  const Clos2Small c = MakeClos2Small();
+  const std::vector<JobSpec> jobs = FiveCrossingJobs(c);
   const Plan plan = MustSchedule("crux-ps-pa", c.topo, jobs, /*levels=*/2);
   const Plan crux = MustSchedule("crux", c.topo, jobs, 2);
   std::set<int> levels;
@@ -115,12 +122,7 @@ TEST(CruxPsPaPolicyTest, EveryJobGetsItsOwnLevelEvenBeyondK) {
 // crux-ps is crux-ps-pa's paths with the priorities taken away: one level for every job.
 TEST(CruxPsPolicyTest, CruxPathsOneLevel) {
   const Clos2Small c = MakeClos2Small();
-  std::vector<JobSpec> jobs;
-  for (int i = 0; i < 5; ++i) {
-    jobs.push_back(Job("j" + std::to_string(i), {c.host[i % 2], c.host[2 + (i + 1) % 2]},
-                       {Flow(c.nic[i % 2][0], c.nic[2 + (i + 1) % 2][0], kGB * (i + 1))},
-                       Duration::Millis(100 + 10 * i)));
-  }
+  const std::vector<JobSpec> jobs = FiveCrossingJobs(c);
   PolicyOptions o;
   o.planner.levels = 4;
   o.planner.reserved_high_levels = 1;
