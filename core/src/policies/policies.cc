@@ -504,7 +504,8 @@ class CruxPsPaPolicy final : public BasePolicy {
 };
 
 // `crux-ps`: Crux's path selection alone (paths chosen jointly in decreasing I_j, as the
-// planner), every job at one level: the ablation that isolates what the priorities add.
+// planner), every job on the default level (first_job_level): the ablation that isolates what
+// the priorities add.
 class CruxPsPolicy final : public BasePolicy {
  public:
   using BasePolicy::BasePolicy;
@@ -512,9 +513,7 @@ class CruxPsPolicy final : public BasePolicy {
  protected:
   Status Decide(Work& w) override {
     const PriorityAssignment prio = CruxPriorities(w);
-    CRUX_RETURN_IF_ERROR(RouteJointly(w, CruxPathOrder(w, &prio.rank)));
-    for (JobPlan& jp : w.plan.jobs) jp.level = w.plan.first_job_level;
-    return Status::Ok();
+    return RouteJointly(w, CruxPathOrder(w, &prio.rank));
   }
 };
 

@@ -322,7 +322,7 @@ void PlanApplier::Arrive(uint32_t j) {
     if (inserted) peers.emplace_back(fp.src, fp.dst);
     s.peer_of[f] = it->second;
   }
-  s.own_peer_of = s.peer_of;
+  if (options_.spray) s.own_peer_of = s.peer_of;  // SprayPlanFlows rewrites peer_of.
   s.profiler.emplace(options_.control.profiler, std::move(peers), s.job->spec.flops_per_iteration);
   s.assigned = false;
   s.phase = core::JobPhase::kRegistered;

@@ -205,7 +205,7 @@ struct JobState {
   // Per pin (NIC pair, source port): the heartbeat window (telemetry).
   std::map<std::pair<uint64_t, uint16_t>, FlowWindow> window;
   std::vector<uint32_t> peer_of;      // Flow -> the client's PeerId of its NIC pair.
-  std::vector<uint32_t> own_peer_of;  // The same per own flow (peer_of before spraying).
+  std::vector<uint32_t> own_peer_of;  // SimOptions::spray: peer_of before spraying.
   bool assigned = false;              // An assignment is in force.
   uint64_t assignment_hash = 0;       // PlanApplier::FlowsHash of it (re-issues for probes only).
   bool assignment_probes = false;     // It carries probes.

@@ -206,7 +206,6 @@ Result<std::vector<TraceJob>> GenerateTrace(const GeneratorOptions& options,
   core::Rng rng(core::Mix64(options.seed ^ 0x7261636547656e31ULL));
   const double span = options.days * 86400.0;
   std::vector<TraceJob> jobs;
-  std::vector<bool> single_pattern;  // Per job: its profile is not hybrid (may share hosts).
   double t = 0;
   while (true) {
     double u = rng.UniformDouble();
@@ -234,10 +233,8 @@ Result<std::vector<TraceJob>> GenerateTrace(const GeneratorOptions& options,
     d = std::clamp(d, options.min_duration_s, options.max_duration_s);
     j.duration_s = std::round(d);
     const std::vector<const ModelProfile*>& list = eligible[cls][j.gpus];
-    const ModelProfile* model = list[rng.Uniform(list.size())];
-    j.model = model->name;
+    j.model = list[rng.Uniform(list.size())]->name;
     jobs.push_back(std::move(j));
-    single_pattern.push_back(!model->hybrid.has_value());
   }
 
   if (placer != nullptr) {
@@ -259,7 +256,7 @@ Result<std::vector<TraceJob>> GenerateTrace(const GeneratorOptions& options,
                          spill_rng.UniformDouble() < options.spill_probability;
       // Hybrid profiles fix their GPUs per host (8): only single-pattern jobs share hosts.
       const bool share = !scatter && !spill && options.share_probability > 0 &&
-                         j.gpus > placer->gpus_per_host() && single_pattern[i] &&
+                         j.gpus > placer->gpus_per_host() && !models.Find(j.model)->hybrid &&
                          share_rng.UniformDouble() < options.share_probability;
       while (true) {
         while (!running.empty() && running.top().first <= clock) {
