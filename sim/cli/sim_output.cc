@@ -200,7 +200,6 @@ json ControlJson(const sim::SimResult& r, const RunInfo& info) {
     c["reoptimize_min_gain"] = Finite(info.reoptimize_min_gain);
     c["reoptimizations"] = r.reoptimizations;
     c["reoptimizations_adopted"] = r.reoptimizations_adopted;
-    c["reoptimizations_previewed"] = r.reoptimizations_previewed;
   }
   return c;
 }
@@ -333,6 +332,7 @@ json SummaryJson(const sim::SimResult& r, const RunInfo& info) {
                  {"fast_forward_approximate", r.fast_forward_approximate},
                  {"fast_forward_carried", r.fast_forward_carried},
                  {"fast_forwarded_s", Finite(r.fast_forwarded.ToSeconds())},
+                 {"group_slept_s", Finite(r.group_slept.ToSeconds())},
                  {"phase_jobs", r.phase_jobs}};
   j["bytes_sent"] = Finite(r.bytes_sent);
   j["bytes_delivered"] = Finite(r.bytes_delivered);

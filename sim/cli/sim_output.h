@@ -11,6 +11,7 @@
 //                    "replan_failures", "profile_reports", "epochs", "excluded", "wall_s",
 //                    "engine": {"flow_events", "peak_active_flows", "fast_forward_jumps",
 //                    "fast_forward_approximate", "fast_forward_carried", "fast_forwarded_s",
+//                    "group_slept_s",
 //                    "phase_jobs" (jobs run phase by phase; 0 with --single-overlap)}
 //                    (docs/simulator.md sections 2, 6),
 //                    "bytes_sent", "bytes_delivered", "bytes_in_flight", "mean_jct_s",
@@ -18,8 +19,7 @@
 //                    "control": {"mode": "loop" | "oracle", "debounce_ms",
 //                    "min_replan_interval_ms", "replan_threshold_pct", "stable",
 //                    "reoptimize_interval_s", "reoptimize_min_gain",
-//                    "reoptimizations", "reoptimizations_adopted",
-//                    "reoptimizations_previewed"},
+//                    "reoptimizations", "reoptimizations_adopted"},
 //                    "reserved_high_levels", ...}
 //   D/timeseries.csv t_s,gpu_utilization,cluster_utilization,running_jobs
 //   D/jobs.csv       id,model,gpus,arrival_s,finish_s,iterations,jct_s,mean_iteration_s,

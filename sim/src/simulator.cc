@@ -8,7 +8,7 @@
 //   jobs/job_model.h           the jobs and their iteration machine
 //   control/control_host.h     cruxd's control loop, hosted in simulated time
 //   control/plan_applier.h     the policy and the loop's plans applied to the jobs
-//   steady/fast_forward.h      the steady-state detector and its jumps
+//   steady/fast_forward.h      the steady-state detector and its groups' sleeps
 //   faults/fault_injector.h    hidden faults and the telemetry the loop sees of them
 #include "crux/sim/simulator.h"
 
@@ -152,6 +152,8 @@ void Engine::StartPending() {
 // and the groups of interacting jobs for the fast-forward.
 Status Engine::EndOfInstant() {
   replan_needed_ = false;
+  ff_->WakeAll();  // A plan may change: every group resumes in detail.
+
   if (host_.oracle()) {
     ff_->BeginRegroup();
     CRUX_RETURN_IF_ERROR(host_.Replan());
@@ -227,20 +229,11 @@ void Engine::FastForward() {
     ff_->ClearCheck();
     return;
   }
-  Duration next = std::min(horizon_, cluster_.next_time());
-  if (faults_) next = std::min(next, faults_->barrier(host_.any_link_not_up()));
-  if (const std::optional<Duration> barrier = host_.jump_barrier(next)) {
-    next = std::min(next, *barrier);
-  }
-  const Duration jump =
-      ff_->Check(next, [this] { return host_.oracle() || host_.ProfilersSettled(); });
-  if (jump <= Duration::Zero()) return;
-  ff_->Credit(jump);
-  // Every job's schedule, every pending event and the fluid network move `jump` later.
-  jobs_->Shift(jump);
-  fabric_->net().ShiftTime(jump);
-  clock_.Shift(jump);
-  host_.SkipKeptReoptimizations();
+  // Sleeps end before the horizon and before the fault injector's barrier (telemetry it must
+  // see); anything else that may change a plan wakes every group when it happens.
+  Duration limit = horizon_;
+  if (faults_) limit = std::min(limit, faults_->barrier(host_.any_link_not_up()));
+  ff_->Check(limit, [this](uint32_t j) { return host_.oracle() || host_.ProfilerSettled(j); });
 }
 
 void Engine::MaybeProgress(bool force) {
@@ -279,7 +272,8 @@ core::Result<SimResult> Engine::Run() {
         }
       }
     }
-    const Duration t_other = std::min({t_flow, t_job, t_cl, t_fault, t_eval});
+    const Duration t_wake = ff_->next_wake();
+    const Duration t_other = std::min({t_flow, t_job, t_cl, t_fault, t_eval, t_wake});
     // The control loop's next run is an event too; it runs after the other events of its
     // instant (EndOfInstant), like the oracle's re-plan.
     Duration t_plan = Duration::Infinite();
@@ -294,8 +288,17 @@ core::Result<SimResult> Engine::Run() {
     }
     const Duration t = std::min(t_other, t_plan);
     if (t >= horizon_) break;
+    if (ff_->all_asleep()) result_.fast_forwarded += t - now;
     clock_.AdvanceTo(t);
     if (t_other > t) continue;  // Only the loop's run is due at t.
+    if (t_wake == t) {
+      ff_->WakeDue();  // Before its own events at t (an iteration limit counts the credit).
+      continue;
+    }
+    // Cluster and fault events may change plans or capacities: every sleeping group wakes
+    // first (a heartbeat leaves sleeping jobs out; an evaluation's decisions re-plan, which
+    // wakes them).
+    if (t_cl == t || (t_fault == t && faults_->event_due(t))) ff_->WakeAll();
     if (++since_progress >= 4096) {
       since_progress = 0;
       MaybeProgress(false);
@@ -338,7 +341,9 @@ core::Result<SimResult> Engine::Run() {
     }
   }
   // The horizon: cut what is still running.
+  if (ff_->all_asleep()) result_.fast_forwarded += horizon_ - clock_.Now();
   clock_.AdvanceTo(horizon_);
+  ff_->WakeAll();  // None sleeps (sleeps end before the horizon); credited up to it otherwise.
   metrics_->IntegrateCapacity(horizon_);
   for (uint32_t j = 0; j < jobs_->jobs().size(); ++j) jobs_->Depart(j, /*at_horizon=*/true);
   MaybeProgress(true);

@@ -329,9 +329,9 @@ TEST(ControlLoopHostTest, FastForwardDoesNotSkipTheProfilingPhase) {
   }
 }
 
-// A re-optimisation timer inside a steady stretch does not stop the jump when a preview shows it
-// would keep the plan in force; the full simulation runs every one of them.
-TEST(ControlLoopHostTest, FastForwardPassesReoptimisationsThatWouldKeepThePlan) {
+// A re-optimisation timer wakes the sleeping groups and runs, as in the full simulation; they fall
+// asleep again right after it (the plan in force is kept).
+TEST(ControlLoopHostTest, ReoptimisationTimersRunBetweenSleeps) {
   const Topology topo = SmallClos();
   const std::vector<SimJob> jobs = ClosWorkload(topo);
   SimOptions o = LoopOptions(400);
@@ -340,13 +340,10 @@ TEST(ControlLoopHostTest, FastForwardPassesReoptimisationsThatWouldKeepThePlan) 
   const SimResult full = RunSim(topo, "crux", jobs, o);
   o.fast_forward = true;
   const SimResult fast = RunSim(topo, "crux", jobs, o);
-  EXPECT_EQ(full.reoptimizations_previewed, 0u);
   EXPECT_GT(full.reoptimizations, 30u);
-  EXPECT_GT(fast.reoptimizations_previewed, 0u);
-  EXPECT_GT(fast.fast_forward_jumps, 0u);
-  // Every timer either ran or was passed: the same count, up to the one a jump's landing moves.
-  EXPECT_NEAR(static_cast<double>(fast.reoptimizations + fast.reoptimizations_previewed),
-              static_cast<double>(full.reoptimizations), 1);
+  EXPECT_GT(fast.fast_forward_jumps, full.reoptimizations / 2);
+  EXPECT_NEAR(static_cast<double>(fast.reoptimizations), static_cast<double>(full.reoptimizations),
+              1);
   EXPECT_EQ(fast.reoptimizations_adopted, full.reoptimizations_adopted);
   EXPECT_NEAR(fast.gpu_utilization, full.gpu_utilization, 0.005);
   EXPECT_LT(fast.events, full.events / 2);

@@ -140,13 +140,21 @@ TEST(FluidNetworkTest, TransmittedBytesAddUp) {
   EXPECT_EQ(now, Sec(1.5));
 }
 
-TEST(FluidNetworkTest, ShiftTimeMovesFinishEvents) {
+TEST(FluidNetworkTest, ShiftFlowMovesItsFinishEventBothWays) {
   FluidNetwork net;
-  const std::vector<R> path = {net.AddResource(1e9)};
-  net.AddFlow(path, 0, 125e6, kT0, 1);
+  const std::vector<R> a = {net.AddResource(1e9)};
+  const std::vector<R> b = {net.AddResource(1e9)};
+  const FluidNetwork::FlowId f = net.AddFlow(a, 0, 125e6, kT0, 1);
+  net.AddFlow(b, 0, 250e6, kT0, 2);
   EXPECT_EQ(net.NextFinishTime(kT0), Sec(1));
-  net.ShiftTime(Sec(10));
-  EXPECT_EQ(net.NextFinishTime(Sec(10)), Sec(11));
+  net.ShiftFlow(f, Sec(10));  // Asleep: the other flow finishes first now.
+  EXPECT_EQ(net.NextFinishTime(kT0), Sec(2));
+  EXPECT_DOUBLE_EQ(net.Remaining(f, Sec(10.5)), 62.5e6);  // Its clock moved with it.
+  net.ShiftFlow(f, Sec(-9.5));  // Woken early: half a second later than without the sleep.
+  EXPECT_EQ(net.NextFinishTime(kT0), Sec(1.5));
+  std::vector<uint64_t> done;
+  net.PopFinished(Sec(1.5), [&done](uint64_t tag, double) { done.push_back(tag); });
+  EXPECT_EQ(done, std::vector<uint64_t>{1});
 }
 
 // Reference allocation: per level, repeatedly freeze the flows of the resource with the

@@ -272,6 +272,35 @@ TEST(SimulatorTest, FastForwardRecognisesAJointCycleOfCommensuratePeriods) {
   EXPECT_NEAR(3.0 * full.jobs[0].iterations, 5.0 * full.jobs[1].iterations, 5.0);
 }
 
+// Groups sleep on their own (issue #30 item 1): a steady job sleeps through a run in which
+// another group, two contending jobs of incommensurate periods, is never steady (approximate
+// steadiness off). The old global jump waited for every group and never jumped here; the
+// contending pair is simulated exactly as in the full run, the sleeper is credited its rates.
+TEST(SimulatorTest, ASteadyGroupSleepsWhileAnotherIsNeverSteady) {
+  const Topology topo = SmallClos();
+  const std::vector<SimJob> jobs = {RingJob(topo, "a", {0, 1}, 0.3, 2000),
+                                    RingJob(topo, "b", {4, 5}, 0.2, 1500),
+                                    RingJob(topo, "c", {4, 5}, 0.2828427, 1500)};
+  SimOptions o = OracleOptions(400);
+  o.fast_forward_tolerance = 0;
+  o.fast_forward = false;
+  const SimResult full = RunSim(topo, "ecmp", jobs, o);
+  o.fast_forward = true;
+  const SimResult fast = RunSim(topo, "ecmp", jobs, o);
+  EXPECT_GT(fast.fast_forward_jumps, 0u);
+  EXPECT_EQ(fast.fast_forwarded, Duration::Zero()) << "the pair is always simulated";
+  EXPECT_GT(fast.group_slept, Duration::Seconds(390));
+  EXPECT_LT(fast.events, full.events * 3 / 4);
+  ASSERT_GT(full.jobs[0].iterations, 500);
+  EXPECT_NEAR(fast.jobs[0].iterations, full.jobs[0].iterations, 1);
+  EXPECT_NEAR(fast.jobs[0].compute_busy.ToSeconds(), full.jobs[0].compute_busy.ToSeconds(), 0.3);
+  for (size_t i = 1; i < jobs.size(); ++i) {
+    EXPECT_EQ(fast.jobs[i].iterations, full.jobs[i].iterations) << jobs[i].spec.id;
+    EXPECT_EQ(fast.jobs[i].compute_busy, full.jobs[i].compute_busy) << jobs[i].spec.id;
+  }
+  EXPECT_NEAR(fast.gpu_utilization, full.gpu_utilization, 1e-3);
+}
+
 // Random workloads (sizes, patterns, overlaps, arrivals, durations, iteration counts) under
 // several policies: fast-forward stays within a small tolerance of the full simulation.
 TEST(SimulatorTest, FastForwardMatchesFullSimulationOnRandomWorkloads) {

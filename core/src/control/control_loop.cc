@@ -808,29 +808,6 @@ std::shared_ptr<const PlanningSnapshot> ControlLoop::PeekSnapshot() const {
   return snap;
 }
 
-std::shared_ptr<const PlanningSnapshot> ControlLoop::PeekReoptimization() const {
-  std::shared_ptr<PlanningSnapshot> snap = Snapshot();
-  snap->reason = "dry run, re-optimisation";
-  snap->reoptimize = true;
-  snap->reoptimize_min_gain = options_.reoptimize_min_gain;
-  return snap;
-}
-
-bool ControlLoop::OnlyReoptimizationDue() const {
-  return !in_flight_ && !requested_ && !retry_at_ && ReoptimizeAt().has_value();
-}
-
-uint64_t ControlLoop::SkipReoptimizations(Duration until) {
-  const std::optional<Duration> at = ReoptimizeAt();
-  if (!at || *at > until) return 0;
-  // Timers at `at`, at + interval, ... up to `until` (computed, not stepped: a short interval
-  // and a long jump would be billions of steps).
-  const int64_t interval = options_.reoptimize_interval.nanos();
-  const int64_t later = (until - *at).nanos() / interval;
-  last_reoptimize_ = *at + Duration::Nanos(later * interval);
-  return static_cast<uint64_t>(later) + 1;
-}
-
 std::shared_ptr<const PlanningSnapshot> ControlLoop::StartPlan() {
   const std::optional<Duration> when = due();
   const Duration now = clock_->Now();

@@ -76,17 +76,6 @@ std::shared_ptr<const core::PlanningSnapshot> ControlHost::WithFixedRanks(
   return patched;
 }
 
-LoopRun ControlHost::PreviewReoptimization(core::SchedulingPolicy& fresh,
-                                           const core::Topology& topo) {
-  std::shared_ptr<const core::PlanningSnapshot> snap = loop_.PeekReoptimization();
-  if (snap->jobs.empty()) return {};
-  const core::PlanOutcome outcome = core::RunPlan(fresh, topo, *WithFixedRanks(snap), *clock_);
-  LoopRun run = FromOutcome(outcome);
-  for (const auto& a : outcome.changed) run.changed.push_back(*a);
-  run.removed = outcome.removed.size();
-  return run;
-}
-
 LoopRun ControlHost::Run(core::SchedulingPolicy& policy, const core::Topology& topo) {
   std::shared_ptr<const core::PlanningSnapshot> snap = loop_.StartPlan();
   if (snap == nullptr) return {};

@@ -77,11 +77,6 @@ class ControlHost {
   // the ranks of `fixed` are put back into the snapshot's specs before RunPlan (a copy; the
   // loop's own snapshot is untouched).
   LoopRun Run(core::SchedulingPolicy& policy, const core::Topology& topo);
-  // What the loop's next re-optimisation would do if nothing changed until it is due: RunPlan
-  // over ControlLoop::PeekReoptimization() with `fresh`, a policy made for `topo` with no state
-  // of its own (a stable one is seeded with the plan in force, as the real run continues it).
-  // Commits nothing; `changed` lists what the run would change (`removed`: would drop).
-  LoopRun PreviewReoptimization(core::SchedulingPolicy& fresh, const core::Topology& topo);
 
   const core::ControlLoop& loop() const { return loop_; }
   // Link health signals and decisions (fault injection): straight to the loop.

@@ -9,7 +9,7 @@
 namespace crux::sim::internal {
 namespace {
 
-// ProfilersSettled: iterations of the current regime, and the share of the change threshold,
+// ProfilerSettled: iterations of the current regime, and the share of the change threshold,
 // after which a profiler whose window is near its last report cannot report again.
 constexpr int64_t kQuietIterations = 3;
 constexpr double kQuietMargin = 0.5;
@@ -416,17 +416,13 @@ std::optional<core::Duration> PlanApplier::due() const {
 // within half the change threshold of the last report (then no median of such samples can move
 // by the threshold). Approximate: a window median that would drift within a steady state is
 // missed.
-bool PlanApplier::ProfilersSettled() const {
+bool PlanApplier::ProfilerSettled(uint32_t j) const {
   const int64_t window = std::max<uint32_t>(options_.control.profiler.window, 3);
-  for (uint32_t j : jobs_->running()) {
-    const JobState& s = jobs_->jobs()[j];
-    if (!s.profiler) continue;
-    if (!s.profiler->settled()) return false;
-    if (s.epoch_iterations >= window) continue;
-    if (s.epoch_iterations >= kQuietIterations && s.profiler->Quiet(kQuietMargin)) continue;
-    return false;
-  }
-  return true;
+  const JobState& s = jobs_->jobs()[j];
+  if (!s.profiler) return true;
+  if (!s.profiler->settled()) return false;
+  if (s.epoch_iterations >= window) return true;
+  return s.epoch_iterations >= kQuietIterations && s.profiler->Quiet(kQuietMargin);
 }
 
 void PlanApplier::RefreshDefaults() {
@@ -444,40 +440,12 @@ void PlanApplier::RefreshDefaults() {
   RerouteStalled();
 }
 
-std::optional<core::Duration> PlanApplier::jump_barrier(core::Duration limit) {
-  const std::optional<core::Duration> at = due();
-  if (!at || *at >= limit || policy_stale_ || !loop_->loop().OnlyReoptimizationDue()) return at;
-  const std::pair<uint64_t, uint64_t> key{loop_->loop().epoch(), loop_->loop().runs()};
-  if (preview_key_ != key) {
-    preview_key_ = key;
-    preview_keeps_ = PreviewKeepsPlan();
-  }
-  if (preview_keeps_) return std::nullopt;
-  return at;
-}
-
 JobState* PlanApplier::ShiftChanges(const std::string& id, core::Duration time_shift) {
   auto it = index_of_.find(id);
   if (it == index_of_.end()) return nullptr;
   JobState& s = jobs_->job(it->second);
   if (s.status != JobStatus::kRunning || time_shift == s.applied_shift) return nullptr;
   return &s;
-}
-
-bool PlanApplier::PreviewKeepsPlan() {
-  core::Result<std::unique_ptr<core::SchedulingPolicy>> fresh = factory_(topo_, clock_);
-  if (!fresh.ok() || *fresh == nullptr) return false;
-  const LoopRun run = loop_->PreviewReoptimization(**fresh, topo_);
-  if (!run.status.ok() || !run.changed.empty() || run.removed > 0) return false;
-  for (const auto& [id, time_shift] : run.time_shifts) {
-    if (ShiftChanges(id, time_shift) != nullptr) return false;
-  }
-  return true;
-}
-
-void PlanApplier::SkipKeptReoptimizations() {
-  if (!loop_ || !loop_->loop().OnlyReoptimizationDue()) return;
-  result_.reoptimizations_previewed += loop_->mutable_loop().SkipReoptimizations(clock_.Now());
 }
 
 core::Status PlanApplier::RunDue(bool* changed) {

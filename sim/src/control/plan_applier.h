@@ -66,24 +66,12 @@ class PlanApplier {
   void Remove(uint32_t j);
   // When the loop's next run is due, if one is requested.
   std::optional<core::Duration> due() const;
-  // For fast-forward: when the loop's next run must happen (the jump lands before it), or nullopt
-  // when there is none, or when only its re-optimisation timer is due and a preview shows the
-  // re-optimisation would change nothing (no assignment, no time shift). Nothing changes the
-  // loop's inputs during a jump (every profiler is settled, no arrival or link event falls in
-  // it), so every re-optimisation due in the jump would keep the plan in force too: the jump may
-  // pass them, and SkipKeptReoptimizations must follow it. The preview runs a new policy seeded
-  // with the plan in force (cached until the loop's next run or epoch); none when the run is due
-  // at or after `limit` (the jump stops there anyway).
-  std::optional<core::Duration> jump_barrier(core::Duration limit);
-  // After a jump: the re-optimisations due up to now are taken as run (ControlLoop::
-  // SkipReoptimizations), counted in SimResult::reoptimizations_previewed.
-  void SkipKeptReoptimizations();
   // Runs the due plan in zero simulated time. `changed`: an assignment or a time shift changed
   // (the groups of interacting jobs may be different).
   core::Status RunDue(bool* changed);
-  // Every profiler reported and confirms no change, and has `window` samples of the current
-  // regime (JobState::epoch_iterations): no report can be half-way.
-  bool ProfilersSettled() const;
+  // The profiler of `j` (if any) reported and confirms no change, and has `window` samples of
+  // the current regime (JobState::epoch_iterations): no report of it can be half-way.
+  bool ProfilerSettled(uint32_t j) const;
   // After a link event: flows without a pin follow the fabric's hash routing at once.
   void RefreshDefaults();
   bool defaults_stale() const { return defaults_stale_; }
@@ -145,7 +133,6 @@ class PlanApplier {
   void NoteImpact(const core::PlanImpact& impact);
 
   core::Status MakePolicy();
-  bool PreviewKeepsPlan();
   // The running job `id` if `time_shift` differs from the one it runs under, else null.
   JobState* ShiftChanges(const std::string& id, core::Duration time_shift);
   bool RouteAlone(uint32_t j);
@@ -184,9 +171,6 @@ class PlanApplier {
   // event): recomputed only after a signal or an evaluation, the only things that change it.
   mutable std::optional<std::optional<core::Duration>> faults_due_;
   size_t not_up_ = 0;
-  // jump_barrier's preview: the loop's (epoch, runs) it was made at, and its verdict.
-  std::optional<std::pair<uint64_t, uint64_t>> preview_key_;
-  bool preview_keeps_ = false;
   std::vector<ImpactTrack> impact_;
   double recovered_now_ = 0;        // gpus_recovered of the prediction in force.
   core::Duration recovered_since_;  // When it took force.

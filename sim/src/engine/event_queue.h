@@ -40,9 +40,18 @@ class EventQueue {
     heap_.pop_back();
     return payload;
   }
-  // Every event `d` later (a fast-forward jump); a uniform shift keeps the heap order.
-  void Shift(core::Duration d) {
-    for (Entry& e : heap_) e.at += d;
+  // Every event whose payload satisfies `pred` `d` later (`d` may be negative: a fast-forward
+  // group's sleep and wake); O(events). Ties keep their push order.
+  template <typename Pred>
+  void ShiftIf(const Pred& pred, core::Duration d) {
+    bool any = false;
+    for (Entry& e : heap_) {
+      if (pred(e.payload)) {
+        e.at += d;
+        any = true;
+      }
+    }
+    if (any) std::make_heap(heap_.begin(), heap_.end(), After());
   }
 
  private:

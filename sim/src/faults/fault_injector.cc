@@ -29,6 +29,10 @@ Duration FaultInjector::next_time(Duration now) const {
   return std::max(t, now);
 }
 
+bool FaultInjector::event_due(Duration now) const {
+  return !queue_.empty() && queue_.begin()->first <= now;
+}
+
 Duration FaultInjector::barrier(bool links_not_up) const {
   Duration t = queue_.empty() ? Duration::Infinite() : queue_.begin()->first;
   if (options_.flow_reports && (!active_.empty() || links_not_up)) t = std::min(t, next_report_);
@@ -184,7 +188,9 @@ void FaultInjector::Heartbeat(Duration now, Fabric& fabric, JobModel& jobs, Plan
   std::map<uint32_t, std::pair<uint32_t, uint32_t>> nic_hits;
   for (uint32_t j = 0; j < jobs.jobs().size(); ++j) {
     JobState& s = jobs.job(j);
-    if (s.status != JobStatus::kRunning || !s.profiler) continue;
+    // A sleeping job (fast-forward) reports at its first heartbeat after it woke, as if the
+    // heartbeats of its sleep had been lost: its window covers what was simulated in detail.
+    if (s.status != JobStatus::kRunning || !s.profiler || s.asleep) continue;
     std::vector<ReportedFlow> rep = jobs.TakeFlowSamples(j, options_.stall_timeout);
     if (rep.empty()) continue;
     std::vector<core::FlowSample> samples;

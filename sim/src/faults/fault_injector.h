@@ -39,9 +39,12 @@ class FaultInjector {
 
   // The next time something of ours is due (never before `now`).
   Duration next_time(Duration now) const;
-  // The time a fast-forward jump must stop before: the next fault start, end or switch signal,
+  // A fault start, end or switch signal is due at `now` (not only a heartbeat).
+  bool event_due(Duration now) const;
+  // The time a fast-forward sleep must end before: the next fault start, end or switch signal,
   // and, while a fault is in force or `links_not_up` (a decision to undo), the next heartbeat
-  // (the samples then carry news; otherwise they repeat healthy ones, which a jump may skip).
+  // (the samples then carry news; otherwise they repeat healthy ones, which a sleeping job
+  // skips: Handle's heartbeat leaves jobs asleep out).
   Duration barrier(bool links_not_up) const;
   // Everything due at `now`. Returns true if a physical capacity changed.
   bool Handle(Duration now, Fabric& fabric, Metrics& metrics, JobModel& jobs, PlanApplier& host);

@@ -115,21 +115,25 @@ void JobModel::NewEpoch() {
   }
 }
 
-void JobModel::Shift(Duration d) {
-  for (uint32_t j : running_) {
+void JobModel::ShiftJobs(std::span<const uint32_t> jobs, Duration d) {
+  FluidNetwork& net = fabric_.net();
+  for (uint32_t j : jobs) {
     JobState& s = js_[j];
+    s.slept += d;
     s.iter_start += d;
     s.compute_end += d;
     s.comm_start += d;
     s.phase_run.seg_start += d;
     s.phase_run.seg_end += d;
     for (FlowRun& run : s.flows) {
+      if (run.status == FlowStatus::kInNetwork) net.ShiftFlow(run.id, d);
       if (run.status == FlowStatus::kDelivering) run.deliver_at += d;
       run.reported_at += d;
       run.progress_at += d;
     }
   }
-  events_.Shift(d);
+  events_.ShiftIf(
+      [jobs](const JobEvent& e) { return std::binary_search(jobs.begin(), jobs.end(), e.job); }, d);
 }
 
 void JobModel::StartIteration(uint32_t j) {
@@ -150,7 +154,7 @@ void JobModel::StartIteration(uint32_t j) {
   s.comm_done = false;
   s.outstanding = 0;
   s.flows.clear();
-  if (s.profiler) s.profiler->BeginIteration(ProfilerTime());
+  if (s.profiler) s.profiler->BeginIteration(ProfilerTime(s));
   Push(s.comm_start, j, JobEventKind::kCommStart);
   listener_.OnIterationStart(j);
 }
@@ -194,7 +198,7 @@ void JobModel::OnComputeDone(uint32_t j) {
   s.computing = false;
   s.compute_busy += s.compute_end - s.iter_start;
   metrics_.AddBusy(s.iter_start, s.compute_end, s.gpus);
-  if (s.profiler) s.profiler->ComputeEnd(ProfilerTime());
+  if (s.profiler) s.profiler->ComputeEnd(ProfilerTime(s));
   MaybeEndIteration(j);
 }
 
@@ -215,7 +219,7 @@ void JobModel::OnCommStart(uint32_t j) {
     metrics_.Sent(run.bytes);
     s.bytes_sent += run.bytes;
     if (s.profiler && f < s.peer_of.size()) {
-      s.profiler->CommStart(ProfilerTime(), s.peer_of[f], s.plan_flows[f].bytes.count());
+      s.profiler->CommStart(ProfilerTime(s), s.peer_of[f], s.plan_flows[f].bytes.count());
     }
     run.epoch = epoch_;
     run.status = FlowStatus::kInNetwork;
@@ -282,7 +286,7 @@ void JobModel::OnDeliver(uint32_t j, uint32_t f) {
     TryStartSegment(j);
     return;
   }
-  if (s.profiler && f < s.peer_of.size()) s.profiler->CommEnd(ProfilerTime(), s.peer_of[f]);
+  if (s.profiler && f < s.peer_of.size()) s.profiler->CommEnd(ProfilerTime(s), s.peer_of[f]);
   if (--s.outstanding == 0) {
     s.comm_done = true;
     MaybeEndIteration(j);
@@ -304,7 +308,7 @@ void JobModel::EndIteration(uint32_t j) {
     Depart(j, /*at_horizon=*/false);
     return;
   }
-  if (s.profiler) s.profiler->EndIteration(ProfilerTime());
+  if (s.profiler) s.profiler->EndIteration(ProfilerTime(s));
   listener_.OnIterationEnd(j);
   StartIteration(j);
 }
@@ -372,7 +376,7 @@ void JobModel::StartPhases(uint32_t j) {
   r.instances.clear();
   r.free_instances.clear();
   r.free_flows.clear();
-  if (s.profiler) s.profiler->BeginIteration(ProfilerTime());
+  if (s.profiler) s.profiler->BeginIteration(ProfilerTime(s));
   // A pending time shift (CASSINI) holds the whole schedule once: the iteration idles first.
   s.comm_start = now + s.pending_shift;
   s.pending_shift = Duration::Zero();
@@ -397,7 +401,7 @@ void JobModel::TryStartSegment(uint32_t j) {
     if (r.waiting[static_cast<size_t>(next)] > 0) return;
     if (next == n_seg) {
       r.ended = true;
-      if (s.profiler && s.phases->last_busy < 0) s.profiler->ComputeEnd(ProfilerTime());
+      if (s.profiler && s.phases->last_busy < 0) s.profiler->ComputeEnd(ProfilerTime(s));
       s.comm_done = true;
       EndIteration(j);  // May start the next iteration (its own machine runs from there).
       return;
@@ -454,7 +458,7 @@ void JobModel::EndSegment(uint32_t j) {
   s.computing = false;
   r.running = -1;
   r.last_ended = seg;
-  if (s.profiler && seg == pm.last_busy) s.profiler->ComputeEnd(ProfilerTime());
+  if (s.profiler && seg == pm.last_busy) s.profiler->ComputeEnd(ProfilerTime(s));
   SegmentEnded(j, seg);
 }
 
@@ -575,7 +579,7 @@ void JobModel::ReleaseInstance(uint32_t j, int op) {
       s.bytes_sent += bytes;
       if (s.profiler && pf < s.peer_of.size()) {
         s.profiler->CommStart(
-            ProfilerTime(), s.peer_of[pf],
+            ProfilerTime(s), s.peer_of[pf],
             spray_ ? static_cast<int64_t>(std::llround(bytes)) : o.flows[k].bytes.count());
       }
       run.id = net.AddFlow(s.plan_resources[pf], s.level, bytes, now,
@@ -609,7 +613,7 @@ void JobModel::FlowDone(uint32_t j, uint32_t f) {
   PhaseRun& r = s.phase_run;
   const FlowRun& run = s.flows[f];
   if (s.profiler && run.plan_flow < s.peer_of.size()) {
-    s.profiler->CommEnd(ProfilerTime(), s.peer_of[run.plan_flow]);
+    s.profiler->CommEnd(ProfilerTime(s), s.peer_of[run.plan_flow]);
   }
   const uint32_t inst = run.instance;
   r.free_flows.push_back(f);

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -184,6 +185,8 @@ struct JobState {
   double rate_bytes = 0;
   std::vector<double> rate_class_bits;
   double iteration_credit = 0;  // Fractional iterations credited by jumps.
+  Duration slept;               // How far fast-forward moved its timeline, in all.
+  bool asleep = false;          // Its group sleeps: its timeline is ahead of the clock.
   // Iterations completed since its group or plan last changed (the control loop's
   // fast-forward gate: its profiler's window holds only samples of the current regime).
   int64_t epoch_iterations = 0;
@@ -270,8 +273,10 @@ class JobModel {
   // then a new window.
   std::vector<ReportedFlow> TakeFlowSamples(uint32_t j, Duration stall_timeout);
 
-  // A fast-forward jump: every running job's timeline and every pending job event `d` later.
-  void Shift(Duration d);
+  // A fast-forward group falls asleep (d > 0) or wakes early (d < 0): the timelines, pending
+  // job events and flow clocks of `jobs` move `d`, and their profilers do not see it
+  // (JobState::slept). REQUIRES: no pending change in the fluid network.
+  void ShiftJobs(std::span<const uint32_t> jobs, Duration d);
 
   // Plan epochs: flows in flight that were started under an earlier epoch are "old" (the fast
   // forward waits until none is left). NewEpoch() counts the flows in flight now.
@@ -300,8 +305,9 @@ class JobModel {
   const std::vector<uint32_t>* PlanFlowsFor(JobState& s, uint64_t pair);
   void AccountFlowBits(uint32_t j, FluidNetwork::FlowId id, double transmitted);
   FlowWindow& WindowOf(JobState& s, uint32_t f);
-  // The time the jobs' profilers see: simulated time minus the time fast-forward jumped.
-  Duration ProfilerTime() const { return clock_.Now() - result_.fast_forwarded; }
+  // The time the profiler of a job sees: simulated time minus the time its timeline was moved
+  // by fast-forward.
+  Duration ProfilerTime(const JobState& s) const { return clock_.Now() - s.slept; }
   void Push(Duration at, uint32_t j, JobEventKind kind, uint32_t flow = 0);
 
   const engine::SimClock& clock_;

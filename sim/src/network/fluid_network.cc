@@ -734,13 +734,19 @@ void FluidNetwork::Release(FlowId f) {
   ++stats_.finished;
 }
 
-void FluidNetwork::ShiftTime(Duration delta) {
-  for (Flow& flow : flows_) {
-    if (!flow.active) continue;
-    flow.last += delta;
-    if (!flow.finish.IsInfinite()) flow.finish += delta;
+void FluidNetwork::ShiftFlow(FlowId f, Duration delta) {
+  Flow& flow = flows_[f];
+  flow.last += delta;
+  if (flow.finish.IsInfinite()) return;
+  flow.finish += delta;
+  const uint32_t pos = heap_pos_[f];
+  if (pos == kNotInHeap) return;
+  events_[pos].time = flow.finish;
+  if (delta < Duration::Zero()) {
+    EventUp(pos);
+  } else {
+    EventDown(pos);
   }
-  for (Event& e : events_) e.time += delta;  // A uniform shift keeps the heap order.
 }
 
 }  // namespace crux::sim

@@ -33,12 +33,14 @@ SteadyStateDetector::SteadyStateDetector(const SimOptions& options, const engine
       result_(result) {}
 
 void SteadyStateDetector::BeginRegroup() {
+  WakeAll();
   jobs_.NewEpoch();
   // EndRegroup carries the steady state of unchanged groups over.
   previous_groups_ = std::move(groups_);
   groups_.clear();
   check_ = false;
-  blocked_ = false;
+  asleep_ = 0;
+  next_wake_ = Duration::Infinite();
 }
 
 void SteadyStateDetector::EndRegroup() {
@@ -121,9 +123,8 @@ void SteadyStateDetector::BuildGroups() {
   for (Group& g : groups_) {
     for (uint32_t j : g.jobs) js[j].plan_fingerprint = fingerprint[j];
   }
-  // Groups that stayed steady take no new snapshot: the next anchor iteration start of any of
-  // them re-checks whether a jump is possible.
-  blocked_ = true;
+  // Groups that stayed steady take no new snapshot: they may fall asleep again right away.
+  for (const Group& g : groups_) check_ = check_ || g.known;
 }
 
 // What determines a job's dynamics besides the other jobs of its group: level, flows (paths
@@ -155,8 +156,8 @@ void SteadyStateDetector::OnIterationStart(uint32_t j) {
       g.pending = true;
       check_ = true;
     }
-  } else if (blocked_) {
-    check_ = true;  // Every group is steady; the jump was waiting.
+  } else if (!g.asleep) {
+    check_ = true;  // Steady and awake: its sleep had to wait.
   }
 }
 
@@ -372,53 +373,94 @@ void SteadyStateDetector::SetRates(Group& g, const Snapshot& from, const Snapsho
   g.snaps.clear();
 }
 
-Duration SteadyStateDetector::Check(Duration next, const std::function<bool()>& settled) {
+void SteadyStateDetector::Check(Duration limit, const std::function<bool(uint32_t)>& settled) {
   check_ = false;
-  if (groups_.empty()) return Duration::Zero();
-  bool all_known = true;
   for (Group& g : groups_) {
     if (g.pending) CheckGroup(g);
-    all_known = all_known && g.known;
   }
-  if (!all_known) return Duration::Zero();
-  // Flows started under an earlier plan (of any group) still in flight: not yet the steady
-  // state the rates describe.
-  if (jobs_.old_in_flight() > 0 || !settled()) {
-    blocked_ = true;
-    return Duration::Zero();
+  // Flows started under an earlier plan still in flight may cross another group's resources
+  // (groups are built from the plans in force): not yet the steady state the rates describe.
+  if (jobs_.old_in_flight() > 0) return;
+  for (Group& g : groups_) {
+    if (!g.known || g.asleep) continue;
+    if (!std::all_of(g.jobs.begin(), g.jobs.end(), settled)) continue;
+    const Duration wake = WakeTime(g, limit);
+    // Too close to the limit (or to a job's last iterations): checked again at the next anchor
+    // iteration start.
+    if (wake > clock_.Now()) Sleep(g, wake);
   }
-  blocked_ = false;
-  // Every group is steady: jump to shortly before the next event. The state moves as a whole
-  // (the phases inside a group are a state the group really is in; the phase at the landing
-  // point differs from the exact one by less than one group period, which is the error bound
-  // of the credit as well).
-  int64_t max_period = 0;
-  for (const Group& g : groups_) max_period = std::max(max_period, g.period.nanos());
-  // Land at least two group periods before the next event: the approach is simulated.
-  int64_t jump = (next - clock_.Now()).nanos() - 2 * max_period;
-  for (uint32_t j : jobs_.running()) {
+}
+
+Duration SteadyStateDetector::WakeTime(const Group& g, Duration limit) const {
+  const Duration now = clock_.Now();
+  const int64_t period = g.period.nanos();
+  // Wake strictly before the limit.
+  int64_t span = (limit - now).nanos() - 1;
+  for (uint32_t j : g.jobs) {
     const JobState& s = jobs_.jobs()[j];
     if (!s.iteration_limit || s.rate_iterations <= 0) continue;
     // Leave a couple of group periods' worth of iterations to be simulated.
     const double left = static_cast<double>(*s.iteration_limit - s.iterations) -
-                        2.0 * s.rate_iterations * static_cast<double>(max_period) - 1.0;
-    jump = std::min(jump, static_cast<int64_t>(left / s.rate_iterations));
+                        s.iteration_credit - 2.0 * s.rate_iterations * static_cast<double>(period) -
+                        1.0;
+    span = std::min(span, static_cast<int64_t>(left / s.rate_iterations));
   }
-  // Whole periods of the slowest group: exact for it (and for groups whose period divides it).
-  jump = max_period > 0 ? jump / max_period * max_period : 0;
-  if (jump <= 0) {
-    // Too close to the next event (or a plan run, or a job's last iterations): try again at
-    // the next anchor iteration instead of giving up until the next re-plan.
-    blocked_ = true;
-    return Duration::Zero();
-  }
-  return Duration::Nanos(jump);
+  // Whole periods of the group: its state on waking is the one it fell asleep in.
+  span = period > 0 && span > 0 ? span / period * period : 0;
+  return now + Duration::Nanos(span);
 }
 
-void SteadyStateDetector::Credit(Duration jump) {
+void SteadyStateDetector::Sleep(Group& g, Duration wake_at) {
   const Duration now = clock_.Now();
-  const double jd = static_cast<double>(jump.nanos());
-  for (uint32_t j : jobs_.running()) {
+  g.asleep = true;
+  g.slept_from = now;
+  g.wake_at = wake_at;
+  jobs_.ShiftJobs(g.jobs, wake_at - now);
+  for (uint32_t j : g.jobs) jobs_.job(j).asleep = true;
+  ++asleep_;
+  ++result_.fast_forward_jumps;
+  next_wake_ = std::min(next_wake_, wake_at);
+}
+
+void SteadyStateDetector::Wake(Group& g) {
+  const Duration now = clock_.Now();
+  // Woken early: its timeline moves back to now.
+  if (now < g.wake_at) jobs_.ShiftJobs(g.jobs, now - g.wake_at);
+  Credit(g, g.slept_from, now - g.slept_from);
+  for (uint32_t j : g.jobs) jobs_.job(j).asleep = false;
+  g.asleep = false;
+  --asleep_;
+  check_ = true;  // It may fall asleep again (another limit, or right after a control run).
+}
+
+void SteadyStateDetector::WakeDue() {
+  const Duration now = clock_.Now();
+  for (Group& g : groups_) {
+    if (g.asleep && g.wake_at <= now) Wake(g);
+  }
+  UpdateNextWake();
+}
+
+void SteadyStateDetector::WakeAll() {
+  if (asleep_ == 0) return;
+  for (Group& g : groups_) {
+    if (g.asleep) Wake(g);
+  }
+  next_wake_ = Duration::Infinite();
+}
+
+void SteadyStateDetector::UpdateNextWake() {
+  next_wake_ = Duration::Infinite();
+  if (asleep_ == 0) return;
+  for (const Group& g : groups_) {
+    if (g.asleep) next_wake_ = std::min(next_wake_, g.wake_at);
+  }
+}
+
+void SteadyStateDetector::Credit(const Group& g, Duration from, Duration d) {
+  if (d <= Duration::Zero()) return;
+  const double jd = static_cast<double>(d.nanos());
+  for (uint32_t j : g.jobs) {
     JobState& s = jobs_.jobs()[j];
     const double x = jd * s.rate_iterations + s.iteration_credit;
     const double n = std::floor(x + 1e-9);  // k periods x m iterations is an integer.
@@ -426,7 +468,7 @@ void SteadyStateDetector::Credit(Duration jump) {
     s.iterations += static_cast<int64_t>(n);
     s.iteration_time_sum += Duration::Nanos(std::llround(n * s.rate_iteration_ns));
     s.compute_busy += Duration::Nanos(std::llround(jd * s.rate_busy));
-    metrics_.AddBusy(now, now + jump, s.gpus * s.rate_busy);
+    metrics_.AddBusy(from, from + d, s.gpus * s.rate_busy);
     metrics_.Sent(jd * s.rate_bytes);
     metrics_.Delivered(jd * s.rate_bytes);
     s.bytes_sent += jd * s.rate_bytes;
@@ -436,8 +478,7 @@ void SteadyStateDetector::Credit(Duration jump) {
       s.class_bits[c] += jd * s.rate_class_bits[c];
     }
   }
-  ++result_.fast_forward_jumps;
-  result_.fast_forwarded += jump;
+  result_.group_slept += d;
 }
 
 }  // namespace crux::sim::internal

@@ -1,14 +1,19 @@
 // Steady-state fast-forward (docs/simulator.md, section 6): a detector of steady regimes of
-// groups of interacting jobs, and the credit of a jump over them.
+// groups of interacting jobs, and their sleep.
 //
 // Groups are jobs whose planned flows share resources, transitively: their dynamics are
 // independent of every other group's. Each group's anchor (its job with the longest standalone
 // period) takes a snapshot of the group at its iteration starts. A snapshot equal to an earlier
 // one (up to 63 anchor iterations back: commensurate periods) makes the group exactly periodic;
 // otherwise (contending jobs with incommensurate periods) it is taken as steady when its jobs'
-// rates over the two halves of the last 64 or 32 anchor iterations agree. When every group is
-// steady (and, with the control loop, no profiler report can be under way) the engine jumps to
-// shortly before the next event, each job credited its rates.
+// rates over the two halves of the last 64 or 32 anchor iterations agree.
+//
+// A steady group whose jobs' profilers are settled falls asleep on its own, whatever the other
+// groups do: its timeline (job events, flow clocks) moves whole group periods later, up to the
+// horizon, an iteration limit or a fault barrier, and it is credited its rates when it wakes.
+// Anything that may change a plan or a capacity (arrival, departure, link or fault event, a
+// control loop run, a re-plan) wakes every sleeping group first, moving it back to now: it then
+// resumes from the state it fell asleep in (a phase error below one group period).
 //
 // A re-plan (BeginRegroup / EndRegroup) keeps what is known about a group whose jobs and plans
 // are unchanged (their dynamics are unchanged); a link event (FabricChanged) keeps nothing.
@@ -36,28 +41,36 @@ class SteadyStateDetector {
   SteadyStateDetector(const SimOptions& options, const engine::SimClock& clock, JobModel& jobs,
                       Fabric& fabric, Metrics& metrics, SimResult& result);
 
-  // Around a re-plan: BeginRegroup before the plans change (a new plan epoch: flows in flight
-  // now are old), EndRegroup after (the groups of the new plans; unchanged ones carried over).
+  // Around a re-plan: BeginRegroup before the plans change (wakes every group; a new plan
+  // epoch: flows in flight now are old), EndRegroup after (the groups of the new plans;
+  // unchanged ones carried over, and a sleep check is due).
   void BeginRegroup();
   void EndRegroup();
-  // A link event: capacities changed, no group carries over.
+  // A link event: capacities changed, no group carries over. REQUIRES: WakeAll() before the
+  // capacities changed.
   void FabricChanged() { fabric_changed_ = true; }
 
   // Hook of the job model: `j` started an iteration.
   void OnIterationStart(uint32_t j);
-  // A check is due at the end of the instant (a snapshot is pending, or a jump was waiting).
+  // A check is due at the end of the instant (a snapshot is pending, or a steady group is
+  // awake).
   bool check_due() const { return check_; }
   void ClearCheck() { check_ = false; }
 
-  // Takes the pending snapshots. When every group is steady, no flow of an earlier plan is in
-  // flight and `settled()` (no profiler report under way), returns the jump: whole periods of
-  // the slowest group, landing at least two of them before `next` (the next event that may
-  // change a plan) and before the last iterations of jobs with an iteration count. Zero: no
-  // jump now (checked again at an anchor iteration start).
-  core::Duration Check(core::Duration next, const std::function<bool()>& settled);
-  // Credits every running job its group's rates over `jump` (iterations, compute, bytes, link
-  // bits, samples). The engine then moves the whole state `jump` later.
-  void Credit(core::Duration jump);
+  // Takes the pending snapshots, then puts to sleep every steady, awake group whose jobs are
+  // all `settled(j)` (no profiler report under way), when no flow of an earlier plan is in
+  // flight: whole periods of the group, waking before `limit` (horizon, fault barrier) and
+  // before the last iterations of jobs with an iteration count.
+  void Check(core::Duration limit, const std::function<bool(uint32_t)>& settled);
+
+  // When the next sleeping group wakes (Infinite() if none sleeps).
+  core::Duration next_wake() const { return next_wake_; }
+  // Wakes the groups due now (credited their sleep).
+  void WakeDue();
+  // Wakes every sleeping group now, moving its timeline back (credited up to now).
+  void WakeAll();
+  // Every running job's group sleeps (nothing is simulated in detail).
+  bool all_asleep() const { return !groups_.empty() && asleep_ == groups_.size(); }
 
  private:
   struct JobSnap {
@@ -97,6 +110,10 @@ class SteadyStateDetector {
     bool known = false;    // Steady: the rates of its jobs are set.
     core::Duration period;
     std::vector<Snapshot> snaps;
+    // Asleep: its timeline was moved to wake_at when it fell asleep at slept_from.
+    bool asleep = false;
+    core::Duration slept_from;
+    core::Duration wake_at;
   };
 
   void BuildGroups();
@@ -107,6 +124,14 @@ class SteadyStateDetector {
   bool RatesAgree(const Group& g, const Snapshot& a, const Snapshot& b, const Snapshot& c) const;
   void SetRates(Group& g, const Snapshot& from, const Snapshot& to, core::Duration period,
                 bool exact);
+  // The wake time of a sleep of `g` starting now (now if it cannot sleep before `limit`).
+  core::Duration WakeTime(const Group& g, core::Duration limit) const;
+  void Sleep(Group& g, core::Duration wake_at);
+  void Wake(Group& g);
+  // Credits the jobs of `g` their rates over [from, from + d) (iterations, compute, bytes,
+  // link bits, samples).
+  void Credit(const Group& g, core::Duration from, core::Duration d);
+  void UpdateNextWake();
 
   const SimOptions& options_;
   const engine::SimClock& clock_;
@@ -118,7 +143,8 @@ class SteadyStateDetector {
   std::vector<Group> previous_groups_;  // From BeginRegroup to EndRegroup.
   bool fabric_changed_ = false;         // Since the last EndRegroup: nothing carries over.
   bool check_ = false;
-  bool blocked_ = false;             // Every group was steady but a jump had to wait.
+  size_t asleep_ = 0;  // Groups asleep.
+  core::Duration next_wake_ = core::Duration::Infinite();
   std::vector<int> resource_owner_;  // Scratch for BuildGroups.
 };
 

@@ -521,38 +521,6 @@ TEST_F(StableControlLoopTest, AReoptimisationThatGainsNothingKeepsThePlanInForce
   for (const auto& a : batches[0].changed) EXPECT_EQ(a->assignment.job_id, "a");
 }
 
-TEST_F(StableControlLoopTest, AHostCanPassReoptimisationsItKnowsWouldKeepThePlan) {
-  options_.reoptimize_min_gain = 0.01;
-  loop_->SetOptions(options_);
-  Converge();
-  ASSERT_TRUE(loop_->OnlyReoptimizationDue());
-  const Duration first = *loop_->due();
-  // The preview is the snapshot the timer's run would take.
-  auto peek = loop_->PeekReoptimization();
-  EXPECT_TRUE(peek->reoptimize);
-  EXPECT_EQ(peek->reoptimize_min_gain, 0.01);
-  EXPECT_EQ(peek->run, 0u);
-  PolicyOptions po;
-  po.resolve_ports = true;
-  po.stable = true;
-  auto fresh = MakePolicy("crux", *topo_, po, &clock_);
-  ASSERT_TRUE(fresh.ok());
-  PlanOutcome o = RunPlan(**fresh, *topo_, *peek, clock_);
-  ASSERT_TRUE(o.status.ok()) << o.status.ToString();
-  ASSERT_TRUE(o.reoptimize_verdict.has_value());
-  EXPECT_FALSE(o.reoptimize_verdict->adopted);
-  EXPECT_TRUE(o.changed.empty());
-  // Nothing before the first timer; then every timer up to `until`, and the interval restarts
-  // from the last one passed.
-  EXPECT_EQ(loop_->SkipReoptimizations(first - Duration::Millis(1)), 0u);
-  EXPECT_EQ(loop_->SkipReoptimizations(first + Duration::Seconds(1250)), 3u);
-  EXPECT_EQ(*loop_->due(), first + Duration::Seconds(1800));
-  EXPECT_EQ(loop_->runs(), 2u) << "nothing ran";
-  // A request makes the next run more than a re-optimisation.
-  loop_->ReportProfile("a", Profile(200, 20, true));
-  EXPECT_FALSE(loop_->OnlyReoptimizationDue());
-}
-
 TEST_F(StableControlLoopTest, AReoptimisationThatGainsEnoughReplacesThePlanInForce) {
   for (double min_gain : {0.99, 0.01}) {
     SCOPED_TRACE(min_gain);

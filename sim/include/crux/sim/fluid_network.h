@@ -32,7 +32,7 @@
 // finish time.
 //
 // Times are core::Duration since the start of the caller's clock; `now` arguments must never
-// decrease between calls (except through ShiftTime, which moves every flow's clock at once).
+// decrease between calls (ShiftFlow moves one flow's clock, on resources no other flow uses).
 // Bytes and rates are fluid quantities (double bytes, double bits per second).
 //
 // Determinism: identical call sequences give identical results (ties in finish time are broken
@@ -112,9 +112,11 @@ class FluidNetwork {
   std::span<const ResourceId> Resources(FlowId f) const { return flows_[f].resources.span(); }
   size_t active_flows() const { return active_; }
 
-  // Moves the clock of every flow and pending finish event `delta` later (fast-forward).
-  // REQUIRES: no pending change (call NextFinishTime first).
-  void ShiftTime(Duration delta);
+  // Moves the clock and pending finish event of flow `f` `delta` later (`delta` may be
+  // negative): a fast-forward group falls asleep or wakes (docs/simulator.md section 6). Its
+  // rate is kept, so nothing else may share its resources meanwhile.
+  // REQUIRES: `f` active, no pending change (call NextFinishTime first).
+  void ShiftFlow(FlowId f, Duration delta);
 
   // Reference mode for tests and benchmarks: every recomputation re-rates the whole connected
   // component (per level) of the changes, as the simulator did before issue #13.

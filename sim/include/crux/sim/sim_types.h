@@ -243,10 +243,6 @@ struct SimResult {
   // (loop.reoptimize_min_gain > 0), and of them those whose fresh plan was adopted.
   uint64_t reoptimizations = 0;
   uint64_t reoptimizations_adopted = 0;
-  // Re-optimisations due inside fast-forward jumps that were not run: a preview before the jump
-  // showed the re-optimisation would change nothing, and nothing changes during a jump
-  // (PlanApplier::jump_barrier). Counted apart from `reoptimizations`.
-  uint64_t reoptimizations_previewed = 0;
   double wall_s = 0;
   // Bytes accounting (conservation): every byte sent is delivered by the end unless its flow
   // was cut short by the horizon or a departure (then counted in bytes_in_flight).
@@ -262,11 +258,12 @@ struct SimResult {
   uint64_t profile_reports = 0;           // Control loop: profiles reported by the jobs.
   uint64_t epochs = 0;                    // Control loop: plans that changed an assignment.
   uint64_t excluded = 0;                  // Control loop: jobs left out of a run (summed).
-  uint64_t fast_forward_jumps = 0;        // Steady-state jumps taken.
+  uint64_t fast_forward_jumps = 0;        // Steady groups put to sleep (fast-forward).
   uint64_t fast_forward_approximate = 0;  // Groups accepted as steady by rate agreement.
   uint64_t fast_forward_carried = 0;      // Steady groups a re-plan left unchanged (kept).
-  Duration fast_forwarded;                // Simulated time covered by jumps instead of events.
-  Duration simulated;                     // Time the run reached (the horizon).
+  Duration fast_forwarded;  // Simulated time during which every running group slept (no events).
+  Duration group_slept;     // The sleeps' lengths summed over groups (group-time not simulated).
+  Duration simulated;       // Time the run reached (the horizon).
   // Fault injection (SimOptions::faults): what happened to each fault, and every link-health
   // change the control loop decided (and the simulator applied to the planner's topology).
   std::vector<FaultRecord> fault_records;

@@ -363,18 +363,6 @@ class ControlLoop {
   std::shared_ptr<const PlanningSnapshot> StartPlan();
   // A snapshot of the current state that starts nothing (a dry run: what a plan now would do).
   std::shared_ptr<const PlanningSnapshot> PeekSnapshot() const;
-  // The same, as the next re-optimisation would take it (reoptimize set, with the options' min
-  // gain): what it would do if nothing changed until it is due.
-  std::shared_ptr<const PlanningSnapshot> PeekReoptimization() const;
-  // Whether the next run is due only for re-optimisation: nothing requested, no retry, no run in
-  // flight, and a re-optimisation timer set.
-  bool OnlyReoptimizationDue() const;
-  // For a host that knows the re-optimisations due up to `until` would change nothing (the
-  // simulator's fast-forward: with no event in between, a run's inputs stay those of now, and
-  // RunPlan over PeekReoptimization() kept the plan in force): each is taken as run at its due
-  // time without running; the interval restarts from the last one. Returns how many.
-  // REQUIRES: OnlyReoptimizationDue().
-  uint64_t SkipReoptimizations(Duration until);
   // ---- re-optimisation beside the runs (options().reoptimize_in_background) ----
   // When StartReoptimization should be called (absolute Clock time); nullopt: off, never, or one
   // is in flight. due() does not include it in this mode.
