@@ -64,6 +64,7 @@ class Engine final : public internal::JobListener {
     if (!host_.oracle()) host_.ReportIteration(j);
   }
   void OnIterationStart(uint32_t j) override { ff_->OnIterationStart(j); }
+  void OnOldFlowsDone() override { ff_->OnOldFlowsDone(); }
   void OnDeparture(uint32_t j) override {
     replan_needed_ = true;
     if (!host_.oracle()) {

@@ -279,7 +279,7 @@ void JobModel::OnDeliver(uint32_t j, uint32_t f) {
   JobState& s = js_[j];
   FlowRun& run = s.flows[f];
   run.status = FlowStatus::kDone;
-  if (run.epoch != epoch_) --old_in_flight_;
+  if (run.epoch != epoch_ && --old_in_flight_ == 0) listener_.OnOldFlowsDone();
   metrics_.Delivered(run.bytes);
   if (s.phases) {
     FlowDone(j, f);

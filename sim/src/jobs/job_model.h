@@ -237,6 +237,8 @@ class JobListener {
   virtual void OnIterationStart(uint32_t j) = 0;
   // `j` left before the horizon (duration or iteration count reached).
   virtual void OnDeparture(uint32_t j) = 0;
+  // The last flow started under an earlier plan epoch was delivered.
+  virtual void OnOldFlowsDone() {}
 };
 
 class JobModel {

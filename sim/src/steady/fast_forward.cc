@@ -161,6 +161,10 @@ void SteadyStateDetector::OnIterationStart(uint32_t j) {
   }
 }
 
+void SteadyStateDetector::OnOldFlowsDone() {
+  for (const Group& g : groups_) check_ = check_ || (g.known && !g.asleep);
+}
+
 SteadyStateDetector::Snapshot SteadyStateDetector::TakeSnapshot(const Group& g) const {
   const Duration now = clock_.Now();
   const FluidNetwork& net = fabric_.net();

@@ -50,8 +50,10 @@ class SteadyStateDetector {
   // capacities changed.
   void FabricChanged() { fabric_changed_ = true; }
 
-  // Hook of the job model: `j` started an iteration.
+  // Hooks of the job model: `j` started an iteration; the flows of earlier plans are done
+  // (a steady group that waited for them may sleep now).
   void OnIterationStart(uint32_t j);
+  void OnOldFlowsDone();
   // A check is due at the end of the instant (a snapshot is pending, or a steady group is
   // awake).
   bool check_due() const { return check_; }
