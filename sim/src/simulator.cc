@@ -80,6 +80,8 @@ class Engine final : public internal::JobListener {
   void ApplyLinkEvent(const LinkEvent& e);
   void EvaluateFaults();
   void FastForward();
+  // A woken group's events from its landing point up to `until` (SteadyStateDetector::Wake).
+  void CatchUp(Duration until);
   void StartPending();
   void MaybeProgress(bool force);
   void BuildResult();
@@ -117,7 +119,8 @@ Status Engine::Init() {
   fabric_.emplace(topo_, host_.isolates_jobs());
   metrics_.emplace(topo_, horizon_, options_.sample_interval, options_.gpus_per_host);
   jobs_.emplace(topo_, jobs_in_, options_, clock_, *fabric_, *metrics_, result_, *this);
-  ff_.emplace(options_, clock_, *jobs_, *fabric_, *metrics_, result_);
+  ff_.emplace(options_, clock_, *jobs_, *fabric_, *metrics_, result_,
+              [this](Duration until) { CatchUp(until); });
   host_.Bind(&*fabric_, &*jobs_);
   if (options_.faults.enabled()) {
     jobs_->set_telemetry(options_.faults.flow_reports);
@@ -235,6 +238,31 @@ void Engine::FastForward() {
   Duration limit = horizon_;
   if (faults_) limit = std::min(limit, faults_->barrier(host_.any_link_not_up()));
   ff_->Check(limit, [this](uint32_t j) { return host_.oracle() || host_.ProfilerSettled(j); });
+}
+
+void Engine::CatchUp(Duration until) {
+  FluidNetwork& net = fabric_->net();
+  engine::EventQueue<internal::JobEvent>& job_events = jobs_->events();
+  // The woken group's timeline starts at its landing point, the earliest of its events.
+  Duration t = std::min(net.NextFinishTime(clock_.Now()), job_events.next_time());
+  const Duration resume = clock_.Now();
+  clock_.AdvanceTo(std::min(t, until));
+  while (true) {
+    const Duration t_flow = net.NextFinishTime(clock_.Now());
+    const Duration t_job = job_events.next_time();
+    t = std::min(t_flow, t_job);
+    if (t >= until) break;
+    clock_.AdvanceTo(t);
+    if (t_flow == t) {
+      net.PopFinished(t, [this](uint64_t tag, double transmitted) {
+        ++result_.events;
+        jobs_->OnFlowFinished(tag, transmitted);
+      });
+      continue;
+    }
+    if (jobs_->Handle(job_events.Pop())) ++result_.events;
+  }
+  clock_.AdvanceTo(resume);
 }
 
 void Engine::MaybeProgress(bool force) {

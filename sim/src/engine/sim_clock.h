@@ -13,10 +13,10 @@ namespace crux::sim::engine {
 class SimClock final : public core::Clock {
  public:
   core::Duration Now() const override { return now_; }
-  // Moves to the next event. REQUIRES: t >= Now().
+  // Moves to the next event. REQUIRES: t >= Now(), except while a woken fast-forward group
+  // catches up (SteadyStateDetector): then the clock goes back to where the group landed and
+  // forward again, and only that group's events lie in between.
   void AdvanceTo(core::Duration t) { now_ = t; }
-  // A fast-forward jump: the whole state moves `d` later.
-  void Shift(core::Duration d) { now_ += d; }
 
  private:
   core::Duration now_;

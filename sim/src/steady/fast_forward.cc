@@ -24,9 +24,10 @@ constexpr size_t kSteadyWindows[] = {64, 32};
 
 SteadyStateDetector::SteadyStateDetector(const SimOptions& options, const engine::SimClock& clock,
                                          JobModel& jobs, Fabric& fabric, Metrics& metrics,
-                                         SimResult& result)
+                                         SimResult& result, CatchUp catch_up)
     : options_(options),
       clock_(clock),
+      catch_up_(std::move(catch_up)),
       jobs_(jobs),
       fabric_(fabric),
       metrics_(metrics),
@@ -428,13 +429,23 @@ void SteadyStateDetector::Sleep(Group& g, Duration wake_at) {
 
 void SteadyStateDetector::Wake(Group& g) {
   const Duration now = clock_.Now();
-  // Woken early: its timeline moves back to now.
-  if (now < g.wake_at) jobs_.ShiftJobs(g.jobs, now - g.wake_at);
-  Credit(g, g.slept_from, now - g.slept_from);
   for (uint32_t j : g.jobs) jobs_.job(j).asleep = false;
   g.asleep = false;
   --asleep_;
   check_ = true;  // It may fall asleep again (another limit, or right after a control run).
+  if (now >= g.wake_at) {  // On time: whole periods.
+    Credit(g, g.slept_from, now - g.slept_from);
+    return;
+  }
+  // Woken early: its timeline moves back to the last whole period, where its state is the one
+  // it fell asleep in, and the rest is simulated. Only its events lie before now: every other
+  // group's are at now or later.
+  const int64_t period = std::max<int64_t>(1, g.period.nanos());
+  const Duration landed =
+      g.slept_from + Duration::Nanos((now - g.slept_from).nanos() / period * period);
+  jobs_.ShiftJobs(g.jobs, landed - g.wake_at);
+  Credit(g, g.slept_from, landed - g.slept_from);
+  if (landed < now) catch_up_(now);
 }
 
 void SteadyStateDetector::WakeDue() {

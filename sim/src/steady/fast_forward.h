@@ -13,7 +13,8 @@
 // horizon, an iteration limit or a fault barrier, and it is credited its rates when it wakes.
 // Anything that may change a plan or a capacity (arrival, departure, link or fault event, a
 // control loop run, a re-plan) wakes every sleeping group first, moving it back to now: it then
-// resumes from the state it fell asleep in (a phase error below one group period).
+// lands on the last whole group period and is simulated from there up to now, alone (nothing
+// else has events in between), so it resumes in the state the full simulation has.
 //
 // A re-plan (BeginRegroup / EndRegroup) keeps what is known about a group whose jobs and plans
 // are unchanged (their dynamics are unchanged); a link event (FabricChanged) keeps nothing.
@@ -37,9 +38,13 @@ namespace crux::sim::internal {
 
 class SteadyStateDetector {
  public:
+  // Simulates the events before `until` (all of them a woken group's), the clock set back to
+  // where the group landed: the engine's event loop restricted to flow and job events.
+  using CatchUp = std::function<void(core::Duration until)>;
+
   // Everything passed outlives the detector.
   SteadyStateDetector(const SimOptions& options, const engine::SimClock& clock, JobModel& jobs,
-                      Fabric& fabric, Metrics& metrics, SimResult& result);
+                      Fabric& fabric, Metrics& metrics, SimResult& result, CatchUp catch_up);
 
   // Around a re-plan: BeginRegroup before the plans change (wakes every group; a new plan
   // epoch: flows in flight now are old), EndRegroup after (the groups of the new plans;
@@ -69,7 +74,9 @@ class SteadyStateDetector {
   core::Duration next_wake() const { return next_wake_; }
   // Wakes the groups due now (credited their sleep).
   void WakeDue();
-  // Wakes every sleeping group now, moving its timeline back (credited up to now).
+  // Wakes every sleeping group now: its timeline moves back to the last whole group period
+  // since it fell asleep (credited up to there) and the rest, under one period, is simulated up
+  // to now (catch_up), so it wakes in the state it would be in.
   void WakeAll();
   // Every running job's group sleeps (nothing is simulated in detail).
   bool all_asleep() const { return !groups_.empty() && asleep_ == groups_.size(); }
@@ -137,6 +144,7 @@ class SteadyStateDetector {
 
   const SimOptions& options_;
   const engine::SimClock& clock_;
+  CatchUp catch_up_;
   JobModel& jobs_;
   Fabric& fabric_;
   Metrics& metrics_;
