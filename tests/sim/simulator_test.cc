@@ -301,6 +301,33 @@ TEST(SimulatorTest, ASteadyGroupSleepsWhileAnotherIsNeverSteady) {
   EXPECT_NEAR(fast.gpu_utilization, full.gpu_utilization, 1e-3);
 }
 
+// A sleeping group woken early by events elsewhere (arrivals and departures of short jobs on other
+// hosts) lands on its last whole period and catches up the rest in detail, so its figures are the
+// full simulation's: same iterations, compute within rounding. Resuming from the state it fell
+// asleep in instead restarted its iteration (compute first) at every event and overstated its
+// compute by a share of a period per event.
+TEST(SimulatorTest, AGroupWokenEarlyResumesInTheExactState) {
+  const Topology topo = SmallClos();
+  std::vector<SimJob> jobs = {RingJob(topo, "a", {0, 1}, 0.3, 2000)};
+  for (int i = 0; i < 12; ++i) {
+    SimJob j = RingJob(topo, "s" + std::to_string(i), {4, 5}, 0.05, 200);
+    j.arrival = Duration::Seconds(17.3 + 29.71 * i);
+    j.duration = Duration::Seconds(3.1);
+    jobs.push_back(j);
+  }
+  SimOptions o = OracleOptions(400);
+  o.fast_forward = false;
+  const SimResult full = RunSim(topo, "ecmp", jobs, o);
+  o.fast_forward = true;
+  const SimResult fast = RunSim(topo, "ecmp", jobs, o);
+  EXPECT_GT(fast.fast_forward_jumps, 12u);
+  EXPECT_LT(fast.events, full.events / 4);
+  ASSERT_GT(full.jobs[0].iterations, 500);
+  EXPECT_EQ(fast.jobs[0].iterations, full.jobs[0].iterations);
+  EXPECT_NEAR(fast.jobs[0].compute_busy.ToSeconds(), full.jobs[0].compute_busy.ToSeconds(), 1e-3);
+  EXPECT_NEAR(fast.gpu_utilization, full.gpu_utilization, 1e-6);
+}
+
 // Random workloads (sizes, patterns, overlaps, arrivals, durations, iteration counts) under
 // several policies: fast-forward stays within a small tolerance of the full simulation.
 TEST(SimulatorTest, FastForwardMatchesFullSimulationOnRandomWorkloads) {
