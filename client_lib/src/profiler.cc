@@ -190,6 +190,15 @@ void Profiler::FinishIteration(int64_t end_ns) {
   new_sample_ = true;
 }
 
+void Profiler::ReplaySample(size_t back) {
+  IterationSample s = window_[window_.size() - back];
+  const size_t cap = std::max<uint32_t>(options_.window, 3);
+  while (window_.size() >= cap) window_.pop_front();
+  ++iterations_;
+  window_.push_back(std::move(s));
+  new_sample_ = true;
+}
+
 template <typename T>
 T Profiler::WindowMedian(T IterationSample::*field, std::vector<T>& scratch) const {
   scratch.clear();

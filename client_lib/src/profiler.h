@@ -73,6 +73,11 @@ class Profiler {
   // simulator's fast-forward waits for this before skipping iterations).
   bool settled() const { return reported_ && changed_run_ == 0; }
   const std::deque<IterationSample>& window() const { return window_; }
+  // Marked mode, for the simulator's fast-forward (iterations it skips because they repeat):
+  // appends a copy of the sample `back` places from the end of the window (1 = the last one)
+  // as if an iteration had just ended with it. The timing of the next real iteration (its
+  // period from the previous begin) is untouched. REQUIRES: 1 <= back <= window().size().
+  void ReplaySample(size_t back);
 
  private:
   void CloseUnion(int64_t t);

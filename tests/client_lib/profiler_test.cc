@@ -119,6 +119,28 @@ TEST(ProfilerTest, WorkGivenOrEstimatedFromPeak) {
   }
 }
 
+// ReplaySample (the simulator's fast-forward): a copy of a recent sample joins the window as if
+// an iteration had ended with it; the window stays bounded and the next real iteration's period
+// still runs from the last real begin.
+TEST(ProfilerTest, ReplaySampleRepeatsARecentSampleAndLeavesTheNextPeriodAlone) {
+  Profiler p(ProfilerOptions{}, 0, 0);
+  Feeder f(&p);
+  for (int i = 0; i < 10; ++i) f.Iteration(80 * kMs, 20 * kMs, 1'000'000);
+  f.Iteration(80 * kMs, 20 * kMs, 2'000'000);
+  ASSERT_EQ(p.window().size(), 10u);
+  const uint64_t iterations = p.iterations();
+  p.ReplaySample(1);  // The 2 MB one.
+  p.ReplaySample(3);  // A 1 MB one, two places before it.
+  EXPECT_EQ(p.window().size(), 10u);
+  EXPECT_EQ(p.iterations(), iterations + 2);
+  EXPECT_EQ(p.window()[8].bytes, 3'000'000u);
+  EXPECT_EQ(p.window()[9].bytes, 1'500'000u);
+  std::vector<PeerId> idx;
+  EXPECT_FALSE(p.TakeReport(&idx).has_value());  // A new sample, no change of the median.
+  f.Iteration(80 * kMs, 20 * kMs, 1'000'000);
+  EXPECT_EQ(p.window().back().period_ns, 101 * kMs);  // 100 ms + the 1 ms gap, as before.
+}
+
 TEST(ProfilerTest, ReportsAgainOnlyOnSignificantPersistentChange) {
   Profiler p(ProfilerOptions{}, 0, 0);
   Feeder f(&p);

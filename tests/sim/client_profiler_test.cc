@@ -169,6 +169,40 @@ TEST(ClientProfilerTest, QuietWhenEverySampleOfTheWindowIsNearTheLastReport) {
   EXPECT_FALSE(p.Quiet(0.5));
 }
 
+// QuietThrough / Replay (the fast-forward of an exactly periodic job, plan_applier.cc): its next
+// iterations repeat the cycle's samples, so whether they would bring a report is known without
+// simulating them; a sleep then replays them into the window.
+TEST(ClientProfilerTest, RepeatingTheCyclesSamplesPredictsWhetherAReportWouldCome) {
+  ClientProfiler p({}, kPeers, std::nullopt);
+  Job job(&p);
+  for (int i = 0; i < 10; ++i) job.Iterate(100);
+  ASSERT_TRUE(p.settled());
+  // 115 ms from now on: 15 %, below the 20 % threshold but not quiet. Filling the window with it
+  // brings no report.
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(job.Iterate(115));
+  EXPECT_FALSE(p.Quiet(0.5));
+  EXPECT_TRUE(p.QuietThrough(7, 1));
+  // A cycle of two iterations, 115 and 150 ms: the window's median would reach 132.5 ms, a
+  // change, so a report would come (the copy, not the profiler itself, saw it).
+  EXPECT_FALSE(job.Iterate(150));
+  job.Iterate(115);  // Completes the 150 ms sample: the window ends 115, 150.
+  EXPECT_TRUE(p.settled());
+  EXPECT_FALSE(p.QuietThrough(10, 2));
+  EXPECT_TRUE(p.settled());
+  // The last sample has the 150 ms period: repeating it alone is a change too.
+  EXPECT_FALSE(p.QuietThrough(10, 1));
+  // Back to 115 ms: the replay fills the window with it, and real iterations like it bring no
+  // report afterwards (the next sample's period runs from the last real begin).
+  EXPECT_FALSE(job.Iterate(115));
+  EXPECT_TRUE(p.QuietThrough(10, 1));
+  p.Replay(10, 1);
+  EXPECT_EQ(p.samples(), 10u);
+  EXPECT_TRUE(p.Quiet(1.0));
+  EXPECT_FALSE(job.Iterate(115));
+  EXPECT_FALSE(job.Iterate(115));
+  EXPECT_TRUE(p.settled());
+}
+
 TEST(ClientProfilerTest, PeersWhoseMedianIsZeroAreLeftOut) {
   ClientProfiler p({}, kPeers, std::nullopt);
   Job job(&p);

@@ -422,7 +422,15 @@ bool PlanApplier::ProfilerSettled(uint32_t j) const {
   if (!s.profiler) return true;
   if (!s.profiler->settled()) return false;
   if (s.epoch_iterations >= window) return true;
-  return s.epoch_iterations >= kQuietIterations && s.profiler->Quiet(kQuietMargin);
+  if (s.epoch_iterations >= kQuietIterations && s.profiler->Quiet(kQuietMargin)) return true;
+  // An exactly periodic job repeats its cycle's samples: settled if the iterations that would
+  // fill its window with them leave no report due (a copy of its profiler replays them). The
+  // cycle's samples must all be of the current regime (a sample's period reaches back to the
+  // previous iteration's start).
+  const int64_t cycle = s.cycle_iterations;
+  return cycle > 0 && s.epoch_iterations > cycle &&
+         static_cast<size_t>(cycle) <= s.profiler->samples() &&
+         s.profiler->QuietThrough(window - s.epoch_iterations, static_cast<size_t>(cycle));
 }
 
 void PlanApplier::RefreshDefaults() {

@@ -70,7 +70,9 @@ class PlanApplier {
   // (the groups of interacting jobs may be different).
   core::Status RunDue(bool* changed);
   // The profiler of `j` (if any) reported and confirms no change, and has `window` samples of
-  // the current regime (JobState::epoch_iterations): no report of it can be half-way.
+  // the current regime (JobState::epoch_iterations), or is quiet, or (an exactly periodic job)
+  // would stay settled through the iterations that fill its window with its cycle's samples:
+  // no report of it can be half-way or due while it sleeps.
   bool ProfilerSettled(uint32_t j) const;
   // After a link event: flows without a pin follow the fabric's hash routing at once.
   void RefreshDefaults();

@@ -58,6 +58,15 @@ class ClientProfiler {
   // these, no window median can move far enough for another report.
   bool Quiet(double margin) const;
 
+  // Fast-forward of an exactly periodic job whose iterations repeat with a cycle of `cycle`
+  // iterations (its last `cycle` samples are the cycle's): whether the next `n` iterations, each
+  // repeating the sample `cycle` back, would leave it settled with no report due (checked on a
+  // copy), and the replay itself (the iterations a sleep skipped). REQUIRES: settled(),
+  // 1 <= cycle <= the samples in the window.
+  bool QuietThrough(int64_t n, size_t cycle) const;
+  void Replay(int64_t n, size_t cycle);
+  size_t samples() const { return profiler_.window().size(); }
+
  private:
   void Consume(client::internal::EventKind kind, core::Duration t, uint32_t peer = 0,
                uint64_t bytes = 0);

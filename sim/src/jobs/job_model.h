@@ -185,8 +185,11 @@ struct JobState {
   double rate_bytes = 0;
   std::vector<double> rate_class_bits;
   double iteration_credit = 0;  // Fractional iterations credited by jumps.
-  Duration slept;               // How far fast-forward moved its timeline, in all.
-  bool asleep = false;          // Its group sleeps: its timeline is ahead of the clock.
+  // Its iterations per period of its group when the group is exactly periodic (0: not known to
+  // be, or only approximately steady): its profiler's last samples repeat with this cycle.
+  int64_t cycle_iterations = 0;
+  Duration slept;       // How far fast-forward moved its timeline, in all.
+  bool asleep = false;  // Its group sleeps: its timeline is ahead of the clock.
   // Iterations completed since its group or plan last changed (the control loop's
   // fast-forward gate: its profiler's window holds only samples of the current regime).
   int64_t epoch_iterations = 0;

@@ -119,7 +119,10 @@ void SteadyStateDetector::BuildGroups() {
       if (g.known) ++result_.fast_forward_carried;
       continue;
     }
-    for (uint32_t j : g.jobs) js[j].epoch_iterations = 0;
+    for (uint32_t j : g.jobs) {
+      js[j].epoch_iterations = 0;
+      js[j].cycle_iterations = 0;
+    }
   }
   for (Group& g : groups_) {
     for (uint32_t j : g.jobs) js[j].plan_fingerprint = fingerprint[j];
@@ -355,6 +358,7 @@ void SteadyStateDetector::SetRates(Group& g, const Snapshot& from, const Snapsho
       s.rate_class_bits[c] =
           (b.class_bits[c] - (c < a.class_bits.size() ? a.class_bits[c] : 0)) / p;
     }
+    s.cycle_iterations = exact ? std::max<int64_t>(0, d_iter) : 0;
     if (exact) {  // Both ends at the same phase: every difference is whole iterations.
       s.rate_iterations = static_cast<double>(d_iter) / p;
       s.rate_busy = static_cast<double>((b.compute_busy - a.compute_busy).nanos()) / p;
@@ -481,6 +485,15 @@ void SteadyStateDetector::Credit(const Group& g, Duration from, Duration d) {
     const double n = std::floor(x + 1e-9);  // k periods x m iterations is an integer.
     s.iteration_credit = x - n;
     s.iterations += static_cast<int64_t>(n);
+    s.epoch_iterations += static_cast<int64_t>(n);
+    // The profiler of an exactly periodic job sees the skipped iterations' samples (its cycle
+    // repeated; a full window at most), as the full simulation's would.
+    if (s.profiler && s.cycle_iterations > 0 &&
+        static_cast<size_t>(s.cycle_iterations) <= s.profiler->samples()) {
+      const int64_t window = std::max<int64_t>(options_.control.profiler.window, 3);
+      s.profiler->Replay(std::min(static_cast<int64_t>(n), window),
+                         static_cast<size_t>(s.cycle_iterations));
+    }
     s.iteration_time_sum += Duration::Nanos(std::llround(n * s.rate_iteration_ns));
     s.compute_busy += Duration::Nanos(std::llround(jd * s.rate_busy));
     metrics_.AddBusy(from, from + d, s.gpus * s.rate_busy);
