@@ -169,7 +169,7 @@ void AddRunFlags(CLI::App* cmd, RunFlags* f, bool compare) {
                   "Span of a scenario's generated trace in days (e.g. 14 for the two-week runs)")
       ->check(CLI::Range(1e-6, 3650.0));
   cmd->add_flag("--no-fast-forward", f->no_fast_forward,
-                "Simulate every flow (no steady-state jump)");
+                "Simulate every flow (no steady-state fast-forward)");
   cmd->add_flag("--single-overlap", f->single_overlap,
                 "Run hybrid (multi-phase) jobs as their single-overlap summary: one compute "
                 "block, one communication block (default: their phases)");

@@ -409,7 +409,7 @@ std::optional<core::Duration> PlanApplier::due() const {
   return loop_->due();
 }
 
-// Fast-forward skips iterations, which the profilers would otherwise see: a jump waits until
+// Fast-forward skips iterations, which the profilers would otherwise see: a sleep waits until
 // no report can be under way (each profiler reported and confirms no change), and until each
 // profiler's window holds only samples of the current regime (so a plan change has shown up in
 // the medians) - or, after at least 3 iterations of it, until every sample in the window is

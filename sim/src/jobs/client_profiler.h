@@ -10,8 +10,9 @@
 // Differences from a real job, by design: one report decision per iteration (the client takes
 // one per tick of its background thread, which normally sees every iteration); no wire latency
 // (the report reaches the loop at the iteration's end); the clock the profiler sees does not
-// include fast-forward jumps (simulated time minus the time jumped: a jump skips whole
-// iterations, and the profiler sees the iterations around it back to back).
+// include the time fast-forward skipped for its job (a sleep skips whole iterations, replayed
+// into the window for an exactly periodic job; the profiler sees the iterations around it back
+// to back).
 //
 // Internal to crux::sim. Thread-safety: none.
 #ifndef CRUX_SIM_SRC_JOBS_CLIENT_PROFILER_H_

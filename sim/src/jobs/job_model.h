@@ -184,7 +184,7 @@ struct JobState {
   double rate_busy = 0;
   double rate_bytes = 0;
   std::vector<double> rate_class_bits;
-  double iteration_credit = 0;  // Fractional iterations credited by jumps.
+  double iteration_credit = 0;  // Fractional iterations credited by sleeps.
   // Its iterations per period of its group when the group is exactly periodic (0: not known to
   // be, or only approximately steady): its profiler's last samples repeat with this cycle.
   int64_t cycle_iterations = 0;

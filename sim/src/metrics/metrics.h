@@ -1,7 +1,7 @@
 // Measurement of a run (docs/simulator.md, section 5): the sampling bins (busy and alive GPU-time,
 // running jobs), the bits carried and the capacity offered per link class, and the byte
 // accounting (sent = delivered + in flight). Everything is credited as the run goes (or, over a
-// fast-forward jump, at the jump's rates) and turned into SimResult fields by Fill().
+// fast-forward sleep, at the group's rates) and turned into SimResult fields by Fill().
 //
 // Internal to crux::sim. Thread-safety: none.
 #ifndef CRUX_SIM_SRC_METRICS_METRICS_H_
@@ -24,7 +24,7 @@ class Metrics {
           int gpus_per_host);
 
   // GPU-time busy computing over [start, end) (clipped to the horizon), `weight` GPUs (a GPU
-  // count, or GPUs x a busy fraction during a jump).
+  // count, or GPUs x a busy fraction during a sleep).
   void AddBusy(core::Duration start, core::Duration end, double weight);
   // A job's lifetime [arrival, end) on `gpus` GPUs: alive GPU-time and running-job counts.
   void AddLifetime(core::Duration arrival, core::Duration end, int gpus);

@@ -340,7 +340,7 @@ bool SteadyStateDetector::RatesAgree(const Group& g, const Snapshot& a, const Sn
 }
 
 // Sets the group's per-job rates from the progress between two of its snapshots; `period` is
-// the granularity of jumps (the exact period, or the mean anchor iteration).
+// the granularity of sleeps (the exact period, or the mean anchor iteration).
 void SteadyStateDetector::SetRates(Group& g, const Snapshot& from, const Snapshot& to,
                                    Duration period, bool exact) {
   const double p = static_cast<double>((to.t - from.t).nanos());

@@ -123,11 +123,11 @@ struct SimOptions {
   // are skipped, and the sampling bins are allocated only up to the last activity.
   Duration horizon = Duration::Seconds(3600);
   Duration per_hop_latency = Duration::Micros(1);  // alpha, >= 0.
-  // Steady-state fast-forward: once every group of interacting jobs is in a periodic state
-  // under an unchanged plan (its state at an iteration start repeats), jump ahead to shortly
-  // before the next cluster event (arrival, departure, link event, horizon), crediting each job
-  // its iterations, compute and bytes per second, instead of simulating every flow. Within one
-  // group period of the full simulation per jump (docs/simulator.md). Off = full simulation.
+  // Steady-state fast-forward: a group of interacting jobs in a periodic state under an
+  // unchanged plan (its state at an iteration start repeats) sleeps whole periods instead of
+  // simulating every flow, credited its iterations, compute and bytes per second, until the
+  // horizon or until an event that may change a plan wakes it (docs/simulator.md section 6).
+  // Exact for exactly periodic groups. Off = full simulation.
   bool fast_forward = true;
   // Groups of interacting jobs whose state never repeats exactly (quasi-periodic contention) are
   // still fast-forwarded when their per-job rates over the two halves of the last k anchor
