@@ -82,6 +82,7 @@ class Engine final : public internal::JobListener {
   void FastForward();
   // A woken group's events from its landing point up to `until` (SteadyStateDetector::Wake).
   void CatchUp(Duration until);
+  void StepFlowsOrJob(Duration t, Duration t_flow);
   void StartPending();
   void MaybeProgress(bool force);
   void BuildResult();
@@ -240,27 +241,29 @@ void Engine::FastForward() {
   ff_->Check(limit, [this](uint32_t j) { return host_.oracle() || host_.ProfilerSettled(j); });
 }
 
+// The flow finishes (when `t_flow` is `t`) or else the next job event at `t`: the detailed
+// simulation's step, shared by the event loop and a woken group's catch-up.
+void Engine::StepFlowsOrJob(Duration t, Duration t_flow) {
+  if (t_flow == t) {
+    fabric_->net().PopFinished(t, [this](uint64_t tag, double transmitted) {
+      ++result_.events;
+      jobs_->OnFlowFinished(tag, transmitted);
+    });
+    return;
+  }
+  if (jobs_->Handle(jobs_->events().Pop())) ++result_.events;
+}
+
 void Engine::CatchUp(Duration until) {
   FluidNetwork& net = fabric_->net();
-  engine::EventQueue<internal::JobEvent>& job_events = jobs_->events();
-  // The woken group's timeline starts at its landing point, the earliest of its events.
-  Duration t = std::min(net.NextFinishTime(clock_.Now()), job_events.next_time());
+  const engine::EventQueue<internal::JobEvent>& job_events = jobs_->events();
   const Duration resume = clock_.Now();
-  clock_.AdvanceTo(std::min(t, until));
   while (true) {
     const Duration t_flow = net.NextFinishTime(clock_.Now());
-    const Duration t_job = job_events.next_time();
-    t = std::min(t_flow, t_job);
+    const Duration t = std::min(t_flow, job_events.next_time());
     if (t >= until) break;
-    clock_.AdvanceTo(t);
-    if (t_flow == t) {
-      net.PopFinished(t, [this](uint64_t tag, double transmitted) {
-        ++result_.events;
-        jobs_->OnFlowFinished(tag, transmitted);
-      });
-      continue;
-    }
-    if (jobs_->Handle(job_events.Pop())) ++result_.events;
+    clock_.AdvanceTo(t);  // Back to the woken group's landing point first.
+    StepFlowsOrJob(t, t_flow);
   }
   clock_.AdvanceTo(resume);
 }
@@ -332,15 +335,8 @@ core::Result<SimResult> Engine::Run() {
       since_progress = 0;
       MaybeProgress(false);
     }
-    if (t_flow == t) {
-      net.PopFinished(t, [this](uint64_t tag, double transmitted) {
-        ++result_.events;
-        jobs_->OnFlowFinished(tag, transmitted);
-      });
-      continue;
-    }
-    if (t_job == t) {
-      if (jobs_->Handle(job_events.Pop())) ++result_.events;
+    if (t_flow == t || t_job == t) {
+      StepFlowsOrJob(t, t_flow);
       continue;
     }
     if (t_cl != t) {

@@ -30,6 +30,7 @@ using core::testing::Must;
 using testing::ClosWorkload;
 using testing::PairJob;
 using testing::RingJob;
+using testing::RunFullAndFast;
 using testing::RunSim;
 using testing::SmallClos;
 using testing::TwoHosts;
@@ -310,10 +311,7 @@ TEST(ControlLoopHostTest, FastForwardDoesNotSkipTheProfilingPhase) {
   for (const char* policy : {"crux", "ecmp"}) {
     SCOPED_TRACE(policy);
     SimOptions o = LoopOptions(400);
-    o.fast_forward = false;
-    const SimResult full = RunSim(topo, policy, jobs, o);
-    o.fast_forward = true;
-    const SimResult fast = RunSim(topo, policy, jobs, o);
+    const auto [full, fast] = RunFullAndFast(topo, policy, jobs, o);
     EXPECT_GT(fast.fast_forward_jumps, 0u);
     EXPECT_LT(fast.events, full.events * 3 / 4);
     EXPECT_NEAR(fast.gpu_utilization, full.gpu_utilization, 0.005);
@@ -336,10 +334,7 @@ TEST(ControlLoopHostTest, ReoptimisationTimersRunBetweenSleeps) {
   const std::vector<SimJob> jobs = ClosWorkload(topo);
   SimOptions o = LoopOptions(400);
   o.control.loop.reoptimize_interval = Duration::Seconds(10);
-  o.fast_forward = false;
-  const SimResult full = RunSim(topo, "crux", jobs, o);
-  o.fast_forward = true;
-  const SimResult fast = RunSim(topo, "crux", jobs, o);
+  const auto [full, fast] = RunFullAndFast(topo, "crux", jobs, o);
   EXPECT_GT(full.reoptimizations, 30u);
   EXPECT_GT(fast.fast_forward_jumps, full.reoptimizations / 2);
   EXPECT_NEAR(static_cast<double>(fast.reoptimizations), static_cast<double>(full.reoptimizations),

@@ -33,6 +33,7 @@ using testing::ClosWorkload;
 using testing::OracleOptions;
 using testing::PairJob;
 using testing::RingJob;
+using testing::RunFullAndFast;
 using testing::RunSim;
 using testing::SmallClos;
 using testing::TwoHosts;
@@ -225,10 +226,7 @@ TEST(SimulatorTest, FastForwardMatchesFullSimulation) {
   const std::vector<SimJob> jobs = ClosWorkload(topo);
   for (const char* policy : {"crux", "ecmp"}) {
     SimOptions o = OracleOptions(400);
-    o.fast_forward = false;
-    const SimResult full = RunSim(topo, policy, jobs, o);
-    o.fast_forward = true;
-    const SimResult fast = RunSim(topo, policy, jobs, o);
+    const auto [full, fast] = RunFullAndFast(topo, policy, jobs, o);
     SCOPED_TRACE(policy);
     EXPECT_GT(fast.fast_forward_jumps, 0u);
     EXPECT_GT(fast.fast_forwarded, Duration::Seconds(150));
@@ -256,10 +254,7 @@ TEST(SimulatorTest, FastForwardRecognisesAJointCycleOfCommensuratePeriods) {
   const Topology topo = TwoHosts();
   const std::vector<SimJob> jobs = {PairJob(topo, "a", 0.2, 0.1), PairJob(topo, "b", 0.4, 0.1)};
   SimOptions o = OracleOptions(600);
-  o.fast_forward = false;
-  const SimResult full = RunSim(topo, "ecmp", jobs, o);
-  o.fast_forward = true;
-  const SimResult fast = RunSim(topo, "ecmp", jobs, o);
+  const auto [full, fast] = RunFullAndFast(topo, "ecmp", jobs, o);
   EXPECT_GT(fast.fast_forward_jumps, 0u);
   EXPECT_EQ(fast.fast_forward_approximate, 0u);
   EXPECT_GT(fast.fast_forwarded, Duration::Seconds(500));
@@ -283,10 +278,7 @@ TEST(SimulatorTest, ASteadyGroupSleepsWhileAnotherIsNeverSteady) {
                                     RingJob(topo, "c", {4, 5}, 0.2828427, 1500)};
   SimOptions o = OracleOptions(400);
   o.fast_forward_tolerance = 0;
-  o.fast_forward = false;
-  const SimResult full = RunSim(topo, "ecmp", jobs, o);
-  o.fast_forward = true;
-  const SimResult fast = RunSim(topo, "ecmp", jobs, o);
+  const auto [full, fast] = RunFullAndFast(topo, "ecmp", jobs, o);
   EXPECT_GT(fast.fast_forward_jumps, 0u);
   EXPECT_EQ(fast.fast_forwarded, Duration::Zero()) << "the pair is always simulated";
   EXPECT_GT(fast.group_slept, Duration::Seconds(390));
@@ -316,10 +308,7 @@ TEST(SimulatorTest, AGroupWokenEarlyResumesInTheExactState) {
     jobs.push_back(j);
   }
   SimOptions o = OracleOptions(400);
-  o.fast_forward = false;
-  const SimResult full = RunSim(topo, "ecmp", jobs, o);
-  o.fast_forward = true;
-  const SimResult fast = RunSim(topo, "ecmp", jobs, o);
+  const auto [full, fast] = RunFullAndFast(topo, "ecmp", jobs, o);
   EXPECT_GT(fast.fast_forward_jumps, 12u);
   EXPECT_LT(fast.events, full.events / 4);
   ASSERT_GT(full.jobs[0].iterations, 500);
@@ -364,10 +353,7 @@ TEST(SimulatorTest, FastForwardMatchesFullSimulationOnRandomWorkloads) {
       jobs.push_back(j);
     }
     SimOptions o = OracleOptions(600);
-    o.fast_forward = false;
-    const SimResult full = RunSim(topo, policies[trial], jobs, o);
-    o.fast_forward = true;
-    const SimResult fast = RunSim(topo, policies[trial], jobs, o);
+    const auto [full, fast] = RunFullAndFast(topo, policies[trial], jobs, o);
     SCOPED_TRACE(std::string(policies[trial]) + " trial " + std::to_string(trial));
     EXPECT_NEAR(fast.gpu_utilization, full.gpu_utilization, 0.01);
     for (size_t i = 0; i < jobs.size(); ++i) {

@@ -108,6 +108,21 @@ inline SimResult RunSim(const core::Topology& topo, const std::string& policy,
   return std::move(r).value();
 }
 
+// The same run with fast-forward off (`full`) and on (`fast`), for comparing the two.
+struct FullAndFast {
+  SimResult full;
+  SimResult fast;
+};
+inline FullAndFast RunFullAndFast(const core::Topology& topo, const std::string& policy,
+                                  const std::vector<SimJob>& jobs, SimOptions options) {
+  FullAndFast r;
+  options.fast_forward = false;
+  r.full = RunSim(topo, policy, jobs, options);
+  options.fast_forward = true;
+  r.fast = RunSim(topo, policy, jobs, options);
+  return r;
+}
+
 }  // namespace crux::sim::testing
 
 #endif  // CRUX_TESTING_SIM_JOBS_H_
