@@ -23,6 +23,9 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from eval_table import parse_time  # noqa: E402  (the one /usr/bin/time parser)
+
 POLICIES = ["crux", "crux-ps", "crux-ps-pa", "crux-guard", "crux-pa", "ecmp", "sincronia",
             "taccl", "ideal"]
 HOSTS = 8
@@ -66,7 +69,7 @@ def make_case(rng, catalog):
 
 def run(sim, topo, trace, policy, horizon, out):
     os.makedirs(out, exist_ok=True)
-    cmd = ["/usr/bin/time", "-f", "%U %S %M", "-o", os.path.join(out, "time.txt"), sim, "run",
+    cmd = ["/usr/bin/time", "-o", os.path.join(out, "time.txt"), sim, "run",
            "--topology", topo, "--trace", trace, "--policy", policy, "--horizon-s", str(horizon),
            "--out", out, "--quiet", "--no-plots"]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -74,7 +77,8 @@ def run(sim, topo, trace, policy, horizon, out):
         raise RuntimeError(f"{trace} {policy}: {r.stderr.strip()[-300:]}")
     with open(os.path.join(out, "summary.json")) as f:
         gpu = json.load(f)["gpu_utilization"]
-    cpu = sum(float(x) for x in open(os.path.join(out, "time.txt")).read().split()[-3:-1])
+    with open(os.path.join(out, "time.txt")) as f:
+        cpu = parse_time(f.read())[0] or 0.0
     return gpu, cpu
 
 

@@ -6,6 +6,13 @@
   eval_table.py --priorities OUT
                                 every OUT/<scenario>/: what the priority half adds (crux vs
                                 crux-ps, crux-pa vs ecmp) beside the other policies
+  eval_table.py --runs DIR       every run under DIR (any depth): one row each, with its CPU
+                                seconds, peak RSS and commit (scripts/eval_lib.sh runs)
+  eval_table.py --matrix DIR     rows DIR/<row>/, columns the policies DIR/<row>/<policy>/: GPU
+                                utilisation (/ work where it differs), crux / best baseline,
+                                the row's CPU seconds and commit
+  eval_table.py --traces DIR     the gen-trace reports DIR/*.json: jobs, load and the shares of
+                                jobs and GPUs that may contend
   eval_table.py --plots DIR PNG_PREFIX
                                 gnuplot PNGs of one scenario: PNG_PREFIX-utilization.png (GPU
                                 utilisation over time, one curve per policy) and
@@ -15,9 +22,14 @@ Both utilisations of summary.json are shown (docs/sim-workloads.md, "Two utilisa
 gpu = GPU busy time / allocated GPU time (the paper's metric), work = FLOPs done / FLOPs the
 jobs' GPUs could have done (what Crux maximises). Slowdowns are per job: mean iteration /
 standalone iteration.
+
+CPU seconds are user + system time from the run's time.txt, written by /usr/bin/time in any of
+GNU time's formats (the default one, -v, -p, or -f "%U %S %M" as older scripts wrote); the commit
+comes from the run's run.json (scripts/eval_lib.sh), "-" for runs made without it.
 """
 import json
 import os
+import re
 import sys
 
 # Baselines (the paper's comparison set); crux-ps-pa and crux-pa are ablations of Crux itself.
@@ -25,24 +37,65 @@ BASELINES = ["ecmp", "sincronia", "taccl", "cassini"]
 ORDER = ["crux", "crux-ps", "crux-ps-pa", "crux-pa", "ecmp", "sincronia", "taccl", "cassini", "ideal"]
 
 
+def parse_time(text):
+    """(cpu_s, max_rss_kb) from a /usr/bin/time report, either None where absent. Understands GNU
+    time's default format ("1.23user 0.04system 0:01.30elapsed ... 5120maxresident)k"), its -v
+    and -p (POSIX) formats and the bare "%U %S %M" of -f. A "Command exited with non-zero
+    status" line may come first."""
+    user = system = rss = None
+    m = re.search(r"([0-9.]+)user\s+([0-9.]+)system", text)
+    if m:
+        user, system = float(m.group(1)), float(m.group(2))
+        r = re.search(r"(\d+)maxresident", text)
+        rss = int(r.group(1)) if r else None
+        return user + system, rss
+    m = re.search(r"User time \(seconds\):\s*([0-9.]+)", text)
+    if m:
+        user = float(m.group(1))
+        m = re.search(r"System time \(seconds\):\s*([0-9.]+)", text)
+        system = float(m.group(1)) if m else 0.0
+        r = re.search(r"Maximum resident set size \(kbytes\):\s*(\d+)", text)
+        return user + system, int(r.group(1)) if r else None
+    m = re.search(r"^user\s+([0-9.]+)\s*$", text, re.M)
+    if m:
+        s = re.search(r"^sys\s+([0-9.]+)\s*$", text, re.M)
+        return float(m.group(1)) + (float(s.group(1)) if s else 0.0), None
+    for line in reversed(text.strip().splitlines()):
+        parts = line.split()
+        if len(parts) == 3:
+            try:
+                return float(parts[0]) + float(parts[1]), int(float(parts[2]))
+            except ValueError:
+                pass
+    return None, None
+
+
+def load_run(d):
+    """summary.json of run directory d with _cpu_s, _rss_kb and _commit added, or None."""
+    f = os.path.join(d, "summary.json")
+    if not os.path.isfile(f):
+        return None
+    with open(f) as fh:
+        s = json.load(fh)
+    s["_cpu_s"], s["_rss_kb"] = None, None
+    t = os.path.join(d, "time.txt")
+    if os.path.isfile(t):
+        with open(t) as fh:
+            s["_cpu_s"], s["_rss_kb"] = parse_time(fh.read())
+    s["_commit"] = "-"
+    r = os.path.join(d, "run.json")
+    if os.path.isfile(r):
+        with open(r) as fh:
+            s["_commit"] = json.load(fh).get("commit", "-")
+    return s
+
+
 def load(d):
     runs = {}
     for p in sorted(os.listdir(d)):
-        f = os.path.join(d, p, "summary.json")
-        if not os.path.isfile(f):
-            continue
-        with open(f) as fh:
-            s = json.load(fh)
-        cpu = None
-        t = os.path.join(d, p, "time.txt")
-        if os.path.isfile(t):
-            parts = open(t).read().split()
-            try:
-                cpu = float(parts[-3]) + float(parts[-2])
-            except (ValueError, IndexError):
-                cpu = None
-        s["_cpu_s"] = cpu
-        runs[p] = s
+        s = load_run(os.path.join(d, p))
+        if s is not None:
+            runs[p] = s
     return dict(sorted(runs.items(), key=lambda kv: (ORDER.index(kv[0]) if kv[0] in ORDER
                                                        else len(ORDER), kv[0])))
 
@@ -71,8 +124,8 @@ def table(d):
              f"control {any_s.get('control', {}).get('mode', '?')}.", "",
              "| policy | GPU util | work util | GPU vs ideal | work vs ideal | crux / it (GPU) "
              "| crux / it (work) | mean slowdown | p99 slowdown | jobs slowed > 1% | events "
-             "| CPU s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| CPU s | commit |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p, s in runs.items():
         g, w = s["gpu_utilization"], s.get("work_utilization", float("nan"))
         sl = slowdowns(s)
@@ -86,7 +139,7 @@ def table(d):
             f"{ratio(crux['gpu_utilization'], g) if crux else '-'} | "
             f"{ratio(crux['work_utilization'], w) if crux else '-'} | "
             f"{(sum(sl) / len(sl)) if sl else 0:.4f} | {pct(sl, 0.99):.3f} | "
-            f"{sum(1 for x in sl if x > 1.01)} | {s.get('events', 0):,} | {cpu} |")
+            f"{sum(1 for x in sl if x > 1.01)} | {s.get('events', 0):,} | {cpu} | {s['_commit']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -109,8 +162,8 @@ def best_baseline(runs):
 def headline(out):
     rows = ["| scenario | crux GPU util | crux work util | crux / ideal (GPU, work) | "
             "best baseline (GPU) | crux / best baseline (GPU, work) | crux / ecmp (GPU, work) "
-            "| crux / sincronia (GPU, work) | crux / cassini (GPU, work) |",
-            "|---|---|---|---|---|---|---|---|---|"]
+            "| crux / sincronia (GPU, work) | crux / cassini (GPU, work) | CPU s | commit |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, runs in scenarios(out):
         c = runs["crux"]
 
@@ -124,7 +177,8 @@ def headline(out):
         best = best_baseline(runs)
         rows.append(f"| {name} | {c['gpu_utilization']:.4f} | {c['work_utilization']:.4f} | "
                     f"{pair('ideal')} | {best or '-'} | {pair(best) if best else '-'} | "
-                    f"{pair('ecmp')} | {pair('sincronia')} | {pair('cassini')} |")
+                    f"{pair('ecmp')} | {pair('sincronia')} | {pair('cassini')} | "
+                    f"{cpu_cell(total_cpu(runs.values()))} | {commits(runs.values())} |")
     return "\n".join(rows) + "\n"
 
 
@@ -139,7 +193,8 @@ def priorities(out):
     ecmp (ECMP paths, with and without them), crux - the best baseline, and the CPU seconds of
     all the scenario's runs (user + system, /usr/bin/time)."""
     head = ["scenario"] + PRIORITY_POLICIES + [
-        "crux - crux-ps (pts)", "crux-pa - ecmp (pts)", "crux - best baseline (pts)", "CPU s"]
+        "crux - crux-ps (pts)", "crux-pa - ecmp (pts)", "crux - best baseline (pts)", "CPU s",
+        "commit"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, runs in scenarios(out):
         def cell(p):
@@ -158,7 +213,96 @@ def priorities(out):
         rows.append("| " + " | ".join(
             [name] + [cell(p) for p in PRIORITY_POLICIES] +
             [diff("crux", "crux-ps"), diff("crux-pa", "ecmp"),
-             (diff("crux", best) + f" ({best})") if best else "-", f"{cpu:.0f}"]) + " |")
+             (diff("crux", best) + f" ({best})") if best else "-", f"{cpu:.0f}",
+             commits(runs.values())]) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def commits(runs):
+    return ", ".join(sorted({r["_commit"] for r in runs}))
+
+
+def total_cpu(runs):
+    """The CPU seconds of runs together, None when no run has a time report."""
+    cpus = [r["_cpu_s"] for r in runs if r["_cpu_s"] is not None]
+    return sum(cpus) if cpus else None
+
+
+def cpu_cell(cpu):
+    return "-" if cpu is None else (f"{cpu:.1f}" if cpu < 10 else f"{cpu:.0f}")
+
+
+def util_cell(s):
+    g = s["gpu_utilization"]
+    w = s.get("work_utilization", g)
+    return f"{g:.4f}" if abs(g - w) <= 0.00005 else f"{g:.4f} / {w:.4f}"
+
+
+def all_runs(d):
+    """(relative name, summary) of every run directory under d, at any depth, by name."""
+    found = []
+    for root, dirs, files in os.walk(d):
+        dirs.sort()
+        if "summary.json" in files:
+            s = load_run(root)
+            if s is not None:
+                found.append((os.path.relpath(root, d), s))
+    return found
+
+
+def runs_table(d):
+    rows = ["| run | GPU util | work util | mean slowdown | p99 slowdown | iterations | events "
+            "| CPU s | peak RSS MB | commit |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, s in all_runs(d):
+        sl = slowdowns(s)
+        rss = f"{s['_rss_kb'] / 1024:.0f}" if s["_rss_kb"] else "-"
+        rows.append(f"| {name} | {s['gpu_utilization']:.6f} | "
+                    f"{s.get('work_utilization', float('nan')):.6f} | "
+                    f"{(sum(sl) / len(sl)) if sl else 0:.4f} | {pct(sl, 0.99):.3f} | "
+                    f"{sum(j.get('iterations', 0) for j in s.get('jobs', [])):,} | "
+                    f"{s.get('events', 0):,} | {cpu_cell(s['_cpu_s'])} | {rss} | "
+                    f"{s['_commit']} |")
+    return "\n".join(rows) + "\n"
+
+
+def matrix(d):
+    """Rows d/<row>/ (in name order), columns the policies found under them (ORDER first)."""
+    rows = {}
+    for name in sorted(os.listdir(d)):
+        if os.path.isdir(os.path.join(d, name)):
+            r = load(os.path.join(d, name))
+            if r:
+                rows[name] = r
+    policies = sorted({p for r in rows.values() for p in r},
+                      key=lambda p: (ORDER.index(p) if p in ORDER else len(ORDER), p))
+    head = ["row"] + policies + ["crux / best baseline (GPU)", "CPU s", "commit"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, runs in rows.items():
+        best = best_baseline(runs)
+        ratio = "-"
+        if best and "crux" in runs and runs[best]["gpu_utilization"]:
+            ratio = (f"{runs['crux']['gpu_utilization'] / runs[best]['gpu_utilization']:.3f} "
+                     f"({best})")
+        cpu = total_cpu(runs.values())
+        out.append("| " + " | ".join(
+            [name] + [util_cell(runs[p]) if p in runs else "-" for p in policies] +
+            [ratio, cpu_cell(cpu), commits(runs.values())]) + " |")
+    return "\n".join(out) + "\n"
+
+
+def traces(d):
+    rows = ["| trace | jobs | offered load | jobs that may contend | GPUs of those jobs "
+            "| jobs >= 128 GPUs | peak jobs / GPUs |", "|---|---|---|---|---|---|---|"]
+    for f in sorted(os.listdir(d)):
+        if not f.endswith(".json"):
+            continue
+        with open(os.path.join(d, f)) as fh:
+            t = json.load(fh)
+        rows.append(f"| {f[:-5]} | {t['jobs']:,} | {t.get('offered_load', 0):.2f} | "
+                    f"{100 * t.get('share_jobs_may_contend', 0):.1f}% | "
+                    f"{100 * t.get('share_gpus_may_contend', 0):.1f}% | "
+                    f"{100 * t.get('share_ge_128_gpus', 0):.1f}% | "
+                    f"{t.get('peak_concurrent_jobs', 0)} / {t.get('peak_gpus', 0):,} |")
     return "\n".join(rows) + "\n"
 
 
@@ -200,6 +344,12 @@ def main(argv):
         plots(argv[2], argv[3])
     elif len(argv) == 3 and argv[1] == "--headline":
         sys.stdout.write(headline(argv[2]))
+    elif len(argv) == 3 and argv[1] == "--runs":
+        sys.stdout.write(runs_table(argv[2]))
+    elif len(argv) == 3 and argv[1] == "--matrix":
+        sys.stdout.write(matrix(argv[2]))
+    elif len(argv) == 3 and argv[1] == "--traces":
+        sys.stdout.write(traces(argv[2]))
     elif len(argv) == 3 and argv[1] == "--priorities":
         sys.stdout.write(priorities(argv[2]))
     elif len(argv) == 2:
