@@ -16,13 +16,14 @@
 # Every run directory holds what crux-sim wrote (summary.json, CSVs) and:
 #   cmd.txt     the crux-sim arguments, one per line;
 #   time.txt    /usr/bin/time's report in its default format (user and system CPU s, peak RSS);
-#   run.json    the commit of the checkout (with "-dirty" when tracked files differ from it), the
+#   run.json    the commit of the checkout (with "-dirty" when tracked files that go into crux-sim
+#               differ from it: everything but docs/, scripts/, tests/ and Markdown), the
 #               crux-sim binary and its modification time, the host and the start time (UTC);
 #   stdout.txt, stderr.txt.
 # A run whose summary.json exists and whose cmd.txt and commit match is not run again (a section
 # interrupted half-way resumes); --force runs everything. The commit names the checkout, not the
-# build: build crux-sim from the same tree first (the scripts refuse a binary older than HEAD's
-# commit time).
+# build: build crux-sim from the same tree first (the scripts refuse a binary older than a tracked
+# source or CMake file outside tests/).
 
 # The script's header comment (from its second line to the first line that is not a comment).
 eval_help() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
@@ -58,14 +59,18 @@ eval_options() {
     echo "$(basename "$0"): $EVAL_SIM is not built (cmake --build $EVAL_BUILD --target crux-sim)" >&2
     exit 2
   fi
-  local head_time
-  head_time=$(git log -1 --format=%ct 2> /dev/null || echo 0)
-  if (($(stat -c %Y "$EVAL_SIM") < head_time)) && [[ -z ${CRUX_SIM:-} ]]; then
-    echo "$(basename "$0"): $EVAL_SIM is older than the checked-out commit; rebuild it first" >&2
+  # Documentation, scripts and tests do not go into crux-sim: neither a newer commit nor an edit
+  # of them makes the binary stale or the checkout dirty.
+  local code=(. ':!docs' ':!scripts' ':!tests' ':!*.md')
+  local code_time
+  code_time=$(git ls-files -z -- '*.cc' '*.h' '*.proto' '*CMakeLists.txt' '*.cmake' ':!tests' \
+      2> /dev/null | xargs -0 -r stat -c %Y 2> /dev/null | sort -n | tail -1)
+  if (($(stat -c %Y "$EVAL_SIM") < ${code_time:-0})) && [[ -z ${CRUX_SIM:-} ]]; then
+    echo "$(basename "$0"): $EVAL_SIM is older than the checked-out code; rebuild it first" >&2
     exit 2
   fi
   EVAL_COMMIT=$(git rev-parse --short=10 HEAD 2> /dev/null || echo unknown)
-  git diff --quiet HEAD -- 2> /dev/null || EVAL_COMMIT="$EVAL_COMMIT-dirty"
+  git diff --quiet HEAD -- "${code[@]}" 2> /dev/null || EVAL_COMMIT="$EVAL_COMMIT-dirty"
   mkdir -p "$EVAL_OUT/traces"
   EVAL_QUEUE="$EVAL_OUT/queue.txt"
   : > "$EVAL_QUEUE"
