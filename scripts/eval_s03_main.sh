@@ -3,9 +3,10 @@
 # as the section was measured), every policy of the scenarios, on
 #   clos_main    fig23_clos2_main (2k Clos 1:1, scatter 0.5, one-day trace seed 1), 24 h;
 #   clos_packed  the same trace generator without scatter (packed placement), 24 h;
-#   dualtor_main fig23_dualtor3_main, 6 h.
-# Prints the matrix (GPU utilisation per policy) and one row per run. With --quick every horizon
-# is 6 h.
+#   dualtor_main fig23_dualtor3_main, 24 h.
+# Prints the matrix (GPU utilisation per policy), then per row the policy table (utilisation
+# against ideal, crux / policy, slowdowns, events, CPU s, commit). With --quick every horizon is
+# 6 h.
 #
 #   scripts/eval_s03_main.sh [--quick] [common options]
 set -euo pipefail
@@ -30,12 +31,14 @@ for p in "${policies[@]}"; do
   eval_add "clos_packed/$p" run --topology "$clos" --trace "$(eval_trace_csv packed)" \
       --horizon-s "$day" "${common[@]}"
   eval_add "dualtor_main/$p" run --scenario configs/scenarios/fig23_dualtor3_main.yaml \
-      --horizon-s 21600 "${common[@]}"
+      --horizon-s "$day" "${common[@]}"
 done
 rc=0
 eval_go || rc=1
 echo "Section 3 (commit $EVAL_COMMIT):"
 eval_table --matrix "$EVAL_OUT"
-echo
-eval_table --runs "$EVAL_OUT"
+for row in clos_main clos_packed dualtor_main; do
+  echo
+  eval_table "$EVAL_OUT/$row"
+done
 exit $rc
