@@ -2,12 +2,12 @@
 # Regenerates docs/evaluation.md section 4, "Sensitivity sweep": each row changes one setting of
 # the Clos main setting (or the dual-ToR one); first 6 h of a one-day trace (seed 1), oracle
 # planning, policies crux, crux-pa, ecmp, sincronia, taccl, cassini, ideal. Rows:
-#   clos-main, clos-scatter1, clos-load0.8, clos-load0.95, clos-uplinks1to2, clos-uplinks2to1,
-#   clos-uplinks4to1, clos-no-overlap, clos-4to1-no-overlap, dualtor-main, dualtor-scatter1,
-#   dualtor-no-overlap.
+#   01-clos-main, 02-clos-scatter1, 03-clos-load0.8, 04-clos-load0.95, 05-clos-uplinks1to2,
+#   06-clos-uplinks2to1, 07-clos-uplinks4to1, 08-clos-no-overlap, 09-clos-4to1-no-overlap,
+#   10-dualtor-main, 11-dualtor-scatter1, 12-dualtor-no-overlap.
 # Prints the matrix (one row per setting, its CPU seconds and commit) and one row per run.
 #
-#   scripts/eval_s04_sweep.sh [--rows "clos-main dualtor-main ..."] [common options]
+#   scripts/eval_s04_sweep.sh [--rows "01-clos-main 10-dualtor-main ..."] [common options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/eval_lib.sh
@@ -24,18 +24,18 @@ done
 t=configs/topologies
 # row | topology | gen-trace options | run options
 rows=(
-  "clos-main|crux_clos2_2k_os1|--scatter 0.5|"
-  "clos-scatter1|crux_clos2_2k_os1|--scatter 1|"
-  "clos-load0.8|crux_clos2_2k_os1|--scatter 0.5 --load 0.8|"
-  "clos-load0.95|crux_clos2_2k_os1|--scatter 0.5 --load 0.95|"
-  "clos-uplinks1to2|crux_clos2_2k|--scatter 0.5|"
-  "clos-uplinks2to1|crux_clos2_2k_os2|--scatter 0.5|"
-  "clos-uplinks4to1|crux_clos2_2k_os4|--scatter 0.5|"
-  "clos-no-overlap|crux_clos2_2k_os1|--scatter 0.5|--overlap-start 1"
-  "clos-4to1-no-overlap|crux_clos2_2k_os4|--scatter 0.5|--overlap-start 1"
-  "dualtor-main|crux_dualtor3_2k|--scatter 0.5|"
-  "dualtor-scatter1|crux_dualtor3_2k|--scatter 1|"
-  "dualtor-no-overlap|crux_dualtor3_2k|--scatter 0.5|--overlap-start 1"
+  "01-clos-main|crux_clos2_2k_os1|--scatter 0.5|"
+  "02-clos-scatter1|crux_clos2_2k_os1|--scatter 1|"
+  "03-clos-load0.8|crux_clos2_2k_os1|--scatter 0.5 --load 0.8|"
+  "04-clos-load0.95|crux_clos2_2k_os1|--scatter 0.5 --load 0.95|"
+  "05-clos-uplinks1to2|crux_clos2_2k|--scatter 0.5|"
+  "06-clos-uplinks2to1|crux_clos2_2k_os2|--scatter 0.5|"
+  "07-clos-uplinks4to1|crux_clos2_2k_os4|--scatter 0.5|"
+  "08-clos-no-overlap|crux_clos2_2k_os1|--scatter 0.5|--overlap-start 1"
+  "09-clos-4to1-no-overlap|crux_clos2_2k_os4|--scatter 0.5|--overlap-start 1"
+  "10-dualtor-main|crux_dualtor3_2k|--scatter 0.5|"
+  "11-dualtor-scatter1|crux_dualtor3_2k|--scatter 1|"
+  "12-dualtor-no-overlap|crux_dualtor3_2k|--scatter 0.5|--overlap-start 1"
 )
 for r in "${rows[@]}"; do
   IFS='|' read -r name topo gen run <<< "$r"

@@ -9,8 +9,9 @@
   eval_table.py --runs DIR       every run under DIR (any depth): one row each, with its CPU
                                 seconds, peak RSS and commit (scripts/eval_lib.sh runs)
   eval_table.py --matrix DIR     rows DIR/<row>/, columns the policies DIR/<row>/<policy>/: GPU
-                                utilisation (/ work where it differs), crux / best baseline,
-                                the row's CPU seconds and commit
+                                utilisation (/ work where it differs), crux / best baseline and
+                                crux / each ECMP-path baseline run (GPU), the row's CPU seconds
+                                and commit
   eval_table.py --traces DIR     the gen-trace reports DIR/*.json: jobs, load and the shares of
                                 jobs and GPUs that may contend
   eval_table.py --plots DIR PNG_PREFIX
@@ -275,7 +276,9 @@ def matrix(d):
                 rows[name] = r
     policies = sorted({p for r in rows.values() for p in r},
                       key=lambda p: (ORDER.index(p) if p in ORDER else len(ORDER), p))
-    head = ["row"] + policies + ["crux / best baseline (GPU)", "CPU s", "commit"]
+    bases = [b for b in ("ecmp", "sincronia", "cassini") if b in policies and "crux" in policies]
+    head = (["row"] + policies + ["crux / best baseline (GPU)"] + [f"crux / {b}" for b in bases] +
+            ["CPU s", "commit"])
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, runs in rows.items():
         best = best_baseline(runs)
@@ -286,7 +289,10 @@ def matrix(d):
         cpu = total_cpu(runs.values())
         out.append("| " + " | ".join(
             [name] + [util_cell(runs[p]) if p in runs else "-" for p in policies] +
-            [ratio, cpu_cell(cpu), commits(runs.values())]) + " |")
+            [ratio] + [f"{runs['crux']['gpu_utilization'] / runs[b]['gpu_utilization']:.3f}"
+                       if "crux" in runs and b in runs and runs[b]["gpu_utilization"] else "-"
+                       for b in bases] +
+            [cpu_cell(cpu), commits(runs.values())]) + " |")
     return "\n".join(out) + "\n"
 
 
