@@ -35,7 +35,8 @@ import sys
 
 # Baselines (the paper's comparison set); crux-ps-pa and crux-pa are ablations of Crux itself.
 BASELINES = ["ecmp", "sincronia", "taccl", "cassini"]
-ORDER = ["crux", "crux-ps", "crux-ps-pa", "crux-pa", "ecmp", "sincronia", "taccl", "cassini", "ideal"]
+ORDER = ["crux", "crux-guard", "crux-ps", "crux-ps-pa", "crux-pa", "crux-pa-guard", "ecmp",
+         "sincronia", "taccl", "cassini", "ideal"]
 
 
 def parse_time(text):
@@ -132,7 +133,7 @@ def table(d):
         sl = slowdowns(s)
         def ratio(a, b):
             return f"{a / b:.3f}" if b else "-"
-        cpu = f"{s['_cpu_s']:.0f}" if s["_cpu_s"] is not None else "-"
+        cpu = cpu_cell(s["_cpu_s"])
         lines.append(
             f"| {p} | {g:.4f} | {w:.4f} | "
             f"{ratio(g, ideal['gpu_utilization']) if ideal else '-'} | "
