@@ -69,12 +69,13 @@ eval_options() {
     echo "$(basename "$0"): $EVAL_SIM is older than the checked-out code; rebuild it first" >&2
     exit 2
   fi
+  EVAL_SIM_MTIME=$(stat -c %Y "$EVAL_SIM")
   EVAL_COMMIT=$(git rev-parse --short=10 HEAD 2> /dev/null || echo unknown)
   git diff --quiet HEAD -- "${code[@]}" 2> /dev/null || EVAL_COMMIT="$EVAL_COMMIT-dirty"
   mkdir -p "$EVAL_OUT/traces"
   EVAL_QUEUE="$EVAL_OUT/queue.txt"
   : > "$EVAL_QUEUE"
-  export EVAL_SIM EVAL_OUT EVAL_COMMIT EVAL_FORCE
+  export EVAL_SIM EVAL_SIM_MTIME EVAL_OUT EVAL_COMMIT EVAL_FORCE
 }
 
 # The unrecognised arguments, for a section that takes none.
@@ -124,6 +125,11 @@ eval_run_one() {
     return 0
   fi
   rm -f "$dir/summary.json"
+  # A binary rebuilt while the section runs is no longer the commit's: refuse rather than mix.
+  if [[ $(stat -c %Y "$EVAL_SIM") != "$EVAL_SIM_MTIME" ]]; then
+    echo "FAIL $name: $EVAL_SIM was rebuilt after the section started"
+    return 1
+  fi
   printf '%s\n' "${args[@]}" > "$dir/cmd.txt"
   printf '{"commit": "%s", "sim": "%s", "sim_built_utc": "%s", "host": "%s", "started_utc": "%s"}\n' \
       "$EVAL_COMMIT" "$EVAL_SIM" "$(date -u -r "$EVAL_SIM" +%FT%TZ)" "$(hostname)" \
