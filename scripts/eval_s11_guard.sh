@@ -44,5 +44,9 @@ eval_go || rc=1
 echo "Section 11 (commit $EVAL_COMMIT):"
 eval_table --matrix "$EVAL_OUT"
 echo
+eval_table --loss "$EVAL_OUT" crux-pa-guard ecmp
+echo
+eval_table --loss "$EVAL_OUT" crux-pa ecmp
+echo
 eval_table --runs "$EVAL_OUT"
 exit $rc

@@ -14,6 +14,9 @@
                                 and commit
   eval_table.py --traces DIR     the gen-trace reports DIR/*.json: jobs, load and the shares of
                                 jobs and GPUs that may contend
+  eval_table.py --loss DIR A B   rows DIR/<row>/: the GPU-seconds of computation policy A loses
+                                and gains against policy B, job by job ((busy under B - busy
+                                under A) x GPUs), and each one's mean slowdown
   eval_table.py --plots DIR PNG_PREFIX
                                 gnuplot PNGs of one scenario: PNG_PREFIX-utilization.png (GPU
                                 utilisation over time, one curve per policy) and
@@ -297,6 +300,29 @@ def matrix(d):
     return "\n".join(out) + "\n"
 
 
+def loss(d, a, b):
+    rows = [f"| row | {a} vs {b}: GPU-s lost | gained | mean slowdown {a} | mean slowdown {b} |",
+            "|---|---|---|---|---|"]
+    for name in sorted(os.listdir(d)):
+        ra, rb = load_run(os.path.join(d, name, a)), load_run(os.path.join(d, name, b))
+        if ra is None or rb is None:
+            continue
+        busy = {j["id"]: j for j in rb.get("jobs", [])}
+        lost = gained = 0.0
+        for j in ra.get("jobs", []):
+            other = busy.get(j["id"])
+            if other is None:
+                continue
+            delta = (other.get("compute_busy_s", 0) - j.get("compute_busy_s", 0)) * j["gpus"]
+            if delta > 0:
+                lost += delta
+            else:
+                gained -= delta
+        rows.append(f"| {name} | {lost:,.0f} | {gained:,.0f} | {ra.get('mean_slowdown', 0):.3f} "
+                    f"| {rb.get('mean_slowdown', 0):.3f} |")
+    return "\n".join(rows) + "\n"
+
+
 def traces(d):
     rows = ["| trace | jobs | offered load | jobs that may contend | GPUs of those jobs "
             "| jobs >= 128 GPUs | peak jobs / GPUs |", "|---|---|---|---|---|---|---|"]
@@ -355,6 +381,8 @@ def main(argv):
         sys.stdout.write(runs_table(argv[2]))
     elif len(argv) == 3 and argv[1] == "--matrix":
         sys.stdout.write(matrix(argv[2]))
+    elif len(argv) == 5 and argv[1] == "--loss":
+        sys.stdout.write(loss(argv[2], argv[3], argv[4]))
     elif len(argv) == 3 and argv[1] == "--traces":
         sys.stdout.write(traces(argv[2]))
     elif len(argv) == 3 and argv[1] == "--priorities":
