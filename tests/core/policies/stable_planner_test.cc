@@ -24,6 +24,7 @@
 #include "crux/core/plan/planner.h"
 #include "crux/core/policies/policy.h"
 #include "crux/testing/random_jobs.h"
+#include "crux/testing/test_topologies.h"
 
 namespace crux::core {
 namespace {
@@ -439,6 +440,50 @@ TEST(StablePlannerTest, SearchedJobsSeeTheLoadsOfEveryKeptJob) {
     }
   }
   EXPECT_GT(compared, 10);
+}
+
+// The full plan's greedy path search lets a job ignore the jobs ranked below it: they search
+// after it and route around it. In a stable run a kept job does not search again, so a newcomer
+// ranked above it must see its load: with a free uplink available, the newcomer does not share
+// the kept job's links. (Without that rule it took the first path whose links looked idle, the
+// kept job's, and both shared it until a re-optimisation.)
+TEST(StablePlannerTest, ANewcomerAvoidsTheLinksOfKeptJobsRankedBelowIt) {
+  const testing::Clos2Small c = testing::MakeClos2Small();
+  FakeClock clock;
+  Planner stable(c.topo, Stable(), &clock);
+  auto ring = [&](const std::string& id, int a, int b, double compute_s, double mbytes) {
+    JobSpec j;
+    j.id = id;
+    j.hosts = {c.host[a], c.host[b]};
+    j.gpus_per_host = 8;
+    j.compute_time = Duration::Seconds(compute_s);
+    j.pattern = TrafficPattern::kRingAllReduce;
+    j.pattern_bytes = Bytes::FromDouble(mbytes * 1e6);
+    return j;
+  };
+  // low: one NIC per host, little compute per byte; high: two NICs per host, far more.
+  std::vector<JobSpec> jobs = {ring("low", 1, 3, 0.05, 1000)};
+  const Result<Plan> before = stable.Run(jobs);
+  ASSERT_TRUE(before.ok());
+  jobs.push_back(ring("high", 0, 2, 1.0, 100));
+  const Result<Plan> after = stable.Run(jobs);
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(stable.last_replan().full_replan, "");
+  ASSERT_EQ(stable.last_replan().paths_searched, 1);
+  const JobPlan& low = after->jobs[0];
+  const JobPlan& high = after->jobs[1];
+  ASSERT_GT(high.intensity, low.intensity) << "high searches first in a full plan";
+  EXPECT_TRUE(SameFlows(before->jobs[0], low));
+  std::vector<LinkId> low_links;
+  for (const FlowPlan& f : low.flows)
+    low_links.insert(low_links.end(), f.path.begin(), f.path.end());
+  for (const FlowPlan& f : high.flows) {
+    for (LinkId l : f.path) {
+      EXPECT_EQ(std::count(low_links.begin(), low_links.end(), l), 0)
+          << "high shares " << c.topo.LinkName(l) << " with the kept job";
+    }
+  }
+  ExpectValid(c.topo, jobs, *after);
 }
 
 // A link goes down (a new Planner on the new topology, as cruxd builds one per topology
