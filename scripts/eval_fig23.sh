@@ -10,11 +10,9 @@
 #
 # Defaults: the scenario's own horizon and policies. A run that fails is reported and the others
 # go on; the script exits 1 if any failed.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/eval_lib.sh
-EVAL_DEFAULT_OUT=eval-out
-eval_options "$@"
+# shellcheck source=scripts/eval_lib.sh
+source "$(dirname "$0")/eval_lib.sh"
+eval_options eval-out "$@"
 horizon=""
 policies=""
 extra=""

@@ -3,9 +3,11 @@
 # and scripts/eval_fig23.sh): common options, the list of crux-sim runs, running it in parallel
 # under /usr/bin/time, and what each run records. Source it, never run it.
 #
-# A section script calls, in order:
-#   eval_options "$@"          parses --build DIR, --out DIR, -j N, --force, --dry-run, -h and
-#                              leaves the rest in EVAL_ARGS (the section's own options);
+# Sourcing it (`source "$(dirname "$0")/eval_lib.sh"`) sets bash's strict mode and moves to the
+# repository root. A section script then calls, in order:
+#   eval_options OUT "$@"      parses --build DIR, --out DIR (default OUT), -j N, --force,
+#                              --dry-run, -h and leaves the rest in EVAL_ARGS (the section's own
+#                              options);
 #   eval_trace NAME ARGS...    `crux-sim gen-trace ARGS... --out $EVAL_OUT/traces/NAME.csv` at
 #                              once (cheap); its JSON report goes to traces/NAME.json;
 #   eval_add NAME ARGS...      queues `crux-sim ARGS... --out $EVAL_OUT/NAME` (NAME may hold
@@ -25,8 +27,15 @@
 # build: build crux-sim from the same tree first (the scripts refuse a binary older than a tracked
 # source or CMake file outside tests/).
 
-# The script's header comment (from its second line to the first line that is not a comment).
-eval_help() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# The script's header comment (from its second line to the first line that is not a comment, or
+# is a shellcheck directive).
+eval_help() {
+  awk 'NR > 1 && /^# shellcheck/ { exit } NR > 1 && /^#/ { sub(/^# ?/, ""); print; next }
+       NR > 1 { exit }' "$0"
+}
 
 eval_usage_common() {
   cat << 'EOF'
@@ -38,7 +47,8 @@ EOF
 
 eval_options() {
   EVAL_BUILD=build/test
-  EVAL_OUT=${EVAL_DEFAULT_OUT:-eval-out}
+  EVAL_OUT=$1
+  shift
   EVAL_JOBS=2
   EVAL_FORCE=0
   EVAL_DRY=0

@@ -6,11 +6,9 @@
 # few seconds in all.
 #
 #   scripts/eval_s02_scatter.sh [common options]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/eval_lib.sh
-EVAL_DEFAULT_OUT=eval-s02
-eval_options "$@"
+# shellcheck source=scripts/eval_lib.sh
+source "$(dirname "$0")/eval_lib.sh"
+eval_options eval-s02 "$@"
 eval_no_args
 for fabric in crux_clos2_2k_os1 crux_dualtor3_2k; do
   for p in 0.00 0.25 0.50 0.75 1.00; do

@@ -9,11 +9,9 @@
 # 6 h.
 #
 #   scripts/eval_s03_main.sh [--quick] [common options]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/eval_lib.sh
-EVAL_DEFAULT_OUT=eval-s03
-eval_options "$@"
+# shellcheck source=scripts/eval_lib.sh
+source "$(dirname "$0")/eval_lib.sh"
+eval_options eval-s03 "$@"
 day=86400
 for a in "${EVAL_ARGS[@]}"; do
   case "$a" in

@@ -8,11 +8,9 @@
 # Prints the matrix (one row per setting, its CPU seconds and commit) and one row per run.
 #
 #   scripts/eval_s04_sweep.sh [--rows "01-clos-main 10-dualtor-main ..."] [common options]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/eval_lib.sh
-EVAL_DEFAULT_OUT=eval-s04
-eval_options "$@"
+# shellcheck source=scripts/eval_lib.sh
+source "$(dirname "$0")/eval_lib.sh"
+eval_options eval-s04 "$@"
 only=""
 set -- "${EVAL_ARGS[@]}"
 while (($#)); do

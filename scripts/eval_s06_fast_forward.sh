@@ -6,11 +6,9 @@
 # run's summary.json.
 #
 #   scripts/eval_s06_fast_forward.sh [common options]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/eval_lib.sh
-EVAL_DEFAULT_OUT=eval-s06
-eval_options "$@"
+# shellcheck source=scripts/eval_lib.sh
+source "$(dirname "$0")/eval_lib.sh"
+eval_options eval-s06 "$@"
 eval_no_args
 sc=configs/scenarios/fig23_clos2_main.yaml
 for p in crux-pa crux; do

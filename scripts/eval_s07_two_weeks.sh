@@ -5,11 +5,9 @@
 # every policy of the comparison). Hours of CPU: run it on a machine of its own.
 #
 #   scripts/eval_s07_two_weeks.sh [--all] [common options]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/eval_lib.sh
-EVAL_DEFAULT_OUT=eval-s07
-eval_options "$@"
+# shellcheck source=scripts/eval_lib.sh
+source "$(dirname "$0")/eval_lib.sh"
+eval_options eval-s07 "$@"
 policies=(crux ideal sincronia)
 for a in "${EVAL_ARGS[@]}"; do
   case "$a" in

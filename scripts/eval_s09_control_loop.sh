@@ -9,11 +9,9 @@
 # profiling time is summary.json's mean_profiling_s.
 #
 #   scripts/eval_s09_control_loop.sh [common options]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/eval_lib.sh
-EVAL_DEFAULT_OUT=eval-s09
-eval_options "$@"
+# shellcheck source=scripts/eval_lib.sh
+source "$(dirname "$0")/eval_lib.sh"
+eval_options eval-s09 "$@"
 eval_no_args
 os4=configs/topologies/crux_clos2_2k_os4.yaml
 eval_trace os4 --days 1 --seed 1 --scatter 0.5 --topology "$os4"

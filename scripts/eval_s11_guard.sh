@@ -8,11 +8,9 @@
 # The job-by-job figures of the section come from these runs' summary.json (jobs[]).
 #
 #   scripts/eval_s11_guard.sh [--no-24h] [common options]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/eval_lib.sh
-EVAL_DEFAULT_OUT=eval-s11
-eval_options "$@"
+# shellcheck source=scripts/eval_lib.sh
+source "$(dirname "$0")/eval_lib.sh"
+eval_options eval-s11 "$@"
 long=1
 for a in "${EVAL_ARGS[@]}"; do
   case "$a" in

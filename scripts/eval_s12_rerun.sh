@@ -14,11 +14,9 @@
 # --six-hours is given as well.
 #
 #   scripts/eval_s12_rerun.sh [--six-hours] [--two-weeks] [--phase-level] [common options]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/eval_lib.sh
-EVAL_DEFAULT_OUT=eval-s12
-eval_options "$@"
+# shellcheck source=scripts/eval_lib.sh
+source "$(dirname "$0")/eval_lib.sh"
+eval_options eval-s12 "$@"
 six=0
 two=0
 phase=0

@@ -9,11 +9,9 @@
 # Prints the matrix (rows <trace>-<pinned|sprayed|sprayed8>) and one row per run.
 #
 #   scripts/eval_s13_spray.sh [common options]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/eval_lib.sh
-EVAL_DEFAULT_OUT=eval-s13
-eval_options "$@"
+# shellcheck source=scripts/eval_lib.sh
+source "$(dirname "$0")/eval_lib.sh"
+eval_options eval-s13 "$@"
 eval_no_args
 sc=configs/scenarios
 topo=configs/topologies

@@ -14,11 +14,9 @@
 #
 # Defaults: seeds 1 2 3, the scenarios' one day. The trace seed is the scenario's generate.seed:
 # each seed gets its own copy of the scenario under OUT/scenarios/ (absolute paths).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/eval_lib.sh
-EVAL_DEFAULT_OUT=eval-s14
-eval_options "$@"
+# shellcheck source=scripts/eval_lib.sh
+source "$(dirname "$0")/eval_lib.sh"
+eval_options eval-s14 "$@"
 seeds="1 2 3"
 horizon=""
 small=0
