@@ -47,20 +47,16 @@ def parse_time(text):
     time's default format ("1.23user 0.04system 0:01.30elapsed ... 5120maxresident)k"), its -v
     and -p (POSIX) formats and the bare "%U %S %M" of -f. A "Command exited with non-zero
     status" line may come first."""
-    user = system = rss = None
     m = re.search(r"([0-9.]+)user\s+([0-9.]+)system", text)
     if m:
-        user, system = float(m.group(1)), float(m.group(2))
         r = re.search(r"(\d+)maxresident", text)
-        rss = int(r.group(1)) if r else None
-        return user + system, rss
+        return float(m.group(1)) + float(m.group(2)), int(r.group(1)) if r else None
     m = re.search(r"User time \(seconds\):\s*([0-9.]+)", text)
     if m:
-        user = float(m.group(1))
-        m = re.search(r"System time \(seconds\):\s*([0-9.]+)", text)
-        system = float(m.group(1)) if m else 0.0
+        s = re.search(r"System time \(seconds\):\s*([0-9.]+)", text)
         r = re.search(r"Maximum resident set size \(kbytes\):\s*(\d+)", text)
-        return user + system, int(r.group(1)) if r else None
+        return (float(m.group(1)) + (float(s.group(1)) if s else 0.0),
+                int(r.group(1)) if r else None)
     m = re.search(r"^user\s+([0-9.]+)\s*$", text, re.M)
     if m:
         s = re.search(r"^sys\s+([0-9.]+)\s*$", text, re.M)
@@ -101,8 +97,12 @@ def load(d):
         s = load_run(os.path.join(d, p))
         if s is not None:
             runs[p] = s
-    return dict(sorted(runs.items(), key=lambda kv: (ORDER.index(kv[0]) if kv[0] in ORDER
-                                                       else len(ORDER), kv[0])))
+    return dict(sorted(runs.items(), key=lambda kv: policy_order(kv[0])))
+
+
+def policy_order(p):
+    """Sort key: the policies of ORDER in its order, then the others by name."""
+    return (ORDER.index(p) if p in ORDER else len(ORDER), p)
 
 
 def pct(xs, q):
@@ -193,7 +193,7 @@ PRIORITY_POLICIES = ["crux", "crux-ps", "crux-ps-pa", "crux-guard", "crux-pa", "
 
 def priorities(out):
     """One row per OUT/<scenario>/: GPU utilisation of each policy (work utilisation after a
-    slash where it differs by more than 0.0005), then the priorities' contribution in points of
+    slash where the two differ at 4 decimals), then the priorities' contribution in points of
     GPU utilisation: crux - crux-ps (Crux's paths, with and without its levels) and crux-pa -
     ecmp (ECMP paths, with and without them), crux - the best baseline, and the CPU seconds of
     all the scenario's runs (user + system, /usr/bin/time)."""
@@ -202,23 +202,16 @@ def priorities(out):
         "commit"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, runs in scenarios(out):
-        def cell(p):
-            if p not in runs:
-                return "-"
-            g = runs[p]["gpu_utilization"]
-            w = runs[p].get("work_utilization", g)
-            return f"{g:.4f}" if abs(g - w) <= 0.0005 else f"{g:.4f} / {w:.4f}"
-
         def diff(a, b):
             if a not in runs or b not in runs:
                 return "-"
             return f"{100 * (runs[a]['gpu_utilization'] - runs[b]['gpu_utilization']):+.2f}"
         best = best_baseline(runs)
-        cpu = sum(r["_cpu_s"] or 0 for r in runs.values())
+        cpu = total_cpu(runs.values())
         rows.append("| " + " | ".join(
-            [name] + [cell(p) for p in PRIORITY_POLICIES] +
+            [name] + [util_cell(runs[p]) if p in runs else "-" for p in PRIORITY_POLICIES] +
             [diff("crux", "crux-ps"), diff("crux-pa", "ecmp"),
-             (diff("crux", best) + f" ({best})") if best else "-", f"{cpu:.0f}",
+             (diff("crux", best) + f" ({best})") if best else "-", cpu_cell(cpu),
              commits(runs.values())]) + " |")
     return "\n".join(rows) + "\n"
 
@@ -238,6 +231,7 @@ def cpu_cell(cpu):
 
 
 def util_cell(s):
+    """GPU utilisation, and work utilisation after a slash where the two differ at 4 decimals."""
     g = s["gpu_utilization"]
     w = s.get("work_utilization", g)
     return f"{g:.4f}" if abs(g - w) <= 0.00005 else f"{g:.4f} / {w:.4f}"
@@ -278,8 +272,7 @@ def matrix(d):
             r = load(os.path.join(d, name))
             if r:
                 rows[name] = r
-    policies = sorted({p for r in rows.values() for p in r},
-                      key=lambda p: (ORDER.index(p) if p in ORDER else len(ORDER), p))
+    policies = sorted({p for r in rows.values() for p in r}, key=policy_order)
     bases = [b for b in ("ecmp", "sincronia", "cassini") if b in policies and "crux" in policies]
     head = (["row"] + policies + ["crux / best baseline (GPU)"] + [f"crux / {b}" for b in bases] +
             ["CPU s", "commit"])

@@ -786,22 +786,21 @@ Status IncrementalPlanner::ReplayPaths(RunState& run) {
   // first, in path order; those of kept jobs that cross no link a searched job reads are not
   // committed at all (KeptLoadsRead; empty: commit them all), nor any when no job is searched.
   bool any_searched = false;
-  for (size_t j = 0; run.stable_run && j < n; ++j) any_searched |= run.keep_paths[j] == 0;
+  for (size_t j = 0; j < n; ++j) {
+    run.next[j].routing.iterations_per_sec = 1.0 / run.next[j].plan.period.ToSeconds();
+    any_searched |= run.stable_run && run.keep_paths[j] == 0;
+  }
   if (any_searched) {
     const std::vector<uint8_t> read = KeptLoadsRead(run);
-    for (size_t p = 0; p < n; ++p) {
-      const size_t j = order[p];
-      RunState::Job& job = run.next[j];
+    for (size_t j : order) {
       if (run.keep_paths[j] && (read.empty() || read[j])) {
-        job.routing.iterations_per_sec = 1.0 / job.plan.period.ToSeconds();
-        CommitJobPaths(job.routing, job.flow_order, st.load);
+        CommitJobPaths(run.next[j].routing, run.next[j].flow_order, st.load);
       }
     }
   }
   for (size_t p = 0; p < n; ++p) {
     const size_t j = order[p];
     RunState::Job& job = run.next[j];
-    job.routing.iterations_per_sec = 1.0 / job.plan.period.ToSeconds();
     if (run.stable_run && run.keep_paths[j]) {  // Keeps its paths; its load is committed.
       job.path_pos = static_cast<int>(p);
       continue;
