@@ -221,9 +221,9 @@ TEST(ControlLoopHostTest, MinReplanIntervalSpacesThePlans) {
 // cruxd's default, stable re-planning (ControlOptions::stable), keeps planned jobs where they
 // are and inserts a newcomer greedily; the plan drifts from the best one until the loop
 // re-optimises. On this contended workload the newcomer resnet (arriving at 12 s) shares uplinks
-// with the kept gpt and bert and ends on a level below gpt, at ~2.8x its standalone iteration, where the best plan (every job's paths searched again)
-// runs it at ~1.0x: until a re-optimisation the cluster loses GPU time, and a re-optimisation
-// recovers the best plan.
+// with the kept gpt and bert and ends on a level below gpt, at ~2.8x its standalone iteration,
+// where the best plan (every job's paths searched again) runs it at ~1.0x: until a re-optimisation
+// the cluster loses GPU time, and a re-optimisation recovers the best plan.
 TEST(ControlLoopHostTest, StableReplanningDriftsUntilTheLoopReoptimises) {
   const Topology topo = SmallClos();
   const std::vector<SimJob> jobs = ClosWorkload(topo);
