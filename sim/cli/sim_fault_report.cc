@@ -31,6 +31,9 @@ json ScoreJson(const sim::FaultScore& s) {
   j["localisable"] = s.localisable;
   j["detected_localisable"] = s.detected_localisable;
   j["recall_localisable"] = s.recall_localisable;
+  j["felt"] = s.felt;
+  j["detected_felt"] = s.detected_felt;
+  j["recall_felt"] = s.recall_felt;
   j["localised"] = s.localised;
   j["decisions"] = s.decisions;
   j["true_decisions"] = s.true_decisions;
@@ -115,7 +118,9 @@ json FaultReportJson(const core::Topology& topo, const std::vector<FaultModeRun>
         x["duration_s"] = fr.fault.duration.ToSeconds();
         x["crossed_by_flow"] = fr.crossed_by_flow;
         x["max_flows_per_link"] = fr.max_flows_per_link;
+        x["limited_a_flow"] = fr.limited_a_flow;
         x["observable"] = o.observable;
+        x["felt"] = o.felt;
         x["detected"] = o.detected;
         if (o.detected) {
           x["detection_s"] = o.detection_time.ToSeconds();
@@ -158,17 +163,18 @@ json FaultReportJson(const core::Topology& topo, const std::vector<FaultModeRun>
 std::string FaultReportTable(const std::vector<FaultModeRun>& runs) {
   std::string s =
       "mode          gpu_util  cluster_util  faults  observable  detected  precision  recall  "
-      "recall_loc  raw_recall  accuracy  det_mean_s  det_p50_s  det_p99_s  decisions\n";
+      "recall_felt  recall_loc  raw_recall  accuracy  det_mean_s  det_p50_s  det_p99_s  "
+      "decisions\n";
   for (const FaultModeRun& r : runs) {
     const sim::FaultScore& c = r.score;
     char line[512];
-    std::snprintf(line, sizeof(line),
-                  "%-12s  %8.4f  %12.4f  %6zu  %10zu  %8zu  %9.4f  %6.4f  %10.4f  %10.4f  %8.4f  "
-                  "%10.2f  %9.2f  %9.2f  %9zu\n",
-                  r.mode.c_str(), r.result.gpu_utilization, r.result.cluster_utilization,
-                  c.injected, c.observable, c.detected, c.precision, c.recall, c.recall_localisable,
-                  c.raw_recall, c.accuracy, c.detect_mean_s, c.detect_p50_s, c.detect_p99_s,
-                  c.decisions);
+    std::snprintf(
+        line, sizeof(line),
+        "%-12s  %8.4f  %12.4f  %6zu  %10zu  %8zu  %9.4f  %6.4f  %11.4f  %10.4f  %10.4f  %8.4f  "
+        "%10.2f  %9.2f  %9.2f  %9zu\n",
+        r.mode.c_str(), r.result.gpu_utilization, r.result.cluster_utilization, c.injected,
+        c.observable, c.detected, c.precision, c.recall, c.recall_felt, c.recall_localisable,
+        c.raw_recall, c.accuracy, c.detect_mean_s, c.detect_p50_s, c.detect_p99_s, c.decisions);
     s += line;
   }
   return s;
@@ -178,10 +184,11 @@ std::string FaultReportMarkdown(const json& rep) {
   std::string s = "# Fault injection report\n\n";
   s += "Setup: `" + rep["setup"].dump() + "`\n\n";
   s += "| mode | faults | switch signals | GPU util | cluster util | injected | observable | "
-       "detected | precision | recall (observable) | recall (>= 2 flows or switch) | raw recall | "
+       "detected | precision | recall (observable) | recall (felt by a flow) | "
+       "recall (>= 2 flows or switch) | raw recall | "
        "localisation accuracy | "
        "detection mean / p50 / p99 s | decisions | gray estimate error |\n";
-  s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const json& m : rep["modes"]) {
     const json& c = m["score"];
     s += "| " + m["mode"].get<std::string>() + " | " + (m["faults"].get<bool>() ? "yes" : "no") +
@@ -191,9 +198,9 @@ std::string FaultReportMarkdown(const json& rep) {
          std::to_string(c["injected"].get<size_t>()) + " | " +
          std::to_string(c["observable"].get<size_t>()) + " | " +
          std::to_string(c["detected"].get<size_t>()) + " | " + F(c["precision"].get<double>()) +
-         " | " + F(c["recall"].get<double>()) + " | " + F(c["recall_localisable"].get<double>()) +
-         " | " + F(c["raw_recall"].get<double>()) + " | " +
-         F(c["localisation_accuracy"].get<double>()) + " | " +
+         " | " + F(c["recall"].get<double>()) + " | " + F(c["recall_felt"].get<double>()) + " | " +
+         F(c["recall_localisable"].get<double>()) + " | " + F(c["raw_recall"].get<double>()) +
+         " | " + F(c["localisation_accuracy"].get<double>()) + " | " +
          F(c["detection_mean_s"].get<double>(), "%.2f") + " / " +
          F(c["detection_p50_s"].get<double>(), "%.2f") + " / " +
          F(c["detection_p99_s"].get<double>(), "%.2f") + " | " +

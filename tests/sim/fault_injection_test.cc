@@ -224,6 +224,50 @@ TEST(FaultInjectionTest, GrayLinkDegradedWithAnEstimateNearItsFraction) {
   ASSERT_EQ(sc.detected, 1u) << Dump(topo, r);
   EXPECT_EQ(sc.precision, 1.0) << Dump(topo, r);
   EXPECT_NEAR(sc.outcomes[0].estimate, 0.5, 0.15) << Dump(topo, r);
+  // The half-capacity cable was the ring's bottleneck: the fault was felt.
+  EXPECT_TRUE(r.fault_records[0].limited_a_flow);
+  EXPECT_EQ(sc.felt, 1u);
+  EXPECT_EQ(sc.recall_felt, 1.0);
+}
+
+// Recall over the faults a flow felt: a hard fault a flow crossed, a gray one that was some
+// flow's bottleneck; not a gray one its flows crossed above their rates, nor one nobody crossed.
+TEST(FaultScoreTest, RecallOverFeltFaultsLeavesOutGrayFaultsNoFlowFelt) {
+  const Topology topo = Clos();
+  const LinkId a = Link(topo, "tor0", "agg0");
+  const LinkId b = Link(topo, "tor0", "agg1");
+  const LinkId c = Link(topo, "tor1", "agg0");
+  const LinkId d = Link(topo, "tor1", "agg1");
+  auto record = [](InjectedFault f, LinkId l, bool crossed, bool limited) {
+    FaultRecord r;
+    r.fault = f;
+    r.injected = true;
+    r.links = {l};
+    r.crossed_by_flow = crossed;
+    r.limited_a_flow = limited;
+    return r;
+  };
+  const std::vector<FaultRecord> faults = {
+      record(Fault(FaultKind::kLinkGray, a, 10, 10, 0.3), a, true, true),     // Felt, found.
+      record(Fault(FaultKind::kLinkGray, b, 30, 10, 0.7), b, true, false),    // Crossed, not felt.
+      record(Fault(FaultKind::kLinkDown, c, 50, 10), c, true, false),         // Hard: felt.
+      record(Fault(FaultKind::kLinkGray, d, 70, 10, 0.3), d, false, false)};  // Unobservable.
+  LinkDecisionRecord found;
+  found.at = Duration::Seconds(12);
+  found.link = a;
+  found.health = LinkHealth::kDegraded;
+  found.capacity_fraction = 0.3;
+  const FaultScore sc = ScoreFaults(faults, {found}, false, Duration::Seconds(5));
+  EXPECT_EQ(sc.observable, 3u);
+  EXPECT_EQ(sc.felt, 2u);
+  EXPECT_EQ(sc.detected_felt, 1u);
+  EXPECT_DOUBLE_EQ(sc.recall_felt, 0.5);
+  EXPECT_NEAR(sc.recall, 1.0 / 3, 1e-12);
+  ASSERT_EQ(sc.outcomes.size(), 4u);
+  EXPECT_TRUE(sc.outcomes[0].felt);
+  EXPECT_FALSE(sc.outcomes[1].felt);
+  EXPECT_TRUE(sc.outcomes[2].felt);
+  EXPECT_FALSE(sc.outcomes[3].felt);
 }
 
 // The same gray cable under the default rules: one job's flows alone never move a link (no

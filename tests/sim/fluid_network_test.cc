@@ -68,6 +68,22 @@ TEST(FluidNetworkTest, MaxMinFairnessGivesTheUnusedShareToUnconstrainedFlows) {
   EXPECT_NEAR(net.Rate(f3), 2e9, 1);
 }
 
+// A resource limits a flow when it is the flow's bottleneck: B (4) does, A (10) does not.
+TEST(FluidNetworkTest, LimitsAFlowOnlyWhereAFlowIsBottlenecked) {
+  FluidNetwork net;
+  const R a = net.AddResource(10e9);
+  const R b = net.AddResource(4e9);
+  const R idle = net.AddResource(1e9);
+  const std::vector<R> path = {a, b};
+  net.AddFlow(path, 0, 1e9, kT0, 1);
+  net.NextFinishTime(kT0);
+  EXPECT_TRUE(net.LimitsAFlow(b));
+  EXPECT_FALSE(net.LimitsAFlow(a));
+  EXPECT_FALSE(net.LimitsAFlow(idle));
+  Drain(net, kT0);
+  EXPECT_FALSE(net.LimitsAFlow(b));  // Gone with its flow.
+}
+
 TEST(FluidNetworkTest, StrictPriorityStarvesTheLowerLevelUntilTheHigherOneLeaves) {
   FluidNetwork net;
   const std::vector<R> path = {net.AddResource(1e9)};

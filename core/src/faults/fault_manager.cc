@@ -470,8 +470,9 @@ std::vector<LinkDecision> FaultManager::Evaluate(Duration now, const Topology& n
 void FaultManager::WantProbesForUnexplained(const Observations& obs,
                                             const std::map<LinkId, const Suspect*>& suspects,
                                             Duration now) {
-  const double gray = options_.localisation.gray_ratio;
-  auto slow = [&](size_t i) { return obs.paths[i].failed || obs.paths[i].rate_ratio < gray; };
+  // Slow, or below suspect_ratio of what it is entitled to: the capacity probes decide.
+  const double ratio = SlowForProbes();
+  auto slow = [&](size_t i) { return obs.paths[i].failed || obs.paths[i].rate_ratio < ratio; };
   // A job most of whose rows are slow is slow as a whole (its phases, its compute, a collective
   // held back by one peer): no link to look for. Only a few slow rows point at their paths.
   std::map<std::string_view, std::pair<int, int>> rows;  // Job -> (rows, slow rows).
@@ -540,7 +541,8 @@ FaultManager::Observations FaultManager::BuildObservations(Duration window_start
   const std::string* pins_of = nullptr;  // The job `pins` holds (flows_ is sorted by job).
   int level = 0;
   Duration settled_at;  // When the job's assignment in force was first seen.
-  bool slow = false;    // Some row below gray_ratio of its best rate.
+  bool slow = false;    // Some row below SlowForProbes() of its best rate.
+  const double slow_ratio = SlowForProbes();
   for (const auto& entry : flows_) {
     const auto& [key, rec] = entry;
     if (rec.at < window_start) continue;
@@ -577,7 +579,7 @@ FaultManager::Observations FaultManager::BuildObservations(Duration window_start
       } else {
         o.rate_ratio = best > 0 ? std::clamp(rate / best, 0.0, 1.0) : 1.0;
       }
-      slow = slow || o.rate_ratio < options_.localisation.gray_ratio;
+      slow = slow || o.rate_ratio < slow_ratio;
     }
     obs.paths.push_back(std::move(o));
     obs.flows.push_back(&entry);

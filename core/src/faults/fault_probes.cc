@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <queue>
 #include <set>
@@ -47,6 +48,9 @@ Status ValidateProbeOptions(const ProbeOptions& o) {
     return InvalidArgumentError("faults.probes.interval: must be > 0");
   }
   if (o.size.count() <= 0) return InvalidArgumentError("faults.probes.size: must be > 0");
+  if (!(o.suspect_ratio > 0 && o.suspect_ratio <= 1)) {
+    return InvalidArgumentError("faults.probes.suspect_ratio: must be in (0, 1]");
+  }
   return Status::Ok();
 }
 
@@ -78,7 +82,8 @@ class ProbeCover {
  public:
   ProbeCover(const Topology& topo, PathFinder& paths, const SourcePortResolver& resolver,
              const ProbeOptions& options, ProbeDesign& out)
-      : paths_(paths),
+      : topo_(topo),
+        paths_(paths),
         resolver_(resolver),
         options_(options),
         out_(out),
@@ -95,10 +100,13 @@ class ProbeCover {
     }
   }
   size_t targets() const { return targets_; }
-  // Suspects (step 2): per wanted link in id order, one probe that crosses it and as few other
-  // wanted links as possible (ties: job, pair, path order) - a probe that crosses one link of
-  // an ambiguous set and not the others is what tells them apart - unless a probe designed
-  // already crosses it and no other wanted link. Each job may take `per_job` probes.
+  // Suspects (step 2): per wanted link in id order, one probe that crosses it, the most
+  // sensitive to it first, then crossing as few other wanted links as possible (ties: job,
+  // pair, path order) - a probe that crosses one link of an ambiguous set and not the others is
+  // what tells them apart - unless a probe designed already crosses it and no other wanted link.
+  // A capacity probe measures the narrowest link of its path, so it sees the wanted link's loss
+  // only below the other links' capacity: sensitivity = min(1, narrowest other link / wanted
+  // link), nominal. Each job may take `per_job` probes.
   void CoverSuspects(const std::vector<LinkId>& links, int per_job) {
     std::vector<char> wanted(target_.size(), 0);
     for (LinkId l : links) wanted[l.value()] = 1;
@@ -107,6 +115,8 @@ class ProbeCover {
       if (alone[want.value()] || out_.total >= static_cast<size_t>(options_.max_total)) continue;
       std::optional<Candidate> best;
       size_t best_others = 0;
+      double best_sensitivity = 0;
+      const double want_bps = topo_.link(want).capacity.ToBitsPerSec();
       for (size_t j = 0; j < jobs_.size(); ++j) {
         if (jobs_[j].designed >= per_job) continue;
         for (size_t p = 0; p < jobs_[j].pairs.size(); ++p) {
@@ -115,17 +125,23 @@ class ProbeCover {
           for (size_t k = 0; k < n; ++k) {
             bool crosses = false;
             size_t others = 0;
+            double narrowest_other = std::numeric_limits<double>::infinity();
             set.ForEachLink(k, [&](LinkId l) {
               if (l == want) {
                 crosses = true;
-              } else if (l.value() < wanted.size() && wanted[l.value()]) {
-                ++others;
+                return;
               }
+              if (l.value() < wanted.size() && wanted[l.value()]) ++others;
+              narrowest_other = std::min(narrowest_other, topo_.link(l).capacity.ToBitsPerSec());
             });
             if (!crosses || taken_.count({jobs_[j].id, jobs_[j].pairs[p], k})) continue;
-            if (!best || others < best_others) {
+            const double sensitivity =
+                want_bps > 0 ? std::min(1.0, narrowest_other / want_bps) : 1.0;
+            if (!best || sensitivity > best_sensitivity ||
+                (sensitivity == best_sensitivity && others < best_others)) {
               best = Candidate{0, j, p, k};
               best_others = others;
+              best_sensitivity = sensitivity;
             }
           }
         }
@@ -260,8 +276,35 @@ class ProbeCover {
       });
       if (crosses) crossing.push_back(&f);
     }
-    // The crossing flows' ends with each other first: two flows through one switch, paired
-    // across, each share one of the switch's links with a probe and not the other.
+    // Pairs through one switch only: the crossing flow's source NIC with the job's NICs of
+    // other hosts under its first switch, and those with its destination NIC. Two NIC links and
+    // nothing narrower (above a ToR the links are often narrower than a NIC's): the probes most
+    // sensitive to a gray access link (CoverSuspects).
+    std::set<uint32_t> nics = srcs;
+    nics.insert(dsts.begin(), dsts.end());
+    auto first_switch = [&](NodeId nic) {
+      for (LinkId l : topo_.OutLinks(nic)) {
+        if (IsNetworkSwitch(topo_.node(topo_.link(l).dst).kind)) return topo_.link(l).dst;
+      }
+      return NodeId();
+    };
+    for (const FlowPin* fp : crossing) {
+      const NodeId up = first_switch(fp->src_nic);
+      const NodeId down = first_switch(fp->dst_nic);
+      int n = 0;
+      for (auto it = nics.begin(); it != nics.end() && n < budget; ++it) {
+        const NodeId other(*it);
+        const bool near_src = up.valid() && first_switch(other) == up &&
+                              topo_.node(other).host != topo_.node(fp->src_nic).host;
+        const bool near_dst = down.valid() && first_switch(other) == down &&
+                              topo_.node(other).host != topo_.node(fp->dst_nic).host;
+        if (near_src) AddPair(j, fp->src_nic, other);
+        if (near_dst) AddPair(j, other, fp->dst_nic);
+        n += near_src || near_dst;
+      }
+    }
+    // The crossing flows' ends with each other: two flows through one switch, paired across,
+    // each share one of the switch's links with a probe and not the other.
     for (size_t x = 0; x < crossing.size() && x < static_cast<size_t>(budget); ++x) {
       for (size_t y = 0; y < crossing.size() && y < static_cast<size_t>(budget); ++y) {
         if (x != y) AddPair(j, crossing[x]->src_nic, crossing[y]->dst_nic);
@@ -288,6 +331,7 @@ class ProbeCover {
     return g;
   }
 
+  const Topology& topo_;
   PathFinder& paths_;
   const SourcePortResolver& resolver_;
   const ProbeOptions& options_;

@@ -237,6 +237,10 @@ void FaultInjector::Heartbeat(Duration now, Fabric& fabric, JobModel& jobs, Plan
       host.ObserveHostProbes(j, probes);
     }
   }
+  for (size_t i : active_) {
+    FaultRecord& r = result_.fault_records[i];
+    for (core::LinkId l : r.links) r.limited_a_flow = r.limited_a_flow || fabric.LimitsAFlow(l);
+  }
   for (const auto& [key, n] : per_link) {
     FaultRecord& r = result_.fault_records[key.first];
     r.max_flows_per_link = std::max(r.max_flows_per_link, n);

@@ -284,6 +284,11 @@ FaultScore ScoreFaults(const std::vector<FaultRecord>& faults,
     }
     o.localised = o.detected && o.false_suspects == 0;
     if (o.observable) ++sc.observable;
+    o.felt = o.observable && r.crossed_by_flow && (hard || r.limited_a_flow);
+    if (o.felt) {
+      ++sc.felt;
+      if (o.detected) ++sc.detected_felt;
+    }
     const bool localisable =
         r.max_flows_per_link >= std::max<uint32_t>(1, min_flows) || (switch_seen && switch_signals);
     if (localisable) {
@@ -311,6 +316,8 @@ FaultScore ScoreFaults(const std::vector<FaultRecord>& faults,
   sc.recall_localisable = sc.localisable > 0 ? static_cast<double>(sc.detected_localisable) /
                                                    static_cast<double>(sc.localisable)
                                              : 0.0;
+  sc.recall_felt =
+      sc.felt > 0 ? static_cast<double>(sc.detected_felt) / static_cast<double>(sc.felt) : 0.0;
   sc.raw_recall =
       sc.injected > 0 ? static_cast<double>(sc.detected) / static_cast<double>(sc.injected) : 0.0;
   sc.accuracy =

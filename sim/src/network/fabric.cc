@@ -34,6 +34,13 @@ void Fabric::SetCapacity(core::LinkId l, double bps) {
   for (ResourceId r : link_resources_[l.value()]) net_.SetCapacity(r, bps);
 }
 
+bool Fabric::LimitsAFlow(core::LinkId l) const {
+  for (ResourceId r : link_resources_[l.value()]) {
+    if (net_.LimitsAFlow(r)) return true;
+  }
+  return false;
+}
+
 bool Fabric::Stalled(std::span<const ResourceId> path) const {
   for (ResourceId r : path) {
     if (link_cap_[resource_link_[r].value()] <= 0) return true;

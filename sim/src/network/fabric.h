@@ -33,6 +33,8 @@ class Fabric {
   double capacity_bps(core::LinkId l) const { return link_cap_[l.value()]; }
   // Sets link `l` (one direction) and every resource of it to `bps` at the current instant.
   void SetCapacity(core::LinkId l, double bps);
+  // A flow is bottlenecked at (some resource of) link `l`, as of the last recomputation.
+  bool LimitsAFlow(core::LinkId l) const;
   // Some resource of `path` is on a link that is down.
   bool Stalled(std::span<const ResourceId> path) const;
 

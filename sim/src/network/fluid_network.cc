@@ -202,6 +202,13 @@ void FluidNetwork::Settle(Flow& flow, Duration now) {
   if (now > flow.last) flow.last = now;
 }
 
+bool FluidNetwork::LimitsAFlow(ResourceId r) const {
+  for (const LevelInfo& li : resources_[r].levels) {
+    if (li.bottlenecked > 0) return true;
+  }
+  return false;
+}
+
 double FluidNetwork::Remaining(FlowId f, Duration now) const {
   const Flow& flow = flows_[f];
   if (now <= flow.last || flow.rate <= 0) return flow.remaining;

@@ -711,6 +711,38 @@ TEST_F(FaultManagerTest, OneUnplacedSlowFlowAsksForProbesAJobSlowAsAWholeDoesNot
   }
 }
 
+// A flow a little below what it is entitled to (85 %: above gray_ratio, below
+// probes.suspect_ratio) accuses no link; with probes on, its path becomes probe targets, so that
+// capacity probes can settle a gray link that slows its one flow by only 15 %. 95 % asks nothing,
+// nor does 85 % with suspect_ratio at gray_ratio (the rule before) or with probes off.
+TEST_F(FaultManagerTest, AFlowALittleSlowAsksForProbesAndAccusesNothing) {
+  AddJob("j0", {Pin(0, 2, 1, 50000), Pin(1, 4, 0, 50001), Pin(3, 6, 0, 50002)});
+  AddJob("j1", {Pin(5, 7, 0, 50003), Pin(6, 1, 1, 50004)});
+  const std::vector<LinkId>& path = applied_.at("j0")->assignment.flows[0].path;
+  std::vector<LinkId> want(path.begin(), path.end());
+  std::sort(want.begin(), want.end());
+  auto run = [&](FaultOptions o, double gbps) {
+    FaultManager m(o);
+    ReportAll(m, 100);
+    Eval(m);
+    now_ += Duration::Millis(1000);
+    std::vector<FlowSample> samples;
+    for (const FlowPin& p : applied_.at("j0")->assignment.flows) {
+      samples.push_back(Sample(p, p.udp_sport == 50000 ? gbps : 100));
+    }
+    m.OnFlows("j0", samples, now_);
+    Report(m, "j1", 100);
+    EXPECT_TRUE(Eval(m).empty()) << gbps;
+    return m.probe_targets();
+  };
+  EXPECT_EQ(run(Probing(), 85), want);
+  EXPECT_TRUE(run(Probing(), 95).empty());
+  FaultOptions at_gray = Probing();
+  at_gray.probes.suspect_ratio = at_gray.localisation.gray_ratio;
+  EXPECT_TRUE(run(at_gray, 85).empty());
+  EXPECT_TRUE(run(FaultOptions{}, 85).empty());
+}
+
 // A tenant that lies (reports its flows crawling where another job of the same priority runs
 // healthy over every link of the same paths) is flagged after two evaluations, its samples are
 // left out, and it is believed again once its reports agree with the others. With min_jobs = 1

@@ -218,6 +218,32 @@ TEST_F(FaultProbesTest, ASuspectsProbeLeavesTheOtherSuspectsOfTheSlowFlowsPath) 
   }
 }
 
+// A capacity probe measures its path's narrowest link, so it sees a 200 G access link's loss
+// only below the narrowest other link: through 100 G uplinks, a fault at 45 % (90 G) looks like
+// no fault at all. The probe over a suspect access link is the one through its ToR alone, to a
+// NIC of another host of the job under the same ToR (all 200 G), not one of the job's pairs
+// through the uplinks.
+TEST(FaultProbesSensitivityTest, ASuspectAccessLinkIsProbedThroughItsToRAlone) {
+  Clos2Small c = MakeClos2Small(/*nic_gbps=*/200, /*uplink_gbps=*/100);
+  PathFinder paths(c.topo);
+  HashEcmpModel ecmp(0);
+  AppliedPlan plan;
+  const FlowPin slow = Pin(paths, c.nic[0][0], c.nic[2][0], 0);  // host0 -> host2 (tor1).
+  plan["a"] = AssignmentWith("a", {slow, Pin(paths, c.nic[1][0], c.nic[3][0], 0)});
+  const LinkId access = slow.path.front();  // host0/nic0 -> tor0.
+  const ProbeDesign d = DesignProbes(c.topo, Of(plan), paths, ecmp, {}, {access});
+  ASSERT_EQ(d.suspects, std::vector<LinkId>{access});
+  const FlowPin& first = d.probes.at("a").front();  // Suspects are designed first.
+  EXPECT_EQ(first.src_nic, c.nic[0][0]);
+  EXPECT_EQ(first.dst_nic, c.nic[1][0]);  // host1, under tor0 as well.
+  ASSERT_EQ(first.path.size(), 2u);
+  EXPECT_EQ(first.path.front(), access);
+  // Probes never pair two NICs of one host (the host's own stack would answer, not the ToR).
+  for (const FlowPin& p : d.probes.at("a")) {
+    EXPECT_NE(c.topo.node(p.src_nic).host, c.topo.node(p.dst_nic).host);
+  }
+}
+
 TEST(ProbeOptionsTest, ValidationNamesTheFieldAndTheRateBoundIsDocumented) {
   EXPECT_TRUE(ValidateProbeOptions({}).ok());
   ProbeOptions o;
@@ -229,6 +255,12 @@ TEST(ProbeOptionsTest, ValidationNamesTheFieldAndTheRateBoundIsDocumented) {
   o = {};
   o.ports = {100, 50};
   EXPECT_FALSE(ValidateProbeOptions(o).ok());
+  for (double bad : {0.0, -0.5, 1.5}) {
+    o = {};
+    o.suspect_ratio = bad;
+    EXPECT_NE(ValidateProbeOptions(o).message().find("faults.probes.suspect_ratio"),
+              std::string::npos);
+  }
   // 256 probes x 64 KiB per second = 134 Mb/s across the fabric.
   EXPECT_DOUBLE_EQ(ProbeRateBoundBps({}), 256.0 * 65536 * 8);
 }

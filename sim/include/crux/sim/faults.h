@@ -108,6 +108,10 @@ struct FaultRecord {
   // The most pinned flows one heartbeat reported over one directed link of the fault while it
   // was in force: localisation needs LocalisationOptions::min_flows (2) on a link.
   uint32_t max_flows_per_link = 0;
+  // At a heartbeat while the fault was in force, some flow was bottlenecked at one of `links`:
+  // the fault held a flow below the rate it would have had (FluidNetwork::LimitsAFlow). A gray
+  // fault that never does slows nobody, so no flow sample can show it.
+  bool limited_a_flow = false;
 };
 
 // One change of link health the control loop decided (and the simulator applied).
@@ -160,8 +164,12 @@ std::string FormatFaultsCsv(const std::vector<InjectedFault>& faults, const core
 // ---- scoring ----
 
 struct FaultOutcome {
-  size_t index = 0;             // Into the run's fault records.
-  bool observable = false;      // Crossed by a flow, or a hard fault with switch signals.
+  size_t index = 0;         // Into the run's fault records.
+  bool observable = false;  // Crossed by a flow, or a hard fault with switch signals.
+  // Observable, and it held a flow below the rate it would have had: a hard fault a flow
+  // crossed, or a gray one that was some flow's bottleneck at a heartbeat (limited_a_flow). A
+  // gray fault no flow felt is visible to capacity probes at most, never in a flow's rate.
+  bool felt = false;
   bool detected = false;        // An automatic non-up decision on one of its links in time.
   Duration detection_time;      // First such decision - start.
   bool localised = false;       // Detected, and no wrong link decided while it was on.
@@ -180,6 +188,9 @@ struct FaultScore {
   size_t localisable = 0;
   size_t detected_localisable = 0;
   double recall_localisable = 0;
+  size_t felt = 0;  // FaultOutcome::felt.
+  size_t detected_felt = 0;
+  double recall_felt = 0;  // detected_felt / felt.
   size_t localised = 0;
   size_t decisions = 0;       // Automatic decisions to down / degraded.
   size_t true_decisions = 0;  // ... on a link of a fault in force (or ended within `grace`).

@@ -128,6 +128,10 @@ class FluidNetwork {
 
   const Stats& stats() const { return stats_; }
 
+  // Some flow of some level is bottlenecked at resource `r`: the resource limits its rate (a
+  // lower capacity there would slow it). As of the last recomputation (NextFinishTime).
+  bool LimitsAFlow(ResourceId r) const;
+
  private:
   static constexpr FlowId kNoFlow = std::numeric_limits<FlowId>::max();
   static constexpr ResourceId kNoResource = -1;

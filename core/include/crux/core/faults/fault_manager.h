@@ -74,6 +74,7 @@
 #ifndef CRUX_CORE_FAULTS_FAULT_MANAGER_H_
 #define CRUX_CORE_FAULTS_FAULT_MANAGER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -440,10 +441,20 @@ class FaultManager {
   void PruneRecords();
   // A slow row (not a host probe) none of whose links the localisation suspects - fewer than
   // min_flows rows cross them, e.g. the one flow over a NIC's access link - makes every link of
-  // its path a probe target: host probes over them add the rows the localisation lacks. Not the
-  // rows of a job most of whose rows are slow (slow as a whole: no link to look for).
+  // its path a probe target: host probes over them add the rows the localisation lacks. "Slow"
+  // here is below SlowForProbes(), so a row only a little below what it is entitled to counts
+  // too (it accuses nothing itself). Not the rows of a job most of whose rows are slow (slow as a
+  // whole: no link to look for).
   void WantProbesForUnexplained(const Observations& obs,
                                 const std::map<LinkId, const Suspect*>& suspects, Duration now);
+  // The rate ratio below which a row wants probes: gray_ratio, raised to probes.suspect_ratio
+  // with probes on. Also the ratio (against the best rate) that makes BuildObservations compute
+  // the planned shares.
+  double SlowForProbes() const {
+    return options_.probes.enabled
+               ? std::max(options_.localisation.gray_ratio, options_.probes.suspect_ratio)
+               : options_.localisation.gray_ratio;
+  }
   // probe_targets_ from the links' probes_wanted_at (wanted within the evidence window).
   void UpdateProbeTargets(Duration now);
 

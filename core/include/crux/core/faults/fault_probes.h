@@ -77,6 +77,12 @@ struct ProbeOptions {
   PortRange ports;              // Source ports searched (the planner's range).
   Duration interval = Duration::Millis(1000);  // Each probe once per interval (> 0).
   Bytes size = Bytes::KiB(64);                 // Per probe message (> 0).
+  // A flow below this fraction of what it is entitled to (its expected rate, as the gray rule
+  // measures it) but not below gray_ratio is no evidence against any link; unexplained, it makes
+  // its links probe targets, so that capacity probes (which congestion does not lower) settle
+  // them: a gray link that slows its one flow by 10-20 % (a 200 G NIC link at 45 % under a
+  // 100 G flow) is found. In (0, 1]; at or below gray_ratio it adds nothing.
+  double suspect_ratio = 0.9;
 
   friend bool operator==(const ProbeOptions&, const ProbeOptions&) = default;
 };
