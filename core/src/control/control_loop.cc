@@ -699,8 +699,8 @@ std::vector<LinkDecision> ControlLoop::EvaluateFaults() {
     if (d.health == LinkHealth::kUp) reoptimize_after_recovery_ = true;
     Request("link " + d.reason);
   }
-  if (options_.faults.probes.enabled && faults_.probe_targets() != probe_suspects_) {
-    probe_suspects_ = faults_.probe_targets();
+  if (options_.faults.probes.enabled && faults_.probe_target_set() != probe_suspects_) {
+    probe_suspects_ = faults_.probe_target_set();
     Request("probe targets: " + std::to_string(probe_suspects_.size()) + " suspect links");
   }
   return decisions;

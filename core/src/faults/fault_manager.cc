@@ -499,18 +499,33 @@ void FaultManager::WantProbesForUnexplained(const Observations& obs,
 }
 
 void FaultManager::UpdateProbeTargets(Duration now) {
-  std::vector<std::pair<Duration, LinkId>> wanted;  // Most recently wanted first.
+  auto fresh = [&](const std::optional<Duration>& at) {
+    return at && now - *at <= options_.evidence_window;
+  };
+  struct Wanted {
+    bool suspect;  // A localisation suspect within the evidence window.
+    double score;  // Its last score (1 - estimate); 0 for a link only on a slow flow's path.
+    Duration at;   // Last wanted.
+    LinkId id;
+  };
+  std::vector<Wanted> wanted;
   for (const auto& [id, s] : links_) {
-    if (s.probes_wanted_at && now - *s.probes_wanted_at <= options_.evidence_window) {
-      wanted.emplace_back(*s.probes_wanted_at, id);
-    }
+    if (!fresh(s.probes_wanted_at)) continue;
+    const bool suspect = fresh(s.suspect_probes_at);
+    wanted.push_back({suspect, suspect ? s.score : 0.0, *s.probes_wanted_at, id});
   }
-  std::stable_sort(wanted.begin(), wanted.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  // Suspects first, the most degraded first; then the most recently wanted; ties by id.
+  std::sort(wanted.begin(), wanted.end(), [](const Wanted& a, const Wanted& b) {
+    if (a.suspect != b.suspect) return a.suspect;
+    if (a.score != b.score) return a.score > b.score;
+    if (a.at != b.at) return a.at > b.at;
+    return a.id < b.id;
+  });
   if (wanted.size() > kMaxProbeTargets) wanted.resize(kMaxProbeTargets);
   probe_targets_.clear();
-  for (const auto& [at, id] : wanted) probe_targets_.push_back(id);
-  std::sort(probe_targets_.begin(), probe_targets_.end());
+  for (const Wanted& w : wanted) probe_targets_.push_back(w.id);
+  probe_target_set_ = probe_targets_;
+  std::sort(probe_target_set_.begin(), probe_target_set_.end());
 }
 
 void FaultManager::ForgetStaleFlows(Duration now) {
@@ -864,6 +879,7 @@ std::optional<LinkDecision> FaultManager::DecideLink(LinkId id, const Evaluation
   if (options_.probes.enabled && sig.tomo && s.health == LinkHealth::kUp &&
       (!enough_jobs || (sig.tomo->ambiguous && !sig.counters_bad))) {
     s.probes_wanted_at = ev.now;
+    s.suspect_probes_at = ev.now;
   }
 
   Want want = Rules(s, sig, tomo_usable);
@@ -1042,10 +1058,11 @@ void FaultManager::PruneRecords() {
   // Links that never faulted and carry no signal need no record.
   for (auto it = links_.begin(); it != links_.end();) {
     const LinkState& s = it->second;
-    const bool idle = !s.hold_set && !s.admin && !s.port_down && !s.counters && !s.suspect &&
-                      s.health == LinkHealth::kUp && s.eff_health == LinkHealth::kUp &&
-                      !(s.probes_wanted_at && std::binary_search(probe_targets_.begin(),
-                                                                 probe_targets_.end(), it->first));
+    const bool idle =
+        !s.hold_set && !s.admin && !s.port_down && !s.counters && !s.suspect &&
+        s.health == LinkHealth::kUp && s.eff_health == LinkHealth::kUp &&
+        !(s.probes_wanted_at &&
+          std::binary_search(probe_target_set_.begin(), probe_target_set_.end(), it->first));
     it = idle ? links_.erase(it) : std::next(it);
   }
 }

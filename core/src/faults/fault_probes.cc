@@ -100,7 +100,7 @@ class ProbeCover {
     }
   }
   size_t targets() const { return targets_; }
-  // Suspects (step 2): per wanted link in id order, one probe that crosses it, the most
+  // Suspects (step 2): per wanted link in the order given, one probe that crosses it, the most
   // sensitive to it first, then crossing as few other wanted links as possible (ties: job,
   // pair, path order) - a probe that crosses one link of an ambiguous set and not the others is
   // what tells them apart - unless a probe designed already crosses it and no other wanted link.

@@ -183,7 +183,7 @@ struct PlanningSnapshot {
   // (fault_probes.h) over the new plan and puts them in the assignments.
   std::optional<ProbeOptions> probes;
   // With probes: the fault manager's probe targets (FaultManager::probe_targets), probed
-  // first. Sorted.
+  // first, in its order (the strongest suspicion first).
   std::vector<LinkId> probe_suspects;
   std::optional<ImpactOptions> impact;  // ControlLoopOptions::impact.
 };
@@ -436,7 +436,8 @@ class ControlLoop {
   bool reoptimize_after_recovery_ = false;
   bool reoptimizing_ = false;     // A re-optimisation beside the runs is in flight.
   uint64_t reoptimizations_ = 0;  // Started beside the runs.
-  // The fault manager's probe targets the latest request was made for (probes enabled).
+  // The fault manager's probe targets the latest request was made for (probes enabled),
+  // sorted: a new order of the same links asks for no plan.
   std::vector<LinkId> probe_suspects_;
 };
 

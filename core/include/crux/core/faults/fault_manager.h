@@ -322,9 +322,13 @@ class FaultManager {
   // than min_flows rows over its links), at some evaluation within the evidence window: the
   // control loop has
   // probes designed over them (fault_probes.h, DesignProbes' `suspects`), whose host-measured
-  // results settle them. Kept only with options().probes.enabled. At most kMaxProbeTargets (the
-  // most recently wanted). Sorted; changes only at Evaluate.
+  // results settle them. Kept only with options().probes.enabled. At most kMaxProbeTargets.
+  // In the order probes are designed for them (per-job budgets run out): the localisation's
+  // suspects first, the most degraded (highest score) first, then the links only on a slow
+  // flow's path, the most recently wanted first; ties by id. Changes only at Evaluate.
   const std::vector<LinkId>& probe_targets() const { return probe_targets_; }
+  // The same links, sorted by id (what a re-plan for probes depends on: the set, not the order).
+  const std::vector<LinkId>& probe_target_set() const { return probe_target_set_; }
   static constexpr size_t kMaxProbeTargets = 64;
 
  private:
@@ -354,6 +358,9 @@ class FaultManager {
     int jobs = 0;  // Distinct jobs behind the tomography suspicion.
     // Last evaluation that found it a suspect the rules cannot act on yet (probe_targets).
     std::optional<Duration> probes_wanted_at;
+    // Of those, the last that found it a localisation suspect (not only on a slow flow's path):
+    // such targets are kept first when there are more than kMaxProbeTargets.
+    std::optional<Duration> suspect_probes_at;
     int host_probes = 0;                 // Host-measured probes behind the tomography suspicion.
     std::optional<Duration> suspect_at;  // Last evaluation with a tomography suspicion.
     // Damping.
@@ -455,7 +462,8 @@ class FaultManager {
                ? std::max(options_.localisation.gray_ratio, options_.probes.suspect_ratio)
                : options_.localisation.gray_ratio;
   }
-  // probe_targets_ from the links' probes_wanted_at (wanted within the evidence window).
+  // probe_targets_ from the links' probes_wanted_at (wanted within the evidence window): at most
+  // kMaxProbeTargets, the localisation's suspects first, then the most recently wanted.
   void UpdateProbeTargets(Duration now);
 
   FaultOptions options_;
@@ -474,6 +482,7 @@ class FaultManager {
   std::map<std::string, Contradiction, std::less<>> contradictions_;  // By job.
   uint64_t disbelieved_reports_ = 0;
   std::vector<LinkId> probe_targets_;
+  std::vector<LinkId> probe_target_set_;
   struct Replan {
     uint64_t epoch = 0;
     Duration seen;  // The evaluation that first saw this epoch.

@@ -15,7 +15,8 @@
 //   2. suspects first: the fault manager's probe targets (FaultManager::probe_targets: links
 //      one job's flows accuse with no second source, ambiguous ones, the paths of slow flows
 //      the localisation cannot place) that are watched: host agents' probes over them are the
-//      independent source the tenant rule asks for (fault_manager.h). Per suspect in id order,
+//      independent source the tenant rule asks for (fault_manager.h). Per suspect in the order
+//      given (the fault manager's: the strongest suspicion first, so budgets go to it),
 //      one probe that crosses it and as few other suspects as possible (ties: job, pair, path
 //      order), unless one designed already crosses it and no other suspect: a probe over one
 //      link of an ambiguous set and not the others is what tells them apart. Candidates: the
@@ -100,8 +101,8 @@ struct ProbeDesign {
   std::vector<LinkId> covered_by_probes;  // Targets at least one probe crosses; sorted.
   std::vector<LinkId> uncovered;          // Targets neither reaches; sorted.
   std::vector<LinkId> under_covered;      // Targets fewer than `coverage` probes cross; sorted.
-  std::vector<LinkId> suspects;           // The suspects probed for (watched ones); sorted.
-  size_t total = 0;                       // Probes designed.
+  std::vector<LinkId> suspects;  // The suspects probed for (watched ones), in the order given.
+  size_t total = 0;              // Probes designed.
 
   friend bool operator==(const ProbeDesign&, const ProbeDesign&) = default;
 };
@@ -113,7 +114,7 @@ std::vector<LinkId> WatchedLinks(const Topology& topo);
 // See the file comment. `assignments` are the plan's (their probes are ignored; null entries
 // are skipped), in job id order for a deterministic design. `paths` must be built over `topo`
 // (the effective topology the plan was made on); `resolver` is the planner's source-port model.
-// `suspects`: sorted link ids (step 2).
+// `suspects`: link ids, the first probed first (step 2).
 ProbeDesign DesignProbes(const Topology& topo, const std::vector<const Assignment*>& assignments,
                          PathFinder& paths, const SourcePortResolver& resolver,
                          const ProbeOptions& options, const std::vector<LinkId>& suspects = {});
