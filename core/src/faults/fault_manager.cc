@@ -490,14 +490,10 @@ void FaultManager::WantProbesForUnexplained(const Observations& obs,
     const bool explained = std::any_of(o.links.begin(), o.links.end(),
                                        [&](LinkId l) { return suspects.count(l) > 0; });
     if (explained) continue;
-    // How strongly the row asks: the slower, the sooner probed (UpdateProbeTargets).
-    const double score = o.failed ? 1.0 : 1.0 - o.rate_ratio;
     for (LinkId l : o.links) {
       if (!l.valid()) continue;
       LinkState& s = State(l);
-      if (s.health != LinkHealth::kUp) continue;
-      s.probe_score = s.probes_wanted_at == now ? std::max(s.probe_score, score) : score;
-      s.probes_wanted_at = now;
+      if (s.health == LinkHealth::kUp) s.probes_wanted_at = now;
     }
   }
 }
@@ -508,7 +504,7 @@ void FaultManager::UpdateProbeTargets(Duration now) {
   };
   struct Wanted {
     bool suspect;  // A localisation suspect within the evidence window.
-    double score;  // LinkState::probe_score.
+    double score;  // Its last score (1 - estimate); 0 for a link only on a slow flow's path.
     Duration at;   // Last wanted.
     LinkId id;
   };
@@ -516,10 +512,9 @@ void FaultManager::UpdateProbeTargets(Duration now) {
   for (const auto& [id, s] : links_) {
     if (!fresh(s.probes_wanted_at)) continue;
     const bool suspect = fresh(s.suspect_probes_at);
-    wanted.push_back({suspect, s.probe_score, *s.probes_wanted_at, id});
+    wanted.push_back({suspect, suspect ? s.score : 0.0, *s.probes_wanted_at, id});
   }
-  // Suspects first; then the strongest evidence first (the most degraded suspect, the slowest
-  // row); then the most recently wanted; ties by id.
+  // Suspects first, the most degraded first; then the most recently wanted; ties by id.
   std::sort(wanted.begin(), wanted.end(), [](const Wanted& a, const Wanted& b) {
     if (a.suspect != b.suspect) return a.suspect;
     if (a.score != b.score) return a.score > b.score;
@@ -883,7 +878,6 @@ std::optional<LinkDecision> FaultManager::DecideLink(LinkId id, const Evaluation
   // Host probes settle what the rules cannot act on yet (probe_targets).
   if (options_.probes.enabled && sig.tomo && s.health == LinkHealth::kUp &&
       (!enough_jobs || (sig.tomo->ambiguous && !sig.counters_bad))) {
-    s.probe_score = s.probes_wanted_at == ev.now ? std::max(s.probe_score, s.score) : s.score;
     s.probes_wanted_at = ev.now;
     s.suspect_probes_at = ev.now;
   }

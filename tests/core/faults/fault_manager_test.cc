@@ -674,13 +674,11 @@ TEST_F(FaultManagerTest, HostProbesSettleWhatOneJobsFlowsAloneCannot) {
 
 // Probe targets come in the order probes are designed for them (per-job budgets run out): a
 // localisation suspect the tenant rule holds back before the links of a slow flow's path that
-// nothing explains, and those of a flow at 30 % before those of one at 85 %.
-// probe_target_set() has the same links by id.
+// nothing explains. probe_target_set() has the same links by id.
 TEST_F(FaultManagerTest, ProbeTargetsListTheSuspectsFirst) {
   AddJob("j0", {Pin(0, 2, 1, 50000), Pin(1, 4, 1, 50001)});  // The only job over agg1.
   AddJob("j1", {Pin(0, 6, 0, 50002), Pin(1, 7, 0, 50003)});
   AddJob("j2", {Pin(5, 7, 0, 50004), Pin(6, 3, 0, 50005)});  // No NIC of j0's.
-  AddJob("j3", {Pin(3, 6, 1, 50006), Pin(7, 5, 0, 50007)});
   const LinkId suspect = L("tor0", "agg1");
   FaultManager m(Probing());
   ReportAll(m, 100);
@@ -692,11 +690,6 @@ TEST_F(FaultManagerTest, ProbeTargetsListTheSuspectsFirst) {
     j2.push_back(Sample(p, p.udp_sport == 50004 ? 30 : 100));
   }
   m.OnFlows("j2", j2, now_);
-  std::vector<FlowSample> j3;  // One of j3's a little slow.
-  for (const FlowPin& p : applied_.at("j3")->assignment.flows) {
-    j3.push_back(Sample(p, p.udp_sport == 50006 ? 85 : 100));
-  }
-  m.OnFlows("j3", j3, now_);
   EXPECT_TRUE(Eval(m).empty());
   const std::vector<LinkId>& targets = m.probe_targets();
   ASSERT_GT(targets.size(), 1u);
@@ -710,14 +703,6 @@ TEST_F(FaultManagerTest, ProbeTargetsListTheSuspectsFirst) {
     below += l < suspect;
   }
   EXPECT_GT(below, 0u);
-  auto at = [&](LinkId l) {
-    return std::find(targets.begin(), targets.end(), l) - targets.begin();
-  };
-  for (LinkId mild : applied_.at("j3")->assignment.flows[0].path) {
-    if (std::find(path.begin(), path.end(), mild) != path.end()) continue;
-    ASSERT_LT(at(mild), static_cast<ptrdiff_t>(targets.size())) << topo_->LinkName(mild);
-    for (LinkId slow : path) EXPECT_LT(at(slow), at(mild)) << topo_->LinkName(mild);
-  }
   std::vector<LinkId> sorted = targets;
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(m.probe_target_set(), sorted);

@@ -324,9 +324,8 @@ class FaultManager {
   // probes designed over them (fault_probes.h, DesignProbes' `suspects`), whose host-measured
   // results settle them. Kept only with options().probes.enabled. At most kMaxProbeTargets.
   // In the order probes are designed for them (per-job budgets run out): the localisation's
-  // suspects first, then the links only on a slow flow's path; within each, the strongest
-  // evidence first (the most degraded suspect, the slowest row), then the most recently
-  // wanted; ties by id. Changes only at Evaluate.
+  // suspects first, the most degraded (highest score) first, then the links only on a slow
+  // flow's path, the most recently wanted first; ties by id. Changes only at Evaluate.
   const std::vector<LinkId>& probe_targets() const { return probe_targets_; }
   // The same links, sorted by id (what a re-plan for probes depends on: the set, not the order).
   const std::vector<LinkId>& probe_target_set() const { return probe_target_set_; }
@@ -362,9 +361,6 @@ class FaultManager {
     // Of those, the last that found it a localisation suspect (not only on a slow flow's path):
     // such targets are kept first when there are more than kMaxProbeTargets.
     std::optional<Duration> suspect_probes_at;
-    // How strongly that evaluation asked: a suspect's score (1 - estimate), or 1 - the rate
-    // ratio of the slowest row on whose path it lies (1 for a failed row). Orders the targets.
-    double probe_score = 0;
     int host_probes = 0;                 // Host-measured probes behind the tomography suspicion.
     std::optional<Duration> suspect_at;  // Last evaluation with a tomography suspicion.
     // Damping.
@@ -467,7 +463,7 @@ class FaultManager {
                : options_.localisation.gray_ratio;
   }
   // probe_targets_ from the links' probes_wanted_at (wanted within the evidence window): at most
-  // kMaxProbeTargets, in the order of probe_targets().
+  // kMaxProbeTargets, the localisation's suspects first, then the most recently wanted.
   void UpdateProbeTargets(Duration now);
 
   FaultOptions options_;
