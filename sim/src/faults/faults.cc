@@ -284,7 +284,7 @@ FaultScore ScoreFaults(const std::vector<FaultRecord>& faults,
     }
     o.localised = o.detected && o.false_suspects == 0;
     if (o.observable) ++sc.observable;
-    o.felt = o.observable && r.crossed_by_flow && (hard || r.limited_a_flow);
+    o.felt = r.crossed_by_flow && (hard || r.limited_a_flow);  // Crossed: observable.
     if (o.felt) {
       ++sc.felt;
       if (o.detected) ++sc.detected_felt;

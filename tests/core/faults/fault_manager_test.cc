@@ -695,8 +695,8 @@ TEST_F(FaultManagerTest, ProbeTargetsListTheSuspectsFirst) {
   ASSERT_GT(targets.size(), 1u);
   EXPECT_EQ(targets.front(), suspect);
   const std::vector<LinkId>& path = applied_.at("j2")->assignment.flows[0].path;
-  size_t below =
-      0;  // Links of j2's path with a smaller id than the suspect: id order would differ.
+  // Links of j2's path with a smaller id than the suspect: id order would differ.
+  size_t below = 0;
   for (LinkId l : path) {
     EXPECT_TRUE(std::find(targets.begin(), targets.end(), l) != targets.end())
         << topo_->LinkName(l);
