@@ -251,6 +251,8 @@ out = {
     "push_p50_ms": push.get("p50_ms"),
     "push_p99_ms": push.get("p99_ms"),
     "push_samples": push.get("samples"),
+    "push_frames": lg.get("push_frames"),
+    "ack_frames": lg.get("ack_frames"),
     "daemon_vmhwm_mb": round(vmhwm_mb, 1),
     "daemon_cpu_s": float(sys.argv[5]),
     "daemon_cpu_us_per_msg": round(float(sys.argv[5]) * 1e6 / max(1, msgs), 2),

@@ -341,6 +341,7 @@ void HostAgent::MaybeStartSession(Job& j, core::Duration now) {
   part.set_host(config_.host);
   part.set_hosts_expected(hosts);
   part.set_local_ranks(j.registered_ranks);
+  part.set_accepts_batches(true);  // OnDaemonMessage takes AssignmentBatch pushes.
   *r.mutable_host_part() = part;
   o.host_part = part;
   o.call_timeout = core::Duration::Millis(config_.call_timeout_ms);
@@ -543,6 +544,10 @@ void HostAgent::OnDaemonMessage(const v1::Envelope& message, core::Duration now,
     }
     return;
   }
+  if (message.has_assignment_batch()) {
+    OnAssignmentBatch(message.assignment_batch(), now, unix_now_ns);
+    return;
+  }
   Job* job = nullptr;
   v1::Envelope m = message;
   if (m.request_id() != 0) {
@@ -567,16 +572,58 @@ void HostAgent::OnDaemonMessage(const v1::Envelope& message, core::Duration now,
     ++counters_.stray_daemon_messages;
     return;
   }
-  if (!job->session) return;
-  std::optional<client::Assignment> a = job->session->OnMessage(now, m, unix_now_ns);
+  OnJobMessage(*job, m, now, unix_now_ns);
+}
+
+void HostAgent::OnJobMessage(Job& job, const v1::Envelope& m, core::Duration now,
+                             int64_t unix_now_ns) {
+  if (!job.session) return;
+  std::optional<client::Assignment> a = job.session->OnMessage(now, m, unix_now_ns);
   if (a) {
-    job->assignment = *a;
-    job->pins = BuildPins(*job);
-    if (m.has_assignment()) job->planned = BuildPlannedProbes(*job, m.assignment());
-    SendPins(*job);
-    job->session->FinishApply(core::Status::Ok());
+    job.assignment = *a;
+    job.pins = BuildPins(job);
+    if (m.has_assignment()) job.planned = BuildPlannedProbes(job, m.assignment());
+    SendPins(job);
+    job.session->FinishApply(core::Status::Ok());
   }
-  Pump(*job, now);
+  Pump(job, now);
+}
+
+void HostAgent::OnAssignmentBatch(const v1::AssignmentBatch& batch, core::Duration now,
+                                  int64_t unix_now_ns) {
+  ++counters_.assignment_batches;
+  const size_t mark = to_daemon_.size();
+  for (const v1::Assignment& a : batch.assignments()) {
+    auto j = jobs_.find(a.job_id());
+    if (j == jobs_.end()) {
+      ++counters_.stray_daemon_messages;
+      continue;
+    }
+    // Each assignment is handled, applied and acked as if it had come alone.
+    v1::Envelope one = protocol::NewEnvelope(0);
+    *one.mutable_assignment() = a;
+    OnJobMessage(*j->second, one, now, unix_now_ns);
+  }
+  // The acks the batch produced go back in one AckBatch; anything else keeps its place.
+  v1::Envelope acks = protocol::NewEnvelope(0);
+  std::vector<v1::Envelope> rest;
+  for (size_t i = mark; i < to_daemon_.size(); ++i) {
+    v1::Envelope& e = to_daemon_[i];
+    if (e.request_id() == 0 && e.has_ack()) {
+      *acks.mutable_ack_batch()->add_acks() = std::move(*e.mutable_ack());
+    } else {
+      rest.push_back(std::move(e));
+    }
+  }
+  to_daemon_.resize(mark);
+  if (acks.ack_batch().acks_size() == 1) {
+    v1::Envelope single = protocol::NewEnvelope(0);
+    *single.mutable_ack() = std::move(*acks.mutable_ack_batch()->mutable_acks(0));
+    to_daemon_.push_back(std::move(single));
+  } else if (acks.ack_batch().acks_size() > 1) {
+    to_daemon_.push_back(std::move(acks));
+  }
+  for (v1::Envelope& e : rest) to_daemon_.push_back(std::move(e));
 }
 
 void HostAgent::OnDaemonSendFailed(const v1::Envelope& message, const core::Status& error,
@@ -601,6 +648,14 @@ void HostAgent::OnDaemonSendFailed(const v1::Envelope& message, const core::Stat
     requests_.erase(r);
   } else if (m.has_ack()) {
     job_id = m.ack().job_id();
+  } else if (m.has_ack_batch()) {
+    // Each session learns of its own ack's failure.
+    for (const v1::Ack& a : m.ack_batch().acks()) {
+      v1::Envelope one = protocol::NewEnvelope(0);
+      *one.mutable_ack() = a;
+      OnDaemonSendFailed(one, error, now);
+    }
+    return;
   }
   auto j = jobs_.find(job_id);
   if (j == jobs_.end() || !j->second->session) return;
@@ -988,6 +1043,7 @@ std::string HostAgent::StatusJson(std::optional<uid_t> viewer) const {
             {"pin_tables_sent", counters_.pin_tables_sent},
             {"daemon_messages", counters_.daemon_messages},
             {"stray_daemon_messages", counters_.stray_daemon_messages},
+            {"assignment_batches", counters_.assignment_batches},
             {"daemon_connections_lost", counters_.daemon_connections_lost},
             {"daemon_reconnects", counters_.daemon_reconnects}};
   // The limits and who uses them: the viewer's own usage, or (root) every uid's.

@@ -356,11 +356,12 @@ class RouterServer::Impl {
         continue;
       }
       v1::Envelope msg = std::move(decoded).value();
-      if (msg.request_id() == 0 && !msg.has_ack()) {
+      if (msg.request_id() == 0 && !msg.has_ack() && !msg.has_ack_batch()) {
         invalid_.fetch_add(1, std::memory_order_relaxed);
         SendNow(peer, Encode(MakeError(0, v1::ERROR_CODE_INVALID_ARGUMENT,
                                        "envelope.request_id: must be non-zero in a request (0 "
-                                       "marks pushes; only an Ack answering a push carries 0)")));
+                                       "marks pushes; only an Ack or AckBatch answering a push "
+                                       "carries 0)")));
         continue;
       }
       if (options_.validate) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "crux/core/base/ids.h"
 #include "crux/core/base/text.h"
@@ -599,6 +600,37 @@ core::Status ValidateAck(const v1::Ack& m, std::string_view field) {
   return CheckText(m.error(), kMaxTextLength, Field(field, "error"));
 }
 
+core::Status ValidateAssignmentBatch(const v1::AssignmentBatch& m, std::string_view field) {
+  const Field f(field);
+  if (m.assignments_size() == 0) return Bad(Field(f, "assignments"), "must not be empty");
+  CRUX_RETURN_IF_ERROR(
+      CheckCount(m.assignments_size(), kMaxBatchAssignments, Field(f, "assignments")));
+  std::vector<std::string_view> jobs;
+  jobs.reserve(m.assignments_size());
+  const Field list(f, "assignments");
+  for (int i = 0; i < m.assignments_size(); ++i) {
+    CRUX_RETURN_IF_ERROR(
+        ValidateAssignment(m.assignments(i), Field(list, static_cast<size_t>(i)).str()));
+    jobs.push_back(m.assignments(i).job_id());
+  }
+  std::sort(jobs.begin(), jobs.end());
+  if (auto dup = std::adjacent_find(jobs.begin(), jobs.end()); dup != jobs.end()) {
+    return Bad(Field(f, "assignments"), "job " + Quote(*dup) + " appears more than once");
+  }
+  return Status::Ok();
+}
+
+core::Status ValidateAckBatch(const v1::AckBatch& m, std::string_view field) {
+  const Field f(field);
+  if (m.acks_size() == 0) return Bad(Field(f, "acks"), "must not be empty");
+  CRUX_RETURN_IF_ERROR(CheckCount(m.acks_size(), kMaxBatchAssignments, Field(f, "acks")));
+  const Field list(f, "acks");
+  for (int i = 0; i < m.acks_size(); ++i) {
+    CRUX_RETURN_IF_ERROR(ValidateAck(m.acks(i), Field(list, static_cast<size_t>(i)).str()));
+  }
+  return Status::Ok();
+}
+
 core::Status ValidateSwitchHello(const v1::SwitchHello& m, std::string_view field) {
   const Field f(field);
   CRUX_RETURN_IF_ERROR(CheckId(m.switch_name(), Field(f, "switch_name")));
@@ -747,6 +779,10 @@ core::Status Validate(const v1::Envelope& msg) {
       return ValidateAssignment(msg.assignment());
     case E::kAck:
       return ValidateAck(msg.ack());
+    case E::kAssignmentBatch:
+      return ValidateAssignmentBatch(msg.assignment_batch());
+    case E::kAckBatch:
+      return ValidateAckBatch(msg.ack_batch());
     case E::kSwitchHello:
       return ValidateSwitchHello(msg.switch_hello());
     case E::kSwitchState:

@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "crux/protocol/validate.h"
 #include "daemon_test_util.h"
 
 namespace crux::daemon::testing {
@@ -452,6 +454,75 @@ TEST_F(MultiHostTest, AFailedPartRegistrationIsUndoneAndNotAcknowledged) {
   ASSERT_TRUE(Client("agent4", RegisterPart("ring", "host4")).has_register_job_reply());
   EXPECT_EQ(daemon_->control().Find("ring")->demand.placement.size(), 2u);
   EXPECT_EQ(sqlite_->LoadJobParts()->size(), 2u);
+}
+
+// Issue #28: an agent whose parts accept batches gets the changed parts of one epoch in one
+// AssignmentBatch (each the part's own cut, as it would have come alone) and answers with one
+// AckBatch; a part that registered without the flag still gets its own push.
+TEST_F(MultiHostTest, AnAgentGetsItsPartsOfAnEpochInOneBatchAndAcksThemInOne) {
+  for (const std::string id : {"ring", "ring2"}) {
+    for (const auto& [agent, host] : {std::pair{"agent0", "host0"}, std::pair{"agent4", "host4"}}) {
+      v1::Envelope r = RegisterPart(id, host);
+      // agent4's "ring2" part comes from an agent that does not take batches.
+      r.mutable_register_job()->mutable_host_part()->set_accepts_batches(
+          !(id == "ring2" && std::string(agent) == "agent4"));
+      ASSERT_TRUE(Client(agent, r).has_register_job_reply());
+    }
+  }
+  for (const std::string id : {"ring", "ring2"}) {
+    ASSERT_TRUE(Client("agent0", PartReport(id, "host0", 40, {0, 1}, {{0, 1, 100}, {1, 2, 150}}))
+                    .has_ack());
+    ASSERT_TRUE(Client("agent4", PartReport(id, "host4", 60, {2, 3}, {{2, 3, 100}, {3, 0, 150}}))
+                    .has_ack());
+  }
+  pushes_.clear();
+  const uint64_t pushes_before = daemon_->enforcer().pushes();
+  Advance(kDebounce);
+  ASSERT_EQ(daemon_->control().Find("ring")->phase, core::JobPhase::kScheduled);
+  ASSERT_EQ(daemon_->control().Find("ring2")->phase, core::JobPhase::kScheduled);
+  const uint64_t epoch = daemon_->epoch();
+
+  // agent0: one frame with both parts, each cut to host0.
+  ASSERT_EQ(pushes_["agent0"].size(), 1u);
+  ASSERT_TRUE(pushes_["agent0"][0].has_assignment_batch()) << pushes_["agent0"][0].DebugString();
+  const v1::AssignmentBatch& b = pushes_["agent0"][0].assignment_batch();
+  ASSERT_EQ(b.assignments_size(), 2);
+  std::set<std::string> jobs;
+  for (const v1::Assignment& a : b.assignments()) {
+    jobs.insert(a.job_id());
+    EXPECT_EQ(a.epoch(), epoch);
+    EXPECT_NE(a.state_id(), 0u);
+    EXPECT_GT(a.sent_unix_ns(), 0u);
+    ASSERT_EQ(a.flows_size(), 1) << a.DebugString();
+    EXPECT_EQ(a.flows(0).src_nic(), "host0/nic0");
+  }
+  EXPECT_EQ(jobs, (std::set<std::string>{"ring", "ring2"}));
+  // agent4: "ring" in a batch of one (sent as a plain Assignment), "ring2" alone.
+  ASSERT_EQ(pushes_["agent4"].size(), 2u);
+  for (const v1::Envelope& e : pushes_["agent4"]) {
+    ASSERT_TRUE(e.has_assignment()) << e.DebugString();
+    EXPECT_EQ(e.assignment().flows(0).src_nic(), "host4/nic0");
+  }
+  EXPECT_EQ(daemon_->enforcer().pushes() - pushes_before, 4u) << "pushes count assignments";
+  EXPECT_EQ(daemon_->enforcer().batch_frames(), 1u);
+
+  // One AckBatch acks both parts on agent0; an ack in it that names a job the connection does
+  // not speak for is refused alone, and nothing is sent back.
+  v1::Envelope acks = protocol::NewEnvelope(0);
+  for (const std::string id : {"ring", "ring2", "nobody"}) {
+    v1::Ack* a = acks.mutable_ack_batch()->add_acks();
+    a->set_job_id(id);
+    a->set_epoch(epoch);
+    a->set_ok(true);
+  }
+  ASSERT_TRUE(protocol::Validate(acks).ok());
+  daemon_->ProcessClient(In("agent0", acks));
+  EXPECT_TRUE(client_.Take().empty()) << "an AckBatch gets no reply";
+  for (const std::string id : {"ring", "ring2"}) {
+    const JobSession& j = daemon_->tracker().jobs().at(id);
+    EXPECT_EQ(j.parts.begin()->second.acked_epoch, epoch) << id << " on host0";
+    EXPECT_LT(std::next(j.parts.begin())->second.acked_epoch, epoch) << id << " on host4";
+  }
 }
 
 }  // namespace

@@ -139,6 +139,7 @@ TEST_F(HostAgentTest, RegistersTheHostPartAfterTheDelay) {
   EXPECT_EQ(r.host_part().host(), "host1");
   EXPECT_EQ(r.host_part().hosts_expected(), 2u);
   EXPECT_EQ(r.host_part().local_ranks(), 2u);
+  EXPECT_TRUE(r.host_part().accepts_batches()) << "the agent takes AssignmentBatch pushes";
 }
 
 // A loaded host: the ranks said hello but their communicators (which name the host count and
@@ -537,6 +538,61 @@ TEST_F(HostAgentTest, RepliesAreRoutedToTheirJobOnTheSharedConnection) {
   for (const auto& j : status["jobs"]) {
     EXPECT_EQ(j["registered"].get<bool>(), j["job_id"] == "job-b") << j.dump();
   }
+}
+
+// Issue #28: cruxd pushes an agent's changed parts of one epoch in one AssignmentBatch. Each
+// assignment is applied as if it had come alone (its job's pin table), one naming no job of the
+// host is stray, and the acks go back in one AckBatch.
+TEST_F(HostAgentTest, AnAssignmentBatchIsAppliedPerJobAndAckedInOneFrame) {
+  Rank(1, 100, 0);
+  Rank(2, 300, 0, Role::kProfiler, 1000, "job-b");
+  Rank(3, 100, 0, Role::kVerbs, 1000, "");  // pid 100's shim (job-a).
+  Rank(4, 300, 0, Role::kVerbs, 1000, "");  // pid 300's shim (job-b).
+  auto out = At(Ms(100 * HostAgent::kRegisterWaitFactor));
+  ASSERT_EQ(out.size(), 2u);
+  for (const v1::Envelope& r : out) Register(r);
+  agent_.TakeToDaemon();
+  agent_.TakeToLocal();
+
+  v1::Envelope batch;
+  batch.set_protocol_version(1);
+  for (const char* job : {"job-a", "job-b", "job-gone"}) {
+    v1::Assignment a = Push(3).assignment();
+    a.set_job_id(job);
+    *batch.mutable_assignment_batch()->add_assignments() = a;
+  }
+  ASSERT_TRUE(protocol::Validate(batch).ok());
+  agent_.OnDaemonMessage(batch, now_, 0);
+  EXPECT_EQ(agent_.counters().assignment_batches, 1u);
+  EXPECT_EQ(agent_.counters().stray_daemon_messages, 1u) << "job-gone";
+
+  std::map<ConnId, std::string> tables;
+  for (const auto& [conn, msg] : agent_.TakeToLocal()) {
+    const auto& t = std::get<PinTable>(msg);
+    EXPECT_EQ(t.epoch, 3u);
+    tables[conn] = t.job_id;
+  }
+  EXPECT_EQ(tables, (std::map<ConnId, std::string>{{3, "job-a"}, {4, "job-b"}}));
+
+  auto acks = agent_.TakeToDaemon();
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].request_id(), 0u);
+  ASSERT_TRUE(acks[0].has_ack_batch()) << acks[0].DebugString();
+  std::set<std::string> acked;
+  for (const v1::Ack& a : acks[0].ack_batch().acks()) {
+    EXPECT_TRUE(a.ok()) << a.DebugString();
+    EXPECT_EQ(a.epoch(), 3u);
+    acked.insert(a.job_id());
+  }
+  EXPECT_EQ(acked, (std::set<std::string>{"job-a", "job-b"}));
+  EXPECT_TRUE(protocol::Validate(acks[0]).ok());
+
+  // The same batch again: stale for both jobs (acked, nothing re-pinned).
+  agent_.OnDaemonMessage(batch, now_, 0);
+  EXPECT_TRUE(agent_.TakeToLocal().empty());
+  acks = agent_.TakeToDaemon();
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].ack_batch().acks_size(), 2);
 }
 
 // Issue #31 item 6: when the connection to cruxd drops and comes up again (a new HA leader),

@@ -479,6 +479,12 @@ TEST_F(IdentityTest, RequestIdZeroIsRefusedButAnAckOfAPushIsDelivered) {
   ack.mutable_ack()->set_ok(true);
   raw.send(zmq::buffer(Encode(ack)));
   EXPECT_TRUE(WaitFor([&] { return server->counters().delivered == 1; }));
+  // An AckBatch (the answer to an AssignmentBatch) is the other message that carries 0.
+  v1::Envelope acks = NewEnvelope(0);
+  *acks.mutable_ack_batch()->add_acks() = ack.ack();
+  raw.send(zmq::buffer(Encode(acks)));
+  EXPECT_TRUE(WaitFor([&] { return server->counters().delivered == 2; }));
+  EXPECT_EQ(server->counters().invalid, 1u) << "only the heartbeat with request_id 0";
   // A frame that parses but has no body: MALFORMED, with its request id.
   v1::Envelope empty = NewEnvelope(55);
   raw.send(zmq::buffer(Encode(empty)));

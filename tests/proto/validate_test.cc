@@ -276,6 +276,56 @@ TEST(ValidateTest, HeartbeatEndJobAckErrorBadValues) {
       "register_job_reply.dscp");
 }
 
+// Issue #28: a batch names each entry's field by index; empty, oversized and duplicate-job
+// batches are refused.
+TEST(ValidateTest, AssignmentAndAckBatches) {
+  v1::Envelope g = NewEnvelope(0);
+  for (const char* job : {"job-a", "job-b"}) {
+    v1::Assignment* a = g.mutable_assignment_batch()->add_assignments();
+    *a = GoodAssignment().assignment();
+    a->set_job_id(job);
+  }
+  auto b = [](v1::Envelope& m) { return m.mutable_assignment_batch(); };
+  ExpectInvalid(
+      g, [&](auto& m) { b(m)->mutable_assignments(1)->set_dscp(64); },
+      "assignment_batch.assignments[1].dscp");
+  ExpectInvalid(
+      g, [&](auto& m) { b(m)->mutable_assignments(1)->mutable_flows(0)->set_src_nic(""); },
+      "assignment_batch.assignments[1].flows[0].src_nic");
+  ExpectInvalid(
+      g, [&](auto& m) { b(m)->mutable_assignments(1)->set_job_id("job-a"); },
+      "assignment_batch.assignments");
+  ExpectInvalid(
+      g, [&](auto& m) { b(m)->clear_assignments(); }, "assignment_batch.assignments");
+  ExpectInvalid(
+      g,
+      [&](auto& m) {
+        b(m)->clear_assignments();
+        for (size_t i = 0; i <= kMaxBatchAssignments; ++i) {
+          v1::Assignment* a = b(m)->add_assignments();
+          a->set_job_id("job-" + std::to_string(i));
+        }
+      },
+      "assignment_batch.assignments");
+
+  v1::Envelope acks = NewEnvelope(0);
+  for (const char* job : {"job-a", "job-b"}) {
+    v1::Ack* a = acks.mutable_ack_batch()->add_acks();
+    a->set_job_id(job);
+    a->set_epoch(3);
+    a->set_ok(true);
+  }
+  auto k = [](v1::Envelope& m) { return m.mutable_ack_batch(); };
+  ExpectInvalid(
+      acks, [&](auto& m) { k(m)->mutable_acks(1)->set_job_id("a b"); }, "ack_batch.acks[1].job_id");
+  ExpectInvalid(
+      acks,
+      [&](auto& m) { k(m)->mutable_acks(0)->set_error(std::string(kMaxTextLength + 1, 'x')); },
+      "ack_batch.acks[0].error");
+  ExpectInvalid(
+      acks, [&](auto& m) { k(m)->clear_acks(); }, "ack_batch.acks");
+}
+
 TEST(ValidateTest, AssignmentBadValues) {
   const v1::Envelope g = GoodAssignment();
   auto a = [](v1::Envelope& m) { return m.mutable_assignment(); };

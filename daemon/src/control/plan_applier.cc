@@ -6,11 +6,13 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "crux/daemon/control/impact_report.h"
 #include "crux/daemon/state/part_profiles.h"
 #include "crux/daemon/store/store_codec.h"
+#include "crux/protocol/validate.h"
 
 namespace crux::daemon {
 namespace {
@@ -314,6 +316,7 @@ void PlanApplier::Commit(std::shared_ptr<const PlanRun> run,
   const core::ControlLoop& loop = control_->loop();
   auto pushes = std::make_shared<Pushes>();
   pushes->reserve(batch->changed.size());
+  std::unordered_map<std::string, size_t> batch_of_peer;  // Agent -> its batch in `pushes`.
   for (size_t i = 0; i < batch->changed.size(); ++i) {
     const auto& a = batch->changed[i];
     const std::string& id = a->assignment.job_id;
@@ -324,8 +327,19 @@ void PlanApplier::Commit(std::shared_ptr<const PlanRun> run,
       if (!j->parted()) {
         pushes->push_back({j->peer, a, std::move((*rows)[i].assignment)});
       } else {
-        for (auto& [peer, cut] : PartAssignments(*j, *a, topo_->nominal())) {
-          pushes->push_back({std::move(peer), a, "", std::move(cut)});
+        for (PartCut& c : PartAssignments(*j, *a, topo_->nominal())) {
+          if (!c.accepts_batches) {
+            pushes->push_back({std::move(c.peer), a, "", std::move(c.cut)});
+            continue;
+          }
+          // The agent's batch of this epoch (a new one when full).
+          auto [it, added] = batch_of_peer.try_emplace(c.peer, pushes->size());
+          if (!added && (*pushes)[it->second].batch.size() >= protocol::kMaxBatchAssignments) {
+            it->second = pushes->size();
+            added = true;
+          }
+          if (added) pushes->push_back({c.peer, nullptr, "", nullptr});
+          (*pushes)[it->second].batch.push_back({a, std::move(c.cut)});
         }
       }
     }
@@ -351,6 +365,17 @@ size_t PlanApplier::PushChunk(std::shared_ptr<const Pushes> pushes, size_t from)
   const core::ControlLoop& loop = control_->loop();
   for (size_t i = from; i < end; ++i) {
     const Push& p = (*pushes)[i];
+    if (!p.batch.empty()) {
+      std::vector<const core::AppliedAssignment*> cuts;
+      cuts.reserve(p.batch.size());
+      for (const Push::Member& m : p.batch) {
+        if (loop.Applied(m.assignment->assignment.job_id) == m.assignment.get()) {
+          cuts.push_back(m.cut.get());
+        }
+      }
+      if (!cuts.empty()) sent += enforcer_->PushBatch(p.peer, cuts);
+      continue;
+    }
     // Still the assignment in force (a later epoch may have replaced or removed it)?
     if (loop.Applied(p.assignment->assignment.job_id) != p.assignment.get()) continue;
     const bool ok = p.cut ? enforcer_->Push(p.peer, *p.cut)

@@ -259,6 +259,9 @@ std::optional<v1::Envelope> Gateway::Handle(const protocol::Inbound& in) {
       return OnEndJob(in);
     case v1::Envelope::kAck:
       return OnAck(in);
+    case v1::Envelope::kAckBatch:
+      OnAckBatch(in);
+      return std::nullopt;  // request_id 0: never answered.
     case v1::Envelope::kSwitchHello:
       return OnSwitchHello(in);
     case v1::Envelope::kSwitchApplied:
@@ -398,10 +401,30 @@ v1::Envelope Gateway::OnEndJob(const protocol::Inbound& in) {
 
 v1::Envelope Gateway::OnAck(const protocol::Inbound& in) {
   const v1::Ack& a = in.msg.ack();
-  core::NodeId part;
-  if (protocol::ProtocolError bad = TouchJob(in, a.job_id(), nullptr, "ack.job_id", &part);
-      protocol::Failed(bad)) {
+  if (protocol::ProtocolError bad = ApplyAck(in, a, "ack.job_id"); protocol::Failed(bad)) {
     return Refuse("client", in.msg.request_id(), bad);
+  }
+  return protocol::MakeAck(in.msg.request_id(), a.job_id(), a.epoch());
+}
+
+void Gateway::OnAckBatch(const protocol::Inbound& in) {
+  const v1::AckBatch& b = in.msg.ack_batch();
+  for (int i = 0; i < b.acks_size(); ++i) {
+    // One ack refused (a job that ended meanwhile, another connection's job) costs only itself.
+    if (protocol::ProtocolError bad =
+            ApplyAck(in, b.acks(i), "ack_batch.acks[" + std::to_string(i) + "].job_id");
+        protocol::Failed(bad)) {
+      (void)Refuse("client", 0, bad);  // Counted and logged; nothing is sent for request_id 0.
+    }
+  }
+}
+
+protocol::ProtocolError Gateway::ApplyAck(const protocol::Inbound& in, const v1::Ack& a,
+                                          const std::string& field) {
+  core::NodeId part;
+  if (protocol::ProtocolError bad = TouchJob(in, a.job_id(), nullptr, field, &part);
+      protocol::Failed(bad)) {
+    return bad;
   }
   if (a.ok() && part.valid()) {
     tracker_->AckedPart(a.job_id(), part, a.epoch());
@@ -412,7 +435,7 @@ v1::Envelope Gateway::OnAck(const protocol::Inbound& in) {
   if (!a.ok()) {
     spdlog::warn("job {} could not apply epoch {}: {}", a.job_id(), a.epoch(), a.error());
   }
-  return protocol::MakeAck(in.msg.request_id(), a.job_id(), a.epoch());
+  return {};
 }
 
 v1::Envelope Gateway::OnSwitchHello(const protocol::Inbound& in) {

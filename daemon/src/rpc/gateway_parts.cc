@@ -25,8 +25,9 @@ std::optional<v1::Envelope> Gateway::OnRegisterPart(const protocol::Inbound& in)
   Refusal bad = tracker_->RegisterPart(demand, protocol::HostPartInfoFromProto(r.host_part()),
                                        in.peer, in.user_id, loop_->Now(), loop_->UnixMs(), &pr);
   if (Refused(bad)) return Refuse("client", in.msg.request_id(), bad);
-  const JobSession& j = *tracker_->Find(r.job_id());
   const core::NodeId host = demand.placement.front().host;
+  tracker_->SetPartBatches(r.job_id(), host, r.host_part().accepts_batches());
+  const JobSession& j = *tracker_->Find(r.job_id());
   const PartSession& part = j.parts.at(host);
   HeldRegistration h;
   h.peer = in.peer;

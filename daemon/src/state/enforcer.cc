@@ -83,6 +83,35 @@ bool Enforcer::Push(const std::string& peer, const core::AppliedAssignment& a,
       a);
 }
 
+size_t Enforcer::PushBatch(const std::string& peer,
+                           const std::vector<const core::AppliedAssignment*>& batch) {
+  if (batch.size() == 1) return Push(peer, *batch.front()) ? 1 : 0;
+  if (batch.empty() || peer.empty() || !sender_) {
+    for (const core::AppliedAssignment* a : batch) Push(peer, *a);  // Counted as failures.
+    return 0;
+  }
+  v1::Envelope env = protocol::NewEnvelope(0);
+  v1::AssignmentBatch* b = env.mutable_assignment_batch();
+  const uint64_t sent_ns = static_cast<uint64_t>(wall_ns_ ? wall_ns_() : 0);
+  for (const core::AppliedAssignment* a : batch) {
+    v1::Assignment* p = b->add_assignments();
+    *p = protocol::AssignmentToProto(*a, *topo_);
+    p->set_state_id(state_id_);
+    p->set_term(term_);
+    p->set_sent_unix_ns(sent_ns);
+  }
+  const core::Status s = sender_(peer, env);
+  if (s.code() == core::StatusCode::kOutOfRange) {
+    size_t sent = 0;
+    for (const core::AppliedAssignment* a : batch) sent += Push(peer, *a) ? 1 : 0;
+    return sent;
+  }
+  size_t sent = 0;
+  for (const core::AppliedAssignment* a : batch) sent += Counted(s, *a) ? 1 : 0;
+  if (s.ok()) ++batch_frames_;
+  return sent;
+}
+
 uint64_t Enforcer::desired_epoch(const std::string& name) const {
   if (!qos_) return 0;
   auto it = qos_->epochs.find(name);

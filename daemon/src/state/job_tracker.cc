@@ -427,6 +427,13 @@ void JobTracker::AckedPart(const std::string& job_id, core::NodeId host, uint64_
   if (p != it->second.parts.end()) p->second.acked_epoch = std::max(p->second.acked_epoch, epoch);
 }
 
+void JobTracker::SetPartBatches(const std::string& job_id, core::NodeId host, bool accepts) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  auto p = it->second.parts.find(host);
+  if (p != it->second.parts.end()) p->second.accepts_batches = accepts;
+}
+
 PartRemoval JobTracker::RemovePart(const std::string& job_id, core::NodeId host) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return PartRemoval::kNone;

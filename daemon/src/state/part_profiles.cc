@@ -64,8 +64,8 @@ core::AppliedAssignment PartAssignment(const core::AppliedAssignment& a, const c
   return out;
 }
 
-std::vector<std::pair<std::string, std::shared_ptr<const core::AppliedAssignment>>> PartAssignments(
-    const JobSession& j, const core::AppliedAssignment& a, const core::Topology& topo) {
+std::vector<PartCut> PartAssignments(const JobSession& j, const core::AppliedAssignment& a,
+                                     const core::Topology& topo) {
   std::vector<core::NodeId> hosts;
   hosts.reserve(j.parts.size());
   for (const auto& [host, part] : j.parts) {
@@ -73,13 +73,14 @@ std::vector<std::pair<std::string, std::shared_ptr<const core::AppliedAssignment
   }
   std::map<core::NodeId, core::Assignment> cuts =
       core::SplitAssignmentByHost(a.assignment, topo, hosts);
-  std::vector<std::pair<std::string, std::shared_ptr<const core::AppliedAssignment>>> out;
+  std::vector<PartCut> out;
   out.reserve(hosts.size());
   for (core::NodeId host : hosts) {
     auto cut = std::make_shared<core::AppliedAssignment>();
     cut->epoch = a.epoch;
     cut->assignment = std::move(cuts[host]);
-    out.emplace_back(j.parts.at(host).peer, std::move(cut));
+    const PartSession& part = j.parts.at(host);
+    out.push_back({part.peer, std::move(cut), part.accepts_batches});
   }
   return out;
 }

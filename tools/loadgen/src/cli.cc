@@ -200,6 +200,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   std::string endpoint = "tcp://127.0.0.1:7450";
   std::string server_key, client_key, topology;
   bool insecure = false, benchmark = false, end_jobs = false, json = false, quiet = false;
+  bool no_host_batches = false;
   int jobs = 8, inflight = 0, gpus_per_host = 8, workers = 0;
   double duration_s = 30;
   int64_t report_interval_ms = -1, heartbeat_ms = 0, lease_ms = 0, timeout_ms = 5000;
@@ -241,6 +242,9 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
                  "processes to spread the jobs over (0 = as many as the open-file limit needs)");
   app.add_flag("--end-jobs", end_jobs, "send EndJob for every job at the end");
   app.add_flag("--json", json, "print the summary as JSON");
+  app.add_flag("--no-host-batches", no_host_batches,
+               "--hostd: the parts register without HostPart.accepts_batches (as crux-hostd "
+               "before batching), so cruxd pushes one Assignment per part");
   app.add_flag("--quiet", quiet, "no progress lines");
   app.add_flag("--flow-stats", flow_stats,
                "report every pinned flow's bytes, transfer time and transport errors with the "
@@ -365,6 +369,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   // default 60 s): one report per part per minute is the most crux-hostd sends.
   if (report_interval_ms < 0) report_interval_ms = hostd ? 60000 : (benchmark ? 0 : 5000);
   options.report_at_register = hostd;
+  options.host_batches = !no_host_batches;
   options.arrivals = arrivals;
   options.arrival_interval = core::Duration::Millis(arrival_interval_ms);
   options.report_interval = core::Duration::Millis(report_interval_ms);

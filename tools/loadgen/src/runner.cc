@@ -448,6 +448,9 @@ class Engine {
     *msg.mutable_register_job() =
         s.host < 0 ? MakeRegister(*s.job, options_.lease_ms)
                    : MakePartRegister(*s.job, static_cast<size_t>(s.host), options_.lease_ms);
+    if (s.host >= 0 && options_.host_batches) {
+      msg.mutable_register_job()->mutable_host_part()->set_accepts_batches(true);
+    }
     if (!SendRequest(i, Kind::kRegister, std::move(msg), now)) {
       if (sims_[i].fail_reason.empty()) {
         sims_[i].fail_reason = "SEND_FAILED";
@@ -635,19 +638,52 @@ class Engine {
   }
 
   void OnPush(size_t conn, const v1::Envelope& msg) {
+    if (msg.has_assignment_batch()) {
+      // crux-hostd's way: each assignment handled alone, their acks in one AckBatch.
+      ++summary_.push_frames;
+      v1::Envelope acks = protocol::NewEnvelope(0);
+      for (const v1::Assignment& a : msg.assignment_batch().assignments()) {
+        if (auto ack = OnAssignment(conn, a)) {
+          *acks.mutable_ack_batch()->add_acks() = std::move(*ack);
+        }
+      }
+      SendAcks(conn, acks, static_cast<uint64_t>(acks.ack_batch().acks_size()));
+      return;
+    }
     if (!msg.has_assignment()) {
       if (msg.has_error()) CountError(msg.error());
       return;
     }
+    ++summary_.push_frames;
+    if (auto ack = OnAssignment(conn, msg.assignment())) {
+      v1::Envelope e = protocol::NewEnvelope(0);
+      *e.mutable_ack() = std::move(*ack);
+      SendAcks(conn, e, 1);
+    }
+  }
+
+  void SendAcks(size_t conn, const v1::Envelope& e, uint64_t acks) {
+    if (acks == 0) return;
+    MarkDirty(conn);
+    if (conns_[conn].client->Send(e).ok()) {
+      summary_.acks_sent += acks;
+      ++summary_.ack_frames;
+    } else {
+      ++summary_.send_failures;
+    }
+  }
+
+  // One pushed assignment: applied (or refused) for its job; returns the ack to send (none for a
+  // job the connection does not carry).
+  std::optional<v1::Ack> OnAssignment(size_t conn, const v1::Assignment& a) {
     Conn& c = conns_[conn];
-    auto owner = c.sim_of_job.find(msg.assignment().job_id());
+    auto owner = c.sim_of_job.find(a.job_id());
     if (owner == c.sim_of_job.end()) {
       ++summary_.stray_pushes;
-      return;
+      return std::nullopt;
     }
     const size_t i = owner->second;
     Sim& s = sims_[i];
-    const v1::Assignment& a = msg.assignment();
     ++summary_.assignments;
     if (a.sent_unix_ns() > 0) {
       summary_.push_latency.Add(static_cast<int64_t>(UnixNowNs() - a.sent_unix_ns()));
@@ -655,15 +691,13 @@ class Engine {
     // A push from a lower cruxd term than one seen comes from a deposed leader: refused.
     if (a.term() != 0 && a.term() < s.highest_term) {
       ++summary_.stale_term_refused;
-      v1::Envelope nack = protocol::NewEnvelope(0);
-      nack.mutable_ack()->set_job_id(s.job->job_id);
-      nack.mutable_ack()->set_epoch(a.epoch());
-      nack.mutable_ack()->set_ok(false);
-      nack.mutable_ack()->set_error("stale term " + std::to_string(a.term()) + " < " +
-                                    std::to_string(s.highest_term) + " refused");
-      (void)c.client->Send(nack);
-      MarkDirty(conn);
-      return;
+      v1::Ack nack;
+      nack.set_job_id(s.job->job_id);
+      nack.set_epoch(a.epoch());
+      nack.set_ok(false);
+      nack.set_error("stale term " + std::to_string(a.term()) + " < " +
+                     std::to_string(s.highest_term) + " refused");
+      return nack;
     }
     s.highest_term = std::max(s.highest_term, a.term());
     summary_.highest_term = std::max(summary_.highest_term, a.term());
@@ -685,17 +719,12 @@ class Engine {
     } else {
       ++summary_.assignments_stale;
     }
-    v1::Envelope ack = protocol::NewEnvelope(0);
-    ack.mutable_ack()->set_job_id(s.job->job_id);
-    ack.mutable_ack()->set_epoch(a.epoch());
-    ack.mutable_ack()->set_ok(true);
-    if (!fresh) ack.mutable_ack()->set_error("stale epoch ignored");
-    MarkDirty(conn);
-    if (c.client->Send(ack).ok()) {
-      ++summary_.acks_sent;
-    } else {
-      ++summary_.send_failures;
-    }
+    v1::Ack ack;
+    ack.set_job_id(s.job->job_id);
+    ack.set_epoch(a.epoch());
+    ack.set_ok(true);
+    if (!fresh) ack.set_error("stale epoch ignored");
+    return ack;
   }
 
   void StartBurst(size_t i, TimePoint now) {

@@ -58,12 +58,14 @@ nlohmann::json RunSummary::ToJson() {
           {"heartbeats_sent", heartbeats_sent},
           {"heartbeats_acked", heartbeats_acked},
           {"assignments", assignments},
+          {"push_frames", push_frames},
           {"assignments_stale", assignments_stale},
           {"state_resets", state_resets},
           {"stale_term_refused", stale_term_refused},
           {"highest_term", highest_term},
           {"faulted_flow_reports", faulted_flow_reports},
           {"acks_sent", acks_sent},
+          {"ack_frames", ack_frames},
           {"timeouts", timeouts},
           {"send_failures", send_failures},
           {"connections_lost", connections_lost},
@@ -95,12 +97,14 @@ nlohmann::json RunSummary::ToWireJson() const {
           {"heartbeats_sent", heartbeats_sent},
           {"heartbeats_acked", heartbeats_acked},
           {"assignments", assignments},
+          {"push_frames", push_frames},
           {"assignments_stale", assignments_stale},
           {"state_resets", state_resets},
           {"stale_term_refused", stale_term_refused},
           {"highest_term", highest_term},
           {"faulted_flow_reports", faulted_flow_reports},
           {"acks_sent", acks_sent},
+          {"ack_frames", ack_frames},
           {"timeouts", timeouts},
           {"send_failures", send_failures},
           {"connections_lost", connections_lost},
@@ -149,6 +153,8 @@ core::Result<RunSummary> RunSummary::FromWireJson(const nlohmann::json& j) {
     s.heartbeats_acked = j.at(field).get<uint64_t>();
     field = "assignments";
     s.assignments = j.at(field).get<uint64_t>();
+    s.push_frames = j.value("push_frames", uint64_t{0});  // Optional (older workers).
+    s.ack_frames = j.value("ack_frames", uint64_t{0});
     field = "assignments_stale";
     s.assignments_stale = j.at(field).get<uint64_t>();
     field = "state_resets";
@@ -216,6 +222,8 @@ void RunSummary::Merge(const RunSummary& o) {
   highest_term = std::max(highest_term, o.highest_term);
   faulted_flow_reports += o.faulted_flow_reports;
   acks_sent += o.acks_sent;
+  push_frames += o.push_frames;
+  ack_frames += o.ack_frames;
   timeouts += o.timeouts;
   send_failures += o.send_failures;
   connections_lost += o.connections_lost;

@@ -103,6 +103,10 @@ struct HostAgentCounters {
   uint64_t pin_tables_sent = 0;
   uint64_t daemon_messages = 0;
   uint64_t stray_daemon_messages = 0;  // Replies / pushes matching no job.
+  // AssignmentBatch pushes (cruxd sends them since the parts register with
+  // HostPart.accepts_batches): each of its assignments is handled as if it had come alone, and
+  // their acks go back in one AckBatch.
+  uint64_t assignment_batches = 0;
   // The connection to cruxd dropped / came up again after a drop (an HA leader change, a cruxd
   // restart): every job's session followed at once (OnDaemonConnectionChange).
   uint64_t daemon_connections_lost = 0;
@@ -205,6 +209,9 @@ class HostAgent {
   void SendPins(Job& j, std::optional<ConnId> only = std::nullopt);
   PinTable BuildPins(const Job& j);
   void Pump(Job& j, core::Duration now);
+  // A reply or push for `job` (request id already mapped back to the session's own).
+  void OnJobMessage(Job& job, const v1::Envelope& m, core::Duration now, int64_t unix_now_ns);
+  void OnAssignmentBatch(const v1::AssignmentBatch& batch, core::Duration now, int64_t unix_now_ns);
   void RunProbes(core::Duration now);
   // The probes of `a` (an applied assignment of `j`) leaving this host's NICs.
   std::vector<PlannedProbe> BuildPlannedProbes(const Job& j, const v1::Assignment& a);

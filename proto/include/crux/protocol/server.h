@@ -35,7 +35,7 @@
 // fresh routing id after every drop (client.h, docs/protocol.md "Identities and roles").
 //
 // Requests: every request must carry a non-zero request_id (0 marks pushes); the only message a
-// peer may send with request_id 0 is an Ack answering a push. Others are answered
+// peer may send with request_id 0 is an Ack (or AckBatch) answering a push. Others are answered
 // INVALID_ARGUMENT (counted in invalid). Error replies echo the request_id whenever the frame
 // parses as an Envelope, even when it is refused (MALFORMED body, wrong version, invalid field).
 //

@@ -40,6 +40,8 @@ inline constexpr size_t kMaxPeers = 65536;
 inline constexpr size_t kMaxFlows = 65536;
 inline constexpr size_t kMaxPathHops = 64;
 inline constexpr size_t kMaxNcclEnv = 64;
+// Assignments per AssignmentBatch and acks per AckBatch (issue #28: one frame per agent and epoch).
+inline constexpr size_t kMaxBatchAssignments = 1024;
 // Host probe results per HostTelemetry, and the bounds of one (a short datagram train).
 inline constexpr size_t kMaxHostProbes = 1024;
 inline constexpr uint32_t kMaxProbeTrainDatagrams = 65536;
@@ -71,6 +73,10 @@ core::Status ValidateHeartbeat(const v1::Heartbeat& m, std::string_view field = 
 core::Status ValidateEndJob(const v1::EndJob& m, std::string_view field = "end_job");
 core::Status ValidateAssignment(const v1::Assignment& m, std::string_view field = "assignment");
 core::Status ValidateAck(const v1::Ack& m, std::string_view field = "ack");
+// 1..kMaxBatchAssignments entries, each valid; an AssignmentBatch names each job at most once.
+core::Status ValidateAssignmentBatch(const v1::AssignmentBatch& m,
+                                     std::string_view field = "assignment_batch");
+core::Status ValidateAckBatch(const v1::AckBatch& m, std::string_view field = "ack_batch");
 core::Status ValidateSwitchHello(const v1::SwitchHello& m, std::string_view field = "switch_hello");
 core::Status ValidateSwitchQosState(const v1::SwitchQosState& m,
                                     std::string_view field = "switch_state");

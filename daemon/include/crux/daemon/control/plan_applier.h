@@ -7,6 +7,10 @@
 // with an epoch that is not durable) and the loop retries the run with backoff. With `dry_run`
 // the batch is only logged.
 //
+// A host agent whose parts registered with HostPart.accepts_batches gets one AssignmentBatch per
+// epoch carrying all of its changed parts (issue #28) instead of one push per part; such a batch
+// counts as one entry of a chunk.
+//
 // Pushes go out in chunks of kPushChunk assignments: the first chunk at once, each further one as
 // a posted task of its own, so that a 10,000-job epoch does not hold the loop for the whole
 // burst (messages run between chunks). A chunk skips an assignment that a later epoch has
@@ -124,6 +128,13 @@ class PlanApplier {
     std::string serialized;  // Its store row (AssignmentToProto, serialized): sent as is.
     // A multi-host job's part: what is sent instead (its host's cut; `serialized` empty).
     std::shared_ptr<const core::AppliedAssignment> cut = nullptr;
+    // An AssignmentBatch for an agent whose parts accept batches (`assignment` null): every part
+    // of `peer` changed in this epoch, each with its job's assignment in force when queued.
+    struct Member {
+      std::shared_ptr<const core::AppliedAssignment> assignment;
+      std::shared_ptr<const core::AppliedAssignment> cut;
+    };
+    std::vector<Member> batch = {};
   };
   using Pushes = std::vector<Push>;
 

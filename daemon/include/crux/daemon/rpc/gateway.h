@@ -134,6 +134,11 @@ class Gateway {
   v1::Envelope OnHeartbeat(const protocol::Inbound& in);
   v1::Envelope OnEndJob(const protocol::Inbound& in);
   v1::Envelope OnAck(const protocol::Inbound& in);
+  // Each ack of the batch as OnAck; a refused one is counted and logged (request_id 0: no reply).
+  void OnAckBatch(const protocol::Inbound& in);
+  // What OnAck does for one ack; `field` names it in a refusal.
+  protocol::ProtocolError ApplyAck(const protocol::Inbound& in, const v1::Ack& a,
+                                   const std::string& field);
   v1::Envelope OnSwitchHello(const protocol::Inbound& in);
   v1::Envelope OnSwitchApplied(const protocol::Inbound& in);
   // Port telemetry: link-state and counter signals for the fault manager.

@@ -111,6 +111,13 @@ class Enforcer {
   bool Push(const std::string& peer, const core::AppliedAssignment& a,
             const std::string& serialized);
 
+  // Sends `batch` (REQUIRES: 1..protocol::kMaxBatchAssignments assignments of distinct jobs) to
+  // `peer` in one AssignmentBatch, each stamped as Push() stamps it. A batch the transport
+  // refuses as too large (kOutOfRange) goes out as one Push() per assignment instead. Returns
+  // how many assignments were sent; pushes() counts assignments, batch_frames() the batches.
+  size_t PushBatch(const std::string& peer,
+                   const std::vector<const core::AppliedAssignment*>& batch);
+
   // Records a hello. Returns the push to send after the reply (the switch's full state), if one
   // is due (see the file comment). *returning: a new or returning agent. A refusal (capabilities)
   // records nothing.
@@ -133,6 +140,7 @@ class Enforcer {
   uint64_t pushes() const { return pushes_; }
   uint64_t push_failures() const { return push_failures_; }
   uint64_t switch_pushes() const { return switch_pushes_; }
+  uint64_t batch_frames() const { return batch_frames_; }
 
  private:
   v1::Envelope StateEnvelope(const std::string& name) const;
@@ -157,6 +165,7 @@ class Enforcer {
   uint64_t pushes_ = 0;
   uint64_t push_failures_ = 0;
   uint64_t switch_pushes_ = 0;
+  uint64_t batch_frames_ = 0;
   mutable int64_t last_enforcement_count_ms_ = 0;  // When CountEnforcement last ran.
 };
 

@@ -53,6 +53,10 @@ struct PartSession {
   int64_t registered_ms = 0;
   int64_t last_seen_ms = 0;
   uint64_t acked_epoch = 0;  // Last epoch the part acked (Ack or Heartbeat).
+  // The registration said HostPart.accepts_batches: its pushes may share one AssignmentBatch
+  // with the other batching parts of `peer` (issue #28). A restored part is false until its agent
+  // registers it again.
+  bool accepts_batches = false;
 };
 
 struct JobSession {
@@ -156,6 +160,9 @@ class JobTracker {
   core::NodeId PartOf(const std::string& job_id, const std::string& peer) const;
   // Records an epoch the part acked.
   void AckedPart(const std::string& job_id, core::NodeId host, uint64_t epoch);
+  // Records whether the part's agent takes AssignmentBatch pushes (its latest registration's
+  // HostPart.accepts_batches). Unknown jobs and parts are ignored.
+  void SetPartBatches(const std::string& job_id, core::NodeId host, bool accepts);
   // Removes the part on `host` (EndJob of a part; the undo of a part that could not be stored).
   // The job goes with its last part (kJob, as Remove).
   PartRemoval RemovePart(const std::string& job_id, core::NodeId host);

@@ -63,10 +63,17 @@ class PartProfiles {
 core::AppliedAssignment PartAssignment(const core::AppliedAssignment& a, const core::Topology& topo,
                                        core::NodeId host);
 
+// One connected part's cut of an assignment, for its agent's connection `peer`.
+struct PartCut {
+  std::string peer;
+  std::shared_ptr<const core::AppliedAssignment> cut;
+  bool accepts_batches = false;  // PartSession::accepts_batches.
+};
+
 // Every connected part of `j` (JobTracker::PeersOf order) with its cut of `a` (as
 // PartAssignment): splits the flows once for all parts.
-std::vector<std::pair<std::string, std::shared_ptr<const core::AppliedAssignment>>> PartAssignments(
-    const JobSession& j, const core::AppliedAssignment& a, const core::Topology& topo);
+std::vector<PartCut> PartAssignments(const JobSession& j, const core::AppliedAssignment& a,
+                                     const core::Topology& topo);
 
 }  // namespace crux::daemon
 

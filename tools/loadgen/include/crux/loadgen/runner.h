@@ -95,6 +95,9 @@ struct LoadGenOptions {
   // The first profile report is due at registration (crux-hostd: it has the part's profile
   // already) rather than at a random point of the first report interval.
   bool report_at_register = false;
+  // Host parts register with HostPart.accepts_batches (as crux-hostd does), so cruxd may push an
+  // agent's changed parts of one epoch in one AssignmentBatch, answered with one AckBatch.
+  bool host_batches = true;
   int arrivals = 0;  // Jobs held back and registered during the run (see above), >= 0.
   core::Duration arrival_interval = core::Duration::Millis(5000);
   std::function<void(const std::string&)> log;  // Progress lines; may be empty.

@@ -64,7 +64,8 @@ struct RunSummary {
   uint64_t reports_acked_in_window = 0;  // Acknowledged inside the measurement window.
   uint64_t heartbeats_sent = 0;
   uint64_t heartbeats_acked = 0;
-  uint64_t assignments = 0;  // Assignment pushes received.
+  uint64_t assignments = 0;  // Assignments pushed (alone or in an AssignmentBatch).
+  uint64_t push_frames = 0;  // Frames that carried them (an AssignmentBatch counts once).
   // Pushes not applied: epoch not above the applied one and the same state_id (acked with
   // "stale epoch ignored").
   uint64_t assignments_stale = 0;
@@ -76,7 +77,8 @@ struct RunSummary {
   uint64_t stale_term_refused = 0;
   uint64_t highest_term = 0;
   uint64_t faulted_flow_reports = 0;  // Flow stats slowed or cut by a --fault.
-  uint64_t acks_sent = 0;             // Acks of pushes.
+  uint64_t acks_sent = 0;             // Acks of pushes (each ack of an AckBatch counts).
+  uint64_t ack_frames = 0;            // Frames that carried them (an AckBatch counts once).
   uint64_t timeouts = 0;              // Requests without a reply within the timeout.
   uint64_t send_failures = 0;
   // Following cruxd (HA leader changes, restarts; protocol/client.h "Following the daemon"):
