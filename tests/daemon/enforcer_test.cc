@@ -67,6 +67,10 @@ class EnforcerTest : public ::testing::Test {
     enforcer_ = std::make_unique<Enforcer>(nullptr, &topo_, [this] { return wall_ns_; });
     enforcer_->SetSender([this](const std::string& peer, const v1::Envelope& env) {
       if (fail_sends_) return core::UnavailableError("send queue full");
+      if (env.has_assignment_batch() &&
+          env.assignment_batch().assignments_size() > max_batch_entries_) {
+        return core::OutOfRangeError("frame too large");  // As RouterServer::Send says it.
+      }
       sent_.push_back({peer, env});
       return core::Status::Ok();
     });
@@ -100,6 +104,7 @@ class EnforcerTest : public ::testing::Test {
   core::Topology topo_;
   int64_t wall_ns_ = 123456789;
   bool fail_sends_ = false;
+  int max_batch_entries_ = 1 << 20;  // Larger batches are refused as too large.
   std::vector<Sent> sent_;
   std::unique_ptr<Enforcer> enforcer_;
 };
@@ -124,6 +129,47 @@ TEST_F(EnforcerTest, PushesCarryTheStateIdAndTheSendTimeAndFailuresAreCounted) {
   EXPECT_FALSE(enforcer_->Push("peer1", a));
   EXPECT_EQ(enforcer_->push_failures(), 2u);
   EXPECT_EQ(sent_.size(), 1u);
+}
+
+// Issue #28: a batch goes in one frame, each entry stamped as a single push; a batch the
+// transport refuses as too large goes out as single pushes; pushes() counts assignments.
+TEST_F(EnforcerTest, ABatchIsOneFrameUnlessTooLargeThenSinglePushes) {
+  std::vector<core::AppliedAssignment> as(3);
+  std::vector<const core::AppliedAssignment*> batch;
+  for (size_t i = 0; i < as.size(); ++i) {
+    as[i].assignment.job_id = "j" + std::to_string(i);
+    as[i].epoch = 9;
+    batch.push_back(&as[i]);
+  }
+  EXPECT_EQ(enforcer_->PushBatch("agent", batch), 3u);
+  ASSERT_EQ(sent_.size(), 1u);
+  ASSERT_TRUE(sent_[0].env.has_assignment_batch());
+  EXPECT_EQ(sent_[0].env.request_id(), 0u);
+  ASSERT_EQ(sent_[0].env.assignment_batch().assignments_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    const v1::Assignment& a = sent_[0].env.assignment_batch().assignments(i);
+    EXPECT_EQ(a.job_id(), "j" + std::to_string(i));
+    EXPECT_EQ(a.epoch(), 9u);
+    EXPECT_EQ(a.state_id(), 77u);
+    EXPECT_EQ(a.sent_unix_ns(), 123456789u);
+  }
+  EXPECT_EQ(enforcer_->pushes(), 3u);
+  EXPECT_EQ(enforcer_->batch_frames(), 1u);
+
+  sent_.clear();
+  max_batch_entries_ = 2;
+  EXPECT_EQ(enforcer_->PushBatch("agent", batch), 3u);
+  ASSERT_EQ(sent_.size(), 3u);
+  for (const Sent& s : sent_) EXPECT_TRUE(s.env.has_assignment()) << s.env.DebugString();
+  EXPECT_EQ(enforcer_->pushes(), 6u);
+  EXPECT_EQ(enforcer_->batch_frames(), 1u);
+  EXPECT_EQ(enforcer_->push_failures(), 0u);
+
+  sent_.clear();
+  fail_sends_ = true;  // Any other refusal: every assignment of the batch failed.
+  EXPECT_EQ(enforcer_->PushBatch("agent", batch), 0u);
+  EXPECT_EQ(enforcer_->push_failures(), 3u);
+  EXPECT_TRUE(sent_.empty());
 }
 
 TEST_F(EnforcerTest, HellosBeforeTheFirstPlanAreRecordedAndTheFirstCommitPushesToThem) {
