@@ -4,6 +4,12 @@
 #   ingestion_rate_per_s   profile reports acknowledged per second (goal >= 50,000)
 #   push_p50_ms, push_p99_ms  Assignment latency from the daemon's send stamp to client receipt
 #                             (goal p99 < 10 ms)
+#   push_frames, ack_frames   frames that carried the pushes / their acks (an AssignmentBatch or
+#                             AckBatch counts once; push_samples counts assignments)
+#   send_queue_p50_le_ms, send_queue_p99_le_ms, send_queue_frames  cruxd's part of that: how long
+#                             replies and pushes waited in its send queue before ZeroMQ took
+#                             them (crux_transport_send_queue_seconds, client endpoint; the upper
+#                             bound of the histogram bucket the quantile falls in)
 #   daemon_vmhwm_mb        cruxd's peak resident set, /proc/PID/status VmHWM (goal < 200 MB)
 #   last_replan_ms, replans   from `cruxctl --json status` after the run
 #   loop_lag_p99_ms, loop_lag_max_ms  cruxd's event-loop lag over the last minute (the run)
@@ -137,6 +143,7 @@ trap cleanup EXIT
 
 # A free loopback port (bind to 0 and read it back).
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+metrics_port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 endpoint=tcp://127.0.0.1:$port
 socket=$work/state/admin.sock
 topology_abs=$(readlink -f "$topology")
@@ -145,7 +152,7 @@ topology: $topology_abs
 state_dir: $work/state
 client_endpoint: $endpoint
 insecure: true
-metrics_listen: "127.0.0.1:0"
+metrics_listen: "127.0.0.1:$metrics_port"
 lease_ms: $lease_ms
 log_level: $log_level
 EOF
@@ -223,8 +230,14 @@ for _ in 1 2 3 4 5 6; do
   fi
 done
 
+# cruxd's own metrics (the send-queue histogram); empty when they cannot be read.
+/usr/bin/python3 -c 'import sys, urllib.request
+sys.stdout.write(urllib.request.urlopen("http://127.0.0.1:" + sys.argv[1] + "/metrics", timeout=10).read().decode())' \
+  "$metrics_port" >"$work/metrics.txt" 2>/dev/null || : >"$work/metrics.txt"
+
 /usr/bin/python3 - "$work/loadgen.json" "$work/status.json" "$vmhwm_kb" "$jobs" "$cpu_s" \
-  "$work/threads_before.tsv" "$work/threads_after.tsv" "$(getconf CLK_TCK)" <<'EOF'
+  "$work/threads_before.tsv" "$work/threads_after.tsv" "$(getconf CLK_TCK)" \
+  "$work/metrics.txt" <<'EOF'
 import json, os, sys
 def thread_cpu(before_path, after_path, hz):
     def read(path):
@@ -283,6 +296,23 @@ if lg.get("arrivals"):
     out["arrival_max_ms"] = arrival.get("max_ms")
     out["goals"]["arrival_trigger_to_push_le_1s"] = (
         (arrival.get("samples") or 0) > 0 and arrival.get("max_ms", 1e9) <= 1000)
+# cruxd's send queue (crux_transport_send_queue_seconds, client endpoint): the wait from
+# queuing a reply or push to handing it to ZeroMQ, over cruxd's life; quantiles are the upper
+# bound of the bucket they fall in (an upper bound on the wait).
+buckets = {}
+for line in open(sys.argv[9]):
+    if line.startswith('crux_transport_send_queue_seconds_bucket{endpoint="client"'):
+        le = line.split('le="')[1].split('"')[0]
+        buckets[float("inf") if le == "+Inf" else float(le)] = float(line.split()[-1])
+if buckets and max(buckets.values()) > 0:
+    total = max(buckets.values())
+    def quantile_le_ms(q):
+        for le in sorted(buckets):
+            if buckets[le] >= q * total:
+                return None if le == float("inf") else le * 1000
+    out["send_queue_frames"] = int(total)
+    out["send_queue_p50_le_ms"] = quantile_le_ms(0.5)
+    out["send_queue_p99_le_ms"] = quantile_le_ms(0.99)
 side_path = os.path.join(os.path.dirname(sys.argv[1]), "side.json")
 try:
     side = json.load(open(side_path)).get("arrival_trigger_to_push", {})

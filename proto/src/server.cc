@@ -4,8 +4,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -31,6 +33,13 @@ int ToMillis(core::Duration d) {
 }  // namespace
 
 class RouterServer::Impl {
+  // A queued frame and when Send() queued it (steady clock, ns).
+  struct Outgoing {
+    std::string peer;
+    std::string frame;
+    int64_t queued_ns = 0;
+  };
+
  public:
   Impl(TransportContext& ctx, ServerOptions options, Handler handler, BatchHandler batch)
       : ctx_(ctx),
@@ -169,6 +178,7 @@ class RouterServer::Impl {
     if (stopping_.load(std::memory_order_acquire)) {
       return core::UnavailableError("send: server stopped");
     }
+    const int64_t queued_ns = SteadyNs();
     bool was_empty;
     {
       MutexLock lock(&mu_);
@@ -178,7 +188,7 @@ class RouterServer::Impl {
                                       std::to_string(outbox_.size()) + " frames)");
       }
       was_empty = outbox_.empty();
-      outbox_.emplace_back(peer, std::move(frame));
+      outbox_.push_back({peer, std::move(frame), queued_ns});
       queued_.store(outbox_.size(), std::memory_order_relaxed);
     }
     if (was_empty) Wake();
@@ -199,6 +209,10 @@ class RouterServer::Impl {
     c.refused_mechanism = refused_mechanism_.load(std::memory_order_relaxed);
     c.refused_handshake = refused_handshake_.load(std::memory_order_relaxed);
     c.queued = queued_.load(std::memory_order_relaxed);
+    for (size_t i = 0; i < c.send_queue_buckets.size(); ++i) {
+      c.send_queue_buckets[i] = send_queue_buckets_[i].load(std::memory_order_relaxed);
+    }
+    c.send_queue_wait_ns = send_queue_wait_ns_.load(std::memory_order_relaxed);
     c.auth_refused = options_.curve ? ctx_.auth_refused(options_.zap_domain) : 0;
     return c;
   }
@@ -206,6 +220,22 @@ class RouterServer::Impl {
   const std::string& endpoint() const { return bound_endpoint_; }
 
  private:
+  static int64_t SteadyNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // I/O thread: one frame waited `wait_ns` in the send queue.
+  void CountWait(int64_t wait_ns) {
+    const double ms = static_cast<double>(std::max<int64_t>(0, wait_ns)) / 1e6;
+    size_t b = 0;
+    while (b < kSendQueueBoundsMs.size() && ms > kSendQueueBoundsMs[b]) ++b;
+    send_queue_buckets_[b].fetch_add(1, std::memory_order_relaxed);
+    send_queue_wait_ns_.fetch_add(static_cast<uint64_t>(std::max<int64_t>(0, wait_ns)),
+                                  std::memory_order_relaxed);
+  }
+
   void Wake() {
     const uint64_t one = 1;
     ssize_t n = ::write(wake_fd_, &one, sizeof(one));
@@ -215,7 +245,7 @@ class RouterServer::Impl {
   void Loop() CRUX_EXCLUDES(mu_) {
     io_thread_id_.store(std::this_thread::get_id());
     pthread_setname_np(pthread_self(), "crux-server");  // For top -H, perf, gdb.
-    std::deque<std::pair<std::string, std::string>> batch;
+    std::deque<Outgoing> batch;
     while (!stopping_.load(std::memory_order_acquire)) {
       zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
                                  {nullptr, wake_fd_, ZMQ_POLLIN, 0},
@@ -239,7 +269,13 @@ class RouterServer::Impl {
         batch.swap(outbox_);
         queued_.store(0, std::memory_order_relaxed);
       }
-      for (auto& [peer, frame] : batch) SendNow(peer, frame);
+      if (!batch.empty()) {
+        const int64_t now_ns = SteadyNs();
+        for (const Outgoing& o : batch) {
+          CountWait(now_ns - o.queued_ns);
+          SendNow(o.peer, o.frame);
+        }
+      }
       batch.clear();
     }
     if (monitor_) {
@@ -431,7 +467,7 @@ class RouterServer::Impl {
   std::thread thread_ CRUX_GUARDED_BY(stop_mu_);
 
   Mutex mu_;
-  std::deque<std::pair<std::string, std::string>> outbox_ CRUX_GUARDED_BY(mu_);
+  std::deque<Outgoing> outbox_ CRUX_GUARDED_BY(mu_);
 
   std::atomic<uint64_t> received_{0};
   std::atomic<uint64_t> delivered_{0};
@@ -449,6 +485,9 @@ class RouterServer::Impl {
   std::unordered_map<std::string, std::string> bound_;
   std::deque<std::string> bound_order_;
   std::atomic<uint64_t> queued_{0};
+  // Written by the I/O thread, read by counters().
+  std::array<std::atomic<uint64_t>, kSendQueueBoundsMs.size() + 1> send_queue_buckets_{};
+  std::atomic<uint64_t> send_queue_wait_ns_{0};
 };
 
 core::Result<std::unique_ptr<RouterServer>> RouterServer::Start(TransportContext& ctx,

@@ -932,5 +932,28 @@ TEST_F(DaemonTest, StoredColourOutsideANewPoolIsReplacedAndPersisted) {
   for (const auto& [id, d] : colours) EXPECT_EQ(daemon_->tracker().Find(id)->dscp, d) << id;
 }
 
+// The transport's send-queue waits become crux_transport_send_queue_seconds{endpoint}: each
+// refresh adds what the counters gained since the last one.
+TEST_F(DaemonTest, SendQueueWaitsAreExportedAsAHistogramPerEndpoint) {
+  protocol::ServerCounters c;
+  daemon_->AddTransportCounters("client", [&c] { return c; });
+  c.send_queue_buckets[0] = 3;                                    // <= 0.1 ms.
+  c.send_queue_buckets[protocol::kSendQueueBoundsMs.size()] = 1;  // Over 500 ms.
+  c.send_queue_wait_ns = 600'000'000;
+  Advance(core::Duration::Millis(1000));
+  std::string text = metrics_.Serialize();
+  const std::string name = "crux_transport_send_queue_seconds";
+  EXPECT_THAT(text, HasSubstr(name + "_count{endpoint=\"client\"} 4"));
+  EXPECT_THAT(text, HasSubstr(name + "_sum{endpoint=\"client\"} 0.6"));
+  EXPECT_THAT(text, HasSubstr(name + "_bucket{endpoint=\"client\",le=\"0.0001\"} 3"));
+  EXPECT_THAT(text, HasSubstr(name + "_bucket{endpoint=\"client\",le=\"0.5\"} 3"));
+  c.send_queue_buckets[5] = 2;  // Two more, <= 10 ms.
+  c.send_queue_wait_ns += 10'000'000;
+  Advance(core::Duration::Millis(1000));
+  text = metrics_.Serialize();
+  EXPECT_THAT(text, HasSubstr(name + "_count{endpoint=\"client\"} 6"));
+  EXPECT_THAT(text, HasSubstr(name + "_bucket{endpoint=\"client\",le=\"0.01\"} 5"));
+}
+
 }  // namespace
 }  // namespace crux::daemon

@@ -135,6 +135,10 @@ class TransportTest : public ::testing::Test {
     EXPECT_EQ(c.delivered, 2u);
     EXPECT_EQ(c.sent, 3u);
     EXPECT_EQ(c.malformed, 0u);
+    // Every frame queued with Send() is counted once in the send-queue wait buckets.
+    uint64_t waited = 0;
+    for (uint64_t n : c.send_queue_buckets) waited += n;
+    EXPECT_EQ(waited, 3u);
     auto inbound = daemon_.inbound();
     ASSERT_EQ(inbound.size(), 2u);
     EXPECT_EQ(inbound[0].user_id, "");

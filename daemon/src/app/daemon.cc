@@ -240,6 +240,13 @@ void Daemon::RefreshMetrics() {
     refusals_.Count("mechanism", now.refused_mechanism - last.refused_mechanism);
     refusals_.Count("handshake", now.refused_handshake - last.refused_handshake);
     m->SetQueueDepth(endpoint + "_send", static_cast<int64_t>(now.queued));
+    std::vector<double> waited(now.send_queue_buckets.size());
+    for (size_t i = 0; i < waited.size(); ++i) {
+      waited[i] = static_cast<double>(now.send_queue_buckets[i] - last.send_queue_buckets[i]);
+    }
+    m->ObserveSendQueue(
+        endpoint, waited,
+        static_cast<double>(now.send_queue_wait_ns - last.send_queue_wait_ns) / 1e9);
     last = now;
   }
   refusals_.Log(loop_->Now().nanos() / 1000000);

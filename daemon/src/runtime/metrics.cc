@@ -12,6 +12,8 @@
 #include <exception>
 #include <utility>
 
+#include "crux/protocol/server.h"
+
 namespace crux::daemon {
 
 Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
@@ -91,6 +93,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                       .Name("crux_queue_depth")
                       .Help("Items waiting in the daemon's internal queues.")
                       .Register(*registry_);
+  send_queue_seconds_ = &BuildHistogram()
+                             .Name("crux_transport_send_queue_seconds")
+                             .Help(
+                                 "Time frames (replies, pushes) waited in cruxd's send queue "
+                                 "before its I/O thread handed them to ZeroMQ, by endpoint.")
+                             .Register(*registry_);
   auth_refused_ = &BuildCounter()
                        .Name("crux_auth_refused_total")
                        .Help(
@@ -262,6 +270,17 @@ void Metrics::AddMessage(std::string_view endpoint, std::string_view type) {
 void Metrics::SetQueueDepth(const std::string& queue, int64_t depth) {
   queue_depth_->Add({{"queue", queue}}).Set(static_cast<double>(depth));
 }
+void Metrics::ObserveSendQueue(const std::string& endpoint,
+                               const std::vector<double>& bucket_frames, double wait_s) {
+  prometheus::Histogram::BucketBoundaries bounds;
+  for (double ms : protocol::kSendQueueBoundsMs) bounds.push_back(ms / 1000.0);
+  prometheus::Histogram& h = send_queue_seconds_->Add({{"endpoint", endpoint}}, bounds);
+  if (bucket_frames.size() != bounds.size() + 1) return;
+  double frames = 0;
+  for (double n : bucket_frames) frames += n;
+  if (frames > 0) h.ObserveMultiple(bucket_frames, wait_s);
+}
+
 void Metrics::AddHostProbes(const std::string& outcome, uint64_t n) {
   if (n) host_probes_->Add({{"outcome", outcome}}).Increment(static_cast<double>(n));
 }

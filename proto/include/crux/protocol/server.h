@@ -52,6 +52,7 @@
 #ifndef CRUX_PROTOCOL_SERVER_H_
 #define CRUX_PROTOCOL_SERVER_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -109,6 +110,11 @@ struct Inbound {
   v1::Envelope msg;     // Decoded (and validated when ServerOptions::validate).
 };
 
+// Upper bounds (ms) of the send-queue wait buckets (ServerCounters::send_queue_buckets; one
+// more bucket holds the waits above the last bound).
+inline constexpr std::array<double, 10> kSendQueueBoundsMs = {0.1, 0.5, 1,  2,   5,
+                                                              10,  20,  50, 100, 500};
+
 struct ServerCounters {
   uint64_t received = 0;             // Frames received (valid or not).
   uint64_t delivered = 0;            // Handed to the handler.
@@ -123,6 +129,13 @@ struct ServerCounters {
   uint64_t refused_handshake = 0;    // Handshake: cryptographic / other protocol failure.
   uint64_t send_failed = 0;          // Dropped: unknown peer / HWM / encode failure.
   uint64_t queued = 0;               // Current outbound backlog.
+  // How long frames waited in this server's send queue: from Send() (or SendEncoded()) to the
+  // I/O thread handing them to libzmq (not counting libzmq's own queue and the network). Frames
+  // per bucket (bucket i: waits <= kSendQueueBoundsMs[i] and above the bound before it; the last
+  // bucket: above every bound), and the sum of every wait in ns. Answers to refused frames,
+  // which the I/O thread sends itself, are not counted.
+  std::array<uint64_t, kSendQueueBoundsMs.size() + 1> send_queue_buckets{};
+  uint64_t send_queue_wait_ns = 0;
 };
 
 class RouterServer {

@@ -62,6 +62,11 @@ class Metrics {
   void AddMessage(std::string_view endpoint, std::string_view type)
       CRUX_EXCLUDES(message_cache_mu_);
   void SetQueueDepth(const std::string& queue, int64_t depth);
+  // crux_transport_send_queue_seconds{endpoint}: how long frames waited in the endpoint's send
+  // queue (protocol::ServerCounters::send_queue_*): `bucket_frames` new frames per bucket
+  // (bounds protocol::kSendQueueBoundsMs, then +Inf) and the sum of their waits in seconds.
+  void ObserveSendQueue(const std::string& endpoint, const std::vector<double>& bucket_frames,
+                        double wait_s);
   // Host agents' capacity probe results (HostTelemetry.probes) by what became of them
   // (crux_host_probes_total{outcome}): accepted (to the fault manager), rejected, stale (not a
   // probe of the assignment in force), sender_limited (a lower bound below the gray ratio).
@@ -143,6 +148,7 @@ class Metrics {
   std::map<std::string, std::map<std::string, prometheus::Counter*, std::less<>>, std::less<>>
       message_cache_ CRUX_GUARDED_BY(message_cache_mu_);
   prometheus::Family<prometheus::Gauge>* queue_depth_;
+  prometheus::Family<prometheus::Histogram>* send_queue_seconds_;
   prometheus::Family<prometheus::Counter>* auth_refused_;
   prometheus::Family<prometheus::Counter>* host_probes_;
   prometheus::Gauge* store_healthy_;
