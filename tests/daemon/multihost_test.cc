@@ -525,5 +525,29 @@ TEST_F(MultiHostTest, AnAgentGetsItsPartsOfAnEpochInOneBatchAndAcksThemInOne) {
   }
 }
 
+// A batch names each job once: one connection speaking for two hosts of a job (not what
+// crux-hostd does, but allowed) gets one of the two cuts in the batch and the other alone.
+TEST_F(MultiHostTest, TwoPartsOfAJobOnOneConnectionAreNotBatchedTogether) {
+  for (const char* host : {"host0", "host4"}) {
+    v1::Envelope r = RegisterPart("ring", host);
+    r.mutable_register_job()->mutable_host_part()->set_accepts_batches(true);
+    ASSERT_TRUE(Client("agent", r).has_register_job_reply());
+  }
+  ASSERT_TRUE(Client("agent", PartReport("ring", "host0", 40, {0, 1}, {{0, 1, 100}, {1, 2, 150}}))
+                  .has_ack());
+  ASSERT_TRUE(Client("agent", PartReport("ring", "host4", 60, {2, 3}, {{2, 3, 100}, {3, 0, 150}}))
+                  .has_ack());
+  pushes_.clear();
+  Advance(kDebounce);
+  // The parts are not merged into a complete job here (cruxd binds one part per connection), but
+  // the epoch changes the job's assignment: two valid pushes, never one batch naming it twice.
+  ASSERT_EQ(pushes_["agent"].size(), 2u);
+  for (const v1::Envelope& e : pushes_["agent"]) {
+    ASSERT_TRUE(e.has_assignment()) << "a batch of one goes as an Assignment";
+    EXPECT_EQ(e.assignment().job_id(), "ring");
+    EXPECT_TRUE(protocol::Validate(e).ok());
+  }
+}
+
 }  // namespace
 }  // namespace crux::daemon::testing

@@ -327,8 +327,12 @@ void PlanApplier::Commit(std::shared_ptr<const PlanRun> run,
       if (!j->parted()) {
         pushes->push_back({j->peer, a, std::move((*rows)[i].assignment)});
       } else {
+        std::vector<std::string> batched;  // Peers whose batch has this job already.
         for (PartCut& c : PartAssignments(*j, *a, topo_->nominal())) {
-          if (!c.accepts_batches) {
+          // A batch names a job once: a second part of the job on the same connection (one
+          // agent speaking for two hosts) is pushed alone.
+          const bool again = std::find(batched.begin(), batched.end(), c.peer) != batched.end();
+          if (!c.accepts_batches || again) {
             pushes->push_back({std::move(c.peer), a, "", std::move(c.cut)});
             continue;
           }
@@ -340,6 +344,7 @@ void PlanApplier::Commit(std::shared_ptr<const PlanRun> run,
           }
           if (added) pushes->push_back({c.peer, nullptr, "", nullptr});
           (*pushes)[it->second].batch.push_back({a, std::move(c.cut)});
+          batched.push_back(std::move(c.peer));
         }
       }
     }
