@@ -152,6 +152,11 @@ TEST(LoadgenHostdE2eTest, AgentsRegisterPartsThatCruxdMergesIntoMultiHostJobs) {
   EXPECT_TRUE(s["errors"].empty()) << s["errors"].dump();
   EXPECT_GE(s.value("assignments", 0), static_cast<int>(parts));
   EXPECT_GE(s.value("acks_sent", 0), static_cast<int>(parts));
+  // The parts register with HostPart.accepts_batches: an agent's parts changed in one epoch come
+  // in one frame, and every frame of pushes is answered by one frame of acks.
+  EXPECT_LE(s.value("push_frames", 0), s.value("assignments", -1));
+  EXPECT_GT(s.value("push_frames", 0), 0);
+  EXPECT_EQ(s.value("ack_frames", -1), s.value("push_frames", -2));
   EXPECT_EQ(s.value("arrivals", 0), 1);
   EXPECT_EQ(s["arrival_trigger_to_push"].value("samples", 0), 1)
       << s["arrival_trigger_to_push"].dump();
