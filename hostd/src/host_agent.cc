@@ -616,13 +616,7 @@ void HostAgent::OnAssignmentBatch(const v1::AssignmentBatch& batch, core::Durati
     }
   }
   to_daemon_.resize(mark);
-  if (acks.ack_batch().acks_size() == 1) {
-    v1::Envelope single = protocol::NewEnvelope(0);
-    *single.mutable_ack() = std::move(*acks.mutable_ack_batch()->mutable_acks(0));
-    to_daemon_.push_back(std::move(single));
-  } else if (acks.ack_batch().acks_size() > 1) {
-    to_daemon_.push_back(std::move(acks));
-  }
+  if (acks.ack_batch().acks_size() > 0) to_daemon_.push_back(std::move(acks));
   for (v1::Envelope& e : rest) to_daemon_.push_back(std::move(e));
 }
 

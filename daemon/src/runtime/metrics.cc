@@ -275,10 +275,7 @@ void Metrics::ObserveSendQueue(const std::string& endpoint,
   prometheus::Histogram::BucketBoundaries bounds;
   for (double ms : protocol::kSendQueueBoundsMs) bounds.push_back(ms / 1000.0);
   prometheus::Histogram& h = send_queue_seconds_->Add({{"endpoint", endpoint}}, bounds);
-  if (bucket_frames.size() != bounds.size() + 1) return;
-  double frames = 0;
-  for (double n : bucket_frames) frames += n;
-  if (frames > 0) h.ObserveMultiple(bucket_frames, wait_s);
+  if (bucket_frames.size() == bounds.size() + 1) h.ObserveMultiple(bucket_frames, wait_s);
 }
 
 void Metrics::AddHostProbes(const std::string& outcome, uint64_t n) {

@@ -52,12 +52,16 @@ bool Enforcer::Push(const std::string& peer, const core::AppliedAssignment& a) {
     return false;
   }
   v1::Envelope env = protocol::NewEnvelope(0);
-  v1::Assignment* p = env.mutable_assignment();
-  *p = protocol::AssignmentToProto(a, *topo_);
-  p->set_state_id(state_id_);
-  p->set_term(term_);
-  p->set_sent_unix_ns(static_cast<uint64_t>(wall_ns_ ? wall_ns_() : 0));
+  *env.mutable_assignment() = Stamped(a, static_cast<uint64_t>(wall_ns_ ? wall_ns_() : 0));
   return Counted(sender_(peer, env), a);
+}
+
+v1::Assignment Enforcer::Stamped(const core::AppliedAssignment& a, uint64_t sent_unix_ns) const {
+  v1::Assignment p = protocol::AssignmentToProto(a, *topo_);
+  p.set_state_id(state_id_);
+  p.set_term(term_);
+  p.set_sent_unix_ns(sent_unix_ns);
+  return p;
 }
 
 bool Enforcer::Counted(const core::Status& s, const core::AppliedAssignment& a) {
@@ -93,13 +97,7 @@ size_t Enforcer::PushBatch(const std::string& peer,
   v1::Envelope env = protocol::NewEnvelope(0);
   v1::AssignmentBatch* b = env.mutable_assignment_batch();
   const uint64_t sent_ns = static_cast<uint64_t>(wall_ns_ ? wall_ns_() : 0);
-  for (const core::AppliedAssignment* a : batch) {
-    v1::Assignment* p = b->add_assignments();
-    *p = protocol::AssignmentToProto(*a, *topo_);
-    p->set_state_id(state_id_);
-    p->set_term(term_);
-    p->set_sent_unix_ns(sent_ns);
-  }
+  for (const core::AppliedAssignment* a : batch) *b->add_assignments() = Stamped(*a, sent_ns);
   const core::Status s = sender_(peer, env);
   if (s.code() == core::StatusCode::kOutOfRange) {
     size_t sent = 0;

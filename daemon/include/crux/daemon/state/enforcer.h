@@ -144,6 +144,8 @@ class Enforcer {
 
  private:
   v1::Envelope StateEnvelope(const std::string& name) const;
+  // `a` on the wire as a push carries it: the state id, the term and the send time.
+  v1::Assignment Stamped(const core::AppliedAssignment& a, uint64_t sent_unix_ns) const;
   // Counts a push by the transport's verdict (logs a failure); returns whether it was sent.
   bool Counted(const core::Status& sent, const core::AppliedAssignment& a);
   void PushState(SwitchEntry& e);
