@@ -163,14 +163,70 @@ TEST(FluidNetworkTest, ShiftFlowMovesItsFinishEventBothWays) {
   const FluidNetwork::FlowId f = net.AddFlow(a, 0, 125e6, kT0, 1);
   net.AddFlow(b, 0, 250e6, kT0, 2);
   EXPECT_EQ(net.NextFinishTime(kT0), Sec(1));
-  net.ShiftFlow(f, Sec(10));  // Asleep: the other flow finishes first now.
+  net.ShiftFlows({&f, 1}, Sec(10));  // Asleep: the other flow finishes first now.
   EXPECT_EQ(net.NextFinishTime(kT0), Sec(2));
   EXPECT_DOUBLE_EQ(net.Remaining(f, Sec(10.5)), 62.5e6);  // Its clock moved with it.
-  net.ShiftFlow(f, Sec(-9.5));  // Woken early: half a second later than without the sleep.
+  net.ShiftFlows({&f, 1}, Sec(-9.5));  // Woken early: half a second later than without the sleep.
   EXPECT_EQ(net.NextFinishTime(kT0), Sec(1.5));
   std::vector<uint64_t> done;
   net.PopFinished(Sec(1.5), [&done](uint64_t tag, double) { done.push_back(tag); });
   EXPECT_EQ(done, std::vector<uint64_t>{1});
+}
+
+// Flows of one path and level are one bundle with one clock: joining later, they still finish
+// where max-min puts them (1 Gbps link: A alone for 0.5 s, then A and B at 0.5 Gbps each).
+TEST(FluidNetworkTest, FlowsOfOnePathShareABundleAndFinishWhereMaxMinPutsThem) {
+  FluidNetwork net;
+  const std::vector<R> path = {net.AddResource(1e9)};
+  const auto a = net.AddFlow(path, 0, 125e6, kT0, 1);  // 1 Gbit.
+  EXPECT_EQ(net.NextFinishTime(kT0), Sec(1));
+  const auto b = net.AddFlow(path, 0, 31.25e6, Sec(0.5), 2);  // 0.25 Gbit.
+  EXPECT_EQ(net.active_bundles(), 1u);
+  EXPECT_EQ(net.NextFinishTime(Sec(0.5)), Sec(1));  // B: 0.25 Gbit at 0.5 Gbps.
+  EXPECT_DOUBLE_EQ(net.Rate(a), 0.5e9);
+  EXPECT_DOUBLE_EQ(net.Rate(b), 0.5e9);
+  EXPECT_DOUBLE_EQ(net.Remaining(a, Sec(0.75)), 62.5e6 - 15.625e6);
+  EXPECT_DOUBLE_EQ(net.Remaining(b, Sec(0.75)), 31.25e6 - 15.625e6);
+  std::map<uint64_t, double> sent;
+  std::map<uint64_t, Duration> at;
+  Duration now = Sec(0.5);
+  while (true) {
+    const Duration t = net.NextFinishTime(now);
+    if (t.IsInfinite()) break;
+    now = t;
+    net.PopFinished(t, [&](uint64_t tag, double bytes) {
+      sent[tag] = bytes;
+      at[tag] = t;
+    });
+  }
+  EXPECT_EQ(at[2], Sec(1));
+  EXPECT_EQ(at[1], Sec(1.25));  // 31.25 MB left at 1 s, alone at 1 Gbps.
+  EXPECT_DOUBLE_EQ(sent[1], 125e6);
+  EXPECT_DOUBLE_EQ(sent[2], 31.25e6);
+  EXPECT_EQ(net.active_bundles(), 0u);
+  // A different level or path is a bundle of its own.
+  const std::vector<R> other = {net.AddResource(1e9)};
+  net.AddFlow(path, 0, 1e6, now, 3);
+  net.AddFlow(path, 1, 1e6, now, 4);
+  net.AddFlow(other, 0, 1e6, now, 5);
+  net.AddFlow(path, 0, 1e6, now, 6);
+  EXPECT_EQ(net.active_bundles(), 3u);
+  EXPECT_EQ(net.active_flows(), 4u);
+}
+
+// A sleeping group's flows move together: two flows of one bundle shift as one clock.
+TEST(FluidNetworkTest, ShiftFlowsMovesABundleOnce) {
+  FluidNetwork net;
+  const std::vector<R> path = {net.AddResource(1e9)};
+  const FluidNetwork::FlowId f[] = {net.AddFlow(path, 0, 62.5e6, kT0, 1),
+                                    net.AddFlow(path, 0, 125e6, kT0, 2)};
+  EXPECT_EQ(net.NextFinishTime(kT0), Sec(1));  // Each at 0.5 Gbps.
+  net.ShiftFlows(f, Sec(2));
+  EXPECT_EQ(net.NextFinishTime(kT0), Sec(3));
+  std::vector<uint64_t> done;
+  net.PopFinished(Sec(3), [&done](uint64_t tag, double) { done.push_back(tag); });
+  EXPECT_EQ(done, std::vector<uint64_t>{1});
+  EXPECT_EQ(net.NextFinishTime(Sec(3)), Sec(3.5));  // 62.5 MB left at 1 Gbps.
 }
 
 // Reference allocation: per level, repeatedly freeze the flows of the resource with the
@@ -319,6 +375,122 @@ TEST(FluidNetworkTest, IncrementalRatesMatchAFullRecomputationWhenFlowsFinish) {
         check(now);
       }
       now = until;
+    }
+  }
+}
+
+// ---- Issue #30: bundles against one bundle per flow ----
+
+// Many flows on a few paths (collectives on pinned paths), several levels, flows that finish,
+// leave early, are re-routed and see capacities change: with bundles every flow finishes at the
+// same instant (within rounding to the nanosecond) and with the same bytes as with a bundle of
+// its own per flow, and rates are the max-min ones throughout.
+TEST(FluidNetworkTest, BundlesFinishEveryFlowWhereFlowsOfTheirOwnDo) {
+  std::mt19937 rng(30);
+  for (int trial = 0; trial < 12; ++trial) {
+    FluidNetwork bundled, single;
+    single.set_bundling(false);
+    if (trial % 2 == 0) {
+      bundled.set_small_component(0);
+      single.set_small_component(0);
+    }
+    const int nr = 8;
+    std::vector<double> caps;
+    for (int r = 0; r < nr; ++r) {
+      caps.push_back(1e9 * (1 + rng() % 8));
+      bundled.AddResource(caps.back());
+      single.AddResource(caps.back());
+    }
+    std::vector<std::vector<R>> shapes;  // The few paths every flow takes one of.
+    for (int k = 0; k < 5; ++k) {
+      std::vector<R> path;
+      const int hops = 1 + static_cast<int>(rng() % 3);
+      while (static_cast<int>(path.size()) < hops) {
+        const R r = static_cast<R>(rng() % nr);
+        if (std::find(path.begin(), path.end(), r) == path.end()) path.push_back(r);
+      }
+      shapes.push_back(path);
+    }
+    std::vector<std::vector<R>> paths;
+    std::vector<int> levels;
+    std::vector<bool> alive;
+    std::vector<FluidNetwork::FlowId> ids_b, ids_s;
+    std::map<uint64_t, std::pair<Duration, double>> done_b, done_s;
+    size_t peak_flows = 0;
+    size_t peak_bundles = 0;
+    Duration now;
+    // Runs both networks to `until`; flows the two finish within a few nanoseconds of each
+    // other may land on either side of it, so both keep running to the same instant.
+    auto run = [&](FluidNetwork& net, std::map<uint64_t, std::pair<Duration, double>>& done,
+                   Duration from, Duration until) {
+      Duration t0 = from;
+      while (true) {
+        const Duration t = net.NextFinishTime(t0);
+        if (t.IsInfinite() || t > until) break;  // Flows on a link that is down stay.
+        t0 = t;
+        net.PopFinished(t, [&](uint64_t tag, double bytes) { done[tag] = {t, bytes}; });
+      }
+    };
+    for (int step = 0; step < 50; ++step) {
+      const int ops = 1 + static_cast<int>(rng() % 10);
+      for (int k = 0; k < ops; ++k) {
+        const int op = static_cast<int>(rng() % 10);
+        if (op < 7 || paths.empty()) {  // A flow on one of the shapes (often a bundle's).
+          paths.push_back(shapes[rng() % shapes.size()]);
+          levels.push_back(static_cast<int>(rng() % 2));
+          alive.push_back(true);
+          const double bytes = 1e4 + static_cast<double>(rng() % 2'000'000);
+          ids_b.push_back(
+              bundled.AddFlow(paths.back(), levels.back(), bytes, now, paths.size() - 1));
+          ids_s.push_back(
+              single.AddFlow(paths.back(), levels.back(), bytes, now, paths.size() - 1));
+        } else if (op == 7 || op == 8) {  // Leave or re-route a flow both still run.
+          const size_t f = rng() % paths.size();
+          if (!alive[f] || done_b.count(f) || done_s.count(f)) continue;
+          if (op == 7) {
+            ASSERT_NEAR(bundled.RemoveFlow(ids_b[f], now), single.RemoveFlow(ids_s[f], now), 1.0);
+            alive[f] = false;
+          } else {
+            paths[f] = shapes[rng() % shapes.size()];
+            bundled.Reroute(ids_b[f], paths[f], now);
+            single.Reroute(ids_s[f], paths[f], now);
+          }
+        } else {
+          const R r = static_cast<R>(rng() % nr);
+          caps[r] = rng() % 6 == 0 ? 0.0 : 1e9 * (1 + rng() % 8);
+          bundled.SetCapacity(r, caps[r]);
+          single.SetCapacity(r, caps[r]);
+        }
+      }
+      for (size_t f = 0; f < paths.size(); ++f) {
+        if (done_b.count(f) || done_s.count(f)) alive[f] = false;
+      }
+      bundled.NextFinishTime(now);
+      single.NextFinishTime(now);
+      peak_flows = std::max(peak_flows, bundled.active_flows());
+      peak_bundles = std::max(peak_bundles, bundled.active_bundles());
+      const std::vector<double> expect = ReferenceRates(caps, paths, levels, alive);
+      for (size_t f = 0; f < paths.size(); ++f) {
+        if (!alive[f]) continue;
+        const double tol = 1e-7 * std::max(1e6, expect[f]);
+        ASSERT_NEAR(bundled.Rate(ids_b[f]), expect[f], tol) << "trial " << trial << " flow " << f;
+        ASSERT_NEAR(single.Rate(ids_s[f]), expect[f], tol) << "trial " << trial << " flow " << f;
+        ASSERT_NEAR(bundled.Remaining(ids_b[f], now), single.Remaining(ids_s[f], now), 1.0);
+      }
+      const Duration until = now + Ns(1 + static_cast<int64_t>(rng() % 400'000));
+      run(bundled, done_b, now, until);
+      run(single, done_s, now, until);
+      now = until;
+    }
+    run(bundled, done_b, now, Duration::Infinite());
+    run(single, done_s, now, Duration::Infinite());
+    EXPECT_LT(peak_bundles, peak_flows) << "trial " << trial;  // Bundles did form.
+    ASSERT_EQ(done_b.size(), done_s.size()) << "trial " << trial;
+    for (const auto& [tag, bs] : done_s) {
+      ASSERT_EQ(done_b.count(tag), 1u) << "trial " << trial << " flow " << tag;
+      const auto& [t_b, bytes_b] = done_b.at(tag);
+      EXPECT_LE(std::abs((t_b - bs.first).nanos()), 8) << "trial " << trial << " flow " << tag;
+      EXPECT_NEAR(bytes_b, bs.second, 1.0) << "trial " << trial << " flow " << tag;
     }
   }
 }

@@ -116,7 +116,8 @@ void JobModel::NewEpoch() {
 }
 
 void JobModel::ShiftJobs(std::span<const uint32_t> jobs, Duration d) {
-  FluidNetwork& net = fabric_.net();
+  // Their flows move together (flows of one path and level share one clock in the network).
+  std::vector<FluidNetwork::FlowId> in_network;
   for (uint32_t j : jobs) {
     JobState& s = js_[j];
     s.slept += d;
@@ -126,12 +127,13 @@ void JobModel::ShiftJobs(std::span<const uint32_t> jobs, Duration d) {
     s.phase_run.seg_start += d;
     s.phase_run.seg_end += d;
     for (FlowRun& run : s.flows) {
-      if (run.status == FlowStatus::kInNetwork) net.ShiftFlow(run.id, d);
+      if (run.status == FlowStatus::kInNetwork) in_network.push_back(run.id);
       if (run.status == FlowStatus::kDelivering) run.deliver_at += d;
       run.reported_at += d;
       run.progress_at += d;
     }
   }
+  fabric_.net().ShiftFlows(in_network, d);
   events_.ShiftIf(
       [jobs](const JobEvent& e) { return std::binary_search(jobs.begin(), jobs.end(), e.job); }, d);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <unordered_map>
 
 namespace crux::sim {
 namespace {
@@ -113,33 +114,33 @@ void FluidNetwork::SetCapacity(ResourceId r, double capacity_bps) {
   MarkFromLevel(0, r);  // Every level on it may change.
 }
 
-void FluidNetwork::Attach(FlowId f) {
-  Flow& flow = flows_[f];
+void FluidNetwork::Attach(BundleId b) {
+  Bundle& flow = bundles_[b];
   flow.positions.resize(flow.resources.size());
   for (uint32_t i = 0; i < flow.resources.size(); ++i) {
     LevelInfo& li = AddInfo(flow.resources[i], flow.level);
     flow.positions[i] = static_cast<uint32_t>(li.members.size());
-    li.members.push_back(f);
+    li.members.push_back(b);
   }
   flow.bottleneck = kNoResource;
-  Work(flow.level).flows.push_back(f);
+  Work(flow.level).flows.push_back(b);
   pending_ = true;
 }
 
-void FluidNetwork::Detach(FlowId f) {
-  Flow& flow = flows_[f];
-  const double old_rate = std::max(0.0, flow.rate);
+void FluidNetwork::Detach(BundleId b) {
+  Bundle& flow = bundles_[b];
+  const double old_load = flow.weight * std::max(0.0, flow.rate);
   for (uint32_t i = 0; i < flow.resources.size(); ++i) {
     const ResourceId r = flow.resources[i];
     Resource& res = resources_[r];
     LevelInfo* li = Info(r, flow.level);
     assert(li != nullptr);
     const uint32_t pos = flow.positions[i];
-    const FlowId moved = li->members.back();
+    const BundleId moved = li->members.back();
     li->members[pos] = moved;
     li->members.pop_back();
-    if (moved != f) {
-      Flow& other = flows_[moved];
+    if (moved != b) {
+      Bundle& other = bundles_[moved];
       for (uint32_t k = 0; k < other.resources.size(); ++k) {
         if (other.resources[k] == r) {
           other.positions[k] = pos;
@@ -147,7 +148,7 @@ void FluidNetwork::Detach(FlowId f) {
         }
       }
     }
-    li->load -= old_rate;
+    li->load -= old_load;
     if (flow.bottleneck == r) --li->bottlenecked;
     if (li->members.empty()) {  // The entry stays (the level comes back with the next phase).
       li->load = 0;
@@ -162,6 +163,151 @@ void FluidNetwork::Detach(FlowId f) {
   flow.bottleneck = kNoResource;
 }
 
+void FluidNetwork::ChangeWeight(BundleId b, int delta) {
+  Bundle& bundle = bundles_[b];
+  bundle.weight = static_cast<uint32_t>(static_cast<int>(bundle.weight) + delta);
+  if (bundle.rate < 0) return;  // Not rated yet: it is pending work already, with no load.
+  // Its load on every resource moves by `delta` flows at its rate; the level is re-solved with
+  // it in S (its own rate moves too), and the lower levels are checked there.
+  const double load = delta * bundle.rate;
+  for (ResourceId r : bundle.resources) {
+    if (load != 0) Info(r, bundle.level)->load += load;
+    MarkFromLevel(bundle.level, r);
+  }
+  Work(bundle.level).flows.push_back(b);
+  pending_ = true;
+}
+
+namespace {
+
+// FNV-1a over a bundle's level and resources.
+uint64_t BundleKey(std::span<const FluidNetwork::ResourceId> resources, int level) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 4; ++i) {
+      h ^= (v >> (16 * i)) & 0xffff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(static_cast<uint64_t>(level));
+  for (FluidNetwork::ResourceId r : resources) mix(static_cast<uint64_t>(r));
+  return h;
+}
+
+}  // namespace
+
+FluidNetwork::BundleId FluidNetwork::BundleFor(std::span<const ResourceId> resources, int level,
+                                               Duration now) {
+  uint64_t key = 0;
+  bool keyed = false;
+  if (bundling_) {
+    key = BundleKey(resources, level);
+    const auto it = bundle_of_key_.find(key);
+    if (it == bundle_of_key_.end()) {
+      keyed = true;
+    } else {
+      const Bundle& found = bundles_[it->second];
+      const std::span<const ResourceId> have = found.resources.span();
+      if (found.level == level &&
+          std::equal(have.begin(), have.end(), resources.begin(), resources.end())) {
+        return it->second;
+      }
+      // Another key hashes the same: this one goes without a bundle of shared flows.
+    }
+  }
+  BundleId b;
+  if (!free_bundles_.empty()) {
+    b = free_bundles_.back();
+    free_bundles_.pop_back();
+  } else {
+    b = static_cast<BundleId>(bundles_.size());
+    bundles_.emplace_back();
+    heap_pos_.push_back(kNotInHeap);
+  }
+  Bundle& bundle = bundles_[b];
+  bundle.resources.assign(resources);
+  bundle.level = level;
+  bundle.rate = -1;  // "Unknown": the next recomputation always schedules it.
+  bundle.weight = 0;
+  bundle.served = 0;
+  bundle.last = now;
+  bundle.finish = Duration::Infinite();
+  bundle.in_set = 0;
+  bundle.key = key;
+  bundle.keyed = keyed;
+  bundle.queue.clear();
+  if (keyed) bundle_of_key_.emplace(key, b);
+  ++active_bundles_;
+  Attach(b);
+  return b;
+}
+
+void FluidNetwork::CleanQueue(Bundle& bundle) {
+  std::vector<QueueEntry>& q = bundle.queue;
+  auto after = [](const QueueEntry& x, const QueueEntry& y) {
+    return x.due != y.due ? x.due > y.due : x.order > y.order;
+  };
+  while (!q.empty()) {
+    const QueueEntry& top = q.front();
+    const Member& m = members_[top.flow];
+    if (m.active && m.join == top.join) return;
+    std::pop_heap(q.begin(), q.end(), after);
+    q.pop_back();
+  }
+}
+
+void FluidNetwork::Join(FlowId f, BundleId b, double bytes, Duration now) {
+  Bundle& bundle = bundles_[b];
+  Settle(bundle, now);
+  // The clock is rebased now and then so that a long-lived bundle's dues keep their precision
+  // (every due and join mark moves by the same amount; the order of the queue is kept).
+  if (bundle.served > 0x1p40) {
+    const double base = bundle.served;
+    for (QueueEntry& e : bundle.queue) {
+      e.due -= base;
+      Member& m = members_[e.flow];
+      if (m.active && m.join == e.join) {
+        m.due -= base;
+        m.joined -= base;
+      }
+    }
+    bundle.served = 0;
+  }
+  Member& m = members_[f];
+  m.bundle = b;
+  m.join = ++next_join_;
+  m.joined = bundle.served;
+  m.due = bundle.served + bytes;
+  bundle.queue.push_back(QueueEntry{m.due, m.order, f, m.join});
+  std::push_heap(bundle.queue.begin(), bundle.queue.end(),
+                 [](const QueueEntry& x, const QueueEntry& y) {
+                   return x.due != y.due ? x.due > y.due : x.order > y.order;
+                 });
+  ChangeWeight(b, +1);
+  Schedule(b, now);
+}
+
+void FluidNetwork::Leave(FlowId f, Duration now) {
+  Member& m = members_[f];
+  const BundleId b = m.bundle;
+  Bundle& bundle = bundles_[b];
+  m.join = 0;  // Its queue entry (if still there) is stale from now on.
+  if (bundle.weight == 1) {
+    Detach(b);
+    EventErase(b);
+    bundle.weight = 0;
+    bundle.queue.clear();
+    if (bundle.keyed) bundle_of_key_.erase(bundle.key);
+    bundle.keyed = false;
+    free_bundles_.push_back(b);
+    --active_bundles_;
+    return;
+  }
+  ChangeWeight(b, -1);
+  CleanQueue(bundle);
+  Schedule(b, now);
+}
+
 FluidNetwork::FlowId FluidNetwork::AddFlow(std::span<const ResourceId> resources, int level,
                                            double bytes, Duration now, uint64_t tag) {
   assert(!resources.empty() && bytes > 0 && level >= 0);
@@ -170,36 +316,25 @@ FluidNetwork::FlowId FluidNetwork::AddFlow(std::span<const ResourceId> resources
     f = free_.back();
     free_.pop_back();
   } else {
-    f = static_cast<FlowId>(flows_.size());
-    flows_.emplace_back();
-    heap_pos_.push_back(kNotInHeap);
+    f = static_cast<FlowId>(members_.size());
+    members_.emplace_back();
   }
-  Flow& flow = flows_[f];
-  flow.resources.assign(resources);
-  flow.remaining = bytes;
-  flow.transmitted = 0;
-  flow.rate = -1;  // "Unknown": the next recomputation always schedules it.
-  flow.last = now;
-  flow.finish = Duration::Infinite();
-  flow.order = next_order_++;
-  flow.tag = tag;
-  flow.in_set = 0;
-  flow.level = level;
-  flow.active = true;
+  Member& m = members_[f];
+  m.active = true;
+  m.sent = 0;
+  m.order = next_order_++;
+  m.tag = tag;
   ++active_;
-  Attach(f);
+  Join(f, BundleFor(resources, level, now), bytes, now);
   return f;
 }
 
-void FluidNetwork::Settle(Flow& flow, Duration now) {
-  if (now > flow.last && flow.rate > 0) {
-    const double sent =
-        std::min(flow.remaining,
-                 flow.rate * static_cast<double>((now - flow.last).nanos()) / 8.0 / kNanosPerSec);
-    flow.remaining -= sent;
-    flow.transmitted += sent;
+void FluidNetwork::Settle(Bundle& bundle, Duration now) {
+  if (now > bundle.last && bundle.rate > 0) {
+    bundle.served +=
+        bundle.rate * static_cast<double>((now - bundle.last).nanos()) / 8.0 / kNanosPerSec;
   }
-  if (now > flow.last) flow.last = now;
+  if (now > bundle.last) bundle.last = now;
 }
 
 bool FluidNetwork::LimitsAFlow(ResourceId r) const {
@@ -210,43 +345,45 @@ bool FluidNetwork::LimitsAFlow(ResourceId r) const {
 }
 
 double FluidNetwork::Remaining(FlowId f, Duration now) const {
-  const Flow& flow = flows_[f];
-  if (now <= flow.last || flow.rate <= 0) return flow.remaining;
-  const double sent =
-      flow.rate * static_cast<double>((now - flow.last).nanos()) / 8.0 / kNanosPerSec;
-  return std::max(0.0, flow.remaining - sent);
+  const Member& m = members_[f];
+  const Bundle& bundle = bundles_[m.bundle];
+  double served = bundle.served;
+  if (now > bundle.last && bundle.rate > 0) {
+    served += bundle.rate * static_cast<double>((now - bundle.last).nanos()) / 8.0 / kNanosPerSec;
+  }
+  return std::max(0.0, m.due - served);
 }
 
 double FluidNetwork::RemoveFlow(FlowId f, Duration now) {
-  Flow& flow = flows_[f];
-  Settle(flow, now);
-  const double transmitted = flow.transmitted;
-  Detach(f);
-  EventErase(f);
-  flow.active = false;
+  Member& m = members_[f];
+  Settle(bundles_[m.bundle], now);
+  const double served = bundles_[m.bundle].served;
+  const double transmitted = m.sent + std::clamp(served - m.joined, 0.0, m.due - m.joined);
+  Leave(f, now);
+  m.active = false;
   free_.push_back(f);
   --active_;
   return transmitted;
 }
 
 void FluidNetwork::Reroute(FlowId f, std::span<const ResourceId> resources, Duration now) {
-  Settle(flows_[f], now);
-  Detach(f);
-  Flow& flow = flows_[f];
-  flow.resources.assign(resources);
-  flow.rate = -1;
-  flow.finish = Duration::Infinite();
-  EventErase(f);
-  Attach(f);
+  Member& m = members_[f];
+  Bundle& old = bundles_[m.bundle];
+  Settle(old, now);
+  const double left = std::max(0.0, m.due - old.served);
+  const int level = old.level;
+  m.sent += std::clamp(old.served - m.joined, 0.0, m.due - m.joined);
+  Leave(f, now);
+  Join(f, BundleFor(resources, level, now), left, now);
 }
 
 void FluidNetwork::EventPlace(uint32_t pos, const Event& e) {
   events_[pos] = e;
-  heap_pos_[e.flow] = pos;
+  heap_pos_[e.bundle] = pos;
 }
 
 // A 4-ary heap: half the depth of a binary one, so a pop moves half as many entries (each
-// move also updates the moved flow's heap_pos_).
+// move also updates the moved bundle's heap_pos_).
 void FluidNetwork::EventUp(uint32_t pos) {
   const Event e = events_[pos];
   while (pos > 0) {
@@ -276,44 +413,53 @@ void FluidNetwork::EventDown(uint32_t pos) {
   EventPlace(pos, e);
 }
 
-void FluidNetwork::EventErase(FlowId f) {
-  const uint32_t pos = heap_pos_[f];
-  if (pos == kNotInHeap) return;
-  heap_pos_[f] = kNotInHeap;
-  const Event moved = events_.back();
-  events_.pop_back();
-  if (pos == events_.size()) return;  // It was the last entry.
-  EventPlace(pos, moved);
-  if (pos > 0 && EventBefore(moved, events_[(pos - 1) / 4])) {
+void FluidNetwork::EventFix(uint32_t pos) {
+  if (pos > 0 && EventBefore(events_[pos], events_[(pos - 1) / 4])) {
     EventUp(pos);
   } else {
     EventDown(pos);
   }
 }
 
-void FluidNetwork::Schedule(FlowId f, Duration now) {
-  Flow& flow = flows_[f];
-  double dt = flow.rate > 0 ? std::ceil(flow.remaining * 8.0 * kNanosPerSec / flow.rate) : kInf;
+void FluidNetwork::EventErase(BundleId b) {
+  const uint32_t pos = heap_pos_[b];
+  if (pos == kNotInHeap) return;
+  heap_pos_[b] = kNotInHeap;
+  const Event moved = events_.back();
+  events_.pop_back();
+  if (pos == events_.size()) return;  // It was the last entry.
+  EventPlace(pos, moved);
+  EventFix(pos);
+}
+
+// From the bundle's clock (`last`: `now`, or later while its group sleeps).
+// REQUIRES: the bundle settled at `now`, its queue's top live.
+void FluidNetwork::Schedule(BundleId b, Duration now) {
+  Bundle& bundle = bundles_[b];
+  if (bundle.queue.empty()) {
+    bundle.finish = Duration::Infinite();
+    EventErase(b);
+    return;
+  }
+  const QueueEntry& first = bundle.queue.front();
+  const double left = std::max(0.0, first.due - bundle.served);
+  const double dt = bundle.rate > 0 ? std::ceil(left * 8.0 * kNanosPerSec / bundle.rate) : kInf;
   if (!(dt < 4e18)) {
-    flow.finish = Duration::Infinite();
-    EventErase(f);
+    bundle.finish = Duration::Infinite();
+    EventErase(b);
     return;
   }
-  const Duration old_finish = flow.finish;
-  flow.finish = now + Duration::Nanos(static_cast<int64_t>(dt));
-  const uint32_t pos = heap_pos_[f];
+  bundle.finish = std::max(now, bundle.last) + Duration::Nanos(static_cast<int64_t>(dt));
+  const Event e{bundle.finish, first.order, b};
+  const uint32_t pos = heap_pos_[b];
   if (pos == kNotInHeap) {
-    heap_pos_[f] = static_cast<uint32_t>(events_.size());
-    events_.push_back(Event{flow.finish, flow.order, f});
-    EventUp(heap_pos_[f]);
+    heap_pos_[b] = static_cast<uint32_t>(events_.size());
+    events_.push_back(e);
+    EventUp(heap_pos_[b]);
     return;
   }
-  events_[pos].time = flow.finish;
-  if (flow.finish < old_finish) {
-    EventUp(pos);
-  } else {
-    EventDown(pos);
-  }
+  events_[pos] = e;
+  EventFix(pos);
 }
 
 void FluidNetwork::Recompute(Duration now) {
@@ -337,8 +483,8 @@ void FluidNetwork::Recompute(Duration now) {
   }
 }
 
-void FluidNetwork::JoinSet(FlowId f, int level) {
-  Flow& flow = flows_[f];
+void FluidNetwork::JoinSet(BundleId f, int level) {
+  Bundle& flow = bundles_[f];
   flow.in_set = set_stamp_;
   set_.push_back(f);
   if (flow.bottleneck != kNoResource) {
@@ -350,12 +496,12 @@ void FluidNetwork::JoinSet(FlowId f, int level) {
 
 void FluidNetwork::ProcessLevel(LevelWork& work, Duration now) {
   const int level = work.level;
-  NextStamp(set_stamp_, flows_, &Flow::in_set);
+  NextStamp(set_stamp_, bundles_, &Bundle::in_set);
   NextStamp(dirty_stamp_, marks_, &Marks::dirty_stamp);
   set_.clear();
-  for (FlowId f : work.flows) {
-    const Flow& flow = flows_[f];
-    if (flow.active && flow.level == level && flow.in_set != set_stamp_) JoinSet(f, level);
+  for (BundleId f : work.flows) {
+    const Bundle& flow = bundles_[f];
+    if (flow.weight > 0 && flow.level == level && flow.in_set != set_stamp_) JoinSet(f, level);
   }
   changed_.clear();
   for (ResourceId r : work.resources) {
@@ -368,8 +514,8 @@ void FluidNetwork::ProcessLevel(LevelWork& work, Duration now) {
     for (ResourceId r : changed_) {
       const LevelInfo* li = Info(r, level);
       if (li == nullptr) continue;
-      for (FlowId f : li->members) {
-        if (flows_[f].in_set != set_stamp_) JoinSet(f, level);
+      for (BundleId f : li->members) {
+        if (bundles_[f].in_set != set_stamp_) JoinSet(f, level);
       }
     }
     ExpandToComponent(level);
@@ -384,8 +530,8 @@ void FluidNetwork::ProcessLevel(LevelWork& work, Duration now) {
   if (small_component_ > 0 && skip_small_ == 0) {
     if (SmallComponent(level, 4 * set_.size() + small_component_)) {
       small_backoff_ = 0;
-      for (FlowId g : component_) {
-        if (flows_[g].in_set != set_stamp_) JoinSet(g, level);
+      for (BundleId g : component_) {
+        if (bundles_[g].in_set != set_stamp_) JoinSet(g, level);
       }
       Solve(level);
       Apply(level, now);
@@ -409,15 +555,15 @@ void FluidNetwork::ProcessLevel(LevelWork& work, Duration now) {
 void FluidNetwork::ExpandToComponent(int level) {
   NextStamp(solve_stamp_, marks_, &Marks::solve_stamp);
   for (size_t i = 0; i < set_.size(); ++i) {
-    const FlowId f = set_[i];
-    for (ResourceId r : flows_[f].resources) {
+    const BundleId f = set_[i];
+    for (ResourceId r : bundles_[f].resources) {
       Marks& m = marks_[r];
       if (m.solve_stamp == solve_stamp_) continue;
       m.solve_stamp = solve_stamp_;
       const LevelInfo* li = Info(r, level);
       if (li == nullptr) continue;
-      for (FlowId g : li->members) {
-        if (flows_[g].in_set != set_stamp_) JoinSet(g, level);
+      for (BundleId g : li->members) {
+        if (bundles_[g].in_set != set_stamp_) JoinSet(g, level);
       }
     }
   }
@@ -426,11 +572,11 @@ void FluidNetwork::ExpandToComponent(int level) {
 // The flows of the level connected (through resources) to S or to a changed resource, into
 // component_, if there are at most `limit` of them; false as soon as there are more.
 bool FluidNetwork::SmallComponent(int level, size_t limit) {
-  NextStamp(visit_stamp_, flows_, &Flow::visit);
+  NextStamp(visit_stamp_, bundles_, &Bundle::visit);
   NextStamp(solve_stamp_, marks_, &Marks::solve_stamp);
   component_.clear();
-  auto reach = [&](FlowId g) {
-    Flow& flow = flows_[g];
+  auto reach = [&](BundleId g) {
+    Bundle& flow = bundles_[g];
     if (flow.level != level || flow.visit == visit_stamp_) return true;
     flow.visit = visit_stamp_;
     component_.push_back(g);
@@ -443,19 +589,19 @@ bool FluidNetwork::SmallComponent(int level, size_t limit) {
     const LevelInfo* li = Info(r, level);
     if (li == nullptr) return true;
     if (li->members.size() > limit) return false;
-    for (FlowId g : li->members) {
+    for (BundleId g : li->members) {
       if (!reach(g)) return false;
     }
     return true;
   };
-  for (FlowId f : set_) {
+  for (BundleId f : set_) {
     if (!reach(f)) return false;
   }
   for (ResourceId r : changed_) {
     if (!scan(r)) return false;
   }
   for (size_t i = 0; i < component_.size(); ++i) {
-    for (ResourceId r : flows_[component_[i]].resources) {
+    for (ResourceId r : bundles_[component_[i]].resources) {
       if (!scan(r)) return false;
     }
   }
@@ -474,11 +620,12 @@ void FluidNetwork::Solve(int level) {
   ++stats_.solves;
   stats_.flows_visited += set_.size();
   for (size_t i = 0; i < set_.size(); ++i) {
-    if (i + kPrefetch < set_.size()) __builtin_prefetch(&flows_[set_[i + kPrefetch]]);
-    const FlowId f = set_[i];
-    const Flow& flow = flows_[f];
+    if (i + kPrefetch < set_.size()) __builtin_prefetch(&bundles_[set_[i + kPrefetch]]);
+    const BundleId f = set_[i];
+    const Bundle& flow = bundles_[f];
     SolveFlow sf;
     sf.id = f;
+    sf.weight = flow.weight;
     sf.old_rate = std::max(0.0, flow.rate);
     sf.begin = static_cast<uint32_t>(solve_flow_res_.size());
     for (ResourceId r : flow.resources) {
@@ -491,7 +638,8 @@ void FluidNetwork::Solve(int level) {
       }
       SolveResource& sr = solve_resources_[m.solve_index];
       ++sr.count;
-      sr.set_old += sf.old_rate;
+      sr.unfrozen_weight += sf.weight;
+      sr.set_old += sf.weight * sf.old_rate;
       solve_flow_res_.push_back(m.solve_index);
     }
     sf.end = static_cast<uint32_t>(solve_flow_res_.size());
@@ -513,7 +661,7 @@ void FluidNetwork::Solve(int level) {
     }
     sr.info = static_cast<int>(li - res.levels.data());
     sr.capacity = cap;
-    // With every flow of the level here in S, nothing is fixed (exactly; no drift).
+    // With every bundle of the level here in S, nothing is fixed (exactly; no drift).
     const double fixed_load = sr.count == li->size() ? 0.0 : li->load - sr.set_old;
     sr.residual = cap - fixed_load;
     sr.unfrozen = sr.count;
@@ -539,11 +687,13 @@ void FluidNetwork::Solve(int level) {
       --unfrozen;
       sf.new_rate = share;
       sf.bottleneck = d;
+      const double load = sf.weight * share;
       for (uint32_t j = sf.begin; j < sf.end; ++j) {
         SolveResource& sr2 = solve_resources_[solve_flow_res_[j]];
-        sr2.residual -= share;
+        sr2.residual -= load;
         --sr2.unfrozen;
-        sr2.set_new += share;
+        sr2.unfrozen_weight -= sf.weight;
+        sr2.set_new += load;
         sr2.set_max = std::max(sr2.set_max, share);
       }
     }
@@ -557,7 +707,7 @@ void FluidNetwork::Solve(int level) {
     for (uint32_t d = 0; d < solve_resources_.size(); ++d) {
       const SolveResource& sr = solve_resources_[d];
       if (sr.unfrozen <= 0) continue;
-      const double share = std::max(0.0, sr.residual) / sr.unfrozen;
+      const double share = std::max(0.0, sr.residual) / sr.unfrozen_weight;
       if (share < best_share) {
         best_share = share;
         best = d;
@@ -571,7 +721,9 @@ void FluidNetwork::Solve(int level) {
   heap_.clear();
   for (uint32_t d = 0; d < solve_resources_.size(); ++d) {
     const SolveResource& sr = solve_resources_[d];
-    if (sr.unfrozen > 0) heap_.push_back(ShareEntry{std::max(0.0, sr.residual) / sr.unfrozen, d});
+    if (sr.unfrozen > 0) {
+      heap_.push_back(ShareEntry{std::max(0.0, sr.residual) / sr.unfrozen_weight, d});
+    }
   }
   std::make_heap(heap_.begin(), heap_.end(), ShareAfter());
   while (unfrozen > 0 && !heap_.empty()) {
@@ -580,7 +732,7 @@ void FluidNetwork::Solve(int level) {
     heap_.pop_back();
     SolveResource& sr = solve_resources_[e.r];
     if (sr.unfrozen <= 0) continue;
-    const double share = std::max(0.0, sr.residual) / sr.unfrozen;
+    const double share = std::max(0.0, sr.residual) / sr.unfrozen_weight;
     // Freezing a flow at the current minimum share never lowers another resource's share, so
     // an entry is never above its resource's share: a stale entry is re-queued with the
     // current share, and an up-to-date one at the top is the true minimum.
@@ -622,13 +774,13 @@ bool FluidNetwork::Check(int level) {
     ++stats_.scans;
     double exact_load = 0;
     double fixed_max = 0;
-    const std::vector<FlowId>& members = li->members;
+    const std::vector<BundleId>& members = li->members;
     for (size_t i = 0; i < members.size(); ++i) {
-      if (i + kPrefetch < members.size()) __builtin_prefetch(&flows_[members[i + kPrefetch]]);
-      const FlowId g = members[i];
-      const Flow& other = flows_[g];
+      if (i + kPrefetch < members.size()) __builtin_prefetch(&bundles_[members[i + kPrefetch]]);
+      const BundleId g = members[i];
+      const Bundle& other = bundles_[g];
       const double rate = std::max(0.0, other.rate);
-      exact_load += rate;
+      exact_load += other.weight * rate;
       if (other.in_set == set_stamp_) continue;
       if ((over && rate > 0) || (unseat && other.bottleneck == r) || rate > above) {
         JoinSet(g, level);
@@ -670,17 +822,17 @@ void FluidNetwork::Apply(int level, Duration now) {
   }
   for (size_t i = 0; i < solve_flows_.size(); ++i) {
     if (i + kPrefetch < solve_flows_.size()) {
-      __builtin_prefetch(&flows_[solve_flows_[i + kPrefetch].id]);
+      __builtin_prefetch(&bundles_[solve_flows_[i + kPrefetch].id]);
     }
     SolveFlow& sf = solve_flows_[i];
-    Flow& flow = flows_[sf.id];
+    Bundle& flow = bundles_[sf.id];
     SolveResource& bn = solve_resources_[sf.bottleneck];
     ++bn.fill;
     flow.bottleneck = bn.id;
     const double old_rate = flow.rate;
     const bool keep = old_rate >= 0 && std::abs(sf.new_rate - old_rate) <=
                                            kSameRate * std::max(old_rate, sf.new_rate);
-    const double delta = keep ? 0.0 : sf.new_rate - sf.old_rate;
+    const double delta = keep ? 0.0 : sf.weight * (sf.new_rate - sf.old_rate);
     const double rate = keep ? old_rate : sf.new_rate;
     for (uint32_t j = sf.begin; j < sf.end; ++j) {
       SolveResource& sr = solve_resources_[solve_flow_res_[j]];
@@ -723,36 +875,52 @@ core::Duration FluidNetwork::NextFinishTime(Duration now) {
 
 FluidNetwork::FlowId FluidNetwork::PopNextFinished(Duration now) {
   if (events_.empty() || events_.front().time > now) return kNoFlow;
-  const FlowId f = events_.front().flow;
-  Flow& flow = flows_[f];
-  EventErase(f);
-  flow.transmitted += flow.remaining;
-  flow.remaining = 0;
-  flow.last = flow.finish;
-  return f;
+  const BundleId b = events_.front().bundle;
+  Bundle& bundle = bundles_[b];
+  // The bundle's clock at the finish: the first flow's due exactly (the finish time was rounded
+  // up to the nanosecond, so the integrated clock is at or a hair past it).
+  Settle(bundle, bundle.finish);
+  const QueueEntry first = bundle.queue.front();
+  bundle.served = std::max(bundle.served, first.due);
+  std::pop_heap(bundle.queue.begin(), bundle.queue.end(),
+                [](const QueueEntry& x, const QueueEntry& y) {
+                  return x.due != y.due ? x.due > y.due : x.order > y.order;
+                });
+  bundle.queue.pop_back();
+  Member& m = members_[first.flow];
+  m.sent += m.due - m.joined;
+  return first.flow;
 }
 
+// REQUIRES: `f` was just popped (its queue entry is gone, its bundle settled at its finish).
 void FluidNetwork::Release(FlowId f) {
-  Detach(f);
-  Flow& flow = flows_[f];
-  flow.active = false;
+  Member& m = members_[f];
+  Leave(f, bundles_[m.bundle].last);
+  m.active = false;
   free_.push_back(f);
   --active_;
   ++stats_.finished;
 }
 
-void FluidNetwork::ShiftFlow(FlowId f, Duration delta) {
-  Flow& flow = flows_[f];
-  flow.last += delta;
-  if (flow.finish.IsInfinite()) return;
-  flow.finish += delta;
-  const uint32_t pos = heap_pos_[f];
-  if (pos == kNotInHeap) return;
-  events_[pos].time = flow.finish;
-  if (delta < Duration::Zero()) {
-    EventUp(pos);
-  } else {
-    EventDown(pos);
+void FluidNetwork::ShiftFlows(std::span<const FlowId> flows, Duration delta) {
+#ifndef NDEBUG
+  std::unordered_map<BundleId, uint32_t> listed;
+  for (FlowId f : flows) ++listed[members_[f].bundle];
+  for (const auto& [b, n] : listed) assert(n == bundles_[b].weight);
+#endif
+  NextStamp(visit_stamp_, bundles_, &Bundle::visit);
+  for (FlowId f : flows) {
+    const BundleId b = members_[f].bundle;
+    Bundle& bundle = bundles_[b];
+    if (bundle.visit == visit_stamp_) continue;
+    bundle.visit = visit_stamp_;
+    bundle.last += delta;
+    if (bundle.finish.IsInfinite()) continue;
+    bundle.finish += delta;
+    const uint32_t pos = heap_pos_[b];
+    if (pos == kNotInHeap) continue;
+    events_[pos].time = bundle.finish;
+    EventFix(pos);
   }
 }
 

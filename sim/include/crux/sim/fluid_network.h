@@ -27,9 +27,21 @@
 // recomputed whole instead, which is cheaper there. set_full_recompute(true) re-rates the whole
 // connected component of every change (the reference the tests compare against).
 //
-// Finish events live in an indexed heap, one entry per flow: a flow whose rate changes moves its
-// entry. Flows whose new rate is within 1e-12 (relative) of the old one keep their rate and
-// finish time.
+// Bundles (the group clock of docs/simulator.md, section 1): flows with the same resources and
+// level always get the same max-min rate (the allocation is unique and symmetric in them), so
+// they are one entry of the allocation, a bundle with a weight (its number of flows). A bundle
+// has one clock: the bytes each of its flows has been served since the bundle began, advanced
+// at its rate; a flow joins with a tag (that clock plus its bytes) and finishes when the clock
+// reaches its tag. A rate change therefore costs one bundle, not its flows, and the bundle has
+// one entry in the finish-event heap (its first flow to finish). Collective phases start many
+// flows on one NIC pair's pinned path at once, so bundles are what the allocation sees (a
+// phase-level job of 256 GPUs: ~100-300 bundles for 3,000-260,000 flows in flight).
+// set_bundling(false) gives every flow a bundle of its own (the reference the tests compare
+// against).
+//
+// Finish events live in an indexed heap, one entry per bundle with a finite finish time: a
+// bundle whose rate or first flow changes moves its entry. Bundles whose new rate is within
+// 1e-12 (relative) of the old one keep their rate and finish time.
 //
 // Times are core::Duration since the start of the caller's clock; `now` arguments must never
 // decrease between calls (ShiftFlow moves one flow's clock, on resources no other flow uses).
@@ -46,6 +58,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "crux/core/base/units.h"
@@ -61,8 +74,8 @@ class FluidNetwork {
   // Statistics for benchmarks and tests.
   struct Stats {
     uint64_t recomputations = 0;  // NextFinishTime calls that had changes to apply.
-    uint64_t flows_visited = 0;   // Flows re-rated by water-filling, summed over every solve.
-    uint64_t rates_changed = 0;   // Flows whose rate actually changed (new finish event).
+    uint64_t flows_visited = 0;   // Bundles re-rated by water-filling, summed over every solve.
+    uint64_t rates_changed = 0;   // Bundles whose rate actually changed (new finish event).
     uint64_t finished = 0;        // Flows that finished.
     uint64_t solves = 0;          // Water-filling runs (a level may need more than one).
     uint64_t scans = 0;           // Resources whose flow list a check had to walk.
@@ -76,7 +89,8 @@ class FluidNetwork {
   void SetCapacity(ResourceId r, double capacity_bps);
 
   // Starts a flow of `bytes` (> 0) over `resources` (non-empty, valid ids, no duplicates) at
-  // `level` (>= 0, 0 = highest) at time `now`. `tag` is returned when it finishes.
+  // `level` (>= 0, 0 = highest) at time `now`. `tag` is returned when it finishes. It joins the
+  // bundle of its resources and level if there is one.
   FlowId AddFlow(std::span<const ResourceId> resources, int level, double bytes, Duration now,
                  uint64_t tag);
   // Removes a flow before it finishes. Returns the bytes it transmitted (integrated rate x time).
@@ -96,8 +110,8 @@ class FluidNetwork {
     while (true) {
       const FlowId f = PopNextFinished(now);
       if (f == kNoFlow) break;
-      const double transmitted = flows_[f].transmitted;
-      const uint64_t tag = flows_[f].tag;
+      const double transmitted = members_[f].sent;
+      const uint64_t tag = members_[f].tag;
       Release(f);
       done(tag, transmitted);
     }
@@ -105,18 +119,25 @@ class FluidNetwork {
 
   // Remaining bytes of an active flow at `now` (>= the time of its last rate change).
   double Remaining(FlowId f, Duration now) const;
-  double Rate(FlowId f) const { return flows_[f].rate; }
-  int Level(FlowId f) const { return flows_[f].level; }
-  uint64_t Tag(FlowId f) const { return flows_[f].tag; }
-  bool IsActive(FlowId f) const { return f < flows_.size() && flows_[f].active; }
-  std::span<const ResourceId> Resources(FlowId f) const { return flows_[f].resources.span(); }
+  // Bits per second (-1: not computed yet).
+  double Rate(FlowId f) const { return bundles_[members_[f].bundle].rate; }
+  int Level(FlowId f) const { return bundles_[members_[f].bundle].level; }
+  uint64_t Tag(FlowId f) const { return members_[f].tag; }
+  bool IsActive(FlowId f) const { return f < members_.size() && members_[f].active; }
+  std::span<const ResourceId> Resources(FlowId f) const {
+    return bundles_[members_[f].bundle].resources.span();
+  }
   size_t active_flows() const { return active_; }
+  // Bundles with at least one flow (statistics).
+  size_t active_bundles() const { return active_bundles_; }
 
-  // Moves the clock and pending finish event of flow `f` `delta` later (`delta` may be
-  // negative): a fast-forward group falls asleep or wakes (docs/simulator.md section 6). Its
-  // rate is kept, so nothing else may share its resources meanwhile.
-  // REQUIRES: `f` active, no pending change (call NextFinishTime first).
-  void ShiftFlow(FlowId f, Duration delta);
+  // Moves the clocks and pending finish events of `flows` `delta` later (`delta` may be
+  // negative): a fast-forward group falls asleep or wakes (docs/simulator.md section 6). Their
+  // rates are kept, so nothing else may share their resources meanwhile.
+  // REQUIRES: every flow active and listed once, every flow of their bundles listed (flows on
+  // the same resources at the same level move together), no pending change (call
+  // NextFinishTime first).
+  void ShiftFlows(std::span<const FlowId> flows, Duration delta);
 
   // Reference mode for tests and benchmarks: every recomputation re-rates the whole connected
   // component (per level) of the changes, as the simulator did before issue #13.
@@ -125,6 +146,9 @@ class FluidNetwork {
   // recomputed whole, without the local checks (cheaper when small). 0 makes every
   // recomputation local (tests).
   void set_small_component(size_t flows) { small_component_ = flows; }
+  // Off: every flow is a bundle of its own (the reference the tests compare bundles against).
+  // REQUIRES: no flow added yet.
+  void set_bundling(bool on) { bundling_ = on; }
 
   const Stats& stats() const { return stats_; }
 
@@ -133,6 +157,8 @@ class FluidNetwork {
   bool LimitsAFlow(ResourceId r) const;
 
  private:
+  // A bundle: the allocation's unit (one slot per bundle, reused once it is empty).
+  using BundleId = uint32_t;
   static constexpr FlowId kNoFlow = std::numeric_limits<FlowId>::max();
   static constexpr ResourceId kNoResource = -1;
   static constexpr uint32_t kNotInHeap = std::numeric_limits<uint32_t>::max();
@@ -166,22 +192,41 @@ class FluidNetwork {
     std::vector<T> heap_;
   };
 
+  // A flow of a bundle in its bundle's queue: it finishes when the bundle's clock reaches
+  // `due` (ties: add order).
+  struct QueueEntry {
+    double due = 0;
+    uint64_t order = 0;
+    FlowId flow = 0;
+    uint64_t join = 0;  // == the flow's `join`, else a stale entry (the flow left).
+  };
   // Aligned to a cache line, with the fields water-filling and the checks read (rate, stamps,
-  // level, bottleneck, the first resources) in its first 64 bytes: a scan of a resource's flows
-  // touches one line per flow.
-  struct alignas(64) Flow {
-    double rate = 0;      // Bits per second; -1 = not computed yet (new or re-routed).
+  // level, bottleneck, weight, the first resources) in its first 64 bytes: a scan of a
+  // resource's bundles touches one line per bundle.
+  struct alignas(64) Bundle {
+    double rate = 0;      // Bits per second of each of its flows; -1 = not computed yet (new).
     uint32_t in_set = 0;  // == set_stamp_: member of S of the level being processed.
     uint32_t visit = 0;   // == visit_stamp_: reached by SmallComponent.
     int level = 0;
     ResourceId bottleneck = kNoResource;  // Where water-filling froze it.
-    bool active = false;
+    uint32_t weight = 0;                  // Its flows (0: a free slot).
+    bool keyed = false;                   // bundle_of_key_[key] is this bundle.
     InlineList<ResourceId> resources;
-    InlineList<uint32_t> positions;  // Index of this flow in its level's `members` on each.
-    double remaining = 0;            // Bytes left at `last`.
-    double transmitted = 0;          // Bytes sent up to `last`.
+    InlineList<uint32_t> positions;  // Index of this bundle in its level's `members` on each.
+    double served = 0;               // Bytes served to each of its flows, up to `last`.
     Duration last;                   // Time of the last settle.
-    Duration finish = Duration::Infinite();
+    Duration finish = Duration::Infinite();  // Of the first flow in `queue`.
+    uint64_t key = 0;
+    std::vector<QueueEntry> queue;  // Min-heap on (due, order); its top is live.
+  };
+  struct Member {
+    BundleId bundle = 0;
+    bool active = false;
+    uint64_t join = 0;   // Sequence number of its latest join (stale queue entries differ).
+    double due = 0;      // The bundle clock at which it finishes.
+    double joined = 0;   // The bundle clock when it joined.
+    double sent = 0;     // Bytes sent before it joined this bundle (re-routes); at its
+                         // finish, every byte it sent.
     uint64_t order = 0;  // Add order (tie-break).
     uint64_t tag = 0;
   };
@@ -192,9 +237,9 @@ class FluidNetwork {
     double load = 0;         // Sum of their rates.
     double share = 0;        // The rate of every flow bottlenecked here.
     double max_rate_ub = 0;  // >= the rate of every flow of the level on the resource.
-    // The flows of the level on the resource: what the checks and the component searches
+    // The bundles of the level on the resource: what the checks and the component searches
     // walk, which only ever look at one level.
-    std::vector<FlowId> members;
+    std::vector<BundleId> members;
     int size() const { return static_cast<int>(members.size()); }
   };
   struct Resource {
@@ -214,7 +259,8 @@ class FluidNetwork {
   // Water-filling works on dense copies of S and of the resources S touches (cache locality:
   // the flows and resources of a solve are scattered over the whole network).
   struct SolveFlow {
-    FlowId id;
+    BundleId id;
+    double weight;   // Its flows.
     uint32_t begin;  // Its resources: solve_flow_res_[begin, end) (indexes of solve_resources_).
     uint32_t end;
     uint32_t bottleneck = 0;  // Index of the resource it froze at.
@@ -225,9 +271,10 @@ class FluidNetwork {
   struct SolveResource {
     ResourceId id = 0;
     int info = 0;   // Index of the level's LevelInfo in the resource's `levels`.
-    int count = 0;  // S flows on it.
+    int count = 0;  // S bundles on it.
     int unfrozen = 0;
-    uint32_t begin = 0;  // Its S flows: solve_res_flows_[begin, begin + count).
+    double unfrozen_weight = 0;  // Flows of its unfrozen S bundles.
+    uint32_t begin = 0;          // Its S flows: solve_res_flows_[begin, begin + count).
     uint32_t fill = 0;
     double capacity = 0;  // What the higher levels leave.
     double residual = 0;
@@ -236,12 +283,13 @@ class FluidNetwork {
     double set_max = 0;  // Largest new rate of its S flows.
     double froze = -1;   // Share at which S flows froze here (-1: none).
   };
-  // An entry of the finish-event heap: one per flow with a finite finish time (the flow knows
-  // its position, so a rate change moves its entry instead of adding a stale one).
+  // An entry of the finish-event heap: one per bundle with a finite finish time (the bundle
+  // knows its position, so a rate change moves its entry instead of adding a stale one). `order`
+  // is that of the bundle's first flow to finish.
   struct Event {
     Duration time;
     uint64_t order;
-    FlowId flow;
+    BundleId bundle;
   };
   struct ShareEntry {
     double share;
@@ -256,7 +304,7 @@ class FluidNetwork {
   struct LevelWork {
     int level = 0;
     std::vector<ResourceId> resources;
-    std::vector<FlowId> flows;
+    std::vector<BundleId> flows;  // Bundles.
     bool empty() const { return resources.empty() && flows.empty(); }
   };
 
@@ -267,13 +315,23 @@ class FluidNetwork {
   LevelWork& Work(int level);
   void MarkResource(int level, ResourceId r);
   void MarkFromLevel(int level, ResourceId r);  // `level` and every lower level on r.
-  void Attach(FlowId f);
-  void Detach(FlowId f);
-  void Settle(Flow& flow, Duration now);
-  void Schedule(FlowId f, Duration now);
+  void Attach(BundleId b);
+  void Detach(BundleId b);
+  // The bundle of `resources` at `level` (a new one when there is none or bundling is off).
+  BundleId BundleFor(std::span<const ResourceId> resources, int level, Duration now);
+  // Flow `f` joins bundle `b` at `now` with `bytes` left.
+  void Join(FlowId f, BundleId b, double bytes, Duration now);
+  // Flow `f` leaves its bundle at `now` (settled); an emptied bundle is freed.
+  void Leave(FlowId f, Duration now);
+  // `delta` flows more (or fewer) in a bundle that stays: loads and pending work follow.
+  void ChangeWeight(BundleId b, int delta);
+  // Drops stale entries from the top of the bundle's queue.
+  void CleanQueue(Bundle& bundle);
+  void Settle(Bundle& bundle, Duration now);
+  void Schedule(BundleId b, Duration now);
   void Recompute(Duration now);
   void ProcessLevel(LevelWork& work, Duration now);
-  void JoinSet(FlowId f, int level);
+  void JoinSet(BundleId b, int level);
   void ExpandToComponent(int level);
   bool SmallComponent(int level, size_t limit);
   void Solve(int level);
@@ -288,31 +346,40 @@ class FluidNetwork {
   void EventPlace(uint32_t pos, const Event& e);
   void EventUp(uint32_t pos);
   void EventDown(uint32_t pos);
-  void EventErase(FlowId f);
+  void EventFix(uint32_t pos);
+  void EventErase(BundleId b);
 
   std::vector<Resource> resources_;
   std::vector<Marks> marks_;  // Parallel to resources_.
-  std::vector<Flow> flows_;
+  std::vector<Bundle> bundles_;
+  std::vector<BundleId> free_bundles_;
+  std::vector<Member> members_;
   std::vector<FlowId> free_;
+  // Bundle of each (level, resources) hash; a bundle whose hash is taken by another key stays
+  // out of it (it is a bundle of its own).
+  std::unordered_map<uint64_t, BundleId> bundle_of_key_;
   std::vector<Event> events_;       // Indexed min-heap on (time, order).
-  std::vector<uint32_t> heap_pos_;  // Per flow slot: its index in events_ (or kNotInHeap).
+  std::vector<uint32_t> heap_pos_;  // Per bundle slot: its index in events_ (or kNotInHeap).
   std::vector<LevelWork> work_;
   size_t last_work_ = 0;  // Hint: the entry MarkResource used last.
   bool pending_ = false;
   bool full_recompute_ = false;
+  bool bundling_ = true;
   size_t small_component_ = 192;
   uint32_t small_backoff_ = 0;  // Component searches to skip after the next failure.
   uint32_t skip_small_ = 0;     // Component searches left to skip.
   size_t active_ = 0;
+  size_t active_bundles_ = 0;
   uint64_t next_order_ = 0;
+  uint64_t next_join_ = 0;
   uint32_t set_stamp_ = 0;
   uint32_t visit_stamp_ = 0;
   uint32_t solve_stamp_ = 0;
   uint32_t check_stamp_ = 0;
   uint32_t dirty_stamp_ = 0;
   // Scratch buffers reused across recomputations.
-  std::vector<FlowId> set_;          // S of the level being processed.
-  std::vector<FlowId> component_;    // SmallComponent's result.
+  std::vector<BundleId> set_;        // S of the level being processed.
+  std::vector<BundleId> component_;  // SmallComponent's result.
   std::vector<ResourceId> changed_;  // Resources of the level's pending work.
   std::vector<SolveFlow> solve_flows_;
   std::vector<SolveResource> solve_resources_;
