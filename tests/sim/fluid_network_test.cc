@@ -495,6 +495,38 @@ TEST(FluidNetworkTest, BundlesFinishEveryFlowWhereFlowsOfTheirOwnDo) {
   }
 }
 
+// Thousands of paths come and go (the key table grows, and erases shift entries back): at
+// every step there is exactly one bundle per live (path, level).
+TEST(FluidNetworkTest, OneBundlePerLivePathAndLevelWhilePathsComeAndGo) {
+  std::mt19937 rng(31);
+  FluidNetwork net;
+  const int nr = 120;
+  for (int r = 0; r < nr; ++r) net.AddResource(1e9);
+  std::map<std::pair<int, std::vector<R>>, int> live;  // (level, path) -> flows.
+  std::vector<std::pair<FluidNetwork::FlowId, std::pair<int, std::vector<R>>>> flows;
+  for (int step = 0; step < 20'000; ++step) {
+    if (flows.empty() || rng() % 5 < 3) {
+      std::vector<R> path = {static_cast<R>(rng() % nr), static_cast<R>(rng() % nr)};
+      if (path[0] == path[1]) path.pop_back();
+      const int level = static_cast<int>(rng() % 2);
+      flows.push_back({net.AddFlow(path, level, 1e15, kT0, flows.size()), {level, path}});
+      ++live[flows.back().second];
+    } else {
+      const size_t i = rng() % flows.size();
+      net.RemoveFlow(flows[i].first, kT0);
+      if (--live[flows[i].second] == 0) live.erase(flows[i].second);
+      flows[i] = flows.back();
+      flows.pop_back();
+    }
+    ASSERT_EQ(net.active_bundles(), live.size()) << "step " << step;
+    ASSERT_EQ(net.active_flows(), flows.size()) << "step " << step;
+  }
+  for (const auto& [id, key] : flows) {
+    ASSERT_EQ(net.Level(id), key.first);
+    ASSERT_TRUE(std::ranges::equal(net.Resources(id), key.second));
+  }
+}
+
 // ---- Issue #13: the local recomputation against full recomputations and the reference ----
 
 // A two-tier fabric as in bench/sim_engine_bench (host uplink, spine link, host downlink): every

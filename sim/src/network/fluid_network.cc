@@ -202,15 +202,15 @@ FluidNetwork::BundleId FluidNetwork::BundleFor(std::span<const ResourceId> resou
   bool keyed = false;
   if (bundling_) {
     key = BundleKey(resources, level);
-    const auto it = bundle_of_key_.find(key);
-    if (it == bundle_of_key_.end()) {
+    const BundleId have_b = FindKey(key);
+    if (have_b == kNoBundle) {
       keyed = true;
     } else {
-      const Bundle& found = bundles_[it->second];
+      const Bundle& found = bundles_[have_b];
       const std::span<const ResourceId> have = found.resources.span();
       if (found.level == level &&
           std::equal(have.begin(), have.end(), resources.begin(), resources.end())) {
-        return it->second;
+        return have_b;
       }
       // Another key hashes the same: this one goes without a bundle of shared flows.
     }
@@ -236,10 +236,70 @@ FluidNetwork::BundleId FluidNetwork::BundleFor(std::span<const ResourceId> resou
   bundle.key = key;
   bundle.keyed = keyed;
   bundle.queue.clear();
-  if (keyed) bundle_of_key_.emplace(key, b);
+  bundle.first_due = kInf;
+  if (keyed) InsertKey(key, b);
   ++active_bundles_;
   Attach(b);
   return b;
+}
+
+namespace {
+
+// The home slot of a key (the FNV hash mixed once more: its low bits index the table).
+size_t KeyHome(uint64_t key, size_t mask) {
+  key ^= key >> 33;
+  key *= 0xff51afd7ed558ccdull;
+  key ^= key >> 33;
+  return static_cast<size_t>(key) & mask;
+}
+
+}  // namespace
+
+FluidNetwork::BundleId FluidNetwork::FindKey(uint64_t key) const {
+  if (key_slots_.empty()) return kNoBundle;
+  const size_t mask = key_slots_.size() - 1;
+  for (size_t i = KeyHome(key, mask);; i = (i + 1) & mask) {
+    const KeySlot& slot = key_slots_[i];
+    if (slot.bundle == kNoBundle) return kNoBundle;
+    if (slot.key == key) return slot.bundle;
+  }
+}
+
+void FluidNetwork::InsertKey(uint64_t key, BundleId b) {
+  if (2 * (keys_ + 1) > key_slots_.size()) {
+    std::vector<KeySlot> old;
+    old.swap(key_slots_);
+    key_slots_.assign(std::max<size_t>(64, 2 * old.size()), KeySlot{});
+    keys_ = 0;
+    for (const KeySlot& slot : old) {
+      if (slot.bundle != kNoBundle) InsertKey(slot.key, slot.bundle);
+    }
+  }
+  const size_t mask = key_slots_.size() - 1;
+  size_t i = KeyHome(key, mask);
+  while (key_slots_[i].bundle != kNoBundle) i = (i + 1) & mask;
+  key_slots_[i] = KeySlot{key, b};
+  ++keys_;
+}
+
+void FluidNetwork::EraseKey(uint64_t key) {
+  const size_t mask = key_slots_.size() - 1;
+  size_t i = KeyHome(key, mask);
+  while (key_slots_[i].bundle == kNoBundle || key_slots_[i].key != key) {
+    assert(key_slots_[i].bundle != kNoBundle);
+    i = (i + 1) & mask;
+  }
+  // Backward shift: every later entry of the probe run whose home is not cyclically within
+  // (hole, entry] moves into the hole.
+  for (size_t j = (i + 1) & mask; key_slots_[j].bundle != kNoBundle; j = (j + 1) & mask) {
+    const size_t home = KeyHome(key_slots_[j].key, mask);
+    const bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+    if (stays) continue;
+    key_slots_[i] = key_slots_[j];
+    i = j;
+  }
+  key_slots_[i] = KeySlot{};
+  --keys_;
 }
 
 void FluidNetwork::CleanQueue(Bundle& bundle) {
@@ -250,10 +310,12 @@ void FluidNetwork::CleanQueue(Bundle& bundle) {
   while (!q.empty()) {
     const QueueEntry& top = q.front();
     const Member& m = members_[top.flow];
-    if (m.active && m.join == top.join) return;
+    if (m.active && m.join == top.join) break;
     std::pop_heap(q.begin(), q.end(), after);
     q.pop_back();
   }
+  bundle.first_due = q.empty() ? kInf : q.front().due;
+  bundle.first_order = q.empty() ? 0 : q.front().order;
 }
 
 void FluidNetwork::Join(FlowId f, BundleId b, double bytes, Duration now) {
@@ -283,6 +345,8 @@ void FluidNetwork::Join(FlowId f, BundleId b, double bytes, Duration now) {
                  [](const QueueEntry& x, const QueueEntry& y) {
                    return x.due != y.due ? x.due > y.due : x.order > y.order;
                  });
+  bundle.first_due = bundle.queue.front().due;
+  bundle.first_order = bundle.queue.front().order;
   ChangeWeight(b, +1);
   Schedule(b, now);
 }
@@ -297,7 +361,7 @@ void FluidNetwork::Leave(FlowId f, Duration now) {
     EventErase(b);
     bundle.weight = 0;
     bundle.queue.clear();
-    if (bundle.keyed) bundle_of_key_.erase(bundle.key);
+    if (bundle.keyed) EraseKey(bundle.key);
     bundle.keyed = false;
     free_bundles_.push_back(b);
     --active_bundles_;
@@ -436,13 +500,7 @@ void FluidNetwork::EventErase(BundleId b) {
 // REQUIRES: the bundle settled at `now`, its queue's top live.
 void FluidNetwork::Schedule(BundleId b, Duration now) {
   Bundle& bundle = bundles_[b];
-  if (bundle.queue.empty()) {
-    bundle.finish = Duration::Infinite();
-    EventErase(b);
-    return;
-  }
-  const QueueEntry& first = bundle.queue.front();
-  const double left = std::max(0.0, first.due - bundle.served);
+  const double left = std::max(0.0, bundle.first_due - bundle.served);
   const double dt = bundle.rate > 0 ? std::ceil(left * 8.0 * kNanosPerSec / bundle.rate) : kInf;
   if (!(dt < 4e18)) {
     bundle.finish = Duration::Infinite();
@@ -450,7 +508,7 @@ void FluidNetwork::Schedule(BundleId b, Duration now) {
     return;
   }
   bundle.finish = std::max(now, bundle.last) + Duration::Nanos(static_cast<int64_t>(dt));
-  const Event e{bundle.finish, first.order, b};
+  const Event e{bundle.finish, bundle.first_order, b};
   const uint32_t pos = heap_pos_[b];
   if (pos == kNotInHeap) {
     heap_pos_[b] = static_cast<uint32_t>(events_.size());

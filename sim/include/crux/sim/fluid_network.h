@@ -31,8 +31,8 @@
 // level always get the same max-min rate (the allocation is unique and symmetric in them), so
 // they are one entry of the allocation, a bundle with a weight (its number of flows). A bundle
 // has one clock: the bytes each of its flows has been served since the bundle began, advanced
-// at its rate; a flow joins with a tag (that clock plus its bytes) and finishes when the clock
-// reaches its tag. A rate change therefore costs one bundle, not its flows, and the bundle has
+// at its rate; a flow joins with a due (that clock plus its bytes) and finishes when the clock
+// reaches its due. A rate change therefore costs one bundle, not its flows, and the bundle has
 // one entry in the finish-event heap (its first flow to finish). Collective phases start many
 // flows on one NIC pair's pinned path at once, so bundles are what the allocation sees (a
 // phase-level job of 256 GPUs: ~100-300 bundles for 3,000-260,000 flows in flight).
@@ -44,7 +44,7 @@
 // 1e-12 (relative) of the old one keep their rate and finish time.
 //
 // Times are core::Duration since the start of the caller's clock; `now` arguments must never
-// decrease between calls (ShiftFlow moves one flow's clock, on resources no other flow uses).
+// decrease between calls (ShiftFlows moves bundles' clocks, on resources no other flow uses).
 // Bytes and rates are fluid quantities (double bytes, double bits per second).
 //
 // Determinism: identical call sequences give identical results (ties in finish time are broken
@@ -58,7 +58,6 @@
 #include <cstdint>
 #include <limits>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "crux/core/base/units.h"
@@ -160,6 +159,7 @@ class FluidNetwork {
   // A bundle: the allocation's unit (one slot per bundle, reused once it is empty).
   using BundleId = uint32_t;
   static constexpr FlowId kNoFlow = std::numeric_limits<FlowId>::max();
+  static constexpr BundleId kNoBundle = std::numeric_limits<BundleId>::max();
   static constexpr ResourceId kNoResource = -1;
   static constexpr uint32_t kNotInHeap = std::numeric_limits<uint32_t>::max();
 
@@ -210,12 +210,14 @@ class FluidNetwork {
     int level = 0;
     ResourceId bottleneck = kNoResource;  // Where water-filling froze it.
     uint32_t weight = 0;                  // Its flows (0: a free slot).
-    bool keyed = false;                   // bundle_of_key_[key] is this bundle.
+    bool keyed = false;                   // Its key maps to it (FindKey).
     InlineList<ResourceId> resources;
     InlineList<uint32_t> positions;  // Index of this bundle in its level's `members` on each.
     double served = 0;               // Bytes served to each of its flows, up to `last`.
     Duration last;                   // Time of the last settle.
     Duration finish = Duration::Infinite();  // Of the first flow in `queue`.
+    double first_due = 0;      // The top of `queue` (infinite when empty), kept here so that a
+    uint64_t first_order = 0;  // rate change does not touch the queue.
     uint64_t key = 0;
     std::vector<QueueEntry> queue;  // Min-heap on (due, order); its top is live.
   };
@@ -258,14 +260,14 @@ class FluidNetwork {
   };
   // Water-filling works on dense copies of S and of the resources S touches (cache locality:
   // the flows and resources of a solve are scattered over the whole network).
-  struct SolveFlow {
+  struct SolveFlow {  // A bundle of S (40 bytes).
     BundleId id;
-    double weight;   // Its flows.
     uint32_t begin;  // Its resources: solve_flow_res_[begin, end) (indexes of solve_resources_).
     uint32_t end;
     uint32_t bottleneck = 0;  // Index of the resource it froze at.
     double old_rate = 0;      // max(0, rate).
     double new_rate = 0;
+    uint32_t weight = 0;  // Its flows.
     bool frozen = false;
   };
   struct SolveResource {
@@ -325,6 +327,10 @@ class FluidNetwork {
   void Leave(FlowId f, Duration now);
   // `delta` flows more (or fewer) in a bundle that stays: loads and pending work follow.
   void ChangeWeight(BundleId b, int delta);
+  // The bundle of a key (kNoBundle: none); adds one (the key must be absent); erases one.
+  BundleId FindKey(uint64_t key) const;
+  void InsertKey(uint64_t key, BundleId b);
+  void EraseKey(uint64_t key);
   // Drops stale entries from the top of the bundle's queue.
   void CleanQueue(Bundle& bundle);
   void Settle(Bundle& bundle, Duration now);
@@ -356,8 +362,15 @@ class FluidNetwork {
   std::vector<Member> members_;
   std::vector<FlowId> free_;
   // Bundle of each (level, resources) hash; a bundle whose hash is taken by another key stays
-  // out of it (it is a bundle of its own).
-  std::unordered_map<uint64_t, BundleId> bundle_of_key_;
+  // out of it (it is a bundle of its own). Open addressing with linear probing and
+  // backward-shift deletion (every flow of a bundle of its own inserts and erases a key: no
+  // allocation per flow), a power-of-two size at most half full.
+  struct KeySlot {
+    uint64_t key = 0;
+    BundleId bundle = kNoBundle;
+  };
+  std::vector<KeySlot> key_slots_;
+  size_t keys_ = 0;
   std::vector<Event> events_;       // Indexed min-heap on (time, order).
   std::vector<uint32_t> heap_pos_;  // Per bundle slot: its index in events_ (or kNotInHeap).
   std::vector<LevelWork> work_;
