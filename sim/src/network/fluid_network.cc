@@ -236,6 +236,8 @@ FluidNetwork::BundleId FluidNetwork::BundleFor(std::span<const ResourceId> resou
   bundle.key = key;
   bundle.keyed = keyed;
   bundle.queue.clear();
+  bundle.head = 0;
+  bundle.stale = 0;
   bundle.first_due = kInf;
   if (keyed) InsertKey(key, b);
   ++active_bundles_;
@@ -302,20 +304,37 @@ void FluidNetwork::EraseKey(uint64_t key) {
   --keys_;
 }
 
+namespace {
+
+bool DueBefore(double due_a, uint64_t order_a, double due_b, uint64_t order_b) {
+  return due_a != due_b ? due_a < due_b : order_a < order_b;
+}
+
+}  // namespace
+
+void FluidNetwork::PopFront(Bundle& bundle) {
+  std::vector<QueueEntry>& q = bundle.queue;
+  if (++bundle.head == q.size()) {
+    q.clear();
+    bundle.head = 0;
+  } else if (bundle.head >= 256 && 2 * bundle.head >= q.size()) {
+    q.erase(q.begin(), q.begin() + bundle.head);  // Amortised: half the vector is dead.
+    bundle.head = 0;
+  }
+}
+
 void FluidNetwork::CleanQueue(Bundle& bundle) {
   std::vector<QueueEntry>& q = bundle.queue;
-  auto after = [](const QueueEntry& x, const QueueEntry& y) {
-    return x.due != y.due ? x.due > y.due : x.order > y.order;
-  };
-  while (!q.empty()) {
-    const QueueEntry& top = q.front();
+  while (bundle.stale > 0 && bundle.head < q.size()) {
+    const QueueEntry& top = q[bundle.head];
     const Member& m = members_[top.flow];
     if (m.active && m.join == top.join) break;
-    std::pop_heap(q.begin(), q.end(), after);
-    q.pop_back();
+    --bundle.stale;
+    PopFront(bundle);
   }
-  bundle.first_due = q.empty() ? kInf : q.front().due;
-  bundle.first_order = q.empty() ? 0 : q.front().order;
+  const bool empty = bundle.head == q.size();
+  bundle.first_due = empty ? kInf : q[bundle.head].due;
+  bundle.first_order = empty ? 0 : q[bundle.head].order;
 }
 
 void FluidNetwork::Join(FlowId f, BundleId b, double bytes, Duration now) {
@@ -325,7 +344,8 @@ void FluidNetwork::Join(FlowId f, BundleId b, double bytes, Duration now) {
   // (every due and join mark moves by the same amount; the order of the queue is kept).
   if (bundle.served > 0x1p40) {
     const double base = bundle.served;
-    for (QueueEntry& e : bundle.queue) {
+    for (size_t i = bundle.head; i < bundle.queue.size(); ++i) {
+      QueueEntry& e = bundle.queue[i];
       e.due -= base;
       Member& m = members_[e.flow];
       if (m.active && m.join == e.join) {
@@ -340,13 +360,21 @@ void FluidNetwork::Join(FlowId f, BundleId b, double bytes, Duration now) {
   m.join = ++next_join_;
   m.joined = bundle.served;
   m.due = bundle.served + bytes;
-  bundle.queue.push_back(QueueEntry{m.due, m.order, f, m.join});
-  std::push_heap(bundle.queue.begin(), bundle.queue.end(),
-                 [](const QueueEntry& x, const QueueEntry& y) {
-                   return x.due != y.due ? x.due > y.due : x.order > y.order;
-                 });
-  bundle.first_due = bundle.queue.front().due;
-  bundle.first_order = bundle.queue.front().order;
+  // The queue is kept sorted: the flows of a collective join with the same bytes one after
+  // the other, so a new due is nearly always the last (an append); otherwise it is inserted.
+  std::vector<QueueEntry>& q = bundle.queue;
+  const QueueEntry entry{m.due, m.order, f, m.join};
+  if (bundle.head == q.size() || !DueBefore(m.due, m.order, q.back().due, q.back().order)) {
+    q.push_back(entry);
+  } else {
+    const auto at = std::upper_bound(q.begin() + bundle.head, q.end(), entry,
+                                     [](const QueueEntry& x, const QueueEntry& y) {
+                                       return DueBefore(x.due, x.order, y.due, y.order);
+                                     });
+    q.insert(at, entry);
+  }
+  bundle.first_due = q[bundle.head].due;
+  bundle.first_order = q[bundle.head].order;
   ChangeWeight(b, +1);
   Schedule(b, now);
 }
@@ -355,12 +383,15 @@ void FluidNetwork::Leave(FlowId f, Duration now) {
   Member& m = members_[f];
   const BundleId b = m.bundle;
   Bundle& bundle = bundles_[b];
-  m.join = 0;  // Its queue entry (if still there) is stale from now on.
+  if (m.join != 0) ++bundle.stale;  // Its queue entry is still there: stale from now on.
+  m.join = 0;
   if (bundle.weight == 1) {
     Detach(b);
     EventErase(b);
     bundle.weight = 0;
     bundle.queue.clear();
+    bundle.head = 0;
+    bundle.stale = 0;
     if (bundle.keyed) EraseKey(bundle.key);
     bundle.keyed = false;
     free_bundles_.push_back(b);
@@ -516,8 +547,14 @@ void FluidNetwork::Schedule(BundleId b, Duration now) {
     EventUp(heap_pos_[b]);
     return;
   }
+  // Up or down as the key moved (no look at the parent when it moved later).
+  const bool earlier = EventBefore(e, events_[pos]);
   events_[pos] = e;
-  EventFix(pos);
+  if (earlier) {
+    EventUp(pos);
+  } else {
+    EventDown(pos);
+  }
 }
 
 void FluidNetwork::Recompute(Duration now) {
@@ -938,15 +975,12 @@ FluidNetwork::FlowId FluidNetwork::PopNextFinished(Duration now) {
   // The bundle's clock at the finish: the first flow's due exactly (the finish time was rounded
   // up to the nanosecond, so the integrated clock is at or a hair past it).
   Settle(bundle, bundle.finish);
-  const QueueEntry first = bundle.queue.front();
+  const QueueEntry first = bundle.queue[bundle.head];
   bundle.served = std::max(bundle.served, first.due);
-  std::pop_heap(bundle.queue.begin(), bundle.queue.end(),
-                [](const QueueEntry& x, const QueueEntry& y) {
-                  return x.due != y.due ? x.due > y.due : x.order > y.order;
-                });
-  bundle.queue.pop_back();
+  PopFront(bundle);
   Member& m = members_[first.flow];
   m.sent += m.due - m.joined;
+  m.join = 0;  // Its entry is gone.
   return first.flow;
 }
 

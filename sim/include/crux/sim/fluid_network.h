@@ -219,7 +219,11 @@ class FluidNetwork {
     double first_due = 0;      // The top of `queue` (infinite when empty), kept here so that a
     uint64_t first_order = 0;  // rate change does not touch the queue.
     uint64_t key = 0;
-    std::vector<QueueEntry> queue;  // Min-heap on (due, order); its top is live.
+    // Sorted on (due, order) from `head` on; the entry at `head` is live. `stale` entries (of
+    // flows that left before their due) are dropped when they reach the head.
+    std::vector<QueueEntry> queue;
+    uint32_t head = 0;
+    uint32_t stale = 0;
   };
   struct Member {
     BundleId bundle = 0;
@@ -331,7 +335,9 @@ class FluidNetwork {
   BundleId FindKey(uint64_t key) const;
   void InsertKey(uint64_t key, BundleId b);
   void EraseKey(uint64_t key);
-  // Drops stale entries from the top of the bundle's queue.
+  // Drops the entry at the head of the bundle's queue.
+  void PopFront(Bundle& bundle);
+  // Drops stale entries from the head of the bundle's queue and notes its first due.
   void CleanQueue(Bundle& bundle);
   void Settle(Bundle& bundle, Duration now);
   void Schedule(BundleId b, Duration now);
