@@ -12,6 +12,12 @@
                                 utilisation (/ work where it differs), crux / best baseline and
                                 crux / each ECMP-path baseline run (GPU), the row's CPU seconds
                                 and commit
+  eval_table.py --fidelity SUMMARY PHASES
+                                every scenario in both SUMMARY/<scenario>/ (hybrid jobs as
+                                their single-overlap summary) and PHASES/<scenario>/ (at phase
+                                level): per policy, GPU and work utilisation under each job
+                                model and crux / policy under each, with phases / summary of
+                                that ratio (GPU); then the CPU seconds of each run
   eval_table.py --traces DIR     the gen-trace reports DIR/*.json: jobs, load and the shares of
                                 jobs and GPUs that may contend
   eval_table.py --loss DIR A B   rows DIR/<row>/: the GPU-seconds of computation policy A loses
@@ -184,6 +190,35 @@ def headline(out):
                     f"{pair('ideal')} | {best or '-'} | {pair(best) if best else '-'} | "
                     f"{pair('ecmp')} | {pair('sincronia')} | {pair('cassini')} | "
                     f"{cpu_cell(total_cpu(runs.values()))} | {commits(runs.values())} |")
+    return "\n".join(rows) + "\n"
+
+
+def fidelity(summary_out, phases_out):
+    """Single-overlap summary against phase level, scenario by scenario (docs/evaluation.md
+    section 12, "Phase level, 6 h")."""
+    rows = ["| scenario | policy | GPU util: summary / phases | work util: summary / phases | "
+            "crux / policy, GPU: summary / phases (phases / summary) | crux / policy, work: "
+            "summary / phases | CPU s: summary / phases | commit (phases) |",
+            "|---|---|---|---|---|---|---|---|"]
+    base = dict(scenarios(summary_out))
+    for name, ph in scenarios(phases_out):
+        so = base.get(name)
+        if so is None:
+            continue
+        cs, cp = so["crux"], ph["crux"]
+        for p, r in ph.items():
+            if p not in so:
+                continue
+            q = so[p]
+            rs = cs["gpu_utilization"] / q["gpu_utilization"] if q["gpu_utilization"] else 0
+            rp = cp["gpu_utilization"] / r["gpu_utilization"] if r["gpu_utilization"] else 0
+            ws = cs["work_utilization"] / q["work_utilization"] if q["work_utilization"] else 0
+            wp = cp["work_utilization"] / r["work_utilization"] if r["work_utilization"] else 0
+            rows.append(
+                f"| {name} | {p} | {q['gpu_utilization']:.4f} / {r['gpu_utilization']:.4f} | "
+                f"{q['work_utilization']:.4f} / {r['work_utilization']:.4f} | "
+                f"{rs:.3f} / {rp:.3f} ({rp / rs if rs else 0:.3f}) | {ws:.3f} / {wp:.3f} | "
+                f"{cpu_cell(q['_cpu_s'])} / {cpu_cell(r['_cpu_s'])} | {r['_commit']} |")
     return "\n".join(rows) + "\n"
 
 
@@ -376,6 +411,8 @@ def main(argv):
         sys.stdout.write(matrix(argv[2]))
     elif len(argv) == 5 and argv[1] == "--loss":
         sys.stdout.write(loss(argv[2], argv[3], argv[4]))
+    elif len(argv) == 4 and argv[1] == "--fidelity":
+        sys.stdout.write(fidelity(argv[2], argv[3]))
     elif len(argv) == 3 and argv[1] == "--traces":
         sys.stdout.write(traces(argv[2]))
     elif len(argv) == 3 and argv[1] == "--priorities":
