@@ -39,6 +39,18 @@ void NextStamp(uint32_t& stamp, std::vector<Item>& items, uint32_t Item::*marker
   }
 }
 
+// The slot last freed, else a new one at the end of `items`.
+template <typename Id, typename Item>
+Id TakeSlot(std::vector<Id>& free, std::vector<Item>& items) {
+  if (free.empty()) {
+    items.emplace_back();
+    return static_cast<Id>(items.size() - 1);
+  }
+  const Id id = free.back();
+  free.pop_back();
+  return id;
+}
+
 }  // namespace
 
 FluidNetwork::ResourceId FluidNetwork::AddResource(double capacity_bps) {
@@ -215,15 +227,8 @@ FluidNetwork::BundleId FluidNetwork::BundleFor(std::span<const ResourceId> resou
       // Another key hashes the same: this one goes without a bundle of shared flows.
     }
   }
-  BundleId b;
-  if (!free_bundles_.empty()) {
-    b = free_bundles_.back();
-    free_bundles_.pop_back();
-  } else {
-    b = static_cast<BundleId>(bundles_.size());
-    bundles_.emplace_back();
-    heap_pos_.push_back(kNotInHeap);
-  }
+  const BundleId b = TakeSlot(free_bundles_, bundles_);
+  if (heap_pos_.size() < bundles_.size()) heap_pos_.push_back(kNotInHeap);
   Bundle& bundle = bundles_[b];
   bundle.resources.assign(resources);
   bundle.level = level;
@@ -406,14 +411,7 @@ void FluidNetwork::Leave(FlowId f, Duration now) {
 FluidNetwork::FlowId FluidNetwork::AddFlow(std::span<const ResourceId> resources, int level,
                                            double bytes, Duration now, uint64_t tag) {
   assert(!resources.empty() && bytes > 0 && level >= 0);
-  FlowId f;
-  if (!free_.empty()) {
-    f = free_.back();
-    free_.pop_back();
-  } else {
-    f = static_cast<FlowId>(members_.size());
-    members_.emplace_back();
-  }
+  const FlowId f = TakeSlot(free_, members_);
   Member& m = members_[f];
   m.active = true;
   m.sent = 0;
