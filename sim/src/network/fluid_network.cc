@@ -332,8 +332,7 @@ void FluidNetwork::CleanQueue(Bundle& bundle) {
   std::vector<QueueEntry>& q = bundle.queue;
   while (bundle.stale > 0 && bundle.head < q.size()) {
     const QueueEntry& top = q[bundle.head];
-    const Member& m = members_[top.flow];
-    if (m.active && m.join == top.join) break;
+    if (members_[top.flow].join == top.join) break;  // Live (a flow that left has join 0).
     --bundle.stale;
     PopFront(bundle);
   }
@@ -353,7 +352,7 @@ void FluidNetwork::Join(FlowId f, BundleId b, double bytes, Duration now) {
       QueueEntry& e = bundle.queue[i];
       e.due -= base;
       Member& m = members_[e.flow];
-      if (m.active && m.join == e.join) {
+      if (m.join == e.join) {
         m.due -= base;
         m.joined -= base;
       }
@@ -378,8 +377,7 @@ void FluidNetwork::Join(FlowId f, BundleId b, double bytes, Duration now) {
                                      });
     q.insert(at, entry);
   }
-  bundle.first_due = q[bundle.head].due;
-  bundle.first_order = q[bundle.head].order;
+  CleanQueue(bundle);
   ChangeWeight(b, +1);
   Schedule(b, now);
 }
@@ -393,10 +391,7 @@ void FluidNetwork::Leave(FlowId f, Duration now) {
   if (bundle.weight == 1) {
     Detach(b);
     EventErase(b);
-    bundle.weight = 0;
-    bundle.queue.clear();
-    bundle.head = 0;
-    bundle.stale = 0;
+    bundle.weight = 0;  // Its queue is reset when the slot is taken again (BundleFor).
     if (bundle.keyed) EraseKey(bundle.key);
     bundle.keyed = false;
     free_bundles_.push_back(b);
