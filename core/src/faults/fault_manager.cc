@@ -539,8 +539,20 @@ void FaultManager::NoteReplans(const AppliedPlan& applied, Duration now) {
     it = applied.count(it->first) ? std::next(it) : replans_.erase(it);
   }
   for (const auto& [job, entry] : applied) {
-    auto [it, inserted] = replans_.try_emplace(job, Replan{entry->epoch, now});
-    if (!inserted && it->second.epoch != entry->epoch) it->second = Replan{entry->epoch, now};
+    auto [it, inserted] = replans_.try_emplace(job);
+    Replan& r = it->second;
+    if (!inserted && r.epoch == entry->epoch) continue;
+    std::map<PinKey, PinSince> pins;
+    auto note = [&](const FlowPin& p, bool probe) {
+      const PinKey key{p.src_nic.value(), p.dst_nic.value(), p.udp_sport, probe};
+      auto old = r.pins.find(key);
+      const bool kept = !inserted && old != r.pins.end() && old->second.path == p.path;
+      pins.try_emplace(key, PinSince{p.path, kept ? old->second.since : now});
+    };
+    for (const FlowPin& p : entry->assignment.flows) note(p, false);
+    for (const FlowPin& p : entry->assignment.probes) note(p, true);
+    r.epoch = entry->epoch;
+    r.pins = std::move(pins);
   }
 }
 
@@ -555,8 +567,8 @@ FaultManager::Observations FaultManager::BuildObservations(Duration window_start
   JobPins pins;
   const std::string* pins_of = nullptr;  // The job `pins` holds (flows_ is sorted by job).
   int level = 0;
-  Duration settled_at;  // When the job's assignment in force was first seen.
-  bool slow = false;    // Some row below SlowForProbes() of its best rate.
+  const Replan* replan = nullptr;  // The pins' ages of the job `pins` holds.
+  bool slow = false;               // Some row below SlowForProbes() of its best rate.
   const double slow_ratio = SlowForProbes();
   for (const auto& entry : flows_) {
     const auto& [key, rec] = entry;
@@ -569,14 +581,19 @@ FaultManager::Observations FaultManager::BuildObservations(Duration window_start
       auto a = applied.find(key.job);
       level = a == applied.end() ? 0 : a->second->assignment.level;
       auto r = replans_.find(key.job);
-      settled_at = r == replans_.end() ? Duration::Zero() : r->second.seen;
-    }
-    // Measured (partly) on the paths of the job's previous assignment.
-    if (rec.at < settled_at + options_.evaluate_interval && settled_at > Duration::Zero()) {
-      continue;
+      replan = r == replans_.end() ? nullptr : &r->second;
     }
     const FlowPin* pin = pins.Find(key.src, key.dst, key.sport, key.probe);
     if (pin == nullptr || pin->path.empty()) continue;
+    // Measured (partly) on another path than the pin's now (or before the pin existed).
+    if (replan != nullptr) {
+      auto since = replan->pins.find(
+          PinKey{pin->src_nic.value(), pin->dst_nic.value(), pin->udp_sport, key.probe});
+      if (since != replan->pins.end() && since->second.since > Duration::Zero() &&
+          rec.at < since->second.since + options_.evaluate_interval) {
+        continue;
+      }
+    }
     PathObservation o;
     o.links = pin->path;
     double rate = 0;

@@ -52,12 +52,23 @@ class FaultManagerTest : public ::testing::Test {
     f.path = {L(src, ts), L(ts, a), L(a, td), L(td, dst)};
     return f;
   }
-  void AddJob(const std::string& id, std::vector<FlowPin> flows, int level = 0) {
+  void AddJob(const std::string& id, std::vector<FlowPin> flows, int level = 0, uint64_t epoch = 0,
+              std::vector<FlowPin> probes = {}) {
     auto a = std::make_shared<AppliedAssignment>();
     a->assignment.job_id = id;
     a->assignment.level = level;
     a->assignment.flows = std::move(flows);
+    a->assignment.probes = std::move(probes);
+    a->epoch = epoch;
     applied_[id] = a;
+  }
+  // Every job's assignment as it is, in epoch `epoch`.
+  void StampEpochs(uint64_t epoch) {
+    for (auto& [id, a] : applied_) {
+      auto copy = std::make_shared<AppliedAssignment>(*a);
+      copy->epoch = epoch;
+      a = std::move(copy);
+    }
   }
   // The sample of pin `p` delivering `gbps` over 100 ms (0: no progress, with errors).
   static FlowSample Sample(const FlowPin& p, double gbps, bool probe = false) {
@@ -305,6 +316,68 @@ TEST_F(FaultManagerTest, RerouteClearsTheEvidenceAndTheLinkRecoversAfterItsHold)
   const std::vector<LinkDecision> d = Eval(m);
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].health, LinkHealth::kUp);
+}
+
+// A job whose assignment is re-issued at every evaluation (here its probes change each time)
+// with its pins on the same paths is still heard: the samples measured on a path the pin
+// still has are kept, so the degraded link it alone is left on stays degraded while it is slow
+// (the e2e gray test saw the link recover after one hold of a job's samples all being dropped).
+TEST_F(FaultManagerTest, AJobReissuedOnTheSamePathsIsStillHeard) {
+  FaultOptions o;
+  FaultManager m(o);
+  StandardJobs();
+  StampEpochs(1);
+  ReportAll(m, 100);
+  Eval(m);
+  for (int i = 0; i < 2; ++i) {
+    now_ += Duration::Millis(1000);
+    ReportAll(m, 100, {"j0", "j1"}, 30);
+    Eval(m);
+  }
+  auto health = [&] {
+    for (const LinkFaultView& v : m.Links()) {
+      if (v.link == L("tor0", "agg0")) return v.automatic;
+    }
+    return LinkHealth::kUp;
+  };
+  ASSERT_EQ(health(), LinkHealth::kDegraded);
+  // The re-plan moves j1 off the link; j0 stays, and gets a new epoch (other probes) at every
+  // evaluation from now on, its pins unchanged. Four holds later the link is still degraded.
+  AddJob("j1", {Pin(0, 6, 1, 51002)}, 0, 2);
+  const std::vector<FlowPin> j0 = applied_.at("j0")->assignment.flows;
+  for (uint64_t epoch = 2; now_ < Duration::Millis(3000) + o.min_dwell * 4; ++epoch) {
+    std::vector<FlowPin> probes;
+    if (epoch % 2 == 0) probes.push_back(Pin(0, 3, 1, static_cast<uint16_t>(52000 + epoch)));
+    AddJob("j0", j0, 0, epoch, probes);
+    now_ += o.evaluate_interval;
+    ReportAll(m, 100, {"j0"}, 30);
+    for (const LinkDecision& d : Eval(m)) EXPECT_NE(d.health, LinkHealth::kUp) << d.reason;
+    ASSERT_EQ(health(), LinkHealth::kDegraded) << "epoch " << epoch;
+  }
+}
+
+// A pin that keeps its source port but gets another path (a new epoch): what it reported
+// before then (and for one evaluate_interval after) measured the old path and accuses nothing
+// on the new one; the job's pins that kept their paths are still heard.
+TEST_F(FaultManagerTest, APinMovedToAnotherPathDropsWhatItMeasuredBefore) {
+  FaultOptions o;
+  FaultManager m(o);
+  StandardJobs();
+  StampEpochs(1);
+  ReportAll(m, 100);
+  Eval(m);
+  now_ += Duration::Millis(1000);
+  // j0's first pin is slow (on agg0), then the plan moves that pin to agg1, same source port,
+  // before the next evaluation.
+  ReportAll(m, 100, {"j0"}, 20);
+  FlowPin moved = Pin(0, 2, 1, 50000);
+  AddJob("j0", {moved, applied_.at("j0")->assignment.flows[1]}, 0, 2);
+  now_ += Duration::Millis(1000);
+  Eval(m);
+  for (const LinkFaultView& v : m.Links()) {
+    const bool on_moved = std::count(moved.path.begin(), moved.path.end(), v.link) > 0;
+    EXPECT_FALSE(on_moved && v.suspect) << topo_->LinkName(v.link) << ": " << v.reason;
+  }
 }
 
 // Samples are keyed by source port: every pin of a NIC pair is its own row of the routing

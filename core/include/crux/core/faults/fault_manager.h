@@ -409,9 +409,12 @@ class FaultManager {
   // OnFlows and OnHostProbes: records the samples under `job_id` (`host`: measured by a host).
   void Store(const std::string& job_id, const std::vector<FlowSample>& samples, bool host,
              Duration now);
-  // Notes when each job's assignment in `applied` last changed (first seen at `now`): its
-  // samples from before then plus one evaluate_interval measured the old paths (a sample with
-  // port 0 would otherwise be read as the new first pin's), so they are left out.
+  // Notes, for each pin of each job's assignment in `applied`, since when it has had its path
+  // (first seen at `now` when the pin is new or its path changed): its samples from before then
+  // plus one evaluate_interval measured the old path (a sample with port 0 would otherwise be
+  // read as the new first pin's), so they are left out. A new epoch that keeps a pin's path
+  // (only the probes, the level or the DSCP changed) keeps its samples: a job re-issued at every
+  // evaluation must not go unheard.
   void NoteReplans(const AppliedPlan& applied, Duration now);
   // Every sample since `window_start` whose flow (or probe) is pinned in `applied`, with the
   // path it was measured on.
@@ -483,9 +486,17 @@ class FaultManager {
   uint64_t disbelieved_reports_ = 0;
   std::vector<LinkId> probe_targets_;
   std::vector<LinkId> probe_target_set_;
+  // A pin (flow or probe) of a job's assignment in force: its path, and the evaluation that
+  // first saw it on that path. Samples from before then plus one evaluate_interval measured
+  // something else (an older path, or no such pin yet).
+  using PinKey = std::tuple<uint32_t, uint32_t, uint32_t, bool>;  // src, dst, sport, probe.
+  struct PinSince {
+    std::vector<LinkId> path;
+    Duration since;
+  };
   struct Replan {
     uint64_t epoch = 0;
-    Duration seen;  // The evaluation that first saw this epoch.
+    std::map<PinKey, PinSince> pins;
   };
   std::map<std::string, Replan, std::less<>> replans_;  // By job.
   std::deque<FaultEvent> events_;
