@@ -502,8 +502,8 @@ TEST_F(FaultsE2eTest, GrayLinkFromTheFlowsIsLocalised) {
   // them alone: faults.min_jobs) stays degraded.
   EXPECT_EQ(Health(Faults(), last["link"].get<std::string>()), "degraded") << end.dump(2);
   // Marked once and never handed back in between: the jobs left on it are heard through their
-  // re-issued assignments (a job whose level or probes change keeps the samples of the paths it
-  // still has), so the direction does not flap up and down again.
+  // re-issued assignments (a new epoch keeps the samples of the paths a job still has at the
+  // same level), so the direction does not flap up and down again.
   EXPECT_EQ(marked_changes, 1u) << end.dump(2);
 }
 

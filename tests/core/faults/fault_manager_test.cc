@@ -356,6 +356,39 @@ TEST_F(FaultManagerTest, AJobReissuedOnTheSamePathsIsStillHeard) {
   }
 }
 
+// A new epoch that changes the job's level drops what it measured at the old one (the plan's
+// share, its expectation, depends on the level). Job lo (level 2) shares host0's and host1's
+// NICs and the tor0->agg0 cable with job hi (level 0), whose two flows fill them: the plan
+// promises lo nothing, so lo's slow flows accuse nothing. The next plan lifts lo to level 0,
+// same pins: its samples from before the change are left out (judged at level 0, they would
+// make lo's links suspects).
+TEST_F(FaultManagerTest, ASampleMeasuredAtAnotherLevelIsLeftOut) {
+  FaultManager m(FaultOptions{});
+  const std::vector<FlowPin> lo = {Pin(0, 6, 0, 50002), Pin(1, 7, 0, 50003)};
+  AddJob("hi", {Pin(0, 2, 0, 50000), Pin(1, 4, 0, 50001)}, 0, 1);
+  AddJob("lo", lo, 2, 1);
+  ReportAll(m, 100);  // Baselines.
+  Eval(m);
+  auto suspects = [&] {
+    std::string out;
+    for (const LinkFaultView& v : m.Links()) {
+      if (v.suspect) out += topo_->LinkName(v.link) + ": " + v.reason + "\n";
+    }
+    return out;
+  };
+  now_ += Duration::Millis(1000);
+  Report(m, "hi", 100);
+  Report(m, "lo", 5);
+  EXPECT_TRUE(Eval(m).empty());
+  EXPECT_EQ(suspects(), "");
+  AddJob("lo", lo, 0, 2);
+  for (int i = 0; i < 3; ++i) {
+    now_ += Duration::Millis(1000);
+    EXPECT_TRUE(Eval(m).empty());
+    EXPECT_EQ(suspects(), "") << "evaluation " << i;
+  }
+}
+
 // A pin that keeps its source port but gets another path (a new epoch): what it reported
 // before then (and for one evaluate_interval after) measured the old path and accuses nothing
 // on the new one; the job's pins that kept their paths are still heard.

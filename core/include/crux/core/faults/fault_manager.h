@@ -410,11 +410,13 @@ class FaultManager {
   void Store(const std::string& job_id, const std::vector<FlowSample>& samples, bool host,
              Duration now);
   // Notes, for each pin of each job's assignment in `applied`, since when it has had its path
-  // (first seen at `now` when the pin is new or its path changed): its samples from before then
-  // plus one evaluate_interval measured the old path (a sample with port 0 would otherwise be
-  // read as the new first pin's), so they are left out. A new epoch that keeps a pin's path
-  // (only the probes, the level or the DSCP changed) keeps its samples: a job re-issued at every
-  // evaluation must not go unheard.
+  // (first seen at `now` when the pin is new, its path changed or the job's level changed): its
+  // samples from before then plus one evaluate_interval measured the old path or were taken at
+  // another priority (a sample with port 0 would otherwise be read as the new first pin's), so
+  // they are left out. A new epoch that keeps a flow pin's path and the job's level (only the
+  // probes or the DSCP changed) keeps its samples: a job re-issued at every evaluation must not
+  // go unheard. Probes start again at every new epoch (kept too, they made crux-sim decide wrong
+  // links on llm2025_dualtor3: docs/fault-simulation.md, stop 46).
   void NoteReplans(const AppliedPlan& applied, Duration now);
   // Every sample since `window_start` whose flow (or probe) is pinned in `applied`, with the
   // path it was measured on.
@@ -487,8 +489,8 @@ class FaultManager {
   std::vector<LinkId> probe_targets_;
   std::vector<LinkId> probe_target_set_;
   // A pin (flow or probe) of a job's assignment in force: its path, and the evaluation that
-  // first saw it on that path. Samples from before then plus one evaluate_interval measured
-  // something else (an older path, or no such pin yet).
+  // first saw it on that path at the job's level. Samples from before then plus one
+  // evaluate_interval measured something else (an older path or level, or no such pin yet).
   using PinKey = std::tuple<uint32_t, uint32_t, uint32_t, bool>;  // src, dst, sport, probe.
   struct PinSince {
     std::vector<LinkId> path;
@@ -496,6 +498,7 @@ class FaultManager {
   };
   struct Replan {
     uint64_t epoch = 0;
+    int level = 0;  // The job's level in that epoch.
     std::map<PinKey, PinSince> pins;
   };
   std::map<std::string, Replan, std::less<>> replans_;  // By job.
