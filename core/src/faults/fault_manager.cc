@@ -947,7 +947,9 @@ FaultManager::LinkSignals FaultManager::ReadSignals(LinkId id, const LinkState& 
   for (uint32_t i : tomo.evidence) {
     const FlowRecord& rec = ev.observations.flows[i]->second;
     if (ev.observations.flows[i]->first.host) {
-      ++sig.host_probes;  // The operator's measurement: no tenant's word, no NIC to read.
+      // The operator's measurement: no tenant's word, no NIC to read. Unless a link already
+      // held faulty on its path explains it (the re-plan around that link may congest this one).
+      if (!HeldFaultyElsewhere(ev.observations.paths[i].links, id)) ++sig.host_probes;
       continue;
     }
     distinct.insert(ev.observations.flows[i]->first.job);
@@ -981,6 +983,15 @@ FaultManager::LinkSignals FaultManager::ReadSignals(LinkId id, const LinkState& 
   }
   if (tomo.ambiguous) sig.tomo_text += "; the flows cannot tell it apart from another link";
   return sig;
+}
+
+bool FaultManager::HeldFaultyElsewhere(const std::vector<LinkId>& path, LinkId id) const {
+  return std::any_of(path.begin(), path.end(), [&](LinkId l) {
+    if (l == id) return false;
+    auto it = links_.find(l);
+    return it != links_.end() &&
+           (it->second.health != LinkHealth::kUp || it->second.eff_health != LinkHealth::kUp);
+  });
 }
 
 FaultManager::Want FaultManager::Rules(const LinkState& s, const LinkSignals& sig,

@@ -439,6 +439,9 @@ class FaultManager {
   // state, and returns the decision when its effective health changed.
   std::optional<LinkDecision> DecideLink(LinkId id, const Evaluation& ev);
   LinkSignals ReadSignals(LinkId id, const LinkState& s, const Evaluation& ev) const;
+  // Whether a link of `path` other than `id` is held faulty (automatically or by the admin): it
+  // explains a slow host probe over `path`, which then backs no suspicion of `id`.
+  bool HeldFaultyElsewhere(const std::vector<LinkId>& path, LinkId id) const;
   // The rules (see the file comment); `tomo_usable`: a confirmed suspicion that counters back
   // if the observations cannot single it out.
   Want Rules(const LinkState& s, const LinkSignals& sig, bool tomo_usable) const;
