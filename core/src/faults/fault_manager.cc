@@ -543,12 +543,12 @@ void FaultManager::NoteReplans(const AppliedPlan& applied, Duration now) {
     Replan& r = it->second;
     if (!inserted && r.epoch == entry->epoch) continue;
     std::map<PinKey, PinSince> pins;
-    const bool same_level = r.level == entry->assignment.level;
+    // Samples carry over only for a job seen before, at the same level.
+    const bool carry = !inserted && r.level == entry->assignment.level;
     auto note = [&](const FlowPin& p, bool probe) {
       const PinKey key{p.src_nic.value(), p.dst_nic.value(), p.udp_sport, probe};
       auto old = r.pins.find(key);
-      const bool kept =
-          !probe && !inserted && same_level && old != r.pins.end() && old->second.path == p.path;
+      const bool kept = carry && !probe && old != r.pins.end() && old->second.path == p.path;
       pins.try_emplace(key, PinSince{p.path, kept ? old->second.since : now});
     };
     for (const FlowPin& p : entry->assignment.flows) note(p, false);
