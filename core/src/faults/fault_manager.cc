@@ -629,20 +629,49 @@ FaultManager::Observations FaultManager::BuildObservations(Duration window_start
 }
 
 void FaultManager::ApplyPlannedShares(Observations& obs, const Topology& nominal) const {
+  // A job's row older than the job's latest report by more than an evaluate_interval (the
+  // slack covers ranks reporting one after another) is a flow that report found idle: it is
+  // evidence of its own, but it shares no link with the rows of that report. Per job: the time
+  // of its latest report (its own rows, not host probes).
+  std::map<std::string_view, Duration> latest;
+  for (size_t i = 0; i < obs.paths.size(); ++i) {
+    const auto& [key, rec] = *obs.flows[i];
+    if (key.host) continue;
+    auto [it, inserted] = latest.try_emplace(key.job, rec.at);
+    if (!inserted) it->second = std::max(it->second, rec.at);
+  }
+  std::vector<bool> idle(obs.paths.size(), false);
   std::vector<ShareFlow> flows;
   flows.reserve(obs.paths.size());
   for (size_t i = 0; i < obs.paths.size(); ++i) {
+    const auto& [key, rec] = *obs.flows[i];
+    idle[i] = !key.host && rec.at + options_.evaluate_interval < latest.at(key.job);
     // A link id the nominal topology does not have (a stale plan) takes no share.
     const std::vector<LinkId>& links = obs.paths[i].links;
     const bool known = std::all_of(links.begin(), links.end(), [&](LinkId l) {
       return l.valid() && l.value() < nominal.num_links();
     });
-    flows.push_back(
-        ShareFlow{.path = known ? std::span<const LinkId>(links) : std::span<const LinkId>(),
-                  .level = obs.levels[i],
-                  .newcomer = obs.flows[i]->first.probe});
+    // A flow takes no more than its best recent rate (a small message leaves a link to the
+    // others).
+    flows.push_back(ShareFlow{
+        .path = known ? std::span<const LinkId>(links) : std::span<const LinkId>(),
+        .level = obs.levels[i],
+        .newcomer = key.probe,
+        .demand = obs.best_bps[i] > 0 ? obs.best_bps[i] : std::numeric_limits<double>::infinity()});
   }
-  const std::vector<double> share = PlannedShares(flows, nominal);
+  // Every row at once (as the plan assumes), for the idle rows: when they last ran, the rows of
+  // that time may have been active too. The other rows share only with each other.
+  std::vector<double> share = PlannedShares(flows, nominal);
+  if (std::find(idle.begin(), idle.end(), true) != idle.end()) {
+    std::vector<ShareFlow> current = flows;
+    for (size_t i = 0; i < current.size(); ++i) {
+      if (idle[i]) current[i].path = {};
+    }
+    const std::vector<double> now_share = PlannedShares(current, nominal);
+    for (size_t i = 0; i < share.size(); ++i) {
+      if (!idle[i]) share[i] = now_share[i];
+    }
+  }
   std::vector<bool> drop(obs.paths.size(), false);
   for (size_t i = 0; i < obs.paths.size(); ++i) {
     PathObservation& o = obs.paths[i];

@@ -27,10 +27,29 @@ class LevelFilling {
   void Run(const std::vector<size_t>& members) {
     BuildIndex(members);
     for (size_t k = 0; k < links_.size(); ++k) Push(k);
-    while (!heap_.empty()) {
-      const auto [fair, k, version] = heap_.top();
+    // Bounded demands, smallest first: a flow whose demand is below every fair share on its
+    // links freezes at its demand and leaves the rest to the others.
+    std::vector<std::pair<double, size_t>> demands;
+    for (size_t f : members) {
+      if (std::isfinite(flows_[f].demand)) demands.emplace_back(std::max(0.0, flows_[f].demand), f);
+    }
+    std::sort(demands.begin(), demands.end());
+    size_t next = 0;
+    while (true) {
+      while (!heap_.empty() && (std::get<2>(heap_.top()) != version_[std::get<1>(heap_.top())] ||
+                                count_[std::get<1>(heap_.top())] == 0)) {
+        heap_.pop();
+      }
+      while (next < demands.size() && frozen_[demands[next].second]) ++next;
+      if (heap_.empty()) break;  // Every member is frozen (each crosses a link of the heap).
+      const double fair = std::get<0>(heap_.top());
+      const size_t k = std::get<1>(heap_.top());
+      if (next < demands.size() && demands[next].first <= fair) {
+        Freeze(demands[next].second, demands[next].first);
+        ++next;
+        continue;
+      }
       heap_.pop();
-      if (version != version_[k] || count_[k] == 0) continue;
       const double r = std::max(0.0, fair);
       for (size_t e = start_[k]; e < start_[k + 1]; ++e) {
         const size_t f = on_link_[e];

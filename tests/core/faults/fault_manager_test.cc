@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -381,7 +382,7 @@ TEST_F(FaultManagerTest, ASampleMeasuredAtAnotherLevelIsLeftOut) {
     return out;
   };
   now_ += Duration::Millis(1000);
-  Report(m, "hi", 100);
+  Report(m, "hi", 200);  // Level 0 fills both NICs (200 G): level 2 gets nothing.
   Report(m, "lo", 5);
   EXPECT_TRUE(Eval(m).empty());
   EXPECT_EQ(suspects(), "");
@@ -637,6 +638,54 @@ TEST_F(FaultManagerTest, BelowThePlansShareIsAGrayFault) {
   // with all three really sharing it the link delivers 30 %, so under sharing the estimate errs
   // low (the planner avoids the link more, never less).
   EXPECT_NEAR(d[0].capacity_fraction, 0.1, 0.02);
+}
+
+// A flow its job's latest report found idle shares no link with the flows of that report: j0
+// sends from host0 to four peers, two at a time. All four ran at a quarter of the NIC (its plan
+// share); then host0's uplink drops to 45 % and the two flows now running get 45 % of a half
+// each. Counting the two idle flows' older samples as competitors, the plan's share would be a
+// quarter again and 45 % of a half looks like 90 % of it: healthy. Against the half the two
+// running flows are entitled to, they are slow and the uplink is the suspect. j1 vouches for
+// the other links of their paths.
+TEST_F(FaultManagerTest, AFlowIdleInItsJobsLatestReportTakesNoShare) {
+  const FlowPin a1 = Pin(0, 2, 0, 50000);
+  const FlowPin a2 = Pin(0, 4, 1, 50001);
+  AddJob("j0", {a1, a2, Pin(0, 6, 0, 50002), Pin(0, 7, 1, 50003)});
+  AddJob("j1", {Pin(1, 2, 0, 50004), Pin(1, 4, 1, 50005)});
+  const LinkId uplink = L("host0/nic0", "tor0");
+  const double nic = topo_->link(uplink).capacity.ToBitsPerSec() / 1e9;
+  FaultManager m(FaultOptions{});
+  auto uplink_view = [&]() -> std::optional<LinkFaultView> {
+    for (const LinkFaultView& v : m.Links()) {
+      if (v.link == uplink) return v;
+    }
+    return std::nullopt;
+  };
+  // Best rates: a1 and a2 alone at the NIC's rate, then all four at a quarter of it.
+  for (const FlowPin& p : {a1, a2}) {
+    now_ += Duration::Millis(1000);
+    m.OnFlows("j0", {Sample(p, nic)}, now_);
+    Report(m, "j1", 100);
+    Eval(m);
+  }
+  now_ += Duration::Millis(1000);
+  Report(m, "j0", nic / 4);
+  Report(m, "j1", 100);
+  Eval(m);
+  ASSERT_FALSE(uplink_view() && uplink_view()->suspect);
+  // Two seconds later only a1 and a2 report, at 45 % of a half each.
+  now_ += Duration::Millis(1000);
+  for (int round = 0; round < 2; ++round) {
+    now_ += Duration::Millis(1000);
+    m.OnFlows("j0", {Sample(a1, 0.45 * nic / 2), Sample(a2, 0.45 * nic / 2)}, now_);
+    Report(m, "j1", 100);
+    EXPECT_TRUE(Eval(m).empty());  // One job's flows alone: shown, nothing moves.
+  }
+  const std::optional<LinkFaultView> v = uplink_view();
+  ASSERT_TRUE(v.has_value());
+  EXPECT_TRUE(v->suspect);
+  EXPECT_EQ(v->jobs, 1);
+  EXPECT_NE(v->reason.find("one job's flows alone"), std::string::npos) << v->reason;
 }
 
 // One tenant's reports alone never move a link: j0 alone crosses tor0->agg1 and says its flows

@@ -82,6 +82,31 @@ TEST_F(PlannedShareTest, AProbeTakesNothingAndGetsWhatANewcomerWould) {
   EXPECT_NEAR(r[4], 0, 1);
 }
 
+TEST_F(PlannedShareTest, AFlowTakesNoMoreThanItsDemand) {
+  // a->b wants 10 of s->b: c->b takes the other 90 (unbounded, it would split 50/50). A demand
+  // above the fair share changes nothing; at level 0 a bounded flow leaves level 1 the rest.
+  const std::vector<LinkId> ab{L("a", "s"), L("s", "b")};
+  const std::vector<LinkId> cb{L("c", "s"), L("s", "b")};
+  std::vector<ShareFlow> flows{{ab, 0, false, 10e9}, {cb, 0}};
+  std::vector<double> r = PlannedShares(flows, topo_);
+  EXPECT_NEAR(r[0], 10e9, 1);
+  EXPECT_NEAR(r[1], 90e9, 1);
+  flows[0].demand = 70e9;
+  r = PlannedShares(flows, topo_);
+  EXPECT_NEAR(r[0], 50e9, 1);
+  EXPECT_NEAR(r[1], 50e9, 1);
+  flows = {{cb, 1}, {ab, 0, false, 30e9}};
+  r = PlannedShares(flows, topo_);
+  EXPECT_NEAR(r[0], 70e9, 1);
+  EXPECT_NEAR(r[1], 30e9, 1);
+  // Three into b, one of them small: the other two split what it leaves.
+  flows = {{ab, 0}, {cb, 0}, {ab, 0, false, 1e9}};
+  r = PlannedShares(flows, topo_);
+  EXPECT_NEAR(r[0], 49.5e9, 1);
+  EXPECT_NEAR(r[1], 49.5e9, 1);
+  EXPECT_NEAR(r[2], 1e9, 1);
+}
+
 TEST_F(PlannedShareTest, AnEmptyPathGetsNothingAndNoFlowsIsFine) {
   const std::vector<LinkId> ab{L("a", "s"), L("s", "b")};
   const std::vector<ShareFlow> flows{{{}, 0}, {ab, 3}};
