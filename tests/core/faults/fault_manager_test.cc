@@ -688,6 +688,34 @@ TEST_F(FaultManagerTest, AFlowIdleInItsJobsLatestReportTakesNoShare) {
   EXPECT_NE(v->reason.find("one job's flows alone"), std::string::npos) << v->reason;
 }
 
+// A flow takes no more of a link than its best rate: j0's bulk flow and a small one (never
+// above 0.2 Gb/s) leave host0 together; the uplink drops to 42.5 %. Counted as unbounded, the
+// small flow would claim half the NIC and the bulk flow at 42.5 % of its best would be at 85 %
+// of the other half: healthy. Entitled to what the small flow leaves, it is slow, and so is the
+// small flow; the uplink is the suspect. (j1, at 20 G, shares the peers' NICs with them.)
+TEST_F(FaultManagerTest, ASmallFlowBesideASlowOneDoesNotHalveItsShare) {
+  const FlowPin bulk = Pin(0, 2, 0, 50000);
+  const FlowPin small = Pin(0, 4, 1, 50001);
+  AddJob("j0", {bulk, small});
+  AddJob("j1", {Pin(1, 2, 0, 50004), Pin(1, 4, 1, 50005)});
+  const LinkId uplink = L("host0/nic0", "tor0");
+  const double nic = topo_->link(uplink).capacity.ToBitsPerSec() / 1e9;
+  FaultManager m(FaultOptions{});
+  now_ += Duration::Millis(1000);
+  m.OnFlows("j0", {Sample(bulk, nic - 0.2), Sample(small, 0.2)}, now_);
+  Report(m, "j1", 20);
+  Eval(m);
+  for (int round = 0; round < 2; ++round) {
+    now_ += Duration::Millis(1000);
+    m.OnFlows("j0", {Sample(bulk, 0.425 * nic), Sample(small, 0.085)}, now_);
+    Report(m, "j1", 20);
+    EXPECT_TRUE(Eval(m).empty());  // One job's flows alone: shown, nothing moves.
+  }
+  bool suspect = false;
+  for (const LinkFaultView& v : m.Links()) suspect = suspect || (v.link == uplink && v.suspect);
+  EXPECT_TRUE(suspect);
+}
+
 // One tenant's reports alone never move a link: j0 alone crosses tor0->agg1 and says its flows
 // there crawl. It is a suspect (shown, with the reason), nothing changes; a counter signal on the
 // same link makes it two agreeing sources; so does loss on the NIC of one of its flows (the host
