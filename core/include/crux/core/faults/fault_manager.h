@@ -10,12 +10,13 @@
 //     the routing matrix of the applied plan (fault_localisation.h: 007 voting for hard faults,
 //     the least-squares estimate for gray ones). What a flow is entitled to (expectation
 //     kPlanShare, the default) is the smaller of its own best recent rate and its share under the
-//     plan in force with every reported flow active at once (planned_share.h): congestion the
-//     plan creates - two jobs on one link, traffic concentrated next to a handled fault - leaves
-//     every flow at or above that share, so it is not taken for a fault; a re-plan moves the
-//     shares with it. Below that, how slow a flow is is measured against its best rate; a flow
-//     the plan starves (share 0) is no evidence when slow. kOwnBest (before issue #27) measures
-//     against the own best rate alone.
+//     plan in force with every reported flow active at once, each taking at most its own best
+//     rate, and a flow its job's latest report found idle taking nothing from that report's
+//     flows (planned_share.h): congestion the plan creates - two jobs on one link, traffic
+//     concentrated next to a handled fault - leaves every flow at or above that share, so it
+//     is not taken for a fault; a re-plan moves the shares with it. Below that, how slow a flow is
+//     is measured against its best rate; a flow the plan starves (share 0) is no evidence when
+//     slow. kOwnBest (before issue #27) measures against the own best rate alone.
 //
 // Rules (Evaluate), per directed link:
 //   * a link-state "down" makes it DOWN at once;
@@ -425,7 +426,9 @@ class FaultManager {
   // The best recent rate of `key` (a probe: also its pair's flows' best).
   double BestRate(const FlowKey& key, const FlowRecord& rec) const;
   // Under kPlanShare, when some row is slow against its best rate: measures every row against
-  // min(best rate, planned share) instead (planned_share.h).
+  // min(best rate, planned share) instead (planned_share.h; demands = best rates; a job's row
+  // older than its newest by more than evaluate_interval is idle: it competes only for its own
+  // share, never for the other rows').
   void ApplyPlannedShares(Observations& obs, const Topology& nominal) const;
   // The contradiction rule (see the file comment): updates contradictions_ and drops the rows
   // of the jobs not believed.
