@@ -152,8 +152,10 @@ std::vector<double> Solve(std::span<const PathObservation> obs, const Subproblem
         for (uint32_t w : sp.vars[r]) {
           if (w != v) p *= x[w];
         }
-        a += p * p;
-        b += Target(obs[sp.rows[r]]) * p;
+        const PathObservation& o = obs[sp.rows[r]];
+        const double w = std::isfinite(o.weight) ? std::clamp(o.weight, 1e-6, 1.0) : 1.0;
+        a += w * p * p;
+        b += w * Target(o) * p;
       }
       double next;
       if (a > 1e-15) {

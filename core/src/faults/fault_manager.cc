@@ -350,6 +350,21 @@ struct FaultManager::Want {
 
 namespace {
 
+// Whether a healthy row (priority level `level`, `rate` bits/s) crossing a link speaks for that
+// link against a slow row (`slow_level`, `slow_rate`, `failed`: no progress). A dead link serves
+// nobody: any healthy row clears it of a failed one. Against a slow row only a row of the same or
+// a lower priority (strict priority queues starve the lowest first) that ran at least
+// 1 / gray_ratio times as fast: flows held back by a link's lost capacity share what is left
+// max-min, so a healthy flow slower than that may merely need less than the link still has.
+bool SpeaksFor(int level, double rate, int slow_level, double slow_rate, bool failed,
+               double gray_ratio) {
+  if (failed) return true;
+  return level >= slow_level && rate * gray_ratio >= slow_rate;
+}
+
+// The least weight of a healthy row in the least squares (a row at any rate says something).
+constexpr double kMinHealthyWeight = 0.05;
+
 // The smallest nominal capacity over `links` (bits/s; 0 for an empty path or an unknown link).
 double PathCapacityBps(const std::vector<LinkId>& links, const Topology& nominal) {
   double cap = links.empty() ? 0 : std::numeric_limits<double>::infinity();
@@ -482,6 +497,9 @@ void FaultManager::WantProbesForUnexplained(const Observations& obs,
     ++n;
     k += slow(i) ? 1 : 0;
   }
+  // The slow rows that point at their paths: not explained by a suspect, in a job not slow as a
+  // whole.
+  std::vector<size_t> pointing;
   for (size_t i = 0; i < obs.paths.size(); ++i) {
     const PathObservation& o = obs.paths[i];
     if (obs.flows[i]->first.host || !slow(i)) continue;
@@ -489,12 +507,51 @@ void FaultManager::WantProbesForUnexplained(const Observations& obs,
     if (2 * k > n) continue;
     const bool explained = std::any_of(o.links.begin(), o.links.end(),
                                        [&](LinkId l) { return suspects.count(l) > 0; });
-    if (explained) continue;
-    for (LinkId l : o.links) {
-      if (!l.valid()) continue;
-      LinkState& s = State(l);
-      if (s.health == LinkHealth::kUp) s.probes_wanted_at = now;
+    if (!explained) pointing.push_back(i);
+  }
+  if (pointing.empty()) return;
+  // Per link of those rows: the healthy rows crossing it, (level, rate); a host probe measures
+  // the capacity itself and speaks for its links against any slow row (level max, rate inf).
+  std::map<LinkId, std::vector<std::pair<int, double>>> healthy;
+  for (size_t i : pointing) {
+    for (LinkId l : obs.paths[i].links) healthy.try_emplace(l);
+  }
+  for (size_t i = 0; i < obs.paths.size(); ++i) {
+    if (slow(i)) continue;
+    const bool host = obs.flows[i]->first.host;
+    for (LinkId l : obs.paths[i].links) {
+      auto it = healthy.find(l);
+      if (it == healthy.end()) continue;
+      it->second.emplace_back(host ? std::numeric_limits<int>::max() : obs.levels[i],
+                              host ? std::numeric_limits<double>::infinity() : obs.rate_bps[i]);
     }
+  }
+  // What this evaluation wants, per link: (vouched, smallest slow share).
+  const double gray = options_.localisation.gray_ratio;
+  std::map<LinkId, std::pair<bool, double>> wanted;
+  for (size_t i : pointing) {
+    const auto& [n, k] = rows[obs.flows[i]->first.job];
+    const double share = static_cast<double>(k) / static_cast<double>(n);
+    for (LinkId l : obs.paths[i].links) {
+      if (!l.valid()) continue;
+      const std::vector<std::pair<int, double>>& h = healthy[l];
+      const bool vouched = std::any_of(h.begin(), h.end(), [&](const auto& x) {
+        return SpeaksFor(x.first, x.second, obs.levels[i], obs.rate_bps[i], obs.paths[i].failed,
+                         gray);
+      });
+      auto [it, inserted] = wanted.try_emplace(l, vouched, share);
+      if (!inserted) {
+        it->second.first = it->second.first && vouched;
+        it->second.second = std::min(it->second.second, share);
+      }
+    }
+  }
+  for (const auto& [l, w] : wanted) {
+    LinkState& s = State(l);
+    if (s.health != LinkHealth::kUp) continue;
+    s.probes_wanted_at = now;
+    s.probes_vouched = w.first;
+    s.probes_slow_share = w.second;
   }
 }
 
@@ -503,21 +560,27 @@ void FaultManager::UpdateProbeTargets(Duration now) {
     return at && now - *at <= options_.evidence_window;
   };
   struct Wanted {
-    bool suspect;  // A localisation suspect within the evidence window.
-    double score;  // Its last score (1 - estimate); 0 for a link only on a slow flow's path.
-    Duration at;   // Last wanted.
+    bool suspect;       // A localisation suspect within the evidence window.
+    double score;       // Its last score (1 - estimate); 0 for a link only on a slow flow's path.
+    bool vouched;       // Only on slow flows' paths, and a healthy row vouched for it.
+    double slow_share;  // Only on slow flows' paths: the smallest share of slow rows of a job.
+    Duration at;        // Last wanted.
     LinkId id;
   };
   std::vector<Wanted> wanted;
   for (const auto& [id, s] : links_) {
     if (!fresh(s.probes_wanted_at)) continue;
     const bool suspect = fresh(s.suspect_probes_at);
-    wanted.push_back({suspect, suspect ? s.score : 0.0, *s.probes_wanted_at, id});
+    wanted.push_back({suspect, suspect ? s.score : 0.0, !suspect && s.probes_vouched,
+                      suspect ? 0.0 : s.probes_slow_share, *s.probes_wanted_at, id});
   }
-  // Suspects first, the most degraded first; then the most recently wanted; ties by id.
+  // Suspects first, the most degraded first; then the links no healthy row vouches for, those
+  // whose slow flows stand out most in their jobs, the most recently wanted; ties by id.
   std::sort(wanted.begin(), wanted.end(), [](const Wanted& a, const Wanted& b) {
     if (a.suspect != b.suspect) return a.suspect;
     if (a.score != b.score) return a.score > b.score;
+    if (a.vouched != b.vouched) return !a.vouched;
+    if (a.slow_share != b.slow_share) return a.slow_share < b.slow_share;
     if (a.at != b.at) return a.at > b.at;
     return a.id < b.id;
   });
@@ -624,6 +687,18 @@ FaultManager::Observations FaultManager::BuildObservations(Duration window_start
   }
   if (slow && options_.expectation == FlowExpectation::kPlanShare) {
     ApplyPlannedShares(obs, nominal);
+  }
+  // A healthy row proves that its links carried its rate: against a gray fault, evidence in
+  // proportion to that rate's part of what the path could carry (a 20 G flow healthy on a 200 G
+  // link says nothing about whether the link still has 120 G). Slow and failed rows count fully.
+  const double gray = options_.localisation.gray_ratio;
+  for (size_t i = 0; i < obs.paths.size(); ++i) {
+    PathObservation& o = obs.paths[i];
+    if (o.failed || o.rate_ratio < gray) continue;
+    const double cap = PathCapacityBps(o.links, nominal);
+    if (cap > 0 && obs.rate_bps[i] > 0) {
+      o.weight = std::clamp(obs.rate_bps[i] / (gray * cap), kMinHealthyWeight, 1.0);
+    }
   }
   return obs;
 }
@@ -748,11 +823,11 @@ void FaultManager::DropContradictedJobs(Observations& obs, Duration now, Duratio
                                         const Topology& nominal) {
   const double gray = options_.localisation.gray_ratio;
   auto slow = [&](size_t i) { return obs.paths[i].failed || obs.paths[i].rate_ratio < gray; };
-  // Per link: per job, the lowest priority (highest level) of its healthy rows crossing it; and
-  // the links a slow host-measured probe crosses (the operator's measurement backs a slow flow).
-  // A healthy host probe vouches for nothing: it measures capacity, and a link at full capacity
-  // may still be congested.
-  std::map<LinkId, std::map<std::string_view, int>> healthy;
+  // Per link: the healthy job rows crossing it (row indices; SpeaksFor decides which vouch for
+  // it against a slow row); and the links a slow host-measured probe crosses (the operator's
+  // measurement backs a slow flow). A healthy host probe vouches for nothing: it measures
+  // capacity, and a link at full capacity may still be congested.
+  std::map<LinkId, std::vector<size_t>> healthy;
   std::set<LinkId> host_slow;
   for (size_t i = 0; i < obs.paths.size(); ++i) {
     const bool host = obs.flows[i]->first.host;
@@ -761,10 +836,7 @@ void FaultManager::DropContradictedJobs(Observations& obs, Duration now, Duratio
       continue;
     }
     if (host) continue;
-    for (LinkId l : obs.paths[i].links) {
-      auto [it, inserted] = healthy[l].try_emplace(obs.flows[i]->first.job, obs.levels[i]);
-      if (!inserted) it->second = std::max(it->second, obs.levels[i]);
-    }
+    for (LinkId l : obs.paths[i].links) healthy[l].push_back(i);
   }
   struct Tally {
     int slow = 0;
@@ -794,8 +866,10 @@ void FaultManager::DropContradictedJobs(Observations& obs, Duration now, Duratio
       auto h = healthy.find(l);
       bool vouched = false;
       if (h != healthy.end()) {
-        for (const auto& [other, level] : h->second) {
-          if (other != key.job && (obs.paths[i].failed || level >= obs.levels[i])) {
+        for (size_t r : h->second) {
+          const std::string_view other = obs.flows[r]->first.job;
+          if (other != key.job && SpeaksFor(obs.levels[r], obs.rate_bps[r], obs.levels[i],
+                                            obs.rate_bps[i], obs.paths[i].failed, gray)) {
             vouched = true;
             if (witness.empty()) witness = other;
             break;
@@ -810,10 +884,10 @@ void FaultManager::DropContradictedJobs(Observations& obs, Duration now, Duratio
     if (!contradicted) continue;
     ++t.contradicted;
     if (t.example.empty()) {
-      t.example = obs.FlowName(i, nominal) +
-                  (obs.paths[i].failed ? " made no progress" : " is slow") + ", yet job " +
-                  std::string(witness) +
-                  " is healthy at the same or a lower priority on every link of its path";
+      t.example =
+          obs.FlowName(i, nominal) + (obs.paths[i].failed ? " made no progress" : " is slow") +
+          ", yet job " + std::string(witness) +
+          " is healthy at the same or a lower priority and faster on every link of its path";
     }
   }
   // Update the flags: a job is consistent again as soon as an evaluation finds it so.
@@ -977,8 +1051,13 @@ FaultManager::LinkSignals FaultManager::ReadSignals(LinkId id, const LinkState& 
     const FlowRecord& rec = ev.observations.flows[i]->second;
     if (ev.observations.flows[i]->first.host) {
       // The operator's measurement: no tenant's word, no NIC to read. Unless a link already
-      // held faulty on its path explains it (the re-plan around that link may congest this one).
-      if (!HeldFaultyElsewhere(ev.observations.paths[i].links, id)) ++sig.host_probes;
+      // held faulty on its path explains it (the re-plan around that link may congest this one),
+      // or a flow crossed this link faster than the probe's capacity at about the same time: a
+      // capacity probe sees its path's narrowest link, and this one is not it.
+      if (!HeldFaultyElsewhere(ev.observations.paths[i].links, id) &&
+          !OutranProbe(ev.observations, i, id)) {
+        ++sig.host_probes;
+      }
       continue;
     }
     distinct.insert(ev.observations.flows[i]->first.job);
@@ -1012,6 +1091,22 @@ FaultManager::LinkSignals FaultManager::ReadSignals(LinkId id, const LinkState& 
   }
   if (tomo.ambiguous) sig.tomo_text += "; the flows cannot tell it apart from another link";
   return sig;
+}
+
+bool FaultManager::OutranProbe(const Observations& obs, size_t probe, LinkId id) const {
+  const double capacity = obs.rate_bps[probe];
+  const Duration at = obs.flows[probe]->second.at;
+  for (size_t r = 0; r < obs.paths.size(); ++r) {
+    if (obs.flows[r]->first.host || obs.paths[r].failed) continue;
+    if (obs.rate_bps[r] <= capacity * kProbeMargin) continue;
+    const Duration gap = obs.flows[r]->second.at - at;
+    if (gap > options_.evaluate_interval ||
+        at - obs.flows[r]->second.at > options_.evaluate_interval)
+      continue;
+    const std::vector<LinkId>& links = obs.paths[r].links;
+    if (std::find(links.begin(), links.end(), id) != links.end()) return true;
+  }
+  return false;
 }
 
 bool FaultManager::HeldFaultyElsewhere(const std::vector<LinkId>& path, LinkId id) const {

@@ -716,6 +716,40 @@ TEST_F(FaultManagerTest, ASmallFlowBesideASlowOneDoesNotHalveItsShare) {
   EXPECT_TRUE(suspect);
 }
 
+// A healthy row proves its links carried its rate, no more. tor1->host2 (200 G) is gray at
+// 60 %: jA's two flows host0 -> host2 (over agg0 and agg1) drop from 75 to 50 G, while two 10 G
+// flows of jB into host2 stay healthy. jC's 50 G flow is healthy over host0's NIC link, the slow
+// flows' other shared link; 100 G flows clear every fabric link. Counted as full rows (before),
+// the two small flows outweighed jC's one and the blame went to host0/nic0 -> tor0; weighed by
+// rate / (gray_ratio x path capacity) they prove little about a link that still has 120 G.
+TEST_F(FaultManagerTest, SmallHealthyFlowsDoNotClearAGrayLink) {
+  AddJob("jA", {Pin(0, 2, 0, 50000), Pin(0, 2, 1, 50001)});
+  AddJob("jB", {Pin(4, 2, 0, 50002), Pin(5, 2, 1, 50003)});
+  AddJob("jC", {Pin(0, 6, 0, 50004)});
+  AddJob("jD", {Pin(1, 7, 1, 50005), Pin(6, 3, 0, 50006), Pin(7, 3, 1, 50007)});
+  FaultOptions o;
+  o.min_jobs = 1;  // One job's slow flows may move a link: the localisation is under test.
+  FaultManager m(o);
+  auto report = [&](double a_gbps) {
+    Report(m, "jA", a_gbps);
+    Report(m, "jB", 10);
+    Report(m, "jC", 50);
+    Report(m, "jD", 100);
+  };
+  report(75);
+  Eval(m);
+  std::vector<LinkDecision> d;
+  for (int round = 0; round < 2; ++round) {
+    now_ += Duration::Millis(1000);
+    report(50);
+    std::vector<LinkDecision> r = Eval(m);
+    d.insert(d.end(), r.begin(), r.end());
+  }
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(topo_->LinkName(d[0].link), "tor1 -> host2/nic0") << d[0].reason;
+  EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+}
+
 // One tenant's reports alone never move a link: j0 alone crosses tor0->agg1 and says its flows
 // there crawl. It is a suspect (shown, with the reason), nothing changes; a counter signal on the
 // same link makes it two agreeing sources; so does loss on the NIC of one of its flows (the host
@@ -795,7 +829,8 @@ TEST_F(FaultManagerTest, OneJobsFlowsAloneNeverMoveALink) {
 
 // One job's slow flows alone move nothing but make their links probe targets; the host agents'
 // probes over them (OnHostProbes: the operator's measurement of the path's capacity) are the
-// second source: below the path's nominal capacity, the link is degraded; at it, nothing moves.
+// second source: below the path's nominal capacity (60 of 200 G: the link carries j0's two flows
+// at 30 G), the link is degraded; at it, nothing moves.
 // The same probes reported by the job itself (OnFlows) are the tenant's word and move nothing.
 TEST_F(FaultManagerTest, HostProbesSettleWhatOneJobsFlowsAloneCannot) {
   AddJob("j0", {Pin(0, 2, 1, 50000), Pin(1, 4, 1, 50001)});  // The only job over agg1.
@@ -836,7 +871,7 @@ TEST_F(FaultManagerTest, HostProbesSettleWhatOneJobsFlowsAloneCannot) {
   };
   {
     FaultManager m(Probing());
-    const std::vector<LinkDecision> d = run(m, 15, By::kHost);
+    const std::vector<LinkDecision> d = run(m, 60, By::kHost);
     ASSERT_EQ(d.size(), 1u);
     EXPECT_EQ(d[0].link, suspect);
     EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
@@ -852,7 +887,7 @@ TEST_F(FaultManagerTest, HostProbesSettleWhatOneJobsFlowsAloneCannot) {
   }
   {
     FaultManager m(Probing());  // The job's own word about its probe: nothing moves.
-    EXPECT_TRUE(run(m, 15, By::kJob).empty());
+    EXPECT_TRUE(run(m, 60, By::kJob).empty());
   }
   {
     // Another link of the probe's path (agg1 -> tor3) is held degraded (here by the admin): it
@@ -860,6 +895,14 @@ TEST_F(FaultManagerTest, HostProbesSettleWhatOneJobsFlowsAloneCannot) {
     // around a held link may congest its neighbours; stop 43's false decision on HPN).
     FaultManager m(Probing());
     m.SetAdmin(L("agg1", "tor3"), {LinkHealth::kDegraded, 0.2}, now_);
+    const std::vector<LinkDecision> d = run(m, 60, By::kHost);
+    for (const LinkDecision& x : d) EXPECT_NE(x.link, suspect) << x.reason;
+  }
+  {
+    // The probe measures 15 G while j0's flows cross tor0 -> agg1 at 30 G each at the same time:
+    // that link is not the probe's narrowest (another link of its path is), so the probe backs
+    // no suspicion of it (stop 48: a probe through a faulty neighbour's cable).
+    FaultManager m(Probing());
     const std::vector<LinkDecision> d = run(m, 15, By::kHost);
     for (const LinkDecision& x : d) EXPECT_NE(x.link, suspect) << x.reason;
   }
@@ -899,6 +942,60 @@ TEST_F(FaultManagerTest, ProbeTargetsListTheSuspectsFirst) {
   std::vector<LinkId> sorted = targets;
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(m.probe_target_set(), sorted);
+}
+
+// Among the links only on slow flows' paths (more than kMaxProbeTargets of them on a busy
+// fabric), those no healthy row vouches for come first, then those whose slow flow stands out
+// most in its job (a job with one slow row of three before one with one of two). A healthy row
+// vouches only at the same or a lower priority (a capacity loss slows the lowest first).
+TEST_F(FaultManagerTest, ProbeTargetsPutUnvouchedLinksAndLoneSlowFlowsFirst) {
+  auto run = [&](int level_a, int level_v) {
+    applied_.clear();
+    // jA: one slow row of three, host0 -> tor0 -> agg0 -> tor1 -> host2.
+    AddJob("jA", {Pin(0, 2, 0, 50000), Pin(1, 4, 0, 50001), Pin(3, 6, 0, 50002)}, level_a);
+    // jB: one slow row of two, host5 -> tor2 -> agg1 -> tor3 -> host7.
+    AddJob("jB", {Pin(5, 7, 1, 50003), Pin(6, 4, 1, 50004)}, level_a);
+    // jV: healthy over agg0 -> tor1 (and tor0 -> agg0, which jA's own healthy row crosses).
+    AddJob("jV", {Pin(1, 3, 0, 50005)}, level_v);
+    FaultManager m(Probing());
+    ReportAll(m, 100);
+    Eval(m);
+    now_ += Duration::Millis(1000);
+    for (const auto& [id, a] : applied_) {
+      std::vector<FlowSample> samples;
+      for (const FlowPin& p : a->assignment.flows) {
+        samples.push_back(Sample(p, p.udp_sport == 50000 || p.udp_sport == 50003 ? 30 : 100));
+      }
+      m.OnFlows(id, samples, now_);
+    }
+    EXPECT_TRUE(Eval(m).empty());
+    return m.probe_targets();
+  };
+  auto names = [&](const std::vector<LinkId>& links) {
+    std::vector<std::string> out;
+    for (LinkId l : links) out.push_back(topo_->LinkName(l));
+    return out;
+  };
+  auto sorted = [](std::vector<LinkId> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  const std::vector<LinkId> a_alone = sorted({L("host0/nic0", "tor0"), L("tor1", "host2/nic0")});
+  const std::vector<LinkId> b_alone = sorted(
+      {L("host5/nic0", "tor2"), L("tor2", "agg1"), L("agg1", "tor3"), L("tor3", "host7/nic0")});
+  const std::vector<LinkId> vouched = sorted({L("tor0", "agg0"), L("agg0", "tor1")});
+  std::vector<LinkId> want = a_alone;
+  want.insert(want.end(), b_alone.begin(), b_alone.end());
+  want.insert(want.end(), vouched.begin(), vouched.end());
+  EXPECT_EQ(names(run(0, 0)), names(want));
+  // jV at a higher priority than jA (level 0 against 1) vouches for nothing of jA's: agg0 -> tor1
+  // joins jA's unvouched links (tor0 -> agg0 is still vouched by jA's own healthy row).
+  std::vector<LinkId> first = a_alone;
+  first.push_back(L("agg0", "tor1"));
+  want = sorted(first);
+  want.insert(want.end(), b_alone.begin(), b_alone.end());
+  want.push_back(L("tor0", "agg0"));
+  EXPECT_EQ(names(run(1, 0)), names(want));
 }
 
 // A slow flow the localisation cannot place (the one row over its links) makes its path's links

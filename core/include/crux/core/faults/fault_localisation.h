@@ -13,8 +13,9 @@
 //     told apart by these observations: they are returned together with `ambiguous` set (a
 //     probe that crosses one but not the other separates them).
 //   * EstimateLinkRates / GrayFaults: NetBouncer's estimate (Tan et al., NSDI'19) adapted to
-//     rates. With y_f the flow's achieved / expected rate and x_l the fraction of its rate link l
-//     delivers, minimise  sum_f (y_f - prod_{l in f} x_l)^2 + lambda sum_l x_l (1 - x_l)  over
+//     rates. With y_f the flow's achieved / expected rate, w_f its weight and x_l the fraction of
+//     its rate link l delivers, minimise
+//     sum_f w_f (y_f - prod_{l in f} x_l)^2 + lambda sum_l x_l (1 - x_l)  over
 //     x in [0, 1]^L by coordinate descent (each coordinate has a closed form; the regulariser
 //     pushes towards 0 or 1 so that blame concentrates on few links). Links estimated below
 //     `gray_ratio` that at least `min_flows` slow flows cross are suspects.
@@ -42,6 +43,11 @@ struct PathObservation {
   std::vector<LinkId> links;  // Directed links crossed, in order (no repetition expected).
   double rate_ratio = 1.0;    // Achieved / expected rate, clamped to [0, 1]; 1 = healthy.
   bool failed = false;        // No progress (transport errors, nothing delivered): a hard failure.
+  // How much the row counts in the least squares (GrayFaults), (0, 1]. A healthy row proves that
+  // its links carried its rate, which says little about a gray fault when that rate is a small
+  // part of the links' capacity: the caller may weigh such rows down (FaultManager does, by
+  // rate / (gray_ratio x the path's smallest nominal capacity)). 007 voting ignores it.
+  double weight = 1.0;
 
   friend bool operator==(const PathObservation&, const PathObservation&) = default;
 };

@@ -28,14 +28,18 @@
 //     when its evidence comes from at least `min_jobs` jobs (default 2), or when a NIC at an end
 //     of one of its slow flows reports loss (nic_loss_per_s: the host agent's counters, not the
 //     tenant's word), or when a probe a host agent measured (OnHostProbes: its path's capacity)
-//     is among its slow rows; one job's flows alone are shown as a suspect and change nothing (a
+//     is among its slow rows (unless another link of its path is held faulty, or a flow crossed
+//     this one faster than kProbeMargin x the probe's capacity: OutranProbe); one job's flows
+//     alone are shown as a suspect and change nothing (a
 //     link already held faulty stays so on any job's evidence) but make it a probe target
 //     (probe_targets: the control loop has host probes designed over it, which settle it either
 //     way);
 //   * a job whose reports contradict every other source is not believed: when all of its slow
 //     flows (at least localisation.min_flows) cross only links on which another job's flow of
-//     the same or a lower priority is healthy (any priority for a flow that made no progress:
-//     a dead link serves nobody), and no switch counter, port state, NIC loss or slow
+//     the same or a lower priority is healthy and ran at least 1 / gray_ratio times as fast
+//     (any healthy flow for a flow that made no progress: a dead link serves nobody; a slower
+//     one may just need less than a degraded link still has), and no switch counter, port
+//     state, NIC loss or slow
 //     host-measured probe backs any of
 //     them, in two consecutive evaluations, its samples are left out of the tomography until
 //     an evaluation finds it consistent again; it is listed (ContradictedJobs) for cruxctl
@@ -326,7 +330,9 @@ class FaultManager {
   // results settle them. Kept only with options().probes.enabled. At most kMaxProbeTargets.
   // In the order probes are designed for them (per-job budgets run out): the localisation's
   // suspects first, the most degraded (highest score) first, then the links only on a slow
-  // flow's path, the most recently wanted first; ties by id. Changes only at Evaluate.
+  // flow's path: those no healthy row vouches for first, then those whose slow flows' jobs have
+  // the smallest share of slow rows, then the most recently wanted; ties by id. Changes only at
+  // Evaluate.
   const std::vector<LinkId>& probe_targets() const { return probe_targets_; }
   // The same links, sorted by id (what a re-plan for probes depends on: the set, not the order).
   const std::vector<LinkId>& probe_target_set() const { return probe_target_set_; }
@@ -362,6 +368,13 @@ class FaultManager {
     // Of those, the last that found it a localisation suspect (not only on a slow flow's path):
     // such targets are kept first when there are more than kMaxProbeTargets.
     std::optional<Duration> suspect_probes_at;
+    // For a link only on slow flows' paths, as the last evaluation that wanted probes over it
+    // saw it: whether a healthy row vouched for it (one of the same or a lower priority, or a
+    // host probe), and the smallest share of slow rows in the jobs of the slow flows crossing
+    // it, in [0, 1] (a job with one slow row of many points at its path; one slow all over, at
+    // nothing). Both only rank probe targets.
+    bool probes_vouched = false;
+    double probes_slow_share = 1;
     int host_probes = 0;                 // Host-measured probes behind the tomography suspicion.
     std::optional<Duration> suspect_at;  // Last evaluation with a tomography suspicion.
     // Damping.
@@ -445,6 +458,14 @@ class FaultManager {
   // Whether a link of `path` other than `id` is held faulty (automatically or by the admin): it
   // explains a slow host probe over `path`, which then backs no suspicion of `id`.
   bool HeldFaultyElsewhere(const std::vector<LinkId>& path, LinkId id) const;
+  // Whether a flow (a job's row of `obs`, not failed) crossing `id`, reported within
+  // evaluate_interval of the host probe at row `probe`, ran faster than kProbeMargin times the
+  // probe's measured capacity: then `id` is not the probe's narrowest link, and the probe backs
+  // no suspicion of it. O(rows x path length).
+  bool OutranProbe(const Observations& obs, size_t probe, LinkId id) const;
+  // A host probe's measurement error allowed for by OutranProbe (a flow must beat its capacity
+  // by more than 10 %).
+  static constexpr double kProbeMargin = 1.1;
   // The rules (see the file comment); `tomo_usable`: a confirmed suspicion that counters back
   // if the observations cannot single it out.
   Want Rules(const LinkState& s, const LinkSignals& sig, bool tomo_usable) const;
@@ -474,7 +495,7 @@ class FaultManager {
                : options_.localisation.gray_ratio;
   }
   // probe_targets_ from the links' probes_wanted_at (wanted within the evidence window): at most
-  // kMaxProbeTargets, the localisation's suspects first, then the most recently wanted.
+  // kMaxProbeTargets, in the order probe_targets() states.
   void UpdateProbeTargets(Duration now);
 
   FaultOptions options_;
