@@ -635,6 +635,7 @@ FaultManager::Observations FaultManager::BuildObservations(Duration window_start
   int level = 0;
   const Replan* replan = nullptr;  // The pins' ages of the job `pins` holds.
   bool slow = false;               // Some row below SlowForProbes() of its best rate.
+  bool failed = false;             // Some row made no progress.
   const double slow_ratio = SlowForProbes();
   for (const auto& entry : flows_) {
     const auto& [key, rec] = entry;
@@ -667,6 +668,7 @@ FaultManager::Observations FaultManager::BuildObservations(Duration window_start
     if (f.bytes.count() == 0) {
       o.failed = true;
       o.rate_ratio = 0;
+      failed = true;
     } else {
       rate = f.transfer_time > Duration::Zero() ? f.bytes.ToBits() / f.transfer_time.ToSeconds()
                                                 : rec.baseline_bps;
@@ -691,6 +693,8 @@ FaultManager::Observations FaultManager::BuildObservations(Duration window_start
   // A healthy row proves that its links carried its rate: against a gray fault, evidence in
   // proportion to that rate's part of what the path could carry (a 20 G flow healthy on a 200 G
   // link says nothing about whether the link still has 120 G). Slow and failed rows count fully.
+  // Weights matter only beside an unhealthy row (the localisation solves nothing else).
+  if (!slow && !failed) return obs;
   const double gray = options_.localisation.gray_ratio;
   for (size_t i = 0; i < obs.paths.size(); ++i) {
     PathObservation& o = obs.paths[i];
@@ -1099,10 +1103,8 @@ bool FaultManager::OutranProbe(const Observations& obs, size_t probe, LinkId id)
   for (size_t r = 0; r < obs.paths.size(); ++r) {
     if (obs.flows[r]->first.host || obs.paths[r].failed) continue;
     if (obs.rate_bps[r] <= capacity * kProbeMargin) continue;
-    const Duration gap = obs.flows[r]->second.at - at;
-    if (gap > options_.evaluate_interval ||
-        at - obs.flows[r]->second.at > options_.evaluate_interval)
-      continue;
+    const Duration t = obs.flows[r]->second.at;
+    if (t > at + options_.evaluate_interval || at > t + options_.evaluate_interval) continue;
     const std::vector<LinkId>& links = obs.paths[r].links;
     if (std::find(links.begin(), links.end(), id) != links.end()) return true;
   }
