@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <set>
 #include <utility>
 
@@ -126,119 +125,44 @@ double Target(const PathObservation& o) {
   return o.failed ? 0.0 : std::clamp(o.rate_ratio, 0.0, 1.0);
 }
 
-// A healthy row that only bounds its path's product from below (PathObservation::at_least).
-bool IsBound(const PathObservation& o, const LocalisationOptions& options) {
-  return o.at_least >= 0 && std::isfinite(o.at_least) && IsHealthy(o, options);
-}
-
-// One one-sided term of a coordinate x, (t - p x)^2 while x < threshold = t / p, as the
-// coefficients of p^2 x^2 - 2 t p x + t^2.
-struct Bound {
-  double threshold;
-  double p2;  // p^2
-  double tp;  // t p
-  double t2;  // t^2
-};
-
-// argmin over [0, 1] of a x^2 - 2 b x + the sum of the `bounds` active at x (x < threshold):
-// piecewise quadratic and continuous (a term is 0 at its threshold), so
-// the best of each piece's minimum. Reorders `bounds`.
-double Minimise(double a, double b, std::vector<Bound>& bounds) {
-  auto piece = [](double qa, double qb, double lo, double hi) {
-    if (qa > 1e-15) return std::clamp(qb / qa, lo, hi);
-    return (qa * lo * lo - 2 * qb * lo) <= (qa * hi * hi - 2 * qb * hi) ? lo : hi;
-  };
-  const double plain = piece(a, b, 0.0, 1.0);
-  double highest = 0;
-  for (const Bound& t : bounds) highest = std::max(highest, t.threshold);
-  // No bound is active at the plain minimum, and bounds only add: it is the minimum.
-  if (plain >= highest) return plain;
-  std::sort(bounds.begin(), bounds.end(),
-            [](const Bound& l, const Bound& r) { return l.threshold > r.threshold; });
-  double qa = a;
-  double qb = b;
-  double qc = 0;
-  size_t i = 0;
-  for (; i < bounds.size() && bounds[i].threshold >= 1; ++i) {
-    qa += bounds[i].p2;
-    qb += bounds[i].tp;
-    qc += bounds[i].t2;
-  }
-  double best_x = 1;
-  double best_f = std::numeric_limits<double>::infinity();
-  double hi = 1;
-  while (true) {
-    const double lo = i < bounds.size() ? std::max(0.0, bounds[i].threshold) : 0.0;
-    const double x = piece(qa, qb, lo, hi);
-    const double f = qa * x * x - 2 * qb * x + qc;
-    if (f < best_f) {
-      best_f = f;
-      best_x = x;
-    }
-    if (lo <= 0) break;
-    for (; i < bounds.size() && bounds[i].threshold >= lo; ++i) {
-      qa += bounds[i].p2;
-      qb += bounds[i].tp;
-      qc += bounds[i].t2;
-    }
-    hi = lo;
-  }
-  return best_x;
-}
-
 // Coordinate descent on the merged variables (see the header).
 std::vector<double> Solve(std::span<const PathObservation> obs, const Subproblem& sp,
                           const LocalisationOptions& options) {
   std::vector<double> x(sp.groups.size(), 1.0);
   const double lambda = options.lambda;
-  // Sweep order: the variables most unhealthy observations cross first, so that the link
-  // explaining most of the evidence takes the blame before the links that share only part of it
-  // (parsimony, as the regulariser; with a plain id order a host link whose few flows all cross a
-  // degraded uplink could take the blame first and converge slowly). Among those, the one that
-  // healthy rows vouch for least first (the sum of their lower bounds, at_least; a row counted
-  // both ways vouches 1): two links that the same slow flows cross, one under a small healthy
-  // flow and one under a big one, are otherwise a tie that the link id would decide.
+  // Sweep order: the variables most unhealthy observations cross first (then by link id), so
+  // that the link explaining most of the evidence takes the blame before the links that share
+  // only part of it (parsimony, as the regulariser; with a plain id order a host link whose few
+  // flows all cross a degraded uplink could take the blame first and converge slowly).
   std::vector<uint32_t> order(x.size());
   std::vector<uint32_t> unhealthy(x.size(), 0);
-  std::vector<double> vouched(x.size(), 0.0);
   for (uint32_t v = 0; v < x.size(); ++v) {
     order[v] = v;
-    for (uint32_t r : sp.cover[v]) {
-      const PathObservation& o = obs[sp.rows[r]];
-      if (!IsHealthy(o, options)) {
-        ++unhealthy[v];
-      } else {
-        vouched[v] += IsBound(o, options) ? std::min(o.at_least, 1.0) : 1.0;
-      }
-    }
+    for (uint32_t r : sp.cover[v]) unhealthy[v] += IsHealthy(obs[sp.rows[r]], options) ? 0 : 1;
   }
-  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    if (unhealthy[a] != unhealthy[b]) return unhealthy[a] > unhealthy[b];
-    return vouched[a] < vouched[b];
-  });
-  std::vector<Bound> bounds;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return unhealthy[a] > unhealthy[b]; });
   for (int sweep = 0; sweep < options.iterations; ++sweep) {
     double moved = 0;
     for (uint32_t v : order) {
       double a = -lambda;
       double b = -lambda / 2;
-      bounds.clear();
       for (uint32_t r : sp.cover[v]) {
         double p = 1;
         for (uint32_t w : sp.vars[r]) {
           if (w != v) p *= x[w];
         }
         const PathObservation& o = obs[sp.rows[r]];
-        if (IsBound(o, options)) {
-          // Active below x = at_least / p; with p = 0 the term does not depend on x.
-          const double t = std::min(o.at_least, 1.0);
-          if (p > 0 && t > 0) bounds.push_back({t / p, p * p, t * p, t * t});
-          continue;
-        }
-        a += p * p;
-        b += Target(o) * p;
+        const double w = std::isfinite(o.weight) ? std::clamp(o.weight, 1e-6, 1.0) : 1.0;
+        a += w * p * p;
+        b += w * Target(o) * p;
       }
-      const double next = Minimise(a, b, bounds);
+      double next;
+      if (a > 1e-15) {
+        next = std::clamp(b / a, 0.0, 1.0);
+      } else {
+        next = (a - 2 * b < 0) ? 1.0 : 0.0;  // Concave: the better end point.
+      }
       moved = std::max(moved, std::fabs(next - x[v]));
       x[v] = next;
     }

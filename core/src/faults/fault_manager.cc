@@ -362,6 +362,9 @@ bool SpeaksFor(int level, double rate, int slow_level, double slow_rate, bool fa
   return level >= slow_level && rate * gray_ratio >= slow_rate;
 }
 
+// The least weight of a healthy row in the least squares (a row at any rate says something).
+constexpr double kMinHealthyWeight = 0.05;
+
 // The smallest nominal capacity over `links` (bits/s; 0 for an empty path or an unknown link).
 double PathCapacityBps(const std::vector<LinkId>& links, const Topology& nominal) {
   double cap = links.empty() ? 0 : std::numeric_limits<double>::infinity();
@@ -687,18 +690,19 @@ FaultManager::Observations FaultManager::BuildObservations(Duration window_start
   if (slow && options_.expectation == FlowExpectation::kPlanShare) {
     ApplyPlannedShares(obs, nominal);
   }
-  // A healthy row proves that its links carried its rate, and no more: a 50 G flow healthy on a
-  // 100 G link at 60 % says nothing against the link's loss. The least squares counts it only
-  // while its path's estimate is below rate / the path's nominal capacity (at_least). Host probes
-  // measure the capacity itself and count both ways. Only beside an unhealthy row (the
-  // localisation solves nothing else).
+  // A healthy row proves that its links carried its rate: against a gray fault, evidence in
+  // proportion to that rate's part of what the path could carry (a 20 G flow healthy on a 200 G
+  // link says nothing about whether the link still has 120 G). Slow and failed rows count fully.
+  // Weights matter only beside an unhealthy row (the localisation solves nothing else).
   if (!slow && !failed) return obs;
   const double gray = options_.localisation.gray_ratio;
   for (size_t i = 0; i < obs.paths.size(); ++i) {
     PathObservation& o = obs.paths[i];
-    if (o.failed || o.rate_ratio < gray || obs.flows[i]->first.host) continue;
+    if (o.failed || o.rate_ratio < gray) continue;
     const double cap = PathCapacityBps(o.links, nominal);
-    if (cap > 0 && obs.rate_bps[i] > 0) o.at_least = std::min(1.0, obs.rate_bps[i] / cap);
+    if (cap > 0 && obs.rate_bps[i] > 0) {
+      o.weight = std::clamp(obs.rate_bps[i] / (gray * cap), kMinHealthyWeight, 1.0);
+    }
   }
   return obs;
 }

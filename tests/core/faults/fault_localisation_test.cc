@@ -90,68 +90,6 @@ TEST(GrayFaultsTest, DegradedLinkIsEstimatedAtItsFractionAndNothingElseIsBlamed)
   for (uint32_t l : {1, 2, 3, 6, 7, 8}) EXPECT_GT(x.at(LinkId(l)), 0.95) << l;
 }
 
-TEST(GrayFaultsTest, AHealthyRowBoundsItsPathOnlyFromBelow) {
-  // Link 5 (a NIC cable) delivers 60 % of its capacity. Two slow rows over it (6, 7: the peers'
-  // links) saw 0.6; three healthy flows over it (8, 9, 10) got what they were entitled to, at
-  // 50-55 % of the link: they prove the link carried 55 %, not that it is whole.
-  auto bound = [](std::vector<uint32_t> links, double at_least) {
-    PathObservation o = Obs(std::move(links));
-    o.at_least = at_least;
-    return o;
-  };
-  std::vector<PathObservation> obs = {Obs({5, 6}, 0.6), Obs({5, 7}, 0.6), bound({5, 8}, 0.5),
-                                      bound({5, 9}, 0.55), bound({5, 10}, 0.52)};
-  std::vector<Suspect> s = GrayFaults(obs, {});
-  ASSERT_EQ(s.size(), 1u);
-  EXPECT_EQ(s[0].link, LinkId(5));
-  EXPECT_NEAR(s[0].estimate, 0.6, 0.02);
-  EXPECT_EQ(s[0].healthy, 3u);
-  // Counted both ways (as rate_ratio 1), the same three rows clear it.
-  for (size_t i = 2; i < obs.size(); ++i) obs[i].at_least = -1;
-  EXPECT_TRUE(GrayFaults(obs, {}).empty());
-  // A bound above the slow rows' level still speaks against the link: one flow carried 95 % of
-  // it at the same time, so the slow rows are not the link's doing (the link estimate stays at
-  // the bound, above gray_ratio).
-  obs[2].at_least = 0.95;
-  const auto x = EstimateLinkRates(obs, {});
-  EXPECT_GE(x.at(LinkId(5)), 0.8);
-  EXPECT_TRUE(LinksOf(GrayFaults(obs, {})).count(5) == 0);
-}
-
-TEST(GrayFaultsTest, OneSidedTermsAreMinimisedExactlyOnOneLink) {
-  // One link, random rows both ways and bounded: the estimate is the argmin over [0, 1] of the
-  // objective of the header (a grid of 10^4 points is never better).
-  Rng rng(7);
-  auto uniform = [&](double lo, double hi) { return lo + (hi - lo) * rng.UniformDouble(); };
-  const LocalisationOptions opt;
-  for (int trial = 0; trial < 200; ++trial) {
-    std::vector<PathObservation> obs = {Obs({5}, uniform(0.0, 0.79))};  // One unhealthy row.
-    const int n = 1 + static_cast<int>(uniform(0.0, 6.0));
-    for (int i = 0; i < n; ++i) {
-      PathObservation o = Obs({5}, uniform(0.0, 1.0));
-      if (uniform(0.0, 1.0) < 0.6) o.at_least = uniform(0.0, 1.2);
-      obs.push_back(o);
-    }
-    auto objective = [&](double x) {
-      double f = opt.lambda * x * (1 - x);
-      for (const PathObservation& o : obs) {
-        const double t = o.failed ? 0.0 : o.rate_ratio;
-        if (o.at_least >= 0 && IsHealthy(o, opt)) {
-          const double gap = std::min(o.at_least, 1.0) - x;
-          f += gap > 0 ? gap * gap : 0.0;
-        } else {
-          f += (t - x) * (t - x);
-        }
-      }
-      return f;
-    };
-    const double x = EstimateLinkRates(obs, opt).at(LinkId(5));
-    double grid = objective(0);
-    for (int k = 1; k <= 10000; ++k) grid = std::min(grid, objective(k / 1e4));
-    EXPECT_LE(objective(x), grid + 1e-9) << "trial " << trial << " x " << x;
-  }
-}
-
 TEST(GrayFaultsTest, HealthyMatrixHasNoSubproblem) {
   const std::vector<PathObservation> obs = {Obs({1, 2}), Obs({2, 3}, 0.9), Obs({3, 4}, 0.85)};
   EXPECT_TRUE(EstimateLinkRates(obs, {}).empty());

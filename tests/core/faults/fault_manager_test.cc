@@ -750,45 +750,6 @@ TEST_F(FaultManagerTest, SmallHealthyFlowsDoNotClearAGrayLink) {
   EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
 }
 
-// Healthy flows at a gray link's remaining capacity do not clear it (stop 49). host0's 200 G NIC
-// link is at 62 %. jA sends from host0 to five peers, one after another: four flows run at 124 G
-// (62 %), each above its planned share of the NIC (40 G, five flows), so healthy; the fifth is
-// slow (20 G, half its share), and a host probe to host1 under the same ToR measures 124 G.
-// Counted both ways (stop 48's weights, 0.775 each) the four healthy flows lifted the NIC link's
-// estimate above gray_ratio and nothing was suspect; as lower bounds (62 %) they say nothing
-// against it, and the probe makes two sources.
-TEST_F(FaultManagerTest, HealthyFlowsAtAGrayLinksRemainingCapacityDoNotClearIt) {
-  const std::vector<FlowPin> flows = {Pin(0, 2, 0, 50000), Pin(0, 4, 0, 50001), Pin(0, 6, 0, 50002),
-                                      Pin(0, 3, 1, 50003), Pin(0, 5, 1, 50004)};
-  const LinkId nic = L("host0/nic0", "tor0");
-  FlowPin probe;
-  probe.src_nic = N("host0/nic0");
-  probe.dst_nic = N("host1/nic0");
-  probe.udp_sport = 50100;
-  probe.path = {nic, L("tor0", "host1/nic0")};
-  AddJob("jA", flows, 0, 1, {probe});
-  FaultManager m(Probing());
-  Report(m, "jA", 200);
-  Eval(m);
-  std::vector<LinkDecision> d;
-  for (int round = 0; round < 2; ++round) {
-    now_ += Duration::Millis(1000);
-    std::vector<FlowSample> samples;
-    for (size_t i = 0; i < flows.size(); ++i) {
-      samples.push_back(Sample(flows[i], i + 1 < flows.size() ? 124 : 20));
-    }
-    m.OnFlows("jA", samples, now_);
-    m.OnHostProbes("jA", {Sample(probe, 124, /*probe=*/true)}, now_);
-    std::vector<LinkDecision> r = Eval(m);
-    d.insert(d.end(), r.begin(), r.end());
-  }
-  ASSERT_EQ(d.size(), 1u);
-  EXPECT_EQ(d[0].link, nic) << d[0].reason;
-  EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
-  EXPECT_NEAR(d[0].capacity_fraction, 0.6, 0.05) << d[0].reason;
-  EXPECT_NE(d[0].reason.find("host agent probes agree"), std::string::npos) << d[0].reason;
-}
-
 // One tenant's reports alone never move a link: j0 alone crosses tor0->agg1 and says its flows
 // there crawl. It is a suspect (shown, with the reason), nothing changes; a counter signal on the
 // same link makes it two agreeing sources; so does loss on the NIC of one of its flows (the host

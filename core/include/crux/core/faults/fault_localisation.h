@@ -13,14 +13,11 @@
 //     told apart by these observations: they are returned together with `ambiguous` set (a
 //     probe that crosses one but not the other separates them).
 //   * EstimateLinkRates / GrayFaults: NetBouncer's estimate (Tan et al., NSDI'19) adapted to
-//     rates. With y_f the flow's achieved / expected rate and x_l the fraction of its rate link l
-//     delivers, minimise
-//     sum_f (y_f - prod_{l in f} x_l)^2 + lambda sum_l x_l (1 - x_l)  over
-//     x in [0, 1]^L by coordinate descent (the regulariser pushes towards 0 or 1 so that blame
-//     concentrates on few links). A healthy row with a lower bound (PathObservation::at_least)
-//     contributes max(0, at_least_f - prod_{l in f} x_l)^2 instead: it proves only that its path
-//     delivered that much. Each coordinate is then a continuous piecewise quadratic, minimised
-//     exactly over its pieces (one closed form when no bound is active). Links estimated below
+//     rates. With y_f the flow's achieved / expected rate, w_f its weight and x_l the fraction of
+//     its rate link l delivers, minimise
+//     sum_f w_f (y_f - prod_{l in f} x_l)^2 + lambda sum_l x_l (1 - x_l)  over
+//     x in [0, 1]^L by coordinate descent (each coordinate has a closed form; the regulariser
+//     pushes towards 0 or 1 so that blame concentrates on few links). Links estimated below
 //     `gray_ratio` that at least `min_flows` slow flows cross are suspects.
 //
 // Only the part of the matrix near unhealthy observations is solved: the links of unhealthy
@@ -46,14 +43,11 @@ struct PathObservation {
   std::vector<LinkId> links;  // Directed links crossed, in order (no repetition expected).
   double rate_ratio = 1.0;    // Achieved / expected rate, clamped to [0, 1]; 1 = healthy.
   bool failed = false;        // No progress (transport errors, nothing delivered): a hard failure.
-  // A healthy row proves that its path delivered at least this much (in the units of
-  // prod_{l in f} x_l, below) and nothing more: when set (>= 0) the least squares counts the row
-  // only while the product of its links' estimates is below it, a one-sided term (at_least -
-  // prod)^2. FaultManager sets it on a healthy flow to rate / the path's smallest nominal
-  // capacity: a 50 G flow healthy on a 100 G link says nothing against the link being at 60 %.
-  // Unset (< 0), the row pulls its path towards rate_ratio both ways. Ignored on an unhealthy
-  // row and by 007 voting.
-  double at_least = -1;
+  // How much the row counts in the least squares (GrayFaults), (0, 1]. A healthy row proves that
+  // its links carried its rate, which says little about a gray fault when that rate is a small
+  // part of the links' capacity: the caller may weigh such rows down (FaultManager does, by
+  // rate / (gray_ratio x the path's smallest nominal capacity)). 007 voting ignores it.
+  double weight = 1.0;
 
   friend bool operator==(const PathObservation&, const PathObservation&) = default;
 };
