@@ -72,7 +72,17 @@ struct Subproblem {
   std::vector<uint32_t> rows;                // Observation indices.
   std::vector<std::vector<uint32_t>> vars;   // Per row: its variables.
   std::vector<std::vector<uint32_t>> cover;  // Per variable: its rows (indices into rows).
+  std::map<LinkId, uint32_t> var_of;         // Link -> its variable.
+  // The least-squares terms: per row, its variables less those it excuses (PathObservation::
+  // excused; none for a row with floors only), and per variable the rows that blame it.
+  std::vector<std::vector<uint32_t>> lsq_vars;
+  std::vector<std::vector<uint32_t>> lsq_cover;
 };
+
+// A healthy row with floors bounds its links and takes no least-squares term.
+bool FloorsOnly(const PathObservation& o, const LocalisationOptions& options) {
+  return !o.floors.empty() && o.floors.size() == o.links.size() && IsHealthy(o, options);
+}
 
 Subproblem BuildSubproblem(std::span<const PathObservation> obs,
                            const LocalisationOptions& options) {
@@ -97,7 +107,7 @@ Subproblem BuildSubproblem(std::span<const PathObservation> obs,
     }
   }
   std::map<std::vector<uint32_t>, uint32_t> group_of;  // Column -> variable.
-  std::map<LinkId, uint32_t> var_of;
+  std::map<LinkId, uint32_t>& var_of = sp.var_of;
   for (const auto& [l, col] : column) {
     auto [it, fresh] = group_of.emplace(col, static_cast<uint32_t>(sp.groups.size()));
     if (fresh) sp.groups.emplace_back();
@@ -105,18 +115,28 @@ Subproblem BuildSubproblem(std::span<const PathObservation> obs,
     var_of[l] = it->second;
   }
   sp.cover.resize(sp.groups.size());
+  sp.lsq_cover.resize(sp.groups.size());
   for (uint32_t i = 0; i < obs.size(); ++i) {
+    const PathObservation& o = obs[i];
     std::vector<uint32_t> row;
-    for (LinkId l : obs[i].links) {
-      auto it = var_of.find(l);
-      if (it != var_of.end() && std::find(row.begin(), row.end(), it->second) == row.end()) {
-        row.push_back(it->second);
+    std::vector<uint32_t> lsq;
+    const bool floors_only = FloorsOnly(o, options);
+    const bool excuses = !IsHealthy(o, options) && o.excused.size() == o.links.size();
+    for (size_t k = 0; k < o.links.size(); ++k) {
+      auto it = var_of.find(o.links[k]);
+      if (it == var_of.end() || std::find(row.begin(), row.end(), it->second) != row.end()) {
+        continue;
       }
+      row.push_back(it->second);
+      if (!floors_only && !(excuses && o.excused[k])) lsq.push_back(it->second);
     }
     if (row.empty()) continue;
-    for (uint32_t v : row) sp.cover[v].push_back(static_cast<uint32_t>(sp.rows.size()));
+    const auto r = static_cast<uint32_t>(sp.rows.size());
+    for (uint32_t v : row) sp.cover[v].push_back(r);
+    for (uint32_t v : lsq) sp.lsq_cover[v].push_back(r);
     sp.rows.push_back(i);
     sp.vars.push_back(std::move(row));
+    sp.lsq_vars.push_back(std::move(lsq));
   }
   return sp;
 }
@@ -125,34 +145,52 @@ double Target(const PathObservation& o) {
   return o.failed ? 0.0 : std::clamp(o.rate_ratio, 0.0, 1.0);
 }
 
+
 // Coordinate descent on the merged variables (see the header).
 std::vector<double> Solve(std::span<const PathObservation> obs, const Subproblem& sp,
                           const LocalisationOptions& options) {
   std::vector<double> x(sp.groups.size(), 1.0);
   const double lambda = options.lambda;
-  // Sweep order: the variables most unhealthy observations cross first (then by link id), so
-  // that the link explaining most of the evidence takes the blame before the links that share
-  // only part of it (parsimony, as the regulariser; with a plain id order a host link whose few
-  // flows all cross a degraded uplink could take the blame first and converge slowly).
-  std::vector<uint32_t> order(x.size());
+  // Per variable: the floor its healthy rows prove.
+  std::vector<double> floor(x.size(), 0.0);
+  for (uint32_t r = 0; r < sp.rows.size(); ++r) {
+    const PathObservation& o = obs[sp.rows[r]];
+    if (!FloorsOnly(o, options)) continue;
+    for (size_t k = 0; k < o.links.size(); ++k) {
+      auto it = sp.var_of.find(o.links[k]);
+      if (it == sp.var_of.end() || !std::isfinite(o.floors[k])) continue;
+      floor[it->second] = std::max(floor[it->second], std::clamp(o.floors[k], 0.0, 1.0));
+    }
+  }
+  // Sweep order: the variables most unhealthy observations blame first, then the least vouched
+  // for (lowest floor), then by link id, so that the link explaining most of the evidence takes
+  // the blame before the links that share only part of it (parsimony, as the regulariser; with a
+  // plain id order a host link whose few flows all cross a degraded uplink could take the blame
+  // first and converge slowly). A variable no least-squares row blames stays whole.
+  std::vector<uint32_t> order;
   std::vector<uint32_t> unhealthy(x.size(), 0);
   for (uint32_t v = 0; v < x.size(); ++v) {
-    order[v] = v;
-    for (uint32_t r : sp.cover[v]) unhealthy[v] += IsHealthy(obs[sp.rows[r]], options) ? 0 : 1;
+    if (!sp.lsq_cover[v].empty()) order.push_back(v);
+    for (uint32_t r : sp.lsq_cover[v]) {
+      unhealthy[v] += IsHealthy(obs[sp.rows[r]], options) ? 0 : 1;
+    }
   }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](uint32_t a, uint32_t b) { return unhealthy[a] > unhealthy[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    if (unhealthy[a] != unhealthy[b]) return unhealthy[a] > unhealthy[b];
+    return floor[a] < floor[b];
+  });
   for (int sweep = 0; sweep < options.iterations; ++sweep) {
     double moved = 0;
     for (uint32_t v : order) {
       double a = -lambda;
       double b = -lambda / 2;
       for (uint32_t r : sp.cover[v]) {
+        const PathObservation& o = obs[sp.rows[r]];
+        if (FloorsOnly(o, options)) continue;
         double p = 1;
         for (uint32_t w : sp.vars[r]) {
           if (w != v) p *= x[w];
         }
-        const PathObservation& o = obs[sp.rows[r]];
         const double w = std::isfinite(o.weight) ? std::clamp(o.weight, 1e-6, 1.0) : 1.0;
         a += w * p * p;
         b += w * Target(o) * p;
@@ -161,8 +199,10 @@ std::vector<double> Solve(std::span<const PathObservation> obs, const Subproblem
       if (a > 1e-15) {
         next = std::clamp(b / a, 0.0, 1.0);
       } else {
-        next = (a - 2 * b < 0) ? 1.0 : 0.0;  // Concave: the better end point.
+        // Concave: the better end point; with no evidence either way (a tie) the link stays whole.
+        next = (a - 2 * b <= 0) ? 1.0 : 0.0;
       }
+      next = std::max(next, floor[v]);
       moved = std::max(moved, std::fabs(next - x[v]));
       x[v] = next;
     }

@@ -362,9 +362,6 @@ bool SpeaksFor(int level, double rate, int slow_level, double slow_rate, bool fa
   return level >= slow_level && rate * gray_ratio >= slow_rate;
 }
 
-// The least weight of a healthy row in the least squares (a row at any rate says something).
-constexpr double kMinHealthyWeight = 0.05;
-
 // The smallest nominal capacity over `links` (bits/s; 0 for an empty path or an unknown link).
 double PathCapacityBps(const std::vector<LinkId>& links, const Topology& nominal) {
   double cap = links.empty() ? 0 : std::numeric_limits<double>::infinity();
@@ -690,18 +687,49 @@ FaultManager::Observations FaultManager::BuildObservations(Duration window_start
   if (slow && options_.expectation == FlowExpectation::kPlanShare) {
     ApplyPlannedShares(obs, nominal);
   }
-  // A healthy row proves that its links carried its rate: against a gray fault, evidence in
-  // proportion to that rate's part of what the path could carry (a 20 G flow healthy on a 200 G
-  // link says nothing about whether the link still has 120 G). Slow and failed rows count fully.
-  // Weights matter only beside an unhealthy row (the localisation solves nothing else).
+  // A healthy row proves that each link it crossed carried its rate, and nothing more: a floor
+  // of rate / the link's nominal capacity on each (a 20 G flow healthy on a 200 G link says
+  // nothing about whether the link still has 120 G, and a flow that got its share of a link at
+  // 60 % says nothing against the loss). Slow and failed rows count fully. Floors matter only
+  // beside an unhealthy row (the localisation solves nothing else).
   if (!slow && !failed) return obs;
   const double gray = options_.localisation.gray_ratio;
   for (size_t i = 0; i < obs.paths.size(); ++i) {
     PathObservation& o = obs.paths[i];
+    if (o.failed || o.rate_ratio < gray || !(obs.rate_bps[i] > 0)) continue;
+    o.floors.resize(o.links.size(), 0.0);
+    for (size_t k = 0; k < o.links.size(); ++k) {
+      const LinkId l = o.links[k];
+      if (!l.valid() || l.value() >= nominal.num_links()) continue;
+      const double cap = nominal.link(l).capacity.ToBitsPerSec();
+      if (cap > 0) o.floors[k] = std::clamp(obs.rate_bps[i] / cap, 0.0, 1.0);
+    }
+  }
+  // A link is not an unhealthy row's bottleneck where a healthy row crossing it vouches for it
+  // (SpeaksFor: at least 1 / gray_ratio times as fast, same or lower priority; a healthy host
+  // probe measured the capacity itself and vouches against any row): under max-min sharing
+  // no flow of a flow's level runs faster on its bottleneck. Such a link takes none of that
+  // row's blame. Per link: the healthy rows' (level, rate).
+  std::map<LinkId, std::vector<std::pair<int, double>>> healthy;
+  for (size_t i = 0; i < obs.paths.size(); ++i) {
+    const PathObservation& o = obs.paths[i];
     if (o.failed || o.rate_ratio < gray) continue;
-    const double cap = PathCapacityBps(o.links, nominal);
-    if (cap > 0 && obs.rate_bps[i] > 0) {
-      o.weight = std::clamp(obs.rate_bps[i] / (gray * cap), kMinHealthyWeight, 1.0);
+    const bool host = obs.flows[i]->first.host;
+    for (LinkId l : o.links) {
+      healthy[l].emplace_back(host ? std::numeric_limits<int>::max() : obs.levels[i],
+                              host ? std::numeric_limits<double>::infinity() : obs.rate_bps[i]);
+    }
+  }
+  for (size_t i = 0; i < obs.paths.size(); ++i) {
+    PathObservation& o = obs.paths[i];
+    if (!o.failed && o.rate_ratio >= gray) continue;
+    o.excused.assign(o.links.size(), false);
+    for (size_t k = 0; k < o.links.size(); ++k) {
+      auto h = healthy.find(o.links[k]);
+      if (h == healthy.end()) continue;
+      o.excused[k] = std::any_of(h->second.begin(), h->second.end(), [&](const auto& x) {
+        return SpeaksFor(x.first, x.second, obs.levels[i], obs.rate_bps[i], o.failed, gray);
+      });
     }
   }
   return obs;

@@ -17,8 +17,15 @@
 //     its rate link l delivers, minimise
 //     sum_f w_f (y_f - prod_{l in f} x_l)^2 + lambda sum_l x_l (1 - x_l)  over
 //     x in [0, 1]^L by coordinate descent (each coordinate has a closed form; the regulariser
-//     pushes towards 0 or 1 so that blame concentrates on few links). Links estimated below
-//     `gray_ratio` that at least `min_flows` slow flows cross are suspects.
+//     pushes towards 0 or 1 so that blame concentrates on few links). A healthy row that carries
+//     per-link floors (PathObservation::floors) takes no term: it clamps each of its links from
+//     below, x_l >= rate / capacity_l; an unhealthy row leaves out of its product the links
+//     it is excused on (PathObservation::excused). A link no least-squares row blames stays
+//     whole (1).
+//     Coordinates are swept most-unhealthy-rows first, then least vouched for (lowest floor),
+//     so that where the rows cannot tell two links apart the blame goes to the one fewer
+//     healthy bytes crossed. Links estimated below `gray_ratio` that at least `min_flows` slow
+//     flows cross are suspects.
 //
 // Only the part of the matrix near unhealthy observations is solved: the links of unhealthy
 // observations, the observations that cross them and the links of those. Healthy observations
@@ -48,6 +55,20 @@ struct PathObservation {
   // part of the links' capacity: the caller may weigh such rows down (FaultManager does, by
   // rate / (gray_ratio x the path's smallest nominal capacity)). 007 voting ignores it.
   double weight = 1.0;
+  // Per link of `links` (same order), the least fraction of its nominal capacity the link
+  // delivered that this row proves: the row's rate over the link's capacity, in [0, 1]. A
+  // healthy row with floors takes no least-squares term: it bounds each link it crosses from
+  // below (x_l >= floor) and proves nothing more (a flow that got its share of a link says
+  // nothing of what else the link could carry). Empty: the row counts as a least-squares row of
+  // target rate_ratio and weight `weight` (unhealthy rows always do; floors are then unused).
+  std::vector<double> floors;
+  // Per link of `links` (same order), for an unhealthy row: the link is not this row's
+  // bottleneck, so it takes none of the row's blame in the least squares (the row's product
+  // leaves it out). FaultManager sets it where a healthy row crossed the link at least
+  // 1 / gray_ratio times as fast at the same or a lower priority: under max-min sharing a flow's
+  // bottleneck is a link on which no flow of its level runs faster. The row still counts as
+  // evidence crossing the link (Suspect::evidence, min_flows). Empty: no link is excused.
+  std::vector<bool> excused;
 
   friend bool operator==(const PathObservation&, const PathObservation&) = default;
 };
