@@ -107,6 +107,66 @@ TEST(GrayFaultsTest, IdenticalColumnsAreMergedAndReportedAsAmbiguous) {
   }
 }
 
+// The rows' per-link floors (what a healthy row proves: each link carried its rate).
+PathObservation WithFloors(PathObservation o, double floor) {
+  o.floors.assign(o.links.size(), floor);
+  return o;
+}
+
+// Link 5 delivers 62 %. Two slow rows cross it, and two flows that ran at 60 % of its capacity
+// (their planned share: healthy) cross it too. As least-squares rows the healthy ones pull the
+// estimate towards 1 and hide the loss; as floors they prove only that the link carried 60 %.
+TEST(GrayFaultsTest, AHealthyRowWithFloorsBoundsItsLinksAndProvesNothingMore) {
+  std::vector<PathObservation> obs = {
+      Obs({1, 5, 7}, 0.62), Obs({2, 5, 8}, 0.63), Obs({5, 9}), Obs({5, 10}),
+      Obs({1, 7}),          Obs({2, 8}),          Obs({9}),    Obs({10}),
+  };
+  EXPECT_TRUE(GrayFaults(obs, {}).empty());  // Without floors: estimated near 0.8.
+  for (PathObservation& o : obs) {
+    if (o.rate_ratio == 1.0) o = WithFloors(o, std::count(o.links.begin(), o.links.end(),
+                                                           LinkId(5)) > 0 ? 0.6 : 1.0);
+  }
+  const std::vector<Suspect> s = GrayFaults(obs, {});
+  ASSERT_EQ(LinksOf(s), (std::set<uint32_t>{5}));
+  EXPECT_NEAR(s[0].estimate, 0.625, 0.02);
+  EXPECT_FALSE(s[0].ambiguous);
+  EXPECT_EQ(s[0].healthy, 2u);
+  // A floor clamps: slow rows at 0.3 beside a healthy row that carried half the link.
+  obs[0].rate_ratio = 0.3;
+  obs[1].rate_ratio = 0.3;
+  obs[2].floors.assign(2, 0.5);
+  obs[3].floors.assign(2, 0.5);
+  EXPECT_NEAR(EstimateLinkRates(obs, {}).at(LinkId(5)), 0.5, 1e-9);
+}
+
+// The cable 5 delivers 30 %. Host link 3's slow rows all cross the cable; one more flow over
+// the cable (link 4) measured 75 % of a best rate it never reached again (the data do not fit
+// exactly). Healthy rows proved that link 3 carries half its capacity. With nothing to anchor
+// link 3, least squares splits the misfit between it and the cable (3 at 0.57: a suspect); a
+// row excused on link 3 (a healthy flow ran much faster there: not its bottleneck) leaves it
+// whole and the cable alone takes the blame.
+TEST(GrayFaultsTest, ARowBlamesNoLinkItIsExcusedOn) {
+  std::vector<PathObservation> obs = {
+      Obs({3, 5, 10}, 0.3), Obs({3, 5, 11}, 0.3), Obs({3, 5, 12}, 0.3), Obs({3, 5, 13}, 0.3),
+      Obs({4, 5, 14}, 0.3), Obs({4, 5, 15}, 0.75),
+  };
+  for (uint32_t l : {10, 11, 12, 13, 14, 15, 4}) obs.push_back(WithFloors(Obs({l}), 1.0));
+  obs.push_back(WithFloors(Obs({3, 20}), 0.5));
+  obs.push_back(WithFloors(Obs({3, 21}), 0.5));
+  std::vector<Suspect> s = GrayFaults(obs, {});
+  EXPECT_EQ(LinksOf(s), (std::set<uint32_t>{3, 5}));
+  for (int i = 0; i < 4; ++i) obs[i].excused = {true, false, false};
+  s = GrayFaults(obs, {});
+  ASSERT_EQ(LinksOf(s), (std::set<uint32_t>{5}));
+  EXPECT_NEAR(s[0].estimate, (5 * 0.3 + 0.75) / 6, 0.02);
+  EXPECT_EQ(s[0].evidence.size(), 6u);
+  const auto x = EstimateLinkRates(obs, {});
+  EXPECT_EQ(x.at(LinkId(3)), 1.0);
+  // A flag list of the wrong length excuses nothing.
+  for (int i = 0; i < 4; ++i) obs[i].excused = {true};
+  EXPECT_EQ(LinksOf(GrayFaults(obs, {})), (std::set<uint32_t>{3, 5}));
+}
+
 // Random fabrics: 2-tier Clos-like paths (host link, up link, down link, host link) with one
 // degraded link (a random fraction) and noisy healthy flows. The estimate must name exactly that
 // link, or an ambiguous group of links that exactly the same flows cross (here a host link whose
