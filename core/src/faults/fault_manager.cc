@@ -690,39 +690,52 @@ FaultManager::Observations FaultManager::BuildObservations(Duration window_start
   // A healthy row proves that each link it crossed carried its rate, and nothing more: a floor
   // of rate / the link's nominal capacity on each (a 20 G flow healthy on a 200 G link says
   // nothing about whether the link still has 120 G, and a flow that got its share of a link at
-  // 60 % says nothing against the loss). Slow and failed rows count fully. Floors matter only
-  // beside an unhealthy row (the localisation solves nothing else).
+  // 60 % says nothing against the loss). And a link is not an unhealthy row's bottleneck where a
+  // healthy row crossing it vouches for it (SpeaksFor: at least 1 / gray_ratio times as fast,
+  // same or lower priority; a healthy host probe measured the capacity itself and vouches
+  // against any row): under max-min sharing no flow of a flow's level runs faster on its
+  // bottleneck, so such a link takes none of that row's blame. Both speak of the moment the
+  // row was measured: a healthy row counts against a link only if it is no older than the
+  // newest unhealthy row crossing the link by more than an evaluate_interval (a row from before
+  // a fault began proves nothing about the link now). Slow and failed rows count fully. Floors
+  // and excuses matter only beside an unhealthy row (the localisation solves nothing else).
   if (!slow && !failed) return obs;
   const double gray = options_.localisation.gray_ratio;
+  auto healthy_row = [&](size_t i) {
+    return !obs.paths[i].failed && obs.paths[i].rate_ratio >= gray;
+  };
+  std::map<LinkId, Duration> newest_unhealthy;
   for (size_t i = 0; i < obs.paths.size(); ++i) {
-    PathObservation& o = obs.paths[i];
-    if (o.failed || o.rate_ratio < gray || !(obs.rate_bps[i] > 0)) continue;
-    o.floors.resize(o.links.size(), 0.0);
-    for (size_t k = 0; k < o.links.size(); ++k) {
-      const LinkId l = o.links[k];
-      if (!l.valid() || l.value() >= nominal.num_links()) continue;
-      const double cap = nominal.link(l).capacity.ToBitsPerSec();
-      if (cap > 0) o.floors[k] = std::clamp(obs.rate_bps[i] / cap, 0.0, 1.0);
+    if (healthy_row(i)) continue;
+    const Duration at = obs.flows[i]->second.at;
+    for (LinkId l : obs.paths[i].links) {
+      auto [it, inserted] = newest_unhealthy.try_emplace(l, at);
+      if (!inserted) it->second = std::max(it->second, at);
     }
   }
-  // A link is not an unhealthy row's bottleneck where a healthy row crossing it vouches for it
-  // (SpeaksFor: at least 1 / gray_ratio times as fast, same or lower priority; a healthy host
-  // probe measured the capacity itself and vouches against any row): under max-min sharing
-  // no flow of a flow's level runs faster on its bottleneck. Such a link takes none of that
-  // row's blame. Per link: the healthy rows' (level, rate).
+  // Per link with an unhealthy row: the healthy rows of its moment, (level, rate).
   std::map<LinkId, std::vector<std::pair<int, double>>> healthy;
   for (size_t i = 0; i < obs.paths.size(); ++i) {
-    const PathObservation& o = obs.paths[i];
-    if (o.failed || o.rate_ratio < gray) continue;
+    if (!healthy_row(i)) continue;
+    PathObservation& o = obs.paths[i];
+    const Duration at = obs.flows[i]->second.at;
     const bool host = obs.flows[i]->first.host;
-    for (LinkId l : o.links) {
+    o.floors.assign(o.links.size(), 0.0);
+    for (size_t k = 0; k < o.links.size(); ++k) {
+      const LinkId l = o.links[k];
+      auto newest = newest_unhealthy.find(l);
+      if (newest == newest_unhealthy.end()) continue;  // Not in the localisation's part.
+      if (at + options_.evaluate_interval < newest->second) continue;
+      if (!l.valid() || l.value() >= nominal.num_links()) continue;
+      const double cap = nominal.link(l).capacity.ToBitsPerSec();
+      if (cap > 0 && obs.rate_bps[i] > 0) o.floors[k] = std::clamp(obs.rate_bps[i] / cap, 0.0, 1.0);
       healthy[l].emplace_back(host ? std::numeric_limits<int>::max() : obs.levels[i],
                               host ? std::numeric_limits<double>::infinity() : obs.rate_bps[i]);
     }
   }
   for (size_t i = 0; i < obs.paths.size(); ++i) {
+    if (healthy_row(i)) continue;
     PathObservation& o = obs.paths[i];
-    if (!o.failed && o.rate_ratio >= gray) continue;
     o.excused.assign(o.links.size(), false);
     for (size_t k = 0; k < o.links.size(); ++k) {
       auto h = healthy.find(o.links[k]);
