@@ -750,6 +750,39 @@ TEST_F(FaultManagerTest, SmallHealthyFlowsDoNotClearAGrayLink) {
   EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
 }
 
+// A healthy row speaks of the moment it was measured. tor0->agg0 drops to 30 %: j0's and
+// j1's flows over it crawl. jX's flow over the same link ran at 100 G two seconds before the
+// fault and has not reported since (a job between iterations). Still in the evidence window,
+// its row would excuse the link for every slow row (it ran more than 1 / gray_ratio times as
+// fast) and keep the link whole; older than the slow rows by more than an evaluate_interval, it
+// proves nothing about the link now.
+TEST_F(FaultManagerTest, AHealthyRowFromBeforeTheFaultDoesNotClearTheLink) {
+  StandardJobs();
+  AddJob("jX", {Pin(1, 6, 0, 50011)});  // tor0->agg0.
+  FaultManager m(FaultOptions{});
+  for (int round = 0; round < 2; ++round) {  // Samples of the pins in force (the second round).
+    ReportAll(m, 100);
+    Eval(m);
+    now_ += Duration::Millis(1000);
+  }
+  for (const auto& [id, a] : applied_) {
+    if (id != "jX") Report(m, id, 100);
+  }
+  Eval(m);
+  std::vector<LinkDecision> d;
+  for (int round = 0; round < 3 && d.empty(); ++round) {
+    now_ += Duration::Millis(1000);
+    for (const auto& [id, a] : applied_) {
+      if (id != "jX") Report(m, id, id == "j0" || id == "j1" ? 30 : 100);
+    }
+    d = Eval(m);
+  }
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].link, L("tor0", "agg0")) << d[0].reason;
+  EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+  EXPECT_NEAR(d[0].capacity_fraction, 0.3, 0.03);
+}
+
 // One tenant's reports alone never move a link: j0 alone crosses tor0->agg1 and says its flows
 // there crawl. It is a suspect (shown, with the reason), nothing changes; a counter signal on the
 // same link makes it two agreeing sources; so does loss on the NIC of one of its flows (the host

@@ -50,10 +50,8 @@ struct PathObservation {
   std::vector<LinkId> links;  // Directed links crossed, in order (no repetition expected).
   double rate_ratio = 1.0;    // Achieved / expected rate, clamped to [0, 1]; 1 = healthy.
   bool failed = false;        // No progress (transport errors, nothing delivered): a hard failure.
-  // How much the row counts in the least squares (GrayFaults), (0, 1]. A healthy row proves that
-  // its links carried its rate, which says little about a gray fault when that rate is a small
-  // part of the links' capacity: the caller may weigh such rows down (FaultManager does, by
-  // rate / (gray_ratio x the path's smallest nominal capacity)). 007 voting ignores it.
+  // How much the row counts in the least squares (GrayFaults), (0, 1], when it is a term (see
+  // `floors`: FaultManager gives its healthy rows floors instead). 007 voting ignores it.
   double weight = 1.0;
   // Per link of `links` (same order), the least fraction of its nominal capacity the link
   // delivered that this row proves: the row's rate over the link's capacity, in [0, 1]. A
