@@ -145,7 +145,6 @@ double Target(const PathObservation& o) {
   return o.failed ? 0.0 : std::clamp(o.rate_ratio, 0.0, 1.0);
 }
 
-
 // Coordinate descent on the merged variables (see the header).
 std::vector<double> Solve(std::span<const PathObservation> obs, const Subproblem& sp,
                           const LocalisationOptions& options) {

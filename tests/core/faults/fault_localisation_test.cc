@@ -123,8 +123,8 @@ TEST(GrayFaultsTest, AHealthyRowWithFloorsBoundsItsLinksAndProvesNothingMore) {
   };
   EXPECT_TRUE(GrayFaults(obs, {}).empty());  // Without floors: estimated near 0.8.
   for (PathObservation& o : obs) {
-    if (o.rate_ratio == 1.0) o = WithFloors(o, std::count(o.links.begin(), o.links.end(),
-                                                           LinkId(5)) > 0 ? 0.6 : 1.0);
+    if (o.rate_ratio == 1.0)
+      o = WithFloors(o, std::count(o.links.begin(), o.links.end(), LinkId(5)) > 0 ? 0.6 : 1.0);
   }
   const std::vector<Suspect> s = GrayFaults(obs, {});
   ASSERT_EQ(LinksOf(s), (std::set<uint32_t>{5}));
@@ -147,8 +147,8 @@ TEST(GrayFaultsTest, AHealthyRowWithFloorsBoundsItsLinksAndProvesNothingMore) {
 // whole and the cable alone takes the blame.
 TEST(GrayFaultsTest, ARowBlamesNoLinkItIsExcusedOn) {
   std::vector<PathObservation> obs = {
-      Obs({3, 5, 10}, 0.3), Obs({3, 5, 11}, 0.3), Obs({3, 5, 12}, 0.3), Obs({3, 5, 13}, 0.3),
-      Obs({4, 5, 14}, 0.3), Obs({4, 5, 15}, 0.75),
+      Obs({3, 5, 10}, 0.3), Obs({3, 5, 11}, 0.3), Obs({3, 5, 12}, 0.3),
+      Obs({3, 5, 13}, 0.3), Obs({4, 5, 14}, 0.3), Obs({4, 5, 15}, 0.75),
   };
   for (uint32_t l : {10, 11, 12, 13, 14, 15, 4}) obs.push_back(WithFloors(Obs({l}), 1.0));
   obs.push_back(WithFloors(Obs({3, 20}), 0.5));
