@@ -123,8 +123,9 @@ TEST(GrayFaultsTest, AHealthyRowWithFloorsBoundsItsLinksAndProvesNothingMore) {
   };
   EXPECT_TRUE(GrayFaults(obs, {}).empty());  // Without floors: estimated near 0.8.
   for (PathObservation& o : obs) {
-    if (o.rate_ratio == 1.0)
+    if (o.rate_ratio == 1.0) {
       o = WithFloors(o, std::count(o.links.begin(), o.links.end(), LinkId(5)) > 0 ? 0.6 : 1.0);
+    }
   }
   const std::vector<Suspect> s = GrayFaults(obs, {});
   ASSERT_EQ(LinksOf(s), (std::set<uint32_t>{5}));
