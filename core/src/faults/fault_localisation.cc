@@ -99,11 +99,15 @@ Subproblem BuildSubproblem(std::span<const PathObservation> obs,
       vars.insert(o.links.begin(), o.links.end());
     }
   }
-  // Column of each variable link: the observations crossing it.
+  // Column of each variable link: the observations crossing it that say something about it (a
+  // healthy row with a floor of 0 on a link proves nothing there: it neither bounds the link nor
+  // tells it apart from the links the slow rows share with it).
   std::map<LinkId, std::vector<uint32_t>> column;
   for (uint32_t i = 0; i < obs.size(); ++i) {
-    for (LinkId l : obs[i].links) {
-      if (vars.count(l)) column[l].push_back(i);
+    const bool floors_only = FloorsOnly(obs[i], options);
+    for (size_t k = 0; k < obs[i].links.size(); ++k) {
+      const LinkId l = obs[i].links[k];
+      if (vars.count(l) && (!floors_only || obs[i].floors[k] > 0)) column[l].push_back(i);
     }
   }
   std::map<std::vector<uint32_t>, uint32_t> group_of;  // Column -> variable.
@@ -124,7 +128,8 @@ Subproblem BuildSubproblem(std::span<const PathObservation> obs,
     const bool excuses = !IsHealthy(o, options) && o.excused.size() == o.links.size();
     for (size_t k = 0; k < o.links.size(); ++k) {
       auto it = var_of.find(o.links[k]);
-      if (it == var_of.end() || std::find(row.begin(), row.end(), it->second) != row.end()) {
+      if (it == var_of.end() || std::find(row.begin(), row.end(), it->second) != row.end() ||
+          (floors_only && !(o.floors[k] > 0))) {
         continue;
       }
       row.push_back(it->second);

@@ -168,6 +168,25 @@ TEST(GrayFaultsTest, ARowBlamesNoLinkItIsExcusedOn) {
   EXPECT_EQ(LinksOf(GrayFaults(obs, {})), (std::set<uint32_t>{3, 5}));
 }
 
+// A healthy row with a floor of 0 on a link (FaultManager: measured too long before the slow
+// rows) proves nothing there. Links 1 and 2 carry the same two slow rows; a zero-floor row over
+// link 1 alone must not tell them apart (that would hand the blame to whichever is swept first).
+TEST(GrayFaultsTest, AZeroFloorDoesNotTellTwoLinksApart) {
+  std::vector<PathObservation> obs = {Obs({1, 2}, 0.67), Obs({1, 2}, 0.67),
+                                      WithFloors(Obs({1, 3}), 0.0)};
+  std::vector<Suspect> s = GrayFaults(obs, {});
+  ASSERT_EQ(LinksOf(s), (std::set<uint32_t>{1, 2}));
+  for (const Suspect& x : s) {
+    EXPECT_TRUE(x.ambiguous);
+    EXPECT_EQ(x.healthy, 0u);
+  }
+  // With a floor it does: link 1 carried 90 %, so link 2 takes the blame.
+  obs[2].floors = {0.9, 0.9};
+  s = GrayFaults(obs, {});
+  ASSERT_EQ(LinksOf(s), (std::set<uint32_t>{2}));
+  EXPECT_FALSE(s[0].ambiguous);
+}
+
 // Random fabrics: 2-tier Clos-like paths (host link, up link, down link, host link) with one
 // degraded link (a random fraction) and noisy healthy flows. The estimate must name exactly that
 // link, or an ambiguous group of links that exactly the same flows cross (here a host link whose
