@@ -188,11 +188,10 @@ std::vector<double> Solve(std::span<const PathObservation> obs, const Subproblem
     for (uint32_t v : order) {
       double a = -lambda;
       double b = -lambda / 2;
-      for (uint32_t r : sp.cover[v]) {
+      for (uint32_t r : sp.lsq_cover[v]) {
         const PathObservation& o = obs[sp.rows[r]];
-        if (FloorsOnly(o, options)) continue;
         double p = 1;
-        for (uint32_t w : sp.vars[r]) {
+        for (uint32_t w : sp.lsq_vars[r]) {
           if (w != v) p *= x[w];
         }
         const double w = std::isfinite(o.weight) ? std::clamp(o.weight, 1e-6, 1.0) : 1.0;

@@ -701,9 +701,7 @@ FaultManager::Observations FaultManager::BuildObservations(Duration window_start
   // and excuses matter only beside an unhealthy row (the localisation solves nothing else).
   if (!slow && !failed) return obs;
   const double gray = options_.localisation.gray_ratio;
-  auto healthy_row = [&](size_t i) {
-    return !obs.paths[i].failed && obs.paths[i].rate_ratio >= gray;
-  };
+  auto healthy_row = [&](size_t i) { return IsHealthy(obs.paths[i], options_.localisation); };
   std::map<LinkId, Duration> newest_unhealthy;
   for (size_t i = 0; i < obs.paths.size(); ++i) {
     if (healthy_row(i)) continue;

@@ -163,6 +163,13 @@ TEST(GrayFaultsTest, ARowBlamesNoLinkItIsExcusedOn) {
   EXPECT_EQ(s[0].evidence.size(), 6u);
   const auto x = EstimateLinkRates(obs, {});
   EXPECT_EQ(x.at(LinkId(3)), 1.0);
+  // A link excused by some of its rows only: those rows leave it out of their products, the
+  // others still blame it. Link 3 also carries two slow rows of its own at 0.5 that no healthy
+  // row excuses; the excused rows (at 0.3, through the cable) must not move it from 0.5.
+  obs.push_back(Obs({3, 30}, 0.5));
+  obs.push_back(Obs({3, 31}, 0.5));
+  for (uint32_t l : {30, 31}) obs.push_back(WithFloors(Obs({l}), 1.0));
+  EXPECT_NEAR(EstimateLinkRates(obs, {}).at(LinkId(3)), 0.5, 0.01);
   // A flag list of the wrong length excuses nothing.
   for (int i = 0; i < 4; ++i) obs[i].excused = {true};
   EXPECT_EQ(LinksOf(GrayFaults(obs, {})), (std::set<uint32_t>{3, 5}));
