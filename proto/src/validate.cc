@@ -8,6 +8,7 @@
 
 #include "crux/core/base/ids.h"
 #include "crux/core/base/text.h"
+#include "crux/protocol/codec.h"
 
 namespace crux::protocol {
 namespace {
@@ -758,7 +759,9 @@ core::Status ValidateSetLinkRequest(const v1::SetLinkRequest& m, std::string_vie
   return Status::Ok();
 }
 
-core::Status Validate(const v1::Envelope& msg) {
+namespace {
+
+core::Status ValidateBody(const v1::Envelope& msg) {
   using E = v1::Envelope;
   switch (msg.body_case()) {
     case E::BODY_NOT_SET:
@@ -853,6 +856,32 @@ core::Status Validate(const v1::Envelope& msg) {
       return ValidateImpactReply(msg.impact_reply());
   }
   return Bad("envelope.body", "unknown message type " + std::to_string(msg.body_case()));
+}
+
+// The requests a peer may send quiet (Envelope.quiet): those whose success reply is a plain Ack
+// that tells the sender nothing it needs (periodic reports and telemetry).
+bool MayBeQuiet(v1::Envelope::BodyCase body) {
+  switch (body) {
+    case v1::Envelope::kProfileReport:
+    case v1::Envelope::kHeartbeat:
+    case v1::Envelope::kHostTelemetry:
+    case v1::Envelope::kSwitchTelemetry:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+core::Status Validate(const v1::Envelope& msg) {
+  if (msg.quiet() && !MayBeQuiet(msg.body_case())) {
+    return Bad("envelope.quiet",
+               "only profile_report, heartbeat, host_telemetry and switch_telemetry may be sent "
+               "quiet, not " +
+                   std::string(BodyName(msg)));
+  }
+  return ValidateBody(msg);
 }
 
 }  // namespace crux::protocol

@@ -344,6 +344,76 @@ TEST_F(SystemTest, BadInputOfEveryKindGetsAnErrorAndTheNextGoodMessageWorks) {
   }
 }
 
+// Quiet requests (Envelope.quiet, issue #28): cruxd takes them as usual but answers only a
+// refusal, in the order of the connection's requests, so the Ack of a later request confirms
+// the quiet ones before it. A quiet request of a kind that needs its reply is refused.
+TEST_F(SystemTest, QuietRequestsAreAnsweredOnlyWhenRefusedAndInOrder) {
+  Start("");
+  protocol::DealerClient& c = Connect();
+  ASSERT_TRUE(c.Call(Register("q", {"host0", "host4"}), kTimeout)->has_register_job_reply());
+  const uint64_t first = NextAssignment(c, 0).epoch();
+
+  // A quiet converged report, a quiet report of a job nobody registered, a quiet heartbeat,
+  // then a report that asks for its Ack.
+  const uint64_t good = c.NextRequestId();
+  v1::Envelope report = Profile("q", 200, 30, true, good);
+  report.set_quiet(true);
+  const uint64_t unknown = c.NextRequestId();
+  v1::Envelope stray = Profile("nobody", 200, 30, true, unknown);
+  stray.set_quiet(true);
+  const uint64_t beat = c.NextRequestId();
+  v1::Envelope heartbeat = Heartbeat("q", first, beat);
+  heartbeat.set_quiet(true);
+  const uint64_t last = c.NextRequestId();
+  for (const v1::Envelope* m : {&report, &stray, &heartbeat}) ASSERT_TRUE(c.Send(*m).ok());
+  ASSERT_TRUE(c.Send(Profile("q", 200, 30, true, last)).ok());
+
+  std::vector<v1::Envelope> replies;
+  std::vector<v1::Assignment> pushes;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline &&
+         (replies.empty() || replies.back().request_id() != last)) {
+    auto m = c.Receive(core::Duration::Millis(200));
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    if (!m->has_value()) continue;
+    if ((*m)->request_id() != 0) {
+      replies.push_back(**m);
+    } else if ((*m)->has_assignment()) {
+      pushes.push_back((*m)->assignment());
+    }
+  }
+  ASSERT_EQ(replies.size(), 2u);
+  EXPECT_EQ(replies[0].request_id(), unknown);
+  ASSERT_TRUE(replies[0].has_error()) << replies[0].DebugString();
+  EXPECT_EQ(replies[0].error().code(), v1::ERROR_CODE_UNKNOWN_JOB);
+  EXPECT_EQ(replies[1].request_id(), last);
+  EXPECT_TRUE(replies[1].has_ack()) << replies[1].DebugString();
+
+  // The quiet report was taken: the job is scheduled at a new epoch.
+  v1::Assignment scheduled;
+  for (const v1::Assignment& a : pushes) {
+    if (a.epoch() > first) scheduled = a;
+  }
+  if (scheduled.epoch() == 0) scheduled = NextAssignment(c, first);
+  EXPECT_GT(scheduled.epoch(), first);
+  EXPECT_EQ(scheduled.state(), v1::JOB_STATE_SCHEDULED);
+
+  // A registration's reply is its point: quiet is refused before anything changes.
+  v1::Envelope quiet_register = Register("r", {"host1", "host5"});
+  quiet_register.set_quiet(true);
+  auto refused = c.Call(quiet_register, kTimeout);
+  ASSERT_TRUE(refused.ok()) << refused.status().ToString();
+  ASSERT_TRUE(refused->has_error()) << refused->DebugString();
+  EXPECT_EQ(refused->error().code(), v1::ERROR_CODE_INVALID_ARGUMENT);
+  EXPECT_THAT(refused->error().message(), HasSubstr("envelope.quiet"));
+  protocol::DealerClient& admin = Admin();
+  v1::Envelope req = protocol::NewEnvelope();
+  req.mutable_status_request();
+  auto st = admin.Call(req, kTimeout);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->status_reply().jobs(), 1u);
+}
+
 // The crux_* series a shipped file refers to, as metric family names (a histogram's _bucket,
 // _count and _sum are its family's).
 std::set<std::string> ReferencedFamilies(const fs::path& file) {

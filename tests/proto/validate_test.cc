@@ -127,6 +127,26 @@ TEST(ValidateTest, GoodMessagesPass) {
   EXPECT_TRUE(Validate(status).ok());
 }
 
+TEST(ValidateTest, OnlyReportsAndTelemetryMayBeQuiet) {
+  v1::Envelope report = GoodProfile();
+  report.set_quiet(true);
+  EXPECT_TRUE(Validate(report).ok()) << Validate(report).ToString();
+  v1::Envelope heartbeat = NewEnvelope(4);
+  heartbeat.mutable_heartbeat()->set_job_id("job-a");
+  heartbeat.set_quiet(true);
+  EXPECT_TRUE(Validate(heartbeat).ok()) << Validate(heartbeat).ToString();
+  // Requests whose reply carries what the sender needs, and replies and pushes, may not be.
+  v1::Envelope status = NewEnvelope(3);
+  status.mutable_status_request();
+  for (v1::Envelope m : {GoodRegister(), GoodAssignment(), MakeAck(1, "job-a", 2), status}) {
+    m.set_quiet(true);
+    const core::Status st = Validate(m);
+    EXPECT_EQ(st.code(), core::StatusCode::kInvalidArgument) << BodyName(m);
+    EXPECT_EQ(st.message().rfind("envelope.quiet: ", 0), 0u) << st.message();
+    EXPECT_NE(st.message().find(std::string(BodyName(m))), std::string::npos) << st.message();
+  }
+}
+
 TEST(ValidateTest, MissingBody) {
   core::Status st = Validate(NewEnvelope(1));
   EXPECT_EQ(st.message(), "envelope.body: missing");

@@ -98,6 +98,8 @@ void Gateway::HandleOne(const protocol::Inbound& in) {
     CommitRegistrations();
   }
   std::optional<v1::Envelope> reply = Handle(in);
+  // A quiet request (validated: a report or telemetry) is answered only when it is refused.
+  if (reply && in.msg.quiet() && reply->has_ack() && reply->ack().ok()) return;
   if (reply) Reply(in.peer, in.msg.request_id(), *reply);
 }
 

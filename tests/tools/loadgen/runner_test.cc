@@ -57,6 +57,19 @@ class FakeDaemon {
                                     .count()));
       (void)server->Send(in.peer, push);
     } else if (m.has_profile_report()) {
+      if (m.quiet()) {  // Answered only when refused, as cruxd does.
+        quiet_reports[m.profile_report().job_id()]++;
+        if (refuse_every_quiet > 0 && quiet_reports_seen++ % refuse_every_quiet == 0) {
+          ++quiet_refused;
+          (void)server->Send(in.peer, protocol::MakeError(m.request_id(),
+                                                          v1::ERROR_CODE_INVALID_ARGUMENT,
+                                                          "profile_report: refused by the test"));
+          return;
+        }
+        reports[m.profile_report().job_id()]++;
+        return;
+      }
+      asked_reports[m.profile_report().job_id()]++;
       reports[m.profile_report().job_id()]++;
       (void)server->Send(in.peer, protocol::MakeAck(m.request_id(), m.profile_report().job_id()));
     } else if (m.has_heartbeat()) {
@@ -75,7 +88,12 @@ class FakeDaemon {
   protocol::RouterServer* server = nullptr;
   std::mutex mu_;
   std::map<std::string, int> registers;
-  std::map<std::string, int> reports;
+  std::map<std::string, int> reports;  // Accepted (acknowledged or quiet and not refused).
+  std::map<std::string, int> quiet_reports;
+  std::map<std::string, int> asked_reports;  // Not quiet.
+  int refuse_every_quiet = 0;                // Refuse quiet reports 1, 1 + n, 1 + 2n, ...
+  int quiet_reports_seen = 0;
+  uint64_t quiet_refused = 0;
   std::map<std::string, uint64_t> acks;
   std::map<std::string, std::vector<v1::Ack>> ack_log;
   std::map<std::string, std::string> peers;  // Routing id each job registered from.
@@ -169,6 +187,44 @@ TEST_F(RunnerTest, BenchmarkModeKeepsReportsInFlight) {
   // Back to back over loopback: far more than one report per job.
   EXPECT_GT(summary->reports_acked_in_window, 100u);
   EXPECT_GT(summary->ReportRate(), 300.0);
+}
+
+TEST_F(RunnerTest, QuietReportsAreConfirmedByTheNextAcknowledgedOne) {
+  std::vector<SimJob> jobs = Jobs(10);
+  {
+    std::lock_guard<std::mutex> lock(daemon_.mu_);
+    daemon_.refuse_every_quiet = 7;
+  }
+  LoadGenOptions o;
+  o.endpoint = server_->endpoint();
+  o.duration = Duration::Millis(400);
+  o.report_interval = Duration::Zero();
+  o.inflight = 2;
+  o.ack_every = 4;
+  auto summary = RunLoad(ctx_, jobs, o);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  RunSummary& s = *summary;
+  EXPECT_EQ(s.registered, 10);
+  EXPECT_EQ(s.timeouts, 0u);
+  EXPECT_EQ(s.reports_quiet * 4, s.reports_sent * 3);  // Whole groups of 3 quiet + 1.
+  EXPECT_GT(s.reports_acked_in_window, 100u);
+
+  std::lock_guard<std::mutex> lock(daemon_.mu_);
+  uint64_t accepted = 0;
+  for (const auto& [id, n] : daemon_.reports) accepted += n;
+  for (const auto& [id, n] : daemon_.asked_reports) {
+    EXPECT_EQ(daemon_.quiet_reports[id], 3 * n) << id;  // Each Ack asked for after 3 quiet.
+  }
+  ASSERT_GT(daemon_.quiet_refused, 0u);
+  // A quiet report counts once the Ack of a later one confirms it, unless it was refused; what
+  // was still in flight when the run ended (at most inflight groups of 4 per job) is neither.
+  const uint64_t in_flight = 10 * 2 * 4;
+  EXPECT_LE(s.reports_acked, accepted);
+  EXPECT_GE(s.reports_acked + in_flight, accepted);
+  const uint64_t refused = s.errors["ERROR_CODE_INVALID_ARGUMENT"];
+  EXPECT_LE(refused, daemon_.quiet_refused);
+  EXPECT_GE(refused + in_flight, daemon_.quiet_refused);
+  EXPECT_EQ(server_->counters().invalid, 0u);
 }
 
 TEST_F(RunnerTest, UnreachableDaemonRegistersNothingAndStops) {

@@ -201,7 +201,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   std::string server_key, client_key, topology;
   bool insecure = false, benchmark = false, end_jobs = false, json = false, quiet = false;
   bool no_host_batches = false;
-  int jobs = 8, inflight = 0, gpus_per_host = 8, workers = 0;
+  int jobs = 8, inflight = 0, ack_every = 1, gpus_per_host = 8, workers = 0;
   double duration_s = 30;
   int64_t report_interval_ms = -1, heartbeat_ms = 0, lease_ms = 0, timeout_ms = 5000;
   uint64_t seed = 1;
@@ -236,6 +236,11 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
                "measure report ingestion rate and push latency; prints JSON");
   app.add_option("--inflight", inflight,
                  "outstanding reports per job (default 1; benchmark: 2 below 2000 jobs)");
+  app.add_option("--ack-every", ack_every,
+                 "ask for an Ack on every Nth profile report only; the N-1 before it are sent "
+                 "quiet (cruxd answers them only when it refuses them; --inflight counts the "
+                 "acknowledged ones)")
+      ->capture_default_str();
   app.add_option("--job-prefix", prefix, "job id prefix")->capture_default_str();
   app.add_option("--gpus-per-host", gpus_per_host, "GPUs per host per job")->capture_default_str();
   app.add_option("--workers", workers,
@@ -298,6 +303,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   if (lease_ms < 0 || lease_ms > 86400000) return bad("--lease-ms: must be 0-86400000");
   if (timeout_ms <= 0) return bad("--timeout-ms: must be > 0");
   if (inflight < 0 || inflight > 1000) return bad("--inflight: must be 1-1000");
+  if (ack_every < 1 || ack_every > 1000) return bad("--ack-every: must be 1-1000");
   if (gpus_per_host < 1 || gpus_per_host > 1024) return bad("--gpus-per-host: must be 1-1024");
   if (workers < 0 || workers > 256) return bad("--workers: must be 0-256");
   if (!(jitter_pct >= 0 && jitter_pct <= 50)) return bad("--jitter-pct: must be 0-50");
@@ -380,6 +386,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   // requests time out and get resent (which would inflate the load).
   // crux-hostd's sessions have one request in flight per part.
   options.inflight = inflight > 0 ? inflight : (benchmark && jobs < 2000 && !hostd ? 2 : 1);
+  options.ack_every = ack_every;
   options.end_jobs = end_jobs;
   options.seed = seed;
   options.profile_jitter = jitter_pct / 100.0;
@@ -443,7 +450,9 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     }
     if (s.register_failed > 0) out << "not registered      " << DescribeRegisterFailures(s) << "\n";
     out << "duration            " << s.duration_s << " s\n"
-        << "reports acked       " << s.reports_acked << " (" << s.ReportRate() << "/s)\n"
+        << "reports acked       " << s.reports_acked << " (" << s.ReportRate() << "/s"
+        << (s.reports_quiet > 0 ? ", " + std::to_string(s.reports_quiet) + " sent quiet" : "")
+        << ")\n"
         << "heartbeats acked    " << s.heartbeats_acked << "\n"
         << "assignments         " << s.assignments << "\n"
         << "push latency p50/99 "

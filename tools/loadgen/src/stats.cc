@@ -52,6 +52,7 @@ nlohmann::json RunSummary::ToJson() {
           {"register_s", register_s},
           {"duration_s", duration_s},
           {"reports_sent", reports_sent},
+          {"reports_quiet", reports_quiet},
           {"reports_acked", reports_acked},
           {"reports_acked_in_window", reports_acked_in_window},
           {"report_rate_per_s", ReportRate()},
@@ -92,6 +93,7 @@ nlohmann::json RunSummary::ToWireJson() const {
           {"duration_s", duration_s},
           {"register_s", register_s},
           {"reports_sent", reports_sent},
+          {"reports_quiet", reports_quiet},
           {"reports_acked", reports_acked},
           {"reports_acked_in_window", reports_acked_in_window},
           {"heartbeats_sent", heartbeats_sent},
@@ -143,6 +145,7 @@ core::Result<RunSummary> RunSummary::FromWireJson(const nlohmann::json& j) {
     s.register_s = j.at(field).get<double>();
     field = "reports_sent";
     s.reports_sent = j.at(field).get<uint64_t>();
+    s.reports_quiet = j.value("reports_quiet", uint64_t{0});  // Optional (older workers).
     field = "reports_acked";
     s.reports_acked = j.at(field).get<uint64_t>();
     field = "reports_acked_in_window";
@@ -211,6 +214,7 @@ void RunSummary::Merge(const RunSummary& o) {
   duration_s = std::max(duration_s, o.duration_s);
   register_s = std::max(register_s, o.register_s);
   reports_sent += o.reports_sent;
+  reports_quiet += o.reports_quiet;
   reports_acked += o.reports_acked;
   reports_acked_in_window += o.reports_acked_in_window;
   heartbeats_sent += o.heartbeats_sent;

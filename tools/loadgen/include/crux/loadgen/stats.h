@@ -60,7 +60,9 @@ struct RunSummary {
   int register_failed = 0;
   std::map<std::string, RegisterFailure> register_failures;
   uint64_t reports_sent = 0;
-  uint64_t reports_acked = 0;            // All acknowledged reports.
+  uint64_t reports_quiet = 0;            // Of reports_sent, those sent quiet (ack_every).
+  uint64_t reports_acked = 0;            // All acknowledged reports (a quiet one once the Ack of
+                                         // a later one confirms it).
   uint64_t reports_acked_in_window = 0;  // Acknowledged inside the measurement window.
   uint64_t heartbeats_sent = 0;
   uint64_t heartbeats_acked = 0;
