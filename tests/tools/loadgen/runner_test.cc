@@ -61,9 +61,9 @@ class FakeDaemon {
         quiet_reports[m.profile_report().job_id()]++;
         if (refuse_every_quiet > 0 && quiet_reports_seen++ % refuse_every_quiet == 0) {
           ++quiet_refused;
-          (void)server->Send(in.peer, protocol::MakeError(m.request_id(),
-                                                          v1::ERROR_CODE_INVALID_ARGUMENT,
-                                                          "profile_report: refused by the test"));
+          (void)server->Send(in.peer,
+                             protocol::MakeError(m.request_id(), v1::ERROR_CODE_INVALID_ARGUMENT,
+                                                 "profile_report: refused by the test"));
           return;
         }
         reports[m.profile_report().job_id()]++;

@@ -80,7 +80,7 @@ struct LoadGenOptions {
   core::Duration request_timeout = core::Duration::Millis(5000);
   // Longest registration phase (within `duration`): jobs unregistered by then are given up on.
   core::Duration register_timeout = core::Duration::Millis(60000);
-  int inflight = 1;              // Outstanding reports per job (>= 1).
+  int inflight = 1;  // Outstanding reports per job (>= 1).
   // Every ack_every-th report asks for an Ack; the ack_every - 1 before it are sent quiet
   // (Envelope.quiet: cruxd answers them only when it refuses them), and `inflight` counts the
   // acknowledged ones. 1-1000; 1 = every report acknowledged (today's clients).
