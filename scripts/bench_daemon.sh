@@ -20,7 +20,8 @@
 #                             reports, heartbeats, acks; re-plans included): 1e6 / that is the
 #                             rate one core could sustain, whatever the load generator manages on
 #                             a shared machine
-# plus the raw loadgen summary under "loadgen".
+# plus the raw loadgen summary under "loadgen". Quiet reports (docs/protocol.md "Quiet requests"):
+# --loadgen-args "--ack-every 8" asks for an Ack on every 8th report only.
 #
 # With --hostd N the load generator plays N crux-hostd agents instead (crux-loadgen --hostd: one
 # connection per host of the first N, each carrying the parts of the jobs placed on its host;
