@@ -331,6 +331,9 @@ json SummaryJson(const sim::SimResult& r, const RunInfo& info) {
                  {"fast_forward_jumps", r.fast_forward_jumps},
                  {"fast_forward_approximate", r.fast_forward_approximate},
                  {"fast_forward_carried", r.fast_forward_carried},
+                 {"early_wakes", r.early_wakes},
+                 {"late_wakes", r.late_wakes},
+                 {"catch_up_events", r.catch_up_events},
                  {"fast_forwarded_s", Finite(r.fast_forwarded.ToSeconds())},
                  {"group_slept_s", Finite(r.group_slept.ToSeconds())},
                  {"phase_jobs", r.phase_jobs}};

@@ -123,6 +123,7 @@ Status Engine::Init() {
   ff_.emplace(options_, clock_, *jobs_, *fabric_, *metrics_, result_,
               [this](Duration until) { CatchUp(until); });
   host_.Bind(&*fabric_, &*jobs_);
+  host_.SetBeforeChange([this](uint32_t j) { ff_->WakeGroupOf(j); });
   if (options_.faults.enabled()) {
     jobs_->set_telemetry(options_.faults.flow_reports);
     faults_.emplace(topo_, options_.faults, horizon_, result_);
@@ -157,9 +158,8 @@ void Engine::StartPending() {
 // and the groups of interacting jobs for the fast-forward.
 Status Engine::EndOfInstant() {
   replan_needed_ = false;
-  ff_->WakeAll();  // A plan may change: every group resumes in detail.
-
   if (host_.oracle()) {
+    ff_->WakeAll();  // Every job is re-planned: every group resumes in detail.
     ff_->BeginRegroup();
     CRUX_RETURN_IF_ERROR(host_.Replan());
     host_.RerouteStalled();
@@ -167,7 +167,10 @@ Status Engine::EndOfInstant() {
     ff_->EndRegroup();
     return Status::Ok();
   }
+  // The control loop's run wakes the groups of the jobs it changes (SetBeforeChange), the
+  // regroup those a job outside them now crosses; the others sleep on.
   if (host_.defaults_stale()) {
+    ff_->WakeAll();  // After a link event (which woke every group already).
     host_.RefreshDefaults();
     regroup_needed_ = true;
   }
@@ -258,6 +261,7 @@ void Engine::CatchUp(Duration until) {
   FluidNetwork& net = fabric_->net();
   const engine::EventQueue<internal::JobEvent>& job_events = jobs_->events();
   const Duration resume = clock_.Now();
+  const uint64_t events_before = result_.events;
   while (true) {
     const Duration t_flow = net.NextFinishTime(clock_.Now());
     const Duration t = std::min(t_flow, job_events.next_time());
@@ -265,6 +269,7 @@ void Engine::CatchUp(Duration until) {
     clock_.AdvanceTo(t);  // Back to the woken group's landing point first.
     StepFlowsOrJob(t, t_flow);
   }
+  result_.catch_up_events += result_.events - events_before;
   clock_.AdvanceTo(resume);
 }
 
@@ -327,10 +332,10 @@ core::Result<SimResult> Engine::Run() {
       ff_->WakeDue();  // Before its own events at t (an iteration limit counts the credit).
       continue;
     }
-    // Cluster and fault events may change plans or capacities: every sleeping group wakes
-    // first (a heartbeat leaves sleeping jobs out; an evaluation's decisions re-plan, which
-    // wakes them).
-    if (t_cl == t || (t_fault == t && faults_->event_due(t))) ff_->WakeAll();
+    // Fault events change capacities: every sleeping group wakes first (a heartbeat leaves
+    // sleeping jobs out; an evaluation's decisions re-plan, which wakes the groups it changes).
+    // Cluster events wake what they change, below.
+    if (t_fault == t && faults_->event_due(t)) ff_->WakeAll();
     if (++since_progress >= 4096) {
       since_progress = 0;
       MaybeProgress(false);
@@ -355,12 +360,16 @@ core::Result<SimResult> Engine::Run() {
     const ClusterEvent e = cluster_.Pop();
     switch (e.kind) {
       case ClusterKind::kArrival:
+        // Its flows start at the end of the instant; the regroup first wakes the groups its
+        // default routes cross.
         Arrive(e.index);
         break;
       case ClusterKind::kDeparture:
+        ff_->WakeGroupOf(e.index);  // Its flows leave: its group's rates change.
         jobs_->Depart(e.index, /*at_horizon=*/false);
         break;
       case ClusterKind::kLink:
+        ff_->WakeAll();
         ApplyLinkEvent(link_events_[e.index]);
         break;
     }

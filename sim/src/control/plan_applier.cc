@@ -136,6 +136,25 @@ core::Status PlanApplier::Replan() {
 void PlanApplier::RerouteStalled() {
   std::vector<JobState>& js = jobs_->jobs();
   FluidNetwork& net = fabric_->net();
+  if (before_change_) {
+    // The jobs with a flow to re-route, first (a woken group's catch-up changes its flows).
+    std::vector<uint32_t> touched;
+    for (uint32_t j = 0; j < js.size(); ++j) {
+      const JobState& s = js[j];
+      if (s.status != JobStatus::kRunning) continue;
+      for (const FlowRun& run : s.flows) {
+        if (run.status != FlowStatus::kInNetwork) continue;
+        const size_t f = run.plan_flow;
+        if (!fabric_->Stalled(net.Resources(run.id)) || f >= s.plan_resources.size()) continue;
+        const std::vector<ResourceId>& path = s.plan_resources[f];
+        if (!path.empty() && !fabric_->Stalled(path)) {
+          touched.push_back(j);
+          break;
+        }
+      }
+    }
+    for (uint32_t j : touched) before_change_(j);
+  }
   for (JobState& s : js) {
     if (s.status != JobStatus::kRunning) continue;
     for (FlowRun& run : s.flows) {
@@ -467,20 +486,36 @@ core::Status PlanApplier::RunDue(bool* changed) {
     result_.reoptimizations_adopted += run.reoptimize_adopted ? 1 : 0;
   }
   result_.excluded += run.excluded;
+  // An assignment re-issued only for its probes (the loop re-designs them when the fault
+  // manager's probe targets change) leaves the job's flows where they are.
+  auto probes_only = [this](const JobState& s, const core::Assignment& a) {
+    const bool probes = s.assignment_probes || !a.probes.empty();
+    return probes && s.assigned && s.phase == a.phase && s.level == a.level &&
+           FlowsHash(a) == s.assignment_hash;
+  };
+  if (before_change_) {
+    // Every job this run changes, before any change (a woken group catches up on its old plans).
+    for (const core::AppliedAssignment& aa : run.changed) {
+      auto it = index_of_.find(aa.assignment.job_id);
+      if (it == index_of_.end()) continue;
+      const JobState& s = jobs_->job(it->second);
+      if (s.status == JobStatus::kRunning && !probes_only(s, aa.assignment)) {
+        before_change_(it->second);
+      }
+    }
+    for (const auto& [id, time_shift] : run.time_shifts) {
+      if (ShiftChanges(id, time_shift) != nullptr) before_change_(index_of_.at(id));
+    }
+  }
   for (const core::AppliedAssignment& aa : run.changed) {
     auto it = index_of_.find(aa.assignment.job_id);
     if (it == index_of_.end()) continue;
     const uint32_t j = it->second;
     JobState& s = jobs_->job(j);
     if (s.status != JobStatus::kRunning) continue;
-    // An assignment re-issued only for its probes (the loop re-designs them when the fault
-    // manager's probe targets change) leaves the job's flows where they are.
-    const bool probes = s.assignment_probes || !aa.assignment.probes.empty();
+    const bool only_probes = probes_only(s, aa.assignment);
     s.assignment_probes = !aa.assignment.probes.empty();
-    if (probes && s.assigned && s.phase == aa.assignment.phase && s.level == aa.assignment.level &&
-        FlowsHash(aa.assignment) == s.assignment_hash) {
-      continue;
-    }
+    if (only_probes) continue;
     s.assigned = true;
     s.phase = aa.assignment.phase;
     s.level = aa.assignment.level;

@@ -17,6 +17,7 @@
 #define CRUX_SIM_SRC_CONTROL_PLAN_APPLIER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,6 +50,9 @@ class PlanApplier {
   bool isolates_jobs() const { return isolate_; }
   // The fabric and job model it writes plans into. Call once, after Init().
   void Bind(Fabric* fabric, JobModel* jobs);
+  // Called with a job's index before a control loop run changes its plan or time shift, or
+  // re-routes its flows in flight (the fast-forward wakes its group first). May be empty.
+  void SetBeforeChange(std::function<void(uint32_t)> f) { before_change_ = std::move(f); }
 
   bool oracle() const { return oracle_; }
 
@@ -168,6 +172,7 @@ class PlanApplier {
   bool ecmp_stale_ = false;
   bool defaults_stale_ = false;  // A link event changed the routes of unpinned flows.
   std::unordered_map<std::string, uint32_t> index_of_;
+  std::function<void(uint32_t)> before_change_;
   std::vector<core::LinkHealth> health_;  // Per directed link, as decided (fault injection).
   // faults_due() (FaultManager::NextDue walks every link it knows; the engine asks at every
   // event): recomputed only after a signal or an evaluation, the only things that change it.

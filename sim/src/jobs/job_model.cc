@@ -108,9 +108,14 @@ void JobModel::NewEpoch() {
   ++epoch_;
   old_in_flight_ = 0;
   for (uint32_t j : running_) {
-    const JobState& s = js_[j];
-    for (const FlowRun& run : s.flows) {
-      if (run.status != FlowStatus::kDone) ++old_in_flight_;
+    JobState& s = js_[j];
+    for (FlowRun& run : s.flows) {
+      if (run.status == FlowStatus::kDone) continue;
+      if (s.asleep) {
+        run.epoch = epoch_;  // A sleeping group sleeps on with its plans: its flows are current.
+      } else {
+        ++old_in_flight_;
+      }
     }
   }
 }

@@ -284,7 +284,8 @@ class JobModel {
   void ShiftJobs(std::span<const uint32_t> jobs, Duration d);
 
   // Plan epochs: flows in flight that were started under an earlier epoch are "old" (the fast
-  // forward waits until none is left). NewEpoch() counts the flows in flight now.
+  // forward waits until none is left). NewEpoch() counts the flows in flight now, but for those
+  // of sleeping jobs (a group sleeps on through a regroup only when its plans are unchanged).
   uint32_t epoch() const { return epoch_; }
   void NewEpoch();
   int64_t old_in_flight() const { return old_in_flight_; }

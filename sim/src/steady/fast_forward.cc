@@ -34,7 +34,7 @@ SteadyStateDetector::SteadyStateDetector(const SimOptions& options, const engine
       result_(result) {}
 
 void SteadyStateDetector::BeginRegroup() {
-  WakeAll();
+  WakeChanged();
   jobs_.NewEpoch();
   // EndRegroup carries the steady state of unchanged groups over.
   previous_groups_ = std::move(groups_);
@@ -116,6 +116,13 @@ void SteadyStateDetector::BuildGroups() {
       g.known = old.known;
       g.period = old.period;
       g.snaps = std::move(old.snaps);
+      if (old.asleep) {  // Sleeps on (WakeChanged left it: nothing of it changed).
+        g.asleep = true;
+        g.slept_from = old.slept_from;
+        g.wake_at = old.wake_at;
+        old.asleep = false;
+        ++asleep_;
+      }
       if (g.known) ++result_.fast_forward_carried;
       continue;
     }
@@ -127,6 +134,15 @@ void SteadyStateDetector::BuildGroups() {
   for (Group& g : groups_) {
     for (uint32_t j : g.jobs) js[j].plan_fingerprint = fingerprint[j];
   }
+  // WakeChanged mirrors the carry-over rule above, so every sleeping group was carried; one that
+  // was not would be woken here, late (after the arrived jobs' first flows started).
+  for (Group& old : previous_groups_) {
+    if (!old.asleep) continue;
+    ++result_.late_wakes;
+    ++asleep_;
+    Wake(old);
+  }
+  UpdateNextWake();
   // Groups that stayed steady take no new snapshot: they may fall asleep again right away.
   for (const Group& g : groups_) check_ = check_ || g.known;
 }
@@ -444,6 +460,7 @@ void SteadyStateDetector::Wake(Group& g) {
   // Woken early: its timeline moves back to the last whole period, where its state is the one
   // it fell asleep in, and the rest is simulated. Only its events lie before now: every other
   // group's are at now or later.
+  ++result_.early_wakes;
   const int64_t period = std::max<int64_t>(1, g.period.nanos());
   const Duration landed =
       g.slept_from + Duration::Nanos((now - g.slept_from).nanos() / period * period);
@@ -466,6 +483,53 @@ void SteadyStateDetector::WakeAll() {
     if (g.asleep) Wake(g);
   }
   next_wake_ = Duration::Infinite();
+}
+
+void SteadyStateDetector::WakeGroupOf(uint32_t j) {
+  const int k = jobs_.job(j).group;
+  if (k < 0 || static_cast<size_t>(k) >= groups_.size() || !groups_[k].asleep) return;
+  Wake(groups_[k]);
+  UpdateNextWake();
+}
+
+void SteadyStateDetector::WakeChanged() {
+  if (asleep_ == 0) return;
+  if (fabric_changed_) {
+    WakeAll();
+    return;
+  }
+  std::vector<JobState>& js = jobs_.jobs();
+  // Which sleeping group each resource belongs to; then any other running job planning to use
+  // one of them wakes that group. Sleeping groups never share a resource with one another.
+  resource_owner_.assign(fabric_.net().num_resources(), -1);
+  std::vector<bool> wake(groups_.size(), false);
+  for (size_t k = 0; k < groups_.size(); ++k) {
+    const Group& g = groups_[k];
+    if (!g.asleep) continue;
+    for (uint32_t j : g.jobs) {
+      const JobState& s = js[j];
+      // A job that left, or whose plan changed without WakeGroupOf: not carried over.
+      if (s.status != JobStatus::kRunning || PlanFingerprint(j) != s.plan_fingerprint) {
+        wake[k] = true;
+      }
+      for (const std::vector<ResourceId>& path : s.plan_resources) {
+        for (ResourceId r : path) resource_owner_[r] = static_cast<int>(k);
+      }
+    }
+  }
+  for (uint32_t j : jobs_.running()) {
+    const JobState& s = js[j];
+    if (s.asleep) continue;
+    for (const std::vector<ResourceId>& path : s.plan_resources) {
+      for (ResourceId r : path) {
+        if (resource_owner_[r] >= 0) wake[resource_owner_[r]] = true;
+      }
+    }
+  }
+  for (size_t k = 0; k < groups_.size(); ++k) {
+    if (wake[k] && groups_[k].asleep) Wake(groups_[k]);
+  }
+  UpdateNextWake();
 }
 
 void SteadyStateDetector::UpdateNextWake() {

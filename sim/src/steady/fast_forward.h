@@ -11,13 +11,18 @@
 // A steady group whose jobs' profilers are settled falls asleep on its own, whatever the other
 // groups do: its timeline (job events, flow clocks) moves whole group periods later, up to the
 // horizon, an iteration limit or a fault barrier, and it is credited its rates when it wakes.
-// Anything that may change a plan or a capacity (arrival, departure, link or fault event, a
-// control loop run, a re-plan) wakes every sleeping group first, moving it back to now: it then
+// What may change a sleeping group's dynamics wakes it first, moving it back to now: it then
 // lands on the last whole group period and is simulated from there up to now, alone (nothing
-// else has events in between), so it resumes in the state the full simulation has.
+// else has events in between), so it resumes in the state the full simulation has. A link or
+// fault event (a capacity) and the oracle's re-plan wake every group; a departure wakes the
+// departing job's group; a control loop run wakes the groups of the jobs whose plan it changes
+// (WakeGroupOf, before the change), and a regroup those whose resources a job outside them now
+// plans to use (an arrival's default routes, another job's new paths). Any other group sleeps on
+// through the re-plan: its jobs, plans and resources are unchanged, so is its timeline.
 //
 // A re-plan (BeginRegroup / EndRegroup) keeps what is known about a group whose jobs and plans
-// are unchanged (their dynamics are unchanged); a link event (FabricChanged) keeps nothing.
+// are unchanged (their dynamics are unchanged), its sleep included; a link event (FabricChanged)
+// keeps nothing.
 //
 // Internal to crux::sim. Thread-safety: none.
 #ifndef CRUX_SIM_SRC_STEADY_FAST_FORWARD_H_
@@ -46,9 +51,11 @@ class SteadyStateDetector {
   SteadyStateDetector(const SimOptions& options, const engine::SimClock& clock, JobModel& jobs,
                       Fabric& fabric, Metrics& metrics, SimResult& result, CatchUp catch_up);
 
-  // Around a re-plan: BeginRegroup before the plans change (wakes every group; a new plan
-  // epoch: flows in flight now are old), EndRegroup after (the groups of the new plans;
-  // unchanged ones carried over, and a sleep check is due).
+  // Around a regroup, after the plans changed and before the iterations of arrived jobs start:
+  // BeginRegroup (wakes every group after a link event, otherwise each sleeping group a job
+  // outside it now plans to cross or whose plans changed; a new plan epoch: flows in flight now
+  // are old, but for those of sleeping groups), EndRegroup after (the groups of the new plans;
+  // unchanged ones carried over, asleep or not, and a sleep check is due).
   void BeginRegroup();
   void EndRegroup();
   // A link event: capacities changed, no group carries over. REQUIRES: WakeAll() before the
@@ -74,6 +81,8 @@ class SteadyStateDetector {
   core::Duration next_wake() const { return next_wake_; }
   // Wakes the groups due now (credited their sleep).
   void WakeDue();
+  // Wakes the group of job `j` if it sleeps (before its plan or its flows change).
+  void WakeGroupOf(uint32_t j);
   // Wakes every sleeping group now: its timeline moves back to the last whole group period
   // since it fell asleep (credited up to there) and the rest, under one period, is simulated up
   // to now (catch_up), so it wakes in the state it would be in.
@@ -137,6 +146,8 @@ class SteadyStateDetector {
   core::Duration WakeTime(const Group& g, core::Duration limit) const;
   void Sleep(Group& g, core::Duration wake_at);
   void Wake(Group& g);
+  // BeginRegroup's wake-ups: every sleeping group that will not be carried over unchanged.
+  void WakeChanged();
   // Credits the jobs of `g` their rates over [from, from + d) (iterations, compute, bytes,
   // link bits, samples).
   void Credit(const Group& g, core::Duration from, core::Duration d);

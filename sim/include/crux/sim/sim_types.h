@@ -261,6 +261,9 @@ struct SimResult {
   uint64_t fast_forward_jumps = 0;        // Steady groups put to sleep (fast-forward).
   uint64_t fast_forward_approximate = 0;  // Groups accepted as steady by rate agreement.
   uint64_t fast_forward_carried = 0;      // Steady groups a re-plan left unchanged (kept).
+  uint64_t early_wakes = 0;      // Sleeping groups woken before their wake time (an event).
+  uint64_t late_wakes = 0;       // Of those, woken only after a regroup (should stay 0).
+  uint64_t catch_up_events = 0;  // Of `events`, those simulated catching a woken group up.
   Duration fast_forwarded;  // Simulated time during which every running group slept (no events).
   Duration group_slept;     // The sleeps' lengths summed over groups (group-time not simulated).
   Duration simulated;       // Time the run reached (the horizon).
