@@ -361,6 +361,40 @@ TEST(ControlLoopHostTest, ReoptimisationTimersRunBetweenSleeps) {
   EXPECT_LT(fast.events, full.events / 2);
 }
 
+// Issue #30's lazy wake-ups: a job arriving on links no sleeping group uses, and the control
+// loop runs that plan it, wake nobody; one arriving on a sleeping group's links wakes that group
+// before its first flows start. Either way every job's iterations are the full simulation's.
+TEST(ControlLoopHostTest, AnArrivalWakesOnlyTheGroupsItsRoutesCross) {
+  const Topology topo = SmallClos();  // host0-3 under tor0, host4-7 under tor1.
+  std::vector<SimJob> jobs = {RingJob(topo, "a", {0, 1}, 0.1, 200),
+                              RingJob(topo, "b", {4, 5}, 0.13, 300)};
+  jobs[1].arrival = Duration::Seconds(60);
+  const SimOptions o = LoopOptions(150);
+  {
+    SCOPED_TRACE("b on tor1 only");
+    const auto [full, fast] = RunFullAndFast(topo, "crux", jobs, o);
+    EXPECT_GT(fast.fast_forward_jumps, 0u);
+    EXPECT_EQ(fast.early_wakes, 0u);  // a slept through b's arrival and b's plans.
+    EXPECT_EQ(fast.late_wakes, 0u);
+    EXPECT_LT(fast.events, full.events / 2);
+    for (const char* id : {"a", "b"}) {
+      EXPECT_NEAR(Job(fast, id).iterations, Job(full, id).iterations, 1) << id;
+    }
+  }
+  {
+    SCOPED_TRACE("c crosses host1's and host5's links");
+    jobs.push_back(RingJob(topo, "c", {1, 5}, 0.2, 400));
+    jobs[2].arrival = Duration::Seconds(100);
+    const auto [full, fast] = RunFullAndFast(topo, "crux", jobs, o);
+    EXPECT_GE(fast.early_wakes, 2u);  // a's group and b's, before c's first flows.
+    EXPECT_EQ(fast.late_wakes, 0u);
+    for (const char* id : {"a", "b", "c"}) {
+      EXPECT_NEAR(Job(fast, id).iterations, Job(full, id).iterations, 1) << id;
+    }
+    EXPECT_NEAR(fast.gpu_utilization, full.gpu_utilization, 0.002);
+  }
+}
+
 TEST(ControlLoopHostTest, ALinkFailureReachesTheLoopAndTrafficMoves) {
   const Topology topo = SmallClos();
   const SimJob job = RingJob(topo, "x", {0, 4}, 0.05, 200, 1.0);
