@@ -123,7 +123,7 @@ Status Engine::Init() {
   ff_.emplace(options_, clock_, *jobs_, *fabric_, *metrics_, result_,
               [this](Duration until) { CatchUp(until); });
   host_.Bind(&*fabric_, &*jobs_);
-  host_.SetBeforeChange([this](uint32_t j) { ff_->WakeGroupOf(j); });
+  host_.SetWakeHooks([this](uint32_t j) { ff_->WakeGroupOf(j); }, [this] { ff_->WakeAll(); });
   if (options_.faults.enabled()) {
     jobs_->set_telemetry(options_.faults.flow_reports);
     faults_.emplace(topo_, options_.faults, horizon_, result_);
@@ -167,7 +167,7 @@ Status Engine::EndOfInstant() {
     ff_->EndRegroup();
     return Status::Ok();
   }
-  // The control loop's run wakes the groups of the jobs it changes (SetBeforeChange), the
+  // The control loop's run wakes the groups of the jobs it changes (SetWakeHooks), the
   // regroup those a job outside them now crosses; the others sleep on.
   if (host_.defaults_stale()) {
     ff_->WakeAll();  // After a link event (which woke every group already).

@@ -136,35 +136,26 @@ core::Status PlanApplier::Replan() {
 void PlanApplier::RerouteStalled() {
   std::vector<JobState>& js = jobs_->jobs();
   FluidNetwork& net = fabric_->net();
-  if (before_change_) {
-    // The jobs with a flow to re-route, first (a woken group's catch-up changes its flows).
-    std::vector<uint32_t> touched;
-    for (uint32_t j = 0; j < js.size(); ++j) {
-      const JobState& s = js[j];
-      if (s.status != JobStatus::kRunning) continue;
-      for (const FlowRun& run : s.flows) {
-        if (run.status != FlowStatus::kInNetwork) continue;
-        const size_t f = run.plan_flow;
-        if (!fabric_->Stalled(net.Resources(run.id)) || f >= s.plan_resources.size()) continue;
-        const std::vector<ResourceId>& path = s.plan_resources[f];
-        if (!path.empty() && !fabric_->Stalled(path)) {
-          touched.push_back(j);
-          break;
-        }
-      }
-    }
-    for (uint32_t j : touched) before_change_(j);
+  auto moves = [&](const JobState& s, const FlowRun& run) {
+    if (run.status != FlowStatus::kInNetwork) return false;
+    const size_t f = run.plan_flow;  // The plan flow whose path it took.
+    if (!fabric_->Stalled(net.Resources(run.id)) || f >= s.plan_resources.size()) return false;
+    const std::vector<ResourceId>& path = s.plan_resources[f];
+    return !path.empty() && !fabric_->Stalled(path);
+  };
+  if (before_reroute_) {
+    // Whether anything moves, first (waking groups changes their flows).
+    const bool any = std::any_of(js.begin(), js.end(), [&](const JobState& s) {
+      return s.status == JobStatus::kRunning &&
+             std::any_of(s.flows.begin(), s.flows.end(),
+                         [&](const FlowRun& run) { return moves(s, run); });
+    });
+    if (any) before_reroute_();
   }
   for (JobState& s : js) {
     if (s.status != JobStatus::kRunning) continue;
     for (FlowRun& run : s.flows) {
-      if (run.status != FlowStatus::kInNetwork) continue;
-      const size_t f = run.plan_flow;  // The plan flow whose path it took.
-      if (!fabric_->Stalled(net.Resources(run.id)) || f >= s.plan_resources.size()) continue;
-      const std::vector<ResourceId>& path = s.plan_resources[f];
-      if (!path.empty() && !fabric_->Stalled(path)) {
-        net.Reroute(run.id, path, clock_.Now());
-      }
+      if (moves(s, run)) net.Reroute(run.id, s.plan_resources[run.plan_flow], clock_.Now());
     }
   }
 }

@@ -50,9 +50,15 @@ class PlanApplier {
   bool isolates_jobs() const { return isolate_; }
   // The fabric and job model it writes plans into. Call once, after Init().
   void Bind(Fabric* fabric, JobModel* jobs);
-  // Called with a job's index before a control loop run changes its plan or time shift, or
-  // re-routes its flows in flight (the fast-forward wakes its group first). May be empty.
-  void SetBeforeChange(std::function<void(uint32_t)> f) { before_change_ = std::move(f); }
+  // What the fast-forward wakes first: `before_change` gets a job's index before a control loop
+  // run changes its plan or time shift; `before_reroute` is called before flows in flight move
+  // to other paths (RerouteStalled: rare, after link events; a moved flow may cross any group).
+  // Either may be empty.
+  void SetWakeHooks(std::function<void(uint32_t)> before_change,
+                    std::function<void()> before_reroute) {
+    before_change_ = std::move(before_change);
+    before_reroute_ = std::move(before_reroute);
+  }
 
   bool oracle() const { return oracle_; }
 
@@ -173,6 +179,7 @@ class PlanApplier {
   bool defaults_stale_ = false;  // A link event changed the routes of unpinned flows.
   std::unordered_map<std::string, uint32_t> index_of_;
   std::function<void(uint32_t)> before_change_;
+  std::function<void()> before_reroute_;
   std::vector<core::LinkHealth> health_;  // Per directed link, as decided (fault injection).
   // faults_due() (FaultManager::NextDue walks every link it knows; the engine asks at every
   // event): recomputed only after a signal or an evaluation, the only things that change it.
