@@ -143,15 +143,14 @@ void PlanApplier::RerouteStalled() {
     const std::vector<ResourceId>& path = s.plan_resources[f];
     return !path.empty() && !fabric_->Stalled(path);
   };
-  if (before_reroute_) {
-    // Whether anything moves, first (waking groups changes their flows).
-    const bool any = std::any_of(js.begin(), js.end(), [&](const JobState& s) {
-      return s.status == JobStatus::kRunning &&
-             std::any_of(s.flows.begin(), s.flows.end(),
-                         [&](const FlowRun& run) { return moves(s, run); });
-    });
-    if (any) before_reroute_();
-  }
+  // Whether anything moves, first: usually nothing does, and waking groups changes their flows.
+  const bool any = std::any_of(js.begin(), js.end(), [&](const JobState& s) {
+    return s.status == JobStatus::kRunning &&
+           std::any_of(s.flows.begin(), s.flows.end(),
+                       [&](const FlowRun& run) { return moves(s, run); });
+  });
+  if (!any) return;
+  if (before_reroute_) before_reroute_();
   for (JobState& s : js) {
     if (s.status != JobStatus::kRunning) continue;
     for (FlowRun& run : s.flows) {
@@ -477,50 +476,46 @@ core::Status PlanApplier::RunDue(bool* changed) {
     result_.reoptimizations_adopted += run.reoptimize_adopted ? 1 : 0;
   }
   result_.excluded += run.excluded;
-  // An assignment re-issued only for its probes (the loop re-designs them when the fault
-  // manager's probe targets change) leaves the job's flows where they are.
-  auto probes_only = [this](const JobState& s, const core::Assignment& a) {
-    const bool probes = s.assignment_probes || !a.probes.empty();
-    return probes && s.assigned && s.phase == a.phase && s.level == a.level &&
-           FlowsHash(a) == s.assignment_hash;
-  };
-  if (before_change_) {
-    // Every job this run changes, before any change (a woken group catches up on its old plans).
-    for (const core::AppliedAssignment& aa : run.changed) {
-      auto it = index_of_.find(aa.assignment.job_id);
-      if (it == index_of_.end()) continue;
-      const JobState& s = jobs_->job(it->second);
-      if (s.status == JobStatus::kRunning && !probes_only(s, aa.assignment)) {
-        before_change_(it->second);
-      }
-    }
-    for (const auto& [id, time_shift] : run.time_shifts) {
-      if (ShiftChanges(id, time_shift) != nullptr) before_change_(index_of_.at(id));
-    }
-  }
+  // What this run changes, first: the jobs whose flows move, and those whose time shift does.
+  std::vector<std::pair<uint32_t, const core::Assignment*>> moved;
   for (const core::AppliedAssignment& aa : run.changed) {
     auto it = index_of_.find(aa.assignment.job_id);
     if (it == index_of_.end()) continue;
-    const uint32_t j = it->second;
-    JobState& s = jobs_->job(j);
+    JobState& s = jobs_->job(it->second);
     if (s.status != JobStatus::kRunning) continue;
-    const bool only_probes = probes_only(s, aa.assignment);
+    // An assignment re-issued only for its probes (the loop re-designs them when the fault
+    // manager's probe targets change) leaves the job's flows where they are.
+    const bool probes = s.assignment_probes || !aa.assignment.probes.empty();
     s.assignment_probes = !aa.assignment.probes.empty();
-    if (only_probes) continue;
-    s.assigned = true;
-    s.phase = aa.assignment.phase;
-    s.level = aa.assignment.level;
-    s.assignment_hash = FlowsHash(aa.assignment);
-    SetPlanFlows(j, &aa.assignment);
-    NoteLevel(j, s.phase, s.level);
-    *changed = true;
+    if (probes && s.assigned && s.phase == aa.assignment.phase && s.level == aa.assignment.level &&
+        FlowsHash(aa.assignment) == s.assignment_hash) {
+      continue;
+    }
+    moved.emplace_back(it->second, &aa.assignment);
   }
   // Core's Assignment has no time shift (cruxd cannot enforce CASSINI's shifts): the simulator
   // takes them from the run's JobPlans, for every planned job.
+  std::vector<std::pair<uint32_t, core::Duration>> shifted;
   for (const auto& [id, time_shift] : run.time_shifts) {
-    JobState* s = ShiftChanges(id, time_shift);
-    if (s == nullptr) continue;
-    ApplyTimeShift(*s, time_shift);
+    if (ShiftChanges(id, time_shift) != nullptr) shifted.emplace_back(index_of_.at(id), time_shift);
+  }
+  // Before any change (a woken group catches up on its old plans).
+  if (before_change_) {
+    for (const auto& [j, a] : moved) before_change_(j);
+    for (const auto& [j, shift] : shifted) before_change_(j);
+  }
+  for (const auto& [j, a] : moved) {
+    JobState& s = jobs_->job(j);
+    s.assigned = true;
+    s.phase = a->phase;
+    s.level = a->level;
+    s.assignment_hash = FlowsHash(*a);
+    SetPlanFlows(j, a);
+    NoteLevel(j, s.phase, s.level);
+    *changed = true;
+  }
+  for (const auto& [j, shift] : shifted) {
+    ApplyTimeShift(jobs_->job(j), shift);
     *changed = true;
   }
   if (*changed) RerouteStalled();
