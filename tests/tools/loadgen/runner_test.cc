@@ -213,7 +213,10 @@ TEST_F(RunnerTest, QuietReportsAreConfirmedByTheNextAcknowledgedOne) {
   uint64_t accepted = 0;
   for (const auto& [id, n] : daemon_.reports) accepted += n;
   for (const auto& [id, n] : daemon_.asked_reports) {
-    EXPECT_EQ(daemon_.quiet_reports[id], 3 * n) << id;  // Each Ack asked for after 3 quiet.
+    // Each acknowledged report follows 3 quiet ones; the run can end after a group's quiet
+    // reports reached the daemon but before its acknowledged one did (at most inflight groups).
+    EXPECT_GE(daemon_.quiet_reports[id], 3 * n) << id;
+    EXPECT_LE(daemon_.quiet_reports[id], 3 * (n + 2)) << id;
   }
   ASSERT_GT(daemon_.quiet_refused, 0u);
   // A quiet report counts once the Ack of a later one confirms it, unless it was refused; what
