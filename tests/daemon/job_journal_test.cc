@@ -136,5 +136,56 @@ TEST_F(JobJournalTest, PlannedProfilesGoAheadAndADeletedJobIsNotWrittenBack) {
   EXPECT_EQ(Stored().count("a"), 0u);
 }
 
+TEST_F(JobJournalTest, JitterIsStoredOncePerIntervalAndEverythingAtShutdown) {
+  JobJournal journal(&loop_, &rows_, topo_, &events_, &writer_, &health_,
+                     core::Duration::Seconds(10));
+  auto samples = [&](const std::string& id) {
+    const core::Result<core::JobProfile> p =
+        StoreCodec(*topo_).DecodeProfile(Stored().at(id).profile, rows_.jobs.at(id));
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return p.ok() ? p->compute_time.ToMillis() : -1;
+  };
+  journal.Reported("a", Report("a", 80));  // Planned and phase: written at once.
+  journal.Reported("b", Report("b", 80));
+  EXPECT_EQ(journal.FlushProfiles(), 0u);
+  EXPECT_EQ(samples("a"), 80);
+  EXPECT_EQ(samples("b"), 80);
+
+  // Jitter within the hysteresis: deferred, not lost.
+  events_.Advance(core::Duration::Seconds(1));
+  journal.Reported("a", Report("a", 81));
+  journal.Reported("b", Report("b", 82));
+  EXPECT_EQ(journal.FlushProfiles(), 0u);
+  EXPECT_EQ(journal.deferred(), 2u);
+  EXPECT_EQ(samples("a"), 80);
+  events_.Advance(core::Duration::Seconds(4));
+  journal.Reported("a", Report("a", 83));
+  EXPECT_EQ(journal.deferred(), 2u) << "one entry per job, however many reports";
+  // A significant report is written at once, with the newest figures.
+  journal.Reported("b", Report("b", 400));
+  EXPECT_EQ(journal.deferred(), 1u);
+  EXPECT_EQ(journal.FlushProfiles(), 0u);
+  EXPECT_EQ(samples("b"), 400);
+  EXPECT_EQ(samples("a"), 80);
+
+  // Past a's interval (10 s after its first write): its newest report is written by the next
+  // flush, without another report.
+  events_.Advance(core::Duration::Seconds(5));
+  EXPECT_EQ(journal.FlushProfiles(), 0u);
+  EXPECT_EQ(samples("a"), 83);
+  EXPECT_EQ(journal.deferred(), 0u);
+
+  // Deferred again, then written by the shutdown flush; a deleted job leaves nothing behind.
+  journal.Reported("a", Report("a", 84));
+  journal.Reported("b", Report("b", 401));
+  EXPECT_EQ(journal.deferred(), 2u);
+  journal.Delete("b", std::nullopt);
+  EXPECT_EQ(journal.deferred(), 1u);
+  journal.FlushAll();
+  EXPECT_EQ(samples("a"), 84);
+  EXPECT_EQ(journal.deferred(), 0u);
+  EXPECT_EQ(Stored().count("b"), 0u);
+}
+
 }  // namespace
 }  // namespace crux::daemon

@@ -88,7 +88,7 @@ Daemon::Daemon(const DaemonConfig& config, core::Topology topology, std::string 
                              : ControlHost::Executor()),
       rows_(&tracker_, &parts_, &control_.loop(), &topo_.nominal()),
       journal_(&control_.loop(), &rows_, topo_.shared_nominal(), loop, writer_.get(),
-               &store_health_),
+               &store_health_, core::Duration::Millis(config.profile_store_interval_ms)),
       faults_(&control_, &topo_, loop, metrics, writer_.get(), &store_health_),
       applier_(&config_, loop, metrics, &topo_, &tracker_, &enforcer_, &control_, &journal_,
                writer_.get(), &store_health_),

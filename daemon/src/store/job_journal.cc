@@ -1,23 +1,63 @@
 #include "crux/daemon/store/job_journal.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "crux/daemon/store/store_codec.h"
 
 namespace crux::daemon {
 
 void JobJournal::Reported(const std::string& id, const core::ReportVerdict& verdict) {
-  profiles_.insert(id);
   if (verdict.plan_changed) planned_.insert(id);
   if (verdict.phase_changed) phases_.insert(id);
+  MarkLatest(id, verdict.plan_changed || verdict.phase_changed);
 }
 
 void JobJournal::PartReported(const std::string& id, core::NodeId host) {
   parts_.insert({id, host});
-  profiles_.insert(id);  // The part's row is written with the job's.
+  MarkLatest(id, /*now=*/false);  // The part's row is written with the job's.
+}
+
+void JobJournal::MarkLatest(const std::string& id, bool now) {
+  if (profiles_.count(id)) return;  // Dirty already: the next flush writes the latest.
+  const core::Duration t = events_->Now();
+  auto [next, first] = next_latest_.try_emplace(id, t);
+  if (!now && !first && t < next->second) {
+    deferred_.insert({next->second, id});  // At most once: the key is the job's one due time.
+    return;
+  }
+  if (!first) deferred_.erase({next->second, id});
+  next->second = t + latest_interval_;
+  profiles_.insert(id);
+}
+
+void JobJournal::PromoteDue() {
+  const core::Duration t = events_->Now();
+  while (!deferred_.empty() && deferred_.begin()->first <= t) {
+    const std::string id = deferred_.begin()->second;
+    deferred_.erase(deferred_.begin());
+    next_latest_[id] = t + latest_interval_;
+    profiles_.insert(id);
+  }
+}
+
+void JobJournal::Forget(const std::string& id) {
+  profiles_.erase(id);
+  planned_.erase(id);
+  phases_.erase(id);
+  if (auto it = next_latest_.find(id); it != next_latest_.end()) {
+    deferred_.erase({it->second, id});
+    next_latest_.erase(it);
+  }
+}
+
+void JobJournal::FlushAll() {
+  for (const auto& [due, id] : std::exchange(deferred_, {})) profiles_.insert(id);
+  FlushProfiles();
 }
 
 size_t JobJournal::FlushProfiles(size_t max_rows) {
+  PromoteDue();
   if (profiles_.empty()) return 0;
   std::vector<std::string> ids;
   ids.reserve(std::min(max_rows, profiles_.size()));
@@ -54,6 +94,9 @@ void JobJournal::Flush(const std::vector<std::string>& ids) {
     const bool with_planned = planned_.erase(id) > 0;
     const bool with_phase = phases_.erase(id) > 0;
     profiles_.erase(id);
+    if (auto next = next_latest_.find(id); next != next_latest_.end()) {
+      deferred_.erase({next->second, id});  // Written now: the profile read below is the latest.
+    }
     for (auto it = parts_.lower_bound({id, core::NodeId(0)}); it != parts_.end() && it->first == id;
          it = parts_.erase(it)) {
       if (std::optional<StoredPart> row = rows_->Part(id, it->second)) {
@@ -132,9 +175,7 @@ void JobJournal::StoreRegistrations(std::vector<JobRow> jobs, std::vector<Stored
 }
 
 void JobJournal::Delete(const std::string& id, std::optional<AuditRow> audit) {
-  profiles_.erase(id);
-  planned_.erase(id);
-  phases_.erase(id);
+  Forget(id);
   parts_.erase(parts_.lower_bound({id, core::NodeId(0)}), parts_.lower_bound({id, core::NodeId()}));
   writer_->Submit(
       [id, audit = std::move(audit)](Store& store) {

@@ -126,7 +126,7 @@ class Daemon {
   std::vector<std::string> Reload(const DaemonConfig& c);
 
   void SweepLeases();
-  void FlushProfiles() { journal_.FlushProfiles(); }
+  void FlushProfiles() { journal_.FlushAll(); }  // Deferred latest profiles too.
   void RefreshMetrics();
 
   // Introspection (loop thread).

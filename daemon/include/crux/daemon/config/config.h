@@ -159,6 +159,10 @@ struct DaemonConfig {
   std::string topology = std::string(kEmbeddedTopology);
   std::string state_dir = "state";
   std::string database = "cruxd.sqlite";
+  // A job's latest profile is stored at most once per this many ms while its reports change
+  // neither the planned profile nor its phase (JobJournal; a kill -9 loses at most this much of
+  // it, never what is planned). [0, 3600000]; 0 = every report is stored by the next flush.
+  int64_t profile_store_interval_ms = 10000;
   std::string client_endpoint = "tcp://127.0.0.1:7450";
   std::string admin_endpoint;  // "" = ipc://<state_dir>/admin.sock
   CurveConfig curve;
