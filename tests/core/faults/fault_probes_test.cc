@@ -6,6 +6,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "crux/testing/test_topologies.h"
@@ -238,6 +239,34 @@ TEST(FaultProbesSensitivityTest, ASuspectAccessLinkIsProbedThroughItsToRAlone) {
   EXPECT_EQ(first.dst_nic, c.nic[1][0]);  // host1, under tor0 as well.
   ASSERT_EQ(first.path.size(), 2u);
   EXPECT_EQ(first.path.front(), access);
+}
+
+// The localisation places a link from min_flows (2) rows; with one probe per suspect, a probe
+// waited for a job's flow over the link, which an intermittent job sends only in its
+// communication phases. Each suspect now gets `coverage` probes of its own, all designed before
+// the uncovered links' (step 2).
+TEST(FaultProbesSuspectTest, EachSuspectGetsCoverageProbesThatCrossIt) {
+  Clos2Small c = MakeClos2Small();
+  PathFinder paths(c.topo);
+  HashEcmpModel ecmp(0);
+  AppliedPlan plan;
+  const FlowPin slow = Pin(paths, c.nic[0][0], c.nic[2][0], 0);
+  plan["a"] = AssignmentWith("a", {slow, Pin(paths, c.nic[1][0], c.nic[3][0], 0)});
+  const LinkId access = slow.path.front();  // host0/nic0 -> tor0.
+  for (int coverage : {1, 2, 3}) {
+    ProbeOptions o;
+    o.coverage = coverage;
+    const ProbeDesign d = DesignProbes(c.topo, Of(plan), paths, ecmp, o, {access});
+    const std::vector<FlowPin>& probes = d.probes.at("a");  // The suspect's come first.
+    ASSERT_GE(probes.size(), static_cast<size_t>(coverage));
+    std::set<std::tuple<uint32_t, uint32_t, uint16_t>> distinct;
+    for (int i = 0; i < coverage; ++i) {
+      const FlowPin& p = probes[static_cast<size_t>(i)];
+      EXPECT_EQ(p.path.front(), access) << "probe " << i << " of coverage " << coverage;
+      distinct.insert({p.src_nic.value(), p.dst_nic.value(), p.udp_sport});
+    }
+    EXPECT_EQ(distinct.size(), static_cast<size_t>(coverage)) << "different probes";
+  }
 }
 
 TEST(ProbeOptionsTest, ValidationNamesTheFieldAndTheRateBoundIsDocumented) {

@@ -17,9 +17,10 @@
 //      the localisation cannot place) that are watched: host agents' probes over them are the
 //      independent source the tenant rule asks for (fault_manager.h). Per suspect in the order
 //      given (the fault manager's: the strongest suspicion first, so budgets go to it),
-//      one probe that crosses it and as few other suspects as possible (ties: job, pair, path
-//      order), unless one designed already crosses it and no other suspect: a probe over one
-//      link of an ambiguous set and not the others is what tells them apart. Candidates: the
+//      `coverage` probes, one at a time, each crossing it and as few other suspects as possible
+//      (ties: job, pair, path order): a probe over one link of an ambiguous set and not the
+//      others is what tells them apart, and the localisation places a link from min_flows (2)
+//      rows, so the probes can settle a suspect without a job's flow. Candidates: the
 //      jobs' first max_pairs_per_job pairs, every pair one of whose pinned flows crosses a
 //      suspect, those flows' ends paired across, and each such flow's source (destination) NIC
 //      with up to max_pairs_per_job other NICs of the job (probes that share the first or the
@@ -69,8 +70,9 @@ struct ProbeOptions {
   // HostProbe seam) make them useful.
   bool enabled = false;
   int max_per_job = 4;  // >= 0 (0: no probes).
-  // Probes wanted over each uncovered link: localisation needs min_flows unhealthy observations
-  // of a link (faults.min_flows, 2 by default), so one probe alone could never accuse it. >= 1.
+  // Probes wanted over each uncovered link and designed over each suspect: localisation needs
+  // min_flows unhealthy observations of a link (faults.min_flows, 2 by default), so one probe
+  // alone could never accuse it. >= 1 (fixed in cruxd).
   int coverage = 2;
   int max_total = 256;          // >= 0.
   int max_pairs_per_job = 8;    // >= 1: NIC pairs of a job whose paths are candidates.
