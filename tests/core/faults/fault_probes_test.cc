@@ -243,26 +243,27 @@ TEST(FaultProbesSensitivityTest, ASuspectAccessLinkIsProbedThroughItsToRAlone) {
 
 // The localisation places a link from min_flows (2) rows; with one probe per suspect, a probe
 // waited for a job's flow over the link, which an intermittent job sends only in its
-// communication phases. Each suspect now gets `coverage` probes of its own, all designed before
-// the uncovered links' (step 2).
-TEST(FaultProbesSuspectTest, EachSuspectGetsCoverageProbesThatCrossIt) {
-  Clos2Small c = MakeClos2Small();
-  PathFinder paths(c.topo);
-  HashEcmpModel ecmp(0);
+// communication phases. Each suspect now gets `coverage` probes of its own. Here the job's flows
+// cover every link it can reach, so step 3 designs nothing and every probe is the suspect's (one
+// before stop 52, whatever `coverage` said).
+TEST_F(FaultProbesTest, EachSuspectGetsCoverageProbesThatCrossIt) {
   AppliedPlan plan;
-  const FlowPin slow = Pin(paths, c.nic[0][0], c.nic[2][0], 0);
-  plan["a"] = AssignmentWith("a", {slow, Pin(paths, c.nic[1][0], c.nic[3][0], 0)});
-  const LinkId access = slow.path.front();  // host0/nic0 -> tor0.
+  std::vector<FlowPin> flows;
+  for (size_t k = 0; k < 3; ++k) {
+    flows.push_back(Pin(paths_, c_.nic[0][0], c_.nic[2][0], k));
+    flows.push_back(Pin(paths_, c_.nic[2][0], c_.nic[0][0], k));
+  }
+  plan["a"] = AssignmentWith("a", flows);
+  const LinkId access = flows[0].path.front();  // host0/nic0 -> tor0: every path crosses it.
   for (int coverage : {1, 2, 3}) {
     ProbeOptions o;
     o.coverage = coverage;
-    const ProbeDesign d = DesignProbes(c.topo, Of(plan), paths, ecmp, o, {access});
-    const std::vector<FlowPin>& probes = d.probes.at("a");  // The suspect's come first.
-    ASSERT_GE(probes.size(), static_cast<size_t>(coverage));
+    const ProbeDesign d = DesignProbes(c_.topo, Of(plan), paths_, ecmp_, o, {access});
+    ASSERT_EQ(d.suspects, std::vector<LinkId>{access});
+    EXPECT_EQ(d.total, static_cast<size_t>(coverage));
     std::set<std::tuple<uint32_t, uint32_t, uint16_t>> distinct;
-    for (int i = 0; i < coverage; ++i) {
-      const FlowPin& p = probes[static_cast<size_t>(i)];
-      EXPECT_EQ(p.path.front(), access) << "probe " << i << " of coverage " << coverage;
+    for (const FlowPin& p : d.probes.at("a")) {
+      EXPECT_EQ(p.path.front(), access) << "coverage " << coverage;
       distinct.insert({p.src_nic.value(), p.dst_nic.value(), p.udp_sport});
     }
     EXPECT_EQ(distinct.size(), static_cast<size_t>(coverage)) << "different probes";
