@@ -608,8 +608,10 @@ void FaultManager::NoteReplans(const AppliedPlan& applied, Duration now) {
     auto note = [&](const FlowPin& p, bool probe) {
       const PinKey key{p.src_nic.value(), p.dst_nic.value(), p.udp_sport, probe};
       auto old = r.pins.find(key);
-      const bool kept = carry && !probe && old != r.pins.end() && old->second.path == p.path;
-      pins.try_emplace(key, PinSince{p.path, kept ? old->second.since : now});
+      const bool same_path = !inserted && old != r.pins.end() && old->second.path == p.path;
+      const bool kept = carry && !probe && same_path;
+      pins.try_emplace(key, PinSince{p.path, kept ? old->second.since : now,
+                                     same_path ? old->second.path_since : now});
     };
     for (const FlowPin& p : entry->assignment.flows) note(p, false);
     for (const FlowPin& p : entry->assignment.probes) note(p, true);
@@ -649,13 +651,19 @@ FaultManager::Observations FaultManager::BuildObservations(Duration window_start
     }
     const FlowPin* pin = pins.Find(key.src, key.dst, key.sport, key.probe);
     if (pin == nullptr || pin->path.empty()) continue;
-    // Measured (partly) on another path than the pin's now (or before the pin existed).
+    // Measured (partly) on another path than the pin's now (or before the pin existed). A host
+    // probe is one capacity measurement on the path its source port takes, sent only for a probe
+    // of the host's assignment: it counts from the moment its pin has had this path, through
+    // re-plans that re-issue the job's probes (they came every second while probe targets
+    // changed, and every host probe sample fell within an evaluate_interval of one: stop 52).
     if (replan != nullptr) {
       auto since = replan->pins.find(
           PinKey{pin->src_nic.value(), pin->dst_nic.value(), pin->udp_sport, key.probe});
-      if (since != replan->pins.end() && since->second.since > Duration::Zero() &&
-          rec.at < since->second.since + options_.evaluate_interval) {
-        continue;
+      if (since != replan->pins.end()) {
+        const bool stale = key.host ? rec.at < since->second.path_since
+                                    : since->second.since > Duration::Zero() &&
+                                          rec.at < since->second.since + options_.evaluate_interval;
+        if (stale) continue;
       }
     }
     PathObservation o;

@@ -941,6 +941,39 @@ TEST_F(FaultManagerTest, HostProbesSettleWhatOneJobsFlowsAloneCannot) {
   }
 }
 
+// While probe targets change, the control loop re-plans about every second, and each plan
+// re-issues the job's assignment with its probes (a new epoch, the same probe pins). A host
+// probe measures its path's capacity at one moment, so it counts from the moment its pin has had
+// that path, re-issued or not; before stop 52 every re-issue restarted an evaluate_interval in
+// which host probe samples were left out, and in crux-sim none counted while the targets moved.
+TEST_F(FaultManagerTest, HostProbesCountThroughReplansThatReissueThem) {
+  AddJob("j0", {Pin(0, 2, 1, 50000), Pin(1, 4, 1, 50001)});  // The only job over agg1.
+  AddJob("j1", {Pin(0, 6, 0, 50002), Pin(1, 7, 0, 50003)});
+  AddJob("j2", {Pin(3, 2, 0, 50004), Pin(5, 4, 0, 50005)});
+  const LinkId suspect = L("tor0", "agg1");
+  const FlowPin probe = Pin(0, 6, 1, 50100);  // host0 -> host6 through agg1.
+  const std::vector<FlowPin> j0 = applied_.at("j0")->assignment.flows;
+  FaultManager m(Probing());
+  now_ += Duration::Millis(10000);
+  ReportAll(m, 100);
+  Eval(m);
+  now_ += Duration::Millis(1000);
+  ReportAll(m, 100, {"j0"}, 30);
+  EXPECT_TRUE(Eval(m).empty());
+  std::vector<LinkDecision> d;
+  for (uint64_t epoch = 2; epoch < 6 && d.empty(); ++epoch) {
+    AddJob("j0", j0, 0, epoch, {probe});  // Re-issued: same pins, same probe, a new epoch.
+    now_ += Duration::Millis(1000);
+    ReportAll(m, 100, {"j0"}, 30);
+    m.OnHostProbes("j0", {Sample(probe, 60, /*probe=*/true)}, now_);
+    d = Eval(m);
+  }
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].link, suspect);
+  EXPECT_EQ(d[0].health, LinkHealth::kDegraded);
+  EXPECT_NE(d[0].reason.find("host agent probes agree"), std::string::npos) << d[0].reason;
+}
+
 // Probe targets come in the order probes are designed for them (per-job budgets run out): a
 // localisation suspect the tenant rule holds back before the links of a slow flow's path that
 // nothing explains. probe_target_set() has the same links by id.

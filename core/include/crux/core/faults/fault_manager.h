@@ -522,6 +522,10 @@ class FaultManager {
   struct PinSince {
     std::vector<LinkId> path;
     Duration since;
+    // Since when the pin has had this path, whatever the level or the epochs since: a host
+    // probe measures its path's capacity, which neither changes, so only a sample from before
+    // then (another path, or no such pin yet) measured something else.
+    Duration path_since;
   };
   struct Replan {
     uint64_t epoch = 0;
