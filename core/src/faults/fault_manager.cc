@@ -1105,7 +1105,7 @@ FaultManager::LinkSignals FaultManager::ReadSignals(LinkId id, const LinkState& 
       // held faulty on its path explains it (the re-plan around that link may congest this one),
       // or a flow crossed this link faster than the probe's capacity at about the same time: a
       // capacity probe sees its path's narrowest link, and this one is not it.
-      if (!HeldFaultyElsewhere(ev.observations.paths[i].links, id) &&
+      if (!HeldFaultyElsewhere(ev.observations.paths[i].links, id, ev.nominal) &&
           !OutranProbe(ev.observations, i, id)) {
         ++sig.host_probes;
       }
@@ -1158,12 +1158,22 @@ bool FaultManager::OutranProbe(const Observations& obs, size_t probe, LinkId id)
   return false;
 }
 
-bool FaultManager::HeldFaultyElsewhere(const std::vector<LinkId>& path, LinkId id) const {
-  return std::any_of(path.begin(), path.end(), [&](LinkId l) {
-    if (l == id) return false;
+bool FaultManager::HeldFaultyElsewhere(const std::vector<LinkId>& path, LinkId id,
+                                       const Topology& nominal) const {
+  auto held = [&](LinkId l) {
     auto it = links_.find(l);
     return it != links_.end() &&
            (it->second.health != LinkHealth::kUp || it->second.eff_health != LinkHealth::kUp);
+  };
+  return std::any_of(path.begin(), path.end(), [&](LinkId l) {
+    if (l == id) return false;
+    if (held(l)) return true;
+    // A cable is one fault in both directions: the other direction of a held link explains the
+    // probe too, before its own evidence comes in (stop 52: a probe from a neighbour NIC into the
+    // faulty NIC, with no flow yet in that direction, backed the neighbour's link).
+    const LinkId reverse =
+        l.valid() && l.value() < nominal.num_links() ? nominal.link(l).reverse : LinkId();
+    return reverse.valid() && reverse != id && held(reverse);
   });
 }
 

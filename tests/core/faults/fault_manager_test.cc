@@ -932,6 +932,14 @@ TEST_F(FaultManagerTest, HostProbesSettleWhatOneJobsFlowsAloneCannot) {
     for (const LinkDecision& x : d) EXPECT_NE(x.link, suspect) << x.reason;
   }
   {
+    // The same with the other direction of that cable held (tor3 -> agg1): a cable fails both
+    // ways, and the direction the probe crosses may have no evidence of its own yet (stop 52).
+    FaultManager m(Probing());
+    m.SetAdmin(L("tor3", "agg1"), {LinkHealth::kDegraded, 0.2}, now_);
+    const std::vector<LinkDecision> d = run(m, 60, By::kHost);
+    for (const LinkDecision& x : d) EXPECT_NE(x.link, suspect) << x.reason;
+  }
+  {
     // The probe measures 15 G while j0's flows cross tor0 -> agg1 at 30 G each at the same time:
     // that link is not the probe's narrowest (another link of its path is), so the probe backs
     // no suspicion of it (stop 48: a probe through a faulty neighbour's cable).

@@ -455,9 +455,11 @@ class FaultManager {
   // state, and returns the decision when its effective health changed.
   std::optional<LinkDecision> DecideLink(LinkId id, const Evaluation& ev);
   LinkSignals ReadSignals(LinkId id, const LinkState& s, const Evaluation& ev) const;
-  // Whether a link of `path` other than `id` is held faulty (automatically or by the admin): it
-  // explains a slow host probe over `path`, which then backs no suspicion of `id`.
-  bool HeldFaultyElsewhere(const std::vector<LinkId>& path, LinkId id) const;
+  // Whether a link of `path` other than `id`, or the other direction of one (a cable fails both
+  // ways), is held faulty (automatically or by the admin): it explains a slow host probe over
+  // `path`, which then backs no suspicion of `id`.
+  bool HeldFaultyElsewhere(const std::vector<LinkId>& path, LinkId id,
+                           const Topology& nominal) const;
   // Whether a flow (a job's row of `obs`, not failed) crossing `id`, reported within
   // evaluate_interval of the host probe at row `probe`, ran faster than kProbeMargin times the
   // probe's measured capacity: then `id` is not the probe's narrowest link, and the probe backs
