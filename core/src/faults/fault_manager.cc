@@ -608,7 +608,7 @@ void FaultManager::NoteReplans(const AppliedPlan& applied, Duration now) {
     auto note = [&](const FlowPin& p, bool probe) {
       const PinKey key{p.src_nic.value(), p.dst_nic.value(), p.udp_sport, probe};
       auto old = r.pins.find(key);
-      const bool same_path = !inserted && old != r.pins.end() && old->second.path == p.path;
+      const bool same_path = old != r.pins.end() && old->second.path == p.path;  // None if new.
       const bool kept = carry && !probe && same_path;
       pins.try_emplace(key, PinSince{p.path, kept ? old->second.since : now,
                                      same_path ? old->second.path_since : now});
